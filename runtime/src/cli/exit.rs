@@ -1,0 +1,48 @@
+//! Exit codes, and the one stderr line that goes with every failure.
+
+/// The command did what was asked.
+pub const OK: u8 = 0;
+/// The tool returned an error (stdout: `{"code","message","data","executed"}`).
+pub const TOOL_ERROR: u8 = 1;
+/// Usage error, bad args, or approval refused (nothing was sent).
+pub const USAGE: u8 = 2;
+/// The Tick could not start, failed initialization, or its session ended on a violation.
+pub const SESSION: u8 = 3;
+/// A call's outcome is unknown (timeout, the Tick died mid-call, malformed response).
+pub const UNKNOWN_OUTCOME: u8 = 4;
+/// Interrupted by SIGINT or SIGTERM; the Tick was stopped.
+pub const INTERRUPTED: u8 = 130;
+
+/// The help text that documents them.
+pub const HELP: &str = "\
+Exit codes:
+  0    success
+  1    the tool returned an error (stdout: {\"code\",\"message\",\"data\",\"executed\"})
+  2    usage error, invalid args, or a mutating call without --yes (nothing was sent)
+  3    the Tick could not start, initialization failed, or the session ended on a
+       protocol violation (stderr names the rule)
+  4    unknown outcome: the call timed out, the Tick died mid-call, or its response
+       was malformed; the call is never resent
+  130  interrupted; the Tick was stopped";
+
+/// A failed command: its exit code and the line for stderr.
+#[derive(Debug)]
+pub struct Exit {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Exit {
+    pub fn new(code: u8, message: impl std::fmt::Display) -> Self {
+        Exit {
+            code,
+            message: message.to_string(),
+        }
+    }
+    pub fn usage(message: impl std::fmt::Display) -> Self {
+        Exit::new(USAGE, message)
+    }
+    pub fn session(message: impl std::fmt::Display) -> Self {
+        Exit::new(SESSION, message)
+    }
+}

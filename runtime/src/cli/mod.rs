@@ -1,0 +1,249 @@
+//! The `tickbox` command line: argument parsing, opening a Tick, and the
+//! one-shot commands.
+
+mod exit;
+mod open;
+
+use clap::{Args, Parser, Subcommand};
+use exit::Exit;
+use open::{Opened, TickArgs, TickOpts};
+use serde_json::Value;
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+use tickbox_runtime::session::CallOutcome;
+
+#[derive(Parser)]
+#[command(name = "tickbox", version, about = "Run Ticks, native or sandboxed, from the shell", after_help = exit::HELP)]
+struct Cli {
+    /// Log to stderr (-v info, -vv debug); RUST_LOG also works
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the Tick's descriptor (tick/describe) as JSON
+    #[command(after_help = exit::HELP)]
+    Describe(TickArgs),
+    /// Print the Tick's state (tick/read) as JSON
+    #[command(after_help = exit::HELP)]
+    Read(TickArgs),
+    /// Call a tool: tickbox call TICK TOOL [ARGS_JSON] [--yes], or tickbox call TOOL [ARGS_JSON] --yes -- COMMAND...
+    #[command(after_help = exit::HELP)]
+    Call(CallArgs),
+    /// Print the Tick's view screen as text after initialization
+    #[command(after_help = exit::HELP)]
+    Screen(TickArgs),
+}
+
+#[derive(Args)]
+struct CallArgs {
+    /// [TICK] TOOL [ARGS_JSON]; TICK is omitted when the command follows `--`
+    #[arg(value_name = "TICK TOOL ARGS_JSON", num_args = 1..=3, required = true)]
+    positionals: Vec<String>,
+    /// Approve a call to a tool that mutates
+    #[arg(long)]
+    yes: bool,
+    #[command(flatten)]
+    tick: TickOpts,
+}
+
+/// Entry point: parse, run, map the result to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            return fail(Exit::session(format!(
+                "cannot start the async runtime: {e}"
+            )))
+        }
+    };
+    let code = runtime.block_on(async {
+        tokio::select! {
+            r = run(cli.command) => match r {
+                Ok(()) => ExitCode::from(exit::OK),
+                Err(e) => fail(e),
+            },
+            sig = interrupted() => fail(Exit::new(exit::INTERRUPTED, format!("interrupted by {sig}; the Tick was stopped"))),
+        }
+    });
+    // Dropping the runtime drops every task; backends kill their Tick on drop.
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    code
+}
+
+fn fail(e: Exit) -> ExitCode {
+    eprintln!("tickbox: {}", e.message);
+    ExitCode::from(e.code)
+}
+
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}
+
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match (verbose, std::env::var("RUST_LOG")) {
+        (0, Ok(spec)) => EnvFilter::new(spec),
+        (0, Err(_)) => return,
+        (1, _) => EnvFilter::new("info"),
+        _ => EnvFilter::new("debug"),
+    };
+    // Logs go to stderr only: stdout is the command's result.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Writes the command's result to stdout as one JSON document and a newline.
+fn emit(value: &Value, pretty: bool) -> Result<(), Exit> {
+    let text = if pretty {
+        serde_json::to_string_pretty(value)
+    } else {
+        serde_json::to_string(value)
+    };
+    let text = text.map_err(|e| Exit::session(format!("cannot encode the result: {e}")))?;
+    emit_text(&text)
+}
+
+fn emit_text(text: &str) -> Result<(), Exit> {
+    let mut out = std::io::stdout().lock();
+    // A closed stdout (e.g. `| head`) is the reader's choice, not our failure.
+    let _ = writeln!(out, "{text}").and_then(|_| out.flush());
+    Ok(())
+}
+
+async fn run(command: Command) -> Result<(), Exit> {
+    match command {
+        Command::Describe(args) => {
+            let t = open::open(args.spec()?, &args.opts).await?;
+            let d = t
+                .session
+                .descriptor()
+                .ok_or_else(|| Exit::session("no descriptor after initialization"))?;
+            let r = emit(&d.raw, args.opts.pretty);
+            t.close().await;
+            r
+        }
+        Command::Read(args) => {
+            let t = open::open(args.spec()?, &args.opts).await?;
+            let state = t
+                .session
+                .state()
+                .state
+                .ok_or_else(|| Exit::session("no state after initialization"))?;
+            let v = serde_json::to_value(&*state).map_err(|e| Exit::session(e.to_string()))?;
+            let r = emit(&v, args.opts.pretty);
+            t.close().await;
+            r
+        }
+        Command::Screen(args) => {
+            let t = open::open(args.spec()?, &args.opts).await?;
+            // A Tick usually draws right after starting; wait until it pauses.
+            t.session
+                .view()
+                .settle(Duration::from_millis(200), Duration::from_secs(2))
+                .await;
+            let text = t.session.view().screen_text();
+            t.close().await;
+            emit_text(&text)
+        }
+        Command::Call(args) => call(args).await,
+    }
+}
+
+async fn call(args: CallArgs) -> Result<(), Exit> {
+    let mut pos = args.positionals.iter().cloned();
+    let tick = if args.tick.command.is_empty() {
+        pos.next()
+    } else {
+        None
+    };
+    let tool = pos.next().ok_or_else(|| Exit::usage("call needs a TOOL"))?;
+    let call_args = match pos.next() {
+        None => Value::Object(Default::default()),
+        Some(text) => serde_json::from_str::<Value>(&text)
+            .map_err(|e| Exit::usage(format!("ARGS_JSON is not valid JSON: {e}")))?,
+    };
+    if !call_args.is_object() {
+        return Err(Exit::usage("ARGS_JSON must be a JSON object (§7.1)"));
+    }
+    let spec = args.tick.spec(tick)?;
+    let t = open::open(spec, &args.tick).await?;
+    let result = call_opened(&t, &tool, call_args, args.yes, args.tick.pretty).await;
+    t.close().await;
+    result
+}
+
+async fn call_opened(
+    t: &Opened,
+    tool: &str,
+    call_args: Value,
+    yes: bool,
+    pretty: bool,
+) -> Result<(), Exit> {
+    let catalog = t
+        .session
+        .descriptor()
+        .ok_or_else(|| Exit::session("no descriptor after initialization"))?;
+    let prepared = catalog.prepare(tool, call_args).map_err(Exit::usage)?;
+    if prepared.mutates && !yes {
+        let description = catalog
+            .tool(tool)
+            .map(|t| t.description.as_str())
+            .unwrap_or_default();
+        eprintln!(
+            "tool:        {tool}\ndescription: {description}\nargs:        {}",
+            prepared.args
+        );
+        return Err(Exit::usage(format!(
+            "approval required: `{tool}` mutates; nothing was sent; re-run with --yes to call it"
+        )));
+    }
+    match t.session.call(&prepared).await {
+        CallOutcome::Ok(v) => emit(&v, pretty),
+        CallOutcome::Failed { error, executed } => {
+            let body = serde_json::json!({
+                "code": error.code, "message": error.message,
+                "data": error.data.clone().unwrap_or(Value::Null), "executed": executed,
+            });
+            emit(&body, pretty)?;
+            let effect = if executed {
+                "may have had effects"
+            } else {
+                "was not executed"
+            };
+            Err(Exit::new(
+                exit::TOOL_ERROR,
+                format!(
+                    "`{tool}` failed with error {} ({effect}): {}",
+                    error.code, error.message
+                ),
+            ))
+        }
+        CallOutcome::Unknown(reason) => Err(Exit::new(
+            exit::UNKNOWN_OUTCOME,
+            format!("unknown outcome for `{tool}`: {reason}; it was not resent"),
+        )),
+    }
+}

@@ -1,0 +1,696 @@
+//! The host engine: one protocol session with one Tick.
+//!
+//! A [`Session`] is started from a [`TickIo`] (what a backend yields: the
+//! Tick's stdin and stdout, its view and a handle on the process) and runs
+//! three tasks:
+//!
+//! - the **writer** owns the Tick's stdin and writes one whole frame at a
+//!   time, so frames never interleave;
+//! - the **reader** owns the Tick's stdout, splits it into lines
+//!   ([`crate::framing`]), classifies each ([`crate::protocol::message`]),
+//!   hands responses to the request waiting on their id, and checks and keeps
+//!   tick/update state;
+//! - the **supervisor** owns the process and ends the session: on a violation,
+//!   on the end of the Tick's output, or when the host shuts it down.
+//!
+//! Requests ([`Session::describe`], [`Session::read`], [`Session::call`]) take
+//! one of [`MAX_IN_FLIGHT`] permits, so a ninth waits for a free slot. A call
+//! is sent once and only once: a timeout, a malformed answer or the end of the
+//! session make its outcome [`CallOutcome::Unknown`], never a resend.
+//!
+//! **Invariant:** when a session ends, every request still in flight resolves
+//! as ended (calls as unknown outcome), and the Tick process is terminated.
+
+use crate::framing::{FrameError, LineReader};
+use crate::protocol::codes;
+use crate::protocol::limits::{
+    CALL_TIMEOUT, INIT_TIMEOUT, MAX_CALL_RESULT_BYTES, MAX_IN_FLIGHT, REQUEST_TIMEOUT,
+    SCREEN_EXCERPT_CHARS,
+};
+use crate::protocol::message::{encode_request, encoded_len, method, parse_line};
+use crate::protocol::state::{check_update, parse_state};
+use crate::protocol::{
+    Descriptor, Incoming, PreparedCall, RequestId, ResponseBody, RpcError, TickState, Violation,
+};
+use crate::view::View;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+
+/// A boxed future, for the object-safe process trait.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The running Tick as a backend sees it.
+pub trait TickProcess: Send {
+    /// Resolves when the Tick has ended on its own, describing how
+    /// ("exit status 0", "trapped: out of bounds memory access", …).
+    fn exited(&mut self) -> BoxFuture<'_, String>;
+    /// Terminates the Tick and everything it started. With `graceful`, its
+    /// stdin is already closed and it gets a moment to exit by itself first.
+    fn terminate(&mut self, graceful: bool) -> BoxFuture<'_, ()>;
+}
+
+/// What a backend yields for a session to run.
+pub struct TickIo {
+    /// The Tick's standard input (host → Tick frames).
+    pub stdin: Box<dyn AsyncWrite + Send + Unpin>,
+    /// The Tick's standard output (Tick → host frames).
+    pub stdout: Box<dyn AsyncRead + Send + Unpin>,
+    /// The Tick's view terminal.
+    pub view: Arc<View>,
+    /// The process (or guest) to supervise.
+    pub process: Box<dyn TickProcess>,
+}
+
+/// Timeouts of a session; the defaults are the protocol's.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// From start to the end of the first tick/read.
+    pub init_timeout: Duration,
+    /// Each tick/describe and tick/read.
+    pub request_timeout: Duration,
+    /// Each tick/call before its outcome is unknown.
+    pub call_timeout: Duration,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            init_timeout: INIT_TIMEOUT,
+            request_timeout: REQUEST_TIMEOUT,
+            call_timeout: CALL_TIMEOUT,
+        }
+    }
+}
+
+/// Why a session ended.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EndReason {
+    /// The Tick broke a session-ending rule.
+    #[error(transparent)]
+    Violation(#[from] Violation),
+    /// The Tick's output ended: it exited, crashed or was stopped by its sandbox.
+    #[error("the Tick ended: {0}")]
+    Exited(String),
+    /// Reading the Tick's output failed.
+    #[error("reading the Tick's output failed: {0}")]
+    Io(String),
+    /// The host shut the session down.
+    #[error("the host ended the session")]
+    Shutdown,
+}
+
+/// Why initialization failed (§4.2): the reason and the start of the screen.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("initialization failed: {reason}{}", screen_suffix(.screen))]
+pub struct InitError {
+    /// What went wrong, naming the rule.
+    pub reason: String,
+    /// The first characters of the view screen, whitespace folded.
+    pub screen: String,
+}
+
+fn screen_suffix(screen: &str) -> String {
+    if screen.is_empty() {
+        String::new()
+    } else {
+        format!(" (screen: {screen})")
+    }
+}
+
+/// Why a tick/describe or tick/read failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RequestError {
+    /// The session is over.
+    #[error("{0}")]
+    Ended(EndReason),
+    /// No answer in time.
+    #[error("{method} got no response within {}s", .after.as_secs_f32())]
+    TimedOut {
+        method: &'static str,
+        after: Duration,
+    },
+    /// The Tick answered with an error.
+    #[error("{method} failed with error {}: {}", .error.code, .error.message)]
+    Rpc {
+        method: &'static str,
+        error: RpcError,
+    },
+    /// The answer broke a per-request rule (§3.6), or its result is invalid.
+    #[error("{method}: {reason}")]
+    Invalid {
+        method: &'static str,
+        reason: String,
+    },
+}
+
+/// Why a call's outcome is unknown: it may or may not have taken effect.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum UnknownReason {
+    /// No answer within the call timeout (§7.3).
+    #[error("no response within {}s", .0.as_secs_f32())]
+    TimedOut(Duration),
+    /// The session ended while the call was in flight.
+    #[error("the session ended while the call was in flight: {0}")]
+    SessionEnded(EndReason),
+    /// Both or neither of result and error, or an ill-formed error (§3.6).
+    #[error("malformed response (§3.6): {0}")]
+    Malformed(String),
+    /// The result is larger than the limit (§3.6); it is never clipped.
+    #[error("response_too_large: the result is {observed} bytes encoded, over the {limit}-byte limit (§3.6)")]
+    TooLarge { observed: usize, limit: usize },
+}
+
+/// How a tick/call ended, as the host classifies it (§3.4, §7.3).
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallOutcome {
+    /// The tool returned this result.
+    Ok(Value),
+    /// The tool returned an error; `executed` says whether it may have had effects.
+    Failed { error: RpcError, executed: bool },
+    /// The host cannot know whether the call took effect. Never resent.
+    Unknown(UnknownReason),
+}
+
+/// Something a client of the session may want to know about.
+#[derive(Debug, Clone)]
+pub enum SessionEvent {
+    /// A new latest state, from a tick/update.
+    Updated(Arc<TickState>),
+    /// The catalog changed (a describe returned a new revision).
+    CatalogChanged(Arc<Descriptor>),
+    /// The session is over.
+    Ended(EndReason),
+}
+
+/// The latest state and how many updates the session has accepted in all.
+#[derive(Debug, Clone, Default)]
+pub struct StateSnapshot {
+    /// The newest state known (highest seq), if any.
+    pub state: Option<Arc<TickState>>,
+    /// tick/update notifications accepted so far.
+    pub updates: u64,
+}
+
+#[derive(Default)]
+struct SeqTrack {
+    last_update: Option<u64>,
+    last_read: Option<u64>,
+}
+
+type Pending = HashMap<u64, oneshot::Sender<ResponseBody>>;
+
+struct Shared {
+    pending: Mutex<Pending>,
+    seqs: Mutex<SeqTrack>,
+    state: watch::Sender<StateSnapshot>,
+    catalog: Mutex<Option<Arc<Descriptor>>>,
+    ended: watch::Sender<Option<EndReason>>,
+    events: tokio::sync::broadcast::Sender<SessionEvent>,
+    next_id: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section here is a few field updates that cannot panic
+    // half-way in a way that matters; a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    /// Ends the session once: first reason wins, in-flight requests fail.
+    fn finish(&self, reason: EndReason) {
+        let first = self.ended.send_if_modified(|slot| {
+            if slot.is_some() {
+                return false;
+            }
+            *slot = Some(reason.clone());
+            true
+        });
+        if first {
+            // Dropping the senders wakes every waiting request, which then
+            // reads the reason from `ended`.
+            lock(&self.pending).clear();
+            let _ = self.events.send(SessionEvent::Ended(reason));
+        }
+    }
+
+    fn end_reason(&self) -> Option<EndReason> {
+        self.ended.borrow().clone()
+    }
+
+    fn offer_state(&self, state: TickState, from_update: bool) -> Arc<TickState> {
+        let state = Arc::new(state);
+        self.state.send_modify(|snap| {
+            // Keep the highest seq: a read may legitimately answer with a
+            // newer state than an update that arrives right after it (§6.3).
+            let newer = snap.state.as_ref().is_none_or(|s| state.seq >= s.seq);
+            if newer {
+                snap.state = Some(state.clone());
+            }
+            if from_update {
+                snap.updates += 1;
+            }
+        });
+        state
+    }
+}
+
+enum Trigger {
+    /// The reader saw the end of the Tick's output.
+    Eof,
+    /// The reader saw a violation or an I/O error.
+    Fault(EndReason),
+    /// The host wants the session over; answer when the Tick is gone.
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// One protocol session with one Tick.
+pub struct Session {
+    shared: Arc<Shared>,
+    frames: mpsc::Sender<Vec<u8>>,
+    permits: Arc<Semaphore>,
+    view: Arc<View>,
+    triggers: mpsc::UnboundedSender<Trigger>,
+    config: SessionConfig,
+}
+
+impl Session {
+    /// Starts the session and initializes the Tick (§4.2): tick/describe,
+    /// validation, tick/read, within the initialization timeout.
+    pub async fn start(io: TickIo, config: SessionConfig) -> Result<Session, InitError> {
+        let session = Session::spawn(io, config);
+        let init = async {
+            let descriptor = session.describe().await.map_err(|e| e.to_string())?;
+            session.read().await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(descriptor)
+        };
+        let result = match tokio::time::timeout(session.config.init_timeout, init).await {
+            Ok(r) => r,
+            Err(_) => Err(format!(
+                "initialization did not finish within {}s (§4.2)",
+                session.config.init_timeout.as_secs_f32()
+            )),
+        };
+        match result {
+            Ok(_) => Ok(session),
+            Err(reason) => {
+                // Whatever the Tick drew on the way out (a version message,
+                // a panic) is the most useful context; let it reach the screen.
+                session
+                    .view
+                    .settle(Duration::from_millis(100), Duration::from_millis(500))
+                    .await;
+                let screen = session.view.excerpt(SCREEN_EXCERPT_CHARS);
+                session.shutdown().await;
+                Err(InitError { reason, screen })
+            }
+        }
+    }
+
+    /// Starts the tasks without initializing (for tests of the engine itself).
+    pub fn spawn(io: TickIo, config: SessionConfig) -> Session {
+        let (ended, _) = watch::channel(None);
+        let (state, _) = watch::channel(StateSnapshot::default());
+        let (events, _) = tokio::sync::broadcast::channel(1024);
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(HashMap::new()),
+            seqs: Mutex::new(SeqTrack::default()),
+            state,
+            catalog: Mutex::new(None),
+            ended,
+            events,
+            next_id: AtomicU64::new(1),
+        });
+        let (frames, frames_rx) = mpsc::channel::<Vec<u8>>(MAX_IN_FLIGHT * 2);
+        let (triggers, triggers_rx) = mpsc::unbounded_channel();
+        let (close_stdin, close_rx) = oneshot::channel();
+        tokio::spawn(write_frames(io.stdin, frames_rx, close_rx));
+        tokio::spawn(read_frames(io.stdout, shared.clone(), triggers.clone()));
+        tokio::spawn(supervise(
+            io.process,
+            shared.clone(),
+            triggers_rx,
+            close_stdin,
+        ));
+        Session {
+            shared,
+            frames,
+            permits: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            view: io.view,
+            triggers,
+            config,
+        }
+    }
+
+    /// The Tick's view.
+    pub fn view(&self) -> &Arc<View> {
+        &self.view
+    }
+
+    /// The current catalog (after initialization, always present).
+    pub fn descriptor(&self) -> Option<Arc<Descriptor>> {
+        lock(&self.shared.catalog).clone()
+    }
+
+    /// The latest state and the number of updates accepted so far.
+    pub fn state(&self) -> StateSnapshot {
+        self.shared.state.borrow().clone()
+    }
+
+    /// Watches the latest state (latest-only: intermediate states may be skipped).
+    pub fn watch_state(&self) -> watch::Receiver<StateSnapshot> {
+        self.shared.state.subscribe()
+    }
+
+    /// Subscribes to session events.
+    pub fn events(&self) -> tokio::sync::broadcast::Receiver<SessionEvent> {
+        self.shared.events.subscribe()
+    }
+
+    /// Why the session ended, if it has.
+    pub fn end_reason(&self) -> Option<EndReason> {
+        self.shared.end_reason()
+    }
+
+    /// Resolves when the session has ended, with the reason.
+    pub async fn ended(&self) -> EndReason {
+        let mut rx = self.shared.ended.subscribe();
+        loop {
+            if let Some(r) = rx.borrow_and_update().clone() {
+                return r;
+            }
+            if rx.changed().await.is_err() {
+                return EndReason::Shutdown;
+            }
+        }
+    }
+
+    /// Sends one request and waits for its response body.
+    async fn request<P: serde::Serialize>(
+        &self,
+        method: &'static str,
+        params: &P,
+        timeout: Duration,
+        before_send: impl FnOnce(),
+    ) -> Result<ResponseBody, RequestError> {
+        let ended = |s: &Shared| RequestError::Ended(s.end_reason().unwrap_or(EndReason::Shutdown));
+        let mut ended_rx = self.shared.ended.subscribe();
+        // Wait for a slot, unless the session ends first.
+        let permit = tokio::select! {
+            p = self.permits.clone().acquire_owned() => p.map_err(|_| ended(&self.shared))?,
+            _ = ended_rx.wait_for(Option::is_some) => return Err(ended(&self.shared)),
+        };
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = lock(&self.shared.pending);
+            // Checked under the lock that `finish` clears, so a request can
+            // never be registered after the session ended and wait forever.
+            if self.shared.end_reason().is_some() {
+                return Err(ended(&self.shared));
+            }
+            pending.insert(id, tx);
+        }
+        before_send();
+        let frame = encode_request(RequestId(id), method, params);
+        if self.frames.send(frame).await.is_err() {
+            lock(&self.shared.pending).remove(&id);
+            return Err(ended(&self.shared));
+        }
+        let outcome = tokio::time::timeout(timeout, rx).await;
+        drop(permit);
+        match outcome {
+            Ok(Ok(body)) => Ok(body),
+            Ok(Err(_)) => Err(ended(&self.shared)),
+            Err(_) => {
+                // The id leaves the in-flight set, so a late answer is
+                // discarded rather than mistaken for a newer request's.
+                lock(&self.shared.pending).remove(&id);
+                Err(RequestError::TimedOut {
+                    method,
+                    after: timeout,
+                })
+            }
+        }
+    }
+
+    /// tick/describe: fetches and validates the catalog (§5.3). A new revision
+    /// replaces the session's catalog and is announced as an event.
+    pub async fn describe(&self) -> Result<Arc<Descriptor>, RequestError> {
+        const M: &str = method::DESCRIBE;
+        let body = self
+            .request(M, &json!({}), self.config.request_timeout, || {})
+            .await?;
+        let raw = result_of(M, body)?;
+        let d = Descriptor::parse(raw).map_err(|e| RequestError::Invalid {
+            method: M,
+            reason: e.to_string(),
+        })?;
+        let d = Arc::new(d);
+        let changed = {
+            let mut cat = lock(&self.shared.catalog);
+            let changed = cat.as_ref().is_some_and(|old| old.revision != d.revision);
+            *cat = Some(d.clone());
+            changed
+        };
+        if changed {
+            let _ = self
+                .shared
+                .events
+                .send(SessionEvent::CatalogChanged(d.clone()));
+        }
+        Ok(d)
+    }
+
+    /// tick/read: fetches the state and checks it against the read floor (§6.3).
+    pub async fn read(&self) -> Result<Arc<TickState>, RequestError> {
+        const M: &str = method::READ;
+        let mut floor = 0;
+        let body = self
+            .request(M, &json!({}), self.config.request_timeout, || {
+                let s = lock(&self.shared.seqs);
+                floor = s.last_read.max(s.last_update).unwrap_or(0);
+            })
+            .await?;
+        let raw = result_of(M, body)?;
+        let state =
+            parse_state(&raw).map_err(|reason| RequestError::Invalid { method: M, reason })?;
+        if state.seq < floor {
+            return Err(RequestError::Invalid {
+                method: M,
+                reason: format!(
+                    "read seq {} is below the read floor {floor} (§6.3)",
+                    state.seq
+                ),
+            });
+        }
+        {
+            let mut s = lock(&self.shared.seqs);
+            s.last_read = Some(s.last_read.map_or(state.seq, |r| r.max(state.seq)));
+        }
+        Ok(self.shared.offer_state(state, false))
+    }
+
+    /// tick/call: sends a prepared call once and classifies its outcome.
+    pub async fn call(&self, call: &PreparedCall) -> CallOutcome {
+        let params = CallParams {
+            tool: &call.tool,
+            args: &call.args,
+            revision: &call.revision,
+        };
+        let body = match self
+            .request(method::CALL, &params, self.config.call_timeout, || {})
+            .await
+        {
+            Ok(body) => body,
+            Err(RequestError::TimedOut { after, .. }) => {
+                return CallOutcome::Unknown(UnknownReason::TimedOut(after))
+            }
+            Err(RequestError::Ended(r)) => {
+                return CallOutcome::Unknown(UnknownReason::SessionEnded(r))
+            }
+            Err(other) => return CallOutcome::Unknown(UnknownReason::Malformed(other.to_string())),
+        };
+        match body {
+            ResponseBody::Result(v) => {
+                let size = encoded_len(&v);
+                if size > MAX_CALL_RESULT_BYTES {
+                    return CallOutcome::Unknown(UnknownReason::TooLarge {
+                        observed: size,
+                        limit: MAX_CALL_RESULT_BYTES,
+                    });
+                }
+                CallOutcome::Ok(v)
+            }
+            ResponseBody::Error(error) => {
+                let executed = codes::executed(error.code);
+                CallOutcome::Failed { error, executed }
+            }
+            ResponseBody::Malformed(why) => CallOutcome::Unknown(UnknownReason::Malformed(why)),
+        }
+    }
+
+    /// Ends the session: closes the Tick's stdin, gives it a moment, then
+    /// terminates it. Returns once the Tick is gone.
+    pub async fn shutdown(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.triggers.send(Trigger::Shutdown(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // A session dropped without shutdown still stops its Tick; nobody
+        // waits for it here, and backends also kill on drop as a last resort.
+        let (tx, _rx) = oneshot::channel();
+        let _ = self.triggers.send(Trigger::Shutdown(tx));
+    }
+}
+
+/// tick/call params, in the field order of the spec (§7.1).
+#[derive(serde::Serialize)]
+struct CallParams<'a> {
+    tool: &'a str,
+    args: &'a Value,
+    revision: &'a str,
+}
+
+fn result_of(method: &'static str, body: ResponseBody) -> Result<Value, RequestError> {
+    match body {
+        ResponseBody::Result(v) => Ok(v),
+        ResponseBody::Error(error) => Err(RequestError::Rpc { method, error }),
+        ResponseBody::Malformed(reason) => Err(RequestError::Invalid {
+            method,
+            reason: format!("{reason} (§3.6)"),
+        }),
+    }
+}
+
+async fn write_frames(
+    mut stdin: Box<dyn AsyncWrite + Send + Unpin>,
+    mut frames: mpsc::Receiver<Vec<u8>>,
+    mut close: oneshot::Receiver<()>,
+) {
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut close => break,
+            frame = frames.recv() => {
+                let Some(frame) = frame else { break };
+                // One write_all per frame: a frame is never split by another.
+                if stdin.write_all(&frame).await.is_err() || stdin.flush().await.is_err() {
+                    // The Tick stopped reading; the reader will see its end.
+                    break;
+                }
+            }
+        }
+    }
+    let _ = stdin.shutdown().await;
+}
+
+async fn read_frames(
+    stdout: Box<dyn AsyncRead + Send + Unpin>,
+    shared: Arc<Shared>,
+    triggers: mpsc::UnboundedSender<Trigger>,
+) {
+    let mut lines = LineReader::new(stdout);
+    let trigger = loop {
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break Trigger::Eof,
+            Err(FrameError::Violation(v)) => break Trigger::Fault(v.into()),
+            Err(FrameError::Io(e)) => break Trigger::Fault(EndReason::Io(e.to_string())),
+        };
+        match parse_line(&line) {
+            Err(v) => break Trigger::Fault(v.into()),
+            Ok(Incoming::Response { id, body }) => {
+                let waiter = u64::try_from(id)
+                    .ok()
+                    .and_then(|id| lock(&shared.pending).remove(&id));
+                match waiter {
+                    Some(tx) => {
+                        let _ = tx.send(body);
+                    }
+                    None => tracing::debug!(id, "discarding a response to an id not in flight"),
+                }
+            }
+            Ok(Incoming::Update(params)) => {
+                let checked = {
+                    let mut seqs = lock(&shared.seqs);
+                    let checked = check_update(&params, seqs.last_update);
+                    if let Ok(s) = &checked {
+                        seqs.last_update = Some(s.seq);
+                    }
+                    checked
+                };
+                match checked {
+                    Ok(state) => {
+                        let state = shared.offer_state(state, true);
+                        let _ = shared.events.send(SessionEvent::Updated(state));
+                    }
+                    Err(rule) => break Trigger::Fault(Violation::BadUpdate { rule }.into()),
+                }
+            }
+            Ok(Incoming::OtherNotification(m)) => {
+                tracing::debug!(method = %m, "ignoring a notification")
+            }
+            Ok(Incoming::Request(m)) => {
+                tracing::warn!(method = %m, "ignoring a request sent by the Tick (§3.2)")
+            }
+        }
+    };
+    let _ = triggers.send(trigger);
+}
+
+async fn supervise(
+    mut process: Box<dyn TickProcess>,
+    shared: Arc<Shared>,
+    mut triggers: mpsc::UnboundedReceiver<Trigger>,
+    close_stdin: oneshot::Sender<()>,
+) {
+    let mut close_stdin = Some(close_stdin);
+    let mut done: Vec<oneshot::Sender<()>> = Vec::new();
+    let graceful = match triggers.recv().await {
+        None => false,
+        Some(Trigger::Eof) => {
+            // The output ended; the process is normally gone or going. Ask how
+            // it ended so the reason says "trapped: …" or "exit status 1".
+            let how = tokio::time::timeout(Duration::from_millis(500), process.exited()).await;
+            let how = how.unwrap_or_else(|_| "it closed its standard output".into());
+            shared.finish(EndReason::Exited(how));
+            false
+        }
+        Some(Trigger::Fault(reason)) => {
+            tracing::warn!(%reason, "ending the session");
+            shared.finish(reason);
+            false
+        }
+        Some(Trigger::Shutdown(tx)) => {
+            done.push(tx);
+            shared.finish(EndReason::Shutdown);
+            true
+        }
+    };
+    if let Some(c) = close_stdin.take() {
+        let _ = c.send(());
+    }
+    process.terminate(graceful).await;
+    // Anyone else who asked for a shutdown meanwhile is answered too.
+    triggers.close();
+    while let Ok(t) = triggers.try_recv() {
+        if let Trigger::Shutdown(tx) = t {
+            done.push(tx);
+        }
+    }
+    for tx in done {
+        let _ = tx.send(());
+    }
+}

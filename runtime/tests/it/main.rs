@@ -1,0 +1,13 @@
+//! tickbox's integration tests: real Tick processes and real wasm guests,
+//! driven through the wire.
+//!
+//! - `util` — the harness: running `tickbox`, locating test Ticks, temp dirs;
+//! - `cli` — the one-shot commands and their exit codes, one test per host rule;
+//! - `engine` — the session engine through the library API (per-request
+//!   faults that leave the session running, concurrency, events);
+//! - `native` — the native backend: PTY, environment, signals, cleanup.
+
+mod cli;
+mod engine;
+mod native;
+mod util;

@@ -1,0 +1,134 @@
+//! The native backend: how a Tick is started, its PTY, and that nothing it
+//! starts outlives the session.
+
+use crate::util::*;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+use tickbox_runtime::backend::native::{spawn, NativeSpec};
+use tickbox_runtime::session::{CallOutcome, Session, SessionConfig};
+
+async fn probe(s: &Session, tool: &str) -> Value {
+    let call = s.descriptor().unwrap().prepare(tool, json!({})).unwrap();
+    match s.call(&call).await {
+        CallOutcome::Ok(v) => v,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_tick_gets_a_pty_its_own_session_and_its_environment() {
+    let dir = TempDir::new("probe-cwd");
+    let mut spec = NativeSpec::new(["python3", &tick("probe.py")]);
+    spec.cwd = Some(dir.0.clone());
+    let s = Session::start(spawn(&spec).unwrap(), SessionConfig::default())
+        .await
+        .unwrap();
+    let env = probe(&s, "env").await;
+    assert!(
+        env["instance_id"].as_str().is_some_and(|id| !id.is_empty()),
+        "{env}"
+    );
+    assert_eq!(env["term"], "xterm-256color");
+    assert!(env["executable"].as_str().unwrap().starts_with('/'));
+    assert_eq!(
+        env["cwd"].as_str().unwrap(),
+        dir.0.canonicalize().unwrap().to_str().unwrap()
+    );
+    assert_eq!(env["stderr_isatty"], true, "stderr is the PTY");
+    assert_eq!(
+        (env["stdin_isatty"].clone(), env["stdout_isatty"].clone()),
+        (json!(false), json!(false)),
+        "protocol on pipes"
+    );
+    assert_eq!(env["controlling_tty"], true);
+    assert_eq!(env["session_leader"], true);
+    assert_eq!(env["foreground"], true);
+    assert_eq!(env["size"], json!([120, 30]));
+    assert!(s.view().screen_text().contains("probe ready"));
+
+    let first = probe(&s, "env").await["instance_id"].clone();
+    let other = Session::start(spawn(&spec).unwrap(), SessionConfig::default())
+        .await
+        .unwrap();
+    assert_ne!(
+        probe(&other, "env").await["instance_id"],
+        first,
+        "unique per start"
+    );
+    other.shutdown().await;
+
+    s.view().resize(100, 40);
+    let ok = {
+        let mut found = false;
+        for _ in 0..100 {
+            let w = probe(&s, "winch").await;
+            if w["winches"].as_u64().unwrap_or(0) >= 1 && w["size"] == json!([100, 40]) {
+                found = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        found
+    };
+    assert!(ok, "resizing the PTY sends SIGWINCH");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn argv0_is_resolved_to_an_absolute_path() {
+    let s = Session::start(
+        spawn(&NativeSpec::new(["python3", &tick("probe.py")])).unwrap(),
+        SessionConfig::default(),
+    )
+    .await
+    .unwrap();
+    // python3 itself was found on PATH and started by absolute path.
+    let exe = probe(&s, "env").await["executable"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(exe.starts_with('/'), "{exe}");
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_well_behaved_tick_costs_no_waiting() {
+    let s = Session::start(
+        spawn(&NativeSpec::new(["python3", &tick("counter.py")])).unwrap(),
+        SessionConfig::default(),
+    )
+    .await
+    .unwrap();
+    let t = Instant::now();
+    s.shutdown().await;
+    // The counter exits on stdin EOF; the grace before SIGTERM is 500 ms.
+    assert!(
+        t.elapsed() < Duration::from_millis(450),
+        "shutdown took {:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn a_stubborn_tick_and_its_children_are_killed() {
+    let dir = TempDir::new("stubborn");
+    let pids = dir.path("pids");
+    let pids_s = pids.to_string_lossy().to_string();
+    let out = tickbox_env(
+        &with_command(&["read"], &faulty("stubborn")),
+        &[("TICK_PIDS", &pids_s)],
+    );
+    assert_eq!(out.code, 0, "{out:#?}");
+    let text = std::fs::read_to_string(&pids).unwrap();
+    let ids: Vec<i32> = text
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2);
+    for pid in ids {
+        assert!(
+            eventually(Duration::from_secs(3), || !alive(pid)),
+            "pid {pid} outlived tickbox"
+        );
+    }
+}

@@ -1,0 +1,169 @@
+//! Test harness shared by every module.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// A test Tick script under tests/ticks.
+pub fn tick(name: &str) -> String {
+    root()
+        .join("tests/ticks")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// argv for the faulty Tick in one mode.
+pub fn faulty(mode: &str) -> Vec<String> {
+    vec!["python3".into(), tick("faulty.py"), mode.into()]
+}
+
+/// A fresh temp dir for one test, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "tickbox-test-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What one `tickbox` run produced.
+#[derive(Debug)]
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Output {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
+    }
+
+    /// Asserts the exit code and that stderr mentions `needle`.
+    pub fn expect(&self, code: i32, needle: &str) -> &Self {
+        assert_eq!(self.code, code, "exit code; {self:#?}");
+        assert!(
+            self.stderr.contains(needle),
+            "stderr should mention {needle:?}; {self:#?}"
+        );
+        self
+    }
+}
+
+/// Runs `tickbox` with these args (and env), failing the test after 60 s.
+pub fn tickbox_env<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickbox"));
+    cmd.args(args.iter().map(|a| a.as_ref()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("RUST_LOG");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let start = Instant::now();
+    let mut child = cmd.spawn().expect("spawn tickbox");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let out_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!(
+                "tickbox {:?} did not finish within 60 s",
+                args.iter().map(|a| a.as_ref()).collect::<Vec<_>>()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        code: status.code().unwrap_or(-1),
+        stdout: out_t.join().unwrap_or_default(),
+        stderr: err_t.join().unwrap_or_default(),
+        elapsed: start.elapsed(),
+    }
+}
+
+/// Runs `tickbox` with these args.
+pub fn tickbox<S: AsRef<str>>(args: &[S]) -> Output {
+    tickbox_env(args, &[])
+}
+
+/// `tickbox <cmd> [extra...] -- <argv...>`
+pub fn with_command(cmd: &[&str], argv: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+    v.push("--".into());
+    v.extend(argv.iter().cloned());
+    v
+}
+
+/// Whether a process still exists (and is not a zombie).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .chars()
+                .next();
+            state != Some('Z') && state != Some('X')
+        }
+    }
+}
+
+/// Polls `cond` for up to `limit`.
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
