@@ -30,6 +30,7 @@
 //! ```
 
 pub mod backend;
+pub mod delivery;
 pub mod framing;
 pub mod protocol;
 pub mod session;

@@ -1,0 +1,538 @@
+//! Subscription delivery: latest state only, merged counts, and trimming to
+//! the §6.4 budget.
+//!
+//! A Tick may emit updates far faster than anyone wants to read them. The
+//! host keeps only the latest state (the session's [`StateSnapshot`]); a
+//! [`Subscription`] hands out that latest state at most once per interval,
+//! with the number of updates merged into it since the previous delivery, so
+//! the merged counts of all deliveries add up to the updates the session
+//! accepted. Each [`Delivery`] also names the Tick's `recover_with` tool
+//! (§9), which rebuilds what the merging dropped.
+//!
+//! Before a delivery leaves the host it is trimmed to the budget
+//! ([`DELIVERY_BUDGET_BYTES`] for a lone delivery, [`DELIVERY_ITEM_BUDGET_BYTES`]
+//! each when several are delivered together, see [`item_budget`]). Trimming
+//! ([`trim`]) shortens arrays and strings, largest first, until the encoded
+//! delivery fits:
+//!
+//! - a declared series (`state.series`) keeps its newest end;
+//! - any other array keeps its beginning and its end, losing the middle;
+//! - a long string keeps its beginning;
+//! - if nothing is left to shorten and it still does not fit, `data` becomes
+//!   `null`.
+//!
+//! Every cut is listed in [`Delivery::trimmed`], so a reader knows the data
+//! is partial and can call a query tool (or tick/read) for the rest.
+//!
+//! `tickbox watch` prints deliveries as JSON lines; the MCP facade uses the
+//! same types for its resource subscriptions.
+//!
+//! ```
+//! use serde_json::json;
+//! use tickbox_runtime::delivery::trim;
+//! use tickbox_runtime::protocol::descriptor::Series;
+//! let data = json!({"recent": (0..1000).collect::<Vec<_>>()});
+//! let series = [Series { path: "/recent".into(), newest_last: true }];
+//! let (kept, cuts) = trim(&data, &series, 1024);
+//! assert!(serde_json::to_string(&kept).unwrap().len() <= 1024);
+//! assert_eq!(kept["recent"].as_array().unwrap().last(), Some(&json!(999)));
+//! assert_eq!(cuts[0].path, "/recent");
+//! ```
+
+use crate::protocol::descriptor::{Descriptor, Series};
+use crate::protocol::limits::{DELIVERY_BUDGET_BYTES, DELIVERY_ITEM_BUDGET_BYTES};
+use crate::protocol::message::encoded_len;
+use crate::protocol::TickState;
+use crate::session::{Session, StateSnapshot};
+use serde::Serialize;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// One delivery of a Tick's state to a subscriber.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Delivery {
+    /// The seq of the delivered state.
+    pub seq: u64,
+    /// When the state was observed, if the Tick said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// tick/update notifications merged into this delivery since the previous one.
+    pub merged: u64,
+    /// The query tool that rebuilds what merging dropped (§9), if the Tick has one.
+    pub recover_with: Option<String>,
+    /// What trimming cut from `data`; empty when `data` is whole.
+    pub trimmed: Vec<Trimmed>,
+    /// The state data, trimmed to the budget.
+    pub data: Value,
+}
+
+/// One cut made by trimming. Paths are JSON Pointers into the delivered data.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Trimmed {
+    /// Where the cut value is ("" is `data` itself).
+    pub path: String,
+    /// What was done to it.
+    #[serde(flatten)]
+    pub cut: Cut,
+}
+
+/// What trimming did to one value.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kept", rename_all = "snake_case")]
+pub enum Cut {
+    /// A declared series kept its newest `count` of `of` elements.
+    Newest { count: usize, of: usize },
+    /// An undeclared array kept its first `first` and last `last` of `of` elements.
+    Ends {
+        first: usize,
+        last: usize,
+        of: usize,
+    },
+    /// A string kept its first `bytes` of `of` bytes.
+    Prefix { bytes: usize, of: usize },
+    /// Nothing fit; `data` was replaced by null. `bytes` is what it encoded to.
+    Nothing { bytes: usize },
+}
+
+/// The per-item budget when `items` deliveries go out together (§6.4): the
+/// whole budget for one, otherwise 4 KiB each (less if even that would
+/// overflow the whole budget).
+pub fn item_budget(items: usize) -> usize {
+    match items {
+        0 | 1 => DELIVERY_BUDGET_BYTES,
+        n => DELIVERY_ITEM_BUDGET_BYTES.min(DELIVERY_BUDGET_BYTES / n),
+    }
+}
+
+impl Delivery {
+    /// A delivery of `state` fitting `budget` bytes encoded (the whole
+    /// delivery, envelope included), trimmed with the Tick's declared series.
+    pub fn new(state: &TickState, merged: u64, descriptor: &Descriptor, budget: usize) -> Delivery {
+        let mut d = Delivery {
+            seq: state.seq,
+            at: state.at.clone(),
+            merged,
+            recover_with: descriptor.recover_with.clone(),
+            trimmed: Vec::new(),
+            data: Value::Null,
+        };
+        let envelope = d.encoded_len();
+        let mut data_budget = budget.saturating_sub(envelope);
+        // The list of cuts grows the envelope; shrink the data budget by the
+        // overshoot and trim again. Each round cuts more, so a few suffice;
+        // the last resort (null data, one short note) always fits a sane budget.
+        for _ in 0..8 {
+            let (data, cuts) = trim(&state.data, &descriptor.series, data_budget);
+            d.data = data;
+            d.trimmed = cuts;
+            let size = d.encoded_len();
+            if size <= budget {
+                break;
+            }
+            data_budget = data_budget.saturating_sub(size - budget);
+        }
+        d
+    }
+
+    /// Encoded size in bytes.
+    pub fn encoded_len(&self) -> usize {
+        serde_json::to_value(self).map_or(0, |v| encoded_len(&v))
+    }
+}
+
+/// A shortenable value found in the data.
+struct Candidate {
+    path: Vec<String>,
+    size: usize,
+}
+
+/// Trims `data` until it encodes to at most `budget` bytes; returns the
+/// trimmed data and the cuts made. See the module docs for the rules.
+pub fn trim(data: &Value, series: &[Series], budget: usize) -> (Value, Vec<Trimmed>) {
+    let mut data = data.clone();
+    let mut cuts: Vec<Trimmed> = Vec::new();
+    loop {
+        let size = encoded_len(&data);
+        if size <= budget {
+            return (data, cuts);
+        }
+        let excess = size - budget;
+        let mut best: Option<Candidate> = None;
+        let mut path = Vec::new();
+        find_largest(&data, &mut path, &mut best);
+        let Some(best) = best else {
+            return (Value::Null, vec![nothing(size)]);
+        };
+        let pointer = to_pointer(&best.path);
+        let Some(target) = data.pointer_mut(&pointer) else {
+            return (Value::Null, vec![nothing(size)]);
+        };
+        let newest_last = series
+            .iter()
+            .find(|s| s.path == pointer)
+            .map(|s| s.newest_last);
+        let cut = shorten(target, excess, newest_last);
+        record(&mut cuts, pointer, cut);
+    }
+}
+
+fn nothing(bytes: usize) -> Trimmed {
+    Trimmed {
+        path: String::new(),
+        cut: Cut::Nothing { bytes },
+    }
+}
+
+/// Finds the largest array or string that can still be shortened.
+fn find_largest(v: &Value, path: &mut Vec<String>, best: &mut Option<Candidate>) {
+    let consider = |size: usize, path: &Vec<String>, best: &mut Option<Candidate>| {
+        if best.as_ref().is_none_or(|b| size > b.size) {
+            *best = Some(Candidate {
+                path: path.clone(),
+                size,
+            });
+        }
+    };
+    match v {
+        Value::Array(items) => {
+            if !items.is_empty() {
+                consider(encoded_len(v), path, best);
+            }
+            for (i, item) in items.iter().enumerate() {
+                path.push(i.to_string());
+                find_largest(item, path, best);
+                path.pop();
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map {
+                path.push(k.clone());
+                find_largest(item, path, best);
+                path.pop();
+            }
+        }
+        // A string shorter than a few characters is not worth a note.
+        Value::String(s) if s.len() > MIN_STRING => consider(encoded_len(v), path, best),
+        _ => {}
+    }
+}
+
+/// Strings are never cut below this many bytes.
+const MIN_STRING: usize = 16;
+
+fn to_pointer(path: &[String]) -> String {
+    path.iter()
+        .map(|p| format!("/{}", p.replace('~', "~0").replace('/', "~1")))
+        .collect()
+}
+
+/// Shortens one array or string by about `excess` bytes (at most half of it
+/// per step, so no single value is wiped out while others stay whole).
+fn shorten(v: &mut Value, excess: usize, newest_last: Option<bool>) -> Cut {
+    match v {
+        Value::Array(items) => {
+            let of = items.len();
+            // Drop elements until `excess` bytes are gone, at most half of them
+            // (at least one).
+            let max_drop = (of / 2).max(1);
+            let mut dropped_bytes = 0;
+            let mut drop = 0;
+            // Elements leave from the old end of a series, or from the middle.
+            let order: Box<dyn Iterator<Item = usize>> = match newest_last {
+                Some(true) => Box::new(0..of),
+                Some(false) => Box::new((0..of).rev()),
+                None => Box::new(middle_out(of)),
+            };
+            for i in order.take(max_drop) {
+                dropped_bytes += encoded_len(&items[i]) + 1;
+                drop += 1;
+                if dropped_bytes >= excess {
+                    break;
+                }
+            }
+            let keep = of - drop;
+            match newest_last {
+                Some(true) => {
+                    items.drain(..drop);
+                    Cut::Newest { count: keep, of }
+                }
+                Some(false) => {
+                    items.truncate(keep);
+                    Cut::Newest { count: keep, of }
+                }
+                None => {
+                    let first = keep.div_ceil(2);
+                    let last = keep - first;
+                    items.drain(first..of - last);
+                    Cut::Ends { first, last, of }
+                }
+            }
+        }
+        Value::String(s) => {
+            let of = s.len();
+            let target = of.saturating_sub(excess).max(of / 2).max(MIN_STRING);
+            let mut end = target.min(of);
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            s.truncate(end);
+            Cut::Prefix { bytes: end, of }
+        }
+        // find_largest only offers arrays and strings.
+        _ => Cut::Nothing { bytes: 0 },
+    }
+}
+
+/// Indices from the middle outwards, so dropping a prefix of this order keeps
+/// both ends of the array.
+fn middle_out(n: usize) -> impl Iterator<Item = usize> {
+    let mid = n / 2;
+    (0..n).map(move |k| {
+        if k % 2 == 0 {
+            mid + k / 2
+        } else {
+            mid - 1 - k / 2
+        }
+    })
+}
+
+/// Records a cut, merging repeated cuts of one value into one note that
+/// still counts from the original length.
+fn record(cuts: &mut Vec<Trimmed>, path: String, cut: Cut) {
+    if let Some(old) = cuts.iter_mut().find(|c| c.path == path) {
+        old.cut = match (&old.cut, cut) {
+            (Cut::Newest { of, .. }, Cut::Newest { count, .. }) => Cut::Newest { count, of: *of },
+            (Cut::Ends { of, .. }, Cut::Ends { first, last, .. }) => Cut::Ends {
+                first,
+                last,
+                of: *of,
+            },
+            (Cut::Prefix { of, .. }, Cut::Prefix { bytes, .. }) => Cut::Prefix { bytes, of: *of },
+            (_, other) => other,
+        };
+    } else {
+        cuts.push(Trimmed { path, cut });
+    }
+}
+
+/// Latest-only deliveries of one session's state, at most one per interval.
+pub struct Subscription {
+    state: watch::Receiver<StateSnapshot>,
+    /// Updates accounted for by earlier deliveries (or before subscribing).
+    delivered_updates: u64,
+    /// The seq last delivered, so a state that did not change is not resent.
+    delivered_seq: Option<u64>,
+    interval: Duration,
+    last: Option<Instant>,
+}
+
+impl Subscription {
+    /// Subscribes to `session`. With `from_start`, the first delivery counts
+    /// every update the session has accepted; otherwise only those after now.
+    pub fn new(session: &Session, interval: Duration, from_start: bool) -> Subscription {
+        let state = session.watch_state();
+        let delivered_updates = if from_start {
+            0
+        } else {
+            state.borrow().updates
+        };
+        Subscription {
+            state,
+            delivered_updates,
+            delivered_seq: None,
+            interval,
+            last: None,
+        }
+    }
+
+    /// Waits for the next delivery: the latest state and the number of
+    /// updates merged into it. The first call returns the current state at
+    /// once. Returns `None` once the session has ended and everything it
+    /// accepted has been delivered.
+    pub async fn next(&mut self, session: &Session) -> Option<(Arc<TickState>, u64)> {
+        let mut ended = false;
+        loop {
+            if let Some(d) = self.take() {
+                if !ended {
+                    if let Some(last) = self.last {
+                        // Latest-only: anything arriving while we wait is
+                        // merged into this delivery.
+                        tokio::select! {
+                            _ = tokio::time::sleep_until(last + self.interval) => {}
+                            _ = session.ended() => {}
+                        }
+                    }
+                }
+                // Re-read after the wait: the newest state wins.
+                let d = self.take().unwrap_or(d);
+                self.commit(&d);
+                return Some(d);
+            }
+            if ended {
+                return None;
+            }
+            tokio::select! {
+                changed = self.state.changed() => if changed.is_err() { ended = true },
+                _ = session.ended() => ended = true,
+            }
+        }
+    }
+
+    /// The delivery due now, if the state or the update count moved.
+    fn take(&mut self) -> Option<(Arc<TickState>, u64)> {
+        let snap = self.state.borrow_and_update().clone();
+        let state = snap.state?;
+        let merged = snap.updates.saturating_sub(self.delivered_updates);
+        if merged == 0 && self.delivered_seq == Some(state.seq) {
+            return None;
+        }
+        Some((state, merged))
+    }
+
+    fn commit(&mut self, (state, merged): &(Arc<TickState>, u64)) {
+        self.delivered_updates += merged;
+        self.delivered_seq = Some(state.seq);
+        self.last = Some(Instant::now());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn series(path: &str, newest_last: bool) -> Series {
+        Series {
+            path: path.into(),
+            newest_last,
+        }
+    }
+
+    #[test]
+    fn small_data_is_untouched() {
+        let data = json!({"value": 3, "recent": [1, 2, 3]});
+        assert_eq!(trim(&data, &[], 1024), (data, vec![]));
+    }
+
+    #[test]
+    fn a_series_keeps_its_newest_end() {
+        let data = json!({"value": 3, "recent": (0..2000).collect::<Vec<_>>()});
+        let (kept, cuts) = trim(&data, &[series("/recent", true)], 1000);
+        assert!(encoded_len(&kept) <= 1000);
+        let arr = kept["recent"].as_array().unwrap();
+        assert_eq!(arr.last(), Some(&json!(1999)));
+        let n = arr.len();
+        assert_eq!(arr[0], json!(2000 - n), "a contiguous newest run");
+        assert_eq!(kept["value"], 3);
+        assert_eq!(
+            cuts,
+            vec![Trimmed {
+                path: "/recent".into(),
+                cut: Cut::Newest { count: n, of: 2000 }
+            }]
+        );
+
+        let (kept, _) = trim(&data, &[series("/recent", false)], 1000);
+        assert_eq!(kept["recent"][0], json!(0), "newest first keeps the front");
+    }
+
+    #[test]
+    fn an_undeclared_array_keeps_both_ends() {
+        let data = json!((0..2000).collect::<Vec<_>>());
+        let (kept, cuts) = trim(&data, &[], 1000);
+        assert!(encoded_len(&kept) <= 1000);
+        let arr = kept.as_array().unwrap();
+        assert_eq!(arr.first(), Some(&json!(0)));
+        assert_eq!(arr.last(), Some(&json!(1999)));
+        let Cut::Ends { first, last, of } = cuts[0].cut else {
+            panic!("{cuts:?}")
+        };
+        assert_eq!((first + last, of), (arr.len(), 2000));
+        assert_eq!(arr[first - 1], json!(first - 1));
+        assert_eq!(arr[first], json!(2000 - last));
+        assert_eq!(cuts[0].path, "");
+    }
+
+    #[test]
+    fn the_largest_value_is_cut_first_and_strings_keep_their_start() {
+        let data = json!({"log": "x".repeat(5000), "small": [1, 2, 3], "name": "ok"});
+        let (kept, cuts) = trim(&data, &[], 2000);
+        assert!(encoded_len(&kept) <= 2000);
+        assert_eq!(kept["small"], json!([1, 2, 3]));
+        assert!(kept["log"].as_str().unwrap().starts_with("xxx"));
+        assert_eq!(cuts.len(), 1);
+        assert_eq!(cuts[0].path, "/log");
+        assert!(matches!(cuts[0].cut, Cut::Prefix { of: 5000, .. }));
+    }
+
+    #[test]
+    fn pointers_escape_keys_and_strings_cut_on_char_boundaries() {
+        let data = json!({"a/b~c": "é".repeat(3000)});
+        let (kept, cuts) = trim(&data, &[], 500);
+        assert!(encoded_len(&kept) <= 500);
+        assert_eq!(cuts[0].path, "/a~1b~0c");
+    }
+
+    #[test]
+    fn what_cannot_shrink_becomes_null() {
+        let data: serde_json::Map<String, Value> =
+            (0..500).map(|i| (format!("k{i}"), json!(i))).collect();
+        let (kept, cuts) = trim(&Value::Object(data), &[], 200);
+        assert_eq!(kept, Value::Null);
+        assert!(matches!(
+            cuts[..],
+            [Trimmed {
+                cut: Cut::Nothing { .. },
+                ..
+            }]
+        ));
+    }
+
+    #[test]
+    fn a_delivery_fits_the_budget_envelope_included() {
+        let d = Descriptor::parse(json!({"protocol":3,"kind":"k","title":"t","description":"",
+            "revision":"1","tools":[{"name":"history","description":"","mutates":false,
+            "input_schema":{"type":"object"}}],"recover_with":"history",
+            "state":{"series":[{"path":"/recent","newest":"last"}]}}))
+        .unwrap();
+        let recent: Vec<Value> = (0..5000)
+            .map(|i| json!({"seq": i, "note": "n".repeat(i % 40)}))
+            .collect();
+        let undeclared: Vec<Value> = (0..3000).map(|i| json!(i)).collect();
+        let state = TickState {
+            seq: 9,
+            data: json!({"recent": recent, "other": undeclared}),
+            at: None,
+        };
+        for items in [1, 2, 4, 10] {
+            let budget = item_budget(items);
+            let delivery = Delivery::new(&state, 7, &d, budget);
+            let len = delivery.encoded_len();
+            assert!(len <= budget, "{len} > {budget}");
+            assert!(len > budget / 2, "not cut needlessly deep: {len}");
+            assert_eq!(delivery.merged, 7);
+            assert_eq!(delivery.recover_with.as_deref(), Some("history"));
+            let paths: Vec<&str> = delivery.trimmed.iter().map(|t| t.path.as_str()).collect();
+            assert!(paths.contains(&"/recent"), "{paths:?}");
+            assert_eq!(
+                delivery.data["recent"].as_array().unwrap().last().unwrap()["seq"],
+                4999
+            );
+        }
+        assert_eq!(item_budget(1), 16 * 1024);
+        assert_eq!(item_budget(3), 4 * 1024);
+        assert_eq!(item_budget(8), 2 * 1024);
+    }
+
+    #[test]
+    fn middle_out_covers_every_index_once() {
+        for n in 0..9 {
+            let mut o: Vec<usize> = middle_out(n).collect();
+            o.sort();
+            assert_eq!(o, (0..n).collect::<Vec<_>>());
+        }
+    }
+}
