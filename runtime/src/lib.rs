@@ -10,7 +10,10 @@
 //!   violations, call outcomes;
 //! - [`backend`] — ways to run a Tick: a native subprocess on a real PTY, or a
 //!   sandboxed wasm guest;
-//! - [`view`] — the Tick's terminal as a screen model plus live output.
+//! - [`view`] — the Tick's terminal as a screen model plus live output;
+//! - [`delivery`] — subscriptions: latest state, merged counts, trimming (§6.4);
+//! - [`live`] — live instances: publishing Ticks on Unix sockets, and clients
+//!   (views, one-shot requests, watches) in other processes.
 //!
 //! Start reading at [`session::Session::start`].
 //!
@@ -32,6 +35,7 @@
 pub mod backend;
 pub mod delivery;
 pub mod framing;
+pub mod live;
 pub mod protocol;
 pub mod session;
 pub mod view;

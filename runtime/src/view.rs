@@ -79,12 +79,12 @@ impl View {
         if bytes.is_empty() {
             return;
         }
-        {
-            let mut s = self.lock();
-            s.parser.process(bytes);
-            s.last_output = Instant::now();
-            s.bytes += bytes.len() as u64;
-        }
+        let mut s = self.lock();
+        s.parser.process(bytes);
+        s.last_output = Instant::now();
+        s.bytes += bytes.len() as u64;
+        // Sent under the lock (a broadcast send never blocks), so `attach`
+        // sees every chunk either in its repaint or on its receiver, never both.
         let _ = self.live.send(Arc::from(bytes));
     }
 
@@ -107,6 +107,17 @@ impl View {
     pub fn size(&self) -> (u16, u16) {
         let (rows, cols) = self.lock().parser.screen().size();
         (cols.get(), rows.get())
+    }
+
+    /// Becomes a viewer: bytes that repaint the current screen (contents,
+    /// cursor and input modes) on an empty terminal, and live output from
+    /// exactly that point on.
+    pub fn attach(&self) -> (Vec<u8>, broadcast::Receiver<Arc<[u8]>>) {
+        let s = self.lock();
+        (
+            s.parser.screen().state_formatted().into(),
+            self.live.subscribe(),
+        )
     }
 
     /// Subscribes to live output.

@@ -1,0 +1,184 @@
+//! The per-user directory of live-instance sockets, and who may connect.
+//!
+//! The directory is `$XDG_RUNTIME_DIR/tickbox/` when `XDG_RUNTIME_DIR` is set
+//! (systemd makes that directory per user, 0700), otherwise
+//! `<temp dir>/tickbox-<uid>/`. Either way tickbox creates it 0700, and
+//! before using it checks that it is a real directory (not a symlink) owned
+//! by the current user; a group- or world-accessible one of ours is tightened
+//! to 0700, one owned by someone else is refused. That matters most for the
+//! shared temp dir, where another user could create the directory first.
+//!
+//! Each instance is one socket, `<id>.sock`, mode 0600. A socket nobody
+//! listens on any more (its host was killed) is stale; `tickbox ls` and name
+//! resolution remove those.
+
+use super::LiveError;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// File name suffix of instance sockets.
+const SOCKET_SUFFIX: &str = ".sock";
+
+/// The current effective uid.
+pub fn current_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The peer check every connection goes through: only the owner may talk to
+/// an instance. `owner` is the hosting process's uid (injectable so tests
+/// can play a second user).
+pub fn authorize(peer_uid: u32, owner: u32) -> Result<(), LiveError> {
+    if peer_uid == owner {
+        Ok(())
+    } else {
+        Err(LiveError::Refused(format!(
+            "this Tick belongs to uid {owner}; a process of uid {peer_uid} may not attach to it or call it"
+        )))
+    }
+}
+
+/// The live-instance directory of one user.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    dir: PathBuf,
+}
+
+impl Registry {
+    /// Where the current user's instances live (see the module docs).
+    pub fn default_dir() -> PathBuf {
+        match std::env::var_os("XDG_RUNTIME_DIR") {
+            Some(d) if !d.is_empty() => PathBuf::from(d).join("tickbox"),
+            _ => std::env::temp_dir().join(format!("tickbox-{}", current_uid())),
+        }
+    }
+
+    /// The current user's registry, created and checked.
+    pub fn open() -> Result<Registry, LiveError> {
+        Registry::at(Registry::default_dir())
+    }
+
+    /// A registry in `dir`, created 0700 if missing, and checked.
+    pub fn at(dir: impl Into<PathBuf>) -> Result<Registry, LiveError> {
+        let dir = dir.into();
+        let io = |source| LiveError::Dir {
+            path: dir.clone(),
+            source,
+        };
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(e)),
+        }
+        // lstat: a symlink planted in the temp dir must not redirect us.
+        let meta = std::fs::symlink_metadata(&dir).map_err(io)?;
+        let unsafe_dir = |why: String| LiveError::UnsafeDir {
+            path: dir.clone(),
+            why,
+        };
+        if !meta.file_type().is_dir() {
+            return Err(unsafe_dir("it is not a directory".into()));
+        }
+        let uid = current_uid();
+        if meta.uid() != uid {
+            return Err(unsafe_dir(format!(
+                "it is owned by uid {}, not by you (uid {uid})",
+                meta.uid()
+            )));
+        }
+        if meta.mode() & 0o077 != 0 {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
+        }
+        Ok(Registry { dir })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The socket path of instance `id`.
+    pub fn socket(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}{SOCKET_SUFFIX}"))
+    }
+
+    /// Every instance socket present, as (id, path), sorted by id.
+    pub fn sockets(&self) -> Vec<(String, PathBuf)> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut found: Vec<(String, PathBuf)> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let id = name.strip_suffix(SOCKET_SUFFIX)?.to_string();
+                Some((id, e.path()))
+            })
+            .collect();
+        found.sort();
+        found
+    }
+}
+
+/// Whether `name` can name an instance: 1 to 64 of `[A-Za-z0-9._-]`, not
+/// starting with `.` or `-`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with(['.', '-'])
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("tickbox-reg-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn only_the_owner_is_authorized() {
+        assert!(authorize(1000, 1000).is_ok());
+        let e = authorize(1001, 1000).unwrap_err().to_string();
+        assert!(e.contains("refused") && e.contains("uid 1001"), "{e}");
+    }
+
+    #[test]
+    fn the_directory_is_created_private_and_loose_modes_are_tightened() {
+        let base = temp("mode");
+        std::fs::create_dir_all(&base).unwrap();
+        let dir = base.join("tickbox");
+        Registry::at(&dir).unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Registry::at(&dir).unwrap();
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn a_symlink_or_file_is_refused() {
+        let base = temp("link");
+        std::fs::create_dir_all(base.join("real")).unwrap();
+        std::os::unix::fs::symlink(base.join("real"), base.join("link")).unwrap();
+        let e = Registry::at(base.join("link")).unwrap_err().to_string();
+        assert!(e.contains("not a directory"), "{e}");
+        std::fs::write(base.join("file"), "").unwrap();
+        assert!(Registry::at(base.join("file")).is_err());
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn names() {
+        assert!(valid_name("counter") && valid_name("a.b_c-2"));
+        for bad in ["", "-x", ".x", "a/b", "a b", "@x", &"x".repeat(65)] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+    }
+}

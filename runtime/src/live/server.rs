@@ -1,0 +1,444 @@
+//! Publishing a session: the socket, the peer check, and serving requests.
+//!
+//! [`publish`] binds `<id>.sock` in the registry and spawns an accept loop;
+//! each connection is served by its own task, so a slow or stuck client
+//! never holds up another. The [`Published`] handle keeps the instance
+//! reachable: dropping it stops accepting and removes the socket (already
+//! open views then see their connection close).
+//!
+//! Views share the Tick's one terminal. The most recent view to attach or
+//! resize decides its size, which the Tick sees as SIGWINCH (native) or a
+//! resize event (wasm); the others keep receiving the same output.
+
+use super::registry::{authorize, current_uid, valid_name, Registry};
+use super::wire::{
+    read_frame, write_frame, write_json, CallReply, ErrorKind, Frame, Reply, Request,
+};
+use super::{client, rfc3339, InstanceInfo, LiveError};
+use crate::delivery::{item_budget, Delivery, Subscription};
+use crate::protocol::PreparedCall;
+use crate::session::Session;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{broadcast, mpsc};
+
+/// How to publish an instance.
+#[derive(Debug, Clone)]
+pub struct PublishOptions {
+    /// The name asked for; taken names are an error. Without one, the last
+    /// component of the Tick's kind (`example.counter` → `counter`), with
+    /// `-2`, `-3`, … appended while taken.
+    pub name: Option<String>,
+    /// How the Tick runs, for `ls`: `native` or `wasm`.
+    pub backend: String,
+    /// The registry; the current user's by default.
+    pub registry: Option<Registry>,
+    /// The uid allowed to connect; the current user's by default. Tests set
+    /// another to see a peer refused.
+    pub owner_uid: Option<u32>,
+}
+
+impl PublishOptions {
+    /// Defaults for a Tick run by `backend`.
+    pub fn new(backend: impl Into<String>) -> PublishOptions {
+        PublishOptions {
+            name: None,
+            backend: backend.into(),
+            registry: None,
+            owner_uid: None,
+        }
+    }
+}
+
+struct Instance {
+    session: Arc<Session>,
+    id: String,
+    name: String,
+    backend: String,
+    started: String,
+    views: AtomicUsize,
+    owner: u32,
+}
+
+impl Instance {
+    fn info(&self) -> InstanceInfo {
+        let d = self.session.descriptor();
+        InstanceInfo {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            kind: d.as_ref().map(|d| d.kind.clone()).unwrap_or_default(),
+            title: d.as_ref().map(|d| d.title.clone()).unwrap_or_default(),
+            backend: self.backend.clone(),
+            pid: std::process::id(),
+            started: self.started.clone(),
+            views: self.views.load(Ordering::Relaxed),
+            seq: self.session.state().state.map(|s| s.seq),
+        }
+    }
+}
+
+/// A published instance; dropping it unpublishes.
+pub struct Published {
+    instance: Arc<Instance>,
+    socket: PathBuf,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Published {
+    /// The instance id.
+    pub fn id(&self) -> &str {
+        &self.instance.id
+    }
+    /// The instance name.
+    pub fn name(&self) -> &str {
+        &self.instance.name
+    }
+    /// The socket path.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+    /// What `ls` shows about it now.
+    pub fn info(&self) -> InstanceInfo {
+        self.instance.info()
+    }
+}
+
+impl Drop for Published {
+    fn drop(&mut self) {
+        self.accept.abort();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// A short random hex id.
+fn new_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    // RandomState is seeded per process from the OS; mixing in time and a
+    // counter keeps ids apart within one process.
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_usize(N.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    format!("{:06x}", h.finish() & 0xff_ffff)
+}
+
+fn default_name(kind: &str) -> String {
+    let last = kind.rsplit('.').next().unwrap_or(kind);
+    let cleaned: String = last
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    if valid_name(&cleaned) {
+        cleaned
+    } else {
+        "tick".into()
+    }
+}
+
+/// Publishes `session` (an initialized one) as a live instance.
+///
+/// Names are checked against the instances live at this moment; two hosts
+/// publishing the same name at the same instant may both get it (then `ID`
+/// still tells them apart).
+pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Published, LiveError> {
+    let registry = match opts.registry {
+        Some(r) => r,
+        None => Registry::open()?,
+    };
+    let taken: Vec<String> = client::list(&registry)
+        .await
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    let name = match opts.name {
+        Some(n) if !valid_name(&n) => return Err(LiveError::BadName(n)),
+        Some(n) if taken.contains(&n) => return Err(LiveError::NameTaken(n)),
+        Some(n) => n,
+        None => {
+            let base = default_name(
+                &session
+                    .descriptor()
+                    .map(|d| d.kind.clone())
+                    .unwrap_or_default(),
+            );
+            let mut name = base.clone();
+            let mut n = 2;
+            while taken.contains(&name) {
+                name = format!("{base}-{n}");
+                n += 1;
+            }
+            name
+        }
+    };
+    let (id, socket) = loop {
+        let id = new_id();
+        let path = registry.socket(&id);
+        if !path.exists() {
+            break (id, path);
+        }
+    };
+    let listener = UnixListener::bind(&socket).map_err(|source| LiveError::Bind {
+        path: socket.clone(),
+        source,
+    })?;
+    // The directory is 0700 already; 0600 on the socket is the second lock.
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).map_err(
+        |source| LiveError::Bind {
+            path: socket.clone(),
+            source,
+        },
+    )?;
+    let instance = Arc::new(Instance {
+        session,
+        id,
+        name,
+        backend: opts.backend,
+        started: rfc3339(SystemTime::now()),
+        views: AtomicUsize::new(0),
+        owner: opts.owner_uid.unwrap_or_else(current_uid),
+    });
+    let accept = tokio::spawn(accept_loop(listener, instance.clone()));
+    tracing::info!(id = %instance.id, name = %instance.name, socket = %socket.display(), "published");
+    Ok(Published {
+        instance,
+        socket,
+        accept,
+    })
+}
+
+async fn accept_loop(listener: UnixListener, instance: Arc<Instance>) {
+    loop {
+        match listener.accept().await {
+            Ok((conn, _)) => {
+                tokio::spawn(serve(conn, instance.clone()));
+            }
+            Err(e) => {
+                // Out of descriptors and the like: wait instead of spinning.
+                tracing::warn!(error = %e, "accepting a live-instance connection failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+fn error(kind: ErrorKind, message: impl ToString) -> Reply {
+    Reply::Error {
+        kind,
+        message: message.to_string(),
+    }
+}
+
+async fn serve(conn: UnixStream, inst: Arc<Instance>) {
+    let cred = conn.peer_cred();
+    let (mut r, mut w) = conn.into_split();
+    // The peer check comes before reading anything the peer sent.
+    let allowed = match cred {
+        Ok(c) => authorize(c.uid(), inst.owner).map_err(|e| e.to_string()),
+        Err(e) => Err(format!("refused: cannot read the peer's credentials: {e}")),
+    };
+    if let Err(message) = allowed {
+        tracing::warn!(%message, "refusing a live-instance connection");
+        let _ = write_json(&mut w, &error(ErrorKind::Refused, message)).await;
+        return;
+    }
+    let request = match read_frame(&mut r).await {
+        Ok(Some(Frame::Json(v))) => serde_json::from_value::<Request>(v)
+            .map_err(|e| format!("not a live-instance request: {e}")),
+        Ok(Some(_)) => Err("the first frame must be a JSON request".into()),
+        Ok(None) => return,
+        Err(e) => Err(e.to_string()),
+    };
+    let request = match request {
+        Ok(r) => r,
+        Err(message) => {
+            let _ = write_json(&mut w, &error(ErrorKind::Usage, message)).await;
+            return;
+        }
+    };
+    let session = &inst.session;
+    let reply = match request {
+        Request::Attach { cols, rows } => return attach(r, w, &inst, cols, rows).await,
+        Request::Watch { interval_ms } => {
+            return watch(r, w, &inst, Duration::from_millis(interval_ms)).await
+        }
+        Request::Info => json_ok(&inst.info()),
+        Request::Describe => match session.describe().await {
+            Ok(d) => Reply::Ok(d.raw.clone()),
+            Err(e) => error(ErrorKind::Session, e),
+        },
+        Request::Read => match session.read().await {
+            Ok(state) => json_ok(&*state),
+            Err(e) => error(ErrorKind::Session, e),
+        },
+        Request::Screen => Reply::Ok(session.view().screen_text().into()),
+        Request::Call {
+            tool,
+            args,
+            revision,
+        } => call(session, tool, args, revision).await,
+        Request::Stop => {
+            session.shutdown().await;
+            Reply::Ok(serde_json::Value::Null)
+        }
+    };
+    let _ = write_json(&mut w, &reply).await;
+}
+
+fn json_ok<T: serde::Serialize>(v: &T) -> Reply {
+    match serde_json::to_value(v) {
+        Ok(v) => Reply::Ok(v),
+        Err(e) => error(ErrorKind::Session, e),
+    }
+}
+
+/// Sends a call the client prepared and approved against `revision`.
+async fn call(session: &Session, tool: String, args: serde_json::Value, revision: String) -> Reply {
+    if let Some(reason) = session.end_reason() {
+        return error(ErrorKind::Session, reason);
+    }
+    let Some(catalog) = session.descriptor() else {
+        return error(ErrorKind::Session, "the Tick has no catalog yet");
+    };
+    let prepared = if catalog.revision == revision {
+        // The host checks args against the schema before sending (§7.2).
+        match catalog.prepare(&tool, args) {
+            Ok(p) => p,
+            Err(e) => return error(ErrorKind::Usage, e),
+        }
+    } else {
+        // Approved against another catalog: send it bound to that revision,
+        // so the Tick refuses it with -32004 without executing (§5.5, §10).
+        PreparedCall {
+            mutates: catalog.tool(&tool).is_none_or(|t| t.mutates),
+            tool,
+            args,
+            revision,
+        }
+    };
+    let reply = CallReply::from(session.call(&prepared).await);
+    json_ok(&reply)
+}
+
+/// Counts a view while it is attached.
+struct ViewCount<'a>(&'a AtomicUsize);
+
+impl Drop for ViewCount<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Forwards the client's frames to a channel, so the serving loop can wait
+/// on them in a `select!` (reading a frame is not cancel-safe).
+fn client_frames(mut r: OwnedReadHalf) -> mpsc::Receiver<Frame> {
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(async move {
+        while let Ok(Some(frame)) = read_frame(&mut r).await {
+            if tx.send(frame).await.is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+async fn attach(r: OwnedReadHalf, mut w: OwnedWriteHalf, inst: &Instance, cols: u16, rows: u16) {
+    inst.views.fetch_add(1, Ordering::Relaxed);
+    let _count = ViewCount(&inst.views);
+    let view = inst.session.view();
+    if cols > 0 && rows > 0 && view.size() != (cols, rows) {
+        view.resize(cols, rows);
+    }
+    let (repaint, mut live) = view.attach();
+    if write_json(&mut w, &json_ok(&inst.info())).await.is_err()
+        || write_frame(&mut w, &Frame::Output(repaint)).await.is_err()
+    {
+        return;
+    }
+    let mut from_client = client_frames(r);
+    // Dropping the client's frames, the live receiver or the connection is
+    // all a detach does: the session never hears of it.
+    loop {
+        tokio::select! {
+            chunk = live.recv() => {
+                let bytes = match chunk {
+                    Ok(c) => c.to_vec(),
+                    // This view fell behind and chunks were dropped: repaint
+                    // from the screen model instead of showing a torn screen.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        let (repaint, rx) = view.attach();
+                        live = rx;
+                        repaint
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                };
+                if write_frame(&mut w, &Frame::Output(bytes)).await.is_err() {
+                    break;
+                }
+            }
+            frame = from_client.recv() => match frame {
+                Some(Frame::Keys(keys)) => view.send_input(&keys),
+                Some(Frame::Json(v)) => {
+                    if let Ok(Reply::Resize { cols, rows }) = serde_json::from_value(v) {
+                        if cols > 0 && rows > 0 {
+                            view.resize(cols, rows);
+                        }
+                    }
+                }
+                Some(Frame::Output(_)) => {}
+                None => break,
+            },
+            reason = inst.session.ended() => {
+                let _ = write_json(&mut w, &Reply::Ended { reason: reason.to_string() }).await;
+                break;
+            }
+        }
+    }
+}
+
+async fn watch(r: OwnedReadHalf, mut w: OwnedWriteHalf, inst: &Instance, interval: Duration) {
+    let session = &inst.session;
+    let mut sub = Subscription::new(session, interval, false);
+    if write_json(&mut w, &json_ok(&inst.info())).await.is_err() {
+        return;
+    }
+    let mut from_client = client_frames(r);
+    loop {
+        tokio::select! {
+            next = sub.next(session) => {
+                let Some((state, merged)) = next else {
+                    let reason = session.end_reason().map(|r| r.to_string()).unwrap_or_default();
+                    let _ = write_json(&mut w, &Reply::Ended { reason }).await;
+                    break;
+                };
+                let Some(catalog) = session.descriptor() else { break };
+                let delivery = Delivery::new(&state, merged, &catalog, item_budget(1));
+                let reply = match serde_json::to_value(&delivery) {
+                    Ok(v) => Reply::Delivery(v),
+                    Err(e) => error(ErrorKind::Session, e),
+                };
+                if write_json(&mut w, &reply).await.is_err() {
+                    break;
+                }
+            }
+            // The watcher went away.
+            None = from_client.recv() => break,
+        }
+    }
+}
