@@ -1,8 +1,14 @@
 //! The `tickbox` command line: argument parsing, opening a Tick, and the
 //! one-shot commands.
 
+mod attach;
 mod exit;
+mod ls;
 mod open;
+mod remote;
+mod run;
+mod terminal;
+mod watch;
 
 use clap::{Args, Parser, Subcommand};
 use exit::Exit;
@@ -11,7 +17,8 @@ use serde_json::Value;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
-use tickbox_runtime::session::CallOutcome;
+use tickbox_runtime::live::wire::CallReply;
+use tickbox_runtime::protocol::{Descriptor, PreparedCall};
 
 #[derive(Parser)]
 #[command(name = "tickbox", version, about = "Run Ticks, native or sandboxed, from the shell", after_help = exit::HELP)]
@@ -37,6 +44,17 @@ enum Command {
     /// Print the Tick's view screen as text after initialization
     #[command(after_help = exit::HELP)]
     Screen(TickArgs),
+    /// Host a Tick with this terminal as its view, published as a live instance (Ctrl-] detaches)
+    Run(run::RunArgs),
+    /// Make this terminal a view of a live instance (Ctrl-] detaches)
+    Attach(attach::AttachArgs),
+    /// List live instances (JSON lines, or a table on a terminal); removes stale ones
+    Ls(ls::LsArgs),
+    /// Print the Tick's state as one JSON line per delivery (latest only, merged count, trimmed to 16 KiB)
+    #[command(after_help = exit::HELP)]
+    Watch(watch::WatchArgs),
+    /// End a live instance: its Tick is terminated
+    Stop(remote::StopArgs),
 }
 
 #[derive(Args)]
@@ -55,6 +73,13 @@ struct CallArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    // These own the terminal and their signals, so they run apart from the
+    // one-shot commands below; `run` forks before any thread exists.
+    let command = match cli.command {
+        Command::Run(args) => return run::main(args, cli.verbose),
+        Command::Attach(args) => return attach::main(args),
+        other => other,
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -69,7 +94,7 @@ pub fn main() -> ExitCode {
     };
     let code = runtime.block_on(async {
         tokio::select! {
-            r = run(cli.command) => match r {
+            r = run(command) => match r {
                 Ok(()) => ExitCode::from(exit::OK),
                 Err(e) => fail(e),
             },
@@ -134,6 +159,9 @@ fn emit_text(text: &str) -> Result<(), Exit> {
 }
 
 async fn run(command: Command) -> Result<(), Exit> {
+    if let Some(done) = remote::try_run(&command).await {
+        return done;
+    }
     match command {
         Command::Describe(args) => {
             let t = open::open(args.spec()?, &args.opts).await?;
@@ -169,6 +197,11 @@ async fn run(command: Command) -> Result<(), Exit> {
             emit_text(&text)
         }
         Command::Call(args) => call(args).await,
+        Command::Ls(args) => ls::run(args).await,
+        Command::Watch(args) => watch::run(args).await,
+        Command::Run(_) | Command::Attach(_) | Command::Stop(_) => {
+            Err(Exit::usage("handled before the runtime starts"))
+        }
     }
 }
 
@@ -180,19 +213,25 @@ async fn call(args: CallArgs) -> Result<(), Exit> {
         None
     };
     let tool = pos.next().ok_or_else(|| Exit::usage("call needs a TOOL"))?;
-    let call_args = match pos.next() {
-        None => Value::Object(Default::default()),
-        Some(text) => serde_json::from_str::<Value>(&text)
-            .map_err(|e| Exit::usage(format!("ARGS_JSON is not valid JSON: {e}")))?,
-    };
-    if !call_args.is_object() {
-        return Err(Exit::usage("ARGS_JSON must be a JSON object (§7.1)"));
-    }
+    let call_args = parse_call_args(pos.next().as_ref())?;
     let spec = args.tick.spec(tick)?;
     let t = open::open(spec, &args.tick).await?;
     let result = call_opened(&t, &tool, call_args, args.yes, args.tick.pretty).await;
     t.close().await;
     result
+}
+
+/// Parses ARGS_JSON: a JSON object, `{}` when absent.
+fn parse_call_args(text: Option<&String>) -> Result<Value, Exit> {
+    let call_args = match text {
+        None => Value::Object(Default::default()),
+        Some(text) => serde_json::from_str::<Value>(text)
+            .map_err(|e| Exit::usage(format!("ARGS_JSON is not valid JSON: {e}")))?,
+    };
+    if !call_args.is_object() {
+        return Err(Exit::usage("ARGS_JSON must be a JSON object (§7.1)"));
+    }
+    Ok(call_args)
 }
 
 async fn call_opened(
@@ -206,6 +245,17 @@ async fn call_opened(
         .session
         .descriptor()
         .ok_or_else(|| Exit::session("no descriptor after initialization"))?;
+    let prepared = approve(&catalog, tool, call_args, yes)?;
+    report_call(tool, t.session.call(&prepared).await.into(), pretty)
+}
+
+/// Prepares a call against `catalog`; a mutating tool needs `yes`.
+fn approve(
+    catalog: &Descriptor,
+    tool: &str,
+    call_args: Value,
+    yes: bool,
+) -> Result<PreparedCall, Exit> {
     let prepared = catalog.prepare(tool, call_args).map_err(Exit::usage)?;
     if prepared.mutates && !yes {
         let description = catalog
@@ -220,12 +270,22 @@ async fn call_opened(
             "approval required: `{tool}` mutates; nothing was sent; re-run with --yes to call it"
         )));
     }
-    match t.session.call(&prepared).await {
-        CallOutcome::Ok(v) => emit(&v, pretty),
-        CallOutcome::Failed { error, executed } => {
+    Ok(prepared)
+}
+
+/// Prints a call's outcome and picks the exit code.
+fn report_call(tool: &str, outcome: CallReply, pretty: bool) -> Result<(), Exit> {
+    match outcome {
+        CallReply::Ok { result } => emit(&result, pretty),
+        CallReply::Failed {
+            code,
+            message,
+            data,
+            executed,
+        } => {
             let body = serde_json::json!({
-                "code": error.code, "message": error.message,
-                "data": error.data.clone().unwrap_or(Value::Null), "executed": executed,
+                "code": code, "message": message,
+                "data": data.unwrap_or(Value::Null), "executed": executed,
             });
             emit(&body, pretty)?;
             let effect = if executed {
@@ -235,13 +295,10 @@ async fn call_opened(
             };
             Err(Exit::new(
                 exit::TOOL_ERROR,
-                format!(
-                    "`{tool}` failed with error {} ({effect}): {}",
-                    error.code, error.message
-                ),
+                format!("`{tool}` failed with error {code} ({effect}): {message}"),
             ))
         }
-        CallOutcome::Unknown(reason) => Err(Exit::new(
+        CallReply::Unknown { reason } => Err(Exit::new(
             exit::UNKNOWN_OUTCOME,
             format!("unknown outcome for `{tool}`: {reason}; it was not resent"),
         )),

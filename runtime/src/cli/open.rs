@@ -12,7 +12,7 @@ use tickbox_runtime::session::{Session, SessionConfig};
 /// A command that takes the Tick as its only positional.
 #[derive(Args)]
 pub struct TickArgs {
-    /// The Tick: a path to an executable or a .wasm file
+    /// The Tick: a path to an executable or a .wasm file, or a live instance as @ID or @NAME
     #[arg(value_name = "TICK")]
     pub tick: Option<String>,
     #[command(flatten)]
@@ -42,6 +42,18 @@ pub enum TickSpec {
     Path(String),
     /// `-- COMMAND [ARGS...]`.
     Command(Vec<String>),
+    /// `@ID` or `@NAME`: a live instance (see `tickbox ls`), without the `@`.
+    Live(String),
+}
+
+impl TickSpec {
+    /// Classifies a TICK positional: `@…` names a live instance.
+    pub fn parse(tick: &str) -> TickSpec {
+        match tick.strip_prefix('@') {
+            Some(target) => TickSpec::Live(target.to_string()),
+            None => TickSpec::Path(tick.to_string()),
+        }
+    }
 }
 
 impl TickArgs {
@@ -55,7 +67,7 @@ impl TickOpts {
     /// Resolves the Tick given its path positional, if any, and `-- COMMAND`.
     pub fn spec(&self, path: Option<String>) -> Result<TickSpec, Exit> {
         match (path, self.command.is_empty()) {
-            (Some(p), true) => Ok(TickSpec::Path(p)),
+            (Some(p), true) => Ok(TickSpec::parse(&p)),
             (None, false) => Ok(TickSpec::Command(self.command.clone())),
             (Some(p), false) => Err(Exit::usage(format!(
                 "name the Tick once: either `{p}` or `-- {}`",
@@ -98,6 +110,11 @@ pub async fn open(spec: TickSpec, args: &TickOpts) -> Result<Opened, Exit> {
     let argv = match spec {
         TickSpec::Path(p) => vec![p],
         TickSpec::Command(argv) => argv,
+        TickSpec::Live(t) => {
+            return Err(Exit::usage(format!(
+                "`@{t}` names a live instance, which this command cannot use"
+            )))
+        }
     };
     let native = NativeSpec {
         argv,

@@ -1,0 +1,237 @@
+//! `tickbox attach ID|NAME`: the current terminal becomes a view of a live
+//! Tick.
+//!
+//! The host sends a repaint of the current screen first (from its screen
+//! model, so nothing waits for the Tick to redraw), then live output. Keys
+//! go to the Tick, except the detach key [`DETACH_KEY`] (Ctrl-]), which ends
+//! the view; a SIGWINCH of this terminal resizes the Tick's. Detaching never
+//! touches the Tick or its protocol session. `tickbox run` ends in the same
+//! loop ([`view`]).
+
+use super::exit::{self, Exit};
+use super::terminal::{self, RawMode};
+use clap::Args;
+use std::process::ExitCode;
+use tickbox_runtime::live::wire::{read_frame, write_frame, write_json, Frame, Reply, Request};
+use tickbox_runtime::live::{client, InstanceInfo, LiveError, Registry};
+use tokio::io::AsyncWriteExt;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
+
+/// The key that detaches a view: Ctrl-] (0x1d), as in telnet. It is never
+/// sent to the Tick.
+pub const DETACH_KEY: u8 = 0x1d;
+
+/// Help text naming the detach key.
+pub const DETACH_HELP: &str = "Press Ctrl-] to detach: the view closes, the Tick keeps running.";
+
+#[derive(Args)]
+#[command(after_help = DETACH_HELP)]
+pub struct AttachArgs {
+    /// The live instance: its id or name (as `tickbox ls` shows), `@` optional
+    #[arg(value_name = "ID|NAME")]
+    pub target: String,
+}
+
+/// How a view ended.
+pub enum Ending {
+    /// The person pressed the detach key.
+    Detached,
+    /// The Tick's session ended, for this reason.
+    Ended(String),
+    /// A signal asked this view to stop.
+    Signal(&'static str),
+}
+
+/// Maps a live-instance error to the documented exit codes.
+pub fn exit_of(e: LiveError) -> Exit {
+    match e {
+        LiveError::Remote {
+            kind: tickbox_runtime::live::wire::ErrorKind::Usage,
+            message,
+        } => Exit::usage(message),
+        LiveError::BadName(_) | LiveError::NameTaken(_) => Exit::usage(e),
+        other => Exit::session(other),
+    }
+}
+
+/// Entry point of `tickbox attach`: its own runtime, so its signal handling
+/// (restore the terminal, then exit) is not the one-shot commands'.
+pub fn main(args: AttachArgs) -> ExitCode {
+    let target = args.target.trim_start_matches('@').to_string();
+    runtime_main(async move {
+        let registry = Registry::open().map_err(exit_of)?;
+        let ending = view(&registry, &target).await?;
+        finish(ending)
+    })
+}
+
+/// Runs `fut` on a fresh runtime and maps its result to an exit code.
+pub fn runtime_main(fut: impl std::future::Future<Output = Result<(), Exit>>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            return super::fail(Exit::session(format!(
+                "cannot start the async runtime: {e}"
+            )))
+        }
+    };
+    let code = match runtime.block_on(fut) {
+        Ok(()) => ExitCode::from(exit::OK),
+        Err(e) => super::fail(e),
+    };
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    code
+}
+
+/// Prints how the view ended and picks the exit code.
+pub fn finish(ending: Ending) -> Result<(), Exit> {
+    match ending {
+        Ending::Detached => {
+            eprintln!("tickbox: detached; the Tick keeps running (`tickbox ls` lists it)");
+            Ok(())
+        }
+        Ending::Ended(reason) => {
+            eprintln!("tickbox: {reason}");
+            Ok(())
+        }
+        Ending::Signal(sig) => Err(Exit::new(
+            exit::INTERRUPTED,
+            format!("interrupted by {sig}; the view closed, the Tick keeps running"),
+        )),
+    }
+}
+
+/// Attaches this terminal to the instance `target` until detach, the end of
+/// the Tick, or a signal.
+pub async fn view(registry: &Registry, target: &str) -> Result<Ending, Exit> {
+    let mut conn = client::connect(registry, target).await.map_err(exit_of)?;
+    let (cols, rows) = terminal::size().unwrap_or((0, 0));
+    let hello = conn
+        .start(Request::Attach { cols, rows })
+        .await
+        .map_err(exit_of)?;
+    let info: Option<InstanceInfo> = serde_json::from_value(hello).ok();
+    tracing::info!(?info, "attached");
+    // Signals are registered before raw mode, so none slips past the guard.
+    let mut sigs = Signals::new()?;
+    let raw =
+        RawMode::enter().map_err(|e| Exit::session(format!("cannot set up the terminal: {e}")))?;
+    let ending = pump(conn, &mut sigs).await;
+    drop(raw);
+    // Leave the person's terminal readable whatever the Tick set.
+    let mut out = tokio::io::stdout();
+    let _ = out.write_all(b"\x1b[0m\x1b[?25h\r\n").await;
+    let _ = out.flush().await;
+    ending
+}
+
+struct Signals {
+    winch: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Signals, Exit> {
+        let s =
+            |kind| signal(kind).map_err(|e| Exit::session(format!("cannot handle signals: {e}")));
+        Ok(Signals {
+            winch: s(SignalKind::window_change())?,
+            term: s(SignalKind::terminate())?,
+            hup: s(SignalKind::hangup())?,
+            int: s(SignalKind::interrupt())?,
+        })
+    }
+}
+
+/// Reads stdin on a plain thread: a blocking read must not hold a tokio
+/// worker. The thread stays blocked in read(2) after the view ends; the
+/// process exits right after, which ends it.
+fn keys() -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel(64);
+    let _ = std::thread::Builder::new()
+        .name("view-keys".into())
+        .spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                // SAFETY: reads into a buffer we own, of its length.
+                let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
+                if n < 0
+                    && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+                {
+                    continue;
+                }
+                if n <= 0 || tx.blocking_send(buf[..n as usize].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+    rx
+}
+
+async fn pump(conn: client::Connection, sigs: &mut Signals) -> Result<Ending, Exit> {
+    let (mut r, mut w) = conn.into_split();
+    let (frames_tx, mut frames) = mpsc::channel(64);
+    // Frames are read on their own task: reading one is not cancel-safe.
+    let reader = tokio::spawn(async move {
+        loop {
+            let frame = read_frame(&mut r).await;
+            let done = !matches!(frame, Ok(Some(_)));
+            if frames_tx.send(frame).await.is_err() || done {
+                break;
+            }
+        }
+    });
+    let mut keys = keys();
+    let mut out = tokio::io::stdout();
+    let lost =
+        |why: String| Exit::session(format!("the connection to the Tick's host was lost: {why}"));
+    let ending = loop {
+        tokio::select! {
+            frame = frames.recv() => match frame {
+                Some(Ok(Some(Frame::Output(bytes)))) => {
+                    if out.write_all(&bytes).await.is_err() || out.flush().await.is_err() {
+                        break Ok(Ending::Detached);
+                    }
+                }
+                Some(Ok(Some(Frame::Json(v)))) => match serde_json::from_value::<Reply>(v) {
+                    Ok(Reply::Ended { reason }) => break Ok(Ending::Ended(reason)),
+                    Ok(Reply::Error { message, .. }) => break Err(Exit::session(message)),
+                    _ => {}
+                },
+                Some(Ok(Some(Frame::Keys(_)))) => {}
+                Some(Ok(None)) | None => break Err(lost("it closed the connection".into())),
+                Some(Err(e)) => break Err(lost(e.to_string())),
+            },
+            k = keys.recv() => {
+                let Some(bytes) = k else { break Ok(Ending::Detached) };
+                let (send, detach) = match bytes.iter().position(|&b| b == DETACH_KEY) {
+                    Some(i) => (&bytes[..i], true),
+                    None => (&bytes[..], false),
+                };
+                if !send.is_empty() && write_frame(&mut w, &Frame::Keys(send.to_vec())).await.is_err() {
+                    break Err(lost("cannot send keys".into()));
+                }
+                if detach {
+                    break Ok(Ending::Detached);
+                }
+            }
+            _ = sigs.winch.recv() => {
+                if let Some((cols, rows)) = terminal::size() {
+                    let _ = write_json(&mut w, &Reply::Resize { cols, rows }).await;
+                }
+            }
+            _ = sigs.term.recv() => break Ok(Ending::Signal("SIGTERM")),
+            _ = sigs.hup.recv() => break Ok(Ending::Signal("SIGHUP")),
+            _ = sigs.int.recv() => break Ok(Ending::Signal("SIGINT")),
+        }
+    };
+    reader.abort();
+    ending
+}

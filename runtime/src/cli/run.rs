@@ -1,0 +1,245 @@
+//! `tickbox run [OPTS] [--name N] TICK`: host one Tick with this terminal as
+//! its view.
+//!
+//! The process splits in two before anything else starts (no runtime, no
+//! threads, so `fork` is safe):
+//!
+//! - the **host** (the child) leaves the terminal's session (`setsid`),
+//!   starts and initializes the Tick, publishes it as a live instance, tells
+//!   the parent it is ready over a pipe, and serves it until the Tick ends or
+//!   someone stops it (`tickbox stop`, or SIGTERM/SIGINT/SIGHUP to the host);
+//! - the **view** (the parent) waits for that message, then attaches this
+//!   terminal exactly as `tickbox attach` does.
+//!
+//! So detaching (Ctrl-]) gives the shell back while the Tick keeps running,
+//! and `tickbox attach NAME` brings it back. Until the host is ready, it dies
+//! with the parent (`PR_SET_PDEATHSIG`), so an interrupted start leaves
+//! nothing behind. The host's stderr goes to /dev/null, or with `-v` to
+//! `host-<pid>.log` in the live-instance directory.
+
+use super::attach::{self, exit_of, DETACH_HELP};
+use super::exit::{self, Exit};
+use super::open::{self, TickOpts, TickSpec};
+use clap::Args;
+use serde_json::{json, Value};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::FromRawFd;
+use std::process::ExitCode;
+use std::sync::Arc;
+use tickbox_runtime::live::{publish, PublishOptions, Registry};
+use tokio::signal::unix::{signal, SignalKind};
+
+#[derive(Args)]
+#[command(after_help = DETACH_HELP)]
+pub struct RunArgs {
+    /// Name of the live instance (default: the last part of the Tick's kind)
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// The Tick: a path to an executable or a .wasm file
+    #[arg(value_name = "TICK")]
+    pub tick: Option<String>,
+    #[command(flatten)]
+    pub opts: TickOpts,
+}
+
+/// Entry point; see the module docs. Must run before any thread exists.
+pub fn main(args: RunArgs, verbose: u8) -> ExitCode {
+    let spec = match args.opts.spec(args.tick.clone()) {
+        Ok(TickSpec::Live(t)) => {
+            return super::fail(Exit::usage(format!(
+                "`@{t}` is already live: `tickbox attach {t}` views it"
+            )))
+        }
+        Ok(spec) => spec,
+        Err(e) => return super::fail(e),
+    };
+    let registry = match Registry::open() {
+        Ok(r) => r,
+        Err(e) => return super::fail(exit_of(e)),
+    };
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two fds into the array we pass.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return super::fail(Exit::session(format!("cannot create a pipe: {e}")));
+    }
+    let parent = std::process::id() as i32;
+    // SAFETY: no other thread exists yet (clap parsing and logging setup
+    // start none), so the child is a faithful single-threaded copy.
+    match unsafe { libc::fork() } {
+        -1 => {
+            let e = std::io::Error::last_os_error();
+            super::fail(Exit::session(format!("cannot start the host process: {e}")))
+        }
+        0 => {
+            // SAFETY: closing our copy of the pipe's read end.
+            unsafe { libc::close(fds[0]) };
+            // SAFETY: the write end is ours alone from here on.
+            let ready = unsafe { File::from_raw_fd(fds[1]) };
+            let code = host(spec, args, registry, ready, parent, verbose);
+            std::process::exit(code)
+        }
+        _ => {
+            // SAFETY: closing our copy of the write end, so EOF comes when the host's goes.
+            unsafe { libc::close(fds[1]) };
+            // SAFETY: the read end is ours alone.
+            let mut pipe = unsafe { File::from_raw_fd(fds[0]) };
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            let id = match serde_json::from_str::<Value>(text.trim()) {
+                Ok(v) if v["ok"]["id"].is_string() => {
+                    v["ok"]["id"].as_str().unwrap_or_default().to_string()
+                }
+                Ok(v) => {
+                    let code = v["error"]["code"].as_u64().unwrap_or(exit::SESSION as u64);
+                    let message = v["error"]["message"].as_str().unwrap_or("the host failed");
+                    return super::fail(Exit::new(
+                        u8::try_from(code).unwrap_or(exit::SESSION),
+                        message,
+                    ));
+                }
+                Err(_) => {
+                    return super::fail(Exit::session(
+                        "the host process ended before the Tick was ready",
+                    ))
+                }
+            };
+            attach::runtime_main(async move {
+                let ending = attach::view(&registry, &id).await?;
+                attach::finish(ending)
+            })
+        }
+    }
+}
+
+fn send_ready(ready: &mut File, message: Value) {
+    let _ = writeln!(ready, "{message}").and_then(|_| ready.flush());
+}
+
+/// Points fds 0 and 1 at /dev/null and fd 2 at `log` (or /dev/null).
+fn detach_stdio(log: Option<std::path::PathBuf>) {
+    let open = |path: &std::path::Path, flags| {
+        let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+        // SAFETY: open on a NUL-terminated path.
+        let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC, 0o600) };
+        (fd >= 0).then_some(fd)
+    };
+    let null = std::path::Path::new("/dev/null");
+    let err = log
+        .and_then(|p| open(&p, libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND))
+        .or_else(|| open(null, libc::O_WRONLY));
+    // SAFETY: dup2 onto the standard fds; the sources are fds we just opened.
+    unsafe {
+        if let Some(fd) = open(null, libc::O_RDWR) {
+            libc::dup2(fd, 0);
+            libc::dup2(fd, 1);
+            libc::close(fd);
+        }
+        if let Some(fd) = err {
+            libc::dup2(fd, 2);
+            libc::close(fd);
+        }
+    }
+}
+
+/// The host process: start, publish, serve. Returns its exit code.
+fn host(
+    spec: TickSpec,
+    args: RunArgs,
+    registry: Registry,
+    mut ready: File,
+    parent: i32,
+    verbose: u8,
+) -> i32 {
+    // SAFETY: plain syscalls; until the Tick is published, the host dies
+    // with the view that is waiting for it.
+    unsafe {
+        libc::setsid();
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+        if libc::getppid() != parent {
+            return i32::from(exit::INTERRUPTED);
+        }
+    }
+    let log = (verbose > 0).then(|| {
+        registry
+            .dir()
+            .join(format!("host-{}.log", std::process::id()))
+    });
+    detach_stdio(log);
+    let backend = match &spec {
+        TickSpec::Path(p) if p.ends_with(".wasm") => "wasm",
+        _ => "native",
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let message = format!("cannot start the async runtime: {e}");
+            send_ready(
+                &mut ready,
+                json!({"error": {"code": exit::SESSION, "message": message}}),
+            );
+            return i32::from(exit::SESSION);
+        }
+    };
+    let code = runtime.block_on(async move {
+        let fail = |ready: &mut File, e: &Exit| {
+            send_ready(
+                ready,
+                json!({"error": {"code": e.code, "message": e.message}}),
+            );
+            i32::from(e.code)
+        };
+        // Signals first: from here on SIGTERM ends the Tick cleanly.
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return fail(&mut ready, &Exit::session("cannot handle signals"));
+        };
+        let opened = match open::open(spec, &args.opts).await {
+            Ok(t) => t,
+            Err(e) => return fail(&mut ready, &e),
+        };
+        let session = Arc::new(opened.session);
+        let mut options = PublishOptions::new(backend);
+        options.name = args.name;
+        options.registry = Some(registry);
+        let published = match publish(session.clone(), options).await {
+            Ok(p) => p,
+            Err(e) => {
+                session.shutdown().await;
+                return fail(&mut ready, &exit_of(e));
+            }
+        };
+        send_ready(&mut ready, json!({"ok": published.info()}));
+        drop(ready);
+        // SAFETY: from now on the host outlives its first view.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0) };
+        let why = tokio::select! {
+            r = session.ended() => r.to_string(),
+            _ = term.recv() => "SIGTERM".into(),
+            _ = int.recv() => "SIGINT".into(),
+            _ = hup.recv() => "SIGHUP".into(),
+        };
+        tracing::info!(%why, "the host is ending");
+        // Views are told the session ended by their own tasks; give them a
+        // moment to say so before the runtime (and every task) goes.
+        for _ in 0..50 {
+            if published.info().views == 0 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        drop(published);
+        session.shutdown().await;
+        0
+    });
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    code
+}
