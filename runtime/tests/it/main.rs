@@ -5,9 +5,12 @@
 //! - `cli` — the one-shot commands and their exit codes, one test per host rule;
 //! - `engine` — the session engine through the library API (per-request
 //!   faults that leave the session running, concurrency, events);
-//! - `native` — the native backend: PTY, environment, signals, cleanup.
+//! - `native` — the native backend: PTY, environment, signals, cleanup;
+//! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
+//!   clients, `ls`, `watch`, and the socket's guards.
 
 mod cli;
 mod engine;
+mod live;
 mod native;
 mod util;

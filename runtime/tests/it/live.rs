@@ -1,0 +1,476 @@
+//! Live instances and views: `tickbox run` and `tickbox attach` driven
+//! through real PTYs, `@NAME` clients, `ls`, `watch`, and the socket's
+//! guards. Every test has its own `XDG_RUNTIME_DIR`.
+
+use crate::util::*;
+use portable_pty::{native_pty_system, CommandBuilder, MasterPty, PtySize};
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tickbox_runtime::backend::native::{spawn, NativeSpec};
+use tickbox_runtime::live::wire::Request;
+use tickbox_runtime::live::{client, publish, LiveError, PublishOptions, Registry};
+use tickbox_runtime::session::{Session, SessionConfig};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A per-test live-instance world: its own runtime dir.
+struct World {
+    dir: TempDir,
+    xdg: String,
+}
+
+impl World {
+    fn new(tag: &str) -> World {
+        let dir = TempDir::new(tag);
+        let xdg = dir.0.to_string_lossy().into_owned();
+        World { dir, xdg }
+    }
+
+    fn env(&self) -> [(&str, &str); 1] {
+        [("XDG_RUNTIME_DIR", self.xdg.as_str())]
+    }
+
+    fn tickbox(&self, args: &[&str]) -> Output {
+        tickbox_env(args, &self.env())
+    }
+
+    /// `tickbox ls --json`, parsed.
+    fn ls(&self) -> Vec<Value> {
+        let out = self.tickbox(&["ls", "--json"]);
+        assert_eq!(out.code, 0, "{out:#?}");
+        out.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Waits until an instance called `name` is listed, and returns it.
+    fn wait_for(&self, name: &str) -> Value {
+        let mut found = None;
+        assert!(
+            eventually(WAIT, || {
+                found = self.ls().into_iter().find(|i| i["name"] == name);
+                found.is_some()
+            }),
+            "`{name}` never appeared in ls"
+        );
+        found.unwrap()
+    }
+
+    /// `tickbox <args>` on a fresh PTY of this size.
+    fn pty(&self, args: &[&str], cols: u16, rows: u16) -> Pty {
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_tickbox"));
+        cmd.args(args);
+        cmd.env("XDG_RUNTIME_DIR", &self.xdg);
+        cmd.env_remove("RUST_LOG");
+        cmd.cwd(root());
+        let child = pair.slave.spawn_command(cmd).unwrap();
+        drop(pair.slave);
+        let mut reader = pair.master.try_clone_reader().unwrap();
+        let writer = pair.master.take_writer().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        Pty {
+            master: pair.master,
+            writer,
+            child,
+            seen,
+        }
+    }
+}
+
+/// A tickbox process on its own terminal.
+struct Pty {
+    master: Box<dyn MasterPty + Send>,
+    writer: Box<dyn Write + Send>,
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    seen: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Pty {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned()
+    }
+
+    /// How many bytes it has shown so far (to look only at what comes next).
+    fn mark(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    fn since(&self, mark: usize) -> String {
+        String::from_utf8_lossy(&self.seen.lock().unwrap()[mark..]).into_owned()
+    }
+
+    fn expect_since(&self, mark: usize, needle: &str) {
+        assert!(
+            eventually(WAIT, || self.since(mark).contains(needle)),
+            "{needle:?} never appeared; the terminal showed: {:?}",
+            self.since(mark)
+        );
+    }
+
+    fn type_keys(&mut self, keys: &[u8]) {
+        self.writer.write_all(keys).unwrap();
+        self.writer.flush().unwrap();
+    }
+
+    fn resize(&self, cols: u16, rows: u16) {
+        self.master
+            .resize(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+    }
+
+    /// Waits for the process to exit and returns its exit code.
+    fn wait(&mut self) -> u32 {
+        let mut code = None;
+        assert!(
+            eventually(WAIT, || {
+                code = self.child.try_wait().unwrap().map(|s| s.exit_code());
+                code.is_some()
+            }),
+            "the process did not exit; it showed {:?}",
+            self.text()
+        );
+        code.unwrap()
+    }
+}
+
+impl Drop for Pty {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+/// `tickbox watch` as a child whose JSON lines are collected.
+struct Watch {
+    child: std::process::Child,
+    lines: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Watch {
+    fn start(world: &World, args: &[&str]) -> Watch {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
+            .arg("watch")
+            .args(args)
+            .env("XDG_RUNTIME_DIR", &world.xdg)
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                sink.lock()
+                    .unwrap()
+                    .push(serde_json::from_str(&line).unwrap());
+            }
+        });
+        Watch { child, lines }
+    }
+
+    fn lines(&self) -> Vec<Value> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    fn merged(&self) -> u64 {
+        self.lines()
+            .iter()
+            .map(|d| d["merged"].as_u64().unwrap())
+            .sum()
+    }
+
+    /// Waits for a delivery whose data satisfies `cond`.
+    fn wait_for(&self, what: &str, cond: impl Fn(&Value) -> bool) {
+        assert!(
+            eventually(WAIT, || self.lines().iter().any(|d| cond(&d["data"]))),
+            "no delivery with {what}; got {:?}",
+            self.lines()
+        );
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn counter_value(world: &World, name: &str) -> Value {
+    let out = world.tickbox(&["read", &format!("@{name}")]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    out.json()
+}
+
+#[test]
+fn a_view_shows_the_screen_at_once_and_its_keys_reach_the_tick() {
+    let w = World::new("live-view");
+    let counter = tick("counter.py");
+    let mut host = w.pty(&["run", "--name", "c", "--", "python3", &counter], 100, 30);
+    let info = w.wait_for("c");
+    assert_eq!(
+        (&info["kind"], &info["backend"], &info["views"]),
+        (&json!("example.counter"), &json!("native"), &json!(1)),
+        "{info}"
+    );
+
+    // The directory and the socket are private to this user.
+    let dir = w.dir.path("tickbox");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    let socket = dir.join(format!("{}.sock", info["id"].as_str().unwrap()));
+    assert_eq!(mode(&socket), 0o600);
+
+    let out = w.tickbox(&["call", "@c", "increment", r#"{"amount":2}"#, "--yes"]);
+    assert_eq!((out.code, out.json()), (0, json!({"value": 2})), "{out:#?}");
+    let watch = Watch::start(&w, &["@c", "--interval", "50ms"]);
+    watch.wait_for("value 2", |d| d["value"] == 2);
+
+    // The counter draws only when its value changes, so seeing its screen
+    // right after attaching proves the repaint came from the screen model.
+    let mut view = w.pty(&["attach", "c"], 80, 24);
+    view.expect_since(0, "Counter: 2");
+    assert!(eventually(WAIT, || w.wait_for("c")["views"] == 2));
+
+    // A key typed in the second view changes the value; both views see it.
+    let (host_mark, view_mark) = (host.mark(), view.mark());
+    view.type_keys(b"+");
+    view.expect_since(view_mark, "Counter: 3");
+    host.expect_since(host_mark, "Counter: 3");
+    assert_eq!(counter_value(&w, "c")["data"]["value"], 3);
+
+    // Resizing a view and attaching never make updates (§8.3): after one
+    // key and one marker call, exactly two updates were merged in all.
+    view.resize(90, 20);
+    let out = w.tickbox(&["call", "@c", "increment", r#"{"amount":10}"#, "--yes"]);
+    assert_eq!(out.json(), json!({"value": 13}), "{out:#?}");
+    watch.wait_for("value 13", |d| d["value"] == 13);
+    assert_eq!(watch.merged(), 2, "{:?}", watch.lines());
+    assert_eq!(counter_value(&w, "c")["seq"], 3);
+
+    // Detaching leaves the Tick running, the host view undisturbed.
+    view.type_keys(&[0x1d]);
+    assert_eq!(view.wait(), 0, "{}", view.text());
+    assert!(view.text().contains("detached"), "{}", view.text());
+    assert!(eventually(WAIT, || w.wait_for("c")["views"] == 1));
+    let host_mark = host.mark();
+    host.type_keys(b"-");
+    host.expect_since(host_mark, "Counter: 12");
+
+    // Detaching the host's own view gives the shell back; the Tick lives on.
+    host.type_keys(&[0x1d]);
+    assert_eq!(host.wait(), 0, "{}", host.text());
+    assert_eq!(counter_value(&w, "c")["data"]["value"], 12);
+    let out = w.tickbox(&["stop", "c"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(eventually(WAIT, || w.ls().is_empty()), "{:?}", w.ls());
+}
+
+#[test]
+fn resizing_a_view_reaches_a_native_tick_as_sigwinch() {
+    let w = World::new("live-winch");
+    let probe = tick("probe.py");
+    let _host = w.pty(&["run", "--name", "p", "--", "python3", &probe], 100, 30);
+    w.wait_for("p");
+    let winch = || {
+        let out = w.tickbox(&["call", "@p", "winch"]);
+        assert_eq!(out.code, 0, "{out:#?}");
+        out.json()
+    };
+    // The host's own view set the size when it attached.
+    assert!(eventually(WAIT, || winch()["size"] == json!([100, 30])));
+    let before = winch()["winches"].as_u64().unwrap();
+    let view = w.pty(&["attach", "@p"], 80, 24);
+    assert!(eventually(WAIT, || winch()["size"] == json!([80, 24])));
+    view.resize(91, 21);
+    assert!(
+        eventually(WAIT, || winch()["size"] == json!([91, 21])),
+        "{}",
+        winch()
+    );
+    assert!(
+        winch()["winches"].as_u64().unwrap() >= before + 2,
+        "{}",
+        winch()
+    );
+    let screen = w.tickbox(&["screen", "@p"]);
+    assert!(screen.stdout.contains("probe ready"), "{screen:#?}");
+}
+
+#[test]
+fn clients_of_a_missing_instance_fail_like_a_tick_that_cannot_start() {
+    let w = World::new("live-missing");
+    for args in [
+        vec!["read", "@nope"],
+        vec!["describe", "@nope"],
+        vec!["screen", "@nope"],
+        vec!["call", "@nope", "history"],
+        vec!["attach", "nope"],
+        vec!["watch", "@nope"],
+    ] {
+        w.tickbox(&args)
+            .expect(3, "no live instance named `nope`; no Ticks are live");
+    }
+}
+
+#[test]
+fn a_stale_socket_is_removed_by_ls() {
+    let w = World::new("live-stale");
+    let dir = w.dir.path("tickbox");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let stale = dir.join("dead01.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    assert!(stale.exists());
+    assert!(w.ls().is_empty());
+    assert!(!stale.exists(), "the stale socket is gone");
+}
+
+#[test]
+fn a_tick_that_fails_to_start_under_run_reports_like_the_one_shot_commands() {
+    let w = World::new("live-badrun");
+    let mut host = w.pty(&["run", "--", "/nonexistent/tick"], 80, 24);
+    assert_eq!(host.wait(), 3);
+    assert!(host.text().contains("not found"), "{}", host.text());
+    assert!(w.ls().is_empty());
+}
+
+#[test]
+fn watch_delivers_a_burst_as_a_handful_of_merged_deliveries_within_budget() {
+    let out = tickbox(&[
+        "watch",
+        "--interval",
+        "200ms",
+        "--",
+        "python3",
+        &tick("burst.py"),
+        "10000",
+    ]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    let deliveries: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Latest only: far fewer deliveries than updates, merged counts add up.
+    assert!(
+        (1..=100).contains(&deliveries.len()),
+        "{} deliveries",
+        deliveries.len()
+    );
+    let merged: u64 = deliveries
+        .iter()
+        .map(|d| d["merged"].as_u64().unwrap())
+        .sum();
+    assert_eq!(merged, 10_000);
+    for (line, d) in lines.iter().zip(&deliveries) {
+        assert!(line.len() <= 16 * 1024, "{} bytes", line.len());
+        assert_eq!(d["recover_with"], "items");
+    }
+    // The last state (2,000 items) was trimmed to its newest end, and says so.
+    let last = deliveries.last().unwrap();
+    assert_eq!(last["seq"], 10_000);
+    let items = last["data"]["items"].as_array().unwrap();
+    assert_eq!(items.last().unwrap()["i"], 1999);
+    assert_eq!(
+        last["trimmed"],
+        json!([{"path": "/items", "kept": "newest", "count": items.len(), "of": 2000}])
+    );
+}
+
+async fn counter_session() -> Arc<Session> {
+    let io = spawn(&NativeSpec::new(["python3", &tick("counter.py")])).unwrap();
+    Arc::new(Session::start(io, SessionConfig::default()).await.unwrap())
+}
+
+#[tokio::test]
+async fn a_peer_of_another_uid_is_refused() {
+    let dir = TempDir::new("live-peer");
+    let registry = Registry::at(dir.path("tickbox")).unwrap();
+    let session = counter_session().await;
+    let mut opts = PublishOptions::new("native");
+    opts.registry = Some(registry.clone());
+    opts.name = Some("mine".into());
+    // The host believes it belongs to another user: we are that "other" peer.
+    let me = unsafe { libc::geteuid() };
+    opts.owner_uid = Some(me + 1);
+    let published = publish(session.clone(), opts).await.unwrap();
+    let conn = client::Connection::open(published.socket(), "mine")
+        .await
+        .unwrap();
+    let err = conn.request(Request::Read).await.unwrap_err();
+    assert!(
+        matches!(&err, LiveError::Refused(m) if m.contains(&format!("uid {me}"))),
+        "{err}"
+    );
+    drop(published);
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn publishing_names_instances_and_unpublishing_removes_the_socket() {
+    let dir = TempDir::new("live-names");
+    let registry = Registry::at(dir.path("tickbox")).unwrap();
+    let a = counter_session().await;
+    let b = counter_session().await;
+    let mut opts = PublishOptions::new("native");
+    opts.registry = Some(registry.clone());
+    let pa = publish(a.clone(), opts.clone()).await.unwrap();
+    let pb = publish(b.clone(), opts).await.unwrap();
+    assert_eq!((pa.name(), pb.name()), ("counter", "counter-2"));
+    let mut taken = PublishOptions::new("native");
+    taken.registry = Some(registry.clone());
+    taken.name = Some("counter-2".into());
+    assert!(matches!(
+        publish(a.clone(), taken).await,
+        Err(LiveError::NameTaken(n)) if n == "counter-2"
+    ));
+    let listed: Vec<String> = client::list(&registry)
+        .await
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    assert_eq!(listed.len(), 2);
+    let by_id = client::resolve(&registry, &format!("@{}", pb.id()))
+        .await
+        .unwrap();
+    assert_eq!(by_id.name, "counter-2");
+    let socket = pa.socket().to_path_buf();
+    drop(pa);
+    assert!(!socket.exists());
+    assert_eq!(client::list(&registry).await.len(), 1);
+    drop(pb);
+    a.shutdown().await;
+    b.shutdown().await;
+}
