@@ -2,9 +2,11 @@
 //! Tick's stdin and stdout, its [`crate::view::View`], and a process handle
 //! the session supervises.
 //!
-//! - [`native`] — a subprocess whose controlling terminal is a real PTY.
+//! - [`native`] — a subprocess whose controlling terminal is a real PTY;
+//! - [`wasm`] — a sandboxed wasm guest in wasmtime, in-process.
 
 pub mod native;
+pub mod wasm;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -44,6 +44,9 @@ enum Command {
     /// Print the Tick's view screen as text after initialization
     #[command(after_help = exit::HELP)]
     Screen(TickArgs),
+    /// Print how the Tick runs: backend, what it was granted, what it asks for, its tools
+    #[command(after_help = exit::HELP)]
+    Info(TickArgs),
     /// Host a Tick with this terminal as its view, published as a live instance (Ctrl-] detaches)
     Run(run::RunArgs),
     /// Make this terminal a view of a live instance (Ctrl-] detaches)
@@ -197,12 +200,54 @@ async fn run(command: Command) -> Result<(), Exit> {
             emit_text(&text)
         }
         Command::Call(args) => call(args).await,
+        Command::Info(args) => {
+            let t = open::open(args.spec()?, &args.opts).await?;
+            let v = info(&t);
+            t.close().await;
+            emit(&v, args.opts.pretty)
+        }
         Command::Ls(args) => ls::run(args).await,
         Command::Watch(args) => watch::run(args).await,
         Command::Run(_) | Command::Attach(_) | Command::Stop(_) => {
             Err(Exit::usage("handled before the runtime starts"))
         }
     }
+}
+
+fn info(t: &Opened) -> Value {
+    use serde_json::json;
+    let d = t.session.descriptor();
+    let tools: Vec<Value> = d
+        .iter()
+        .flat_map(|d| d.tools.iter())
+        .map(|tool| json!({"name": tool.name, "mutates": tool.mutates}))
+        .collect();
+    let mut v = json!({
+        "kind": d.as_ref().map(|d| d.kind.clone()),
+        "title": d.as_ref().map(|d| d.title.clone()),
+        "revision": d.as_ref().map(|d| d.revision.clone()),
+        "tools": tools,
+    });
+    match &t.backend {
+        open::Backend::Native { argv } => {
+            v["backend"] = json!("native");
+            v["command"] = json!(argv);
+            v["granted"] = json!("not sandboxed: a native Tick can access everything you can");
+        }
+        open::Backend::Wasm {
+            path,
+            kind,
+            grants,
+            requested,
+        } => {
+            v["backend"] = json!("wasm");
+            v["path"] = json!(path);
+            v["wasm"] = json!(kind);
+            v["granted"] = serde_json::to_value(grants).unwrap_or(Value::Null);
+            v["requested"] = serde_json::to_value(requested).unwrap_or(Value::Null);
+        }
+    }
+    v
 }
 
 async fn call(args: CallArgs) -> Result<(), Exit> {

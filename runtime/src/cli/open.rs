@@ -4,8 +4,11 @@
 use super::exit::Exit;
 use clap::Args;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 use tickbox_runtime::backend::native::{self, NativeSpec};
+use tickbox_runtime::backend::wasm::grants::{GrantSpec, Grants};
+use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmKind, WasmSpec};
 use tickbox_runtime::protocol::limits::CALL_TIMEOUT;
 use tickbox_runtime::session::{Session, SessionConfig};
 
@@ -31,6 +34,24 @@ pub struct TickOpts {
     /// Pretty-print JSON output
     #[arg(long)]
     pub pretty: bool,
+    /// Grant a wasm Tick a directory or a single file (repeatable; `:ro` for read-only)
+    #[arg(long = "dir", value_name = "HOST_PATH[::GUEST_PATH][:ro]")]
+    pub dir: Vec<String>,
+    /// Let a wasm Tick connect to HOST:PORT (repeatable; PORT may be `*`; a name also allows looking it up)
+    #[arg(long = "allow-net", value_name = "HOST:PORT")]
+    pub allow_net: Vec<String>,
+    /// Pass an environment variable (repeatable; the value comes from tickbox's environment when omitted)
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    pub env: Vec<String>,
+    /// Read grants from a TOML policy file (keys: dir, allow_net, env, max_memory)
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Bound on a wasm Tick's linear memory and tables [default: 256MiB]
+    #[arg(long, value_name = "SIZE")]
+    pub max_memory: Option<String>,
+    /// Do not read or write the compile cache for wasm Ticks
+    #[arg(long)]
+    pub no_cache: bool,
     /// A native Tick's command line, after `--`
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -79,6 +100,21 @@ impl TickOpts {
         }
     }
 
+    /// The grants from the policy file and the flags.
+    pub fn grant_spec(&self) -> Result<GrantSpec, Exit> {
+        let mut spec = match &self.policy {
+            Some(p) => GrantSpec::from_file(p).map_err(Exit::usage)?,
+            None => GrantSpec::default(),
+        };
+        spec.merge(GrantSpec {
+            dir: self.dir.clone(),
+            allow_net: self.allow_net.clone(),
+            env: self.env.clone(),
+            max_memory: self.max_memory.clone(),
+        });
+        Ok(spec)
+    }
+
     fn config(&self) -> Result<SessionConfig, Exit> {
         if !(self.call_timeout.is_finite() && self.call_timeout > 0.0) {
             return Err(Exit::usage(
@@ -92,9 +128,23 @@ impl TickOpts {
     }
 }
 
+/// How a Tick was started, for `tickbox info`.
+pub enum Backend {
+    /// A subprocess with the user's own permissions.
+    Native { argv: Vec<String> },
+    /// A sandboxed guest.
+    Wasm {
+        path: PathBuf,
+        kind: WasmKind,
+        grants: Grants,
+        requested: Option<GrantSpec>,
+    },
+}
+
 /// An initialized Tick.
 pub struct Opened {
     pub session: Session,
+    pub backend: Backend,
 }
 
 impl Opened {
@@ -107,7 +157,11 @@ impl Opened {
 /// Starts and initializes a Tick.
 pub async fn open(spec: TickSpec, args: &TickOpts) -> Result<Opened, Exit> {
     let config = args.config()?;
+    let grant_spec = args.grant_spec()?;
     let argv = match spec {
+        TickSpec::Path(p) if wasm::is_wasm_path(std::path::Path::new(&p)) => {
+            return open_wasm(PathBuf::from(p), grant_spec, args, config).await
+        }
         TickSpec::Path(p) => vec![p],
         TickSpec::Command(argv) => argv,
         TickSpec::Live(t) => {
@@ -116,12 +170,98 @@ pub async fn open(spec: TickSpec, args: &TickOpts) -> Result<Opened, Exit> {
             )))
         }
     };
+    // Native Ticks run with the user's own permissions: a sandbox grant would
+    // promise a confinement that does not exist, so it is refused.
+    if !grant_spec.dir.is_empty()
+        || !grant_spec.allow_net.is_empty()
+        || grant_spec.max_memory.is_some()
+        || args.policy.is_some()
+    {
+        return Err(Exit::usage(
+            "--dir, --allow-net, --max-memory and --policy apply to wasm Ticks only; a native Tick runs with your own permissions",
+        ));
+    }
+    let grants = grant_spec.resolve().map_err(Exit::usage)?;
     let native = NativeSpec {
-        argv,
+        argv: argv.clone(),
         cwd: args.cwd.clone(),
+        env: grants.env,
         ..Default::default()
     };
     let io = native::spawn(&native).map_err(Exit::session)?;
     let session = Session::start(io, config).await.map_err(Exit::session)?;
-    Ok(Opened { session })
+    Ok(Opened {
+        session,
+        backend: Backend::Native { argv },
+    })
+}
+
+/// The engine shared by every wasm Tick this process starts.
+pub fn engine(no_cache: bool) -> Result<Arc<WasmEngine>, Exit> {
+    static CACHED: std::sync::OnceLock<Arc<WasmEngine>> = std::sync::OnceLock::new();
+    static UNCACHED: std::sync::OnceLock<Arc<WasmEngine>> = std::sync::OnceLock::new();
+    let (cell, dir) = if no_cache {
+        (&UNCACHED, None)
+    } else {
+        (&CACHED, wasm::cache::default_dir())
+    };
+    if let Some(e) = cell.get() {
+        return Ok(e.clone());
+    }
+    let e = WasmEngine::new(dir).map_err(Exit::session)?;
+    Ok(cell.get_or_init(|| e).clone())
+}
+
+async fn open_wasm(
+    path: PathBuf,
+    grant_spec: GrantSpec,
+    args: &TickOpts,
+    config: SessionConfig,
+) -> Result<Opened, Exit> {
+    if args.cwd.is_some() {
+        return Err(Exit::usage(
+            "--cwd applies to native Ticks; grant a wasm Tick a directory with --dir",
+        ));
+    }
+    let grants = grant_spec.resolve().map_err(Exit::usage)?;
+    let kind = std::fs::read(&path)
+        .ok()
+        .and_then(|b| wasm::detect(&b))
+        .ok_or_else(|| {
+            Exit::session(format!(
+                "cannot start the Tick: {} is not a readable wasm component or module",
+                path.display()
+            ))
+        })?;
+    let requested = manifest_of(&path)?;
+    let engine = engine(args.no_cache)?;
+    let spec = WasmSpec {
+        path: path.clone(),
+        args: Vec::new(),
+        grants: grants.clone(),
+        instance_id: None,
+    };
+    let io = wasm::spawn(&engine, &spec).await.map_err(Exit::session)?;
+    let session = Session::start(io, config).await.map_err(Exit::session)?;
+    Ok(Opened {
+        session,
+        backend: Backend::Wasm {
+            path,
+            kind,
+            grants,
+            requested,
+        },
+    })
+}
+
+/// The capabilities a Tick asks for, from `NAME.tick.toml` beside `NAME.wasm`.
+/// Shown to the user, never granted.
+pub fn manifest_of(path: &std::path::Path) -> Result<Option<GrantSpec>, Exit> {
+    let manifest = path.with_extension("tick.toml");
+    if !manifest.exists() {
+        return Ok(None);
+    }
+    GrantSpec::from_file(&manifest)
+        .map(Some)
+        .map_err(Exit::usage)
 }

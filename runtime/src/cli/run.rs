@@ -167,10 +167,6 @@ fn host(
             .join(format!("host-{}.log", std::process::id()))
     });
     detach_stdio(log);
-    let backend = match &spec {
-        TickSpec::Path(p) if p.ends_with(".wasm") => "wasm",
-        _ => "native",
-    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -205,6 +201,10 @@ fn host(
         let opened = match open::open(spec, &args.opts).await {
             Ok(t) => t,
             Err(e) => return fail(&mut ready, &e),
+        };
+        let backend = match &opened.backend {
+            open::Backend::Native { .. } => "native",
+            open::Backend::Wasm { .. } => "wasm",
         };
         let session = Arc::new(opened.session);
         let mut options = PublishOptions::new(backend);

@@ -329,6 +329,38 @@ fn resizing_a_view_reaches_a_native_tick_as_sigwinch() {
 }
 
 #[test]
+fn a_wasm_tick_gets_view_keys_and_resizes_through_its_terminal_interface() {
+    let w = World::new("live-wasm");
+    let guest = hostile();
+    let _host = w.pty(&["run", "--name", "h", &guest], 100, 30);
+    let info = w.wait_for("h");
+    assert_eq!(info["backend"], "wasm", "{info}");
+    let term = || {
+        let out = w.tickbox(&["call", "@h", "term"]);
+        assert_eq!(out.code, 0, "{out:#?}");
+        out.json()
+    };
+    assert!(eventually(WAIT, || term()["cols"] == 100), "{}", term());
+    let before = term()["generation"].as_u64().unwrap();
+    let mut view = w.pty(&["attach", "h"], 80, 24);
+    view.expect_since(0, "hostile ready");
+    view.resize(91, 21);
+    assert!(
+        eventually(WAIT, || term()["cols"] == 91 && term()["rows"] == 21),
+        "{}",
+        term()
+    );
+    assert!(
+        term()["generation"].as_u64().unwrap() >= before + 2,
+        "{}",
+        term()
+    );
+    view.type_keys(b"+-q");
+    let out = w.tickbox(&["call", "@h", "read_keys"]);
+    assert_eq!(out.json(), json!({"keys": "+-q"}), "{out:#?}");
+}
+
+#[test]
 fn clients_of_a_missing_instance_fail_like_a_tick_that_cannot_start() {
     let w = World::new("live-missing");
     for args in [

@@ -6,6 +6,7 @@
 //! - `engine` — the session engine through the library API (per-request
 //!   faults that leave the session running, concurrency, events);
 //! - `native` — the native backend: PTY, environment, signals, cleanup;
+//! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge;
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards.
 
@@ -13,4 +14,5 @@ mod cli;
 mod engine;
 mod live;
 mod native;
+mod sandbox;
 mod util;

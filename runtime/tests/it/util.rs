@@ -167,3 +167,60 @@ pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
     cond()
 }
+
+/// The target dir of this build (honours CARGO_TARGET_DIR).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+}
+
+/// Builds a crate of a guest workspace for a wasm target once per test
+/// process and returns the `.wasm` path. `workspace` is relative to the
+/// repository root (e.g. `tests/guests`).
+pub fn build_wasm(workspace: &str, krate: &str, target: &str) -> PathBuf {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static BUILT: OnceLock<Mutex<HashMap<(String, String), Result<(), String>>>> = OnceLock::new();
+    let out = target_dir().join("guests");
+    let key = (workspace.to_string(), target.to_string());
+    let map = BUILT.get_or_init(Default::default);
+    let mut built = map.lock().unwrap_or_else(|p| p.into_inner());
+    let result = built.entry(key).or_insert_with(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--release", "--quiet", "--target", target, "--manifest-path"])
+            .arg(root().join(workspace).join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&out)
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS")
+            .status()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("building {workspace} for {target} failed (is the target installed? `rustup target add {target}`)"))
+        }
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    out.join(target)
+        .join("release")
+        .join(format!("{krate}.wasm"))
+}
+
+/// The hostile test guest as a wasm32-wasip2 component.
+pub fn hostile() -> String {
+    build_wasm("tests/guests", "hostile", "wasm32-wasip2")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The hostile test guest as a wasm32-wasip1 core module.
+pub fn hostile_p1() -> String {
+    build_wasm("tests/guests", "hostile", "wasm32-wasip1")
+        .to_string_lossy()
+        .into_owned()
+}

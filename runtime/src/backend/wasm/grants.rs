@@ -1,0 +1,414 @@
+//! What a sandboxed Tick may reach: parsed from flags or a policy file,
+//! applied to a WASI context, and shown to the user.
+//!
+//! Denied unless granted, each grant by itself:
+//!
+//! | capability | default | grant |
+//! |---|---|---|
+//! | files | none | `--dir HOST[::GUEST][:ro]`, a directory or a single file |
+//! | TCP connect / UDP | none | `--allow-net HOST:PORT` per address (`*` for any port) |
+//! | name lookup | none | only names given to `--allow-net` |
+//! | listening sockets | never | — |
+//! | environment | `TICKLOOP_INSTANCE_ID`, `TERM` | `--env NAME[=VALUE]` |
+//! | args, clocks, random | yes | — |
+//! | memory | 256 MiB | `--max-memory SIZE` |
+//!
+//! A policy file (`--policy FILE`, TOML) holds the same grants so a user can
+//! keep them per Tick; a manifest shipped beside a Tick (`NAME.tick.toml`)
+//! says what the Tick asks for, and is only ever shown, never applied.
+
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+/// Default bound on a guest's linear memory and tables.
+pub const DEFAULT_MAX_MEMORY: u64 = 256 * 1024 * 1024;
+
+/// Why a grant could not be parsed or applied.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum GrantError {
+    /// `--dir` is malformed or names nothing.
+    #[error("--dir {spec}: {why}")]
+    Dir { spec: String, why: String },
+    /// `--allow-net` is malformed.
+    #[error("--allow-net {spec}: {why}")]
+    Net { spec: String, why: String },
+    /// `--env` is malformed or names an unset variable.
+    #[error("--env {spec}: {why}")]
+    Env { spec: String, why: String },
+    /// `--max-memory` is malformed.
+    #[error("--max-memory {spec}: expected a size such as 64MiB, 1G or 1048576")]
+    Memory { spec: String },
+    /// The policy file could not be read or parsed.
+    #[error("policy file {path}: {why}")]
+    Policy { path: String, why: String },
+}
+
+/// One directory (or file) grant.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DirGrant {
+    /// Path on the host, as given.
+    pub host: PathBuf,
+    /// Path the guest sees.
+    pub guest: String,
+    /// Read-only files and directory.
+    pub read_only: bool,
+}
+
+/// Where a network grant points.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(untagged)]
+pub enum NetHost {
+    /// An IP address.
+    Ip(IpAddr),
+    /// A name; lookups of exactly this name are allowed, and connections to
+    /// what it resolves to.
+    Name(String),
+}
+
+/// One `--allow-net` grant.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct NetGrant {
+    /// The host.
+    pub host: NetHost,
+    /// The port, or `None` for any.
+    pub port: Option<u16>,
+}
+
+/// Everything a sandboxed Tick was granted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Grants {
+    /// Preopened directories and files.
+    pub dirs: Vec<DirGrant>,
+    /// Network addresses.
+    pub net: Vec<NetGrant>,
+    /// Environment variables, with the values the Tick will see.
+    #[serde(serialize_with = "env_names")]
+    pub env: Vec<(String, String)>,
+    /// Bound on linear memory and tables, in bytes.
+    pub max_memory: u64,
+}
+
+/// Shows names only: values may be secrets and reports are for humans and logs.
+fn env_names<S: serde::Serializer>(env: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(env.iter().map(|(k, _)| k))
+}
+
+impl Default for Grants {
+    fn default() -> Self {
+        Grants {
+            dirs: Vec::new(),
+            net: Vec::new(),
+            env: Vec::new(),
+            max_memory: DEFAULT_MAX_MEMORY,
+        }
+    }
+}
+
+/// Grants in their textual form, as flags, a policy file and a manifest give them.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantSpec {
+    /// `--dir` values.
+    #[serde(default)]
+    pub dir: Vec<String>,
+    /// `--allow-net` values.
+    #[serde(default)]
+    pub allow_net: Vec<String>,
+    /// `--env` values.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// `--max-memory` value.
+    #[serde(default)]
+    pub max_memory: Option<String>,
+}
+
+impl GrantSpec {
+    /// Reads a policy file (or manifest) in TOML.
+    pub fn from_file(path: &Path) -> Result<GrantSpec, GrantError> {
+        let err = |why: String| GrantError::Policy {
+            path: path.display().to_string(),
+            why,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        toml::from_str(&text).map_err(|e| err(e.message().to_string()))
+    }
+
+    /// Adds another spec's grants to this one (flags on top of a policy file).
+    pub fn merge(&mut self, other: GrantSpec) {
+        self.dir.extend(other.dir);
+        self.allow_net.extend(other.allow_net);
+        self.env.extend(other.env);
+        if other.max_memory.is_some() {
+            self.max_memory = other.max_memory;
+        }
+    }
+
+    /// Whether nothing at all is granted (the memory bound aside).
+    pub fn is_empty(&self) -> bool {
+        self.dir.is_empty() && self.allow_net.is_empty() && self.env.is_empty()
+    }
+
+    /// Parses every grant, resolving `--env NAME` from this process's environment.
+    pub fn resolve(&self) -> Result<Grants, GrantError> {
+        let mut g = Grants::default();
+        for d in &self.dir {
+            g.dirs.push(parse_dir(d)?);
+        }
+        let mut seen = HashSet::new();
+        for n in &self.allow_net {
+            let grant = parse_net(n)?;
+            if seen.insert(grant.clone()) {
+                g.net.push(grant);
+            }
+        }
+        for e in &self.env {
+            g.env.push(parse_env(e, |k| std::env::var(k).ok())?);
+        }
+        if let Some(m) = &self.max_memory {
+            g.max_memory = parse_size(m).ok_or_else(|| GrantError::Memory { spec: m.clone() })?;
+        }
+        Ok(g)
+    }
+}
+
+fn parse_dir(spec: &str) -> Result<DirGrant, GrantError> {
+    let err = |why: &str| GrantError::Dir {
+        spec: spec.to_string(),
+        why: why.to_string(),
+    };
+    let (rest, read_only) = match spec.strip_suffix(":ro") {
+        Some(rest) => (rest, true),
+        None => (spec, false),
+    };
+    let (host, guest) = match rest.split_once("::") {
+        Some((h, g)) => (h, g.to_string()),
+        None => (rest, rest.to_string()),
+    };
+    if host.is_empty() || guest.is_empty() {
+        return Err(err("expected HOST_PATH[::GUEST_PATH][:ro]"));
+    }
+    let meta = std::fs::metadata(host).map_err(|e| err(&format!("cannot use {host}: {e}")))?;
+    if !(meta.is_dir() || meta.is_file()) {
+        return Err(err("only directories and regular files can be granted"));
+    }
+    Ok(DirGrant {
+        host: PathBuf::from(host),
+        guest,
+        read_only,
+    })
+}
+
+fn parse_net(spec: &str) -> Result<NetGrant, GrantError> {
+    let err = |why: &str| GrantError::Net {
+        spec: spec.to_string(),
+        why: why.to_string(),
+    };
+    let (host, port) = spec
+        .rsplit_once(':')
+        .ok_or_else(|| err("expected HOST:PORT (PORT may be *)"))?;
+    let port = match port {
+        "*" => None,
+        p => Some(
+            p.parse::<u16>()
+                .map_err(|_| err("the port must be 0-65535 or *"))?,
+        ),
+    };
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if host.is_empty() {
+        return Err(err("the host is empty"));
+    }
+    if host == "*" || host.contains('/') {
+        return Err(err(
+            "grant hosts one at a time: wildcards and ranges are not accepted",
+        ));
+    }
+    let host = match host.parse::<IpAddr>() {
+        Ok(ip) if ip.is_unspecified() => return Err(err("the unspecified address is not a host")),
+        Ok(ip) => NetHost::Ip(ip),
+        Err(_)
+            if host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-') =>
+        {
+            NetHost::Name(host.to_ascii_lowercase())
+        }
+        Err(_) => return Err(err("the host is neither an IP address nor a DNS name")),
+    };
+    Ok(NetGrant { host, port })
+}
+
+fn parse_env(
+    spec: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<(String, String), GrantError> {
+    let err = |why: &str| GrantError::Env {
+        spec: spec.to_string(),
+        why: why.to_string(),
+    };
+    let (name, value) = match spec.split_once('=') {
+        Some((n, v)) => (n, Some(v.to_string())),
+        None => (spec, None),
+    };
+    if name.is_empty() || name.contains('\0') {
+        return Err(err("expected NAME or NAME=VALUE"));
+    }
+    let value = match value {
+        Some(v) => v,
+        None => {
+            lookup(name).ok_or_else(|| err("not set in tickbox's environment; give NAME=VALUE"))?
+        }
+    };
+    Ok((name.to_string(), value))
+}
+
+/// Parses `64MiB`, `64M`, `1G`, `1048576`.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult).filter(|&b| b > 0)
+}
+
+impl Grants {
+    /// Names the guest may look up.
+    pub fn lookup_names(&self) -> Vec<String> {
+        self.net
+            .iter()
+            .filter_map(|g| match &g.host {
+                NetHost::Name(n) => Some(n.clone()),
+                NetHost::Ip(_) => None,
+            })
+            .collect()
+    }
+
+    /// Whether the guest holds any network grant.
+    pub fn has_network(&self) -> bool {
+        !self.net.is_empty()
+    }
+
+    /// The per-address rule: is this (resolved) address granted? `resolved`
+    /// holds what each granted name resolved to when the Tick started.
+    pub fn allows(&self, addr: SocketAddr, resolved: &[(String, Vec<IpAddr>)]) -> bool {
+        self.net.iter().any(|g| {
+            let port_ok = g.port.is_none_or(|p| p == addr.port());
+            let ip_ok = match &g.host {
+                NetHost::Ip(ip) => same_ip(*ip, addr.ip()),
+                NetHost::Name(n) => resolved
+                    .iter()
+                    .any(|(name, ips)| name == n && ips.iter().any(|ip| same_ip(*ip, addr.ip()))),
+            };
+            port_ok && ip_ok
+        })
+    }
+}
+
+/// Compares addresses, treating IPv4-mapped IPv6 as the IPv4 address.
+fn same_ip(a: IpAddr, b: IpAddr) -> bool {
+    a.to_canonical() == b.to_canonical()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dir_grants_parse() {
+        let tmp = std::env::temp_dir();
+        let t = tmp.to_str().unwrap();
+        let g = parse_dir(&format!("{t}::/data:ro")).unwrap();
+        assert_eq!((g.guest.as_str(), g.read_only), ("/data", true));
+        let g = parse_dir(t).unwrap();
+        assert_eq!((g.guest.as_str(), g.read_only), (t, false));
+        assert!(parse_dir("/no/such/dir::/x")
+            .unwrap_err()
+            .to_string()
+            .contains("cannot use"));
+        assert!(parse_dir("::/x").is_err());
+    }
+
+    #[test]
+    fn net_grants_are_per_address() {
+        let g = Grants {
+            net: vec![
+                parse_net("127.0.0.1:8080").unwrap(),
+                parse_net("[::1]:*").unwrap(),
+                parse_net("Example.COM:443").unwrap(),
+            ],
+            ..Grants::default()
+        };
+        let resolved = vec![(
+            "example.com".to_string(),
+            vec!["93.184.216.34".parse().unwrap()],
+        )];
+        let ok = |s: &str| g.allows(s.parse().unwrap(), &resolved);
+        assert!(ok("127.0.0.1:8080"));
+        assert!(!ok("127.0.0.1:8081"), "another port on a granted host");
+        assert!(!ok("127.0.0.2:8080"), "another host on a granted port");
+        assert!(ok("[::1]:1") && ok("[::1]:65535"));
+        assert!(
+            ok("[::ffff:127.0.0.1]:8080"),
+            "IPv4-mapped is the same host"
+        );
+        assert!(ok("93.184.216.34:443") && !ok("93.184.216.34:80"));
+        assert_eq!(g.lookup_names(), vec!["example.com"]);
+        for bad in [
+            "localhost",
+            "*:80",
+            "0.0.0.0:80",
+            "10.0.0.0/8:80",
+            "host:http",
+            "a b:1",
+        ] {
+            assert!(parse_net(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn env_grants_name_or_value() {
+        let lookup = |k: &str| (k == "HOME").then(|| "/home/me".to_string());
+        assert_eq!(
+            parse_env("HOME", lookup).unwrap(),
+            ("HOME".into(), "/home/me".into())
+        );
+        assert_eq!(
+            parse_env("MODE=a=b", lookup).unwrap(),
+            ("MODE".into(), "a=b".into())
+        );
+        assert!(parse_env("UNSET_THING", lookup)
+            .unwrap_err()
+            .to_string()
+            .contains("not set"));
+    }
+
+    #[test]
+    fn sizes_and_policy_files() {
+        assert_eq!(parse_size("64MiB"), Some(64 << 20));
+        assert_eq!(parse_size("1G"), Some(1 << 30));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("lots"), None);
+        assert_eq!(parse_size("0"), None);
+        let spec: GrantSpec = toml::from_str(
+            "dir = [\"/tmp::/t:ro\"]\nallow_net = [\"127.0.0.1:1\"]\nmax_memory = \"32MiB\"",
+        )
+        .unwrap();
+        let g = spec.resolve().unwrap();
+        assert_eq!((g.dirs.len(), g.net.len(), g.max_memory), (1, 1, 32 << 20));
+        assert!(
+            toml::from_str::<GrantSpec>("network = true").is_err(),
+            "unknown keys are refused"
+        );
+    }
+}

@@ -1,0 +1,231 @@
+//! A hostile but protocol-conforming Tick for the sandbox tests.
+//!
+//! Every tool tries one thing a sandbox must stop (or, for the positive
+//! controls, allow) and reports what happened as its result:
+//! `{"ok": true, ...}` or `{"ok": false, "error": "..."}`. Tools that break
+//! the guest itself (memory, recursion, floods, spinning) never answer.
+//!
+//! With `FAULT=<mode>` in its environment it also breaks one protocol rule,
+//! so the host-core misbehaviour tests run against a wasm Tick too.
+
+use serde_json::{json, Value};
+use std::io::{BufRead, Read, Write};
+
+#[cfg(all(target_os = "wasi", target_env = "p2"))]
+mod term {
+    wit_bindgen::generate!({
+        world: "tick",
+        path: "../../../wit",
+        with: {
+            "wasi:io/poll@0.2.1": wasip2::io::poll,
+            "wasi:io/streams@0.2.1": wasip2::io::streams,
+        },
+    });
+    pub use tickbox::terminal::terminal::*;
+}
+
+fn draw(text: &str) {
+    #[cfg(all(target_os = "wasi", target_env = "p2"))]
+    term::draw(text.as_bytes());
+    #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+    eprint!("{text}");
+}
+
+fn fault() -> String {
+    std::env::var("FAULT").unwrap_or_default()
+}
+
+fn send(v: Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{v}");
+    let _ = out.flush();
+}
+
+fn raw(s: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(s.as_bytes());
+    let _ = out.flush();
+}
+
+fn tool(name: &str, mutates: bool) -> Value {
+    json!({"name": name, "description": format!("Try: {name}."), "input_schema": {"type": "object"}, "mutates": mutates})
+}
+
+fn descriptor() -> Value {
+    let names = [
+        "echo", "read_file", "list_dir", "connect", "lookup", "env", "grow", "spin", "recurse", "stderr_flood",
+        "stdout_flood", "term", "read_keys", "misbehave",
+    ];
+    let mut tools: Vec<Value> = names.iter().map(|n| tool(n, false)).collect();
+    tools.push(tool("write_file", true));
+    tools.push(tool("udp_send", true));
+    json!({"protocol": if fault() == "protocol2" { 2 } else { 3 }, "kind": "test.hostile", "title": "Hostile",
+           "description": "Tries to escape its sandbox, one tool at a time.", "revision": "1", "tools": tools})
+}
+
+fn outcome<T: Into<Value>>(r: std::io::Result<T>) -> Value {
+    match r {
+        Ok(v) => json!({"ok": true, "value": v.into()}),
+        Err(e) => json!({"ok": false, "error": e.to_string()}),
+    }
+}
+
+fn arg<'a>(args: &'a Value, key: &str) -> &'a str {
+    args.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+#[inline(never)]
+fn recurse(n: u64) -> u64 {
+    let pad = [n; 64];
+    if n == 0 {
+        return 0;
+    }
+    std::hint::black_box(&pad);
+    1 + recurse(n - 1) + std::hint::black_box(pad[3]) * 0
+}
+
+fn call(tool: &str, args: &Value) -> Value {
+    match tool {
+        "echo" => args.clone(),
+        "read_file" => outcome(std::fs::read_to_string(arg(args, "path"))),
+        "write_file" => outcome(std::fs::write(arg(args, "path"), arg(args, "text")).map(|_| "written")),
+        "list_dir" => outcome(std::fs::read_dir(arg(args, "path")).map(|d| {
+            d.filter_map(|e| e.ok()).map(|e| Value::from(e.file_name().to_string_lossy().into_owned())).collect::<Vec<_>>()
+        })),
+        "connect" => outcome(std::net::TcpStream::connect(arg(args, "addr")).and_then(|mut s| {
+            let mut buf = String::new();
+            s.read_to_string(&mut buf)?;
+            Ok(buf)
+        })),
+        "udp_send" => outcome(
+            std::net::UdpSocket::bind("0.0.0.0:0").and_then(|s| s.send_to(b"hello", arg(args, "addr")).map(|n| n as u64)),
+        ),
+        "lookup" => outcome(std::net::ToSocketAddrs::to_socket_addrs(&(arg(args, "name"), 80)).map(|a| {
+            a.map(|x| Value::from(x.ip().to_string())).collect::<Vec<_>>()
+        })),
+        "env" => json!({"value": std::env::var(arg(args, "name")).ok(),
+                         "all": std::env::vars().map(|(k, _)| k).collect::<Vec<_>>()}),
+        "grow" => {
+            let mb = args.get("mb").and_then(Value::as_u64).unwrap_or(0) as usize;
+            let mut v: Vec<u8> = Vec::new();
+            v.resize(mb << 20, 1);
+            json!({"ok": true, "len": std::hint::black_box(&v).len()})
+        }
+        "spin" => {
+            let mut i: u64 = 0;
+            loop {
+                i = std::hint::black_box(i.wrapping_add(1));
+                if i % (1 << 24) == 0 {
+                    eprint!(".");
+                }
+            }
+        }
+        "recurse" => json!({"depth": recurse(u64::MAX / 2)}),
+        "stderr_flood" => {
+            let mb = args.get("mb").and_then(Value::as_u64).unwrap_or(1) as usize;
+            let chunk = vec![b'x'; 1 << 20];
+            let mut err = std::io::stderr().lock();
+            for _ in 0..mb {
+                let _ = err.write_all(&chunk);
+            }
+            json!({"ok": true, "mb": mb})
+        }
+        "stdout_flood" => {
+            let chunk = vec![b'y'; 1 << 20];
+            let mut out = std::io::stdout().lock();
+            loop {
+                if out.write_all(&chunk).is_err() {
+                    return json!({"ok": false});
+                }
+            }
+        }
+        #[cfg(all(target_os = "wasi", target_env = "p2"))]
+        "term" => {
+            let s = term::get_size();
+            json!({"cols": s.cols, "rows": s.rows, "generation": s.generation})
+        }
+        #[cfg(all(target_os = "wasi", target_env = "p2"))]
+        "read_keys" => {
+            let keys = term::keys();
+            let mut got = Vec::new();
+            for _ in 0..200 {
+                match keys.read(64) {
+                    Ok(b) if !b.is_empty() => got.extend(b),
+                    Ok(_) if !got.is_empty() => break,
+                    Ok(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+                    Err(_) => break,
+                }
+            }
+            json!({"keys": String::from_utf8_lossy(&got)})
+        }
+        _ => json!({"ok": false, "error": "unsupported here"}),
+    }
+}
+
+fn main() {
+    draw("hostile ready\r\n");
+    let mut seq = 0u64;
+    let mode = fault();
+    if mode == "stray_stdout" {
+        raw("hello from a confused guest\n");
+    }
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let Ok(req) = serde_json::from_str::<Value>(&line) else { continue };
+        let (Some(id), Some(method)) = (req.get("id").cloned(), req.get("method").and_then(Value::as_str)) else {
+            continue;
+        };
+        let params = req.get("params").cloned().unwrap_or(json!({}));
+        match method {
+            "tick/describe" => match mode.as_str() {
+                "invalid_json" => raw("{not json\n"),
+                "jsonrpc_1" => send(json!({"jsonrpc": "1.0", "id": id, "result": descriptor()})),
+                "null_id" => send(json!({"jsonrpc": "2.0", "id": null, "result": descriptor()})),
+                "no_newline" => {
+                    raw(&json!({"jsonrpc": "2.0", "id": id, "result": descriptor()}).to_string());
+                    std::process::exit(0);
+                }
+                _ => send(json!({"jsonrpc": "2.0", "id": id, "result": descriptor()})),
+            },
+            "tick/read" => {
+                match mode.as_str() {
+                    "update_null" => send(json!({"jsonrpc": "2.0", "method": "tick/update", "params": {"seq": 1, "data": null}})),
+                    "update_seq" => {
+                        for _ in 0..2 {
+                            send(json!({"jsonrpc": "2.0", "method": "tick/update", "params": {"seq": 4, "data": {}}}));
+                        }
+                    }
+                    _ => {}
+                }
+                send(json!({"jsonrpc": "2.0", "id": id, "result": {"seq": seq, "data": {"calls": seq}}}))
+            }
+            "tick/call" => {
+                let tool = params.get("tool").and_then(Value::as_str).unwrap_or("");
+                let args = params.get("args").cloned().unwrap_or(json!({}));
+                if tool == "misbehave" {
+                    match mode.as_str() {
+                        "both" => send(json!({"jsonrpc": "2.0", "id": id, "result": 1, "error": {"code": -32000, "message": "x"}})),
+                        "exit_mid_call" => std::process::exit(7),
+                        "unknown_id" => {
+                            send(json!({"jsonrpc": "2.0", "id": 9999, "result": "stale"}));
+                            send(json!({"jsonrpc": "2.0", "id": id, "result": {"fine": true}}));
+                        }
+                        "read_floor" => {
+                            send(json!({"jsonrpc": "2.0", "method": "tick/update", "params": {"seq": 5, "data": {}}}));
+                            send(json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+                        }
+                        _ => send(json!({"jsonrpc": "2.0", "id": id, "result": {"mode": mode}})),
+                    }
+                    continue;
+                }
+                let result = call(tool, &args);
+                if tool != "echo" && tool != "term" && tool != "read_keys" && tool != "env" {
+                    seq += 1;
+                    send(json!({"jsonrpc": "2.0", "method": "tick/update", "params": {"seq": seq, "data": {"calls": seq}}}));
+                }
+                send(json!({"jsonrpc": "2.0", "id": id, "result": result}));
+            }
+            _ => send(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "unknown method"}})),
+        }
+    }
+}
