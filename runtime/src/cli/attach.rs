@@ -68,17 +68,9 @@ pub fn main(args: AttachArgs) -> ExitCode {
 
 /// Runs `fut` on a fresh runtime and maps its result to an exit code.
 pub fn runtime_main(fut: impl std::future::Future<Output = Result<(), Exit>>) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::new_runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            return super::fail(Exit::session(format!(
-                "cannot start the async runtime: {e}"
-            )))
-        }
+        Err(e) => return super::fail(e),
     };
     let code = match runtime.block_on(fut) {
         Ok(()) => ExitCode::from(exit::OK),

@@ -83,17 +83,9 @@ pub fn main() -> ExitCode {
         Command::Attach(args) => return attach::main(args),
         other => other,
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match new_runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            return fail(Exit::session(format!(
-                "cannot start the async runtime: {e}"
-            )))
-        }
+        Err(e) => return fail(e),
     };
     let code = runtime.block_on(async {
         tokio::select! {
@@ -107,6 +99,15 @@ pub fn main() -> ExitCode {
     // Dropping the runtime drops every task; backends kill their Tick on drop.
     runtime.shutdown_timeout(Duration::from_secs(2));
     code
+}
+
+/// The async runtime every command runs on.
+fn new_runtime() -> Result<tokio::runtime::Runtime, Exit> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Exit::session(format!("cannot start the async runtime: {e}")))
 }
 
 fn fail(e: Exit) -> ExitCode {

@@ -117,6 +117,15 @@ fn send_ready(ready: &mut File, message: Value) {
     let _ = writeln!(ready, "{message}").and_then(|_| ready.flush());
 }
 
+/// Tells the waiting view why the host failed; returns the exit code.
+fn ready_failed(ready: &mut File, e: &Exit) -> i32 {
+    send_ready(
+        ready,
+        json!({"error": {"code": e.code, "message": e.message}}),
+    );
+    i32::from(e.code)
+}
+
 /// Points fds 0 and 1 at /dev/null and fd 2 at `log` (or /dev/null).
 fn detach_stdio(log: Option<std::path::PathBuf>) {
     let open = |path: &std::path::Path, flags| {
@@ -167,40 +176,22 @@ fn host(
             .join(format!("host-{}.log", std::process::id()))
     });
     detach_stdio(log);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match super::new_runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            let message = format!("cannot start the async runtime: {e}");
-            send_ready(
-                &mut ready,
-                json!({"error": {"code": exit::SESSION, "message": message}}),
-            );
-            return i32::from(exit::SESSION);
-        }
+        Err(e) => return ready_failed(&mut ready, &e),
     };
     let code = runtime.block_on(async move {
-        let fail = |ready: &mut File, e: &Exit| {
-            send_ready(
-                ready,
-                json!({"error": {"code": e.code, "message": e.message}}),
-            );
-            i32::from(e.code)
-        };
         // Signals first: from here on SIGTERM ends the Tick cleanly.
         let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
             signal(SignalKind::hangup()),
         ) else {
-            return fail(&mut ready, &Exit::session("cannot handle signals"));
+            return ready_failed(&mut ready, &Exit::session("cannot handle signals"));
         };
         let opened = match open::open(spec, &args.opts).await {
             Ok(t) => t,
-            Err(e) => return fail(&mut ready, &e),
+            Err(e) => return ready_failed(&mut ready, &e),
         };
         let backend = match &opened.backend {
             open::Backend::Native { .. } => "native",
@@ -214,7 +205,7 @@ fn host(
             Ok(p) => p,
             Err(e) => {
                 session.shutdown().await;
-                return fail(&mut ready, &exit_of(e));
+                return ready_failed(&mut ready, &exit_of(e));
             }
         };
         send_ready(&mut ready, json!({"ok": published.info()}));
