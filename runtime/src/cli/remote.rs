@@ -33,34 +33,34 @@ async fn request(target: &str, request: Request) -> Result<Value, Exit> {
 /// Runs `command` against a live instance when it names one (`@ID|@NAME`);
 /// `None` when it starts a Tick of its own.
 pub async fn try_run(command: &Command) -> Option<Result<(), Exit>> {
-    let live = |tick: &Option<String>| match tick.as_deref() {
-        Some(t) => matches!(TickSpec::parse(t), TickSpec::Live(_)).then(|| t[1..].to_string()),
-        None => None,
+    let live = |spec: Result<TickSpec, Exit>| match spec {
+        Ok(TickSpec::Live(target)) => Some(target),
+        _ => None,
     };
     Some(match command {
         Command::Describe(a) => {
-            let target = live(&a.tick)?;
+            let target = live(a.spec())?;
             match request(&target, Request::Describe).await {
                 Ok(v) => emit(&v, a.opts.pretty),
                 Err(e) => Err(e),
             }
         }
         Command::Read(a) => {
-            let target = live(&a.tick)?;
+            let target = live(a.spec())?;
             match request(&target, Request::Read).await {
                 Ok(v) => emit(&v, a.opts.pretty),
                 Err(e) => Err(e),
             }
         }
         Command::Screen(a) => {
-            let target = live(&a.tick)?;
+            let target = live(a.spec())?;
             match request(&target, Request::Screen).await {
                 Ok(v) => emit_text(v.as_str().unwrap_or_default()),
                 Err(e) => Err(e),
             }
         }
         Command::Call(a) if a.tick.command.is_empty() => {
-            let target = live(&a.positionals.first().cloned())?;
+            let target = live(a.tick.spec(a.positionals.first().cloned()))?;
             call(&target, &a.positionals[1..], a.yes, a.tick.pretty).await
         }
         Command::Stop(a) => {
