@@ -219,14 +219,9 @@ fn host(
             _ = hup.recv() => "SIGHUP".into(),
         };
         tracing::info!(%why, "the host is ending");
-        // Views are told the session ended by their own tasks; give them a
-        // moment to say so before the runtime (and every task) goes.
-        for _ in 0..50 {
-            if published.info().views == 0 {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        // Views are told the session ended by their own tasks, and a `stop`
+        // is answered by its own; give them a moment before the runtime goes.
+        published.drain(std::time::Duration::from_secs(1)).await;
         drop(published);
         session.shutdown().await;
         0

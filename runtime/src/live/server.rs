@@ -62,6 +62,8 @@ struct Instance {
     backend: String,
     started: String,
     views: AtomicUsize,
+    /// Connections being served, views and one-shot requests alike.
+    connections: AtomicUsize,
     owner: u32,
 }
 
@@ -105,6 +107,18 @@ impl Published {
     /// What `ls` shows about it now.
     pub fn info(&self) -> InstanceInfo {
         self.instance.info()
+    }
+
+    /// Waits (at most `limit`) until no connection is being served: after
+    /// the session ends, views are told so and a `stop` gets its answer
+    /// before the hosting process goes away.
+    pub async fn drain(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        while self.instance.connections.load(Ordering::Relaxed) > 0
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }
 
@@ -211,6 +225,7 @@ pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Publ
         backend: opts.backend,
         started: rfc3339(SystemTime::now()),
         views: AtomicUsize::new(0),
+        connections: AtomicUsize::new(0),
         owner: opts.owner_uid.unwrap_or_else(current_uid),
     });
     let accept = tokio::spawn(accept_loop(listener, instance.clone()));
@@ -245,6 +260,8 @@ fn error(kind: ErrorKind, message: impl ToString) -> Reply {
 }
 
 async fn serve(conn: UnixStream, inst: Arc<Instance>) {
+    inst.connections.fetch_add(1, Ordering::Relaxed);
+    let _served = Count(&inst.connections);
     let cred = conn.peer_cred();
     let (mut r, mut w) = conn.into_split();
     // The peer check comes before reading anything the peer sent.
@@ -335,10 +352,10 @@ async fn call(session: &Session, tool: String, args: serde_json::Value, revision
     json_ok(&reply)
 }
 
-/// Counts a view while it is attached.
-struct ViewCount<'a>(&'a AtomicUsize);
+/// Decrements a counter when dropped (a view detached, a connection ended).
+struct Count<'a>(&'a AtomicUsize);
 
-impl Drop for ViewCount<'_> {
+impl Drop for Count<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
     }
@@ -360,7 +377,7 @@ fn client_frames(mut r: OwnedReadHalf) -> mpsc::Receiver<Frame> {
 
 async fn attach(r: OwnedReadHalf, mut w: OwnedWriteHalf, inst: &Instance, cols: u16, rows: u16) {
     inst.views.fetch_add(1, Ordering::Relaxed);
-    let _count = ViewCount(&inst.views);
+    let _count = Count(&inst.views);
     let view = inst.session.view();
     if cols > 0 && rows > 0 && view.size() != (cols, rows) {
         view.resize(cols, rows);

@@ -145,6 +145,21 @@ impl Pty {
             .unwrap();
     }
 
+    /// Whether the terminal is in cooked mode (canonical input and echo).
+    fn cooked(&self) -> bool {
+        let fd = self.master.as_raw_fd().expect("a PTY fd");
+        // SAFETY: tcgetattr fills the struct we pass for an fd we hold.
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::tcgetattr(fd, &mut t) }, 0);
+        t.c_lflag & libc::ICANON != 0 && t.c_lflag & libc::ECHO != 0
+    }
+
+    fn signal(&self, sig: i32) {
+        let pid = self.child.process_id().expect("a pid") as i32;
+        // SAFETY: kill has no memory-safety preconditions.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    }
+
     /// Waits for the process to exit and returns its exit code.
     fn wait(&mut self) -> u32 {
         let mut code = None;
@@ -295,6 +310,33 @@ fn a_view_shows_the_screen_at_once_and_its_keys_reach_the_tick() {
     let out = w.tickbox(&["stop", "c"]);
     assert_eq!(out.code, 0, "{out:#?}");
     assert!(eventually(WAIT, || w.ls().is_empty()), "{:?}", w.ls());
+}
+
+#[test]
+fn a_view_puts_the_terminal_back_when_it_is_signalled() {
+    let w = World::new("live-restore");
+    let counter = tick("counter.py");
+    let _host = w.pty(&["run", "--name", "c", "--", "python3", &counter], 80, 24);
+    w.wait_for("c");
+    for sig in [libc::SIGTERM, libc::SIGHUP] {
+        let mut view = w.pty(&["attach", "c"], 80, 24);
+        assert!(view.cooked(), "a fresh terminal starts cooked");
+        view.expect_since(0, "Counter: 0");
+        assert!(eventually(WAIT, || !view.cooked()), "the view is raw");
+        view.signal(sig);
+        assert_eq!(view.wait(), 130, "{}", view.text());
+        assert!(view.cooked(), "signal {sig} left the terminal raw");
+        assert!(
+            view.text().contains("the Tick keeps running"),
+            "{}",
+            view.text()
+        );
+    }
+    assert_eq!(
+        counter_value(&w, "c")["seq"],
+        0,
+        "views never touch the session"
+    );
 }
 
 #[test]
