@@ -7,6 +7,7 @@ use portable_pty::{native_pty_system, CommandBuilder, MasterPty, PtySize};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tickbox_runtime::backend::native::{spawn, NativeSpec};
@@ -80,7 +81,8 @@ impl World {
         let mut reader = pair.master.try_clone_reader().unwrap();
         let writer = pair.master.take_writer().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let sink = seen.clone();
+        let drained = Arc::new(AtomicBool::new(false));
+        let (sink, done) = (seen.clone(), drained.clone());
         std::thread::spawn(move || {
             let mut buf = [0u8; 8192];
             while let Ok(n) = reader.read(&mut buf) {
@@ -89,12 +91,15 @@ impl World {
                 }
                 sink.lock().unwrap().extend_from_slice(&buf[..n]);
             }
+            // EOF or EIO: every process on the terminal has closed it.
+            done.store(true, Ordering::SeqCst);
         });
         Pty {
             master: pair.master,
             writer,
             child,
             seen,
+            drained,
         }
     }
 }
@@ -105,6 +110,8 @@ struct Pty {
     writer: Box<dyn Write + Send>,
     child: Box<dyn portable_pty::Child + Send + Sync>,
     seen: Arc<Mutex<Vec<u8>>>,
+    /// Set once the reader has seen the terminal close.
+    drained: Arc<AtomicBool>,
 }
 
 impl Pty {
@@ -171,6 +178,8 @@ impl Pty {
             "the process did not exit; it showed {:?}",
             self.text()
         );
+        // What it wrote last may still be on its way through the PTY.
+        eventually(WAIT, || self.drained.load(Ordering::SeqCst));
         code.unwrap()
     }
 }
@@ -253,6 +262,8 @@ fn a_view_shows_the_screen_at_once_and_its_keys_reach_the_tick() {
     let w = World::new("live-view");
     let counter = tick("counter.py");
     let mut host = w.pty(&["run", "--name", "c", "--", "python3", &counter], 100, 30);
+    // Listed first, then viewed: `run` attaches once its host is ready.
+    assert!(eventually(WAIT, || w.wait_for("c")["views"] == 1));
     let info = w.wait_for("c");
     assert_eq!(
         (&info["kind"], &info["backend"], &info["views"]),
