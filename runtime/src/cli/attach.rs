@@ -22,8 +22,16 @@ use tokio::sync::mpsc;
 /// sent to the Tick.
 pub const DETACH_KEY: u8 = 0x1d;
 
-/// Help text naming the detach key.
-pub const DETACH_HELP: &str = "Press Ctrl-] to detach: the view closes, the Tick keeps running.";
+/// Help text naming the detach key and a view's exit codes.
+pub const DETACH_HELP: &str = "\
+Press Ctrl-] to detach: the view closes, the Tick keeps running
+(`tickbox ls` lists it, `tickbox attach NAME` returns to it, `tickbox stop NAME` ends it).
+
+Exit codes:
+  0    detached, or the Tick ended
+  2    usage error (e.g. a --name that is taken)
+  3    the Tick could not start or initialize, or the live instance cannot be reached
+  130  SIGTERM, SIGHUP or SIGINT closed the view; the Tick keeps running";
 
 #[derive(Args)]
 #[command(after_help = DETACH_HELP)]

@@ -271,6 +271,10 @@ fn a_view_shows_the_screen_at_once_and_its_keys_reach_the_tick() {
         "{info}"
     );
 
+    let mut taken = w.pty(&["run", "--name", "c", "--", "python3", &counter], 80, 24);
+    assert_eq!(taken.wait(), 2, "{}", taken.text());
+    assert!(taken.text().contains("`c` is taken"), "{}", taken.text());
+
     // The directory and the socket are private to this user.
     let dir = w.dir.path("tickbox");
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
