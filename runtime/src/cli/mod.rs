@@ -2,6 +2,7 @@
 //! one-shot commands.
 
 mod exit;
+mod mcp;
 mod open;
 
 use clap::{Args, Parser, Subcommand};
@@ -37,6 +38,9 @@ enum Command {
     /// Print the Tick's view screen as text after initialization
     #[command(after_help = exit::HELP)]
     Screen(TickArgs),
+    /// Serve the Tick (or the Ticks of --config) to an MCP client over stdio
+    #[command(after_help = mcp::HELP)]
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(Args)]
@@ -169,6 +173,7 @@ async fn run(command: Command) -> Result<(), Exit> {
             emit_text(&text)
         }
         Command::Call(args) => call(args).await,
+        Command::Mcp(args) => mcp::run(args).await,
     }
 }
 
