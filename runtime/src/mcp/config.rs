@@ -269,7 +269,7 @@ mod tests {
             r#"
             [[tick]]
             name = "counter"
-            command = ["python3", "./counter.py"]
+            command = ["./counter.py", "--fast"]
             [[tick]]
             name = "notes"
             path = "notes.wasm"
@@ -285,7 +285,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             c.ticks[0].source,
-            TickSource::Command(vec!["python3".into(), "/etc/ticks/./counter.py".into()])
+            TickSource::Command(vec!["/etc/ticks/./counter.py".into(), "--fast".into()])
         );
         assert_eq!(c.ticks[0].cwd, Some(PathBuf::from("/etc/ticks")));
         assert!(c.ticks[0].grants.is_empty() && !c.ticks[0].grants.network());

@@ -59,6 +59,8 @@ mod tests {
             log.lock().unwrap().push(n);
             async { true }
         }));
+        // Let the loop take its starting point before the first update.
+        tokio::time::sleep(Duration::from_millis(1)).await;
         let bump = |n: u64| tx.send_modify(|s| s.updates = n);
         bump(1);
         tokio::time::sleep(Duration::from_millis(10)).await;

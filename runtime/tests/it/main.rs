@@ -5,9 +5,11 @@
 //! - `cli` — the one-shot commands and their exit codes, one test per host rule;
 //! - `engine` — the session engine through the library API (per-request
 //!   faults that leave the session running, concurrency, events);
-//! - `native` — the native backend: PTY, environment, signals, cleanup.
+//! - `native` — the native backend: PTY, environment, signals, cleanup;
+//! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's).
 
 mod cli;
 mod engine;
+mod mcp;
 mod native;
 mod util;
