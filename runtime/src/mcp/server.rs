@@ -512,12 +512,7 @@ impl Facade {
         }
         let snap = slot.session.state();
         let previous = slot.read_mark.swap(snap.updates, Ordering::Relaxed);
-        let recover_with = lock(&slot.listed).recover_with.clone().and_then(|rw| {
-            lock(&self.inner.names)
-                .iter()
-                .find(|m| m.tick == index && m.target == Target::Tick(rw.clone()))
-                .map(|m| m.name.clone())
-        });
+        let recover_with = self.recover_tool(index);
         let (seq, data, at) = match &snap.state {
             Some(s) => {
                 let at = s.at.clone().unwrap_or_else(|| {
@@ -541,6 +536,15 @@ impl Facade {
             "recover_with": recover_with,
             "ended": ended.map(|e| e.to_string()),
         })
+    }
+
+    /// The MCP name of the Tick's recover_with tool, as the client calls it.
+    fn recover_tool(&self, index: usize) -> Option<String> {
+        let rw = lock(&self.inner.ticks[index].listed).recover_with.clone()?;
+        lock(&self.inner.names)
+            .iter()
+            .find(|m| m.tick == index && m.target == Target::Tick(rw.clone()))
+            .map(|m| m.name.clone())
     }
 
     fn slot_for_uri(&self, uri: &str) -> Result<usize, McpError> {
@@ -627,9 +631,10 @@ impl ServerHandler for Facade {
             .inner
             .ticks
             .iter()
-            .map(|slot| {
+            .enumerate()
+            .map(|(index, slot)| {
                 let d = lock(&slot.listed).clone();
-                let recover = match &d.recover_with {
+                let recover = match self.recover_tool(index) {
                     Some(rw) => {
                         format!(" To rebuild what merged updates dropped, call its `{rw}` tool.")
                     }

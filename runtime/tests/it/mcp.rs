@@ -493,6 +493,14 @@ allow_net = ["example.com:443"]
         resources.iter().map(|r| r.uri.as_str()).collect::<Vec<_>>(),
         ["tick://counter/state", "tick://web/state"]
     );
+    assert!(
+        resources[0]
+            .description
+            .as_deref()
+            .is_some_and(|d| d.contains("`counter_history`")),
+        "{:?}",
+        resources[0]
+    );
     let (code, stderr) = mcp.close().await;
     assert_eq!(code, 0, "{stderr}");
     assert!(
@@ -522,4 +530,63 @@ fn bad_starts_are_one_line_and_a_documented_code() {
     let out = tickbox(&with_command(&["mcp"], &faulty("ok")));
     assert_eq!(out.code, 0, "{out:#?}");
     assert_eq!(out.stdout, "");
+}
+
+#[test]
+fn stdout_carries_only_mcp_frames() {
+    use std::io::{BufRead, BufReader, Write};
+    // Debug logging on, and a Tick that draws on its terminal: none of it
+    // may reach stdout.
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
+        .args(["-vv", "mcp", "--", "python3", &tick("counter.py")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().unwrap();
+    let frames = [
+        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",
+               "capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}),
+        json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"increment","arguments":{"amount":1}}}),
+        json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"tick_screen"}}),
+    ];
+    for f in &frames {
+        writeln!(stdin, "{f}").unwrap();
+    }
+    stdin.flush().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut answered = Vec::new();
+    let mut lines = stdout.lines();
+    while answered.len() < 4 {
+        let line = lines
+            .next()
+            .expect("stdout ended before every answer")
+            .unwrap();
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("a stdout line that is not JSON ({e}): {line:?}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+        if let Some(id) = v["id"].as_u64() {
+            answered.push(id);
+        }
+    }
+    // Requests are served concurrently: answers come in any order.
+    answered.sort();
+    assert_eq!(answered, [1, 2, 3, 4]);
+    drop(stdin);
+    for line in lines {
+        let line = line.unwrap();
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("a stdout line that is not JSON ({e}): {line:?}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("DEBUG"),
+        "the logs went to stderr: {stderr}"
+    );
 }
