@@ -2,7 +2,8 @@
 """A conforming test Tick whose tools are named by its arguments.
 
 Each argument becomes a query tool that echoes its args (`echo` when none is
-given), so tests can build catalogs whose names are awkward for MCP. With
+given), so tests can build catalogs whose names are awkward for MCP. A tool
+named `garbage` breaks the protocol instead: it writes a line that is not JSON. With
 TICK_PIDFILE set, it writes its pid there at start, so tests can check that
 the host stopped it.
 """
@@ -37,6 +38,9 @@ for line in sys.stdin:
         send({"id": rid, "result": DESC})
     elif method == "tick/read":
         send({"id": rid, "result": {"seq": 0, "data": {"names": NAMES}}})
+    elif method == "tick/call" and params.get("tool") == "garbage" and "garbage" in NAMES:
+        sys.stdout.write("this is not json\n")
+        sys.stdout.flush()
     elif method == "tick/call" and params.get("tool") in NAMES:
         send({"id": rid, "result": params.get("args", {})})
     else:

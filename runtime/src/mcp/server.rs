@@ -112,22 +112,14 @@ impl Facade {
                 received: Mutex::new((seq, now_rfc3339())),
             });
         }
-        let catalogs: Vec<(String, Arc<Descriptor>)> = slots
-            .iter()
-            .map(|s| (s.name.clone(), lock(&s.listed).clone()))
-            .collect();
-        let pairs: Vec<(&str, &Descriptor)> = catalogs
-            .iter()
-            .map(|(n, d)| (n.as_str(), d.as_ref()))
-            .collect();
-        let (names, errors) = map_tools(&pairs, prefixed);
         let facade = Facade {
             inner: Arc::new(Inner {
                 ticks: slots,
                 prefixed,
-                names: Mutex::new(names),
+                names: Mutex::new(Vec::new()),
             }),
         };
+        let errors = facade.map_names();
         if !errors.is_empty() {
             facade.shutdown().await;
             return Err(FacadeError::Names(errors));
@@ -347,6 +339,13 @@ impl Facade {
             *lock(&slot.announced) = d.revision.clone();
             *lock(&slot.listed) = d;
         }
+        for e in self.map_names() {
+            tracing::warn!("left out of tools/list: {e}");
+        }
+    }
+
+    /// Maps the listed catalogs to MCP names; returns the tools left out.
+    fn map_names(&self) -> Vec<NameError> {
         let catalogs: Vec<(String, Arc<Descriptor>)> = self
             .inner
             .ticks
@@ -358,10 +357,8 @@ impl Facade {
             .map(|(n, d)| (n.as_str(), d.as_ref()))
             .collect();
         let (names, errors) = map_tools(&pairs, self.inner.prefixed);
-        for e in errors {
-            tracing::warn!("left out of tools/list: {e}");
-        }
         *lock(&self.inner.names) = names;
+        errors
     }
 
     async fn call(

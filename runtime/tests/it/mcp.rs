@@ -398,6 +398,34 @@ async fn a_dying_tick_gives_clean_errors_and_a_log_line() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protocol_violation_ends_the_tick_not_the_server() {
+    let mcp = start(
+        &native(&[
+            "python3".into(),
+            tick("named.py"),
+            "echo".into(),
+            "garbage".into(),
+        ]),
+        &[],
+    )
+    .await;
+    let r = mcp.call("garbage", json!({})).await;
+    let e = error_of(&r);
+    assert_eq!(e["kind"], "unknown_outcome", "{e}");
+    assert!(text(&r).contains("protocol violation"), "{}", text(&r));
+    let r = mcp.call("echo", json!({})).await;
+    let e = error_of(&r);
+    assert_eq!(e["kind"], "tick_ended", "{e}");
+    assert!(text(&r).contains("not valid JSON"), "{}", text(&r));
+    let (code, stderr) = mcp.close().await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("protocol violation"),
+        "a log line: {stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_error_says_whether_it_ran_and_big_results_are_replaced() {
     let mcp = start(&native(&faulty("ok")), &[]).await;
     let r = mcp.call("fail", json!({})).await;
