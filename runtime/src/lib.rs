@@ -10,7 +10,8 @@
 //!   violations, call outcomes;
 //! - [`backend`] — ways to run a Tick: a native subprocess on a real PTY, or a
 //!   sandboxed wasm guest;
-//! - [`view`] — the Tick's terminal as a screen model plus live output.
+//! - [`view`] — the Tick's terminal as a screen model plus live output;
+//! - [`mcp`] — the MCP facade: hosted Ticks served to any MCP client.
 //!
 //! Start reading at [`session::Session::start`].
 //!
@@ -31,6 +32,7 @@
 
 pub mod backend;
 pub mod framing;
+pub mod mcp;
 pub mod protocol;
 pub mod session;
 pub mod view;

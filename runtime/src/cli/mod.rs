@@ -2,6 +2,7 @@
 //! one-shot commands.
 
 mod exit;
+mod mcp;
 mod open;
 
 use clap::{Args, Parser, Subcommand};
@@ -40,6 +41,9 @@ enum Command {
     /// Print how the Tick runs: backend, what it was granted, what it asks for, its tools
     #[command(after_help = exit::HELP)]
     Info(TickArgs),
+    /// Serve the Tick (or the Ticks of --config) to an MCP client over stdio
+    #[command(after_help = mcp::HELP)]
+    Mcp(mcp::McpArgs),
 }
 
 #[derive(Args)]
@@ -178,6 +182,7 @@ async fn run(command: Command) -> Result<(), Exit> {
             t.close().await;
             emit(&v, args.opts.pretty)
         }
+        Command::Mcp(args) => mcp::run(args).await,
     }
 }
 

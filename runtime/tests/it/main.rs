@@ -6,10 +6,12 @@
 //! - `engine` — the session engine through the library API (per-request
 //!   faults that leave the session running, concurrency, events);
 //! - `native` — the native backend: PTY, environment, signals, cleanup;
-//! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge.
+//! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge;
+//! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's).
 
 mod cli;
 mod engine;
+mod mcp;
 mod native;
 mod sandbox;
 mod util;

@@ -188,7 +188,10 @@ impl WasmEngine {
 
     /// Compiles or loads, then links, a Tick; reuses one already linked.
     fn load(&self, path: &Path, wasm: &[u8], kind: WasmKind) -> Result<Loaded, WasmError> {
-        let link = |why: wasmtime::Error| WasmError::Load { path: path.to_path_buf(), why: format!("{why:#}") };
+        let link = |why: wasmtime::Error| WasmError::Load {
+            path: path.to_path_buf(),
+            why: format!("{why:#}"),
+        };
         let key = self.cache.as_ref().map(|c| c.key(wasm));
         if let Some(k) = &key {
             if let Some(l) = self.loaded.lock().unwrap_or_else(|p| p.into_inner()).get(k) {
@@ -198,7 +201,12 @@ impl WasmEngine {
         let loaded = match kind {
             WasmKind::Component => {
                 let c = self.component(path, wasm)?;
-                Loaded::Component(self.component_linker.instantiate_pre(&c).and_then(CommandPre::new).map_err(link)?)
+                Loaded::Component(
+                    self.component_linker
+                        .instantiate_pre(&c)
+                        .and_then(CommandPre::new)
+                        .map_err(link)?,
+                )
             }
             WasmKind::Module => {
                 let m = self.module(path, wasm)?;
@@ -206,7 +214,10 @@ impl WasmEngine {
             }
         };
         if let Some(k) = key {
-            self.loaded.lock().unwrap_or_else(|p| p.into_inner()).insert(k, loaded.clone());
+            self.loaded
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(k, loaded.clone());
         }
         Ok(loaded)
     }
@@ -684,7 +695,10 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
             })
         }
         Loaded::Module(pre) => {
-            let state = ModuleState { wasi: builder.build_p1(), limiter };
+            let state = ModuleState {
+                wasi: builder.build_p1(),
+                limiter,
+            };
             let mut store = Store::new(&engine.engine, state);
             store.limiter(|s| &mut s.limiter);
             store.set_epoch_deadline(1);
