@@ -238,8 +238,16 @@ async fn lists_tools_with_annotations_and_calls_them() {
     );
     assert!(s["at"].as_str().is_some_and(|at| !at.is_empty()), "{s}");
     assert_eq!(s["recover_with"], "history");
-    let r = mcp.call("tick_screen", json!({})).await;
-    assert!(text(&r).contains("Counter: 2"), "{}", text(&r));
+    // The redraw travels through the PTY on its own schedule; poll like a person would look again.
+    let mut screen = String::new();
+    for _ in 0..50 {
+        screen = text(&mcp.call("tick_screen", json!({})).await);
+        if screen.contains("Counter: 2") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(screen.contains("Counter: 2"), "{screen}");
 
     let (code, stderr) = mcp.close().await;
     assert_eq!(code, 0, "clean exit on stdin EOF; stderr: {stderr}");

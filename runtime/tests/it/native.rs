@@ -45,10 +45,15 @@ async fn the_tick_gets_a_pty_its_own_session_and_its_environment() {
     assert_eq!(env["foreground"], true);
     assert_eq!(env["size"], json!([120, 30]));
     // The PTY reader thread may still be delivering what the probe drew.
-    s.view()
-        .settle(Duration::from_millis(50), Duration::from_secs(2))
-        .await;
-    assert!(s.view().screen_text().contains("probe ready"));
+    let mut drawn = false;
+    for _ in 0..250 {
+        drawn = s.view().screen_text().contains("probe ready");
+        if drawn {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(drawn, "{}", s.view().screen_text());
 
     let first = probe(&s, "env").await["instance_id"].clone();
     let other = Session::start(spawn(&spec).unwrap(), SessionConfig::default())
