@@ -1,6 +1,7 @@
 //! The `tickbox` command line: argument parsing, opening a Tick, and the
 //! one-shot commands.
 
+mod check;
 mod exit;
 mod open;
 
@@ -37,6 +38,9 @@ enum Command {
     /// Print the Tick's view screen as text after initialization
     #[command(after_help = exit::HELP)]
     Screen(TickArgs),
+    /// Check a Tick against every Tick-side rule of the protocol: tickbox check TICK [--format text|json|junit]
+    #[command(after_help = check::HELP)]
+    Check(check::CheckArgs),
 }
 
 #[derive(Args)]
@@ -169,6 +173,7 @@ async fn run(command: Command) -> Result<(), Exit> {
             emit_text(&text)
         }
         Command::Call(args) => call(args).await,
+        Command::Check(args) => check::run(args).await,
     }
 }
 

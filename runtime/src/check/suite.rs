@@ -1,0 +1,1764 @@
+//! The sessions the checker runs, and how each turns into verdicts.
+//!
+//! Each session starts a fresh Tick through the [`super::Launch`]er:
+//!
+//! 1. **main** — initialization (describe, read) with every descriptor rule;
+//!    a quiet period to learn whether the Tick changes state on its own;
+//!    repeated describes and reads (side effects, latency, revision
+//!    stability); calls that must not execute (stale revision, unknown tool,
+//!    invalid args, unknown method); a terminal resize; each query tool (the
+//!    mutates heuristic); mutating tools with `--allow-mutations`; garbage
+//!    lines last, since a Tick may not survive them;
+//! 2. **concurrent** — 8 requests in one write;
+//! 3. **eof** — requests in flight, then stdin closed;
+//! 4. **sigterm** — SIGTERM to the process group (native only).
+//!
+//! After each session its whole transcript is examined once more for the
+//! rules that hold of every line (framing, ids, update sequence, read floor).
+//!
+//! "No effect" is judged from what the Tick shows: no tick/update in the
+//! window and the same seq and data on the next read. A Tick whose state
+//! changes by itself during the quiet period makes those judgments
+//! impossible; they are then reported as not applicable rather than guessed.
+
+use super::args::{invalid_args, valid_args};
+use super::driver::{Driver, Exchange, OutputEnd, Parsed, CALL, DESCRIBE, READ};
+use super::report::{Evidence, Measurements, Status, Verdict};
+use super::rules::{self, Rule};
+use super::{CheckError, Launch, Options};
+use crate::protocol::codes;
+use crate::protocol::limits::{
+    DELIVERY_ITEM_BUDGET_BYTES, INIT_TIMEOUT, MAX_DESCRIPTOR_BYTES, MAX_IN_FLIGHT, MAX_UINTEGER,
+    MAX_UPDATE_BYTES, PROTOCOL_VERSION, REQUEST_TIMEOUT,
+};
+use crate::protocol::message::encoded_len;
+use crate::protocol::state::parse_state;
+use crate::protocol::{Descriptor, Incoming, ResponseBody, Tool, Violation};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+/// How long the checker watches an idle Tick for spontaneous changes.
+pub const QUIET_PERIOD: Duration = Duration::from_millis(500);
+/// How long after a call the checker keeps watching for its effects.
+pub const SETTLE: Duration = Duration::from_millis(200);
+/// How long a Tick may take to exit after stdin EOF (once in-flight requests
+/// are answered) or after SIGTERM.
+pub const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// tick/describe and tick/read slower than this (median) get an advisory.
+pub const PROMPT_ADVISORY: Duration = Duration::from_millis(100);
+/// How many times describe and read are repeated.
+const REPEATS: usize = 5;
+/// At most this many tools are called per probe.
+const MAX_TOOLS_PROBED: usize = 8;
+
+/// Verdicts collected across sessions, then folded into one per rule.
+#[derive(Default)]
+pub struct Tally {
+    fails: HashMap<&'static str, Vec<Evidence>>,
+    passes: HashMap<&'static str, Vec<String>>,
+    na: HashMap<&'static str, String>,
+}
+
+impl Tally {
+    fn pass(&mut self, rule: &Rule, note: impl Into<String>) {
+        self.passes.entry(rule.id).or_default().push(note.into());
+    }
+    fn fail(
+        &mut self,
+        rule: &Rule,
+        why: impl Into<String>,
+        sent: Vec<String>,
+        received: Vec<String>,
+    ) {
+        let list = self.fails.entry(rule.id).or_default();
+        // Keep reports readable: the first few instances carry the evidence.
+        if list.len() < 5 {
+            list.push(Evidence {
+                why: why.into(),
+                sent,
+                received,
+            });
+        }
+    }
+    fn na(&mut self, rule: &Rule, why: impl Into<String>) {
+        self.na.entry(rule.id).or_insert_with(|| why.into());
+    }
+
+    /// One verdict per selected rule: any failure fails it; otherwise a pass
+    /// passes it; otherwise it is not applicable, with the first reason given.
+    pub fn verdicts(mut self, selected: &[&'static Rule]) -> Vec<Verdict> {
+        selected
+            .iter()
+            .map(|rule| {
+                if let Some(evidence) = self.fails.remove(rule.id) {
+                    let detail = evidence.first().map(|e| e.why.clone()).unwrap_or_default();
+                    Verdict {
+                        rule,
+                        status: Status::Fail,
+                        detail,
+                        evidence,
+                    }
+                } else if let Some(passes) = self.passes.remove(rule.id) {
+                    let mut notes: Vec<String> = Vec::new();
+                    for p in passes {
+                        if !p.is_empty() && !notes.contains(&p) {
+                            notes.push(p);
+                        }
+                    }
+                    Verdict {
+                        rule,
+                        status: Status::Pass,
+                        detail: notes.join("; "),
+                        evidence: vec![],
+                    }
+                } else {
+                    let detail = self
+                        .na
+                        .remove(rule.id)
+                        .unwrap_or_else(|| "nothing in the run exercised this rule".into());
+                    Verdict {
+                        rule,
+                        status: Status::NotApplicable,
+                        detail,
+                        evidence: vec![],
+                    }
+                }
+            })
+            .collect()
+    }
+}
+
+/// What the sessions share: options, the catalog and measurements.
+pub struct Suite<'a> {
+    launch: &'a dyn Launch,
+    opts: &'a Options,
+    pub tally: Tally,
+    pub measurements: Measurements,
+    catalogs: BTreeMap<String, Value>,
+    catalog: Option<Descriptor>,
+    sample_error: Option<CheckError>,
+    state_sizes: Vec<usize>,
+    any_update: bool,
+}
+
+/// A state as read: seq, data, and the exchange it came from.
+struct Read {
+    seq: u64,
+    data: Value,
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0 * 10.0).round() / 10.0
+}
+
+fn rpc_summary(ex: &Exchange) -> String {
+    match &ex.answer {
+        None => "no response".into(),
+        Some((ResponseBody::Result(_), _, _)) => "a result".into(),
+        Some((ResponseBody::Error(e), _, _)) => format!("error {}", e.code),
+        Some((ResponseBody::Malformed(m), _, _)) => format!("a malformed response ({m})"),
+    }
+}
+
+impl<'a> Suite<'a> {
+    pub fn new(launch: &'a dyn Launch, opts: &'a Options) -> Self {
+        Suite {
+            launch,
+            opts,
+            tally: Tally::default(),
+            measurements: Measurements::default(),
+            catalogs: BTreeMap::new(),
+            catalog: None,
+            sample_error: None,
+            state_sizes: Vec::new(),
+            any_update: false,
+        }
+    }
+
+    /// The catalog of the main session, once initialized.
+    pub fn catalog(&self) -> Option<&Descriptor> {
+        self.catalog.as_ref()
+    }
+
+    fn wants(&self, rules: &[&Rule]) -> bool {
+        rules.iter().any(|r| self.opts.rules.contains(r))
+    }
+
+    async fn start(&mut self) -> Result<Driver, CheckError> {
+        let io = self.launch.launch().map_err(CheckError::Start)?;
+        self.measurements.sessions += 1;
+        Ok(Driver::new(io))
+    }
+
+    /// Runs every session.
+    pub async fn run(&mut self) -> Result<(), CheckError> {
+        let mut d = self.start().await?;
+        let initialized = self.main_session(&mut d).await;
+        d.finish().await;
+        if let Some(e) = self.sample_error.take() {
+            return Err(e);
+        }
+        self.analyze(&d, true);
+        if let Err(why) = initialized {
+            for r in rules::ALL {
+                self.tally.na(r, why.clone());
+            }
+            self.finish_state_rules();
+            return Ok(());
+        }
+        if self.wants(&[rules::FRAMING_NO_INTERLEAVE, rules::CALL_CONCURRENT]) {
+            let mut d = self.start().await?;
+            self.concurrent_session(&mut d).await;
+            d.finish().await;
+            self.analyze(&d, true);
+        }
+        if self.wants(&[rules::LIFECYCLE_STDIN_EOF]) {
+            let mut d = self.start().await?;
+            self.eof_session(&mut d).await;
+            d.finish().await;
+            // Requests left unanswered at EOF are judged by lifecycle.stdin_eof.
+            self.analyze(&d, false);
+        }
+        if self.wants(&[rules::LIFECYCLE_SIGTERM]) {
+            let mut d = self.start().await?;
+            self.sigterm_session(&mut d).await;
+            d.finish().await;
+            self.analyze(&d, true);
+        }
+        self.finish_state_rules();
+        Ok(())
+    }
+
+    // ----- initialization and the descriptor -----
+
+    /// describe then read, as a host initializes; returns the catalog.
+    async fn init(&mut self, d: &mut Driver, judge: bool) -> Result<Descriptor, String> {
+        let describe = d.roundtrip(DESCRIBE, json!({}), REQUEST_TIMEOUT).await;
+        let raw = match &describe.answer {
+            Some((ResponseBody::Result(v), latency, _)) => {
+                if judge {
+                    self.measurements.describe_ms.push(ms(*latency));
+                }
+                v.clone()
+            }
+            other => {
+                let why = match other {
+                    None => format!(
+                        "no response to tick/describe within {}s{}",
+                        REQUEST_TIMEOUT.as_secs(),
+                        suffix(&d.ending())
+                    ),
+                    Some(_) => {
+                        format!("tick/describe was answered with {}", rpc_summary(&describe))
+                    }
+                };
+                if judge {
+                    self.tally.fail(
+                        rules::INIT_TIMELY,
+                        why.clone(),
+                        vec![describe.sent.clone()],
+                        vec![describe.received()],
+                    );
+                    self.tally.fail(
+                        rules::DESCRIBE_VALID,
+                        why.clone(),
+                        vec![describe.sent.clone()],
+                        vec![describe.received()],
+                    );
+                }
+                return Err(format!("initialization failed: {why}"));
+            }
+        };
+        if judge {
+            self.judge_descriptor(&raw, &describe);
+        }
+        self.remember_catalog(&raw, &describe);
+        let catalog = match Descriptor::parse(raw) {
+            Ok(c) => {
+                if judge {
+                    self.tally.pass(
+                        rules::DESCRIBE_VALID,
+                        format!("revision {:?}, {} tools", c.revision, c.tools.len()),
+                    );
+                }
+                c
+            }
+            Err(e) => {
+                if judge {
+                    self.tally.fail(
+                        rules::DESCRIBE_VALID,
+                        format!("a host rejects this descriptor: {e}"),
+                        vec![describe.sent.clone()],
+                        vec![describe.received()],
+                    );
+                }
+                return Err(format!(
+                    "the descriptor is invalid ({e}), so the Tick cannot be initialized"
+                ));
+            }
+        };
+        let read = d.roundtrip(READ, json!({}), REQUEST_TIMEOUT).await;
+        let Some(_) = self.read_state(&read, judge) else {
+            let why = format!(
+                "tick/read was answered with {}{}",
+                rpc_summary(&read),
+                suffix(&d.ending())
+            );
+            if judge {
+                self.tally.fail(
+                    rules::INIT_TIMELY,
+                    why.clone(),
+                    vec![read.sent.clone()],
+                    vec![read.received()],
+                );
+            }
+            return Err(format!("initialization failed: {why}"));
+        };
+        if judge {
+            if let Some(l) = read.latency() {
+                self.measurements.read_ms.push(ms(l));
+            }
+            let total = d.now();
+            if total > INIT_TIMEOUT {
+                self.tally.fail(
+                    rules::INIT_TIMELY,
+                    format!(
+                        "initialization took {} ms, over {}s",
+                        ms(total),
+                        INIT_TIMEOUT.as_secs()
+                    ),
+                    vec![],
+                    vec![],
+                );
+            } else {
+                self.tally.pass(
+                    rules::INIT_TIMELY,
+                    format!("initialized in {} ms", ms(total)),
+                );
+            }
+        }
+        Ok(catalog)
+    }
+
+    /// Keeps the first catalog seen for each revision, and flags a revision
+    /// that comes back with different tools (§5.5).
+    fn remember_catalog(&mut self, raw: &Value, ex: &Exchange) {
+        let (Some(rev), Some(tools)) = (
+            raw.get("revision").and_then(Value::as_str),
+            raw.get("tools"),
+        ) else {
+            return;
+        };
+        match self.catalogs.get(rev) {
+            None => {
+                self.catalogs.insert(rev.to_string(), tools.clone());
+            }
+            Some(first) if first == tools => {
+                self.tally.pass(rules::DESCRIBE_REVISION_STABLE, "");
+            }
+            Some(_) => self.tally.fail(
+                rules::DESCRIBE_REVISION_STABLE,
+                format!("revision {rev:?} was described with a different tool catalog than before"),
+                vec![ex.sent.clone()],
+                vec![ex.received()],
+            ),
+        }
+    }
+
+    /// Each §5.3 rule on its own, so one broken field does not hide another.
+    fn judge_descriptor(&mut self, raw: &Value, ex: &Exchange) {
+        let Some(obj) = raw.as_object() else {
+            self.tally.fail(
+                rules::DESCRIBE_FIELDS,
+                "the result is not an object",
+                vec![ex.sent.clone()],
+                vec![ex.received()],
+            );
+            return;
+        };
+        let fail = |t: &mut Tally, rule: &Rule, why: String| {
+            t.fail(rule, why, vec![ex.sent.clone()], vec![ex.received()]);
+        };
+        // protocol
+        match obj.get("protocol") {
+            Some(v) if v.as_u64() == Some(PROTOCOL_VERSION) => {
+                self.tally.pass(rules::DESCRIBE_PROTOCOL, "")
+            }
+            Some(v) => fail(
+                &mut self.tally,
+                rules::DESCRIBE_PROTOCOL,
+                format!("protocol is {v}; this host speaks Tick protocol {PROTOCOL_VERSION}"),
+            ),
+            None => fail(
+                &mut self.tally,
+                rules::DESCRIBE_PROTOCOL,
+                "protocol is missing".into(),
+            ),
+        }
+        // fields
+        let mut problems = Vec::new();
+        for f in ["kind", "title"] {
+            match obj.get(f) {
+                Some(Value::String(s)) if !s.trim().is_empty() => {}
+                Some(Value::String(_)) => {
+                    problems.push(format!("{f} is empty after trimming whitespace"))
+                }
+                Some(_) => problems.push(format!("{f} is not a string")),
+                None => problems.push(format!("{f} is missing")),
+            }
+        }
+        if !matches!(obj.get("description"), Some(Value::String(_))) {
+            problems.push("description is missing or not a string".into());
+        }
+        let tools = obj.get("tools").and_then(Value::as_array);
+        if tools.is_none() {
+            problems.push("tools is missing or not an array".into());
+        }
+        let mut names = HashSet::new();
+        let mut mutating = HashSet::new();
+        let mut schema_problems = Vec::new();
+        for (i, t) in tools.into_iter().flatten().enumerate() {
+            let Some(t) = t.as_object() else {
+                problems.push(format!("tools[{i}] is not an object"));
+                continue;
+            };
+            let name = match t.get("name") {
+                Some(Value::String(n)) if !n.trim().is_empty() => n.clone(),
+                _ => {
+                    problems.push(format!(
+                        "tools[{i}].name is missing or empty after trimming"
+                    ));
+                    format!("tools[{i}]")
+                }
+            };
+            if !names.insert(name.clone()) {
+                problems.push(format!("tool name `{name}` is not unique"));
+            }
+            if !matches!(t.get("description"), Some(Value::String(_))) {
+                problems.push(format!(
+                    "tool `{name}`: description is missing or not a string"
+                ));
+            }
+            match t.get("mutates") {
+                Some(Value::Bool(true)) => {
+                    mutating.insert(name.clone());
+                }
+                Some(Value::Bool(false)) => {}
+                _ => problems.push(format!(
+                    "tool `{name}`: mutates is missing or not a boolean"
+                )),
+            }
+            match t.get("input_schema") {
+                Some(s @ Value::Object(_)) => {
+                    if let Err(e) = jsonschema::validator_for(s) {
+                        schema_problems.push(format!(
+                            "tool `{name}`: input_schema is not a valid JSON Schema: {e}"
+                        ));
+                    }
+                }
+                _ => schema_problems.push(format!(
+                    "tool `{name}`: input_schema is missing or not an object"
+                )),
+            }
+        }
+        self.verdict_list(rules::DESCRIBE_FIELDS, problems, ex);
+        self.verdict_list(rules::DESCRIBE_SCHEMAS, schema_problems, ex);
+        // revision
+        match obj.get("revision") {
+            Some(Value::String(r)) if !r.is_empty() => {
+                self.tally.pass(rules::DESCRIBE_REVISION, "")
+            }
+            Some(Value::String(_)) => fail(
+                &mut self.tally,
+                rules::DESCRIBE_REVISION,
+                "revision is an empty string".into(),
+            ),
+            _ => fail(
+                &mut self.tally,
+                rules::DESCRIBE_REVISION,
+                "revision is missing or not a string".into(),
+            ),
+        }
+        // recover_with
+        match obj.get("recover_with") {
+            None => self.tally.na(
+                rules::DESCRIBE_RECOVER_WITH,
+                "the descriptor has no recover_with",
+            ),
+            Some(Value::String(n)) if !names.contains(n) => fail(
+                &mut self.tally,
+                rules::DESCRIBE_RECOVER_WITH,
+                format!("recover_with names `{n}`, which is not in the catalog"),
+            ),
+            Some(Value::String(n)) if mutating.contains(n) => fail(
+                &mut self.tally,
+                rules::DESCRIBE_RECOVER_WITH,
+                format!("recover_with names `{n}`, which is declared mutates: true"),
+            ),
+            Some(Value::String(n)) => self
+                .tally
+                .pass(rules::DESCRIBE_RECOVER_WITH, format!("`{n}`")),
+            Some(_) => fail(
+                &mut self.tally,
+                rules::DESCRIBE_RECOVER_WITH,
+                "recover_with is not a string".into(),
+            ),
+        }
+        // series
+        let mut series_problems = Vec::new();
+        let mut series_count = 0;
+        match obj.get("state") {
+            None => {}
+            Some(Value::Object(state)) => match state.get("series") {
+                None => {}
+                Some(Value::Array(list)) => {
+                    let mut paths = HashSet::new();
+                    for (i, s) in list.iter().enumerate() {
+                        series_count += 1;
+                        match s.get("path") {
+                            Some(Value::String(p)) if p.is_empty() || p.starts_with('/') => {
+                                if !paths.insert(p.clone()) {
+                                    series_problems
+                                        .push(format!("state.series path {p:?} is not unique"));
+                                }
+                            }
+                            Some(Value::String(p)) => series_problems.push(format!(
+                                "state.series[{i}].path {p:?} must be empty or start with /"
+                            )),
+                            _ => series_problems
+                                .push(format!("state.series[{i}].path is missing or not a string")),
+                        }
+                        if !matches!(
+                            s.get("newest").and_then(Value::as_str),
+                            Some("first" | "last")
+                        ) {
+                            series_problems.push(format!(
+                                "state.series[{i}].newest must be \"first\" or \"last\""
+                            ));
+                        }
+                    }
+                }
+                Some(_) => series_problems.push("state.series is not an array".into()),
+            },
+            Some(_) => series_problems.push("state is not an object".into()),
+        }
+        if series_count == 0 && series_problems.is_empty() {
+            self.tally.na(
+                rules::DESCRIBE_SERIES,
+                "the descriptor declares no state.series",
+            );
+        } else {
+            self.verdict_list(rules::DESCRIBE_SERIES, series_problems, ex);
+        }
+        // size
+        let size = encoded_len(raw);
+        self.measurements.descriptor_bytes = Some(size);
+        if size > MAX_DESCRIPTOR_BYTES {
+            fail(&mut self.tally, rules::DESCRIBE_SIZE, format!("the encoded result is {size} bytes, over the {MAX_DESCRIPTOR_BYTES}-byte limit"));
+        } else {
+            self.tally
+                .pass(rules::DESCRIBE_SIZE, format!("{size} bytes"));
+        }
+        // kind naming (advisory)
+        if let Some(kind) = obj.get("kind").and_then(Value::as_str) {
+            if kind_is_conventional(kind) {
+                self.tally
+                    .pass(rules::DESCRIBE_KIND_NAMING, format!("{kind:?}"));
+            } else {
+                fail(&mut self.tally, rules::DESCRIBE_KIND_NAMING, format!("kind {kind:?} is not a lowercase dot-separated name such as \"example.counter\""));
+            }
+        }
+    }
+
+    fn verdict_list(&mut self, rule: &Rule, problems: Vec<String>, ex: &Exchange) {
+        if problems.is_empty() {
+            self.tally.pass(rule, "");
+        } else {
+            self.tally.fail(
+                rule,
+                problems.join("; "),
+                vec![ex.sent.clone()],
+                vec![ex.received()],
+            );
+        }
+    }
+
+    /// Parses a read answer; judges read.valid when `judge`.
+    fn read_state(&mut self, ex: &Exchange, judge: bool) -> Option<Read> {
+        let result = ex.result()?;
+        match parse_state(result) {
+            Ok(s) => {
+                if judge {
+                    self.tally.pass(rules::READ_VALID, "");
+                }
+                if !s.data.is_null() {
+                    self.state_sizes.push(encoded_len(&s.data));
+                }
+                Some(Read {
+                    seq: s.seq,
+                    data: s.data,
+                })
+            }
+            Err(why) => {
+                self.tally.fail(
+                    rules::READ_VALID,
+                    format!("tick/read result: {why}"),
+                    vec![ex.sent.clone()],
+                    vec![ex.received()],
+                );
+                None
+            }
+        }
+    }
+
+    async fn read(&mut self, d: &mut Driver) -> (Exchange, Option<Read>) {
+        let ex = d.roundtrip(READ, json!({}), REQUEST_TIMEOUT).await;
+        if let Some(l) = ex.latency() {
+            self.measurements.read_ms.push(ms(l));
+        }
+        let r = self.read_state(&ex, false);
+        (ex, r)
+    }
+
+    // ----- session 1 -----
+
+    async fn main_session(&mut self, d: &mut Driver) -> Result<(), String> {
+        let catalog = self.init(d, true).await?;
+        self.catalog = Some(catalog.clone());
+        if let Err(e) = self.check_samples(&catalog) {
+            self.sample_error = Some(e);
+            return Err("the sample args do not fit the catalog".into());
+        }
+
+        // Quiet period: does the state change by itself?
+        let (_, before) = self.read(d).await;
+        let mark = d.mark();
+        d.settle(QUIET_PERIOD).await;
+        let (_, after) = self.read(d).await;
+        let spontaneous = match (&before, &after) {
+            (Some(b), Some(a)) => {
+                let n = d.updates_since(mark).len();
+                if n > 0 || a.seq != b.seq || a.data != b.data {
+                    Some(format!(
+                        "the Tick's state changes by itself ({n} updates in {} ms of quiet), so effects cannot be attributed",
+                        QUIET_PERIOD.as_millis()
+                    ))
+                } else {
+                    None
+                }
+            }
+            _ => Some("tick/read did not answer, so effects cannot be observed".into()),
+        };
+        self.measurements.spontaneous_updates = spontaneous.is_some();
+        let base = after;
+
+        // Repeated describe.
+        let mark = d.mark();
+        let mut sent = Vec::new();
+        for _ in 0..REPEATS {
+            let ex = d.roundtrip(DESCRIBE, json!({}), REQUEST_TIMEOUT).await;
+            if let Some(l) = ex.latency() {
+                self.measurements.describe_ms.push(ms(l));
+            }
+            if let Some(raw) = ex.result().cloned() {
+                self.remember_catalog(&raw, &ex);
+            }
+            sent.push(ex.sent.clone());
+        }
+        let (_, now) = self.read(d).await;
+        self.judge_no_effect(
+            rules::DESCRIBE_NO_SIDE_EFFECTS,
+            d,
+            mark,
+            &base,
+            &now,
+            &spontaneous,
+            sent,
+            &format!("{REPEATS} tick/describe"),
+        );
+        let base = now;
+
+        // Repeated read.
+        let mark = d.mark();
+        let mut last = None;
+        let mut seqs = Vec::new();
+        let mut changed = false;
+        for _ in 0..REPEATS {
+            let (_, r) = self.read(d).await;
+            if let (Some(b), Some(r)) = (&base, &r) {
+                changed |= r.seq != b.seq || r.data != b.data;
+            }
+            if let Some(r) = &r {
+                seqs.push(r.seq);
+            }
+            last = r;
+        }
+        if let Some(why) = &spontaneous {
+            self.tally.na(rules::READ_NO_SIDE_EFFECTS, why.clone());
+        } else if changed || !d.updates_since(mark).is_empty() {
+            let received: Vec<String> = d.updates_since(mark).iter().map(|l| l.excerpt()).collect();
+            self.tally.fail(
+                rules::READ_NO_SIDE_EFFECTS,
+                format!(
+                    "{REPEATS} tick/read changed the state (seqs {seqs:?}, {} updates)",
+                    received.len()
+                ),
+                vec![r#"{"jsonrpc":"2.0","id":…,"method":"tick/read","params":{}}"#.into()],
+                received,
+            );
+        } else if last.is_some() {
+            self.tally.pass(
+                rules::READ_NO_SIDE_EFFECTS,
+                format!(
+                    "{REPEATS} reads, seq stayed {}",
+                    seqs.first().copied().unwrap_or_default()
+                ),
+            );
+        }
+
+        // Calls that must not execute.
+        self.call_probes(d, &catalog, &spontaneous).await;
+
+        // Terminal resize: presentation, not business state (§8.3).
+        let mark = d.mark();
+        let (cols, rows) = d.view().size();
+        d.view().resize(cols.saturating_sub(20).max(20), rows + 10);
+        d.settle(SETTLE * 2).await;
+        d.view().resize(cols, rows);
+        d.settle(SETTLE).await;
+        if let Some(why) = &spontaneous {
+            self.tally
+                .na(rules::STATE_NO_PRESENTATION_UPDATES, why.clone());
+        } else {
+            let ups: Vec<String> = d.updates_since(mark).iter().map(|l| l.excerpt()).collect();
+            if ups.is_empty() {
+                self.tally.pass(
+                    rules::STATE_NO_PRESENTATION_UPDATES,
+                    "two resizes, no update",
+                );
+            } else {
+                self.tally.fail(
+                    rules::STATE_NO_PRESENTATION_UPDATES,
+                    format!("resizing the terminal emitted {} tick/update", ups.len()),
+                    vec!["(resized the view terminal twice)".into()],
+                    ups,
+                );
+            }
+        }
+
+        self.query_tools(d, &catalog, &spontaneous).await;
+        if self.opts.allow_mutations {
+            self.mutating_tools(d, &catalog).await;
+        }
+        self.garbage(d).await;
+        Ok(())
+    }
+
+    /// Sample args must name catalog tools and match their schemas; a typo
+    /// there would silently leave tools unexercised.
+    fn check_samples(&self, catalog: &Descriptor) -> Result<(), CheckError> {
+        for (name, args) in &self.opts.sample_args {
+            let tool = catalog.tool(name).ok_or_else(|| {
+                CheckError::SampleArgs(format!("`{name}` is not a tool of this Tick"))
+            })?;
+            tool.check_args(args).map_err(|why| {
+                CheckError::SampleArgs(format!(
+                    "args for `{name}` do not match its input schema: {why}"
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn judge_no_effect(
+        &mut self,
+        rule: &Rule,
+        d: &Driver,
+        mark: usize,
+        before: &Option<Read>,
+        after: &Option<Read>,
+        spontaneous: &Option<String>,
+        sent: Vec<String>,
+        what: &str,
+    ) {
+        if let Some(why) = spontaneous {
+            self.tally.na(rule, why.clone());
+            return;
+        }
+        let ups: Vec<String> = d.updates_since(mark).iter().map(|l| l.excerpt()).collect();
+        let (Some(b), Some(a)) = (before, after) else {
+            self.tally.na(
+                rule,
+                format!(
+                    "tick/read did not answer around {what}{}",
+                    suffix(&d.ending())
+                ),
+            );
+            return;
+        };
+        if !ups.is_empty() || a.seq != b.seq || a.data != b.data {
+            self.tally.fail(
+                rule,
+                format!(
+                    "{what} had an effect: {} tick/update, seq {} → {}{}",
+                    ups.len(),
+                    b.seq,
+                    a.seq,
+                    if a.data != b.data {
+                        ", data changed"
+                    } else {
+                        ""
+                    }
+                ),
+                sent,
+                ups,
+            );
+        } else {
+            self.tally
+                .pass(rule, format!("{what}: no update, seq stayed {}", a.seq));
+        }
+    }
+
+    /// A call that must be refused with `code` and have no effect.
+    #[allow(clippy::too_many_arguments)]
+    async fn refused_call(
+        &mut self,
+        d: &mut Driver,
+        rule: &Rule,
+        params: Value,
+        code: i64,
+        what: &str,
+        spontaneous: &Option<String>,
+    ) {
+        let (_, before) = self.read(d).await;
+        let mark = d.mark();
+        let ex = d.roundtrip(CALL, params, REQUEST_TIMEOUT).await;
+        d.settle(SETTLE).await;
+        let (_, after) = self.read(d).await;
+        if ex.error_code() != Some(code) {
+            let why = format!(
+                "{what} was answered with {}, not error {code}{}",
+                rpc_summary(&ex),
+                if ex.answer.is_none() {
+                    suffix(&d.ending())
+                } else {
+                    String::new()
+                }
+            );
+            let mut received = vec![ex.received()];
+            received.extend(d.updates_since(mark).iter().map(|l| l.excerpt()));
+            self.tally.fail(rule, why, vec![ex.sent.clone()], received);
+            return;
+        }
+        self.judge_no_effect(
+            rule,
+            d,
+            mark,
+            &before,
+            &after,
+            spontaneous,
+            vec![ex.sent.clone()],
+            what,
+        );
+    }
+
+    /// Tools the checker may call: queries always, mutating tools only with
+    /// `--allow-mutations`; each with args its schema accepts, if any are known.
+    fn callable<'c>(
+        &self,
+        catalog: &'c Descriptor,
+        mutating: bool,
+    ) -> Vec<(&'c Tool, Option<Value>)> {
+        catalog
+            .tools
+            .iter()
+            .filter(|t| t.mutates == mutating)
+            .map(|t| (t, valid_args(t, &self.opts.sample_args)))
+            .collect()
+    }
+
+    async fn call_probes(
+        &mut self,
+        d: &mut Driver,
+        catalog: &Descriptor,
+        spontaneous: &Option<String>,
+    ) {
+        let rev = catalog.revision.clone();
+        // Unknown method.
+        let ex = d
+            .roundtrip("tickbox-check/no-such-method", json!({}), REQUEST_TIMEOUT)
+            .await;
+        if ex.error_code() == Some(codes::METHOD_NOT_FOUND) {
+            self.tally.pass(rules::CALL_UNKNOWN_METHOD, "");
+        } else {
+            self.tally.fail(
+                rules::CALL_UNKNOWN_METHOD,
+                format!(
+                    "an unknown method was answered with {}, not error {}",
+                    rpc_summary(&ex),
+                    codes::METHOD_NOT_FOUND
+                ),
+                vec![ex.sent.clone()],
+                vec![ex.received()],
+            );
+        }
+
+        // Unknown tool.
+        let mut name = "tickbox_check_no_such_tool".to_string();
+        while catalog.tool(&name).is_some() {
+            name.push('_');
+        }
+        self.refused_call(
+            d,
+            rules::CALL_UNKNOWN_TOOL,
+            json!({"tool": name, "args": {}, "revision": rev}),
+            codes::INVALID_PARAMS,
+            "a call to an unknown tool",
+            spontaneous,
+        )
+        .await;
+
+        // Stale revision: a query with valid args if there is one.
+        let mut eligible = self.callable(catalog, false);
+        if self.opts.allow_mutations {
+            eligible.extend(self.callable(catalog, true));
+        }
+        eligible.sort_by_key(|(_, args)| args.is_none());
+        match eligible.first() {
+            None => self.tally.na(
+                rules::CALL_WRONG_REVISION,
+                if catalog.tools.is_empty() {
+                    "the catalog has no tools".to_string()
+                } else {
+                    "every tool mutates; pass --allow-mutations to call them".to_string()
+                },
+            ),
+            Some((tool, args)) => {
+                let stale = format!("{rev}-stale-tickbox-check");
+                let params = json!({"tool": tool.name, "args": args.clone().unwrap_or(json!({})), "revision": stale});
+                let what = format!("a call to `{}` with stale revision {stale:?}", tool.name);
+                self.refused_call(
+                    d,
+                    rules::CALL_WRONG_REVISION,
+                    params,
+                    codes::REVISION_MISMATCH,
+                    &what,
+                    spontaneous,
+                )
+                .await;
+            }
+        }
+
+        // Args the schema rejects.
+        let mut probed = 0;
+        let mut skipped = Vec::new();
+        for (tool, args) in eligible.iter().take(MAX_TOOLS_PROBED) {
+            match invalid_args(tool, args.as_ref()) {
+                Some((bad, how)) => {
+                    probed += 1;
+                    let params = json!({"tool": tool.name, "args": bad, "revision": rev});
+                    let what = format!("a call to `{}` with {how}", tool.name);
+                    self.refused_call(
+                        d,
+                        rules::CALL_INVALID_ARGS,
+                        params,
+                        codes::INVALID_PARAMS,
+                        &what,
+                        spontaneous,
+                    )
+                    .await;
+                }
+                None => skipped.push(tool.name.clone()),
+            }
+        }
+        if probed == 0 {
+            self.tally.na(
+                rules::CALL_INVALID_ARGS,
+                if eligible.is_empty() {
+                    "no tool may be called (mutating tools need --allow-mutations)".to_string()
+                } else {
+                    format!(
+                        "no schema rejects any args the checker can build ({})",
+                        skipped.join(", ")
+                    )
+                },
+            );
+        }
+    }
+
+    async fn query_tools(
+        &mut self,
+        d: &mut Driver,
+        catalog: &Descriptor,
+        spontaneous: &Option<String>,
+    ) {
+        let tools = self.callable(catalog, false);
+        let mut called = 0;
+        let mut skipped = Vec::new();
+        for (tool, args) in tools.into_iter().take(MAX_TOOLS_PROBED) {
+            let Some(args) = args else {
+                skipped.push(tool.name.clone());
+                continue;
+            };
+            called += 1;
+            let (_, before) = self.read(d).await;
+            let mark = d.mark();
+            let params = json!({"tool": tool.name, "args": args, "revision": catalog.revision});
+            let ex = d.roundtrip(CALL, params, self.opts.call_timeout).await;
+            d.settle(SETTLE).await;
+            let (_, after) = self.read(d).await;
+            let what = format!("calling `{}` (mutates: false)", tool.name);
+            self.judge_no_effect(
+                rules::TOOLS_MUTATES_HONEST,
+                d,
+                mark,
+                &before,
+                &after,
+                spontaneous,
+                vec![ex.sent.clone()],
+                &what,
+            );
+        }
+        if called == 0 {
+            self.tally.na(
+                rules::TOOLS_MUTATES_HONEST,
+                if skipped.is_empty() {
+                    "the catalog has no query tools".to_string()
+                } else {
+                    format!(
+                        "no args known for {} (give them with --sample-args)",
+                        skipped.join(", ")
+                    )
+                },
+            );
+        }
+    }
+
+    async fn mutating_tools(&mut self, d: &mut Driver, catalog: &Descriptor) {
+        for (tool, args) in self
+            .callable(catalog, true)
+            .into_iter()
+            .take(MAX_TOOLS_PROBED)
+        {
+            let Some(args) = args else {
+                self.measurements.notes.push(format!(
+                    "`{}` was not called: no args known (give them with --sample-args)",
+                    tool.name
+                ));
+                continue;
+            };
+            let params = json!({"tool": tool.name, "args": args, "revision": catalog.revision});
+            let ex = d.roundtrip(CALL, params, self.opts.call_timeout).await;
+            d.settle(SETTLE).await;
+            // A read right after the call: the read floor now includes the
+            // call's updates (§6.3), which the transcript analysis checks.
+            self.read(d).await;
+            self.measurements.notes.push(format!(
+                "called mutating tool `{}`: {}",
+                tool.name,
+                rpc_summary(&ex)
+            ));
+        }
+    }
+
+    async fn garbage(&mut self, d: &mut Driver) {
+        const LINES: &[&str] = &[
+            "this is not JSON",
+            "",
+            r#"{"jsonrpc":"2.0","id":9001,"method":"tick/read","params":{"#,
+            r#"{"jsonrpc":"2.0","method":"tick/read","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"tick/read","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"9002","method":"tick/read","params":{}}"#,
+            r#"[1,2,3]"#,
+        ];
+        let mark = d.mark();
+        for l in LINES {
+            d.send_raw(l).await;
+        }
+        let ex = d.roundtrip(READ, json!({}), REQUEST_TIMEOUT).await;
+        d.settle(SETTLE).await;
+        let sent: Vec<String> = LINES.iter().map(|s| s.to_string()).collect();
+        let replies: Vec<String> = d.lines[mark..]
+            .iter()
+            .filter(|l| match &l.parsed {
+                Parsed::Message(Incoming::Response { id, .. }) => *id != ex.id as i64,
+                Parsed::Bad(Violation::NoIdNorMethod { .. }) => true,
+                _ => false,
+            })
+            .map(|l| l.excerpt())
+            .collect();
+        if replies.is_empty() {
+            self.tally.pass(
+                rules::FRAMING_GARBAGE_IGNORED,
+                format!("{} lines, no reply", LINES.len()),
+            );
+        } else {
+            self.tally.fail(
+                rules::FRAMING_GARBAGE_IGNORED,
+                format!(
+                    "{} replies to lines that are unparseable or have no usable id",
+                    replies.len()
+                ),
+                sent.clone(),
+                replies,
+            );
+        }
+        if ex.answer.is_some() {
+            self.tally.pass(rules::FRAMING_SURVIVES_GARBAGE, "");
+        } else {
+            self.tally.fail(
+                rules::FRAMING_SURVIVES_GARBAGE,
+                format!(
+                    "tick/read after the garbage lines got no response{}",
+                    suffix(&d.ending())
+                ),
+                sent,
+                vec![ex.received()],
+            );
+        }
+    }
+
+    // ----- sessions 2 to 4 -----
+
+    async fn concurrent_session(&mut self, d: &mut Driver) {
+        let catalog = match self.init(d, false).await {
+            Ok(c) => c,
+            Err(why) => {
+                self.tally
+                    .fail(rules::CALL_CONCURRENT, why.clone(), vec![], vec![]);
+                return;
+            }
+        };
+        let queries: Vec<(String, Value)> = self
+            .callable(&catalog, false)
+            .into_iter()
+            .filter_map(|(t, a)| Some((t.name.clone(), a?)))
+            .collect();
+        let mut batch = Vec::new();
+        let mut has_call = false;
+        for i in 0..MAX_IN_FLIGHT {
+            let (method, params) = match i % 4 {
+                0 => (DESCRIBE, json!({})),
+                1 => (READ, json!({})),
+                2 if !queries.is_empty() => {
+                    has_call = true;
+                    let (tool, args) = &queries[i / 4 % queries.len()];
+                    (
+                        CALL,
+                        json!({"tool": tool, "args": args, "revision": catalog.revision}),
+                    )
+                }
+                _ => (
+                    CALL,
+                    json!({"tool": "tickbox_check_no_such_tool", "args": {}, "revision": catalog.revision}),
+                ),
+            };
+            let (id, line) = d.prepare(method, &params);
+            batch.push((id, method, line));
+        }
+        let ids: Vec<u64> = batch.iter().map(|b| b.0).collect();
+        let mark = d.mark();
+        d.send_batch(&batch).await;
+        let limit = if has_call {
+            self.opts.call_timeout
+        } else {
+            REQUEST_TIMEOUT
+        };
+        let started = d.now();
+        d.wait_until(limit, |d| ids.iter().all(|id| d.response(*id).is_some()))
+            .await;
+        let sent: Vec<String> = d
+            .sent
+            .iter()
+            .rev()
+            .take(ids.len())
+            .rev()
+            .map(|s| s.line.clone())
+            .collect();
+        let missing: Vec<u64> = ids
+            .iter()
+            .copied()
+            .filter(|id| d.response(*id).is_none())
+            .collect();
+        if missing.is_empty() {
+            let took = d
+                .lines
+                .iter()
+                .filter_map(|l| {
+                    l.response_id()
+                        .filter(|id| ids.contains(&(*id as u64)))
+                        .map(|_| l.at)
+                })
+                .max()
+                .unwrap_or(started);
+            self.tally.pass(
+                rules::CALL_CONCURRENT,
+                format!(
+                    "{} requests answered in {} ms",
+                    ids.len(),
+                    ms(took.saturating_sub(started))
+                ),
+            );
+        } else {
+            let received = d.lines[mark..].iter().map(|l| l.excerpt()).collect();
+            self.tally.fail(
+                rules::CALL_CONCURRENT,
+                format!(
+                    "{} of {} concurrent requests were not answered (ids {missing:?}){}",
+                    missing.len(),
+                    ids.len(),
+                    suffix(&d.ending())
+                ),
+                sent.clone(),
+                received,
+            );
+        }
+        d.settle(SETTLE).await;
+        let broken: Vec<String> = d.lines[mark..]
+            .iter()
+            .filter(|l| matches!(l.parsed, Parsed::Bad(_)))
+            .map(|l| l.excerpt())
+            .collect();
+        if broken.is_empty() {
+            self.tally.pass(
+                rules::FRAMING_NO_INTERLEAVE,
+                format!("{} concurrent requests, every line complete", ids.len()),
+            );
+        } else {
+            self.tally.fail(
+                rules::FRAMING_NO_INTERLEAVE,
+                format!(
+                    "{} lines written under {} concurrent requests are not complete messages",
+                    broken.len(),
+                    ids.len()
+                ),
+                sent,
+                broken,
+            );
+        }
+    }
+
+    async fn eof_session(&mut self, d: &mut Driver) {
+        let catalog = match self.init(d, false).await {
+            Ok(c) => c,
+            Err(why) => {
+                self.tally
+                    .fail(rules::LIFECYCLE_STDIN_EOF, why, vec![], vec![]);
+                return;
+            }
+        };
+        let mut batch = Vec::new();
+        let (id, line) = d.prepare(READ, &json!({}));
+        batch.push((id, READ, line));
+        let mut limit = REQUEST_TIMEOUT;
+        if let Some((tool, Some(args))) = self.callable(&catalog, false).into_iter().next() {
+            let (id, line) = d.prepare(
+                CALL,
+                &json!({"tool": tool.name, "args": args, "revision": catalog.revision}),
+            );
+            batch.push((id, CALL, line));
+            limit = self.opts.call_timeout;
+        }
+        let ids: Vec<u64> = batch.iter().map(|b| b.0).collect();
+        d.send_batch(&batch).await;
+        d.close_stdin();
+        let closed = d.now();
+        d.wait_until(limit, |d| ids.iter().all(|id| d.response(*id).is_some()))
+            .await;
+        let exit = d.wait_exit(EXIT_GRACE).await;
+        let sent: Vec<String> = d
+            .sent
+            .iter()
+            .rev()
+            .take(ids.len())
+            .rev()
+            .map(|s| s.line.clone())
+            .chain(["(stdin closed)".to_string()])
+            .collect();
+        let missing: Vec<u64> = ids
+            .iter()
+            .copied()
+            .filter(|id| d.response(*id).is_none())
+            .collect();
+        match exit {
+            None => self.tally.fail(
+                rules::LIFECYCLE_STDIN_EOF,
+                format!(
+                    "the Tick was still running {}s after stdin EOF{}",
+                    EXIT_GRACE.as_secs(),
+                    if missing.is_empty() {
+                        " and its in-flight requests were answered".to_string()
+                    } else {
+                        String::new()
+                    }
+                ),
+                sent,
+                vec!["(no exit)".into()],
+            ),
+            Some(how) if !missing.is_empty() => self.tally.fail(
+                rules::LIFECYCLE_STDIN_EOF,
+                format!("the Tick exited ({how}) without answering in-flight requests {missing:?}"),
+                sent,
+                vec![format!("(exited: {how})")],
+            ),
+            Some(how) => {
+                let after = d.now().saturating_sub(closed);
+                self.measurements.exit_after_eof_ms = Some(ms(after));
+                self.tally.pass(
+                    rules::LIFECYCLE_STDIN_EOF,
+                    format!(
+                        "answered {} in-flight requests, exited ({how}) {} ms after EOF",
+                        ids.len(),
+                        ms(after)
+                    ),
+                );
+            }
+        }
+    }
+
+    async fn sigterm_session(&mut self, d: &mut Driver) {
+        if let Err(why) = self.init(d, false).await {
+            self.tally
+                .fail(rules::LIFECYCLE_SIGTERM, why, vec![], vec![]);
+            return;
+        }
+        let sent_at = d.now();
+        if !d.process().sigterm() {
+            self.tally.na(
+                rules::LIFECYCLE_SIGTERM,
+                "this backend has no process signals",
+            );
+            return;
+        }
+        match d.wait_exit(EXIT_GRACE).await {
+            Some(how) => {
+                let after = d.now().saturating_sub(sent_at);
+                self.measurements.exit_after_sigterm_ms = Some(ms(after));
+                self.tally.pass(
+                    rules::LIFECYCLE_SIGTERM,
+                    format!("exited ({how}) {} ms after SIGTERM", ms(after)),
+                );
+            }
+            None => self.tally.fail(
+                rules::LIFECYCLE_SIGTERM,
+                format!(
+                    "the Tick was still running {}s after SIGTERM to its process group",
+                    EXIT_GRACE.as_secs()
+                ),
+                vec!["(SIGTERM to the process group)".into()],
+                vec!["(no exit)".into()],
+            ),
+        }
+    }
+
+    // ----- whole-transcript rules -----
+
+    /// The rules that hold of every line of a session.
+    fn analyze(&mut self, d: &Driver, missing_is_failure: bool) {
+        let t = &mut self.tally;
+        let mut bad = [0usize; 5];
+        for l in &d.lines {
+            match &l.parsed {
+                Parsed::Bad(Violation::InvalidJson { detail, .. }) => {
+                    bad[0] += 1;
+                    t.fail(
+                        rules::FRAMING_PROTOCOL_ONLY,
+                        format!("a line on stdout is not JSON ({detail})"),
+                        vec![],
+                        vec![l.excerpt()],
+                    );
+                }
+                Parsed::Bad(Violation::WrongJsonrpc { found }) => {
+                    bad[1] += 1;
+                    t.fail(
+                        rules::FRAMING_JSONRPC,
+                        format!("jsonrpc must be \"2.0\", got {found}"),
+                        vec![],
+                        vec![l.excerpt()],
+                    );
+                }
+                Parsed::Bad(Violation::NoIdNorMethod { id }) if id == "null" => {
+                    bad[2] += 1;
+                    t.fail(
+                        rules::FRAMING_NO_NULL_ID,
+                        "a response has id: null",
+                        d.sent_raw.clone(),
+                        vec![l.excerpt()],
+                    );
+                }
+                Parsed::Bad(Violation::NoIdNorMethod { id }) => {
+                    bad[1] += 1;
+                    t.fail(
+                        rules::FRAMING_JSONRPC,
+                        format!("a message has neither an integer id nor a method (id {id})"),
+                        vec![],
+                        vec![l.excerpt()],
+                    );
+                }
+                Parsed::Bad(other) => {
+                    bad[1] += 1;
+                    t.fail(
+                        rules::FRAMING_JSONRPC,
+                        other.to_string(),
+                        vec![],
+                        vec![l.excerpt()],
+                    );
+                }
+                Parsed::Message(Incoming::Request(m)) => {
+                    bad[3] += 1;
+                    t.fail(
+                        rules::FRAMING_NO_REQUESTS,
+                        format!("the Tick sent a {m} request"),
+                        vec![],
+                        vec![l.excerpt()],
+                    );
+                }
+                Parsed::Message(Incoming::OtherNotification(m)) => {
+                    bad[4] += 1;
+                    t.fail(
+                        rules::FRAMING_NOTIFICATIONS,
+                        format!("the Tick sent a {m} notification"),
+                        vec![],
+                        vec![l.excerpt()],
+                    );
+                }
+                Parsed::Message(Incoming::Response {
+                    body: ResponseBody::Malformed(why),
+                    ..
+                }) => {
+                    t.fail(
+                        rules::FRAMING_RESPONSE_SHAPE,
+                        why.clone(),
+                        vec![],
+                        vec![l.excerpt()],
+                    );
+                }
+                Parsed::Message(_) => {}
+            }
+        }
+        let lines = d.lines.len();
+        for (i, rule) in [
+            rules::FRAMING_PROTOCOL_ONLY,
+            rules::FRAMING_JSONRPC,
+            rules::FRAMING_NO_NULL_ID,
+            rules::FRAMING_NO_REQUESTS,
+            rules::FRAMING_NOTIFICATIONS,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if bad[i] == 0 && lines > 0 {
+                t.pass(rule, "");
+            }
+        }
+        if d.lines.iter().any(|l| l.response_id().is_some()) {
+            t.pass(rules::FRAMING_RESPONSE_SHAPE, "");
+        }
+        match &d.end {
+            Some(OutputEnd::Unterminated(rest)) => t.fail(
+                rules::FRAMING_NEWLINE,
+                format!("output ended with {} bytes and no newline", rest.len()),
+                vec![],
+                vec![crate::protocol::message::excerpt(rest, 240)],
+            ),
+            Some(OutputEnd::TooLong) => t.fail(
+                rules::FRAMING_LINE_LIMIT,
+                format!(
+                    "a line exceeds {} bytes",
+                    crate::protocol::limits::MAX_LINE_BYTES
+                ),
+                vec![],
+                vec![],
+            ),
+            Some(OutputEnd::Clean) => {
+                t.pass(rules::FRAMING_NEWLINE, "");
+                t.pass(rules::FRAMING_LINE_LIMIT, "");
+            }
+            Some(OutputEnd::Io(_)) | None => t.pass(rules::FRAMING_LINE_LIMIT, ""),
+        }
+
+        // Exactly one response per request, with its id.
+        let mut counts: HashMap<i64, usize> = HashMap::new();
+        for l in &d.lines {
+            if let Some(id) = l.response_id() {
+                *counts.entry(id).or_default() += 1;
+            }
+        }
+        let mut ok = true;
+        for s in &d.sent {
+            match counts.remove(&(s.id as i64)).unwrap_or(0) {
+                1 => {}
+                0 if !missing_is_failure => {}
+                0 => {
+                    ok = false;
+                    t.fail(
+                        rules::FRAMING_ONE_RESPONSE,
+                        format!(
+                            "request {} ({}) was never answered{}",
+                            s.id,
+                            s.method,
+                            suffix(&d.ending())
+                        ),
+                        vec![s.line.clone()],
+                        vec!["(no response)".into()],
+                    );
+                }
+                n => {
+                    ok = false;
+                    let got = d
+                        .lines
+                        .iter()
+                        .filter(|l| l.response_id() == Some(s.id as i64))
+                        .map(|l| l.excerpt())
+                        .collect();
+                    t.fail(
+                        rules::FRAMING_ONE_RESPONSE,
+                        format!("request {} ({}) was answered {n} times", s.id, s.method),
+                        vec![s.line.clone()],
+                        got,
+                    );
+                }
+            }
+        }
+        for (id, _) in counts {
+            ok = false;
+            let got = d
+                .lines
+                .iter()
+                .filter(|l| l.response_id() == Some(id))
+                .map(|l| l.excerpt())
+                .collect();
+            t.fail(
+                rules::FRAMING_ONE_RESPONSE,
+                format!("a response carries id {id}, which no request had"),
+                d.sent_raw.clone(),
+                got,
+            );
+        }
+        if ok && !d.sent.is_empty() {
+            t.pass(rules::FRAMING_ONE_RESPONSE, "");
+        }
+
+        // Updates: §8.2, and the read floor of §6.3, in arrival order.
+        let mut last_update: Option<u64> = None;
+        for l in &d.lines {
+            let Some(params) = l.update() else { continue };
+            self.any_update = true;
+            let t = &mut self.tally;
+            let state = match parse_state(params) {
+                Ok(s) => s,
+                Err(why) => {
+                    t.fail(
+                        rules::STATE_UPDATE_VALID,
+                        format!("tick/update params: {why}"),
+                        vec![],
+                        vec![l.excerpt()],
+                    );
+                    continue;
+                }
+            };
+            if state.data.is_null() {
+                t.fail(
+                    rules::STATE_UPDATE_VALID,
+                    "tick/update data is null",
+                    vec![],
+                    vec![l.excerpt()],
+                );
+            } else {
+                t.pass(rules::STATE_UPDATE_VALID, "");
+                self.state_sizes.push(encoded_len(&state.data));
+            }
+            let size = encoded_len(params);
+            if size > MAX_UPDATE_BYTES {
+                t.fail(rules::STATE_UPDATE_SIZE, format!("a tick/update is {size} bytes encoded, over the {MAX_UPDATE_BYTES}-byte limit"), vec![], vec![l.excerpt()]);
+            } else {
+                t.pass(rules::STATE_UPDATE_SIZE, "");
+            }
+            match last_update {
+                Some(prev) if state.seq <= prev => t.fail(
+                    rules::STATE_UPDATE_SEQ,
+                    format!(
+                        "tick/update seq {} is not greater than the previous {prev}",
+                        state.seq
+                    ),
+                    vec![],
+                    vec![l.excerpt()],
+                ),
+                _ => t.pass(rules::STATE_UPDATE_SEQ, ""),
+            }
+            last_update = Some(last_update.map_or(state.seq, |p| p.max(state.seq)));
+        }
+        let t = &mut self.tally;
+        // Read floor: for each read, the greater of the previous read's seq
+        // and the last update's, both as received before the read was sent.
+        for s in d.sent.iter().filter(|s| s.method == READ) {
+            let Some(resp) = d.response(s.id) else {
+                continue;
+            };
+            let Some(seq) = read_seq(resp) else { continue };
+            let mut floor: Option<(u64, String)> = None;
+            let mut raise = |v: u64, why: String| {
+                if floor.as_ref().is_none_or(|(f, _)| v > *f) {
+                    floor = Some((v, why));
+                }
+            };
+            for l in d.lines.iter().filter(|l| l.at < s.at) {
+                if let Some(u) = l
+                    .update()
+                    .and_then(|p| p.get("seq"))
+                    .and_then(Value::as_u64)
+                {
+                    raise(u, format!("tick/update seq {u}"));
+                }
+            }
+            for prev in d.sent.iter().filter(|p| p.method == READ && p.id != s.id) {
+                if let Some(r) = d.response(prev.id).filter(|r| r.at < s.at) {
+                    if let Some(v) = read_seq(r) {
+                        raise(v, format!("the previous read's seq {v}"));
+                    }
+                }
+            }
+            match floor {
+                Some((f, why)) if seq < f => t.fail(
+                    rules::STATE_READ_FLOOR,
+                    format!(
+                        "tick/read returned seq {seq}, below {why} received before it was sent"
+                    ),
+                    vec![s.line.clone()],
+                    vec![resp.excerpt()],
+                ),
+                Some(_) => t.pass(rules::STATE_READ_FLOOR, ""),
+                None => {}
+            }
+        }
+    }
+
+    fn finish_state_rules(&mut self) {
+        if !self.any_update {
+            let why = if self.opts.allow_mutations {
+                "the Tick sent no tick/update"
+            } else {
+                "the Tick sent no tick/update (mutating tools are called only with --allow-mutations)"
+            };
+            for r in [
+                rules::STATE_UPDATE_SEQ,
+                rules::STATE_UPDATE_VALID,
+                rules::STATE_UPDATE_SIZE,
+            ] {
+                self.tally.na(r, why);
+            }
+        }
+        self.tally.na(
+            rules::STATE_READ_FLOOR,
+            "no tick/read followed another read or an update",
+        );
+        if self.state_sizes.is_empty() {
+            self.tally
+                .na(rules::STATE_TYPICAL_SIZE, "no non-null state was seen");
+        } else {
+            let mut sizes = self.state_sizes.clone();
+            sizes.sort_unstable();
+            let median = sizes[sizes.len() / 2];
+            let largest = sizes[sizes.len() - 1];
+            self.measurements.state_bytes_median = Some(median);
+            self.measurements.state_bytes_max = Some(largest);
+            let note = format!("state data is {median} bytes typically, {largest} at most");
+            if median > DELIVERY_ITEM_BUDGET_BYTES {
+                self.tally.fail(rules::STATE_TYPICAL_SIZE, format!("{note}, over the {DELIVERY_ITEM_BUDGET_BYTES}-byte guidance; expose large content through query tools"), vec![], vec![]);
+            } else {
+                self.tally.pass(rules::STATE_TYPICAL_SIZE, note);
+            }
+        }
+        // Latency: reported, and advisory against "a few milliseconds".
+        for (rule, list) in [
+            (
+                rules::DESCRIBE_PROMPT,
+                self.measurements.describe_ms.clone(),
+            ),
+            (rules::READ_PROMPT, self.measurements.read_ms.clone()),
+        ] {
+            if list.is_empty() {
+                self.tally.na(rule, "no answer to measure");
+                continue;
+            }
+            let mut sorted = list.clone();
+            sorted.sort_by(f64::total_cmp);
+            let median = sorted[sorted.len() / 2];
+            let max = sorted[sorted.len() - 1];
+            let note = format!(
+                "median {median} ms, max {max} ms over {} requests",
+                sorted.len()
+            );
+            if median > ms(PROMPT_ADVISORY) {
+                self.tally.fail(
+                    rule,
+                    format!("{note}; a few milliseconds is expected"),
+                    vec![],
+                    vec![],
+                );
+            } else {
+                self.tally.pass(rule, note);
+            }
+        }
+        if self.catalogs.len() == 1
+            && !self
+                .tally
+                .passes
+                .contains_key(rules::DESCRIBE_REVISION_STABLE.id)
+        {
+            self.tally.na(
+                rules::DESCRIBE_REVISION_STABLE,
+                "only one describe was answered",
+            );
+        }
+    }
+}
+
+fn read_seq(l: &super::driver::Line) -> Option<u64> {
+    match &l.parsed {
+        Parsed::Message(Incoming::Response {
+            body: ResponseBody::Result(v),
+            ..
+        }) => v
+            .get("seq")
+            .and_then(Value::as_u64)
+            .filter(|s| *s <= MAX_UINTEGER),
+        _ => None,
+    }
+}
+
+fn suffix(s: &str) -> String {
+    if s.is_empty() {
+        String::new()
+    } else {
+        format!(" ({s})")
+    }
+}
+
+/// §5.4: lowercase, dot-separated, at least two nonempty components.
+pub fn kind_is_conventional(kind: &str) -> bool {
+    let parts: Vec<&str> = kind.split('.').collect();
+    parts.len() >= 2
+        && parts.iter().all(|p| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_naming() {
+        assert!(kind_is_conventional("example.counter"));
+        assert!(kind_is_conventional("acme.order-book"));
+        assert!(!kind_is_conventional("Counter"));
+        assert!(!kind_is_conventional("counter"));
+        assert!(!kind_is_conventional("Acme.Counter"));
+        assert!(!kind_is_conventional("acme..counter"));
+    }
+}
