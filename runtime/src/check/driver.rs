@@ -14,7 +14,7 @@
 //! [`Driver::finish`] gives up waiting for EOF after [`DRAIN_TIMEOUT`].
 
 use crate::protocol::limits::MAX_LINE_BYTES;
-use crate::protocol::message::{encode_request, excerpt, method, parse_line};
+use crate::protocol::message::{encode_request, method, parse_line};
 use crate::protocol::{Incoming, ResponseBody, Violation};
 use crate::session::{TickIo, TickProcess};
 use crate::view::View;
@@ -28,6 +28,8 @@ use tokio::sync::mpsc;
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long [`Driver::finish`] waits for the end of the Tick's output.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+/// Bytes of each received line kept in the transcript (after parsing).
+pub const RAW_KEPT: usize = 4 * EXCERPT_CHARS;
 /// Characters of a line kept in report excerpts.
 pub const EXCERPT_CHARS: usize = 240;
 
@@ -36,7 +38,7 @@ pub const EXCERPT_CHARS: usize = 240;
 pub struct Line {
     /// When it arrived, from the start of the session.
     pub at: Duration,
-    /// Its bytes without the newline (at most [`MAX_LINE_BYTES`]).
+    /// Its first [`RAW_KEPT`] bytes, without the newline.
     pub raw: Vec<u8>,
     /// What it is.
     pub parsed: Parsed,
@@ -45,7 +47,7 @@ pub struct Line {
 impl Line {
     /// A one-line excerpt for reports.
     pub fn excerpt(&self) -> String {
-        excerpt(&self.raw, EXCERPT_CHARS)
+        excerpt(&self.raw)
     }
 
     /// The response id, if this is a response.
@@ -72,6 +74,26 @@ pub enum Parsed {
     Message(Incoming),
     /// A line that breaks a framing rule.
     Bad(Violation),
+}
+
+/// A one-line, bounded excerpt of what a Tick wrote, for reports: invalid
+/// UTF-8 replaced, control characters escaped (so a Tick cannot forge report
+/// lines or drive a terminal), quotes left alone so JSON stays readable.
+pub fn excerpt(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == EXCERPT_CHARS {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A request the driver wrote.
@@ -239,11 +261,14 @@ impl Driver {
 
     fn absorb(&mut self, chunk: Chunk) {
         match chunk {
-            Chunk::Line(at, raw) => {
+            Chunk::Line(at, mut raw) => {
                 let parsed = match parse_line(&raw) {
                     Ok(m) => Parsed::Message(m),
                     Err(v) => Parsed::Bad(v),
                 };
+                // Only excerpts of the bytes are ever shown; a Tick writing
+                // megabyte lines must not make the transcript hold them all.
+                raw.truncate(RAW_KEPT);
                 self.lines.push(Line { at, raw, parsed });
             }
             Chunk::End(end) => self.end = Some(end),
@@ -354,9 +379,10 @@ impl Driver {
     /// of its output.
     pub async fn finish(&mut self) {
         self.close_stdin();
-        if self.exit.is_none() {
-            self.process.terminate(false).await;
-        }
+        // Graceful: stdin is closed, so a Tick that exits on EOF leaves by
+        // itself (and writes its last words, which the framing rules judge);
+        // the rest get SIGTERM, then SIGKILL. The whole group goes either way.
+        self.process.terminate(self.exit.is_none()).await;
         self.wait_until(DRAIN_TIMEOUT, |d| d.end.is_some()).await;
         if self.exit.is_none() {
             self.exit = tokio::time::timeout(Duration::from_secs(1), self.process.exited())

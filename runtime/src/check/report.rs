@@ -62,9 +62,11 @@ pub struct Verdict {
 pub struct Measurements {
     /// Fresh Tick sessions started.
     pub sessions: u32,
-    /// Latency of every answered tick/describe, in ms.
+    /// Latency of the first tick/describe, which includes the Tick's startup, in ms.
+    pub startup_describe_ms: Option<f64>,
+    /// Latency of every answered tick/describe after the first, in ms.
     pub describe_ms: Vec<f64>,
-    /// Latency of every answered tick/read, in ms.
+    /// Latency of every answered tick/read after initialization, in ms.
     pub read_ms: Vec<f64>,
     /// Encoded size of the descriptor.
     pub descriptor_bytes: Option<usize>,

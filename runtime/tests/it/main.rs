@@ -2,11 +2,13 @@
 //! driven through the wire.
 //!
 //! - `util` — the harness: running `tickbox`, locating test Ticks, temp dirs;
+//! - `check` — `tickbox check` against conforming and deliberately broken Ticks;
 //! - `cli` — the one-shot commands and their exit codes, one test per host rule;
 //! - `engine` — the session engine through the library API (per-request
 //!   faults that leave the session running, concurrency, events);
 //! - `native` — the native backend: PTY, environment, signals, cleanup.
 
+mod check;
 mod cli;
 mod engine;
 mod native;
