@@ -136,6 +136,8 @@ rules! {
         "a call whose args break the input schema gets -32602 and has no effect";
     CALL_UNKNOWN_METHOD = "call.unknown_method", "3.4", Must,
         "a request with an unknown method gets -32601";
+    CALL_NOT_EXECUTED_NO_EFFECT = "call.not_executed_no_effect", "3.4", Must,
+        "a tool call answered with a \"not executed\" error code had no effect";
     CALL_CONCURRENT = "call.concurrent", "3.3", Must,
         "8 requests in flight at once are all answered";
 

@@ -748,7 +748,7 @@ impl<'a> Suite<'a> {
 
         self.query_tools(d, &catalog, &spontaneous).await;
         if self.opts.allow_mutations {
-            self.mutating_tools(d, &catalog).await;
+            self.mutating_tools(d, &catalog, &spontaneous).await;
         }
         self.garbage(d).await;
         Ok(())
@@ -1009,6 +1009,7 @@ impl<'a> Suite<'a> {
             d.settle(SETTLE).await;
             let (_, after) = self.read(d).await;
             let what = format!("calling `{}` (mutates: false)", tool.name);
+            self.judge_refusal(d, &ex, mark, &before, &after, spontaneous);
             self.judge_no_effect(
                 rules::TOOLS_MUTATES_HONEST,
                 d,
@@ -1035,7 +1036,38 @@ impl<'a> Suite<'a> {
         }
     }
 
-    async fn mutating_tools(&mut self, d: &mut Driver, catalog: &Descriptor) {
+    /// §3.4: when an ordinary call is refused with a "not executed" code,
+    /// nothing may have happened.
+    fn judge_refusal(
+        &mut self,
+        d: &Driver,
+        ex: &Exchange,
+        mark: usize,
+        before: &Option<Read>,
+        after: &Option<Read>,
+        spontaneous: &Option<String>,
+    ) {
+        if let Some(code) = ex.error_code().filter(|c| !codes::executed(*c)) {
+            let what = format!("a call answered with error {code} (not executed)");
+            self.judge_no_effect(
+                rules::CALL_NOT_EXECUTED_NO_EFFECT,
+                d,
+                mark,
+                before,
+                after,
+                spontaneous,
+                vec![ex.sent.clone()],
+                &what,
+            );
+        }
+    }
+
+    async fn mutating_tools(
+        &mut self,
+        d: &mut Driver,
+        catalog: &Descriptor,
+        spontaneous: &Option<String>,
+    ) {
         for (tool, args) in self
             .callable(catalog, true)
             .into_iter()
@@ -1048,12 +1080,15 @@ impl<'a> Suite<'a> {
                 ));
                 continue;
             };
+            let (_, before) = self.read(d).await;
+            let mark = d.mark();
             let params = json!({"tool": tool.name, "args": args, "revision": catalog.revision});
             let ex = d.roundtrip(CALL, params, self.opts.call_timeout).await;
             d.settle(SETTLE).await;
             // A read right after the call: the read floor now includes the
             // call's updates (§6.3), which the transcript analysis checks.
-            self.read(d).await;
+            let (_, after) = self.read(d).await;
+            self.judge_refusal(d, &ex, mark, &before, &after, spontaneous);
             self.measurements.notes.push(format!(
                 "called mutating tool `{}`: {}",
                 tool.name,
@@ -1679,6 +1714,10 @@ impl<'a> Suite<'a> {
                 self.tally.na(r, why);
             }
         }
+        self.tally.na(
+            rules::CALL_NOT_EXECUTED_NO_EFFECT,
+            "no tool call outside the probes above was refused with a \"not executed\" code",
+        );
         self.tally.na(
             rules::STATE_READ_FLOOR,
             "no tick/read followed another read or an update",
