@@ -255,14 +255,14 @@ impl Report {
                         out,
                         "\n      <failure type=\"must\" message=\"{}\">{}</failure>\n    ",
                         xml(&v.detail),
-                        xml(&body)
+                        xml_text(&body)
                     );
                 }
                 (Status::Fail, Severity::Advisory) => {
                     let _ = write!(
                         out,
                         "\n      <system-out>{}</system-out>\n    ",
-                        xml(&format!("WARNING (advisory): {body}"))
+                        xml_text(&format!("WARNING (advisory): {body}"))
                     );
                 }
                 (Status::NotApplicable, _) => {
@@ -292,6 +292,12 @@ fn evidence_text(v: &Verdict) -> String {
         }
     }
     s
+}
+
+/// Escapes text for XML element content: like [`xml`], but newlines and tabs
+/// stay as they are (they only need escaping inside attribute values).
+pub fn xml_text(s: &str) -> String {
+    xml(s).replace("&#10;", "\n").replace("&#9;", "\t")
 }
 
 /// Escapes text for XML content and attribute values, dropping characters

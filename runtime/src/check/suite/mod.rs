@@ -249,11 +249,7 @@ impl<'a> Suite<'a> {
             }
             other => {
                 let why = match other {
-                    None => format!(
-                        "no response to tick/describe within {}s{}",
-                        REQUEST_TIMEOUT.as_secs(),
-                        suffix(&d.ending())
-                    ),
+                    None => no_answer(d, DESCRIBE).await,
                     Some(_) => {
                         format!("tick/describe was answered with {}", rpc_summary(&describe))
                     }
@@ -305,11 +301,10 @@ impl<'a> Suite<'a> {
         };
         let read = d.roundtrip(READ, json!({}), REQUEST_TIMEOUT).await;
         let Some(_) = self.read_state(&read, judge) else {
-            let why = format!(
-                "tick/read was answered with {}{}",
-                rpc_summary(&read),
-                suffix(&d.ending())
-            );
+            let why = match read.answer {
+                None => no_answer(d, READ).await,
+                Some(_) => format!("tick/read was answered with {}", rpc_summary(&read)),
+            };
             if judge {
                 self.tally.fail(
                     rules::INIT_TIMELY,
@@ -1177,6 +1172,24 @@ impl<'a> Suite<'a> {
                 vec!["(no exit)".into()],
             ),
         }
+    }
+}
+
+/// Why a request got no answer: the Tick ended (and how), or it was silent.
+async fn no_answer(d: &mut Driver, method: &str) -> String {
+    if d.end.is_some() {
+        // The output closed: the process is gone or going; say how it ended.
+        d.wait_exit(Duration::from_millis(500)).await;
+        format!(
+            "the Tick's output ended before it answered {method}{}",
+            suffix(&d.ending())
+        )
+    } else {
+        format!(
+            "no response to {method} within {}s{}",
+            REQUEST_TIMEOUT.as_secs(),
+            suffix(&d.ending())
+        )
     }
 }
 
