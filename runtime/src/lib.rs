@@ -12,6 +12,7 @@
 //!   sandboxed wasm guest;
 //! - [`view`] — the Tick's terminal as a screen model plus live output;
 //! - [`mcp`] — the MCP facade: hosted Ticks served to any MCP client.
+//! - [`check`] — `tickbox check`: examines a Tick against every Tick-side rule.
 //!
 //! Start reading at [`session::Session::start`].
 //!
@@ -31,6 +32,7 @@
 //! ```
 
 pub mod backend;
+pub mod check;
 pub mod framing;
 pub mod mcp;
 pub mod protocol;

@@ -1,6 +1,7 @@
 //! The `tickbox` command line: argument parsing, opening a Tick, and the
 //! one-shot commands.
 
+mod check;
 mod exit;
 mod mcp;
 mod open;
@@ -44,6 +45,9 @@ enum Command {
     /// Serve the Tick (or the Ticks of --config) to an MCP client over stdio
     #[command(after_help = mcp::HELP)]
     Mcp(mcp::McpArgs),
+    /// Check a Tick against every Tick-side rule of the protocol: tickbox check TICK [--format text|json|junit]
+    #[command(after_help = check::HELP)]
+    Check(check::CheckArgs),
 }
 
 #[derive(Args)]
@@ -183,6 +187,7 @@ async fn run(command: Command) -> Result<(), Exit> {
             emit(&v, args.opts.pretty)
         }
         Command::Mcp(args) => mcp::run(args).await,
+        Command::Check(args) => check::run(args).await,
     }
 }
 

@@ -2,6 +2,7 @@
 //! driven through the wire.
 //!
 //! - `util` — the harness: running `tickbox`, locating test Ticks, temp dirs;
+//! - `check` — `tickbox check` against conforming and deliberately broken Ticks;
 //! - `cli` — the one-shot commands and their exit codes, one test per host rule;
 //! - `engine` — the session engine through the library API (per-request
 //!   faults that leave the session running, concurrency, events);
@@ -9,6 +10,7 @@
 //! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge;
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's).
 
+mod check;
 mod cli;
 mod engine;
 mod mcp;
