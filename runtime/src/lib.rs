@@ -13,7 +13,9 @@
 //! - [`view`] — the Tick's terminal as a screen model plus live output;
 //! - [`delivery`] — subscriptions: latest state, merged counts, trimming (§6.4);
 //! - [`live`] — live instances: publishing Ticks on Unix sockets, and clients
-//!   (views, one-shot requests, watches) in other processes.
+//!   (views, one-shot requests, watches) in other processes;
+//! - [`mcp`] — the MCP facade: hosted Ticks served to any MCP client;
+//! - [`check`] — `tickbox check`: examines a Tick against every Tick-side rule.
 //!
 //! Start reading at [`session::Session::start`].
 //!
@@ -33,9 +35,11 @@
 //! ```
 
 pub mod backend;
+pub mod check;
 pub mod delivery;
 pub mod framing;
 pub mod live;
+pub mod mcp;
 pub mod protocol;
 pub mod session;
 pub mod view;

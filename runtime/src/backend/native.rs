@@ -314,6 +314,14 @@ impl NativeProcess {
 }
 
 impl TickProcess for NativeProcess {
+    fn sigterm(&mut self) -> bool {
+        if self.status.is_some() {
+            return false;
+        }
+        self.signal_group(libc::SIGTERM);
+        true
+    }
+
     fn exited(&mut self) -> BoxFuture<'_, String> {
         Box::pin(async move {
             if let Some(s) = self.status {

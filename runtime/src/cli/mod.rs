@@ -2,8 +2,10 @@
 //! one-shot commands.
 
 mod attach;
+mod check;
 mod exit;
 mod ls;
+mod mcp;
 mod open;
 mod remote;
 mod run;
@@ -47,6 +49,12 @@ enum Command {
     /// Print how the Tick runs: backend, what it was granted, what it asks for, its tools
     #[command(after_help = exit::HELP)]
     Info(TickArgs),
+    /// Serve the Tick (or the Ticks of --config) to an MCP client over stdio
+    #[command(after_help = mcp::HELP)]
+    Mcp(mcp::McpArgs),
+    /// Check a Tick against every Tick-side rule of the protocol: tickbox check TICK [--format text|json|junit]
+    #[command(after_help = check::HELP)]
+    Check(check::CheckArgs),
     /// Host a Tick with this terminal as its view, published as a live instance (Ctrl-] detaches)
     Run(run::RunArgs),
     /// Make this terminal a view of a live instance (Ctrl-] detaches)
@@ -207,6 +215,8 @@ async fn run(command: Command) -> Result<(), Exit> {
             t.close().await;
             emit(&v, args.opts.pretty)
         }
+        Command::Mcp(args) => mcp::run(args).await,
+        Command::Check(args) => check::run(args).await,
         Command::Ls(args) => ls::run(args).await,
         Command::Watch(args) => watch::run(args).await,
         Command::Run(_) | Command::Attach(_) | Command::Stop(_) => {

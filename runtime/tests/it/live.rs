@@ -570,3 +570,26 @@ async fn publishing_names_instances_and_unpublishing_removes_the_socket() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+#[test]
+fn the_ticks_of_tickbox_mcp_are_live_instances_too() {
+    let w = World::new("live-mcp");
+    let mut mcp = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
+        .args(["mcp", "--name", "mc", "--", "python3", &tick("counter.py")])
+        .env("XDG_RUNTIME_DIR", &w.xdg)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let info = w.wait_for("mc");
+    assert_eq!(info["pid"], mcp.id(), "{info}");
+    let out = w.tickbox(&["call", "@mc", "increment", r#"{"amount":2}"#, "--yes"]);
+    assert_eq!(out.json(), json!({"value": 2}), "{out:#?}");
+    assert_eq!(counter_value(&w, "mc")["seq"], 1);
+    // The MCP client going away ends the facade, and the instance with it.
+    drop(mcp.stdin.take());
+    assert!(eventually(WAIT, || mcp.try_wait().unwrap().is_some()));
+    assert!(w.ls().is_empty(), "{:?}", w.ls());
+}

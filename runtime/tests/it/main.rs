@@ -2,17 +2,21 @@
 //! driven through the wire.
 //!
 //! - `util` — the harness: running `tickbox`, locating test Ticks, temp dirs;
+//! - `check` — `tickbox check` against conforming and deliberately broken Ticks;
 //! - `cli` — the one-shot commands and their exit codes, one test per host rule;
 //! - `engine` — the session engine through the library API (per-request
 //!   faults that leave the session running, concurrency, events);
 //! - `native` — the native backend: PTY, environment, signals, cleanup;
 //! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge;
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
-//!   clients, `ls`, `watch`, and the socket's guards.
+//!   clients, `ls`, `watch`, and the socket's guards;
+//! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's).
 
+mod check;
 mod cli;
 mod engine;
 mod live;
+mod mcp;
 mod native;
 mod sandbox;
 mod util;
