@@ -24,7 +24,7 @@
 //! use tickbox_runtime::backend::native::{spawn, NativeSpec};
 //! use tickbox_runtime::check::{self, Options};
 //! let spec = NativeSpec::new(["python3", "counter.py"]);
-//! let launch = move || spawn(&spec).map_err(|e| e.to_string());
+//! let launch = move || std::future::ready(spawn(&spec).map_err(|e| e.to_string()));
 //! let report = check::run(&launch, "counter.py", &Options::default()).await?;
 //! println!("{}", report.to_text());
 //! assert!(report.passed());
