@@ -38,6 +38,17 @@ impl World {
         tickbox_env(args, &self.env())
     }
 
+    /// `tickbox SUBCOMMAND ARGS` in this world, stderr discarded, to spawn.
+    fn command(&self, subcommand: &str, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"));
+        cmd.arg(subcommand)
+            .args(args)
+            .env("XDG_RUNTIME_DIR", &self.xdg)
+            .env_remove("RUST_LOG")
+            .stderr(std::process::Stdio::null());
+        cmd
+    }
+
     /// `tickbox ls --json`, parsed.
     fn ls(&self) -> Vec<Value> {
         let out = self.tickbox(&["ls", "--json"]);
@@ -198,14 +209,10 @@ struct Watch {
 
 impl Watch {
     fn start(world: &World, args: &[&str]) -> Watch {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
-            .arg("watch")
-            .args(args)
-            .env("XDG_RUNTIME_DIR", &world.xdg)
-            .env_remove("RUST_LOG")
+        let mut child = world
+            .command("watch", args)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
         let out = child.stdout.take().unwrap();
@@ -574,13 +581,11 @@ async fn publishing_names_instances_and_unpublishing_removes_the_socket() {
 #[test]
 fn the_ticks_of_tickbox_mcp_are_live_instances_too() {
     let w = World::new("live-mcp");
-    let mut mcp = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
-        .args(["mcp", "--name", "mc", "--", "python3", &tick("counter.py")])
-        .env("XDG_RUNTIME_DIR", &w.xdg)
-        .env_remove("RUST_LOG")
+    let counter = tick("counter.py");
+    let mut mcp = w
+        .command("mcp", &["--name", "mc", "--", "python3", &counter])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let info = w.wait_for("mc");
