@@ -49,6 +49,13 @@ impl World {
         cmd
     }
 
+    /// The result of calling the query `tool` of the live instance `target`.
+    fn query(&self, target: &str, tool: &str) -> Value {
+        let out = self.tickbox(&["call", target, tool]);
+        assert_eq!(out.code, 0, "{out:#?}");
+        out.json()
+    }
+
     /// `tickbox ls --json`, parsed.
     fn ls(&self) -> Vec<Value> {
         let out = self.tickbox(&["ls", "--json"]);
@@ -374,11 +381,7 @@ fn resizing_a_view_reaches_a_native_tick_as_sigwinch() {
     let probe = tick("probe.py");
     let _host = w.pty(&["run", "--name", "p", "--", "python3", &probe], 100, 30);
     w.wait_for("p");
-    let winch = || {
-        let out = w.tickbox(&["call", "@p", "winch"]);
-        assert_eq!(out.code, 0, "{out:#?}");
-        out.json()
-    };
+    let winch = || w.query("@p", "winch");
     // The host's own view set the size when it attached.
     assert!(eventually(WAIT, || winch()["size"] == json!([100, 30])));
     let before = winch()["winches"].as_u64().unwrap();
@@ -406,11 +409,7 @@ fn a_wasm_tick_gets_view_keys_and_resizes_through_its_terminal_interface() {
     let _host = w.pty(&["run", "--name", "h", &guest], 100, 30);
     let info = w.wait_for("h");
     assert_eq!(info["backend"], "wasm", "{info}");
-    let term = || {
-        let out = w.tickbox(&["call", "@h", "term"]);
-        assert_eq!(out.code, 0, "{out:#?}");
-        out.json()
-    };
+    let term = || w.query("@h", "term");
     assert!(eventually(WAIT, || term()["cols"] == 100), "{}", term());
     let before = term()["generation"].as_u64().unwrap();
     let mut view = w.pty(&["attach", "h"], 80, 24);
