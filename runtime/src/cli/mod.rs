@@ -84,11 +84,13 @@ struct CallArgs {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
-    // These own the terminal and their signals, so they run apart from the
+    // These own the terminal or their signals (a view or a watch of a live
+    // instance ends without stopping its Tick), so they run apart from the
     // one-shot commands below; `run` forks before any thread exists.
     let command = match cli.command {
         Command::Run(args) => return run::main(args, cli.verbose),
         Command::Attach(args) => return attach::main(args),
+        Command::Watch(args) if args.is_live() => return attach::runtime_main(watch::run(args)),
         other => other,
     };
     let runtime = match new_runtime() {

@@ -19,6 +19,7 @@ use tickbox_runtime::delivery::{item_budget, Delivery, Subscription};
 use tickbox_runtime::live::wire::{Frame, Reply, Request};
 use tickbox_runtime::live::{client, Registry};
 use tickbox_runtime::session::EndReason;
+use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Args)]
 pub struct WatchArgs {
@@ -52,6 +53,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .filter(|n| n.is_finite() && *n >= 0.0 && *n < 86_400.0 * 365.0)
         .ok_or_else(|| format!("`{s}` is not a duration like 500ms, 2s or 1m"))?;
     Ok(Duration::from_secs_f64(secs))
+}
+
+impl WatchArgs {
+    /// Whether this watches a live instance (`@ID|@NAME`).
+    pub fn is_live(&self) -> bool {
+        matches!(self.opts.spec(self.tick.clone()), Ok(TickSpec::Live(_)))
+    }
 }
 
 /// Runs the watch.
@@ -92,8 +100,25 @@ async fn watch_live(target: &str, interval: Duration, pretty: bool) -> Result<()
     conn.start(Request::Watch { interval_ms })
         .await
         .map_err(exit_of)?;
+    let interrupted = |sig| {
+        Exit::new(
+            exit::INTERRUPTED,
+            format!("interrupted by {sig}; the Tick keeps running"),
+        )
+    };
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return Err(Exit::session("cannot handle signals"));
+    };
     loop {
-        match conn.next().await.map_err(exit_of)? {
+        let next = tokio::select! {
+            next = conn.next() => next.map_err(exit_of)?,
+            _ = int.recv() => return Err(interrupted("SIGINT")),
+            _ = term.recv() => return Err(interrupted("SIGTERM")),
+        };
+        match next {
             Some(Frame::Json(v)) => match serde_json::from_value::<Reply>(v) {
                 Ok(Reply::Delivery(d)) => emit(&d, pretty)?,
                 Ok(Reply::Ended { reason }) => {

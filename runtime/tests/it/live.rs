@@ -400,6 +400,31 @@ fn resizing_a_view_reaches_a_native_tick_as_sigwinch() {
     );
     let screen = w.tickbox(&["screen", "@p"]);
     assert!(screen.stdout.contains("probe ready"), "{screen:#?}");
+
+    // Interrupting a watch of a live instance leaves the instance alone.
+    let mut watch = w
+        .command("watch", &["@p"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    use std::io::BufRead;
+    std::io::BufReader::new(watch.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&first).unwrap()["data"],
+        json!({"ok": true})
+    );
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(watch.id() as i32, libc::SIGINT) }, 0);
+    let out = watch.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("the Tick keeps running"), "{stderr}");
+    assert_eq!(w.wait_for("p")["name"], "p");
 }
 
 #[test]
