@@ -120,20 +120,12 @@ impl Delivery {
             data: Value::Null,
         };
         let envelope = d.encoded_len();
-        let mut data_budget = budget.saturating_sub(envelope);
-        // The list of cuts grows the envelope; shrink the data budget by the
-        // overshoot and trim again. Each round cuts more, so a few suffice;
-        // the last resort (null data, one short note) always fits a sane budget.
-        for _ in 0..8 {
-            let (data, cuts) = trim(&state.data, &descriptor.series, data_budget);
-            d.data = data;
-            d.trimmed = cuts;
-            let size = d.encoded_len();
-            if size <= budget {
-                break;
-            }
-            data_budget = data_budget.saturating_sub(size - budget);
-        }
+        let (data, trimmed) = fit(&state.data, &descriptor.series, budget, |data, cuts| {
+            // The envelope was measured with `"data":null` and `"trimmed":[]`.
+            envelope - "null".len() - "[]".len() + encoded_len(data) + cuts_len(cuts)
+        });
+        d.data = data;
+        d.trimmed = trimmed;
         d
     }
 
@@ -141,6 +133,39 @@ impl Delivery {
     pub fn encoded_len(&self) -> usize {
         serde_json::to_value(self).map_or(0, |v| encoded_len(&v))
     }
+}
+
+/// Trims `data` so that the item carrying it fits `budget` bytes, where
+/// `size(data, cuts)` is the encoded size of the whole item holding that
+/// data and that list of cuts (the list grows the item too). Used for a
+/// [`Delivery`], and for any other envelope around state data (the MCP
+/// facade's state resource).
+pub fn fit(
+    data: &Value,
+    series: &[Series],
+    budget: usize,
+    mut size: impl FnMut(&Value, &[Trimmed]) -> usize,
+) -> (Value, Vec<Trimmed>) {
+    let envelope = size(&Value::Null, &[]).saturating_sub("null".len());
+    let mut data_budget = budget.saturating_sub(envelope);
+    // Each round trims deeper by the overshoot the cut list caused, so a few
+    // rounds suffice; the last resort (null data, one short note) fits any
+    // sane budget.
+    let mut fitted = trim(data, series, data_budget);
+    for _ in 0..8 {
+        let total = size(&fitted.0, &fitted.1);
+        if total <= budget {
+            break;
+        }
+        data_budget = data_budget.saturating_sub(total - budget);
+        fitted = trim(data, series, data_budget);
+    }
+    fitted
+}
+
+/// Encoded size of a list of cuts, as `"trimmed"` carries it (`[]` when empty).
+fn cuts_len(cuts: &[Trimmed]) -> usize {
+    serde_json::to_value(cuts).map_or(2, |v| encoded_len(&v))
 }
 
 /// A shortenable value found in the data.
@@ -525,6 +550,23 @@ mod tests {
         assert_eq!(item_budget(1), 16 * 1024);
         assert_eq!(item_budget(3), 4 * 1024);
         assert_eq!(item_budget(8), 2 * 1024);
+    }
+
+    #[test]
+    fn fit_counts_any_envelope_and_the_cut_list() {
+        let data = json!({"log": (0..3000).map(|i| format!("line {i}")).collect::<Vec<_>>()});
+        let mut item = json!({"tick": "t", "seq": 1, "data": null, "trimmed": []});
+        let (kept, cuts) = fit(&data, &[], 4096, |d, c| {
+            item["data"] = d.clone();
+            item["trimmed"] = serde_json::to_value(c).unwrap();
+            encoded_len(&item)
+        });
+        item["data"] = kept;
+        item["trimmed"] = serde_json::to_value(&cuts).unwrap();
+        let len = encoded_len(&item);
+        assert!((3000..=4096).contains(&len), "{len}");
+        assert_eq!(item["data"]["log"][0], "line 0");
+        assert_eq!(cuts[0].path, "/log");
     }
 
     #[test]

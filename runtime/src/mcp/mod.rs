@@ -18,7 +18,7 @@
 //! | result over 512 KiB | `isError`, `kind: "response_too_large"` with observed and limit bytes |
 //! | new `revision` | `notifications/tools/list_changed`; calls refused (`catalog_changed`) until the next `tools/list` |
 //! | `tick/read`, `tick/update` | resource `tick://NAME/state`, subscribable; tool `tick_state` |
-//! | latest-only delivery | `notifications/resources/updated` at most once per [`delivery::DELIVERY_INTERVAL`]; `merged_updates` on read |
+//! | latest-only delivery | `notifications/resources/updated` at most once per [`delivery::DELIVERY_INTERVAL`]; `merged_updates` on read; the state is trimmed to 16 KiB by [`crate::delivery::fit`] (`trimmed` lists the cuts) |
 //! | `recover_with` | named (as its MCP tool name) in the state and the resource description |
 //! | the view | tool `tick_screen`: the screen as text |
 //!

@@ -5,7 +5,9 @@ use super::config::Grants;
 use super::delivery::{deliver_latest, DELIVERY_INTERVAL};
 use super::names::{map_tools, Mapped, NameError, Target};
 use super::outcome::{self, CallError, MAX_RESULT_BYTES};
+use crate::delivery::{fit, item_budget};
 use crate::protocol::codes::REVISION_MISMATCH;
+use crate::protocol::message::encoded_len;
 use crate::protocol::{Descriptor, PrepareError};
 use crate::session::{CallOutcome, EndReason, Session, UnknownReason};
 use rmcp::model::{
@@ -519,6 +521,11 @@ impl Facade {
         let snap = slot.session.state();
         let previous = slot.read_mark.swap(snap.updates, Ordering::Relaxed);
         let recover_with = self.recover_tool(index);
+        let series = slot
+            .session
+            .descriptor()
+            .map(|d| d.series.clone())
+            .unwrap_or_default();
         let (seq, data, at) = match &snap.state {
             Some(s) => {
                 let at = s.at.clone().unwrap_or_else(|| {
@@ -533,15 +540,25 @@ impl Facade {
             }
             None => (Value::Null, Value::Null, Value::Null),
         };
-        json!({
+        let mut view = json!({
             "tick": slot.name,
             "seq": seq,
-            "data": data,
+            "data": null,
             "at": at,
             "merged_updates": snap.updates.saturating_sub(previous),
             "recover_with": recover_with,
             "ended": ended.map(|e| e.to_string()),
-        })
+            "trimmed": [],
+        });
+        // The same budget and trimming as every subscription delivery (§6.4).
+        let (data, trimmed) = fit(&data, &series, item_budget(1), |data, cuts| {
+            view["data"] = data.clone();
+            view["trimmed"] = serde_json::to_value(cuts).unwrap_or_default();
+            encoded_len(&view)
+        });
+        view["data"] = data;
+        view["trimmed"] = serde_json::to_value(trimmed).unwrap_or_default();
+        view
     }
 
     /// The MCP name of the Tick's recover_with tool, as the client calls it.
