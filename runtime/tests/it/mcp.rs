@@ -627,3 +627,37 @@ fn stdout_carries_only_mcp_frames() {
         "the logs went to stderr: {stderr}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_state_resource_is_trimmed_to_the_delivery_budget() {
+    // burst.py emits 10,000 updates right after initialization; the last
+    // carries 2,000 items of a declared series, far over 16 KiB.
+    let mcp = start(
+        &native(&["python3".into(), tick("burst.py"), "10000".into()]),
+        &[],
+    )
+    .await;
+    let uri = "tick://burst/state";
+    let mut merged = 0;
+    let mut s = mcp.read_state(uri).await;
+    merged += s["merged_updates"].as_u64().unwrap();
+    for _ in 0..500 {
+        if s["seq"] == 10_000 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        s = mcp.read_state(uri).await;
+        merged += s["merged_updates"].as_u64().unwrap();
+    }
+    assert_eq!(s["seq"], 10_000, "{s}");
+    assert_eq!(merged, 10_000, "merged counts add up");
+    let len = serde_json::to_string(&s).unwrap().len();
+    assert!(len <= 16 * 1024, "{len} bytes");
+    let items = s["data"]["items"].as_array().unwrap();
+    assert_eq!(items.last().unwrap()["i"], 1999, "the newest end is kept");
+    assert_eq!(
+        s["trimmed"],
+        json!([{"path": "/items", "kept": "newest", "count": items.len(), "of": 2000}])
+    );
+    mcp.close().await;
+}
