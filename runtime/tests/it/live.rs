@@ -122,6 +122,29 @@ impl World {
     }
 }
 
+impl Drop for World {
+    /// Hosts outlive their views by design, so every instance this test
+    /// left running is stopped here, and killed if it does not stop.
+    fn drop(&mut self) {
+        let Ok(out) = std::panic::catch_unwind(|| self.tickbox(&["ls", "--json"])) else {
+            return;
+        };
+        for info in out
+            .stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        {
+            let id = info["id"].as_str().unwrap_or_default();
+            let _ = self.tickbox(&["stop", id]);
+            let pid = info["pid"].as_i64().unwrap_or(0) as i32;
+            if pid > 0 && !eventually(Duration::from_secs(5), || !alive(pid)) {
+                // SAFETY: kill has no memory-safety preconditions.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
 /// A tickbox process on its own terminal.
 struct Pty {
     master: Box<dyn MasterPty + Send>,
