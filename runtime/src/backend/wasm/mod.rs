@@ -200,7 +200,7 @@ impl WasmEngine {
         }
         let loaded = match kind {
             WasmKind::Component => {
-                let c = self.component(path, wasm)?;
+                let c: Component = self.compiled(path, wasm, key.as_deref())?;
                 Loaded::Component(
                     self.component_linker
                         .instantiate_pre(&c)
@@ -209,7 +209,7 @@ impl WasmEngine {
                 )
             }
             WasmKind::Module => {
-                let m = self.module(path, wasm)?;
+                let m: Module = self.compiled(path, wasm, key.as_deref())?;
                 Loaded::Module(self.module_linker.instantiate_pre(&m).map_err(link)?)
             }
         };
@@ -222,61 +222,74 @@ impl WasmEngine {
         Ok(loaded)
     }
 
-    /// Compiles (or loads from the cache) a component.
-    fn component(&self, path: &Path, wasm: &[u8]) -> Result<Component, WasmError> {
-        let load = |why: String| WasmError::Load {
+    /// Compiles a component or module, or loads it from the disk cache
+    /// under `key` (None when the cache is off).
+    fn compiled<T: Compiled>(
+        &self,
+        path: &Path,
+        wasm: &[u8],
+        key: Option<&str>,
+    ) -> Result<T, WasmError> {
+        let load = |e: wasmtime::Error| WasmError::Load {
             path: path.to_path_buf(),
-            why,
+            why: format!("{e:#}"),
         };
-        let Some(cache) = &self.cache else {
-            return Component::new(&self.engine, wasm).map_err(|e| load(format!("{e:#}")));
+        let (Some(cache), Some(key)) = (&self.cache, key) else {
+            return T::compile(&self.engine, wasm).map_err(load);
         };
-        let key = cache.key(wasm);
-        if let Some(bytes) = cache.get(&key) {
+        if let Some(bytes) = cache.get(key) {
             // SAFETY: the bytes are exactly what `serialize` produced for
             // this engine configuration: the key covers the wasm, tickbox's
             // version and the engine's compatibility hash, and the checksum
             // covers the bytes. wasmtime re-checks version and config too.
-            match unsafe { Component::deserialize(&self.engine, &bytes) } {
+            match unsafe { T::deserialize(&self.engine, &bytes) } {
                 Ok(c) => return Ok(c),
                 Err(err) => {
                     tracing::warn!(error = %err, "compile cache entry refused; rebuilding");
-                    cache.remove(&key);
+                    cache.remove(key);
                 }
             }
         }
-        let c = Component::new(&self.engine, wasm).map_err(|e| load(format!("{e:#}")))?;
+        let c = T::compile(&self.engine, wasm).map_err(load)?;
         if let Ok(bytes) = c.serialize() {
-            cache.put(&key, &bytes);
+            cache.put(key, &bytes);
         }
         Ok(c)
     }
+}
 
-    /// Compiles (or loads from the cache) a core module.
-    fn module(&self, path: &Path, wasm: &[u8]) -> Result<Module, WasmError> {
-        let load = |why: String| WasmError::Load {
-            path: path.to_path_buf(),
-            why,
-        };
-        let Some(cache) = &self.cache else {
-            return Module::new(&self.engine, wasm).map_err(|e| load(format!("{e:#}")));
-        };
-        let key = cache.key(wasm);
-        if let Some(bytes) = cache.get(&key) {
-            // SAFETY: as for components above.
-            match unsafe { Module::deserialize(&self.engine, &bytes) } {
-                Ok(m) => return Ok(m),
-                Err(err) => {
-                    tracing::warn!(error = %err, "compile cache entry refused; rebuilding");
-                    cache.remove(&key);
-                }
-            }
-        }
-        let m = Module::new(&self.engine, wasm).map_err(|e| load(format!("{e:#}")))?;
-        if let Ok(bytes) = m.serialize() {
-            cache.put(&key, &bytes);
-        }
-        Ok(m)
+/// Compiled code of either kind, so the cache logic exists once.
+trait Compiled: Sized {
+    fn compile(engine: &Engine, wasm: &[u8]) -> wasmtime::Result<Self>;
+    fn serialize(&self) -> wasmtime::Result<Vec<u8>>;
+    /// # Safety
+    /// `bytes` must come from `serialize` with an engine of the same configuration.
+    unsafe fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self>;
+}
+
+impl Compiled for Component {
+    fn compile(engine: &Engine, wasm: &[u8]) -> wasmtime::Result<Self> {
+        Component::new(engine, wasm)
+    }
+    fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
+        Component::serialize(self)
+    }
+    unsafe fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { Component::deserialize(engine, bytes) }
+    }
+}
+
+impl Compiled for Module {
+    fn compile(engine: &Engine, wasm: &[u8]) -> wasmtime::Result<Self> {
+        Module::new(engine, wasm)
+    }
+    fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
+        Module::serialize(self)
+    }
+    unsafe fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { Module::deserialize(engine, bytes) }
     }
 }
 
