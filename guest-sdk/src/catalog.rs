@@ -195,7 +195,9 @@ impl<T: 'static> Tools<T> {
             let result = handler(tick, args, ctx)?;
             serde_json::to_value(result).map_err(|e| {
                 // The tool ran, so its effects (if any) happened: executed.
-                ToolError::failed(format!("the tool ran but its result cannot be encoded: {e}"))
+                ToolError::failed(format!(
+                    "the tool ran but its result cannot be encoded: {e}"
+                ))
             })
         });
         self.list.push(ToolDef {
@@ -225,14 +227,20 @@ pub fn schema_for<A: JsonSchema>() -> Value {
     settings.meta_schema = None;
     let schema = settings.into_generator().into_root_schema_for::<A>();
     let mut v = schema.to_value();
+    if let Value::Bool(true) = v {
+        // `serde_json::Value` and friends: free-form, but still an object.
+        v = Value::Object(Map::new());
+    }
     if let Value::Object(top) = &mut v {
         top.remove("title");
-        // Every tool's arguments are a JSON object (§7.1), closed: an
-        // unknown key is an error, not something silently ignored.
+        // A struct's arguments are closed: an unknown key is an error, not
+        // something silently ignored. A free-form type stays open.
         if top.get("type").and_then(Value::as_str) == Some("object") {
             top.entry("additionalProperties")
                 .or_insert(Value::Bool(false));
         }
+        // Arguments are always a JSON object (§7.1), whatever the type says.
+        top.entry("type").or_insert(Value::from("object"));
     }
     strip_formats(&mut v);
     v
@@ -264,7 +272,9 @@ fn strip_formats(v: &mut Value) {
 /// to serde (`deny_unknown_fields`).
 fn check_closed(schema: &Value, args: &Value) -> Result<(), ToolError> {
     let Value::Object(args) = args else {
-        return Err(ToolError::rejected("invalid arguments: args must be an object"));
+        return Err(ToolError::rejected(
+            "invalid arguments: args must be an object",
+        ));
     };
     if schema.get("additionalProperties") != Some(&Value::Bool(false)) {
         return Ok(());

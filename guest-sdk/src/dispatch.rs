@@ -380,12 +380,14 @@ impl<T: Tick> Runtime<T> {
         }
         if let Some(r) = T::RECOVER_WITH {
             match self.tools.get(r) {
-                None => return bad(format!("RECOVER_WITH names `{r}`, which is not a tool (§9)")),
-                Some(t) if t.mutates => {
+                None => {
                     return bad(format!(
-                        "RECOVER_WITH names `{r}`, which is Effect::Mutates; it must be ReadOnly (§9)"
+                        "RECOVER_WITH names `{r}`, which is not a tool (§9)"
                     ))
                 }
+                Some(t) if t.mutates => return bad(format!(
+                    "RECOVER_WITH names `{r}`, which is Effect::Mutates; it must be ReadOnly (§9)"
+                )),
                 _ => {}
             }
         }

@@ -187,11 +187,8 @@ mod tests {
     fn frames_become_escape_sequences_in_one_piece() {
         let out = Arc::new(Mutex::new(Vec::<Vec<u8>>::new()));
         let o = out.clone();
-        let backend = AnsiBackend::new(
-            10,
-            2,
-            Box::new(move |b| o.lock().unwrap().push(b.to_vec())),
-        );
+        let backend =
+            AnsiBackend::new(10, 2, Box::new(move |b| o.lock().unwrap().push(b.to_vec())));
         let mut term = ratatui::Terminal::new(backend).unwrap();
         term.draw(|f| f.render_widget(Paragraph::new("hi"), f.area()))
             .unwrap();

@@ -134,6 +134,9 @@ mod tests {
             vec![Key::Up, Key::Down, Key::Right, Key::Delete, Key::Esc]
         );
         assert_eq!(decode("é".as_bytes()), vec![Key::Char('é')]);
-        assert_eq!(decode(b"\x1b[99q"), vec![Key::Unknown(b"\x1b[99q".to_vec())]);
+        assert_eq!(
+            decode(b"\x1b[99q"),
+            vec![Key::Unknown(b"\x1b[99q".to_vec())]
+        );
     }
 }

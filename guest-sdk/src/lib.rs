@@ -273,3 +273,6 @@ fn install_panic_hook(kind: &'static str) {
         std::process::exit(101);
     }));
 }
+
+#[cfg(test)]
+mod tests;

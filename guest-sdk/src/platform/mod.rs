@@ -13,5 +13,8 @@ mod native;
 #[cfg(all(unix, not(target_os = "wasi")))]
 pub use native::*;
 
-#[cfg(not(any(all(target_os = "wasi", target_env = "p2"), all(unix, not(target_os = "wasi")))))]
+#[cfg(not(any(
+    all(target_os = "wasi", target_env = "p2"),
+    all(unix, not(target_os = "wasi"))
+)))]
 compile_error!("tickbox-guest supports wasm32-wasip2 and Unix targets");

@@ -145,7 +145,10 @@ pub fn run<T: Tick>(tick: T, io: Io) {
     }
 
     let tty = open_tty();
-    let size = tty.as_ref().map(|t| tty_size(t.as_raw_fd())).unwrap_or(DEFAULT_SIZE);
+    let size = tty
+        .as_ref()
+        .map(|t| tty_size(t.as_raw_fd()))
+        .unwrap_or(DEFAULT_SIZE);
     let tty_fd = tty.as_ref().map(|t| t.as_raw_fd());
     let mut draw_sink: Option<crate::draw::Sink> = None;
     if let Some(tty) = tty {
