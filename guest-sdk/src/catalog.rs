@@ -219,7 +219,7 @@ impl<T: 'static> Tools<T> {
 ///
 /// Subschemas are inlined so a model sees one self-contained document, and
 /// the generator's bookkeeping (`$schema`, the Rust type name as `title`,
-/// Rust integer widths as `format`) is dropped: `{"type":"integer"}` is what
+/// the type's doc comment, Rust integer widths as `format`) is dropped: `{"type":"integer"}` is what
 /// a host or a model needs. Unsigned types keep their `minimum: 0`.
 pub fn schema_for<A: JsonSchema>() -> Value {
     let mut settings = schemars::generate::SchemaSettings::draft2020_12();
@@ -232,7 +232,10 @@ pub fn schema_for<A: JsonSchema>() -> Value {
         v = Value::Object(Map::new());
     }
     if let Value::Object(top) = &mut v {
+        // The tool's own description says what it does; the argument type's
+        // name and doc comment are the author's business.
         top.remove("title");
+        top.remove("description");
         // A struct's arguments are closed: an unknown key is an error, not
         // something silently ignored. A free-form type stays open.
         if top.get("type").and_then(Value::as_str) == Some("object") {

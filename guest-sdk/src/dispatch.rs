@@ -385,9 +385,11 @@ impl<T: Tick> Runtime<T> {
                         "RECOVER_WITH names `{r}`, which is not a tool (§9)"
                     ))
                 }
-                Some(t) if t.mutates => return bad(format!(
+                Some(t) if t.mutates => {
+                    return bad(format!(
                     "RECOVER_WITH names `{r}`, which is Effect::Mutates; it must be ReadOnly (§9)"
-                )),
+                ))
+                }
                 _ => {}
             }
         }
