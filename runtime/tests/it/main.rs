@@ -6,10 +6,13 @@
 //! - `engine` — the session engine through the library API (per-request
 //!   faults that leave the session running, concurrency, events);
 //! - `native` — the native backend: PTY, environment, signals, cleanup;
-//! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge.
+//! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge;
+//! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
+//!   natively, each driven through a scripted session on both backends.
 
 mod cli;
 mod engine;
+mod examples;
 mod native;
 mod sandbox;
 mod util;
