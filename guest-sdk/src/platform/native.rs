@@ -14,7 +14,10 @@
 //! - the terminal must not stay in cbreak mode after the Tick ends, however
 //!   it ends: the original settings are kept in a static and restored on
 //!   exit, on SIGTERM/SIGINT/SIGHUP and by the panic hook;
-//! - no controlling terminal (a pipe, CI): the Tick runs without a view.
+//! - no controlling terminal (a pipe, CI): the Tick runs without a view;
+//! - started by a person straight from a shell (stdin is a terminal): no
+//!   host is listening, so the Tick shows its view and takes keys, and
+//!   speaks no protocol; Ctrl-C ends it.
 
 use crate::dispatch::Runtime;
 use crate::Tick;
@@ -120,28 +123,36 @@ fn tty_size(fd: RawFd) -> (u16, u16) {
 pub fn run<T: Tick>(tick: T, io: Io) {
     let (tx, rx) = mpsc::channel::<Event>();
 
-    let stdin_tx = tx.clone();
-    let spawned = std::thread::Builder::new()
-        .name("tick-stdin".into())
-        .spawn(move || {
-            let stdin = std::io::stdin();
-            let mut input = stdin.lock();
-            loop {
-                let mut line = Vec::new();
-                match input.read_until(b'\n', &mut line) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        if stdin_tx.send(Event::Line(line)).is_err() {
-                            return;
+    // Started by a person in their terminal (stdin is that terminal): there
+    // is no host, and the terminal's input is keys, not protocol. Reading it
+    // as protocol too would race the key reader for every keystroke, and
+    // protocol output would scribble over the view, so both are off.
+    // SAFETY: isatty only inspects the descriptor.
+    let standalone = unsafe { libc::isatty(0) } == 1;
+    if !standalone {
+        let stdin_tx = tx.clone();
+        let spawned = std::thread::Builder::new()
+            .name("tick-stdin".into())
+            .spawn(move || {
+                let stdin = std::io::stdin();
+                let mut input = stdin.lock();
+                loop {
+                    let mut line = Vec::new();
+                    match input.read_until(b'\n', &mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {
+                            if stdin_tx.send(Event::Line(line)).is_err() {
+                                return;
+                            }
                         }
                     }
                 }
-            }
-            let _ = stdin_tx.send(Event::Eof);
-        });
-    if spawned.is_err() {
-        crate::log!("{}: cannot start the stdin reader", T::KIND);
-        std::process::exit(1);
+                let _ = stdin_tx.send(Event::Eof);
+            });
+        if spawned.is_err() {
+            crate::log!("{}: cannot start the stdin reader", T::KIND);
+            std::process::exit(1);
+        }
     }
 
     let tty = open_tty();
@@ -199,6 +210,7 @@ pub fn run<T: Tick>(tick: T, io: Io) {
     drop(tx);
 
     let out: crate::dispatch::Output = match io.proto {
+        _ if standalone => Box::new(|_: &[u8]| Ok(())),
         Some(mut f) => Box::new(move |frame: &[u8]| f.write_all(frame)),
         None => Box::new(|frame: &[u8]| {
             let mut out = std::io::stdout().lock();
