@@ -10,7 +10,9 @@
 //!   violations, call outcomes;
 //! - [`backend`] — ways to run a Tick: a native subprocess on a real PTY, or a
 //!   sandboxed wasm guest;
-//! - [`view`] — the Tick's terminal as a screen model plus live output.
+//! - [`view`] — the Tick's terminal as a screen model plus live output;
+//! - [`mcp`] — the MCP facade: hosted Ticks served to any MCP client.
+//! - [`check`] — `tickbox check`: examines a Tick against every Tick-side rule.
 //!
 //! Start reading at [`session::Session::start`].
 //!
@@ -30,7 +32,9 @@
 //! ```
 
 pub mod backend;
+pub mod check;
 pub mod framing;
+pub mod mcp;
 pub mod protocol;
 pub mod session;
 pub mod view;

@@ -54,6 +54,12 @@ pub trait TickProcess: Send {
     /// Terminates the Tick and everything it started. With `graceful`, its
     /// stdin is already closed and it gets a moment to exit by itself first.
     fn terminate(&mut self, graceful: bool) -> BoxFuture<'_, ()>;
+    /// Sends SIGTERM to the Tick's process group and returns at once, for
+    /// `tickbox check` to see whether the Tick exits by itself (§4.5).
+    /// Returns false when the backend has no signals (the default).
+    fn sigterm(&mut self) -> bool {
+        false
+    }
 }
 
 /// What a backend yields for a session to run.

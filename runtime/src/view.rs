@@ -26,6 +26,11 @@ pub trait Terminal: Send + Sync {
     fn send_input(&self, bytes: &[u8]);
     /// Resizes the Tick's terminal (PTY resize and SIGWINCH, or a wasm resize event).
     fn resize(&self, cols: u16, rows: u16);
+    /// Whether the Tick has drawn bytes the view has not read yet (a PTY's
+    /// buffer); backends that feed the view directly have none.
+    fn output_pending(&self) -> bool {
+        false
+    }
 }
 
 /// A terminal that goes nowhere: for backends without input.
@@ -126,16 +131,23 @@ impl View {
         self.terminal.resize(cols.get(), rows.get());
     }
 
-    /// Waits until nothing was drawn for `quiet`, at most `max`.
+    /// Waits until nothing was drawn for `quiet` (counted from the call at
+    /// the earliest) and nothing drawn is still on its way, at most `max`.
     pub async fn settle(&self, quiet: Duration, max: Duration) {
-        let deadline = Instant::now() + max;
+        let start = Instant::now();
+        let deadline = start + max;
         loop {
-            let since = self.lock().last_output.elapsed();
+            let since = self.lock().last_output.max(start).elapsed();
             let now = Instant::now();
-            if since >= quiet || now >= deadline {
+            if now >= deadline || (since >= quiet && !self.terminal.output_pending()) {
                 return;
             }
-            tokio::time::sleep((quiet - since).min(deadline - now)).await;
+            let wait = if since >= quiet {
+                Duration::from_millis(10)
+            } else {
+                quiet - since
+            };
+            tokio::time::sleep(wait.min(deadline - now)).await;
         }
     }
 

@@ -96,6 +96,8 @@ def handle(method, params):
                 raise RpcError(-32602, "increment takes an integer amount")
             return {"value": change(args["amount"])}
         if tool == "history":
+            if args != {}:
+                raise RpcError(-32602, "history takes no args")
             with lock:
                 return {"recent": list(recent)}
         raise RpcError(-32602, "unknown tool %r" % tool)
@@ -113,6 +115,9 @@ def main():
             request = json.loads(line)
             rid = request["id"]
         except (ValueError, KeyError, TypeError):
+            continue
+        # No usable id (null, a string, a float): discard without replying (§3.2).
+        if not isinstance(rid, int) or isinstance(rid, bool) or rid < 0:
             continue
         try:
             send({"id": rid, "result": handle(request.get("method"), request.get("params", {}))})

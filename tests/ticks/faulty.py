@@ -65,6 +65,8 @@ def update(data, s=None, **extra):
 
 
 def answer_read(rid):
+    if MODE == "slow_init":
+        time.sleep(6)
     if MODE == "update_null":
         update(None)
     elif MODE == "update_seq":
@@ -85,6 +87,9 @@ def answer_read(rid):
 def answer_describe(rid):
     if MODE == "describe_silent":
         return
+    if MODE == "slow_init":
+        # Each answer is within the 10 s per-request limit; together they are not.
+        time.sleep(6)
     if MODE == "invalid_json":
         write("{this is not json\n")
         return

@@ -125,6 +125,17 @@ impl Terminal for PtyTerminal {
         }
     }
 
+    fn output_pending(&self) -> bool {
+        let master = self.master.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(fd) = master.as_raw_fd() else {
+            return false;
+        };
+        let mut n: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int through the pointer we pass.
+        let ok = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) } == 0;
+        ok && n > 0
+    }
+
     fn resize(&self, cols: u16, rows: u16) {
         let size = PtySize {
             rows,
@@ -314,6 +325,14 @@ impl NativeProcess {
 }
 
 impl TickProcess for NativeProcess {
+    fn sigterm(&mut self) -> bool {
+        if self.status.is_some() {
+            return false;
+        }
+        self.signal_group(libc::SIGTERM);
+        true
+    }
+
     fn exited(&mut self) -> BoxFuture<'_, String> {
         Box::pin(async move {
             if let Some(s) = self.status {

@@ -1,7 +1,9 @@
 //! The `tickbox` command line: argument parsing, opening a Tick, and the
 //! one-shot commands.
 
+mod check;
 mod exit;
+mod mcp;
 mod open;
 
 use clap::{Args, Parser, Subcommand};
@@ -40,6 +42,12 @@ enum Command {
     /// Print how the Tick runs: backend, what it was granted, what it asks for, its tools
     #[command(after_help = exit::HELP)]
     Info(TickArgs),
+    /// Serve the Tick (or the Ticks of --config) to an MCP client over stdio
+    #[command(after_help = mcp::HELP)]
+    Mcp(mcp::McpArgs),
+    /// Check a Tick against every Tick-side rule of the protocol: tickbox check TICK [--format text|json|junit]
+    #[command(after_help = check::HELP)]
+    Check(check::CheckArgs),
 }
 
 #[derive(Args)]
@@ -178,6 +186,8 @@ async fn run(command: Command) -> Result<(), Exit> {
             t.close().await;
             emit(&v, args.opts.pretty)
         }
+        Command::Mcp(args) => mcp::run(args).await,
+        Command::Check(args) => check::run(args).await,
     }
 }
 

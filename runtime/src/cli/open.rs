@@ -10,7 +10,7 @@ use tickbox_runtime::backend::native::{self, NativeSpec};
 use tickbox_runtime::backend::wasm::grants::{GrantSpec, Grants};
 use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmKind, WasmSpec};
 use tickbox_runtime::protocol::limits::CALL_TIMEOUT;
-use tickbox_runtime::session::{Session, SessionConfig};
+use tickbox_runtime::session::{Session, SessionConfig, TickIo};
 
 /// A command that takes the Tick as its only positional.
 #[derive(Args)]
@@ -142,40 +142,122 @@ impl Opened {
     }
 }
 
+/// A Tick ready to be started, as often as needed (`check` starts several).
+#[derive(Clone)]
+pub enum Launcher {
+    /// A native command line.
+    Native(NativeSpec),
+    /// A wasm guest and the engine that runs it.
+    Wasm {
+        engine: Arc<WasmEngine>,
+        spec: WasmSpec,
+        kind: WasmKind,
+        requested: Option<GrantSpec>,
+    },
+}
+
+impl Launcher {
+    /// Resolves the TICK and the sandbox flags; starts nothing yet.
+    pub fn new(spec: TickSpec, args: &TickOpts) -> Result<Launcher, Exit> {
+        let grant_spec = args.grant_spec()?;
+        let argv = match spec {
+            TickSpec::Path(p) if wasm::is_wasm_path(std::path::Path::new(&p)) => {
+                return Launcher::wasm(PathBuf::from(p), grant_spec, args)
+            }
+            TickSpec::Path(p) => vec![p],
+            TickSpec::Command(argv) => argv,
+        };
+        // Native Ticks run with the user's own permissions: a sandbox grant
+        // would promise a confinement that does not exist, so it is refused.
+        if !grant_spec.dir.is_empty()
+            || !grant_spec.allow_net.is_empty()
+            || grant_spec.max_memory.is_some()
+            || args.policy.is_some()
+        {
+            return Err(Exit::usage(
+                "--dir, --allow-net, --max-memory and --policy apply to wasm Ticks only; a native Tick runs with your own permissions",
+            ));
+        }
+        let grants = grant_spec.resolve().map_err(Exit::usage)?;
+        Ok(Launcher::Native(NativeSpec {
+            argv,
+            cwd: args.cwd.clone(),
+            env: grants.env,
+            ..Default::default()
+        }))
+    }
+
+    fn wasm(path: PathBuf, grant_spec: GrantSpec, args: &TickOpts) -> Result<Launcher, Exit> {
+        if args.cwd.is_some() {
+            return Err(Exit::usage(
+                "--cwd applies to native Ticks; grant a wasm Tick a directory with --dir",
+            ));
+        }
+        let grants = grant_spec.resolve().map_err(Exit::usage)?;
+        let kind = std::fs::read(&path)
+            .ok()
+            .and_then(|b| wasm::detect(&b))
+            .ok_or_else(|| {
+                Exit::session(format!(
+                    "cannot start the Tick: {} is not a readable wasm component or module",
+                    path.display()
+                ))
+            })?;
+        let requested = manifest_of(&path)?;
+        let engine = engine(args.no_cache)?;
+        let spec = WasmSpec {
+            path,
+            args: Vec::new(),
+            grants,
+            instance_id: None,
+        };
+        Ok(Launcher::Wasm {
+            engine,
+            spec,
+            kind,
+            requested,
+        })
+    }
+
+    /// Starts one instance; the error is one line.
+    pub async fn spawn(&self) -> Result<TickIo, String> {
+        match self {
+            Launcher::Native(spec) => native::spawn(spec).map_err(|e| e.to_string()),
+            Launcher::Wasm { engine, spec, .. } => {
+                wasm::spawn(engine, spec).await.map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    fn backend(&self) -> Backend {
+        match self {
+            Launcher::Native(spec) => Backend::Native {
+                argv: spec.argv.clone(),
+            },
+            Launcher::Wasm {
+                spec,
+                kind,
+                requested,
+                ..
+            } => Backend::Wasm {
+                path: spec.path.clone(),
+                kind: *kind,
+                grants: spec.grants.clone(),
+                requested: requested.clone(),
+            },
+        }
+    }
+}
+
 /// Starts and initializes a Tick.
 pub async fn open(spec: TickSpec, args: &TickOpts) -> Result<Opened, Exit> {
     let config = args.config()?;
-    let grant_spec = args.grant_spec()?;
-    let argv = match spec {
-        TickSpec::Path(p) if wasm::is_wasm_path(std::path::Path::new(&p)) => {
-            return open_wasm(PathBuf::from(p), grant_spec, args, config).await
-        }
-        TickSpec::Path(p) => vec![p],
-        TickSpec::Command(argv) => argv,
-    };
-    // Native Ticks run with the user's own permissions: a sandbox grant would
-    // promise a confinement that does not exist, so it is refused.
-    if !grant_spec.dir.is_empty()
-        || !grant_spec.allow_net.is_empty()
-        || grant_spec.max_memory.is_some()
-        || args.policy.is_some()
-    {
-        return Err(Exit::usage(
-            "--dir, --allow-net, --max-memory and --policy apply to wasm Ticks only; a native Tick runs with your own permissions",
-        ));
-    }
-    let grants = grant_spec.resolve().map_err(Exit::usage)?;
-    let native = NativeSpec {
-        argv: argv.clone(),
-        cwd: args.cwd.clone(),
-        env: grants.env,
-        ..Default::default()
-    };
-    let io = native::spawn(&native).map_err(Exit::session)?;
+    let launcher = Launcher::new(spec, args)?;
+    let io = launcher.spawn().await.map_err(Exit::session)?;
     let session = Session::start(io, config).await.map_err(Exit::session)?;
     Ok(Opened {
         session,
-        backend: Backend::Native { argv },
+        backend: launcher.backend(),
     })
 }
 
@@ -193,48 +275,6 @@ pub fn engine(no_cache: bool) -> Result<Arc<WasmEngine>, Exit> {
     }
     let e = WasmEngine::new(dir).map_err(Exit::session)?;
     Ok(cell.get_or_init(|| e).clone())
-}
-
-async fn open_wasm(
-    path: PathBuf,
-    grant_spec: GrantSpec,
-    args: &TickOpts,
-    config: SessionConfig,
-) -> Result<Opened, Exit> {
-    if args.cwd.is_some() {
-        return Err(Exit::usage(
-            "--cwd applies to native Ticks; grant a wasm Tick a directory with --dir",
-        ));
-    }
-    let grants = grant_spec.resolve().map_err(Exit::usage)?;
-    let kind = std::fs::read(&path)
-        .ok()
-        .and_then(|b| wasm::detect(&b))
-        .ok_or_else(|| {
-            Exit::session(format!(
-                "cannot start the Tick: {} is not a readable wasm component or module",
-                path.display()
-            ))
-        })?;
-    let requested = manifest_of(&path)?;
-    let engine = engine(args.no_cache)?;
-    let spec = WasmSpec {
-        path: path.clone(),
-        args: Vec::new(),
-        grants: grants.clone(),
-        instance_id: None,
-    };
-    let io = wasm::spawn(&engine, &spec).await.map_err(Exit::session)?;
-    let session = Session::start(io, config).await.map_err(Exit::session)?;
-    Ok(Opened {
-        session,
-        backend: Backend::Wasm {
-            path,
-            kind,
-            grants,
-            requested,
-        },
-    })
 }
 
 /// The capabilities a Tick asks for, from `NAME.tick.toml` beside `NAME.wasm`.

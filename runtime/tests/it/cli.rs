@@ -237,6 +237,17 @@ fn a_silent_tick_fails_initialization_in_time() {
 }
 
 #[test]
+fn initialization_as_a_whole_is_bounded() {
+    let out = faulty_run(&["read"], "slow_init");
+    out.expect(3, "initialization did not finish within 10s");
+    assert!(
+        out.elapsed < Duration::from_secs(12),
+        "took {:?}",
+        out.elapsed
+    );
+}
+
+#[test]
 fn ignored_notifications_and_tick_requests() {
     let out = faulty_run(&["describe"], "noise");
     assert_eq!(out.code, 0, "{out:#?}");

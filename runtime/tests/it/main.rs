@@ -2,17 +2,21 @@
 //! driven through the wire.
 //!
 //! - `util` — the harness: running `tickbox`, locating test Ticks, temp dirs;
+//! - `check` — `tickbox check` against conforming and deliberately broken Ticks;
 //! - `cli` — the one-shot commands and their exit codes, one test per host rule;
 //! - `engine` — the session engine through the library API (per-request
 //!   faults that leave the session running, concurrency, events);
 //! - `native` — the native backend: PTY, environment, signals, cleanup;
 //! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge;
+//! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
+mod check;
 mod cli;
 mod engine;
 mod examples;
+mod mcp;
 mod native;
 mod sandbox;
 mod util;

@@ -44,7 +44,16 @@ async fn the_tick_gets_a_pty_its_own_session_and_its_environment() {
     assert_eq!(env["session_leader"], true);
     assert_eq!(env["foreground"], true);
     assert_eq!(env["size"], json!([120, 30]));
-    assert!(s.view().screen_text().contains("probe ready"));
+    // The PTY reader thread may still be delivering what the probe drew.
+    let mut drawn = false;
+    for _ in 0..250 {
+        drawn = s.view().screen_text().contains("probe ready");
+        if drawn {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(drawn, "{}", s.view().screen_text());
 
     let first = probe(&s, "env").await["instance_id"].clone();
     let other = Session::start(spawn(&spec).unwrap(), SessionConfig::default())

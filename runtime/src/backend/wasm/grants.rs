@@ -145,6 +145,11 @@ impl GrantSpec {
         }
     }
 
+    /// Whether the Tick may reach the network (MCP's `openWorldHint`).
+    pub fn network(&self) -> bool {
+        !self.allow_net.is_empty()
+    }
+
     /// Whether nothing at all is granted (the memory bound aside).
     pub fn is_empty(&self) -> bool {
         self.dir.is_empty() && self.allow_net.is_empty() && self.env.is_empty()

@@ -114,6 +114,16 @@ pub struct WasmEngine {
     component_linker: ComponentLinker<GuestState>,
     module_linker: Linker<ModuleState>,
     cache: Option<cache::Cache>,
+    /// Linked, ready-to-instantiate Ticks by cache key: a second start of
+    /// the same wasm in this host skips loading and linking altogether.
+    loaded: std::sync::Mutex<std::collections::HashMap<String, Loaded>>,
+}
+
+/// A Tick compiled and linked, ready to instantiate.
+#[derive(Clone)]
+enum Loaded {
+    Component(CommandPre<GuestState>),
+    Module(wasmtime::InstancePre<ModuleState>),
 }
 
 impl WasmEngine {
@@ -168,11 +178,48 @@ impl WasmEngine {
             })
             .map_err(|x| WasmError::Engine(x.to_string()))?;
         Ok(Arc::new(WasmEngine {
+            loaded: Default::default(),
             engine,
             component_linker,
             module_linker,
             cache,
         }))
+    }
+
+    /// Compiles or loads, then links, a Tick; reuses one already linked.
+    fn load(&self, path: &Path, wasm: &[u8], kind: WasmKind) -> Result<Loaded, WasmError> {
+        let link = |why: wasmtime::Error| WasmError::Load {
+            path: path.to_path_buf(),
+            why: format!("{why:#}"),
+        };
+        let key = self.cache.as_ref().map(|c| c.key(wasm));
+        if let Some(k) = &key {
+            if let Some(l) = self.loaded.lock().unwrap_or_else(|p| p.into_inner()).get(k) {
+                return Ok(l.clone());
+            }
+        }
+        let loaded = match kind {
+            WasmKind::Component => {
+                let c = self.component(path, wasm)?;
+                Loaded::Component(
+                    self.component_linker
+                        .instantiate_pre(&c)
+                        .and_then(CommandPre::new)
+                        .map_err(link)?,
+                )
+            }
+            WasmKind::Module => {
+                let m = self.module(path, wasm)?;
+                Loaded::Module(self.module_linker.instantiate_pre(&m).map_err(link)?)
+            }
+        };
+        if let Some(k) = key {
+            self.loaded
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(k, loaded.clone());
+        }
+        Ok(loaded)
     }
 
     /// Compiles (or loads from the cache) a component.
@@ -617,19 +664,11 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
     // Compiling is CPU-bound: keep it off the async workers.
     let path = spec.path.clone();
     let eng = engine.clone();
-    let task = match kind {
-        WasmKind::Component => {
-            let component = tokio::task::spawn_blocking(move || eng.component(&path, &wasm))
-                .await
-                .map_err(|e| WasmError::Engine(e.to_string()))??;
-            let pre = engine
-                .component_linker
-                .instantiate_pre(&component)
-                .and_then(CommandPre::new)
-                .map_err(|e| WasmError::Load {
-                    path: spec.path.clone(),
-                    why: format!("{e:#}"),
-                })?;
+    let loaded = tokio::task::spawn_blocking(move || eng.load(&path, &wasm, kind))
+        .await
+        .map_err(|e| WasmError::Engine(e.to_string()))??;
+    let task = match loaded {
+        Loaded::Component(pre) => {
             let state = GuestState {
                 ctx: builder.build(),
                 table: ResourceTable::new(),
@@ -655,18 +694,7 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
                 }
             })
         }
-        WasmKind::Module => {
-            let module = tokio::task::spawn_blocking(move || eng.module(&path, &wasm))
-                .await
-                .map_err(|e| WasmError::Engine(e.to_string()))??;
-            let pre =
-                engine
-                    .module_linker
-                    .instantiate_pre(&module)
-                    .map_err(|e| WasmError::Load {
-                        path: spec.path.clone(),
-                        why: format!("{e:#}"),
-                    })?;
+        Loaded::Module(pre) => {
             let state = ModuleState {
                 wasi: builder.build_p1(),
                 limiter,

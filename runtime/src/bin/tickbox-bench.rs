@@ -1,0 +1,687 @@
+//! `tickbox-bench`: measures what a sandboxed Tick costs next to a native
+//! one, in one run on one machine, and prints the figures side by side.
+//!
+//! ```sh
+//! cargo run --release --bin tickbox-bench            # full run, ~2 minutes
+//! cargo run --release --bin tickbox-bench -- --quick # fewer samples
+//! ```
+//!
+//! Both sides run the same guest source (`tests/guests/benchtick`), built
+//! natively and for wasm32-wasip2 by this program (release, nested cargo).
+//! Every figure is a median over samples with the 10th–90th percentile
+//! spread; the same figures go to a JSON file (`--json PATH`, default
+//! `target/tickbox-bench.json`). BENCHMARKS.md explains each number.
+
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tickbox_runtime::backend::native::{self, NativeSpec};
+use tickbox_runtime::backend::wasm::{self, grants::Grants, WasmEngine, WasmSpec};
+use tickbox_runtime::session::{CallOutcome, Session, SessionConfig};
+
+/// One measured quantity: samples in its unit.
+#[derive(Clone)]
+struct Stat {
+    unit: &'static str,
+    samples: Vec<f64>,
+}
+
+impl Stat {
+    fn new(unit: &'static str, mut samples: Vec<f64>) -> Stat {
+        samples.sort_by(|a, b| a.total_cmp(b));
+        Stat { unit, samples }
+    }
+    fn pct(&self, p: f64) -> f64 {
+        if self.samples.is_empty() {
+            return f64::NAN;
+        }
+        let i = ((self.samples.len() - 1) as f64 * p).round() as usize;
+        self.samples[i]
+    }
+    fn median(&self) -> f64 {
+        self.pct(0.5)
+    }
+    fn show(&self) -> String {
+        if self.samples.len() == 1 {
+            return format!("{} {}", fmt(self.median()), self.unit);
+        }
+        format!(
+            "{} {} ({}–{})",
+            fmt(self.median()),
+            self.unit,
+            fmt(self.pct(0.1)),
+            fmt(self.pct(0.9))
+        )
+    }
+    fn json(&self) -> Value {
+        json!({"unit": self.unit, "median": self.median(), "p10": self.pct(0.1), "p90": self.pct(0.9), "n": self.samples.len()})
+    }
+}
+
+fn fmt(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 10.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// A row of the table: one measure, wasm vs native, and the target on their ratio.
+struct Row {
+    name: &'static str,
+    wasm: Option<Stat>,
+    native: Option<Stat>,
+    /// (description, passes?) when the row carries a target.
+    target: Option<(String, bool)>,
+}
+
+struct Guests {
+    native: PathBuf,
+    wasm: PathBuf,
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+}
+
+fn build_guests() -> Result<Guests> {
+    let out = target_dir().join("bench-guests");
+    let manifest = root().join("tests/guests/Cargo.toml");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    for target in [None, Some("wasm32-wasip2")] {
+        let mut cmd = Command::new(&cargo);
+        cmd.args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            "benchtick",
+            "--manifest-path",
+        ])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&out)
+        .env_remove("CARGO_TARGET_DIR");
+        if let Some(t) = target {
+            cmd.args(["--target", t]);
+        }
+        let status = cmd
+            .status()
+            .context("running cargo to build the bench guest")?;
+        if !status.success() {
+            bail!("building the bench guest failed (is wasm32-wasip2 installed? `rustup target add wasm32-wasip2`)");
+        }
+    }
+    Ok(Guests {
+        native: out.join("release/benchtick"),
+        wasm: out.join("wasm32-wasip2/release/benchtick.wasm"),
+    })
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Backend {
+    Wasm,
+    Native,
+}
+
+struct Bench {
+    guests: Guests,
+    quick: bool,
+    cache_dir: PathBuf,
+}
+
+impl Bench {
+    fn n(&self, full: usize) -> usize {
+        if self.quick {
+            (full / 5).max(3)
+        } else {
+            full
+        }
+    }
+
+    async fn start(&self, backend: Backend, engine: &Arc<WasmEngine>) -> Result<Session> {
+        let io = match backend {
+            Backend::Native => {
+                native::spawn(&NativeSpec::new([self.guests.native.to_string_lossy()]))?
+            }
+            Backend::Wasm => {
+                let spec = WasmSpec {
+                    path: self.guests.wasm.clone(),
+                    args: vec![],
+                    grants: Grants::default(),
+                    instance_id: None,
+                };
+                wasm::spawn(engine, &spec).await?
+            }
+        };
+        Ok(Session::start(io, SessionConfig::default()).await?)
+    }
+
+    /// Start-to-initialized, `n` times, each Tick shut down after.
+    async fn starts(
+        &self,
+        backend: Backend,
+        n: usize,
+        engine: impl Fn() -> Result<Arc<WasmEngine>>,
+    ) -> Result<Stat> {
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let e = engine()?;
+            let t = Instant::now();
+            let s = self.start(backend, &e).await?;
+            samples.push(t.elapsed().as_secs_f64() * 1e3);
+            s.shutdown().await;
+        }
+        Ok(Stat::new("ms", samples))
+    }
+}
+
+async fn call(s: &Session, tool: &str, args: Value) -> Result<Value> {
+    let d = s.descriptor().context("no catalog")?;
+    let c = d.prepare(tool, args)?;
+    match s.call(&c).await {
+        CallOutcome::Ok(v) => Ok(v),
+        other => bail!("{tool}: {other:?}"),
+    }
+}
+
+/// Per-request latency of `n` sequential requests, in µs.
+async fn sequential(s: &Session, n: usize, read: bool) -> Result<Stat> {
+    let c = s
+        .descriptor()
+        .context("no catalog")?
+        .prepare("get", json!({}))?;
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n + n / 10 {
+        let t = Instant::now();
+        if read {
+            s.read().await?;
+        } else if !matches!(s.call(&c).await, CallOutcome::Ok(_)) {
+            bail!("get failed");
+        }
+        if i >= n / 10 {
+            samples.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    Ok(Stat::new("µs", samples))
+}
+
+/// Effective time per call with 8 in flight: wall time / calls, in µs, per round.
+async fn concurrent(s: &Session, rounds: usize, per_round: usize) -> Result<Stat> {
+    let c = s
+        .descriptor()
+        .context("no catalog")?
+        .prepare("get", json!({}))?;
+    let mut samples = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let lanes = (0..8).map(|_| async {
+            for _ in 0..per_round / 8 {
+                if !matches!(s.call(&c).await, CallOutcome::Ok(_)) {
+                    return false;
+                }
+            }
+            true
+        });
+        let ok = join_all(lanes).await;
+        if ok.iter().any(|ok| !ok) {
+            bail!("a concurrent call failed");
+        }
+        samples.push(t.elapsed().as_secs_f64() * 1e6 / per_round as f64);
+    }
+    Ok(Stat::new("µs", samples))
+}
+
+async fn join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut futs: Vec<_> = futs.map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (i, f) in futs.iter_mut().enumerate() {
+            if out[i].is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => out[i] = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}
+
+/// CPU seconds used by this process (user + system).
+fn self_cpu() -> f64 {
+    // SAFETY: getrusage writes into the struct we pass and nothing else.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// Our live child processes (the native Ticks).
+fn children() -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut out = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            let fields: Vec<&str> = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            if fields.get(1).and_then(|p| p.parse::<i32>().ok()) == Some(me) {
+                out.push(pid);
+            }
+        }
+    }
+    out
+}
+
+/// CPU seconds of our children so far.
+fn children_cpu() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    children()
+        .iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .map(|stat| {
+            let f: Vec<&str> = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+            (ticks(11) + ticks(12)) / hz
+        })
+        .sum()
+}
+
+/// Proportional set size of a process in bytes (shared pages split fairly).
+fn pss(pid: i32) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    kib_field(&text, "Pss:") * 1024.0
+}
+
+fn kib_field(text: &str, key: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
+fn self_rss() -> f64 {
+    kib_field(
+        &std::fs::read_to_string("/proc/self/status").unwrap_or_default(),
+        "VmRSS:",
+    ) * 1024.0
+}
+
+/// Updates ingested per second while the Tick floods, and CPU µs per update.
+async fn updates(s: &Session, n: u64, rounds: usize) -> Result<(Stat, Stat)> {
+    let mut rate = Vec::new();
+    let mut cpu = Vec::new();
+    for _ in 0..rounds {
+        let before = s.state().updates;
+        let (c0, k0) = (self_cpu(), children_cpu());
+        let t = Instant::now();
+        // The call's answer comes after its updates on the same stream, so
+        // when it returns every update has been parsed, checked and kept.
+        call(s, "flood", json!({"n": n})).await?;
+        let secs = t.elapsed().as_secs_f64();
+        let used = (self_cpu() - c0) + (children_cpu() - k0);
+        let got = s.state().updates - before;
+        if got != n {
+            bail!("expected {n} updates, ingested {got}");
+        }
+        rate.push(n as f64 / secs);
+        cpu.push(used * 1e6 / n as f64);
+    }
+    Ok((Stat::new("updates/s", rate), Stat::new("µs CPU", cpu)))
+}
+
+/// Starts `n` idle Ticks at once; returns (time to start all, bytes per Tick).
+async fn density(
+    bench: &Bench,
+    backend: Backend,
+    n: usize,
+    engine: &Arc<WasmEngine>,
+) -> Result<(Stat, Stat)> {
+    // Warm the code path (and the wasm in-memory cache) outside the measure.
+    bench.start(backend, engine).await?.shutdown().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let rss0 = self_rss();
+    let t = Instant::now();
+    let sessions = join_all((0..n).map(|_| bench.start(backend, engine))).await;
+    let elapsed = t.elapsed().as_secs_f64() * 1e3;
+    let sessions: Vec<Session> = sessions.into_iter().collect::<Result<_>>()?;
+    // Let the Ticks settle into idleness before looking at memory.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let host = self_rss() - rss0;
+    let kids: f64 = children().iter().map(|&p| pss(p)).sum();
+    let per = (host + kids) / n as f64 / (1024.0 * 1024.0);
+    for s in &sessions {
+        s.shutdown().await;
+    }
+    drop(sessions);
+    Ok((Stat::new("ms", vec![elapsed]), Stat::new("MiB", vec![per])))
+}
+
+fn ratio(w: &Option<Stat>, n: &Option<Stat>) -> Option<f64> {
+    Some(w.as_ref()?.median() / n.as_ref()?.median())
+}
+
+async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
+    eprintln!("building the bench guest (native and wasm32-wasip2)…");
+    let guests = build_guests()?;
+    let cache_dir =
+        std::env::temp_dir().join(format!("tickbox-bench-cache-{}", std::process::id()));
+    let bench = Bench {
+        guests,
+        quick,
+        cache_dir: cache_dir.clone(),
+    };
+    let engine = WasmEngine::new(Some(cache_dir.clone()))?;
+    let mut rows = Vec::new();
+
+    eprintln!("start…");
+    // Populate the disk cache once.
+    bench.start(Backend::Wasm, &engine).await?.shutdown().await;
+    let warm_disk = bench
+        .starts(Backend::Wasm, bench.n(20), || {
+            Ok(WasmEngine::new(Some(bench.cache_dir.clone()))?)
+        })
+        .await?;
+    let warm_mem = bench
+        .starts(Backend::Wasm, bench.n(30), || Ok(engine.clone()))
+        .await?;
+    let cold = bench
+        .starts(Backend::Wasm, bench.n(5), || Ok(WasmEngine::new(None)?))
+        .await?;
+    let native_start = bench
+        .starts(Backend::Native, bench.n(30), || Ok(engine.clone()))
+        .await?;
+    let r = ratio(&Some(warm_disk.clone()), &Some(native_start.clone())).unwrap_or(f64::NAN);
+    rows.push(Row {
+        name: "start, warm disk cache",
+        wasm: Some(warm_disk),
+        native: Some(native_start.clone()),
+        target: Some((format!("≤ 0.5× native (got {r:.2}×)"), r <= 0.5)),
+    });
+    rows.push(Row {
+        name: "start, warm in-process",
+        wasm: Some(warm_mem),
+        native: Some(native_start.clone()),
+        target: None,
+    });
+    rows.push(Row {
+        name: "start, no cache",
+        wasm: Some(cold),
+        native: Some(native_start),
+        target: None,
+    });
+
+    eprintln!("round trips…");
+    let w = bench.start(Backend::Wasm, &engine).await?;
+    let nt = bench.start(Backend::Native, &engine).await?;
+    let n = bench.n(3000);
+    let (wc, nc) = (
+        sequential(&w, n, false).await?,
+        sequential(&nt, n, false).await?,
+    );
+    let r = ratio(&Some(wc.clone()), &Some(nc.clone())).unwrap_or(f64::NAN);
+    rows.push(Row {
+        name: "tick/call round trip",
+        wasm: Some(wc),
+        native: Some(nc),
+        target: Some((format!("≤ 0.5× native (got {r:.2}×)"), r <= 0.5)),
+    });
+    let (wr, nr) = (
+        sequential(&w, n, true).await?,
+        sequential(&nt, n, true).await?,
+    );
+    let r = ratio(&Some(wr.clone()), &Some(nr.clone())).unwrap_or(f64::NAN);
+    rows.push(Row {
+        name: "tick/read round trip",
+        wasm: Some(wr),
+        native: Some(nr),
+        target: Some((format!("≤ 0.5× native (got {r:.2}×)"), r <= 0.5)),
+    });
+    let rounds = bench.n(10);
+    let (w8, n8) = (
+        concurrent(&w, rounds, 4000).await?,
+        concurrent(&nt, rounds, 4000).await?,
+    );
+    rows.push(Row {
+        name: "tick/call, 8 in flight (per call)",
+        wasm: Some(w8),
+        native: Some(n8),
+        target: None,
+    });
+
+    eprintln!("updates…");
+    let flood = if quick { 50_000 } else { 200_000 };
+    let ((wu, wcpu), (nu, ncpu)) = (
+        updates(&w, flood, bench.n(5)).await?,
+        updates(&nt, flood, bench.n(5)).await?,
+    );
+    let min_rate = wu.median().min(nu.median());
+    rows.push(Row {
+        name: "updates ingested",
+        wasm: Some(wu),
+        native: Some(nu),
+        target: Some((
+            format!("≥ 100000/s on both (slowest {min_rate:.0}/s)"),
+            min_rate >= 100_000.0,
+        )),
+    });
+    rows.push(Row {
+        name: "CPU per update (host + Tick)",
+        wasm: Some(wcpu),
+        native: Some(ncpu),
+        target: None,
+    });
+
+    eprintln!("sandbox tax…");
+    let mut hw = Vec::new();
+    let mut hn = Vec::new();
+    for _ in 0..bench.n(5) {
+        let t = Instant::now();
+        call(&w, "hash", json!({"mb": 16})).await?;
+        hw.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = Instant::now();
+        call(&nt, "hash", json!({"mb": 16})).await?;
+        hn.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let (hw, hn) = (Stat::new("ms", hw), Stat::new("ms", hn));
+    let r = hw.median() / hn.median();
+    rows.push(Row {
+        name: "hash 16 MiB (CPU-bound tool)",
+        wasm: Some(hw),
+        native: Some(hn),
+        target: Some((format!("≤ 1.5× native (got {r:.2}×)"), r <= 1.5)),
+    });
+    w.shutdown().await;
+    nt.shutdown().await;
+
+    eprintln!("density…");
+    let (n_small, n_big) = if quick { (50, 200) } else { (100, 1000) };
+    let (t100, m100) = density(&bench, Backend::Wasm, n_small, &engine).await?;
+    let (tn, mn) = density(&bench, Backend::Native, n_small, &engine).await?;
+    rows.push(Row {
+        name: if quick {
+            "start 50 idle Ticks at once"
+        } else {
+            "start 100 idle Ticks at once"
+        },
+        wasm: Some(t100),
+        native: Some(tn),
+        target: None,
+    });
+    rows.push(Row {
+        name: if quick {
+            "memory per idle Tick (50)"
+        } else {
+            "memory per idle Tick (100)"
+        },
+        wasm: Some(m100),
+        native: Some(mn),
+        target: None,
+    });
+    let (t1000, m1000) = density(&bench, Backend::Wasm, n_big, &engine).await?;
+    let per = m1000.median();
+    rows.push(Row {
+        name: if quick {
+            "start 200 idle wasm Ticks"
+        } else {
+            "start 1000 idle wasm Ticks"
+        },
+        wasm: Some(t1000),
+        native: None,
+        target: None,
+    });
+    rows.push(Row {
+        name: if quick {
+            "memory per idle wasm Tick (200)"
+        } else {
+            "memory per idle wasm Tick (1000)"
+        },
+        wasm: Some(m1000),
+        native: None,
+        target: Some((format!("≤ 2 MiB (got {per:.2})"), per <= 2.0)),
+    });
+
+    print_table(&rows);
+    let doc = json!({
+        "machine": machine(),
+        "quick": quick,
+        "rows": rows.iter().map(|r| json!({
+            "name": r.name,
+            "wasm": r.wasm.as_ref().map(Stat::json),
+            "native": r.native.as_ref().map(Stat::json),
+            "ratio": ratio(&r.wasm, &r.native),
+            "target": r.target.as_ref().map(|(t, ok)| json!({"target": t, "met": ok})),
+        })).collect::<Vec<_>>(),
+    });
+    if let Some(dir) = json_path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    std::fs::write(&json_path, serde_json::to_string_pretty(&doc)?)
+        .with_context(|| format!("writing {}", json_path.display()))?;
+    eprintln!("figures written to {}", json_path.display());
+    let _ = std::fs::remove_dir_all(&cache_dir);
+    Ok(())
+}
+
+fn machine() -> Value {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    json!({"cpu": model, "cores": cores, "os": std::env::consts::OS})
+}
+
+fn print_table(rows: &[Row]) {
+    let w0 = rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(10);
+    let cell = |s: &Option<Stat>| s.as_ref().map(Stat::show).unwrap_or_else(|| "—".into());
+    let w1 = rows
+        .iter()
+        .map(|r| cell(&r.wasm).chars().count())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let w2 = rows
+        .iter()
+        .map(|r| cell(&r.native).chars().count())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    // The table is the command's result: it goes to stdout.
+    let mut out = String::new();
+    out += &format!(
+        "{:<w0$}  {:<w1$}  {:<w2$}  {:>6}  target\n",
+        "measure", "wasm", "native", "ratio"
+    );
+    for r in rows {
+        let ratio = ratio(&r.wasm, &r.native)
+            .map(|x| format!("{x:.2}×"))
+            .unwrap_or_else(|| "—".into());
+        let target = match &r.target {
+            Some((t, true)) => format!("met: {t}"),
+            Some((t, false)) => format!("NOT MET: {t}"),
+            None => String::new(),
+        };
+        out += &format!(
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:>6}  {}\n",
+            r.name,
+            cell(&r.wasm),
+            cell(&r.native),
+            ratio,
+            target
+        );
+    }
+    print!("{out}");
+}
+
+fn main() -> Result<()> {
+    let mut quick = false;
+    let mut json_path = target_dir().join("tickbox-bench.json");
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--json" => json_path = PathBuf::from(args.next().context("--json needs a path")?),
+            "-h" | "--help" => {
+                println!("usage: tickbox-bench [--quick] [--json PATH]");
+                return Ok(());
+            }
+            other => {
+                bail!("unknown argument {other}; usage: tickbox-bench [--quick] [--json PATH]")
+            }
+        }
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(run(quick, json_path))
+}

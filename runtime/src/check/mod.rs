@@ -1,0 +1,139 @@
+//! `tickbox check`: a conformance checker that examines a Tick.
+//!
+//! The [`crate::session`] engine enforces the *host's* side of the protocol
+//! and ends a session at the first violation. The checker turns that around:
+//! it drives a Tick through several fresh sessions with a raw, rule-free
+//! [`driver`], sends it what a host would (and some things a host never
+//! would: stale revisions, unknown tools, invalid args, garbage lines, stdin
+//! EOF mid-call, SIGTERM) and reports every Tick-side rule of the spec as
+//! pass, fail or not applicable, with the section, what was sent, what came
+//! back, and why.
+//!
+//! Where to read:
+//! - [`rules`] — the rule table: stable ids, sections, MUST vs advisory;
+//! - [`suite`] — the sessions and how each yields verdicts;
+//! - [`driver`] — the raw session and its transcript;
+//! - [`args`] — args a tool accepts, and args its schema rejects;
+//! - [`report`] — the report and its text, JSON and JUnit renderings.
+//!
+//! Mutating tools are called only with [`Options::allow_mutations`]: a
+//! broken Tick could execute even a call it should refuse.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use tickbox_runtime::backend::native::{spawn, NativeSpec};
+//! use tickbox_runtime::check::{self, Options};
+//! let spec = NativeSpec::new(["python3", "counter.py"]);
+//! let launch = move || std::future::ready(spawn(&spec).map_err(|e| e.to_string()));
+//! let report = check::run(&launch, "counter.py", &Options::default()).await?;
+//! println!("{}", report.to_text());
+//! assert!(report.passed());
+//! # Ok(()) }
+//! ```
+
+pub mod args;
+pub mod driver;
+pub mod report;
+pub mod rules;
+pub mod suite;
+
+pub use report::{Report, Status, Verdict};
+pub use rules::{Rule, Severity};
+
+use crate::protocol::limits::CALL_TIMEOUT;
+use crate::session::{BoxFuture, TickIo};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Starts a fresh instance of the Tick under check; called once per session.
+///
+/// Any backend fits: the CLI passes a closure over the same TICK spec its
+/// other commands use, so native and wasm Ticks are checked alike.
+pub trait Launch: Send + Sync {
+    /// Starts the Tick, or says why it cannot be started.
+    fn launch(&self) -> BoxFuture<'_, Result<TickIo, String>>;
+}
+
+impl<F, Fut> Launch for F
+where
+    F: Fn() -> Fut + Send + Sync,
+    Fut: std::future::Future<Output = Result<TickIo, String>> + Send + 'static,
+{
+    fn launch(&self) -> BoxFuture<'_, Result<TickIo, String>> {
+        Box::pin(self())
+    }
+}
+
+/// What to check and how.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The rules to report (all by default; see [`rules::select`]).
+    pub rules: Vec<&'static Rule>,
+    /// Whether mutating tools may be called.
+    pub allow_mutations: bool,
+    /// Args per tool name, used instead of synthesized ones.
+    pub sample_args: BTreeMap<String, Value>,
+    /// How long a tool call may take.
+    pub call_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            rules: rules::ALL.to_vec(),
+            allow_mutations: false,
+            sample_args: BTreeMap::new(),
+            call_timeout: CALL_TIMEOUT,
+        }
+    }
+}
+
+/// Why a check could not produce a report.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CheckError {
+    /// The backend could not start the Tick (nothing was checked).
+    #[error("cannot start the Tick: {0}")]
+    Start(String),
+    /// The sample args file does not fit the Tick's catalog.
+    #[error("sample args: {0}")]
+    SampleArgs(String),
+}
+
+/// Parses a sample-args document: a JSON object mapping tool name → args object.
+pub fn parse_sample_args(text: &str) -> Result<BTreeMap<String, Value>, CheckError> {
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| CheckError::SampleArgs(format!("not valid JSON: {e}")))?;
+    let Value::Object(map) = v else {
+        return Err(CheckError::SampleArgs(
+            "must be a JSON object mapping tool names to args objects".into(),
+        ));
+    };
+    map.into_iter()
+        .map(|(k, v)| {
+            if v.is_object() {
+                Ok((k, v))
+            } else {
+                Err(CheckError::SampleArgs(format!(
+                    "args for `{k}` must be a JSON object (§7.1)"
+                )))
+            }
+        })
+        .collect()
+}
+
+/// Runs the whole suite against the Tick `launch` starts.
+///
+/// Returns a report whenever the Tick could be started, however badly it
+/// behaved; `tick` is how it is named in the report.
+pub async fn run(launch: &dyn Launch, tick: &str, opts: &Options) -> Result<Report, CheckError> {
+    let mut suite = suite::Suite::new(launch, opts);
+    suite.run().await?;
+    let measurements = suite.measurements.clone();
+    let verdicts = std::mem::take(&mut suite.tally).verdicts(&opts.rules);
+    Ok(Report {
+        tick: tick.to_string(),
+        verdicts,
+        measurements,
+    })
+}

@@ -1,0 +1,215 @@
+//! `tickbox mcp`: host Ticks for an MCP client over stdio.
+//!
+//! Starts every Tick first (a Tick that fails to start is one stderr line
+//! and exit 3, before any MCP traffic), then serves MCP until the client
+//! closes stdin, then stops the Ticks. The facade itself lives in
+//! [`tickbox_runtime::mcp`].
+
+use super::exit::Exit;
+use super::open::{self, TickOpts, TickSpec};
+use clap::Args;
+use std::os::fd::FromRawFd;
+use std::path::PathBuf;
+use tickbox_runtime::mcp::config::valid_tick_name;
+use tickbox_runtime::mcp::{Config, Facade, Grants, HostedTick, TickEntry, TickSource};
+use tickbox_runtime::session::Session;
+
+/// Exit codes of `tickbox mcp`.
+pub const HELP: &str = "\
+Exit codes:
+  0    the MCP client closed stdin; every Tick was stopped
+  2    usage or config error, or a tool name MCP cannot take (a clash, or over 64
+       characters); stderr names it
+  3    a Tick could not start or failed initialization, or the MCP handshake failed
+  130  interrupted; the Ticks were stopped
+
+Stdout carries only MCP frames; diagnostics go to stderr (-v for more).";
+
+#[derive(Args)]
+pub struct McpArgs {
+    /// The Tick: a path to an executable or a .wasm file
+    #[arg(value_name = "TICK")]
+    pub tick: Option<String>,
+    /// Host the Ticks listed in this TOML file instead of one TICK
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// The Tick's name in tick://NAME/state (default: the last part of its kind)
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub opts: TickOpts,
+}
+
+/// One Tick to start.
+struct Planned {
+    name: Option<String>,
+    spec: TickSpec,
+    opts: TickOpts,
+    grants: Grants,
+}
+
+/// Runs the MCP server until the client goes away.
+pub async fn run(args: McpArgs) -> Result<(), Exit> {
+    default_logging();
+    let planned = plan(args)?;
+    // Before any Tick starts (a child could inherit fd 1) and before any
+    // frame is written.
+    let out = reserve_stdout()
+        .map_err(|e| Exit::session(format!("cannot set stdout aside for MCP frames: {e}")))?;
+    let mut hosted: Vec<HostedTick> = Vec::new();
+    for p in planned {
+        let label = p.name.clone().unwrap_or_else(|| describe_spec(&p.spec));
+        match open::open(p.spec, &p.opts).await {
+            Ok(t) => {
+                let name = p.name.unwrap_or_else(|| default_name(&t.session));
+                hosted.push(HostedTick {
+                    name,
+                    session: t.session,
+                    grants: p.grants,
+                });
+            }
+            Err(e) => {
+                for h in &hosted {
+                    h.session.shutdown().await;
+                }
+                return Err(Exit::new(e.code, format!("Tick `{label}`: {}", e.message)));
+            }
+        }
+    }
+    let facade = Facade::new(hosted).await.map_err(Exit::usage)?;
+    tracing::info!(ticks = ?facade.tick_names(), "serving MCP on stdio");
+    facade
+        .serve(tokio::io::stdin(), out)
+        .await
+        .map_err(Exit::session)
+}
+
+fn plan(args: McpArgs) -> Result<Vec<Planned>, Exit> {
+    let Some(path) = args.config else {
+        if let Some(name) = &args.name {
+            if !valid_tick_name(name) {
+                return Err(Exit::usage(format!(
+                    "--name `{name}` must be 1 to 32 of A-Z a-z 0-9 _ -"
+                )));
+            }
+        }
+        let spec = args.opts.spec(args.tick)?;
+        let grants = args.opts.grant_spec()?;
+        return Ok(vec![Planned {
+            name: args.name,
+            spec,
+            opts: args.opts,
+            grants,
+        }]);
+    };
+    if args.tick.is_some() || !args.opts.command.is_empty() || args.name.is_some() {
+        return Err(Exit::usage(
+            "--config names the Ticks; give no TICK, `-- COMMAND` or --name with it",
+        ));
+    }
+    let config = Config::load(&path).map_err(Exit::usage)?;
+    Ok(config
+        .ticks
+        .into_iter()
+        .map(|entry| planned(entry, &args.opts))
+        .collect())
+}
+
+/// An entry as the command line would have said it; the entry's own values
+/// win over flags given next to --config.
+fn planned(entry: TickEntry, flags: &TickOpts) -> Planned {
+    let spec = match entry.source {
+        TickSource::Path(p) => TickSpec::Path(p),
+        TickSource::Command(argv) => TickSpec::Command(argv),
+    };
+    // Each grant is the flag of the same name (dir → --dir, allow_net →
+    // --allow-net, env → --env, max_memory → --max-memory).
+    let opts = TickOpts {
+        // A wasm Tick has no working directory on the host: its files are its grants.
+        cwd: match &spec {
+            TickSpec::Path(p)
+                if tickbox_runtime::backend::wasm::is_wasm_path(std::path::Path::new(p)) =>
+            {
+                None
+            }
+            _ => entry.cwd.or_else(|| flags.cwd.clone()),
+        },
+        call_timeout: entry.call_timeout.unwrap_or(flags.call_timeout),
+        pretty: false,
+        command: Vec::new(),
+        dir: entry.grants.dir.clone(),
+        allow_net: entry.grants.allow_net.clone(),
+        env: entry.grants.env.clone(),
+        policy: None,
+        max_memory: entry.grants.max_memory.clone(),
+        no_cache: flags.no_cache,
+    };
+    Planned {
+        name: Some(entry.name),
+        spec,
+        opts,
+        grants: entry.grants,
+    }
+}
+
+fn describe_spec(spec: &TickSpec) -> String {
+    match spec {
+        TickSpec::Path(p) => p.clone(),
+        TickSpec::Command(argv) => argv.join(" "),
+    }
+}
+
+/// The last dot-separated part of the Tick's kind, as a valid name.
+fn default_name(session: &Session) -> String {
+    let kind = session
+        .descriptor()
+        .map(|d| d.kind.clone())
+        .unwrap_or_default();
+    let last = kind.rsplit('.').next().unwrap_or("");
+    let name: String = last
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(32)
+        .collect();
+    if name.is_empty() {
+        "tick".into()
+    } else {
+        name
+    }
+}
+
+/// Warnings and errors reach stderr even without -v: a Tick that dies is
+/// worth a line in the MCP client's server log. A no-op when -v or RUST_LOG
+/// already set up logging.
+fn default_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .try_init();
+}
+
+/// Keeps the real stdout for MCP frames only: returns a writer on a
+/// duplicate of fd 1 and points fd 1 at stderr, so that anything else that
+/// writes to "stdout" (a stray print, a library) ends up on stderr.
+fn reserve_stdout() -> std::io::Result<tokio::fs::File> {
+    // SAFETY: plain fd syscalls; the duplicate is owned by the File alone.
+    unsafe {
+        let fd = libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::dup2(2, 1) < 0 {
+            let e = std::io::Error::last_os_error();
+            libc::close(fd);
+            return Err(e);
+        }
+        Ok(tokio::fs::File::from_std(std::fs::File::from_raw_fd(fd)))
+    }
+}

@@ -1,0 +1,78 @@
+//! Latest-only delivery of state changes to a subscribed MCP client.
+//!
+//! The session keeps only the newest state ([`StateSnapshot`]); this loop
+//! turns its changes into at most one delivery per interval. Updates that
+//! arrive while it waits out the interval are merged into the next delivery,
+//! and the client learns how many were merged when it reads the resource.
+//!
+//! It is deliberately small and self-contained so that the shared delivery
+//! module of `tickbox watch` can replace it.
+
+use crate::session::StateSnapshot;
+use std::future::Future;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// The shortest time between two deliveries for one Tick.
+pub const DELIVERY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Calls `deliver` with the session's update count whenever a tick/update
+/// arrived since the last delivery, then waits `interval` before the next.
+///
+/// A change that is not an update (a tick/read refreshing the same state)
+/// delivers nothing, so reading the resource never triggers a notification
+/// about itself. Returns when the session's state channel closes or
+/// `deliver` returns `false`.
+pub async fn deliver_latest<F, Fut>(
+    mut state: watch::Receiver<StateSnapshot>,
+    interval: Duration,
+    mut deliver: F,
+) where
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let mut delivered = state.borrow_and_update().updates;
+    while state.changed().await.is_ok() {
+        let updates = state.borrow_and_update().updates;
+        if updates == delivered {
+            continue;
+        }
+        delivered = updates;
+        if !deliver(updates).await {
+            return;
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[tokio::test(start_paused = true)]
+    async fn updates_within_an_interval_merge_into_one_delivery() {
+        let (tx, rx) = watch::channel(StateSnapshot::default());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let task = tokio::spawn(deliver_latest(rx, Duration::from_secs(1), move |n| {
+            log.lock().unwrap().push(n);
+            async { true }
+        }));
+        // Let the loop take its starting point before the first update.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let bump = |n: u64| tx.send_modify(|s| s.updates = n);
+        bump(1);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        // Three more updates inside the interval: one delivery, with the latest count.
+        bump(2);
+        bump(3);
+        bump(4);
+        // A read that changes nothing delivers nothing.
+        tx.send_modify(|_| {});
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(*seen.lock().unwrap(), vec![1, 4]);
+        drop(tx);
+        task.await.unwrap();
+    }
+}

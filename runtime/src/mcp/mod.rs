@@ -1,0 +1,54 @@
+//! The MCP facade: any MCP client uses hosted Ticks through one stdio server.
+//!
+//! `tickbox mcp` starts one or more Ticks, initializes them, and serves the
+//! Model Context Protocol (via the official Rust SDK, `rmcp`) on its own
+//! stdin/stdout for as long as the client stays. It keeps what the Tick
+//! protocol guarantees: a call is bound to the catalog revision the client
+//! approved, a call is never resent, and state is latest-only.
+//!
+//! | Tick protocol | MCP |
+//! |---|---|
+//! | catalog tool `NAME` | tool `NAME`, or `TICK_NAME` when several Ticks are hosted ([`names`]) |
+//! | tool `description`, `input_schema` | `description`, `inputSchema` (`type: object` added when missing) |
+//! | `mutates` | `readOnlyHint = !mutates`, `destructiveHint = mutates` |
+//! | network grant ([`config::Grants::network`]) | `openWorldHint` |
+//! | `tick/call` result | `structuredContent` (objects as is, other values as `{"result": …}`) and the JSON as text |
+//! | error response | `isError` result, `{"error": {kind: "tool_error", code, message, data, executed}}` |
+//! | unknown outcome (§7.3) | `isError`, `kind: "unknown_outcome"`, `executed: null`; never retried |
+//! | result over 512 KiB | `isError`, `kind: "response_too_large"` with observed and limit bytes |
+//! | new `revision` | `notifications/tools/list_changed`; calls refused (`catalog_changed`) until the next `tools/list` |
+//! | `tick/read`, `tick/update` | resource `tick://NAME/state`, subscribable; tool `tick_state` |
+//! | latest-only delivery | `notifications/resources/updated` at most once per [`delivery::DELIVERY_INTERVAL`]; `merged_updates` on read |
+//! | `recover_with` | named (as its MCP tool name) in the state and the resource description |
+//! | the view | tool `tick_screen`: the screen as text |
+//!
+//! Where to start reading: [`server::Facade::new`] takes initialized
+//! sessions, [`server::Facade::serve`] runs the MCP session, [`outcome`]
+//! turns call outcomes into results.
+//!
+//! **Invariant:** the facade writes nothing but MCP frames to the writer it
+//! serves on; its diagnostics go through `tracing`, which the CLI sends to
+//! stderr. The CLI also points the process's own fd 1 at stderr, so no
+//! stray print can reach the client.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use tickbox_runtime::backend::native::{spawn, NativeSpec};
+//! use tickbox_runtime::mcp::{Facade, Grants, HostedTick};
+//! use tickbox_runtime::session::{Session, SessionConfig};
+//! let io = spawn(&NativeSpec::new(["python3", "counter.py"]))?;
+//! let session = Session::start(io, SessionConfig::default()).await?;
+//! let tick = HostedTick { name: "counter".into(), session, grants: Grants::default() };
+//! let facade = Facade::new(vec![tick]).await?;
+//! facade.serve(tokio::io::stdin(), tokio::io::stdout()).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod config;
+pub mod delivery;
+pub mod names;
+pub mod outcome;
+pub mod server;
+
+pub use config::{Config, ConfigError, Grants, TickEntry, TickSource};
+pub use server::{state_uri, Facade, FacadeError, HostedTick};
