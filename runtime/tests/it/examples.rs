@@ -568,3 +568,32 @@ async fn dashboard_jobs_outlive_their_call_and_the_view_is_usable() {
         s.shutdown().await;
     }
 }
+
+#[test]
+fn every_example_passes_tickbox_check() {
+    for b in BOTH {
+        for name in ["counter", "notes", "ticker", "fetch", "dashboard"] {
+            let dir = TempDir::new("check");
+            let grant = match b {
+                Wasm => format!("--dir={}::/notes", dir.0.display()),
+                Native => format!("--env=NOTES_DIR={}", dir.0.display()),
+            };
+            let mut extra = vec![grant.as_str()];
+            // fetch's only tool needs a server; the others are safe to call.
+            if name != "fetch" {
+                extra.push("--allow-mutations");
+            }
+            let out = tickbox(&argv(b, "check", name, &extra));
+            assert_eq!(
+                out.code, 0,
+                "{name} on {b:?}:\n{}\n{}",
+                out.stdout, out.stderr
+            );
+            assert!(
+                out.stdout.contains("PASSED"),
+                "{name} on {b:?}: {}",
+                out.stdout
+            );
+        }
+    }
+}
