@@ -10,11 +10,14 @@
 //! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge;
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
-//! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's).
+//! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
+//! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
+//!   natively, each driven through a scripted session on both backends.
 
 mod check;
 mod cli;
 mod engine;
+mod examples;
 mod live;
 mod mcp;
 mod native;

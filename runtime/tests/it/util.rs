@@ -224,3 +224,36 @@ pub fn hostile_p1() -> String {
         .to_string_lossy()
         .into_owned()
 }
+
+/// Builds a guest workspace natively (release, nested cargo into
+/// `$CARGO_TARGET_DIR/guests`) once per test process and returns the path
+/// of one of its binaries. The native twin of [`build_wasm`].
+pub fn build_native(workspace: &str, krate: &str) -> PathBuf {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static BUILT: OnceLock<Mutex<HashMap<String, Result<(), String>>>> = OnceLock::new();
+    let out = target_dir().join("guests");
+    let map = BUILT.get_or_init(Default::default);
+    let mut built = map.lock().unwrap_or_else(|p| p.into_inner());
+    let result = built.entry(workspace.to_string()).or_insert_with(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--release", "--quiet", "--manifest-path"])
+            .arg(root().join(workspace).join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&out)
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS")
+            .status()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("building {workspace} natively failed"))
+        }
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    out.join("release").join(krate)
+}

@@ -1,0 +1,495 @@
+//! The platform-independent heart of the SDK: one Tick, its protocol duties
+//! and its timers, driven by events.
+//!
+//! The platform loops (`platform::native`, `platform::wasm`) only wait for
+//! events and feed them in: a protocol line, key bytes, a resize, the clock.
+//! Everything the protocol requires happens here, in one thread:
+//!
+//! - every request with a usable id gets exactly one response; lines that do
+//!   not parse, or have no unsigned integer id, are dropped without a reply
+//!   (never `id: null`, §3.2);
+//! - after every event the author's state is serialized and compared with the
+//!   last one; only a difference bumps `seq` and emits `tick/update` (§8.3),
+//!   so redraws, resizes and reads never do. `tick/read` returns the current
+//!   `seq`, which is never below the last update's (§6.3);
+//! - after every event the catalog is rebuilt from `Tick::tools`; any change
+//!   gets a new revision (§5.5), and calls against another revision get
+//!   -32004 without running (§7.2);
+//! - each frame is handed to the output sink in one call, newline included,
+//!   so frames never interleave or end without a newline (§3.1).
+//!
+//! Because handlers run on this one thread, `tick/describe` and `tick/read`
+//! wait for at most the event being handled; handlers must stay short, and
+//! longer work is split into timer steps that report through updates (§7.3).
+
+use crate::catalog::{ToolError, Tools};
+use crate::draw::AnsiBackend;
+use crate::key;
+use crate::{Newest, Tick};
+use serde_json::{json, Map, Value};
+use std::time::{Duration, Instant};
+
+/// The protocol version this SDK implements.
+pub const PROTOCOL: u64 = 3;
+/// `tick/update` params and the `tick/describe` result may not exceed this
+/// when encoded (§5.3, §8.2).
+pub const MAX_ENCODED: usize = 512 * 1024;
+/// What the SDK actually allows: the host measures after re-encoding, and
+/// numbers can grow in the process (§3.5), so keep some headroom.
+pub const SAFE_ENCODED: usize = MAX_ENCODED - 16 * 1024;
+/// Timers never fire more often than this, so a mistaken zero period cannot
+/// spin the Tick.
+pub const MIN_TIMER_PERIOD: Duration = Duration::from_millis(10);
+
+/// Error codes the SDK sends (see the README's table).
+pub mod codes {
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL: i64 = -32603;
+    pub const REVISION_CHANGED: i64 = -32004;
+}
+
+/// Names a timer set through [`Ctx::every`] or [`Ctx::after`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TimerId(u64);
+
+struct Timer {
+    id: TimerId,
+    due: Instant,
+    period: Option<Duration>,
+}
+
+/// What a handler may ask of the SDK: timers, the terminal size, quitting.
+pub struct Ctx {
+    timers: Vec<Timer>,
+    next_timer: u64,
+    quit: bool,
+    size: (u16, u16),
+}
+
+impl Ctx {
+    fn new(size: (u16, u16)) -> Ctx {
+        Ctx {
+            timers: Vec::new(),
+            next_timer: 1,
+            quit: false,
+            size,
+        }
+    }
+
+    fn add_timer(&mut self, delay: Duration, period: Option<Duration>) -> TimerId {
+        let id = TimerId(self.next_timer);
+        self.next_timer += 1;
+        self.timers.push(Timer {
+            id,
+            due: Instant::now() + delay,
+            period,
+        });
+        id
+    }
+
+    /// Calls [`Tick::on_timer`] every `period` (at least 10 ms) until
+    /// cancelled. Ticks are not queued up: a Tick that falls behind gets one
+    /// call, not a burst.
+    pub fn every(&mut self, period: Duration) -> TimerId {
+        let period = period.max(MIN_TIMER_PERIOD);
+        self.add_timer(period, Some(period))
+    }
+
+    /// Calls [`Tick::on_timer`] once after `delay`.
+    pub fn after(&mut self, delay: Duration) -> TimerId {
+        self.add_timer(delay, None)
+    }
+
+    /// Stops a timer; unknown or finished timers are ignored.
+    pub fn cancel(&mut self, timer: TimerId) {
+        self.timers.retain(|t| t.id != timer);
+    }
+
+    /// Ends the Tick after the current event. The host sees the session end.
+    pub fn quit(&mut self) {
+        self.quit = true;
+    }
+
+    /// The view terminal's size as (columns, rows).
+    pub fn size(&self) -> (u16, u16) {
+        self.size
+    }
+}
+
+/// Writes one complete frame (newline included) to the protocol output.
+pub(crate) type Output = Box<dyn FnMut(&[u8]) -> std::io::Result<()>>;
+/// Shows an author-facing problem (stderr, which is the view).
+pub(crate) type Report = Box<dyn FnMut(&str)>;
+
+/// One running Tick.
+pub(crate) struct Runtime<T: Tick> {
+    tick: T,
+    ctx: Ctx,
+    tools: Tools<T>,
+    catalog: Vec<Value>,
+    revision: u64,
+    seq: u64,
+    data: Value,
+    encoded: String,
+    out: Output,
+    report: Report,
+    terminal: Option<ratatui::Terminal<AnsiBackend>>,
+    closed: bool,
+}
+
+impl<T: Tick> Runtime<T> {
+    /// Starts `tick`: runs `on_start`, then takes its state as seq 0 and its
+    /// catalog as revision "1". Nothing is sent until the host asks.
+    pub fn new(
+        tick: T,
+        size: (u16, u16),
+        out: Output,
+        report: Report,
+        draw: Option<crate::draw::Sink>,
+    ) -> Runtime<T> {
+        let terminal = draw.and_then(|sink| {
+            let backend = AnsiBackend::new(size.0, size.1, sink);
+            ratatui::Terminal::new(backend).ok()
+        });
+        let mut rt = Runtime {
+            tick,
+            ctx: Ctx::new(size),
+            tools: Tools::default(),
+            catalog: Vec::new(),
+            revision: 1,
+            seq: 0,
+            data: Value::Null,
+            encoded: "null".into(),
+            out,
+            report,
+            terminal,
+            closed: false,
+        };
+        rt.tick.on_start(&mut rt.ctx);
+        rt.refresh_catalog();
+        rt.revision = 1;
+        rt.data = rt.encode_state().unwrap_or(Value::Null);
+        rt.encoded = rt.data.to_string();
+        if let Err(problem) = rt.check_declarations() {
+            (rt.report)(&problem);
+        }
+        if let Some(t) = rt.terminal.as_mut() {
+            let _ = t.clear();
+        }
+        rt.redraw();
+        rt
+    }
+
+    /// Whether the loop should stop: the Tick quit, or stdout is gone.
+    pub fn done(&self) -> bool {
+        self.ctx.quit || self.closed
+    }
+
+    /// When the next timer is due.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.ctx.timers.iter().map(|t| t.due).min()
+    }
+
+    /// Handles one line of protocol input (without its newline).
+    pub fn line(&mut self, line: &str) {
+        let Ok(Value::Object(msg)) = serde_json::from_str::<Value>(line) else {
+            // Not a JSON object: no usable id, so no reply at all (§3.2).
+            return;
+        };
+        let Some(id) = msg.get("id").and_then(Value::as_u64) else {
+            return;
+        };
+        let Some(method) = msg.get("method").and_then(Value::as_str) else {
+            // An id without a method is not a request (maybe a stray
+            // response); answering it would be answering nothing.
+            return;
+        };
+        let reply = if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            Err(ToolError::code(
+                codes::INVALID_REQUEST,
+                "invalid request: jsonrpc must be \"2.0\"",
+            ))
+        } else {
+            let params = msg.get("params").cloned().unwrap_or(json!({}));
+            match method {
+                "tick/describe" => self.describe(),
+                "tick/read" => Ok(json!({"seq": self.seq, "data": self.data})),
+                "tick/call" => self.call(params),
+                other => Err(ToolError::code(
+                    codes::METHOD_NOT_FOUND,
+                    format!("unknown method {other}"),
+                )),
+            }
+        };
+        let frame = match reply {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(e) => {
+                let mut error = json!({"code": e.code, "message": e.message});
+                if let Some(data) = e.data {
+                    error["data"] = data;
+                }
+                json!({"jsonrpc": "2.0", "id": id, "error": error})
+            }
+        };
+        self.send(&frame);
+    }
+
+    /// Handles key bytes typed in a view.
+    pub fn keys(&mut self, bytes: &[u8]) {
+        for k in key::decode(bytes) {
+            self.tick.on_key(k, &mut self.ctx);
+            self.after_event();
+        }
+        self.redraw();
+    }
+
+    /// Handles a resize of the view: a repaint, never an update (§8.3).
+    pub fn resize(&mut self, cols: u16, rows: u16) {
+        self.ctx.size = (cols.max(1), rows.max(1));
+        if let Some(t) = self.terminal.as_mut() {
+            t.backend_mut().set_size(cols, rows);
+            let _ = t.autoresize();
+        }
+        self.redraw();
+    }
+
+    /// Runs every timer due at `now`.
+    pub fn timers(&mut self, now: Instant) {
+        let mut fired = false;
+        // Fire in due order; a handler may add or cancel timers, so look
+        // the next one up afresh each time and stop at ones added now.
+        let mut budget = self.ctx.timers.len();
+        while budget > 0 {
+            budget -= 1;
+            let Some(idx) = (0..self.ctx.timers.len())
+                .filter(|&i| self.ctx.timers[i].due <= now)
+                .min_by_key(|&i| self.ctx.timers[i].due)
+            else {
+                break;
+            };
+            let timer = &mut self.ctx.timers[idx];
+            let id = timer.id;
+            match timer.period {
+                // Skip missed periods rather than firing a burst.
+                Some(p) => {
+                    while timer.due <= now {
+                        timer.due += p;
+                    }
+                }
+                None => {
+                    self.ctx.timers.remove(idx);
+                }
+            }
+            self.tick.on_timer(id, &mut self.ctx);
+            self.after_event();
+            fired = true;
+        }
+        if fired {
+            self.redraw();
+        }
+    }
+
+    fn call(&mut self, params: Value) -> Result<Value, ToolError> {
+        let Value::Object(params) = params else {
+            return Err(ToolError::rejected("tick/call params must be an object"));
+        };
+        let current = self.revision.to_string();
+        if params.get("revision").and_then(Value::as_str) != Some(current.as_str()) {
+            return Err(ToolError::code(
+                codes::REVISION_CHANGED,
+                "the Tick Tool catalog changed; describe the Tick and prepare the call again",
+            ));
+        }
+        let name = params.get("tool").and_then(Value::as_str).unwrap_or("");
+        let Some(tool) = self.tools.get(name) else {
+            return Err(ToolError::code(
+                codes::INVALID_PARAMS,
+                format!("unknown tool `{name}`"),
+            ));
+        };
+        let args = params
+            .get("args")
+            .cloned()
+            .unwrap_or(Value::Object(Map::new()));
+        let result = (tool.run)(&mut self.tick, args, &mut self.ctx);
+        // The update goes out before the response, as in Appendix A, so a
+        // client that sees the result can already read the new state.
+        self.after_event();
+        self.redraw();
+        result
+    }
+
+    fn describe(&mut self) -> Result<Value, ToolError> {
+        if let Err(problem) = self.check_declarations() {
+            return Err(ToolError::code(codes::INTERNAL, problem));
+        }
+        let mut d = json!({
+            "protocol": PROTOCOL,
+            "kind": T::KIND,
+            "title": T::TITLE,
+            "description": T::DESCRIPTION,
+            "revision": self.revision.to_string(),
+            "tools": self.catalog,
+        });
+        if let Some(r) = T::RECOVER_WITH {
+            d["recover_with"] = json!(r);
+        }
+        if !T::SERIES.is_empty() {
+            let series: Vec<Value> = T::SERIES
+                .iter()
+                .map(|s| {
+                    let newest = match s.newest {
+                        Newest::First => "first",
+                        Newest::Last => "last",
+                    };
+                    json!({"path": s.path, "newest": newest})
+                })
+                .collect();
+            d["state"] = json!({ "series": series });
+        }
+        let size = d.to_string().len();
+        if size > SAFE_ENCODED {
+            let problem = format!(
+                "tickbox-guest: the descriptor is {size} bytes encoded; tick/describe allows {MAX_ENCODED} (§5.3) and the SDK keeps {} bytes of headroom: shorten tool descriptions or schemas",
+                MAX_ENCODED - SAFE_ENCODED
+            );
+            (self.report)(&problem);
+            return Err(ToolError::code(codes::INTERNAL, problem));
+        }
+        Ok(d)
+    }
+
+    /// The rules of §5.3 that depend on the author's declarations, checked
+    /// here so the author reads which rule broke instead of a host refusal.
+    fn check_declarations(&self) -> Result<(), String> {
+        let bad = |why: String| Err(format!("tickbox-guest: {why}"));
+        if T::KIND.trim().is_empty() || T::TITLE.trim().is_empty() {
+            return bad("Tick::KIND and Tick::TITLE must not be empty (§5.3)".into());
+        }
+        let mut names: Vec<&str> = Vec::new();
+        for t in &self.tools.list {
+            if t.name.trim().is_empty() {
+                return bad("a tool has an empty name (§5.3)".into());
+            }
+            if names.contains(&t.name.as_str()) {
+                return bad(format!("the tool `{}` is declared twice (§5.3)", t.name));
+            }
+            names.push(&t.name);
+        }
+        if let Some(r) = T::RECOVER_WITH {
+            match self.tools.get(r) {
+                None => {
+                    return bad(format!(
+                        "RECOVER_WITH names `{r}`, which is not a tool (§9)"
+                    ))
+                }
+                Some(t) if t.mutates => {
+                    return bad(format!(
+                    "RECOVER_WITH names `{r}`, which is Effect::Mutates; it must be ReadOnly (§9)"
+                ))
+                }
+                _ => {}
+            }
+        }
+        let mut paths: Vec<&str> = Vec::new();
+        for s in T::SERIES {
+            if !(s.path.is_empty() || s.path.starts_with('/')) || paths.contains(&s.path) {
+                return bad(format!(
+                    "SERIES path {:?} must be \"\" or start with '/', and be unique (§5.3)",
+                    s.path
+                ));
+            }
+            paths.push(s.path);
+        }
+        Ok(())
+    }
+
+    /// What follows every event: a changed catalog gets a new revision and
+    /// a changed state gets an update.
+    fn after_event(&mut self) {
+        self.refresh_catalog();
+        self.sync_state();
+    }
+
+    fn refresh_catalog(&mut self) {
+        let mut tools = Tools::default();
+        self.tick.tools(&mut tools);
+        let entries: Vec<Value> = tools.list.iter().map(|t| t.entry()).collect();
+        if entries != self.catalog {
+            self.revision += 1;
+            self.catalog = entries;
+        }
+        self.tools = tools;
+    }
+
+    fn encode_state(&mut self) -> Option<Value> {
+        match serde_json::to_value(self.tick.state()) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                (self.report)(&format!(
+                    "tickbox-guest: Tick::state cannot be encoded as JSON: {e}; no update was sent"
+                ));
+                None
+            }
+        }
+    }
+
+    fn sync_state(&mut self) {
+        let Some(data) = self.encode_state() else {
+            return;
+        };
+        let encoded = data.to_string();
+        if encoded == self.encoded {
+            return;
+        }
+        let params_size = encoded.len() + 40;
+        if params_size > SAFE_ENCODED {
+            // Sending it would be a protocol violation that ends the session
+            // (§8.2). The state is kept as it was, so a read stays consistent
+            // with the updates the host has seen.
+            (self.report)(&format!(
+                "tickbox-guest: the state is {} bytes encoded; tick/update allows {MAX_ENCODED} (§8.2) and the SDK keeps {} bytes of headroom; no update was sent. Keep state small and serve large content through query tools (§6.4)",
+                encoded.len(),
+                MAX_ENCODED - SAFE_ENCODED
+            ));
+            return;
+        }
+        self.seq += 1;
+        self.encoded = encoded;
+        self.data = data;
+        if self.data.is_null() {
+            // Null means "no content yet": readable, but never an update.
+            return;
+        }
+        let frame = json!({
+            "jsonrpc": "2.0",
+            "method": "tick/update",
+            "params": {"seq": self.seq, "data": self.data},
+        });
+        self.send(&frame);
+    }
+
+    fn send(&mut self, frame: &Value) {
+        let mut line = frame.to_string();
+        line.push('\n');
+        if (self.out)(line.as_bytes()).is_err() {
+            // The host closed our stdout: nobody is listening any more.
+            self.closed = true;
+        }
+    }
+
+    fn redraw(&mut self) {
+        let Some(t) = self.terminal.as_mut() else {
+            return;
+        };
+        let tick = &self.tick;
+        let _ = t.draw(|f| tick.view(f));
+    }
+
+    #[cfg(test)]
+    pub fn tick(&self) -> &T {
+        &self.tick
+    }
+}
