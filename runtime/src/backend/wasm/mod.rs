@@ -25,6 +25,7 @@
 
 pub mod cache;
 pub mod grants;
+pub mod pipe;
 pub mod terminal;
 
 use crate::protocol::limits::{INITIAL_COLS, INITIAL_ROWS, INSTANCE_ID_VAR, TERM_VALUE};
@@ -40,14 +41,12 @@ use std::time::Duration;
 use tokio::io::AsyncWrite;
 use wasmtime::component::{Component, Linker as ComponentLinker, ResourceTable};
 use wasmtime::{Config, Engine, Linker, Module, ResourceLimiter, Store};
-use wasmtime_wasi::cli::{AsyncStdinStream, AsyncStdoutStream, IsTerminal, StdoutStream};
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 /// How often the epoch advances (and a running guest yields).
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
-/// Pipe buffer between host and guest, each direction.
-const PIPE_BYTES: usize = 64 * 1024;
 /// How long a guest whose stdin closed may take to return by itself.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 /// Table elements counted as this many bytes against `max_memory`.
@@ -664,12 +663,12 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
 
     let (term, guest_term) = terminal::pair(INITIAL_COLS, INITIAL_ROWS);
     let view = View::new(Box::new(term));
-    let (host_stdin, guest_stdin) = tokio::io::duplex(PIPE_BYTES);
-    let (guest_stdout, host_stdout) = tokio::io::duplex(PIPE_BYTES);
+    let (host_stdin, guest_stdin) = pipe::stdin();
+    let (guest_stdout, host_stdout) = pipe::stdout();
     let resolved = resolve_names(&spec.grants).await;
     let (mut builder, keep) = wasi_builder(spec, resolved, &view)?;
-    builder.stdin(AsyncStdinStream::new(guest_stdin));
-    builder.stdout(AsyncStdoutStream::new(PIPE_BYTES, guest_stdout));
+    builder.stdin(guest_stdin);
+    builder.stdout(guest_stdout);
     let limiter = Limiter {
         max: usize::try_from(spec.grants.max_memory).unwrap_or(usize::MAX),
     };

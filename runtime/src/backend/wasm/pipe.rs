@@ -1,0 +1,391 @@
+//! In-memory pipes between the host and a wasm guest's stdin and stdout.
+//!
+//! wasmtime-wasi's ready-made async stdio puts a tokio task between each end
+//! and the guest; every request and response then crosses one more task
+//! hand-off each way. These pipes connect the two ends directly: the host's
+//! write wakes the guest's pending `poll`, and the guest's write wakes the
+//! session's reader. A pipe holds at most [`PIPE_CAPACITY`] bytes; a full
+//! pipe makes the writer wait (backpressure), and closing either end is seen
+//! by the other (EOF, or a closed stream).
+
+use bytes::{Buf, Bytes, BytesMut};
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use wasmtime_wasi::cli::{IsTerminal, StdinStream, StdoutStream};
+use wasmtime_wasi::p2::{InputStream, OutputStream, Pollable, StreamError, StreamResult};
+
+/// Bytes a pipe buffers before its writer waits.
+pub const PIPE_CAPACITY: usize = 64 * 1024;
+
+#[derive(Default)]
+struct State {
+    buf: BytesMut,
+    writer_closed: bool,
+    reader_closed: bool,
+    read_waker: Option<Waker>,
+    write_waker: Option<Waker>,
+}
+
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<State>>);
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // The critical sections only move bytes and wakers; a poisoned lock
+        // still holds a consistent buffer.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self, bytes: &[u8]) -> usize {
+        let mut s = self.lock();
+        let n = bytes.len().min(PIPE_CAPACITY.saturating_sub(s.buf.len()));
+        s.buf.extend_from_slice(&bytes[..n]);
+        if n > 0 {
+            if let Some(w) = s.read_waker.take() {
+                w.wake();
+            }
+        }
+        n
+    }
+
+    fn take(&self, max: usize) -> Bytes {
+        let mut s = self.lock();
+        let n = max.min(s.buf.len());
+        let out = s.buf.split_to(n).freeze();
+        if n > 0 {
+            if let Some(w) = s.write_waker.take() {
+                w.wake();
+            }
+        }
+        out
+    }
+
+    fn close_writer(&self) {
+        let mut s = self.lock();
+        s.writer_closed = true;
+        if let Some(w) = s.read_waker.take() {
+            w.wake();
+        }
+    }
+
+    fn close_reader(&self) {
+        let mut s = self.lock();
+        s.reader_closed = true;
+        s.buf.clear();
+        if let Some(w) = s.write_waker.take() {
+            w.wake();
+        }
+    }
+
+    /// Ready to read: bytes are there, or the writer is gone.
+    fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.lock();
+        if !s.buf.is_empty() || s.writer_closed {
+            return Poll::Ready(());
+        }
+        s.read_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// Ready to write: there is room, or the reader is gone.
+    fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.lock();
+        if s.buf.len() < PIPE_CAPACITY || s.reader_closed {
+            return Poll::Ready(());
+        }
+        s.write_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// A pipe into the guest's stdin: the host's writer and the guest's stdin.
+pub fn stdin() -> (HostWriter, GuestStdin) {
+    let shared = Shared::default();
+    (HostWriter(shared.clone()), GuestStdin(shared))
+}
+
+/// A pipe out of the guest's stdout: the guest's stdout and the host's reader.
+pub fn stdout() -> (GuestStdout, HostReader) {
+    let shared = Shared::default();
+    (GuestStdout(shared.clone()), HostReader(shared))
+}
+
+/// The host's end of the guest's stdin.
+pub struct HostWriter(Shared);
+
+impl AsyncWrite for HostWriter {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if self.0.lock().reader_closed {
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        }
+        match self.0.push(buf) {
+            0 if !buf.is_empty() => match self.0.poll_writable(cx) {
+                Poll::Ready(()) => {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            n => Poll::Ready(Ok(n)),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.0.close_writer();
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for HostWriter {
+    fn drop(&mut self) {
+        self.0.close_writer();
+    }
+}
+
+/// The host's end of the guest's stdout.
+pub struct HostReader(Shared);
+
+impl AsyncRead for HostReader {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.0.poll_readable(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(()) => {
+                let chunk = self.0.take(buf.remaining());
+                buf.put_slice(&chunk);
+                Poll::Ready(Ok(()))
+            }
+        }
+    }
+}
+
+impl Drop for HostReader {
+    fn drop(&mut self) {
+        self.0.close_reader();
+    }
+}
+
+/// The guest's stdin, as WASI sees it. Every handle the guest opens reads
+/// the same pipe; the pipe closes for the host when the guest's context goes.
+pub struct GuestStdin(Shared);
+
+impl Drop for GuestStdin {
+    fn drop(&mut self) {
+        self.0.close_reader();
+    }
+}
+
+impl IsTerminal for GuestStdin {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdinStream for GuestStdin {
+    fn async_stream(&self) -> Box<dyn AsyncRead + Send + Sync> {
+        Box::new(StdinHandle(self.0.clone()))
+    }
+    fn p2_stream(&self) -> Box<dyn InputStream> {
+        Box::new(StdinHandle(self.0.clone()))
+    }
+}
+
+/// One guest handle on stdin.
+struct StdinHandle(Shared);
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for StdinHandle {
+    async fn ready(&mut self) {
+        std::future::poll_fn(|cx| self.0.poll_readable(cx)).await
+    }
+}
+
+impl InputStream for StdinHandle {
+    fn read(&mut self, size: usize) -> StreamResult<Bytes> {
+        let chunk = self.0.take(size);
+        if chunk.is_empty() && size > 0 && self.0.lock().writer_closed {
+            return Err(StreamError::Closed);
+        }
+        Ok(chunk)
+    }
+}
+
+impl AsyncRead for StdinHandle {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.0.poll_readable(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(()) => {
+                let chunk = self.0.take(buf.remaining());
+                buf.put_slice(chunk.chunk());
+                Poll::Ready(Ok(()))
+            }
+        }
+    }
+}
+
+/// The guest's stdout, as WASI sees it.
+pub struct GuestStdout(Shared);
+
+impl Drop for GuestStdout {
+    fn drop(&mut self) {
+        self.0.close_writer();
+    }
+}
+
+impl IsTerminal for GuestStdout {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for GuestStdout {
+    fn async_stream(&self) -> Box<dyn AsyncWrite + Send + Sync> {
+        Box::new(StdoutHandle(self.0.clone()))
+    }
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(StdoutHandle(self.0.clone()))
+    }
+}
+
+/// One guest handle on stdout.
+struct StdoutHandle(Shared);
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for StdoutHandle {
+    async fn ready(&mut self) {
+        std::future::poll_fn(|cx| self.0.poll_writable(cx)).await
+    }
+}
+
+impl OutputStream for StdoutHandle {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        let mut rest: &[u8] = &bytes;
+        // `check_write` promised room for these bytes; a guest that writes
+        // more than it was promised is told so rather than silently cut.
+        while !rest.is_empty() {
+            if self.0.lock().reader_closed {
+                return Err(StreamError::Closed);
+            }
+            let n = self.0.push(rest);
+            if n == 0 {
+                return Err(StreamError::Trap(wasmtime::format_err!(
+                    "write exceeded the permitted size"
+                )));
+            }
+            rest = &rest[n..];
+        }
+        Ok(())
+    }
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+    fn check_write(&mut self) -> StreamResult<usize> {
+        let s = self.0.lock();
+        if s.reader_closed {
+            return Err(StreamError::Closed);
+        }
+        Ok(PIPE_CAPACITY.saturating_sub(s.buf.len()))
+    }
+}
+
+impl AsyncWrite for StdoutHandle {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if self.0.lock().reader_closed {
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        }
+        match self.0.push(buf) {
+            0 if !buf.is_empty() => match self.0.poll_writable(cx) {
+                Poll::Ready(()) => {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            n => Poll::Ready(Ok(n)),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn bytes_cross_and_eof_follows_the_writer() {
+        let (mut host, guest) = stdin();
+        let mut handle = guest.p2_stream();
+        host.write_all(b"hello\n").await.unwrap();
+        handle.ready().await;
+        assert_eq!(&handle.read(3).unwrap()[..], b"hel");
+        assert_eq!(&handle.read(100).unwrap()[..], b"lo\n");
+        assert!(
+            handle.read(10).unwrap().is_empty(),
+            "empty, not closed, while the writer lives"
+        );
+        host.shutdown().await.unwrap();
+        handle.ready().await;
+        assert!(matches!(handle.read(10), Err(StreamError::Closed)));
+    }
+
+    #[tokio::test]
+    async fn a_full_pipe_waits_and_a_gone_reader_breaks_it() {
+        let (guest, mut host) = stdout();
+        let mut handle = guest.p2_stream();
+        assert_eq!(handle.check_write().unwrap(), PIPE_CAPACITY);
+        handle
+            .write(Bytes::from(vec![b'x'; PIPE_CAPACITY]))
+            .unwrap();
+        assert_eq!(
+            handle.check_write().unwrap(),
+            0,
+            "full: the guest must wait"
+        );
+        let mut buf = vec![0u8; 1000];
+        let n = host.read(&mut buf).await.unwrap();
+        assert_eq!(n, 1000);
+        assert_eq!(handle.check_write().unwrap(), 1000);
+        drop(host);
+        assert!(matches!(handle.check_write(), Err(StreamError::Closed)));
+        drop(handle);
+        drop(guest);
+    }
+
+    #[tokio::test]
+    async fn the_host_sees_eof_when_the_guest_context_goes() {
+        let (guest, mut host) = stdout();
+        let mut handle = guest.p2_stream();
+        handle.write(Bytes::from_static(b"last\n")).unwrap();
+        drop(handle);
+        drop(guest);
+        let mut all = Vec::new();
+        host.read_to_end(&mut all).await.unwrap();
+        assert_eq!(all, b"last\n");
+    }
+}
