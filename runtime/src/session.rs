@@ -1,11 +1,11 @@
 //! The host engine: one protocol session with one Tick.
 //!
 //! A [`Session`] is started from a [`TickIo`] (what a backend yields: the
-//! Tick's stdin and stdout, its view and a handle on the process) and runs
-//! three tasks:
+//! Tick's stdin and stdout, its view and a handle on the process). The
+//! Tick's stdin sits behind one async lock: a request writes its whole frame
+//! while holding it, so frames never interleave, and no task hand-off stands
+//! between a request and the Tick. Two tasks run beside the requests:
 //!
-//! - the **writer** owns the Tick's stdin and writes one whole frame at a
-//!   time, so frames never interleave;
 //! - the **reader** owns the Tick's stdout, splits it into lines
 //!   ([`crate::framing`]), classifies each ([`crate::protocol::message`]),
 //!   hands responses to the request waiting on their id, and checks and keeps
@@ -279,7 +279,7 @@ enum Trigger {
 /// One protocol session with one Tick.
 pub struct Session {
     shared: Arc<Shared>,
-    frames: mpsc::Sender<Vec<u8>>,
+    stdin: Stdin,
     permits: Arc<Semaphore>,
     view: Arc<View>,
     triggers: mpsc::UnboundedSender<Trigger>,
@@ -333,20 +333,18 @@ impl Session {
             events,
             next_id: AtomicU64::new(1),
         });
-        let (frames, frames_rx) = mpsc::channel::<Vec<u8>>(MAX_IN_FLIGHT * 2);
+        let stdin: Stdin = Arc::new(tokio::sync::Mutex::new(Some(io.stdin)));
         let (triggers, triggers_rx) = mpsc::unbounded_channel();
-        let (close_stdin, close_rx) = oneshot::channel();
-        tokio::spawn(write_frames(io.stdin, frames_rx, close_rx));
         tokio::spawn(read_frames(io.stdout, shared.clone(), triggers.clone()));
         tokio::spawn(supervise(
             io.process,
             shared.clone(),
             triggers_rx,
-            close_stdin,
+            stdin.clone(),
         ));
         Session {
             shared,
-            frames,
+            stdin,
             permits: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
             view: io.view,
             triggers,
@@ -425,7 +423,7 @@ impl Session {
         }
         before_send();
         let frame = encode_request(RequestId(id), method, params);
-        if self.frames.send(frame).await.is_err() {
+        if write_frame(&self.stdin, &frame).await.is_err() {
             lock(&self.shared.pending).remove(&id);
             return Err(ended(&self.shared));
         }
@@ -580,26 +578,44 @@ fn result_of(method: &'static str, body: ResponseBody) -> Result<Value, RequestE
     }
 }
 
-async fn write_frames(
-    mut stdin: Box<dyn AsyncWrite + Send + Unpin>,
-    mut frames: mpsc::Receiver<Vec<u8>>,
-    mut close: oneshot::Receiver<()>,
-) {
-    loop {
-        tokio::select! {
-            biased;
-            _ = &mut close => break,
-            frame = frames.recv() => {
-                let Some(frame) = frame else { break };
-                // One write_all per frame: a frame is never split by another.
-                if stdin.write_all(&frame).await.is_err() || stdin.flush().await.is_err() {
-                    // The Tick stopped reading; the reader will see its end.
-                    break;
-                }
-            }
-        }
+/// The Tick's stdin; `None` once closed.
+type Stdin = Arc<tokio::sync::Mutex<Option<Box<dyn AsyncWrite + Send + Unpin>>>>;
+
+/// Writes one whole frame. Callers hold the lock for the whole frame, so a
+/// frame is never split by another.
+async fn write_frame(stdin: &Stdin, frame: &[u8]) -> std::io::Result<()> {
+    let mut guard = stdin.lock().await;
+    let Some(w) = guard.as_mut() else {
+        return Err(std::io::ErrorKind::BrokenPipe.into());
+    };
+    let r = async {
+        w.write_all(frame).await?;
+        w.flush().await
     }
-    let _ = stdin.shutdown().await;
+    .await;
+    if r.is_err() {
+        // The Tick stopped reading; the reader will see its end.
+        *guard = None;
+    }
+    r
+}
+
+/// Closes the Tick's stdin (EOF for the Tick). A write stuck on a Tick that
+/// does not read must not hold up the shutdown: then the close happens in
+/// the background, once the write gives up (the Tick is terminated anyway).
+async fn close_stdin(stdin: Stdin) {
+    let close = async move {
+        if let Some(mut w) = stdin.lock().await.take() {
+            let _ = w.shutdown().await;
+        }
+    };
+    let mut close = Box::pin(close);
+    if tokio::time::timeout(Duration::from_millis(50), &mut close)
+        .await
+        .is_err()
+    {
+        tokio::spawn(close);
+    }
 }
 
 async fn read_frames(
@@ -660,9 +676,8 @@ async fn supervise(
     mut process: Box<dyn TickProcess>,
     shared: Arc<Shared>,
     mut triggers: mpsc::UnboundedReceiver<Trigger>,
-    close_stdin: oneshot::Sender<()>,
+    stdin: Stdin,
 ) {
-    let mut close_stdin = Some(close_stdin);
     let mut done: Vec<oneshot::Sender<()>> = Vec::new();
     let graceful = match triggers.recv().await {
         None => false,
@@ -685,9 +700,7 @@ async fn supervise(
             true
         }
     };
-    if let Some(c) = close_stdin.take() {
-        let _ = c.send(());
-    }
+    close_stdin(stdin).await;
     process.terminate(graceful).await;
     // Anyone else who asked for a shutdown meanwhile is answered too.
     triggers.close();

@@ -415,6 +415,16 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
     eprintln!("start…");
     // Populate the disk cache once.
     bench.start(Backend::Wasm, &engine).await?.shutdown().await;
+    if std::env::var_os("TICKBOX_BENCH_ONLY_START").is_some() {
+        let s = bench
+            .starts(Backend::Wasm, 200, || {
+                Ok(WasmEngine::new(Some(bench.cache_dir.clone()))?)
+            })
+            .await?;
+        eprintln!("warm disk start {}", s.show());
+        let _ = std::fs::remove_dir_all(&cache_dir);
+        return Ok(());
+    }
     let warm_disk = bench
         .starts(Backend::Wasm, bench.n(20), || {
             Ok(WasmEngine::new(Some(bench.cache_dir.clone()))?)
@@ -453,6 +463,17 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
     let w = bench.start(Backend::Wasm, &engine).await?;
     let nt = bench.start(Backend::Native, &engine).await?;
     let n = bench.n(3000);
+    if std::env::var_os("TICKBOX_BENCH_ONLY_RT").is_some() {
+        for _ in 0..2 {
+            for (name, s) in [("wasm", &w), ("native", &nt)] {
+                let c = sequential(s, n, false).await?;
+                let r = sequential(s, n, true).await?;
+                eprintln!("{name}: call {} read {}", c.show(), r.show());
+            }
+        }
+        let _ = std::fs::remove_dir_all(&cache_dir);
+        return Ok(());
+    }
     let (wc, nc) = (
         sequential(&w, n, false).await?,
         sequential(&nt, n, false).await?,

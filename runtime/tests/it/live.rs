@@ -44,6 +44,7 @@ impl World {
         cmd.arg(subcommand)
             .args(args)
             .env("XDG_RUNTIME_DIR", &self.xdg)
+            .env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"))
             .env_remove("RUST_LOG")
             .stderr(std::process::Stdio::null());
         cmd
@@ -92,6 +93,7 @@ impl World {
         let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_tickbox"));
         cmd.args(args);
         cmd.env("XDG_RUNTIME_DIR", &self.xdg);
+        cmd.env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"));
         cmd.env_remove("RUST_LOG");
         cmd.cwd(root());
         let child = pair.slave.spawn_command(cmd).unwrap();

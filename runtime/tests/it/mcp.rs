@@ -63,6 +63,7 @@ async fn start(args: &[String], env: &[(&str, &str)]) -> Mcp {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .env_remove("RUST_LOG")
+        .env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"))
         .kill_on_drop(true);
     for (k, v) in env {
         cmd.env(k, v);

@@ -87,7 +87,9 @@ pub fn tickbox_env<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> Output {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .env_remove("RUST_LOG");
+        .env_remove("RUST_LOG")
+        // Compiled wasm goes to the build's own cache, not the user's home.
+        .env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"));
     for (k, v) in env {
         cmd.env(k, v);
     }

@@ -2,11 +2,15 @@
 //!
 //! An entry is named by a hash of the wasm bytes, the wasmtime version and
 //! the engine's configuration (wasmtime's compatibility hash), so a changed
-//! Tick, a new tickbox or a different config never hits an old entry. Each
-//! entry stores a SHA-256 of its compiled bytes beside it; an entry whose
-//! checksum does not match, or that wasmtime refuses, is deleted and rebuilt.
-//! Loading compiled code is `unsafe` in wasmtime because it is trusted
-//! machine code: the checksum makes sure we load exactly what we wrote.
+//! Tick, a new tickbox or a different config never hits an old entry. The
+//! key is a SHA-256: a crafted wasm must not be able to collide with another
+//! Tick's entry and run under that Tick's grants. Each entry stores an XXH3
+//! checksum of its compiled bytes beside it; an entry whose checksum does not
+//! match, or that wasmtime refuses, is deleted and rebuilt. Loading compiled
+//! code is `unsafe` in wasmtime because it is trusted machine code: the
+//! checksum makes sure we load exactly what we wrote (the directory is the
+//! user's own, 0700, so the threat is corruption, not forgery, and a fast
+//! checksum keeps a warm start cheap).
 
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -21,6 +25,10 @@ pub fn default_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
     Some(base.join("tickbox").join("wasm"))
+}
+
+fn checksum(bytes: &[u8]) -> String {
+    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(bytes))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -54,17 +62,19 @@ impl Cache {
     fn paths(&self, key: &str) -> (PathBuf, PathBuf) {
         (
             self.dir.join(format!("{key}.cwasm")),
-            self.dir.join(format!("{key}.sha256")),
+            self.dir.join(format!("{key}.xxh3")),
         )
     }
 
-    /// Compiled bytes whose checksum matches, if the entry exists.
-    pub fn get(&self, key: &str) -> Option<Vec<u8>> {
+    /// The path of an entry whose checksum matches, if there is one. The
+    /// caller maps the file (no copy of the code); the check reads it once
+    /// through the page cache.
+    pub fn get(&self, key: &str) -> Option<PathBuf> {
         let (blob, sum) = self.paths(key);
         let bytes = std::fs::read(&blob).ok()?;
         let expected = std::fs::read_to_string(&sum).ok()?;
-        if hex(&Sha256::digest(&bytes)) == expected.trim() {
-            Some(bytes)
+        if checksum(&bytes) == expected.trim() {
+            Some(blob)
         } else {
             tracing::warn!(entry = %blob.display(), "compile cache entry is corrupt; rebuilding");
             self.remove(key);
@@ -100,7 +110,7 @@ impl Cache {
             PathBuf::from(name)
         };
         std::fs::write(tmp(&blob), bytes)?;
-        std::fs::write(tmp(&sum), hex(&Sha256::digest(bytes)))?;
+        std::fs::write(tmp(&sum), checksum(bytes))?;
         std::fs::rename(tmp(&blob), &blob)?;
         std::fs::rename(tmp(&sum), &sum)
     }

@@ -236,12 +236,12 @@ impl WasmEngine {
         let (Some(cache), Some(key)) = (&self.cache, key) else {
             return T::compile(&self.engine, wasm).map_err(load);
         };
-        if let Some(bytes) = cache.get(key) {
+        if let Some(file) = cache.get(key) {
             // SAFETY: the bytes are exactly what `serialize` produced for
             // this engine configuration: the key covers the wasm, tickbox's
             // version and the engine's compatibility hash, and the checksum
             // covers the bytes. wasmtime re-checks version and config too.
-            match unsafe { T::deserialize(&self.engine, &bytes) } {
+            match unsafe { T::deserialize_file(&self.engine, &file) } {
                 Ok(c) => return Ok(c),
                 Err(err) => {
                     tracing::warn!(error = %err, "compile cache entry refused; rebuilding");
@@ -262,8 +262,9 @@ trait Compiled: Sized {
     fn compile(engine: &Engine, wasm: &[u8]) -> wasmtime::Result<Self>;
     fn serialize(&self) -> wasmtime::Result<Vec<u8>>;
     /// # Safety
-    /// `bytes` must come from `serialize` with an engine of the same configuration.
-    unsafe fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self>;
+    /// The file must hold what `serialize` produced with an engine of the
+    /// same configuration.
+    unsafe fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self>;
 }
 
 impl Compiled for Component {
@@ -273,9 +274,9 @@ impl Compiled for Component {
     fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
         Component::serialize(self)
     }
-    unsafe fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self> {
+    unsafe fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self> {
         // SAFETY: forwarded from the caller's contract.
-        unsafe { Component::deserialize(engine, bytes) }
+        unsafe { Component::deserialize_file(engine, path) }
     }
 }
 
@@ -286,9 +287,9 @@ impl Compiled for Module {
     fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
         Module::serialize(self)
     }
-    unsafe fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self> {
+    unsafe fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self> {
         // SAFETY: forwarded from the caller's contract.
-        unsafe { Module::deserialize(engine, bytes) }
+        unsafe { Module::deserialize_file(engine, path) }
     }
 }
 
