@@ -11,6 +11,10 @@
 //! Every figure is a median over samples with the 10th–90th percentile
 //! spread; the same figures go to a JSON file (`--json PATH`, default
 //! `target/tickbox-bench.json`). BENCHMARKS.md explains each number.
+//!
+//! For profiling one part: `TICKBOX_BENCH_ONLY_START=1` (200 warm-disk
+//! starts) or `TICKBOX_BENCH_ONLY_RT=1` (round trips only);
+//! `TICKBOX_BENCH_WORKERS=N` changes the runtime's worker threads.
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
