@@ -662,3 +662,38 @@ async fn the_state_resource_is_trimmed_to_the_delivery_budget() {
     );
     mcp.close().await;
 }
+
+/// The whole client story against the bundled counter example, sandboxed:
+/// the Tick CI ships, as an MCP client would use it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_client_uses_the_example_counter_as_a_wasm_tick() {
+    let wasm = build_wasm("examples", "counter", "wasm32-wasip2");
+    let mut mcp = start(&[wasm.to_string_lossy().to_string()], &[]).await;
+    let tools = mcp.tools().await;
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    for n in ["increment", "history", "tick_state", "tick_screen"] {
+        assert!(names.contains(&n), "{n} in {names:?}");
+    }
+    let a = tool(&tools, "increment").annotations.clone().expect("annotations");
+    assert_eq!(
+        (a.read_only_hint, a.destructive_hint, a.open_world_hint),
+        (Some(false), Some(true), Some(false)),
+        "mutating, and no network grant"
+    );
+    let uri = "tick://counter/state";
+    soon("subscribe", mcp.client.subscribe(SubscribeRequestParams::new(uri.to_string())))
+        .await
+        .expect("subscribe");
+    let r = mcp.call("increment", json!({"amount": 2})).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    assert_eq!(structured(&r)["value"], 2, "{r:?}");
+    let r = mcp.call("history", json!({})).await;
+    assert_eq!(r.is_error, Some(false), "a query tool: {r:?}");
+    assert_eq!(mcp.next_note().await, Note::ResourceUpdated(uri.into()));
+    let s = mcp.read_state(uri).await;
+    assert_eq!(s["data"]["value"], 2, "{s}");
+    let r = mcp.call("increment", json!({"amount": "two"})).await;
+    assert_eq!(error_of(&r)["executed"], false, "bad args are refused unexecuted: {r:?}");
+    let (code, stderr) = mcp.close().await;
+    assert_eq!(code, 0, "{stderr}");
+}
