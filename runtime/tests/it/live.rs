@@ -647,3 +647,44 @@ fn the_ticks_of_tickbox_mcp_are_live_instances_too() {
     assert!(eventually(WAIT, || mcp.try_wait().unwrap().is_some()));
     assert!(w.ls().is_empty(), "{:?}", w.ls());
 }
+
+/// What a terminal showing `bytes` displays, as text (the SDK draws with
+/// cursor moves and attributes, so raw bytes do not hold "Counter: 2").
+fn rendered(bytes: &str) -> String {
+    let size = |n| std::num::NonZeroU16::new(n).expect("non-zero");
+    let mut p = vt100::Parser::new(size(60), size(200), 0);
+    p.process(bytes.as_bytes());
+    p.screen().contents()
+}
+
+#[test]
+fn the_readme_story_with_the_counter_example_as_wasm() {
+    let w = World::new("live-counter-wasm");
+    let wasm = build_wasm("examples", "counter", "wasm32-wasip2");
+    let wasm = wasm.to_string_lossy().to_string();
+    // Terminal 1: `tickbox run counter.wasm`.
+    let host = w.pty(&["run", &wasm], 100, 30);
+    assert!(eventually(WAIT, || w.wait_for("counter")["views"] == 1));
+    assert_eq!(w.wait_for("counter")["backend"], "wasm");
+    // Terminal 2: `tickbox attach counter`, repainted at once.
+    let view = w.pty(&["attach", "counter"], 80, 24);
+    assert!(
+        eventually(WAIT, || rendered(&view.text()).contains("Counter: 0")),
+        "{}",
+        rendered(&view.text())
+    );
+    // Terminal 3: a call through the protocol; all three see the value.
+    let out = w.tickbox(&["call", "@counter", "increment", r#"{"amount":2}"#, "--yes"]);
+    assert_eq!((out.code, &out.json()["value"]), (0, &json!(2)), "{out:#?}");
+    for (who, pty) in [("run", &host), ("attach", &view)] {
+        assert!(
+            eventually(WAIT, || rendered(&pty.text()).contains("Counter: 2")),
+            "{who}: {}",
+            rendered(&pty.text())
+        );
+    }
+    assert_eq!(counter_value(&w, "counter")["data"]["value"], 2);
+    let out = w.tickbox(&["stop", "counter"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(eventually(WAIT, || w.ls().is_empty()), "{:?}", w.ls());
+}

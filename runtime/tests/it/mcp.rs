@@ -674,16 +674,23 @@ async fn an_mcp_client_uses_the_example_counter_as_a_wasm_tick() {
     for n in ["increment", "history", "tick_state", "tick_screen"] {
         assert!(names.contains(&n), "{n} in {names:?}");
     }
-    let a = tool(&tools, "increment").annotations.clone().expect("annotations");
+    let a = tool(&tools, "increment")
+        .annotations
+        .clone()
+        .expect("annotations");
     assert_eq!(
         (a.read_only_hint, a.destructive_hint, a.open_world_hint),
         (Some(false), Some(true), Some(false)),
         "mutating, and no network grant"
     );
     let uri = "tick://counter/state";
-    soon("subscribe", mcp.client.subscribe(SubscribeRequestParams::new(uri.to_string())))
-        .await
-        .expect("subscribe");
+    soon(
+        "subscribe",
+        mcp.client
+            .subscribe(SubscribeRequestParams::new(uri.to_string())),
+    )
+    .await
+    .expect("subscribe");
     let r = mcp.call("increment", json!({"amount": 2})).await;
     assert_eq!(r.is_error, Some(false), "{r:?}");
     assert_eq!(structured(&r)["value"], 2, "{r:?}");
@@ -693,7 +700,11 @@ async fn an_mcp_client_uses_the_example_counter_as_a_wasm_tick() {
     let s = mcp.read_state(uri).await;
     assert_eq!(s["data"]["value"], 2, "{s}");
     let r = mcp.call("increment", json!({"amount": "two"})).await;
-    assert_eq!(error_of(&r)["executed"], false, "bad args are refused unexecuted: {r:?}");
+    assert_eq!(
+        error_of(&r)["executed"],
+        false,
+        "bad args are refused unexecuted: {r:?}"
+    );
     let (code, stderr) = mcp.close().await;
     assert_eq!(code, 0, "{stderr}");
 }
