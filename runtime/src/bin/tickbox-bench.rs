@@ -696,7 +696,7 @@ fn main() -> Result<()> {
             "--quick" => quick = true,
             "--json" => json_path = PathBuf::from(args.next().context("--json needs a path")?),
             "-h" | "--help" => {
-                println!("usage: tickbox-bench [--quick] [--json PATH]");
+                println!("usage: tickbox-bench [--quick] [--json PATH]"); // stdout-ok: help is the result
                 return Ok(());
             }
             other => {
