@@ -177,40 +177,53 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| root().join("target"))
 }
 
-/// Builds a crate of a guest workspace for a wasm target once per test
-/// process and returns the `.wasm` path. `workspace` is relative to the
-/// repository root (e.g. `tests/guests`).
-pub fn build_wasm(workspace: &str, krate: &str, target: &str) -> PathBuf {
+/// Builds a guest workspace for `target` (None: natively), release, with a
+/// nested cargo into `$CARGO_TARGET_DIR/guests`, once per test process; the
+/// directory its artifacts land in.
+fn build_guests(workspace: &str, target: Option<&str>) -> PathBuf {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    static BUILT: OnceLock<Mutex<HashMap<(String, String), Result<(), String>>>> = OnceLock::new();
+    type Built = HashMap<(String, Option<String>), Result<(), String>>;
+    static BUILT: OnceLock<Mutex<Built>> = OnceLock::new();
     let out = target_dir().join("guests");
-    let key = (workspace.to_string(), target.to_string());
+    let key = (workspace.to_string(), target.map(str::to_string));
     let map = BUILT.get_or_init(Default::default);
     let mut built = map.lock().unwrap_or_else(|p| p.into_inner());
     let result = built.entry(key).or_insert_with(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--release", "--quiet", "--target", target, "--manifest-path"])
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--release", "--quiet", "--manifest-path"])
             .arg(root().join(workspace).join("Cargo.toml"))
             .arg("--target-dir")
             .arg(&out)
             .env_remove("CARGO_TARGET_DIR")
-            .env_remove("RUSTFLAGS")
-            .status()
-            .map_err(|e| format!("cannot run cargo: {e}"))?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(format!("building {workspace} for {target} failed (is the target installed? `rustup target add {target}`)"))
+            .env_remove("RUSTFLAGS");
+        if let Some(t) = target {
+            cmd.args(["--target", t]);
+        }
+        let status = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
+        match (status.success(), target) {
+            (true, _) => Ok(()),
+            (false, Some(t)) => Err(format!(
+                "building {workspace} for {t} failed (is the target installed? `rustup target add {t}`)"
+            )),
+            (false, None) => Err(format!("building {workspace} natively failed")),
         }
     });
     if let Err(e) = result {
         panic!("{e}");
     }
-    out.join(target)
-        .join("release")
-        .join(format!("{krate}.wasm"))
+    match target {
+        Some(t) => out.join(t).join("release"),
+        None => out.join("release"),
+    }
+}
+
+/// Builds a crate of a guest workspace for a wasm target and returns the
+/// `.wasm` path. `workspace` is relative to the repository root (e.g.
+/// `tests/guests`).
+pub fn build_wasm(workspace: &str, krate: &str, target: &str) -> PathBuf {
+    build_guests(workspace, Some(target)).join(format!("{krate}.wasm"))
 }
 
 /// The hostile test guest as a wasm32-wasip2 component.
@@ -227,35 +240,8 @@ pub fn hostile_p1() -> String {
         .into_owned()
 }
 
-/// Builds a guest workspace natively (release, nested cargo into
-/// `$CARGO_TARGET_DIR/guests`) once per test process and returns the path
-/// of one of its binaries. The native twin of [`build_wasm`].
+/// Builds a guest workspace natively and returns the path of one of its
+/// binaries. The native twin of [`build_wasm`].
 pub fn build_native(workspace: &str, krate: &str) -> PathBuf {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    static BUILT: OnceLock<Mutex<HashMap<String, Result<(), String>>>> = OnceLock::new();
-    let out = target_dir().join("guests");
-    let map = BUILT.get_or_init(Default::default);
-    let mut built = map.lock().unwrap_or_else(|p| p.into_inner());
-    let result = built.entry(workspace.to_string()).or_insert_with(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--release", "--quiet", "--manifest-path"])
-            .arg(root().join(workspace).join("Cargo.toml"))
-            .arg("--target-dir")
-            .arg(&out)
-            .env_remove("CARGO_TARGET_DIR")
-            .env_remove("RUSTFLAGS")
-            .status()
-            .map_err(|e| format!("cannot run cargo: {e}"))?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(format!("building {workspace} natively failed"))
-        }
-    });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
-    out.join("release").join(krate)
+    build_guests(workspace, None).join(krate)
 }

@@ -90,6 +90,36 @@ impl Shared {
         Poll::Pending
     }
 
+    /// `AsyncRead` for either end that reads.
+    fn poll_read_into(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.poll_readable(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(()) => {
+                let chunk = self.take(buf.remaining());
+                buf.put_slice(chunk.chunk());
+                Poll::Ready(Ok(()))
+            }
+        }
+    }
+
+    /// `AsyncWrite` for either end that writes.
+    fn poll_write_from(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        if self.lock().reader_closed {
+            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+        }
+        match self.push(buf) {
+            0 if !buf.is_empty() => match self.poll_writable(cx) {
+                // Room appeared between the push and the check: try again.
+                Poll::Ready(()) => {
+                    cx.waker().wake_by_ref();
+                    Poll::Pending
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            n => Poll::Ready(Ok(n)),
+        }
+    }
+
     /// Ready to write: there is room, or the reader is gone.
     fn poll_writable(&self, cx: &mut Context<'_>) -> Poll<()> {
         let mut s = self.lock();
@@ -122,19 +152,7 @@ impl AsyncWrite for HostWriter {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if self.0.lock().reader_closed {
-            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
-        }
-        match self.0.push(buf) {
-            0 if !buf.is_empty() => match self.0.poll_writable(cx) {
-                Poll::Ready(()) => {
-                    cx.waker().wake_by_ref();
-                    Poll::Pending
-                }
-                Poll::Pending => Poll::Pending,
-            },
-            n => Poll::Ready(Ok(n)),
-        }
+        self.0.poll_write_from(cx, buf)
     }
     fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
@@ -160,14 +178,7 @@ impl AsyncRead for HostReader {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.0.poll_readable(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(()) => {
-                let chunk = self.0.take(buf.remaining());
-                buf.put_slice(&chunk);
-                Poll::Ready(Ok(()))
-            }
-        }
+        self.0.poll_read_into(cx, buf)
     }
 }
 
@@ -228,14 +239,7 @@ impl AsyncRead for StdinHandle {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.0.poll_readable(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(()) => {
-                let chunk = self.0.take(buf.remaining());
-                buf.put_slice(chunk.chunk());
-                Poll::Ready(Ok(()))
-            }
-        }
+        self.0.poll_read_into(cx, buf)
     }
 }
 
@@ -310,19 +314,7 @@ impl AsyncWrite for StdoutHandle {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if self.0.lock().reader_closed {
-            return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
-        }
-        match self.0.push(buf) {
-            0 if !buf.is_empty() => match self.0.poll_writable(cx) {
-                Poll::Ready(()) => {
-                    cx.waker().wake_by_ref();
-                    Poll::Pending
-                }
-                Poll::Pending => Poll::Pending,
-            },
-            n => Poll::Ready(Ok(n)),
-        }
+        self.0.poll_write_from(cx, buf)
     }
     fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
