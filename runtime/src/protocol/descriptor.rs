@@ -363,7 +363,8 @@ mod tests {
 
     #[test]
     fn each_rule_of_5_3_rejects() {
-        let cases: Vec<(&str, Box<dyn FnOnce(&mut Value)>)> = vec![
+        type Patch = Box<dyn FnOnce(&mut Value)>;
+        let cases: Vec<(&str, Patch)> = vec![
             ("kind", Box::new(|v| v["kind"] = json!("  "))),
             ("title", Box::new(|v| v["title"] = json!(""))),
             ("revision", Box::new(|v| v["revision"] = json!(""))),
