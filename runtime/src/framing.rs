@@ -1,7 +1,8 @@
 //! Newline framing of a Tick's stdout with a hard line limit.
 //!
-//! [`LineReader`] never holds more than [`MAX_LINE_BYTES`] plus one read chunk
-//! of an unfinished line, so a Tick that writes forever without a newline
+//! [`LineReader`] gives up on an unfinished line as soon as it is longer than
+//! [`MAX_LINE_BYTES`], so its buffer stays within about twice that limit (the
+//! buffer grows by doubling) and a Tick that writes forever without a newline
 //! costs bounded host memory and ends its session instead of the host's.
 
 use crate::protocol::limits::MAX_LINE_BYTES;
@@ -73,17 +74,10 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 self.buf.drain(..self.start);
                 self.start = 0;
             }
-            let old = self.buf.len();
-            self.buf.resize(old + CHUNK, 0);
-            let n = self.inner.read(&mut self.buf[old..]).await;
-            let n = match n {
-                Ok(n) => n,
-                Err(e) => {
-                    self.buf.truncate(old);
-                    return Err(e.into());
-                }
-            };
-            self.buf.truncate(old + n);
+            // Read into spare capacity: no zeroing of a fresh chunk per read,
+            // which matters when a Tick sends many short lines.
+            self.buf.reserve(CHUNK);
+            let n = self.inner.read_buf(&mut self.buf).await?;
             if n == 0 {
                 let rest = self.buf.len() - self.start;
                 if rest > 0 {
