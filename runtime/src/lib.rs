@@ -28,7 +28,7 @@
 //! let catalog = session.descriptor().expect("initialized");
 //! let call = catalog.prepare("set_note", serde_json::json!({"text": "hi"}))?;
 //! if let CallOutcome::Ok(result) = session.call(&call).await {
-//!     println!("{result}");
+//!     println!("{result}"); // stdout-ok: the example prints its result
 //! }
 //! session.shutdown().await;
 //! # Ok(()) }

@@ -26,7 +26,7 @@
 //! let spec = NativeSpec::new(["python3", "counter.py"]);
 //! let launch = move || std::future::ready(spawn(&spec).map_err(|e| e.to_string()));
 //! let report = check::run(&launch, "counter.py", &Options::default()).await?;
-//! println!("{}", report.to_text());
+//! println!("{}", report.to_text()); // stdout-ok: the example prints its report
 //! assert!(report.passed());
 //! # Ok(()) }
 //! ```
