@@ -98,11 +98,6 @@ impl View {
         self.lock().parser.screen().contents()
     }
 
-    /// The screen as bytes that repaint it on an empty terminal.
-    pub fn screen_repaint(&self) -> Vec<u8> {
-        self.lock().parser.screen().contents_formatted().into()
-    }
-
     /// Total bytes the Tick has drawn.
     pub fn bytes_drawn(&self) -> u64 {
         self.lock().bytes

@@ -211,15 +211,13 @@ impl Launcher {
             ));
         }
         let grants = grant_spec.resolve().map_err(Exit::usage)?;
-        let kind = std::fs::read(&path)
-            .ok()
-            .and_then(|b| wasm::detect(&b))
-            .ok_or_else(|| {
-                Exit::session(format!(
-                    "cannot start the Tick: {} is not a readable wasm component or module",
-                    path.display()
-                ))
-            })?;
+        // Only the header: `spawn` reads the whole file when it starts the Tick.
+        let kind = wasm::detect_file(&path).ok_or_else(|| {
+            Exit::session(format!(
+                "cannot start the Tick: {} is not a readable wasm component or module",
+                path.display()
+            ))
+        })?;
         let requested = manifest_of(&path)?;
         let engine = engine(args.no_cache)?;
         let spec = WasmSpec {

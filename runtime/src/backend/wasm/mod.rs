@@ -94,16 +94,18 @@ pub fn detect(bytes: &[u8]) -> Option<WasmKind> {
     }
 }
 
-/// Whether a path names a wasm Tick (by extension or header).
-pub fn is_wasm_path(path: &Path) -> bool {
-    if path.extension().is_some_and(|e| e == "wasm") {
-        return true;
-    }
+/// The kind of wasm a file holds, from its first 8 bytes only.
+pub fn detect_file(path: &Path) -> Option<WasmKind> {
     let mut head = [0u8; 8];
     std::fs::File::open(path)
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-        .is_ok()
-        && detect(&head).is_some()
+        .ok()?;
+    detect(&head)
+}
+
+/// Whether a path names a wasm Tick (by extension or header).
+pub fn is_wasm_path(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "wasm") || detect_file(path).is_some()
 }
 
 /// The wasmtime engine, linkers and compile cache shared by all wasm Ticks of

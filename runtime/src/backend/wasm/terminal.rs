@@ -27,7 +27,7 @@ pub(crate) mod bindings {
     });
 }
 
-use bindings::tickbox::terminal::terminal::{Host, Size};
+use bindings::tickbox::terminal::terminal::Size;
 
 /// The terminal size and its resize generation.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -130,10 +130,6 @@ impl bindings::tickbox::terminal::terminal::Host for TermView<'_> {
         wasmtime_wasi::p2::subscribe(self.table, watch)
     }
 }
-
-// Make sure the trait in scope is the generated one (used by add_to_linker).
-#[allow(dead_code)]
-fn _assert_host<T: Host>() {}
 
 struct KeyStream {
     rx: Arc<Mutex<mpsc::Receiver<Vec<u8>>>>,
