@@ -3,9 +3,11 @@
 //! the session supervises.
 //!
 //! - [`native`] — a subprocess whose controlling terminal is a real PTY;
-//! - [`wasm`] — a sandboxed wasm guest in wasmtime, in-process.
+//! - [`wasm`] — a sandboxed wasm guest in wasmtime, in-process;
+//! - [`reaper`] — what a native Tick left behind is killed when it ends.
 
 pub mod native;
+pub mod reaper;
 pub mod wasm;
 
 use std::sync::atomic::{AtomicU64, Ordering};

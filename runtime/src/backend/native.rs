@@ -10,9 +10,13 @@
 //! exits within [`EXIT_GRACE`] costs nothing more. Otherwise the whole group
 //! gets SIGTERM, then SIGKILL after [`TERM_GRACE`]. Leftover group members are
 //! killed in every case, and dropping the handle kills the group too, so no
-//! Tick process outlives its session. `PR_SET_PDEATHSIG` covers the host
-//! itself dying by SIGKILL (for the direct child only: grandchildren that left
-//! the group are beyond reach).
+//! Tick process outlives its session. Processes that left the group (a
+//! double fork with `setsid`) are re-parented to the host, which is a child
+//! subreaper, and killed by [`reaper::sweep`] when the session ends and when
+//! tickbox exits. `PR_SET_PDEATHSIG` covers the host itself dying by SIGKILL
+//! (for the direct child only).
+//!
+//! [`reaper::sweep`]: super::reaper::sweep
 
 use crate::protocol::limits::{INITIAL_COLS, INITIAL_ROWS, INSTANCE_ID_VAR, TERM_VALUE};
 use crate::session::{BoxFuture, TickIo, TickProcess};
@@ -209,10 +213,19 @@ pub fn spawn(spec: &NativeSpec) -> Result<TickIo, SpawnError> {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|source| SpawnError::Spawn {
-        program: program.clone(),
-        source,
-    })?;
+    // Orphans of this Tick come back to us, to be swept (see `reaper`).
+    super::reaper::become_subreaper();
+    let mut child = {
+        let mut known = super::reaper::known();
+        let child = cmd.spawn().map_err(|source| SpawnError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
+        if let Some(pid) = child.id() {
+            known.insert(pid);
+        }
+        child
+    };
     // The parent's copy of the slave lives in `cmd`; dropping it lets the
     // master see EOF once the Tick and its children have exited.
     drop(cmd);
@@ -357,8 +370,10 @@ impl TickProcess for NativeProcess {
                     self.wait_for(Duration::from_secs(5)).await;
                 }
             }
-            // Whatever else the Tick started in its group goes too.
+            // Whatever else the Tick started in its group goes too, and
+            // what left the group and was orphaned to us.
             self.signal_group(libc::SIGKILL);
+            let _ = tokio::task::spawn_blocking(super::reaper::sweep).await;
         })
     }
 }
@@ -367,6 +382,9 @@ impl Drop for NativeProcess {
     fn drop(&mut self) {
         if self.status.is_none() {
             self.signal_group(libc::SIGKILL);
+        } else if self.pgid > 0 {
+            // Reaped: the pid may now be reused by anyone.
+            super::reaper::forget(self.pgid as u32);
         }
     }
 }

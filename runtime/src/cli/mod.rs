@@ -2,6 +2,7 @@
 //! one-shot commands.
 
 mod attach;
+mod cache;
 mod check;
 mod exit;
 mod ls;
@@ -66,6 +67,9 @@ enum Command {
     Watch(watch::WatchArgs),
     /// End a live instance: its Tick is terminated
     Stop(remote::StopArgs),
+    /// Show or empty the compile cache of wasm Ticks: tickbox cache ls|clean
+    #[command(after_help = cache::HELP)]
+    Cache(cache::CacheArgs),
 }
 
 #[derive(Args)]
@@ -82,6 +86,12 @@ struct CallArgs {
 
 /// Entry point: parse, run, map the result to an exit code.
 pub fn main() -> ExitCode {
+    // A compile worker (see backend::wasm::compile) is this executable run
+    // by a host; it speaks pipes, not the command line.
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some(tickbox_runtime::backend::wasm::compile::WORKER_ARG) {
+        return tickbox_runtime::backend::wasm::compile::worker_main(&argv[2..]);
+    }
     let cli = Cli::parse();
     init_logging(cli.verbose);
     // These own the terminal or their signals (a view or a watch of a live
@@ -91,6 +101,12 @@ pub fn main() -> ExitCode {
         Command::Run(args) => return run::main(args, cli.verbose),
         Command::Attach(args) => return attach::main(args),
         Command::Watch(args) if args.is_live() => return attach::runtime_main(watch::run(args)),
+        Command::Cache(args) => {
+            return match cache::run(args) {
+                Ok(()) => ExitCode::from(exit::OK),
+                Err(e) => fail(e),
+            }
+        }
         other => other,
     };
     let runtime = match new_runtime() {
@@ -108,6 +124,8 @@ pub fn main() -> ExitCode {
     });
     // Dropping the runtime drops every task; backends kill their Tick on drop.
     runtime.shutdown_timeout(Duration::from_secs(2));
+    // Then whatever a native Tick left behind outside its process group.
+    tickbox_runtime::backend::reaper::sweep();
     code
 }
 
@@ -221,7 +239,7 @@ async fn run(command: Command) -> Result<(), Exit> {
         Command::Check(args) => check::run(args).await,
         Command::Ls(args) => ls::run(args).await,
         Command::Watch(args) => watch::run(args).await,
-        Command::Run(_) | Command::Attach(_) | Command::Stop(_) => {
+        Command::Run(_) | Command::Attach(_) | Command::Stop(_) | Command::Cache(_) => {
             Err(Exit::usage("handled before the runtime starts"))
         }
     }

@@ -54,7 +54,7 @@ fn tool(name: &str, mutates: bool) -> Value {
 fn descriptor() -> Value {
     let names = [
         "echo", "read_file", "list_dir", "connect", "lookup", "env", "grow", "spin", "recurse", "stderr_flood",
-        "stdout_flood", "term", "read_keys", "misbehave",
+        "stdout_flood", "term", "read_keys", "misbehave", "open_many",
     ];
     let mut tools: Vec<Value> = names.iter().map(|n| tool(n, false)).collect();
     tools.push(tool("write_file", true));
@@ -121,6 +121,22 @@ fn call(tool: &str, args: &Value) -> Value {
             }
         }
         "recurse" => json!({"depth": recurse(u64::MAX / 2)}),
+        "open_many" => {
+            // Holds every handle it gets until the call ends.
+            let n = args.get("n").and_then(Value::as_u64).unwrap_or(1);
+            let mut held = Vec::new();
+            let mut error = None;
+            for _ in 0..n {
+                match std::fs::File::open(arg(args, "path")) {
+                    Ok(f) => held.push(f),
+                    Err(e) => {
+                        error = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+            json!({"ok": error.is_none(), "opened": held.len(), "error": error})
+        }
         "stderr_flood" => {
             let mb = args.get("mb").and_then(Value::as_u64).unwrap_or(1) as usize;
             let chunk = vec![b'x'; 1 << 20];
