@@ -701,7 +701,7 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
                 match result {
                     Ok(Ok(())) => "exited normally".to_string(),
                     Ok(Err(())) => "exited with an error status".to_string(),
-                    Err(e) => describe_error(&e),
+                    Err(e) => describe_error(&e, max_handles),
                 }
             })
         }
@@ -723,7 +723,7 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
                 .await;
                 match result {
                     Ok(()) => "exited normally".to_string(),
-                    Err(e) => describe_error(&e),
+                    Err(e) => describe_error(&e, max_handles),
                 }
             })
         }
@@ -770,8 +770,9 @@ async fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, WasmError> {
     Ok(wasm)
 }
 
-/// One line for how a guest ended with an error.
-fn describe_error(e: &wasmtime::Error) -> String {
+/// One line for how a guest ended with an error; `max_handles` is its
+/// handle bound, named when the guest ran into it.
+fn describe_error(e: &wasmtime::Error, max_handles: usize) -> String {
     if let Some(exit) = e.downcast_ref::<wasmtime_wasi::I32Exit>() {
         return format!("exit status {}", exit.0);
     }
@@ -780,6 +781,12 @@ fn describe_error(e: &wasmtime::Error) -> String {
         let text = cause.to_string();
         if text.starts_with("memory limit exceeded") {
             return text;
+        }
+        // wasmtime-wasi traps when a guest's resource table is full.
+        if text.contains("resource table has no free keys") {
+            return format!(
+                "handle limit exceeded: the guest holds {max_handles} WASI handles (open files, sockets, streams); --max-handles is {max_handles}"
+            );
         }
     }
     if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
