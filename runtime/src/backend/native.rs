@@ -213,8 +213,7 @@ pub fn spawn(spec: &NativeSpec) -> Result<TickIo, SpawnError> {
             Ok(())
         });
     }
-    // Orphans of this Tick come back to us, to be swept (see `reaper`).
-    super::reaper::become_subreaper();
+    // Registered as ours, so a sweep (see `reaper`) never takes it for an orphan.
     let mut child = {
         let mut known = super::reaper::known();
         let child = cmd.spawn().map_err(|source| SpawnError::Spawn {

@@ -3,12 +3,18 @@
 //! A native Tick leads its own process group, and the group is killed when
 //! its session ends. A process that leaves the group (`setsid`, a
 //! double fork) is beyond `killpg`, and its parent's exit would hand it to
-//! init. So when a host starts its first native Tick it becomes a **child
-//! subreaper** (`PR_SET_CHILD_SUBREAPER`): every orphan among its
-//! descendants is re-parented to the host instead of init. The host then
-//! knows its legitimate children (native Tick leaders and compile workers
-//! are started through [`spawn_known`] / [`KnownGuard`]), and [`sweep`]
-//! kills and reaps every other child, which can only be such an orphan.
+//! init. So the `tickbox` command makes itself a **child subreaper**
+//! ([`become_subreaper`], `PR_SET_CHILD_SUBREAPER`): every orphan among its
+//! descendants is re-parented to it instead of init. It knows its
+//! legitimate children (native Tick leaders and compile workers are started
+//! through [`spawn_known`] / [`KnownGuard`]), and [`sweep`] kills and reaps
+//! every other child, which can only be such an orphan.
+//!
+//! Being a subreaper is opt-in, per process: an embedder of the library
+//! that starts children of its own (a test harness, an editor) must not
+//! call [`become_subreaper`] unless every child it starts goes through
+//! [`spawn_known`], since a sweep would take its other children for
+//! orphans. Without it, [`sweep`] does nothing.
 //!
 //! `sweep` runs when a native Tick's session ends (in a host of several
 //! Ticks it also ends orphans another still-running Tick left behind: an
@@ -18,7 +24,7 @@
 //! to cover that case).
 
 use std::collections::HashSet;
-use std::sync::{Mutex, MutexGuard, Once};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Rounds of kill-and-reap before giving up (each round catches the
@@ -61,16 +67,14 @@ pub fn spawn_known(cmd: &mut std::process::Command) -> std::io::Result<std::proc
     Ok(child)
 }
 
-/// Makes this process the reaper of its orphaned descendants (once).
+/// Makes this process the reaper of its orphaned descendants. Idempotent;
+/// not inherited across `fork`, so a forked host calls it again.
 pub fn become_subreaper() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: prctl with these arguments only sets a process attribute.
-        let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-        if r != 0 {
-            tracing::warn!(error = %std::io::Error::last_os_error(), "cannot become a child subreaper; orphans of native Ticks may outlive tickbox");
-        }
-    });
+    // SAFETY: prctl with these arguments only sets a process attribute.
+    let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if r != 0 {
+        tracing::warn!(error = %std::io::Error::last_os_error(), "cannot become a child subreaper; orphans of native Ticks may outlive tickbox");
+    }
 }
 
 /// Whether this process is a child subreaper.

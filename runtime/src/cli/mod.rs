@@ -94,6 +94,10 @@ pub fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    // Orphans of native Ticks come back to this process, to be swept on the
+    // way out (see backend::reaper); every child this binary starts is a
+    // Tick or a compile worker, registered as such.
+    tickbox_runtime::backend::reaper::become_subreaper();
     // These own the terminal or their signals (a view or a watch of a live
     // instance ends without stopping its Tick), so they run apart from the
     // one-shot commands below; `run` forks before any thread exists.
