@@ -534,3 +534,53 @@ fn a_taken_registry_dir_in_tmp_is_not_a_denial_of_service() {
         .collect();
     assert_eq!(private.len(), 1, "one private directory was made");
 }
+
+// --- single-file grants ------------------------------------------------------
+
+#[test]
+fn a_granted_file_is_not_reachable_through_a_temp_dir_grant() {
+    let runtime = TempDir::new("grant-runtime");
+    std::fs::set_permissions(&runtime.0, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let tmp = TempDir::new("grant-tmp");
+    let secret = TempDir::new("grant-secret");
+    std::fs::write(secret.path("f.txt"), "read-only secret").unwrap();
+    let env = [
+        ("XDG_RUNTIME_DIR", runtime.0.to_str().unwrap()),
+        ("TMPDIR", tmp.0.to_str().unwrap()),
+    ];
+    let file_grant = format!("{}::/secret/f.txt:ro", secret.path("f.txt").display());
+    let tmp_grant = format!("{}::/scratch", tmp.0.display());
+    let call = |tool: &str, args: Value| {
+        let out = tickbox_env(
+            &[
+                "call", &hostile(), tool, &args.to_string(), "--yes", "--dir", &file_grant,
+                "--dir", &tmp_grant,
+            ],
+            &env,
+        );
+        assert_eq!(out.code, 0, "{out:#?}");
+        out.json()
+    };
+    // Positive control: the file is readable where it was granted.
+    let v = call("read_file", json!({"path": "/secret/f.txt"}));
+    assert_eq!(v["value"], "read-only secret", "{v}");
+    // The scratch grant (the temp dir) holds no trace of it.
+    let v = call("list_dir", json!({"path": "/scratch"}));
+    assert_eq!(v["value"], json!([]), "{v}");
+    // Nor can a write through the scratch grant reach it.
+    let v = call("write_file", json!({"path": "/secret/f.txt", "text": "overwritten"}));
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(std::fs::read_to_string(secret.path("f.txt")).unwrap(), "read-only secret");
+    // Each Tick's grant directory is gone when it ends.
+    let area = runtime.0.join("tickbox").join("grants");
+    assert_eq!(std::fs::read_dir(&area).unwrap().count(), 0, "{area:?}");
+
+    // Without XDG_RUNTIME_DIR the grant area is in the temp dir, so the
+    // temp dir itself can no longer be granted: refused, naming why.
+    let env = [("XDG_RUNTIME_DIR", ""), ("TMPDIR", tmp.0.to_str().unwrap())];
+    let out = tickbox_env(
+        &["call", &hostile(), "list_dir", r#"{"path":"/scratch"}"#, "--dir", &tmp_grant],
+        &env,
+    );
+    out.expect(3, "overlaps tickbox's own state");
+}
