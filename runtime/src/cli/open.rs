@@ -43,7 +43,7 @@ pub struct TickOpts {
     /// Pass an environment variable (repeatable; the value comes from tickbox's environment when omitted)
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     pub env: Vec<String>,
-    /// Read grants from a TOML policy file (keys: dir, allow_net, env, max_memory)
+    /// Read grants from a TOML policy file (keys: dir, allow_net, env, max_memory, max_handles, max_wasm_size, compile_timeout, compile_memory)
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
     /// Bound on a wasm Tick's linear memories and tables, all together [default: 256MiB]

@@ -584,3 +584,78 @@ fn a_granted_file_is_not_reachable_through_a_temp_dir_grant() {
     );
     out.expect(3, "overlaps tickbox's own state");
 }
+
+// --- symlinks in writable grants -------------------------------------------
+
+/// A preview-1 module that asks for a symlink `link` → `target` in its first
+/// preopen (fd 3) and exits with the errno it got.
+fn p1_symlinker(target: &str) -> Vec<u8> {
+    use wasm_encoder::{ConstExpr, DataSection, EntityType, ImportSection};
+    let mut m = Module::new();
+    let mut types = TypeSection::new();
+    types.ty().function([ValType::I32; 5], [ValType::I32]);
+    types.ty().function([ValType::I32], []);
+    types.ty().function([], []);
+    m.section(&types);
+    let mut imports = ImportSection::new();
+    imports.import("wasi_snapshot_preview1", "path_symlink", EntityType::Function(0));
+    imports.import("wasi_snapshot_preview1", "proc_exit", EntityType::Function(1));
+    m.section(&imports);
+    let mut funcs = FunctionSection::new();
+    funcs.function(2);
+    m.section(&funcs);
+    let mut ms = MemorySection::new();
+    ms.memory(memory(1));
+    m.section(&ms);
+    let mut exports = ExportSection::new();
+    exports.export("memory", ExportKind::Memory, 0);
+    exports.export("_start", ExportKind::Func, 2);
+    m.section(&exports);
+    let mut f = Function::new([]);
+    f.instructions()
+        .i32_const(0)
+        .i32_const(target.len() as i32)
+        .i32_const(3)
+        .i32_const(1024)
+        .i32_const(4)
+        .call(0)
+        .call(1)
+        .end();
+    let mut code = CodeSection::new();
+    code.function(&f);
+    m.section(&code);
+    let mut data = DataSection::new();
+    data.active(0, &ConstExpr::i32_const(0), target.bytes());
+    data.active(0, &ConstExpr::i32_const(1024), b"link".iter().copied());
+    m.section(&data);
+    m.finish()
+}
+
+#[test]
+fn symlinks_cannot_be_created_in_a_writable_grant() {
+    let data = TempDir::new("symlink-grant");
+    let grant = format!("{}::/data", data.0.display());
+    let target = "../../../etc/shadow";
+    // A component: the guest gets `not-permitted`.
+    let out = tickbox(&[
+        "call", &hostile(), "symlink", &json!({"target": target}).to_string(), "--yes", "--dir",
+        &grant,
+    ]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let v = out.json();
+    assert_eq!(v["ok"], false, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("not-permitted"), "{v}");
+    assert!(std::fs::symlink_metadata(data.path("link")).is_err(), "no link was made");
+    // Positive control: the same grant is writable.
+    let out = tickbox(&[
+        "call", &hostile(), "write_file", r#"{"path":"/data/w.txt","text":"ok"}"#, "--yes",
+        "--dir", &grant,
+    ]);
+    assert_eq!(out.json()["ok"], true, "{out:#?}");
+
+    // A preview-1 module: errno 63 (`perm`), which it returns as its status.
+    let dir = TempDir::new("symlink-p1");
+    let wasm = write_wasm(&dir, "sym.wasm", &p1_symlinker(target));
+    tickbox(&["describe", &wasm, "--dir", &grant, "--no-cache"]).expect(3, "exit status 63");
+    assert!(std::fs::symlink_metadata(data.path("link")).is_err(), "no link was made");
+}

@@ -11,6 +11,7 @@
 //! | listening sockets | never | — |
 //! | environment | `TICKLOOP_INSTANCE_ID`, `TERM` | `--env NAME[=VALUE]` |
 //! | args, clocks, random | yes | — |
+//! | creating symlinks | never | — |
 //! | memory and tables, all together | 256 MiB | `--max-memory SIZE` |
 //! | WASI handles (files, sockets, streams) | 1024 | `--max-handles N` |
 //! | wasm file size | 64 MiB | `--max-wasm-size SIZE` |

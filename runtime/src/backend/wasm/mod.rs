@@ -49,7 +49,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::AsyncWrite;
-use wasmtime::component::{Component, Linker as ComponentLinker, ResourceTable};
+use wasmtime::component::{Component, Linker as ComponentLinker, Resource, ResourceTable};
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode as FsErrorCode;
 use wasmtime::{Engine, Linker, Module, Store};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::bindings::CommandPre;
@@ -57,6 +58,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 /// How often the epoch advances (and a running guest yields).
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// WASI preview 1's errno `perm` (operation not permitted).
+const P1_ERRNO_PERM: i32 = 63;
 /// How long a guest whose stdin closed may take to return by itself.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 
@@ -179,6 +182,20 @@ impl WasmEngine {
             lookup::Filtered,
         >(&mut component_linker, lookup::filtered_view)
         .map_err(e)?;
+        // Creating symlinks is refused in every grant: the guest could never
+        // follow one out of its preopen, but a host tool could, later.
+        component_linker
+            .instance("wasi:filesystem/types@0.2.12")
+            .and_then(|mut fs| {
+                fs.func_wrap(
+                    "[method]descriptor.symlink-at",
+                    |_store, _args: (Resource<wasmtime_wasi::filesystem::Descriptor>, String, String)| {
+                        tracing::info!("refused a symlink creation");
+                        Ok((Err::<(), FsErrorCode>(FsErrorCode::NotPermitted),))
+                    },
+                )
+            })
+            .map_err(e)?;
         component_linker.allow_shadowing(false);
         terminal::add_to_linker(&mut component_linker, |s| terminal::TermView {
             state: &mut s.term,
@@ -191,6 +208,19 @@ impl WasmEngine {
             &mut s.wasi
         })
         .map_err(e)?;
+        // The same refusal for preview 1: errno `perm`.
+        module_linker.allow_shadowing(true);
+        module_linker
+            .func_wrap(
+                "wasi_snapshot_preview1",
+                "path_symlink",
+                |_: wasmtime::Caller<'_, ModuleState>, _: i32, _: i32, _: i32, _: i32, _: i32| {
+                    tracing::info!("refused a symlink creation");
+                    P1_ERRNO_PERM
+                },
+            )
+            .map_err(e)?;
+        module_linker.allow_shadowing(false);
 
         let engine_hash = {
             use std::hash::{Hash, Hasher};

@@ -54,7 +54,7 @@ fn tool(name: &str, mutates: bool) -> Value {
 fn descriptor() -> Value {
     let names = [
         "echo", "read_file", "list_dir", "connect", "lookup", "env", "grow", "spin", "recurse", "stderr_flood",
-        "stdout_flood", "term", "read_keys", "misbehave", "open_many",
+        "stdout_flood", "term", "read_keys", "misbehave", "open_many", "symlink",
     ];
     let mut tools: Vec<Value> = names.iter().map(|n| tool(n, false)).collect();
     tools.push(tool("write_file", true));
@@ -153,6 +153,18 @@ fn call(tool: &str, args: &Value) -> Value {
                 if out.write_all(&chunk).is_err() {
                     return json!({"ok": false});
                 }
+            }
+        }
+        #[cfg(all(target_os = "wasi", target_env = "p2"))]
+        "symlink" => {
+            // In the first preopen: a link named `link` pointing at `target`.
+            let dirs = wasip2::filesystem::preopens::get_directories();
+            match dirs.first() {
+                None => json!({"ok": false, "error": "no preopen"}),
+                Some((dir, _)) => match dir.symlink_at(arg(args, "target"), "link") {
+                    Ok(()) => json!({"ok": true}),
+                    Err(e) => json!({"ok": false, "error": format!("{e:?}")}),
+                },
             }
         }
         #[cfg(all(target_os = "wasi", target_env = "p2"))]
