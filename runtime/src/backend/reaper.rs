@@ -81,7 +81,15 @@ pub fn become_subreaper() {
 pub fn is_subreaper() -> bool {
     let mut v: libc::c_int = 0;
     // SAFETY: PR_GET_CHILD_SUBREAPER writes one int through the pointer.
-    unsafe { libc::prctl(libc::PR_GET_CHILD_SUBREAPER, &mut v as *mut libc::c_int, 0, 0, 0) };
+    unsafe {
+        libc::prctl(
+            libc::PR_GET_CHILD_SUBREAPER,
+            &mut v as *mut libc::c_int,
+            0,
+            0,
+            0,
+        )
+    };
     v != 0
 }
 
@@ -102,7 +110,10 @@ fn adopted() -> Vec<i32> {
             };
             // Fields after the command (which may contain spaces): state ppid ...
             let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-            rest.split_whitespace().nth(1).and_then(|p| p.parse::<i32>().ok()) == Some(me)
+            rest.split_whitespace()
+                .nth(1)
+                .and_then(|p| p.parse::<i32>().ok())
+                == Some(me)
         })
         .collect()
 }

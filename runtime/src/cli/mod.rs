@@ -89,7 +89,8 @@ pub fn main() -> ExitCode {
     // A compile worker (see backend::wasm::compile) is this executable run
     // by a host; it speaks pipes, not the command line.
     let argv: Vec<String> = std::env::args().collect();
-    if argv.get(1).map(String::as_str) == Some(tickbox_runtime::backend::wasm::compile::WORKER_ARG) {
+    if argv.get(1).map(String::as_str) == Some(tickbox_runtime::backend::wasm::compile::WORKER_ARG)
+    {
         return tickbox_runtime::backend::wasm::compile::worker_main(&argv[2..]);
     }
     let cli = Cli::parse();

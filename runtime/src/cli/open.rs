@@ -160,7 +160,7 @@ pub enum Backend {
         path: PathBuf,
         kind: WasmKind,
         grants: Grants,
-        requested: Option<GrantSpec>,
+        requested: Option<Box<GrantSpec>>,
     },
 }
 
@@ -187,7 +187,7 @@ pub enum Launcher {
         engine: Arc<WasmEngine>,
         spec: WasmSpec,
         kind: WasmKind,
-        requested: Option<GrantSpec>,
+        requested: Option<Box<GrantSpec>>,
     },
 }
 
@@ -241,7 +241,7 @@ impl Launcher {
                 path.display()
             ))
         })?;
-        let requested = manifest_of(&path)?;
+        let requested = manifest_of(&path)?.map(Box::new);
         let engine = engine(args.no_cache)?;
         let spec = WasmSpec {
             path,

@@ -411,7 +411,11 @@ fn the_compile_cache_is_used_and_never_trusted_blindly() {
     let before = std::fs::read(&blob).unwrap();
     let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&blob).unwrap());
     assert_eq!(run(&[]).code, 0);
-    assert_eq!(std::fs::read(&blob).unwrap(), before, "a warm start reuses the entry");
+    assert_eq!(
+        std::fs::read(&blob).unwrap(),
+        before,
+        "a warm start reuses the entry"
+    );
     assert_eq!(
         std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&blob).unwrap()),
         ino,

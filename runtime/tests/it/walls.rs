@@ -13,8 +13,8 @@ use tickbox_runtime::backend::wasm::grants::GrantSpec;
 use tickbox_runtime::backend::wasm::{spawn, WasmEngine, WasmSpec};
 use tickbox_runtime::session::{CallOutcome, Session, SessionConfig};
 use wasm_encoder::{
-    BlockType, CodeSection, ExportKind, ExportSection, Function, FunctionSection, HeapType, MemorySection,
-    MemoryType, Module, RefType, TableSection, TableType, TypeSection, ValType,
+    BlockType, CodeSection, ExportKind, ExportSection, Function, FunctionSection, HeapType,
+    MemorySection, MemoryType, Module, RefType, TableSection, TableType, TypeSection, ValType,
 };
 
 // --- generated wasm -------------------------------------------------------
@@ -197,7 +197,10 @@ fn a_cache_dir_others_can_write_is_refused_and_nothing_in_it_is_loaded() {
     let before = std::fs::read(&entries(&good.0)[0]).unwrap();
     let out = describe_with_cache(&good.0, &wasm, &[]);
     out.expect(0, "group or others can write to it");
-    assert!(out.stderr.contains("running without the compile cache"), "{out:#?}");
+    assert!(
+        out.stderr.contains("running without the compile cache"),
+        "{out:#?}"
+    );
     assert!(!out.stderr.contains("compile cache hit"), "{out:#?}");
     assert_eq!(std::fs::read(&entries(&good.0)[0]).unwrap(), before);
     assert!(out.json()["tools"].is_array(), "the Tick still runs");
@@ -226,7 +229,11 @@ fn a_tampered_entry_is_refused_and_recompiled() {
     std::fs::write(&blob, &bytes).unwrap();
     let out = describe_with_cache(&cache.0, &wasm, &[]);
     out.expect(0, "fails its MAC");
-    assert_ne!(std::fs::read(&blob).unwrap(), bytes, "replaced by a fresh compile");
+    assert_ne!(
+        std::fs::read(&blob).unwrap(),
+        bytes,
+        "replaced by a fresh compile"
+    );
     let out = describe_with_cache(&cache.0, &wasm, &[]);
     assert!(out.stderr.contains("compile cache hit"), "{out:#?}");
 }
@@ -299,8 +306,13 @@ fn memories_and_tables_share_one_budget_and_rss_stays_bounded() {
     // Under 40 MiB the third memory's growth would pass the sum: trap.
     let (hit, hit_rss) = tickbox_rss(&["describe", &mems, "--max-memory", "40MiB"], &cache.0);
     hit.expect(3, "memory limit exceeded");
-    assert!(hit.stderr.contains("--max-memory is 41943040 bytes"), "{hit:#?}");
-    eprintln!("peak RSS: idle {base_rss} KiB, 64 MiB guest {ok_rss} KiB, trapped at 40 MiB {hit_rss} KiB");
+    assert!(
+        hit.stderr.contains("--max-memory is 41943040 bytes"),
+        "{hit:#?}"
+    );
+    eprintln!(
+        "peak RSS: idle {base_rss} KiB, 64 MiB guest {ok_rss} KiB, trapped at 40 MiB {hit_rss} KiB"
+    );
     assert!(
         ok_rss >= base_rss + 48 * 1024,
         "the measurement sees guest memory: {base_rss} → {ok_rss} KiB"
@@ -314,7 +326,10 @@ fn memories_and_tables_share_one_budget_and_rss_stays_bounded() {
     let tables = write_wasm(&dir, "tables.wasm", &grower(0, 16, 0, 1 << 20));
     let out = tickbox(&["describe", &tables, "--max-memory", "32MiB", "--no-cache"]);
     out.expect(3, "grow a table");
-    assert!(out.stderr.contains("--max-memory is 33554432 bytes"), "{out:#?}");
+    assert!(
+        out.stderr.contains("--max-memory is 33554432 bytes"),
+        "{out:#?}"
+    );
     let out = tickbox(&["describe", &tables, "--max-memory", "256MiB", "--no-cache"]);
     assert!(!out.stderr.contains("memory limit"), "{out:#?}");
 }
@@ -329,8 +344,7 @@ fn a_wasm_larger_than_the_size_bound_is_refused_before_reading() {
         tickbox(&["describe", &hostile(), "--max-wasm-size", "64MiB"]).code,
         0
     );
-    tickbox(&["describe", &hostile(), "--max-wasm-size", "lots"])
-        .expect(2, "--max-wasm-size lots");
+    tickbox(&["describe", &hostile(), "--max-wasm-size", "lots"]).expect(2, "--max-wasm-size lots");
 }
 
 #[test]
@@ -342,7 +356,10 @@ fn a_compile_bomb_ends_at_the_compile_timeout() {
     let took = start.elapsed();
     out.expect(3, "compiling took longer than --compile-timeout (0.5 s)");
     assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
-    assert!(took < Duration::from_secs(20), "it ended at the bound: {took:?}");
+    assert!(
+        took < Duration::from_secs(20),
+        "it ended at the bound: {took:?}"
+    );
     tickbox(&["describe", &bomb, "--compile-timeout", "0"]).expect(2, "--compile-timeout 0");
 }
 
@@ -351,10 +368,19 @@ fn a_compile_past_the_memory_bound_ends_naming_it() {
     let dir = TempDir::new("bomb-mem");
     let bomb = write_wasm(&dir, "bomb.wasm", &compile_bomb());
     let out = tickbox(&["describe", &bomb, "--no-cache", "--compile-memory", "64MiB"]);
-    out.expect(3, "compiling needed more than --compile-memory (67108864 bytes)");
+    out.expect(
+        3,
+        "compiling needed more than --compile-memory (67108864 bytes)",
+    );
     assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
     // Positive control: a real Tick compiles within the same bound.
-    let ok = tickbox(&["describe", &hostile(), "--no-cache", "--compile-memory", "64MiB"]);
+    let ok = tickbox(&[
+        "describe",
+        &hostile(),
+        "--no-cache",
+        "--compile-memory",
+        "64MiB",
+    ]);
     assert_eq!(ok.code, 0, "{ok:#?}");
 }
 
@@ -406,13 +432,23 @@ async fn a_compile_bomb_costs_only_its_own_start() {
             CallOutcome::Ok(v) => assert_eq!(v["n"], answered),
             other => panic!("the neighbour failed: {other:?}"),
         }
-        assert!(t.elapsed() < Duration::from_secs(5), "a call took {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "a call took {:?}",
+            t.elapsed()
+        );
         answered += 1;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let err = bomb_start.await.unwrap().expect_err("the bomb must not start");
+    let err = bomb_start
+        .await
+        .unwrap()
+        .expect_err("the bomb must not start");
     assert!(err.to_string().contains("--compile-timeout (3 s)"), "{err}");
-    assert!(answered > 5, "the neighbour was served meanwhile ({answered} calls)");
+    assert!(
+        answered > 5,
+        "the neighbour was served meanwhile ({answered} calls)"
+    );
     neighbour.shutdown().await;
 }
 
@@ -472,12 +508,18 @@ async fn a_tick_at_its_handle_cap_leaves_a_neighbour_working() {
     let neighbour = start(grants).await;
     let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
     let fds_before = fds();
-    let outcome = call(&greedy, "open_many", json!({"path": "/data/f.txt", "n": 1_000_000})).await;
+    let outcome = call(
+        &greedy,
+        "open_many",
+        json!({"path": "/data/f.txt", "n": 1_000_000}),
+    )
+    .await;
     assert!(matches!(outcome, CallOutcome::Unknown(_)), "{outcome:?}");
     let reason = greedy.ended().await.to_string();
     assert!(reason.contains("--max-handles is 300"), "{reason}");
     assert!(fds() < fds_before + 300, "{fds_before} → {} fds", fds());
-    let CallOutcome::Ok(v) = call(&neighbour, "read_file", json!({"path": "/data/f.txt"})).await else {
+    let CallOutcome::Ok(v) = call(&neighbour, "read_file", json!({"path": "/data/f.txt"})).await
+    else {
         panic!("the neighbour's call failed");
     };
     assert_eq!(v["value"], "neighbourly", "{v}");
@@ -553,8 +595,15 @@ fn a_granted_file_is_not_reachable_through_a_temp_dir_grant() {
     let call = |tool: &str, args: Value| {
         let out = tickbox_env(
             &[
-                "call", &hostile(), tool, &args.to_string(), "--yes", "--dir", &file_grant,
-                "--dir", &tmp_grant,
+                "call",
+                &hostile(),
+                tool,
+                &args.to_string(),
+                "--yes",
+                "--dir",
+                &file_grant,
+                "--dir",
+                &tmp_grant,
             ],
             &env,
         );
@@ -568,9 +617,15 @@ fn a_granted_file_is_not_reachable_through_a_temp_dir_grant() {
     let v = call("list_dir", json!({"path": "/scratch"}));
     assert_eq!(v["value"], json!([]), "{v}");
     // Nor can a write through the scratch grant reach it.
-    let v = call("write_file", json!({"path": "/secret/f.txt", "text": "overwritten"}));
+    let v = call(
+        "write_file",
+        json!({"path": "/secret/f.txt", "text": "overwritten"}),
+    );
     assert_eq!(v["ok"], false, "{v}");
-    assert_eq!(std::fs::read_to_string(secret.path("f.txt")).unwrap(), "read-only secret");
+    assert_eq!(
+        std::fs::read_to_string(secret.path("f.txt")).unwrap(),
+        "read-only secret"
+    );
     // Each Tick's grant directory is gone when it ends.
     let area = runtime.0.join("tickbox").join("grants");
     assert_eq!(std::fs::read_dir(&area).unwrap().count(), 0, "{area:?}");
@@ -579,7 +634,14 @@ fn a_granted_file_is_not_reachable_through_a_temp_dir_grant() {
     // temp dir itself can no longer be granted: refused, naming why.
     let env = [("XDG_RUNTIME_DIR", ""), ("TMPDIR", tmp.0.to_str().unwrap())];
     let out = tickbox_env(
-        &["call", &hostile(), "list_dir", r#"{"path":"/scratch"}"#, "--dir", &tmp_grant],
+        &[
+            "call",
+            &hostile(),
+            "list_dir",
+            r#"{"path":"/scratch"}"#,
+            "--dir",
+            &tmp_grant,
+        ],
         &env,
     );
     out.expect(3, "overlaps tickbox's own state");
@@ -598,8 +660,16 @@ fn p1_symlinker(target: &str) -> Vec<u8> {
     types.ty().function([], []);
     m.section(&types);
     let mut imports = ImportSection::new();
-    imports.import("wasi_snapshot_preview1", "path_symlink", EntityType::Function(0));
-    imports.import("wasi_snapshot_preview1", "proc_exit", EntityType::Function(1));
+    imports.import(
+        "wasi_snapshot_preview1",
+        "path_symlink",
+        EntityType::Function(0),
+    );
+    imports.import(
+        "wasi_snapshot_preview1",
+        "proc_exit",
+        EntityType::Function(1),
+    );
     m.section(&imports);
     let mut funcs = FunctionSection::new();
     funcs.function(2);
@@ -638,18 +708,34 @@ fn symlinks_cannot_be_created_in_a_writable_grant() {
     let target = "../../../etc/shadow";
     // A component: the guest gets `not-permitted`.
     let out = tickbox(&[
-        "call", &hostile(), "symlink", &json!({"target": target}).to_string(), "--yes", "--dir",
+        "call",
+        &hostile(),
+        "symlink",
+        &json!({"target": target}).to_string(),
+        "--yes",
+        "--dir",
         &grant,
     ]);
     assert_eq!(out.code, 0, "{out:#?}");
     let v = out.json();
     assert_eq!(v["ok"], false, "{v}");
-    assert!(v["error"].as_str().unwrap().contains("not-permitted"), "{v}");
-    assert!(std::fs::symlink_metadata(data.path("link")).is_err(), "no link was made");
+    assert!(
+        v["error"].as_str().unwrap().contains("not-permitted"),
+        "{v}"
+    );
+    assert!(
+        std::fs::symlink_metadata(data.path("link")).is_err(),
+        "no link was made"
+    );
     // Positive control: the same grant is writable.
     let out = tickbox(&[
-        "call", &hostile(), "write_file", r#"{"path":"/data/w.txt","text":"ok"}"#, "--yes",
-        "--dir", &grant,
+        "call",
+        &hostile(),
+        "write_file",
+        r#"{"path":"/data/w.txt","text":"ok"}"#,
+        "--yes",
+        "--dir",
+        &grant,
     ]);
     assert_eq!(out.json()["ok"], true, "{out:#?}");
 
@@ -657,5 +743,8 @@ fn symlinks_cannot_be_created_in_a_writable_grant() {
     let dir = TempDir::new("symlink-p1");
     let wasm = write_wasm(&dir, "sym.wasm", &p1_symlinker(target));
     tickbox(&["describe", &wasm, "--dir", &grant, "--no-cache"]).expect(3, "exit status 63");
-    assert!(std::fs::symlink_metadata(data.path("link")).is_err(), "no link was made");
+    assert!(
+        std::fs::symlink_metadata(data.path("link")).is_err(),
+        "no link was made"
+    );
 }

@@ -686,7 +686,9 @@ mod tests {
     #[test]
     fn eviction_keeps_the_cache_under_its_cap_least_recently_used_first() {
         let dir = temp("evict");
-        let cache = Cache::open(dir.clone(), 1).unwrap().with_max_bytes(3 * 1100);
+        let cache = Cache::open(dir.clone(), 1)
+            .unwrap()
+            .with_max_bytes(3 * 1100);
         let set_age = |key: &str, secs_ago: u64| {
             let t = SystemTime::now() - Duration::from_secs(secs_ago);
             File::options()

@@ -86,9 +86,19 @@ pub fn worker_main(args: &[String]) -> ExitCode {
         [kind, max] => match (kind.as_str(), max.parse::<u64>()) {
             ("component", Ok(m)) => (WasmKind::Component, m),
             ("module", Ok(m)) => (WasmKind::Module, m),
-            _ => return fail(2, format!("usage: tickbox {WORKER_ARG} component|module MAX_BYTES")),
+            _ => {
+                return fail(
+                    2,
+                    format!("usage: tickbox {WORKER_ARG} component|module MAX_BYTES"),
+                )
+            }
         },
-        _ => return fail(2, format!("usage: tickbox {WORKER_ARG} component|module MAX_BYTES")),
+        _ => {
+            return fail(
+                2,
+                format!("usage: tickbox {WORKER_ARG} component|module MAX_BYTES"),
+            )
+        }
     };
     let mut wasm = Vec::new();
     if let Err(e) = std::io::stdin()
@@ -119,7 +129,11 @@ pub fn worker_main(args: &[String]) -> ExitCode {
         }
         Err(e) => fail(
             1,
-            format!("{e:#}").lines().next().unwrap_or("error").to_string(),
+            format!("{e:#}")
+                .lines()
+                .next()
+                .unwrap_or("error")
+                .to_string(),
         ),
     }
 }
@@ -192,74 +206,92 @@ pub fn compile_in_worker(
     let mut child = crate::backend::reaper::spawn_known(&mut cmd)
         .map_err(|e| CompileError::Worker(format!("{}: {e}", worker.display())))?;
     let pid = child.id();
-    let result = (|| {
-        let mut stdin = child.stdin.take().expect("piped stdin");
-        let mut stdout = child.stdout.take().expect("piped stdout");
-        let mut stderr = child.stderr.take().expect("piped stderr");
-        std::thread::scope(|s| {
-            // The pipes are drained on their own threads so that a full pipe
-            // never stalls the worker and the deadline below stays exact.
-            let feeder = s.spawn(move || {
-                let _ = stdin.write_all(wasm);
-            });
-            let reader = s.spawn(move || {
-                let mut code = Vec::new();
-                let r = (&mut stdout).take(mem.saturating_add(1)).read_to_end(&mut code);
-                // Drain anything beyond the bound so the worker is not stuck.
-                let _ = std::io::copy(&mut stdout, &mut std::io::sink());
-                r.map(|_| code)
-            });
-            let errors = s.spawn(move || {
-                let mut text = Vec::new();
-                let _ = (&mut stderr).take(STDERR_KEEP).read_to_end(&mut text);
-                let _ = std::io::copy(&mut stderr, &mut std::io::sink());
-                String::from_utf8_lossy(&text).into_owned()
-            });
-            let start = Instant::now();
-            let status = loop {
-                match child.try_wait() {
-                    Ok(Some(st)) => break Ok(st),
-                    Ok(None) if start.elapsed() >= bounds.timeout => {
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        break Err(CompileError::Timeout {
-                            secs: bounds.timeout.as_secs_f64(),
-                        });
-                    }
-                    Ok(None) => std::thread::sleep(POLL),
-                    Err(e) => {
-                        let _ = child.kill();
-                        let _ = child.wait();
-                        break Err(CompileError::Worker(e.to_string()));
-                    }
-                }
-            };
-            let _ = feeder.join();
-            let code = reader.join().unwrap_or_else(|_| Ok(Vec::new()));
-            let errors = errors.join().unwrap_or_default();
-            let status = status?;
-            let first_line = errors.lines().next().unwrap_or("").trim().to_string();
-            let out_of_memory = errors.contains("memory allocation of")
-                || errors.contains("Cannot allocate memory")
-                || errors.contains("out of memory");
-            match (status.code(), status.signal()) {
-                (Some(0), _) => {
-                    let code = code.map_err(|e| CompileError::Worker(e.to_string()))?;
-                    if code.len() as u64 > mem {
-                        return Err(CompileError::Memory { bytes: mem });
-                    }
-                    Ok(code)
-                }
-                _ if out_of_memory => Err(CompileError::Memory { bytes: mem }),
-                (_, Some(libc::SIGXCPU)) | (_, Some(libc::SIGKILL)) => Err(CompileError::Cpu),
-                (_, Some(libc::SIGABRT)) | (_, Some(libc::SIGSEGV)) => {
-                    Err(CompileError::Memory { bytes: mem })
-                }
-                (Some(_), _) if !first_line.is_empty() => Err(CompileError::Invalid(first_line)),
-                _ => Err(CompileError::Worker(format!("the worker ended with {status}"))),
-            }
-        })
-    })();
+    let result = supervise(&mut child, wasm, bounds);
     crate::backend::reaper::forget(pid);
     result
+}
+
+/// Feeds the worker, collects its output and enforces the deadline.
+fn supervise(
+    child: &mut std::process::Child,
+    wasm: &[u8],
+    bounds: Bounds,
+) -> Result<Vec<u8>, CompileError> {
+    let mem = bounds.memory;
+    let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(CompileError::Worker(
+            "the worker's pipes are missing".into(),
+        ));
+    };
+    std::thread::scope(|s| {
+        // The pipes are drained on their own threads so that a full pipe
+        // never stalls the worker and the deadline below stays exact.
+        let feeder = s.spawn(move || {
+            let _ = stdin.write_all(wasm);
+        });
+        let reader = s.spawn(move || {
+            let mut code = Vec::new();
+            let r = (&mut stdout)
+                .take(mem.saturating_add(1))
+                .read_to_end(&mut code);
+            // Drain anything beyond the bound so the worker is not stuck.
+            let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+            r.map(|_| code)
+        });
+        let errors = s.spawn(move || {
+            let mut text = Vec::new();
+            let _ = (&mut stderr).take(STDERR_KEEP).read_to_end(&mut text);
+            let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+            String::from_utf8_lossy(&text).into_owned()
+        });
+        let start = Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(st)) => break Ok(st),
+                Ok(None) if start.elapsed() >= bounds.timeout => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break Err(CompileError::Timeout {
+                        secs: bounds.timeout.as_secs_f64(),
+                    });
+                }
+                Ok(None) => std::thread::sleep(POLL),
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break Err(CompileError::Worker(e.to_string()));
+                }
+            }
+        };
+        let _ = feeder.join();
+        let code = reader.join().unwrap_or_else(|_| Ok(Vec::new()));
+        let errors = errors.join().unwrap_or_default();
+        let status = status?;
+        let first_line = errors.lines().next().unwrap_or("").trim().to_string();
+        let out_of_memory = errors.contains("memory allocation of")
+            || errors.contains("Cannot allocate memory")
+            || errors.contains("out of memory");
+        match (status.code(), status.signal()) {
+            (Some(0), _) => {
+                let code = code.map_err(|e| CompileError::Worker(e.to_string()))?;
+                if code.len() as u64 > mem {
+                    return Err(CompileError::Memory { bytes: mem });
+                }
+                Ok(code)
+            }
+            _ if out_of_memory => Err(CompileError::Memory { bytes: mem }),
+            (_, Some(libc::SIGXCPU)) | (_, Some(libc::SIGKILL)) => Err(CompileError::Cpu),
+            // Rust aborts when an allocation fails, which under
+            // RLIMIT_DATA means the memory bound.
+            (_, Some(libc::SIGABRT)) => Err(CompileError::Memory { bytes: mem }),
+            (Some(_), _) if !first_line.is_empty() => Err(CompileError::Invalid(first_line)),
+            _ => Err(CompileError::Worker(format!(
+                "the worker ended with {status}"
+            ))),
+        }
+    })
 }

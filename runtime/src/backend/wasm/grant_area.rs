@@ -107,7 +107,13 @@ pub fn for_file(
     recover(&area);
     let safe_instance: String = instance
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     let dir = area.join(format!("{}-{safe_instance}", std::process::id()));
     std::fs::DirBuilder::new()
@@ -174,7 +180,10 @@ mod tests {
         assert!(check_not_own_state(&base, &own).is_err(), "a parent");
         assert!(check_not_own_state(&state, &own).is_err(), "itself");
         std::fs::create_dir_all(state.join("in")).unwrap();
-        assert!(check_not_own_state(&state.join("in"), &own).is_err(), "inside");
+        assert!(
+            check_not_own_state(&state.join("in"), &own).is_err(),
+            "inside"
+        );
         assert!(check_not_own_state(&base.join("other"), &own).is_ok());
         let _ = std::fs::remove_dir_all(&base);
     }

@@ -145,7 +145,9 @@ impl wasmtime::ResourceLimiter for Budget {
     }
 
     fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
-        self.used = self.used.saturating_sub(std::mem::take(&mut self.last_memory));
+        self.used = self
+            .used
+            .saturating_sub(std::mem::take(&mut self.last_memory));
         Ok(())
     }
 
@@ -167,7 +169,9 @@ impl wasmtime::ResourceLimiter for Budget {
     }
 
     fn table_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
-        self.used = self.used.saturating_sub(std::mem::take(&mut self.last_table));
+        self.used = self
+            .used
+            .saturating_sub(std::mem::take(&mut self.last_table));
         Ok(())
     }
 

@@ -50,9 +50,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::AsyncWrite;
 use wasmtime::component::{Component, Linker as ComponentLinker, Resource, ResourceTable};
-use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode as FsErrorCode;
 use wasmtime::{Engine, Linker, Module, Store};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode as FsErrorCode;
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
@@ -189,7 +189,12 @@ impl WasmEngine {
             .and_then(|mut fs| {
                 fs.func_wrap(
                     "[method]descriptor.symlink-at",
-                    |_store, _args: (Resource<wasmtime_wasi::filesystem::Descriptor>, String, String)| {
+                    |_store,
+                     _args: (
+                        Resource<wasmtime_wasi::filesystem::Descriptor>,
+                        String,
+                        String,
+                    )| {
                         tracing::info!("refused a symlink creation");
                         Ok((Err::<(), FsErrorCode>(FsErrorCode::NotPermitted),))
                     },
@@ -349,12 +354,13 @@ impl WasmEngine {
         }
         let (c, bytes) = match &self.worker {
             Some(worker) => {
-                let bytes = compile::compile_in_worker(worker, wasm, kind, bounds).map_err(
-                    |source| WasmError::Compile {
-                        path: path.to_path_buf(),
-                        source,
-                    },
-                )?;
+                let bytes =
+                    compile::compile_in_worker(worker, wasm, kind, bounds).map_err(|source| {
+                        WasmError::Compile {
+                            path: path.to_path_buf(),
+                            source,
+                        }
+                    })?;
                 // SAFETY: our own worker produced these bytes with the same
                 // engine configuration, just now; wasmtime checks version
                 // and configuration before using them.
@@ -640,9 +646,8 @@ fn wasi_builder(
         } else {
             // A single file: preopen a private directory that holds only
             // it, under its own name (see `grant_area`).
-            let (dir, guest_dir) =
-                grant_area::for_file(&d.host, &d.guest, d.read_only, &instance)
-                    .map_err(WasmError::Grant)?;
+            let (dir, guest_dir) = grant_area::for_file(&d.host, &d.guest, d.read_only, &instance)
+                .map_err(WasmError::Grant)?;
             b.preopened_dir(dir.path(), &guest_dir, perms)
                 .map_err(|e| WasmError::Grant(format!("{}: {e:#}", d.host.display())))?;
             keep.push(dir);
