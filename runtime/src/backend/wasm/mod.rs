@@ -16,8 +16,11 @@
 //! - **compilation**: a size bound on the wasm, and a worker process with a
 //!   deadline and a memory bound ([`compile`]);
 //! - **handles**: the guest's WASI resource table is capped (`max_handles`),
-//!   so open files and sockets are bounded per Tick; random-bytes requests
-//!   are capped at [`limits::MAX_RANDOM_BYTES`];
+//!   so open files and sockets are bounded per Tick: a component's `open-at`
+//!   at the cap fails with `insufficient-memory`, any other full-table push
+//!   traps the guest; random-bytes requests are capped at
+//!   [`limits::MAX_RANDOM_BYTES`];
+//! - **symlinks**: creating one is refused in every grant;
 //! - **CPU**: epoch interruption; a ticker thread advances the epoch every
 //!   [`EPOCH_TICK`] and every guest yields to the scheduler at each tick, so
 //!   a guest that never pauses shares the runtime and cannot block the host
@@ -52,12 +55,60 @@ use tokio::io::AsyncWrite;
 use wasmtime::component::{Component, Linker as ComponentLinker, Resource, ResourceTable};
 use wasmtime::{Engine, Linker, Module, Store};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
-use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode as FsErrorCode;
+use wasmtime_wasi::p2::bindings::filesystem::types::{self as fs_types, ErrorCode as FsErrorCode};
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 /// How often the epoch advances (and a running guest yields).
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// `wasi:filesystem` `open-at` with the handle cap as the guest's error
+/// (`insufficient-memory`) rather than a trap.
+#[allow(clippy::type_complexity)]
+fn open_at_capped(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+    (fd, path_flags, path, open_flags, flags): (
+        Resource<wasmtime_wasi::filesystem::Descriptor>,
+        fs_types::PathFlags,
+        String,
+        fs_types::OpenFlags,
+        fs_types::DescriptorFlags,
+    ),
+) -> Box<
+    dyn std::future::Future<
+            Output = wasmtime::Result<(
+                Result<Resource<wasmtime_wasi::filesystem::Descriptor>, FsErrorCode>,
+            )>,
+        > + Send
+        + '_,
+> {
+    Box::new(async move {
+        let s = store.data_mut();
+        let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+            ctx: s.ctx.filesystem(),
+            table: &mut s.table,
+        };
+        let opened =
+            fs_types::HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags)
+                .await;
+        match opened {
+            Ok(r) => Ok((Ok(r),)),
+            Err(err) => match err.downcast() {
+                Ok(code) => Ok((Err(code),)),
+                Err(trap)
+                    if matches!(
+                        trap.downcast_ref::<wasmtime::component::ResourceTableError>(),
+                        Some(wasmtime::component::ResourceTableError::Full)
+                    ) =>
+                {
+                    tracing::info!("a guest at its handle cap tried to open a file");
+                    Ok((Err(FsErrorCode::InsufficientMemory),))
+                }
+                Err(trap) => Err(trap),
+            },
+        }
+    })
+}
+
 /// WASI preview 1's errno `perm` (operation not permitted).
 const P1_ERRNO_PERM: i32 = 63;
 /// How long a guest whose stdin closed may take to return by itself.
@@ -200,6 +251,13 @@ impl WasmEngine {
                     },
                 )
             })
+            .map_err(e)?;
+        // A guest at its handle cap gets an error from `open-at` (where a
+        // guest spends handles by itself), not the trap wasmtime-wasi makes
+        // of a full table.
+        component_linker
+            .instance("wasi:filesystem/types@0.2.12")
+            .and_then(|mut fs| fs.func_wrap_async("[method]descriptor.open-at", open_at_capped))
             .map_err(e)?;
         component_linker.allow_shadowing(false);
         terminal::add_to_linker(&mut component_linker, |s| terminal::TermView {
