@@ -55,7 +55,8 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Where the current user's instances live (see the module docs).
+    /// Where the current user's instances usually live; [`Registry::open`]
+    /// may use a private fallback instead (see the module docs).
     pub fn default_dir() -> PathBuf {
         match std::env::var_os("XDG_RUNTIME_DIR") {
             Some(d) if !d.is_empty() => PathBuf::from(d).join("tickbox"),
