@@ -83,6 +83,31 @@ pub enum SpawnError {
     },
 }
 
+/// The soft open-file limit before [`raise_fd_limit`], restored for native
+/// Ticks (0: never raised).
+static ORIGINAL_NOFILE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Raises this process's soft open-file limit to the hard one: every wasm
+/// Tick is capped by `--max-handles`, and the host's own sockets and files
+/// should not be what runs out first when several Ticks share the process.
+/// Native Ticks still start with the limit as it was.
+pub fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            let original = lim.rlim_cur;
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                ORIGINAL_NOFILE.store(original as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// Resolves argv[0] the way a shell would, to an absolute path (§4.1).
 pub fn resolve_program(program: &str, cwd: Option<&Path>) -> Result<PathBuf, SpawnError> {
     let check = |p: PathBuf| -> Result<PathBuf, SpawnError> {
@@ -198,10 +223,22 @@ pub fn spawn(spec: &NativeSpec) -> Result<TickIo, SpawnError> {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
+    let nofile = ORIGINAL_NOFILE.load(std::sync::atomic::Ordering::Relaxed);
     // SAFETY: the closure runs between fork and exec and only calls
-    // async-signal-safe functions (setsid, ioctl, prctl) without allocating.
+    // async-signal-safe functions (setsid, ioctl, prctl, get/setrlimit)
+    // without allocating.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
+            if nofile != 0 {
+                let mut lim = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+                    lim.rlim_cur = nofile as libc::rlim_t;
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                }
+            }
             if libc::setsid() == -1 {
                 return Err(std::io::Error::last_os_error());
             }

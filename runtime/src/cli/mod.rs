@@ -99,7 +99,7 @@ pub fn main() -> ExitCode {
     // way out (see backend::reaper); every child this binary starts is a
     // Tick or a compile worker, registered as such.
     tickbox_runtime::backend::reaper::become_subreaper();
-    raise_fd_limit();
+    tickbox_runtime::backend::native::raise_fd_limit();
     // These own the terminal or their signals (a view or a watch of a live
     // instance ends without stopping its Tick), so they run apart from the
     // one-shot commands below; `run` forks before any thread exists.
@@ -133,23 +133,6 @@ pub fn main() -> ExitCode {
     // Then whatever a native Tick left behind outside its process group.
     tickbox_runtime::backend::reaper::sweep();
     code
-}
-
-/// Raises the soft open-file limit to the hard one: every wasm Tick is
-/// capped by `--max-handles`, and the host's own sockets and files should
-/// not be what runs out first when several Ticks share this process.
-fn raise_fd_limit() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit read and write the struct we pass.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-        }
-    }
 }
 
 /// The async runtime every command runs on.
