@@ -762,3 +762,26 @@ fn symlinks_cannot_be_created_in_a_writable_grant() {
         "no link was made"
     );
 }
+
+#[test]
+fn tickboxs_own_state_is_never_granted() {
+    let cache = TempDir::new("own-state");
+    let c = cache.0.to_str().unwrap();
+    let env = [("TICKBOX_CACHE_DIR", c)];
+    // Make the cache (and its key) exist.
+    assert_eq!(tickbox_env(&["describe", &hostile()], &env).code, 0);
+    let key = format!("{}::/k:ro", cache.path("mac.key").display());
+    let whole = format!("{}::/c", cache.0.display());
+    let parent = format!("{}::/p", cache.0.parent().unwrap().display());
+    for grant in [&key, &whole, &parent] {
+        tickbox_env(&["describe", &hostile(), "--dir", grant], &env)
+            .expect(3, "overlaps tickbox's own state");
+    }
+    // Positive control: a sibling directory is fine.
+    let sibling = TempDir::new("own-state-sibling");
+    let grant = format!("{}::/s", sibling.0.display());
+    assert_eq!(
+        tickbox_env(&["describe", &hostile(), "--dir", &grant], &env).code,
+        0
+    );
+}

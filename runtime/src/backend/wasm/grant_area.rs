@@ -146,7 +146,7 @@ pub fn for_file(
     Ok((dir, parent))
 }
 
-/// Refuses a directory grant that contains or lies inside one of `own`
+/// Refuses a grant (directory or file) that contains or lies inside one of `own`
 /// (tickbox's state directories; see the module docs).
 pub fn check_not_own_state(grant: &Path, own: &[PathBuf]) -> Result<(), String> {
     let Ok(grant) = grant.canonicalize() else {

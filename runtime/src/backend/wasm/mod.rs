@@ -697,8 +697,9 @@ fn wasi_builder(
         };
         let meta = std::fs::metadata(&d.host)
             .map_err(|e| WasmError::Grant(format!("{}: {e}", d.host.display())))?;
+        // Files too: a single-file grant of the cache's key would be as bad.
+        grant_area::check_not_own_state(&d.host, &own_state).map_err(WasmError::Grant)?;
         if meta.is_dir() {
-            grant_area::check_not_own_state(&d.host, &own_state).map_err(WasmError::Grant)?;
             b.preopened_dir(&d.host, &d.guest, perms)
                 .map_err(|e| WasmError::Grant(format!("{}: {e:#}", d.host.display())))?;
         } else {
