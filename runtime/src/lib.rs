@@ -40,6 +40,8 @@ pub mod delivery;
 pub mod framing;
 pub mod live;
 pub mod mcp;
-pub mod protocol;
 pub mod session;
 pub mod view;
+
+/// The Tick protocol: the `tickbox-protocol` crate, re-exported.
+pub use tickbox_protocol as protocol;

@@ -28,7 +28,7 @@ use crate::protocol::limits::{
     SCREEN_EXCERPT_CHARS,
 };
 use crate::protocol::message::{encode_request, encoded_len, method, parse_line};
-use crate::protocol::state::{check_update, parse_state};
+use crate::protocol::state::{check_read_floor, check_update, parse_state};
 use crate::protocol::{
     Descriptor, Incoming, PreparedCall, RequestId, ResponseBody, RpcError, TickState, Violation,
 };
@@ -97,6 +97,7 @@ impl Default for SessionConfig {
 
 /// Why a session ended.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EndReason {
     /// The Tick broke a session-ending rule.
     #[error(transparent)]
@@ -132,6 +133,7 @@ fn screen_suffix(screen: &str) -> String {
 
 /// Why a tick/describe or tick/read failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RequestError {
     /// The session is over.
     #[error("{0}")]
@@ -158,6 +160,7 @@ pub enum RequestError {
 
 /// Why a call's outcome is unknown: it may or may not have taken effect.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum UnknownReason {
     /// No answer within the call timeout (§7.3).
     #[error("no response within {}s", .0.as_secs_f32())]
@@ -485,15 +488,10 @@ impl Session {
         let raw = result_of(M, body)?;
         let state =
             parse_state(&raw).map_err(|reason| RequestError::Invalid { method: M, reason })?;
-        if state.seq < floor {
-            return Err(RequestError::Invalid {
-                method: M,
-                reason: format!(
-                    "read seq {} is below the read floor {floor} (§6.3)",
-                    state.seq
-                ),
-            });
-        }
+        check_read_floor(state.seq, Some(floor)).map_err(|f| RequestError::Invalid {
+            method: M,
+            reason: f.to_string(),
+        })?;
         {
             let mut s = lock(&self.shared.seqs);
             s.last_read = Some(s.last_read.map_or(state.seq, |r| r.max(state.seq)));
@@ -658,7 +656,7 @@ async fn read_frames(
                         let state = shared.offer_state(state, true);
                         let _ = shared.events.send(SessionEvent::Updated(state));
                     }
-                    Err(rule) => break Trigger::Fault(Violation::BadUpdate { rule }.into()),
+                    Err(finding) => break Trigger::Fault(Violation::BadUpdate(finding).into()),
                 }
             }
             Ok(Incoming::OtherNotification(m)) => {
