@@ -35,8 +35,6 @@ use crate::protocol::{
 use crate::view::View;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,35 +42,9 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 
 /// A boxed future, for the object-safe process trait.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::backend::BoxFuture;
 
-/// The running Tick as a backend sees it.
-pub trait TickProcess: Send {
-    /// Resolves when the Tick has ended on its own, describing how
-    /// ("exit status 0", "trapped: out of bounds memory access", …).
-    fn exited(&mut self) -> BoxFuture<'_, String>;
-    /// Terminates the Tick and everything it started. With `graceful`, its
-    /// stdin is already closed and it gets a moment to exit by itself first.
-    fn terminate(&mut self, graceful: bool) -> BoxFuture<'_, ()>;
-    /// Sends SIGTERM to the Tick's process group and returns at once, for
-    /// `tickbox check` to see whether the Tick exits by itself (§4.5).
-    /// Returns false when the backend has no signals (the default).
-    fn sigterm(&mut self) -> bool {
-        false
-    }
-}
-
-/// What a backend yields for a session to run.
-pub struct TickIo {
-    /// The Tick's standard input (host → Tick frames).
-    pub stdin: Box<dyn AsyncWrite + Send + Unpin>,
-    /// The Tick's standard output (Tick → host frames).
-    pub stdout: Box<dyn AsyncRead + Send + Unpin>,
-    /// The Tick's view terminal.
-    pub view: Arc<View>,
-    /// The process (or guest) to supervise.
-    pub process: Box<dyn TickProcess>,
-}
+pub use crate::backend::{TickIo, TickProcess};
 
 /// Timeouts of a session; the defaults are the protocol's.
 #[derive(Debug, Clone)]
