@@ -62,6 +62,7 @@ impl NativeSpec {
 
 /// Why a native Tick could not be started.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SpawnError {
     /// No command was given.
     #[error("no command given for the native Tick")]
@@ -102,7 +103,7 @@ pub fn raise_fd_limit() {
             let original = lim.rlim_cur;
             lim.rlim_cur = lim.rlim_max;
             if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
-                ORIGINAL_NOFILE.store(original as u64, std::sync::atomic::Ordering::Relaxed);
+                ORIGINAL_NOFILE.store(original, std::sync::atomic::Ordering::Relaxed);
             }
         }
     }

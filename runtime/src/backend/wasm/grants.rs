@@ -37,6 +37,7 @@ pub const MIN_COMPILE_MEMORY: u64 = 64 << 20;
 
 /// Why a grant could not be parsed or applied.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum GrantError {
     /// `--dir` is malformed or names nothing.
     #[error("--dir {spec}: {why}")]

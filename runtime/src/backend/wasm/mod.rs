@@ -116,6 +116,7 @@ const EXIT_GRACE: Duration = Duration::from_millis(500);
 
 /// Why a wasm Tick could not be started.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WasmError {
     /// The file could not be read.
     #[error("cannot read {path}: {source}")]
