@@ -186,6 +186,7 @@ fn planned(entry: TickEntry, flags: &TickOpts) -> Planned {
             max_wasm_size: entry.grants.max_wasm_size.clone(),
             compile_timeout: entry.grants.compile_timeout.clone(),
             compile_memory: entry.grants.compile_memory.clone(),
+            max_write: entry.grants.max_write.clone(),
         },
         no_cache: flags.no_cache,
     };

@@ -43,7 +43,7 @@ pub struct TickOpts {
     /// Pass an environment variable (repeatable; the value comes from tickbox's environment when omitted)
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     pub env: Vec<String>,
-    /// Read grants from a TOML policy file (keys: dir, allow_net, env, max_memory, max_handles, max_wasm_size, compile_timeout, compile_memory)
+    /// Read grants from a TOML policy file (keys: dir, allow_net, env, max_memory, max_handles, max_wasm_size, compile_timeout, compile_memory, max_write)
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
     /// Bound on a wasm Tick's linear memories and tables, all together [default: 256MiB]
@@ -74,6 +74,9 @@ pub struct BoundOpts {
     /// Memory the compiler may use for a wasm Tick [default: 4GiB]
     #[arg(long, value_name = "SIZE")]
     pub compile_memory: Option<String>,
+    /// Bytes a wasm component may write to files, all grants together [default: no quota]
+    #[arg(long, value_name = "SIZE")]
+    pub max_write: Option<String>,
 }
 
 /// Which Tick to start.
@@ -134,6 +137,7 @@ impl TickOpts {
             max_wasm_size: self.bounds.max_wasm_size.clone(),
             compile_timeout: self.bounds.compile_timeout.clone(),
             compile_memory: self.bounds.compile_memory.clone(),
+            max_write: self.bounds.max_write.clone(),
         });
         Ok(spec)
     }
@@ -215,7 +219,7 @@ impl Launcher {
             || args.policy.is_some()
         {
             return Err(Exit::usage(
-                "--dir, --allow-net, --max-memory, --max-handles, --max-wasm-size, --compile-timeout, --compile-memory and --policy apply to wasm Ticks only; a native Tick runs with your own permissions",
+                "--dir, --allow-net, --max-memory, --max-handles, --max-wasm-size, --compile-timeout, --compile-memory, --max-write and --policy apply to wasm Ticks only; a native Tick runs with your own permissions",
             ));
         }
         let grants = grant_spec.resolve().map_err(Exit::usage)?;

@@ -785,3 +785,42 @@ fn tickboxs_own_state_is_never_granted() {
         0
     );
 }
+
+// --- the write quota -----------------------------------------------------------
+
+#[test]
+fn writes_past_the_quota_are_the_guests_error() {
+    let data = TempDir::new("quota");
+    let grant = format!("{}::/q", data.0.display());
+    let write = |name: &str, bytes: usize| {
+        let out = tickbox(&[
+            "call",
+            &hostile(),
+            "write_file",
+            &json!({"path": format!("/q/{name}"), "text": "x".repeat(bytes)}).to_string(),
+            "--yes",
+            "--dir",
+            &grant,
+            "--max-write",
+            "64KiB",
+        ]);
+        assert_eq!(out.code, 0, "{out:#?}");
+        out.json()
+    };
+    // Positive control: within the quota.
+    let v = write("small.txt", 10_000);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(
+        std::fs::metadata(data.path("small.txt")).unwrap().len(),
+        10_000
+    );
+    // Past it: the guest's write fails, and no more than the quota landed.
+    let v = write("big.txt", 100_000);
+    assert_eq!(v["ok"], false, "{v}");
+    let written = std::fs::metadata(data.path("big.txt")).unwrap().len();
+    assert!(written <= 64 * 1024, "{written} bytes landed");
+    // A preview-1 module cannot be metered: the quota is refused for it.
+    tickbox(&["describe", &hostile_p1(), "--max-write", "1MiB"])
+        .expect(3, "--max-write needs a component");
+    tickbox(&["describe", &hostile(), "--max-write", "much"]).expect(2, "--max-write much");
+}

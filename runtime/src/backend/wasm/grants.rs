@@ -17,6 +17,7 @@
 //! | wasm file size | 64 MiB | `--max-wasm-size SIZE` |
 //! | compile time (wall) | 60 s | `--compile-timeout SECONDS` |
 //! | compile memory | 4 GiB | `--compile-memory SIZE` |
+//! | bytes written to files (components) | unbounded | `--max-write SIZE` |
 //!
 //! A policy file (`--policy FILE`, TOML) holds the same grants so a user can
 //! keep them per Tick; a manifest shipped beside a Tick (`NAME.tick.toml`)
@@ -116,6 +117,8 @@ pub struct Grants {
     pub compile_timeout: Duration,
     /// Memory bound of the compile worker, in bytes.
     pub compile_memory: u64,
+    /// Bytes the guest may write to files, all grants together (None: no quota).
+    pub max_write: Option<u64>,
 }
 
 fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -138,6 +141,7 @@ impl Default for Grants {
             max_wasm_size: super::compile::DEFAULT_MAX_WASM,
             compile_timeout: super::compile::DEFAULT_TIMEOUT,
             compile_memory: super::compile::DEFAULT_MEMORY,
+            max_write: None,
         }
     }
 }
@@ -170,6 +174,9 @@ pub struct GrantSpec {
     /// `--compile-memory` value.
     #[serde(default)]
     pub compile_memory: Option<String>,
+    /// `--max-write` value.
+    #[serde(default)]
+    pub max_write: Option<String>,
 }
 
 impl GrantSpec {
@@ -194,6 +201,7 @@ impl GrantSpec {
             (&mut self.max_wasm_size, other.max_wasm_size),
             (&mut self.compile_timeout, other.compile_timeout),
             (&mut self.compile_memory, other.compile_memory),
+            (&mut self.max_write, other.max_write),
         ] {
             if theirs.is_some() {
                 *mine = theirs;
@@ -213,6 +221,7 @@ impl GrantSpec {
             || self.max_wasm_size.is_some()
             || self.compile_timeout.is_some()
             || self.compile_memory.is_some()
+            || self.max_write.is_some()
     }
 
     /// Whether nothing at all is granted (the bounds aside).
@@ -264,6 +273,10 @@ impl GrantSpec {
                 .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
                 .map(Duration::from_secs_f64)
                 .ok_or_else(|| bound("compile-timeout", t, "seconds, more than 0"))?;
+        }
+        if let Some(m) = &self.max_write {
+            g.max_write =
+                Some(parse_size(m).ok_or_else(|| bound("max-write", m, "a size such as 100MiB"))?);
         }
         if let Some(m) = &self.compile_memory {
             g.compile_memory = parse_size(m)

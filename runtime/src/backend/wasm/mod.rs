@@ -39,6 +39,7 @@ pub mod grant_area;
 pub mod grants;
 pub mod limits;
 pub mod pipe;
+pub mod quota;
 pub mod terminal;
 
 use crate::protocol::limits::{INITIAL_COLS, INITIAL_ROWS, INSTANCE_ID_VAR, TERM_VALUE};
@@ -106,6 +107,78 @@ fn open_at_capped(
                 Err(trap) => Err(trap),
             },
         }
+    })
+}
+
+/// `descriptor.write`, refused with `quota` past the Tick's write quota.
+#[allow(clippy::type_complexity)]
+fn write_metered(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+    (fd, buf, offset): (
+        Resource<wasmtime_wasi::filesystem::Descriptor>,
+        Vec<u8>,
+        u64,
+    ),
+) -> Box<dyn std::future::Future<Output = wasmtime::Result<(Result<u64, FsErrorCode>,)>> + Send + '_>
+{
+    Box::new(async move {
+        let s = store.data_mut();
+        if let Some(q) = &s.quota {
+            if !q.take(buf.len() as u64) {
+                q.exceeded();
+                return Ok((Err(FsErrorCode::Quota),));
+            }
+        }
+        let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+            ctx: s.ctx.filesystem(),
+            table: &mut s.table,
+        };
+        match fs_types::HostDescriptor::write(&mut view, fd, buf, offset).await {
+            Ok(n) => Ok((Ok(n),)),
+            Err(err) => err.downcast().map(|code| (Err(code),)),
+        }
+    })
+}
+
+/// `descriptor.write-via-stream` (`offset` Some) or `append-via-stream`,
+/// with the stream metered by the Tick's write quota.
+#[allow(clippy::type_complexity)]
+fn stream_metered(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+    fd: Resource<wasmtime_wasi::filesystem::Descriptor>,
+    offset: Option<u64>,
+) -> Box<
+    dyn std::future::Future<
+            Output = wasmtime::Result<(
+                Result<Resource<wasmtime_wasi::p2::DynOutputStream>, FsErrorCode>,
+            )>,
+        > + Send
+        + '_,
+> {
+    Box::new(async move {
+        let s = store.data_mut();
+        let quota = s.quota.clone();
+        let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+            ctx: s.ctx.filesystem(),
+            table: &mut s.table,
+        };
+        let opened = match offset {
+            Some(o) => fs_types::HostDescriptor::write_via_stream(&mut view, fd, o),
+            None => fs_types::HostDescriptor::append_via_stream(&mut view, fd),
+        };
+        let stream = match opened {
+            Ok(r) => r,
+            Err(err) => return err.downcast().map(|code| (Err(code),)),
+        };
+        if let Some(quota) = quota {
+            // Wrap the stream in place: its table entry (and its link to
+            // the descriptor) stays the same.
+            let slot = s.table.get_mut(&stream)?;
+            let inner =
+                std::mem::replace(slot, Box::new(wasmtime_wasi::p2::pipe::ClosedOutputStream));
+            *slot = Box::new(quota::QuotaStream { inner, quota });
+        }
+        Ok((Ok(stream),))
     })
 }
 
@@ -258,7 +331,18 @@ impl WasmEngine {
         // of a full table.
         component_linker
             .instance("wasi:filesystem/types@0.2.12")
-            .and_then(|mut fs| fs.func_wrap_async("[method]descriptor.open-at", open_at_capped))
+            .and_then(|mut fs| {
+                fs.func_wrap_async("[method]descriptor.open-at", open_at_capped)?;
+                // The write quota (see `quota`).
+                fs.func_wrap_async("[method]descriptor.write", write_metered)?;
+                fs.func_wrap_async(
+                    "[method]descriptor.write-via-stream",
+                    |store, (fd, offset)| stream_metered(store, fd, Some(offset)),
+                )?;
+                fs.func_wrap_async("[method]descriptor.append-via-stream", |store, (fd,)| {
+                    stream_metered(store, fd, None)
+                })
+            })
             .map_err(e)?;
         component_linker.allow_shadowing(false);
         terminal::add_to_linker(&mut component_linker, |s| terminal::TermView {
@@ -494,6 +578,7 @@ pub struct GuestState {
     table: ResourceTable,
     term: terminal::TermState,
     limiter: limits::Budget,
+    quota: Option<quota::Quota>,
     lookup_names: Vec<String>,
 }
 
@@ -780,6 +865,7 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
                 },
                 term: guest_term(view.clone()),
                 limiter,
+                quota: spec.grants.max_write.map(quota::Quota::new),
                 lookup_names: spec.grants.lookup_names(),
             };
             let mut store = Store::new(&engine.engine, state);
@@ -799,6 +885,11 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
                     Err(e) => describe_error(&e, max_handles),
                 }
             })
+        }
+        Loaded::Module(_) if spec.grants.max_write.is_some() => {
+            return Err(WasmError::Grant(
+                "--max-write needs a component (wasm32-wasip2): a preview-1 module's writes cannot be metered".into(),
+            ));
         }
         Loaded::Module(pre) => {
             let mut wasi = builder.build_p1();
