@@ -25,8 +25,11 @@
 
 pub mod cache;
 pub mod grants;
+pub mod imports;
 pub mod pipe;
 pub mod terminal;
+#[cfg(test)]
+mod wit_package;
 
 use crate::protocol::limits::{INITIAL_COLS, INITIAL_ROWS, INSTANCE_ID_VAR, TERM_VALUE};
 use crate::session::{BoxFuture, TickIo, TickProcess};
@@ -65,6 +68,14 @@ pub enum WasmError {
     /// Neither a component nor a core module.
     #[error("{path} is not a wasm component or module (bad header)")]
     NotWasm { path: PathBuf },
+    /// It imports something tickbox does not provide; found before
+    /// compiling (see [`imports`]).
+    #[error("cannot load {path}: it imports `{import}`, which tickbox does not provide; {offer}")]
+    Unsupported {
+        path: PathBuf,
+        import: String,
+        offer: String,
+    },
     /// wasmtime refused to compile or link it.
     #[error("cannot load {path}: {why}")]
     Load { path: PathBuf, why: String },
@@ -115,6 +126,8 @@ pub struct WasmEngine {
     engine: Engine,
     component_linker: ComponentLinker<GuestState>,
     module_linker: Linker<ModuleState>,
+    /// The preview-1 functions `module_linker` defines, for the import check.
+    preview1: imports::Preview1,
     cache: Option<cache::Cache>,
     /// Linked, ready-to-instantiate Ticks by cache key: a second start of
     /// the same wasm in this host skips loading and linking altogether.
@@ -158,6 +171,21 @@ impl WasmEngine {
             &mut s.wasi
         })
         .map_err(e)?;
+        // Listing a linker's definitions takes a store; an empty one will do.
+        let preview1 = {
+            let mut store = Store::new(
+                &engine,
+                ModuleState {
+                    wasi: WasiCtxBuilder::new().build_p1(),
+                    limiter: Limiter { max: 0 },
+                },
+            );
+            let names: Vec<(String, String)> = module_linker
+                .iter(&mut store)
+                .map(|(m, n, _)| (m.to_string(), n.to_string()))
+                .collect();
+            imports::Preview1::new(names.iter().map(|(m, n)| (m.as_str(), n.as_str())))
+        };
 
         let cache = cache_dir.map(|d| {
             cache::Cache::new(d, {
@@ -184,6 +212,7 @@ impl WasmEngine {
             engine,
             component_linker,
             module_linker,
+            preview1,
             cache,
         }))
     }
@@ -200,6 +229,13 @@ impl WasmEngine {
                 return Ok(l.clone());
             }
         }
+        // Before compiling: refusing an import takes milliseconds, compiling
+        // a large component tens of seconds.
+        imports::check(wasm, kind, &self.preview1).map_err(|u| WasmError::Unsupported {
+            path: path.to_path_buf(),
+            import: u.import,
+            offer: u.offer,
+        })?;
         let loaded = match kind {
             WasmKind::Component => {
                 let c: Component = self.compiled(path, wasm, key.as_deref())?;
