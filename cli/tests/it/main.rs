@@ -11,6 +11,8 @@
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
+//! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
+//!   and imports refused before compiling;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -18,6 +20,7 @@ mod check;
 mod cli;
 mod engine;
 mod examples;
+mod langs;
 mod live;
 mod mcp;
 mod native;
