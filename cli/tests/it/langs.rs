@@ -5,7 +5,9 @@
 //!   `tickbox check`, called, and its `poll()`-timeout timer and (natively)
 //!   its keys driven through a session;
 //! - a component importing `wasi:http` is refused before anything is
-//!   compiled, naming the import.
+//!   compiled, naming the import;
+//! - `tickbox new` projects (Rust and C) build and pass `tickbox check` as
+//!   generated.
 //!
 //! The C toolchain is not optional here: `.ci/run` installs it, and a
 //! missing one fails the test with the command that installs it.
@@ -158,7 +160,10 @@ async fn screen_shows(s: &Session, needle: &str) {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("the view never showed {needle:?}:\n{}", s.view().screen_text());
+    panic!(
+        "the view never showed {needle:?}:\n{}",
+        s.view().screen_text()
+    );
 }
 
 /// The wasip1 module's timer fires while it waits in `poll()` on stdin:
@@ -256,7 +261,10 @@ fn unsupported_imports_are_refused_before_compiling() {
     .expect("write");
     let p = s(&path);
     let out = tickbox(&["describe", p.as_str(), "--no-cache"]);
-    out.expect(3, "imports `wasi:http/outgoing-handler@0.2.3`, which tickbox does not provide");
+    out.expect(
+        3,
+        "imports `wasi:http/outgoing-handler@0.2.3`, which tickbox does not provide",
+    );
     assert!(out.stderr.contains("-d http fetch-event"), "{out:#?}");
     assert_eq!(out.stderr.trim().lines().count(), 1, "one line: {out:#?}");
     eprintln!("refused in {:?} (process start included)", out.elapsed);
@@ -267,4 +275,95 @@ fn unsupported_imports_are_refused_before_compiling() {
     let out = tickbox(&["describe", p.as_str(), "--no-cache"]);
     assert_eq!(out.code, 3, "{out:#?}");
     assert!(!out.stderr.contains("does not provide"), "{out:#?}");
+}
+
+/// `tickbox new` for Rust: the project builds for wasm32-wasip2 against this
+/// checkout's SDK and passes `tickbox check` as generated. It builds into
+/// the examples' target dir with the examples' lock file, so the SDK and
+/// its dependencies are compiled already.
+#[test]
+fn tickbox_new_rust_builds_and_passes_check() {
+    // The examples' build, whose compiled dependencies this one reuses.
+    build_wasm("examples", "counter", "wasm32-wasip2");
+    let dir = TempDir::new("new-rust");
+    let project = dir.path("my-tick");
+    let p = s(&project);
+    let sdk = s(&root().join("guest-sdk"));
+    let out = tickbox(&["new", p.as_str(), "--sdk-path", sdk.as_str()]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let created = out.json();
+    assert_eq!(created["lang"], "rust");
+    assert!(project.join("src/main.rs").is_file());
+    std::fs::copy(
+        root().join("examples/Cargo.lock"),
+        project.join("Cargo.lock"),
+    )
+    .expect("lock");
+    let guests = target_dir().join("guests");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args(["build", "--release", "--quiet", "--target", "wasm32-wasip2"])
+        .arg("--manifest-path")
+        .arg(project.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&guests)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .status()
+        .expect("run cargo");
+    assert!(
+        status.success(),
+        "the generated Rust project does not build"
+    );
+    let wasm = s(&guests.join("wasm32-wasip2/release/my-tick.wasm"));
+    let out = tickbox(&["check", wasm.as_str(), "--allow-mutations"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("PASSED"), "{}", out.stdout);
+    let out = tickbox(&["call", wasm.as_str(), "add", r#"{"amount":5}"#, "--yes"]);
+    assert_eq!(out.json(), json!({"count": 5}), "{out:#?}");
+    let out = tickbox(&["describe", wasm.as_str()]);
+    assert_eq!(out.json()["kind"], "local.my.tick");
+
+    // It never overwrites: the same path again is a usage error.
+    let out = tickbox(&["new", p.as_str()]);
+    out.expect(2, "exists");
+}
+
+/// `tickbox new --lang c`: the project's own build.sh builds it, and the
+/// wasip1 module passes `tickbox check` as generated.
+#[test]
+fn tickbox_new_c_builds_and_passes_check() {
+    let dir = TempDir::new("new-c");
+    let project = dir.path("c-tick");
+    let p = s(&project);
+    let out = tickbox(&["new", p.as_str(), "--lang", "c"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let result = std::process::Command::new(project.join("build.sh"))
+        .current_dir(&project)
+        .output()
+        .expect("run build.sh");
+    assert!(
+        result.status.success(),
+        "the generated C project does not build (Debian: apt-get install clang-14 lld-14 \
+         wasi-libc libclang-rt-14-dev-wasm32):\n{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let wasm = s(&project.join("build/counter.wasm"));
+    let out = tickbox(&["check", wasm.as_str(), "--allow-mutations"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("PASSED"), "{}", out.stdout);
+    assert_eq!(
+        tickbox(&["describe", wasm.as_str()]).json()["kind"],
+        "local.c.tick"
+    );
+}
+
+#[test]
+fn tickbox_new_refuses_bad_names_and_writes_nothing() {
+    let dir = TempDir::new("new-bad");
+    for name in ["My-Tick", "9lives", "a b", "x\"y"] {
+        let p = s(&dir.path(name));
+        tickbox(&["new", p.as_str()]).expect(2, "project name");
+        assert!(!dir.path(name).exists(), "{name}: nothing written");
+    }
 }

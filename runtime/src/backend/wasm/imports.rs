@@ -168,12 +168,14 @@ fn component_import(name: &str) -> Result<(), Unsupported> {
             .strip_prefix(prefix)
             .is_some_and(|rest| rest.starts_with('.'))
     };
-    let offer = |hint: &str| Unsupported {
+    let offer = |hint: &str| {
+        Unsupported {
         import: name.to_string(),
         offer: format!(
             "tickbox provides WASI {WASI_VERSION}.x (wasi:cli, clocks, filesystem, io, random, \
              sockets; vendored {WASI_VENDORED} in wit/) and {TERMINAL_INTERFACE}@{TERMINAL_VERSION}.0{hint}"
         ),
+    }
     };
     if WASI_INTERFACES.contains(&iface) {
         return if compatible(WASI_VERSION) {
@@ -249,7 +251,10 @@ mod tests {
     }
 
     fn p1() -> Preview1 {
-        Preview1::new([(PREVIEW1_MODULE, "fd_write"), (PREVIEW1_MODULE, "proc_exit")])
+        Preview1::new([
+            (PREVIEW1_MODULE, "fd_write"),
+            (PREVIEW1_MODULE, "proc_exit"),
+        ])
     }
 
     /// A component importing each of `names` as an (empty) instance type,
@@ -304,16 +309,16 @@ mod tests {
     #[test]
     fn wasi_http_is_refused_with_the_componentize_js_hint() {
         let wasm = component(
-            &[
-                "wasi:io/poll@0.2.3",
-                "wasi:http/outgoing-handler@0.2.3",
-            ],
+            &["wasi:io/poll@0.2.3", "wasi:http/outgoing-handler@0.2.3"],
             None,
         );
         let err = check(&wasm, WasmKind::Component, &p1()).unwrap_err();
         assert_eq!(err.import, "wasi:http/outgoing-handler@0.2.3");
         assert!(err.offer.contains("-d http fetch-event"), "{err:?}");
-        assert!(err.offer.contains("tickbox:terminal/terminal@0.1.0"), "{err:?}");
+        assert!(
+            err.offer.contains("tickbox:terminal/terminal@0.1.0"),
+            "{err:?}"
+        );
     }
 
     #[test]
@@ -326,8 +331,7 @@ mod tests {
             "wasi:keyvalue/store@0.2.0",
             "my-plugin",
         ] {
-            let err = check(&component(&[name], None), WasmKind::Component, &p1())
-                .expect_err(name);
+            let err = check(&component(&[name], None), WasmKind::Component, &p1()).expect_err(name);
             assert_eq!(err.import, name);
         }
     }
@@ -348,7 +352,10 @@ mod tests {
 
     #[test]
     fn core_modules_may_import_only_preview1_functions() {
-        let ok = module(&[(PREVIEW1_MODULE, "fd_write"), (PREVIEW1_MODULE, "proc_exit")]);
+        let ok = module(&[
+            (PREVIEW1_MODULE, "fd_write"),
+            (PREVIEW1_MODULE, "proc_exit"),
+        ]);
         assert_eq!(check(&ok, WasmKind::Module, &p1()), Ok(()));
         let err = check(
             &module(&[(PREVIEW1_MODULE, "fd_write"), ("env", "draw")]),

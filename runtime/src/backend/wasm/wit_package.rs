@@ -41,7 +41,10 @@ fn versioned(ifaces: &[&str], version: &str) -> BTreeSet<String> {
 #[test]
 fn the_package_is_tickbox_terminal_0_1_0() {
     let (resolve, pkg) = package();
-    assert_eq!(resolve.packages[pkg].name.to_string(), "tickbox:terminal@0.1.0");
+    assert_eq!(
+        resolve.packages[pkg].name.to_string(),
+        "tickbox:terminal@0.1.0"
+    );
     for w in ["tick", "tick-terminal", "tick-host"] {
         world(&resolve, pkg, w);
     }
