@@ -211,13 +211,15 @@ mod tests {
 
     #[test]
     fn placeholders_are_all_filled() {
-        for lang in [Lang::Rust, Lang::C] {
-            for (rel, text, _) in files(lang, "my-tick", "\"0.1.0\"") {
-                assert!(
-                    !text.contains("{{"),
-                    "{rel} of {lang:?} keeps a placeholder"
-                );
-            }
+        for (rel, text, _) in files(Lang::Rust, "my-tick", "\"0.1.0\"") {
+            assert!(!text.contains("{{"), "{rel} keeps a placeholder");
         }
+        let c = files(Lang::C, "my-tick", "");
+        assert!(
+            c[0].1.contains("\\\"kind\\\":\\\"local.my.tick\\\""),
+            "{}",
+            &c[0].1[..200]
+        );
+        assert!(!c[0].1.contains("example.counter"));
     }
 }
