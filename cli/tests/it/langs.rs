@@ -212,9 +212,10 @@ async fn the_native_c_counter_takes_keys_from_the_view() {
 }
 
 /// A component whose imports are `names` (each an empty instance type),
-/// followed by a nested core module that does not compile: a refusal that
-/// names the import proves nothing was compiled first.
-fn component_importing(names: &[&str]) -> Vec<u8> {
+/// followed by a nested core module that does not compile, and (with `run`)
+/// exporting `wasi:cli/run`: a refusal that names the import proves nothing
+/// was compiled first.
+fn component_importing(names: &[&str], run: bool) -> Vec<u8> {
     fn leb(mut n: usize, out: &mut Vec<u8>) {
         loop {
             let b = (n & 0x7f) as u8;
@@ -247,6 +248,14 @@ fn component_importing(names: &[&str]) -> Vec<u8> {
     section(1, &[1, 0x60, 0, 0], &mut broken);
     section(3, &[1, 0], &mut broken);
     section(1, &broken, &mut c);
+    if run {
+        // (export "wasi:cli/run@0.2.0" (instance 0))
+        let name = b"wasi:cli/run@0.2.0";
+        let mut export = vec![1, 0, name.len() as u8];
+        export.extend_from_slice(name);
+        export.extend_from_slice(&[0x05, 0, 0]);
+        section(11, &export, &mut c);
+    }
     c
 }
 
@@ -256,7 +265,10 @@ fn unsupported_imports_are_refused_before_compiling() {
     let path = dir.path("http.wasm");
     std::fs::write(
         &path,
-        component_importing(&["wasi:io/poll@0.2.3", "wasi:http/outgoing-handler@0.2.3"]),
+        component_importing(
+            &["wasi:io/poll@0.2.3", "wasi:http/outgoing-handler@0.2.3"],
+            true,
+        ),
     )
     .expect("write");
     let p = s(&path);
@@ -269,12 +281,19 @@ fn unsupported_imports_are_refused_before_compiling() {
     assert_eq!(out.stderr.trim().lines().count(), 1, "one line: {out:#?}");
     eprintln!("refused in {:?} (process start included)", out.elapsed);
 
-    // Positive control: with only supported imports the same file reaches
-    // the compiler, which refuses the broken module.
-    std::fs::write(&path, component_importing(&["wasi:io/poll@0.2.3"])).expect("write");
+    // Without the entry point a Tick is started by, the same: refused
+    // before compiling, naming the export.
+    std::fs::write(&path, component_importing(&["wasi:io/poll@0.2.3"], false)).expect("write");
+    let out = tickbox(&["describe", p.as_str(), "--no-cache"]);
+    out.expect(3, "it exports no `wasi:cli/run@0.2.x`");
+
+    // Positive control: with supported imports and the entry point the same
+    // file reaches the compiler, which refuses the broken module.
+    std::fs::write(&path, component_importing(&["wasi:io/poll@0.2.3"], true)).expect("write");
     let out = tickbox(&["describe", p.as_str(), "--no-cache"]);
     assert_eq!(out.code, 3, "{out:#?}");
     assert!(!out.stderr.contains("does not provide"), "{out:#?}");
+    assert!(!out.stderr.contains("exports no"), "{out:#?}");
 }
 
 /// `tickbox new` for Rust: the project builds for wasm32-wasip2 against this

@@ -17,6 +17,11 @@
 //! - **core modules** (wasip1): the `wasi_snapshot_preview1` functions the
 //!   engine's preview-1 linker defines, read from that linker.
 //!
+//! The same pass also looks for the entry point tickbox calls: a component
+//! must export `wasi:cli/run@0.2.x` (a WASI command, such as the `tick`
+//! world), a module `_start`; a library-style component or a reactor module
+//! is refused as well, before compiling.
+//!
 //! A name that passes may still fail to link (a function added to a later
 //! 0.2.x, a type mismatch); wasmtime reports that after compiling. A binary
 //! the reader cannot parse passes too: the compiler validates it fully and
@@ -71,6 +76,16 @@ pub const TERMINAL_VERSION: &str = "0.1";
 /// The only module a wasip1 core module may import from.
 pub const PREVIEW1_MODULE: &str = "wasi_snapshot_preview1";
 
+/// Why a Tick is refused before compiling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// It imports something tickbox does not provide.
+    Import(Unsupported),
+    /// It lacks the entry point tickbox starts it by (`wasi:cli/run` for a
+    /// component, `_start` for a module).
+    NoEntry,
+}
+
 /// An import tickbox does not provide.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unsupported {
@@ -111,11 +126,18 @@ impl Preview1 {
     }
 }
 
+/// The component export tickbox calls (any `0.2.x`).
+pub const RUN_EXPORT: &str = "wasi:cli/run@0.2.";
+/// The module export tickbox calls.
+pub const START_EXPORT: &str = "_start";
+
 /// Checks every top-level import of `wasm` (of `kind`) against what tickbox
-/// provides; the first unsupported one is returned.
-pub fn check(wasm: &[u8], kind: WasmKind, p1: &Preview1) -> Result<(), Unsupported> {
+/// provides (the first unsupported one is returned), and that the entry
+/// point is exported.
+pub fn check(wasm: &[u8], kind: WasmKind, p1: &Preview1) -> Result<(), Refusal> {
     let mut parser = Parser::new(0);
     let mut data = wasm;
+    let mut entry = false;
     loop {
         // A parse error ends the scan: the compiler reports it precisely.
         let Ok(Chunk::Parsed { consumed, payload }) = parser.parse(data, true) else {
@@ -125,12 +147,24 @@ pub fn check(wasm: &[u8], kind: WasmKind, p1: &Preview1) -> Result<(), Unsupport
         match payload {
             Payload::ComponentImportSection(reader) if kind == WasmKind::Component => {
                 for import in reader.into_iter().flatten() {
-                    component_import(import.name.name)?;
+                    component_import(import.name.name).map_err(Refusal::Import)?;
                 }
+            }
+            Payload::ComponentExportSection(reader) if kind == WasmKind::Component => {
+                entry |= reader
+                    .into_iter()
+                    .flatten()
+                    .any(|e| e.name.name.starts_with(RUN_EXPORT));
+            }
+            Payload::ExportSection(reader) if kind == WasmKind::Module => {
+                entry |= reader
+                    .into_iter()
+                    .flatten()
+                    .any(|e| e.name == START_EXPORT && e.kind == wasmparser::ExternalKind::Func);
             }
             Payload::ImportSection(reader) if kind == WasmKind::Module => {
                 for import in reader.into_imports().flatten() {
-                    module_import(import.module, import.name, p1)?;
+                    module_import(import.module, import.name, p1).map_err(Refusal::Import)?;
                 }
             }
             // Nested modules and components are the component's own
@@ -154,7 +188,9 @@ pub fn check(wasm: &[u8], kind: WasmKind, p1: &Preview1) -> Result<(), Unsupport
                 parser.skip_section();
                 data = rest;
             }
-            Payload::End(_) => return Ok(()),
+            // Only a binary read to its end can be said to lack the entry.
+            Payload::End(_) if entry => return Ok(()),
+            Payload::End(_) => return Err(Refusal::NoEntry),
             _ => {}
         }
     }
@@ -258,8 +294,18 @@ mod tests {
     }
 
     /// A component importing each of `names` as an (empty) instance type,
-    /// after an optional nested core module.
+    /// after an optional nested core module, exporting `wasi:cli/run`.
     fn component(names: &[&str], nested: Option<&[u8]>) -> Vec<u8> {
+        let mut c = component_without_run(names, nested);
+        // (export "wasi:cli/run@0.2.0" (instance 0))
+        let mut export = vec![1, 0x00];
+        string("wasi:cli/run@0.2.0", &mut export);
+        export.extend_from_slice(&[0x05, 0x00, 0x00]);
+        section(11, &export, &mut c);
+        c
+    }
+
+    fn component_without_run(names: &[&str], nested: Option<&[u8]>) -> Vec<u8> {
         let mut c = b"\0asm\x0d\0\x01\0".to_vec();
         if let Some(m) = nested {
             section(1, m, &mut c);
@@ -277,8 +323,18 @@ mod tests {
         c
     }
 
-    /// A core module importing each (module, name) as a `[] -> []` function.
+    /// A core module importing each (module, name) as a `[] -> []`
+    /// function and exporting the first as `_start`.
     fn module(imports_of: &[(&str, &str)]) -> Vec<u8> {
+        let mut m = module_without_start(imports_of);
+        let mut export = vec![1];
+        string("_start", &mut export);
+        export.extend_from_slice(&[0x00, 0x00]); // (func 0)
+        section(7, &export, &mut m);
+        m
+    }
+
+    fn module_without_start(imports_of: &[(&str, &str)]) -> Vec<u8> {
         let mut m = b"\0asm\x01\0\0\0".to_vec();
         section(1, &[1, 0x60, 0, 0], &mut m);
         let mut imports = Vec::new();
@@ -290,6 +346,34 @@ mod tests {
         }
         section(2, &imports, &mut m);
         m
+    }
+
+    fn refused(r: Result<(), Refusal>) -> Unsupported {
+        match r {
+            Err(Refusal::Import(u)) => u,
+            other => panic!("expected an import refusal: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_tick_without_its_entry_point_is_refused() {
+        let names = ["wasi:io/poll@0.2.12"];
+        assert_eq!(
+            check(
+                &component_without_run(&names, None),
+                WasmKind::Component,
+                &p1()
+            ),
+            Err(Refusal::NoEntry)
+        );
+        assert_eq!(
+            check(
+                &module_without_start(&[(PREVIEW1_MODULE, "fd_write")]),
+                WasmKind::Module,
+                &p1()
+            ),
+            Err(Refusal::NoEntry)
+        );
     }
 
     #[test]
@@ -312,7 +396,7 @@ mod tests {
             &["wasi:io/poll@0.2.3", "wasi:http/outgoing-handler@0.2.3"],
             None,
         );
-        let err = check(&wasm, WasmKind::Component, &p1()).unwrap_err();
+        let err = refused(check(&wasm, WasmKind::Component, &p1()));
         assert_eq!(err.import, "wasi:http/outgoing-handler@0.2.3");
         assert!(err.offer.contains("-d http fetch-event"), "{err:?}");
         assert!(
@@ -331,7 +415,7 @@ mod tests {
             "wasi:keyvalue/store@0.2.0",
             "my-plugin",
         ] {
-            let err = check(&component(&[name], None), WasmKind::Component, &p1()).expect_err(name);
+            let err = refused(check(&component(&[name], None), WasmKind::Component, &p1()));
             assert_eq!(err.import, name);
         }
     }
@@ -345,7 +429,7 @@ mod tests {
         assert_eq!(check(&wasm, WasmKind::Component, &p1()), Ok(()));
         let wasm = component(&["wasi:http/types@0.2.0"], Some(&inner));
         assert_eq!(
-            check(&wasm, WasmKind::Component, &p1()).unwrap_err().import,
+            refused(check(&wasm, WasmKind::Component, &p1())).import,
             "wasi:http/types@0.2.0"
         );
     }
@@ -357,20 +441,18 @@ mod tests {
             (PREVIEW1_MODULE, "proc_exit"),
         ]);
         assert_eq!(check(&ok, WasmKind::Module, &p1()), Ok(()));
-        let err = check(
+        let err = refused(check(
             &module(&[(PREVIEW1_MODULE, "fd_write"), ("env", "draw")]),
             WasmKind::Module,
             &p1(),
-        )
-        .unwrap_err();
+        ));
         assert_eq!(err.import, "env::draw");
         assert!(err.offer.contains("link its definition"), "{err:?}");
-        let err = check(
+        let err = refused(check(
             &module(&[(PREVIEW1_MODULE, "sock_open")]),
             WasmKind::Module,
             &p1(),
-        )
-        .unwrap_err();
+        ));
         assert_eq!(err.import, "wasi_snapshot_preview1::sock_open");
     }
 

@@ -76,6 +76,14 @@ pub enum WasmError {
         import: String,
         offer: String,
     },
+    /// It exports no entry point tickbox can call (`wasi:cli/run@0.2.x` for
+    /// a component, `_start` for a module); found before compiling.
+    #[error("cannot load {path}: it exports no `{entry}`; a Tick is a WASI command ({hint})")]
+    NoEntry {
+        path: PathBuf,
+        entry: &'static str,
+        hint: &'static str,
+    },
     /// wasmtime refused to compile or link it.
     #[error("cannot load {path}: {why}")]
     Load { path: PathBuf, why: String },
@@ -231,10 +239,22 @@ impl WasmEngine {
         }
         // Before compiling: refusing an import takes milliseconds, compiling
         // a large component tens of seconds.
-        imports::check(wasm, kind, &self.preview1).map_err(|u| WasmError::Unsupported {
-            path: path.to_path_buf(),
-            import: u.import,
-            offer: u.offer,
+        imports::check(wasm, kind, &self.preview1).map_err(|r| match r {
+            imports::Refusal::Import(u) => WasmError::Unsupported {
+                path: path.to_path_buf(),
+                import: u.import,
+                offer: u.offer,
+            },
+            imports::Refusal::NoEntry if kind == WasmKind::Component => WasmError::NoEntry {
+                path: path.to_path_buf(),
+                entry: "wasi:cli/run@0.2.x",
+                hint: "build against the `tick` world in tickbox's wit/",
+            },
+            imports::Refusal::NoEntry => WasmError::NoEntry {
+                path: path.to_path_buf(),
+                entry: "_start",
+                hint: "build an executable, not a reactor or library",
+            },
         })?;
         let loaded = match kind {
             WasmKind::Component => {
