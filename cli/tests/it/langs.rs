@@ -386,3 +386,34 @@ fn tickbox_new_refuses_bad_names_and_writes_nothing() {
         assert!(!dir.path(name).exists(), "{name}: nothing written");
     }
 }
+
+/// A compile that takes a while is announced (the CLI prints a line after
+/// `SLOW_COMPILE`; here the threshold is zero so any compile is slow), and
+/// a cached start compiles nothing, so nothing is announced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_compiles_are_announced_once() {
+    let (module, _) = c_counter();
+    let cache = TempDir::new("slow-compile");
+    let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+    for _ in 0..2 {
+        // A fresh engine each time: only the disk cache is shared.
+        let engine = WasmEngine::new(Some(cache.0.clone())).expect("engine");
+        let t = told.clone();
+        engine.on_slow_compile(Duration::ZERO, move |path, size| {
+            t.lock().unwrap().push((path.to_path_buf(), size));
+        });
+        let spec = WasmSpec {
+            path: module.clone(),
+            args: vec![],
+            grants: GrantSpec::default().resolve().expect("grants"),
+            instance_id: None,
+        };
+        let io = wasm::spawn(&engine, &spec).await.expect("spawn wasm");
+        let s = Session::start(io, SessionConfig::default())
+            .await
+            .expect("initialize");
+        s.shutdown().await;
+    }
+    let size = std::fs::metadata(&module).expect("stat").len() as usize;
+    assert_eq!(*told.lock().unwrap(), vec![(module.clone(), size)]);
+}

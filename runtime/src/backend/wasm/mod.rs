@@ -52,6 +52,11 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// How long a guest whose stdin closed may take to return by itself.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
+/// How long a compile may run before a command says it is compiling (the
+/// `after` the CLI passes to [`WasmEngine::on_slow_compile`]).
+pub const SLOW_COMPILE: Duration = Duration::from_secs(1);
+/// Told the path and size of a Tick whose compile is taking a while.
+type SlowCompile = Box<dyn Fn(&Path, usize) + Send + Sync>;
 /// Table elements counted as this many bytes against `max_memory`.
 const TABLE_ELEMENT_BYTES: usize = 8;
 
@@ -137,6 +142,8 @@ pub struct WasmEngine {
     /// The preview-1 functions `module_linker` defines, for the import check.
     preview1: imports::Preview1,
     cache: Option<cache::Cache>,
+    /// Told about compiles that take longer than the duration.
+    slow_compile: std::sync::OnceLock<(Duration, SlowCompile)>,
     /// Linked, ready-to-instantiate Ticks by cache key: a second start of
     /// the same wasm in this host skips loading and linking altogether.
     loaded: std::sync::Mutex<std::collections::HashMap<String, Loaded>>,
@@ -217,12 +224,45 @@ impl WasmEngine {
             .map_err(|x| WasmError::Engine(x.to_string()))?;
         Ok(Arc::new(WasmEngine {
             loaded: Default::default(),
+            slow_compile: Default::default(),
             engine,
             component_linker,
             module_linker,
             preview1,
             cache,
         }))
+    }
+
+    /// Sets what is called (once per compile, from a helper thread) when
+    /// compiling a Tick takes longer than `after`, with its path and size,
+    /// so a command can say why nothing happens yet. Only the first call has
+    /// an effect.
+    pub fn on_slow_compile(
+        &self,
+        after: Duration,
+        f: impl Fn(&Path, usize) + Send + Sync + 'static,
+    ) {
+        let _ = self.slow_compile.set((after, Box::new(f)));
+    }
+
+    /// Compiles, telling the slow-compile callback if it takes a while.
+    fn compile<T: Compiled>(&self, path: &Path, wasm: &[u8]) -> wasmtime::Result<T> {
+        let Some((after, notice)) = self.slow_compile.get() else {
+            return T::compile(&self.engine, wasm);
+        };
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            // Ends as soon as `done` is dropped: the scope never outlives
+            // the compile by more than a wakeup.
+            s.spawn(move || {
+                if wait.recv_timeout(*after) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                    notice(path, wasm.len());
+                }
+            });
+            let compiled = T::compile(&self.engine, wasm);
+            drop(done);
+            compiled
+        })
     }
 
     /// Compiles or loads, then links, a Tick; reuses one already linked.
@@ -293,7 +333,7 @@ impl WasmEngine {
             why: format!("{e:#}"),
         };
         let (Some(cache), Some(key)) = (&self.cache, key) else {
-            return T::compile(&self.engine, wasm).map_err(load);
+            return self.compile(path, wasm).map_err(load);
         };
         if let Some(file) = cache.get(key) {
             // SAFETY: the bytes are exactly what `serialize` produced for
@@ -308,7 +348,7 @@ impl WasmEngine {
                 }
             }
         }
-        let c = T::compile(&self.engine, wasm).map_err(load)?;
+        let c: T = self.compile(path, wasm).map_err(load)?;
         if let Ok(bytes) = c.serialize() {
             cache.put(key, &bytes);
         }
