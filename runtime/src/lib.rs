@@ -10,7 +10,10 @@
 //!   violations, call outcomes;
 //! - [`backend`] — ways to run a Tick: a native subprocess on a real PTY, or a
 //!   sandboxed wasm guest;
-//! - [`view`] — the Tick's terminal as a screen model plus live output;
+//! - [`view`] — the Tick's terminal as a screen model, parsed off the async
+//!   workers, and [`render`] — what a person's terminal is shown, generated
+//!   from that model;
+//! - [`text`] — Tick-supplied text made safe for a terminal;
 //! - [`delivery`] — subscriptions: latest state, merged counts, trimming (§6.4);
 //! - [`live`] — live instances: publishing Ticks on Unix sockets, and clients
 //!   (views, one-shot requests, watches) in other processes;
@@ -41,5 +44,7 @@ pub mod framing;
 pub mod live;
 pub mod mcp;
 pub mod protocol;
+pub mod render;
 pub mod session;
+pub mod text;
 pub mod view;

@@ -4,6 +4,7 @@ use super::attach::exit_of;
 use super::exit::Exit;
 use clap::Args;
 use tickbox_runtime::live::{client, InstanceInfo, Registry};
+use tickbox_runtime::text::escape;
 
 #[derive(Args)]
 pub struct LsArgs {
@@ -33,15 +34,17 @@ fn render(all: &[InstanceInfo]) -> String {
         "ID", "NAME", "KIND", "TITLE", "BACKEND", "PID", "STARTED", "VIEWS", "SEQ",
     ]
     .map(String::from)];
+    // Kind and title come from the Tick: escaped, so a title cannot move
+    // the cursor or erase its own row.
     for i in all {
         rows.push([
-            i.id.clone(),
-            i.name.clone(),
-            i.kind.clone(),
-            i.title.clone(),
-            i.backend.clone(),
+            escape(&i.id),
+            escape(&i.name),
+            escape(&i.kind),
+            escape(&i.title),
+            escape(&i.backend),
             i.pid.to_string(),
-            i.started.clone(),
+            escape(&i.started),
             i.views.to_string(),
             i.seq.map_or("-".into(), |s| s.to_string()),
         ]);

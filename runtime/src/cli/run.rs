@@ -41,6 +41,8 @@ pub struct RunArgs {
     pub tick: Option<String>,
     #[command(flatten)]
     pub opts: TickOpts,
+    #[command(flatten)]
+    pub view: attach::ViewOpts,
 }
 
 /// Entry point; see the module docs. Must run before any thread exists.
@@ -94,10 +96,12 @@ pub fn main(args: RunArgs, verbose: u8) -> ExitCode {
                 Ok(v) => {
                     let code = v["error"]["code"].as_u64().unwrap_or(exit::SESSION as u64);
                     let message = v["error"]["message"].as_str().unwrap_or("the host failed");
-                    return super::fail(Exit::new(
-                        u8::try_from(code).unwrap_or(exit::SESSION),
-                        message,
-                    ));
+                    let last_words = serde_json::from_value(v["error"]["last_words"].clone())
+                        .unwrap_or_default();
+                    return super::fail(
+                        Exit::new(u8::try_from(code).unwrap_or(exit::SESSION), message)
+                            .with_last_words(last_words),
+                    );
                 }
                 Err(_) => {
                     return super::fail(Exit::session(
@@ -105,8 +109,9 @@ pub fn main(args: RunArgs, verbose: u8) -> ExitCode {
                     ))
                 }
             };
+            let view = args.view.clone();
             attach::runtime_main(async move {
-                let ending = attach::view(&registry, &id).await?;
+                let ending = attach::view(&registry, &id, &view).await?;
                 attach::finish(ending)
             })
         }
@@ -121,7 +126,7 @@ fn send_ready(ready: &mut File, message: Value) {
 fn ready_failed(ready: &mut File, e: &Exit) -> i32 {
     send_ready(
         ready,
-        json!({"error": {"code": e.code, "message": e.message}}),
+        json!({"error": {"code": e.code, "message": e.message, "last_words": e.last_words}}),
     );
     i32::from(e.code)
 }
@@ -219,11 +224,12 @@ fn host(
             _ = hup.recv() => "SIGHUP".into(),
         };
         tracing::info!(%why, "the host is ending");
-        // Views are told the session ended by their own tasks, and a `stop`
-        // is answered by its own; give them a moment before the runtime goes.
+        // The session ends first (on a signal it is still running), so views
+        // are told at once by their own tasks, and a `stop` is answered by
+        // its own; give them a moment before the runtime goes.
+        session.shutdown().await;
         published.drain(std::time::Duration::from_secs(1)).await;
         drop(published);
-        session.shutdown().await;
         0
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));

@@ -12,6 +12,8 @@
 //!   `$TMPDIR/tickbox-<uid>/`), its permission checks, and the peer check;
 //! - [`wire`] — the socket protocol: frames, requests and replies;
 //! - [`server`] — [`publish`]: accepting connections and serving one session;
+//! - [`viewer`] — serving one view: frames rendered from the screen model,
+//!   keys, resizes, and the smallest-view size policy;
 //! - [`client`] — listing, resolving `ID|NAME`, one-shot requests and streams.
 //!
 //! # Security
@@ -43,6 +45,7 @@
 pub mod client;
 pub mod registry;
 pub mod server;
+pub mod viewer;
 pub mod wire;
 
 pub use registry::Registry;

@@ -11,6 +11,9 @@
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
+//! - `views` — what reaches a person's terminal from a hostile Tick: views
+//!   drawn from the screen model only, escaped text in every command,
+//!   drawing floods that stall nothing, bounded view sizes;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -23,3 +26,4 @@ mod mcp;
 mod native;
 mod sandbox;
 mod util;
+mod views;
