@@ -407,12 +407,12 @@ mod tests {
         v.feed(b"hello\r\nworld\x1b[1;1Hj");
         parsed(&v);
         assert_eq!(v.screen_text(), "jello\nworld");
+        assert_eq!(v.last_lines(1), vec!["world".to_string()]);
         assert_eq!(v.size(), (120, 30));
         v.resize(40, 10);
         assert_eq!(v.size(), (40, 10));
         v.resize(u16::MAX, 0);
         assert_eq!(v.size(), (MAX_VIEW_COLS, 1), "sizes are bounded");
-        assert_eq!(v.last_lines(1), vec!["world".to_string()]);
     }
 
     #[test]

@@ -21,10 +21,6 @@ use tokio::io::AsyncWriteExt;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-/// The key that detaches a view by default: Ctrl-] (0x1d), as in telnet.
-/// It is never sent to the Tick.
-pub const DETACH_KEY: u8 = 0x1d;
-
 /// Help text naming the detach key and a view's exit codes.
 pub const DETACH_HELP: &str = "\
 Press Ctrl-] (or the --detach-key) to detach: the view closes, the Tick keeps running
@@ -54,7 +50,7 @@ pub struct AttachArgs {
 /// How a view looks and how it is left.
 #[derive(Args, Clone)]
 pub struct ViewOpts {
-    /// The key that detaches: ctrl-a … ctrl-z, ctrl-\\, ctrl-], ctrl-^ or ctrl-_ (not ctrl-[, which is Escape)
+    /// The key that detaches (never sent to the Tick; Ctrl-] by default, as in telnet): ctrl-a … ctrl-z, ctrl-\\, ctrl-], ctrl-^ or ctrl-_ (not ctrl-[, which is Escape)
     #[arg(long, value_name = "KEY", default_value = "ctrl-]", value_parser = parse_detach_key)]
     pub detach_key: DetachKey,
     /// Hide the status bar (name, backend, size, detach key) on the last row
@@ -305,7 +301,7 @@ mod tests {
     #[test]
     fn detach_keys() {
         let k = parse_detach_key("ctrl-]").unwrap();
-        assert_eq!((k.byte, k.label.as_str()), (DETACH_KEY, "Ctrl-]"));
+        assert_eq!((k.byte, k.label.as_str()), (0x1d, "Ctrl-]"));
         assert_eq!(parse_detach_key("C-a").unwrap().byte, 1);
         assert_eq!(parse_detach_key("^Z").unwrap().byte, 26);
         assert_eq!(parse_detach_key("ctrl-_").unwrap().byte, 0x1f);

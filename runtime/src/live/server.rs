@@ -12,7 +12,7 @@
 
 use super::registry::{authorize, current_uid, valid_name, Registry};
 use super::wire::{
-    read_frame, write_frame, write_json, CallReply, ErrorKind, Frame, Reply, Request,
+    read_frame, write_json, CallReply, ErrorKind, Frame, Reply, Request,
 };
 use super::viewer::{self, Sizes};
 use super::{client, rfc3339, InstanceInfo, LiveError};

@@ -278,8 +278,17 @@ async fn attach_sizes_are_bounded() {
     let mut opts = PublishOptions::new("wasm");
     opts.registry = Some(registry.clone());
     let published = publish(session.clone(), opts).await.unwrap();
-    let attach = |cols, rows| async move {
-        let mut c = client::Connection::open(published.socket(), "hostile")
+    let socket = published.socket().to_path_buf();
+    let attach = |cols, rows| {
+        let socket = socket.clone();
+        async move { attach_at(&socket, cols, rows).await }
+    };
+    async fn attach_at(
+        socket: &std::path::Path,
+        cols: u16,
+        rows: u16,
+    ) -> (client::Connection, Result<Value, LiveError>) {
+        let mut c = client::Connection::open(socket, "hostile")
             .await
             .unwrap();
         let hello = c
@@ -290,7 +299,7 @@ async fn attach_sizes_are_bounded() {
             })
             .await;
         (c, hello)
-    };
+    }
     for (cols, rows) in [(65535, 65535), (1001, 10), (10, 501), (0, 24)] {
         let (_, hello) = attach(cols, rows).await;
         match hello {
