@@ -294,9 +294,7 @@ mod tests {
         for s in sequences(&out) {
             let fin = s.as_bytes()[s.len() - 1];
             assert!(
-                matches!(fin, b'H' | b'm' | b'K' | b'J')
-                    || s == "\x1b[?25l"
-                    || s == "\x1b[?25h",
+                matches!(fin, b'H' | b'm' | b'K' | b'J') || s == "\x1b[?25l" || s == "\x1b[?25h",
                 "unexpected sequence {s:?}"
             );
         }
@@ -317,7 +315,10 @@ mod tests {
             vt100::MouseProtocolMode::None
         );
         let red = shown.screen().cell(0, 5).unwrap();
-        assert_eq!((red.contents(), red.fgcolor(), red.bold()), ("r", Color::Idx(1), true));
+        assert_eq!(
+            (red.contents(), red.fgcolor(), red.bold()),
+            ("r", Color::Idx(1), true)
+        );
     }
 
     #[test]
@@ -328,11 +329,17 @@ mod tests {
         assert!(first.starts_with(b"\x1b[?25l\x1b[0m\x1b[H\x1b[2J"));
         p.process(b"\x1b[2;1Hbye");
         let diff = String::from_utf8(r.render(p.screen(), None)).unwrap();
-        assert!(diff.contains("\x1b[2;1H") && diff.contains("bye"), "{diff:?}");
+        assert!(
+            diff.contains("\x1b[2;1H") && diff.contains("bye"),
+            "{diff:?}"
+        );
         assert!(!diff.contains("one") && !diff.contains("three"), "{diff:?}");
         assert!(diff.ends_with("\x1b[2;4H\x1b[?25h"), "{diff:?}");
         p.process(b"\x1b[?25l");
-        assert!(r.render(p.screen(), None).ends_with(b"\x1b[?25l"), "hidden cursor");
+        assert!(
+            r.render(p.screen(), None).ends_with(b"\x1b[?25l"),
+            "hidden cursor"
+        );
     }
 
     #[test]

@@ -129,7 +129,13 @@ mod tests {
         assert_eq!(escape("a\nb\tc\rd"), "a\\nb\\tc\\rd");
         assert_eq!(escape("\u{7f}\u{85}\u{9b}"), "\\x7f\\x85\\x9b");
         for c in [
-            '\u{200e}', '\u{200f}', '\u{202a}', '\u{202e}', '\u{2066}', '\u{2069}', '\u{feff}',
+            '\u{200e}',
+            '\u{200f}',
+            '\u{202a}',
+            '\u{202e}',
+            '\u{2066}',
+            '\u{2069}',
+            '\u{feff}',
             '\u{e0041}',
         ] {
             let e = escape(&c.to_string());

@@ -182,10 +182,7 @@ impl View {
                 None => {
                     let q = lock(&self.shared.queue);
                     if q.bytes.len() >= VIEW_QUEUE_BYTES && !q.closed {
-                        let _ = self
-                            .shared
-                            .room
-                            .wait_timeout(q, Duration::from_millis(100));
+                        let _ = self.shared.room.wait_timeout(q, Duration::from_millis(100));
                     }
                 }
             }
@@ -255,10 +252,7 @@ impl View {
     /// Resizes the Tick's terminal and the screen model, within
     /// 1..=[`MAX_VIEW_COLS`] × 1..=[`MAX_VIEW_ROWS`].
     pub fn resize(&self, cols: u16, rows: u16) {
-        let (cols, rows) = (
-            nz(cols.min(MAX_VIEW_COLS)),
-            nz(rows.min(MAX_VIEW_ROWS)),
-        );
+        let (cols, rows) = (nz(cols.min(MAX_VIEW_COLS)), nz(rows.min(MAX_VIEW_ROWS)));
         self.lock().parser.set_size(rows, cols);
         self.terminal.resize(cols.get(), rows.get());
         self.shared.changes.send_modify(|n| *n += 1);

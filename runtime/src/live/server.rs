@@ -11,10 +11,8 @@
 //! resize event (wasm). Each view is drawn from the screen model.
 
 use super::registry::{authorize, current_uid, valid_name, Registry};
-use super::wire::{
-    read_frame, write_json, CallReply, ErrorKind, Frame, Reply, Request,
-};
 use super::viewer::{self, Sizes};
+use super::wire::{read_frame, write_json, CallReply, ErrorKind, Frame, Reply, Request};
 use super::{client, rfc3339, InstanceInfo, LiveError};
 use crate::delivery::{item_budget, Delivery, Subscription};
 use crate::protocol::PreparedCall;

@@ -48,14 +48,17 @@ pub fn check_size(cols: u16, rows: u16) -> Result<(), String> {
     Ok(())
 }
 
+/// The last view id handed out, and each view's Tick area.
+type Slots = (u64, HashMap<u64, (u16, u16)>);
+
 /// The sizes of the attached views, and the Tick size they imply.
 #[derive(Default)]
 pub struct Sizes {
-    inner: Mutex<(u64, HashMap<u64, (u16, u16)>)>,
+    inner: Mutex<Slots>,
 }
 
 impl Sizes {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, HashMap<u64, (u16, u16)>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -258,7 +261,11 @@ mod tests {
         let (a, b) = (s.join(), s.join());
         assert_eq!(s.set(a, Some((100, 29))), Some((100, 29)));
         assert_eq!(s.set(b, Some((80, 40))), Some((80, 29)));
-        assert_eq!(s.set(a, None), Some((80, 40)), "grows back when a view leaves");
+        assert_eq!(
+            s.set(a, None),
+            Some((80, 40)),
+            "grows back when a view leaves"
+        );
         assert_eq!(s.set(b, None), None);
     }
 }

@@ -62,7 +62,8 @@ fn assert_only_view_sequences(bytes: &[u8]) -> usize {
                     ("?1049", b'h') => enter += 1,
                     ("?1049", b'l') => leave += 1,
                     ("?25", b'h' | b'l') => {}
-                    (p, b'H' | b'm' | b'K' | b'J') if p.bytes().all(|c| c.is_ascii_digit() || c == b';') => {}
+                    (p, b'H' | b'm' | b'K' | b'J')
+                        if p.bytes().all(|c| c.is_ascii_digit() || c == b';') => {}
                     _ => panic!("a sequence tickbox does not generate: {seq:?}"),
                 }
                 n += 1;
@@ -73,8 +74,15 @@ fn assert_only_view_sequences(bytes: &[u8]) -> usize {
         }
         i += 1;
     }
-    assert!(!text.chars().any(forbidden_printable), "C1 or bidi in {text:?}");
-    assert_eq!((enter, leave), (1, 1), "one alternate-screen switch each way");
+    assert!(
+        !text.chars().any(forbidden_printable),
+        "C1 or bidi in {text:?}"
+    );
+    assert_eq!(
+        (enter, leave),
+        (1, 1),
+        "one alternate-screen switch each way"
+    );
     n
 }
 
@@ -107,7 +115,10 @@ fn one_shot_commands_print_a_hostile_ticks_text_escaped() {
     assert_eq!(out.code, 0, "{out:#?}");
     assert_inert("describe", &out.stdout);
     let d = out.json();
-    assert!(d["title"].as_str().unwrap().contains("\u{1b}]0;pwned-title\u{7}\u{1b}[2K\u{202e}"));
+    assert!(d["title"]
+        .as_str()
+        .unwrap()
+        .contains("\u{1b}]0;pwned-title\u{7}\u{1b}[2K\u{202e}"));
     assert!(out.stdout.contains("\\u001b]0;pwned-title\\u0007") && out.stdout.contains("\\u202e"));
     for cmd in ["read", "info"] {
         let out = with(&[cmd]);
@@ -126,8 +137,14 @@ fn one_shot_commands_print_a_hostile_ticks_text_escaped() {
     out.expect(2, "approval required");
     assert_inert("approval prompt", &out.stderr);
     let lines: Vec<&str> = out.stderr.lines().collect();
-    assert_eq!(lines.iter().filter(|l| l.starts_with("tool:")).count(), 1, "{lines:#?}");
-    assert!(out.stderr.contains("the Tick describes this tool as (its words, not tickbox's):"));
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("tool:")).count(),
+        1,
+        "{lines:#?}"
+    );
+    assert!(out
+        .stderr
+        .contains("the Tick describes this tool as (its words, not tickbox's):"));
     assert!(
         lines.contains(&"  | Harmless.\\r\\x1b[2K\\x1b[1Atool:        echo")
             && lines.contains(&"  | approved by tickbox \\u{202e}\\u{2066}\\x9b31m\\x85"),
@@ -140,7 +157,10 @@ fn one_shot_commands_print_a_hostile_ticks_text_escaped() {
     assert_inert("tool error (stdout)", &out.stdout);
     assert_inert("tool error (stderr)", &out.stderr);
     assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
-    assert!(out.stderr.contains("denied\\x1b]52;c;cm0gLXJmIH4=\\x07"), "{out:#?}");
+    assert!(
+        out.stderr.contains("denied\\x1b]52;c;cm0gLXJmIH4=\\x07"),
+        "{out:#?}"
+    );
 
     // The screen: what the Tick drew, as escaped text.
     let out = with(&["screen"]);
@@ -154,7 +174,10 @@ fn one_shot_commands_print_a_hostile_ticks_text_escaped() {
     out.expect(3, "fatal: config missing");
     assert_inert("init error", &out.stderr);
     let lines: Vec<&str> = out.stderr.lines().collect();
-    assert!(lines[0].starts_with("tickbox: initialization failed"), "{lines:#?}");
+    assert!(
+        lines[0].starts_with("tickbox: initialization failed"),
+        "{lines:#?}"
+    );
     assert_eq!(
         &lines[1..],
         [
@@ -204,7 +227,8 @@ fn views_of_a_hostile_native_tick_carry_only_tickbox_sequences() {
     assert!(
         eventually(WAIT, || {
             let shown = rendered(&view.text());
-            shown.contains("ROGUE-READY") && shown.contains(" r | native | 80x23 | 2 view(s) | Ctrl-B detach ")
+            shown.contains("ROGUE-READY")
+                && shown.contains(" r | native | 80x23 | 2 view(s) | Ctrl-B detach ")
         }),
         "{}",
         rendered(&view.text())
@@ -288,9 +312,7 @@ async fn attach_sizes_are_bounded() {
         cols: u16,
         rows: u16,
     ) -> (client::Connection, Result<Value, LiveError>) {
-        let mut c = client::Connection::open(socket, "hostile")
-            .await
-            .unwrap();
+        let mut c = client::Connection::open(socket, "hostile").await.unwrap();
         let hello = c
             .start(Request::Attach {
                 cols,
@@ -310,7 +332,11 @@ async fn attach_sizes_are_bounded() {
             other => panic!("{cols}x{rows} was not refused: {other:?}"),
         }
     }
-    assert_eq!(session.view().size(), (120, 30), "a refused view sizes nothing");
+    assert_eq!(
+        session.view().size(),
+        (120, 30),
+        "a refused view sizes nothing"
+    );
     // The largest allowed view works, draws, and sizes the Tick.
     let (mut c, hello) = attach(1000, 500).await;
     hello.unwrap();
@@ -342,7 +368,10 @@ async fn attach_sizes_are_bounded() {
     }
     let refused = refused.expect("an error reply");
     assert!(
-        refused["error"]["message"].as_str().unwrap().contains("2000x2000"),
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("2000x2000"),
         "{refused}"
     );
     drop(published);
@@ -395,7 +424,10 @@ async fn a_drawing_flood_stalls_no_neighbour_viewer_or_shutdown() {
     let mut calm = Duration::ZERO;
     for i in 0..20 {
         let t = Instant::now();
-        assert_eq!(call(&neighbour, "echo", json!({"i": i})).await, CallOutcome::Ok(json!({"i": i})));
+        assert_eq!(
+            call(&neighbour, "echo", json!({"i": i})).await,
+            CallOutcome::Ok(json!({"i": i}))
+        );
         calm = calm.max(t.elapsed());
     }
     let f = flooder.clone();
@@ -405,12 +437,21 @@ async fn a_drawing_flood_stalls_no_neighbour_viewer_or_shutdown() {
     let mut worst = Duration::ZERO;
     for i in 0..40 {
         let t = Instant::now();
-        assert_eq!(call(&neighbour, "echo", json!({"i": i})).await, CallOutcome::Ok(json!({"i": i})));
+        assert_eq!(
+            call(&neighbour, "echo", json!({"i": i})).await,
+            CallOutcome::Ok(json!({"i": i}))
+        );
         worst = worst.max(t.elapsed());
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    assert!(!flood.is_finished(), "10 MB of resets take longer than this");
-    assert!(flooder.view().bytes_drawn() > drawn, "the flood is being parsed");
+    assert!(
+        !flood.is_finished(),
+        "10 MB of resets take longer than this"
+    );
+    assert!(
+        flooder.view().bytes_drawn() > drawn,
+        "the flood is being parsed"
+    );
     eprintln!("neighbour call latency: {calm:?} worst calm, {worst:?} worst during a flood");
     // Generous for a loaded 2-core machine; before the parser moved off the
     // async workers this was tens of seconds.
@@ -450,7 +491,10 @@ fn a_run_host_ends_promptly_on_sigterm_during_a_flood() {
     eprintln!("the run host exited {took:?} after SIGTERM during a flood");
     assert!(took < Duration::from_secs(3), "{took:?}");
     let code = flood.wait().unwrap().code();
-    assert!(matches!(code, Some(3 | 4)), "the flood call ended: {code:?}");
+    assert!(
+        matches!(code, Some(3 | 4)),
+        "the flood call ended: {code:?}"
+    );
 }
 
 #[test]
@@ -490,13 +534,29 @@ impl Tmux {
                 ("XDG_RUNTIME_DIR".into(), world.xdg.clone()),
                 (
                     "TICKBOX_CACHE_DIR".into(),
-                    target_dir().join("test-wasm-cache").to_string_lossy().into(),
+                    target_dir()
+                        .join("test-wasm-cache")
+                        .to_string_lossy()
+                        .into(),
                 ),
             ],
         };
         let mut args = vec![
-            "start-server", ";", "set", "-g", "set-clipboard", "on", ";", "new-session", "-d", "-s",
-            "t", "-x", "100", "-y", "30",
+            "start-server",
+            ";",
+            "set",
+            "-g",
+            "set-clipboard",
+            "on",
+            ";",
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "100",
+            "-y",
+            "30",
         ];
         args.extend_from_slice(first);
         tmux.run(&args);
@@ -553,9 +613,19 @@ fn through_tmux_a_hostile_tick_changes_no_title_clipboard_or_mode() {
         tmux.screen("t")
     );
     let untouched = |modes: &str, alt: &str| {
-        assert!(!modes.contains("pwned") && !modes.contains("apc"), "{modes}");
-        assert!(modes.contains(&format!("alt={alt} mouse=000 keypad=00")), "{modes}");
-        assert_eq!(tmux.run(&["list-buffers"]), "", "a clipboard write got through");
+        assert!(
+            !modes.contains("pwned") && !modes.contains("apc"),
+            "{modes}"
+        );
+        assert!(
+            modes.contains(&format!("alt={alt} mouse=000 keypad=00")),
+            "{modes}"
+        );
+        assert_eq!(
+            tmux.run(&["list-buffers"]),
+            "",
+            "a clipboard write got through"
+        );
     };
     // While viewing: the alternate screen is tickbox's own, nothing else.
     untouched(&tmux.modes("t"), "1");
@@ -563,7 +633,12 @@ fn through_tmux_a_hostile_tick_changes_no_title_clipboard_or_mode() {
     assert!(screen.contains(" r | native | 100x29 |"), "{screen}");
     assert!(!screen.contains("\u{202e}"), "{screen:?}");
     // A second view in another window, then detach both.
-    tmux.run(&["new-window", "-t", "t", &format!("{tickbox_bin} attach r; sleep 600")]);
+    tmux.run(&[
+        "new-window",
+        "-t",
+        "t",
+        &format!("{tickbox_bin} attach r; sleep 600"),
+    ]);
     assert!(
         eventually(WAIT, || tmux.screen("t:1").contains("ROGUE-READY")),
         "{}",
