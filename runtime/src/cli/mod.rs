@@ -60,8 +60,10 @@ enum Command {
     Run(run::RunArgs),
     /// Make this terminal a view of a live instance (Ctrl-] detaches)
     Attach(attach::AttachArgs),
-    /// List live instances (JSON lines, or a table on a terminal); removes stale ones
+    /// List live instances (JSON lines, or a table on a terminal); removes stale ones; -a adds those ended in the last hour
     Ls(ls::LsArgs),
+    /// Print an instance's retained output: a live one's screen, an ended one's last lines
+    Logs(ls::LogsArgs),
     /// Print the Tick's state as one JSON line per delivery (latest only, merged count, trimmed to 16 KiB)
     #[command(after_help = exit::HELP)]
     Watch(watch::WatchArgs),
@@ -236,6 +238,7 @@ async fn run(command: Command) -> Result<(), Exit> {
         Command::Mcp(args) => mcp::run(args).await,
         Command::Check(args) => check::run(args).await,
         Command::Ls(args) => ls::run(args).await,
+        Command::Logs(args) => ls::logs(args).await,
         Command::Watch(args) => watch::run(args).await,
         Command::Run(_) | Command::Attach(_) | Command::Stop(_) => {
             Err(Exit::usage("handled before the runtime starts"))

@@ -14,7 +14,9 @@
 //! - [`server`] — [`publish`]: accepting connections and serving one session;
 //! - [`viewer`] — serving one view: frames rendered from the screen model,
 //!   keys, resizes, and the smallest-view size policy;
-//! - [`client`] — listing, resolving `ID|NAME`, one-shot requests and streams.
+//! - [`client`] — listing, resolving `ID|NAME`, one-shot requests and streams;
+//! - [`ended`] — records of ended instances (`ls -a`, `logs`): exit status
+//!   and last words, kept for an hour.
 //!
 //! # Security
 //!
@@ -43,6 +45,7 @@
 //! ```
 
 pub mod client;
+pub mod ended;
 pub mod registry;
 pub mod server;
 pub mod viewer;

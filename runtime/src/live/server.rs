@@ -127,6 +127,16 @@ impl Drop for Published {
     fn drop(&mut self) {
         self.accept.abort();
         let _ = std::fs::remove_file(&self.socket);
+        // Leave a record for `ls -a` and `logs`: why it ended, last words.
+        let session = &self.instance.session;
+        let status = session.end_reason().map_or_else(
+            || "the hosting process stopped serving it".to_string(),
+            |r| r.to_string(),
+        );
+        let lines = session.view().last_lines(super::ended::RETAINED_LINES);
+        if let Some(dir) = self.socket.parent() {
+            super::ended::record(dir, self.instance.info(), status, lines);
+        }
     }
 }
 

@@ -669,3 +669,85 @@ fn through_tmux_a_hostile_tick_changes_no_title_clipboard_or_mode() {
     assert!(modes.contains("alt=1 mouse=111 keypad=11"), "{modes}");
     assert!(raw.run(&["list-buffers"]).contains("rm -rf ~"));
 }
+
+#[test]
+fn ended_instances_keep_their_status_and_last_words() {
+    let w = World::new("views-ended");
+    let rogue = tick("rogue.py");
+    let mut host = w.pty(&["run", "--name", "r", "--", "python3", &rogue], 80, 24);
+    w.wait_for("r");
+    // While live, `logs` is its screen, escaped.
+    let out = w.tickbox(&["logs", "r"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_inert("logs (live)", &out.stdout);
+    assert!(
+        out.stdout.contains("31mROGUE-READY \\u{202e}exe.txt"),
+        "{out:#?}"
+    );
+    assert_eq!(w.tickbox(&["stop", "r"]).code, 0);
+    assert_eq!(host.wait(), 0, "{}", host.text());
+
+    // A Tick that dies on its own: its exit status is kept.
+    let faulty = tick("faulty.py");
+    let _f = w.pty(
+        &[
+            "run",
+            "--name",
+            "f",
+            "--",
+            "python3",
+            &faulty,
+            "exit_mid_call",
+        ],
+        80,
+        24,
+    );
+    w.wait_for("f");
+    w.tickbox(&["call", "@f", "misbehave"])
+        .expect(4, "unknown outcome");
+    assert!(eventually(WAIT, || w.ls().is_empty()), "{:?}", w.ls());
+
+    let out = w.tickbox(&["ls", "-a", "--json"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_inert("ls -a", &out.stdout);
+    let gone: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let status = |name: &str| {
+        gone.iter()
+            .find(|g| g["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not listed: {gone:?}"))["status"]
+            .clone()
+    };
+    assert_eq!(status("r"), json!("the host ended the session"));
+    assert_eq!(status("f"), json!("the Tick ended: exit status 7"));
+    assert!(gone
+        .iter()
+        .all(|g| g.get("last_lines").is_none() && g["views"] == 0));
+    assert!(
+        w.ls().is_empty(),
+        "without -a only live instances are listed"
+    );
+
+    let out = w.tickbox(&["logs", "r"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_inert("logs (ended)", &out.stdout);
+    assert_inert("logs (ended, stderr)", &out.stderr);
+    assert!(
+        out.stdout.contains("31mROGUE-READY \\u{202e}exe.txt"),
+        "{out:#?}"
+    );
+    assert!(
+        out.stderr.contains("the host ended the session"),
+        "{out:#?}"
+    );
+    w.tickbox(&["logs", "nope"])
+        .expect(3, "no live instance named `nope`");
+    // The table shows them with their status.
+    let mut table = w.pty(&["ls", "-a"], 250, 10);
+    assert_eq!(table.wait(), 0);
+    assert!(table.text().contains("ended "), "{}", table.text());
+    assert!(table.text().contains("exit status 7"), "{}", table.text());
+}
