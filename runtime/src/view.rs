@@ -18,6 +18,10 @@
 //! Ticks. The screen lock is held for one slice of [`PARSE_SLICE_BYTES`] at a
 //! time, so readers (a repaint, `screen`) wait at most that long.
 //!
+//! The queries a Tick sends its terminal are answered from the model (cursor
+//! position, status, device attributes, text-area size) and nothing else is
+//! answered, since no person's terminal ever sees them.
+//!
 //! Memory stays bounded whatever a Tick draws: the queue has a fixed size,
 //! the screen model a bounded size ([`MAX_VIEW_COLS`] × [`MAX_VIEW_ROWS`]) and
 //! no scrollback; viewers get a change counter, not the bytes.
@@ -77,8 +81,59 @@ fn nz(n: u16) -> std::num::NonZeroU16 {
     std::num::NonZeroU16::new(n).unwrap_or(std::num::NonZeroU16::MIN)
 }
 
+/// Most bytes of answers to a Tick's queries sent per parsed batch; more
+/// queries go unanswered.
+pub const MAX_REPLY_BYTES: usize = 4096;
+
+/// Answers to the queries a Tick may send its terminal, from the model:
+/// cursor position (CPR), status (DSR), device attributes (DA1/DA2) and the
+/// text area size. Nothing else is ever answered (no clipboard, colors,
+/// DECRQSS or title reports), and no query reaches a person's terminal.
+#[derive(Default)]
+struct Replies {
+    out: Vec<u8>,
+}
+
+impl Replies {
+    fn answer(&mut self, reply: std::fmt::Arguments<'_>) {
+        use std::io::Write;
+        let mut buf = Vec::new();
+        let _ = buf.write_fmt(reply);
+        if self.out.len() + buf.len() <= MAX_REPLY_BYTES {
+            self.out.extend_from_slice(&buf);
+        }
+    }
+}
+
+impl vt100::Callbacks for Replies {
+    fn unhandled_csi(
+        &mut self,
+        screen: &mut vt100::Screen,
+        i1: Option<u8>,
+        i2: Option<u8>,
+        params: &[&[u16]],
+        c: char,
+    ) {
+        let first = params.first().and_then(|p| p.first()).copied().unwrap_or(0);
+        match (i1, i2, c, first) {
+            (None, None, 'n', 6) => {
+                let (row, col) = screen.cursor_position();
+                self.answer(format_args!("\x1b[{};{}R", row + 1, col + 1));
+            }
+            (None, None, 'n', 5) => self.answer(format_args!("\x1b[0n")),
+            (None, None, 'c', 0) => self.answer(format_args!("\x1b[?1;2c")),
+            (Some(b'>'), None, 'c', 0) => self.answer(format_args!("\x1b[>0;0;0c")),
+            (None, None, 't', 18) => {
+                let (rows, cols) = screen.size();
+                self.answer(format_args!("\x1b[8;{rows};{cols}t"));
+            }
+            _ => {}
+        }
+    }
+}
+
 struct Screen {
-    parser: vt100::Parser,
+    parser: vt100::Parser<Replies>,
     last_output: Instant,
     bytes: u64,
 }
@@ -96,6 +151,8 @@ struct Queue {
 
 struct Shared {
     screen: Mutex<Screen>,
+    /// Where keys (and answers to the Tick's queries) go.
+    terminal: Box<dyn Terminal>,
     queue: Mutex<Queue>,
     /// Signalled when bytes arrive (or the view closes).
     work: Condvar,
@@ -133,7 +190,6 @@ impl Shared {
 /// One Tick's view terminal.
 pub struct View {
     shared: Arc<Shared>,
-    terminal: Box<dyn Terminal>,
 }
 
 impl View {
@@ -143,10 +199,16 @@ impl View {
         let (changes, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             screen: Mutex::new(Screen {
-                parser: vt100::Parser::new(nz(INITIAL_ROWS), nz(INITIAL_COLS), 0),
+                parser: vt100::Parser::new_with_callbacks(
+                    nz(INITIAL_ROWS),
+                    nz(INITIAL_COLS),
+                    0,
+                    Replies::default(),
+                ),
                 last_output: Instant::now(),
                 bytes: 0,
             }),
+            terminal,
             queue: Mutex::new(Queue {
                 bytes: VecDeque::new(),
                 busy: false,
@@ -166,7 +228,7 @@ impl View {
         {
             tracing::error!(error = %e, "cannot start a view's parser thread");
         }
-        Arc::new(View { shared, terminal })
+        Arc::new(View { shared })
     }
 
     fn lock(&self) -> MutexGuard<'_, Screen> {
@@ -246,7 +308,7 @@ impl View {
 
     /// Sends keys to the Tick.
     pub fn send_input(&self, bytes: &[u8]) {
-        self.terminal.send_input(bytes);
+        self.shared.terminal.send_input(bytes);
     }
 
     /// Resizes the Tick's terminal and the screen model, within
@@ -254,7 +316,7 @@ impl View {
     pub fn resize(&self, cols: u16, rows: u16) {
         let (cols, rows) = (nz(cols.min(MAX_VIEW_COLS)), nz(rows.min(MAX_VIEW_ROWS)));
         self.lock().parser.set_size(rows, cols);
-        self.terminal.resize(cols.get(), rows.get());
+        self.shared.terminal.resize(cols.get(), rows.get());
         self.shared.changes.send_modify(|n| *n += 1);
     }
 
@@ -272,7 +334,7 @@ impl View {
         loop {
             let since = self.lock().last_output.max(start).elapsed();
             let now = Instant::now();
-            let pending = self.parsing() || self.terminal.output_pending();
+            let pending = self.parsing() || self.shared.terminal.output_pending();
             if now >= deadline || (since >= quiet && !pending) {
                 return;
             }
@@ -371,11 +433,16 @@ fn parse_loop(shared: &Shared) {
         shared.room.notify_all();
         for slice in batch.chunks(PARSE_SLICE_BYTES) {
             let t = Instant::now();
-            {
+            let replies = {
                 let mut s = lock(&shared.screen);
                 s.parser.process(slice);
                 s.bytes += slice.len() as u64;
                 s.last_output = Instant::now();
+                std::mem::take(&mut s.parser.callbacks_mut().out)
+            };
+            // Outside the lock; never blocks (backends drop keys when full).
+            if !replies.is_empty() {
+                shared.terminal.send_input(&replies);
             }
             budget.spend(t.elapsed());
         }

@@ -263,6 +263,15 @@ fn views_of_a_hostile_wasm_tick_carry_only_tickbox_sequences() {
         "{}",
         rendered(&host.text())
     );
+    // Its queries were answered from the model, as keys: device attributes
+    // and the cursor position (row 2: "hostile ready" came first); never
+    // the clipboard, colors or DECRQSS.
+    let keys = w.tickbox(&["call", "@h", "read_keys"]);
+    assert_eq!(
+        keys.json()["keys"],
+        json!("\u{1b}[?1;2c\u{1b}[>0;0;0c\u{1b}[2;11R"),
+        "{keys:#?}"
+    );
     // No status bar: the Tick gets every row.
     assert_eq!(w.tickbox(&["call", "@h", "term"]).json()["rows"], 20);
     host.type_keys(&[0x1d]);
