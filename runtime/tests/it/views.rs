@@ -760,3 +760,23 @@ fn ended_instances_keep_their_status_and_last_words() {
     assert!(table.text().contains("ended "), "{}", table.text());
     assert!(table.text().contains("exit status 7"), "{}", table.text());
 }
+
+#[test]
+fn keys_typed_while_a_tick_starts_reach_it_and_ctrl_c_is_a_key() {
+    let w = World::new("views-keys");
+    let mut host = w.pty(&["run", "--name", "h", &hostile()], 80, 24);
+    // Typed at once, long before the wasm Tick is up and the view is raw.
+    host.type_keys(b"ab");
+    w.wait_for("h");
+    assert!(eventually(WAIT, || !host.cooked()), "the view is raw");
+    host.type_keys(b"\x03c");
+    let mut keys = String::new();
+    assert!(
+        eventually(WAIT, || {
+            keys += w.query("@h", "read_keys")["keys"].as_str().unwrap();
+            keys == "ab\u{3}c"
+        }),
+        "{keys:?}"
+    );
+    assert_eq!(w.wait_for("h")["views"], 1, "Ctrl-C did not end the view");
+}
