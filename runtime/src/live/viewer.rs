@@ -245,6 +245,34 @@ async fn serve_frames(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::wire::{read_frame, MAX_FRAME};
+
+    #[tokio::test]
+    async fn a_large_repaint_goes_in_several_bounded_frames() {
+        // A 1000x500 screen whose every cell changes color: several MiB.
+        let nz = |n| std::num::NonZeroU16::new(n).unwrap();
+        let mut p = vt100::Parser::new(nz(MAX_VIEW_ROWS), nz(MAX_VIEW_COLS), 0);
+        for i in 0..(MAX_VIEW_COLS as usize * MAX_VIEW_ROWS as usize) {
+            p.process(format!("\x1b[38;2;{};{};1mx", i % 251, i % 241).as_bytes());
+        }
+        let bytes = Renderer::new(MAX_VIEW_COLS, MAX_VIEW_ROWS).render(p.screen(), None);
+        assert!(bytes.len() > 4 * OUTPUT_CHUNK, "{}", bytes.len());
+        let (mut a, mut b) = tokio::io::duplex(64 * 1024);
+        let expected = bytes.clone();
+        let writer = tokio::spawn(async move { send_output(&mut a, bytes).await });
+        let mut got = Vec::new();
+        while got.len() < expected.len() {
+            match read_frame(&mut b).await.unwrap() {
+                Some(Frame::Output(chunk)) => {
+                    assert!(chunk.len() <= OUTPUT_CHUNK && chunk.len() < MAX_FRAME);
+                    got.extend(chunk);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        writer.await.unwrap().unwrap();
+        assert_eq!(got, expected);
+    }
 
     #[test]
     fn sizes_are_bounded_and_the_smallest_view_wins() {

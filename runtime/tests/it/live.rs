@@ -387,6 +387,12 @@ fn a_view_puts_the_terminal_back_when_it_is_signalled() {
         view.signal(sig);
         assert_eq!(view.wait(), 130, "{}", view.text());
         assert!(view.cooked(), "signal {sig} left the terminal raw");
+        // The shell's screen is back: the alternate screen was left last.
+        let shown = view.text();
+        assert!(
+            shown.rfind("\x1b[?1049l") > shown.rfind("\x1b[?1049h"),
+            "signal {sig} left the alternate screen on"
+        );
         assert!(
             view.text().contains("the Tick keeps running"),
             "{}",
