@@ -90,8 +90,8 @@ pub fn parse_detach_key(s: &str) -> Result<DetachKey, String> {
 pub enum Ending {
     /// The person pressed the detach key.
     Detached,
-    /// The Tick's session ended, for this reason.
-    Ended(String),
+    /// The Tick's session ended, for this reason, with its last words.
+    Ended(String, Vec<String>),
     /// A signal asked this view to stop.
     Signal(&'static str),
 }
@@ -140,8 +140,16 @@ pub fn finish(ending: Ending) -> Result<(), Exit> {
             eprintln!("tickbox: detached; the Tick keeps running (`tickbox ls` lists it)");
             Ok(())
         }
-        Ending::Ended(reason) => {
-            eprintln!("tickbox: {}", tickbox_runtime::text::escape(&reason));
+        Ending::Ended(reason, last_words) => {
+            use tickbox_runtime::text::escape;
+            eprintln!("tickbox: {}", escape(&reason));
+            // The alternate screen is gone: show how the Tick's ended.
+            if !last_words.is_empty() {
+                eprintln!("  the Tick's last words (the end of its screen):");
+                for line in &last_words {
+                    eprintln!("  | {}", escape(line));
+                }
+            }
             Ok(())
         }
         Ending::Signal(sig) => Err(Exit::new(
@@ -258,7 +266,7 @@ async fn pump(
                     }
                 }
                 Some(Ok(Some(Frame::Json(v)))) => match serde_json::from_value::<Reply>(v) {
-                    Ok(Reply::Ended { reason }) => break Ok(Ending::Ended(reason)),
+                    Ok(Reply::Ended { reason, last_words }) => break Ok(Ending::Ended(reason, last_words)),
                     Ok(Reply::Error { message, .. }) => break Err(Exit::session(message)),
                     _ => {}
                 },

@@ -122,7 +122,7 @@ async fn watch_live(target: &str, interval: Duration, pretty: bool) -> Result<()
         match next {
             Some(Frame::Json(v)) => match serde_json::from_value::<Reply>(v) {
                 Ok(Reply::Delivery(d)) => emit(&d, pretty)?,
-                Ok(Reply::Ended { reason }) => {
+                Ok(Reply::Ended { reason, .. }) => {
                     eprintln!("tickbox: {}", escape(&reason));
                     return Ok(());
                 }

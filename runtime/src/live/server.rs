@@ -401,7 +401,14 @@ async fn watch(r: OwnedReadHalf, mut w: OwnedWriteHalf, inst: &Instance, interva
             next = sub.next(session) => {
                 let Some((state, merged)) = next else {
                     let reason = session.end_reason().map(|r| r.to_string()).unwrap_or_default();
-                    let _ = write_json(&mut w, &Reply::Ended { reason }).await;
+                    let _ = write_json(
+                        &mut w,
+                        &Reply::Ended {
+                            reason,
+                            last_words: Vec::new(),
+                        },
+                    )
+                    .await;
                     break;
                 };
                 let Some(catalog) = session.descriptor() else { break };

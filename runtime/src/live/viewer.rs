@@ -172,7 +172,8 @@ pub(super) async fn serve(
     // Leaving: the Tick grows back to the smallest remaining view.
     apply(inst, inst.sizes.set(me.id, None));
     if let Some(reason) = ended {
-        let _ = write_json(&mut w, &Reply::Ended { reason }).await;
+        let last_words = view.last_lines(crate::view::LAST_WORDS_LINES);
+        let _ = write_json(&mut w, &Reply::Ended { reason, last_words }).await;
     }
 }
 

@@ -143,8 +143,14 @@ pub enum Reply {
     Ok(Value),
     /// Failure.
     Error { kind: ErrorKind, message: String },
-    /// The session is over.
-    Ended { reason: String },
+    /// The session is over. To a view, with the Tick's last words (the last
+    /// lines of its screen, as drawn), which it shows after leaving the
+    /// alternate screen.
+    Ended {
+        reason: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        last_words: Vec<String>,
+    },
     /// One watch delivery ([`crate::delivery::Delivery`]).
     Delivery(Value),
     /// The view's terminal changed size (client → host).
@@ -256,7 +262,11 @@ mod tests {
             }
         );
         assert_eq!(
-            serde_json::to_value(Reply::Ended { reason: "x".into() }).unwrap(),
+            serde_json::to_value(Reply::Ended {
+                reason: "x".into(),
+                last_words: vec![]
+            })
+            .unwrap(),
             json!({"ended": {"reason": "x"}})
         );
         assert_eq!(

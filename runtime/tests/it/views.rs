@@ -780,3 +780,30 @@ fn keys_typed_while_a_tick_starts_reach_it_and_ctrl_c_is_a_key() {
     );
     assert_eq!(w.wait_for("h")["views"], 1, "Ctrl-C did not end the view");
 }
+
+#[test]
+fn a_view_shows_a_crashed_ticks_last_words_after_leaving_its_screen() {
+    let w = World::new("views-crash");
+    let rogue = tick("rogue.py");
+    let mut host = w.pty(&["run", "--name", "d", "--", "python3", &rogue], 80, 24);
+    w.wait_for("d");
+    w.tickbox(&["call", "@d", "die"]).expect(4, "exit status 9");
+    assert_eq!(host.wait(), 0, "{}", host.text());
+    let text = host.text();
+    let after = &text[text
+        .rfind("\x1b[?1049l")
+        .expect("left the alternate screen")..];
+    assert!(
+        after.contains("tickbox: the Tick ended: exit status 9"),
+        "{after:?}"
+    );
+    assert!(
+        after.contains("  the Tick's last words (the end of its screen):\r\n")
+            && after.contains("  | 31mROGUE-READY \\u{202e}exe.txt\r\n")
+            // The answers to its queries came back as input, and its own
+            // (cooked) terminal echoed them: still only text here.
+            && after.contains("rogue: giving up\\u{202e}\r\n"),
+        "{after:?}"
+    );
+    assert_only_view_sequences(text.as_bytes());
+}
