@@ -581,6 +581,9 @@ impl Tmux {
             .env_remove("RUST_LOG")
             .output()
             .expect("tmux is installed (.ci/run installs it)");
+        if !out.status.success() && args != ["kill-server"] {
+            eprintln!("tmux {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -644,14 +647,16 @@ fn through_tmux_a_hostile_tick_changes_no_title_clipboard_or_mode() {
     // A second view in another window, then detach both.
     tmux.run(&[
         "new-window",
+        "-d",
         "-t",
-        "t",
+        "t:1",
         &format!("{tickbox_bin} attach r; sleep 600"),
     ]);
     assert!(
         eventually(WAIT, || tmux.screen("t:1").contains("ROGUE-READY")),
-        "{}",
-        tmux.screen("t:1")
+        "{}\nwindows: {}",
+        tmux.screen("t:1"),
+        tmux.run(&["list-windows", "-a"])
     );
     untouched(&tmux.modes("t:1"), "1");
     for target in ["t:1", "t:0"] {
