@@ -324,15 +324,18 @@ async fn call_opened(
         .ok_or_else(|| Exit::session("no descriptor after initialization"))?;
     let prepared = approve(&catalog, tool, call_args, yes)?;
     let outcome = t.session.call(&prepared).await;
-    report_call(tool, outcome.into(), pretty).map_err(|e| {
-        // A Tick that died mid-call: show how its screen ended.
-        if t.session.end_reason().is_some() {
+    let reply = report_call(tool, outcome.into(), pretty);
+    match reply {
+        // A Tick that died mid-call: show how its screen ended, once what
+        // it drew on its way out has reached the screen.
+        Err(e) if t.session.end_reason().is_some() => {
             let view = t.session.view();
-            e.with_last_words(view.last_lines(tickbox_runtime::view::LAST_WORDS_LINES))
-        } else {
-            e
+            view.settle(Duration::from_millis(100), Duration::from_millis(500))
+                .await;
+            Err(e.with_last_words(view.last_lines(tickbox_runtime::view::LAST_WORDS_LINES)))
         }
-    })
+        other => other,
+    }
 }
 
 /// Prepares a call against `catalog`; a mutating tool needs `yes`.

@@ -217,11 +217,11 @@ fn host(
         drop(ready);
         // SAFETY: from now on the host outlives its first view.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0) };
-        let why = tokio::select! {
-            r = session.ended() => r.to_string(),
-            _ = term.recv() => "SIGTERM".into(),
-            _ = int.recv() => "SIGINT".into(),
-            _ = hup.recv() => "SIGHUP".into(),
+        let (why, signalled) = tokio::select! {
+            r = session.ended() => (r.to_string(), false),
+            _ = term.recv() => ("SIGTERM".to_string(), true),
+            _ = int.recv() => ("SIGINT".to_string(), true),
+            _ = hup.recv() => ("SIGHUP".to_string(), true),
         };
         tracing::info!(%why, "the host is ending");
         // The session ends first (on a signal it is still running), so views
@@ -229,6 +229,18 @@ fn host(
         // its own; give them a moment before the runtime goes.
         session.shutdown().await;
         published.drain(std::time::Duration::from_secs(1)).await;
+        // Dropping it records the instance as ended, with its last words:
+        // unless a signal asked for a prompt exit, let what the Tick drew
+        // on its way out reach the screen first.
+        if !signalled {
+            session
+                .view()
+                .settle(
+                    std::time::Duration::from_millis(100),
+                    std::time::Duration::from_millis(500),
+                )
+                .await;
+        }
         drop(published);
         0
     });

@@ -32,6 +32,10 @@ use tokio::time::Instant;
 
 /// Shortest time between two frames to one viewer (about 60 per second).
 pub const FRAME_INTERVAL: Duration = Duration::from_millis(16);
+/// When a session ends: how long the Tick's screen must be quiet, and how
+/// long at most to wait for that, before its last screen and last words.
+const LAST_DRAW_QUIET: Duration = Duration::from_millis(100);
+const LAST_DRAW_WAIT: Duration = Duration::from_millis(500);
 /// Longest status-bar hint a client may send (characters).
 pub const MAX_STATUS_HINT_CHARS: usize = 64;
 
@@ -233,7 +237,10 @@ async fn serve_frames(
                 None => return None,
             },
             reason = inst.session.ended() => {
-                // The last screen, then the reason.
+                // What the Tick drew on its way out may still be in a PTY
+                // buffer or the view's queue: let it reach the model. Then
+                // the last screen, and the reason.
+                view.settle(LAST_DRAW_QUIET, LAST_DRAW_WAIT).await;
                 let screen = view.snapshot();
                 let bytes = me.renderer.render(&screen, me.status(inst).as_deref());
                 let _ = send_output(w, bytes).await;
