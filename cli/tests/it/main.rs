@@ -13,6 +13,9 @@
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
+//! - `views` — what reaches a person's terminal from a hostile Tick: views
+//!   drawn from the screen model only, escaped text in every command,
+//!   drawing floods that stall nothing, bounded view sizes;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -26,3 +29,4 @@ mod mcp;
 mod native;
 mod sandbox;
 mod util;
+mod views;
