@@ -13,6 +13,11 @@
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
 //! - `walls` — the sandbox's outer walls: cache trust, one memory budget per
 //!   Tick, bounded compilation, handle caps, process hygiene, registry fallback;
+//! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
+//!   and imports refused before compiling;
+//! - `views` — what reaches a person's terminal from a hostile Tick: views
+//!   drawn from the screen model only, escaped text in every command,
+//!   drawing floods that stall nothing, bounded view sizes;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -20,9 +25,11 @@ mod check;
 mod cli;
 mod engine;
 mod examples;
+mod langs;
 mod live;
 mod mcp;
 mod native;
 mod sandbox;
 mod util;
+mod views;
 mod walls;

@@ -37,10 +37,13 @@ pub mod cache;
 pub mod compile;
 pub mod grant_area;
 pub mod grants;
+pub mod imports;
 pub mod limits;
 pub mod pipe;
 pub mod quota;
 pub mod terminal;
+#[cfg(test)]
+mod wit_package;
 
 use crate::protocol::limits::{INITIAL_COLS, INITIAL_ROWS, INSTANCE_ID_VAR, TERM_VALUE};
 use crate::session::{BoxFuture, TickIo, TickProcess};
@@ -186,6 +189,11 @@ fn stream_metered(
 const P1_ERRNO_PERM: i32 = 63;
 /// How long a guest whose stdin closed may take to return by itself.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
+/// How long a compile may run before a command says it is compiling (the
+/// `after` the CLI passes to [`WasmEngine::on_slow_compile`]).
+pub const SLOW_COMPILE: Duration = Duration::from_secs(1);
+/// Told the path and size of a Tick whose compile is taking a while.
+type SlowCompile = Box<dyn Fn(&Path, usize) + Send + Sync>;
 
 /// Why a wasm Tick could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -200,6 +208,22 @@ pub enum WasmError {
     /// Neither a component nor a core module.
     #[error("{path} is not a wasm component or module (bad header)")]
     NotWasm { path: PathBuf },
+    /// It imports something tickbox does not provide; found before
+    /// compiling (see [`imports`]).
+    #[error("cannot load {path}: it imports `{import}`, which tickbox does not provide; {offer}")]
+    Unsupported {
+        path: PathBuf,
+        import: String,
+        offer: String,
+    },
+    /// It exports no entry point tickbox can call (`wasi:cli/run@0.2.x` for
+    /// a component, `_start` for a module); found before compiling.
+    #[error("cannot load {path}: it exports no `{entry}`; a Tick is a WASI command ({hint})")]
+    NoEntry {
+        path: PathBuf,
+        entry: &'static str,
+        hint: &'static str,
+    },
     /// wasmtime refused to compile or link it.
     #[error("cannot load {path}: {why}")]
     Load { path: PathBuf, why: String },
@@ -262,12 +286,16 @@ pub struct WasmEngine {
     engine: Engine,
     component_linker: ComponentLinker<GuestState>,
     module_linker: Linker<ModuleState>,
+    /// The preview-1 functions `module_linker` defines, for the import check.
+    preview1: imports::Preview1,
     cache: Option<cache::Cache>,
     /// Why the cache directory was refused, if it was.
     cache_refused: Option<String>,
     /// The executable that compiles under bounds (see [`compile`]); None
     /// compiles in-process.
     worker: Option<PathBuf>,
+    /// Told about compiles that take longer than the duration.
+    slow_compile: std::sync::OnceLock<(Duration, SlowCompile)>,
     /// Linked, ready-to-instantiate Ticks by cache key: a second start of
     /// the same wasm in this host skips loading and linking altogether.
     loaded: std::sync::Mutex<std::collections::HashMap<String, Loaded>>,
@@ -369,6 +397,21 @@ impl WasmEngine {
             )
             .map_err(e)?;
         module_linker.allow_shadowing(false);
+        // Listing a linker's definitions takes a store; an empty one will do.
+        let preview1 = {
+            let mut store = Store::new(
+                &engine,
+                ModuleState {
+                    wasi: WasiCtxBuilder::new().build_p1(),
+                    limiter: limits::Budget::new(0),
+                },
+            );
+            let names: Vec<(String, String)> = module_linker
+                .iter(&mut store)
+                .map(|(m, n, _)| (m.to_string(), n.to_string()))
+                .collect();
+            imports::Preview1::new(names.iter().map(|(m, n)| (m.as_str(), n.as_str())))
+        };
 
         let engine_hash = {
             use std::hash::{Hash, Hasher};
@@ -398,9 +441,11 @@ impl WasmEngine {
             .map_err(|x| WasmError::Engine(x.to_string()))?;
         Ok(Arc::new(WasmEngine {
             loaded: Default::default(),
+            slow_compile: Default::default(),
             engine,
             component_linker,
             module_linker,
+            preview1,
             cache,
             cache_refused,
             worker,
@@ -416,6 +461,39 @@ impl WasmEngine {
     /// The compile cache in use, if any.
     pub fn cache(&self) -> Option<&cache::Cache> {
         self.cache.as_ref()
+    }
+
+    /// Sets what is called (once per compile, from a helper thread) when
+    /// compiling a Tick takes longer than `after`, with its path and size,
+    /// so a command can say why nothing happens yet. Only the first call has
+    /// an effect.
+    pub fn on_slow_compile(
+        &self,
+        after: Duration,
+        f: impl Fn(&Path, usize) + Send + Sync + 'static,
+    ) {
+        let _ = self.slow_compile.set((after, Box::new(f)));
+    }
+
+    /// Runs a compile (`f`, in-process or through the worker), telling the
+    /// slow-compile callback if it takes a while.
+    fn noticing_slow<R>(&self, path: &Path, wasm: &[u8], f: impl FnOnce() -> R) -> R {
+        let Some((after, notice)) = self.slow_compile.get() else {
+            return f();
+        };
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            // Ends as soon as `done` is dropped: the scope never outlives
+            // the compile by more than a wakeup.
+            s.spawn(move || {
+                if wait.recv_timeout(*after) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                    notice(path, wasm.len());
+                }
+            });
+            let compiled = f();
+            drop(done);
+            compiled
+        })
     }
 
     /// Compiles or loads, then links, a Tick; reuses one already linked.
@@ -440,6 +518,25 @@ impl WasmEngine {
                 return Ok(l.clone());
             }
         }
+        // Before compiling: refusing an import takes milliseconds, compiling
+        // a large component tens of seconds.
+        imports::check(wasm, kind, &self.preview1).map_err(|r| match r {
+            imports::Refusal::Import(u) => WasmError::Unsupported {
+                path: path.to_path_buf(),
+                import: u.import,
+                offer: u.offer,
+            },
+            imports::Refusal::NoEntry if kind == WasmKind::Component => WasmError::NoEntry {
+                path: path.to_path_buf(),
+                entry: "wasi:cli/run@0.2.x",
+                hint: "build against the `tick` world in tickbox's wit/",
+            },
+            imports::Refusal::NoEntry => WasmError::NoEntry {
+                path: path.to_path_buf(),
+                entry: "_start",
+                hint: "build an executable, not a reactor or library",
+            },
+        })?;
         let loaded = match kind {
             WasmKind::Component => {
                 let c: Component = self.compiled(path, wasm, kind, key.as_deref(), bounds)?;
@@ -497,12 +594,13 @@ impl WasmEngine {
         }
         let (c, bytes) = match &self.worker {
             Some(worker) => {
-                let bytes =
-                    compile::compile_in_worker(worker, wasm, kind, bounds).map_err(|source| {
-                        WasmError::Compile {
-                            path: path.to_path_buf(),
-                            source,
-                        }
+                let bytes = self
+                    .noticing_slow(path, wasm, || {
+                        compile::compile_in_worker(worker, wasm, kind, bounds)
+                    })
+                    .map_err(|source| WasmError::Compile {
+                        path: path.to_path_buf(),
+                        source,
                     })?;
                 // SAFETY: our own worker produced these bytes with the same
                 // engine configuration, just now; wasmtime checks version
@@ -511,7 +609,9 @@ impl WasmEngine {
                 (c, Some(bytes))
             }
             None => {
-                let c = T::compile(&self.engine, wasm).map_err(load)?;
+                let c = self
+                    .noticing_slow(path, wasm, || T::compile(&self.engine, wasm))
+                    .map_err(load)?;
                 let bytes = cache.and_then(|_| c.serialize().ok());
                 (c, bytes)
             }
@@ -705,11 +805,12 @@ struct ViewWriter(Arc<View>);
 impl AsyncWrite for ViewWriter {
     fn poll_write(
         self: Pin<&mut Self>,
-        _: &mut Context<'_>,
+        cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        self.0.feed(buf);
-        Poll::Ready(Ok(buf.len()))
+        // Pending while the view's queue is full: the guest waits, the
+        // async worker does not.
+        self.0.poll_feed(cx, buf).map(Ok)
     }
     fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))
