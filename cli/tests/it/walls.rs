@@ -96,10 +96,16 @@ fn compile_bomb() -> Vec<u8> {
     let mut m = Module::new();
     let mut types = TypeSection::new();
     types.ty().function([ValType::I32], [ValType::I32]);
+    types.ty().function([], []);
     m.section(&types);
     let mut funcs = FunctionSection::new();
     funcs.function(0);
+    funcs.function(1);
     m.section(&funcs);
+    // A command's entry point, so the module passes the checks before compiling.
+    let mut exports = ExportSection::new();
+    exports.export("_start", ExportKind::Func, 1);
+    m.section(&exports);
     let mut code = CodeSection::new();
     let mut f = Function::new([(locals, ValType::I32)]);
     let mut ins = f.instructions();
@@ -116,6 +122,9 @@ fn compile_bomb() -> Vec<u8> {
     }
     ins.local_get(0).end();
     code.function(&f);
+    let mut start = Function::new([]);
+    start.instructions().end();
+    code.function(&start);
     m.section(&code);
     m.finish()
 }
