@@ -98,6 +98,12 @@ impl View {
         self.lock().parser.screen().contents()
     }
 
+    /// The screen's rows as text, `width` cells from column `start` each
+    /// (empty cells as spaces; cut or padded by the caller).
+    pub fn screen_rows(&self, start: u16, width: u16) -> Vec<String> {
+        self.lock().parser.screen().rows(start, width).collect()
+    }
+
     /// Total bytes the Tick has drawn.
     pub fn bytes_drawn(&self) -> u64 {
         self.lock().bytes

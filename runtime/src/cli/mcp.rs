@@ -32,8 +32,9 @@ pub struct McpArgs {
     /// The Tick: a path to an executable or a .wasm file
     #[arg(value_name = "TICK")]
     pub tick: Option<String>,
-    /// Host the Ticks listed in this TOML file instead of one TICK
-    #[arg(long, value_name = "FILE")]
+    /// Host the Ticks listed in this TOML file instead of one TICK (alias
+    /// --ticks, for launchers that take --config themselves)
+    #[arg(long, visible_alias = "ticks", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The Tick's name in tick://NAME/state (default: the last part of its kind)
     #[arg(long, value_name = "NAME")]

@@ -11,6 +11,8 @@
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
+//! - `mcp_wire` — `tickbox mcp` frame by frame: revisions, bad frames, bounds,
+//!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -20,6 +22,7 @@ mod engine;
 mod examples;
 mod live;
 mod mcp;
+mod mcp_wire;
 mod native;
 mod sandbox;
 mod util;
