@@ -232,7 +232,9 @@ mod tests {
     fn one_tick_keeps_its_names_and_gets_facade_tools() {
         let d = catalog(&["increment", "history"]);
         let Mapping {
-            names: m, errors: e, ..
+            names: m,
+            errors: e,
+            ..
         } = map_tools(&[("counter", &d)], false, &[true]);
         assert!(e.is_empty(), "{e:?}");
         assert_eq!(
@@ -247,7 +249,9 @@ mod tests {
         let a = catalog(&["add item", "ok"]);
         let b = catalog(&["ok"]);
         let Mapping {
-            names: m, errors: e, ..
+            names: m,
+            errors: e,
+            ..
         } = map_tools(&[("a", &a), ("b", &b)], true, &[true, true]);
         assert!(e.is_empty(), "{e:?}");
         assert_eq!(
@@ -271,15 +275,27 @@ mod tests {
         let a = catalog(&["x y", "x_y", "tick_state", &"n".repeat(65), "fine"]);
         let m = map_tools(&[("a", &a)], false, &[true]);
         assert_eq!(names(&m.names), ["tick_state", "tick_screen"]);
-        assert_eq!(m.names[0].target, Target::State, "the facade keeps its name");
+        assert_eq!(
+            m.names[0].target,
+            Target::State,
+            "the facade keeps its name"
+        );
         assert_eq!(m.errors.len(), 3, "{:?}", m.errors);
-        assert!(m.errors[0].to_string().contains("clash: `x_y`"), "{}", m.errors[0]);
+        assert!(
+            m.errors[0].to_string().contains("clash: `x_y`"),
+            "{}",
+            m.errors[0]
+        );
         assert!(
             m.errors[1].to_string().contains("facade tool `tick_state`"),
             "{}",
             m.errors[1]
         );
-        assert!(m.errors[2].to_string().contains("at most 64"), "{}", m.errors[2]);
+        assert!(
+            m.errors[2].to_string().contains("at most 64"),
+            "{}",
+            m.errors[2]
+        );
         assert!(m.withheld[0].as_deref().is_some_and(|w| w.contains("x_y")));
     }
 
@@ -292,10 +308,18 @@ mod tests {
         let m = map_tools(&[("a", &a), ("a_b", &ab)], true, &[false, true]);
         assert_eq!(
             names(&m.names),
-            ["a_b_x", "a_tick_state", "a_tick_screen", "a_b_tick_state", "a_b_tick_screen"]
+            [
+                "a_b_x",
+                "a_tick_state",
+                "a_tick_screen",
+                "a_b_tick_state",
+                "a_b_tick_screen"
+            ]
         );
         assert_eq!(m.withheld[0], None);
-        assert!(m.withheld[1].as_deref().is_some_and(|w| w.contains("`a_b_x`")));
+        assert!(m.withheld[1]
+            .as_deref()
+            .is_some_and(|w| w.contains("`a_b_x`")));
         // Had `a` changed instead, `a_b` would keep its tools.
         let m = map_tools(&[("a", &a), ("a_b", &ab)], true, &[true, false]);
         assert!(m.withheld[0].is_some() && m.withheld[1].is_none());

@@ -309,7 +309,10 @@ mod tests {
     fn an_error_over_the_bound_is_replaced_whole_with_its_code_and_effect() {
         for (message, data) in [
             ("m".repeat(8 * 1024 * 1024), None),
-            ("short".to_string(), Some(json!({"blob": "d".repeat(MAX_RESULT_BYTES)}))),
+            (
+                "short".to_string(),
+                Some(json!({"blob": "d".repeat(MAX_RESULT_BYTES)})),
+            ),
         ] {
             let r = CallError::Tool {
                 tool: "bump".into(),
@@ -322,7 +325,10 @@ mod tests {
             assert!(result_len(&r) < 4096, "{} bytes", result_len(&r));
             let e = &r.structured_content.as_ref().unwrap()["error"];
             assert_eq!(e["kind"], "response_too_large");
-            assert_eq!((e["code"].as_i64(), e["executed"].as_bool()), (Some(-32000), Some(false)));
+            assert_eq!(
+                (e["code"].as_i64(), e["executed"].as_bool()),
+                (Some(-32000), Some(false))
+            );
             assert!(e["observed_bytes"].as_u64().unwrap() > MAX_RESULT_BYTES as u64);
             assert!(!text(&r).contains("mmmm") && !text(&r).contains("dddd"));
         }

@@ -11,7 +11,7 @@
 //! for 2026-07-28.
 
 use super::config::Grants;
-use super::delivery::{deliver_latest, DELIVERY_INTERVAL};
+use super::delivery::{deliver_latest_from, DELIVERY_INTERVAL};
 use super::names::{map_tools, Mapped, Mapping, NameError, Target};
 use super::outcome::{self, CallError, MAX_RESULT_BYTES};
 use super::text;
@@ -23,14 +23,14 @@ use crate::protocol::{Descriptor, PrepareError};
 use crate::session::{CallOutcome, EndReason, Session, UnknownReason};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, RequestId, Resource,
-    ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
+    InitializeRequestParams, InitializeResult, JsonObject, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, RequestId, Resource, ResourceContents, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::{
-    Peer, RequestContext, RoleServer, ServerInitializeError, SubscriptionContext,
-    SubscriptionSink,
+    Peer, RequestContext, RoleServer, ServerInitializeError, SubscriptionContext, SubscriptionSink,
 };
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
@@ -179,10 +179,8 @@ impl Facade {
             .await
         {
             Ok(running) => {
-                let tasks = connection.notifications(Notifier::Legacy(running.peer().clone()), None);
                 let quit = running.waiting().await;
                 tracing::info!(?quit, "the MCP client went away");
-                drop(tasks);
                 Ok(())
             }
             Err(ServerInitializeError::ConnectionClosed(_)) => {
@@ -210,7 +208,11 @@ impl Facade {
         self.inner
             .ticks
             .iter()
-            .map(|t| t.session.descriptor().unwrap_or_else(|| lock(&t.seen).clone()))
+            .map(|t| {
+                t.session
+                    .descriptor()
+                    .unwrap_or_else(|| lock(&t.seen).clone())
+            })
             .collect()
     }
 
@@ -264,6 +266,12 @@ impl Facade {
     fn catalog_seen(&self, index: usize, d: &Arc<Descriptor>) {
         let mut seen = lock(&self.inner.ticks[index].seen);
         if !Arc::ptr_eq(&seen, d) {
+            tracing::debug!(
+                tick = %self.inner.ticks[index].name,
+                "catalog revision {} → {}",
+                seen.revision,
+                d.revision
+            );
             *seen = d.clone();
             drop(seen);
             self.inner.catalogs.send_modify(|n| *n += 1);
@@ -317,6 +325,8 @@ struct ConnInner {
     /// The names of the last listing (or of the start, before any).
     mapping: Mutex<Mapping>,
     tracking: Arc<std::sync::Mutex<Tracking>>,
+    /// The notification tasks of a session that began with `initialize`.
+    legacy: Mutex<Option<JoinSet<()>>>,
 }
 
 /// One MCP client's view of the facade: its rmcp [`ServerHandler`].
@@ -384,6 +394,7 @@ impl Connection {
                 ticks,
                 mapping: Mutex::new(mapping),
                 tracking,
+                legacy: Mutex::new(None),
             }),
         }
     }
@@ -396,19 +407,27 @@ impl Connection {
     /// changes; they stop when the returned set is dropped. `uris` fixes
     /// the Ticks whose state changes are wanted (a listen stream); `None`
     /// follows `resources/subscribe`.
+    ///
+    /// The tasks hold the connection weakly: when rmcp drops it (the
+    /// client left, an HTTP session closed), its tasks stop with it.
     fn notifications(&self, out: Notifier, uris: Option<HashSet<usize>>) -> JoinSet<()> {
         let mut tasks = JoinSet::new();
+        let weak = Arc::downgrade(&self.inner);
         let tools = match &out {
             Notifier::Legacy(_) => true,
             Notifier::Listen(sink) => sink.accepted().tools_list_changed == Some(true),
         };
         if tools {
-            let (me, out) = (self.clone(), out.clone());
+            let (weak, out) = (weak.clone(), out.clone());
+            let mut catalogs = self.inner.facade.inner.catalogs.subscribe();
+            let count = self.inner.ticks.len();
             tasks.spawn(async move {
-                let mut catalogs = me.inner.facade.inner.catalogs.subscribe();
                 loop {
-                    for index in 0..me.inner.ticks.len() {
-                        if !me.announce(index, &out).await {
+                    for index in 0..count {
+                        let Some(inner) = weak.upgrade() else {
+                            return;
+                        };
+                        if !(Connection { inner }).announce(index, &out).await {
                             return;
                         }
                     }
@@ -419,28 +438,41 @@ impl Connection {
             });
         }
         for index in 0..self.inner.ticks.len() {
-            let wanted = match &uris {
+            let follows_subscribe = match &uris {
                 Some(set) if !set.contains(&index) => continue,
-                Some(_) => None,
-                None => Some(()),
+                Some(_) => false,
+                None => true,
             };
-            let follows_subscribe = wanted.is_some();
-            let (me, out) = (self.clone(), out.clone());
+            let (weak, out) = (weak.clone(), out.clone());
+            let session = self.hosted(index).session.clone();
+            let uri = state_uri(&self.hosted(index).name);
+            // A listen stream is told about any state this client has not
+            // read yet; a legacy session counts from now.
+            let delivered = if follows_subscribe {
+                session.state().updates
+            } else {
+                self.inner.ticks[index].read_mark.load(Ordering::Relaxed)
+            };
             tasks.spawn(async move {
-                let t = me.hosted(index);
-                let uri = state_uri(&t.name);
                 let want = || {
-                    !follows_subscribe || me.inner.ticks[index].subscribed.load(Ordering::Relaxed)
+                    !follows_subscribe
+                        || weak
+                            .upgrade()
+                            .is_some_and(|c| c.ticks[index].subscribed.load(Ordering::Relaxed))
                 };
-                let delivery = deliver_latest(t.session.watch_state(), DELIVERY_INTERVAL, |_| {
-                    let send = want() && out.applies();
-                    let (out, uri) = (out.clone(), uri.clone());
-                    async move { !send || out.resource_updated(uri).await }
-                });
-                let ended = t.session.ended();
+                let delivery = deliver_latest_from(
+                    session.watch_state(),
+                    DELIVERY_INTERVAL,
+                    delivered,
+                    |_| {
+                        let send = want() && out.applies();
+                        let (out, uri) = (out.clone(), uri.clone());
+                        async move { !send || out.resource_updated(uri).await }
+                    },
+                );
                 tokio::select! {
                     _ = delivery => {}
-                    reason = ended => {
+                    reason = session.ended() => {
                         // Readers learn it from the state's `ended` field.
                         if reason != EndReason::Shutdown && want() && out.applies() {
                             out.resource_updated(uri.clone()).await;
@@ -458,6 +490,11 @@ impl Connection {
         let Some(current) = self.hosted(index).session.descriptor() else {
             return true;
         };
+        if !out.applies() {
+            // Not this notifier's to tell (a 2026-07-28 session hears it on
+            // its listen stream, which must still see it as news).
+            return true;
+        }
         let c = &self.inner.ticks[index];
         let listed = lock(&c.listed).revision.clone();
         if current.revision == listed {
@@ -469,9 +506,6 @@ impl Connection {
                 return true;
             }
             *announced = current.revision.clone();
-        }
-        if !out.applies() {
-            return true;
         }
         tracing::info!(
             tick = %self.hosted(index).name,
@@ -565,7 +599,9 @@ impl Connection {
                 None
             };
             let old = lock(&c.listed).clone();
-            let d = fresh.or_else(|| t.session.descriptor()).unwrap_or(old.clone());
+            let d = fresh
+                .or_else(|| t.session.descriptor())
+                .unwrap_or(old.clone());
             changed.push(!Arc::ptr_eq(&old, &d));
             *lock(&c.announced) = d.revision.clone();
             *lock(&c.listed) = d.clone();
@@ -623,17 +659,18 @@ impl Connection {
                 ),
                 Err(reason) => CallError::InvalidArguments { tool: name, reason }.into_result(),
             }),
-            Target::Tick(tool) => {
-                Ok(
-                    match self.call_tick(mapped.tick, &tool, Value::Object(args), id).await {
-                        Ok(v) => outcome::success(&name, v),
-                        Err(e) => {
-                            tracing::info!(tick = %self.hosted(mapped.tick).name, "{}: {e}", e.kind());
-                            e.into_result()
-                        }
-                    },
-                )
-            }
+            Target::Tick(tool) => Ok(
+                match self
+                    .call_tick(mapped.tick, &tool, Value::Object(args), id)
+                    .await
+                {
+                    Ok(v) => outcome::success(&name, v),
+                    Err(e) => {
+                        tracing::info!(tick = %self.hosted(mapped.tick).name, "{}: {e}", e.kind());
+                        e.into_result()
+                    }
+                },
+            ),
         }
     }
 
@@ -647,7 +684,9 @@ impl Connection {
             .await;
         let (cols, rows) = view.size();
         if let Some(extra) = args.keys().find(|k| *k != "rows" && *k != "cols") {
-            return Err(format!("unknown argument `{extra}`; it takes `rows` and `cols`"));
+            return Err(format!(
+                "unknown argument `{extra}`; it takes `rows` and `cols`"
+            ));
         }
         let (r0, r1) = window(args.get("rows"), rows, "rows")?;
         let (c0, c1) = window(args.get("cols"), cols, "cols")?;
@@ -811,9 +850,7 @@ impl Connection {
 
     /// The MCP name of the Tick's recover_with tool, as the client calls it.
     fn recover_tool(&self, index: usize) -> Option<String> {
-        let rw = lock(&self.inner.ticks[index].listed)
-            .recover_with
-            .clone()?;
+        let rw = lock(&self.inner.ticks[index].listed).recover_with.clone()?;
         lock(&self.inner.mapping)
             .names
             .iter()
@@ -930,6 +967,18 @@ impl ServerHandler for Connection {
         Cow::Borrowed(SUPPORTED_VERSIONS)
     }
 
+    /// A session with `initialize` gets unsolicited notifications from now on.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let tasks = self.notifications(Notifier::Legacy(context.peer.clone()), None);
+        *lock(&self.inner.legacy) = Some(tasks);
+        self.negotiate_initialize(&request)
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
@@ -999,11 +1048,9 @@ impl ServerHandler for Connection {
                 Some(json!({"observed_bytes": text.len(), "limit_bytes": MAX_RESULT_BYTES})),
             ));
         }
-        Ok(ReadResourceResult::new(vec![ResourceContents::text(
-            text,
-            request.uri,
-        )
-        .with_mime_type("application/json")])
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, request.uri).with_mime_type("application/json")
+        ])
         .into())
     }
 
@@ -1040,12 +1087,10 @@ impl ServerHandler for Connection {
         let known = self.uris();
         let mut accepted = SubscriptionFilter::default();
         accepted.tools_list_changed = requested.tools_list_changed.filter(|on| *on);
-        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
-            uris.iter()
-                .filter(|u| known.contains(u))
-                .cloned()
-                .collect()
-        });
+        accepted.resource_subscriptions = requested
+            .resource_subscriptions
+            .as_ref()
+            .map(|uris| uris.iter().filter(|u| known.contains(u)).cloned().collect());
         Some(accepted)
     }
 

@@ -31,14 +31,12 @@ fn is_format_control(c: char) -> bool {
 /// space) when `multiline`, else escapes them too. Cuts to `max` characters.
 pub fn sanitize(text: &str, max: usize, multiline: bool) -> String {
     let mut out = String::with_capacity(text.len().min(max * 4));
-    let mut count = 0;
     let total = text.chars().count();
-    for c in text.chars() {
+    for (count, c) in text.chars().enumerate() {
         if count == max {
             out.push_str(&format!(" … [{} more characters cut]", total - count));
             break;
         }
-        count += 1;
         match c {
             '\n' if multiline => out.push('\n'),
             '\t' if multiline => out.push(' '),
@@ -88,6 +86,9 @@ mod tests {
         let exact = "y".repeat(MAX_TITLE_CHARS);
         assert_eq!(title(&exact), exact, "at the bound nothing is cut");
         let d = description(&"é".repeat(MAX_DESCRIPTION_CHARS * 2));
-        assert_eq!(d.chars().filter(|c| *c == 'é').count(), MAX_DESCRIPTION_CHARS);
+        assert_eq!(
+            d.chars().filter(|c| *c == 'é').count(),
+            MAX_DESCRIPTION_CHARS
+        );
     }
 }

@@ -91,8 +91,8 @@ async fn start_with(args: &[String], env: &[(&str, &str)], lifecycle: ClientLife
         "initialize",
         Recorder(tx).serve_with_lifecycle((stdout, stdin), lifecycle),
     )
-        .await
-        .expect("the MCP handshake succeeds");
+    .await
+    .expect("the MCP handshake succeeds");
     Mcp {
         client,
         notes,

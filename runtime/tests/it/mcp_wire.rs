@@ -95,7 +95,11 @@ impl Raw {
 
     /// The answer with this id (other messages are kept for later).
     fn answer(&mut self, id: Value) -> Value {
-        if let Some(i) = self.held.iter().position(|m| m["id"] == id && m.get("method").is_none()) {
+        if let Some(i) = self
+            .held
+            .iter()
+            .position(|m| m["id"] == id && m.get("method").is_none())
+        {
             return self.held.remove(i);
         }
         loop {
@@ -208,7 +212,12 @@ fn each_supported_revision_is_negotiated() {
         let r = mcp.initialize(asked);
         assert_eq!(r["result"]["protocolVersion"], got, "asked {asked}: {r}");
         let tools = mcp.request(1, "tools/list", json!({}));
-        assert!(tools["result"]["tools"].as_array().is_some_and(|t| t.len() == 7), "{tools}");
+        assert!(
+            tools["result"]["tools"]
+                .as_array()
+                .is_some_and(|t| t.len() == 7),
+            "{tools}"
+        );
         let (code, stderr) = mcp.close();
         assert_eq!(code, 0, "{stderr}");
     }
@@ -220,7 +229,11 @@ fn requests_before_initialize_are_answered_and_notifications_dropped() {
     // The Python SDK's default client opens with server/discover.
     let r = mcp.request(1, "server/discover", json!({"_meta": meta_2026()}));
     let versions = &r["result"]["supportedVersions"];
-    assert_eq!(versions, &json!(["2025-06-18", "2025-11-25", "2026-07-28"]), "{r}");
+    assert_eq!(
+        versions,
+        &json!(["2025-06-18", "2025-11-25", "2026-07-28"]),
+        "{r}"
+    );
     // Without the per-request metadata: an error, not an exit.
     let r = mcp.request(2, "server/discover", json!({}));
     assert_eq!(error_code(&r), -32602, "{r}");
@@ -252,7 +265,15 @@ fn a_2026_client_uses_inline_metadata_without_initialize() {
         .collect();
     assert_eq!(
         names,
-        ["echo", "reshape", "fail_big", "sleep", "count", "tick_state", "tick_screen"]
+        [
+            "echo",
+            "reshape",
+            "fail_big",
+            "sleep",
+            "count",
+            "tick_state",
+            "tick_screen"
+        ]
     );
     let r = mcp.request(
         2,
@@ -282,8 +303,14 @@ fn malformed_and_oversized_frames_get_errors_and_the_session_goes_on() {
     mcp.send_bytes(b"[1, 2]\n");
     let m = mcp.next();
     assert_eq!((error_code(&m), &m["id"]), (-32600, &Value::Null), "{m}");
-    assert!(m["error"]["message"].as_str().unwrap().contains("batch"), "{m}");
-    assert!(m.as_object().unwrap().contains_key("id"), "`id: null` is written: {m}");
+    assert!(
+        m["error"]["message"].as_str().unwrap().contains("batch"),
+        "{m}"
+    );
+    assert!(
+        m.as_object().unwrap().contains_key("id"),
+        "`id: null` is written: {m}"
+    );
     mcp.send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": 5}));
     let m = mcp.answer(json!(7));
     assert_eq!(error_code(&m), -32602, "{m}");
@@ -317,7 +344,10 @@ fn requests_in_flight_are_bounded() {
     let r = mcp.request(1000, "ping", json!({}));
     assert_eq!(error_code(&r), -32001, "{r}");
     assert!(
-        r["error"]["message"].as_str().unwrap().contains("not executed"),
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not executed"),
         "{r}"
     );
     // Room again once calls finish.
@@ -338,7 +368,13 @@ fn a_reused_id_of_a_pending_request_is_refused() {
     mcp.send(json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}));
     let m = mcp.answer(json!(5));
     assert_eq!(error_code(&m), -32600, "{m}");
-    assert!(m["error"]["message"].as_str().unwrap().contains("still in use"), "{m}");
+    assert!(
+        m["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("still in use"),
+        "{m}"
+    );
     let m = mcp.answer(json!(5));
     assert_eq!(
         m["result"]["structuredContent"]["slept"].as_f64(),
@@ -356,14 +392,17 @@ fn a_cancelled_call_runs_to_its_end_and_says_so() {
     mcp.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
                     "params": {"name": "sleep", "arguments": {"seconds": 1.5}}}));
     std::thread::sleep(Duration::from_millis(300));
-    mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                    "params": {"requestId": 5, "reason": "changed my mind"}}));
+    mcp.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 5, "reason": "changed my mind"}}),
+    );
     let m = mcp.answer(json!(5));
     let result = &m["result"];
     assert_eq!(result["isError"], false, "{m}");
     assert_eq!(result["structuredContent"]["finished"], 1, "{m}");
     assert!(
-        text_of(result).contains("cannot be taken back") && text_of(result).contains("did not retry"),
+        text_of(result).contains("cannot be taken back")
+            && text_of(result).contains("did not retry"),
         "{m}"
     );
     // It ran once, and only once.
@@ -397,7 +436,10 @@ fn tick_screen_is_trimmed_text_once_with_an_optional_window() {
     assert_eq!(text_of(&r), "Shifty");
     let r = mcp.call(62, "tick_screen", json!({"rows": [3, 1]}));
     assert_eq!(r["isError"], true, "{r}");
-    assert_eq!(r["structuredContent"]["error"]["kind"], "invalid_arguments", "{r}");
+    assert_eq!(
+        r["structuredContent"]["error"]["kind"], "invalid_arguments",
+        "{r}"
+    );
     let (code, stderr) = mcp.close();
     assert_eq!(code, 0, "{stderr}");
 }
@@ -409,7 +451,10 @@ fn a_tool_error_over_the_bound_is_replaced_with_its_code() {
     let r = mcp.call(1, "fail_big", json!({"bytes": 7 * 1024 * 1024}));
     let e = &r["structuredContent"]["error"];
     assert_eq!(e["kind"], "response_too_large", "{e}");
-    assert_eq!((e["code"].as_i64(), e["executed"].as_bool()), (Some(-32000), Some(true)));
+    assert_eq!(
+        (e["code"].as_i64(), e["executed"].as_bool()),
+        (Some(-32000), Some(true))
+    );
     let size = r.to_string().len();
     assert!(size < 4096, "the replacement is small: {size} bytes");
     // Positive control: a short error comes whole.
@@ -446,13 +491,23 @@ fn a_runtime_catalog_cannot_take_the_facade_names_and_titles_are_escaped() {
     mcp.initialize("2025-11-25");
     mcp.request(1, "tools/list", json!({}));
     // A hostile title: escape sequences and a bidi override.
-    mcp.call(2, "reshape", json!({"tools": ["extra"], "title": "Evil\u{1b}[2J\u{202e}txt.exe"}));
+    mcp.call(
+        2,
+        "reshape",
+        json!({"tools": ["extra"], "title": "Evil\u{1b}[2J\u{202e}txt.exe"}),
+    );
     wait_for_list_changed(&mut mcp);
     let list = mcp.request(3, "tools/list", json!({}));
     assert!(tool_names(&list).contains(&"extra".to_string()), "{list}");
     let raw = list.to_string();
-    assert!(!raw.contains('\u{1b}') && !raw.contains('\u{202e}'), "{raw}");
-    assert!(raw.contains("Evil\\\\u{001B}[2J\\\\u{202E}txt.exe"), "{raw}");
+    assert!(
+        !raw.contains('\u{1b}') && !raw.contains('\u{202e}'),
+        "{raw}"
+    );
+    assert!(
+        raw.contains("Evil\\\\u{001B}[2J\\\\u{202E}txt.exe"),
+        "{raw}"
+    );
 
     // Now the Tick offers `tick_state` itself: its tools are withheld.
     mcp.call(4, "reshape", json!({"tools": ["tick_state"]}));
@@ -460,11 +515,18 @@ fn a_runtime_catalog_cannot_take_the_facade_names_and_titles_are_escaped() {
     let list = mcp.request(5, "tools/list", json!({}));
     assert_eq!(tool_names(&list), ["tick_state", "tick_screen"], "{list}");
     let desc = list["result"]["tools"][0]["description"].as_str().unwrap();
-    assert!(desc.contains("withheld") && desc.contains("tick_state"), "{desc}");
+    assert!(
+        desc.contains("withheld") && desc.contains("tick_state"),
+        "{desc}"
+    );
     // `tick_state` is still the facade's.
     let r = mcp.call(6, "tick_state", json!({}));
     assert_eq!(r["structuredContent"]["tick"], "shifty", "{r}");
-    assert_eq!(r["structuredContent"]["data"], json!({"revision": 3}), "{r}");
+    assert_eq!(
+        r["structuredContent"]["data"],
+        json!({"revision": 3}),
+        "{r}"
+    );
     // The Tick's own tools are gone for this client.
     let r = mcp.request(7, "tools/call", json!({"name": "echo", "arguments": {}}));
     assert!(r.get("error").is_some(), "{r}");
@@ -494,7 +556,7 @@ fn pump(mcp: &mut Raw, first_id: u64, count: u64, window: u64) {
     let mut answered = 0;
     while answered < count {
         while next < end && next - first_id - answered < window {
-            let frame = if next % 2 == 0 {
+            let frame = if next.is_multiple_of(2) {
                 json!({"jsonrpc": "2.0", "id": next, "method": "ping"})
             } else {
                 json!({"jsonrpc": "2.0", "id": next, "method": "tools/call",
@@ -506,7 +568,7 @@ fn pump(mcp: &mut Raw, first_id: u64, count: u64, window: u64) {
         let m = mcp.next();
         let id = m["id"].as_u64().unwrap_or_else(|| panic!("{m}"));
         assert!(m.get("result").is_some(), "{m}");
-        if id % 2 == 1 {
+        if !id.is_multiple_of(2) {
             assert_eq!(m["result"]["structuredContent"]["n"], id, "{m}");
         }
         answered += 1;
@@ -541,7 +603,10 @@ async fn a_repeat_describe_reuses_the_compiled_catalog() {
     let s = Session::start(io, SessionConfig::default()).await.unwrap();
     let first = s.descriptor().unwrap();
     let again = s.describe().await.unwrap();
-    assert!(Arc::ptr_eq(&first, &again), "same bytes, same compiled catalog");
+    assert!(
+        Arc::ptr_eq(&first, &again),
+        "same bytes, same compiled catalog"
+    );
     let call = first.prepare("reshape", json!({"tools": ["x"]})).unwrap();
     assert!(matches!(s.call(&call).await, CallOutcome::Ok(_)));
     let changed = s.describe().await.unwrap();
