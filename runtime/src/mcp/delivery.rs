@@ -100,10 +100,15 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         // Promised from update 1 on; it starts after update 3.
-        let task = tokio::spawn(deliver_latest_from(rx, Duration::from_secs(1), 1, move |n| {
-            log.lock().unwrap().push(n);
-            async { true }
-        }));
+        let task = tokio::spawn(deliver_latest_from(
+            rx,
+            Duration::from_secs(1),
+            1,
+            move |n| {
+                log.lock().unwrap().push(n);
+                async { true }
+            },
+        ));
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert_eq!(*seen.lock().unwrap(), vec![3]);
         // Nothing new: nothing more (positive control of the baseline).

@@ -1,4 +1,5 @@
-//! The MCP facade: any MCP client uses hosted Ticks through one stdio server.
+//! The MCP facade: any MCP client uses hosted Ticks through one server, over
+//! stdio or MCP Streamable HTTP ([`http`]).
 //!
 //! `tickbox mcp` starts one or more Ticks, initializes them, and serves the
 //! Model Context Protocol (via the official Rust SDK, `rmcp` 3) on its own
@@ -52,6 +53,7 @@
 
 pub mod config;
 pub mod delivery;
+pub mod http;
 pub mod names;
 pub mod outcome;
 pub mod server;

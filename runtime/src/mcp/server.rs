@@ -939,8 +939,7 @@ Each tool runs on a hosted Tick, a terminal program a person may be using at the
 Calls are bound to the tool catalog you last listed: when a Tick's catalog changes you receive \
 notifications/tools/list_changed and calls are refused, unexecuted, until you list the tools again. \
 tickbox never retries a call; when an outcome is unknown it says so, and you decide. \
-A call cannot be cancelled once it was sent to the Tick: it runs to its end and its result says \
-that your cancellation came too late. \
+A call cannot be cancelled once it was sent to the Tick: it runs to its end, once. \
 Each Tick's state is the resource tick://NAME/state (subscribe to be told when it changes); \
 its `*tick_state` and `*tick_screen` tools read the state and the screen.";
 

@@ -12,7 +12,8 @@
 //!   clients, `ls`, `watch`, and the socket's guards;
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
 //! - `mcp_wire` — `tickbox mcp` frame by frame: revisions, bad frames, bounds,
-//!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests;
+//!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests,
+//!   Streamable HTTP;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 

@@ -1,8 +1,8 @@
 //! `tickbox mcp` on the wire, frame by frame: protocol revisions, requests
 //! before `initialize`, malformed and oversized frames, the in-flight bound,
 //! cancellation of a sent call, the screen tool, capped errors, catalog
-//! changes that try to take the facade's names, and memory over 50,000
-//! requests.
+//! changes that try to take the facade's names, memory over 50,000
+//! requests, and Streamable HTTP (`--http`) with its Origin and token guards.
 
 use crate::util::*;
 use serde_json::{json, Value};
@@ -616,4 +616,223 @@ async fn a_repeat_describe_reuses_the_compiled_catalog() {
     let again = s.describe().await.unwrap();
     assert!(Arc::ptr_eq(&changed, &again));
     s.shutdown().await;
+}
+
+/// `tickbox mcp --http` on a loopback port, stopped with SIGTERM on drop.
+struct HttpServer {
+    child: Child,
+    addr: String,
+}
+
+impl HttpServer {
+    fn start(extra: &[&str]) -> HttpServer {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
+            .args(["mcp", "--http", "127.0.0.1:0"])
+            .args(extra)
+            .args(["--", "python3", &tick("shifty.py")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .env_remove("RUST_LOG")
+            .spawn()
+            .expect("spawn tickbox mcp --http");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("stderr ended before the address")
+                .unwrap();
+            if let Some(rest) = line.strip_prefix("tickbox mcp: serving MCP on http://") {
+                break rest.trim_end_matches("/mcp").to_string();
+            }
+        };
+        // Keep draining stderr so the server never blocks on it.
+        std::thread::spawn(move || for _ in lines {});
+        HttpServer { child, addr }
+    }
+
+    /// One HTTP/1.1 request; the status, the headers (lower-case names)
+    /// and the JSON-RPC messages of the body (plain JSON or SSE `data:`).
+    fn post(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &Value,
+    ) -> (u16, Vec<(String, String)>, Vec<Value>) {
+        let mut s = std::net::TcpStream::connect(&self.addr).expect("connect");
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        let body = body.to_string();
+        let mut req = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nConnection: close\r\n\
+             Content-Length: {}\r\n",
+            self.addr,
+            body.len()
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        req.push_str(&body);
+        s.write_all(req.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).expect("read the response");
+        let text = String::from_utf8_lossy(&raw).to_string();
+        let (head, rest) = text.split_once("\r\n\r\n").expect("a whole response");
+        let mut head_lines = head.lines();
+        let status: u16 = head_lines
+            .next()
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let headers: Vec<(String, String)> = head_lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_string()))
+            .collect();
+        let chunked = headers
+            .iter()
+            .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+        let body = if chunked {
+            dechunk(rest)
+        } else {
+            rest.to_string()
+        };
+        let messages = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:").or(Some(l)))
+            .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+            .filter(|v| v.is_object())
+            .collect();
+        (status, headers, messages)
+    }
+}
+
+fn dechunk(mut rest: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, tail)) = rest.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || tail.len() < n {
+            break;
+        }
+        out.push_str(&tail[..n]);
+        rest = tail[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        // SAFETY: a plain kill(2) to our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let code = wait_for(&mut self.child);
+        assert!(
+            code == 130 || std::thread::panicking(),
+            "exit {code} after SIGTERM"
+        );
+    }
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+fn initialize_http(server: &HttpServer, extra: &[(&str, &str)]) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "raw-http", "version": "0"}}});
+    let (status, headers, messages) = server.post("/mcp", extra, &init);
+    assert_eq!(status, 200, "{headers:?} {messages:?}");
+    assert_eq!(
+        messages[0]["result"]["serverInfo"]["name"], "tickbox",
+        "{messages:?}"
+    );
+    let session = header(&headers, "mcp-session-id")
+        .expect("a session id")
+        .to_string();
+    let mut with_session = extra.to_vec();
+    with_session.push(("Mcp-Session-Id", &session));
+    let (status, _, _) = server.post(
+        "/mcp",
+        &with_session,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    assert_eq!(status, 202);
+    session
+}
+
+#[test]
+fn streamable_http_serves_sessions_over_the_shared_ticks() {
+    let server = HttpServer::start(&[]);
+    let a = initialize_http(&server, &[]);
+    let b = initialize_http(&server, &[]);
+    assert_ne!(a, b, "one session per client");
+    let (status, _, m) = server.post(
+        "/mcp",
+        &[("Mcp-Session-Id", &a)],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(tool_names(&m[0]).len(), 7, "{m:?}");
+    let call = |session: &str, id: u64, name: &str, args: Value| {
+        let (status, _, m) = server.post(
+            "/mcp",
+            &[("Mcp-Session-Id", session)],
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": name, "arguments": args}}),
+        );
+        assert_eq!(status, 200, "{m:?}");
+        m.into_iter()
+            .find(|m| m["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {id}"))
+    };
+    let r = call(&a, 2, "echo", json!({"from": "a"}));
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"from": "a"}),
+        "{r}"
+    );
+    // Session b calls the same Tick: it sees a's finished call.
+    call(&a, 3, "sleep", json!({"seconds": 0.1}));
+    let r = call(&b, 4, "count", json!({}));
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"finished": 1}),
+        "{r}"
+    );
+    // Only /mcp is served.
+    let (status, _, _) = server.post("/other", &[], &json!({}));
+    assert_eq!(status, 404);
+    // A browser page from elsewhere is refused; a loopback one is fine.
+    let (status, _, _) = server.post(
+        "/mcp",
+        &[("Origin", "http://evil.example")],
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}),
+    );
+    assert_eq!(status, 403);
+    initialize_http(&server, &[("Origin", "http://localhost:3000")]);
+}
+
+#[test]
+fn streamable_http_requires_the_bearer_token_it_was_given() {
+    let dir = TempDir::new("mcp-token");
+    let file = dir.path("token");
+    let token = "s3cret-token-0123456789abcdef";
+    std::fs::write(&file, format!("{token}\n")).unwrap();
+    let server = HttpServer::start(&["--token-file", file.to_str().unwrap()]);
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let (status, headers, _) = server.post("/mcp", &[], &ping);
+    assert_eq!(status, 401);
+    assert_eq!(header(&headers, "www-authenticate"), Some("Bearer"));
+    let (status, _, _) = server.post("/mcp", &[("Authorization", "Bearer wrong")], &ping);
+    assert_eq!(status, 401);
+    let auth = format!("Bearer {token}");
+    initialize_http(&server, &[("Authorization", &auth)]);
 }
