@@ -21,6 +21,7 @@ use crate::view::View;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tickbox_protocol::framing::LineFramer;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
@@ -446,17 +447,17 @@ impl Exchange {
     }
 }
 
-/// Reads the Tick's stdout into lines with arrival times. Never holds more
-/// than [`MAX_LINE_BYTES`] plus one chunk.
+/// Reads the Tick's stdout into lines with arrival times, framed exactly as
+/// the session frames them (the protocol crate's [`LineFramer`]). Never
+/// holds more than [`MAX_LINE_BYTES`] plus one read.
 async fn read_lines(
     mut stdout: Box<dyn AsyncRead + Send + Unpin>,
     started: Instant,
     tx: mpsc::UnboundedSender<Chunk>,
 ) {
-    let mut buf: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
+    let mut framer = LineFramer::with_limit(MAX_LINE_BYTES);
     loop {
-        let n = match stdout.read(&mut chunk).await {
+        let n = match stdout.read_buf(framer.read_buffer()).await {
             Ok(n) => n,
             Err(e) => {
                 let _ = tx.send(Chunk::End(OutputEnd::Io(e.to_string())));
@@ -464,32 +465,27 @@ async fn read_lines(
             }
         };
         if n == 0 {
-            let end = if buf.is_empty() {
-                OutputEnd::Clean
-            } else {
-                OutputEnd::Unterminated(std::mem::take(&mut buf))
+            let end = match framer.finish() {
+                Ok(()) => OutputEnd::Clean,
+                Err(_) => OutputEnd::Unterminated(framer.tail().to_vec()),
             };
             let _ = tx.send(Chunk::End(end));
             return;
         }
         let at = started.elapsed();
-        buf.extend_from_slice(&chunk[..n]);
-        let mut start = 0;
-        while let Some(pos) = buf[start..].iter().position(|&b| b == b'\n') {
-            let line = buf[start..start + pos].to_vec();
-            start += pos + 1;
-            if line.len() > MAX_LINE_BYTES {
-                let _ = tx.send(Chunk::End(OutputEnd::TooLong));
-                return;
+        loop {
+            match framer.next_line() {
+                Ok(Some(line)) => {
+                    if tx.send(Chunk::Line(at, line)).is_err() {
+                        return;
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    let _ = tx.send(Chunk::End(OutputEnd::TooLong));
+                    return;
+                }
             }
-            if tx.send(Chunk::Line(at, line)).is_err() {
-                return;
-            }
-        }
-        buf.drain(..start);
-        if buf.len() > MAX_LINE_BYTES {
-            let _ = tx.send(Chunk::End(OutputEnd::TooLong));
-            return;
         }
     }
 }
