@@ -14,6 +14,9 @@
 //! - `mcp_wire` — `tickbox mcp` frame by frame: revisions, bad frames, bounds,
 //!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests,
 //!   Streamable HTTP;
+//! - `views` — what reaches a person's terminal from a hostile Tick: views
+//!   drawn from the screen model only, escaped text in every command,
+//!   drawing floods that stall nothing, bounded view sizes;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -27,3 +30,4 @@ mod mcp_wire;
 mod native;
 mod sandbox;
 mod util;
+mod views;
