@@ -14,6 +14,8 @@
 //! - `mcp_wire` — `tickbox mcp` frame by frame: revisions, bad frames, bounds,
 //!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests,
 //!   Streamable HTTP;
+//! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
+//!   and imports refused before compiling;
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
 //!   drawn from the screen model only, escaped text in every command,
 //!   drawing floods that stall nothing, bounded view sizes;
@@ -24,6 +26,7 @@ mod check;
 mod cli;
 mod engine;
 mod examples;
+mod langs;
 mod live;
 mod mcp;
 mod mcp_wire;
