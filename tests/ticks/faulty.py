@@ -81,6 +81,12 @@ def answer_read(rid):
         sys.exit(0)
     elif MODE == "long_line":
         write("[" + "1," * (4 * 1024 * 1024 + 8) + "1]\n")
+    elif MODE == "wide":
+        # A legal state of about 480 KB: 15,000 short strings and a wide
+        # object, which the first trimmer took seconds over and made null.
+        log = ["entry number %05d of the log" % i for i in range(15000)]
+        names = {"k%04d" % i: "value %d" % i for i in range(2000)}
+        return send({"id": rid, "result": {"seq": seq, "data": {"log": log, "names": names}}})
     send({"id": rid, "result": {"seq": seq, "data": {"log": []}}})
 
 

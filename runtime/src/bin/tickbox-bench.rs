@@ -13,7 +13,8 @@
 //! `target/tickbox-bench.json`). BENCHMARKS.md explains each number.
 //!
 //! For profiling one part: `TICKBOX_BENCH_ONLY_START=1` (200 warm-disk
-//! starts) or `TICKBOX_BENCH_ONLY_RT=1` (round trips only);
+//! starts), `TICKBOX_BENCH_ONLY_RT=1` (round trips only) or
+//! `TICKBOX_BENCH_ONLY_TRIM=1` (trimming only, no guests built);
 //! `TICKBOX_BENCH_WORKERS=N` changes the runtime's worker threads.
 
 use anyhow::{bail, Context, Result};
@@ -403,7 +404,78 @@ fn ratio(w: &Option<Stat>, n: &Option<Stat>) -> Option<f64> {
     Some(w.as_ref()?.median() / n.as_ref()?.median())
 }
 
+/// The state the trimming row trims: 50,000 small items in about 512 KiB
+/// (a declared series of 25,000 numbers, an undeclared array of 25,000
+/// short strings, one longer string), the shape that made the first
+/// trimmer take seconds.
+fn wide_state() -> (tickbox_runtime::protocol::TickState, tickbox_runtime::protocol::Descriptor) {
+    let recent: Vec<Value> = (0..25_000).map(|i| json!(i)).collect();
+    let names: Vec<Value> = (0..25_000).map(|i| json!(format!("name-{i:06}"))).collect();
+    let mut data = json!({"recent": recent, "names": names, "note": ""});
+    // The note fills the state up to exactly 512 KiB encoded.
+    let fill = (512 * 1024usize).saturating_sub(tickbox_runtime::protocol::message::encoded_len(&data));
+    data["note"] = json!("n".repeat(fill));
+    let descriptor = tickbox_runtime::protocol::Descriptor::parse(json!({
+        "protocol": 3, "kind": "bench.wide", "title": "wide", "description": "",
+        "revision": "1", "tools": [], "state": {"series": [{"path": "/recent", "newest": "last"}]}
+    }))
+    .expect("a valid descriptor");
+    let state = tickbox_runtime::protocol::TickState {
+        seq: 1,
+        data,
+        at: None,
+    };
+    (state, descriptor)
+}
+
+/// Trimming a 512 KiB state of 50,000 items to the 16 KiB delivery budget,
+/// against encoding the same state once (the anchor, same run).
+fn trim_rows(quick: bool) -> Vec<Row> {
+    use tickbox_runtime::delivery::{item_budget, Delivery};
+    use tickbox_runtime::protocol::message::encoded_len;
+    let (state, descriptor) = wide_state();
+    let bytes = encoded_len(&state.data);
+    let n = if quick { 20 } else { 100 };
+    let mut trim = Vec::new();
+    let mut encode = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        let d = Delivery::new(&state, 1, &descriptor, item_budget(1));
+        trim.push(t.elapsed().as_secs_f64() * 1e3);
+        assert!(d.encoded_len() <= item_budget(1) && !d.data.is_null());
+        let t = Instant::now();
+        let v = serde_json::to_vec(&state.data).unwrap_or_default();
+        encode.push(t.elapsed().as_secs_f64() * 1e3);
+        std::hint::black_box(v);
+    }
+    let (trim, encode) = (Stat::new("ms", trim), Stat::new("ms", encode));
+    let median = trim.median();
+    let ratio = median / encode.median();
+    eprintln!("trimmed a {bytes}-byte state of 50,000 items: {}", trim.show());
+    vec![
+        Row {
+            name: "trim 512 KiB / 50,000 items to 16 KiB (host)",
+            wasm: None,
+            native: Some(trim),
+            target: Some((
+                format!("≤ 50 ms (got {median:.1} ms, {ratio:.1}× one encoding)"),
+                median <= 50.0,
+            )),
+        },
+        Row {
+            name: "encode the same state once (anchor)",
+            wasm: None,
+            native: Some(encode),
+            target: None,
+        },
+    ]
+}
+
 async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
+    if std::env::var_os("TICKBOX_BENCH_ONLY_TRIM").is_some() {
+        print_table(&trim_rows(quick));
+        return Ok(());
+    }
     eprintln!("building the bench guest (native and wasm32-wasip2)…");
     let guests = build_guests()?;
     let cache_dir =
@@ -603,6 +675,9 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
         native: None,
         target: Some((format!("≤ 2 MiB (got {per:.2})"), per <= 2.0)),
     });
+
+    eprintln!("trimming…");
+    rows.extend(trim_rows(quick));
 
     print_table(&rows);
     let doc = json!({

@@ -12,8 +12,15 @@
 //! forever, so every write is bounded by [`WRITE_TIMEOUT`]; a Tick that never
 //! closes stdout (a grandchild holding it) would keep the reader alive, so
 //! [`Driver::finish`] gives up waiting for EOF after [`DRAIN_TIMEOUT`].
+//!
+//! Memory is bounded whatever the Tick writes: lines are split by the host's
+//! own [`LineReader`] (never more than the line limit buffered, no rescans),
+//! parsed in the reader task and handed over on a bounded queue
+//! ([`QUEUE_LINES`]), and the transcript keeps at most
+//! [`MAX_TRANSCRIPT_LINES`] lines and [`MAX_TRANSCRIPT_BYTES`] bytes of
+//! them; lines past that are counted in [`Driver::dropped_lines`], not kept.
 
-use crate::protocol::limits::MAX_LINE_BYTES;
+use crate::framing::{FrameError, LineReader};
 use crate::protocol::message::{encode_request, method, parse_line};
 use crate::protocol::{Incoming, ResponseBody, Violation};
 use crate::session::{TickIo, TickProcess};
@@ -21,8 +28,18 @@ use crate::view::View;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
+
+/// Lines parsed ahead of the driver; a Tick that writes faster waits. Their
+/// bytes count toward [`MAX_TRANSCRIPT_BYTES`] already, so a deep queue
+/// costs no more memory and keeps a flooding Tick from blocking on its
+/// stdout while the driver writes.
+pub const QUEUE_LINES: usize = 1024;
+/// Lines a transcript keeps; later ones are only counted.
+pub const MAX_TRANSCRIPT_LINES: usize = 100_000;
+/// Bytes of lines (as the Tick wrote them) a transcript keeps parsed.
+pub const MAX_TRANSCRIPT_BYTES: usize = 32 * 1024 * 1024;
 
 /// How long one write to the Tick's stdin may block.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -116,21 +133,23 @@ pub enum OutputEnd {
     Clean,
     /// EOF after bytes without a newline.
     Unterminated(Vec<u8>),
-    /// A line longer than [`MAX_LINE_BYTES`]; the driver stopped reading.
+    /// A line longer than the protocol's line limit; the driver stopped reading.
     TooLong,
     /// Reading failed.
     Io(String),
 }
 
 enum Chunk {
-    Line(Duration, Vec<u8>),
+    Line(Line),
+    /// Lines past the transcript bounds, not kept.
+    Dropped(usize),
     End(OutputEnd),
 }
 
 /// One raw session with one Tick.
 pub struct Driver {
     stdin: Option<Box<dyn AsyncWrite + Send + Unpin>>,
-    rx: mpsc::UnboundedReceiver<Chunk>,
+    rx: mpsc::Receiver<Chunk>,
     process: Box<dyn TickProcess>,
     view: Arc<View>,
     started: Instant,
@@ -147,13 +166,15 @@ pub struct Driver {
     pub exit: Option<String>,
     /// Why a write failed, if one did.
     pub write_error: Option<String>,
+    /// Lines the Tick wrote past the transcript bounds (counted, not kept).
+    pub dropped_lines: usize,
 }
 
 impl Driver {
     /// Takes over a freshly started Tick.
     pub fn new(io: TickIo) -> Driver {
         let started = Instant::now();
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(QUEUE_LINES);
         tokio::spawn(read_lines(io.stdout, started, tx));
         Driver {
             stdin: Some(io.stdin),
@@ -168,6 +189,7 @@ impl Driver {
             end: None,
             exit: None,
             write_error: None,
+            dropped_lines: 0,
         }
     }
 
@@ -261,16 +283,8 @@ impl Driver {
 
     fn absorb(&mut self, chunk: Chunk) {
         match chunk {
-            Chunk::Line(at, mut raw) => {
-                let parsed = match parse_line(&raw) {
-                    Ok(m) => Parsed::Message(m),
-                    Err(v) => Parsed::Bad(v),
-                };
-                // Only excerpts of the bytes are ever shown; a Tick writing
-                // megabyte lines must not make the transcript hold them all.
-                raw.truncate(RAW_KEPT);
-                self.lines.push(Line { at, raw, parsed });
-            }
+            Chunk::Line(line) => self.lines.push(line),
+            Chunk::Dropped(n) => self.dropped_lines += n,
             Chunk::End(end) => self.end = Some(end),
         }
     }
@@ -400,6 +414,12 @@ impl Driver {
         if let Some(e) = &self.write_error {
             parts.push(format!("writing to it failed ({e})"));
         }
+        if self.dropped_lines > 0 {
+            parts.push(format!(
+                "{} further lines were not kept (the transcript keeps {MAX_TRANSCRIPT_LINES} lines, {MAX_TRANSCRIPT_BYTES} bytes)",
+                self.dropped_lines
+            ));
+        }
         parts.join("; ")
     }
 }
@@ -446,52 +466,47 @@ impl Exchange {
     }
 }
 
-/// Reads the Tick's stdout into lines with arrival times. Never holds more
-/// than [`MAX_LINE_BYTES`] plus one chunk.
+/// Reads the Tick's stdout into parsed lines with arrival times, with the
+/// host's framing (so at most one line's worth is ever buffered and nothing
+/// is rescanned) and the transcript bounds (see the module docs).
 async fn read_lines(
-    mut stdout: Box<dyn AsyncRead + Send + Unpin>,
+    stdout: Box<dyn AsyncRead + Send + Unpin>,
     started: Instant,
-    tx: mpsc::UnboundedSender<Chunk>,
+    tx: mpsc::Sender<Chunk>,
 ) {
-    let mut buf: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        let n = match stdout.read(&mut chunk).await {
-            Ok(n) => n,
-            Err(e) => {
-                let _ = tx.send(Chunk::End(OutputEnd::Io(e.to_string())));
-                return;
+    let mut reader = LineReader::new(stdout);
+    let (mut kept, mut kept_bytes) = (0usize, 0usize);
+    let end = loop {
+        let mut raw = match reader.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break OutputEnd::Clean,
+            Err(FrameError::Violation(crate::protocol::Violation::Unterminated { .. })) => {
+                break OutputEnd::Unterminated(reader.rest().to_vec())
             }
+            Err(FrameError::Violation(_)) => break OutputEnd::TooLong,
+            Err(FrameError::Io(e)) => break OutputEnd::Io(e.to_string()),
         };
-        if n == 0 {
-            let end = if buf.is_empty() {
-                OutputEnd::Clean
-            } else {
-                OutputEnd::Unterminated(std::mem::take(&mut buf))
-            };
-            let _ = tx.send(Chunk::End(end));
-            return;
-        }
         let at = started.elapsed();
-        buf.extend_from_slice(&chunk[..n]);
-        let mut start = 0;
-        while let Some(pos) = buf[start..].iter().position(|&b| b == b'\n') {
-            let line = buf[start..start + pos].to_vec();
-            start += pos + 1;
-            if line.len() > MAX_LINE_BYTES {
-                let _ = tx.send(Chunk::End(OutputEnd::TooLong));
-                return;
-            }
-            if tx.send(Chunk::Line(at, line)).is_err() {
-                return;
-            }
-        }
-        buf.drain(..start);
-        if buf.len() > MAX_LINE_BYTES {
-            let _ = tx.send(Chunk::End(OutputEnd::TooLong));
+        let chunk = if kept < MAX_TRANSCRIPT_LINES && kept_bytes + raw.len() <= MAX_TRANSCRIPT_BYTES {
+            kept += 1;
+            kept_bytes += raw.len();
+            let parsed = match parse_line(&raw) {
+                Ok(m) => Parsed::Message(m),
+                Err(v) => Parsed::Bad(v),
+            };
+            // Only excerpts of the bytes are ever shown; a Tick writing
+            // megabyte lines must not make the transcript hold them all.
+            raw.truncate(RAW_KEPT);
+            Chunk::Line(Line { at, raw, parsed })
+        } else {
+            Chunk::Dropped(1)
+        };
+        // Bounded: a Tick that writes faster than the checker reads waits.
+        if tx.send(chunk).await.is_err() {
             return;
         }
-    }
+    };
+    let _ = tx.send(Chunk::End(end)).await;
 }
 
 /// The method names, re-exported for the suite.

@@ -40,6 +40,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod claim;
 pub mod client;
 pub mod registry;
 pub mod server;

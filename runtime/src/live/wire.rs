@@ -37,6 +37,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// Largest frame either side accepts: a call result (8 MiB) plus room.
 pub const MAX_FRAME: usize = 9 * 1024 * 1024;
 
+/// The longest call timeout a client may ask the host for (one day).
+pub const MAX_CALL_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+
 /// One frame.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Frame {
@@ -65,6 +68,10 @@ pub enum Request {
         tool: String,
         args: Value,
         revision: String,
+        /// The client's call timeout (at most [`MAX_CALL_TIMEOUT_MS`]); the
+        /// host's own when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
     },
     /// Become a view; the size is the client's terminal's.
     Attach { cols: u16, rows: u16 },

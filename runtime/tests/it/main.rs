@@ -11,6 +11,8 @@
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
+//! - `writes` — what the host writes to a Tick: deadlines, whole frames
+//!   under cancellation, slots held until the answer, the line limit;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -23,3 +25,4 @@ mod mcp;
 mod native;
 mod sandbox;
 mod util;
+mod writes;
