@@ -436,9 +436,9 @@ fn resizing_a_view_reaches_a_native_tick_as_sigwinch() {
         .unwrap();
     let mut first = String::new();
     use std::io::BufRead;
-    std::io::BufReader::new(watch.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    // Kept open: a closed stdout would end the watch by itself.
+    let mut reader = std::io::BufReader::new(watch.stdout.take().unwrap());
+    reader.read_line(&mut first).unwrap();
     assert_eq!(
         serde_json::from_str::<Value>(&first).unwrap()["data"],
         json!({"ok": true})
@@ -446,6 +446,7 @@ fn resizing_a_view_reaches_a_native_tick_as_sigwinch() {
     // SAFETY: kill has no memory-safety preconditions.
     assert_eq!(unsafe { libc::kill(watch.id() as i32, libc::SIGINT) }, 0);
     let out = watch.wait_with_output().unwrap();
+    drop(reader);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("the Tick keeps running"), "{stderr}");
@@ -812,12 +813,13 @@ fn a_host_killed_mid_call_is_an_unknown_outcome_and_call_timeout_reaches_it() {
     let w = World::new("live-killed");
     let faulty = tick("faulty.py");
     let _host = w.pty(
-        &["run", "--name", "slow", "--", "python3", &faulty, "slow"],
+        &["run", "--name", "slow", "--", "python3", &faulty, "slow_async"],
         80,
         24,
     );
     let info = w.wait_for("slow");
-    // `misbehave` takes this Tick 30 s: the host's answer at 1 s is ours.
+    // `misbehave` takes this Tick 30 s (it goes on answering everything
+    // else): the host's answer at 1 s is ours.
     let out = w.tickbox(&["call", "@slow", "misbehave", "--call-timeout", "1"]);
     out.expect(4, "no response within 1s");
     assert!(out.elapsed < Duration::from_secs(15), "{:?}", out.elapsed);
@@ -908,7 +910,9 @@ async fn a_live_call_over_the_line_limit_is_refused_before_sending() {
     let mut opts = PublishOptions::new("native");
     opts.registry = Some(registry.clone());
     let published = publish(session.clone(), opts).await.unwrap();
-    let revision = session.descriptor().unwrap().revision.clone();
+    // Bound to another revision, so the host sends it unvalidated (the
+    // Tick would refuse it with -32004): only the size check stands between.
+    let revision = "not-the-current-one".to_string();
     let tool = session.descriptor().unwrap().tools[0].name.clone();
     let limit = tickbox_runtime::protocol::limits::MAX_LINE_BYTES;
     // Fits the socket's 9 MiB frame, not the Tick's 8 MiB line.
