@@ -511,3 +511,58 @@ async fn read_lines(
 
 /// The method names, re-exported for the suite.
 pub use method::{CALL, DESCRIBE, READ, UPDATE};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::BoxFuture;
+    use crate::view::NoInput;
+
+    struct Gone;
+
+    impl TickProcess for Gone {
+        fn exited(&mut self) -> BoxFuture<'_, String> {
+            Box::pin(async { "exit status 0".to_string() })
+        }
+        fn terminate(&mut self, _: bool) -> BoxFuture<'_, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    /// A driver whose Tick wrote `output` and closed its stdout.
+    fn driver_over(output: Vec<u8>) -> Driver {
+        let (host_stdin, _tick_stdin) = tokio::io::duplex(1024);
+        Driver::new(TickIo {
+            stdin: Box::new(host_stdin),
+            stdout: Box::new(std::io::Cursor::new(output)),
+            view: View::new(Box::new(NoInput)),
+            process: Box::new(Gone),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_flooding_tick_costs_a_bounded_transcript() {
+        let line = b"{\"jsonrpc\":\"2.0\",\"method\":\"x/noise\"}\n";
+        let extra = 1000;
+        let output = line.repeat(MAX_TRANSCRIPT_LINES + extra);
+        let mut d = driver_over(output);
+        assert!(!d.wait_until(Duration::from_secs(60), |_| false).await);
+        assert_eq!(d.end, Some(OutputEnd::Clean));
+        assert_eq!(d.lines.len(), MAX_TRANSCRIPT_LINES);
+        assert_eq!(d.dropped_lines, extra);
+        assert!(d.ending().contains("1000 further lines were not kept"));
+    }
+
+    #[tokio::test]
+    async fn lines_keep_excerpts_and_the_ends_are_reported() {
+        let mut out = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n".to_vec();
+        out.extend(std::iter::repeat_n(b'x', 3 * RAW_KEPT));
+        out.extend(b"\nunterminated");
+        let mut d = driver_over(out);
+        d.wait_until(Duration::from_secs(10), |_| false).await;
+        assert_eq!(d.lines.len(), 2);
+        assert_eq!(d.lines[0].response_id(), Some(1));
+        assert_eq!(d.lines[1].raw.len(), RAW_KEPT, "only an excerpt is kept");
+        assert_eq!(d.end, Some(OutputEnd::Unterminated(b"unterminated".to_vec())));
+    }
+}
