@@ -170,8 +170,13 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<Frame>
             "a frame of {len} bytes is over the {MAX_FRAME}-byte limit"
         )));
     }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body).await?;
+    // Grown as bytes arrive, not allocated from the header: a peer that
+    // announces 9 MiB and sends 5 bytes costs 5 bytes.
+    let mut body = Vec::with_capacity(len.min(64 * 1024));
+    (&mut *r).take(len as u64).read_to_end(&mut body).await?;
+    if body.len() < len {
+        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+    }
     match head[0] {
         b'J' => serde_json::from_slice(&body)
             .map(|v| Some(Frame::Json(v)))
