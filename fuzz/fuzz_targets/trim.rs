@@ -34,7 +34,9 @@ fuzz_target!(|data: &[u8]| {
     });
     let cuts_value = serde_json::to_value(&cuts).unwrap();
     let total = encoded_len(&json!({"seq": 1, "data": kept, "trimmed": cuts_value}));
-    let smallest = encoded_len(&json!({"seq": 1, "data": null, "trimmed": [{"path": "", "kept": "nothing", "bytes": encoded_len(&state)}]}));
+    let smallest = encoded_len(
+        &json!({"seq": 1, "data": null, "trimmed": [{"path": "", "kept": "nothing", "bytes": encoded_len(&state)}]}),
+    );
     if kept.is_null() && !state.is_null() {
         // Null only when not even an emptied shape would fit.
         let empty = match &state {
@@ -43,7 +45,9 @@ fuzz_target!(|data: &[u8]| {
             _ => Value::Null,
         };
         if !empty.is_null() {
-            let with_note = encoded_len(&json!({"seq": 1, "data": empty, "trimmed": [{"path": "", "kept": "members", "count": 0, "of": 1_000_000_000}]}));
+            let with_note = encoded_len(
+                &json!({"seq": 1, "data": empty, "trimmed": [{"path": "", "kept": "members", "count": 0, "of": 1_000_000_000}]}),
+            );
             assert!(with_note > budget, "null although {with_note} <= {budget}");
         }
     } else {
@@ -54,6 +58,10 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(kept, state, "changed without a cut listed");
     }
     for c in &cuts {
-        assert!(kept.pointer(&c.path).is_some() || kept.is_null(), "{} not in the result", c.path);
+        assert!(
+            kept.pointer(&c.path).is_some() || kept.is_null(),
+            "{} not in the result",
+            c.path
+        );
     }
 });

@@ -152,9 +152,7 @@ fn escape(s: &[u8]) -> Option<(Key, usize)> {
         None => (Key::Esc, 1),
         Some(b'[') | Some(b'O') => {
             // CSI/SS3: parameters then one final byte in 0x40..=0x7e.
-            let Some(end) = s[2..].iter().position(|b| (0x40..=0x7e).contains(b)) else {
-                return None;
-            };
+            let end = s[2..].iter().position(|b| (0x40..=0x7e).contains(b))?;
             let used = 2 + end + 1;
             let params = &s[2..2 + end];
             let key = match (s[2 + end], params) {
@@ -206,7 +204,10 @@ mod tests {
             decode(b"\x1b[99q"),
             vec![Key::Unknown(b"\x1b[99q".to_vec())]
         );
-        assert_eq!(decode(b"a\x1b[1"), vec![Key::Char('a'), Key::Unknown(b"\x1b[1".to_vec())]);
+        assert_eq!(
+            decode(b"a\x1b[1"),
+            vec![Key::Char('a'), Key::Unknown(b"\x1b[1".to_vec())]
+        );
     }
 
     #[test]

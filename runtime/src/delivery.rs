@@ -449,7 +449,13 @@ mod tests {
     fn only_what_cannot_fit_at_all_becomes_null() {
         let (kept, cuts) = trim(&json!(123456789), &[], 3);
         assert_eq!(kept, Value::Null);
-        assert!(matches!(cuts[..], [Trimmed { cut: Cut::Nothing { bytes: 9 }, .. }]));
+        assert!(matches!(
+            cuts[..],
+            [Trimmed {
+                cut: Cut::Nothing { bytes: 9 },
+                ..
+            }]
+        ));
         // Anything with room for an emptied shape is not null.
         let (kept, _) = trim(&json!({"a": [1, 2, 3], "b": "x".repeat(100)}), &[], 2);
         assert_eq!(kept, json!({}));
@@ -479,7 +485,10 @@ mod tests {
         });
         let len = encoded_len(&json!({"data": kept, "trimmed": cuts}));
         assert!(len <= budget, "{len}");
-        assert!(len > budget * 3 / 4, "as much data as fits: {len} of {budget}");
+        assert!(
+            len > budget * 3 / 4,
+            "as much data as fits: {len} of {budget}"
+        );
         assert_ne!(kept, Value::Null);
         assert_eq!(kept["count"], 20_000);
         // Both ends of each undeclared array survive.
@@ -490,11 +499,18 @@ mod tests {
         let paths: Vec<&str> = cuts.iter().map(|c| c.path.as_str()).collect();
         for (key, v) in kept.as_object().unwrap() {
             if *v != data[key] {
-                assert!(paths.contains(&format!("/{key}").as_str()), "{key} cut silently: {paths:?}");
+                assert!(
+                    paths.contains(&format!("/{key}").as_str()),
+                    "{key} cut silently: {paths:?}"
+                );
             }
         }
         for c in &cuts {
-            assert!(kept.pointer(&c.path).is_some(), "{} points into the data", c.path);
+            assert!(
+                kept.pointer(&c.path).is_some(),
+                "{} points into the data",
+                c.path
+            );
         }
     }
 

@@ -407,7 +407,10 @@ impl Session {
             io.process,
             shared.clone(),
             triggers_rx,
-            Writer { close, task: writer },
+            Writer {
+                close,
+                task: writer,
+            },
         ));
         Session {
             shared,

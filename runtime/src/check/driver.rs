@@ -487,7 +487,8 @@ async fn read_lines(
             Err(FrameError::Io(e)) => break OutputEnd::Io(e.to_string()),
         };
         let at = started.elapsed();
-        let chunk = if kept < MAX_TRANSCRIPT_LINES && kept_bytes + raw.len() <= MAX_TRANSCRIPT_BYTES {
+        let chunk = if kept < MAX_TRANSCRIPT_LINES && kept_bytes + raw.len() <= MAX_TRANSCRIPT_BYTES
+        {
             kept += 1;
             kept_bytes += raw.len();
             let parsed = match parse_line(&raw) {
@@ -563,6 +564,9 @@ mod tests {
         assert_eq!(d.lines.len(), 2);
         assert_eq!(d.lines[0].response_id(), Some(1));
         assert_eq!(d.lines[1].raw.len(), RAW_KEPT, "only an excerpt is kept");
-        assert_eq!(d.end, Some(OutputEnd::Unterminated(b"unterminated".to_vec())));
+        assert_eq!(
+            d.end,
+            Some(OutputEnd::Unterminated(b"unterminated".to_vec()))
+        );
     }
 }

@@ -177,7 +177,9 @@ fn emit_text(text: &str) -> Result<(), Exit> {
     match writeln!(out, "{text}").and_then(|_| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Exit::stdout_closed()),
-        Err(e) => Err(Exit::session(format!("cannot write the result to stdout: {e}"))),
+        Err(e) => Err(Exit::session(format!(
+            "cannot write the result to stdout: {e}"
+        ))),
     }
 }
 

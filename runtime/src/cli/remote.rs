@@ -46,12 +46,14 @@ async fn request(target: &str, request: Request) -> Result<Value, Exit> {
         let conn = client::connect(&registry, target).await.map_err(exit_of)?;
         conn.request(request).await.map_err(exit_of)
     };
-    tokio::time::timeout(limit, answer).await.unwrap_or_else(|_| {
-        Err(Exit::session(format!(
-            "the live instance `{target}` did not answer within {}s",
-            limit.as_secs()
-        )))
-    })
+    tokio::time::timeout(limit, answer)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Exit::session(format!(
+                "the live instance `{target}` did not answer within {}s",
+                limit.as_secs()
+            )))
+        })
 }
 
 /// Runs `command` against a live instance when it names one (`@ID|@NAME`);
@@ -86,7 +88,9 @@ pub async fn try_run(command: &Command) -> Option<Result<(), Exit>> {
         Command::Call(a) if a.tick.command.is_empty() => {
             let target = live(a.tick.spec(a.positionals.first().cloned()))?;
             match super::open::call_timeout(a.tick.call_timeout) {
-                Ok(timeout) => call(&target, &a.positionals[1..], a.yes, a.tick.pretty, timeout).await,
+                Ok(timeout) => {
+                    call(&target, &a.positionals[1..], a.yes, a.tick.pretty, timeout).await
+                }
                 Err(e) => Err(e),
             }
         }
@@ -128,7 +132,11 @@ async fn call(
     // Until the request has left, nothing can have run: a failure is exit 3.
     tokio::time::timeout(REQUEST_TIMEOUT, conn.send_request(&request))
         .await
-        .map_err(|_| Exit::session(format!("the live instance `{target}` did not take the call")))?
+        .map_err(|_| {
+            Exit::session(format!(
+                "the live instance `{target}` did not take the call"
+            ))
+        })?
         .map_err(exit_of)?;
     let unknown = |why: String| {
         Exit::new(
@@ -150,7 +158,11 @@ async fn call(
                 other => Exit::session(other),
             })
         }
-        Ok(Err(e)) => return Err(unknown(format!("the host did not deliver the outcome ({e})"))),
+        Ok(Err(e)) => {
+            return Err(unknown(format!(
+                "the host did not deliver the outcome ({e})"
+            )))
+        }
         Err(_) => {
             return Err(unknown(format!(
                 "the host sent no reply within {:.1}s",

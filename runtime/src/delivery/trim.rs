@@ -232,20 +232,29 @@ impl Trimmer {
         }
         match self.notes.get(&id) {
             Some(old) => Self::note_len(&self.pointer_estimate(id), cut).saturating_sub(old.len),
-            None => Self::note_len(&self.pointer_estimate(id), cut) + usize::from(!self.order.is_empty()),
+            None => {
+                Self::note_len(&self.pointer_estimate(id), cut)
+                    + usize::from(!self.order.is_empty())
+            }
         }
     }
 
     fn record(&mut self, id: u32, cut: Cut) {
         let cut = match (self.notes.get(&id).map(|n| &n.cut), cut) {
-            (Some(Cut::Newest { of, .. }), Cut::Newest { count, .. }) => Cut::Newest { count, of: *of },
+            (Some(Cut::Newest { of, .. }), Cut::Newest { count, .. }) => {
+                Cut::Newest { count, of: *of }
+            }
             (Some(Cut::Ends { of, .. }), Cut::Ends { first, last, .. }) => Cut::Ends {
                 first,
                 last,
                 of: *of,
             },
-            (Some(Cut::Prefix { of, .. }), Cut::Prefix { bytes, .. }) => Cut::Prefix { bytes, of: *of },
-            (Some(Cut::Members { of, .. }), Cut::Members { count, .. }) => Cut::Members { count, of: *of },
+            (Some(Cut::Prefix { of, .. }), Cut::Prefix { bytes, .. }) => {
+                Cut::Prefix { bytes, of: *of }
+            }
+            (Some(Cut::Members { of, .. }), Cut::Members { count, .. }) => {
+                Cut::Members { count, of: *of }
+            }
             (_, other) => other,
         };
         let len = Self::note_len(&self.pointer_estimate(id), &cut);
@@ -328,7 +337,7 @@ impl Trimmer {
                     return true;
                 }
                 steps = steps.wrapping_add(1);
-                if steps % 256 == 0 && self.started.elapsed() > TRIM_CPU_BUDGET {
+                if steps.is_multiple_of(256) && self.started.elapsed() > TRIM_CPU_BUDGET {
                     return false;
                 }
                 if !self.eligible(id, last_resort) {
@@ -339,12 +348,10 @@ impl Trimmer {
                     heap.push((current, id));
                     continue;
                 }
-                if self.shorten(id, total - budget, last_resort) {
-                    if self.eligible(id, last_resort) {
-                        heap.push((self.nodes[id as usize].size, id));
-                    }
-                    // The parent may now be smaller than another candidate;
-                    // its stale entry is re-queued when popped.
+                // The parent may now be smaller than another candidate; its
+                // stale entry is re-queued when popped.
+                if self.shorten(id, total - budget, last_resort) && self.eligible(id, last_resort) {
+                    heap.push((self.nodes[id as usize].size, id));
                 }
             }
         }
@@ -490,7 +497,12 @@ impl Trimmer {
 /// How many of `n` elements to drop, in `order`, to save `excess` bytes
 /// (at most half of them, at least one), and the bytes that saves.
 /// `size(pos)` is an element's encoded size with its comma.
-fn plan_drop(n: usize, order: Order, excess: usize, size: impl Fn(usize) -> usize) -> (usize, usize) {
+fn plan_drop(
+    n: usize,
+    order: Order,
+    excess: usize,
+    size: impl Fn(usize) -> usize,
+) -> (usize, usize) {
     let max_drop = (n / 2).max(1);
     let (mut drop, mut saved) = (0, 0);
     for pos in order.iter(n).take(max_drop) {

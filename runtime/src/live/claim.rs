@@ -85,9 +85,15 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let first = claim(&dir, "same").unwrap().expect("free");
         assert!(claim(&dir, "same").unwrap().is_none(), "held");
-        assert!(claim(&dir, "other").unwrap().is_some(), "names are independent");
+        assert!(
+            claim(&dir, "other").unwrap().is_some(),
+            "names are independent"
+        );
         drop(first);
-        assert!(!dir.join("same.name").exists(), "the file goes with the claim");
+        assert!(
+            !dir.join("same.name").exists(),
+            "the file goes with the claim"
+        );
         assert!(claim(&dir, "same").unwrap().is_some(), "free again");
         let threads: Vec<_> = (0..8)
             .map(|_| {

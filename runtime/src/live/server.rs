@@ -10,12 +10,12 @@
 //! resize decides its size, which the Tick sees as SIGWINCH (native) or a
 //! resize event (wasm); the others keep receiving the same output.
 
+use super::claim::{claim, NameClaim};
 use super::registry::{authorize, current_uid, valid_name, Registry};
 use super::wire::{
     read_frame, write_frame, write_json, CallReply, ErrorKind, Frame, Reply, Request,
     MAX_CALL_TIMEOUT_MS, MAX_FRAME,
 };
-use super::claim::{claim, NameClaim};
 use super::{client, rfc3339, InstanceInfo, LiveError};
 use crate::delivery::{item_budget, Delivery, Subscription};
 use crate::protocol::limits::MAX_LINE_BYTES;
@@ -215,7 +215,11 @@ pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Publ
             );
             let mut found = None;
             for n in 1..=MAX_NAME_TRIES {
-                let name = if n == 1 { base.clone() } else { format!("{base}-{n}") };
+                let name = if n == 1 {
+                    base.clone()
+                } else {
+                    format!("{base}-{n}")
+                };
                 if let Some(c) = try_claim(&name)? {
                     found = Some((name, c));
                     break;
@@ -454,42 +458,6 @@ async fn call(
     json_ok(&CallReply::from(outcome))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn an_undeliverable_reply_keeps_its_meaning() {
-        let big = "x".repeat(5000);
-        let ok = json_ok(&CallReply::Ok { result: json!({"s": big}) });
-        assert_eq!(deliverable(ok.clone(), 10_000), ok, "fits: unchanged");
-        let Reply::Ok(v) = deliverable(ok, 1000) else { panic!() };
-        assert!(matches!(
-            serde_json::from_value(v).unwrap(),
-            CallReply::Unknown { reason } if reason.contains("response_too_large")
-        ));
-        let failed = json_ok(&CallReply::Failed {
-            code: -32000,
-            message: big.clone(),
-            data: Some(json!(big)),
-            executed: true,
-        });
-        let Reply::Ok(v) = deliverable(failed, 2000) else { panic!() };
-        match serde_json::from_value(v).unwrap() {
-            CallReply::Failed { code, data, executed, .. } => {
-                assert_eq!((code, data, executed), (-32000, None, true))
-            }
-            other => panic!("{other:?}"),
-        }
-        let read = Reply::Ok(json!({"seq": 1, "data": big}));
-        assert!(matches!(
-            deliverable(read, 1000),
-            Reply::Error { kind: ErrorKind::Session, .. }
-        ));
-    }
-}
-
 /// Decrements a counter when dropped (a view detached, a connection ended).
 struct Count<'a>(&'a AtomicUsize);
 
@@ -597,5 +565,55 @@ async fn watch(r: OwnedReadHalf, mut w: OwnedWriteHalf, inst: &Instance, interva
             // The watcher went away.
             None = from_client.recv() => break,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_undeliverable_reply_keeps_its_meaning() {
+        let big = "x".repeat(5000);
+        let ok = json_ok(&CallReply::Ok {
+            result: json!({"s": big}),
+        });
+        assert_eq!(deliverable(ok.clone(), 10_000), ok, "fits: unchanged");
+        let Reply::Ok(v) = deliverable(ok, 1000) else {
+            panic!()
+        };
+        assert!(matches!(
+            serde_json::from_value(v).unwrap(),
+            CallReply::Unknown { reason } if reason.contains("response_too_large")
+        ));
+        let failed = json_ok(&CallReply::Failed {
+            code: -32000,
+            message: big.clone(),
+            data: Some(json!(big)),
+            executed: true,
+        });
+        let Reply::Ok(v) = deliverable(failed, 2000) else {
+            panic!()
+        };
+        match serde_json::from_value(v).unwrap() {
+            CallReply::Failed {
+                code,
+                data,
+                executed,
+                ..
+            } => {
+                assert_eq!((code, data, executed), (-32000, None, true))
+            }
+            other => panic!("{other:?}"),
+        }
+        let read = Reply::Ok(json!({"seq": 1, "data": big}));
+        assert!(matches!(
+            deliverable(read, 1000),
+            Reply::Error {
+                kind: ErrorKind::Session,
+                ..
+            }
+        ));
     }
 }

@@ -813,7 +813,15 @@ fn a_host_killed_mid_call_is_an_unknown_outcome_and_call_timeout_reaches_it() {
     let w = World::new("live-killed");
     let faulty = tick("faulty.py");
     let _host = w.pty(
-        &["run", "--name", "slow", "--", "python3", &faulty, "slow_async"],
+        &[
+            "run",
+            "--name",
+            "slow",
+            "--",
+            "python3",
+            &faulty,
+            "slow_async",
+        ],
         80,
         24,
     );
@@ -1012,7 +1020,11 @@ fn watch_trims_a_wide_state_to_the_budget_and_keeps_what_fits() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(line.len() <= 16 * 1024, "{} bytes", line.len());
-    assert!(line.len() > 12 * 1024, "as much as fits: {} bytes", line.len());
+    assert!(
+        line.len() > 12 * 1024,
+        "as much as fits: {} bytes",
+        line.len()
+    );
     let d: Value = serde_json::from_str(&line).unwrap();
     let data = &d["data"];
     assert!(data.is_object(), "not null: {d}");
@@ -1025,5 +1037,7 @@ fn watch_trims_a_wide_state_to_the_budget_and_keeps_what_fits() {
         let path = cut["path"].as_str().unwrap();
         assert!(data.pointer(path).is_some(), "{path} is in the data");
     }
-    assert!(trimmed.iter().any(|c| c["path"] == "/log" && c["kept"] == "newest"));
+    assert!(trimmed
+        .iter()
+        .any(|c| c["path"] == "/log" && c["kept"] == "newest"));
 }

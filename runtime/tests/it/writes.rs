@@ -225,7 +225,10 @@ async fn a_caller_cancelled_mid_write_never_leaves_half_a_frame() {
     assert_eq!(lines.len(), 2, "{} lines", lines.len());
     let first: Value = serde_json::from_str(&lines[0]).expect("a whole first frame");
     let second: Value = serde_json::from_str(&lines[1]).expect("a whole second frame");
-    assert_eq!(first["params"]["args"]["blob"].as_str().unwrap().len(), 200_000);
+    assert_eq!(
+        first["params"]["args"]["blob"].as_str().unwrap().len(),
+        200_000
+    );
     assert_eq!(second["params"]["tool"], "b");
     s.shutdown().await;
 }
@@ -240,7 +243,10 @@ async fn a_caller_cancelled_before_its_turn_is_never_written() {
     let s = Arc::new(s);
     let big = {
         let s = s.clone();
-        tokio::spawn(async move { s.call(&call("a", json!({"blob": "x".repeat(100_000)}))).await })
+        tokio::spawn(async move {
+            s.call(&call("a", json!({"blob": "x".repeat(100_000)})))
+                .await
+        })
     };
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Queued behind the blocked frame: its deadline passes before its turn,
@@ -281,7 +287,11 @@ async fn args_over_the_line_limit_are_refused_before_sending() {
         } => {
             assert_eq!(error.code, -32602);
             assert!(error.message.contains("line limit"), "{}", error.message);
-            assert!(error.message.contains("nothing was sent"), "{}", error.message);
+            assert!(
+                error.message.contains("nothing was sent"),
+                "{}",
+                error.message
+            );
         }
         other => panic!("{other:?}"),
     }
