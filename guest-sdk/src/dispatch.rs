@@ -30,10 +30,17 @@ use serde_json::{json, Map, Value};
 use std::time::{Duration, Instant};
 
 /// The protocol version this SDK implements.
-pub const PROTOCOL: u64 = 3;
+pub const PROTOCOL: u64 = tickbox_protocol::limits::PROTOCOL_VERSION;
 /// `tick/update` params and the `tick/describe` result may not exceed this
-/// when encoded (§5.3, §8.2).
-pub const MAX_ENCODED: usize = 512 * 1024;
+/// when encoded (§5.3, §8.2); the protocol crate holds both limits.
+pub const MAX_ENCODED: usize = {
+    use tickbox_protocol::limits::{MAX_DESCRIPTOR_BYTES, MAX_UPDATE_BYTES};
+    if MAX_DESCRIPTOR_BYTES < MAX_UPDATE_BYTES {
+        MAX_DESCRIPTOR_BYTES
+    } else {
+        MAX_UPDATE_BYTES
+    }
+};
 /// What the SDK actually allows: the host measures after re-encoding, and
 /// numbers can grow in the process (§3.5), so keep some headroom.
 pub const SAFE_ENCODED: usize = MAX_ENCODED - 16 * 1024;
@@ -41,13 +48,12 @@ pub const SAFE_ENCODED: usize = MAX_ENCODED - 16 * 1024;
 /// spin the Tick.
 pub const MIN_TIMER_PERIOD: Duration = Duration::from_millis(10);
 
-/// Error codes the SDK sends (see the README's table).
+/// Error codes the SDK sends (see the README's table), from the protocol crate.
 pub mod codes {
-    pub const INVALID_REQUEST: i64 = -32600;
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    pub const INVALID_PARAMS: i64 = -32602;
-    pub const INTERNAL: i64 = -32603;
-    pub const REVISION_CHANGED: i64 = -32004;
+    pub use tickbox_protocol::codes::{
+        INTERNAL_ERROR as INTERNAL, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
+        REVISION_MISMATCH as REVISION_CHANGED,
+    };
 }
 
 /// Names a timer set through [`Ctx::every`] or [`Ctx::after`].

@@ -5,11 +5,12 @@
 //! terminal. This crate hosts Ticks:
 //!
 //! - [`protocol`] — message types, limits and the validation rules of the spec;
-//! - [`framing`] — newline framing with the line limit;
+//! - [`framing`] — async line reading over the protocol crate's framer;
 //! - [`session`] — the engine: initialization, multiplexed requests, state,
 //!   violations, call outcomes;
-//! - [`backend`] — ways to run a Tick: a native subprocess on a real PTY, or a
-//!   sandboxed wasm guest;
+//! - [`backend`] — ways to run a Tick (a native subprocess on a real PTY, a
+//!   sandboxed wasm guest, or both ends in memory for tests) and the
+//!   [`TickIo`]/[`TickProcess`] contract they share;
 //! - [`view`] — the Tick's terminal as a screen model plus live output;
 //! - [`delivery`] — subscriptions: latest state, merged counts, trimming (§6.4);
 //! - [`live`] — live instances: publishing Ticks on Unix sockets, and clients
@@ -17,22 +18,40 @@
 //! - [`mcp`] — the MCP facade: hosted Ticks served to any MCP client;
 //! - [`check`] — `tickbox check`: examines a Tick against every Tick-side rule.
 //!
-//! Start reading at [`session::Session::start`].
+//! The protocol's rules themselves (envelope, limits, framing, validators
+//! with rule ids) are the `tickbox-protocol` crate, re-exported as
+//! [`protocol`]. Start reading at [`Session::start`]; the most used types are
+//! re-exported at the crate root.
+//!
+//! Open a sandboxed wasm Tick (no files, network or environment granted),
+//! call a tool and read the state:
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use tickbox_runtime::backend::native::{NativeSpec, spawn};
-//! use tickbox_runtime::session::{Session, SessionConfig, CallOutcome};
-//! let io = spawn(&NativeSpec::new(["python3", "note.py"]))?;
-//! let session = Session::start(io, SessionConfig::default()).await?;
+//! use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmSpec};
+//! use tickbox_runtime::{CallOutcome, Grants, Session, SessionConfig};
+//! let engine = WasmEngine::new(None)?; // no compile cache
+//! let spec = WasmSpec {
+//!     path: "counter.wasm".into(),
+//!     args: vec![],
+//!     grants: Grants::default(), // deny everything
+//!     instance_id: None,
+//! };
+//! let session = Session::start(wasm::spawn(&engine, &spec).await?, SessionConfig::default()).await?;
 //! let catalog = session.descriptor().expect("initialized");
-//! let call = catalog.prepare("set_note", serde_json::json!({"text": "hi"}))?;
-//! if let CallOutcome::Ok(result) = session.call(&call).await {
-//!     println!("{result}"); // stdout-ok: the example prints its result
+//! let call = catalog.prepare("increment", serde_json::json!({"amount": 2}))?;
+//! match session.call(&call).await {
+//!     CallOutcome::Ok(result) => println!("{result}"), // stdout-ok: the example prints its result
+//!     CallOutcome::Failed { error, executed } => eprintln!("{} (executed: {executed})", error.message),
+//!     CallOutcome::Unknown(why) => eprintln!("unknown outcome, never retried: {why}"),
 //! }
+//! println!("{}", session.read().await?.data); // stdout-ok: the example prints the state
 //! session.shutdown().await;
 //! # Ok(()) }
 //! ```
+//!
+//! A native Tick is the same with [`backend::native::spawn`], and a test can
+//! run the engine with no process at all over [`backend::memory::pair`].
 
 pub mod backend;
 pub mod check;
@@ -40,6 +59,21 @@ pub mod delivery;
 pub mod framing;
 pub mod live;
 pub mod mcp;
-pub mod protocol;
 pub mod session;
 pub mod view;
+
+/// The Tick protocol: the `tickbox-protocol` crate, re-exported.
+pub use tickbox_protocol as protocol;
+
+// The curated surface: what opening, using and publishing a Tick needs.
+pub use backend::native::NativeSpec;
+pub use backend::wasm::grants::{GrantSpec, Grants};
+pub use backend::wasm::{WasmEngine, WasmSpec};
+pub use backend::{TickIo, TickProcess};
+pub use live::{publish, PublishOptions, Published};
+pub use protocol::{Descriptor, PreparedCall, TickState};
+pub use session::{
+    CallOutcome, EndReason, InitError, RequestError, Session, SessionConfig, SessionEvent,
+    UnknownReason,
+};
+pub use view::View;

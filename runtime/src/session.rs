@@ -40,15 +40,13 @@ use crate::protocol::limits::{
     REQUEST_TIMEOUT, SCREEN_EXCERPT_CHARS,
 };
 use crate::protocol::message::{encode_request, encoded_len, method, parse_line};
-use crate::protocol::state::{check_update, parse_state};
+use crate::protocol::state::{check_read_floor, check_update, parse_state};
 use crate::protocol::{
     Descriptor, Incoming, PreparedCall, RequestId, ResponseBody, RpcError, TickState, Violation,
 };
 use crate::view::View;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -56,35 +54,9 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
 /// A boxed future, for the object-safe process trait.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::backend::BoxFuture;
 
-/// The running Tick as a backend sees it.
-pub trait TickProcess: Send {
-    /// Resolves when the Tick has ended on its own, describing how
-    /// ("exit status 0", "trapped: out of bounds memory access", …).
-    fn exited(&mut self) -> BoxFuture<'_, String>;
-    /// Terminates the Tick and everything it started. With `graceful`, its
-    /// stdin is already closed and it gets a moment to exit by itself first.
-    fn terminate(&mut self, graceful: bool) -> BoxFuture<'_, ()>;
-    /// Sends SIGTERM to the Tick's process group and returns at once, for
-    /// `tickbox check` to see whether the Tick exits by itself (§4.5).
-    /// Returns false when the backend has no signals (the default).
-    fn sigterm(&mut self) -> bool {
-        false
-    }
-}
-
-/// What a backend yields for a session to run.
-pub struct TickIo {
-    /// The Tick's standard input (host → Tick frames).
-    pub stdin: Box<dyn AsyncWrite + Send + Unpin>,
-    /// The Tick's standard output (Tick → host frames).
-    pub stdout: Box<dyn AsyncRead + Send + Unpin>,
-    /// The Tick's view terminal.
-    pub view: Arc<View>,
-    /// The process (or guest) to supervise.
-    pub process: Box<dyn TickProcess>,
-}
+pub use crate::backend::{TickIo, TickProcess};
 
 /// Timeouts of a session; the defaults are the protocol's.
 #[derive(Debug, Clone)]
@@ -118,6 +90,7 @@ pub const NOT_SENT: i64 = -32099;
 
 /// Why a session ended.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EndReason {
     /// The Tick broke a session-ending rule.
     #[error(transparent)]
@@ -157,6 +130,7 @@ fn screen_suffix(screen: &str) -> String {
 
 /// Why a tick/describe or tick/read failed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RequestError {
     /// The session is over.
     #[error("{0}")]
@@ -197,6 +171,7 @@ pub enum RequestError {
 
 /// Why a call's outcome is unknown: it may or may not have taken effect.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum UnknownReason {
     /// No answer within the call timeout (§7.3).
     #[error("no response within {}s", .0.as_secs_f32())]
@@ -579,15 +554,10 @@ impl Session {
         let raw = result_of(M, body)?;
         let state =
             parse_state(&raw).map_err(|reason| RequestError::Invalid { method: M, reason })?;
-        if state.seq < floor {
-            return Err(RequestError::Invalid {
-                method: M,
-                reason: format!(
-                    "read seq {} is below the read floor {floor} (§6.3)",
-                    state.seq
-                ),
-            });
-        }
+        check_read_floor(state.seq, Some(floor)).map_err(|f| RequestError::Invalid {
+            method: M,
+            reason: f.to_string(),
+        })?;
         {
             let mut s = lock(&self.shared.seqs);
             s.last_read = Some(s.last_read.map_or(state.seq, |r| r.max(state.seq)));
@@ -839,7 +809,7 @@ async fn read_frames(
                         let state = shared.offer_state(state, true);
                         let _ = shared.events.send(SessionEvent::Updated(state));
                     }
-                    Err(rule) => break Trigger::Fault(Violation::BadUpdate { rule }.into()),
+                    Err(finding) => break Trigger::Fault(Violation::BadUpdate(finding).into()),
                 }
             }
             Ok(Incoming::OtherNotification(m)) => {

@@ -22,7 +22,7 @@
 use crate::dispatch::Runtime;
 use crate::Tick;
 use std::fs::File;
-use std::io::{BufRead, Read, Write};
+use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::sync::mpsc;
 use std::sync::Mutex;
@@ -136,13 +136,28 @@ pub fn run<T: Tick>(tick: T, io: Io) {
             .spawn(move || {
                 let stdin = std::io::stdin();
                 let mut input = stdin.lock();
-                loop {
-                    let mut line = Vec::new();
-                    match input.read_until(b'\n', &mut line) {
+                // The protocol crate's framer: the host's line limit, and a
+                // line over it ends input (the stream cannot resynchronise).
+                let mut framer = tickbox_protocol::framing::LineFramer::new();
+                let mut chunk = vec![0u8; tickbox_protocol::framing::READ_CHUNK];
+                'read: loop {
+                    let n = match input.read(&mut chunk) {
                         Ok(0) | Err(_) => break,
-                        Ok(_) => {
-                            if stdin_tx.send(Event::Line(line)).is_err() {
-                                return;
+                        Ok(n) => n,
+                    };
+                    framer.push(&chunk[..n]);
+                    loop {
+                        match framer.next_line() {
+                            Ok(Some(mut line)) => {
+                                line.push(b'\n');
+                                if stdin_tx.send(Event::Line(line)).is_err() {
+                                    return;
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(e) => {
+                                crate::log!("{}: {e}", T::KIND);
+                                break 'read;
                             }
                         }
                     }

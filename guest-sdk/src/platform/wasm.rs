@@ -22,7 +22,7 @@ use wasip2::io::streams::StreamError;
 mod bindings {
     wit_bindgen::generate!({
         world: "tick",
-        path: "../wit",
+        path: "wit",
         with: {
             "wasi:io/poll@0.2.1": wasip2::io::poll,
             "wasi:io/streams@0.2.1": wasip2::io::streams,
@@ -68,7 +68,8 @@ pub fn run<T: Tick>(tick: T, _io: Io) {
     let draw: crate::draw::Sink = Box::new(|bytes: &[u8]| terminal::draw(bytes));
     let mut rt = Runtime::new(tick, (size.cols, size.rows), out, report, Some(draw));
 
-    let mut pending: Vec<u8> = Vec::new();
+    // The protocol crate's framer: the host's line limit, linear scanning.
+    let mut framer = tickbox_protocol::framing::LineFramer::new();
     let mut eof = false;
     while !rt.done() && !eof {
         let ready = {
@@ -92,12 +93,24 @@ pub fn run<T: Tick>(tick: T, _io: Io) {
             match i {
                 0 => match stdin.read(READ_CHUNK) {
                     Ok(bytes) => {
-                        pending.extend_from_slice(&bytes);
-                        while let Some(nl) = pending.iter().position(|&b| b == b'\n') {
-                            let line: Vec<u8> = pending.drain(..=nl).collect();
-                            // Not UTF-8 means not JSON: dropped unanswered.
-                            if let Ok(text) = std::str::from_utf8(&line) {
-                                rt.line(text.trim_end_matches(['\n', '\r']));
+                        framer.push(&bytes);
+                        loop {
+                            match framer.next_line() {
+                                Ok(Some(line)) => {
+                                    // Not UTF-8 means not JSON: dropped unanswered.
+                                    if let Ok(text) = std::str::from_utf8(&line) {
+                                        rt.line(text.trim_end_matches('\r'));
+                                    }
+                                }
+                                Ok(None) => break,
+                                // A host never sends a line this long (§3.6);
+                                // the stream cannot be resynchronised, so it
+                                // is treated as the end of input.
+                                Err(e) => {
+                                    crate::log!("{}: {e}", T::KIND);
+                                    eof = true;
+                                    break;
+                                }
                             }
                         }
                     }

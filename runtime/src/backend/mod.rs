@@ -1,15 +1,55 @@
-//! Ways to run a Tick. Each backend yields a [`crate::session::TickIo`]: the
-//! Tick's stdin and stdout, its [`crate::view::View`], and a process handle
-//! the session supervises.
+//! Ways to run a Tick, and the contract between a backend and the session.
+//!
+//! Each backend yields a [`TickIo`]: the Tick's stdin and stdout, its
+//! [`View`], and a [`TickProcess`] handle the session supervises.
 //!
 //! - [`native`] — a subprocess whose controlling terminal is a real PTY;
-//! - [`wasm`] — a sandboxed wasm guest in wasmtime, in-process.
+//! - [`wasm`] — a sandboxed wasm guest in wasmtime, in-process;
+//! - [`memory`] — both ends in memory, for tests of the engine, the checker
+//!   and the MCP facade where the process is not the point.
 
+pub mod memory;
 pub mod native;
 pub mod wasm;
 
+use crate::view::View;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// A boxed future, for the object-safe process trait.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The running Tick as a backend sees it.
+pub trait TickProcess: Send {
+    /// Resolves when the Tick has ended on its own, describing how
+    /// ("exit status 0", "trapped: out of bounds memory access", …).
+    fn exited(&mut self) -> BoxFuture<'_, String>;
+    /// Terminates the Tick and everything it started. With `graceful`, its
+    /// stdin is already closed and it gets a moment to exit by itself first.
+    fn terminate(&mut self, graceful: bool) -> BoxFuture<'_, ()>;
+    /// Sends SIGTERM to the Tick's process group and returns at once, for
+    /// `tickbox check` to see whether the Tick exits by itself (§4.5).
+    /// Returns false when the backend has no signals (the default).
+    fn sigterm(&mut self) -> bool {
+        false
+    }
+}
+
+/// What a backend yields for a session to run.
+pub struct TickIo {
+    /// The Tick's standard input (host → Tick frames).
+    pub stdin: Box<dyn AsyncWrite + Send + Unpin>,
+    /// The Tick's standard output (Tick → host frames).
+    pub stdout: Box<dyn AsyncRead + Send + Unpin>,
+    /// The Tick's view terminal.
+    pub view: Arc<View>,
+    /// The process (or guest) to supervise.
+    pub process: Box<dyn TickProcess>,
+}
 
 /// A `TICKLOOP_INSTANCE_ID` unique per start: host pid, start time and a counter.
 pub fn new_instance_id() -> String {

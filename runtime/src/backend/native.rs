@@ -58,6 +58,7 @@ impl NativeSpec {
 
 /// Why a native Tick could not be started.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SpawnError {
     /// No command was given.
     #[error("no command given for the native Tick")]

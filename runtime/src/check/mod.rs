@@ -34,7 +34,8 @@
 pub mod args;
 pub mod driver;
 pub mod report;
-pub mod rules;
+/// The rule table lives with the validators, in the protocol crate.
+pub use crate::protocol::rules;
 pub mod suite;
 
 pub use report::{Report, Status, Verdict};
@@ -91,6 +92,7 @@ impl Default for Options {
 
 /// Why a check could not produce a report.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CheckError {
     /// The backend could not start the Tick (nothing was checked).
     #[error("cannot start the Tick: {0}")]

@@ -76,6 +76,7 @@ pub struct InstanceInfo {
 
 /// Why a live-instance operation failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LiveError {
     /// The registry directory could not be created or inspected.
     #[error("cannot use the live-instance directory {path}: {source}")]

@@ -146,6 +146,7 @@ pub enum Reply {
 
 /// Why reading a frame failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WireError {
     /// The connection failed.
     #[error("{0}")]

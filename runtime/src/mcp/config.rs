@@ -31,6 +31,7 @@ pub const MAX_TICK_NAME: usize = 32;
 
 /// Why a config file was refused.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
     #[error("cannot read the config `{}`: {source}", .path.display())]

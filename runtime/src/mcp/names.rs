@@ -26,6 +26,7 @@ pub const SCREEN_TOOL: &str = "tick_screen";
 
 /// A tool name that cannot be offered to MCP clients.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum NameError {
     /// The mapped name is longer than MCP allows.
     #[error("tool `{tool}` of Tick `{tick}` maps to `{mapped}`, {len} characters; MCP allows at most {MAX_TOOL_NAME}")]

@@ -45,6 +45,7 @@ pub struct HostedTick {
 
 /// Why the facade could not start or serve.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum FacadeError {
     /// Some tools cannot be named for MCP.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]

@@ -27,6 +27,7 @@ pub const DEFAULT_MAX_MEMORY: u64 = 256 * 1024 * 1024;
 
 /// Why a grant could not be parsed or applied.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum GrantError {
     /// `--dir` is malformed or names nothing.
     #[error("--dir {spec}: {why}")]

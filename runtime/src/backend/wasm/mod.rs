@@ -54,6 +54,7 @@ const TABLE_ELEMENT_BYTES: usize = 8;
 
 /// Why a wasm Tick could not be started.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WasmError {
     /// The file could not be read.
     #[error("cannot read {path}: {source}")]

@@ -20,7 +20,7 @@ pub const KEY_QUEUE: usize = 256;
 
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "wit",
         world: "tick-host",
         with: { "wasi:io": wasmtime_wasi::p2::bindings::io },
         imports: { default: async | trappable },
@@ -190,4 +190,50 @@ pub fn add_to_linker<T: Send + 'static>(
     get: fn(&mut T) -> TermView<'_>,
 ) -> wasmtime::Result<()> {
     bindings::tickbox::terminal::terminal::add_to_linker::<T, TermData>(linker, get)
+}
+
+#[cfg(test)]
+mod wit_copies {
+    use std::path::Path;
+
+    fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).expect("read wit dir") {
+                let p = e.expect("dir entry").path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let rel = p.strip_prefix(dir).expect("under dir");
+                    out.push((rel.display().to_string(), std::fs::read(&p).expect("read")));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// The runtime's `wit/` (which `bindgen!` reads, and `cargo package`
+    /// ships) and the guest SDK's are copies of the workspace's canonical
+    /// `wit/`; a change to one that is not made to all fails here.
+    #[test]
+    fn wit_copies_equal_the_canonical_package() {
+        let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let canonical = files(&here.join("../wit"));
+        assert!(
+            canonical.iter().any(|(n, _)| n == "terminal.wit"),
+            "the canonical wit/ holds terminal.wit"
+        );
+        assert_eq!(
+            files(&here.join("wit")),
+            canonical,
+            "runtime/wit differs from wit/"
+        );
+        assert_eq!(
+            files(&here.join("../guest-sdk/wit")),
+            canonical,
+            "guest-sdk/wit differs from wit/"
+        );
+    }
 }

@@ -25,7 +25,7 @@
 mod descriptor;
 mod transcript;
 
-pub use self::descriptor::kind_is_conventional;
+pub use crate::protocol::descriptor::kind_is_conventional;
 
 use crate::check::args::{invalid_args, valid_args};
 use crate::check::driver::{Driver, Exchange, Parsed, CALL, DESCRIBE, READ};

@@ -5,10 +5,10 @@
 use super::{ms, suffix, Suite, PROMPT_ADVISORY};
 use crate::check::driver::{Driver, Line, OutputEnd, Parsed, READ};
 use crate::check::rules;
-use crate::protocol::limits::{DELIVERY_ITEM_BUDGET_BYTES, MAX_UINTEGER, MAX_UPDATE_BYTES};
+use crate::protocol::limits::{DELIVERY_ITEM_BUDGET_BYTES, MAX_UINTEGER};
 use crate::protocol::message::encoded_len;
-use crate::protocol::state::parse_state;
-use crate::protocol::{Incoming, ResponseBody, Violation};
+use crate::protocol::state::{check_read_floor, update_findings, UPDATE_RULES};
+use crate::protocol::{Incoming, ResponseBody};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -21,50 +21,26 @@ impl Suite<'_> {
         let mut bad = [0usize; 5];
         for l in &d.lines {
             match &l.parsed {
-                Parsed::Bad(Violation::InvalidJson { detail, .. }) => {
-                    bad[0] += 1;
-                    t.fail(
+                Parsed::Bad(v) => {
+                    // The rule comes from the protocol crate, as the host
+                    // would end the session over this line.
+                    let rule = v.rule();
+                    let slot = [
                         rules::FRAMING_PROTOCOL_ONLY,
-                        format!("a line on stdout is not JSON ({detail})"),
-                        vec![],
-                        vec![l.excerpt()],
-                    );
-                }
-                Parsed::Bad(Violation::WrongJsonrpc { found }) => {
-                    bad[1] += 1;
-                    t.fail(
                         rules::FRAMING_JSONRPC,
-                        format!("jsonrpc must be \"2.0\", got {found}"),
-                        vec![],
-                        vec![l.excerpt()],
-                    );
-                }
-                Parsed::Bad(Violation::NoIdNorMethod { id }) if id == "null" => {
-                    bad[2] += 1;
-                    t.fail(
                         rules::FRAMING_NO_NULL_ID,
-                        "a response has id: null",
-                        d.sent_raw.clone(),
-                        vec![l.excerpt()],
-                    );
-                }
-                Parsed::Bad(Violation::NoIdNorMethod { id }) => {
-                    bad[1] += 1;
-                    t.fail(
-                        rules::FRAMING_JSONRPC,
-                        format!("a message has neither an integer id nor a method (id {id})"),
-                        vec![],
-                        vec![l.excerpt()],
-                    );
-                }
-                Parsed::Bad(other) => {
-                    bad[1] += 1;
-                    t.fail(
-                        rules::FRAMING_JSONRPC,
-                        other.to_string(),
-                        vec![],
-                        vec![l.excerpt()],
-                    );
+                    ]
+                    .iter()
+                    .position(|r| r.id == rule.id)
+                    .unwrap_or(1);
+                    bad[slot] += 1;
+                    // A null id is a response to something sent: show what.
+                    let sent = if slot == 2 {
+                        d.sent_raw.clone()
+                    } else {
+                        vec![]
+                    };
+                    t.fail(rule, v.to_string(), sent, vec![l.excerpt()]);
                 }
                 Parsed::Message(Incoming::Request(m)) => {
                     bad[3] += 1;
@@ -207,46 +183,26 @@ impl Suite<'_> {
             let Some(params) = l.update() else { continue };
             self.any_update = true;
             let t = &mut self.tally;
-            let state = match parse_state(params) {
-                Ok(s) => s,
-                Err(why) => {
-                    t.fail(
-                        rules::STATE_UPDATE_VALID,
-                        format!("tick/update params: {why}"),
-                        vec![],
-                        vec![l.excerpt()],
-                    );
-                    continue;
+            // The host's own §8.2 validator, every finding of it.
+            let (state, findings) = update_findings(params, last_update);
+            for &rule in UPDATE_RULES {
+                let problems: Vec<String> = findings
+                    .iter()
+                    .filter(|f| f.rule.id == rule.id)
+                    .map(|f| format!("tick/update {}", f.message))
+                    .collect();
+                if problems.is_empty() {
+                    // A seq rule needs a seq; an invalid shape has none.
+                    if state.is_some() || rule.id != rules::STATE_UPDATE_SEQ.id {
+                        t.pass(rule, "");
+                    }
+                } else {
+                    t.fail(rule, problems.join("; "), vec![], vec![l.excerpt()]);
                 }
-            };
-            if state.data.is_null() {
-                t.fail(
-                    rules::STATE_UPDATE_VALID,
-                    "tick/update data is null",
-                    vec![],
-                    vec![l.excerpt()],
-                );
-            } else {
-                t.pass(rules::STATE_UPDATE_VALID, "");
+            }
+            let Some(state) = state else { continue };
+            if !state.data.is_null() {
                 self.state_sizes.push(encoded_len(&state.data));
-            }
-            let size = encoded_len(params);
-            if size > MAX_UPDATE_BYTES {
-                t.fail(rules::STATE_UPDATE_SIZE, format!("a tick/update is {size} bytes encoded, over the {MAX_UPDATE_BYTES}-byte limit"), vec![], vec![l.excerpt()]);
-            } else {
-                t.pass(rules::STATE_UPDATE_SIZE, "");
-            }
-            match last_update {
-                Some(prev) if state.seq <= prev => t.fail(
-                    rules::STATE_UPDATE_SEQ,
-                    format!(
-                        "tick/update seq {} is not greater than the previous {prev}",
-                        state.seq
-                    ),
-                    vec![],
-                    vec![l.excerpt()],
-                ),
-                _ => t.pass(rules::STATE_UPDATE_SEQ, ""),
             }
             last_update = Some(last_update.map_or(state.seq, |p| p.max(state.seq)));
         }
@@ -280,17 +236,15 @@ impl Suite<'_> {
                     }
                 }
             }
-            match floor {
-                Some((f, why)) if seq < f => t.fail(
-                    rules::STATE_READ_FLOOR,
-                    format!(
-                        "tick/read returned seq {seq}, below {why} received before it was sent"
-                    ),
+            let Some((f, why)) = floor else { continue };
+            match check_read_floor(seq, Some(f)) {
+                Err(finding) => t.fail(
+                    finding.rule,
+                    format!("{}: {why} received before it was sent", finding.message),
                     vec![s.line.clone()],
                     vec![resp.excerpt()],
                 ),
-                Some(_) => t.pass(rules::STATE_READ_FLOOR, ""),
-                None => {}
+                Ok(()) => t.pass(rules::STATE_READ_FLOOR, ""),
             }
         }
     }

@@ -132,6 +132,8 @@ pub async fn run(args: CheckArgs) -> Result<(), Exit> {
         Ok(r) => r,
         Err(e @ CheckError::Start(_)) => return Err(Exit::new(exit::SESSION, e)),
         Err(e @ CheckError::SampleArgs(_)) => return Err(Exit::usage(e)),
+        // Any error added later cannot have checked anything.
+        Err(e) => return Err(Exit::new(exit::SESSION, e)),
     };
     match args.format {
         Format::Text => super::emit_text(report.to_text().trim_end())?,

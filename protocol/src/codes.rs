@@ -10,6 +10,8 @@ pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 /// The call's revision is not the Tick's current catalog revision.
 pub const REVISION_MISMATCH: i64 = -32004;
+/// The Tick failed internally (JSON-RPC's reserved code); counts as executed.
+pub const INTERNAL_ERROR: i64 = -32603;
 /// The tool failed after starting and may have had partial effects.
 pub const TOOL_FAILED: i64 = -32000;
 

@@ -6,6 +6,8 @@
 //! than tick/update). A parsed line becomes an [`Incoming`]; a line that breaks
 //! a session-ending rule becomes a [`Violation`].
 
+use crate::finding::Finding;
+use crate::rules::{self, Rule};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::fmt;
@@ -95,29 +97,94 @@ pub enum Incoming {
 }
 
 /// A session-ending protocol violation (§3.6 and §8.2).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+///
+/// Displays as `protocol violation (§S, RULE): what`, naming the section and
+/// the stable rule id of [`Violation::rule`].
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Violation {
     /// A line is not valid JSON.
-    #[error("protocol violation (§3.6): a line on stdout is not valid JSON ({detail}): {excerpt}")]
-    InvalidJson { detail: String, excerpt: String },
+    InvalidJson {
+        /// The parser's reason.
+        detail: String,
+        /// The start of the line, escaped.
+        excerpt: String,
+    },
     /// `jsonrpc` is missing or not "2.0".
-    #[error("protocol violation (§3.6): jsonrpc must be \"2.0\", got {found}")]
-    WrongJsonrpc { found: String },
+    WrongJsonrpc {
+        /// What was there instead.
+        found: String,
+    },
     /// Neither an integer id nor a method, including null and string ids.
-    #[error(
-        "protocol violation (§3.6): a message has neither an integer id nor a method (id {id})"
-    )]
-    NoIdNorMethod { id: String },
+    NoIdNorMethod {
+        /// The id as sent, or why there is none.
+        id: String,
+    },
     /// Output ended without a final newline.
-    #[error("protocol violation (§3.6): output ended without a final newline ({bytes} bytes unterminated)")]
-    Unterminated { bytes: usize },
+    Unterminated {
+        /// How many bytes followed the last newline.
+        bytes: usize,
+    },
     /// A line longer than the limit.
-    #[error("protocol violation (§3.6): a line exceeds {limit} bytes")]
-    LineTooLong { limit: usize },
-    /// A tick/update that breaks §8.2.
-    #[error("protocol violation (§8.2): tick/update {rule}")]
-    BadUpdate { rule: String },
+    LineTooLong {
+        /// The limit, newline excluded.
+        limit: usize,
+    },
+    /// A tick/update that breaks §8.2 (the finding names the rule).
+    BadUpdate(Finding),
 }
+
+impl Violation {
+    /// The rule this violation breaks, by its stable id (the checker's table).
+    pub fn rule(&self) -> &'static Rule {
+        match self {
+            Violation::InvalidJson { .. } => rules::FRAMING_PROTOCOL_ONLY,
+            Violation::WrongJsonrpc { .. } => rules::FRAMING_JSONRPC,
+            Violation::NoIdNorMethod { id } if id == "null" => rules::FRAMING_NO_NULL_ID,
+            Violation::NoIdNorMethod { .. } => rules::FRAMING_JSONRPC,
+            Violation::Unterminated { .. } => rules::FRAMING_NEWLINE,
+            Violation::LineTooLong { .. } => rules::FRAMING_LINE_LIMIT,
+            Violation::BadUpdate(f) => f.rule,
+        }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rule = self.rule();
+        // §3.6 lists every session-ending fault; updates add their own rule.
+        let section = match self {
+            Violation::BadUpdate(_) => "8.2",
+            _ => "3.6",
+        };
+        write!(f, "protocol violation (§{section}, {}): ", rule.id)?;
+        match self {
+            Violation::InvalidJson { detail, excerpt } => {
+                write!(
+                    f,
+                    "a line on stdout is not valid JSON ({detail}): {excerpt}"
+                )
+            }
+            Violation::WrongJsonrpc { found } => {
+                write!(f, "jsonrpc must be \"2.0\", got {found}")
+            }
+            Violation::NoIdNorMethod { id } => {
+                write!(
+                    f,
+                    "a message has neither an integer id nor a method (id {id})"
+                )
+            }
+            Violation::Unterminated { bytes } => write!(
+                f,
+                "output ended without a final newline ({bytes} bytes unterminated)"
+            ),
+            Violation::LineTooLong { limit } => write!(f, "a line exceeds {limit} bytes"),
+            Violation::BadUpdate(finding) => write!(f, "tick/update {}", finding.message),
+        }
+    }
+}
+
+impl std::error::Error for Violation {}
 
 /// Keeps error messages one line and short whatever a Tick wrote.
 pub fn excerpt(bytes: &[u8], max_chars: usize) -> String {

@@ -1,4 +1,15 @@
-//! The Tick protocol, version 3, as the host sees it.
+//! `tickbox-protocol`: the Tick protocol, version 3, in one place.
+//!
+//! Every rule of the protocol that tickbox enforces or checks lives here
+//! once: the message envelope, the error codes, every limit as a named
+//! constant, the line framer, and the validators for the descriptor (§5.3),
+//! state and reads (§6.2, §6.3) and updates (§8.2). Validators return
+//! [`Finding`]s naming a [`rules::Rule`] by its stable id (the ids
+//! `tickbox check --list-rules` prints), so the host (which turns a finding
+//! into a refusal or a violation) and the checker (which turns it into a
+//! verdict) share one implementation. The guest SDK uses the codes, limits
+//! and framing with the default `validate` feature off, which drops the JSON
+//! Schema engine.
 //!
 //! # The wire
 //!
@@ -29,14 +40,23 @@
 //!
 //! Where to start: [`message`] classifies lines, [`descriptor`] checks the
 //! catalog (§5.3), [`state`] checks updates and reads (§6.3, §8.2), [`limits`]
-//! holds every number and [`codes`] the error codes.
+//! holds every number, [`codes`] the error codes, [`framing`] splits lines,
+//! and [`rules`] is the table of rule ids.
 
 pub mod codes;
+#[cfg(feature = "validate")]
 pub mod descriptor;
+pub mod finding;
+pub mod framing;
 pub mod limits;
 pub mod message;
+pub mod rules;
+#[cfg(feature = "validate")]
 pub mod state;
 
-pub use descriptor::{Descriptor, PrepareError, PreparedCall, Tool};
+#[cfg(feature = "validate")]
+pub use descriptor::{Descriptor, DescriptorError, PrepareError, PreparedCall, Tool};
+pub use finding::Finding;
 pub use message::{Incoming, RequestId, ResponseBody, RpcError, Violation};
+#[cfg(feature = "validate")]
 pub use state::TickState;

@@ -228,7 +228,17 @@ fn other_protocol_versions_are_refused_with_the_screen() {
 #[test]
 fn a_silent_tick_fails_initialization_in_time() {
     let out = faulty_run(&["read"], "describe_silent");
-    out.expect(3, "tick/describe got no response within 10s");
+    // The describe's own 10 s and initialization's 10 s in all start together;
+    // on a loaded machine either may fire first, and both are right (§4.2).
+    assert_eq!(out.code, 3, "{out:#?}");
+    assert!(
+        out.stderr
+            .contains("tick/describe got no response within 10s")
+            || out
+                .stderr
+                .contains("initialization did not finish within 10s (§4.2)"),
+        "{out:#?}"
+    );
     assert!(
         out.elapsed < Duration::from_secs(12),
         "took {:?}",

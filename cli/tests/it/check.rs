@@ -18,15 +18,20 @@ fn broken(name: &str) -> String {
 }
 
 async fn run_check(script: &str, allow_mutations: bool) -> Report {
-    let spec = NativeSpec::new(["python3", script]);
+    run_check_argv(vec!["python3".into(), script.into()], allow_mutations).await
+}
+
+async fn run_check_argv(argv: Vec<String>, allow_mutations: bool) -> Report {
+    let name = argv.join(" ");
+    let spec = NativeSpec::new(argv);
     let launch = move || std::future::ready(spawn(&spec).map_err(|e| e.to_string()));
     let opts = Options {
         allow_mutations,
         ..Options::default()
     };
-    check::run(&launch, script, &opts)
+    check::run(&launch, &name, &opts)
         .await
-        .unwrap_or_else(|e| panic!("{script}: {e}"))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 fn failing(report: &Report, severity: Severity) -> BTreeSet<String> {
@@ -173,9 +178,79 @@ broken_tick! {
     both_result_and_error: "both_result_error.py", false, ["framing.response_shape", "call.unknown_method"], [];
 }
 
+/// One home per rule: for every host-rule fixture (each mode of faulty.py
+/// that the host refuses at initialization), the host's error names a rule
+/// id and `tickbox check` fails exactly that rule, because both call the
+/// protocol crate's validators.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn host_and_checker_name_the_same_rule() {
+    const MODES: &[&str] = &[
+        "desc_kind",
+        "desc_title",
+        "desc_revision",
+        "desc_tool_name",
+        "desc_tool_dup",
+        "desc_schema_type",
+        "desc_schema_invalid",
+        "desc_recover_mutating",
+        "desc_recover_missing",
+        "desc_series_path",
+        "desc_series_dup",
+        "desc_too_big",
+        "protocol2",
+        "update_null",
+        "update_seq",
+        "update_big",
+        "update_at",
+        "no_newline",
+        "long_line",
+        "invalid_json",
+        "jsonrpc_1",
+        "null_id",
+        "string_id",
+    ];
+    let jobs: Vec<_> = MODES
+        .iter()
+        .map(|&mode| {
+            tokio::spawn(async move {
+                let host = tokio::task::spawn_blocking(move || {
+                    tickbox(&with_command(&["read"], &faulty(mode)))
+                })
+                .await
+                .unwrap();
+                assert_eq!(host.code, 3, "{mode}: the host refuses it; {host:#?}");
+                let rule = host_rule(&host.stderr)
+                    .unwrap_or_else(|| panic!("{mode}: no rule id in {:?}", host.stderr));
+                let report = run_check_argv(faulty(mode), false).await;
+                let failing = failing(&report, Severity::Must);
+                assert!(
+                    failing.contains(rule),
+                    "{mode}: host names {rule}, the checker fails {failing:?}\n{}",
+                    report.to_text()
+                );
+            })
+        })
+        .collect();
+    for job in jobs {
+        job.await.unwrap();
+    }
+}
+
+/// The rule id a host error names: `(§S, group.name)`, or the §4.3 version
+/// message, whose wording the protocol fixes.
+fn host_rule(stderr: &str) -> Option<&'static str> {
+    if stderr.contains("unsupported Tick protocol version") {
+        return Some(rules::DESCRIBE_PROTOCOL.id);
+    }
+    rules::ALL
+        .iter()
+        .find(|r| stderr.contains(&format!(", {})", r.id)))
+        .map(|r| r.id)
+}
+
 #[test]
 fn every_broken_tick_has_a_test() {
-    let here = std::fs::read_to_string(root().join("runtime/tests/it/check.rs")).unwrap();
+    let here = std::fs::read_to_string(root().join("cli/tests/it/check.rs")).unwrap();
     for entry in std::fs::read_dir(root().join("tests/ticks/broken")).unwrap() {
         let name = entry.unwrap().file_name().to_string_lossy().into_owned();
         if name.ends_with(".py") && name != "base.py" {

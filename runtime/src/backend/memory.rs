@@ -1,0 +1,254 @@
+//! An in-memory Tick transport: the host's [`TickIo`] and the Tick's end of
+//! the same pipes in one process, with no subprocess and no wasm — the
+//! counterpart of `lsp-server`'s `Connection::memory`.
+//!
+//! Tests of the session engine, the checker and the MCP facade use it where
+//! the process is not the point: the Tick is a task of the test, reading
+//! requests from [`MemoryTick::stdin`] and writing frames to
+//! [`MemoryTick::stdout`] (both with the real framing on the host side), and
+//! ending with [`MemoryTick::exit`] or by being dropped.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use tickbox_runtime::backend::memory;
+//! use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+//! let (io, tick) = memory::pair();
+//! let memory::MemoryTick { stdin, mut stdout, control, .. } = tick;
+//! // A Tick that answers one request with an error, then ends.
+//! tokio::spawn(async move {
+//!     let mut lines = BufReader::new(stdin).lines();
+//!     let _request = lines.next_line().await;
+//!     let _ = stdout
+//!         .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32601,\"message\":\"no\"}}\n")
+//!         .await;
+//!     drop(control); // the Tick exits
+//! });
+//! let err = tickbox_runtime::session::Session::start(io, Default::default()).await;
+//! assert!(err.is_err());
+//! # }
+//! ```
+
+use super::{BoxFuture, TickIo, TickProcess};
+use crate::view::{NoInput, View};
+use std::sync::Arc;
+use tokio::io::{ReadHalf, SimplexStream, WriteHalf};
+use tokio::sync::watch;
+
+/// Bytes each direction buffers before a writer waits (like a pipe's buffer).
+pub const PIPE_BUFFER: usize = 64 * 1024;
+
+/// The Tick's end of an in-memory transport. Destructure it freely; the
+/// Tick counts as running while its [`TickControl`] lives.
+pub struct MemoryTick {
+    /// What the host writes to the Tick: request frames.
+    pub stdin: ReadHalf<SimplexStream>,
+    /// Where the Tick writes its frames for the host.
+    pub stdout: WriteHalf<SimplexStream>,
+    /// The Tick's view; write drawing with [`View::feed`].
+    pub view: Arc<View>,
+    /// Ends the Tick, and tells it when the host terminated it. Dropping it
+    /// is the Tick exiting.
+    pub control: TickControl,
+}
+
+/// The process side of an in-memory Tick.
+pub struct TickControl {
+    exit: watch::Sender<Option<String>>,
+    terminated: watch::Receiver<bool>,
+}
+
+impl TickControl {
+    /// Ends the Tick with an exit description (what the session reports).
+    pub fn exit(&self, status: impl Into<String>) {
+        let _ = self.exit.send(Some(status.into()));
+    }
+
+    /// Resolves when the host has terminated the Tick (session end).
+    pub async fn terminated(&mut self) {
+        let _ = self.terminated.wait_for(|t| *t).await;
+    }
+}
+
+struct MemoryProcess {
+    exit: watch::Receiver<Option<String>>,
+    terminated: watch::Sender<bool>,
+}
+
+impl TickProcess for MemoryProcess {
+    fn exited(&mut self) -> BoxFuture<'_, String> {
+        Box::pin(async move {
+            match self.exit.wait_for(Option::is_some).await {
+                Ok(status) => status.clone().unwrap_or_default(),
+                // The control was dropped: the Tick is gone.
+                Err(_) => "the in-memory Tick ended".into(),
+            }
+        })
+    }
+
+    fn terminate(&mut self, _graceful: bool) -> BoxFuture<'_, ()> {
+        let _ = self.terminated.send(true);
+        Box::pin(async {})
+    }
+}
+
+/// A connected pair: the host's [`TickIo`] and the Tick's [`MemoryTick`].
+pub fn pair() -> (TickIo, MemoryTick) {
+    // One-way pipes, like a process's stdin and stdout.
+    let (tick_stdin, host_stdin) = tokio::io::simplex(PIPE_BUFFER);
+    let (host_stdout, tick_stdout) = tokio::io::simplex(PIPE_BUFFER);
+    let view = View::new(Box::new(NoInput));
+    let (exit_tx, exit_rx) = watch::channel(None);
+    let (term_tx, term_rx) = watch::channel(false);
+    let io = TickIo {
+        stdin: Box::new(host_stdin),
+        stdout: Box::new(host_stdout),
+        view: view.clone(),
+        process: Box::new(MemoryProcess {
+            exit: exit_rx,
+            terminated: term_tx,
+        }),
+    };
+    let tick = MemoryTick {
+        stdin: tick_stdin,
+        stdout: tick_stdout,
+        view,
+        control: TickControl {
+            exit: exit_tx,
+            terminated: term_rx,
+        },
+    };
+    (io, tick)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The engine over the in-memory transport: no process, real framing,
+    //! real validators, and timings short enough to be exact.
+    use super::*;
+    use crate::protocol::rules;
+    use crate::session::{CallOutcome, EndReason, Session, SessionConfig, UnknownReason};
+    use serde_json::{json, Value};
+    use std::time::Duration;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    /// What the scripted Tick does after a normal initialization.
+    #[derive(Clone, Copy)]
+    enum Script {
+        /// Answers calls with their args.
+        Echo,
+        /// Never answers a call.
+        SilentCalls,
+        /// Writes a non-JSON line when called.
+        GarbageOnCall,
+        /// Sends an update whose seq goes backwards when called.
+        BackwardsUpdate,
+    }
+
+    fn descriptor() -> Value {
+        json!({"protocol":3,"kind":"test.memory","title":"Memory","description":"in memory",
+               "revision":"1","tools":[{"name":"echo","description":"echo",
+               "input_schema":{"type":"object"},"mutates":false}]})
+    }
+
+    async fn serve(tick: MemoryTick, script: Script) {
+        let MemoryTick {
+            stdin,
+            mut stdout,
+            control: _alive,
+            ..
+        } = tick;
+        let mut lines = BufReader::new(stdin).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let req: Value = serde_json::from_str(&line).expect("the host writes JSON");
+            let id = req["id"].clone();
+            let frame = |body: Value| {
+                let mut f = json!({"jsonrpc":"2.0","id":id});
+                f.as_object_mut()
+                    .unwrap()
+                    .extend(body.as_object().unwrap().clone());
+                format!("{f}\n")
+            };
+            let out = match req["method"].as_str() {
+                Some("tick/describe") => frame(json!({"result": descriptor()})),
+                Some("tick/read") => frame(json!({"result": {"seq": 5, "data": {"n": 1}}})),
+                Some("tick/call") => match script {
+                    Script::Echo => frame(json!({"result": req["params"]["args"]})),
+                    Script::SilentCalls => continue,
+                    Script::GarbageOnCall => "this is not json\n".to_string(),
+                    Script::BackwardsUpdate => {
+                        let update = |seq: u64| {
+                            format!(
+                                "{}\n",
+                                json!({"jsonrpc":"2.0","method":"tick/update",
+                                                   "params":{"seq":seq,"data":1}})
+                            )
+                        };
+                        update(7) + &update(6)
+                    }
+                },
+                _ => frame(json!({"error": {"code": -32601, "message": "no such method"}})),
+            };
+            if stdout.write_all(out.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    async fn start(script: Script, config: SessionConfig) -> Session {
+        let (io, tick) = pair();
+        tokio::spawn(serve(tick, script));
+        Session::start(io, config).await.expect("initializes")
+    }
+
+    fn config() -> SessionConfig {
+        SessionConfig {
+            call_timeout: Duration::from_millis(200),
+            ..SessionConfig::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_conforming_tick_initializes_and_answers() {
+        let s = start(Script::Echo, config()).await;
+        assert_eq!(s.read().await.unwrap().seq, 5);
+        let call = s
+            .descriptor()
+            .unwrap()
+            .prepare("echo", json!({"x": 1}))
+            .unwrap();
+        assert_eq!(s.call(&call).await, CallOutcome::Ok(json!({"x": 1})));
+        s.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn an_unanswered_call_is_an_unknown_outcome_at_the_injected_timeout() {
+        let s = start(Script::SilentCalls, config()).await;
+        let call = s.descriptor().unwrap().prepare("echo", json!({})).unwrap();
+        let t = std::time::Instant::now();
+        match s.call(&call).await {
+            CallOutcome::Unknown(UnknownReason::TimedOut(_)) => {}
+            other => panic!("expected a timed-out unknown outcome, got {other:?}"),
+        }
+        assert!(t.elapsed() >= Duration::from_millis(200));
+        s.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn violations_end_the_session_naming_the_rule() {
+        for (script, rule) in [
+            (Script::GarbageOnCall, rules::FRAMING_PROTOCOL_ONLY),
+            (Script::BackwardsUpdate, rules::STATE_UPDATE_SEQ),
+        ] {
+            let s = start(script, config()).await;
+            let call = s.descriptor().unwrap().prepare("echo", json!({})).unwrap();
+            assert!(matches!(s.call(&call).await, CallOutcome::Unknown(_)));
+            match s.ended().await {
+                EndReason::Violation(v) => {
+                    assert_eq!(v.rule(), rule, "{v}");
+                    assert!(v.to_string().contains(rule.id), "{v}");
+                }
+                other => panic!("expected a violation of {}, got {other}", rule.id),
+            }
+        }
+    }
+}
