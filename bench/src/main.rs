@@ -494,7 +494,7 @@ fn tickbox_binary() -> Result<PathBuf> {
                 "tickbox",
                 "--manifest-path",
             ])
-            .arg(root().join("runtime/Cargo.toml"))
+            .arg(root().join("cli/Cargo.toml"))
             .status()?;
         if !status.success() || !beside.exists() {
             bail!("could not build the tickbox binary for the soak");
