@@ -6,6 +6,7 @@ mod check;
 mod exit;
 mod ls;
 mod mcp;
+mod new;
 mod open;
 mod remote;
 mod run;
@@ -21,6 +22,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 use tickbox_runtime::live::wire::CallReply;
 use tickbox_runtime::protocol::{Descriptor, PreparedCall};
+use tickbox_runtime::text;
 
 #[derive(Parser)]
 #[command(name = "tickbox", version, about = "Run Ticks, native or sandboxed, from the shell", after_help = exit::HELP)]
@@ -59,13 +61,18 @@ enum Command {
     Run(run::RunArgs),
     /// Make this terminal a view of a live instance (Ctrl-] detaches)
     Attach(attach::AttachArgs),
-    /// List live instances (JSON lines, or a table on a terminal); removes stale ones
+    /// List live instances (JSON lines, or a table on a terminal); removes stale ones; -a adds those ended in the last hour
     Ls(ls::LsArgs),
+    /// Print an instance's retained output: a live one's screen, an ended one's last lines
+    Logs(ls::LogsArgs),
     /// Print the Tick's state as one JSON line per delivery (latest only, merged count, trimmed to 16 KiB)
     #[command(after_help = exit::HELP)]
     Watch(watch::WatchArgs),
     /// End a live instance: its Tick is terminated
     Stop(remote::StopArgs),
+    /// Create a Tick project that builds and passes `tickbox check`: tickbox new PATH [--lang rust|c]
+    #[command(after_help = new::HELP)]
+    New(new::NewArgs),
 }
 
 #[derive(Args)]
@@ -90,6 +97,12 @@ pub fn main() -> ExitCode {
     let command = match cli.command {
         Command::Run(args) => return run::main(args, cli.verbose),
         Command::Attach(args) => return attach::main(args),
+        Command::New(args) => {
+            return match new::run(args) {
+                Ok(()) => ExitCode::from(exit::OK),
+                Err(e) => fail(e),
+            }
+        }
         Command::Watch(args) if args.is_live() => return attach::runtime_main(watch::run(args)),
         other => other,
     };
@@ -122,8 +135,17 @@ fn new_runtime() -> Result<tokio::runtime::Runtime, Exit> {
 
 fn fail(e: Exit) -> ExitCode {
     // A closed stdout ends a command quietly: the reader chose to stop.
-    if !e.message.is_empty() {
-        eprintln!("tickbox: {}", e.message);
+    if e.message.is_empty() {
+        return ExitCode::from(e.code);
+    }
+    // Messages quote the Tick (tool errors, init errors, violations): one
+    // line, every control and bidi character escaped.
+    eprintln!("tickbox: {}", text::escape(&e.message));
+    if !e.last_words.is_empty() {
+        eprintln!("  the Tick's last words (the end of its screen):");
+        for line in &e.last_words {
+            eprintln!("  | {}", text::escape(line));
+        }
     }
     ExitCode::from(e.code)
 }
@@ -165,14 +187,21 @@ fn emit(value: &Value, pretty: bool) -> Result<(), Exit> {
         serde_json::to_string(value)
     };
     let text = text.map_err(|e| Exit::session(format!("cannot encode the result: {e}")))?;
-    emit_text(&text)
+    // The same JSON value, with C1, DEL and bidi characters as \u escapes.
+    write_stdout(&text::json_safe(&text))
 }
 
-/// Writes one line of the result. A closed stdout (`| head -1`: EPIPE, as
-/// Rust ignores SIGPIPE) is the reader's choice, not our failure: it ends
-/// the command at once with exit 0 ([`Exit::stdout_closed`]), so a
-/// streaming command (`watch`) stops instead of writing into the void.
+/// Writes text that may quote the Tick (screen, reports, tables) to stdout,
+/// control and bidi characters escaped, line breaks kept. A closed stdout
+/// (`| head -1`: EPIPE, as Rust ignores SIGPIPE) is the reader's choice,
+/// not our failure: it ends the command at once with exit 0
+/// ([`Exit::stdout_closed`]), so a streaming command (`watch`) stops instead
+/// of writing into the void.
 fn emit_text(text: &str) -> Result<(), Exit> {
+    write_stdout(&text::escape_lines(text))
+}
+
+fn write_stdout(text: &str) -> Result<(), Exit> {
     let mut out = std::io::stdout().lock();
     match writeln!(out, "{text}").and_then(|_| out.flush()) {
         Ok(()) => Ok(()),
@@ -231,8 +260,9 @@ async fn run(command: Command) -> Result<(), Exit> {
         Command::Mcp(args) => mcp::run(args).await,
         Command::Check(args) => check::run(args).await,
         Command::Ls(args) => ls::run(args).await,
+        Command::Logs(args) => ls::logs(args).await,
         Command::Watch(args) => watch::run(args).await,
-        Command::Run(_) | Command::Attach(_) | Command::Stop(_) => {
+        Command::Run(_) | Command::Attach(_) | Command::Stop(_) | Command::New(_) => {
             Err(Exit::usage("handled before the runtime starts"))
         }
     }
@@ -315,7 +345,19 @@ async fn call_opened(
         .descriptor()
         .ok_or_else(|| Exit::session("no descriptor after initialization"))?;
     let prepared = approve(&catalog, tool, call_args, yes)?;
-    report_call(tool, t.session.call(&prepared).await.into(), pretty)
+    let outcome = t.session.call(&prepared).await;
+    let reply = report_call(tool, outcome.into(), pretty);
+    match reply {
+        // A Tick that died mid-call: show how its screen ended, once what
+        // it drew on its way out has reached the screen.
+        Err(e) if t.session.end_reason().is_some() => {
+            let view = t.session.view();
+            view.settle(Duration::from_millis(100), Duration::from_millis(500))
+                .await;
+            Err(e.with_last_words(view.last_lines(tickbox_runtime::view::LAST_WORDS_LINES)))
+        }
+        other => other,
+    }
 }
 
 /// Prepares a call against `catalog`; a mutating tool needs `yes`.
@@ -339,15 +381,37 @@ fn approve(
             .tool(tool)
             .map(|t| t.description.as_str())
             .unwrap_or_default();
-        eprintln!(
-            "tool:        {tool}\ndescription: {description}\nargs:        {}",
-            prepared.args
-        );
+        eprint!("{}", approval_prompt(tool, &prepared.args, description));
         return Err(Exit::usage(format!(
             "approval required: `{tool}` mutates; nothing was sent; re-run with --yes to call it"
         )));
     }
     Ok(prepared)
+}
+
+/// Most characters of a tool description the approval prompt shows.
+const APPROVAL_DESCRIPTION_CHARS: usize = 2000;
+
+/// What a person reads before approving a call: the tool and the args, and
+/// the description set apart as the Tick's own words (a Tick cannot make it
+/// look like tickbox's text: every line is prefixed and escaped).
+fn approval_prompt(tool: &str, args: &Value, description: &str) -> String {
+    let args = text::json_safe(&args.to_string());
+    let mut out = format!(
+        "tool:        {}\nargs:        {args}\nthe Tick describes this tool as (its words, not tickbox's):\n",
+        text::escape(tool)
+    );
+    let shown = text::truncate(description, APPROVAL_DESCRIPTION_CHARS);
+    for line in shown.lines() {
+        out.push_str("  | ");
+        out.push_str(&text::escape(line));
+        out.push('\n');
+    }
+    if shown.len() < description.len() {
+        let more = description.chars().count() - APPROVAL_DESCRIPTION_CHARS;
+        out.push_str(&format!("  | ... ({more} more characters not shown)\n"));
+    }
+    out
 }
 
 /// Prints a call's outcome and picks the exit code.

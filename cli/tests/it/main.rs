@@ -11,6 +11,11 @@
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
+//! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
+//!   and imports refused before compiling;
+//! - `views` — what reaches a person's terminal from a hostile Tick: views
+//!   drawn from the screen model only, escaped text in every command,
+//!   drawing floods that stall nothing, bounded view sizes;
 //! - `writes` — what the host writes to a Tick: deadlines, whole frames
 //!   under cancellation, slots held until the answer, the line limit;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
@@ -20,9 +25,11 @@ mod check;
 mod cli;
 mod engine;
 mod examples;
+mod langs;
 mod live;
 mod mcp;
 mod native;
 mod sandbox;
 mod util;
+mod views;
 mod writes;
