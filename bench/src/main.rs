@@ -13,7 +13,9 @@
 //! `target/tickbox-bench.json`). BENCHMARKS.md explains each number.
 //!
 //! For profiling one part: `TICKBOX_BENCH_ONLY_START=1` (200 warm-disk
-//! starts) or `TICKBOX_BENCH_ONLY_RT=1` (round trips only);
+//! starts), `TICKBOX_BENCH_ONLY_RT=1` (round trips only) or
+//! `TICKBOX_BENCH_ONLY_TRIM=1` (trimming only, no guests built),
+//! `TICKBOX_BENCH_ONLY_SOAK=1` (the live-call soak only);
 //! `TICKBOX_BENCH_WORKERS=N` changes the runtime's worker threads.
 
 use anyhow::{bail, Context, Result};
@@ -403,9 +405,236 @@ fn ratio(w: &Option<Stat>, n: &Option<Stat>) -> Option<f64> {
     Some(w.as_ref()?.median() / n.as_ref()?.median())
 }
 
+/// The state the trimming row trims: 50,000 small items in about 512 KiB
+/// (a declared series of 25,000 numbers, an undeclared array of 25,000
+/// short strings, one longer string), the shape that made the first
+/// trimmer take seconds.
+fn wide_state() -> (
+    tickbox_runtime::protocol::TickState,
+    tickbox_runtime::protocol::Descriptor,
+) {
+    let recent: Vec<Value> = (0..25_000).map(|i| json!(i)).collect();
+    let names: Vec<Value> = (0..25_000).map(|i| json!(format!("name-{i:06}"))).collect();
+    let mut data = json!({"recent": recent, "names": names, "note": ""});
+    // The note fills the state up to exactly 512 KiB encoded.
+    let fill =
+        (512 * 1024usize).saturating_sub(tickbox_runtime::protocol::message::encoded_len(&data));
+    data["note"] = json!("n".repeat(fill));
+    let descriptor = tickbox_runtime::protocol::Descriptor::parse(json!({
+        "protocol": 3, "kind": "bench.wide", "title": "wide", "description": "",
+        "revision": "1", "tools": [], "state": {"series": [{"path": "/recent", "newest": "last"}]}
+    }))
+    .expect("a valid descriptor");
+    let state = tickbox_runtime::protocol::TickState {
+        seq: 1,
+        data,
+        at: None,
+    };
+    (state, descriptor)
+}
+
+/// Trimming a 512 KiB state of 50,000 items to the 16 KiB delivery budget,
+/// against encoding the same state once (the anchor, same run).
+fn trim_rows(quick: bool) -> Vec<Row> {
+    use tickbox_runtime::delivery::{item_budget, Delivery};
+    use tickbox_runtime::protocol::message::encoded_len;
+    let (state, descriptor) = wide_state();
+    let bytes = encoded_len(&state.data);
+    let n = if quick { 20 } else { 100 };
+    let mut trim = Vec::new();
+    let mut encode = Vec::new();
+    for _ in 0..n {
+        let t = Instant::now();
+        let d = Delivery::new(&state, 1, &descriptor, item_budget(1));
+        trim.push(t.elapsed().as_secs_f64() * 1e3);
+        assert!(d.encoded_len() <= item_budget(1) && !d.data.is_null());
+        let t = Instant::now();
+        let v = serde_json::to_vec(&state.data).unwrap_or_default();
+        encode.push(t.elapsed().as_secs_f64() * 1e3);
+        std::hint::black_box(v);
+    }
+    let (trim, encode) = (Stat::new("ms", trim), Stat::new("ms", encode));
+    let median = trim.median();
+    let ratio = median / encode.median();
+    eprintln!(
+        "trimmed a {bytes}-byte state of 50,000 items: {}",
+        trim.show()
+    );
+    vec![
+        Row {
+            name: "trim 512 KiB / 50,000 items to 16 KiB (host)",
+            wasm: None,
+            native: Some(trim),
+            target: Some((
+                format!("≤ 50 ms (got {median:.1} ms, {ratio:.1}× one encoding)"),
+                median <= 50.0,
+            )),
+        },
+        Row {
+            name: "encode the same state once (anchor)",
+            wasm: None,
+            native: Some(encode),
+            target: None,
+        },
+    ]
+}
+
+/// The `tickbox` binary beside this one, built if missing.
+fn tickbox_binary() -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let beside = exe.with_file_name("tickbox");
+    if !beside.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "--release",
+                "--quiet",
+                "--bin",
+                "tickbox",
+                "--manifest-path",
+            ])
+            .arg(root().join("cli/Cargo.toml"))
+            .status()?;
+        if !status.success() || !beside.exists() {
+            bail!("could not build the tickbox binary for the soak");
+        }
+    }
+    Ok(beside)
+}
+
+/// Resident memory of a process, MiB.
+fn rss_mib(pid: u32) -> f64 {
+    kib_field(
+        &std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default(),
+        "VmRSS:",
+    ) / 1024.0
+}
+
+/// The soak: a host (`tickbox mcp`, which publishes its Tick) serves
+/// `total` calls made exactly as `tickbox call @soak increment --yes` makes
+/// them (resolve, a fresh describe, the call bound to its revision: three
+/// connections each), with a `watch` attached throughout. Its RSS after
+/// 1,000 calls against after all of them tells whether anything grows per
+/// call or per connection.
+async fn soak(guests: &Guests, quick: bool) -> Result<Vec<Row>> {
+    use tickbox_runtime::live::wire::Request;
+    use tickbox_runtime::live::{client, Registry};
+    let tickbox = tickbox_binary()?;
+    let dir = std::env::temp_dir().join(format!("tickbox-bench-soak-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let registry = Registry::at(dir.join("tickbox"))?;
+    let mut host = Command::new(&tickbox)
+        .args(["mcp", "--name", "soak", "--"])
+        .arg(&guests.native)
+        .env("XDG_RUNTIME_DIR", &dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let pid = host.id();
+    let result = async {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while client::resolve(&registry, "soak").await.is_err() {
+            if Instant::now() > deadline {
+                bail!("the soak host never published its Tick");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut watch = client::connect(&registry, "soak").await?;
+        watch.start(Request::Watch { interval_ms: 20 }).await?;
+        let watched = tokio::spawn(async move {
+            let mut n = 0u64;
+            while let Ok(Some(_)) = watch.next().await {
+                n += 1;
+            }
+            n
+        });
+        let total = if quick { 5_000 } else { 20_000 };
+        let mut early = 0.0;
+        let t = Instant::now();
+        for i in 1..=total {
+            let raw = client::connect(&registry, "soak")
+                .await?
+                .request(Request::Describe)
+                .await?;
+            let catalog = tickbox_runtime::protocol::Descriptor::parse(raw)?;
+            let call = catalog.prepare("increment", json!({}))?;
+            let reply = client::connect(&registry, "soak")
+                .await?
+                .request(Request::Call {
+                    tool: call.tool,
+                    args: call.args,
+                    revision: call.revision,
+                    timeout_ms: Some(60_000),
+                })
+                .await?;
+            if reply["outcome"] != "ok" {
+                bail!("soak call {i} failed: {reply}");
+            }
+            if i == 1_000 {
+                early = rss_mib(pid);
+            }
+        }
+        let per_call = t.elapsed().as_secs_f64() * 1e3 / total as f64;
+        let late = rss_mib(pid);
+        watched.abort();
+        Ok((total, early, late, per_call))
+    }
+    .await;
+    drop(host.stdin.take());
+    let _ = tokio::time::timeout(Duration::from_secs(10), async {
+        while host.try_wait().ok().flatten().is_none() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let _ = host.kill();
+    let _ = host.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    let (total, early, late, per_call) = result?;
+    let growth = late / early;
+    eprintln!("soak: {total} calls, RSS {early:.1} MiB after 1,000, {late:.1} MiB after all ({per_call:.2} ms a call)");
+    Ok(vec![
+        Row {
+            name: "soak: host RSS after 1,000 live calls (watch attached)",
+            wasm: None,
+            native: Some(Stat::new("MiB", vec![early])),
+            target: None,
+        },
+        Row {
+            name: if quick {
+                "soak: host RSS after 5,000 live calls"
+            } else {
+                "soak: host RSS after 20,000 live calls"
+            },
+            wasm: None,
+            native: Some(Stat::new("MiB", vec![late])),
+            target: Some((
+                format!("≤ 1.10× the RSS after 1,000 (got {growth:.3}×)"),
+                growth <= 1.10,
+            )),
+        },
+        Row {
+            name: "soak: one live call (resolve, describe, call)",
+            wasm: None,
+            native: Some(Stat::new("ms", vec![per_call])),
+            target: None,
+        },
+    ])
+}
+
 async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
+    if std::env::var_os("TICKBOX_BENCH_ONLY_TRIM").is_some() {
+        print_table(&trim_rows(quick));
+        return Ok(());
+    }
     eprintln!("building the bench guest (native and wasm32-wasip2)…");
     let guests = build_guests()?;
+    if std::env::var_os("TICKBOX_BENCH_ONLY_SOAK").is_some() {
+        print_table(&soak(&guests, quick).await?);
+        return Ok(());
+    }
     let cache_dir =
         std::env::temp_dir().join(format!("tickbox-bench-cache-{}", std::process::id()));
     let bench = Bench {
@@ -603,6 +832,11 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
         native: None,
         target: Some((format!("≤ 2 MiB (got {per:.2})"), per <= 2.0)),
     });
+
+    eprintln!("trimming…");
+    rows.extend(trim_rows(quick));
+    eprintln!("soak…");
+    rows.extend(soak(&bench.guests, quick).await?);
 
     print_table(&rows);
     let doc = json!({

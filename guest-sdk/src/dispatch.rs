@@ -143,6 +143,8 @@ pub(crate) struct Runtime<T: Tick> {
     report: Report,
     terminal: Option<ratatui::Terminal<AnsiBackend>>,
     closed: bool,
+    /// Keeps a key sequence split across two reads of the view's input.
+    keys: key::Decoder,
 }
 
 impl<T: Tick> Runtime<T> {
@@ -172,6 +174,7 @@ impl<T: Tick> Runtime<T> {
             report,
             terminal,
             closed: false,
+            keys: key::Decoder::new(),
         };
         rt.tick.on_start(&mut rt.ctx);
         rt.refresh_catalog();
@@ -244,7 +247,7 @@ impl<T: Tick> Runtime<T> {
 
     /// Handles key bytes typed in a view.
     pub fn keys(&mut self, bytes: &[u8]) {
-        for k in key::decode(bytes) {
+        for k in self.keys.feed(bytes) {
             self.tick.on_key(k, &mut self.ctx);
             self.after_event();
         }

@@ -107,6 +107,8 @@
 mod catalog;
 mod dispatch;
 mod draw;
+#[doc(hidden)]
+pub mod fuzzing;
 mod key;
 mod platform;
 

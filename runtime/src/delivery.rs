@@ -18,11 +18,22 @@
 //! - a declared series (`state.series`) keeps its newest end;
 //! - any other array keeps its beginning and its end, losing the middle;
 //! - a long string keeps its beginning;
-//! - if nothing is left to shorten and it still does not fit, `data` becomes
-//!   `null`.
+//! - an object with nothing else to shorten below it keeps its first
+//!   members (key order);
+//! - a cut is only made where it saves more than the note listing it costs,
+//!   so the list of cuts never crowds out the data;
+//! - if that is not enough, any object keeps its first members and every
+//!   array and string is cut regardless of the note's cost;
+//! - only if not even the emptied shapes fit does `data` become `null`.
 //!
 //! Every cut is listed in [`Delivery::trimmed`], so a reader knows the data
 //! is partial and can call a query tool (or tick/read) for the rest.
+//!
+//! Trimming is linear in the size of the state (see `delivery/trim.rs`: sizes
+//! are computed once, bottom-up, and each cut updates only its ancestors),
+//! bounded by [`TRIM_CPU_BUDGET`], and async callers run it on the blocking
+//! pool ([`Delivery::build`], [`fit_blocking`]) so a large state never stalls
+//! the workers that answer requests and signals.
 //!
 //! `tickbox watch` prints deliveries as JSON lines; the MCP facade uses the
 //! same types for its resource subscriptions.
@@ -38,6 +49,10 @@
 //! assert_eq!(kept["recent"].as_array().unwrap().last(), Some(&json!(999)));
 //! assert_eq!(cuts[0].path, "/recent");
 //! ```
+
+mod trim;
+
+pub use trim::TRIM_CPU_BUDGET;
 
 use crate::protocol::descriptor::{Descriptor, Series};
 use crate::protocol::limits::{DELIVERY_BUDGET_BYTES, DELIVERY_ITEM_BUDGET_BYTES};
@@ -93,6 +108,8 @@ pub enum Cut {
     },
     /// A string kept its first `bytes` of `of` bytes.
     Prefix { bytes: usize, of: usize },
+    /// An object kept its first `count` of `of` members (in key order).
+    Members { count: usize, of: usize },
     /// Nothing fit; `data` was replaced by null. `bytes` is what it encoded to.
     Nothing { bytes: usize },
 }
@@ -110,15 +127,9 @@ pub fn item_budget(items: usize) -> usize {
 impl Delivery {
     /// A delivery of `state` fitting `budget` bytes encoded (the whole
     /// delivery, envelope included), trimmed with the Tick's declared series.
+    /// Trimming is linear but not free: async code calls [`Delivery::build`].
     pub fn new(state: &TickState, merged: u64, descriptor: &Descriptor, budget: usize) -> Delivery {
-        let mut d = Delivery {
-            seq: state.seq,
-            at: state.at.clone(),
-            merged,
-            recover_with: descriptor.recover_with.clone(),
-            trimmed: Vec::new(),
-            data: Value::Null,
-        };
+        let mut d = Delivery::envelope(state, merged, descriptor);
         let envelope = d.encoded_len();
         let (data, trimmed) = fit(&state.data, &descriptor.series, budget, |data, cuts| {
             // The envelope was measured with `"data":null` and `"trimmed":[]`.
@@ -129,78 +140,109 @@ impl Delivery {
         d
     }
 
+    /// [`Delivery::new`] on the blocking pool, off the async workers.
+    pub async fn build(
+        state: Arc<TickState>,
+        merged: u64,
+        descriptor: Arc<Descriptor>,
+        budget: usize,
+    ) -> Delivery {
+        let fallback = Delivery {
+            trimmed: vec![nothing(encoded_len(&state.data))],
+            ..Delivery::envelope(&state, merged, &descriptor)
+        };
+        tokio::task::spawn_blocking(move || Delivery::new(&state, merged, &descriptor, budget))
+            .await
+            .unwrap_or(fallback)
+    }
+
+    fn envelope(state: &TickState, merged: u64, descriptor: &Descriptor) -> Delivery {
+        Delivery {
+            seq: state.seq,
+            at: state.at.clone(),
+            merged,
+            recover_with: descriptor.recover_with.clone(),
+            trimmed: Vec::new(),
+            data: Value::Null,
+        }
+    }
+
     /// Encoded size in bytes.
     pub fn encoded_len(&self) -> usize {
         serde_json::to_value(self).map_or(0, |v| encoded_len(&v))
     }
 }
 
+/// Encoded size of a list of cuts, as `"trimmed"` carries it (`[]` when empty).
+fn cuts_len(cuts: &[Trimmed]) -> usize {
+    serde_json::to_vec(cuts).map_or(2, |v| v.len())
+}
+
+/// Rounds [`fit`] may take when the envelope does not grow by exactly the
+/// bytes of the data and the cut list (an envelope that escapes them, say).
+const FIT_ROUNDS: usize = 4;
+
 /// Trims `data` so that the item carrying it fits `budget` bytes, where
 /// `size(data, cuts)` is the encoded size of the whole item holding that
 /// data and that list of cuts (the list grows the item too). Used for a
 /// [`Delivery`], and for any other envelope around state data (the MCP
 /// facade's state resource).
+///
+/// Linear in the size of `data` per round, at most [`FIT_ROUNDS`] rounds,
+/// and bounded by [`TRIM_CPU_BUDGET`]; it runs on whatever thread calls it,
+/// so async callers use [`fit_blocking`] or [`Delivery::build`].
 pub fn fit(
     data: &Value,
     series: &[Series],
     budget: usize,
     mut size: impl FnMut(&Value, &[Trimmed]) -> usize,
 ) -> (Value, Vec<Trimmed>) {
-    let envelope = size(&Value::Null, &[]).saturating_sub("null".len());
-    let mut data_budget = budget.saturating_sub(envelope);
-    // Each round trims deeper by the overshoot the cut list caused, so a few
-    // rounds suffice; the last resort (null data, one short note) fits any
-    // sane budget.
-    let mut fitted = trim(data, series, data_budget);
-    for _ in 0..8 {
-        let total = size(&fitted.0, &fitted.1);
-        if total <= budget {
+    // What the item costs besides its data and its cut list.
+    let envelope = size(&Value::Null, &[]).saturating_sub("null".len() + "[]".len());
+    let mut inner = budget.saturating_sub(envelope);
+    for _ in 0..FIT_ROUNDS {
+        let mut trimmer = trim::Trimmer::new(data, series, true);
+        if !trimmer.run(inner) {
             break;
         }
-        data_budget = data_budget.saturating_sub(total - budget);
-        fitted = trim(data, series, data_budget);
-    }
-    fitted
-}
-
-/// Encoded size of a list of cuts, as `"trimmed"` carries it (`[]` when empty).
-fn cuts_len(cuts: &[Trimmed]) -> usize {
-    serde_json::to_value(cuts).map_or(2, |v| encoded_len(&v))
-}
-
-/// A shortenable value found in the data.
-struct Candidate {
-    path: Vec<String>,
-    size: usize,
-}
-
-/// Trims `data` until it encodes to at most `budget` bytes; returns the
-/// trimmed data and the cuts made. See the module docs for the rules.
-pub fn trim(data: &Value, series: &[Series], budget: usize) -> (Value, Vec<Trimmed>) {
-    let mut data = data.clone();
-    let mut cuts: Vec<Trimmed> = Vec::new();
-    loop {
-        let size = encoded_len(&data);
-        if size <= budget {
-            return (data, cuts);
+        let fitted = trimmer.finish();
+        let total = size(&fitted.0, &fitted.1);
+        if total <= budget {
+            return fitted;
         }
-        let excess = size - budget;
-        let mut best: Option<Candidate> = None;
-        let mut path = Vec::new();
-        find_largest(&data, &mut path, &mut best);
-        let Some(best) = best else {
-            return (Value::Null, vec![nothing(size)]);
-        };
-        let pointer = to_pointer(&best.path);
-        let Some(target) = data.pointer_mut(&pointer) else {
-            return (Value::Null, vec![nothing(size)]);
-        };
-        let newest_last = series
-            .iter()
-            .find(|s| s.path == pointer)
-            .map(|s| s.newest_last);
-        let cut = shorten(target, excess, newest_last);
-        record(&mut cuts, pointer, cut);
+        // The envelope grew by more than the data did: trim deeper by the
+        // overshoot.
+        inner = inner.saturating_sub(total - budget);
+    }
+    (Value::Null, vec![nothing(encoded_len(data))])
+}
+
+/// [`fit`] on the blocking pool, so a large state never holds up the async
+/// workers that serve everything else.
+pub async fn fit_blocking<F>(
+    data: Arc<TickState>,
+    series: Vec<Series>,
+    budget: usize,
+    size: F,
+) -> (Value, Vec<Trimmed>)
+where
+    F: FnMut(&Value, &[Trimmed]) -> usize + Send + 'static,
+{
+    let bytes = encoded_len(&data.data);
+    tokio::task::spawn_blocking(move || fit(&data.data, &series, budget, size))
+        .await
+        .unwrap_or_else(|_| (Value::Null, vec![nothing(bytes)]))
+}
+
+/// Trims `data` until it encodes to at most `budget` bytes (the cut list
+/// not counted); returns the trimmed data and the cuts made. See the module
+/// docs for the rules.
+pub fn trim(data: &Value, series: &[Series], budget: usize) -> (Value, Vec<Trimmed>) {
+    let mut trimmer = trim::Trimmer::new(data, series, false);
+    if trimmer.run(budget) {
+        trimmer.finish()
+    } else {
+        (Value::Null, vec![nothing(encoded_len(data))])
     }
 }
 
@@ -211,109 +253,9 @@ fn nothing(bytes: usize) -> Trimmed {
     }
 }
 
-/// Finds the largest array or string that can still be shortened.
-fn find_largest(v: &Value, path: &mut Vec<String>, best: &mut Option<Candidate>) {
-    let consider = |size: usize, path: &Vec<String>, best: &mut Option<Candidate>| {
-        if best.as_ref().is_none_or(|b| size > b.size) {
-            *best = Some(Candidate {
-                path: path.clone(),
-                size,
-            });
-        }
-    };
-    match v {
-        Value::Array(items) => {
-            if !items.is_empty() {
-                consider(encoded_len(v), path, best);
-            }
-            for (i, item) in items.iter().enumerate() {
-                path.push(i.to_string());
-                find_largest(item, path, best);
-                path.pop();
-            }
-        }
-        Value::Object(map) => {
-            for (k, item) in map {
-                path.push(k.clone());
-                find_largest(item, path, best);
-                path.pop();
-            }
-        }
-        // A string shorter than a few characters is not worth a note.
-        Value::String(s) if s.len() > MIN_STRING => consider(encoded_len(v), path, best),
-        _ => {}
-    }
-}
-
-/// Strings are never cut below this many bytes.
-const MIN_STRING: usize = 16;
-
-fn to_pointer(path: &[String]) -> String {
-    path.iter()
-        .map(|p| format!("/{}", p.replace('~', "~0").replace('/', "~1")))
-        .collect()
-}
-
-/// Shortens one array or string by about `excess` bytes (at most half of it
-/// per step, so no single value is wiped out while others stay whole).
-fn shorten(v: &mut Value, excess: usize, newest_last: Option<bool>) -> Cut {
-    match v {
-        Value::Array(items) => {
-            let of = items.len();
-            // Drop elements until `excess` bytes are gone, at most half of them
-            // (at least one).
-            let max_drop = (of / 2).max(1);
-            let mut dropped_bytes = 0;
-            let mut drop = 0;
-            // Elements leave from the old end of a series, or from the middle.
-            let order: Box<dyn Iterator<Item = usize>> = match newest_last {
-                Some(true) => Box::new(0..of),
-                Some(false) => Box::new((0..of).rev()),
-                None => Box::new(middle_out(of)),
-            };
-            for i in order.take(max_drop) {
-                dropped_bytes += encoded_len(&items[i]) + 1;
-                drop += 1;
-                if dropped_bytes >= excess {
-                    break;
-                }
-            }
-            let keep = of - drop;
-            match newest_last {
-                Some(true) => {
-                    items.drain(..drop);
-                    Cut::Newest { count: keep, of }
-                }
-                Some(false) => {
-                    items.truncate(keep);
-                    Cut::Newest { count: keep, of }
-                }
-                None => {
-                    let first = keep.div_ceil(2);
-                    let last = keep - first;
-                    items.drain(first..of - last);
-                    Cut::Ends { first, last, of }
-                }
-            }
-        }
-        Value::String(s) => {
-            let of = s.len();
-            let target = of.saturating_sub(excess).max(of / 2).max(MIN_STRING);
-            let mut end = target.min(of);
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
-            s.truncate(end);
-            Cut::Prefix { bytes: end, of }
-        }
-        // find_largest only offers arrays and strings.
-        _ => Cut::Nothing { bytes: 0 },
-    }
-}
-
 /// Indices from the middle outwards, so dropping a prefix of this order keeps
 /// both ends of the array.
-fn middle_out(n: usize) -> impl Iterator<Item = usize> {
+pub(crate) fn middle_out(n: usize) -> impl Iterator<Item = usize> {
     let mid = n / 2;
     (0..n).map(move |k| {
         if k % 2 == 0 {
@@ -322,25 +264,6 @@ fn middle_out(n: usize) -> impl Iterator<Item = usize> {
             mid - 1 - k / 2
         }
     })
-}
-
-/// Records a cut, merging repeated cuts of one value into one note that
-/// still counts from the original length.
-fn record(cuts: &mut Vec<Trimmed>, path: String, cut: Cut) {
-    if let Some(old) = cuts.iter_mut().find(|c| c.path == path) {
-        old.cut = match (&old.cut, cut) {
-            (Cut::Newest { of, .. }, Cut::Newest { count, .. }) => Cut::Newest { count, of: *of },
-            (Cut::Ends { of, .. }, Cut::Ends { first, last, .. }) => Cut::Ends {
-                first,
-                last,
-                of: *of,
-            },
-            (Cut::Prefix { of, .. }, Cut::Prefix { bytes, .. }) => Cut::Prefix { bytes, of: *of },
-            (_, other) => other,
-        };
-    } else {
-        cuts.push(Trimmed { path, cut });
-    }
 }
 
 /// Latest-only deliveries of one session's state, at most one per interval.
@@ -502,18 +425,112 @@ mod tests {
     }
 
     #[test]
-    fn what_cannot_shrink_becomes_null() {
+    fn an_object_of_scalars_keeps_its_first_members() {
         let data: serde_json::Map<String, Value> =
-            (0..500).map(|i| (format!("k{i}"), json!(i))).collect();
+            (0..500).map(|i| (format!("k{i:03}"), json!(i))).collect();
         let (kept, cuts) = trim(&Value::Object(data), &[], 200);
+        assert!(encoded_len(&kept) <= 200);
+        let kept = kept.as_object().unwrap();
+        assert!(kept.len() > 10, "as much as fits: {}", kept.len());
+        assert_eq!(kept.keys().next().map(String::as_str), Some("k000"));
+        assert_eq!(
+            cuts,
+            vec![Trimmed {
+                path: String::new(),
+                cut: Cut::Members {
+                    count: kept.len(),
+                    of: 500
+                }
+            }]
+        );
+    }
+
+    #[test]
+    fn only_what_cannot_fit_at_all_becomes_null() {
+        let (kept, cuts) = trim(&json!(123456789), &[], 3);
         assert_eq!(kept, Value::Null);
         assert!(matches!(
             cuts[..],
             [Trimmed {
-                cut: Cut::Nothing { .. },
+                cut: Cut::Nothing { bytes: 9 },
                 ..
             }]
         ));
+        // Anything with room for an emptied shape is not null.
+        let (kept, _) = trim(&json!({"a": [1, 2, 3], "b": "x".repeat(100)}), &[], 2);
+        assert_eq!(kept, json!({}));
+    }
+
+    /// The state the issue measured: tens of thousands of short strings,
+    /// which the first trimmer turned into `null` after seconds of CPU.
+    fn many_small_items(n: usize) -> Value {
+        json!({
+            "items": (0..n).map(|i| json!({"id": i, "name": format!("item number {i}")})).collect::<Vec<_>>(),
+            "tags": (0..n / 4).map(|i| format!("tag-{i}-xxxxxxxxxxxxxxxx")).collect::<Vec<_>>(),
+            "title": "t".repeat(2000),
+            "count": n,
+        })
+    }
+
+    #[test]
+    fn a_large_state_keeps_as_much_as_fits_and_lists_every_cut() {
+        let data = many_small_items(20_000);
+        assert!(encoded_len(&data) > 512 * 1024 / 2);
+        let budget = item_budget(1);
+        let mut item = json!({"data": null, "trimmed": []});
+        let (kept, cuts) = fit(&data, &[], budget, |d, c| {
+            item["data"] = d.clone();
+            item["trimmed"] = serde_json::to_value(c).unwrap();
+            encoded_len(&item)
+        });
+        let len = encoded_len(&json!({"data": kept, "trimmed": cuts}));
+        assert!(len <= budget, "{len}");
+        assert!(
+            len > budget * 3 / 4,
+            "as much data as fits: {len} of {budget}"
+        );
+        assert_ne!(kept, Value::Null);
+        assert_eq!(kept["count"], 20_000);
+        // Both ends of each undeclared array survive.
+        let items = kept["items"].as_array().unwrap();
+        assert_eq!(items[0]["id"], 0);
+        assert_eq!(items.last().unwrap()["id"], 19_999);
+        // Every value that differs from the original is covered by a cut.
+        let paths: Vec<&str> = cuts.iter().map(|c| c.path.as_str()).collect();
+        for (key, v) in kept.as_object().unwrap() {
+            if *v != data[key] {
+                assert!(
+                    paths.contains(&format!("/{key}").as_str()),
+                    "{key} cut silently: {paths:?}"
+                );
+            }
+        }
+        for c in &cuts {
+            assert!(
+                kept.pointer(&c.path).is_some(),
+                "{} points into the data",
+                c.path
+            );
+        }
+    }
+
+    #[test]
+    fn cut_paths_point_into_the_delivered_data() {
+        // A string inside an element is cut first; then the enclosing array
+        // loses its middle, which moves the element: the note must follow.
+        let mut items: Vec<Value> = (0..40).map(|i| json!(i)).collect();
+        items.push(json!("y".repeat(3000)));
+        items.extend((0..400).map(|i| json!(i)));
+        let data = json!({ "a": items });
+        let (kept, cuts) = trim(&data, &[], 1200);
+        assert!(encoded_len(&kept) <= 1200);
+        for c in &cuts {
+            let target = kept.pointer(&c.path);
+            assert!(target.is_some(), "{} missing from {kept}", c.path);
+            if let Cut::Prefix { bytes, .. } = c.cut {
+                assert_eq!(target.unwrap().as_str().map(str::len), Some(bytes));
+            }
+        }
     }
 
     #[test]

@@ -43,6 +43,12 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         }
     }
 
+    /// The bytes read but not yet returned as a line: after an
+    /// [`Violation::Unterminated`], the unterminated tail.
+    pub fn rest(&self) -> &[u8] {
+        self.framer.tail()
+    }
+
     /// The next line without its newline; `Ok(None)` at a clean end of stream.
     pub async fn next_line(&mut self) -> Result<Option<Vec<u8>>, FrameError> {
         loop {

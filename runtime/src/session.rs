@@ -1,11 +1,16 @@
 //! The host engine: one protocol session with one Tick.
 //!
 //! A [`Session`] is started from a [`TickIo`] (what a backend yields: the
-//! Tick's stdin and stdout, its view and a handle on the process). The
-//! Tick's stdin sits behind one async lock: a request writes its whole frame
-//! while holding it, so frames never interleave, and no task hand-off stands
-//! between a request and the Tick. Two tasks run beside the requests:
+//! Tick's stdin and stdout, its view and a handle on the process). Three
+//! tasks run beside the requests:
 //!
+//! - the **writer** owns the Tick's stdin and writes one whole frame at a
+//!   time, in the order requests were queued. It is the only place a frame
+//!   is written, so a caller that gives up (a timeout, a dropped future)
+//!   can never leave half a frame for the next one to be glued to. A frame
+//!   the Tick does not take within [`SessionConfig::write_timeout`] ends the
+//!   session ([`EndReason::StdinStalled`]): a Tick that stops reading its
+//!   stdin never hangs the host;
 //! - the **reader** owns the Tick's stdout, splits it into lines
 //!   ([`crate::framing`]), classifies each ([`crate::protocol::message`]),
 //!   hands responses to the request waiting on their id, and checks and keeps
@@ -14,9 +19,16 @@
 //!   on the end of the Tick's output, or when the host shuts it down.
 //!
 //! Requests ([`Session::describe`], [`Session::read`], [`Session::call`]) take
-//! one of [`MAX_IN_FLIGHT`] permits, so a ninth waits for a free slot. A call
-//! is sent once and only once: a timeout, a malformed answer or the end of the
-//! session make its outcome [`CallOutcome::Unknown`], never a resend.
+//! one of [`MAX_IN_FLIGHT`] slots, so a ninth waits for a free one. A slot is
+//! held until the Tick answers or the session ends, even when the caller
+//! stopped waiting: a request the Tick has read is in flight whether or not
+//! anyone still waits for it. A request's whole life (waiting for a slot,
+//! being written, being answered) is inside its deadline. A call is sent
+//! once and only once: a timeout, a malformed answer or the end of the
+//! session make its outcome [`CallOutcome::Unknown`], never a resend; a call
+//! that provably never reached the Tick (its turn to be written had not
+//! come, or it is larger than a request line may be) fails with
+//! `executed: false` instead.
 //!
 //! **Invariant:** when a session ends, every request still in flight resolves
 //! as ended (calls as unknown outcome), and the Tick process is terminated.
@@ -24,8 +36,8 @@
 use crate::framing::{FrameError, LineReader};
 use crate::protocol::codes;
 use crate::protocol::limits::{
-    CALL_TIMEOUT, INIT_TIMEOUT, MAX_CALL_RESULT_BYTES, MAX_IN_FLIGHT, REQUEST_TIMEOUT,
-    SCREEN_EXCERPT_CHARS,
+    CALL_TIMEOUT, INIT_TIMEOUT, MAX_CALL_RESULT_BYTES, MAX_IN_FLIGHT, MAX_LINE_BYTES,
+    REQUEST_TIMEOUT, SCREEN_EXCERPT_CHARS,
 };
 use crate::protocol::message::{encode_request, encoded_len, method, parse_line};
 use crate::protocol::state::{check_read_floor, check_update, parse_state};
@@ -35,11 +47,11 @@ use crate::protocol::{
 use crate::view::View;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
 /// A boxed future, for the object-safe process trait.
 pub use crate::backend::BoxFuture;
@@ -55,6 +67,9 @@ pub struct SessionConfig {
     pub request_timeout: Duration,
     /// Each tick/call before its outcome is unknown.
     pub call_timeout: Duration,
+    /// How long one frame may wait for the Tick to take it from its stdin
+    /// before the session ends ([`EndReason::StdinStalled`]).
+    pub write_timeout: Duration,
 }
 
 impl Default for SessionConfig {
@@ -63,9 +78,15 @@ impl Default for SessionConfig {
             init_timeout: INIT_TIMEOUT,
             request_timeout: REQUEST_TIMEOUT,
             call_timeout: CALL_TIMEOUT,
+            write_timeout: CALL_TIMEOUT,
         }
     }
 }
+
+/// The error code of a call the host did not send because no request slot
+/// came free within its deadline (in JSON-RPC's implementation-defined
+/// range; the call is reported with `executed: false`).
+pub const NOT_SENT: i64 = -32099;
 
 /// Why a session ended.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -80,6 +101,10 @@ pub enum EndReason {
     /// Reading the Tick's output failed.
     #[error("reading the Tick's output failed: {0}")]
     Io(String),
+    /// The Tick did not take a request from its stdin in time: it stopped
+    /// reading, so nothing more can be sent to it.
+    #[error("the Tick stopped reading its stdin: a request could not be written within {}s", .0.as_secs_f32())]
+    StdinStalled(Duration),
     /// The host shut the session down.
     #[error("the host ended the session")]
     Shutdown,
@@ -131,6 +156,20 @@ pub enum RequestError {
     Invalid {
         method: &'static str,
         reason: String,
+    },
+    /// The request would be a line longer than the protocol allows; nothing
+    /// was sent.
+    #[error("{method}: the request is {bytes} bytes encoded, over the {limit}-byte line limit (§3.6); nothing was sent")]
+    TooLarge {
+        method: &'static str,
+        bytes: usize,
+        limit: usize,
+    },
+    /// No request slot came free before the deadline; nothing was sent.
+    #[error("{method}: not sent: all {MAX_IN_FLIGHT} request slots stayed busy for {}s", .after.as_secs_f32())]
+    NotSent {
+        method: &'static str,
+        after: Duration,
     },
 }
 
@@ -189,7 +228,26 @@ struct SeqTrack {
     last_read: Option<u64>,
 }
 
-type Pending = HashMap<u64, oneshot::Sender<ResponseBody>>;
+/// A request between being queued and being answered (or the session's end).
+struct InFlight {
+    /// Where the answer goes; the receiver is gone if the caller gave up.
+    tx: oneshot::Sender<ResponseBody>,
+    /// Its request slot, held until this entry goes.
+    _slot: OwnedSemaphorePermit,
+}
+
+type Pending = HashMap<u64, InFlight>;
+
+/// Where a request's frame is, shared by the caller and the writer.
+const QUEUED: u8 = 0;
+const WRITING: u8 = 1;
+const WITHDRAWN: u8 = 2;
+
+/// One frame for the writer.
+struct Outgoing {
+    frame: Vec<u8>,
+    state: Arc<AtomicU8>,
+}
 
 struct Shared {
     pending: Mutex<Pending>,
@@ -261,7 +319,7 @@ enum Trigger {
 /// One protocol session with one Tick.
 pub struct Session {
     shared: Arc<Shared>,
-    stdin: Stdin,
+    outgoing: mpsc::UnboundedSender<Outgoing>,
     permits: Arc<Semaphore>,
     view: Arc<View>,
     triggers: mpsc::UnboundedSender<Trigger>,
@@ -321,18 +379,30 @@ impl Session {
             events,
             next_id: AtomicU64::new(1),
         });
-        let stdin: Stdin = Arc::new(tokio::sync::Mutex::new(Some(io.stdin)));
         let (triggers, triggers_rx) = mpsc::unbounded_channel();
+        // Unbounded, but never more than MAX_IN_FLIGHT frames: each holds a slot.
+        let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
+        let (close, close_rx) = oneshot::channel();
+        let writer = tokio::spawn(write_frames(
+            io.stdin,
+            outgoing_rx,
+            close_rx,
+            triggers.clone(),
+            config.write_timeout,
+        ));
         tokio::spawn(read_frames(io.stdout, shared.clone(), triggers.clone()));
         tokio::spawn(supervise(
             io.process,
             shared.clone(),
             triggers_rx,
-            stdin.clone(),
+            Writer {
+                close,
+                task: writer,
+            },
         ));
         Session {
             shared,
-            stdin,
+            outgoing,
             permits: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
             view: io.view,
             triggers,
@@ -383,7 +453,13 @@ impl Session {
         }
     }
 
-    /// Sends one request and waits for its response body.
+    /// Sends one request and waits for its response body, all within
+    /// `timeout`: waiting for a slot, being written and being answered.
+    ///
+    /// Cancel-safe: dropping the future before the writer took the frame
+    /// withdraws it (nothing is written, the slot is freed); after that the
+    /// frame is written whole and the slot stays taken until the Tick
+    /// answers or the session ends.
     async fn request<P: serde::Serialize>(
         &self,
         method: &'static str,
@@ -391,14 +467,28 @@ impl Session {
         timeout: Duration,
         before_send: impl FnOnce(),
     ) -> Result<ResponseBody, RequestError> {
+        let deadline = tokio::time::Instant::now() + timeout;
         let ended = |s: &Shared| RequestError::Ended(s.end_reason().unwrap_or(EndReason::Shutdown));
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let frame = encode_request(RequestId(id), method, params);
+        // The bound on what the host sends: the same line limit a Tick must keep.
+        let line = frame.len() - 1;
+        if line > MAX_LINE_BYTES {
+            return Err(RequestError::TooLarge {
+                method,
+                bytes: line,
+                limit: MAX_LINE_BYTES,
+            });
+        }
         let mut ended_rx = self.shared.ended.subscribe();
-        // Wait for a slot, unless the session ends first.
-        let permit = tokio::select! {
+        // Wait for a slot, unless the session ends or the deadline passes first.
+        let slot = tokio::select! {
             p = self.permits.clone().acquire_owned() => p.map_err(|_| ended(&self.shared))?,
             _ = ended_rx.wait_for(Option::is_some) => return Err(ended(&self.shared)),
+            _ = tokio::time::sleep_until(deadline) => {
+                return Err(RequestError::NotSent { method, after: timeout })
+            }
         };
-        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = lock(&self.shared.pending);
@@ -407,28 +497,32 @@ impl Session {
             if self.shared.end_reason().is_some() {
                 return Err(ended(&self.shared));
             }
-            pending.insert(id, tx);
+            pending.insert(id, InFlight { tx, _slot: slot });
         }
+        let state = Arc::new(AtomicU8::new(QUEUED));
+        let queued = Queued {
+            shared: &self.shared,
+            id,
+            state: state.clone(),
+        };
         before_send();
-        let frame = encode_request(RequestId(id), method, params);
-        if write_frame(&self.stdin, &frame).await.is_err() {
-            lock(&self.shared.pending).remove(&id);
+        if self.outgoing.send(Outgoing { frame, state }).is_err() {
+            queued.withdraw();
             return Err(ended(&self.shared));
         }
-        let outcome = tokio::time::timeout(timeout, rx).await;
-        drop(permit);
-        match outcome {
+        match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(body)) => Ok(body),
             Ok(Err(_)) => Err(ended(&self.shared)),
-            Err(_) => {
-                // The id leaves the in-flight set, so a late answer is
-                // discarded rather than mistaken for a newer request's.
-                lock(&self.shared.pending).remove(&id);
-                Err(RequestError::TimedOut {
-                    method,
-                    after: timeout,
-                })
-            }
+            Err(_) if queued.withdraw() => Err(RequestError::NotSent {
+                method,
+                after: timeout,
+            }),
+            // Written (or being written): the slot stays taken until the
+            // Tick answers or the session ends; a late answer is discarded.
+            Err(_) => Err(RequestError::TimedOut {
+                method,
+                after: timeout,
+            }),
         }
     }
 
@@ -495,17 +589,28 @@ impl Session {
         Ok(self.shared.offer_state(state, false))
     }
 
-    /// tick/call: sends a prepared call once and classifies its outcome.
+    /// tick/call: sends a prepared call once and classifies its outcome,
+    /// with the session's call timeout.
     pub async fn call(&self, call: &PreparedCall) -> CallOutcome {
+        self.call_within(call, self.config.call_timeout).await
+    }
+
+    /// tick/call with its own timeout (a client's `--call-timeout`).
+    pub async fn call_within(&self, call: &PreparedCall, timeout: Duration) -> CallOutcome {
         let params = CallParams {
             tool: &call.tool,
             args: &call.args,
             revision: &call.revision,
         };
-        let body = match self
-            .request(method::CALL, &params, self.config.call_timeout, || {})
-            .await
-        {
+        let not_sent = |code: i64, message: String| CallOutcome::Failed {
+            error: RpcError {
+                code,
+                message,
+                data: None,
+            },
+            executed: false,
+        };
+        let body = match self.request(method::CALL, &params, timeout, || {}).await {
             Ok(body) => body,
             Err(RequestError::TimedOut { after, .. }) => {
                 return CallOutcome::Unknown(UnknownReason::TimedOut(after))
@@ -513,6 +618,10 @@ impl Session {
             Err(RequestError::Ended(r)) => {
                 return CallOutcome::Unknown(UnknownReason::SessionEnded(r))
             }
+            Err(e @ RequestError::TooLarge { .. }) => {
+                return not_sent(codes::INVALID_PARAMS, e.to_string())
+            }
+            Err(e @ RequestError::NotSent { .. }) => return not_sent(NOT_SENT, e.to_string()),
             Err(other) => return CallOutcome::Unknown(UnknownReason::Malformed(other.to_string())),
         };
         match body {
@@ -572,43 +681,113 @@ fn result_of(method: &'static str, body: ResponseBody) -> Result<Value, RequestE
     }
 }
 
-/// The Tick's stdin; `None` once closed.
-type Stdin = Arc<tokio::sync::Mutex<Option<Box<dyn AsyncWrite + Send + Unpin>>>>;
-
-/// Writes one whole frame. Callers hold the lock for the whole frame, so a
-/// frame is never split by another.
-async fn write_frame(stdin: &Stdin, frame: &[u8]) -> std::io::Result<()> {
-    let mut guard = stdin.lock().await;
-    let Some(w) = guard.as_mut() else {
-        return Err(std::io::ErrorKind::BrokenPipe.into());
+/// The size of a call's request line, newline excluded, with the longest id
+/// the host may give it: callers that must refuse an oversized call before
+/// handing it over (the live socket, the CLI) compare this with
+/// [`MAX_LINE_BYTES`].
+pub fn call_line_len(call: &PreparedCall) -> usize {
+    let params = CallParams {
+        tool: &call.tool,
+        args: &call.args,
+        revision: &call.revision,
     };
-    let r = async {
-        w.write_all(frame).await?;
-        w.flush().await
-    }
-    .await;
-    if r.is_err() {
-        // The Tick stopped reading; the reader will see its end.
-        *guard = None;
-    }
-    r
+    encode_request(RequestId(u64::MAX), method::CALL, &params).len() - 1
 }
 
-/// Closes the Tick's stdin (EOF for the Tick). A write stuck on a Tick that
-/// does not read must not hold up the shutdown: then the close happens in
-/// the background, once the write gives up (the Tick is terminated anyway).
-async fn close_stdin(stdin: Stdin) {
-    let close = async move {
-        if let Some(mut w) = stdin.lock().await.take() {
-            let _ = w.shutdown().await;
+/// A queued request's claim on its pending entry.
+struct Queued<'a> {
+    shared: &'a Shared,
+    id: u64,
+    state: Arc<AtomicU8>,
+}
+
+impl Queued<'_> {
+    /// Takes the frame back if the writer has not started on it; then the
+    /// entry (and its slot) goes. Returns whether it was withdrawn, i.e.
+    /// provably never written.
+    fn withdraw(&self) -> bool {
+        let withdrawn = self
+            .state
+            .compare_exchange(QUEUED, WITHDRAWN, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+            || self.state.load(Ordering::Acquire) == WITHDRAWN;
+        if withdrawn {
+            lock(&self.shared.pending).remove(&self.id);
         }
-    };
-    let mut close = Box::pin(close);
-    if tokio::time::timeout(Duration::from_millis(50), &mut close)
+        withdrawn
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        // A caller dropped mid-request: withdraw if still possible; a frame
+        // already taken is written whole and keeps its slot.
+        self.withdraw();
+    }
+}
+
+/// The writer task and the way to stop it between frames.
+struct Writer {
+    close: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// The writer: owns the Tick's stdin, writes whole frames in queue order.
+async fn write_frames(
+    mut stdin: Box<dyn AsyncWrite + Send + Unpin>,
+    mut frames: mpsc::UnboundedReceiver<Outgoing>,
+    mut close: oneshot::Receiver<()>,
+    triggers: mpsc::UnboundedSender<Trigger>,
+    stall: Duration,
+) {
+    loop {
+        let job = tokio::select! {
+            biased;
+            _ = &mut close => break,
+            job = frames.recv() => match job {
+                Some(job) => job,
+                None => break,
+            },
+        };
+        // A caller that gave up before its turn took its frame back.
+        if job
+            .state
+            .compare_exchange(QUEUED, WRITING, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            continue;
+        }
+        let written = tokio::time::timeout(stall, async {
+            stdin.write_all(&job.frame).await?;
+            stdin.flush().await
+        })
+        .await;
+        let fault = match written {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => EndReason::Io(format!("writing to the Tick's stdin failed: {e}")),
+            Err(_) => EndReason::StdinStalled(stall),
+        };
+        // Half a frame may be in the pipe: nothing may follow it, so the
+        // session ends here and stdin is dropped (closed) with this task.
+        tracing::warn!(%fault, "ending the session");
+        let _ = triggers.send(Trigger::Fault(fault));
+        return;
+    }
+    // Between frames: a clean EOF for the Tick.
+    let _ = stdin.shutdown().await;
+}
+
+/// Closes the Tick's stdin (EOF for the Tick): at once between frames; a
+/// writer stuck on a Tick that does not read is stopped where it is (the
+/// Tick is being terminated anyway, and nothing follows the partial frame).
+async fn close_stdin(writer: Writer) {
+    let Writer { close, mut task } = writer;
+    let _ = close.send(());
+    if tokio::time::timeout(Duration::from_millis(50), &mut task)
         .await
         .is_err()
     {
-        tokio::spawn(close);
+        task.abort();
     }
 }
 
@@ -628,12 +807,14 @@ async fn read_frames(
         match parse_line(&line) {
             Err(v) => break Trigger::Fault(v.into()),
             Ok(Incoming::Response { id, body }) => {
+                // Removing the entry frees the request's slot, whether or not
+                // its caller still waits.
                 let waiter = u64::try_from(id)
                     .ok()
                     .and_then(|id| lock(&shared.pending).remove(&id));
                 match waiter {
-                    Some(tx) => {
-                        let _ = tx.send(body);
+                    Some(entry) => {
+                        let _ = entry.tx.send(body);
                     }
                     None => tracing::debug!(id, "discarding a response to an id not in flight"),
                 }
@@ -670,7 +851,7 @@ async fn supervise(
     mut process: Box<dyn TickProcess>,
     shared: Arc<Shared>,
     mut triggers: mpsc::UnboundedReceiver<Trigger>,
-    stdin: Stdin,
+    writer: Writer,
 ) {
     let mut done: Vec<oneshot::Sender<()>> = Vec::new();
     let graceful = match triggers.recv().await {
@@ -694,7 +875,7 @@ async fn supervise(
             true
         }
     };
-    close_stdin(stdin).await;
+    close_stdin(writer).await;
     process.terminate(graceful).await;
     // Anyone else who asked for a shutdown meanwhile is answered too.
     triggers.close();

@@ -5,7 +5,7 @@ Apart from the chosen fault it behaves like a conforming Tick with tools
 `echo` (query), `bump` (mutating: emits an update) and a few that misbehave
 on purpose. Each mode is one host rule the tests check; see MODES below.
 """
-import json, os, signal, subprocess, sys, time
+import json, os, signal, subprocess, sys, threading, time
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
 seq = 0
@@ -49,9 +49,13 @@ def descriptor():
     return d
 
 
+WRITING = threading.Lock()
+
+
 def write(raw):
-    sys.stdout.write(raw)
-    sys.stdout.flush()
+    with WRITING:
+        sys.stdout.write(raw)
+        sys.stdout.flush()
 
 
 def send(frame):
@@ -81,6 +85,12 @@ def answer_read(rid):
         sys.exit(0)
     elif MODE == "long_line":
         write("[" + "1," * (4 * 1024 * 1024 + 8) + "1]\n")
+    elif MODE == "wide":
+        # A legal state of about 480 KB: 15,000 short strings and a wide
+        # object, which the first trimmer took seconds over and made null.
+        log = ["entry number %05d of the log" % i for i in range(15000)]
+        names = {"k%04d" % i: "value %d" % i for i in range(2000)}
+        return send({"id": rid, "result": {"seq": seq, "data": {"log": log, "names": names}}})
     send({"id": rid, "result": {"seq": seq, "data": {"log": []}}})
 
 
@@ -143,6 +153,11 @@ def answer_call(rid, params):
     if MODE == "slow":
         time.sleep(30)
         return send({"id": rid, "result": "late"})
+    if MODE == "slow_async":
+        # Answers in 30 s, reading and answering everything else meanwhile.
+        t = threading.Timer(30, lambda: send({"id": rid, "result": "late"}))
+        t.daemon = True
+        return t.start()
     if MODE == "big_result":
         # About 5 MB on the wire, about 19 MB once re-encoded (1e15 -> 1000000000000000.0).
         return write('{"jsonrpc":"2.0","id":%d,"result":[%s1e15]}\n' % (rid, "1e15," * 1000000))

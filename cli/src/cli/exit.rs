@@ -23,7 +23,8 @@ Exit codes:
        protocol violation (stderr names the rule)
   4    unknown outcome: the call timed out, the Tick died mid-call, or its response
        was malformed; the call is never resent
-  130  interrupted; the Tick was stopped";
+  130  interrupted; the Tick was stopped
+A closed stdout (e.g. `| head -1`) ends any command at once with exit 0.";
 
 /// A failed command: its exit code and the line for stderr.
 #[derive(Debug)]
@@ -53,5 +54,13 @@ impl Exit {
     }
     pub fn session(message: impl std::fmt::Display) -> Self {
         Exit::new(SESSION, message)
+    }
+    /// Stdout was closed by its reader (EPIPE): exit 0, nothing on stderr.
+    pub fn stdout_closed() -> Self {
+        Exit::new(OK, "")
+    }
+    /// Whether this is [`Exit::stdout_closed`].
+    pub fn is_stdout_closed(&self) -> bool {
+        self.code == OK && self.message.is_empty()
     }
 }

@@ -158,6 +158,10 @@ fn new_runtime() -> Result<tokio::runtime::Runtime, Exit> {
 }
 
 fn fail(e: Exit) -> ExitCode {
+    // A closed stdout ends a command quietly: the reader chose to stop.
+    if e.message.is_empty() {
+        return ExitCode::from(e.code);
+    }
     // Messages quote the Tick (tool errors, init errors, violations): one
     // line, every control and bidi character escaped.
     eprintln!("tickbox: {}", text::escape(&e.message));
@@ -212,16 +216,24 @@ fn emit(value: &Value, pretty: bool) -> Result<(), Exit> {
 }
 
 /// Writes text that may quote the Tick (screen, reports, tables) to stdout,
-/// control and bidi characters escaped, line breaks kept.
+/// control and bidi characters escaped, line breaks kept. A closed stdout
+/// (`| head -1`: EPIPE, as Rust ignores SIGPIPE) is the reader's choice,
+/// not our failure: it ends the command at once with exit 0
+/// ([`Exit::stdout_closed`]), so a streaming command (`watch`) stops instead
+/// of writing into the void.
 fn emit_text(text: &str) -> Result<(), Exit> {
     write_stdout(&text::escape_lines(text))
 }
 
 fn write_stdout(text: &str) -> Result<(), Exit> {
     let mut out = std::io::stdout().lock();
-    // A closed stdout (e.g. `| head`) is the reader's choice, not our failure.
-    let _ = writeln!(out, "{text}").and_then(|_| out.flush());
-    Ok(())
+    match writeln!(out, "{text}").and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(Exit::stdout_closed()),
+        Err(e) => Err(Exit::session(format!(
+            "cannot write the result to stdout: {e}"
+        ))),
+    }
 }
 
 async fn run(command: Command) -> Result<(), Exit> {
@@ -382,6 +394,14 @@ fn approve(
     yes: bool,
 ) -> Result<PreparedCall, Exit> {
     let prepared = catalog.prepare(tool, call_args).map_err(Exit::usage)?;
+    // The host's output is bounded like the Tick's: refused before sending.
+    let line = tickbox_runtime::session::call_line_len(&prepared);
+    let limit = tickbox_runtime::protocol::limits::MAX_LINE_BYTES;
+    if line > limit {
+        return Err(Exit::usage(format!(
+            "the call's request line would be {line} bytes, over the {limit}-byte line limit (§3.6); nothing was sent"
+        )));
+    }
     if prepared.mutates && !yes {
         let description = catalog
             .tool(tool)

@@ -143,16 +143,23 @@ impl TickOpts {
     }
 
     fn config(&self) -> Result<SessionConfig, Exit> {
-        if !(self.call_timeout.is_finite() && self.call_timeout > 0.0) {
-            return Err(Exit::usage(
-                "--call-timeout must be a positive number of seconds",
-            ));
-        }
         Ok(SessionConfig {
-            call_timeout: Duration::from_secs_f64(self.call_timeout),
+            call_timeout: call_timeout(self.call_timeout)?,
             ..SessionConfig::default()
         })
     }
+}
+
+/// `--call-timeout` as a duration: positive and at most a day (the bound
+/// the live socket accepts too).
+pub fn call_timeout(seconds: f64) -> Result<Duration, Exit> {
+    let max = tickbox_runtime::live::wire::MAX_CALL_TIMEOUT_MS as f64 / 1000.0;
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= max) {
+        return Err(Exit::usage(format!(
+            "--call-timeout must be a positive number of seconds, at most {max}"
+        )));
+    }
+    Ok(Duration::from_secs_f64(seconds))
 }
 
 /// How a Tick was started, for `tickbox info`.

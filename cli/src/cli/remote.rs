@@ -6,16 +6,31 @@
 //! now, and sent bound to that revision: if the catalog changes before it
 //! arrives, the Tick refuses it with -32004 (nothing runs twice, nothing
 //! runs unapproved).
+//!
+//! Every request has a deadline of its own, so a stopped or wedged host
+//! never hangs the client: one-shot requests get [`REQUEST_TIMEOUT`] plus
+//! [`REPLY_GRACE`] (exit 3 past it); a call sends its `--call-timeout` to
+//! the host and waits that long plus the grace. Once the call request has
+//! left, anything but a reply (the host killed, the connection lost, an
+//! unreadable or oversized reply, the deadline) is an unknown outcome,
+//! exit 4: the Tick may have had the call.
 
 use super::attach::exit_of;
-use super::exit::Exit;
+use super::exit::{self, Exit};
 use super::open::TickSpec;
 use super::{approve, emit, emit_text, report_call, Command};
 use clap::Args;
 use serde_json::Value;
-use tickbox_runtime::live::wire::{CallReply, Request};
-use tickbox_runtime::live::{client, Registry};
+use std::time::Duration;
+use tickbox_runtime::live::wire::{CallReply, ErrorKind, Request};
+use tickbox_runtime::live::{client, LiveError, Registry};
+use tickbox_runtime::protocol::limits::REQUEST_TIMEOUT;
 use tickbox_runtime::protocol::Descriptor;
+
+/// How much longer than the host's own deadline a client waits for its
+/// reply: the host answers a timeout itself, so this only runs out when the
+/// host is stopped, wedged or gone.
+pub const REPLY_GRACE: Duration = Duration::from_secs(3);
 
 #[derive(Args)]
 pub struct StopArgs {
@@ -25,9 +40,20 @@ pub struct StopArgs {
 }
 
 async fn request(target: &str, request: Request) -> Result<Value, Exit> {
-    let registry = Registry::open().map_err(exit_of)?;
-    let conn = client::connect(&registry, target).await.map_err(exit_of)?;
-    conn.request(request).await.map_err(exit_of)
+    let limit = REQUEST_TIMEOUT + REPLY_GRACE;
+    let answer = async {
+        let registry = Registry::open().map_err(exit_of)?;
+        let conn = client::connect(&registry, target).await.map_err(exit_of)?;
+        conn.request(request).await.map_err(exit_of)
+    };
+    tokio::time::timeout(limit, answer)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Exit::session(format!(
+                "the live instance `{target}` did not answer within {}s",
+                limit.as_secs()
+            )))
+        })
 }
 
 /// Runs `command` against a live instance when it names one (`@ID|@NAME`);
@@ -61,7 +87,12 @@ pub async fn try_run(command: &Command) -> Option<Result<(), Exit>> {
         }
         Command::Call(a) if a.tick.command.is_empty() => {
             let target = live(a.tick.spec(a.positionals.first().cloned()))?;
-            call(&target, &a.positionals[1..], a.yes, a.tick.pretty).await
+            match super::open::call_timeout(a.tick.call_timeout) {
+                Ok(timeout) => {
+                    call(&target, &a.positionals[1..], a.yes, a.tick.pretty, timeout).await
+                }
+                Err(e) => Err(e),
+            }
         }
         Command::Stop(a) => {
             let target = a.target.trim_start_matches('@');
@@ -71,7 +102,13 @@ pub async fn try_run(command: &Command) -> Option<Result<(), Exit>> {
     })
 }
 
-async fn call(target: &str, rest: &[String], yes: bool, pretty: bool) -> Result<(), Exit> {
+async fn call(
+    target: &str,
+    rest: &[String],
+    yes: bool,
+    pretty: bool,
+    timeout: Duration,
+) -> Result<(), Exit> {
     let tool = rest
         .first()
         .ok_or_else(|| Exit::usage("call needs a TOOL"))?;
@@ -80,16 +117,60 @@ async fn call(target: &str, rest: &[String], yes: bool, pretty: bool) -> Result<
     let catalog = Descriptor::parse(raw)
         .map_err(|e| Exit::session(format!("the live Tick's catalog is invalid: {e}")))?;
     let prepared = approve(&catalog, tool, args, yes)?;
-    let reply = request(
-        target,
-        Request::Call {
-            tool: prepared.tool,
-            args: prepared.args,
-            revision: prepared.revision,
-        },
-    )
-    .await?;
+    let registry = Registry::open().map_err(exit_of)?;
+    let mut conn = tokio::time::timeout(REQUEST_TIMEOUT, client::connect(&registry, target))
+        .await
+        .map_err(|_| Exit::session(format!("the live instance `{target}` did not answer")))?
+        .map_err(exit_of)?;
+    let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+    let request = Request::Call {
+        tool: prepared.tool,
+        args: prepared.args,
+        revision: prepared.revision,
+        timeout_ms: Some(timeout_ms),
+    };
+    // Until the request has left, nothing can have run: a failure is exit 3.
+    tokio::time::timeout(REQUEST_TIMEOUT, conn.send_request(&request))
+        .await
+        .map_err(|_| {
+            Exit::session(format!(
+                "the live instance `{target}` did not take the call"
+            ))
+        })?
+        .map_err(exit_of)?;
+    let unknown = |why: String| {
+        Exit::new(
+            exit::UNKNOWN_OUTCOME,
+            format!("unknown outcome for `{tool}`: {why}; it was not resent"),
+        )
+    };
+    // The host answers its own timeout; ours is only for a host that cannot.
+    let limit = timeout + timeout / 20 + REPLY_GRACE;
+    let reply = match tokio::time::timeout(limit, conn.reply()).await {
+        Ok(Ok(v)) => v,
+        // The host refused before sending anything to the Tick.
+        Ok(Err(e @ (LiveError::Remote { .. } | LiveError::Refused(_)))) => {
+            return Err(match e {
+                LiveError::Remote {
+                    kind: ErrorKind::Usage,
+                    message,
+                } => Exit::usage(message),
+                other => Exit::session(other),
+            })
+        }
+        Ok(Err(e)) => {
+            return Err(unknown(format!(
+                "the host did not deliver the outcome ({e})"
+            )))
+        }
+        Err(_) => {
+            return Err(unknown(format!(
+                "the host sent no reply within {:.1}s",
+                limit.as_secs_f64()
+            )))
+        }
+    };
     let reply: CallReply = serde_json::from_value(reply)
-        .map_err(|e| Exit::session(format!("unreadable call reply from the host: {e}")))?;
+        .map_err(|e| unknown(format!("unreadable call reply from the host: {e}")))?;
     report_call(tool, reply, pretty)
 }

@@ -71,17 +71,36 @@ pub async fn run(args: WatchArgs) -> Result<(), Exit> {
             let t = open::open(spec, &args.opts).await?;
             let session = &t.session;
             let mut sub = Subscription::new(session, args.interval, true);
-            while let Some((state, merged)) = sub.next(session).await {
+            let mut stopped = None;
+            let gone = stdout_gone();
+            tokio::pin!(gone);
+            loop {
+                let next = tokio::select! {
+                    next = sub.next(session) => next,
+                    () = &mut gone => {
+                        stopped = Some(Exit::stdout_closed());
+                        break;
+                    }
+                };
+                let Some((state, merged)) = next else { break };
                 let Some(catalog) = session.descriptor() else {
                     break;
                 };
-                let delivery = Delivery::new(&state, merged, &catalog, item_budget(1));
-                let v =
-                    serde_json::to_value(&delivery).map_err(|e| Exit::session(e.to_string()))?;
-                emit(&v, args.opts.pretty)?;
+                let delivery = Delivery::build(state, merged, catalog, item_budget(1)).await;
+                let emitted = serde_json::to_value(&delivery)
+                    .map_err(|e| Exit::session(e.to_string()))
+                    .and_then(|v| emit(&v, args.opts.pretty));
+                if let Err(e) = emitted {
+                    // Stdout closed (or broken): stop watching, stop the Tick.
+                    stopped = Some(e);
+                    break;
+                }
             }
             let reason = session.end_reason();
             t.close().await;
+            if let Some(e) = stopped {
+                return if e.is_stdout_closed() { Ok(()) } else { Err(e) };
+            }
             match reason {
                 Some(EndReason::Exited(how)) => {
                     eprintln!("tickbox: the Tick ended: {}", escape(&how));
@@ -113,9 +132,12 @@ async fn watch_live(target: &str, interval: Duration, pretty: bool) -> Result<()
     ) else {
         return Err(Exit::session("cannot handle signals"));
     };
+    let gone = stdout_gone();
+    tokio::pin!(gone);
     loop {
         let next = tokio::select! {
             next = conn.next() => next.map_err(exit_of)?,
+            () = &mut gone => return Err(Exit::stdout_closed()),
             _ = int.recv() => return Err(interrupted("SIGINT")),
             _ = term.recv() => return Err(interrupted("SIGTERM")),
         };
@@ -137,6 +159,31 @@ async fn watch_live(target: &str, interval: Duration, pretty: bool) -> Result<()
                 ))
             }
         }
+    }
+}
+
+/// Resolves when stdout's reader has gone (a pipe whose read end closed
+/// reports an error condition), so `watch … | head -1` ends right after
+/// its line even when no further delivery comes to fail with EPIPE. Never
+/// resolves for a stdout that cannot be polled (a regular file).
+async fn stdout_gone() {
+    use std::os::fd::{AsRawFd, RawFd};
+    use tokio::io::unix::AsyncFd;
+    use tokio::io::Interest;
+    /// fd 1, borrowed: never closed by us.
+    struct Stdout;
+    impl AsRawFd for Stdout {
+        fn as_raw_fd(&self) -> RawFd {
+            1
+        }
+    }
+    // SAFETY: fd 1 stays open, and refers to the same file, for the whole
+    // life of the process: nothing in tickbox closes or replaces it.
+    match unsafe { AsyncFd::register_with_interest(Stdout, Interest::ERROR) } {
+        Ok(fd) => {
+            let _ = fd.ready(Interest::ERROR).await;
+        }
+        Err(_) => std::future::pending().await,
     }
 }
 

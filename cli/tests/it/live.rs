@@ -459,9 +459,9 @@ fn resizing_a_view_reaches_a_native_tick_as_sigwinch() {
         .unwrap();
     let mut first = String::new();
     use std::io::BufRead;
-    std::io::BufReader::new(watch.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    // Kept open: a closed stdout would end the watch by itself.
+    let mut reader = std::io::BufReader::new(watch.stdout.take().unwrap());
+    reader.read_line(&mut first).unwrap();
     assert_eq!(
         serde_json::from_str::<Value>(&first).unwrap()["data"],
         json!({"ok": true})
@@ -469,6 +469,7 @@ fn resizing_a_view_reaches_a_native_tick_as_sigwinch() {
     // SAFETY: kill has no memory-safety preconditions.
     assert_eq!(unsafe { libc::kill(watch.id() as i32, libc::SIGINT) }, 0);
     let out = watch.wait_with_output().unwrap();
+    drop(reader);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("the Tick keeps running"), "{stderr}");
@@ -710,4 +711,356 @@ fn the_readme_story_with_the_counter_example_as_wasm() {
     let out = w.tickbox(&["stop", "counter"]);
     assert_eq!(out.code, 0, "{out:#?}");
     assert!(eventually(WAIT, || w.ls().is_empty()), "{:?}", w.ls());
+}
+
+/// A fake host on the registry's socket: answers `info` and `describe` like
+/// a real one, and handles `call` as the test asks. Records the requests.
+struct FakeHost {
+    requests: Arc<Mutex<Vec<Request>>>,
+    _thread: std::thread::JoinHandle<()>,
+}
+
+#[derive(Clone, Copy)]
+enum FakeCall {
+    /// Never answers (a wedged or stopped host).
+    Hang,
+    /// Announces a reply larger than any frame may be.
+    Oversized,
+}
+
+impl FakeHost {
+    fn start(world: &World, name: &str, on_call: FakeCall) -> FakeHost {
+        use tickbox_runtime::live::wire::{read_frame, write_json, Frame, Reply, MAX_FRAME};
+        let registry = Registry::at(world.dir.path("tickbox")).unwrap();
+        let socket = registry.socket("fake01");
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = requests.clone();
+        let name = name.to_string();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::UnixListener::from_std(listener).unwrap();
+                // Serves until the test ends (its World's dir goes away).
+                while let Ok(Ok((mut conn, _))) =
+                    tokio::time::timeout(Duration::from_secs(60), listener.accept()).await
+                {
+                    let seen = seen.clone();
+                    let name = name.clone();
+                    tokio::spawn(async move {
+                        let Ok(Some(Frame::Json(v))) = read_frame(&mut conn).await else {
+                            return;
+                        };
+                        let Ok(request) = serde_json::from_value::<Request>(v) else {
+                            return;
+                        };
+                        seen.lock().unwrap().push(request.clone());
+                        let reply = match request {
+                            Request::Info => Reply::Ok(json!({
+                                "id": "fake01", "name": name, "kind": "test.fake",
+                                "title": "Fake", "backend": "native", "pid": 1,
+                                "started": "2026-01-01T00:00:00Z", "views": 0, "seq": 0})),
+                            Request::Describe => Reply::Ok(json!({
+                                "protocol": 3, "kind": "test.fake", "title": "Fake",
+                                "description": "", "revision": "r1",
+                                "tools": [{"name": "echo", "description": "", "mutates": false,
+                                           "input_schema": {"type": "object"}}]})),
+                            Request::Call { .. } => match on_call {
+                                FakeCall::Hang => {
+                                    tokio::time::sleep(Duration::from_secs(60)).await;
+                                    return;
+                                }
+                                FakeCall::Oversized => {
+                                    use tokio::io::AsyncWriteExt;
+                                    let mut head = vec![b'J'];
+                                    head.extend(((MAX_FRAME + 1) as u32).to_be_bytes());
+                                    let _ = conn.write_all(&head).await;
+                                    let _ = conn.write_all(&[b' '; 4096]).await;
+                                    return;
+                                }
+                            },
+                            _ => return,
+                        };
+                        let _ = write_json(&mut conn, &reply).await;
+                    });
+                }
+            });
+        });
+        FakeHost {
+            requests,
+            _thread: thread,
+        }
+    }
+
+    fn call_timeout_ms(&self) -> Option<u64> {
+        self.requests.lock().unwrap().iter().find_map(|r| match r {
+            Request::Call { timeout_ms, .. } => *timeout_ms,
+            _ => None,
+        })
+    }
+}
+
+#[test]
+fn a_live_call_sends_its_timeout_and_a_silent_host_is_an_unknown_outcome() {
+    let w = World::new("live-silent");
+    let fake = FakeHost::start(&w, "fake", FakeCall::Hang);
+    let out = w.tickbox(&["call", "@fake", "echo", "--call-timeout", "1"]);
+    out.expect(4, "unknown outcome for `echo`");
+    assert!(out.stderr.contains("no reply within"), "{out:#?}");
+    // The host's deadline is ours; the client waits only a little longer.
+    assert_eq!(fake.call_timeout_ms(), Some(1000));
+    assert!(
+        out.elapsed >= Duration::from_secs(1) && out.elapsed < Duration::from_secs(15),
+        "{:?}",
+        out.elapsed
+    );
+    w.tickbox(&["call", "@fake", "echo", "--call-timeout", "1e30"])
+        .expect(2, "--call-timeout must be");
+}
+
+#[test]
+fn an_oversized_live_reply_is_an_unknown_outcome_not_a_session_error() {
+    let w = World::new("live-oversized");
+    let _fake = FakeHost::start(&w, "fake", FakeCall::Oversized);
+    let out = w.tickbox(&["call", "@fake", "echo"]);
+    out.expect(4, "the host did not deliver the outcome");
+    assert!(out.stderr.contains("limit"), "{out:#?}");
+}
+
+#[test]
+fn a_host_killed_mid_call_is_an_unknown_outcome_and_call_timeout_reaches_it() {
+    let w = World::new("live-killed");
+    let faulty = tick("faulty.py");
+    let _host = w.pty(
+        &[
+            "run",
+            "--name",
+            "slow",
+            "--",
+            "python3",
+            &faulty,
+            "slow_async",
+        ],
+        80,
+        24,
+    );
+    let info = w.wait_for("slow");
+    // `misbehave` takes this Tick 30 s (it goes on answering everything
+    // else): the host's answer at 1 s is ours.
+    let out = w.tickbox(&["call", "@slow", "misbehave", "--call-timeout", "1"]);
+    out.expect(4, "no response within 1s");
+    assert!(out.elapsed < Duration::from_secs(15), "{:?}", out.elapsed);
+    // Now a call the Tick has, and the host dies under it.
+    let caller = w
+        .command("call", &["@slow", "misbehave"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = info["pid"].as_i64().unwrap() as i32;
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let out = caller.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("unknown outcome"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_hosts_publishing_one_name_together_exactly_one_gets_it() {
+    let dir = TempDir::new("live-race");
+    let registry = Registry::at(dir.path("tickbox")).unwrap();
+    let mut sessions = Vec::new();
+    for _ in 0..6 {
+        sessions.push(counter_session().await);
+    }
+    let racers: Vec<_> = sessions
+        .iter()
+        .map(|s| {
+            let mut opts = PublishOptions::new("native");
+            opts.registry = Some(registry.clone());
+            opts.name = Some("same".into());
+            tokio::spawn(publish(s.clone(), opts))
+        })
+        .collect();
+    let mut won = Vec::new();
+    let mut lost = 0;
+    for r in racers {
+        match r.await.unwrap() {
+            Ok(p) => won.push(p),
+            Err(LiveError::NameTaken(n)) => {
+                assert_eq!(n, "same");
+                lost += 1
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!((won.len(), lost), (1, 5));
+    // Default names are claimed the same way: all distinct.
+    let defaults: Vec<_> = sessions[1..]
+        .iter()
+        .map(|s| {
+            let mut opts = PublishOptions::new("native");
+            opts.registry = Some(registry.clone());
+            tokio::spawn(publish(s.clone(), opts))
+        })
+        .collect();
+    let mut names = Vec::new();
+    let mut held = Vec::new();
+    for r in defaults {
+        let p = r.await.unwrap().unwrap();
+        names.push(p.name().to_string());
+        held.push(p);
+    }
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 5, "{names:?}");
+    // Unpublishing lets the name go.
+    drop(won);
+    let mut again = PublishOptions::new("native");
+    again.registry = Some(registry.clone());
+    again.name = Some("same".into());
+    let p = publish(sessions[0].clone(), again).await.unwrap();
+    assert_eq!(p.name(), "same");
+    drop((p, held));
+    for s in sessions {
+        s.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_live_call_over_the_line_limit_is_refused_before_sending() {
+    let dir = TempDir::new("live-bigargs");
+    let registry = Registry::at(dir.path("tickbox")).unwrap();
+    let session = counter_session().await;
+    let mut opts = PublishOptions::new("native");
+    opts.registry = Some(registry.clone());
+    let published = publish(session.clone(), opts).await.unwrap();
+    // Bound to another revision, so the host sends it unvalidated (the
+    // Tick would refuse it with -32004): only the size check stands between.
+    let revision = "not-the-current-one".to_string();
+    let tool = session.descriptor().unwrap().tools[0].name.clone();
+    let limit = tickbox_runtime::protocol::limits::MAX_LINE_BYTES;
+    // Fits the socket's 9 MiB frame, not the Tick's 8 MiB line.
+    let args = json!({"blob": "x".repeat(limit + 1)});
+    let conn = client::Connection::open(published.socket(), "counter")
+        .await
+        .unwrap();
+    let err = conn
+        .request(Request::Call {
+            tool,
+            args,
+            revision,
+            timeout_ms: None,
+        })
+        .await
+        .unwrap_err();
+    match err {
+        LiveError::Remote { kind, message } => {
+            assert_eq!(kind, tickbox_runtime::live::wire::ErrorKind::Usage);
+            assert!(message.contains("line limit"), "{message}");
+        }
+        other => panic!("{other}"),
+    }
+    assert!(session.end_reason().is_none(), "the Tick never saw it");
+    drop(published);
+    session.shutdown().await;
+}
+
+/// Reads `watch`'s first line, then closes its stdout like `| head -1`.
+fn first_line_then_close(mut child: std::process::Child) -> (Value, std::process::Child) {
+    use std::io::BufRead;
+    let mut first = String::new();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut first).unwrap();
+    drop(out);
+    (serde_json::from_str(&first).unwrap(), child)
+}
+
+fn exits_within(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
+    let mut code = None;
+    eventually(limit, || {
+        code = child.try_wait().unwrap().map(|s| s.code().unwrap_or(-1));
+        code.is_some()
+    });
+    if code.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    code
+}
+
+#[test]
+fn watch_ends_at_once_when_its_reader_goes() {
+    let w = World::new("live-epipe");
+    let counter = tick("counter.py");
+    // A Tick of its own: the state does not change after the first line, so
+    // only noticing the closed pipe can end the watch.
+    let child = w
+        .command("watch", &["--", "python3", &counter])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (first, mut child) = first_line_then_close(child);
+    assert!(first["seq"].is_u64(), "{first}");
+    assert_eq!(exits_within(&mut child, WAIT), Some(0));
+    // A live instance: the watch ends, the instance stays.
+    let _host = w.pty(&["run", "--name", "c", "--", "python3", &counter], 80, 24);
+    w.wait_for("c");
+    let child = w
+        .command("watch", &["@c"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (_, mut child) = first_line_then_close(child);
+    assert_eq!(exits_within(&mut child, WAIT), Some(0));
+    assert_eq!(w.wait_for("c")["name"], "c");
+}
+
+#[test]
+fn watch_trims_a_wide_state_to_the_budget_and_keeps_what_fits() {
+    let w = World::new("live-wide");
+    let faulty = tick("faulty.py");
+    let child = w
+        .command("watch", &["--", "python3", &faulty, "wide"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = child;
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.len() <= 16 * 1024, "{} bytes", line.len());
+    assert!(
+        line.len() > 12 * 1024,
+        "as much as fits: {} bytes",
+        line.len()
+    );
+    let d: Value = serde_json::from_str(&line).unwrap();
+    let data = &d["data"];
+    assert!(data.is_object(), "not null: {d}");
+    // The declared series keeps its newest end, the object its first members.
+    let log = data["log"].as_array().unwrap();
+    assert_eq!(log.last().unwrap(), "entry number 14999 of the log");
+    let trimmed = d["trimmed"].as_array().unwrap();
+    assert!(!trimmed.is_empty());
+    for cut in trimmed {
+        let path = cut["path"].as_str().unwrap();
+        assert!(data.pointer(path).is_some(), "{path} is in the data");
+    }
+    assert!(trimmed
+        .iter()
+        .any(|c| c["path"] == "/log" && c["kept"] == "newest"));
 }

@@ -21,6 +21,8 @@
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
 //!   drawn from the screen model only, escaped text in every command,
 //!   drawing floods that stall nothing, bounded view sizes;
+//! - `writes` — what the host writes to a Tick: deadlines, whole frames
+//!   under cancellation, slots held until the answer, the line limit;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -37,3 +39,4 @@ mod sandbox;
 mod util;
 mod views;
 mod walls;
+mod writes;

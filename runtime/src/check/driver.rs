@@ -12,8 +12,15 @@
 //! forever, so every write is bounded by [`WRITE_TIMEOUT`]; a Tick that never
 //! closes stdout (a grandchild holding it) would keep the reader alive, so
 //! [`Driver::finish`] gives up waiting for EOF after [`DRAIN_TIMEOUT`].
+//!
+//! Memory is bounded whatever the Tick writes: lines are split by the host's
+//! own [`LineReader`] (never more than the line limit buffered, no rescans),
+//! parsed in the reader task and handed over on a bounded queue
+//! ([`QUEUE_LINES`]), and the transcript keeps at most
+//! [`MAX_TRANSCRIPT_LINES`] lines and [`MAX_TRANSCRIPT_BYTES`] bytes of
+//! them; lines past that are counted in [`Driver::dropped_lines`], not kept.
 
-use crate::protocol::limits::MAX_LINE_BYTES;
+use crate::framing::{FrameError, LineReader};
 use crate::protocol::message::{encode_request, method, parse_line};
 use crate::protocol::{Incoming, ResponseBody, Violation};
 use crate::session::{TickIo, TickProcess};
@@ -21,9 +28,18 @@ use crate::view::View;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tickbox_protocol::framing::LineFramer;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
+
+/// Lines parsed ahead of the driver; a Tick that writes faster waits. Their
+/// bytes count toward [`MAX_TRANSCRIPT_BYTES`] already, so a deep queue
+/// costs no more memory and keeps a flooding Tick from blocking on its
+/// stdout while the driver writes.
+pub const QUEUE_LINES: usize = 1024;
+/// Lines a transcript keeps; later ones are only counted.
+pub const MAX_TRANSCRIPT_LINES: usize = 100_000;
+/// Bytes of lines (as the Tick wrote them) a transcript keeps parsed.
+pub const MAX_TRANSCRIPT_BYTES: usize = 32 * 1024 * 1024;
 
 /// How long one write to the Tick's stdin may block.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -117,21 +133,23 @@ pub enum OutputEnd {
     Clean,
     /// EOF after bytes without a newline.
     Unterminated(Vec<u8>),
-    /// A line longer than [`MAX_LINE_BYTES`]; the driver stopped reading.
+    /// A line longer than the protocol's line limit; the driver stopped reading.
     TooLong,
     /// Reading failed.
     Io(String),
 }
 
 enum Chunk {
-    Line(Duration, Vec<u8>),
+    Line(Line),
+    /// Lines past the transcript bounds, not kept.
+    Dropped(usize),
     End(OutputEnd),
 }
 
 /// One raw session with one Tick.
 pub struct Driver {
     stdin: Option<Box<dyn AsyncWrite + Send + Unpin>>,
-    rx: mpsc::UnboundedReceiver<Chunk>,
+    rx: mpsc::Receiver<Chunk>,
     process: Box<dyn TickProcess>,
     view: Arc<View>,
     started: Instant,
@@ -148,13 +166,15 @@ pub struct Driver {
     pub exit: Option<String>,
     /// Why a write failed, if one did.
     pub write_error: Option<String>,
+    /// Lines the Tick wrote past the transcript bounds (counted, not kept).
+    pub dropped_lines: usize,
 }
 
 impl Driver {
     /// Takes over a freshly started Tick.
     pub fn new(io: TickIo) -> Driver {
         let started = Instant::now();
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(QUEUE_LINES);
         tokio::spawn(read_lines(io.stdout, started, tx));
         Driver {
             stdin: Some(io.stdin),
@@ -169,6 +189,7 @@ impl Driver {
             end: None,
             exit: None,
             write_error: None,
+            dropped_lines: 0,
         }
     }
 
@@ -262,16 +283,8 @@ impl Driver {
 
     fn absorb(&mut self, chunk: Chunk) {
         match chunk {
-            Chunk::Line(at, mut raw) => {
-                let parsed = match parse_line(&raw) {
-                    Ok(m) => Parsed::Message(m),
-                    Err(v) => Parsed::Bad(v),
-                };
-                // Only excerpts of the bytes are ever shown; a Tick writing
-                // megabyte lines must not make the transcript hold them all.
-                raw.truncate(RAW_KEPT);
-                self.lines.push(Line { at, raw, parsed });
-            }
+            Chunk::Line(line) => self.lines.push(line),
+            Chunk::Dropped(n) => self.dropped_lines += n,
             Chunk::End(end) => self.end = Some(end),
         }
     }
@@ -401,6 +414,12 @@ impl Driver {
         if let Some(e) = &self.write_error {
             parts.push(format!("writing to it failed ({e})"));
         }
+        if self.dropped_lines > 0 {
+            parts.push(format!(
+                "{} further lines were not kept (the transcript keeps {MAX_TRANSCRIPT_LINES} lines, {MAX_TRANSCRIPT_BYTES} bytes)",
+                self.dropped_lines
+            ));
+        }
         parts.join("; ")
     }
 }
@@ -447,48 +466,107 @@ impl Exchange {
     }
 }
 
-/// Reads the Tick's stdout into lines with arrival times, framed exactly as
-/// the session frames them (the protocol crate's [`LineFramer`]). Never
-/// holds more than [`MAX_LINE_BYTES`] plus one read.
+/// Reads the Tick's stdout into parsed lines with arrival times, with the
+/// host's framing (so at most one line's worth is ever buffered and nothing
+/// is rescanned) and the transcript bounds (see the module docs).
 async fn read_lines(
-    mut stdout: Box<dyn AsyncRead + Send + Unpin>,
+    stdout: Box<dyn AsyncRead + Send + Unpin>,
     started: Instant,
-    tx: mpsc::UnboundedSender<Chunk>,
+    tx: mpsc::Sender<Chunk>,
 ) {
-    let mut framer = LineFramer::with_limit(MAX_LINE_BYTES);
-    loop {
-        let n = match stdout.read_buf(framer.read_buffer()).await {
-            Ok(n) => n,
-            Err(e) => {
-                let _ = tx.send(Chunk::End(OutputEnd::Io(e.to_string())));
-                return;
+    let mut reader = LineReader::new(stdout);
+    let (mut kept, mut kept_bytes) = (0usize, 0usize);
+    let end = loop {
+        let mut raw = match reader.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break OutputEnd::Clean,
+            Err(FrameError::Violation(crate::protocol::Violation::Unterminated { .. })) => {
+                break OutputEnd::Unterminated(reader.rest().to_vec())
             }
+            Err(FrameError::Violation(_)) => break OutputEnd::TooLong,
+            Err(FrameError::Io(e)) => break OutputEnd::Io(e.to_string()),
         };
-        if n == 0 {
-            let end = match framer.finish() {
-                Ok(()) => OutputEnd::Clean,
-                Err(_) => OutputEnd::Unterminated(framer.tail().to_vec()),
+        let at = started.elapsed();
+        let chunk = if kept < MAX_TRANSCRIPT_LINES && kept_bytes + raw.len() <= MAX_TRANSCRIPT_BYTES
+        {
+            kept += 1;
+            kept_bytes += raw.len();
+            let parsed = match parse_line(&raw) {
+                Ok(m) => Parsed::Message(m),
+                Err(v) => Parsed::Bad(v),
             };
-            let _ = tx.send(Chunk::End(end));
+            // Only excerpts of the bytes are ever shown; a Tick writing
+            // megabyte lines must not make the transcript hold them all.
+            raw.truncate(RAW_KEPT);
+            Chunk::Line(Line { at, raw, parsed })
+        } else {
+            Chunk::Dropped(1)
+        };
+        // Bounded: a Tick that writes faster than the checker reads waits.
+        if tx.send(chunk).await.is_err() {
             return;
         }
-        let at = started.elapsed();
-        loop {
-            match framer.next_line() {
-                Ok(Some(line)) => {
-                    if tx.send(Chunk::Line(at, line)).is_err() {
-                        return;
-                    }
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    let _ = tx.send(Chunk::End(OutputEnd::TooLong));
-                    return;
-                }
-            }
-        }
-    }
+    };
+    let _ = tx.send(Chunk::End(end)).await;
 }
 
 /// The method names, re-exported for the suite.
 pub use method::{CALL, DESCRIBE, READ, UPDATE};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::BoxFuture;
+    use crate::view::NoInput;
+
+    struct Gone;
+
+    impl TickProcess for Gone {
+        fn exited(&mut self) -> BoxFuture<'_, String> {
+            Box::pin(async { "exit status 0".to_string() })
+        }
+        fn terminate(&mut self, _: bool) -> BoxFuture<'_, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    /// A driver whose Tick wrote `output` and closed its stdout.
+    fn driver_over(output: Vec<u8>) -> Driver {
+        let (host_stdin, _tick_stdin) = tokio::io::duplex(1024);
+        Driver::new(TickIo {
+            stdin: Box::new(host_stdin),
+            stdout: Box::new(std::io::Cursor::new(output)),
+            view: View::new(Box::new(NoInput)),
+            process: Box::new(Gone),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_flooding_tick_costs_a_bounded_transcript() {
+        let line = b"{\"jsonrpc\":\"2.0\",\"method\":\"x/noise\"}\n";
+        let extra = 1000;
+        let output = line.repeat(MAX_TRANSCRIPT_LINES + extra);
+        let mut d = driver_over(output);
+        assert!(!d.wait_until(Duration::from_secs(60), |_| false).await);
+        assert_eq!(d.end, Some(OutputEnd::Clean));
+        assert_eq!(d.lines.len(), MAX_TRANSCRIPT_LINES);
+        assert_eq!(d.dropped_lines, extra);
+        assert!(d.ending().contains("1000 further lines were not kept"));
+    }
+
+    #[tokio::test]
+    async fn lines_keep_excerpts_and_the_ends_are_reported() {
+        let mut out = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n".to_vec();
+        out.extend(std::iter::repeat_n(b'x', 3 * RAW_KEPT));
+        out.extend(b"\nunterminated");
+        let mut d = driver_over(out);
+        d.wait_until(Duration::from_secs(10), |_| false).await;
+        assert_eq!(d.lines.len(), 2);
+        assert_eq!(d.lines[0].response_id(), Some(1));
+        assert_eq!(d.lines[1].raw.len(), RAW_KEPT, "only an excerpt is kept");
+        assert_eq!(
+            d.end,
+            Some(OutputEnd::Unterminated(b"unterminated".to_vec()))
+        );
+    }
+}

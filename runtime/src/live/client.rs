@@ -109,9 +109,21 @@ impl Connection {
 
     /// Sends `request` and waits for its first reply's value.
     pub async fn start(&mut self, request: Request) -> Result<Value, LiveError> {
-        write_json(&mut self.w, &request)
+        self.send_request(&request).await?;
+        self.reply().await
+    }
+
+    /// Sends a request without waiting for the reply: a caller that must
+    /// know whether its request left (a call: after this, a lost
+    /// connection is an unknown outcome) uses this and [`Connection::reply`].
+    pub async fn send_request(&mut self, request: &Request) -> Result<(), LiveError> {
+        write_json(&mut self.w, request)
             .await
-            .map_err(|e| self.lost(e))?;
+            .map_err(|e| self.lost(e))
+    }
+
+    /// Waits for the first reply to the request sent, and its value.
+    pub async fn reply(&mut self) -> Result<Value, LiveError> {
         match self.next().await? {
             Some(Frame::Json(v)) => match serde_json::from_value::<Reply>(v) {
                 Ok(Reply::Ok(v)) => Ok(v),

@@ -44,6 +44,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod claim;
 pub mod client;
 pub mod ended;
 pub mod registry;

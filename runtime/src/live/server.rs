@@ -10,13 +10,18 @@
 //! see [`super::viewer`]), which the Tick sees as SIGWINCH (native) or a
 //! resize event (wasm). Each view is drawn from the screen model.
 
+use super::claim::{claim, NameClaim};
 use super::registry::{authorize, current_uid, valid_name, Registry};
 use super::viewer::{self, Sizes};
-use super::wire::{read_frame, write_json, CallReply, ErrorKind, Frame, Reply, Request};
+use super::wire::{
+    read_frame, write_json, CallReply, ErrorKind, Frame, Reply, Request, MAX_CALL_TIMEOUT_MS,
+    MAX_FRAME,
+};
 use super::{client, rfc3339, InstanceInfo, LiveError};
 use crate::delivery::{item_budget, Delivery, Subscription};
+use crate::protocol::limits::MAX_LINE_BYTES;
 use crate::protocol::PreparedCall;
-use crate::session::Session;
+use crate::session::{call_line_len, Session};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -90,6 +95,8 @@ pub struct Published {
     instance: Arc<Instance>,
     socket: PathBuf,
     accept: tokio::task::JoinHandle<()>,
+    /// The name, held until after the socket is gone (fields drop after `drop`).
+    _claim: NameClaim,
 }
 
 impl Published {
@@ -176,11 +183,14 @@ fn default_name(kind: &str) -> String {
     }
 }
 
+/// How many default names (`counter`, `counter-2`, …) publishing tries.
+const MAX_NAME_TRIES: usize = 1000;
+
 /// Publishes `session` (an initialized one) as a live instance.
 ///
-/// Names are checked against the instances live at this moment; two hosts
-/// publishing the same name at the same instant may both get it (then `ID`
-/// still tells them apart).
+/// A name is claimed atomically ([`super::claim`]) before the socket is
+/// bound, so of two hosts publishing the same name at the same instant
+/// exactly one gets it.
 pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Published, LiveError> {
     let registry = match opts.registry {
         Some(r) => r,
@@ -191,10 +201,24 @@ pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Publ
         .into_iter()
         .map(|i| i.name)
         .collect();
-    let name = match opts.name {
+    let dir_error = |source| LiveError::Dir {
+        path: registry.dir().to_path_buf(),
+        source,
+    };
+    // Instances listed by a host that holds no claim (an older tickbox)
+    // still count as taken.
+    let try_claim = |name: &str| -> Result<Option<NameClaim>, LiveError> {
+        if taken.iter().any(|t| t == name) {
+            return Ok(None);
+        }
+        claim(registry.dir(), name).map_err(dir_error)
+    };
+    let (name, held) = match opts.name {
         Some(n) if !valid_name(&n) => return Err(LiveError::BadName(n)),
-        Some(n) if taken.contains(&n) => return Err(LiveError::NameTaken(n)),
-        Some(n) => n,
+        Some(n) => match try_claim(&n)? {
+            Some(c) => (n, c),
+            None => return Err(LiveError::NameTaken(n)),
+        },
         None => {
             let base = default_name(
                 &session
@@ -202,13 +226,19 @@ pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Publ
                     .map(|d| d.kind.clone())
                     .unwrap_or_default(),
             );
-            let mut name = base.clone();
-            let mut n = 2;
-            while taken.contains(&name) {
-                name = format!("{base}-{n}");
-                n += 1;
+            let mut found = None;
+            for n in 1..=MAX_NAME_TRIES {
+                let name = if n == 1 {
+                    base.clone()
+                } else {
+                    format!("{base}-{n}")
+                };
+                if let Some(c) = try_claim(&name)? {
+                    found = Some((name, c));
+                    break;
+                }
             }
-            name
+            found.ok_or_else(|| LiveError::NameTaken(format!("{base}-{MAX_NAME_TRIES}")))?
         }
     };
     let (id, socket) = loop {
@@ -246,6 +276,7 @@ pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Publ
         instance,
         socket,
         accept,
+        _claim: held,
     })
 }
 
@@ -322,13 +353,62 @@ async fn serve(conn: UnixStream, inst: Arc<Instance>) {
             tool,
             args,
             revision,
-        } => call(session, tool, args, revision).await,
+            timeout_ms,
+        } => call(session, tool, args, revision, timeout_ms).await,
         Request::Stop => {
             session.shutdown().await;
             Reply::Ok(serde_json::Value::Null)
         }
     };
-    let _ = write_json(&mut w, &reply).await;
+    let _ = write_json(&mut w, &deliverable(reply, MAX_FRAME)).await;
+}
+
+/// A reply that fits one socket frame of `limit` bytes. Replies carry at
+/// most a call result (8 MiB, checked by the session) or a line the Tick
+/// wrote, so this is a backstop; but a reply that does not fit must still
+/// reach the client with the right meaning, never as a dropped connection:
+/// a result becomes an unknown outcome (the call ran, its result cannot be
+/// delivered), a tool error keeps its code and `executed` with its message
+/// cut and its data left out, anything else becomes a session error.
+fn deliverable(reply: Reply, limit: usize) -> Reply {
+    let size = |r: &Reply| serde_json::to_vec(r).map_or(usize::MAX, |v| v.len());
+    let len = size(&reply);
+    if len <= limit {
+        return reply;
+    }
+    let too_large = format!(
+        "response_too_large: the reply is {len} bytes encoded, over the live socket's {limit}-byte frame"
+    );
+    let call = match &reply {
+        Reply::Ok(v) => serde_json::from_value::<CallReply>(v.clone()).ok(),
+        _ => None,
+    };
+    let smaller = match call {
+        Some(CallReply::Ok { .. }) => json_ok(&CallReply::Unknown { reason: too_large }),
+        Some(CallReply::Failed {
+            code,
+            message,
+            executed,
+            ..
+        }) => {
+            let mut end = message.len().min(limit / 4);
+            while !message.is_char_boundary(end) {
+                end -= 1;
+            }
+            json_ok(&CallReply::Failed {
+                code,
+                message: format!("{}… ({too_large})", &message[..end]),
+                data: None,
+                executed,
+            })
+        }
+        _ => error(ErrorKind::Session, too_large),
+    };
+    if size(&smaller) <= limit {
+        smaller
+    } else {
+        error(ErrorKind::Session, "response_too_large")
+    }
 }
 
 pub(super) fn json_ok<T: serde::Serialize>(v: &T) -> Reply {
@@ -339,10 +419,26 @@ pub(super) fn json_ok<T: serde::Serialize>(v: &T) -> Reply {
 }
 
 /// Sends a call the client prepared and approved against `revision`.
-async fn call(session: &Session, tool: String, args: serde_json::Value, revision: String) -> Reply {
+async fn call(
+    session: &Session,
+    tool: String,
+    args: serde_json::Value,
+    revision: String,
+    timeout_ms: Option<u64>,
+) -> Reply {
     if let Some(reason) = session.end_reason() {
         return error(ErrorKind::Session, reason);
     }
+    let timeout = match timeout_ms {
+        Some(0) => return error(ErrorKind::Usage, "the call timeout must be positive"),
+        Some(ms) if ms > MAX_CALL_TIMEOUT_MS => {
+            return error(
+                ErrorKind::Usage,
+                format!("the call timeout {ms} ms is over the {MAX_CALL_TIMEOUT_MS} ms limit"),
+            )
+        }
+        ms => ms.map(Duration::from_millis),
+    };
     let Some(catalog) = session.descriptor() else {
         return error(ErrorKind::Session, "the Tick has no catalog yet");
     };
@@ -362,8 +458,20 @@ async fn call(session: &Session, tool: String, args: serde_json::Value, revision
             revision,
         }
     };
-    let reply = CallReply::from(session.call(&prepared).await);
-    json_ok(&reply)
+    // The host's own output is bounded too: a call that would be a line
+    // over the protocol's limit is refused here, before anything is sent.
+    let line = call_line_len(&prepared);
+    if line > MAX_LINE_BYTES {
+        return error(
+            ErrorKind::Usage,
+            format!("the call's request line would be {line} bytes, over the {MAX_LINE_BYTES}-byte line limit (§3.6); nothing was sent"),
+        );
+    }
+    let outcome = match timeout {
+        Some(t) => session.call_within(&prepared, t).await,
+        None => session.call(&prepared).await,
+    };
+    json_ok(&CallReply::from(outcome))
 }
 
 /// Decrements a counter when dropped (a view detached, a connection ended).
@@ -412,7 +520,9 @@ async fn watch(r: OwnedReadHalf, mut w: OwnedWriteHalf, inst: &Instance, interva
                     break;
                 };
                 let Some(catalog) = session.descriptor() else { break };
-                let delivery = Delivery::new(&state, merged, &catalog, item_budget(1));
+                // Trimming runs on the blocking pool: a large state must not
+                // hold up the workers that answer every other connection.
+                let delivery = Delivery::build(state, merged, catalog, item_budget(1)).await;
                 let reply = match serde_json::to_value(&delivery) {
                     Ok(v) => Reply::Delivery(v),
                     Err(e) => error(ErrorKind::Session, e),
@@ -424,5 +534,55 @@ async fn watch(r: OwnedReadHalf, mut w: OwnedWriteHalf, inst: &Instance, interva
             // The watcher went away.
             None = from_client.recv() => break,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_undeliverable_reply_keeps_its_meaning() {
+        let big = "x".repeat(5000);
+        let ok = json_ok(&CallReply::Ok {
+            result: json!({"s": big}),
+        });
+        assert_eq!(deliverable(ok.clone(), 10_000), ok, "fits: unchanged");
+        let Reply::Ok(v) = deliverable(ok, 1000) else {
+            panic!()
+        };
+        assert!(matches!(
+            serde_json::from_value(v).unwrap(),
+            CallReply::Unknown { reason } if reason.contains("response_too_large")
+        ));
+        let failed = json_ok(&CallReply::Failed {
+            code: -32000,
+            message: big.clone(),
+            data: Some(json!(big)),
+            executed: true,
+        });
+        let Reply::Ok(v) = deliverable(failed, 2000) else {
+            panic!()
+        };
+        match serde_json::from_value(v).unwrap() {
+            CallReply::Failed {
+                code,
+                data,
+                executed,
+                ..
+            } => {
+                assert_eq!((code, data, executed), (-32000, None, true))
+            }
+            other => panic!("{other:?}"),
+        }
+        let read = Reply::Ok(json!({"seq": 1, "data": big}));
+        assert!(matches!(
+            deliverable(read, 1000),
+            Reply::Error {
+                kind: ErrorKind::Session,
+                ..
+            }
+        ));
     }
 }

@@ -39,6 +39,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// Largest frame either side accepts: a call result (8 MiB) plus room.
 pub const MAX_FRAME: usize = 9 * 1024 * 1024;
 
+/// The longest call timeout a client may ask the host for (one day).
+pub const MAX_CALL_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
+
 /// Largest `O` frame the host sends: a repaint larger than this (a big,
 /// colorful screen) goes in several frames, never one over [`MAX_FRAME`].
 pub const OUTPUT_CHUNK: usize = 256 * 1024;
@@ -71,6 +74,10 @@ pub enum Request {
         tool: String,
         args: Value,
         revision: String,
+        /// The client's call timeout (at most [`MAX_CALL_TIMEOUT_MS`]); the
+        /// host's own when absent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
     },
     /// Become a view of `cols` × `rows` (the client's terminal; 0 × 0 when
     /// unknown), at most [`crate::view::MAX_VIEW_COLS`] ×
@@ -184,8 +191,13 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<Frame>
             "a frame of {len} bytes is over the {MAX_FRAME}-byte limit"
         )));
     }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body).await?;
+    // Grown as bytes arrive, not allocated from the header: a peer that
+    // announces 9 MiB and sends 5 bytes costs 5 bytes.
+    let mut body = Vec::with_capacity(len.min(64 * 1024));
+    (&mut *r).take(len as u64).read_to_end(&mut body).await?;
+    if body.len() < len {
+        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+    }
     match head[0] {
         b'J' => serde_json::from_slice(&body)
             .map(|v| Some(Frame::Json(v)))

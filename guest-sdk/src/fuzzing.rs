@@ -1,0 +1,139 @@
+//! Entry points for the fuzz targets in `fuzz/` (not part of the SDK's API,
+//! hidden from its docs): the request dispatcher and the key decoder, fed
+//! arbitrary bytes, with the promises they keep checked.
+
+use crate::dispatch::Runtime;
+use crate::key::{decode, Decoder, MAX_PENDING};
+use crate::prelude::*;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+#[derive(Default)]
+struct Fuzzed {
+    value: i64,
+    log: Vec<i64>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Set {
+    value: i64,
+}
+
+impl Tick for Fuzzed {
+    const KIND: &'static str = "fuzz.dispatch";
+    const TITLE: &'static str = "Fuzzed";
+    const DESCRIPTION: &'static str = "The dispatcher under arbitrary input.";
+    const RECOVER_WITH: Option<&'static str> = Some("history");
+    const SERIES: &'static [Series] = &[Series::newest_last("/log")];
+
+    fn state(&self) -> impl Serialize {
+        json!({"value": self.value, "log": self.log})
+    }
+
+    fn tools(&self, t: &mut Tools<Self>) {
+        t.add(
+            "set",
+            "Set the value.",
+            Effect::Mutates,
+            |f: &mut Fuzzed, a: Set, _: &mut Ctx| {
+                f.value = a.value;
+                f.log.push(a.value);
+                if f.log.len() > 64 {
+                    f.log.remove(0);
+                }
+                Ok(json!({"value": f.value}))
+            },
+        );
+        t.add(
+            "history",
+            "The log.",
+            Effect::ReadOnly,
+            |f: &mut Fuzzed, _: NoArgs, _: &mut Ctx| Ok(json!({"log": f.log})),
+        );
+        t.add(
+            "echo",
+            "Any args back.",
+            Effect::ReadOnly,
+            |_: &mut Fuzzed, a: Value, _: &mut Ctx| Ok(a),
+        );
+    }
+
+    fn on_key(&mut self, key: Key, _: &mut Ctx) {
+        if key == Key::Char('+') {
+            self.value += 1;
+        }
+    }
+}
+
+/// Feeds `input`'s lines to a dispatcher (and any key bytes after a 0xff
+/// byte as view input), and checks what it wrote: whole lines of JSON-RPC
+/// 2.0, never an `id` of null, at most one response per line read, each
+/// either a result or an error.
+/// Panics when a promise is broken, which is what the fuzzer looks for.
+pub fn dispatch(input: &[u8]) {
+    let out = Rc::new(RefCell::new(Vec::new()));
+    let o = out.clone();
+    let mut rt = Runtime::new(
+        Fuzzed::default(),
+        (40, 10),
+        Box::new(move |b: &[u8]| {
+            o.borrow_mut().extend_from_slice(b);
+            Ok(())
+        }),
+        Box::new(|_: &str| {}),
+        // No view: drawing is not what this target is about, and it is slow.
+        None,
+    );
+    let (lines, keys) = match input.iter().position(|&b| b == 0xff) {
+        Some(i) => (&input[..i], &input[i + 1..]),
+        None => (input, &[][..]),
+    };
+    let mut read = 0;
+    for line in lines.split(|&b| b == b'\n') {
+        rt.line(&String::from_utf8_lossy(line));
+        read += 1;
+    }
+    rt.keys(keys);
+    let bytes = std::mem::take(&mut *out.borrow_mut());
+    let text = String::from_utf8(bytes).expect("the dispatcher writes UTF-8");
+    assert!(text.is_empty() || text.ends_with('\n'), "a partial line");
+    let mut responses = 0;
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).expect("every frame is JSON");
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+        if let Some(id) = v.get("id") {
+            assert!(!id.is_null(), "id null: {line}");
+            responses += 1;
+            assert!(responses <= read, "more responses than lines read");
+            assert!(
+                v.get("result").is_some() != v.get("error").is_some(),
+                "{line}"
+            );
+        }
+    }
+}
+
+/// Decodes `input` whole and split in two at a point its first byte picks,
+/// and checks that the split changes nothing (unless the first part ends in
+/// a lone ESC, which is the Escape key by design) and that the decoder
+/// keeps no more than its bound.
+pub fn keys(input: &[u8]) {
+    let Some((&cut, input)) = input.split_first() else {
+        return;
+    };
+    let cut = usize::from(cut).min(input.len());
+    let mut d = Decoder::new();
+    let mut keys = d.feed(&input[..cut]);
+    assert!(d.pending().len() <= MAX_PENDING);
+    keys.extend(d.feed(&input[cut..]));
+    assert!(d.pending().len() <= MAX_PENDING);
+    let mut whole_decoder = Decoder::new();
+    let whole = whole_decoder.feed(input);
+    let _ = decode(input);
+    // Splitting may change the keys only where a read ends in a lone ESC
+    // (the Escape key, by design) or the input outgrows the pending bound.
+    if (cut == 0 || input[cut - 1] != 0x1b) && input.len() <= MAX_PENDING {
+        assert_eq!(keys, whole, "split at {cut} changed the keys");
+        assert_eq!(d.pending(), whole_decoder.pending());
+    }
+}
