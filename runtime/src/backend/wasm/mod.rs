@@ -27,6 +27,7 @@ pub mod cache;
 pub mod grants;
 pub mod pipe;
 pub mod terminal;
+pub mod virtual_time;
 
 use crate::protocol::limits::{INITIAL_COLS, INITIAL_ROWS, INSTANCE_ID_VAR, TERM_VALUE};
 use crate::session::{BoxFuture, TickIo, TickProcess};
@@ -146,6 +147,8 @@ impl WasmEngine {
             lookup::Filtered,
         >(&mut component_linker, lookup::filtered_view)
         .map_err(e)?;
+        // Monotonic clock and poll that follow a guest's virtual clock, if it has one.
+        virtual_time::add_to_linker(&mut component_linker).map_err(e)?;
         component_linker.allow_shadowing(false);
         terminal::add_to_linker(&mut component_linker, |s| terminal::TermView {
             state: &mut s.term,
@@ -366,6 +369,8 @@ pub struct GuestState {
     term: terminal::TermState,
     limiter: Limiter,
     lookup_names: Vec<String>,
+    /// Virtual time and seeded randomness (`tickbox test`), or real ones.
+    clock: Option<virtual_time::VirtualClock>,
 }
 
 impl WasiView for GuestState {
@@ -655,6 +660,16 @@ mod tempdir {
 
 /// Starts a wasm Tick.
 pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, WasmError> {
+    spawn_with(engine, spec, None).await
+}
+
+/// Starts a wasm Tick whose clocks and randomness are `clock`'s (see
+/// [`virtual_time`]); `None` is [`spawn`].
+pub async fn spawn_with(
+    engine: &Arc<WasmEngine>,
+    spec: &WasmSpec,
+    clock: Option<&virtual_time::VirtualClock>,
+) -> Result<TickIo, WasmError> {
     let wasm = tokio::fs::read(&spec.path)
         .await
         .map_err(|source| WasmError::Read {
@@ -673,6 +688,9 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
     let (mut builder, keep) = wasi_builder(spec, resolved, &view)?;
     builder.stdin(guest_stdin);
     builder.stdout(guest_stdout);
+    if let Some(c) = clock {
+        c.install(&mut builder);
+    }
     let limiter = Limiter {
         max: usize::try_from(spec.grants.max_memory).unwrap_or(usize::MAX),
     };
@@ -691,6 +709,7 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
                 term: guest_term(view.clone()),
                 limiter,
                 lookup_names: spec.grants.lookup_names(),
+                clock: clock.cloned(),
             };
             let mut store = Store::new(&engine.engine, state);
             store.limiter(|s| &mut s.limiter);

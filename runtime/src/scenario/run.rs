@@ -1,0 +1,541 @@
+//! Running one scenario against a fresh instance of its Tick.
+//!
+//! Steps run in order; the first that fails ends the scenario (the Tick is
+//! then shut down). Expectations are checked against the latest state and
+//! screen and retried every [`POLL`] until they hold or their timeout
+//! passes, because a Tick handles keys and redraws asynchronously; the
+//! failure then shows what was there last.
+//!
+//! With virtual time (a deterministic wasm component), the runner also waits
+//! for the guest to be idle (blocked in `wasi:io/poll`, see
+//! [`crate::backend::wasm::virtual_time`]) after every key, resize and call
+//! and before every `advance`, so input and time reach the guest in the same
+//! order on every run.
+
+use super::diff;
+use super::model::{Action, CallExpect, Check, Scenario, DEFAULT_SEED};
+use crate::backend::wasm::virtual_time::VirtualClock;
+use crate::backend::{BoxFuture, TickIo};
+use crate::session::{CallOutcome, Session, SessionConfig};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How often an expectation is re-checked while it does not hold.
+pub const POLL: Duration = Duration::from_millis(20);
+/// Bound on waiting for a deterministic guest to be idle after a step.
+pub const IDLE_MAX: Duration = Duration::from_secs(5);
+/// How long the screen must be quiet before `--update` takes a snapshot.
+pub const SNAPSHOT_QUIET: Duration = Duration::from_millis(200);
+/// Bound on that wait.
+pub const SNAPSHOT_SETTLE_MAX: Duration = Duration::from_secs(3);
+/// Largest snapshot file read.
+pub const MAX_SNAPSHOT_BYTES: u64 = 1024 * 1024;
+
+/// How a scenario's Tick runs, which decides what can be virtual.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TickKind {
+    /// A subprocess on real time.
+    Native,
+    /// A WASI 0.2 component: virtual clocks, timers and randomness.
+    WasmComponent,
+    /// A preview-1 module: virtual clock readings and randomness; its
+    /// sleeps wait real time.
+    WasmModule,
+}
+
+/// Starts one fresh instance, with the clock to give a wasm guest.
+pub type LaunchFn =
+    Arc<dyn Fn(Option<VirtualClock>) -> BoxFuture<'static, Result<TickIo, String>> + Send + Sync>;
+
+/// A scenario's Tick, ready to start.
+#[derive(Clone)]
+pub struct Prepared {
+    /// What kind of Tick it is.
+    pub kind: TickKind,
+    /// Starts it.
+    pub launch: LaunchFn,
+}
+
+/// Options of a run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Write snapshots instead of comparing them.
+    pub update: bool,
+    /// Overrides every scenario's seed.
+    pub seed: Option<u64>,
+    /// Session timeouts (a scenario's `call_timeout` overrides the call timeout).
+    pub session: SessionConfig,
+}
+
+/// Why a step failed: the step, what it expected, what was there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// 1-based step number (0: before the first step).
+    pub step: usize,
+    /// The step's kind and, if given, its name.
+    pub action: String,
+    /// What the step expected or did.
+    pub expected: String,
+    /// What was there, one line each (diffs, values), already escaped.
+    pub found: Vec<String>,
+}
+
+/// How a scenario ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Every step passed.
+    Passed,
+    /// A step failed.
+    Failed(Failure),
+    /// The Tick could not be started or initialized.
+    StartFailed(String),
+    /// The scenario cannot run as written (e.g. `advance` for a native Tick).
+    Invalid(String),
+}
+
+/// The result of one scenario.
+#[derive(Debug, Clone)]
+pub struct ScenarioResult {
+    /// Its name.
+    pub name: String,
+    /// Its file.
+    pub file: PathBuf,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Steps in the file.
+    pub steps: usize,
+    /// Steps that passed.
+    pub passed_steps: usize,
+    /// Wall time of the run.
+    pub duration: Duration,
+    /// The seed, when time and randomness were virtual.
+    pub seed: Option<u64>,
+    /// Snapshots written (`--update`).
+    pub written: Vec<PathBuf>,
+    /// Remarks (e.g. a guest that did not become idle in time).
+    pub notes: Vec<String>,
+}
+
+impl ScenarioResult {
+    /// A scenario that did not run.
+    pub fn not_run(name: &str, file: PathBuf, steps: usize, outcome: Outcome) -> ScenarioResult {
+        ScenarioResult {
+            name: name.to_string(),
+            file,
+            outcome,
+            steps,
+            passed_steps: 0,
+            duration: Duration::ZERO,
+            seed: None,
+            written: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// Runs a scenario in a fresh instance of its Tick.
+pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) -> ScenarioResult {
+    let started = Instant::now();
+    let mut result = ScenarioResult::not_run(
+        &scenario.name,
+        scenario.file.clone(),
+        scenario.steps.len(),
+        Outcome::Passed,
+    );
+    let deterministic = match (prepared.kind, scenario.tick.deterministic) {
+        (TickKind::Native, Some(true)) => {
+            result.outcome = Outcome::Invalid(
+                "deterministic = true applies to wasm Ticks: a native Tick runs on real time (use wait_for)".into(),
+            );
+            return result;
+        }
+        (TickKind::Native, _) | (_, Some(false)) => false,
+        _ => true,
+    };
+    for s in &scenario.steps {
+        if let Action::Advance(_) = s.action {
+            let why = match (prepared.kind, deterministic) {
+                (TickKind::Native, _) => "a native Tick runs on real time; use wait_for for anything timed",
+                (_, false) => "this scenario sets deterministic = false, so time is real",
+                (TickKind::WasmModule, _) => "a preview-1 module's timers wait real time; advance needs a component (wasm32-wasip2)",
+                _ => continue,
+            };
+            result.outcome = Outcome::Invalid(format!("step {}: advance needs virtual time: {why}", s.index));
+            return result;
+        }
+    }
+    let clock = deterministic.then(|| {
+        VirtualClock::new(opts.seed.or(scenario.tick.seed).unwrap_or(DEFAULT_SEED))
+    });
+    result.seed = clock.as_ref().map(VirtualClock::seed);
+
+    let io = match (prepared.launch)(clock.clone()).await {
+        Ok(io) => io,
+        Err(e) => {
+            result.outcome = Outcome::StartFailed(format!("cannot start the Tick: {e}"));
+            return result;
+        }
+    };
+    if let Some((cols, rows)) = scenario.tick.size {
+        io.view.resize(cols, rows);
+    }
+    let mut config = opts.session.clone();
+    if let Some(t) = scenario.tick.call_timeout {
+        config.call_timeout = t;
+    }
+    let session = match Session::start(io, config).await {
+        Ok(s) => s,
+        Err(e) => {
+            result.outcome = Outcome::StartFailed(e.to_string());
+            return result;
+        }
+    };
+    let mut runner = Runner {
+        session: &session,
+        clock: clock.filter(|_| prepared.kind == TickKind::WasmComponent),
+        update: opts.update,
+        base_seq: 0,
+        result: &mut result,
+    };
+    runner.base_seq = runner.seq();
+    runner.idle(None).await;
+    let mut outcome = Outcome::Passed;
+    for s in &scenario.steps {
+        let label = match &s.name {
+            Some(n) => format!("{} ({n})", s.action.kind()),
+            None => s.action.kind().to_string(),
+        };
+        if let Err((expected, found)) = runner.step(&s.action).await {
+            outcome = Outcome::Failed(Failure {
+                step: s.index,
+                action: label,
+                expected,
+                found,
+            });
+            break;
+        }
+        runner.result.passed_steps += 1;
+    }
+    session.shutdown().await;
+    result.outcome = outcome;
+    result.duration = started.elapsed();
+    result
+}
+
+type StepResult = Result<(), (String, Vec<String>)>;
+
+struct Runner<'a> {
+    session: &'a Session,
+    /// The guest's clock, when it is a component whose idleness we can see.
+    clock: Option<VirtualClock>,
+    update: bool,
+    base_seq: u64,
+    result: &'a mut ScenarioResult,
+}
+
+impl Runner<'_> {
+    fn seq(&self) -> u64 {
+        self.session.state().state.map_or(0, |s| s.seq)
+    }
+
+    fn data(&self) -> Option<Value> {
+        self.session.state().state.map(|s| s.data.clone())
+    }
+
+    /// Waits for a deterministic guest to be idle (woken since `mark`, when given).
+    async fn idle(&mut self, mark: Option<u64>) {
+        if let Some(c) = &self.clock {
+            if !c.wait_idle(mark, IDLE_MAX).await {
+                self.result.notes.push(format!(
+                    "the guest did not become idle within {}s (it may be blocked outside wasi:io/poll)",
+                    IDLE_MAX.as_secs()
+                ));
+            }
+        }
+    }
+
+    fn mark(&self) -> Option<u64> {
+        self.clock.as_ref().map(VirtualClock::activity)
+    }
+
+    fn ended(&self) -> Option<String> {
+        self.session
+            .end_reason()
+            .map(|r| format!("the session ended: {r}"))
+    }
+
+    async fn step(&mut self, action: &Action) -> StepResult {
+        let describe = action.describe();
+        match action {
+            Action::Call { tool, args, expect } => self.call(tool, args, expect, describe).await,
+            Action::Keys { bytes, .. } => {
+                self.live(&describe)?;
+                let mark = self.mark();
+                self.session.view().send_input(bytes);
+                self.idle(mark).await;
+                Ok(())
+            }
+            Action::Resize { cols, rows } => {
+                self.live(&describe)?;
+                let mark = self.mark();
+                self.session.view().resize(*cols, *rows);
+                self.idle(mark).await;
+                Ok(())
+            }
+            Action::Advance(by) => {
+                self.live(&describe)?;
+                let Some(clock) = self.clock.clone() else {
+                    return Err((describe, vec!["this Tick has no virtual clock".into()]));
+                };
+                self.idle(None).await;
+                match clock.advance(*by).await {
+                    Ok(done) => {
+                        if done.unsettled > 0 {
+                            self.result.notes.push(format!(
+                                "advance {by:?}: after {} of {} timer deadlines the guest did not become idle in time",
+                                done.unsettled, done.firings
+                            ));
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err((describe, vec![e.to_string()])),
+                }
+            }
+            Action::WaitFor { check, timeout } => {
+                self.eventually(check, *timeout)
+                    .await
+                    .map_err(|found| (format!("{describe}: timed out"), found))
+            }
+            Action::Expect { check, timeout } => {
+                if let (true, Check::Snapshot { path, .. }) = (self.update, check) {
+                    return self.write_snapshot(path).await.map_err(|e| (describe, vec![e]));
+                }
+                self.eventually(check, *timeout)
+                    .await
+                    .map_err(|found| (describe, found))
+            }
+            Action::ExpectUpdate { n, timeout } => self.expect_update(*n, *timeout, describe).await,
+        }
+    }
+
+    fn live(&self, describe: &str) -> StepResult {
+        match self.ended() {
+            Some(e) => Err((describe.to_string(), vec![e])),
+            None => Ok(()),
+        }
+    }
+
+    async fn call(
+        &mut self,
+        tool: &str,
+        args: &Value,
+        expect: &CallExpect,
+        describe: String,
+    ) -> StepResult {
+        self.live(&describe)?;
+        let Some(catalog) = self.session.descriptor() else {
+            return Err((describe, vec!["no descriptor".into()]));
+        };
+        let prepared = catalog
+            .prepare(tool, args.clone())
+            .map_err(|e| (describe.clone(), vec![format!("not sent: {e}")]))?;
+        let outcome = self.session.call(&prepared).await;
+        self.idle(None).await;
+        let found = match &outcome {
+            CallOutcome::Ok(v) => format!("result {}", diff::render(v)),
+            CallOutcome::Failed { error, executed } => format!(
+                "error {}: {} (executed: {executed})",
+                error.code,
+                diff::clip(&error.message, diff::MAX_VALUE_CHARS).escape_debug()
+            ),
+            CallOutcome::Unknown(why) => format!("unknown outcome: {why}"),
+        };
+        match (expect, &outcome) {
+            (CallExpect::AnyResult, CallOutcome::Ok(_)) => Ok(()),
+            (CallExpect::Error(code), CallOutcome::Failed { error, .. }) if error.code == *code => {
+                Ok(())
+            }
+            (CallExpect::Result(want), CallOutcome::Ok(got)) => {
+                let d = diff::differences(want, got, false);
+                if d.is_empty() {
+                    Ok(())
+                } else {
+                    Err((describe, [vec![found], d].concat()))
+                }
+            }
+            (CallExpect::ResultSubset(want), CallOutcome::Ok(got)) => {
+                let d = diff::differences(want, got, true);
+                if d.is_empty() {
+                    Ok(())
+                } else {
+                    Err((describe, [vec![found], d].concat()))
+                }
+            }
+            _ => Err((describe, vec![found])),
+        }
+    }
+
+    /// Checks `check` until it holds or `timeout` passes; the error is what
+    /// was there at the last check.
+    async fn eventually(&self, check: &Check, timeout: Duration) -> Result<(), Vec<String>> {
+        let deadline = Instant::now() + timeout;
+        // A snapshot is read once: it does not change during the run.
+        let snapshot = match check {
+            Check::Snapshot { path, name } => Some(read_snapshot(path, name)?),
+            _ => None,
+        };
+        loop {
+            let found = match self.holds(check, snapshot.as_deref()) {
+                Ok(()) => return Ok(()),
+                Err(found) => found,
+            };
+            if let Some(e) = self.ended() {
+                return Err([found, vec![e]].concat());
+            }
+            if Instant::now() >= deadline {
+                return Err(found);
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    fn holds(&self, check: &Check, snapshot: Option<&str>) -> Result<(), Vec<String>> {
+        match check {
+            Check::StateEquals { pointer, value } | Check::StateSubset { pointer, value } => {
+                let subset = matches!(check, Check::StateSubset { .. });
+                let Some(data) = self.data() else {
+                    return Err(vec!["no state yet".into()]);
+                };
+                let Some(at) = data.pointer(pointer) else {
+                    return Err(vec![
+                        format!("nothing at {pointer} in the state"),
+                        format!("state: {}", diff::render(&data)),
+                    ]);
+                };
+                let d = diff::differences(value, at, subset);
+                if d.is_empty() {
+                    Ok(())
+                } else {
+                    let shown = if pointer.is_empty() { "state" } else { pointer };
+                    Err([d, vec![format!("{shown}: {}", diff::render(at))]].concat())
+                }
+            }
+            Check::ScreenContains(t) | Check::ScreenLacks(t) => {
+                let screen = self.session.view().screen_text();
+                let want = matches!(check, Check::ScreenContains(_));
+                if screen.contains(t.as_str()) == want {
+                    Ok(())
+                } else {
+                    Err(screen_lines(&screen))
+                }
+            }
+            Check::ScreenRegex(re) => {
+                let screen = self.session.view().screen_text();
+                if re.is_match(&screen) {
+                    Ok(())
+                } else {
+                    Err(screen_lines(&screen))
+                }
+            }
+            Check::Snapshot { .. } => {
+                let screen = diff::normalize_screen(&self.session.view().screen_text());
+                let want = snapshot.unwrap_or_default();
+                if screen == want {
+                    Ok(())
+                } else {
+                    let mut lines = vec!["screen diff (- snapshot, + screen):".to_string()];
+                    lines.extend(diff::screen_diff(want, &screen));
+                    Err(lines)
+                }
+            }
+        }
+    }
+
+    async fn write_snapshot(&mut self, path: &std::path::Path) -> Result<(), String> {
+        self.idle(None).await;
+        self.session
+            .view()
+            .settle(SNAPSHOT_QUIET, SNAPSHOT_SETTLE_MAX)
+            .await;
+        let screen = diff::normalize_screen(&self.session.view().screen_text());
+        if std::fs::read_to_string(path).ok().as_deref() == Some(screen.as_str()) {
+            return Ok(());
+        }
+        std::fs::write(path, &screen)
+            .map_err(|e| format!("cannot write snapshot {}: {e}", path.display()))?;
+        self.result.written.push(path.to_path_buf());
+        Ok(())
+    }
+
+    async fn expect_update(&mut self, n: u64, timeout: Duration, describe: String) -> StepResult {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let advanced = self.seq().saturating_sub(self.base_seq);
+            if advanced >= n {
+                let seq = self.seq();
+                if advanced == n {
+                    self.base_seq = seq;
+                    return Ok(());
+                }
+                return Err((
+                    describe,
+                    vec![format!(
+                        "seq advanced by {advanced} (from {} to {seq})",
+                        self.base_seq
+                    )],
+                ));
+            }
+            let stop = self.ended().or_else(|| {
+                (Instant::now() >= deadline).then(|| format!("timed out after {timeout:?}"))
+            });
+            if let Some(why) = stop {
+                return Err((
+                    describe,
+                    vec![
+                        format!(
+                            "seq advanced by {advanced} (from {} to {})",
+                            self.base_seq,
+                            self.seq()
+                        ),
+                        why,
+                    ],
+                ));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+fn read_snapshot(path: &std::path::Path, name: &str) -> Result<String, Vec<String>> {
+    let missing = |e: String| {
+        vec![format!(
+            "snapshot {name:?} ({}): {e}; run tickbox test --update to write it",
+            path.display()
+        )]
+    };
+    let meta = std::fs::metadata(path).map_err(|e| missing(e.to_string()))?;
+    if meta.len() > MAX_SNAPSHOT_BYTES {
+        return Err(vec![format!(
+            "snapshot {} is {} bytes, over the {MAX_SNAPSHOT_BYTES}-byte limit",
+            path.display(),
+            meta.len()
+        )]);
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| missing(e.to_string()))?;
+    Ok(diff::normalize_screen(&text))
+}
+
+/// The screen, framed, for a failure report.
+fn screen_lines(screen: &str) -> Vec<String> {
+    let normalized = diff::normalize_screen(screen);
+    let mut out = vec!["screen:".to_string()];
+    out.extend(
+        normalized
+            .lines()
+            .take(diff::MAX_DIFF_LINES)
+            .map(|l| format!("  |{}", diff::printable(l))),
+    );
+    out
+}
