@@ -16,6 +16,7 @@ use super::diff;
 use super::model::{Action, CallExpect, Check, Scenario, DEFAULT_SEED};
 use crate::backend::wasm::virtual_time::VirtualClock;
 use crate::backend::{BoxFuture, TickIo};
+use crate::protocol::codes;
 use crate::session::{CallOutcome, Session, SessionConfig};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -338,9 +339,19 @@ impl Runner<'_> {
         let Some(catalog) = self.session.descriptor() else {
             return Err((describe, vec!["no descriptor".into()]));
         };
-        let prepared = catalog
-            .prepare(tool, args.clone())
-            .map_err(|e| (describe.clone(), vec![format!("not sent: {e}")]))?;
+        // The host checks the tool name and args against the catalog before
+        // sending, as for any client; a refusal counts as error -32602
+        // (invalid params), so `error = -32602` expects it.
+        let prepared = match catalog.prepare(tool, args.clone()) {
+            Ok(p) => p,
+            Err(_) if *expect == CallExpect::Error(codes::INVALID_PARAMS) => return Ok(()),
+            Err(e) => {
+                return Err((
+                    describe,
+                    vec![format!("not sent (error {}): {e}", codes::INVALID_PARAMS)],
+                ))
+            }
+        };
         let outcome = self.session.call(&prepared).await;
         self.idle(None).await;
         let found = match &outcome {
