@@ -162,6 +162,27 @@ async fn one(file: PathBuf, args: Arc<TestArgs>, filter: Arc<Vec<String>>) -> Op
     if !filter.is_empty() && !filter.iter().any(|f| s.name.contains(f) || path.contains(f)) {
         return None;
     }
+    // A fresh empty directory for `scratch`, removed when the run is over.
+    let mut s = s;
+    let _scratch = match s.tick.scratch.clone() {
+        None => None,
+        Some(guest) => {
+            if !s.tick.path.as_deref().is_some_and(wasm::is_wasm_path) {
+                let o = Outcome::Invalid("[tick] scratch applies to wasm Ticks".into());
+                return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
+            }
+            match Scratch::new() {
+                Ok(dir) => {
+                    s.tick.dir.push(format!("{}::{guest}", dir.0.display()));
+                    Some(dir)
+                }
+                Err(e) => {
+                    let o = Outcome::StartFailed(format!("cannot make the scratch directory: {e}"));
+                    return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
+                }
+            }
+        }
+    };
     let prepared = match launcher(&s, args.no_cache) {
         Ok(l) => prepare(l),
         Err(e) => {
@@ -179,6 +200,30 @@ async fn one(file: PathBuf, args: Arc<TestArgs>, filter: Arc<Vec<String>>) -> Op
         ..RunOptions::default()
     };
     Some(scenario::run(&s, &prepared, &opts).await)
+}
+
+/// A private temporary directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> std::io::Result<Scratch> {
+        use std::os::unix::fs::DirBuilderExt;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "tickbox-scratch-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Runs `tickbox test`.

@@ -68,6 +68,9 @@ pub struct TickSection {
     pub env: Vec<String>,
     /// `--max-memory`.
     pub max_memory: Option<String>,
+    /// A guest path at which a wasm Tick gets a fresh, empty directory for
+    /// this run (removed afterwards).
+    pub scratch: Option<String>,
     /// Terminal size (cols, rows) set before the Tick initializes.
     pub size: Option<(u16, u16)>,
     /// Virtual time and seeded randomness; `None` is the default (on for wasm).
@@ -122,8 +125,8 @@ pub enum CallExpect {
     Result(Value),
     /// A result that contains this (objects: these keys; arrays: same length).
     ResultSubset(Value),
-    /// A tool error with this code.
-    Error(i64),
+    /// A tool error with this code (and a message containing the text).
+    Error { code: i64, contains: Option<String> },
 }
 
 /// A predicate over the state or the screen.
@@ -166,7 +169,10 @@ impl Action {
                     CallExpect::AnyResult => String::new(),
                     CallExpect::Result(v) => format!(" expecting result {v}"),
                     CallExpect::ResultSubset(v) => format!(" expecting a result containing {v}"),
-                    CallExpect::Error(c) => format!(" expecting error {c}"),
+                    CallExpect::Error { code, contains: None } => format!(" expecting error {code}"),
+                    CallExpect::Error { code, contains: Some(t) } => {
+                        format!(" expecting error {code} mentioning {t:?}")
+                    }
                 };
                 format!("call {tool} {args}{e}")
             }
@@ -232,6 +238,7 @@ struct RawTick {
     #[serde(default)]
     env: Vec<String>,
     max_memory: Option<String>,
+    scratch: Option<String>,
     size: Option<[u32; 2]>,
     deterministic: Option<bool>,
     seed: Option<u64>,
@@ -258,6 +265,7 @@ struct RawStep {
     result: Option<Value>,
     result_subset: Option<Value>,
     error: Option<i64>,
+    error_contains: Option<String>,
     timeout: Option<String>,
 }
 
@@ -479,6 +487,12 @@ fn tick_section(t: RawTick, base: &Path) -> Result<TickSection, String> {
         allow_net: t.allow_net,
         env: t.env,
         max_memory: t.max_memory,
+        scratch: match t.scratch {
+            Some(g) if !g.starts_with('/') => {
+                return Err(format!("[tick] scratch {g:?}: give the guest path, e.g. \"/data\""))
+            }
+            other => other,
+        },
         size,
         deterministic: t.deterministic,
         seed: t.seed,
@@ -511,7 +525,7 @@ fn step(s: RawStep, file: &Path) -> Result<Action, String> {
         many => return Err(format!("several actions ({}): one per step", many.join(", "))),
     };
     let allowed: &[&str] = match kind {
-        "call" => &["args", "result", "result_subset", "error"],
+        "call" => &["args", "result", "result_subset", "error", "error_contains"],
         "wait_for" | "expect_state" | "expect_screen" | "expect_update" => &["timeout"],
         _ => &[],
     };
@@ -520,6 +534,7 @@ fn step(s: RawStep, file: &Path) -> Result<Action, String> {
         ("result", s.result.is_some()),
         ("result_subset", s.result_subset.is_some()),
         ("error", s.error.is_some()),
+        ("error_contains", s.error_contains.is_some()),
         ("timeout", s.timeout.is_some()),
     ] {
         if present && !allowed.contains(&m) {
@@ -543,9 +558,15 @@ fn step(s: RawStep, file: &Path) -> Result<Action, String> {
                 (None, None, None) => CallExpect::AnyResult,
                 (Some(v), None, None) => CallExpect::Result(v.clone()),
                 (None, Some(v), None) => CallExpect::ResultSubset(v.clone()),
-                (None, None, Some(c)) => CallExpect::Error(c),
+                (None, None, Some(code)) => CallExpect::Error {
+                    code,
+                    contains: s.error_contains.clone(),
+                },
                 _ => return Err("give at most one of result, result_subset, error".into()),
             };
+            if s.error_contains.is_some() && s.error.is_none() {
+                return Err("error_contains needs error (the expected code)".into());
+            }
             Action::Call {
                 tool: s.call.clone().unwrap_or_default(),
                 args,

@@ -336,15 +336,22 @@ impl Runner<'_> {
         describe: String,
     ) -> StepResult {
         self.live(&describe)?;
-        let Some(catalog) = self.session.descriptor() else {
-            return Err((describe, vec!["no descriptor".into()]));
+        // Like any client, describe first: the catalog may have changed
+        // (§5.4), and a call bound to an old revision is refused (-32004).
+        let catalog = match self.session.describe().await {
+            Ok(c) => c,
+            Err(e) => return Err((describe, vec![format!("tick/describe failed: {e}")])),
         };
         // The host checks the tool name and args against the catalog before
         // sending, as for any client; a refusal counts as error -32602
         // (invalid params), so `error = -32602` expects it.
         let prepared = match catalog.prepare(tool, args.clone()) {
             Ok(p) => p,
-            Err(_) if *expect == CallExpect::Error(codes::INVALID_PARAMS) => return Ok(()),
+            Err(e) if matches!(expect, CallExpect::Error { code: codes::INVALID_PARAMS, contains }
+                if contains.as_deref().is_none_or(|t| e.to_string().contains(t))) =>
+            {
+                return Ok(())
+            }
             Err(e) => {
                 return Err((
                     describe,
@@ -365,7 +372,10 @@ impl Runner<'_> {
         };
         match (expect, &outcome) {
             (CallExpect::AnyResult, CallOutcome::Ok(_)) => Ok(()),
-            (CallExpect::Error(code), CallOutcome::Failed { error, .. }) if error.code == *code => {
+            (CallExpect::Error { code, contains }, CallOutcome::Failed { error, .. })
+                if error.code == *code
+                    && contains.as_deref().is_none_or(|t| error.message.contains(t)) =>
+            {
                 Ok(())
             }
             (CallExpect::Result(want), CallOutcome::Ok(got)) => {
