@@ -11,6 +11,8 @@
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
+//! - `scenario` — `tickbox test`: the example scenarios, failure output,
+//!   identical screens under virtual time, exit codes;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -22,4 +24,5 @@ mod live;
 mod mcp;
 mod native;
 mod sandbox;
+mod scenario;
 mod util;

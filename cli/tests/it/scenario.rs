@@ -1,0 +1,226 @@
+//! `tickbox test`: the committed scenarios for every example pass, a
+//! deliberately wrong one fails with a readable diff, virtual time makes
+//! screens byte-identical across runs, and every exit code is reachable.
+
+use crate::util::*;
+use std::path::{Path, PathBuf};
+
+/// The directory the wasm examples are built into, as scenarios name it
+/// (`${TICKBOX_WASM_DIR}/counter.wasm`).
+fn wasm_dir() -> String {
+    // Building one example builds the whole examples workspace.
+    let counter = build_wasm("examples", "counter", "wasm32-wasip2");
+    counter
+        .parent()
+        .expect("wasm dir")
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn test(args: &[&str]) -> Output {
+    let dir = wasm_dir();
+    let mut argv = vec!["test".to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    tickbox_env(&argv, &[("TICKBOX_WASM_DIR", dir.as_str())])
+}
+
+fn repo(p: &str) -> String {
+    root().join(p).to_string_lossy().into_owned()
+}
+
+#[test]
+fn every_example_scenario_passes() {
+    let out = test(&[&repo("examples"), "--format", "json"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let report = out.json();
+    assert_eq!(report["format"], 1);
+    assert_eq!(report["passed"], true);
+    let names: Vec<&str> = report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["file"].as_str().unwrap())
+        .collect();
+    for example in ["counter", "dashboard", "fetch", "notes", "ticker"] {
+        assert!(
+            names.iter().any(|n| n.contains(&format!("examples/{example}/"))),
+            "no scenario for {example}: {names:?}"
+        );
+    }
+    for s in report["scenarios"].as_array().unwrap() {
+        assert_eq!(s["status"], "passed", "{s}");
+        assert_eq!(s["written"], serde_json::json!([]), "a plain run writes nothing");
+        assert!(s["seed"].is_u64(), "wasm scenarios are deterministic: {s}");
+    }
+}
+
+#[test]
+fn a_native_scenario_runs_on_real_time() {
+    let out = test(&[&repo("tests/scenarios/native-counter.scenario.toml"), "--format", "json"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let s = &out.json()["scenarios"][0];
+    assert_eq!(s["status"], "passed");
+    assert_eq!(s["seed"], serde_json::Value::Null, "native Ticks are not deterministic");
+}
+
+#[test]
+fn a_wrong_expectation_fails_with_a_readable_diff() {
+    let out = test(&[&repo("tests/scenarios/failing")]);
+    out.expect(1, "test: 2 of 2 scenarios failed");
+    let text = &out.stdout;
+    // The state diff: the step, the expectation, each difference, the value.
+    for line in [
+        "FAIL    counter with a wrong state expectation",
+        "step 2: expect_state",
+        "expected: expect the state contains {\"recent\":[{\"seq\":1,\"value\":3}],\"value\":3}",
+        "/recent/0/value: expected 3, found 1",
+        "/value: expected 3, found 1",
+        "state: {\"recent\":[{\"seq\":1,\"value\":1}],\"value\":1}",
+        "(virtual time, seed 0: rerun with --seed 0 to reproduce)",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    // The screen diff against the committed snapshot.
+    for line in [
+        "FAIL    counter with a wrong snapshot",
+        "step 2: expect_screen",
+        "expected: expect screen equals snapshot \"one\"",
+        "screen diff (- snapshot, + screen):",
+        "-   2 |│Counter: 5                            │",
+        "+   2 |│Counter: 1                            │",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    assert!(text.contains("FAILED: 0 passed, 2 failed"), "{text}");
+    // The same failure in JUnit: one <failure> per scenario.
+    let junit = test(&[&repo("tests/scenarios/failing"), "--format", "junit"]);
+    assert_eq!(junit.code, 1);
+    assert!(junit.stdout.starts_with("<?xml"), "{junit:#?}");
+    assert!(junit.stdout.contains("tests=\"2\" failures=\"2\" errors=\"0\""), "{}", junit.stdout);
+    assert_eq!(junit.stdout.matches("<failure message=").count(), 2);
+    assert!(junit.stdout.contains("/value: expected 3, found 1"));
+}
+
+/// Copies a scenario under `n` names into a temp dir (its snapshots go
+/// beside each copy).
+fn copies(t: &TempDir, from: &str, n: usize) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string(root().join(from)).expect("read scenario");
+    (0..n)
+        .map(|i| {
+            let p = t.path(&format!("run{i:02}.scenario.toml"));
+            std::fs::write(&p, &text).expect("write copy");
+            p
+        })
+        .collect()
+}
+
+fn snapshots(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".snap"))
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn virtual_time_gives_identical_screens_on_every_run() {
+    // 20 runs of the ticker scenario (timer-driven, advanced by virtual
+    // time), in parallel, each writing its own snapshot.
+    let t = TempDir::new("scenario-twenty");
+    let files = copies(&t, "examples/ticker/scenarios/ticker.scenario.toml", 20);
+    let dir = t.0.to_string_lossy().into_owned();
+    let out = test(&[&dir, "--update", "-j", "4", "--format", "json"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let snaps = snapshots(&t.0);
+    assert_eq!(snaps.len(), files.len(), "one snapshot per run: {snaps:?}");
+    let first = &snaps[0].1;
+    assert!(String::from_utf8_lossy(first).contains("sample #5"), "{}", String::from_utf8_lossy(first));
+    for (name, bytes) in &snaps {
+        assert_eq!(bytes, first, "{name} differs from {}", snaps[0].0);
+    }
+    // And the committed snapshot is exactly what these runs drew.
+    let committed = std::fs::read(root().join(
+        "examples/ticker/scenarios/ticker.after-a-minute.snap",
+    ))
+    .unwrap();
+    assert_eq!(&committed, first);
+    // A second plain run compares against them and rewrites nothing.
+    let again = test(&[&dir, "--format", "json"]);
+    assert_eq!(again.code, 0, "{again:#?}");
+    assert_eq!(snapshots(&t.0), snaps);
+}
+
+#[test]
+fn update_writes_snapshots_trimmed_and_a_changed_screen_then_fails() {
+    let t = TempDir::new("scenario-update");
+    let wasm = format!("{}/counter.wasm", wasm_dir());
+    let file = t.path("c.scenario.toml");
+    let write = |keys: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "[tick]\npath = {wasm:?}\nsize = [30, 5]\n\n[[step]]\nkeys = [{keys}]\n\n[[step]]\nwait_for = {{ contains = \"Counter\" }}\n\n[[step]]\nexpect_screen = {{ snapshot = \"end\" }}\n"
+            ),
+        )
+        .unwrap();
+    };
+    write("\"+\"");
+    let missing = test(&[&file.to_string_lossy()]);
+    missing.expect(1, "1 of 1 scenarios failed");
+    assert!(missing.stdout.contains("run tickbox test --update to write it"), "{missing:#?}");
+
+    let out = test(&[&file.to_string_lossy(), "--update"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(out.stdout.contains("wrote "), "{out:#?}");
+    let snap = std::fs::read_to_string(t.path("c.end.snap")).unwrap();
+    assert!(snap.contains("Counter: 1"), "{snap}");
+    assert!(snap.lines().all(|l| l == l.trim_end()), "trailing spaces trimmed: {snap:?}");
+    assert!(snap.ends_with("┘\n"), "{snap:?}");
+
+    // Two presses now: the snapshot no longer matches.
+    write("\"+\", \"+\"");
+    let out = test(&[&file.to_string_lossy()]);
+    out.expect(1, "1 of 1 scenarios failed");
+    assert!(out.stdout.contains("+   2 |│Counter: 2"), "{out:#?}");
+}
+
+#[test]
+fn exit_codes_usage_invalid_and_start_failure() {
+    // Invalid scenarios: a native Tick cannot advance virtual time; a step
+    // with two actions. Exit 2, each named.
+    let out = test(&[&repo("tests/scenarios/invalid")]);
+    out.expect(2, "2 scenarios are invalid");
+    assert!(out.stdout.contains("step 1: advance needs virtual time: a native Tick runs on real time"), "{out:#?}");
+    assert!(out.stdout.contains("step 1: several actions (key, resize): one per step"), "{out:#?}");
+
+    // A Tick that cannot start: exit 3.
+    let t = TempDir::new("scenario-start");
+    let file = t.path("gone.scenario.toml");
+    std::fs::write(&file, "[tick]\npath = \"missing.wasm\"\n[[step]]\nkey = \"+\"\n").unwrap();
+    let out = test(&[&file.to_string_lossy(), "--format", "json"]);
+    out.expect(3, "could not start");
+    assert_eq!(out.json()["scenarios"][0]["status"], "start_failed");
+
+    // Usage: nothing found, -j 0, a filter that matches nothing.
+    test(&[&t.0.join("nothing-here").to_string_lossy()]).expect(2, "nothing-here");
+    test(&[&repo("tests/scenarios/failing"), "-j", "0"]).expect(2, "-j must be at least 1");
+    test(&[&repo("tests/scenarios/failing"), "--filter", "no-such-name"])
+        .expect(2, "--filter matched no scenario");
+}
+
+#[test]
+fn filter_selects_by_name_or_path() {
+    let out = test(&[&repo("tests/scenarios/failing"), "--filter", "wrong-state", "--format", "json"]);
+    assert_eq!(out.code, 1, "{out:#?}");
+    let r = out.json();
+    assert_eq!(r["scenarios"].as_array().unwrap().len(), 1);
+    assert_eq!(r["scenarios"][0]["name"], "counter with a wrong state expectation");
+}
