@@ -224,3 +224,67 @@ fn filter_selects_by_name_or_path() {
     assert_eq!(r["scenarios"].as_array().unwrap().len(), 1);
     assert_eq!(r["scenarios"][0]["name"], "counter with a wrong state expectation");
 }
+
+/// The clockwork guest reports its wall and monotonic clocks and random
+/// bytes; a scenario whose last step expects an empty result fails and
+/// shows what it reported.
+fn clockwork_reading(t: &TempDir, deterministic: &str, seed: &str) -> (Output, serde_json::Value) {
+    let wasm = build_wasm("tests/guests", "clockwork", "wasm32-wasip2");
+    let file = t.path(&format!("clock-{deterministic}-{seed}.scenario.toml"));
+    std::fs::write(
+        &file,
+        format!(
+            "[tick]\npath = {:?}\n{deterministic}\n\n[[step]]\ncall = \"now\"\nresult = {{}}\n",
+            wasm.to_string_lossy()
+        ),
+    )
+    .unwrap();
+    let out = test(&[&file.to_string_lossy(), "--seed", seed, "--format", "json"]);
+    assert_eq!(out.code, 1, "{out:#?}");
+    let found = out.json()["scenarios"][0]["failure"]["found"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let json = found.strip_prefix("result ").expect("a result line");
+    (out, serde_json::from_str(json).expect("the result as JSON"))
+}
+
+#[test]
+fn a_wasm_ticks_clocks_and_randomness_are_virtual_and_seeded() {
+    let t = TempDir::new("scenario-clock");
+    let (out, a) = clockwork_reading(&t, "", "1");
+    assert_eq!(out.json()["scenarios"][0]["seed"], 1);
+    // 2000-01-01T00:00:00Z, and no monotonic time passes by itself.
+    assert_eq!(a["wall_secs"], 946_684_800, "{a}");
+    assert_eq!(a["wall_nanos"], 0, "{a}");
+    assert_eq!(a["mono_ns"], 0, "{a}");
+    let (_, b) = clockwork_reading(&t, "", "1");
+    assert_eq!(a, b, "the same seed gives the same random bytes");
+    let (_, c) = clockwork_reading(&t, "", "2");
+    assert_ne!(a["random"], c["random"], "another seed, other bytes");
+    assert_ne!(a["hash"], c["hash"], "std's RandomState is seeded too");
+    assert_eq!(a["random"].as_str().unwrap().len(), 32);
+
+    // Opting out: real clocks (now is well after 2000) and real randomness.
+    let (out, r) = clockwork_reading(&t, "deterministic = false", "1");
+    assert_eq!(out.json()["scenarios"][0]["seed"], serde_json::Value::Null);
+    assert!(r["wall_secs"].as_u64().unwrap() > 1_700_000_000, "{r}");
+    assert_ne!(r["random"], a["random"]);
+}
+
+#[test]
+fn advance_moves_the_clocks_a_guest_reads() {
+    let t = TempDir::new("scenario-advance");
+    let wasm = build_wasm("tests/guests", "clockwork", "wasm32-wasip2");
+    let file = t.path("advance.scenario.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[tick]\npath = {:?}\n\n[[step]]\nadvance = \"90s\"\n\n[[step]]\ncall = \"now\"\nresult_subset = {{ wall_secs = 946684890, mono_ns = 90000000000 }}\n\n[[step]]\nadvance = \"250ms\"\n\n[[step]]\ncall = \"now\"\nresult_subset = {{ wall_nanos = 250000000, mono_ns = 90250000000 }}\n",
+            wasm.to_string_lossy()
+        ),
+    )
+    .unwrap();
+    let out = test(&[&file.to_string_lossy()]);
+    assert_eq!(out.code, 0, "{out:#?}");
+}
