@@ -844,6 +844,31 @@ mod tests {
         assert!(p(&text).unwrap_err().contains("10000-step limit"));
     }
 
+    /// Every committed scenario is valid by `scenario.schema.json` and by
+    /// the parser; a scenario with two actions in a step is neither.
+    #[test]
+    fn the_schema_and_the_parser_agree_on_the_committed_scenarios() {
+        let schema: Value =
+            serde_json::from_str(include_str!("scenario.schema.json")).expect("schema is JSON");
+        let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+        let files = crate::scenario::discover(&[root.join("examples"), root.join("tests/scenarios")])
+            .expect("scenarios");
+        assert!(files.len() >= 8, "{files:?}");
+        for f in files {
+            // No environment changes in a test: substitute the variable here.
+            let text = std::fs::read_to_string(&f)
+                .unwrap()
+                .replace("${TICKBOX_WASM_DIR}", "/nonexistent");
+            let doc: Value = toml::from_str(&text).unwrap();
+            let schema_ok = validator.is_valid(&doc);
+            let parse_ok = parse(&text, &f).is_ok();
+            let bad = f.ends_with("invalid/bad-step.scenario.toml");
+            assert_eq!(schema_ok, !bad, "schema on {}", f.display());
+            assert_eq!(parse_ok, !bad, "parser on {}", f.display());
+        }
+    }
+
     #[test]
     fn durations() {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
