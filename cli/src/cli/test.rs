@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tickbox_runtime::backend::native;
 use tickbox_runtime::backend::wasm::{self, WasmKind};
-use tickbox_runtime::scenario::{self, report, LaunchFn, Outcome, Prepared, RunOptions, Scenario, ScenarioResult, TickKind};
+use tickbox_runtime::scenario::{
+    self, report, LaunchFn, Outcome, Prepared, RunOptions, Scenario, ScenarioResult, TickKind,
+};
 
 /// Exit code when a step of a scenario failed.
 pub const FAILED: u8 = 1;
@@ -113,8 +115,15 @@ fn launcher(s: &Scenario, no_cache: bool) -> Result<Launcher, Exit> {
     if no_cache {
         argv.push("--no-cache".into());
     }
-    let line = GrantLine::try_parse_from(&argv)
-        .map_err(|e| Exit::usage(e.to_string().lines().next().unwrap_or("bad [tick]").to_string()))?;
+    let line = GrantLine::try_parse_from(&argv).map_err(|e| {
+        Exit::usage(
+            e.to_string()
+                .lines()
+                .next()
+                .unwrap_or("bad [tick]")
+                .to_string(),
+        )
+    })?;
     let spec = match &t.path {
         Some(p) => TickSpec::Path(p.display().to_string()),
         None => TickSpec::Command(t.command.clone()),
@@ -136,9 +145,11 @@ fn prepare(l: Launcher) -> Prepared {
         Box::pin(async move {
             match &l {
                 Launcher::Native(spec) => native::spawn(spec).map_err(|e| e.to_string()),
-                Launcher::Wasm { engine, spec, .. } => wasm::spawn_with(engine, spec, clock.as_ref())
-                    .await
-                    .map_err(|e| e.to_string()),
+                Launcher::Wasm { engine, spec, .. } => {
+                    wasm::spawn_with(engine, spec, clock.as_ref())
+                        .await
+                        .map_err(|e| e.to_string())
+                }
             }
         })
     });
@@ -146,7 +157,11 @@ fn prepare(l: Launcher) -> Prepared {
 }
 
 /// One scenario, from its file to its result.
-async fn one(file: PathBuf, args: Arc<TestArgs>, filter: Arc<Vec<String>>) -> Option<ScenarioResult> {
+async fn one(
+    file: PathBuf,
+    args: Arc<TestArgs>,
+    filter: Arc<Vec<String>>,
+) -> Option<ScenarioResult> {
     let s = match scenario::load(&file) {
         Ok(s) => s,
         Err(e) => {
@@ -159,7 +174,11 @@ async fn one(file: PathBuf, args: Arc<TestArgs>, filter: Arc<Vec<String>>) -> Op
         }
     };
     let path = file.display().to_string();
-    if !filter.is_empty() && !filter.iter().any(|f| s.name.contains(f) || path.contains(f)) {
+    if !filter.is_empty()
+        && !filter
+            .iter()
+            .any(|f| s.name.contains(f) || path.contains(f))
+    {
         return None;
     }
     // A fresh empty directory for `scratch`, removed when the run is over.
@@ -230,12 +249,16 @@ impl Drop for Scratch {
 pub async fn run(args: TestArgs) -> Result<(), Exit> {
     let files = scenario::discover(&args.paths).map_err(Exit::usage)?;
     if files.is_empty() {
-        return Err(Exit::usage("no scenario files found (a directory is searched for *.scenario.toml)"));
+        return Err(Exit::usage(
+            "no scenario files found (a directory is searched for *.scenario.toml)",
+        ));
     }
     let jobs = match args.jobs {
         Some(0) => return Err(Exit::usage("-j must be at least 1")),
         Some(n) if n > MAX_JOBS => {
-            return Err(Exit::usage(format!("-j {n} is over the limit of {MAX_JOBS}")))
+            return Err(Exit::usage(format!(
+                "-j {n} is over the limit of {MAX_JOBS}"
+            )))
         }
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -274,14 +297,20 @@ pub async fn run(args: TestArgs) -> Result<(), Exit> {
     }
     let s = report::summary(&results);
     if s.invalid > 0 {
-        Err(Exit::usage(format!("test: {} scenarios are invalid", s.invalid)))
+        Err(Exit::usage(format!(
+            "test: {} scenarios are invalid",
+            s.invalid
+        )))
     } else if s.start_failed > 0 {
         Err(Exit::session(format!(
             "test: the Tick of {} scenarios could not start",
             s.start_failed
         )))
     } else if s.failed > 0 {
-        Err(Exit::new(FAILED, format!("test: {} of {} scenarios failed", s.failed, results.len())))
+        Err(Exit::new(
+            FAILED,
+            format!("test: {} of {} scenarios failed", s.failed, results.len()),
+        ))
     } else {
         Ok(())
     }

@@ -43,24 +43,38 @@ fn every_example_scenario_passes() {
         .collect();
     for example in ["counter", "dashboard", "fetch", "notes", "ticker"] {
         assert!(
-            names.iter().any(|n| n.contains(&format!("examples/{example}/"))),
+            names
+                .iter()
+                .any(|n| n.contains(&format!("examples/{example}/"))),
             "no scenario for {example}: {names:?}"
         );
     }
     for s in report["scenarios"].as_array().unwrap() {
         assert_eq!(s["status"], "passed", "{s}");
-        assert_eq!(s["written"], serde_json::json!([]), "a plain run writes nothing");
+        assert_eq!(
+            s["written"],
+            serde_json::json!([]),
+            "a plain run writes nothing"
+        );
         assert!(s["seed"].is_u64(), "wasm scenarios are deterministic: {s}");
     }
 }
 
 #[test]
 fn a_native_scenario_runs_on_real_time() {
-    let out = test(&[&repo("tests/scenarios/native-counter.scenario.toml"), "--format", "json"]);
+    let out = test(&[
+        &repo("tests/scenarios/native-counter.scenario.toml"),
+        "--format",
+        "json",
+    ]);
     assert_eq!(out.code, 0, "{out:#?}");
     let s = &out.json()["scenarios"][0];
     assert_eq!(s["status"], "passed");
-    assert_eq!(s["seed"], serde_json::Value::Null, "native Ticks are not deterministic");
+    assert_eq!(
+        s["seed"],
+        serde_json::Value::Null,
+        "native Ticks are not deterministic"
+    );
 }
 
 #[test]
@@ -96,7 +110,13 @@ fn a_wrong_expectation_fails_with_a_readable_diff() {
     let junit = test(&[&repo("tests/scenarios/failing"), "--format", "junit"]);
     assert_eq!(junit.code, 1);
     assert!(junit.stdout.starts_with("<?xml"), "{junit:#?}");
-    assert!(junit.stdout.contains("tests=\"2\" failures=\"2\" errors=\"0\""), "{}", junit.stdout);
+    assert!(
+        junit
+            .stdout
+            .contains("tests=\"2\" failures=\"2\" errors=\"0\""),
+        "{}",
+        junit.stdout
+    );
     assert_eq!(junit.stdout.matches("<failure message=").count(), 2);
     assert!(junit.stdout.contains("/value: expected 3, found 1"));
 }
@@ -142,15 +162,17 @@ fn virtual_time_gives_identical_screens_on_every_run() {
     let snaps = snapshots(&t.0);
     assert_eq!(snaps.len(), files.len(), "one snapshot per run: {snaps:?}");
     let first = &snaps[0].1;
-    assert!(String::from_utf8_lossy(first).contains("sample #5"), "{}", String::from_utf8_lossy(first));
+    assert!(
+        String::from_utf8_lossy(first).contains("sample #5"),
+        "{}",
+        String::from_utf8_lossy(first)
+    );
     for (name, bytes) in &snaps {
         assert_eq!(bytes, first, "{name} differs from {}", snaps[0].0);
     }
     // And the committed snapshot is exactly what these runs drew.
-    let committed = std::fs::read(root().join(
-        "examples/ticker/scenarios/ticker.after-a-minute.snap",
-    ))
-    .unwrap();
+    let committed =
+        std::fs::read(root().join("examples/ticker/scenarios/ticker.after-a-minute.snap")).unwrap();
     assert_eq!(&committed, first);
     // A second plain run compares against them and rewrites nothing.
     let again = test(&[&dir, "--format", "json"]);
@@ -175,14 +197,22 @@ fn update_writes_snapshots_trimmed_and_a_changed_screen_then_fails() {
     write("\"+\"");
     let missing = test(&[&file.to_string_lossy()]);
     missing.expect(1, "1 of 1 scenarios failed");
-    assert!(missing.stdout.contains("run tickbox test --update to write it"), "{missing:#?}");
+    assert!(
+        missing
+            .stdout
+            .contains("run tickbox test --update to write it"),
+        "{missing:#?}"
+    );
 
     let out = test(&[&file.to_string_lossy(), "--update"]);
     assert_eq!(out.code, 0, "{out:#?}");
     assert!(out.stdout.contains("wrote "), "{out:#?}");
     let snap = std::fs::read_to_string(t.path("c.end.snap")).unwrap();
     assert!(snap.contains("Counter: 1"), "{snap}");
-    assert!(snap.lines().all(|l| l == l.trim_end()), "trailing spaces trimmed: {snap:?}");
+    assert!(
+        snap.lines().all(|l| l == l.trim_end()),
+        "trailing spaces trimmed: {snap:?}"
+    );
     assert!(snap.ends_with("┘\n"), "{snap:?}");
 
     // Two presses now: the snapshot no longer matches.
@@ -198,13 +228,25 @@ fn exit_codes_usage_invalid_and_start_failure() {
     // with two actions. Exit 2, each named.
     let out = test(&[&repo("tests/scenarios/invalid")]);
     out.expect(2, "2 scenarios are invalid");
-    assert!(out.stdout.contains("step 1: advance needs virtual time: a native Tick runs on real time"), "{out:#?}");
-    assert!(out.stdout.contains("step 1: several actions (key, resize): one per step"), "{out:#?}");
+    assert!(
+        out.stdout
+            .contains("step 1: advance needs virtual time: a native Tick runs on real time"),
+        "{out:#?}"
+    );
+    assert!(
+        out.stdout
+            .contains("step 1: several actions (key, resize): one per step"),
+        "{out:#?}"
+    );
 
     // A Tick that cannot start: exit 3.
     let t = TempDir::new("scenario-start");
     let file = t.path("gone.scenario.toml");
-    std::fs::write(&file, "[tick]\npath = \"missing.wasm\"\n[[step]]\nkey = \"+\"\n").unwrap();
+    std::fs::write(
+        &file,
+        "[tick]\npath = \"missing.wasm\"\n[[step]]\nkey = \"+\"\n",
+    )
+    .unwrap();
     let out = test(&[&file.to_string_lossy(), "--format", "json"]);
     out.expect(3, "could not start");
     assert_eq!(out.json()["scenarios"][0]["status"], "start_failed");
@@ -218,11 +260,20 @@ fn exit_codes_usage_invalid_and_start_failure() {
 
 #[test]
 fn filter_selects_by_name_or_path() {
-    let out = test(&[&repo("tests/scenarios/failing"), "--filter", "wrong-state", "--format", "json"]);
+    let out = test(&[
+        &repo("tests/scenarios/failing"),
+        "--filter",
+        "wrong-state",
+        "--format",
+        "json",
+    ]);
     assert_eq!(out.code, 1, "{out:#?}");
     let r = out.json();
     assert_eq!(r["scenarios"].as_array().unwrap().len(), 1);
-    assert_eq!(r["scenarios"][0]["name"], "counter with a wrong state expectation");
+    assert_eq!(
+        r["scenarios"][0]["name"],
+        "counter with a wrong state expectation"
+    );
 }
 
 /// The clockwork guest reports its wall and monotonic clocks and random

@@ -224,7 +224,10 @@ mod tests {
 
     #[test]
     fn differences_are_bounded_and_escaped() {
-        let e: Value = (0..100).map(|i| (format!("k{i}"), json!(i))).collect::<serde_json::Map<_, _>>().into();
+        let e: Value = (0..100)
+            .map(|i| (format!("k{i}"), json!(i)))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
         let d = differences(&e, &json!({}), true);
         assert_eq!(d.len(), MAX_DIFFS + 1);
         assert!(d.last().unwrap().contains("more differences"));
@@ -239,7 +242,10 @@ mod tests {
         assert_eq!(normalize_screen(""), "\n");
         assert!(screen_diff("a\nb\nc\n", "a\nb\nc\n").is_empty());
         let d = screen_diff("Counter: 2\nq quit\n", "Counter: 1\nq quit\n");
-        assert_eq!(d, vec!["-   1 |Counter: 2", "+   1 |Counter: 1", "    2 |q quit"]);
+        assert_eq!(
+            d,
+            vec!["-   1 |Counter: 2", "+   1 |Counter: 1", "    2 |q quit"]
+        );
         let big_e: String = (0..1000).map(|i| format!("e{i}\n")).collect();
         let big_f: String = (0..1000).map(|i| format!("f{i}\n")).collect();
         let d = screen_diff(&big_e, &big_f);

@@ -22,7 +22,11 @@ pub fn encode(key: &str) -> Result<Vec<u8>, String> {
         // Keep the case of a single character after alt-.
         let inner = &key[4..];
         let mut v = vec![0x1b];
-        v.extend(encode(if rest.chars().count() == 1 { inner } else { rest })?);
+        v.extend(encode(if rest.chars().count() == 1 {
+            inner
+        } else {
+            rest
+        })?);
         return Ok(v);
     }
     if let Some(rest) = lower.strip_prefix("ctrl-") {
@@ -84,7 +88,9 @@ mod tests {
         assert_eq!(encode("alt-X").unwrap(), b"\x1bX");
         assert_eq!(encode("alt-enter").unwrap(), b"\x1b\r");
         assert_eq!(encode("f12").unwrap(), b"\x1b[24~");
-        assert!(encode("ctrl-1").unwrap_err().contains("ctrl- takes a letter"));
+        assert!(encode("ctrl-1")
+            .unwrap_err()
+            .contains("ctrl- takes a letter"));
         assert!(encode("").is_err());
         assert!(encode("hello").unwrap_err().contains("use `text`"));
     }

@@ -106,7 +106,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tickbox-discover-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("sub")).unwrap();
-        for f in ["b.scenario.toml", "a.scenario.toml", "notes.toml", "sub/c.scenario.toml"] {
+        for f in [
+            "b.scenario.toml",
+            "a.scenario.toml",
+            "notes.toml",
+            "sub/c.scenario.toml",
+        ] {
             std::fs::write(dir.join(f), "").unwrap();
         }
         let found = discover(&[dir.clone(), dir.join("notes.toml")]).unwrap();
@@ -116,7 +121,12 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["a.scenario.toml", "b.scenario.toml", "sub/c.scenario.toml", "notes.toml"]
+            [
+                "a.scenario.toml",
+                "b.scenario.toml",
+                "sub/c.scenario.toml",
+                "notes.toml"
+            ]
         );
         assert!(discover(&[dir.join("missing")]).is_err());
         std::fs::remove_dir_all(&dir).unwrap();

@@ -169,8 +169,14 @@ impl Action {
                     CallExpect::AnyResult => String::new(),
                     CallExpect::Result(v) => format!(" expecting result {v}"),
                     CallExpect::ResultSubset(v) => format!(" expecting a result containing {v}"),
-                    CallExpect::Error { code, contains: None } => format!(" expecting error {code}"),
-                    CallExpect::Error { code, contains: Some(t) } => {
+                    CallExpect::Error {
+                        code,
+                        contains: None,
+                    } => format!(" expecting error {code}"),
+                    CallExpect::Error {
+                        code,
+                        contains: Some(t),
+                    } => {
                         format!(" expecting error {code} mentioning {t:?}")
                     }
                 };
@@ -489,7 +495,9 @@ fn tick_section(t: RawTick, base: &Path) -> Result<TickSection, String> {
         max_memory: t.max_memory,
         scratch: match t.scratch {
             Some(g) if !g.starts_with('/') => {
-                return Err(format!("[tick] scratch {g:?}: give the guest path, e.g. \"/data\""))
+                return Err(format!(
+                    "[tick] scratch {g:?}: give the guest path, e.g. \"/data\""
+                ))
             }
             other => other,
         },
@@ -522,7 +530,12 @@ fn step(s: RawStep, file: &Path) -> Result<Action, String> {
                 actions.map(|a| a.0).join(", ")
             ))
         }
-        many => return Err(format!("several actions ({}): one per step", many.join(", "))),
+        many => {
+            return Err(format!(
+                "several actions ({}): one per step",
+                many.join(", ")
+            ))
+        }
     };
     let allowed: &[&str] = match kind {
         "call" => &["args", "result", "result_subset", "error", "error_contains"],
@@ -806,17 +819,38 @@ mod tests {
     fn mistakes_name_the_step_and_the_rule() {
         let tick = "[tick]\npath = \"t.wasm\"\n";
         let cases = [
-            ("[[step]]\ncall = \"x\"\nkey = \"a\"\n", "step 1: several actions (call, key)"),
+            (
+                "[[step]]\ncall = \"x\"\nkey = \"a\"\n",
+                "step 1: several actions (call, key)",
+            ),
             ("[[step]]\ntimeout = \"1s\"\n", "step 1: no action"),
             ("[[step]]\nkey = \"nope\"\n", "unknown key \"nope\""),
             ("[[step]]\nresize = [0, 5]\n", "cols and rows must be"),
             ("[[step]]\nadvance = \"5 parsecs\"\n", "unknown unit"),
-            ("[[step]]\nexpect_state = { contains = \"x\" }\n", "expect_state takes pointer"),
-            ("[[step]]\nexpect_screen = { regex = \"(\" }\n", "regex \"(\""),
-            ("[[step]]\nexpect_screen = { snapshot = \"../x\" }\n", "snapshot name"),
-            ("[[step]]\nexpect_state = { pointer = \"count\", equals = 1 }\n", "not a JSON pointer"),
-            ("[[step]]\nkey = \"a\"\ntimeout = \"1s\"\n", "`timeout` does not apply to a `key` step"),
-            ("[[step]]\nwait_for = { contains = \"x\" }\ntimeout = \"11m\"\n", "at most 600s"),
+            (
+                "[[step]]\nexpect_state = { contains = \"x\" }\n",
+                "expect_state takes pointer",
+            ),
+            (
+                "[[step]]\nexpect_screen = { regex = \"(\" }\n",
+                "regex \"(\"",
+            ),
+            (
+                "[[step]]\nexpect_screen = { snapshot = \"../x\" }\n",
+                "snapshot name",
+            ),
+            (
+                "[[step]]\nexpect_state = { pointer = \"count\", equals = 1 }\n",
+                "not a JSON pointer",
+            ),
+            (
+                "[[step]]\nkey = \"a\"\ntimeout = \"1s\"\n",
+                "`timeout` does not apply to a `key` step",
+            ),
+            (
+                "[[step]]\nwait_for = { contains = \"x\" }\ntimeout = \"11m\"\n",
+                "at most 600s",
+            ),
             ("[[step]]\ncall = \"x\"\nargs = 3\n", "must be a table"),
             ("[[step]]\nbogus = 1\n", "unknown field `bogus`"),
         ];
@@ -851,9 +885,13 @@ mod tests {
         let schema: Value =
             serde_json::from_str(include_str!("scenario.schema.json")).expect("schema is JSON");
         let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
-        let files = crate::scenario::discover(&[root.join("examples"), root.join("tests/scenarios")])
-            .expect("scenarios");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let files =
+            crate::scenario::discover(&[root.join("examples"), root.join("tests/scenarios")])
+                .expect("scenarios");
         assert!(files.len() >= 8, "{files:?}");
         for f in files {
             // No environment changes in a test: substitute the variable here.

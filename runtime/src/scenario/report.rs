@@ -251,7 +251,10 @@ mod tests {
         assert!(t.contains("FAIL    bad <one>"), "{t}");
         assert!(t.contains("step 2: expect_screen"), "{t}");
         assert!(t.contains("rerun with --seed 4"), "{t}");
-        assert!(t.contains("FAILED: 1 passed, 1 failed, 1 could not start, 0 invalid"), "{t}");
+        assert!(
+            t.contains("FAILED: 1 passed, 1 failed, 1 could not start, 0 invalid"),
+            "{t}"
+        );
         let j = to_json(&r);
         assert_eq!(j["format"], 1);
         assert_eq!(j["passed"], false);
@@ -263,6 +266,9 @@ mod tests {
         assert!(x.contains("name=\"bad &lt;one&gt;\""));
         assert!(x.contains("<error type=\"start\""));
         assert!(!x.contains('\u{1}'));
-        assert_eq!(x.matches("<testcase ").count(), x.matches("</testcase>").count());
+        assert_eq!(
+            x.matches("<testcase ").count(),
+            x.matches("</testcase>").count()
+        );
     }
 }

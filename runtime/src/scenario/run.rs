@@ -163,13 +163,15 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
                 (TickKind::WasmModule, _) => "a preview-1 module's timers wait real time; advance needs a component (wasm32-wasip2)",
                 _ => continue,
             };
-            result.outcome = Outcome::Invalid(format!("step {}: advance needs virtual time: {why}", s.index));
+            result.outcome = Outcome::Invalid(format!(
+                "step {}: advance needs virtual time: {why}",
+                s.index
+            ));
             return result;
         }
     }
-    let clock = deterministic.then(|| {
-        VirtualClock::new(opts.seed.or(scenario.tick.seed).unwrap_or(DEFAULT_SEED))
-    });
+    let clock = deterministic
+        .then(|| VirtualClock::new(opts.seed.or(scenario.tick.seed).unwrap_or(DEFAULT_SEED)));
     result.seed = clock.as_ref().map(VirtualClock::seed);
 
     let io = match (prepared.launch)(clock.clone()).await {
@@ -304,14 +306,16 @@ impl Runner<'_> {
                     Err(e) => Err((describe, vec![e.to_string()])),
                 }
             }
-            Action::WaitFor { check, timeout } => {
-                self.eventually(check, *timeout)
-                    .await
-                    .map_err(|found| (format!("{describe}: timed out"), found))
-            }
+            Action::WaitFor { check, timeout } => self
+                .eventually(check, *timeout)
+                .await
+                .map_err(|found| (format!("{describe}: timed out"), found)),
             Action::Expect { check, timeout } => {
                 if let (true, Check::Snapshot { path, .. }) = (self.update, check) {
-                    return self.write_snapshot(path).await.map_err(|e| (describe, vec![e]));
+                    return self
+                        .write_snapshot(path)
+                        .await
+                        .map_err(|e| (describe, vec![e]));
                 }
                 self.eventually(check, *timeout)
                     .await
@@ -347,7 +351,8 @@ impl Runner<'_> {
         // (invalid params), so `error = -32602` expects it.
         let prepared = match catalog.prepare(tool, args.clone()) {
             Ok(p) => p,
-            Err(e) if matches!(expect, CallExpect::Error { code: codes::INVALID_PARAMS, contains }
+            Err(e)
+                if matches!(expect, CallExpect::Error { code: codes::INVALID_PARAMS, contains }
                 if contains.as_deref().is_none_or(|t| e.to_string().contains(t))) =>
             {
                 return Ok(())
@@ -374,7 +379,9 @@ impl Runner<'_> {
             (CallExpect::AnyResult, CallOutcome::Ok(_)) => Ok(()),
             (CallExpect::Error { code, contains }, CallOutcome::Failed { error, .. })
                 if error.code == *code
-                    && contains.as_deref().is_none_or(|t| error.message.contains(t)) =>
+                    && contains
+                        .as_deref()
+                        .is_none_or(|t| error.message.contains(t)) =>
             {
                 Ok(())
             }
