@@ -339,3 +339,38 @@ fn advance_moves_the_clocks_a_guest_reads() {
     let out = test(&[&file.to_string_lossy()]);
     assert_eq!(out.code, 0, "{out:#?}");
 }
+
+#[test]
+fn wait_for_on_virtual_time_jumps_to_the_guests_timers_within_its_timeout() {
+    let t = TempDir::new("scenario-wait");
+    let wasm = format!("{}/dashboard.wasm", wasm_dir());
+    let file = t.path("wait.scenario.toml");
+    // A 5-second job: a 2 s wait cannot see it finish, and says why.
+    std::fs::write(
+        &file,
+        format!("[tick]\npath = {wasm:?}\n\n[[step]]\nkey = \"n\"\n\n[[step]]\nwait_for = {{ pointer = \"/jobs/0/status\", equals = \"done\" }}\ntimeout = \"2s\"\n"),
+    )
+    .unwrap();
+    let out = test(&[&file.to_string_lossy()]);
+    out.expect(1, "1 of 1 scenarios failed");
+    for line in [
+        "/jobs/0/status: expected \"done\", found \"running\"",
+        "timed out: +2s of virtual time passed and the guest's next timer is at +2.1s, past the 2s timeout",
+    ] {
+        assert!(out.stdout.contains(line), "missing {line:?}: {out:#?}");
+    }
+    // A Tick with no timer left cannot change by itself: the wait ends at once.
+    let wasm = format!("{}/counter.wasm", wasm_dir());
+    std::fs::write(
+        &file,
+        format!("[tick]\npath = {wasm:?}\n\n[[step]]\nwait_for = {{ pointer = \"/value\", equals = 1 }}\ntimeout = \"10m\"\n"),
+    )
+    .unwrap();
+    let out = test(&[&file.to_string_lossy()]);
+    out.expect(1, "1 of 1 scenarios failed");
+    assert!(
+        out.stdout.contains("the guest is idle with no timer pending after +0ns of virtual time: nothing can change any more"),
+        "{out:#?}"
+    );
+    assert!(out.elapsed < std::time::Duration::from_secs(30), "{out:#?}");
+}

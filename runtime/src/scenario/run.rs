@@ -10,7 +10,10 @@
 //! for the guest to be idle (blocked in `wasi:io/poll`, see
 //! [`crate::backend::wasm::virtual_time`]) after every key, resize and call
 //! and before every `advance`, so input and time reach the guest in the same
-//! order on every run.
+//! order on every run; and `wait_for` moves virtual time itself, jumping to
+//! the guest's next timer whenever it is idle and the predicate does not
+//! hold (bounded by the step's timeout in virtual time, [`MAX_WAIT_JUMPS`]
+//! and [`WAIT_REAL_MAX`]).
 
 use super::diff;
 use super::model::{Action, CallExpect, Check, Scenario, DEFAULT_SEED};
@@ -31,6 +34,10 @@ pub const IDLE_MAX: Duration = Duration::from_secs(5);
 pub const SNAPSHOT_QUIET: Duration = Duration::from_millis(200);
 /// Bound on that wait.
 pub const SNAPSHOT_SETTLE_MAX: Duration = Duration::from_secs(3);
+/// Most timer jumps one `wait_for` makes on virtual time.
+pub const MAX_WAIT_JUMPS: u64 = 100_000;
+/// Real-time bound on one `wait_for` on virtual time.
+pub const WAIT_REAL_MAX: Duration = Duration::from_secs(120);
 /// Largest snapshot file read.
 pub const MAX_SNAPSHOT_BYTES: u64 = 1024 * 1024;
 
@@ -306,6 +313,10 @@ impl Runner<'_> {
                     Err(e) => Err((describe, vec![e.to_string()])),
                 }
             }
+            Action::WaitFor { check, timeout } if self.clock.is_some() => self
+                .wait_virtual(check, *timeout)
+                .await
+                .map_err(|found| (describe, found)),
             Action::WaitFor { check, timeout } => self
                 .eventually(check, *timeout)
                 .await
@@ -405,6 +416,66 @@ impl Runner<'_> {
         }
     }
 
+    /// `wait_for` on virtual time: whenever the guest is idle and the
+    /// predicate does not hold, virtual time jumps to the guest's next timer
+    /// deadline, as long as that is within `timeout` of virtual time from
+    /// the start of the wait. Before each check a `tick/read` acts as a
+    /// barrier: its answer comes after every update the guest wrote before
+    /// it, so the state checked is exactly the guest's.
+    async fn wait_virtual(&mut self, check: &Check, timeout: Duration) -> Result<(), Vec<String>> {
+        let Some(clock) = self.clock.clone() else {
+            return self.eventually(check, timeout).await;
+        };
+        let start = clock.elapsed();
+        let real_deadline = Instant::now() + WAIT_REAL_MAX;
+        let mut jumps = 0u64;
+        loop {
+            self.idle(None).await;
+            // The read wakes the guest; wait until it is back in poll with
+            // its timers subscribed again before looking at them.
+            let mark = clock.activity();
+            if let Err(e) = self.session.read().await {
+                return Err(vec![format!("tick/read failed: {e}")]);
+            }
+            self.idle(Some(mark)).await;
+            let found = match self.holds(check, None) {
+                Ok(()) => return Ok(()),
+                Err(found) => found,
+            };
+            let now = clock.elapsed();
+            let next = clock.pending_timers().into_iter().find(|d| *d > now);
+            let stop = match next {
+                _ if Instant::now() >= real_deadline => Some(format!(
+                    "gave up after {}s of real time (+{:?} virtual)",
+                    WAIT_REAL_MAX.as_secs(),
+                    now - start
+                )),
+                _ if jumps >= MAX_WAIT_JUMPS => Some(format!(
+                    "gave up after {MAX_WAIT_JUMPS} timer jumps (the limit), at +{:?} virtual",
+                    now - start
+                )),
+                Some(d) if d - start <= timeout => None,
+                Some(d) => Some(format!(
+                    "timed out: +{:?} of virtual time passed and the guest's next timer is at +{:?}, past the {timeout:?} timeout",
+                    now - start,
+                    d - start
+                )),
+                None => Some(format!(
+                    "the guest is idle with no timer pending after +{:?} of virtual time: nothing can change any more",
+                    now - start
+                )),
+            };
+            if let Some(why) = stop {
+                return Err([found, vec![why]].concat());
+            }
+            let d = next.unwrap_or(now);
+            jumps += 1;
+            if let Err(e) = clock.advance(d - now).await {
+                return Err([found, vec![e.to_string()]].concat());
+            }
+        }
+    }
+
     /// Checks `check` until it holds or `timeout` passes; the error is what
     /// was there at the last check.
     async fn eventually(&self, check: &Check, timeout: Duration) -> Result<(), Vec<String>> {
@@ -442,7 +513,14 @@ impl Runner<'_> {
                         format!("state: {}", diff::render(&data)),
                     ]);
                 };
-                let d = diff::differences(value, at, subset);
+                let d: Vec<String> = diff::differences(value, at, subset)
+                    .into_iter()
+                    .map(|l| match l.strip_prefix("(root)") {
+                        Some(rest) if !pointer.is_empty() => format!("{pointer}{rest}"),
+                        _ if l.starts_with('/') => format!("{pointer}{l}"),
+                        _ => l,
+                    })
+                    .collect();
                 if d.is_empty() {
                     Ok(())
                 } else {
