@@ -374,3 +374,117 @@ fn wait_for_on_virtual_time_jumps_to_the_guests_timers_within_its_timeout() {
     );
     assert!(out.elapsed < std::time::Duration::from_secs(30), "{out:#?}");
 }
+
+#[test]
+fn the_jobs_bound_is_enforced() {
+    let dir = repo("tests/scenarios/native-counter.scenario.toml");
+    test(&[&dir, "-j", "257"]).expect(2, "-j 257 is over the limit of 256");
+    // Positive control: the limit itself is accepted.
+    let out = test(&[&dir, "-j", "256"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+}
+
+/// A guest that waits for input in a blocking read (not `wasi:io/poll`)
+/// never looks idle: the runner waits its bound and says so.
+#[test]
+fn a_guest_blocked_outside_poll_is_noted_not_hung() {
+    let wasm = build_wasm("tests/guests", "benchtick", "wasm32-wasip2");
+    let t = TempDir::new("scenario-busy");
+    let file = t.path("busy.scenario.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[tick]\npath = {:?}\n\n[[step]]\ncall = \"get\"\nresult = {{ value = 0 }}\n",
+            wasm.to_string_lossy()
+        ),
+    )
+    .unwrap();
+    let out = test(&[&file.to_string_lossy(), "--format", "json"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let notes = out.json()["scenarios"][0]["notes"].clone();
+    assert!(
+        notes.to_string().contains("did not become idle within 5s"),
+        "{notes}"
+    );
+}
+
+/// The runner's bound on timer jumps in one `wait_for`, through the library.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_stops_at_the_jump_bound() {
+    use std::sync::Arc;
+    use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmSpec};
+    use tickbox_runtime::scenario::{self, LaunchFn, Outcome, Prepared, RunOptions, TickKind};
+    let wasm_path = PathBuf::from(format!("{}/dashboard.wasm", wasm_dir()));
+    let engine = WasmEngine::new(None).expect("engine");
+    let spec = WasmSpec {
+        path: wasm_path.clone(),
+        args: vec![],
+        grants: Default::default(),
+        instance_id: None,
+    };
+    let launch: LaunchFn = Arc::new(move |clock| {
+        let (engine, spec) = (engine.clone(), spec.clone());
+        Box::pin(async move {
+            wasm::spawn_with(&engine, &spec, clock.as_ref())
+                .await
+                .map_err(|e| e.to_string())
+        })
+    });
+    let prepared = Prepared {
+        kind: TickKind::WasmComponent,
+        launch,
+    };
+    let text = format!(
+        "[tick]\npath = {:?}\n\n[[step]]\nkey = \"n\"\n\n[[step]]\nwait_for = {{ pointer = \"/jobs/0/status\", equals = \"done\" }}\n",
+        wasm_path.to_string_lossy()
+    );
+    let s = scenario::model::parse(&text, Path::new("jump.scenario.toml")).expect("parses");
+    let run = |max| {
+        let opts = RunOptions {
+            max_wait_jumps: max,
+            ..RunOptions::default()
+        };
+        let (s, prepared) = (s.clone(), prepared.clone());
+        async move { scenario::run(&s, &prepared, &opts).await }
+    };
+    // The job needs 50 jumps of 100 ms.
+    let r = run(10).await;
+    match &r.outcome {
+        Outcome::Failed(f) => {
+            assert_eq!(f.step, 2);
+            assert!(
+                f.found.iter().any(|l| l.contains("gave up after 10 timer jumps (the limit), at +1s virtual")),
+                "{f:?}"
+            );
+        }
+        o => panic!("{o:?}"),
+    }
+    // Positive control: a bound the wait fits in.
+    assert_eq!(run(50).await.outcome, Outcome::Passed);
+}
+
+/// A preview-1 module reads virtual clocks too, but its sleeps are real, so
+/// `advance` is refused for it.
+#[test]
+fn a_preview1_module_gets_virtual_readings_and_no_advance() {
+    let wasm = build_wasm("tests/guests", "clockwork", "wasm32-wasip1");
+    let t = TempDir::new("scenario-p1");
+    let file = t.path("p1.scenario.toml");
+    let tick = format!("[tick]\npath = {:?}\n", wasm.to_string_lossy());
+    std::fs::write(
+        &file,
+        format!("{tick}\n[[step]]\ncall = \"now\"\nresult_subset = {{ wall_secs = 946684800, mono_ns = 0 }}\n"),
+    )
+    .unwrap();
+    let out = test(&[&file.to_string_lossy()]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    std::fs::write(&file, format!("{tick}\n[[step]]\nadvance = \"1s\"\n")).unwrap();
+    let out = test(&[&file.to_string_lossy()]);
+    out.expect(2, "1 scenarios are invalid");
+    assert!(
+        out.stdout.contains(
+            "a preview-1 module's timers wait real time; advance needs a component (wasm32-wasip2)"
+        ),
+        "{out:#?}"
+    );
+}

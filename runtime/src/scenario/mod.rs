@@ -51,29 +51,33 @@ pub const SUFFIX: &str = ".scenario.toml";
 /// it is, a directory is searched (sorted, to [`MAX_DEPTH`], no symlinked
 /// directories) for `*.scenario.toml`.
 pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    discover_at_most(paths, MAX_SCENARIO_FILES)
+}
+
+fn discover_at_most(paths: &[PathBuf], max: usize) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for p in paths {
         let meta = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
         if meta.is_dir() {
-            walk(p, 0, &mut out)?;
+            walk(p, 0, max, &mut out)?;
         } else {
-            push(&mut out, p.clone())?;
+            push(&mut out, max, p.clone())?;
         }
     }
     Ok(out)
 }
 
-fn push(out: &mut Vec<PathBuf>, p: PathBuf) -> Result<(), String> {
-    if out.len() >= MAX_SCENARIO_FILES {
+fn push(out: &mut Vec<PathBuf>, max: usize, p: PathBuf) -> Result<(), String> {
+    if out.len() >= max {
         return Err(format!(
-            "more than {MAX_SCENARIO_FILES} scenario files (the limit); name fewer"
+            "more than {max} scenario files (the limit); name fewer"
         ));
     }
     out.push(p);
     Ok(())
 }
 
-fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), String> {
+fn walk(dir: &Path, depth: usize, max: usize, out: &mut Vec<PathBuf>) -> Result<(), String> {
     if depth > MAX_DEPTH {
         return Ok(());
     }
@@ -86,12 +90,12 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), String> 
         let path = e.path();
         let Ok(ft) = e.file_type() else { continue };
         if ft.is_dir() {
-            walk(&path, depth + 1, out)?;
+            walk(&path, depth + 1, max, out)?;
         } else if path
             .file_name()
             .is_some_and(|n| n.to_string_lossy().ends_with(SUFFIX))
         {
-            push(out, path)?;
+            push(out, max, path)?;
         }
     }
     Ok(())
@@ -129,6 +133,15 @@ mod tests {
             ]
         );
         assert!(discover(&[dir.join("missing")]).is_err());
+        // The file bound: four found, so a bound of three refuses.
+        assert_eq!(
+            discover_at_most(&[dir.clone(), dir.join("notes.toml")], 4)
+                .unwrap()
+                .len(),
+            4
+        );
+        let e = discover_at_most(&[dir.clone(), dir.join("notes.toml")], 3).unwrap_err();
+        assert!(e.contains("more than 3 scenario files (the limit)"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -908,6 +908,51 @@ mod tests {
     }
 
     #[test]
+    fn size_regex_and_file_bounds() {
+        let tick = "[tick]\npath = \"t.wasm\"\n";
+        let at = |steps: &str| p(&format!("{tick}{steps}"));
+        assert!(at("[[step]]\nresize = [1000, 500]\n").is_ok());
+        assert!(at("[[step]]\nresize = [1001, 500]\n")
+            .unwrap_err()
+            .contains("1..=1000"));
+        assert!(at("[[step]]\nresize = [1000, 501]\n")
+            .unwrap_err()
+            .contains("1..=500"));
+        let re = |n: usize| {
+            format!(
+                "[[step]]\nexpect_screen = {{ regex = \"{}\" }}\n",
+                "a".repeat(n)
+            )
+        };
+        assert!(at(&re(MAX_REGEX_LEN)).is_ok());
+        assert!(at(&re(MAX_REGEX_LEN + 1))
+            .unwrap_err()
+            .contains("4096-byte limit"));
+        let keys = |n: usize| format!("[[step]]\nkeys = [{}]\n", vec!["\"a\""; n].join(","));
+        assert!(at(&keys(keys::MAX_KEYS)).is_ok());
+        assert!(at(&keys(keys::MAX_KEYS + 1))
+            .unwrap_err()
+            .contains("1 to 1024 keys"));
+        let text = |n: usize| format!("[[step]]\ntext = \"{}\"\n", "a".repeat(n));
+        assert!(at(&text(keys::MAX_TEXT)).is_ok());
+        assert!(at(&text(keys::MAX_TEXT + 1))
+            .unwrap_err()
+            .contains("1 to 65536 bytes"));
+
+        let dir = std::env::temp_dir().join(format!("tickbox-model-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("big.scenario.toml");
+        let mut body = String::from(tick);
+        body.push_str(&"# padding\n".repeat(MAX_SCENARIO_BYTES as usize / 10));
+        std::fs::write(&f, &body[..MAX_SCENARIO_BYTES as usize]).unwrap();
+        assert!(load(&f).is_ok(), "exactly the limit is read");
+        std::fs::write(&f, format!("{body}# one more line\n")).unwrap();
+        let e = load(&f).unwrap_err();
+        assert!(e.message.contains("over the 1048576-byte limit"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn durations() {
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("60s").unwrap(), Duration::from_secs(60));

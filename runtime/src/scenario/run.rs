@@ -67,7 +67,7 @@ pub struct Prepared {
 }
 
 /// Options of a run.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RunOptions {
     /// Write snapshots instead of comparing them.
     pub update: bool,
@@ -75,6 +75,19 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// Session timeouts (a scenario's `call_timeout` overrides the call timeout).
     pub session: SessionConfig,
+    /// Most timer jumps one `wait_for` makes on virtual time ([`MAX_WAIT_JUMPS`]).
+    pub max_wait_jumps: u64,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            update: false,
+            seed: None,
+            session: SessionConfig::default(),
+            max_wait_jumps: MAX_WAIT_JUMPS,
+        }
+    }
 }
 
 /// Why a step failed: the step, what it expected, what was there.
@@ -206,6 +219,7 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
         session: &session,
         clock: clock.filter(|_| prepared.kind == TickKind::WasmComponent),
         update: opts.update,
+        max_wait_jumps: opts.max_wait_jumps,
         base_seq: 0,
         result: &mut result,
     };
@@ -241,6 +255,7 @@ struct Runner<'a> {
     /// The guest's clock, when it is a component whose idleness we can see.
     clock: Option<VirtualClock>,
     update: bool,
+    max_wait_jumps: u64,
     base_seq: u64,
     result: &'a mut ScenarioResult,
 }
@@ -450,8 +465,9 @@ impl Runner<'_> {
                     WAIT_REAL_MAX.as_secs(),
                     now - start
                 )),
-                _ if jumps >= MAX_WAIT_JUMPS => Some(format!(
-                    "gave up after {MAX_WAIT_JUMPS} timer jumps (the limit), at +{:?} virtual",
+                _ if jumps >= self.max_wait_jumps => Some(format!(
+                    "gave up after {} timer jumps (the limit), at +{:?} virtual",
+                    self.max_wait_jumps,
                     now - start
                 )),
                 Some(d) if d - start <= timeout => None,
@@ -644,4 +660,41 @@ fn screen_lines(screen: &str) -> Vec<String> {
             .map(|l| format!("  |{}", diff::printable(l))),
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_are_read_normalized_and_bounded() {
+        let dir = std::env::temp_dir().join(format!("tickbox-snap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("s.x.snap");
+        let missing = read_snapshot(&f, "x").unwrap_err();
+        assert!(
+            missing[0].contains("run tickbox test --update to write it"),
+            "{missing:?}"
+        );
+        std::fs::write(&f, "a  \nb\n\n").unwrap();
+        assert_eq!(read_snapshot(&f, "x").unwrap(), "a\nb\n");
+        std::fs::write(&f, vec![b'a'; MAX_SNAPSHOT_BYTES as usize]).unwrap();
+        assert!(read_snapshot(&f, "x").is_ok(), "exactly the limit is read");
+        std::fs::write(&f, vec![b'a'; MAX_SNAPSHOT_BYTES as usize + 1]).unwrap();
+        let big = read_snapshot(&f, "x").unwrap_err();
+        assert!(big[0].contains("over the 1048576-byte limit"), "{big:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_failure_screen_is_framed_escaped_and_bounded() {
+        let long = "x".repeat(diff::MAX_LINE_CHARS + 50);
+        let screen = format!("top\u{7}\n{long}\n");
+        let lines = screen_lines(&screen);
+        assert_eq!(lines[0], "screen:");
+        assert_eq!(lines[1], "  |top\\u{7}");
+        assert!(lines[2].contains("… ("), "clipped: {}", lines[2]);
+        let many: String = (0..1000).map(|i| format!("{i}\n")).collect();
+        assert_eq!(screen_lines(&many).len(), diff::MAX_DIFF_LINES + 1);
+    }
 }
