@@ -107,10 +107,25 @@ fn failure_lines(r: &ScenarioResult) -> Vec<String> {
                 ));
             }
         }
-        Outcome::StartFailed(e) | Outcome::Invalid(e) => out.push(e.clone()),
+        Outcome::StartFailed(e) | Outcome::Invalid(e) => out.extend(e.lines().map(String::from)),
     }
     for n in &r.notes {
         out.push(format!("note: {n}"));
+    }
+    // A start failure can quote the Tick's screen: no control character
+    // reaches a terminal or a report from here.
+    out.iter().map(|l| clean(l)).collect()
+}
+
+/// Escapes control characters (a line has no newline left to keep).
+fn clean(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    for c in line.chars() {
+        if c.is_control() && c != '\t' {
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
     }
     out
 }
@@ -266,6 +281,8 @@ mod tests {
         assert!(x.contains("name=\"bad &lt;one&gt;\""));
         assert!(x.contains("<error type=\"start\""));
         assert!(!x.contains('\u{1}'));
+        assert!(!t.contains('\u{1}'), "escaped in text too: {t}");
+        assert!(t.contains("\\u{1}"), "{t}");
         assert_eq!(
             x.matches("<testcase ").count(),
             x.matches("</testcase>").count()
