@@ -212,6 +212,7 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
         Ok(s) => s,
         Err(e) => {
             result.outcome = Outcome::StartFailed(e.to_string());
+            result.duration = started.elapsed();
             return result;
         }
     };
@@ -343,6 +344,11 @@ impl Runner<'_> {
                         .await
                         .map_err(|e| (describe, vec![e]));
                 }
+                // On virtual time the check sees the guest's settled state,
+                // so an intermediate state cannot make it pass by chance.
+                if let Err(found) = self.barrier().await {
+                    return Err((describe, found));
+                }
                 self.eventually(check, *timeout)
                     .await
                     .map_err(|found| (describe, found))
@@ -445,14 +451,7 @@ impl Runner<'_> {
         let real_deadline = Instant::now() + WAIT_REAL_MAX;
         let mut jumps = 0u64;
         loop {
-            self.idle(None).await;
-            // The read wakes the guest; wait until it is back in poll with
-            // its timers subscribed again before looking at them.
-            let mark = clock.activity();
-            if let Err(e) = self.session.read().await {
-                return Err(vec![format!("tick/read failed: {e}")]);
-            }
-            self.idle(Some(mark)).await;
+            self.barrier().await?;
             let found = match self.holds(check, None) {
                 Ok(()) => return Ok(()),
                 Err(found) => found,
@@ -490,6 +489,25 @@ impl Runner<'_> {
                 return Err([found, vec![e.to_string()]].concat());
             }
         }
+    }
+
+    /// With virtual time: waits until the guest is idle, then makes a
+    /// `tick/read`, whose answer comes after every update the guest wrote
+    /// before it, and waits until the guest is idle again (the read woke it,
+    /// and it re-subscribes its timers on the way back). The state and the
+    /// screen are then exactly the guest's, and nothing changes until the
+    /// next input or time step. Without virtual time it does nothing.
+    async fn barrier(&mut self) -> Result<(), Vec<String>> {
+        let Some(clock) = self.clock.clone() else {
+            return Ok(());
+        };
+        self.idle(None).await;
+        let mark = clock.activity();
+        if let Err(e) = self.session.read().await {
+            return Err(vec![format!("tick/read failed: {e}")]);
+        }
+        self.idle(Some(mark)).await;
+        Ok(())
     }
 
     /// Checks `check` until it holds or `timeout` passes; the error is what
@@ -576,7 +594,7 @@ impl Runner<'_> {
     }
 
     async fn write_snapshot(&mut self, path: &std::path::Path) -> Result<(), String> {
-        self.idle(None).await;
+        self.barrier().await.map_err(|e| e.join("; "))?;
         self.session
             .view()
             .settle(SNAPSHOT_QUIET, SNAPSHOT_SETTLE_MAX)
@@ -592,6 +610,9 @@ impl Runner<'_> {
     }
 
     async fn expect_update(&mut self, n: u64, timeout: Duration, describe: String) -> StepResult {
+        if let Err(found) = self.barrier().await {
+            return Err((describe, found));
+        }
         let deadline = Instant::now() + timeout;
         loop {
             let advanced = self.seq().saturating_sub(self.base_seq);
