@@ -11,7 +11,10 @@
 //! - [`backend`] — ways to run a Tick (a native subprocess on a real PTY, a
 //!   sandboxed wasm guest, or both ends in memory for tests) and the
 //!   [`TickIo`]/[`TickProcess`] contract they share;
-//! - [`view`] — the Tick's terminal as a screen model plus live output;
+//! - [`view`] — the Tick's terminal as a screen model, parsed off the async
+//!   workers, and [`render`] — what a person's terminal is shown, generated
+//!   from that model;
+//! - [`text`] — Tick-supplied text made safe for a terminal;
 //! - [`delivery`] — subscriptions: latest state, merged counts, trimming (§6.4);
 //! - [`live`] — live instances: publishing Ticks on Unix sockets, and clients
 //!   (views, one-shot requests, watches) in other processes;
@@ -61,8 +64,10 @@ pub mod delivery;
 pub mod framing;
 pub mod live;
 pub mod mcp;
+pub mod render;
 pub mod scenario;
 pub mod session;
+pub mod text;
 pub mod view;
 
 /// The Tick protocol: the `tickbox-protocol` crate, re-exported.

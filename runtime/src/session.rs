@@ -93,6 +93,10 @@ pub struct InitError {
     pub reason: String,
     /// The first characters of the view screen, whitespace folded.
     pub screen: String,
+    /// The Tick's last words: the last non-blank lines of its screen (at
+    /// most [`crate::view::LAST_WORDS_LINES`]), as drawn; escape them
+    /// before printing ([`crate::text`]).
+    pub last_words: Vec<String>,
 }
 
 fn screen_suffix(screen: &str) -> String {
@@ -288,8 +292,13 @@ impl Session {
                     .settle(Duration::from_millis(100), Duration::from_millis(500))
                     .await;
                 let screen = session.view.excerpt(SCREEN_EXCERPT_CHARS);
+                let last_words = session.view.last_lines(crate::view::LAST_WORDS_LINES);
                 session.shutdown().await;
-                Err(InitError { reason, screen })
+                Err(InitError {
+                    reason,
+                    screen,
+                    last_words,
+                })
             }
         }
     }

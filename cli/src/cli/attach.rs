@@ -1,12 +1,15 @@
 //! `tickbox attach ID|NAME`: the current terminal becomes a view of a live
 //! Tick.
 //!
-//! The host sends a repaint of the current screen first (from its screen
-//! model, so nothing waits for the Tick to redraw), then live output. Keys
-//! go to the Tick, except the detach key [`DETACH_KEY`] (Ctrl-]), which ends
-//! the view; a SIGWINCH of this terminal resizes the Tick's. Detaching never
-//! touches the Tick or its protocol session. `tickbox run` ends in the same
-//! loop ([`view`]).
+//! The view runs on the alternate screen (the shell's screen comes back on
+//! detach). Everything it shows is drawn by the host from the Tick's screen
+//! model (see `tickbox_runtime::render`): a repaint first, so nothing waits
+//! for the Tick to redraw, then the changes, and a status bar on the last
+//! row unless `--no-status`. No byte the Tick wrote reaches this terminal.
+//! Keys go to the Tick (Ctrl-C included, as a key), except the detach key
+//! (`--detach-key`, Ctrl-] by default), which ends the view; a SIGWINCH of
+//! this terminal resizes the view. Detaching never touches the Tick or its
+//! protocol session. `tickbox run` ends in the same loop ([`view`]).
 
 use super::exit::{self, Exit};
 use super::terminal::{self, RawMode};
@@ -18,14 +21,15 @@ use tokio::io::AsyncWriteExt;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
-/// The key that detaches a view: Ctrl-] (0x1d), as in telnet. It is never
-/// sent to the Tick.
-pub const DETACH_KEY: u8 = 0x1d;
-
 /// Help text naming the detach key and a view's exit codes.
 pub const DETACH_HELP: &str = "\
-Press Ctrl-] to detach: the view closes, the Tick keeps running
+Press Ctrl-] (or the --detach-key) to detach: the view closes, the Tick keeps running
 (`tickbox ls` lists it, `tickbox attach NAME` returns to it, `tickbox stop NAME` ends it).
+
+What a view shows is drawn by tickbox from the Tick's screen (text, colors, cursor);
+titles, clipboard writes, hyperlinks, queries, mouse and keyboard modes and screen
+switches the Tick sends never reach this terminal. All other keys, Ctrl-C included,
+go to the Tick. The Tick's terminal is as large as the smallest attached view.
 
 Exit codes:
   0    detached, or the Tick ended
@@ -39,14 +43,55 @@ pub struct AttachArgs {
     /// The live instance: its id or name (as `tickbox ls` shows), `@` optional
     #[arg(value_name = "ID|NAME")]
     pub target: String,
+    #[command(flatten)]
+    pub view: ViewOpts,
+}
+
+/// How a view looks and how it is left.
+#[derive(Args, Clone)]
+pub struct ViewOpts {
+    /// The key that detaches (never sent to the Tick; Ctrl-] by default, as in telnet): ctrl-a … ctrl-z, ctrl-\\, ctrl-], ctrl-^ or ctrl-_ (not ctrl-[, which is Escape)
+    #[arg(long, value_name = "KEY", default_value = "ctrl-]", value_parser = parse_detach_key)]
+    pub detach_key: DetachKey,
+    /// Hide the status bar (name, backend, size, detach key) on the last row
+    #[arg(long)]
+    pub no_status: bool,
+}
+
+/// A detach key: its byte and how it is written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DetachKey {
+    pub byte: u8,
+    pub label: String,
+}
+
+/// Parses `ctrl-X` (also `C-X` and `^X`) into the control byte it types.
+pub fn parse_detach_key(s: &str) -> Result<DetachKey, String> {
+    let lower = s.trim().to_ascii_lowercase();
+    let key = ["ctrl-", "ctrl+", "c-", "^"]
+        .iter()
+        .find_map(|p| lower.strip_prefix(p))
+        .filter(|k| k.chars().count() == 1)
+        .and_then(|k| k.chars().next());
+    let byte = match key {
+        Some(c @ 'a'..='z') => c as u8 - b'a' + 1,
+        Some(c @ ('\\' | ']' | '^' | '_')) => c as u8 - b'@',
+        _ => {
+            return Err(format!(
+                "`{s}` is not a detach key: use ctrl-a … ctrl-z, ctrl-\\, ctrl-], ctrl-^ or ctrl-_"
+            ))
+        }
+    };
+    let label = format!("Ctrl-{}", (byte + b'@').to_ascii_uppercase() as char);
+    Ok(DetachKey { byte, label })
 }
 
 /// How a view ended.
 pub enum Ending {
     /// The person pressed the detach key.
     Detached,
-    /// The Tick's session ended, for this reason.
-    Ended(String),
+    /// The Tick's session ended, for this reason, with its last words.
+    Ended(String, Vec<String>),
     /// A signal asked this view to stop.
     Signal(&'static str),
 }
@@ -69,7 +114,7 @@ pub fn main(args: AttachArgs) -> ExitCode {
     let target = args.target.trim_start_matches('@').to_string();
     runtime_main(async move {
         let registry = Registry::open().map_err(exit_of)?;
-        let ending = view(&registry, &target).await?;
+        let ending = view(&registry, &target, &args.view).await?;
         finish(ending)
     })
 }
@@ -95,8 +140,16 @@ pub fn finish(ending: Ending) -> Result<(), Exit> {
             eprintln!("tickbox: detached; the Tick keeps running (`tickbox ls` lists it)");
             Ok(())
         }
-        Ending::Ended(reason) => {
-            eprintln!("tickbox: {reason}");
+        Ending::Ended(reason, last_words) => {
+            use tickbox_runtime::text::escape;
+            eprintln!("tickbox: {}", escape(&reason));
+            // The alternate screen is gone: show how the Tick's ended.
+            if !last_words.is_empty() {
+                eprintln!("  the Tick's last words (the end of its screen):");
+                for line in &last_words {
+                    eprintln!("  | {}", escape(line));
+                }
+            }
             Ok(())
         }
         Ending::Signal(sig) => Err(Exit::new(
@@ -108,11 +161,12 @@ pub fn finish(ending: Ending) -> Result<(), Exit> {
 
 /// Attaches this terminal to the instance `target` until detach, the end of
 /// the Tick, or a signal.
-pub async fn view(registry: &Registry, target: &str) -> Result<Ending, Exit> {
+pub async fn view(registry: &Registry, target: &str, opts: &ViewOpts) -> Result<Ending, Exit> {
     let mut conn = client::connect(registry, target).await.map_err(exit_of)?;
-    let (cols, rows) = terminal::size().unwrap_or((0, 0));
+    let (cols, rows) = view_size();
+    let status = (!opts.no_status).then(|| format!("{} detach", opts.detach_key.label));
     let hello = conn
-        .start(Request::Attach { cols, rows })
+        .start(Request::Attach { cols, rows, status })
         .await
         .map_err(exit_of)?;
     let info: Option<InstanceInfo> = serde_json::from_value(hello).ok();
@@ -121,13 +175,19 @@ pub async fn view(registry: &Registry, target: &str) -> Result<Ending, Exit> {
     let mut sigs = Signals::new()?;
     let raw =
         RawMode::enter().map_err(|e| Exit::session(format!("cannot set up the terminal: {e}")))?;
-    let ending = pump(conn, &mut sigs).await;
+    let ending = pump(conn, &mut sigs, opts.detach_key.byte).await;
+    // Raw mode off, the alternate screen left, attributes and cursor back.
     drop(raw);
-    // Leave the person's terminal readable whatever the Tick set.
-    let mut out = tokio::io::stdout();
-    let _ = out.write_all(b"\x1b[0m\x1b[?25h\r\n").await;
-    let _ = out.flush().await;
     ending
+}
+
+/// This terminal's size, within the bounds a host accepts (a larger
+/// terminal shows the view in its top-left corner); 0 × 0 when unknown.
+fn view_size() -> (u16, u16) {
+    use tickbox_runtime::view::{MAX_VIEW_COLS, MAX_VIEW_ROWS};
+    terminal::size()
+        .map(|(c, r)| (c.clamp(1, MAX_VIEW_COLS), r.clamp(1, MAX_VIEW_ROWS)))
+        .unwrap_or((0, 0))
 }
 
 struct Signals {
@@ -175,7 +235,11 @@ fn keys() -> mpsc::Receiver<Vec<u8>> {
     rx
 }
 
-async fn pump(conn: client::Connection, sigs: &mut Signals) -> Result<Ending, Exit> {
+async fn pump(
+    conn: client::Connection,
+    sigs: &mut Signals,
+    detach_key: u8,
+) -> Result<Ending, Exit> {
     let (mut r, mut w) = conn.into_split();
     let (frames_tx, mut frames) = mpsc::channel(64);
     // Frames are read on their own task: reading one is not cancel-safe.
@@ -195,13 +259,14 @@ async fn pump(conn: client::Connection, sigs: &mut Signals) -> Result<Ending, Ex
     let ending = loop {
         tokio::select! {
             frame = frames.recv() => match frame {
+                // Generated by the host's renderer from the screen model.
                 Some(Ok(Some(Frame::Output(bytes)))) => {
                     if out.write_all(&bytes).await.is_err() || out.flush().await.is_err() {
                         break Ok(Ending::Detached);
                     }
                 }
                 Some(Ok(Some(Frame::Json(v)))) => match serde_json::from_value::<Reply>(v) {
-                    Ok(Reply::Ended { reason }) => break Ok(Ending::Ended(reason)),
+                    Ok(Reply::Ended { reason, last_words }) => break Ok(Ending::Ended(reason, last_words)),
                     Ok(Reply::Error { message, .. }) => break Err(Exit::session(message)),
                     _ => {}
                 },
@@ -211,7 +276,7 @@ async fn pump(conn: client::Connection, sigs: &mut Signals) -> Result<Ending, Ex
             },
             k = keys.recv() => {
                 let Some(bytes) = k else { break Ok(Ending::Detached) };
-                let (send, detach) = match bytes.iter().position(|&b| b == DETACH_KEY) {
+                let (send, detach) = match bytes.iter().position(|&b| b == detach_key) {
                     Some(i) => (&bytes[..i], true),
                     None => (&bytes[..], false),
                 };
@@ -223,7 +288,8 @@ async fn pump(conn: client::Connection, sigs: &mut Signals) -> Result<Ending, Ex
                 }
             }
             _ = sigs.winch.recv() => {
-                if let Some((cols, rows)) = terminal::size() {
+                let (cols, rows) = view_size();
+                if cols > 0 {
                     let _ = write_json(&mut w, &Reply::Resize { cols, rows }).await;
                 }
             }
@@ -234,4 +300,22 @@ async fn pump(conn: client::Connection, sigs: &mut Signals) -> Result<Ending, Ex
     };
     reader.abort();
     ending
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detach_keys() {
+        let k = parse_detach_key("ctrl-]").unwrap();
+        assert_eq!((k.byte, k.label.as_str()), (0x1d, "Ctrl-]"));
+        assert_eq!(parse_detach_key("C-a").unwrap().byte, 1);
+        assert_eq!(parse_detach_key("^Z").unwrap().byte, 26);
+        assert_eq!(parse_detach_key("ctrl-_").unwrap().byte, 0x1f);
+        assert_eq!(parse_detach_key("ctrl-\\").unwrap().byte, 0x1c);
+        for bad in ["ctrl-[", "x", "ctrl-ab", "", "ctrl-1"] {
+            assert!(parse_detach_key(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -30,6 +30,9 @@ Exit codes:
 pub struct Exit {
     pub code: u8,
     pub message: String,
+    /// The Tick's last words (the last lines of its screen), printed under
+    /// the error line, escaped.
+    pub last_words: Vec<String>,
 }
 
 impl Exit {
@@ -37,7 +40,13 @@ impl Exit {
         Exit {
             code,
             message: message.to_string(),
+            last_words: Vec::new(),
         }
+    }
+    /// The same failure, with the Tick's last words.
+    pub fn with_last_words(mut self, lines: Vec<String>) -> Self {
+        self.last_words = lines;
+        self
     }
     pub fn usage(message: impl std::fmt::Display) -> Self {
         Exit::new(USAGE, message)

@@ -22,6 +22,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 use tickbox_runtime::live::wire::CallReply;
 use tickbox_runtime::protocol::{Descriptor, PreparedCall};
+use tickbox_runtime::text;
 
 #[derive(Parser)]
 #[command(name = "tickbox", version, about = "Run Ticks, native or sandboxed, from the shell", after_help = exit::HELP)]
@@ -63,8 +64,10 @@ enum Command {
     Run(run::RunArgs),
     /// Make this terminal a view of a live instance (Ctrl-] detaches)
     Attach(attach::AttachArgs),
-    /// List live instances (JSON lines, or a table on a terminal); removes stale ones
+    /// List live instances (JSON lines, or a table on a terminal); removes stale ones; -a adds those ended in the last hour
     Ls(ls::LsArgs),
+    /// Print an instance's retained output: a live one's screen, an ended one's last lines
+    Logs(ls::LogsArgs),
     /// Print the Tick's state as one JSON line per delivery (latest only, merged count, trimmed to 16 KiB)
     #[command(after_help = exit::HELP)]
     Watch(watch::WatchArgs),
@@ -125,7 +128,15 @@ fn new_runtime() -> Result<tokio::runtime::Runtime, Exit> {
 }
 
 fn fail(e: Exit) -> ExitCode {
-    eprintln!("tickbox: {}", e.message);
+    // Messages quote the Tick (tool errors, init errors, violations): one
+    // line, every control and bidi character escaped.
+    eprintln!("tickbox: {}", text::escape(&e.message));
+    if !e.last_words.is_empty() {
+        eprintln!("  the Tick's last words (the end of its screen):");
+        for line in &e.last_words {
+            eprintln!("  | {}", text::escape(line));
+        }
+    }
     ExitCode::from(e.code)
 }
 
@@ -166,10 +177,17 @@ fn emit(value: &Value, pretty: bool) -> Result<(), Exit> {
         serde_json::to_string(value)
     };
     let text = text.map_err(|e| Exit::session(format!("cannot encode the result: {e}")))?;
-    emit_text(&text)
+    // The same JSON value, with C1, DEL and bidi characters as \u escapes.
+    write_stdout(&text::json_safe(&text))
 }
 
+/// Writes text that may quote the Tick (screen, reports, tables) to stdout,
+/// control and bidi characters escaped, line breaks kept.
 fn emit_text(text: &str) -> Result<(), Exit> {
+    write_stdout(&text::escape_lines(text))
+}
+
+fn write_stdout(text: &str) -> Result<(), Exit> {
     let mut out = std::io::stdout().lock();
     // A closed stdout (e.g. `| head`) is the reader's choice, not our failure.
     let _ = writeln!(out, "{text}").and_then(|_| out.flush());
@@ -225,6 +243,7 @@ async fn run(command: Command) -> Result<(), Exit> {
         Command::Check(args) => check::run(args).await,
         Command::Test(args) => test::run(args).await,
         Command::Ls(args) => ls::run(args).await,
+        Command::Logs(args) => ls::logs(args).await,
         Command::Watch(args) => watch::run(args).await,
         Command::Run(_) | Command::Attach(_) | Command::Stop(_) => {
             Err(Exit::usage("handled before the runtime starts"))
@@ -309,7 +328,19 @@ async fn call_opened(
         .descriptor()
         .ok_or_else(|| Exit::session("no descriptor after initialization"))?;
     let prepared = approve(&catalog, tool, call_args, yes)?;
-    report_call(tool, t.session.call(&prepared).await.into(), pretty)
+    let outcome = t.session.call(&prepared).await;
+    let reply = report_call(tool, outcome.into(), pretty);
+    match reply {
+        // A Tick that died mid-call: show how its screen ended, once what
+        // it drew on its way out has reached the screen.
+        Err(e) if t.session.end_reason().is_some() => {
+            let view = t.session.view();
+            view.settle(Duration::from_millis(100), Duration::from_millis(500))
+                .await;
+            Err(e.with_last_words(view.last_lines(tickbox_runtime::view::LAST_WORDS_LINES)))
+        }
+        other => other,
+    }
 }
 
 /// Prepares a call against `catalog`; a mutating tool needs `yes`.
@@ -325,15 +356,37 @@ fn approve(
             .tool(tool)
             .map(|t| t.description.as_str())
             .unwrap_or_default();
-        eprintln!(
-            "tool:        {tool}\ndescription: {description}\nargs:        {}",
-            prepared.args
-        );
+        eprint!("{}", approval_prompt(tool, &prepared.args, description));
         return Err(Exit::usage(format!(
             "approval required: `{tool}` mutates; nothing was sent; re-run with --yes to call it"
         )));
     }
     Ok(prepared)
+}
+
+/// Most characters of a tool description the approval prompt shows.
+const APPROVAL_DESCRIPTION_CHARS: usize = 2000;
+
+/// What a person reads before approving a call: the tool and the args, and
+/// the description set apart as the Tick's own words (a Tick cannot make it
+/// look like tickbox's text: every line is prefixed and escaped).
+fn approval_prompt(tool: &str, args: &Value, description: &str) -> String {
+    let args = text::json_safe(&args.to_string());
+    let mut out = format!(
+        "tool:        {}\nargs:        {args}\nthe Tick describes this tool as (its words, not tickbox's):\n",
+        text::escape(tool)
+    );
+    let shown = text::truncate(description, APPROVAL_DESCRIPTION_CHARS);
+    for line in shown.lines() {
+        out.push_str("  | ");
+        out.push_str(&text::escape(line));
+        out.push('\n');
+    }
+    if shown.len() < description.len() {
+        let more = description.chars().count() - APPROVAL_DESCRIPTION_CHARS;
+        out.push_str(&format!("  | ... ({more} more characters not shown)\n"));
+    }
+    out
 }
 
 /// Prints a call's outcome and picks the exit code.

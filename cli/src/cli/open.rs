@@ -269,7 +269,10 @@ pub async fn open(spec: TickSpec, args: &TickOpts) -> Result<Opened, Exit> {
     let config = args.config()?;
     let launcher = Launcher::new(spec, args)?;
     let io = launcher.spawn().await.map_err(Exit::session)?;
-    let session = Session::start(io, config).await.map_err(Exit::session)?;
+    let session = Session::start(io, config).await.map_err(|e| {
+        let last_words = e.last_words.clone();
+        Exit::session(e).with_last_words(last_words)
+    })?;
     Ok(Opened {
         session,
         backend: launcher.backend(),

@@ -41,6 +41,8 @@ pub struct RunArgs {
     pub tick: Option<String>,
     #[command(flatten)]
     pub opts: TickOpts,
+    #[command(flatten)]
+    pub view: attach::ViewOpts,
 }
 
 /// Entry point; see the module docs. Must run before any thread exists.
@@ -94,10 +96,12 @@ pub fn main(args: RunArgs, verbose: u8) -> ExitCode {
                 Ok(v) => {
                     let code = v["error"]["code"].as_u64().unwrap_or(exit::SESSION as u64);
                     let message = v["error"]["message"].as_str().unwrap_or("the host failed");
-                    return super::fail(Exit::new(
-                        u8::try_from(code).unwrap_or(exit::SESSION),
-                        message,
-                    ));
+                    let last_words = serde_json::from_value(v["error"]["last_words"].clone())
+                        .unwrap_or_default();
+                    return super::fail(
+                        Exit::new(u8::try_from(code).unwrap_or(exit::SESSION), message)
+                            .with_last_words(last_words),
+                    );
                 }
                 Err(_) => {
                     return super::fail(Exit::session(
@@ -105,8 +109,9 @@ pub fn main(args: RunArgs, verbose: u8) -> ExitCode {
                     ))
                 }
             };
+            let view = args.view.clone();
             attach::runtime_main(async move {
-                let ending = attach::view(&registry, &id).await?;
+                let ending = attach::view(&registry, &id, &view).await?;
                 attach::finish(ending)
             })
         }
@@ -121,7 +126,7 @@ fn send_ready(ready: &mut File, message: Value) {
 fn ready_failed(ready: &mut File, e: &Exit) -> i32 {
     send_ready(
         ready,
-        json!({"error": {"code": e.code, "message": e.message}}),
+        json!({"error": {"code": e.code, "message": e.message, "last_words": e.last_words}}),
     );
     i32::from(e.code)
 }
@@ -212,18 +217,31 @@ fn host(
         drop(ready);
         // SAFETY: from now on the host outlives its first view.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0) };
-        let why = tokio::select! {
-            r = session.ended() => r.to_string(),
-            _ = term.recv() => "SIGTERM".into(),
-            _ = int.recv() => "SIGINT".into(),
-            _ = hup.recv() => "SIGHUP".into(),
+        let (why, signalled) = tokio::select! {
+            r = session.ended() => (r.to_string(), false),
+            _ = term.recv() => ("SIGTERM".to_string(), true),
+            _ = int.recv() => ("SIGINT".to_string(), true),
+            _ = hup.recv() => ("SIGHUP".to_string(), true),
         };
         tracing::info!(%why, "the host is ending");
-        // Views are told the session ended by their own tasks, and a `stop`
-        // is answered by its own; give them a moment before the runtime goes.
-        published.drain(std::time::Duration::from_secs(1)).await;
-        drop(published);
+        // The session ends first (on a signal it is still running), so views
+        // are told at once by their own tasks, and a `stop` is answered by
+        // its own; give them a moment before the runtime goes.
         session.shutdown().await;
+        published.drain(std::time::Duration::from_secs(1)).await;
+        // Dropping it records the instance as ended, with its last words:
+        // unless a signal asked for a prompt exit, let what the Tick drew
+        // on its way out reach the screen first.
+        if !signalled {
+            session
+                .view()
+                .settle(
+                    std::time::Duration::from_millis(100),
+                    std::time::Duration::from_millis(500),
+                )
+                .await;
+        }
+        drop(published);
         0
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));

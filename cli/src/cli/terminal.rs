@@ -2,19 +2,47 @@
 //! everything back.
 //!
 //! [`RawMode::enter`] saves the terminal settings, switches to raw mode (keys
-//! arrive byte by byte, Ctrl-C is a key for the Tick rather than SIGINT) and
-//! points fd 2 at /dev/null, so no log line lands in the middle of the
-//! Tick's screen. Everything is restored when the guard drops, and by a
-//! panic hook (a panic must not leave the shell unusable); the view loop
-//! turns SIGTERM, SIGHUP and SIGINT into a normal return, so those paths go
-//! through the guard too.
+//! arrive byte by byte, Ctrl-C is a key for the Tick rather than SIGINT),
+//! switches to the alternate screen ([`ENTER`]) and points fd 2 at
+//! /dev/null, so no log line lands in the middle of the Tick's screen. Keys
+//! typed before (while the Tick starts) stay queued for the view. Everything
+//! is restored when the guard drops ([`LEAVE`]: attributes, cursor, the
+//! shell's screen), and by a panic hook (a panic must not leave the shell
+//! unusable); the view loop turns SIGTERM, SIGHUP and SIGINT into a normal
+//! return, so those paths go through the guard too. The view itself only
+//! ever writes the renderer's sequences (positions, colors, erase, cursor
+//! visibility), so no other mode can be left behind.
 
 use std::sync::Mutex;
 
-/// What must be put back: the terminal settings of fd 0 and the real fd 2.
+/// What a view writes on entering: the alternate screen, cleared.
+pub const ENTER: &[u8] = b"\x1b[?1049h\x1b[H\x1b[2J";
+/// What it writes on leaving: default attributes, a visible cursor, the
+/// shell's screen back.
+pub const LEAVE: &[u8] = b"\x1b[0m\x1b[?25h\x1b[?1049l";
+
+/// What must be put back: the terminal settings of fd 0, the real fd 2,
+/// and whether fd 1 is on the alternate screen.
 struct Saved {
     termios: libc::termios,
     stderr: Option<i32>,
+    alternate: bool,
+}
+
+/// Writes all of `bytes` to fd 1 with plain write(2) (usable in a panic hook).
+fn write_stdout(bytes: &[u8]) {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        // SAFETY: writes from a buffer we own, of its length.
+        let n = unsafe { libc::write(1, rest.as_ptr().cast(), rest.len()) };
+        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        if n <= 0 {
+            return;
+        }
+        rest = &rest[n as usize..];
+    }
 }
 
 static SAVED: Mutex<Option<Saved>> = Mutex::new(None);
@@ -25,8 +53,11 @@ fn restore() {
     if let Some(saved) = slot.take() {
         // SAFETY: plain syscalls on fds this process owns; the termios value
         // came from tcgetattr on the same fd.
+        if saved.alternate {
+            write_stdout(LEAVE);
+        }
         unsafe {
-            libc::tcsetattr(0, libc::TCSAFLUSH, &saved.termios);
+            libc::tcsetattr(0, libc::TCSADRAIN, &saved.termios);
             if let Some(fd) = saved.stderr {
                 libc::dup2(fd, 2);
                 libc::close(fd);
@@ -66,12 +97,22 @@ impl RawMode {
             } else {
                 None
             };
-            *SAVED.lock().unwrap_or_else(|p| p.into_inner()) = Some(Saved { termios, stderr });
+            let alternate = libc::isatty(1) == 1;
+            *SAVED.lock().unwrap_or_else(|p| p.into_inner()) = Some(Saved {
+                termios,
+                stderr,
+                alternate,
+            });
             install_panic_hook();
-            if libc::tcsetattr(0, libc::TCSAFLUSH, &raw) != 0 {
+            // TCSANOW, not TCSAFLUSH: keys typed while the Tick started are
+            // kept for it.
+            if libc::tcsetattr(0, libc::TCSANOW, &raw) != 0 {
                 let e = std::io::Error::last_os_error();
                 restore();
                 return Err(e);
+            }
+            if alternate {
+                write_stdout(ENTER);
             }
         }
         Ok(Some(RawMode(())))

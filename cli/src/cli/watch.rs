@@ -19,6 +19,7 @@ use tickbox_runtime::delivery::{item_budget, Delivery, Subscription};
 use tickbox_runtime::live::wire::{Frame, Reply, Request};
 use tickbox_runtime::live::{client, Registry};
 use tickbox_runtime::session::EndReason;
+use tickbox_runtime::text::escape;
 use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Args)]
@@ -83,7 +84,7 @@ pub async fn run(args: WatchArgs) -> Result<(), Exit> {
             t.close().await;
             match reason {
                 Some(EndReason::Exited(how)) => {
-                    eprintln!("tickbox: the Tick ended: {how}");
+                    eprintln!("tickbox: the Tick ended: {}", escape(&how));
                     Ok(())
                 }
                 Some(other) => Err(Exit::session(other)),
@@ -121,8 +122,8 @@ async fn watch_live(target: &str, interval: Duration, pretty: bool) -> Result<()
         match next {
             Some(Frame::Json(v)) => match serde_json::from_value::<Reply>(v) {
                 Ok(Reply::Delivery(d)) => emit(&d, pretty)?,
-                Ok(Reply::Ended { reason }) => {
-                    eprintln!("tickbox: {reason}");
+                Ok(Reply::Ended { reason, .. }) => {
+                    eprintln!("tickbox: {}", escape(&reason));
                     return Ok(());
                 }
                 Ok(Reply::Error { message, .. }) => return Err(Exit::session(message)),

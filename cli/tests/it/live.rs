@@ -15,31 +15,31 @@ use tickbox_runtime::live::wire::Request;
 use tickbox_runtime::live::{client, publish, LiveError, PublishOptions, Registry};
 use tickbox_runtime::session::{Session, SessionConfig};
 
-const WAIT: Duration = Duration::from_secs(20);
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
 /// A per-test live-instance world: its own runtime dir.
-struct World {
-    dir: TempDir,
-    xdg: String,
+pub(crate) struct World {
+    pub(crate) dir: TempDir,
+    pub(crate) xdg: String,
 }
 
 impl World {
-    fn new(tag: &str) -> World {
+    pub(crate) fn new(tag: &str) -> World {
         let dir = TempDir::new(tag);
         let xdg = dir.0.to_string_lossy().into_owned();
         World { dir, xdg }
     }
 
-    fn env(&self) -> [(&str, &str); 1] {
+    pub(crate) fn env(&self) -> [(&str, &str); 1] {
         [("XDG_RUNTIME_DIR", self.xdg.as_str())]
     }
 
-    fn tickbox(&self, args: &[&str]) -> Output {
+    pub(crate) fn tickbox(&self, args: &[&str]) -> Output {
         tickbox_env(args, &self.env())
     }
 
     /// `tickbox SUBCOMMAND ARGS` in this world, stderr discarded, to spawn.
-    fn command(&self, subcommand: &str, args: &[&str]) -> std::process::Command {
+    pub(crate) fn command(&self, subcommand: &str, args: &[&str]) -> std::process::Command {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"));
         cmd.arg(subcommand)
             .args(args)
@@ -51,14 +51,14 @@ impl World {
     }
 
     /// The result of calling the query `tool` of the live instance `target`.
-    fn query(&self, target: &str, tool: &str) -> Value {
+    pub(crate) fn query(&self, target: &str, tool: &str) -> Value {
         let out = self.tickbox(&["call", target, tool]);
         assert_eq!(out.code, 0, "{out:#?}");
         out.json()
     }
 
     /// `tickbox ls --json`, parsed.
-    fn ls(&self) -> Vec<Value> {
+    pub(crate) fn ls(&self) -> Vec<Value> {
         let out = self.tickbox(&["ls", "--json"]);
         assert_eq!(out.code, 0, "{out:#?}");
         out.stdout
@@ -68,7 +68,7 @@ impl World {
     }
 
     /// Waits until an instance called `name` is listed, and returns it.
-    fn wait_for(&self, name: &str) -> Value {
+    pub(crate) fn wait_for(&self, name: &str) -> Value {
         let mut found = None;
         assert!(
             eventually(WAIT, || {
@@ -81,7 +81,7 @@ impl World {
     }
 
     /// `tickbox <args>` on a fresh PTY of this size.
-    fn pty(&self, args: &[&str], cols: u16, rows: u16) -> Pty {
+    pub(crate) fn pty(&self, args: &[&str], cols: u16, rows: u16) -> Pty {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows,
@@ -148,30 +148,30 @@ impl Drop for World {
 }
 
 /// A tickbox process on its own terminal.
-struct Pty {
+pub(crate) struct Pty {
     master: Box<dyn MasterPty + Send>,
     writer: Box<dyn Write + Send>,
     child: Box<dyn portable_pty::Child + Send + Sync>,
-    seen: Arc<Mutex<Vec<u8>>>,
+    pub(crate) seen: Arc<Mutex<Vec<u8>>>,
     /// Set once the reader has seen the terminal close.
     drained: Arc<AtomicBool>,
 }
 
 impl Pty {
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.seen.lock().unwrap()).into_owned()
     }
 
     /// How many bytes it has shown so far (to look only at what comes next).
-    fn mark(&self) -> usize {
+    pub(crate) fn mark(&self) -> usize {
         self.seen.lock().unwrap().len()
     }
 
-    fn since(&self, mark: usize) -> String {
+    pub(crate) fn since(&self, mark: usize) -> String {
         String::from_utf8_lossy(&self.seen.lock().unwrap()[mark..]).into_owned()
     }
 
-    fn expect_since(&self, mark: usize, needle: &str) {
+    pub(crate) fn expect_since(&self, mark: usize, needle: &str) {
         assert!(
             eventually(WAIT, || self.since(mark).contains(needle)),
             "{needle:?} never appeared; the terminal showed: {:?}",
@@ -179,12 +179,12 @@ impl Pty {
         );
     }
 
-    fn type_keys(&mut self, keys: &[u8]) {
+    pub(crate) fn type_keys(&mut self, keys: &[u8]) {
         self.writer.write_all(keys).unwrap();
         self.writer.flush().unwrap();
     }
 
-    fn resize(&self, cols: u16, rows: u16) {
+    pub(crate) fn resize(&self, cols: u16, rows: u16) {
         self.master
             .resize(PtySize {
                 rows,
@@ -196,7 +196,7 @@ impl Pty {
     }
 
     /// Whether the terminal is in cooked mode (canonical input and echo).
-    fn cooked(&self) -> bool {
+    pub(crate) fn cooked(&self) -> bool {
         let fd = self.master.as_raw_fd().expect("a PTY fd");
         // SAFETY: tcgetattr fills the struct we pass for an fd we hold.
         let mut t: libc::termios = unsafe { std::mem::zeroed() };
@@ -204,14 +204,14 @@ impl Pty {
         t.c_lflag & libc::ICANON != 0 && t.c_lflag & libc::ECHO != 0
     }
 
-    fn signal(&self, sig: i32) {
+    pub(crate) fn signal(&self, sig: i32) {
         let pid = self.child.process_id().expect("a pid") as i32;
         // SAFETY: kill has no memory-safety preconditions.
         assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
     }
 
     /// Waits for the process to exit and returns its exit code.
-    fn wait(&mut self) -> u32 {
+    pub(crate) fn wait(&mut self) -> u32 {
         let mut code = None;
         assert!(
             eventually(WAIT, || {
@@ -274,7 +274,7 @@ impl Watch {
     }
 
     /// Waits for a delivery whose data satisfies `cond`.
-    fn wait_for(&self, what: &str, cond: impl Fn(&Value) -> bool) {
+    pub(crate) fn wait_for(&self, what: &str, cond: impl Fn(&Value) -> bool) {
         assert!(
             eventually(WAIT, || self.lines().iter().any(|d| cond(&d["data"]))),
             "no delivery with {what}; got {:?}",
@@ -387,6 +387,12 @@ fn a_view_puts_the_terminal_back_when_it_is_signalled() {
         view.signal(sig);
         assert_eq!(view.wait(), 130, "{}", view.text());
         assert!(view.cooked(), "signal {sig} left the terminal raw");
+        // The shell's screen is back: the alternate screen was left last.
+        let shown = view.text();
+        assert!(
+            shown.rfind("\x1b[?1049l") > shown.rfind("\x1b[?1049h"),
+            "signal {sig} left the alternate screen on"
+        );
         assert!(
             view.text().contains("the Tick keeps running"),
             "{}",
@@ -407,19 +413,36 @@ fn resizing_a_view_reaches_a_native_tick_as_sigwinch() {
     let _host = w.pty(&["run", "--name", "p", "--", "python3", &probe], 100, 30);
     w.wait_for("p");
     let winch = || w.query("@p", "winch");
-    // The host's own view set the size when it attached.
-    assert!(eventually(WAIT, || winch()["size"] == json!([100, 30])));
+    // The host's own view set the size when it attached: its rows minus
+    // the status bar.
+    assert!(eventually(WAIT, || winch()["size"] == json!([100, 29])));
     let before = winch()["winches"].as_u64().unwrap();
+    // The smallest view decides, in each dimension.
     let view = w.pty(&["attach", "@p"], 80, 24);
-    assert!(eventually(WAIT, || winch()["size"] == json!([80, 24])));
+    assert!(eventually(WAIT, || winch()["size"] == json!([80, 23])));
     view.resize(91, 21);
     assert!(
-        eventually(WAIT, || winch()["size"] == json!([91, 21])),
+        eventually(WAIT, || winch()["size"] == json!([91, 20])),
+        "{}",
+        winch()
+    );
+    view.resize(120, 40);
+    assert!(
+        eventually(WAIT, || winch()["size"] == json!([100, 29])),
         "{}",
         winch()
     );
     assert!(
-        winch()["winches"].as_u64().unwrap() >= before + 2,
+        winch()["winches"].as_u64().unwrap() >= before + 3,
+        "{}",
+        winch()
+    );
+    // When the small view leaves, the Tick grows back to the one left.
+    view.resize(60, 10);
+    assert!(eventually(WAIT, || winch()["size"] == json!([60, 9])));
+    drop(view);
+    assert!(
+        eventually(WAIT, || winch()["size"] == json!([100, 29])),
         "{}",
         winch()
     );
@@ -466,7 +489,7 @@ fn a_wasm_tick_gets_view_keys_and_resizes_through_its_terminal_interface() {
     view.expect_since(0, "hostile ready");
     view.resize(91, 21);
     assert!(
-        eventually(WAIT, || term()["cols"] == 91 && term()["rows"] == 21),
+        eventually(WAIT, || term()["cols"] == 91 && term()["rows"] == 20),
         "{}",
         term()
     );
@@ -650,7 +673,7 @@ fn the_ticks_of_tickbox_mcp_are_live_instances_too() {
 
 /// What a terminal showing `bytes` displays, as text (the SDK draws with
 /// cursor moves and attributes, so raw bytes do not hold "Counter: 2").
-fn rendered(bytes: &str) -> String {
+pub(crate) fn rendered(bytes: &str) -> String {
     let size = |n| std::num::NonZeroU16::new(n).expect("non-zero");
     let mut p = vt100::Parser::new(size(60), size(200), 0);
     p.process(bytes.as_bytes());

@@ -13,6 +13,9 @@
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
 //! - `scenario` — `tickbox test`: the example scenarios, failure output,
 //!   identical screens under virtual time, exit codes;
+//! - `views` — what reaches a person's terminal from a hostile Tick: views
+//!   drawn from the screen model only, escaped text in every command,
+//!   drawing floods that stall nothing, bounded view sizes;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -26,3 +29,4 @@ mod native;
 mod sandbox;
 mod scenario;
 mod util;
+mod views;

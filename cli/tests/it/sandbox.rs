@@ -255,7 +255,17 @@ fn memory_past_the_limit_ends_the_session_naming_it() {
 fn traps_end_the_session_with_one_line() {
     let out = attempt_raw("recurse", json!({}), &[]);
     out.expect(4, "the guest trapped");
-    assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
+    // One error line (no backtrace), then the Tick's last words.
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert!(lines[0].starts_with("tickbox: "), "{out:#?}");
+    assert_eq!(
+        &lines[1..],
+        [
+            "  the Tick's last words (the end of its screen):",
+            "  | hostile ready"
+        ],
+        "{out:#?}"
+    );
 }
 
 #[test]
@@ -509,6 +519,10 @@ async fn a_trapping_guest_ends_only_its_session() {
 async fn the_terminal_bridge_carries_drawing_keys_and_resizes() {
     let engine = engine();
     let s = start(&engine, SessionConfig::default()).await;
+    // The view parses on its own thread: let it catch up.
+    s.view()
+        .settle(Duration::from_millis(50), Duration::from_secs(5))
+        .await;
     assert!(
         s.view().screen_text().contains("hostile ready"),
         "drawn through the terminal interface"

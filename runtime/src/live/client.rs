@@ -119,7 +119,7 @@ impl Connection {
                     super::wire::ErrorKind::Refused => LiveError::Refused(message),
                     kind => LiveError::Remote { kind, message },
                 }),
-                Ok(Reply::Ended { reason }) => Err(LiveError::Remote {
+                Ok(Reply::Ended { reason, .. }) => Err(LiveError::Remote {
                     kind: super::wire::ErrorKind::Session,
                     message: reason,
                 }),

@@ -12,7 +12,11 @@
 //!   `$TMPDIR/tickbox-<uid>/`), its permission checks, and the peer check;
 //! - [`wire`] — the socket protocol: frames, requests and replies;
 //! - [`server`] — [`publish`]: accepting connections and serving one session;
-//! - [`client`] — listing, resolving `ID|NAME`, one-shot requests and streams.
+//! - [`viewer`] — serving one view: frames rendered from the screen model,
+//!   keys, resizes, and the smallest-view size policy;
+//! - [`client`] — listing, resolving `ID|NAME`, one-shot requests and streams;
+//! - [`ended`] — records of ended instances (`ls -a`, `logs`): exit status
+//!   and last words, kept for an hour.
 //!
 //! # Security
 //!
@@ -41,8 +45,10 @@
 //! ```
 
 pub mod client;
+pub mod ended;
 pub mod registry;
 pub mod server;
+pub mod viewer;
 pub mod wire;
 
 pub use registry::Registry;

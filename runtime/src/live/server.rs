@@ -6,14 +6,13 @@
 //! reachable: dropping it stops accepting and removes the socket (already
 //! open views then see their connection close).
 //!
-//! Views share the Tick's one terminal. The most recent view to attach or
-//! resize decides its size, which the Tick sees as SIGWINCH (native) or a
-//! resize event (wasm); the others keep receiving the same output.
+//! Views share the Tick's one terminal, sized like tmux (the smallest view;
+//! see [`super::viewer`]), which the Tick sees as SIGWINCH (native) or a
+//! resize event (wasm). Each view is drawn from the screen model.
 
 use super::registry::{authorize, current_uid, valid_name, Registry};
-use super::wire::{
-    read_frame, write_frame, write_json, CallReply, ErrorKind, Frame, Reply, Request,
-};
+use super::viewer::{self, Sizes};
+use super::wire::{read_frame, write_json, CallReply, ErrorKind, Frame, Reply, Request};
 use super::{client, rfc3339, InstanceInfo, LiveError};
 use crate::delivery::{item_budget, Delivery, Subscription};
 use crate::protocol::PreparedCall;
@@ -25,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 
 /// How to publish an instance.
 #[derive(Debug, Clone)]
@@ -55,20 +54,22 @@ impl PublishOptions {
     }
 }
 
-struct Instance {
-    session: Arc<Session>,
+pub(super) struct Instance {
+    pub(super) session: Arc<Session>,
     id: String,
-    name: String,
-    backend: String,
+    pub(super) name: String,
+    pub(super) backend: String,
     started: String,
-    views: AtomicUsize,
+    pub(super) views: AtomicUsize,
+    /// The attached views' sizes (the Tick gets the smallest).
+    pub(super) sizes: Sizes,
     /// Connections being served, views and one-shot requests alike.
     connections: AtomicUsize,
     owner: u32,
 }
 
 impl Instance {
-    fn info(&self) -> InstanceInfo {
+    pub(super) fn info(&self) -> InstanceInfo {
         let d = self.session.descriptor();
         InstanceInfo {
             id: self.id.clone(),
@@ -126,6 +127,16 @@ impl Drop for Published {
     fn drop(&mut self) {
         self.accept.abort();
         let _ = std::fs::remove_file(&self.socket);
+        // Leave a record for `ls -a` and `logs`: why it ended, last words.
+        let session = &self.instance.session;
+        let status = session.end_reason().map_or_else(
+            || "the hosting process stopped serving it".to_string(),
+            |r| r.to_string(),
+        );
+        let lines = session.view().last_lines(super::ended::RETAINED_LINES);
+        if let Some(dir) = self.socket.parent() {
+            super::ended::record(dir, self.instance.info(), status, lines);
+        }
     }
 }
 
@@ -225,6 +236,7 @@ pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Publ
         backend: opts.backend,
         started: rfc3339(SystemTime::now()),
         views: AtomicUsize::new(0),
+        sizes: Sizes::default(),
         connections: AtomicUsize::new(0),
         owner: opts.owner_uid.unwrap_or_else(current_uid),
     });
@@ -290,7 +302,9 @@ async fn serve(conn: UnixStream, inst: Arc<Instance>) {
     };
     let session = &inst.session;
     let reply = match request {
-        Request::Attach { cols, rows } => return attach(r, w, &inst, cols, rows).await,
+        Request::Attach { cols, rows, status } => {
+            return viewer::serve(client_frames(r), w, &inst, (cols, rows), status).await
+        }
         Request::Watch { interval_ms } => {
             return watch(r, w, &inst, Duration::from_millis(interval_ms)).await
         }
@@ -317,7 +331,7 @@ async fn serve(conn: UnixStream, inst: Arc<Instance>) {
     let _ = write_json(&mut w, &reply).await;
 }
 
-fn json_ok<T: serde::Serialize>(v: &T) -> Reply {
+pub(super) fn json_ok<T: serde::Serialize>(v: &T) -> Reply {
     match serde_json::to_value(v) {
         Ok(v) => Reply::Ok(v),
         Err(e) => error(ErrorKind::Session, e),
@@ -353,7 +367,7 @@ async fn call(session: &Session, tool: String, args: serde_json::Value, revision
 }
 
 /// Decrements a counter when dropped (a view detached, a connection ended).
-struct Count<'a>(&'a AtomicUsize);
+pub(super) struct Count<'a>(pub(super) &'a AtomicUsize);
 
 impl Drop for Count<'_> {
     fn drop(&mut self) {
@@ -375,60 +389,6 @@ fn client_frames(mut r: OwnedReadHalf) -> mpsc::Receiver<Frame> {
     rx
 }
 
-async fn attach(r: OwnedReadHalf, mut w: OwnedWriteHalf, inst: &Instance, cols: u16, rows: u16) {
-    inst.views.fetch_add(1, Ordering::Relaxed);
-    let _count = Count(&inst.views);
-    let view = inst.session.view();
-    if cols > 0 && rows > 0 && view.size() != (cols, rows) {
-        view.resize(cols, rows);
-    }
-    let (repaint, mut live) = view.attach();
-    if write_json(&mut w, &json_ok(&inst.info())).await.is_err()
-        || write_frame(&mut w, &Frame::Output(repaint)).await.is_err()
-    {
-        return;
-    }
-    let mut from_client = client_frames(r);
-    // Dropping the client's frames, the live receiver or the connection is
-    // all a detach does: the session never hears of it.
-    loop {
-        tokio::select! {
-            chunk = live.recv() => {
-                let bytes = match chunk {
-                    Ok(c) => c.to_vec(),
-                    // This view fell behind and chunks were dropped: repaint
-                    // from the screen model instead of showing a torn screen.
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        let (repaint, rx) = view.attach();
-                        live = rx;
-                        repaint
-                    }
-                    Err(broadcast::error::RecvError::Closed) => break,
-                };
-                if write_frame(&mut w, &Frame::Output(bytes)).await.is_err() {
-                    break;
-                }
-            }
-            frame = from_client.recv() => match frame {
-                Some(Frame::Keys(keys)) => view.send_input(&keys),
-                Some(Frame::Json(v)) => {
-                    if let Ok(Reply::Resize { cols, rows }) = serde_json::from_value(v) {
-                        if cols > 0 && rows > 0 {
-                            view.resize(cols, rows);
-                        }
-                    }
-                }
-                Some(Frame::Output(_)) => {}
-                None => break,
-            },
-            reason = inst.session.ended() => {
-                let _ = write_json(&mut w, &Reply::Ended { reason: reason.to_string() }).await;
-                break;
-            }
-        }
-    }
-}
-
 async fn watch(r: OwnedReadHalf, mut w: OwnedWriteHalf, inst: &Instance, interval: Duration) {
     let session = &inst.session;
     let mut sub = Subscription::new(session, interval, false);
@@ -441,7 +401,14 @@ async fn watch(r: OwnedReadHalf, mut w: OwnedWriteHalf, inst: &Instance, interva
             next = sub.next(session) => {
                 let Some((state, merged)) = next else {
                     let reason = session.end_reason().map(|r| r.to_string()).unwrap_or_default();
-                    let _ = write_json(&mut w, &Reply::Ended { reason }).await;
+                    let _ = write_json(
+                        &mut w,
+                        &Reply::Ended {
+                            reason,
+                            last_words: Vec::new(),
+                        },
+                    )
+                    .await;
                     break;
                 };
                 let Some(catalog) = session.descriptor() else { break };

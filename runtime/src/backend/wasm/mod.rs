@@ -496,11 +496,12 @@ struct ViewWriter(Arc<View>);
 impl AsyncWrite for ViewWriter {
     fn poll_write(
         self: Pin<&mut Self>,
-        _: &mut Context<'_>,
+        cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        self.0.feed(buf);
-        Poll::Ready(Ok(buf.len()))
+        // Pending while the view's queue is full: the guest waits, the
+        // async worker does not.
+        self.0.poll_feed(cx, buf).map(Ok)
     }
     fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))

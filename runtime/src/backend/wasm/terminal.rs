@@ -101,7 +101,8 @@ impl HasData for TermData {
 
 impl bindings::tickbox::terminal::terminal::Host for TermView<'_> {
     async fn draw(&mut self, bytes: Vec<u8>) -> wasmtime::Result<()> {
-        self.state.view.feed(&bytes);
+        // Waits while the view's queue is full: a flood holds back only this guest.
+        self.state.view.draw(&bytes).await;
         Ok(())
     }
 
