@@ -103,9 +103,9 @@ fn push(out: &mut Vec<String>, path: &str, e: &str, f: &str) {
     out.push(format!("{at}: expected {e}, found {f}"));
 }
 
-/// One JSON value on one bounded line (JSON escapes every control character).
+/// One JSON value on one bounded line, safe for a terminal (see [`crate::text`]).
 pub fn render(v: &Value) -> String {
-    clip(&v.to_string(), MAX_VALUE_CHARS)
+    clip(&crate::text::json_safe(&v.to_string()), MAX_VALUE_CHARS)
 }
 
 /// The first `n` characters, with a marker when cut.
@@ -116,17 +116,9 @@ pub fn clip(s: &str, n: usize) -> String {
     }
 }
 
-/// A screen line safe to print: control characters escaped, length bounded.
+/// A screen line safe to print: unsafe characters escaped ([`crate::text::escape`]), length bounded.
 pub fn printable(line: &str) -> String {
-    let mut out = String::new();
-    for c in line.chars() {
-        if c.is_control() {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    clip(&out, MAX_LINE_CHARS)
+    clip(&crate::text::escape(line), MAX_LINE_CHARS)
 }
 
 /// A screen in snapshot form: trailing spaces trimmed from every line,
@@ -233,7 +225,8 @@ mod tests {
         assert!(d.last().unwrap().contains("more differences"));
         let long = json!("x".repeat(10_000));
         assert!(render(&long).len() < MAX_VALUE_CHARS + 40);
-        assert_eq!(printable("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(printable("a\u{1b}[2Jb\u{202e}"), "a\\x1b[2Jb\\u{202e}");
+        assert_eq!(render(&json!("\u{9b}")), "\"\\u009b\"");
     }
 
     #[test]

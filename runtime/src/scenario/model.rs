@@ -15,8 +15,8 @@ use std::time::Duration;
 pub const MAX_SCENARIO_BYTES: u64 = 1024 * 1024;
 /// Most steps in one scenario.
 pub const MAX_STEPS: usize = 10_000;
-/// Largest terminal size a scenario may set (cols, rows).
-pub const MAX_SIZE: (u16, u16) = (1000, 500);
+/// Largest terminal size a scenario may set (cols, rows): the view's bound.
+pub const MAX_SIZE: (u16, u16) = (crate::view::MAX_VIEW_COLS, crate::view::MAX_VIEW_ROWS);
 /// Longest timeout a step may set.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(600);
 /// Timeout of an `expect_*` step that sets none.

@@ -117,17 +117,9 @@ fn failure_lines(r: &ScenarioResult) -> Vec<String> {
     out.iter().map(|l| clean(l)).collect()
 }
 
-/// Escapes control characters (a line has no newline left to keep).
+/// Escapes unsafe characters (a line has no newline left to keep).
 fn clean(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    for c in line.chars() {
-        if c.is_control() && c != '\t' {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    crate::text::escape(line)
 }
 
 /// The text report: one line per scenario, the failure under it.
@@ -282,7 +274,7 @@ mod tests {
         assert!(x.contains("<error type=\"start\""));
         assert!(!x.contains('\u{1}'));
         assert!(!t.contains('\u{1}'), "escaped in text too: {t}");
-        assert!(t.contains("\\u{1}"), "{t}");
+        assert!(t.contains("\\x01"), "{t}");
         assert_eq!(
             x.matches("<testcase ").count(),
             x.matches("</testcase>").count()

@@ -225,7 +225,17 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
         result: &mut result,
     };
     runner.base_seq = runner.seq();
-    runner.idle(None).await;
+    if runner.clock.is_some() {
+        runner.idle(None).await;
+    } else {
+        // On real time there is no idle signal: give the Tick a moment after
+        // initialization (it may still be setting up its terminal, and keys
+        // typed before that can be lost) until its screen is quiet.
+        session
+            .view()
+            .settle(SNAPSHOT_QUIET, SNAPSHOT_SETTLE_MAX)
+            .await;
+    }
     let mut outcome = Outcome::Passed;
     for s in &scenario.steps {
         let label = match &s.name {
@@ -403,7 +413,7 @@ impl Runner<'_> {
             CallOutcome::Failed { error, executed } => format!(
                 "error {}: {} (executed: {executed})",
                 error.code,
-                diff::clip(&error.message, diff::MAX_VALUE_CHARS).escape_debug()
+                crate::text::escape(&diff::clip(&error.message, diff::MAX_VALUE_CHARS))
             ),
             CallOutcome::Unknown(why) => format!("unknown outcome: {why}"),
         };
@@ -507,6 +517,12 @@ impl Runner<'_> {
             return Err(vec![format!("tick/read failed: {e}")]);
         }
         self.idle(Some(mark)).await;
+        // The view parses on its own thread: wait until it has parsed what
+        // the guest drew (quiet 0: nothing queued or being parsed).
+        self.session
+            .view()
+            .settle(Duration::ZERO, SNAPSHOT_SETTLE_MAX)
+            .await;
         Ok(())
     }
 
@@ -713,7 +729,7 @@ mod tests {
         let screen = format!("top\u{7}\n{long}\n");
         let lines = screen_lines(&screen);
         assert_eq!(lines[0], "screen:");
-        assert_eq!(lines[1], "  |top\\u{7}");
+        assert_eq!(lines[1], "  |top\\x07");
         assert!(lines[2].contains("… ("), "clipped: {}", lines[2]);
         let many: String = (0..1000).map(|i| format!("{i}\n")).collect();
         assert_eq!(screen_lines(&many).len(), diff::MAX_DIFF_LINES + 1);
