@@ -34,7 +34,7 @@ and seeded randomness unless the scenario sets deterministic = false.";
 pub enum Format {
     /// One line per scenario, the failure under it
     Text,
-    /// One JSON document (format 1, README \"tickbox test\")
+    /// One JSON document (format 1; README, "Testing your Tick in CI")
     Json,
     /// JUnit XML for CI systems
     Junit,

@@ -7,7 +7,7 @@
 //! - [`model`] — the file format, parsed and checked (schema:
 //!   `scenario.schema.json` in this directory; README "Testing your Tick in CI");
 //! - [`keys`] — key names to terminal bytes;
-//! - [`run`] — one scenario against one fresh instance;
+//! - [`mod@run`] — one scenario against one fresh instance;
 //! - [`diff`] — state and screen comparisons, bounded and escaped;
 //! - [`report`] — text, JSON and JUnit.
 //!
