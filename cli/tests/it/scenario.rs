@@ -239,6 +239,32 @@ fn exit_codes_usage_invalid_and_start_failure() {
         "{out:#?}"
     );
 
+    // Virtual time and scratch directories are for wasm Ticks only.
+    let t0 = TempDir::new("scenario-native-only");
+    let counter = tick("counter.py");
+    for (extra, why) in [
+        (
+            "deterministic = true",
+            "deterministic = true applies to wasm Ticks",
+        ),
+        (
+            "scratch = \"/data\"",
+            "[tick] scratch applies to wasm Ticks",
+        ),
+    ] {
+        let file = t0.path("native.scenario.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "[tick]\ncommand = [\"python3\", {counter:?}]\n{extra}\n[[step]]\nkey = \"+\"\n"
+            ),
+        )
+        .unwrap();
+        let out = test(&[&file.to_string_lossy()]);
+        out.expect(2, "1 scenarios are invalid");
+        assert!(out.stdout.contains(why), "{out:#?}");
+    }
+
     // A Tick that cannot start: exit 3.
     let t = TempDir::new("scenario-start");
     let file = t.path("gone.scenario.toml");
