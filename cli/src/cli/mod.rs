@@ -6,6 +6,7 @@ mod check;
 mod exit;
 mod ls;
 mod mcp;
+mod new;
 mod open;
 mod remote;
 mod run;
@@ -73,6 +74,9 @@ enum Command {
     Watch(watch::WatchArgs),
     /// End a live instance: its Tick is terminated
     Stop(remote::StopArgs),
+    /// Create a Tick project that builds and passes `tickbox check`: tickbox new PATH [--lang rust|c]
+    #[command(after_help = new::HELP)]
+    New(new::NewArgs),
 }
 
 #[derive(Args)]
@@ -97,6 +101,12 @@ pub fn main() -> ExitCode {
     let command = match cli.command {
         Command::Run(args) => return run::main(args, cli.verbose),
         Command::Attach(args) => return attach::main(args),
+        Command::New(args) => {
+            return match new::run(args) {
+                Ok(()) => ExitCode::from(exit::OK),
+                Err(e) => fail(e),
+            }
+        }
         Command::Watch(args) if args.is_live() => return attach::runtime_main(watch::run(args)),
         other => other,
     };
@@ -245,7 +255,7 @@ async fn run(command: Command) -> Result<(), Exit> {
         Command::Ls(args) => ls::run(args).await,
         Command::Logs(args) => ls::logs(args).await,
         Command::Watch(args) => watch::run(args).await,
-        Command::Run(_) | Command::Attach(_) | Command::Stop(_) => {
+        Command::Run(_) | Command::Attach(_) | Command::Stop(_) | Command::New(_) => {
             Err(Exit::usage("handled before the runtime starts"))
         }
     }

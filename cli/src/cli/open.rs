@@ -291,7 +291,22 @@ pub fn engine(no_cache: bool) -> Result<Arc<WasmEngine>, Exit> {
     if let Some(e) = cell.get() {
         return Ok(e.clone());
     }
+    let cached = dir.is_some();
     let e = WasmEngine::new(dir).map_err(Exit::session)?;
+    // A large component (componentize-py/-js) compiles for tens of seconds on
+    // its first start: say so rather than leave a blank screen. Stderr only.
+    e.on_slow_compile(wasm::SLOW_COMPILE, move |path, size| {
+        let name = path
+            .file_name()
+            .unwrap_or(path.as_os_str())
+            .to_string_lossy();
+        let mb = size as f64 / 1_000_000.0;
+        if cached {
+            eprintln!("tickbox: compiling {name} ({mb:.1} MB) to native code, cached afterwards…");
+        } else {
+            eprintln!("tickbox: compiling {name} ({mb:.1} MB) to native code (--no-cache)…");
+        }
+    });
     Ok(cell.get_or_init(|| e).clone())
 }
 

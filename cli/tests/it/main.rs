@@ -11,6 +11,8 @@
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
+//! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
+//!   and imports refused before compiling;
 //! - `scenario` — `tickbox test`: the example scenarios, failure output,
 //!   identical screens under virtual time, exit codes;
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
@@ -23,6 +25,7 @@ mod check;
 mod cli;
 mod engine;
 mod examples;
+mod langs;
 mod live;
 mod mcp;
 mod native;

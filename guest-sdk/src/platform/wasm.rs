@@ -21,11 +21,12 @@ use wasip2::io::streams::StreamError;
 
 mod bindings {
     wit_bindgen::generate!({
-        world: "tick",
+        world: "tick-terminal",
         path: "wit",
         with: {
-            "wasi:io/poll@0.2.1": wasip2::io::poll,
-            "wasi:io/streams@0.2.1": wasip2::io::streams,
+            "wasi:io/error@0.2.12": wasip2::io::error,
+            "wasi:io/poll@0.2.12": wasip2::io::poll,
+            "wasi:io/streams@0.2.12": wasip2::io::streams,
         },
     });
 }

@@ -25,9 +25,12 @@
 
 pub mod cache;
 pub mod grants;
+pub mod imports;
 pub mod pipe;
 pub mod terminal;
 pub mod virtual_time;
+#[cfg(test)]
+mod wit_package;
 
 use crate::protocol::limits::{INITIAL_COLS, INITIAL_ROWS, INSTANCE_ID_VAR, TERM_VALUE};
 use crate::session::{BoxFuture, TickIo, TickProcess};
@@ -50,6 +53,11 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// How long a guest whose stdin closed may take to return by itself.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
+/// How long a compile may run before a command says it is compiling (the
+/// `after` the CLI passes to [`WasmEngine::on_slow_compile`]).
+pub const SLOW_COMPILE: Duration = Duration::from_secs(1);
+/// Told the path and size of a Tick whose compile is taking a while.
+type SlowCompile = Box<dyn Fn(&Path, usize) + Send + Sync>;
 /// Table elements counted as this many bytes against `max_memory`.
 const TABLE_ELEMENT_BYTES: usize = 8;
 
@@ -66,6 +74,22 @@ pub enum WasmError {
     /// Neither a component nor a core module.
     #[error("{path} is not a wasm component or module (bad header)")]
     NotWasm { path: PathBuf },
+    /// It imports something tickbox does not provide; found before
+    /// compiling (see [`imports`]).
+    #[error("cannot load {path}: it imports `{import}`, which tickbox does not provide; {offer}")]
+    Unsupported {
+        path: PathBuf,
+        import: String,
+        offer: String,
+    },
+    /// It exports no entry point tickbox can call (`wasi:cli/run@0.2.x` for
+    /// a component, `_start` for a module); found before compiling.
+    #[error("cannot load {path}: it exports no `{entry}`; a Tick is a WASI command ({hint})")]
+    NoEntry {
+        path: PathBuf,
+        entry: &'static str,
+        hint: &'static str,
+    },
     /// wasmtime refused to compile or link it.
     #[error("cannot load {path}: {why}")]
     Load { path: PathBuf, why: String },
@@ -116,7 +140,11 @@ pub struct WasmEngine {
     engine: Engine,
     component_linker: ComponentLinker<GuestState>,
     module_linker: Linker<ModuleState>,
+    /// The preview-1 functions `module_linker` defines, for the import check.
+    preview1: imports::Preview1,
     cache: Option<cache::Cache>,
+    /// Told about compiles that take longer than the duration.
+    slow_compile: std::sync::OnceLock<(Duration, SlowCompile)>,
     /// Linked, ready-to-instantiate Ticks by cache key: a second start of
     /// the same wasm in this host skips loading and linking altogether.
     loaded: std::sync::Mutex<std::collections::HashMap<String, Loaded>>,
@@ -161,6 +189,21 @@ impl WasmEngine {
             &mut s.wasi
         })
         .map_err(e)?;
+        // Listing a linker's definitions takes a store; an empty one will do.
+        let preview1 = {
+            let mut store = Store::new(
+                &engine,
+                ModuleState {
+                    wasi: WasiCtxBuilder::new().build_p1(),
+                    limiter: Limiter { max: 0 },
+                },
+            );
+            let names: Vec<(String, String)> = module_linker
+                .iter(&mut store)
+                .map(|(m, n, _)| (m.to_string(), n.to_string()))
+                .collect();
+            imports::Preview1::new(names.iter().map(|(m, n)| (m.as_str(), n.as_str())))
+        };
 
         let cache = cache_dir.map(|d| {
             cache::Cache::new(d, {
@@ -184,11 +227,45 @@ impl WasmEngine {
             .map_err(|x| WasmError::Engine(x.to_string()))?;
         Ok(Arc::new(WasmEngine {
             loaded: Default::default(),
+            slow_compile: Default::default(),
             engine,
             component_linker,
             module_linker,
+            preview1,
             cache,
         }))
+    }
+
+    /// Sets what is called (once per compile, from a helper thread) when
+    /// compiling a Tick takes longer than `after`, with its path and size,
+    /// so a command can say why nothing happens yet. Only the first call has
+    /// an effect.
+    pub fn on_slow_compile(
+        &self,
+        after: Duration,
+        f: impl Fn(&Path, usize) + Send + Sync + 'static,
+    ) {
+        let _ = self.slow_compile.set((after, Box::new(f)));
+    }
+
+    /// Compiles, telling the slow-compile callback if it takes a while.
+    fn compile<T: Compiled>(&self, path: &Path, wasm: &[u8]) -> wasmtime::Result<T> {
+        let Some((after, notice)) = self.slow_compile.get() else {
+            return T::compile(&self.engine, wasm);
+        };
+        let (done, wait) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            // Ends as soon as `done` is dropped: the scope never outlives
+            // the compile by more than a wakeup.
+            s.spawn(move || {
+                if wait.recv_timeout(*after) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                    notice(path, wasm.len());
+                }
+            });
+            let compiled = T::compile(&self.engine, wasm);
+            drop(done);
+            compiled
+        })
     }
 
     /// Compiles or loads, then links, a Tick; reuses one already linked.
@@ -203,6 +280,25 @@ impl WasmEngine {
                 return Ok(l.clone());
             }
         }
+        // Before compiling: refusing an import takes milliseconds, compiling
+        // a large component tens of seconds.
+        imports::check(wasm, kind, &self.preview1).map_err(|r| match r {
+            imports::Refusal::Import(u) => WasmError::Unsupported {
+                path: path.to_path_buf(),
+                import: u.import,
+                offer: u.offer,
+            },
+            imports::Refusal::NoEntry if kind == WasmKind::Component => WasmError::NoEntry {
+                path: path.to_path_buf(),
+                entry: "wasi:cli/run@0.2.x",
+                hint: "build against the `tick` world in tickbox's wit/",
+            },
+            imports::Refusal::NoEntry => WasmError::NoEntry {
+                path: path.to_path_buf(),
+                entry: "_start",
+                hint: "build an executable, not a reactor or library",
+            },
+        })?;
         let loaded = match kind {
             WasmKind::Component => {
                 let c: Component = self.compiled(path, wasm, key.as_deref())?;
@@ -240,7 +336,7 @@ impl WasmEngine {
             why: format!("{e:#}"),
         };
         let (Some(cache), Some(key)) = (&self.cache, key) else {
-            return T::compile(&self.engine, wasm).map_err(load);
+            return self.compile(path, wasm).map_err(load);
         };
         if let Some(file) = cache.get(key) {
             // SAFETY: the bytes are exactly what `serialize` produced for
@@ -255,7 +351,7 @@ impl WasmEngine {
                 }
             }
         }
-        let c = T::compile(&self.engine, wasm).map_err(load)?;
+        let c: T = self.compile(path, wasm).map_err(load)?;
         if let Ok(bytes) = c.serialize() {
             cache.put(key, &bytes);
         }

@@ -14,11 +14,12 @@ use std::io::{BufRead, Read, Write};
 #[cfg(all(target_os = "wasi", target_env = "p2"))]
 mod term {
     wit_bindgen::generate!({
-        world: "tick",
+        world: "tick-terminal",
         path: "../../../wit",
         with: {
-            "wasi:io/poll@0.2.1": wasip2::io::poll,
-            "wasi:io/streams@0.2.1": wasip2::io::streams,
+            "wasi:io/error@0.2.12": wasip2::io::error,
+            "wasi:io/poll@0.2.12": wasip2::io::poll,
+            "wasi:io/streams@0.2.12": wasip2::io::streams,
         },
     });
     pub use tickbox::terminal::terminal::*;

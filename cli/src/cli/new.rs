@@ -1,0 +1,225 @@
+//! `tickbox new PATH [--lang rust|c]`: a Tick project that builds and passes
+//! `tickbox check` as generated.
+//!
+//! - `rust`: a Cargo package on the `tickbox-guest` SDK (one trait, one
+//!   macro), built with `cargo build --release --target wasm32-wasip2`;
+//! - `c`: the C counter of `examples/c` (libc only: a JSON reader, a
+//!   `poll()` loop with timers), built by `build.sh` for wasm32-wasip1 with
+//!   clang + wasi-libc, and natively.
+//!
+//! The templates live in `templates/`; the C ones are copies of
+//! `examples/c`, and a unit test keeps them equal.
+
+use super::exit::Exit;
+use clap::{Args, ValueEnum};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+/// Longest project name accepted.
+pub const MAX_NAME: usize = 64;
+
+const RUST_MAIN: &str = include_str!("templates/main.rs.tmpl");
+const RUST_CARGO: &str = include_str!("templates/Cargo.toml.tmpl");
+const C_SOURCE: &str = include_str!("templates/counter.c");
+const C_BUILD: &str = include_str!("templates/build.sh");
+
+#[derive(Args)]
+pub struct NewArgs {
+    /// The directory to create; its last component names the project
+    /// (lowercase letters, digits, `-`, `_`; starting with a letter)
+    #[arg(value_name = "PATH")]
+    path: PathBuf,
+    /// The language of the project
+    #[arg(long, value_enum, default_value = "rust")]
+    lang: Lang,
+    /// Rust: depend on the tickbox-guest SDK at this directory (a checkout's
+    /// `guest-sdk/`) instead of the crates.io release
+    #[arg(long, value_name = "DIR")]
+    sdk_path: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Debug)]
+enum Lang {
+    Rust,
+    C,
+}
+
+pub const HELP: &str = "\
+Examples:
+  tickbox new my-tick                 Rust, on the tickbox-guest SDK
+  tickbox new my-tick --lang c        C, wasm32-wasip1 via clang + wasi-libc
+
+Prints a JSON object with the files written and the commands that build and
+check the project. Exit codes: 0 created, 2 bad name or PATH exists (nothing
+written), 1 a file could not be written.";
+
+/// Checks a project name: the rule is strict so that the name is a valid
+/// Cargo package, file name and `kind` component without escaping.
+fn valid_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_NAME {
+        return Err(format!("a project name has 1 to {MAX_NAME} characters"));
+    }
+    let mut chars = name.chars();
+    if !chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        || !chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+    {
+        return Err(format!(
+            "project name {name:?}: use lowercase letters, digits, '-' and '_', starting with a letter"
+        ));
+    }
+    Ok(())
+}
+
+/// The files of a project, as (relative path, contents, executable).
+fn files(lang: Lang, name: &str, sdk: &str) -> Vec<(&'static str, String, bool)> {
+    let kind = name.replace(['-', '_'], ".");
+    match lang {
+        Lang::Rust => vec![
+            (
+                "Cargo.toml",
+                RUST_CARGO.replace("{{name}}", name).replace("{{sdk}}", sdk),
+                false,
+            ),
+            (
+                "src/main.rs",
+                RUST_MAIN
+                    .replace("{{name}}", name)
+                    .replace("{{kind}}", &kind)
+                    .replace("{{title}}", name),
+                false,
+            ),
+            (".gitignore", "/target\n".into(), false),
+        ],
+        Lang::C => vec![
+            (
+                "counter.c",
+                C_SOURCE.replace("example.counter", &format!("local.{kind}")),
+                false,
+            ),
+            ("build.sh", C_BUILD.to_string(), true),
+            (".gitignore", "/build\n".into(), false),
+        ],
+    }
+}
+
+/// Writes the project and prints what to do next.
+pub fn run(args: NewArgs) -> Result<(), Exit> {
+    let name = args
+        .path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
+    valid_name(&name).map_err(Exit::usage)?;
+    if args.path.exists() {
+        return Err(Exit::usage(format!(
+            "{} exists; tickbox new writes only a new directory",
+            args.path.display()
+        )));
+    }
+    let sdk = match &args.sdk_path {
+        None => format!("\"{}\"", env!("CARGO_PKG_VERSION")),
+        Some(dir) => {
+            let dir = std::path::absolute(dir)
+                .map_err(|e| Exit::usage(format!("--sdk-path {}: {e}", dir.display())))?;
+            if !dir.join("Cargo.toml").is_file() {
+                return Err(Exit::usage(format!(
+                    "--sdk-path {}: no Cargo.toml there (expected tickbox's guest-sdk/)",
+                    dir.display()
+                )));
+            }
+            // A TOML basic string: escape what could end it.
+            let s = dir
+                .to_string_lossy()
+                .replace('\\', "\\\\")
+                .replace('"', "\\\"");
+            format!("{{ path = \"{s}\" }}")
+        }
+    };
+    let files = files(args.lang, &name, &sdk);
+    let io = |p: &Path, e: std::io::Error| {
+        Exit::new(
+            super::exit::TOOL_ERROR,
+            format!("cannot write {}: {e}", p.display()),
+        )
+    };
+    for (rel, text, exec) in &files {
+        let p = args.path.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+        }
+        std::fs::write(&p, text).map_err(|e| io(&p, e))?;
+        if *exec {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
+                .map_err(|e| io(&p, e))?;
+        }
+    }
+    let dir = args.path.display().to_string();
+    let (build, wasm) = match args.lang {
+        Lang::Rust => (
+            "cargo build --release --target wasm32-wasip2".to_string(),
+            format!("target/wasm32-wasip2/release/{name}.wasm"),
+        ),
+        Lang::C => ("./build.sh".to_string(), "build/counter.wasm".to_string()),
+    };
+    let result = json!({
+        "created": dir,
+        "lang": format!("{:?}", args.lang).to_lowercase(),
+        "files": files.iter().map(|(rel, _, _)| rel).collect::<Vec<_>>(),
+        "build": format!("cd {dir} && {build}"),
+        "check": format!("tickbox check {dir}/{wasm} --allow-mutations"),
+    });
+    println!("{result}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        assert!(valid_name("my-tick_2").is_ok());
+        for bad in [
+            "",
+            "My",
+            "2x",
+            "a b",
+            "a/b",
+            "a\"b",
+            "ü",
+            &"a".repeat(MAX_NAME + 1),
+        ] {
+            assert!(valid_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(valid_name(&"a".repeat(MAX_NAME)).is_ok());
+    }
+
+    /// The C templates are the example's files, byte for byte.
+    #[test]
+    fn the_c_templates_are_examples_c() {
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/c");
+        for (file, template) in [("counter.c", C_SOURCE), ("build.sh", C_BUILD)] {
+            let canonical = std::fs::read_to_string(examples.join(file)).expect("read example");
+            assert_eq!(
+                canonical, template,
+                "cli/src/cli/templates/{file} differs from examples/c/{file}"
+            );
+        }
+    }
+
+    #[test]
+    fn placeholders_are_all_filled() {
+        for (rel, text, _) in files(Lang::Rust, "my-tick", "\"0.1.0\"") {
+            assert!(!text.contains("{{"), "{rel} keeps a placeholder");
+        }
+        let c = files(Lang::C, "my-tick", "");
+        assert!(
+            c[0].1.contains("\\\"kind\\\":\\\"local.my.tick\\\""),
+            "{}",
+            &c[0].1[..200]
+        );
+        assert!(!c[0].1.contains("example.counter"));
+    }
+}

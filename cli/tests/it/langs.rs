@@ -1,0 +1,419 @@
+//! Ticks written without the Rust SDK, and what tickbox refuses to load:
+//!
+//! - the C counter (`examples/c`), built by its own `build.sh` for
+//!   wasm32-wasip1 (clang + wasi-libc) and natively, checked with
+//!   `tickbox check`, called, and its `poll()`-timeout timer and (natively)
+//!   its keys driven through a session;
+//! - a component importing `wasi:http` is refused before anything is
+//!   compiled, naming the import;
+//! - `tickbox new` projects (Rust and C) build and pass `tickbox check` as
+//!   generated.
+//!
+//! The C toolchain is not optional here: `.ci/run` installs it, and a
+//! missing one fails the test with the command that installs it.
+
+use crate::util::*;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tickbox_runtime::backend::native::{self, NativeSpec};
+use tickbox_runtime::backend::wasm::grants::GrantSpec;
+use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmSpec};
+use tickbox_runtime::session::{CallOutcome, Session, SessionConfig, SessionEvent};
+
+/// How long a test waits for something that should happen within
+/// milliseconds; only reached when the test is failing.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Builds `examples/c` into `$CARGO_TARGET_DIR/guests/c` once per test
+/// process (build.sh itself skips outputs newer than the source); the
+/// paths of the wasm module and the native binary.
+fn c_counter() -> (PathBuf, PathBuf) {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let out = BUILT.get_or_init(|| {
+        let out = target_dir().join("guests").join("c");
+        let script = root().join("examples/c/build.sh");
+        let result = std::process::Command::new("sh")
+            .arg(&script)
+            .arg(&out)
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
+        if !result.status.success() {
+            return Err(format!(
+                "building examples/c failed; the C toolchain is needed (Debian: apt-get install \
+                 clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32; .ci/run installs it):\n{}",
+                String::from_utf8_lossy(&result.stderr)
+            ));
+        }
+        Ok(out)
+    });
+    match out {
+        Ok(dir) => (dir.join("counter.wasm"), dir.join("counter")),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn s(p: &std::path::Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+#[test]
+fn the_c_counter_passes_tickbox_check_as_a_wasip1_module_and_natively() {
+    let (module, native) = c_counter();
+    let head = std::fs::read(&module).expect("read counter.wasm");
+    assert_eq!(&head[..8], b"\0asm\x01\0\0\0", "a wasip1 core module");
+    for argv in [
+        vec!["check".to_string(), s(&module), "--allow-mutations".into()],
+        vec![
+            "check".to_string(),
+            "--allow-mutations".into(),
+            "--".into(),
+            s(&native),
+        ],
+    ] {
+        let out = tickbox(&argv);
+        assert_eq!(out.code, 0, "{argv:?}:\n{}\n{}", out.stdout, out.stderr);
+        assert!(out.stdout.contains("PASSED"), "{argv:?}: {}", out.stdout);
+    }
+}
+
+#[test]
+fn the_c_counter_answers_as_in_appendix_a() {
+    let (module, _) = c_counter();
+    let m = s(&module);
+    let out = tickbox(&["read", m.as_str()]);
+    assert_eq!(
+        out.json(),
+        json!({"seq": 0, "data": {"value": 0, "recent": []}}),
+        "{out:#?}"
+    );
+    let out = tickbox(&["call", m.as_str(), "increment", r#"{"amount":2}"#, "--yes"]);
+    assert_eq!(out.json(), json!({"value": 2}), "{out:#?}");
+    let out = tickbox(&["describe", m.as_str()]);
+    let d = out.json();
+    assert_eq!(d["kind"], "example.counter");
+    assert_eq!(d["recover_with"], "history");
+    let names: Vec<&str> = d["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["increment", "history", "auto"]);
+}
+
+fn engine() -> Arc<WasmEngine> {
+    static ENGINE: OnceLock<Arc<WasmEngine>> = OnceLock::new();
+    ENGINE
+        .get_or_init(|| WasmEngine::new(None).expect("engine"))
+        .clone()
+}
+
+async fn open_wasm(path: PathBuf) -> Session {
+    let spec = WasmSpec {
+        path,
+        args: vec![],
+        grants: GrantSpec::default().resolve().expect("grants"),
+        instance_id: None,
+    };
+    let io = wasm::spawn(&engine(), &spec).await.expect("spawn wasm");
+    Session::start(io, SessionConfig::default())
+        .await
+        .expect("initialize")
+}
+
+async fn call(s: &Session, tool: &str, args: Value) -> Value {
+    let c = s.descriptor().unwrap().prepare(tool, args).unwrap();
+    match s.call(&c).await {
+        CallOutcome::Ok(v) => v,
+        other => panic!("{tool}: expected a result, got {other:?}"),
+    }
+}
+
+/// Waits for an update whose value is at least `value`; its seq.
+async fn value_reaches(
+    events: &mut tokio::sync::broadcast::Receiver<SessionEvent>,
+    value: i64,
+) -> u64 {
+    let wait = async {
+        loop {
+            match events.recv().await {
+                Ok(SessionEvent::Updated(st)) if st.data["value"].as_i64() >= Some(value) => {
+                    return st.seq
+                }
+                Ok(SessionEvent::Ended(why)) => panic!("session ended: {why:?}"),
+                Ok(_) => {}
+                Err(e) => panic!("events closed: {e}"),
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, wait)
+        .await
+        .unwrap_or_else(|_| panic!("the value never reached {value}"))
+}
+
+async fn screen_shows(s: &Session, needle: &str) {
+    for _ in 0..(PATIENCE.as_millis() / 20) {
+        if s.view().screen_text().contains(needle) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!(
+        "the view never showed {needle:?}:\n{}",
+        s.view().screen_text()
+    );
+}
+
+/// The wasip1 module's timer fires while it waits in `poll()` on stdin:
+/// updates keep coming with no request in flight, and stop when asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_c_counter_runs_timers_while_waiting_for_requests() {
+    let (module, _) = c_counter();
+    let s = open_wasm(module).await;
+    screen_shows(&s, "Counter: 0").await;
+    let mut events = s.events();
+    assert_eq!(
+        call(&s, "auto", json!({"every_ms": 20})).await,
+        json!({"every_ms": 20})
+    );
+    let seq = value_reaches(&mut events, 5).await;
+    assert!(seq >= 5, "one update per step: seq {seq}");
+    screen_shows(&s, "every 20 ms").await;
+    call(&s, "auto", json!({"every_ms": 0})).await;
+    // Stopped: the value read now stays (an in-flight step may land first).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let before = s.read().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = s.read().await.unwrap();
+    assert_eq!(before.seq, after.seq, "auto 0 stops the timer");
+    s.shutdown().await;
+}
+
+/// Natively the same source takes keys from its terminal (the view).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_native_c_counter_takes_keys_from_the_view() {
+    let (_, native) = c_counter();
+    let io = native::spawn(&NativeSpec::new([s(&native)])).expect("spawn native");
+    let s = Session::start(io, SessionConfig::default())
+        .await
+        .expect("initialize");
+    screen_shows(&s, "Counter: 0").await;
+    let mut events = s.events();
+    s.view().send_input(b"+");
+    assert_eq!(value_reaches(&mut events, 1).await, 1);
+    screen_shows(&s, "Counter: 1").await;
+    assert_eq!(
+        call(&s, "increment", json!({"amount": 2})).await,
+        json!({"value": 3})
+    );
+    s.shutdown().await;
+}
+
+/// A component whose imports are `names` (each an empty instance type),
+/// followed by a nested core module that does not compile, and (with `run`)
+/// exporting `wasi:cli/run`: a refusal that names the import proves nothing
+/// was compiled first.
+fn component_importing(names: &[&str], run: bool) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let b = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(b);
+                return;
+            }
+            out.push(b | 0x80);
+        }
+    }
+    fn section(id: u8, content: &[u8], out: &mut Vec<u8>) {
+        out.push(id);
+        leb(content.len(), out);
+        out.extend_from_slice(content);
+    }
+    let mut c = b"\0asm\x0d\0\x01\0".to_vec();
+    section(7, &[1, 0x42, 0], &mut c); // type 0: (instance)
+    let mut imports = Vec::new();
+    leb(names.len(), &mut imports);
+    for n in names {
+        imports.push(0);
+        leb(n.len(), &mut imports);
+        imports.extend_from_slice(n.as_bytes());
+        imports.extend_from_slice(&[0x05, 0]); // (instance (type 0))
+    }
+    section(10, &imports, &mut c);
+    // A core module with a function section and no code section.
+    let mut broken = b"\0asm\x01\0\0\0".to_vec();
+    section(1, &[1, 0x60, 0, 0], &mut broken);
+    section(3, &[1, 0], &mut broken);
+    section(1, &broken, &mut c);
+    if run {
+        // (export "wasi:cli/run@0.2.0" (instance 0))
+        let name = b"wasi:cli/run@0.2.0";
+        let mut export = vec![1, 0, name.len() as u8];
+        export.extend_from_slice(name);
+        export.extend_from_slice(&[0x05, 0, 0]);
+        section(11, &export, &mut c);
+    }
+    c
+}
+
+#[test]
+fn unsupported_imports_are_refused_before_compiling() {
+    let dir = TempDir::new("imports");
+    let path = dir.path("http.wasm");
+    std::fs::write(
+        &path,
+        component_importing(
+            &["wasi:io/poll@0.2.3", "wasi:http/outgoing-handler@0.2.3"],
+            true,
+        ),
+    )
+    .expect("write");
+    let p = s(&path);
+    let out = tickbox(&["describe", p.as_str(), "--no-cache"]);
+    out.expect(
+        3,
+        "imports `wasi:http/outgoing-handler@0.2.3`, which tickbox does not provide",
+    );
+    assert!(out.stderr.contains("-d http fetch-event"), "{out:#?}");
+    assert_eq!(out.stderr.trim().lines().count(), 1, "one line: {out:#?}");
+    eprintln!("refused in {:?} (process start included)", out.elapsed);
+
+    // Without the entry point a Tick is started by, the same: refused
+    // before compiling, naming the export.
+    std::fs::write(&path, component_importing(&["wasi:io/poll@0.2.3"], false)).expect("write");
+    let out = tickbox(&["describe", p.as_str(), "--no-cache"]);
+    out.expect(3, "it exports no `wasi:cli/run@0.2.x`");
+
+    // Positive control: with supported imports and the entry point the same
+    // file reaches the compiler, which refuses the broken module.
+    std::fs::write(&path, component_importing(&["wasi:io/poll@0.2.3"], true)).expect("write");
+    let out = tickbox(&["describe", p.as_str(), "--no-cache"]);
+    assert_eq!(out.code, 3, "{out:#?}");
+    assert!(!out.stderr.contains("does not provide"), "{out:#?}");
+    assert!(!out.stderr.contains("exports no"), "{out:#?}");
+}
+
+/// `tickbox new` for Rust: the project builds for wasm32-wasip2 against this
+/// checkout's SDK and passes `tickbox check` as generated. It builds into
+/// the examples' target dir with the examples' lock file, so the SDK and
+/// its dependencies are compiled already.
+#[test]
+fn tickbox_new_rust_builds_and_passes_check() {
+    // The examples' build, whose compiled dependencies this one reuses.
+    build_wasm("examples", "counter", "wasm32-wasip2");
+    let dir = TempDir::new("new-rust");
+    let project = dir.path("my-tick");
+    let p = s(&project);
+    let sdk = s(&root().join("guest-sdk"));
+    let out = tickbox(&["new", p.as_str(), "--sdk-path", sdk.as_str()]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let created = out.json();
+    assert_eq!(created["lang"], "rust");
+    assert!(project.join("src/main.rs").is_file());
+    std::fs::copy(
+        root().join("examples/Cargo.lock"),
+        project.join("Cargo.lock"),
+    )
+    .expect("lock");
+    let guests = target_dir().join("guests");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args(["build", "--release", "--quiet", "--target", "wasm32-wasip2"])
+        .arg("--manifest-path")
+        .arg(project.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&guests)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .status()
+        .expect("run cargo");
+    assert!(
+        status.success(),
+        "the generated Rust project does not build"
+    );
+    let wasm = s(&guests.join("wasm32-wasip2/release/my-tick.wasm"));
+    let out = tickbox(&["check", wasm.as_str(), "--allow-mutations"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("PASSED"), "{}", out.stdout);
+    let out = tickbox(&["call", wasm.as_str(), "add", r#"{"amount":5}"#, "--yes"]);
+    assert_eq!(out.json(), json!({"count": 5}), "{out:#?}");
+    let out = tickbox(&["describe", wasm.as_str()]);
+    assert_eq!(out.json()["kind"], "local.my.tick");
+
+    // It never overwrites: the same path again is a usage error.
+    let out = tickbox(&["new", p.as_str()]);
+    out.expect(2, "exists");
+}
+
+/// `tickbox new --lang c`: the project's own build.sh builds it, and the
+/// wasip1 module passes `tickbox check` as generated.
+#[test]
+fn tickbox_new_c_builds_and_passes_check() {
+    let dir = TempDir::new("new-c");
+    let project = dir.path("c-tick");
+    let p = s(&project);
+    let out = tickbox(&["new", p.as_str(), "--lang", "c"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let result = std::process::Command::new(project.join("build.sh"))
+        .current_dir(&project)
+        .output()
+        .expect("run build.sh");
+    assert!(
+        result.status.success(),
+        "the generated C project does not build (Debian: apt-get install clang-14 lld-14 \
+         wasi-libc libclang-rt-14-dev-wasm32):\n{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let wasm = s(&project.join("build/counter.wasm"));
+    let out = tickbox(&["check", wasm.as_str(), "--allow-mutations"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("PASSED"), "{}", out.stdout);
+    assert_eq!(
+        tickbox(&["describe", wasm.as_str()]).json()["kind"],
+        "local.c.tick"
+    );
+}
+
+#[test]
+fn tickbox_new_refuses_bad_names_and_writes_nothing() {
+    let dir = TempDir::new("new-bad");
+    for name in ["My-Tick", "9lives", "a b", "x\"y"] {
+        let p = s(&dir.path(name));
+        tickbox(&["new", p.as_str()]).expect(2, "project name");
+        assert!(!dir.path(name).exists(), "{name}: nothing written");
+    }
+}
+
+/// A compile that takes a while is announced (the CLI prints a line after
+/// `SLOW_COMPILE`; here the threshold is zero so any compile is slow), and
+/// a cached start compiles nothing, so nothing is announced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_compiles_are_announced_once() {
+    let (module, _) = c_counter();
+    let cache = TempDir::new("slow-compile");
+    let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+    for _ in 0..2 {
+        // A fresh engine each time: only the disk cache is shared.
+        let engine = WasmEngine::new(Some(cache.0.clone())).expect("engine");
+        let t = told.clone();
+        engine.on_slow_compile(Duration::ZERO, move |path, size| {
+            t.lock().unwrap().push((path.to_path_buf(), size));
+        });
+        let spec = WasmSpec {
+            path: module.clone(),
+            args: vec![],
+            grants: GrantSpec::default().resolve().expect("grants"),
+            instance_id: None,
+        };
+        let io = wasm::spawn(&engine, &spec).await.expect("spawn wasm");
+        let s = Session::start(io, SessionConfig::default())
+            .await
+            .expect("initialize");
+        s.shutdown().await;
+    }
+    let size = std::fs::metadata(&module).expect("stat").len() as usize;
+    assert_eq!(*told.lock().unwrap(), vec![(module.clone(), size)]);
+}
