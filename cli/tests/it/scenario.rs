@@ -24,13 +24,39 @@ fn test(args: &[&str]) -> Output {
     tickbox_env(&argv, &[("TICKBOX_WASM_DIR", dir.as_str())])
 }
 
+/// Builds the C counter (`examples/c`, its own build.sh: clang with a
+/// wasm32-wasi sysroot, and cc) into the target dir; the directory its
+/// scenarios name as `${TICKBOX_C_DIR}`.
+fn c_dir() -> String {
+    let out = target_dir().join("guests").join("c");
+    let script = root().join("examples/c/build.sh");
+    let result = std::process::Command::new("sh")
+        .arg(&script)
+        .arg(&out)
+        .output()
+        .expect("run examples/c/build.sh");
+    assert!(
+        result.status.success(),
+        "building examples/c failed (the C toolchain is needed; .ci/run installs it): {}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    out.to_string_lossy().into_owned()
+}
+
 fn repo(p: &str) -> String {
     root().join(p).to_string_lossy().into_owned()
 }
 
 #[test]
 fn every_example_scenario_passes() {
-    let out = test(&[&repo("examples"), "--format", "json"]);
+    let (wasm, c) = (wasm_dir(), c_dir());
+    let out = tickbox_env(
+        &["test", &repo("examples"), "--format", "json"],
+        &[
+            ("TICKBOX_WASM_DIR", wasm.as_str()),
+            ("TICKBOX_C_DIR", c.as_str()),
+        ],
+    );
     assert_eq!(out.code, 0, "{out:#?}");
     let report = out.json();
     assert_eq!(report["format"], 1);
@@ -41,7 +67,7 @@ fn every_example_scenario_passes() {
         .iter()
         .map(|s| s["file"].as_str().unwrap())
         .collect();
-    for example in ["counter", "dashboard", "fetch", "notes", "ticker"] {
+    for example in ["counter", "dashboard", "fetch", "notes", "ticker", "c"] {
         assert!(
             names
                 .iter()
@@ -56,7 +82,15 @@ fn every_example_scenario_passes() {
             serde_json::json!([]),
             "a plain run writes nothing"
         );
-        assert!(s["seed"].is_u64(), "wasm scenarios are deterministic: {s}");
+        let native = s["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("-native.scenario.toml");
+        assert_eq!(
+            s["seed"].is_u64(),
+            !native,
+            "wasm scenarios are deterministic: {s}"
+        );
     }
 }
 

@@ -897,7 +897,8 @@ mod tests {
             // No environment changes in a test: substitute the variable here.
             let text = std::fs::read_to_string(&f)
                 .unwrap()
-                .replace("${TICKBOX_WASM_DIR}", "/nonexistent");
+                .replace("${TICKBOX_WASM_DIR}", "/nonexistent")
+                .replace("${TICKBOX_C_DIR}", "/nonexistent");
             let doc: Value = toml::from_str(&text).unwrap();
             let schema_ok = validator.is_valid(&doc);
             let parse_ok = parse(&text, &f).is_ok();
