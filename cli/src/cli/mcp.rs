@@ -181,6 +181,13 @@ fn planned(entry: TickEntry, flags: &TickOpts) -> Planned {
         env: entry.grants.env.clone(),
         policy: None,
         max_memory: entry.grants.max_memory.clone(),
+        bounds: super::open::BoundOpts {
+            max_handles: entry.grants.max_handles.clone(),
+            max_wasm_size: entry.grants.max_wasm_size.clone(),
+            compile_timeout: entry.grants.compile_timeout.clone(),
+            compile_memory: entry.grants.compile_memory.clone(),
+            max_write: entry.grants.max_write.clone(),
+        },
         no_cache: flags.no_cache,
     };
     Planned {

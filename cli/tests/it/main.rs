@@ -11,6 +11,8 @@
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
+//! - `walls` — the sandbox's outer walls: cache trust, one memory budget per
+//!   Tick, bounded compilation, handle caps, process hygiene, registry fallback;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
 //! - `scenario` — `tickbox test`: the example scenarios, failure output,
@@ -33,3 +35,4 @@ mod sandbox;
 mod scenario;
 mod util;
 mod views;
+mod walls;

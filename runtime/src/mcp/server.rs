@@ -66,6 +66,9 @@ struct Slot {
     subscribed: AtomicBool,
     /// The session's update count when the client last read the state.
     read_mark: AtomicU64,
+    /// The session's update count when the facade was built: the state
+    /// delivery starts from here, whenever its task first runs.
+    start_updates: u64,
     /// When the facade received the state of this seq (for states without `at`).
     received: Mutex<(u64, String)>,
 }
@@ -105,7 +108,9 @@ impl Facade {
                 continue;
             };
             let seq = t.session.state().state.map_or(0, |s| s.seq);
+            let start_updates = t.session.watch_state().borrow().updates;
             slots.push(Slot {
+                start_updates,
                 name: t.name,
                 announced: Mutex::new(d.revision.clone()),
                 listed: Mutex::new(d),
@@ -210,7 +215,7 @@ impl Facade {
         let slot = &self.inner.ticks[index];
         let uri = state_uri(&slot.name);
         let state = slot.session.watch_state();
-        deliver_latest(state, DELIVERY_INTERVAL, |_| {
+        deliver_latest(state, DELIVERY_INTERVAL, slot.start_updates, |_| {
             // Record when this state arrived, for states that carry no `at`.
             if let Some(s) = slot.session.state().state {
                 let mut r = lock(&slot.received);
