@@ -19,7 +19,9 @@
 //! - [`live`] — live instances: publishing Ticks on Unix sockets, and clients
 //!   (views, one-shot requests, watches) in other processes;
 //! - [`mcp`] — the MCP facade: hosted Ticks served to any MCP client;
-//! - [`check`] — `tickbox check`: examines a Tick against every Tick-side rule.
+//! - [`check`] — `tickbox check`: examines a Tick against every Tick-side rule;
+//! - [`scenario`] — `tickbox test`: scenario files (calls, keys, virtual
+//!   time, state and screen expectations) run against fresh instances.
 //!
 //! The protocol's rules themselves (envelope, limits, framing, validators
 //! with rule ids) are the `tickbox-protocol` crate, re-exported as
@@ -63,6 +65,7 @@ pub mod framing;
 pub mod live;
 pub mod mcp;
 pub mod render;
+pub mod scenario;
 pub mod session;
 pub mod text;
 pub mod view;

@@ -12,6 +12,7 @@ mod open;
 mod remote;
 mod run;
 mod terminal;
+mod test;
 mod watch;
 
 use clap::{Args, Parser, Subcommand};
@@ -58,6 +59,9 @@ enum Command {
     /// Check a Tick against every Tick-side rule of the protocol: tickbox check TICK [--format text|json|junit]
     #[command(after_help = check::HELP)]
     Check(check::CheckArgs),
+    /// Run scenario files against fresh instances of their Ticks: tickbox test FILE|DIR... [--format text|json|junit]
+    #[command(after_help = test::HELP)]
+    Test(test::TestArgs),
     /// Host a Tick with this terminal as its view, published as a live instance (Ctrl-] detaches)
     Run(run::RunArgs),
     /// Make this terminal a view of a live instance (Ctrl-] detaches)
@@ -283,6 +287,7 @@ async fn run(command: Command) -> Result<(), Exit> {
         }
         Command::Mcp(args) => mcp::run(args).await,
         Command::Check(args) => check::run(args).await,
+        Command::Test(args) => test::run(args).await,
         Command::Ls(args) => ls::run(args).await,
         Command::Logs(args) => ls::logs(args).await,
         Command::Watch(args) => watch::run(args).await,

@@ -18,6 +18,8 @@
 //!   Streamable HTTP;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
+//! - `scenario` — `tickbox test`: the example scenarios, failure output,
+//!   identical screens under virtual time, exit codes;
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
 //!   drawn from the screen model only, escaped text in every command,
 //!   drawing floods that stall nothing, bounded view sizes;
@@ -36,6 +38,7 @@ mod mcp;
 mod mcp_wire;
 mod native;
 mod sandbox;
+mod scenario;
 mod util;
 mod views;
 mod walls;

@@ -42,6 +42,7 @@ pub mod limits;
 pub mod pipe;
 pub mod quota;
 pub mod terminal;
+pub mod virtual_time;
 #[cfg(test)]
 mod wit_package;
 
@@ -372,6 +373,8 @@ impl WasmEngine {
                 })
             })
             .map_err(e)?;
+        // Monotonic clock and poll that follow a guest's virtual clock, if it has one.
+        virtual_time::add_to_linker(&mut component_linker).map_err(e)?;
         component_linker.allow_shadowing(false);
         terminal::add_to_linker(&mut component_linker, |s| terminal::TermView {
             state: &mut s.term,
@@ -680,6 +683,8 @@ pub struct GuestState {
     limiter: limits::Budget,
     quota: Option<quota::Quota>,
     lookup_names: Vec<String>,
+    /// Virtual time and seeded randomness (`tickbox test`), or real ones.
+    clock: Option<virtual_time::VirtualClock>,
 }
 
 impl WasiView for GuestState {
@@ -928,6 +933,16 @@ fn wasi_builder(
 
 /// Starts a wasm Tick.
 pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, WasmError> {
+    spawn_with(engine, spec, None).await
+}
+
+/// Starts a wasm Tick whose clocks and randomness are `clock`'s (see
+/// [`virtual_time`]); `None` is [`spawn`].
+pub async fn spawn_with(
+    engine: &Arc<WasmEngine>,
+    spec: &WasmSpec,
+    clock: Option<&virtual_time::VirtualClock>,
+) -> Result<TickIo, WasmError> {
     let wasm = read_bounded(&spec.path, spec.grants.max_wasm_size).await?;
     let kind = detect(&wasm).ok_or_else(|| WasmError::NotWasm {
         path: spec.path.clone(),
@@ -941,6 +956,9 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
     let (mut builder, keep) = wasi_builder(spec, resolved, &view)?;
     builder.stdin(guest_stdin);
     builder.stdout(guest_stdout);
+    if let Some(c) = clock {
+        c.install(&mut builder);
+    }
     let limiter = limits::Budget::new(spec.grants.max_memory);
     let max_handles = spec.grants.max_handles;
     let bounds = compile::Bounds {
@@ -968,6 +986,7 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
                 limiter,
                 quota: spec.grants.max_write.map(quota::Quota::new),
                 lookup_names: spec.grants.lookup_names(),
+                clock: clock.cloned(),
             };
             let mut store = Store::new(&engine.engine, state);
             store.limiter(|s| &mut s.limiter);

@@ -1,0 +1,317 @@
+//! `tickbox test`: run scenario files against fresh instances of their
+//! Ticks, in parallel, and print a report (text, JSON or JUnit) on stdout.
+
+use super::exit::{self, Exit};
+use super::open::{Launcher, TickOpts, TickSpec};
+use clap::{Args, Parser, ValueEnum};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tickbox_runtime::backend::native;
+use tickbox_runtime::backend::wasm::{self, WasmKind};
+use tickbox_runtime::scenario::{
+    self, report, LaunchFn, Outcome, Prepared, RunOptions, Scenario, ScenarioResult, TickKind,
+};
+
+/// Exit code when a step of a scenario failed.
+pub const FAILED: u8 = 1;
+
+/// The exit codes of `tickbox test`.
+pub const HELP: &str = "\
+Exit codes (the first that applies):
+  2    usage error, or a scenario file that is invalid or cannot run as written
+  3    a Tick could not be started or initialized
+  1    a step of a scenario failed (the report shows the step, the expectation
+       and what was there)
+  0    every scenario passed
+  130  interrupted; every Tick was stopped
+
+Scenario files (TOML) are documented in the README, \"Testing your Tick in CI\";
+a directory is searched for *.scenario.toml. Wasm Ticks run with virtual time
+and seeded randomness unless the scenario sets deterministic = false.";
+
+/// Report formats.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Format {
+    /// One line per scenario, the failure under it
+    Text,
+    /// One JSON document (format 1; README, "Testing your Tick in CI")
+    Json,
+    /// JUnit XML for CI systems
+    Junit,
+}
+
+#[derive(Args)]
+pub struct TestArgs {
+    /// Scenario files, or directories searched for *.scenario.toml
+    #[arg(value_name = "FILE|DIR", required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Scenarios run at once [default: the number of cores]
+    #[arg(short = 'j', long = "jobs", value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Report format
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Write snapshots (STEM.NAME.snap next to the scenario) instead of comparing them
+    #[arg(long)]
+    pub update: bool,
+    /// Run only scenarios whose name or file path contains this text (repeatable)
+    #[arg(long, value_name = "TEXT")]
+    pub filter: Vec<String>,
+    /// Random seed for deterministic wasm Ticks (overrides the scenarios' seed)
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Do not read or write the compile cache for wasm Ticks
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Pretty-print the JSON report
+    #[arg(long)]
+    pub pretty: bool,
+}
+
+/// Most scenarios run at once.
+pub const MAX_JOBS: usize = 256;
+
+/// Parses a scenario's `[tick]` grants exactly as the command line would,
+/// so a scenario gets the same checks and defaults as `tickbox run`.
+#[derive(Parser)]
+#[command(no_binary_name = true)]
+struct GrantLine {
+    #[command(flatten)]
+    opts: TickOpts,
+}
+
+fn launcher(s: &Scenario, no_cache: bool) -> Result<Launcher, Exit> {
+    let t = &s.tick;
+    let mut argv: Vec<String> = Vec::new();
+    let mut flag = |name: &str, v: &str| {
+        argv.push(format!("--{name}"));
+        argv.push(v.to_string());
+    };
+    for d in &t.dir {
+        flag("dir", d);
+    }
+    for a in &t.allow_net {
+        flag("allow-net", a);
+    }
+    for e in &t.env {
+        flag("env", e);
+    }
+    if let Some(m) = &t.max_memory {
+        flag("max-memory", m);
+    }
+    let is_wasm = t.path.as_deref().is_some_and(wasm::is_wasm_path);
+    // A native Tick starts in the scenario's directory unless it says otherwise.
+    let cwd = t.cwd.clone().or_else(|| {
+        (!is_wasm).then(|| {
+            s.file
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map_or_else(|| PathBuf::from("."), PathBuf::from)
+        })
+    });
+    if let Some(c) = cwd {
+        flag("cwd", &c.display().to_string());
+    }
+    if no_cache {
+        argv.push("--no-cache".into());
+    }
+    let line = GrantLine::try_parse_from(&argv).map_err(|e| {
+        Exit::usage(
+            e.to_string()
+                .lines()
+                .next()
+                .unwrap_or("bad [tick]")
+                .to_string(),
+        )
+    })?;
+    let spec = match &t.path {
+        Some(p) => TickSpec::Path(p.display().to_string()),
+        None => TickSpec::Command(t.command.clone()),
+    };
+    Launcher::new(spec, &line.opts)
+}
+
+fn prepare(l: Launcher) -> Prepared {
+    let kind = match &l {
+        Launcher::Native(_) => TickKind::Native,
+        Launcher::Wasm {
+            kind: WasmKind::Component,
+            ..
+        } => TickKind::WasmComponent,
+        Launcher::Wasm { .. } => TickKind::WasmModule,
+    };
+    let launch: LaunchFn = Arc::new(move |clock| {
+        let l = l.clone();
+        Box::pin(async move {
+            match &l {
+                Launcher::Native(spec) => native::spawn(spec).map_err(|e| e.to_string()),
+                Launcher::Wasm { engine, spec, .. } => {
+                    wasm::spawn_with(engine, spec, clock.as_ref())
+                        .await
+                        .map_err(|e| e.to_string())
+                }
+            }
+        })
+    });
+    Prepared { kind, launch }
+}
+
+/// One scenario, from its file to its result.
+async fn one(
+    file: PathBuf,
+    args: Arc<TestArgs>,
+    filter: Arc<Vec<String>>,
+) -> Option<ScenarioResult> {
+    let s = match scenario::load(&file) {
+        Ok(s) => s,
+        Err(e) => {
+            return Some(ScenarioResult::not_run(
+                &scenario::model::stem(&file),
+                file,
+                0,
+                Outcome::Invalid(e.message),
+            ))
+        }
+    };
+    let path = file.display().to_string();
+    if !filter.is_empty()
+        && !filter
+            .iter()
+            .any(|f| s.name.contains(f) || path.contains(f))
+    {
+        return None;
+    }
+    // A fresh empty directory for `scratch`, removed when the run is over.
+    let mut s = s;
+    let _scratch = match s.tick.scratch.clone() {
+        None => None,
+        Some(guest) => {
+            if !s.tick.path.as_deref().is_some_and(wasm::is_wasm_path) {
+                let o = Outcome::Invalid("[tick] scratch applies to wasm Ticks".into());
+                return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
+            }
+            match Scratch::new() {
+                Ok(dir) => {
+                    s.tick.dir.push(format!("{}::{guest}", dir.0.display()));
+                    Some(dir)
+                }
+                Err(e) => {
+                    let o = Outcome::StartFailed(format!("cannot make the scratch directory: {e}"));
+                    return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
+                }
+            }
+        }
+    };
+    let prepared = match launcher(&s, args.no_cache) {
+        Ok(l) => prepare(l),
+        Err(e) => {
+            let o = if e.code == exit::USAGE {
+                Outcome::Invalid(format!("[tick]: {}", e.message))
+            } else {
+                Outcome::StartFailed(e.message)
+            };
+            return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
+        }
+    };
+    let opts = RunOptions {
+        update: args.update,
+        seed: args.seed,
+        ..RunOptions::default()
+    };
+    Some(scenario::run(&s, &prepared, &opts).await)
+}
+
+/// A private temporary directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> std::io::Result<Scratch> {
+        use std::os::unix::fs::DirBuilderExt;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "tickbox-scratch-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `tickbox test`.
+pub async fn run(args: TestArgs) -> Result<(), Exit> {
+    let files = scenario::discover(&args.paths).map_err(Exit::usage)?;
+    if files.is_empty() {
+        return Err(Exit::usage(
+            "no scenario files found (a directory is searched for *.scenario.toml)",
+        ));
+    }
+    let jobs = match args.jobs {
+        Some(0) => return Err(Exit::usage("-j must be at least 1")),
+        Some(n) if n > MAX_JOBS => {
+            return Err(Exit::usage(format!(
+                "-j {n} is over the limit of {MAX_JOBS}"
+            )))
+        }
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let format = args.format;
+    let pretty = args.pretty;
+    let filter = Arc::new(args.filter.clone());
+    let args = Arc::new(args);
+    let permits = Arc::new(tokio::sync::Semaphore::new(jobs));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, file) in files.into_iter().enumerate() {
+        let (args, filter, permits) = (args.clone(), filter.clone(), permits.clone());
+        tasks.spawn(async move {
+            // The semaphore is never closed, so acquiring cannot fail.
+            let _permit = permits.acquire_owned().await.ok();
+            (i, one(file, args, filter).await)
+        });
+    }
+    let mut results: Vec<(usize, ScenarioResult)> = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok((i, Some(r))) => results.push((i, r)),
+            Ok((_, None)) => {}
+            Err(e) => return Err(Exit::session(format!("a scenario task failed: {e}"))),
+        }
+    }
+    results.sort_by_key(|r| r.0);
+    let results: Vec<ScenarioResult> = results.into_iter().map(|r| r.1).collect();
+    if results.is_empty() {
+        return Err(Exit::usage("--filter matched no scenario"));
+    }
+    match format {
+        Format::Text => super::emit_text(report::to_text(&results).trim_end())?,
+        Format::Json => super::emit(&report::to_json(&results), pretty)?,
+        Format::Junit => super::emit_text(report::to_junit(&results).trim_end())?,
+    }
+    let s = report::summary(&results);
+    if s.invalid > 0 {
+        Err(Exit::usage(format!(
+            "test: {} scenarios are invalid",
+            s.invalid
+        )))
+    } else if s.start_failed > 0 {
+        Err(Exit::session(format!(
+            "test: the Tick of {} scenarios could not start",
+            s.start_failed
+        )))
+    } else if s.failed > 0 {
+        Err(Exit::new(
+            FAILED,
+            format!("test: {} of {} scenarios failed", s.failed, results.len()),
+        ))
+    } else {
+        Ok(())
+    }
+}

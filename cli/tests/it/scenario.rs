@@ -1,0 +1,550 @@
+//! `tickbox test`: the committed scenarios for every example pass, a
+//! deliberately wrong one fails with a readable diff, virtual time makes
+//! screens byte-identical across runs, and every exit code is reachable.
+
+use crate::util::*;
+use std::path::{Path, PathBuf};
+
+/// The directory the wasm examples are built into, as scenarios name it
+/// (`${TICKBOX_WASM_DIR}/counter.wasm`).
+fn wasm_dir() -> String {
+    // Building one example builds the whole examples workspace.
+    let counter = build_wasm("examples", "counter", "wasm32-wasip2");
+    counter
+        .parent()
+        .expect("wasm dir")
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn test(args: &[&str]) -> Output {
+    let dir = wasm_dir();
+    let mut argv = vec!["test".to_string()];
+    argv.extend(args.iter().map(|a| a.to_string()));
+    tickbox_env(&argv, &[("TICKBOX_WASM_DIR", dir.as_str())])
+}
+
+/// Builds the C counter (`examples/c`, its own build.sh: clang with a
+/// wasm32-wasi sysroot, and cc) into the target dir; the directory its
+/// scenarios name as `${TICKBOX_C_DIR}`.
+fn c_dir() -> String {
+    let out = target_dir().join("guests").join("c");
+    let script = root().join("examples/c/build.sh");
+    let result = std::process::Command::new("sh")
+        .arg(&script)
+        .arg(&out)
+        .output()
+        .expect("run examples/c/build.sh");
+    assert!(
+        result.status.success(),
+        "building examples/c failed (the C toolchain is needed; .ci/run installs it): {}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    out.to_string_lossy().into_owned()
+}
+
+fn repo(p: &str) -> String {
+    root().join(p).to_string_lossy().into_owned()
+}
+
+#[test]
+fn every_example_scenario_passes() {
+    let (wasm, c) = (wasm_dir(), c_dir());
+    let out = tickbox_env(
+        &["test", &repo("examples"), "--format", "json"],
+        &[
+            ("TICKBOX_WASM_DIR", wasm.as_str()),
+            ("TICKBOX_C_DIR", c.as_str()),
+        ],
+    );
+    assert_eq!(out.code, 0, "{out:#?}");
+    let report = out.json();
+    assert_eq!(report["format"], 1);
+    assert_eq!(report["passed"], true);
+    let names: Vec<&str> = report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["file"].as_str().unwrap())
+        .collect();
+    for example in ["counter", "dashboard", "fetch", "notes", "ticker", "c"] {
+        assert!(
+            names
+                .iter()
+                .any(|n| n.contains(&format!("examples/{example}/"))),
+            "no scenario for {example}: {names:?}"
+        );
+    }
+    for s in report["scenarios"].as_array().unwrap() {
+        assert_eq!(s["status"], "passed", "{s}");
+        assert_eq!(
+            s["written"],
+            serde_json::json!([]),
+            "a plain run writes nothing"
+        );
+        let native = s["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("-native.scenario.toml");
+        assert_eq!(
+            s["seed"].is_u64(),
+            !native,
+            "wasm scenarios are deterministic: {s}"
+        );
+    }
+}
+
+#[test]
+fn a_native_scenario_runs_on_real_time() {
+    let out = test(&[
+        &repo("tests/scenarios/native-counter.scenario.toml"),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let s = &out.json()["scenarios"][0];
+    assert_eq!(s["status"], "passed");
+    assert_eq!(
+        s["seed"],
+        serde_json::Value::Null,
+        "native Ticks are not deterministic"
+    );
+}
+
+#[test]
+fn a_wrong_expectation_fails_with_a_readable_diff() {
+    let out = test(&[&repo("tests/scenarios/failing")]);
+    out.expect(1, "test: 2 of 2 scenarios failed");
+    let text = &out.stdout;
+    // The state diff: the step, the expectation, each difference, the value.
+    for line in [
+        "FAIL    counter with a wrong state expectation",
+        "step 2: expect_state",
+        "expected: expect the state contains {\"recent\":[{\"seq\":1,\"value\":3}],\"value\":3}",
+        "/recent/0/value: expected 3, found 1",
+        "/value: expected 3, found 1",
+        "state: {\"recent\":[{\"seq\":1,\"value\":1}],\"value\":1}",
+        "(virtual time, seed 0: rerun with --seed 0 to reproduce)",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    // The screen diff against the committed snapshot.
+    for line in [
+        "FAIL    counter with a wrong snapshot",
+        "step 2: expect_screen",
+        "expected: expect screen equals snapshot \"one\"",
+        "screen diff (- snapshot, + screen):",
+        "-   2 |│Counter: 5                            │",
+        "+   2 |│Counter: 1                            │",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    assert!(text.contains("FAILED: 0 passed, 2 failed"), "{text}");
+    // The same failure in JUnit: one <failure> per scenario.
+    let junit = test(&[&repo("tests/scenarios/failing"), "--format", "junit"]);
+    assert_eq!(junit.code, 1);
+    assert!(junit.stdout.starts_with("<?xml"), "{junit:#?}");
+    assert!(
+        junit
+            .stdout
+            .contains("tests=\"2\" failures=\"2\" errors=\"0\""),
+        "{}",
+        junit.stdout
+    );
+    assert_eq!(junit.stdout.matches("<failure message=").count(), 2);
+    assert!(junit.stdout.contains("/value: expected 3, found 1"));
+}
+
+/// Copies a scenario under `n` names into a temp dir (its snapshots go
+/// beside each copy).
+fn copies(t: &TempDir, from: &str, n: usize) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string(root().join(from)).expect("read scenario");
+    (0..n)
+        .map(|i| {
+            let p = t.path(&format!("run{i:02}.scenario.toml"));
+            std::fs::write(&p, &text).expect("write copy");
+            p
+        })
+        .collect()
+}
+
+fn snapshots(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".snap"))
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn virtual_time_gives_identical_screens_on_every_run() {
+    // 20 runs of the ticker scenario (timer-driven, advanced by virtual
+    // time), in parallel, each writing its own snapshot.
+    let t = TempDir::new("scenario-twenty");
+    let files = copies(&t, "examples/ticker/scenarios/ticker.scenario.toml", 20);
+    let dir = t.0.to_string_lossy().into_owned();
+    let out = test(&[&dir, "--update", "-j", "4", "--format", "json"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let snaps = snapshots(&t.0);
+    assert_eq!(snaps.len(), files.len(), "one snapshot per run: {snaps:?}");
+    let first = &snaps[0].1;
+    assert!(
+        String::from_utf8_lossy(first).contains("sample #5"),
+        "{}",
+        String::from_utf8_lossy(first)
+    );
+    for (name, bytes) in &snaps {
+        assert_eq!(bytes, first, "{name} differs from {}", snaps[0].0);
+    }
+    // And the committed snapshot is exactly what these runs drew.
+    let committed =
+        std::fs::read(root().join("examples/ticker/scenarios/ticker.after-a-minute.snap")).unwrap();
+    assert_eq!(&committed, first);
+    // A second plain run compares against them and rewrites nothing.
+    let again = test(&[&dir, "--format", "json"]);
+    assert_eq!(again.code, 0, "{again:#?}");
+    assert_eq!(snapshots(&t.0), snaps);
+}
+
+#[test]
+fn update_writes_snapshots_trimmed_and_a_changed_screen_then_fails() {
+    let t = TempDir::new("scenario-update");
+    let wasm = format!("{}/counter.wasm", wasm_dir());
+    let file = t.path("c.scenario.toml");
+    let write = |keys: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "[tick]\npath = {wasm:?}\nsize = [30, 5]\n\n[[step]]\nkeys = [{keys}]\n\n[[step]]\nwait_for = {{ contains = \"Counter\" }}\n\n[[step]]\nexpect_screen = {{ snapshot = \"end\" }}\n"
+            ),
+        )
+        .unwrap();
+    };
+    write("\"+\"");
+    let missing = test(&[&file.to_string_lossy()]);
+    missing.expect(1, "1 of 1 scenarios failed");
+    assert!(
+        missing
+            .stdout
+            .contains("run tickbox test --update to write it"),
+        "{missing:#?}"
+    );
+
+    let out = test(&[&file.to_string_lossy(), "--update"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(out.stdout.contains("wrote "), "{out:#?}");
+    let snap = std::fs::read_to_string(t.path("c.end.snap")).unwrap();
+    assert!(snap.contains("Counter: 1"), "{snap}");
+    assert!(
+        snap.lines().all(|l| l == l.trim_end()),
+        "trailing spaces trimmed: {snap:?}"
+    );
+    assert!(snap.ends_with("┘\n"), "{snap:?}");
+
+    // Two presses now: the snapshot no longer matches.
+    write("\"+\", \"+\"");
+    let out = test(&[&file.to_string_lossy()]);
+    out.expect(1, "1 of 1 scenarios failed");
+    assert!(out.stdout.contains("+   2 |│Counter: 2"), "{out:#?}");
+}
+
+#[test]
+fn exit_codes_usage_invalid_and_start_failure() {
+    // Invalid scenarios: a native Tick cannot advance virtual time; a step
+    // with two actions. Exit 2, each named.
+    let out = test(&[&repo("tests/scenarios/invalid")]);
+    out.expect(2, "2 scenarios are invalid");
+    assert!(
+        out.stdout
+            .contains("step 1: advance needs virtual time: a native Tick runs on real time"),
+        "{out:#?}"
+    );
+    assert!(
+        out.stdout
+            .contains("step 1: several actions (key, resize): one per step"),
+        "{out:#?}"
+    );
+
+    // Virtual time and scratch directories are for wasm Ticks only.
+    let t0 = TempDir::new("scenario-native-only");
+    let counter = tick("counter.py");
+    for (extra, why) in [
+        (
+            "deterministic = true",
+            "deterministic = true applies to wasm Ticks",
+        ),
+        (
+            "scratch = \"/data\"",
+            "[tick] scratch applies to wasm Ticks",
+        ),
+    ] {
+        let file = t0.path("native.scenario.toml");
+        std::fs::write(
+            &file,
+            format!(
+                "[tick]\ncommand = [\"python3\", {counter:?}]\n{extra}\n[[step]]\nkey = \"+\"\n"
+            ),
+        )
+        .unwrap();
+        let out = test(&[&file.to_string_lossy()]);
+        out.expect(2, "1 scenarios are invalid");
+        assert!(out.stdout.contains(why), "{out:#?}");
+    }
+
+    // A Tick that cannot start: exit 3.
+    let t = TempDir::new("scenario-start");
+    let file = t.path("gone.scenario.toml");
+    std::fs::write(
+        &file,
+        "[tick]\npath = \"missing.wasm\"\n[[step]]\nkey = \"+\"\n",
+    )
+    .unwrap();
+    let out = test(&[&file.to_string_lossy(), "--format", "json"]);
+    out.expect(3, "could not start");
+    assert_eq!(out.json()["scenarios"][0]["status"], "start_failed");
+
+    // Usage: nothing found, -j 0, a filter that matches nothing.
+    test(&[&t.0.join("nothing-here").to_string_lossy()]).expect(2, "nothing-here");
+    test(&[&repo("tests/scenarios/failing"), "-j", "0"]).expect(2, "-j must be at least 1");
+    test(&[&repo("tests/scenarios/failing"), "--filter", "no-such-name"])
+        .expect(2, "--filter matched no scenario");
+}
+
+#[test]
+fn filter_selects_by_name_or_path() {
+    let out = test(&[
+        &repo("tests/scenarios/failing"),
+        "--filter",
+        "wrong-state",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.code, 1, "{out:#?}");
+    let r = out.json();
+    assert_eq!(r["scenarios"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        r["scenarios"][0]["name"],
+        "counter with a wrong state expectation"
+    );
+}
+
+/// The clockwork guest reports its wall and monotonic clocks and random
+/// bytes; a scenario whose last step expects an empty result fails and
+/// shows what it reported.
+fn clockwork_reading(t: &TempDir, deterministic: &str, seed: &str) -> (Output, serde_json::Value) {
+    let wasm = build_wasm("tests/guests", "clockwork", "wasm32-wasip2");
+    let file = t.path(&format!("clock-{deterministic}-{seed}.scenario.toml"));
+    std::fs::write(
+        &file,
+        format!(
+            "[tick]\npath = {:?}\n{deterministic}\n\n[[step]]\ncall = \"now\"\nresult = {{}}\n",
+            wasm.to_string_lossy()
+        ),
+    )
+    .unwrap();
+    let out = test(&[&file.to_string_lossy(), "--seed", seed, "--format", "json"]);
+    assert_eq!(out.code, 1, "{out:#?}");
+    let found = out.json()["scenarios"][0]["failure"]["found"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let json = found.strip_prefix("result ").expect("a result line");
+    (out, serde_json::from_str(json).expect("the result as JSON"))
+}
+
+#[test]
+fn a_wasm_ticks_clocks_and_randomness_are_virtual_and_seeded() {
+    let t = TempDir::new("scenario-clock");
+    let (out, a) = clockwork_reading(&t, "", "1");
+    assert_eq!(out.json()["scenarios"][0]["seed"], 1);
+    // 2000-01-01T00:00:00Z, and no monotonic time passes by itself.
+    assert_eq!(a["wall_secs"], 946_684_800, "{a}");
+    assert_eq!(a["wall_nanos"], 0, "{a}");
+    assert_eq!(a["mono_ns"], 0, "{a}");
+    let (_, b) = clockwork_reading(&t, "", "1");
+    assert_eq!(a, b, "the same seed gives the same random bytes");
+    let (_, c) = clockwork_reading(&t, "", "2");
+    assert_ne!(a["random"], c["random"], "another seed, other bytes");
+    assert_ne!(a["hash"], c["hash"], "std's RandomState is seeded too");
+    assert_eq!(a["random"].as_str().unwrap().len(), 32);
+
+    // Opting out: real clocks (now is well after 2000) and real randomness.
+    let (out, r) = clockwork_reading(&t, "deterministic = false", "1");
+    assert_eq!(out.json()["scenarios"][0]["seed"], serde_json::Value::Null);
+    assert!(r["wall_secs"].as_u64().unwrap() > 1_700_000_000, "{r}");
+    assert_ne!(r["random"], a["random"]);
+}
+
+#[test]
+fn advance_moves_the_clocks_a_guest_reads() {
+    let t = TempDir::new("scenario-advance");
+    let wasm = build_wasm("tests/guests", "clockwork", "wasm32-wasip2");
+    let file = t.path("advance.scenario.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[tick]\npath = {:?}\n\n[[step]]\nadvance = \"90s\"\n\n[[step]]\ncall = \"now\"\nresult_subset = {{ wall_secs = 946684890, mono_ns = 90000000000 }}\n\n[[step]]\nadvance = \"250ms\"\n\n[[step]]\ncall = \"now\"\nresult_subset = {{ wall_nanos = 250000000, mono_ns = 90250000000 }}\n",
+            wasm.to_string_lossy()
+        ),
+    )
+    .unwrap();
+    let out = test(&[&file.to_string_lossy()]);
+    assert_eq!(out.code, 0, "{out:#?}");
+}
+
+#[test]
+fn wait_for_on_virtual_time_jumps_to_the_guests_timers_within_its_timeout() {
+    let t = TempDir::new("scenario-wait");
+    let wasm = format!("{}/dashboard.wasm", wasm_dir());
+    let file = t.path("wait.scenario.toml");
+    // A 5-second job: a 2 s wait cannot see it finish, and says why.
+    std::fs::write(
+        &file,
+        format!("[tick]\npath = {wasm:?}\n\n[[step]]\nkey = \"n\"\n\n[[step]]\nwait_for = {{ pointer = \"/jobs/0/status\", equals = \"done\" }}\ntimeout = \"2s\"\n"),
+    )
+    .unwrap();
+    let out = test(&[&file.to_string_lossy()]);
+    out.expect(1, "1 of 1 scenarios failed");
+    for line in [
+        "/jobs/0/status: expected \"done\", found \"running\"",
+        "timed out: +2s of virtual time passed and the guest's next timer is at +2.1s, past the 2s timeout",
+    ] {
+        assert!(out.stdout.contains(line), "missing {line:?}: {out:#?}");
+    }
+    // A Tick with no timer left cannot change by itself: the wait ends at once.
+    let wasm = format!("{}/counter.wasm", wasm_dir());
+    std::fs::write(
+        &file,
+        format!("[tick]\npath = {wasm:?}\n\n[[step]]\nwait_for = {{ pointer = \"/value\", equals = 1 }}\ntimeout = \"10m\"\n"),
+    )
+    .unwrap();
+    let out = test(&[&file.to_string_lossy()]);
+    out.expect(1, "1 of 1 scenarios failed");
+    assert!(
+        out.stdout.contains("the guest is idle with no timer pending after +0ns of virtual time: nothing can change any more"),
+        "{out:#?}"
+    );
+    assert!(out.elapsed < std::time::Duration::from_secs(30), "{out:#?}");
+}
+
+#[test]
+fn the_jobs_bound_is_enforced() {
+    let dir = repo("tests/scenarios/native-counter.scenario.toml");
+    test(&[&dir, "-j", "257"]).expect(2, "-j 257 is over the limit of 256");
+    // Positive control: the limit itself is accepted.
+    let out = test(&[&dir, "-j", "256"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+}
+
+/// A guest that waits for input in a blocking read (not `wasi:io/poll`)
+/// never looks idle: the runner waits its bound and says so.
+#[test]
+fn a_guest_blocked_outside_poll_is_noted_not_hung() {
+    let wasm = build_wasm("tests/guests", "benchtick", "wasm32-wasip2");
+    let t = TempDir::new("scenario-busy");
+    let file = t.path("busy.scenario.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[tick]\npath = {:?}\n\n[[step]]\ncall = \"get\"\nresult = {{ value = 0 }}\n",
+            wasm.to_string_lossy()
+        ),
+    )
+    .unwrap();
+    let out = test(&[&file.to_string_lossy(), "--format", "json"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let notes = out.json()["scenarios"][0]["notes"].clone();
+    assert!(
+        notes.to_string().contains("did not become idle within 5s"),
+        "{notes}"
+    );
+}
+
+/// The runner's bound on timer jumps in one `wait_for`, through the library.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_stops_at_the_jump_bound() {
+    use std::sync::Arc;
+    use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmSpec};
+    use tickbox_runtime::scenario::{self, LaunchFn, Outcome, Prepared, RunOptions, TickKind};
+    let wasm_path = PathBuf::from(format!("{}/dashboard.wasm", wasm_dir()));
+    let engine = WasmEngine::new(None).expect("engine");
+    let spec = WasmSpec {
+        path: wasm_path.clone(),
+        args: vec![],
+        grants: Default::default(),
+        instance_id: None,
+    };
+    let launch: LaunchFn = Arc::new(move |clock| {
+        let (engine, spec) = (engine.clone(), spec.clone());
+        Box::pin(async move {
+            wasm::spawn_with(&engine, &spec, clock.as_ref())
+                .await
+                .map_err(|e| e.to_string())
+        })
+    });
+    let prepared = Prepared {
+        kind: TickKind::WasmComponent,
+        launch,
+    };
+    let text = format!(
+        "[tick]\npath = {:?}\n\n[[step]]\nkey = \"n\"\n\n[[step]]\nwait_for = {{ pointer = \"/jobs/0/status\", equals = \"done\" }}\n",
+        wasm_path.to_string_lossy()
+    );
+    let s = scenario::model::parse(&text, Path::new("jump.scenario.toml")).expect("parses");
+    let run = |max| {
+        let opts = RunOptions {
+            max_wait_jumps: max,
+            ..RunOptions::default()
+        };
+        let (s, prepared) = (s.clone(), prepared.clone());
+        async move { scenario::run(&s, &prepared, &opts).await }
+    };
+    // The job needs 50 jumps of 100 ms.
+    let r = run(10).await;
+    match &r.outcome {
+        Outcome::Failed(f) => {
+            assert_eq!(f.step, 2);
+            assert!(
+                f.found.iter().any(|l| l.contains("gave up after 10 timer jumps (the limit), at +1s virtual")),
+                "{f:?}"
+            );
+        }
+        o => panic!("{o:?}"),
+    }
+    // Positive control: a bound the wait fits in.
+    assert_eq!(run(50).await.outcome, Outcome::Passed);
+}
+
+/// A preview-1 module reads virtual clocks too, but its sleeps are real, so
+/// `advance` is refused for it.
+#[test]
+fn a_preview1_module_gets_virtual_readings_and_no_advance() {
+    let wasm = build_wasm("tests/guests", "clockwork", "wasm32-wasip1");
+    let t = TempDir::new("scenario-p1");
+    let file = t.path("p1.scenario.toml");
+    let tick = format!("[tick]\npath = {:?}\n", wasm.to_string_lossy());
+    std::fs::write(
+        &file,
+        format!("{tick}\n[[step]]\ncall = \"now\"\nresult_subset = {{ wall_secs = 946684800, mono_ns = 0 }}\n"),
+    )
+    .unwrap();
+    let out = test(&[&file.to_string_lossy()]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    std::fs::write(&file, format!("{tick}\n[[step]]\nadvance = \"1s\"\n")).unwrap();
+    let out = test(&[&file.to_string_lossy()]);
+    out.expect(2, "1 scenarios are invalid");
+    assert!(
+        out.stdout.contains(
+            "a preview-1 module's timers wait real time; advance needs a component (wasm32-wasip2)"
+        ),
+        "{out:#?}"
+    );
+}

@@ -1,0 +1,100 @@
+//! A Tick that reports what it reads from its clocks and random sources, so
+//! tests can tell virtual time and seeded randomness from real ones.
+//!
+//! Tool `now` (query): `wall_secs`/`wall_nanos` (wall clock since the Unix
+//! epoch), `mono_ns` (monotonic time since the Tick started), `random` (16
+//! bytes of `wasi:random/random`, hex) and `hash` (std's `RandomState`,
+//! seeded from the host).
+//!
+//! It waits for input in `wasi:io/poll` (not a blocking read), like the SDK
+//! does, so a host can see when it is idle.
+
+use serde_json::{json, Value};
+use std::hash::BuildHasher;
+use std::io::Write;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+fn descriptor() -> Value {
+    let obj = json!({"type": "object"});
+    json!({"protocol": 3, "kind": "tickbox.clockwork", "title": "Clockwork",
+           "description": "Reports its clocks and random bytes.", "revision": "1",
+           "tools": [
+               {"name": "now", "description": "Read the clocks and random sources.", "input_schema": obj, "mutates": false}]})
+}
+
+#[cfg(all(target_os = "wasi", target_env = "p2"))]
+fn random_hex() -> String {
+    wasip2::random::random::get_random_bytes(16)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+fn random_hex() -> String {
+    String::new()
+}
+
+/// Reads some stdin bytes, waiting in `wasi:io/poll`; empty at the end.
+#[cfg(all(target_os = "wasi", target_env = "p2"))]
+fn read_some(stdin: &wasip2::io::streams::InputStream) -> Vec<u8> {
+    let p = stdin.subscribe();
+    wasip2::io::poll::poll(&[&p]);
+    drop(p);
+    stdin.read(64 * 1024).unwrap_or_default()
+}
+
+fn main() {
+    let start = Instant::now();
+    eprint!("clockwork ready\r\n");
+    #[cfg(all(target_os = "wasi", target_env = "p2"))]
+    let stdin = wasip2::cli::stdin::get_stdin();
+    let mut pending: Vec<u8> = Vec::new();
+    loop {
+        #[cfg(all(target_os = "wasi", target_env = "p2"))]
+        let chunk = read_some(&stdin);
+        #[cfg(not(all(target_os = "wasi", target_env = "p2")))]
+        let chunk = {
+            use std::io::Read;
+            let mut b = vec![0u8; 64 * 1024];
+            let n = std::io::stdin().read(&mut b).unwrap_or(0);
+            b.truncate(n);
+            b
+        };
+        if chunk.is_empty() {
+            return;
+        }
+        pending.extend(chunk);
+        while let Some(nl) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=nl).collect();
+            answer(&line, start);
+        }
+    }
+}
+
+fn answer(line: &[u8], start: Instant) {
+    let Ok(req) = serde_json::from_slice::<Value>(line) else { return };
+    let Some(id) = req.get("id").and_then(Value::as_u64) else { return };
+    let params = req.get("params").cloned().unwrap_or(Value::Null);
+    let result = match req.get("method").and_then(Value::as_str).unwrap_or("") {
+        "tick/describe" => descriptor(),
+        "tick/read" => json!({"seq": 0, "data": {}}),
+        "tick/call" => match params["tool"].as_str().unwrap_or("") {
+            "now" => {
+                let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+                json!({
+                    "wall_secs": wall.as_secs(),
+                    "wall_nanos": wall.subsec_nanos(),
+                    "mono_ns": start.elapsed().as_nanos() as u64,
+                    "random": random_hex(),
+                    "hash": std::collections::hash_map::RandomState::new().hash_one(1u8),
+                })
+            }
+            _ => json!(null),
+        },
+        _ => json!(null),
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{}", json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    let _ = out.flush();
+}
