@@ -2,6 +2,7 @@
 //! one-shot commands.
 
 mod attach;
+mod cache;
 mod check;
 mod exit;
 mod ls;
@@ -70,6 +71,9 @@ enum Command {
     Watch(watch::WatchArgs),
     /// End a live instance: its Tick is terminated
     Stop(remote::StopArgs),
+    /// Show or empty the compile cache of wasm Ticks: tickbox cache ls|clean
+    #[command(after_help = cache::HELP)]
+    Cache(cache::CacheArgs),
     /// Create a Tick project that builds and passes `tickbox check`: tickbox new PATH [--lang rust|c]
     #[command(after_help = new::HELP)]
     New(new::NewArgs),
@@ -89,8 +93,20 @@ struct CallArgs {
 
 /// Entry point: parse, run, map the result to an exit code.
 pub fn main() -> ExitCode {
+    // A compile worker (see backend::wasm::compile) is this executable run
+    // by a host; it speaks pipes, not the command line.
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some(tickbox_runtime::backend::wasm::compile::WORKER_ARG)
+    {
+        return tickbox_runtime::backend::wasm::compile::worker_main(&argv[2..]);
+    }
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    // Orphans of native Ticks come back to this process, to be swept on the
+    // way out (see backend::reaper); every child this binary starts is a
+    // Tick or a compile worker, registered as such.
+    tickbox_runtime::backend::reaper::become_subreaper();
+    tickbox_runtime::backend::native::raise_fd_limit();
     // These own the terminal or their signals (a view or a watch of a live
     // instance ends without stopping its Tick), so they run apart from the
     // one-shot commands below; `run` forks before any thread exists.
@@ -104,6 +120,12 @@ pub fn main() -> ExitCode {
             }
         }
         Command::Watch(args) if args.is_live() => return attach::runtime_main(watch::run(args)),
+        Command::Cache(args) => {
+            return match cache::run(args) {
+                Ok(()) => ExitCode::from(exit::OK),
+                Err(e) => fail(e),
+            }
+        }
         other => other,
     };
     let runtime = match new_runtime() {
@@ -121,6 +143,8 @@ pub fn main() -> ExitCode {
     });
     // Dropping the runtime drops every task; backends kill their Tick on drop.
     runtime.shutdown_timeout(Duration::from_secs(2));
+    // Then whatever a native Tick left behind outside its process group.
+    tickbox_runtime::backend::reaper::sweep();
     code
 }
 
@@ -262,9 +286,11 @@ async fn run(command: Command) -> Result<(), Exit> {
         Command::Ls(args) => ls::run(args).await,
         Command::Logs(args) => ls::logs(args).await,
         Command::Watch(args) => watch::run(args).await,
-        Command::Run(_) | Command::Attach(_) | Command::Stop(_) | Command::New(_) => {
-            Err(Exit::usage("handled before the runtime starts"))
-        }
+        Command::Run(_)
+        | Command::Attach(_)
+        | Command::Stop(_)
+        | Command::Cache(_)
+        | Command::New(_) => Err(Exit::usage("handled before the runtime starts")),
     }
 }
 

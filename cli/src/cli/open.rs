@@ -43,18 +43,40 @@ pub struct TickOpts {
     /// Pass an environment variable (repeatable; the value comes from tickbox's environment when omitted)
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     pub env: Vec<String>,
-    /// Read grants from a TOML policy file (keys: dir, allow_net, env, max_memory)
+    /// Read grants from a TOML policy file (keys: dir, allow_net, env, max_memory, max_handles, max_wasm_size, compile_timeout, compile_memory, max_write)
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
-    /// Bound on a wasm Tick's linear memory and tables [default: 256MiB]
+    /// Bound on a wasm Tick's linear memories and tables, all together [default: 256MiB]
     #[arg(long, value_name = "SIZE")]
     pub max_memory: Option<String>,
+    #[command(flatten)]
+    pub bounds: BoundOpts,
     /// Do not read or write the compile cache for wasm Ticks
     #[arg(long)]
     pub no_cache: bool,
     /// A native Tick's command line, after `--`
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+}
+
+/// The other per-Tick bounds of a wasm Tick (see the README's sandbox table).
+#[derive(Args, Default, Clone)]
+pub struct BoundOpts {
+    /// Bound on a wasm Tick's open WASI handles: files, sockets, streams [default: 1024]
+    #[arg(long, value_name = "N")]
+    pub max_handles: Option<String>,
+    /// Largest .wasm file loaded [default: 64MiB]
+    #[arg(long, value_name = "SIZE")]
+    pub max_wasm_size: Option<String>,
+    /// Seconds compiling a wasm Tick may take [default: 60]
+    #[arg(long, value_name = "SECONDS")]
+    pub compile_timeout: Option<String>,
+    /// Memory the compiler may use for a wasm Tick [default: 4GiB]
+    #[arg(long, value_name = "SIZE")]
+    pub compile_memory: Option<String>,
+    /// Bytes a wasm component may write to files, all grants together [default: no quota]
+    #[arg(long, value_name = "SIZE")]
+    pub max_write: Option<String>,
 }
 
 /// Which Tick to start.
@@ -111,6 +133,11 @@ impl TickOpts {
             allow_net: self.allow_net.clone(),
             env: self.env.clone(),
             max_memory: self.max_memory.clone(),
+            max_handles: self.bounds.max_handles.clone(),
+            max_wasm_size: self.bounds.max_wasm_size.clone(),
+            compile_timeout: self.bounds.compile_timeout.clone(),
+            compile_memory: self.bounds.compile_memory.clone(),
+            max_write: self.bounds.max_write.clone(),
         });
         Ok(spec)
     }
@@ -144,7 +171,7 @@ pub enum Backend {
         path: PathBuf,
         kind: WasmKind,
         grants: Grants,
-        requested: Option<GrantSpec>,
+        requested: Option<Box<GrantSpec>>,
     },
 }
 
@@ -171,7 +198,7 @@ pub enum Launcher {
         engine: Arc<WasmEngine>,
         spec: WasmSpec,
         kind: WasmKind,
-        requested: Option<GrantSpec>,
+        requested: Option<Box<GrantSpec>>,
     },
 }
 
@@ -195,11 +222,11 @@ impl Launcher {
         // would promise a confinement that does not exist, so it is refused.
         if !grant_spec.dir.is_empty()
             || !grant_spec.allow_net.is_empty()
-            || grant_spec.max_memory.is_some()
+            || grant_spec.has_bounds()
             || args.policy.is_some()
         {
             return Err(Exit::usage(
-                "--dir, --allow-net, --max-memory and --policy apply to wasm Ticks only; a native Tick runs with your own permissions",
+                "--dir, --allow-net, --max-memory, --max-handles, --max-wasm-size, --compile-timeout, --compile-memory, --max-write and --policy apply to wasm Ticks only; a native Tick runs with your own permissions",
             ));
         }
         let grants = grant_spec.resolve().map_err(Exit::usage)?;
@@ -225,7 +252,7 @@ impl Launcher {
                 path.display()
             ))
         })?;
-        let requested = manifest_of(&path)?;
+        let requested = manifest_of(&path)?.map(Box::new);
         let engine = engine(args.no_cache)?;
         let spec = WasmSpec {
             path,
@@ -298,8 +325,14 @@ pub fn engine(no_cache: bool) -> Result<Arc<WasmEngine>, Exit> {
     if let Some(e) = cell.get() {
         return Ok(e.clone());
     }
-    let cached = dir.is_some();
-    let e = WasmEngine::new(dir).map_err(Exit::session)?;
+    // Compiling runs in a worker: this same executable, under the Tick's
+    // compile bounds.
+    let worker = std::env::current_exe().ok();
+    let e = WasmEngine::with_worker(dir, worker).map_err(Exit::session)?;
+    if let Some(why) = e.cache_refused() {
+        eprintln!("tickbox: warning: {why}; running without the compile cache");
+    }
+    let cached = e.cache().is_some();
     // A large component (componentize-py/-js) compiles for tens of seconds on
     // its first start: say so rather than leave a blank screen. Stderr only.
     e.on_slow_compile(wasm::SLOW_COMPILE, move |path, size| {

@@ -79,7 +79,11 @@ pub fn main(args: RunArgs, verbose: u8) -> ExitCode {
             unsafe { libc::close(fds[0]) };
             // SAFETY: the write end is ours alone from here on.
             let ready = unsafe { File::from_raw_fd(fds[1]) };
+            // The subreaper setting is not inherited across fork.
+            tickbox_runtime::backend::reaper::become_subreaper();
             let code = host(spec, args, registry, ready, parent, verbose);
+            // What a native Tick left behind outside its group goes too.
+            tickbox_runtime::backend::reaper::sweep();
             std::process::exit(code)
         }
         _ => {

@@ -11,6 +11,11 @@
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
+//! - `walls` — the sandbox's outer walls: cache trust, one memory budget per
+//!   Tick, bounded compilation, handle caps, process hygiene, registry fallback;
+//! - `mcp_wire` — `tickbox mcp` frame by frame: revisions, bad frames, bounds,
+//!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests,
+//!   Streamable HTTP;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
@@ -28,8 +33,10 @@ mod examples;
 mod langs;
 mod live;
 mod mcp;
+mod mcp_wire;
 mod native;
 mod sandbox;
 mod util;
 mod views;
+mod walls;
 mod writes;

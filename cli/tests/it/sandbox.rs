@@ -411,17 +411,24 @@ fn the_compile_cache_is_used_and_never_trusted_blindly() {
     assert!(entries().is_empty(), "--no-cache writes nothing");
     assert_eq!(run(&[]).code, 0);
     let files = entries();
-    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(files.len(), 2, "the entry and the MAC key: {files:?}");
     let blob = files
         .iter()
         .find(|p| p.extension().is_some_and(|e| e == "cwasm"))
         .unwrap()
         .clone();
-    let before = std::fs::metadata(&blob).unwrap().modified().unwrap();
+    // A hit refreshes the entry's time (LRU) but never rewrites it.
+    let before = std::fs::read(&blob).unwrap();
+    let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&blob).unwrap());
     assert_eq!(run(&[]).code, 0);
     assert_eq!(
-        std::fs::metadata(&blob).unwrap().modified().unwrap(),
+        std::fs::read(&blob).unwrap(),
         before,
+        "a warm start reuses the entry"
+    );
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&blob).unwrap()),
+        ino,
         "a warm start reuses the entry"
     );
     // Corrupt the entry: it is detected, ignored and rebuilt.

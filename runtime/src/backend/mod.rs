@@ -6,10 +6,12 @@
 //! - [`native`] — a subprocess whose controlling terminal is a real PTY;
 //! - [`wasm`] — a sandboxed wasm guest in wasmtime, in-process;
 //! - [`memory`] — both ends in memory, for tests of the engine, the checker
-//!   and the MCP facade where the process is not the point.
+//!   and the MCP facade where the process is not the point;
+//! - [`reaper`] — what a native Tick left behind is killed when it ends.
 
 pub mod memory;
 pub mod native;
+pub mod reaper;
 pub mod wasm;
 
 use crate::view::View;

@@ -10,9 +10,13 @@
 //! exits within [`EXIT_GRACE`] costs nothing more. Otherwise the whole group
 //! gets SIGTERM, then SIGKILL after [`TERM_GRACE`]. Leftover group members are
 //! killed in every case, and dropping the handle kills the group too, so no
-//! Tick process outlives its session. `PR_SET_PDEATHSIG` covers the host
-//! itself dying by SIGKILL (for the direct child only: grandchildren that left
-//! the group are beyond reach).
+//! Tick process outlives its session. Processes that left the group (a
+//! double fork with `setsid`) are re-parented to the host, which is a child
+//! subreaper, and killed by [`reaper::sweep`] when the session ends and when
+//! tickbox exits. `PR_SET_PDEATHSIG` covers the host itself dying by SIGKILL
+//! (for the direct child only).
+//!
+//! [`reaper::sweep`]: super::reaper::sweep
 
 use crate::protocol::limits::{INITIAL_COLS, INITIAL_ROWS, INSTANCE_ID_VAR, TERM_VALUE};
 use crate::session::{BoxFuture, TickIo, TickProcess};
@@ -78,6 +82,31 @@ pub enum SpawnError {
         program: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// The soft open-file limit before [`raise_fd_limit`], restored for native
+/// Ticks (0: never raised).
+static ORIGINAL_NOFILE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Raises this process's soft open-file limit to the hard one: every wasm
+/// Tick is capped by `--max-handles`, and the host's own sockets and files
+/// should not be what runs out first when several Ticks share the process.
+/// Native Ticks still start with the limit as it was.
+pub fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write the struct we pass.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            let original = lim.rlim_cur;
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                ORIGINAL_NOFILE.store(original, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// Resolves argv[0] the way a shell would, to an absolute path (§4.1).
@@ -195,10 +224,22 @@ pub fn spawn(spec: &NativeSpec) -> Result<TickIo, SpawnError> {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
+    let nofile = ORIGINAL_NOFILE.load(std::sync::atomic::Ordering::Relaxed);
     // SAFETY: the closure runs between fork and exec and only calls
-    // async-signal-safe functions (setsid, ioctl, prctl) without allocating.
+    // async-signal-safe functions (setsid, ioctl, prctl, get/setrlimit)
+    // without allocating.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
+            if nofile != 0 {
+                let mut lim = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+                    lim.rlim_cur = nofile as libc::rlim_t;
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                }
+            }
             if libc::setsid() == -1 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -210,10 +251,18 @@ pub fn spawn(spec: &NativeSpec) -> Result<TickIo, SpawnError> {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(|source| SpawnError::Spawn {
-        program: program.clone(),
-        source,
-    })?;
+    // Registered as ours, so a sweep (see `reaper`) never takes it for an orphan.
+    let mut child = {
+        let mut known = super::reaper::known();
+        let child = cmd.spawn().map_err(|source| SpawnError::Spawn {
+            program: program.clone(),
+            source,
+        })?;
+        if let Some(pid) = child.id() {
+            known.insert(pid);
+        }
+        child
+    };
     // The parent's copy of the slave lives in `cmd`; dropping it lets the
     // master see EOF once the Tick and its children have exited.
     drop(cmd);
@@ -358,8 +407,10 @@ impl TickProcess for NativeProcess {
                     self.wait_for(Duration::from_secs(5)).await;
                 }
             }
-            // Whatever else the Tick started in its group goes too.
+            // Whatever else the Tick started in its group goes too, and
+            // what left the group and was orphaned to us.
             self.signal_group(libc::SIGKILL);
+            let _ = tokio::task::spawn_blocking(super::reaper::sweep).await;
         })
     }
 }
@@ -368,6 +419,9 @@ impl Drop for NativeProcess {
     fn drop(&mut self) {
         if self.status.is_none() {
             self.signal_group(libc::SIGKILL);
+        } else if self.pgid > 0 {
+            // Reaped: the pid may now be reused by anyone.
+            super::reaper::forget(self.pgid as u32);
         }
     }
 }

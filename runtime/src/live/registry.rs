@@ -6,18 +6,28 @@
 //! before using it checks that it is a real directory (not a symlink) owned
 //! by the current user; a group- or world-accessible one of ours is tightened
 //! to 0700, one owned by someone else is refused. That matters most for the
-//! shared temp dir, where another user could create the directory first.
+//! shared temp dir, where another user could create the directory first: so
+//! in the temp dir, a refused `tickbox-<uid>` is never a denial of service.
+//! tickbox then uses a private directory `tickbox-<uid>-XXXXXX` made by
+//! `mkdtemp` (0700) beside it, and every client finds the same one again by
+//! looking for a directory of that prefix that is ours, a real directory and
+//! 0700: nobody else can make a directory owned by us, so the owner check is
+//! what makes the search safe. The first such directory (by name) wins.
 //!
 //! Each instance is one socket, `<id>.sock`, mode 0600. A socket nobody
 //! listens on any more (its host was killed) is stale; `tickbox ls` and name
 //! resolution remove those.
 
 use super::LiveError;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// File name suffix of instance sockets.
 const SOCKET_SUFFIX: &str = ".sock";
+/// Temp-dir entries looked at when searching for our private fallback
+/// directory (another user may fill the temp dir with names).
+const MAX_TEMP_SCAN: usize = 100_000;
 
 /// The current effective uid.
 pub fn current_uid() -> u32 {
@@ -45,7 +55,8 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Where the current user's instances live (see the module docs).
+    /// Where the current user's instances usually live; [`Registry::open`]
+    /// may use a private fallback instead (see the module docs).
     pub fn default_dir() -> PathBuf {
         match std::env::var_os("XDG_RUNTIME_DIR") {
             Some(d) if !d.is_empty() => PathBuf::from(d).join("tickbox"),
@@ -53,9 +64,51 @@ impl Registry {
         }
     }
 
-    /// The current user's registry, created and checked.
+    /// The current user's registry, created and checked; in the shared temp
+    /// dir, a private fallback when the usual name is taken (module docs).
     pub fn open() -> Result<Registry, LiveError> {
-        Registry::at(Registry::default_dir())
+        match std::env::var_os("XDG_RUNTIME_DIR") {
+            Some(d) if !d.is_empty() => Registry::at(PathBuf::from(d).join("tickbox")),
+            _ => Registry::in_temp(&std::env::temp_dir(), current_uid()),
+        }
+    }
+
+    /// The registry of user `uid` in the shared directory `base`:
+    /// `base/tickbox-<uid>`, or when that is refused (someone else's, a
+    /// symlink, a file), our private `base/tickbox-<uid>-XXXXXX`.
+    pub fn in_temp(base: &Path, uid: u32) -> Result<Registry, LiveError> {
+        let preferred = base.join(format!("tickbox-{uid}"));
+        let why = match Registry::at(&preferred) {
+            Ok(r) => return Ok(r),
+            Err(LiveError::UnsafeDir { why, .. }) => why,
+            Err(e) => return Err(e),
+        };
+        let prefix = format!("tickbox-{uid}-");
+        if let Some(dir) = find_private(base, &prefix, uid) {
+            return Ok(Registry { dir });
+        }
+        let template = base.join(format!("{prefix}XXXXXX"));
+        let c = std::ffi::CString::new(template.as_os_str().as_encoded_bytes()).map_err(|_| {
+            LiveError::UnsafeDir {
+                path: template.clone(),
+                why: "the path contains a NUL byte".into(),
+            }
+        })?;
+        let raw = c.into_raw();
+        // SAFETY: `raw` is a writable NUL-terminated template that mkdtemp
+        // fills in place; it is turned back into a CString right after.
+        let made = unsafe { libc::mkdtemp(raw) };
+        // SAFETY: `raw` came from `CString::into_raw` above.
+        let filled = unsafe { std::ffi::CString::from_raw(raw) };
+        if made.is_null() {
+            return Err(LiveError::Dir {
+                path: template,
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        let dir = PathBuf::from(std::ffi::OsStr::from_bytes(filled.as_bytes()));
+        tracing::warn!(refused = %preferred.display(), %why, using = %dir.display(), "the usual live-instance directory is unusable; using a private one");
+        Ok(Registry { dir })
     }
 
     /// A registry in `dir`, created 0700 if missing, and checked.
@@ -120,6 +173,25 @@ impl Registry {
     }
 }
 
+/// The first (by name) directory in `base` named `prefix…` that is ours, a
+/// real directory and 0700.
+fn find_private(base: &Path, prefix: &str, uid: u32) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(base).ok()?;
+    let mut found: Vec<PathBuf> = entries
+        .take(MAX_TEMP_SCAN)
+        .flatten()
+        .filter(|e| e.file_name().as_bytes().starts_with(prefix.as_bytes()))
+        .map(|e| e.path())
+        .filter(|p| {
+            std::fs::symlink_metadata(p).is_ok_and(|m| {
+                m.file_type().is_dir() && m.uid() == uid && m.mode() & 0o777 == 0o700
+            })
+        })
+        .collect();
+    found.sort();
+    found.into_iter().next()
+}
+
 /// Whether `name` can name an instance: 1 to 64 of `[A-Za-z0-9._-]`, not
 /// starting with `.` or `-`.
 pub fn valid_name(name: &str) -> bool {
@@ -171,6 +243,50 @@ mod tests {
         assert!(e.contains("not a directory"), "{e}");
         std::fs::write(base.join("file"), "").unwrap();
         assert!(Registry::at(base.join("file")).is_err());
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn a_taken_temp_dir_name_falls_back_to_a_private_directory() {
+        let base = temp("fallback");
+        std::fs::create_dir_all(&base).unwrap();
+        let uid = current_uid();
+        // Positive control: the usual name when it is free.
+        let r = Registry::in_temp(&base, uid).unwrap();
+        assert_eq!(r.dir(), base.join(format!("tickbox-{uid}")));
+        std::fs::remove_dir(r.dir()).unwrap();
+        // Taken by a symlink (another user's, pointing at their directory).
+        std::fs::create_dir(base.join("theirs")).unwrap();
+        std::os::unix::fs::symlink(base.join("theirs"), base.join(format!("tickbox-{uid}")))
+            .unwrap();
+        let r = Registry::in_temp(&base, uid).unwrap();
+        let name = r.dir().file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with(&format!("tickbox-{uid}-")), "{name}");
+        assert_eq!(std::fs::metadata(r.dir()).unwrap().mode() & 0o777, 0o700);
+        // Every later open (a client) finds the same directory.
+        assert_eq!(Registry::in_temp(&base, uid).unwrap().dir(), r.dir());
+        // A decoy with the prefix that is not private is never chosen.
+        let decoy = base.join(format!("tickbox-{uid}-0000"));
+        std::fs::create_dir(&decoy).unwrap();
+        std::fs::set_permissions(&decoy, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(Registry::in_temp(&base, uid).unwrap().dir(), r.dir());
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn a_foreign_owned_temp_dir_is_not_a_denial_of_service() {
+        if current_uid() != 0 {
+            return; // making a directory owned by another user needs root
+        }
+        let base = temp("foreign");
+        let taken = base.join("tickbox-0");
+        std::fs::create_dir_all(&taken).unwrap();
+        std::os::unix::fs::chown(&taken, Some(65534), Some(65534)).unwrap();
+        let e = Registry::at(&taken).unwrap_err().to_string();
+        assert!(e.contains("owned by uid 65534"), "{e}");
+        let r = Registry::in_temp(&base, 0).unwrap();
+        assert_ne!(r.dir(), taken);
+        assert_eq!(std::fs::metadata(r.dir()).unwrap().uid(), 0);
         let _ = std::fs::remove_dir_all(&base);
     }
 

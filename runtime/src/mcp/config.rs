@@ -14,6 +14,8 @@
 //! allow_net = ["api.example.com:443"]  # --allow-net, once per entry
 //! env = ["TZ=UTC"]                 # --env, once per entry
 //! max_memory = "64MiB"             # --max-memory
+//! max_handles = "256"              # --max-handles (also max_wasm_size,
+//!                                  # compile_timeout, compile_memory, max_write)
 //! ```
 //!
 //! Each grant key is the sandbox flag of the same name, so an entry says

@@ -11,7 +11,13 @@
 //! | listening sockets | never | — |
 //! | environment | `TICKLOOP_INSTANCE_ID`, `TERM` | `--env NAME[=VALUE]` |
 //! | args, clocks, random | yes | — |
-//! | memory | 256 MiB | `--max-memory SIZE` |
+//! | creating symlinks | never | — |
+//! | memory and tables, all together | 256 MiB | `--max-memory SIZE` |
+//! | WASI handles (files, sockets, streams) | 1024 | `--max-handles N` |
+//! | wasm file size | 64 MiB | `--max-wasm-size SIZE` |
+//! | compile time (wall) | 60 s | `--compile-timeout SECONDS` |
+//! | compile memory | 4 GiB | `--compile-memory SIZE` |
+//! | bytes written to files (components) | unbounded | `--max-write SIZE` |
 //!
 //! A policy file (`--policy FILE`, TOML) holds the same grants so a user can
 //! keep them per Tick; a manifest shipped beside a Tick (`NAME.tick.toml`)
@@ -21,9 +27,14 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-/// Default bound on a guest's linear memory and tables.
+/// Default bound on a guest's linear memories and tables, all together.
 pub const DEFAULT_MAX_MEMORY: u64 = 256 * 1024 * 1024;
+/// Highest `--max-handles` accepted (wasmtime's own table default).
+pub const MAX_HANDLES_LIMIT: usize = 1_000_000;
+/// Lowest `--compile-memory` accepted: below it no real Tick compiles.
+pub const MIN_COMPILE_MEMORY: u64 = 64 << 20;
 
 /// Why a grant could not be parsed or applied.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -41,6 +52,14 @@ pub enum GrantError {
     /// `--max-memory` is malformed.
     #[error("--max-memory {spec}: expected a size such as 64MiB, 1G or 1048576")]
     Memory { spec: String },
+    /// Another bound (`--max-handles`, `--max-wasm-size`, `--compile-timeout`,
+    /// `--compile-memory`) is malformed.
+    #[error("--{flag} {spec}: expected {expected}")]
+    Bound {
+        flag: &'static str,
+        spec: String,
+        expected: &'static str,
+    },
     /// The policy file could not be read or parsed.
     #[error("policy file {path}: {why}")]
     Policy { path: String, why: String },
@@ -87,8 +106,23 @@ pub struct Grants {
     /// Environment variables, with the values the Tick will see.
     #[serde(serialize_with = "env_names")]
     pub env: Vec<(String, String)>,
-    /// Bound on linear memory and tables, in bytes.
+    /// Bound on all linear memories and tables together, in bytes.
     pub max_memory: u64,
+    /// Bound on the guest's WASI handles (resource table entries).
+    pub max_handles: usize,
+    /// Largest wasm file loaded, in bytes.
+    pub max_wasm_size: u64,
+    /// Wall-time bound on compiling, in seconds in reports.
+    #[serde(serialize_with = "seconds")]
+    pub compile_timeout: Duration,
+    /// Memory bound of the compile worker, in bytes.
+    pub compile_memory: u64,
+    /// Bytes the guest may write to files, all grants together (None: no quota).
+    pub max_write: Option<u64>,
+}
+
+fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
 }
 
 /// Shows names only: values may be secrets and reports are for humans and logs.
@@ -103,6 +137,11 @@ impl Default for Grants {
             net: Vec::new(),
             env: Vec::new(),
             max_memory: DEFAULT_MAX_MEMORY,
+            max_handles: super::limits::DEFAULT_MAX_HANDLES,
+            max_wasm_size: super::compile::DEFAULT_MAX_WASM,
+            compile_timeout: super::compile::DEFAULT_TIMEOUT,
+            compile_memory: super::compile::DEFAULT_MEMORY,
+            max_write: None,
         }
     }
 }
@@ -123,6 +162,21 @@ pub struct GrantSpec {
     /// `--max-memory` value.
     #[serde(default)]
     pub max_memory: Option<String>,
+    /// `--max-handles` value.
+    #[serde(default)]
+    pub max_handles: Option<String>,
+    /// `--max-wasm-size` value.
+    #[serde(default)]
+    pub max_wasm_size: Option<String>,
+    /// `--compile-timeout` value (seconds).
+    #[serde(default)]
+    pub compile_timeout: Option<String>,
+    /// `--compile-memory` value.
+    #[serde(default)]
+    pub compile_memory: Option<String>,
+    /// `--max-write` value.
+    #[serde(default)]
+    pub max_write: Option<String>,
 }
 
 impl GrantSpec {
@@ -141,8 +195,17 @@ impl GrantSpec {
         self.dir.extend(other.dir);
         self.allow_net.extend(other.allow_net);
         self.env.extend(other.env);
-        if other.max_memory.is_some() {
-            self.max_memory = other.max_memory;
+        for (mine, theirs) in [
+            (&mut self.max_memory, other.max_memory),
+            (&mut self.max_handles, other.max_handles),
+            (&mut self.max_wasm_size, other.max_wasm_size),
+            (&mut self.compile_timeout, other.compile_timeout),
+            (&mut self.compile_memory, other.compile_memory),
+            (&mut self.max_write, other.max_write),
+        ] {
+            if theirs.is_some() {
+                *mine = theirs;
+            }
         }
     }
 
@@ -151,7 +214,17 @@ impl GrantSpec {
         !self.allow_net.is_empty()
     }
 
-    /// Whether nothing at all is granted (the memory bound aside).
+    /// Whether any bound (memory, handles, wasm size, compile) is set.
+    pub fn has_bounds(&self) -> bool {
+        self.max_memory.is_some()
+            || self.max_handles.is_some()
+            || self.max_wasm_size.is_some()
+            || self.compile_timeout.is_some()
+            || self.compile_memory.is_some()
+            || self.max_write.is_some()
+    }
+
+    /// Whether nothing at all is granted (the bounds aside).
     pub fn is_empty(&self) -> bool {
         self.dir.is_empty() && self.allow_net.is_empty() && self.env.is_empty()
     }
@@ -174,6 +247,41 @@ impl GrantSpec {
         }
         if let Some(m) = &self.max_memory {
             g.max_memory = parse_size(m).ok_or_else(|| GrantError::Memory { spec: m.clone() })?;
+        }
+        let bound = |flag, spec: &String, expected| GrantError::Bound {
+            flag,
+            spec: spec.clone(),
+            expected,
+        };
+        if let Some(n) = &self.max_handles {
+            g.max_handles = n
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| (1..=MAX_HANDLES_LIMIT).contains(&n))
+                .ok_or_else(|| bound("max-handles", n, "a count from 1 to 1000000"))?;
+        }
+        if let Some(m) = &self.max_wasm_size {
+            g.max_wasm_size =
+                parse_size(m).ok_or_else(|| bound("max-wasm-size", m, "a size such as 64MiB"))?;
+        }
+        if let Some(t) = &self.compile_timeout {
+            g.compile_timeout = t
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
+                .map(Duration::from_secs_f64)
+                .ok_or_else(|| bound("compile-timeout", t, "seconds, more than 0"))?;
+        }
+        if let Some(m) = &self.max_write {
+            g.max_write =
+                Some(parse_size(m).ok_or_else(|| bound("max-write", m, "a size such as 100MiB"))?);
+        }
+        if let Some(m) = &self.compile_memory {
+            g.compile_memory = parse_size(m)
+                .filter(|&b| b >= MIN_COMPILE_MEMORY)
+                .ok_or_else(|| bound("compile-memory", m, "a size of at least 64MiB"))?;
         }
         Ok(g)
     }

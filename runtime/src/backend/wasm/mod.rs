@@ -9,8 +9,18 @@
 //! What a guest can reach is exactly its [`grants::Grants`]; see that module
 //! for the table. Where each limit is enforced:
 //!
-//! - **memory**: a `ResourceLimiter` refuses growth of linear memory or
-//!   tables past `max_memory`, trapping with a message that names the limit;
+//! - **memory**: one budget per Tick ([`limits`]): the sum of its linear
+//!   memories and tables stays under `max_memory`, growth past it traps with
+//!   a message naming the limit, and a wasm defining more memories or tables
+//!   than a Tick may have is refused before compiling;
+//! - **compilation**: a size bound on the wasm, and a worker process with a
+//!   deadline and a memory bound ([`compile`]);
+//! - **handles**: the guest's WASI resource table is capped (`max_handles`),
+//!   so open files and sockets are bounded per Tick: a component's `open-at`
+//!   at the cap fails with `insufficient-memory`, any other full-table push
+//!   traps the guest; random-bytes requests are capped at
+//!   [`limits::MAX_RANDOM_BYTES`];
+//! - **symlinks**: creating one is refused in every grant;
 //! - **CPU**: epoch interruption; a ticker thread advances the epoch every
 //!   [`EPOCH_TICK`] and every guest yields to the scheduler at each tick, so
 //!   a guest that never pauses shares the runtime and cannot block the host
@@ -24,9 +34,13 @@
 //! [`Session`]: crate::session::Session
 
 pub mod cache;
+pub mod compile;
+pub mod grant_area;
 pub mod grants;
 pub mod imports;
+pub mod limits;
 pub mod pipe;
+pub mod quota;
 pub mod terminal;
 #[cfg(test)]
 mod wit_package;
@@ -42,14 +56,137 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::AsyncWrite;
-use wasmtime::component::{Component, Linker as ComponentLinker, ResourceTable};
-use wasmtime::{Config, Engine, Linker, Module, ResourceLimiter, Store};
+use wasmtime::component::{Component, Linker as ComponentLinker, Resource, ResourceTable};
+use wasmtime::{Engine, Linker, Module, Store};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::bindings::filesystem::types::{self as fs_types, ErrorCode as FsErrorCode};
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 /// How often the epoch advances (and a running guest yields).
 pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+/// `wasi:filesystem` `open-at` with the handle cap as the guest's error
+/// (`insufficient-memory`) rather than a trap.
+#[allow(clippy::type_complexity)]
+fn open_at_capped(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+    (fd, path_flags, path, open_flags, flags): (
+        Resource<wasmtime_wasi::filesystem::Descriptor>,
+        fs_types::PathFlags,
+        String,
+        fs_types::OpenFlags,
+        fs_types::DescriptorFlags,
+    ),
+) -> Box<
+    dyn std::future::Future<
+            Output = wasmtime::Result<(
+                Result<Resource<wasmtime_wasi::filesystem::Descriptor>, FsErrorCode>,
+            )>,
+        > + Send
+        + '_,
+> {
+    Box::new(async move {
+        let s = store.data_mut();
+        let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+            ctx: s.ctx.filesystem(),
+            table: &mut s.table,
+        };
+        let opened =
+            fs_types::HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags)
+                .await;
+        match opened {
+            Ok(r) => Ok((Ok(r),)),
+            Err(err) => match err.downcast() {
+                Ok(code) => Ok((Err(code),)),
+                Err(trap)
+                    if matches!(
+                        trap.downcast_ref::<wasmtime::component::ResourceTableError>(),
+                        Some(wasmtime::component::ResourceTableError::Full)
+                    ) =>
+                {
+                    tracing::info!("a guest at its handle cap tried to open a file");
+                    Ok((Err(FsErrorCode::InsufficientMemory),))
+                }
+                Err(trap) => Err(trap),
+            },
+        }
+    })
+}
+
+/// `descriptor.write`, refused with `quota` past the Tick's write quota.
+#[allow(clippy::type_complexity)]
+fn write_metered(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+    (fd, buf, offset): (
+        Resource<wasmtime_wasi::filesystem::Descriptor>,
+        Vec<u8>,
+        u64,
+    ),
+) -> Box<dyn std::future::Future<Output = wasmtime::Result<(Result<u64, FsErrorCode>,)>> + Send + '_>
+{
+    Box::new(async move {
+        let s = store.data_mut();
+        if let Some(q) = &s.quota {
+            if !q.take(buf.len() as u64) {
+                q.exceeded();
+                return Ok((Err(FsErrorCode::Quota),));
+            }
+        }
+        let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+            ctx: s.ctx.filesystem(),
+            table: &mut s.table,
+        };
+        match fs_types::HostDescriptor::write(&mut view, fd, buf, offset).await {
+            Ok(n) => Ok((Ok(n),)),
+            Err(err) => err.downcast().map(|code| (Err(code),)),
+        }
+    })
+}
+
+/// `descriptor.write-via-stream` (`offset` Some) or `append-via-stream`,
+/// with the stream metered by the Tick's write quota.
+#[allow(clippy::type_complexity)]
+fn stream_metered(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+    fd: Resource<wasmtime_wasi::filesystem::Descriptor>,
+    offset: Option<u64>,
+) -> Box<
+    dyn std::future::Future<
+            Output = wasmtime::Result<(
+                Result<Resource<wasmtime_wasi::p2::DynOutputStream>, FsErrorCode>,
+            )>,
+        > + Send
+        + '_,
+> {
+    Box::new(async move {
+        let s = store.data_mut();
+        let quota = s.quota.clone();
+        let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+            ctx: s.ctx.filesystem(),
+            table: &mut s.table,
+        };
+        let opened = match offset {
+            Some(o) => fs_types::HostDescriptor::write_via_stream(&mut view, fd, o),
+            None => fs_types::HostDescriptor::append_via_stream(&mut view, fd),
+        };
+        let stream = match opened {
+            Ok(r) => r,
+            Err(err) => return err.downcast().map(|code| (Err(code),)),
+        };
+        if let Some(quota) = quota {
+            // Wrap the stream in place: its table entry (and its link to
+            // the descriptor) stays the same.
+            let slot = s.table.get_mut(&stream)?;
+            let inner =
+                std::mem::replace(slot, Box::new(wasmtime_wasi::p2::pipe::ClosedOutputStream));
+            *slot = Box::new(quota::QuotaStream { inner, quota });
+        }
+        Ok((Ok(stream),))
+    })
+}
+
+/// WASI preview 1's errno `perm` (operation not permitted).
+const P1_ERRNO_PERM: i32 = 63;
 /// How long a guest whose stdin closed may take to return by itself.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 /// How long a compile may run before a command says it is compiling (the
@@ -57,8 +194,6 @@ const EXIT_GRACE: Duration = Duration::from_millis(500);
 pub const SLOW_COMPILE: Duration = Duration::from_secs(1);
 /// Told the path and size of a Tick whose compile is taking a while.
 type SlowCompile = Box<dyn Fn(&Path, usize) + Send + Sync>;
-/// Table elements counted as this many bytes against `max_memory`.
-const TABLE_ELEMENT_BYTES: usize = 8;
 
 /// Why a wasm Tick could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +233,18 @@ pub enum WasmError {
     /// The engine could not be built.
     #[error("cannot start wasmtime: {0}")]
     Engine(String),
+    /// The file is larger than `--max-wasm-size`.
+    #[error("cannot load {path}: it is larger than --max-wasm-size ({max} bytes)")]
+    TooLarge { path: PathBuf, max: u64 },
+    /// It defines more memories or tables than a Tick may have.
+    #[error("cannot load {path}: {why}")]
+    Declares { path: PathBuf, why: String },
+    /// Compiling hit a bound or failed.
+    #[error("cannot compile {path}: {source}")]
+    Compile {
+        path: PathBuf,
+        source: compile::CompileError,
+    },
 }
 
 /// Which kind of wasm binary a file holds.
@@ -142,6 +289,11 @@ pub struct WasmEngine {
     /// The preview-1 functions `module_linker` defines, for the import check.
     preview1: imports::Preview1,
     cache: Option<cache::Cache>,
+    /// Why the cache directory was refused, if it was.
+    cache_refused: Option<String>,
+    /// The executable that compiles under bounds (see [`compile`]); None
+    /// compiles in-process.
+    worker: Option<PathBuf>,
     /// Told about compiles that take longer than the duration.
     slow_compile: std::sync::OnceLock<(Duration, SlowCompile)>,
     /// Linked, ready-to-instantiate Ticks by cache key: a second start of
@@ -158,12 +310,21 @@ enum Loaded {
 
 impl WasmEngine {
     /// Builds the engine; `cache_dir` None turns the compile cache off.
+    /// Compiles in-process (see [`WasmEngine::with_worker`]).
     pub fn new(cache_dir: Option<PathBuf>) -> Result<Arc<WasmEngine>, WasmError> {
+        WasmEngine::with_worker(cache_dir, None)
+    }
+
+    /// Builds the engine with a compile worker: `worker` is a `tickbox`
+    /// executable run as `tickbox __compile-wasm` under the Tick's compile
+    /// bounds. A cache directory that fails the ownership checks is not
+    /// used (see [`WasmEngine::cache_refused`]).
+    pub fn with_worker(
+        cache_dir: Option<PathBuf>,
+        worker: Option<PathBuf>,
+    ) -> Result<Arc<WasmEngine>, WasmError> {
         let e = |x: wasmtime::Error| WasmError::Engine(format!("{x:#}"));
-        let mut cfg = Config::new();
-        cfg.epoch_interruption(true);
-        cfg.wasm_component_model(true);
-        let engine = Engine::new(&cfg).map_err(e)?;
+        let engine = Engine::new(&compile::engine_config()).map_err(e)?;
 
         let mut component_linker = ComponentLinker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut component_linker).map_err(e)?;
@@ -174,6 +335,43 @@ impl WasmEngine {
             lookup::Filtered,
         >(&mut component_linker, lookup::filtered_view)
         .map_err(e)?;
+        // Creating symlinks is refused in every grant: the guest could never
+        // follow one out of its preopen, but a host tool could, later.
+        component_linker
+            .instance("wasi:filesystem/types@0.2.12")
+            .and_then(|mut fs| {
+                fs.func_wrap(
+                    "[method]descriptor.symlink-at",
+                    |_store,
+                     _args: (
+                        Resource<wasmtime_wasi::filesystem::Descriptor>,
+                        String,
+                        String,
+                    )| {
+                        tracing::info!("refused a symlink creation");
+                        Ok((Err::<(), FsErrorCode>(FsErrorCode::NotPermitted),))
+                    },
+                )
+            })
+            .map_err(e)?;
+        // A guest at its handle cap gets an error from `open-at` (where a
+        // guest spends handles by itself), not the trap wasmtime-wasi makes
+        // of a full table.
+        component_linker
+            .instance("wasi:filesystem/types@0.2.12")
+            .and_then(|mut fs| {
+                fs.func_wrap_async("[method]descriptor.open-at", open_at_capped)?;
+                // The write quota (see `quota`).
+                fs.func_wrap_async("[method]descriptor.write", write_metered)?;
+                fs.func_wrap_async(
+                    "[method]descriptor.write-via-stream",
+                    |store, (fd, offset)| stream_metered(store, fd, Some(offset)),
+                )?;
+                fs.func_wrap_async("[method]descriptor.append-via-stream", |store, (fd,)| {
+                    stream_metered(store, fd, None)
+                })
+            })
+            .map_err(e)?;
         component_linker.allow_shadowing(false);
         terminal::add_to_linker(&mut component_linker, |s| terminal::TermView {
             state: &mut s.term,
@@ -186,13 +384,26 @@ impl WasmEngine {
             &mut s.wasi
         })
         .map_err(e)?;
+        // The same refusal for preview 1: errno `perm`.
+        module_linker.allow_shadowing(true);
+        module_linker
+            .func_wrap(
+                "wasi_snapshot_preview1",
+                "path_symlink",
+                |_: wasmtime::Caller<'_, ModuleState>, _: i32, _: i32, _: i32, _: i32, _: i32| {
+                    tracing::info!("refused a symlink creation");
+                    P1_ERRNO_PERM
+                },
+            )
+            .map_err(e)?;
+        module_linker.allow_shadowing(false);
         // Listing a linker's definitions takes a store; an empty one will do.
         let preview1 = {
             let mut store = Store::new(
                 &engine,
                 ModuleState {
                     wasi: WasiCtxBuilder::new().build_p1(),
-                    limiter: Limiter { max: 0 },
+                    limiter: limits::Budget::new(0),
                 },
             );
             let names: Vec<(String, String)> = module_linker
@@ -202,14 +413,20 @@ impl WasmEngine {
             imports::Preview1::new(names.iter().map(|(m, n)| (m.as_str(), n.as_str())))
         };
 
-        let cache = cache_dir.map(|d| {
-            cache::Cache::new(d, {
-                use std::hash::{Hash, Hasher};
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                engine.precompile_compatibility_hash().hash(&mut h);
-                h.finish()
-            })
-        });
+        let engine_hash = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            engine.precompile_compatibility_hash().hash(&mut h);
+            h.finish()
+        };
+        let (cache, cache_refused) = match cache_dir.map(|d| cache::Cache::open(d, engine_hash)) {
+            None => (None, None),
+            Some(Ok(c)) => (Some(c), None),
+            Some(Err(err)) => {
+                tracing::warn!(error = %err, "running without the compile cache");
+                (None, Some(err.to_string()))
+            }
+        };
         // The ticker holds only a weak handle: it ends with the engine.
         let weak = engine.weak();
         std::thread::Builder::new()
@@ -230,7 +447,20 @@ impl WasmEngine {
             module_linker,
             preview1,
             cache,
+            cache_refused,
+            worker,
         }))
+    }
+
+    /// Why the compile cache is off although a directory was given: one
+    /// line for the user (the CLI prints it as a warning).
+    pub fn cache_refused(&self) -> Option<&str> {
+        self.cache_refused.as_deref()
+    }
+
+    /// The compile cache in use, if any.
+    pub fn cache(&self) -> Option<&cache::Cache> {
+        self.cache.as_ref()
     }
 
     /// Sets what is called (once per compile, from a helper thread) when
@@ -245,10 +475,11 @@ impl WasmEngine {
         let _ = self.slow_compile.set((after, Box::new(f)));
     }
 
-    /// Compiles, telling the slow-compile callback if it takes a while.
-    fn compile<T: Compiled>(&self, path: &Path, wasm: &[u8]) -> wasmtime::Result<T> {
+    /// Runs a compile (`f`, in-process or through the worker), telling the
+    /// slow-compile callback if it takes a while.
+    fn noticing_slow<R>(&self, path: &Path, wasm: &[u8], f: impl FnOnce() -> R) -> R {
         let Some((after, notice)) = self.slow_compile.get() else {
-            return T::compile(&self.engine, wasm);
+            return f();
         };
         let (done, wait) = std::sync::mpsc::channel::<()>();
         std::thread::scope(|s| {
@@ -259,18 +490,28 @@ impl WasmEngine {
                     notice(path, wasm.len());
                 }
             });
-            let compiled = T::compile(&self.engine, wasm);
+            let compiled = f();
             drop(done);
             compiled
         })
     }
 
     /// Compiles or loads, then links, a Tick; reuses one already linked.
-    fn load(&self, path: &Path, wasm: &[u8], kind: WasmKind) -> Result<Loaded, WasmError> {
+    fn load(
+        &self,
+        path: &Path,
+        wasm: &[u8],
+        kind: WasmKind,
+        bounds: compile::Bounds,
+    ) -> Result<Loaded, WasmError> {
         let link = |why: wasmtime::Error| WasmError::Load {
             path: path.to_path_buf(),
             why: format!("{why:#}"),
         };
+        limits::check_declared(wasm).map_err(|why| WasmError::Declares {
+            path: path.to_path_buf(),
+            why,
+        })?;
         let key = self.cache.as_ref().map(|c| c.key(wasm));
         if let Some(k) = &key {
             if let Some(l) = self.loaded.lock().unwrap_or_else(|p| p.into_inner()).get(k) {
@@ -298,7 +539,7 @@ impl WasmEngine {
         })?;
         let loaded = match kind {
             WasmKind::Component => {
-                let c: Component = self.compiled(path, wasm, key.as_deref())?;
+                let c: Component = self.compiled(path, wasm, kind, key.as_deref(), bounds)?;
                 Loaded::Component(
                     self.component_linker
                         .instantiate_pre(&c)
@@ -307,7 +548,7 @@ impl WasmEngine {
                 )
             }
             WasmKind::Module => {
-                let m: Module = self.compiled(path, wasm, key.as_deref())?;
+                let m: Module = self.compiled(path, wasm, kind, key.as_deref(), bounds)?;
                 Loaded::Module(self.module_linker.instantiate_pre(&m).map_err(link)?)
             }
         };
@@ -326,30 +567,56 @@ impl WasmEngine {
         &self,
         path: &Path,
         wasm: &[u8],
+        kind: WasmKind,
         key: Option<&str>,
+        bounds: compile::Bounds,
     ) -> Result<T, WasmError> {
         let load = |e: wasmtime::Error| WasmError::Load {
             path: path.to_path_buf(),
             why: format!("{e:#}"),
         };
-        let (Some(cache), Some(key)) = (&self.cache, key) else {
-            return self.compile(path, wasm).map_err(load);
-        };
-        if let Some(file) = cache.get(key) {
-            // SAFETY: the bytes are exactly what `serialize` produced for
-            // this engine configuration: the key covers the wasm, tickbox's
-            // version and the engine's compatibility hash, and the checksum
-            // covers the bytes. wasmtime re-checks version and config too.
-            match unsafe { T::deserialize_file(&self.engine, &file) } {
-                Ok(c) => return Ok(c),
-                Err(err) => {
-                    tracing::warn!(error = %err, "compile cache entry refused; rebuilding");
-                    cache.remove(key);
+        let cache = self.cache.as_ref().zip(key);
+        if let Some((cache, key)) = cache {
+            if let Some(entry) = cache.get(key) {
+                // SAFETY: the bytes passed the MAC under this user's secret
+                // key, so tickbox wrote them, from `serialize` or its own
+                // worker, for this engine configuration (the key covers the
+                // wasm, tickbox's version and the compatibility hash);
+                // wasmtime re-checks version and config too.
+                match unsafe { T::deserialize(&self.engine, entry.code()) } {
+                    Ok(c) => return Ok(c),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "compile cache entry refused; rebuilding");
+                        cache.remove(key);
+                    }
                 }
             }
         }
-        let c: T = self.compile(path, wasm).map_err(load)?;
-        if let Ok(bytes) = c.serialize() {
+        let (c, bytes) = match &self.worker {
+            Some(worker) => {
+                let bytes = self
+                    .noticing_slow(path, wasm, || {
+                        compile::compile_in_worker(worker, wasm, kind, bounds)
+                    })
+                    .map_err(|source| WasmError::Compile {
+                        path: path.to_path_buf(),
+                        source,
+                    })?;
+                // SAFETY: our own worker produced these bytes with the same
+                // engine configuration, just now; wasmtime checks version
+                // and configuration before using them.
+                let c = unsafe { T::deserialize(&self.engine, &bytes) }.map_err(load)?;
+                (c, Some(bytes))
+            }
+            None => {
+                let c = self
+                    .noticing_slow(path, wasm, || T::compile(&self.engine, wasm))
+                    .map_err(load)?;
+                let bytes = cache.and_then(|_| c.serialize().ok());
+                (c, bytes)
+            }
+        };
+        if let (Some((cache, key)), Some(bytes)) = (cache, bytes) {
             cache.put(key, &bytes);
         }
         Ok(c)
@@ -361,9 +628,9 @@ trait Compiled: Sized {
     fn compile(engine: &Engine, wasm: &[u8]) -> wasmtime::Result<Self>;
     fn serialize(&self) -> wasmtime::Result<Vec<u8>>;
     /// # Safety
-    /// The file must hold what `serialize` produced with an engine of the
-    /// same configuration.
-    unsafe fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self>;
+    /// The bytes must be what `serialize` (or `Engine::precompile_*`)
+    /// produced with an engine of the same configuration.
+    unsafe fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self>;
 }
 
 impl Compiled for Component {
@@ -373,9 +640,9 @@ impl Compiled for Component {
     fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
         Component::serialize(self)
     }
-    unsafe fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self> {
+    unsafe fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self> {
         // SAFETY: forwarded from the caller's contract.
-        unsafe { Component::deserialize_file(engine, path) }
+        unsafe { Component::deserialize(engine, bytes) }
     }
 }
 
@@ -386,9 +653,9 @@ impl Compiled for Module {
     fn serialize(&self) -> wasmtime::Result<Vec<u8>> {
         Module::serialize(self)
     }
-    unsafe fn deserialize_file(engine: &Engine, path: &Path) -> wasmtime::Result<Self> {
+    unsafe fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self> {
         // SAFETY: forwarded from the caller's contract.
-        unsafe { Module::deserialize_file(engine, path) }
+        unsafe { Module::deserialize(engine, bytes) }
     }
 }
 
@@ -405,62 +672,13 @@ pub struct WasmSpec {
     pub instance_id: Option<String>,
 }
 
-/// Enforces `max_memory` on linear memory and tables, and remembers a refusal
-/// so the session's end reason can name the limit.
-struct Limiter {
-    max: usize,
-}
-
-impl ResourceLimiter for Limiter {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _max: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        if desired > self.max {
-            // An error (not `Ok(false)`) traps the guest with this message,
-            // which then becomes the session's end reason.
-            wasmtime::bail!(
-                "memory limit exceeded: the guest asked to grow linear memory from {current} to {desired} bytes; --max-memory is {} bytes",
-                self.max
-            );
-        }
-        Ok(true)
-    }
-
-    fn table_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _max: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        if desired.saturating_mul(TABLE_ELEMENT_BYTES) > self.max {
-            wasmtime::bail!(
-                "memory limit exceeded: the guest asked to grow a table from {current} to {desired} elements; --max-memory is {} bytes",
-                self.max
-            );
-        }
-        Ok(true)
-    }
-
-    fn instances(&self) -> usize {
-        32
-    }
-    fn tables(&self) -> usize {
-        32
-    }
-    fn memories(&self) -> usize {
-        8
-    }
-}
-
 /// Store data of a component guest.
 pub struct GuestState {
     ctx: WasiCtx,
     table: ResourceTable,
     term: terminal::TermState,
-    limiter: Limiter,
+    limiter: limits::Budget,
+    quota: Option<quota::Quota>,
     lookup_names: Vec<String>,
 }
 
@@ -476,7 +694,7 @@ impl WasiView for GuestState {
 /// Store data of a preview-1 module guest.
 pub struct ModuleState {
     wasi: wasmtime_wasi::p1::WasiP1Ctx,
-    limiter: Limiter,
+    limiter: limits::Budget,
 }
 
 mod lookup {
@@ -602,6 +820,17 @@ impl AsyncWrite for ViewWriter {
     }
 }
 
+/// tickbox's own state directories, which no grant may overlap: the compile
+/// cache and the live-instance directory (which holds the grant area).
+fn own_state() -> Vec<PathBuf> {
+    let mut own = Vec::new();
+    own.extend(cache::default_dir());
+    if let Ok(r) = crate::live::Registry::open() {
+        own.push(r.dir().to_path_buf());
+    }
+    own
+}
+
 /// Resolves granted names once at start, for the per-address check.
 async fn resolve_names(grants: &Grants) -> Vec<(String, Vec<IpAddr>)> {
     let mut out = Vec::new();
@@ -622,7 +851,7 @@ fn wasi_builder(
     spec: &WasmSpec,
     resolved: Vec<(String, Vec<IpAddr>)>,
     view: &Arc<View>,
-) -> Result<(WasiCtxBuilder, Vec<tempdir::TempGrantDir>), WasmError> {
+) -> Result<(WasiCtxBuilder, Vec<grant_area::GrantDir>), WasmError> {
     use wasmtime_wasi::sockets::SocketAddrUse;
     let mut b = WasiCtxBuilder::new();
     let name = spec
@@ -633,18 +862,20 @@ fn wasi_builder(
     let mut argv = vec![name];
     argv.extend(spec.args.iter().cloned());
     b.args(&argv);
-    b.env(
-        INSTANCE_ID_VAR,
-        spec.instance_id
-            .clone()
-            .unwrap_or_else(super::new_instance_id),
-    );
+    let instance = spec
+        .instance_id
+        .clone()
+        .unwrap_or_else(super::new_instance_id);
+    b.env(INSTANCE_ID_VAR, &instance);
     b.env("TERM", TERM_VALUE);
     for (k, v) in &spec.grants.env {
         b.env(k, v);
     }
     b.stderr(ViewStderr(view.clone()));
+    // The host allocates what the guest asks for here: keep it small.
+    b.max_random_size(limits::MAX_RANDOM_BYTES);
     let mut keep = Vec::new();
+    let own_state = own_state();
     for d in &spec.grants.dirs {
         let perms = if d.read_only {
             wasmtime_wasi::FsPerms::ReadOnly
@@ -653,14 +884,16 @@ fn wasi_builder(
         };
         let meta = std::fs::metadata(&d.host)
             .map_err(|e| WasmError::Grant(format!("{}: {e}", d.host.display())))?;
+        // Files too: a single-file grant of the cache's key would be as bad.
+        grant_area::check_not_own_state(&d.host, &own_state).map_err(WasmError::Grant)?;
         if meta.is_dir() {
             b.preopened_dir(&d.host, &d.guest, perms)
                 .map_err(|e| WasmError::Grant(format!("{}: {e:#}", d.host.display())))?;
         } else {
-            // A single file: preopen a private directory that holds only a
-            // hard link to it, under the file's own name.
-            let (dir, guest_dir) =
-                tempdir::for_file(&d.host, &d.guest).map_err(WasmError::Grant)?;
+            // A single file: preopen a private directory that holds only
+            // it, under its own name (see `grant_area`).
+            let (dir, guest_dir) = grant_area::for_file(&d.host, &d.guest, d.read_only, &instance)
+                .map_err(WasmError::Grant)?;
             b.preopened_dir(dir.path(), &guest_dir, perms)
                 .map_err(|e| WasmError::Grant(format!("{}: {e:#}", d.host.display())))?;
             keep.push(dir);
@@ -693,71 +926,9 @@ fn wasi_builder(
     Ok((b, keep))
 }
 
-mod tempdir {
-    //! Private directories that expose one granted file.
-    use std::path::{Path, PathBuf};
-
-    /// Removed when the guest ends.
-    pub struct TempGrantDir(PathBuf);
-
-    impl TempGrantDir {
-        pub fn path(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for TempGrantDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    /// Links `file` into a fresh 0700 directory; returns it and the guest
-    /// directory path to preopen it at (the guest path's parent).
-    pub fn for_file(file: &Path, guest: &str) -> Result<(TempGrantDir, String), String> {
-        use std::os::unix::fs::DirBuilderExt;
-        let guest_path = Path::new(guest);
-        let (Some(parent), Some(fname)) = (guest_path.parent(), guest_path.file_name()) else {
-            return Err(format!(
-                "{guest}: a file grant needs a guest path with a file name"
-            ));
-        };
-        let dir = std::env::temp_dir().join(format!(
-            "tickbox-grant-{}-{}",
-            std::process::id(),
-            super::super::new_instance_id()
-        ));
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
-        let dir = TempGrantDir(dir);
-        // A hard link shares the file itself: writes through it reach the
-        // original, and nothing else of its directory is exposed.
-        std::fs::hard_link(file, dir.0.join(fname)).map_err(|e| {
-            format!(
-                "{}: cannot grant a single file here ({e}); grant its directory instead",
-                file.display()
-            )
-        })?;
-        let parent = parent.to_string_lossy();
-        let parent = if parent.is_empty() {
-            ".".to_string()
-        } else {
-            parent.into_owned()
-        };
-        Ok((dir, parent))
-    }
-}
-
 /// Starts a wasm Tick.
 pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, WasmError> {
-    let wasm = tokio::fs::read(&spec.path)
-        .await
-        .map_err(|source| WasmError::Read {
-            path: spec.path.clone(),
-            source,
-        })?;
+    let wasm = read_bounded(&spec.path, spec.grants.max_wasm_size).await?;
     let kind = detect(&wasm).ok_or_else(|| WasmError::NotWasm {
         path: spec.path.clone(),
     })?;
@@ -770,23 +941,32 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
     let (mut builder, keep) = wasi_builder(spec, resolved, &view)?;
     builder.stdin(guest_stdin);
     builder.stdout(guest_stdout);
-    let limiter = Limiter {
-        max: usize::try_from(spec.grants.max_memory).unwrap_or(usize::MAX),
+    let limiter = limits::Budget::new(spec.grants.max_memory);
+    let max_handles = spec.grants.max_handles;
+    let bounds = compile::Bounds {
+        timeout: spec.grants.compile_timeout,
+        memory: spec.grants.compile_memory,
     };
 
-    // Compiling is CPU-bound: keep it off the async workers.
+    // Compiling is CPU-bound (and may wait for a worker): keep it off the
+    // async workers.
     let path = spec.path.clone();
     let eng = engine.clone();
-    let loaded = tokio::task::spawn_blocking(move || eng.load(&path, &wasm, kind))
+    let loaded = tokio::task::spawn_blocking(move || eng.load(&path, &wasm, kind, bounds))
         .await
         .map_err(|e| WasmError::Engine(e.to_string()))??;
     let task = match loaded {
         Loaded::Component(pre) => {
             let state = GuestState {
                 ctx: builder.build(),
-                table: ResourceTable::new(),
+                table: {
+                    let mut t = ResourceTable::new();
+                    t.set_max_capacity(max_handles);
+                    t
+                },
                 term: guest_term(view.clone()),
                 limiter,
+                quota: spec.grants.max_write.map(quota::Quota::new),
                 lookup_names: spec.grants.lookup_names(),
             };
             let mut store = Store::new(&engine.engine, state);
@@ -803,15 +983,19 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
                 match result {
                     Ok(Ok(())) => "exited normally".to_string(),
                     Ok(Err(())) => "exited with an error status".to_string(),
-                    Err(e) => describe_error(&e),
+                    Err(e) => describe_error(&e, max_handles),
                 }
             })
         }
+        Loaded::Module(_) if spec.grants.max_write.is_some() => {
+            return Err(WasmError::Grant(
+                "--max-write needs a component (wasm32-wasip2): a preview-1 module's writes cannot be metered".into(),
+            ));
+        }
         Loaded::Module(pre) => {
-            let state = ModuleState {
-                wasi: builder.build_p1(),
-                limiter,
-            };
+            let mut wasi = builder.build_p1();
+            wasi.ctx().table.set_max_capacity(max_handles);
+            let state = ModuleState { wasi, limiter };
             let mut store = Store::new(&engine.engine, state);
             store.limiter(|s| &mut s.limiter);
             store.set_epoch_deadline(1);
@@ -826,7 +1010,7 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
                 .await;
                 match result {
                     Ok(()) => "exited normally".to_string(),
-                    Err(e) => describe_error(&e),
+                    Err(e) => describe_error(&e, max_handles),
                 }
             })
         }
@@ -843,8 +1027,39 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
     })
 }
 
-/// One line for how a guest ended with an error.
-fn describe_error(e: &wasmtime::Error) -> String {
+/// Reads a wasm file, refusing one larger than `max` bytes before reading it.
+async fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, WasmError> {
+    use tokio::io::AsyncReadExt;
+    let read = |source| WasmError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = tokio::fs::File::open(path).await.map_err(read)?;
+    let len = file.metadata().await.map_err(read)?.len();
+    if len > max {
+        return Err(WasmError::TooLarge {
+            path: path.to_path_buf(),
+            max,
+        });
+    }
+    // The file may grow after the check: read at most one byte past the bound.
+    let mut wasm = Vec::with_capacity(len as usize);
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut wasm)
+        .await
+        .map_err(read)?;
+    if wasm.len() as u64 > max {
+        return Err(WasmError::TooLarge {
+            path: path.to_path_buf(),
+            max,
+        });
+    }
+    Ok(wasm)
+}
+
+/// One line for how a guest ended with an error; `max_handles` is its
+/// handle bound, named when the guest ran into it.
+fn describe_error(e: &wasmtime::Error, max_handles: usize) -> String {
     if let Some(exit) = e.downcast_ref::<wasmtime_wasi::I32Exit>() {
         return format!("exit status {}", exit.0);
     }
@@ -853,6 +1068,12 @@ fn describe_error(e: &wasmtime::Error) -> String {
         let text = cause.to_string();
         if text.starts_with("memory limit exceeded") {
             return text;
+        }
+        // wasmtime-wasi traps when a guest's resource table is full.
+        if text.contains("resource table has no free keys") {
+            return format!(
+                "handle limit exceeded: the guest holds {max_handles} WASI handles (open files, sockets, streams); --max-handles is {max_handles}"
+            );
         }
     }
     if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {

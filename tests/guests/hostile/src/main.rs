@@ -71,6 +71,7 @@ fn descriptor() -> Value {
     let names = [
         "echo", "read_file", "list_dir", "connect", "lookup", "env", "grow", "spin", "recurse", "stderr_flood",
         "stdout_flood", "term", "read_keys", "misbehave", "draw_takeover", "draw_flood", "draw_big",
+        "open_many", "symlink",
     ];
     let mut tools: Vec<Value> = names.iter().map(|n| tool(n, false)).collect();
     tools.push(tool("write_file", true));
@@ -137,6 +138,22 @@ fn call(tool: &str, args: &Value) -> Value {
             }
         }
         "recurse" => json!({"depth": recurse(u64::MAX / 2)}),
+        "open_many" => {
+            // Holds every handle it gets until the call ends.
+            let n = args.get("n").and_then(Value::as_u64).unwrap_or(1);
+            let mut held = Vec::new();
+            let mut error = None;
+            for _ in 0..n {
+                match std::fs::File::open(arg(args, "path")) {
+                    Ok(f) => held.push(f),
+                    Err(e) => {
+                        error = Some(e.to_string());
+                        break;
+                    }
+                }
+            }
+            json!({"ok": error.is_none(), "opened": held.len(), "error": error})
+        }
         "stderr_flood" => {
             let mb = args.get("mb").and_then(Value::as_u64).unwrap_or(1) as usize;
             let chunk = vec![b'x'; 1 << 20];
@@ -175,6 +192,18 @@ fn call(tool: &str, args: &Value) -> Value {
                 if out.write_all(&chunk).is_err() {
                     return json!({"ok": false});
                 }
+            }
+        }
+        #[cfg(all(target_os = "wasi", target_env = "p2"))]
+        "symlink" => {
+            // In the first preopen: a link named `link` pointing at `target`.
+            let dirs = wasip2::filesystem::preopens::get_directories();
+            match dirs.first() {
+                None => json!({"ok": false, "error": "no preopen"}),
+                Some((dir, _)) => match dir.symlink_at(arg(args, "target"), "link") {
+                    Ok(()) => json!({"ok": true}),
+                    Err(e) => json!({"ok": false, "error": format!("{e:?}")}),
+                },
             }
         }
         #[cfg(all(target_os = "wasi", target_env = "p2"))]

@@ -1,0 +1,72 @@
+//! `tickbox cache ls|clean`: the compile cache of wasm Ticks.
+
+use super::exit::Exit;
+use clap::{Args, Subcommand};
+use serde_json::json;
+use tickbox_runtime::backend::wasm::cache::{self, Cache};
+use tickbox_runtime::backend::wasm::grants::parse_size;
+
+/// The exit codes and where the cache lives.
+pub const HELP: &str = "\
+The cache is $TICKBOX_CACHE_DIR, else $XDG_CACHE_HOME/tickbox/wasm, else
+~/.cache/tickbox/wasm; its size cap is $TICKBOX_CACHE_MAX_SIZE (default 1GiB).
+
+Exit codes:
+  0    success (stdout: one JSON document)
+  2    usage error
+  3    the cache directory is missing its owner/mode guarantees, or unreadable";
+
+#[derive(Args)]
+pub struct CacheArgs {
+    #[command(subcommand)]
+    pub command: CacheCommand,
+    /// Pretty-print JSON output
+    #[arg(long, global = true)]
+    pub pretty: bool,
+}
+
+#[derive(Subcommand)]
+pub enum CacheCommand {
+    /// List entries, least recently used first, with the cache's size and cap
+    Ls,
+    /// Remove every entry, or with --keep only the least recently used ones beyond SIZE
+    Clean {
+        /// Keep the most recently used entries up to this total size
+        #[arg(long, value_name = "SIZE")]
+        keep: Option<String>,
+    },
+}
+
+pub fn run(args: CacheArgs) -> Result<(), Exit> {
+    let dir = cache::default_dir()
+        .ok_or_else(|| Exit::usage("no cache directory: set TICKBOX_CACHE_DIR or HOME"))?;
+    // The engine hash only names new entries; listing and cleaning need none.
+    let cache = Cache::open(dir, 0).map_err(Exit::session)?;
+    let v = match args.command {
+        CacheCommand::Ls => {
+            let entries = cache.entries();
+            let total: u64 = entries.iter().map(|e| e.bytes).sum();
+            json!({
+                "dir": cache.dir(),
+                "max_bytes": cache.max_bytes(),
+                "total_bytes": total,
+                "entries": entries,
+            })
+        }
+        CacheCommand::Clean { keep } => {
+            let (removed, freed) = match keep {
+                None => cache.clean(),
+                Some(k) => {
+                    let cap = parse_size(&k)
+                        .or((k.trim() == "0").then_some(0))
+                        .ok_or_else(|| {
+                            Exit::usage(format!("--keep {k}: expected a size such as 512MiB"))
+                        })?;
+                    cache.evict_to(cap, None)
+                }
+            };
+            json!({"dir": cache.dir(), "removed": removed, "freed_bytes": freed})
+        }
+    };
+    super::emit(&v, args.pretty)
+}
