@@ -196,6 +196,9 @@ struct Shared {
     seqs: Mutex<SeqTrack>,
     state: watch::Sender<StateSnapshot>,
     catalog: Mutex<Option<Arc<Descriptor>>>,
+    /// The describe result the catalog was parsed from, to tell a repeat
+    /// describe (the MCP facade polls) from a change without parsing again.
+    catalog_raw: Mutex<Option<Value>>,
     ended: watch::Sender<Option<EndReason>>,
     events: tokio::sync::broadcast::Sender<SessionEvent>,
     next_id: AtomicU64,
@@ -313,6 +316,7 @@ impl Session {
             seqs: Mutex::new(SeqTrack::default()),
             state,
             catalog: Mutex::new(None),
+            catalog_raw: Mutex::new(None),
             ended,
             events,
             next_id: AtomicU64::new(1),
@@ -429,14 +433,24 @@ impl Session {
     }
 
     /// tick/describe: fetches and validates the catalog (§5.3). A new revision
-    /// replaces the session's catalog and is announced as an event.
+    /// replaces the session's catalog and is announced as an event. A result
+    /// equal to the last one returns the same `Arc` without validating and
+    /// compiling its schemas again.
     pub async fn describe(&self) -> Result<Arc<Descriptor>, RequestError> {
         const M: &str = method::DESCRIBE;
         let body = self
             .request(M, &json!({}), self.config.request_timeout, || {})
             .await?;
         let raw = result_of(M, body)?;
-        let d = Descriptor::parse(raw).map_err(|e| RequestError::Invalid {
+        {
+            let cat = lock(&self.shared.catalog);
+            if let Some(current) = cat.as_ref() {
+                if lock(&self.shared.catalog_raw).as_ref() == Some(&raw) {
+                    return Ok(current.clone());
+                }
+            }
+        }
+        let d = Descriptor::parse(raw.clone()).map_err(|e| RequestError::Invalid {
             method: M,
             reason: e.to_string(),
         })?;
@@ -445,6 +459,7 @@ impl Session {
             let mut cat = lock(&self.shared.catalog);
             let changed = cat.as_ref().is_some_and(|old| old.revision != d.revision);
             *cat = Some(d.clone());
+            *lock(&self.shared.catalog_raw) = Some(raw);
             changed
         };
         if changed {

@@ -285,6 +285,12 @@ impl View {
         self.lock().parser.screen().contents()
     }
 
+    /// The screen's rows as text, `width` cells from column `start` each
+    /// (empty cells as spaces; cut or padded by the caller).
+    pub fn screen_rows(&self, start: u16, width: u16) -> Vec<String> {
+        self.lock().parser.screen().rows(start, width).collect()
+    }
+
     /// A copy of the screen model, to render from without holding the lock.
     pub fn snapshot(&self) -> vt100::Screen {
         self.lock().parser.screen().clone()

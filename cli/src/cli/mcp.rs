@@ -22,22 +22,34 @@ Exit codes:
   0    the MCP client closed stdin; every Tick was stopped
   2    usage or config error, or a tool name MCP cannot take (a clash, or over 64
        characters); stderr names it
-  3    a Tick could not start or failed initialization, or the MCP handshake failed
+  3    a Tick could not start or failed initialization, the MCP handshake failed, or
+       the --http address cannot be bound
   130  interrupted; the Ticks were stopped
 
-Stdout carries only MCP frames; diagnostics go to stderr (-v for more).";
+Stdout carries only MCP frames; diagnostics go to stderr (-v for more).
+
+With --http ADDR it serves MCP Streamable HTTP on http://ADDR/mcp instead of
+stdio, until interrupted (SIGTERM or SIGINT: exit 130). A bind that is not loopback requires a bearer
+token: from --token-file, or generated and printed to stderr.";
 
 #[derive(Args)]
 pub struct McpArgs {
     /// The Tick: a path to an executable or a .wasm file
     #[arg(value_name = "TICK")]
     pub tick: Option<String>,
-    /// Host the Ticks listed in this TOML file instead of one TICK
-    #[arg(long, value_name = "FILE")]
+    /// Host the Ticks listed in this TOML file instead of one TICK (alias
+    /// --ticks, for launchers that take --config themselves)
+    #[arg(long, visible_alias = "ticks", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The Tick's name in tick://NAME/state (default: the last part of its kind)
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    /// Serve MCP Streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// With --http: require `Authorization: Bearer TOKEN`, TOKEN read from this file
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub token_file: Option<PathBuf>,
     #[command(flatten)]
     pub opts: TickOpts,
 }
@@ -53,7 +65,20 @@ struct Planned {
 /// Runs the MCP server until the client goes away.
 pub async fn run(args: McpArgs) -> Result<(), Exit> {
     default_logging();
+    let http = match args.http {
+        Some(addr) => Some((addr, http_token(addr, args.token_file.as_deref())?)),
+        None => None,
+    };
     let planned = plan(args)?;
+    // Bound before any Tick starts, so a taken port costs nothing.
+    let listener = match &http {
+        Some((addr, _)) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| Exit::session(format!("cannot listen on {addr}: {e}")))?,
+        ),
+        None => None,
+    };
     // Before any Tick starts (a child could inherit fd 1) and before any
     // frame is written.
     let out = reserve_stdout()
@@ -84,6 +109,12 @@ pub async fn run(args: McpArgs) -> Result<(), Exit> {
         }
     }
     let facade = Facade::new(hosted).await.map_err(Exit::usage)?;
+    if let (Some(listener), Some((_, token))) = (listener, http) {
+        let served = serve_http(&facade, listener, token).await;
+        facade.shutdown().await;
+        drop(published);
+        return served;
+    }
     tracing::info!(ticks = ?facade.tick_names(), "serving MCP on stdio");
     let served = facade
         .serve(tokio::io::stdin(), out)
@@ -91,6 +122,62 @@ pub async fn run(args: McpArgs) -> Result<(), Exit> {
         .map_err(Exit::session);
     drop(published);
     served
+}
+
+/// The bearer token for --http: read from the file, generated for a bind
+/// that is not loopback, none otherwise.
+fn http_token(
+    addr: std::net::SocketAddr,
+    file: Option<&std::path::Path>,
+) -> Result<Option<String>, Exit> {
+    if let Some(path) = file {
+        let token = std::fs::read_to_string(path).map_err(|e| {
+            Exit::usage(format!("cannot read --token-file {}: {e}", path.display()))
+        })?;
+        let token = token.trim().to_string();
+        if token.len() < 16 || !token.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(Exit::usage(format!(
+                "--token-file {}: the token must be at least 16 printable ASCII characters",
+                path.display()
+            )));
+        }
+        return Ok(Some(token));
+    }
+    if addr.ip().is_loopback() {
+        return Ok(None);
+    }
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .map_err(|e| Exit::session(format!("cannot make a token: {e}")))?;
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    eprintln!(
+        "tickbox mcp: {addr} is not loopback; every request needs \
+         `Authorization: Bearer {token}`"
+    );
+    Ok(Some(token))
+}
+
+/// Serves MCP Streamable HTTP until the process is interrupted (the
+/// command loop's signal handling stops the Ticks and exits 130).
+async fn serve_http(
+    facade: &Facade,
+    listener: tokio::net::TcpListener,
+    token: Option<String>,
+) -> Result<(), Exit> {
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Exit::session(format!("cannot read the bound address: {e}")))?;
+    // The one line a launcher (or a test) waits for; port 0 becomes real here.
+    eprintln!("tickbox mcp: serving MCP on http://{addr}/mcp");
+    tickbox_runtime::mcp::http::serve(
+        facade.clone(),
+        listener,
+        tickbox_runtime::mcp::http::HttpOptions { token },
+        std::future::pending(),
+    )
+    .await
+    .map_err(|e| Exit::session(format!("HTTP serving failed: {e}")))
 }
 
 /// Publishes a hosted Tick as a live instance under its MCP name (or, if a

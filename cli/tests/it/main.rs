@@ -13,6 +13,9 @@
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
 //! - `walls` — the sandbox's outer walls: cache trust, one memory budget per
 //!   Tick, bounded compilation, handle caps, process hygiene, registry fallback;
+//! - `mcp_wire` — `tickbox mcp` frame by frame: revisions, bad frames, bounds,
+//!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests,
+//!   Streamable HTTP;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
 //! - `scenario` — `tickbox test`: the example scenarios, failure output,
@@ -30,6 +33,7 @@ mod examples;
 mod langs;
 mod live;
 mod mcp;
+mod mcp_wire;
 mod native;
 mod sandbox;
 mod scenario;

@@ -1,14 +1,19 @@
 //! `tickbox mcp` driven by a real MCP client (rmcp's), over the binary's
 //! stdin/stdout: handshake, tools and their annotations, calls, catalog
 //! changes, state subscriptions, dying Ticks, config files and bad starts.
+// `resources/subscribe` is what clients before 2026-07-28 use; it stays tested.
+#![allow(deprecated)]
 
 use crate::util::*;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, JsonObject, ReadResourceRequestParams,
     ResourceUpdatedNotificationParam, SubscribeRequestParams, Tool,
 };
-use rmcp::service::{NotificationContext, RoleClient, RunningService};
-use rmcp::{ClientHandler, ServiceExt};
+use rmcp::model::{ProtocolVersion, ServerNotification, SubscriptionFilter};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, NotificationContext, RoleClient, RunningService,
+};
+use rmcp::ClientHandler;
 use serde_json::{json, Value};
 use std::future::Future;
 use std::process::Stdio;
@@ -56,6 +61,10 @@ struct Mcp {
 }
 
 async fn start(args: &[String], env: &[(&str, &str)]) -> Mcp {
+    start_with(args, env, ClientLifecycleMode::Initialize).await
+}
+
+async fn start_with(args: &[String], env: &[(&str, &str)], lifecycle: ClientLifecycleMode) -> Mcp {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tickbox"));
     cmd.arg("mcp")
         .args(args)
@@ -78,9 +87,12 @@ async fn start(args: &[String], env: &[(&str, &str)]) -> Mcp {
         s
     });
     let (tx, notes) = mpsc::unbounded_channel();
-    let client = soon("initialize", Recorder(tx).serve((stdout, stdin)))
-        .await
-        .expect("the MCP handshake succeeds");
+    let client = soon(
+        "initialize",
+        Recorder(tx).serve_with_lifecycle((stdout, stdin), lifecycle),
+    )
+    .await
+    .expect("the MCP handshake succeeds");
     Mcp {
         client,
         notes,
@@ -178,12 +190,11 @@ async fn lists_tools_with_annotations_and_calls_them() {
     let mcp = start(&argv, &[]).await;
 
     let info = mcp.client.peer_info().expect("server info");
-    assert_eq!(info.server_info.name, "tickbox");
-    assert!(
-        info.protocol_version.as_str() >= "2025-06-18",
-        "{:?}",
-        info.protocol_version
+    assert_eq!(
+        info.server_info.as_ref().map(|i| i.name.as_str()),
+        Some("tickbox")
     );
+    assert_eq!(info.protocol_version, ProtocolVersion::V_2025_11_25);
     let caps = &info.capabilities;
     assert_eq!(caps.tools.as_ref().and_then(|t| t.list_changed), Some(true));
     assert_eq!(
@@ -705,6 +716,58 @@ async fn an_mcp_client_uses_the_example_counter_as_a_wasm_tick() {
         false,
         "bad args are refused unexecuted: {r:?}"
     );
+    let (code, stderr) = mcp.close().await;
+    assert_eq!(code, 0, "{stderr}");
+}
+
+/// A 2026-07-28 client: `server/discover`, per-request metadata, and change
+/// notifications on a `subscriptions/listen` stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_discovers_and_listens() {
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let mcp = start_with(&native(&faulty("catalog_change")), &[], lifecycle).await;
+    let info = mcp.client.peer_info().expect("server info");
+    assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
+    let tools = mcp.tools().await;
+    assert!(tools.iter().any(|t| t.name == "echo"), "{tools:?}");
+    let uri = "tick://faulty/state";
+    let filter = SubscriptionFilter::builder()
+        .tools_list_changed()
+        .resource_subscriptions([uri])
+        .build();
+    let mut stream = soon("subscriptions/listen", mcp.client.peer().listen(filter))
+        .await
+        .expect("listen");
+    assert_eq!(
+        stream.acknowledged().resource_subscriptions.as_deref(),
+        Some(&[uri.to_string()][..])
+    );
+    let r = mcp.call("bump", json!({})).await;
+    assert_eq!(r.is_error, Some(false), "{r:?}");
+    match soon("resources/updated", stream.next()).await {
+        Ok(Some(ServerNotification::ResourceUpdatedNotification(n))) => {
+            assert_eq!(n.params.uri, uri)
+        }
+        other => panic!("expected resources/updated: {other:?}"),
+    }
+    let r = mcp.call("misbehave", json!({})).await;
+    assert_eq!(structured(&r), json!({"revision": "r2"}));
+    loop {
+        match soon("tools/list_changed", stream.next()).await {
+            Ok(Some(ServerNotification::ToolListChangedNotification(_))) => break,
+            // A second delivery of the state may come first.
+            Ok(Some(ServerNotification::ResourceUpdatedNotification(_))) => continue,
+            other => panic!("expected tools/list_changed: {other:?}"),
+        }
+    }
+    let r = mcp.call("echo", json!({"x": 1})).await;
+    assert_eq!(error_of(&r)["kind"], "catalog_changed");
+    mcp.tools().await;
+    let r = mcp.call("echo", json!({"x": 1})).await;
+    assert_eq!(structured(&r), json!({"x": 1}));
+    drop(stream);
     let (code, stderr) = mcp.close().await;
     assert_eq!(code, 0, "{stderr}");
 }

@@ -23,34 +23,42 @@ pub const DELIVERY_INTERVAL: Duration = Duration::from_secs(1);
 /// delivers nothing, so reading the resource never triggers a notification
 /// about itself. Returns when the session's state channel closes or
 /// `deliver` returns `false`.
-///
-/// `since` is the update count already accounted for (the count when the
-/// facade started): updates that arrived before this task first ran are
-/// delivered too, so a client that subscribed and changed the state before
-/// the task was scheduled still hears of it.
 pub async fn deliver_latest<F, Fut>(
     mut state: watch::Receiver<StateSnapshot>,
     interval: Duration,
-    since: u64,
+    deliver: F,
+) where
+    F: FnMut(u64) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let delivered = state.borrow_and_update().updates;
+    deliver_latest_from(state, interval, delivered, deliver).await
+}
+
+/// [`deliver_latest`] from a known update count: when the session is
+/// already past `delivered`, the first delivery comes at once. A listener
+/// that starts a moment after it was promised notifications (an
+/// acknowledged `subscriptions/listen`) misses nothing this way.
+pub async fn deliver_latest_from<F, Fut>(
+    mut state: watch::Receiver<StateSnapshot>,
+    interval: Duration,
+    mut delivered: u64,
     mut deliver: F,
 ) where
     F: FnMut(u64) -> Fut,
     Fut: Future<Output = bool>,
 {
-    let mut delivered = since;
-    loop {
+    state.mark_changed();
+    while state.changed().await.is_ok() {
         let updates = state.borrow_and_update().updates;
-        if updates != delivered {
-            delivered = updates;
-            if !deliver(updates).await {
-                return;
-            }
-            tokio::time::sleep(interval).await;
+        if updates == delivered {
             continue;
         }
-        if state.changed().await.is_err() {
+        delivered = updates;
+        if !deliver(updates).await {
             return;
         }
+        tokio::time::sleep(interval).await;
     }
 }
 
@@ -60,27 +68,11 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     #[tokio::test(start_paused = true)]
-    async fn an_update_before_the_task_first_runs_is_delivered() {
-        let (tx, rx) = watch::channel(StateSnapshot::default());
-        // The facade started at 0 updates; one arrives before the task runs.
-        tx.send_modify(|s| s.updates = 1);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let log = seen.clone();
-        let task = tokio::spawn(deliver_latest(rx, Duration::from_secs(1), 0, move |n| {
-            log.lock().unwrap().push(n);
-            async { true }
-        }));
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        assert_eq!(*seen.lock().unwrap(), vec![1]);
-        task.abort();
-    }
-
-    #[tokio::test(start_paused = true)]
     async fn updates_within_an_interval_merge_into_one_delivery() {
         let (tx, rx) = watch::channel(StateSnapshot::default());
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
-        let task = tokio::spawn(deliver_latest(rx, Duration::from_secs(1), 0, move |n| {
+        let task = tokio::spawn(deliver_latest(rx, Duration::from_secs(1), move |n| {
             log.lock().unwrap().push(n);
             async { true }
         }));
@@ -97,6 +89,31 @@ mod tests {
         tx.send_modify(|_| {});
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert_eq!(*seen.lock().unwrap(), vec![1, 4]);
+        drop(tx);
+        task.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_late_listener_catches_up_at_once() {
+        let (tx, rx) = watch::channel(StateSnapshot::default());
+        tx.send_modify(|s| s.updates = 3);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        // Promised from update 1 on; it starts after update 3.
+        let task = tokio::spawn(deliver_latest_from(
+            rx,
+            Duration::from_secs(1),
+            1,
+            move |n| {
+                log.lock().unwrap().push(n);
+                async { true }
+            },
+        ));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(*seen.lock().unwrap(), vec![3]);
+        // Nothing new: nothing more (positive control of the baseline).
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(*seen.lock().unwrap(), vec![3]);
         drop(tx);
         task.await.unwrap();
     }

@@ -9,8 +9,11 @@
 //! no effect) or `null` (unknown: it may or may not have had effects).
 //!
 //! **Invariant:** a result whose encoding exceeds [`MAX_RESULT_BYTES`] is
-//! replaced whole by a `response_too_large` error; it is never clipped.
+//! replaced whole by a `response_too_large` error; it is never clipped. The
+//! same holds for error results: a Tick error whose message or data is over
+//! the bound becomes `response_too_large` with its code and `executed` kept.
 
+use crate::protocol::message::encoded_len;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Map, Value};
 
@@ -63,6 +66,16 @@ pub enum CallError {
         observed: usize,
         limit: usize,
     },
+    /// The tool failed, but its error (message and data) is over the bound;
+    /// it was dropped whole, its code and effect kept.
+    #[error("response_too_large: `{tool}` failed with error {code}{}, but its error is {observed} bytes encoded, over the {limit}-byte limit; it was dropped whole, not clipped", effect(*.executed))]
+    ErrorTooLarge {
+        tool: String,
+        code: i64,
+        executed: bool,
+        observed: usize,
+        limit: usize,
+    },
 }
 
 fn effect(executed: bool) -> &'static str {
@@ -90,7 +103,7 @@ impl CallError {
             CallError::InvalidArguments { .. } => "invalid_arguments",
             CallError::TickEnded { .. } => "tick_ended",
             CallError::Unknown { .. } => "unknown_outcome",
-            CallError::TooLarge { .. } => "response_too_large",
+            CallError::TooLarge { .. } | CallError::ErrorTooLarge { .. } => "response_too_large",
         }
     }
 
@@ -104,6 +117,7 @@ impl CallError {
             | CallError::TickEnded { .. } => Some(false),
             CallError::Unknown { .. } => None,
             CallError::TooLarge { .. } => Some(true),
+            CallError::ErrorTooLarge { executed, .. } => Some(*executed),
         }
     }
 
@@ -138,20 +152,71 @@ impl CallError {
                 e.insert("observed_bytes".into(), json!(observed));
                 e.insert("limit_bytes".into(), json!(limit));
             }
+            CallError::ErrorTooLarge {
+                code,
+                observed,
+                limit,
+                ..
+            } => {
+                e.insert("code".into(), json!(code));
+                e.insert("observed_bytes".into(), json!(observed));
+                e.insert("limit_bytes".into(), json!(limit));
+            }
             _ => {}
         }
         json!({ "error": e })
     }
 
-    /// The MCP result: `isError`, the error object and its sentence.
+    /// The MCP result: `isError`, the error object and its sentence; an
+    /// error over [`MAX_RESULT_BYTES`] is replaced whole (see the module docs).
     pub fn into_result(self) -> CallToolResult {
+        // Measured before anything is built from it: a Tick may send an
+        // 8 MiB message, and the result carries it three times (the text,
+        // the error's sentence and `tick_message`) and its data twice.
+        if let CallError::Tool {
+            tool,
+            code,
+            message,
+            data,
+            executed,
+        } = &self
+        {
+            let observed = 3 * message.len() + 2 * data.as_ref().map_or(0, encoded_len);
+            if observed > MAX_RESULT_BYTES {
+                return CallError::ErrorTooLarge {
+                    tool: tool.clone(),
+                    code: *code,
+                    executed: *executed,
+                    observed,
+                    limit: MAX_RESULT_BYTES,
+                }
+                .into_result();
+            }
+        }
         let mut text = self.to_string();
         if let CallError::Tool { data: Some(d), .. } = &self {
             text.push_str(&format!(" (data: {d})"));
         }
         let mut r = CallToolResult::error(vec![ContentBlock::text(text)]);
         r.structured_content = Some(self.to_json());
-        r
+        let observed = result_len(&r);
+        match self {
+            // Our own sentences are short; only a Tick's words can be long.
+            CallError::Tool {
+                tool,
+                code,
+                executed,
+                ..
+            } if observed > MAX_RESULT_BYTES => CallError::ErrorTooLarge {
+                tool,
+                code,
+                executed,
+                observed,
+                limit: MAX_RESULT_BYTES,
+            }
+            .into_result(),
+            _ => r,
+        }
     }
 }
 
@@ -177,9 +242,27 @@ pub fn facade(tool: &str, structured: Value, text: String) -> CallToolResult {
     bounded(tool, r)
 }
 
+/// The encoded size of a result, without encoding it into memory.
+pub fn result_len(result: &CallToolResult) -> usize {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter(0);
+    // Writing to a counter cannot fail.
+    let _ = serde_json::to_writer(&mut counter, result);
+    counter.0
+}
+
 /// Replaces a result over [`MAX_RESULT_BYTES`] by `response_too_large`.
 pub fn bounded(tool: &str, result: CallToolResult) -> CallToolResult {
-    let observed = serde_json::to_vec(&result).map(|v| v.len()).unwrap_or(0);
+    let observed = result_len(&result);
     if observed <= MAX_RESULT_BYTES {
         return result;
     }
@@ -220,6 +303,49 @@ mod tests {
         assert_eq!(e["limit_bytes"], MAX_RESULT_BYTES);
         assert!(e["observed_bytes"].as_u64().unwrap() > MAX_RESULT_BYTES as u64);
         assert!(!text(&r).contains("xxxx"), "nothing of the result is kept");
+    }
+
+    #[test]
+    fn an_error_over_the_bound_is_replaced_whole_with_its_code_and_effect() {
+        for (message, data) in [
+            ("m".repeat(8 * 1024 * 1024), None),
+            (
+                "short".to_string(),
+                Some(json!({"blob": "d".repeat(MAX_RESULT_BYTES)})),
+            ),
+        ] {
+            let r = CallError::Tool {
+                tool: "bump".into(),
+                code: -32000,
+                message,
+                data,
+                executed: false,
+            }
+            .into_result();
+            assert!(result_len(&r) < 4096, "{} bytes", result_len(&r));
+            let e = &r.structured_content.as_ref().unwrap()["error"];
+            assert_eq!(e["kind"], "response_too_large");
+            assert_eq!(
+                (e["code"].as_i64(), e["executed"].as_bool()),
+                (Some(-32000), Some(false))
+            );
+            assert!(e["observed_bytes"].as_u64().unwrap() > MAX_RESULT_BYTES as u64);
+            assert!(!text(&r).contains("mmmm") && !text(&r).contains("dddd"));
+        }
+        // Just under the bound: the error itself, whole (positive control).
+        let message = "k".repeat(MAX_RESULT_BYTES / 3 - 1024);
+        let r = CallError::Tool {
+            tool: "bump".into(),
+            code: -32000,
+            message: message.clone(),
+            data: None,
+            executed: true,
+        }
+        .into_result();
+        let e = &r.structured_content.as_ref().unwrap()["error"];
+        assert_eq!(e["kind"], "tool_error");
+        assert_eq!(e["tick_message"].as_str(), Some(message.as_str()));
+        assert!(result_len(&r) <= MAX_RESULT_BYTES);
     }
 
     #[test]

@@ -1,29 +1,47 @@
-//! The MCP server: one [`Facade`] hosts initialized Tick sessions and answers
-//! an MCP client through rmcp's [`ServerHandler`].
+//! The MCP server: one [`Facade`] hosts initialized Tick sessions; each MCP
+//! client gets its own [`Connection`] (rmcp's [`ServerHandler`]) with its own
+//! listing, subscriptions and read marks over the shared Ticks.
+//!
+//! The facade polls each Tick's catalog once per [`DESCRIBE_POLL`] (a repeat
+//! describe is compared with the last one and costs no schema compilation,
+//! see [`Session::describe`]) and wakes every connection when one changed.
+//! A connection tells its client in the way the client's protocol revision
+//! wants: unsolicited notifications for sessions that began with
+//! `initialize` (2025-06-18, 2025-11-25), the `subscriptions/listen` stream
+//! for 2026-07-28.
 
 use super::config::Grants;
-use super::delivery::{deliver_latest, DELIVERY_INTERVAL};
-use super::names::{map_tools, Mapped, NameError, Target};
+use super::delivery::{deliver_latest_from, DELIVERY_INTERVAL};
+use super::names::{map_tools, Mapped, Mapping, NameError, Target};
 use super::outcome::{self, CallError, MAX_RESULT_BYTES};
+use super::text;
+use super::transport::{LineTransport, Tracking, SUPPORTED_VERSIONS};
 use crate::delivery::{fit, item_budget};
 use crate::protocol::codes::REVISION_MISMATCH;
 use crate::protocol::message::encoded_len;
 use crate::protocol::{Descriptor, PrepareError};
 use crate::session::{CallOutcome, EndReason, Session, UnknownReason};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, Implementation, InitializeResult, JsonObject,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResult, Resource, ResourceContents, ResourceUpdatedNotificationParam,
-    ServerCapabilities, SubscribeRequestParams, Tool, ToolAnnotations, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeRequestParams, InitializeResult, JsonObject, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, RequestId, Resource, ResourceContents, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    ToolAnnotations, UnsubscribeRequestParams,
 };
-use rmcp::service::{Peer, RequestContext, RoleServer, ServerInitializeError};
+use rmcp::service::{
+    Peer, RequestContext, RoleServer, ServerInitializeError, SubscriptionContext, SubscriptionSink,
+};
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
+use std::borrow::Cow;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::task::JoinHandle;
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
 
 /// How often each Tick is asked for its catalog, to notice a new revision
 /// before the client's next call.
@@ -55,29 +73,23 @@ pub enum FacadeError {
     Handshake(String),
 }
 
-struct Slot {
+/// A hosted Tick, shared by every connection.
+struct Hosted {
     name: String,
     session: Arc<Session>,
     grants: Grants,
-    /// The catalog this client last listed; calls are bound to it.
-    listed: Mutex<Arc<Descriptor>>,
-    /// The newest revision the client was told about (listed or announced).
-    announced: Mutex<String>,
-    subscribed: AtomicBool,
-    /// The session's update count when the client last read the state.
-    read_mark: AtomicU64,
-    /// The session's update count when the facade was built: the state
-    /// delivery starts from here, whenever its task first runs.
-    start_updates: u64,
     /// When the facade received the state of this seq (for states without `at`).
     received: Mutex<(u64, String)>,
+    /// The catalog last seen, to tell a new one by identity.
+    seen: Mutex<Arc<Descriptor>>,
 }
 
 struct Inner {
-    ticks: Vec<Slot>,
+    ticks: Vec<Hosted>,
     prefixed: bool,
-    /// The names of the last listing (or of the start, before any).
-    names: Mutex<Vec<Mapped>>,
+    /// Bumped whenever a Tick's catalog changed; connections watch it.
+    catalogs: watch::Sender<u64>,
+    background: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// The MCP facade over a set of hosted Ticks. Cheap to clone.
@@ -101,38 +113,36 @@ impl Facade {
     /// (and shuts every Tick down).
     pub async fn new(ticks: Vec<HostedTick>) -> Result<Facade, FacadeError> {
         let prefixed = ticks.len() > 1;
-        let mut slots = Vec::with_capacity(ticks.len());
+        let mut hosted = Vec::with_capacity(ticks.len());
         for t in ticks {
             let Some(d) = t.session.descriptor() else {
                 // Session::start only returns initialized sessions.
                 continue;
             };
             let seq = t.session.state().state.map_or(0, |s| s.seq);
-            let start_updates = t.session.watch_state().borrow().updates;
-            slots.push(Slot {
-                start_updates,
+            hosted.push(Hosted {
                 name: t.name,
-                announced: Mutex::new(d.revision.clone()),
-                listed: Mutex::new(d),
                 session: t.session,
                 grants: t.grants,
-                subscribed: AtomicBool::new(false),
-                read_mark: AtomicU64::new(0),
                 received: Mutex::new((seq, now_rfc3339())),
+                seen: Mutex::new(d),
             });
         }
         let facade = Facade {
             inner: Arc::new(Inner {
-                ticks: slots,
+                ticks: hosted,
                 prefixed,
-                names: Mutex::new(Vec::new()),
+                catalogs: watch::channel(0).0,
+                background: Mutex::new(Vec::new()),
             }),
         };
-        let errors = facade.map_names();
+        let catalogs = facade.current_catalogs();
+        let errors = facade.map(&catalogs, &vec![true; catalogs.len()]).errors;
         if !errors.is_empty() {
             facade.shutdown().await;
             return Err(FacadeError::Names(errors));
         }
+        facade.start_background();
         Ok(facade)
     }
 
@@ -148,140 +158,372 @@ impl Facade {
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
     {
-        let running = match self
+        let served = self.serve_client(read, write).await;
+        self.shutdown().await;
+        served
+    }
+
+    /// Serves one MCP client over this reader and writer until it goes
+    /// away; the Ticks keep running for other clients.
+    pub async fn serve_client<R, W>(&self, read: R, write: W) -> Result<(), FacadeError>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let tracking = Tracking::shared();
+        let (transport, writer) = LineTransport::new(read, write, tracking.clone());
+        let writer = tokio::spawn(writer);
+        let connection = Connection::new(self.clone(), tracking);
+        let result = match connection
             .clone()
-            .serve_with_ct((read, write), Default::default())
+            .serve_with_ct(transport, Default::default())
             .await
         {
-            Ok(r) => r,
+            Ok(running) => {
+                let quit = running.waiting().await;
+                tracing::info!(?quit, "the MCP client went away");
+                Ok(())
+            }
             Err(ServerInitializeError::ConnectionClosed(_)) => {
                 tracing::info!("the MCP client left before initializing");
-                self.shutdown().await;
-                return Ok(());
+                Ok(())
             }
-            Err(e) => {
-                self.shutdown().await;
-                return Err(FacadeError::Handshake(e.to_string()));
-            }
+            Err(e) => Err(FacadeError::Handshake(e.to_string())),
         };
-        let tasks = self.start_background(running.peer().clone());
-        let quit = running.waiting().await;
-        tracing::info!(?quit, "the MCP client went away; stopping the Ticks");
-        for t in tasks {
-            t.abort();
-        }
-        self.shutdown().await;
-        Ok(())
+        // Every frame already handed to the writer reaches the client.
+        let _ = writer.await;
+        result
     }
 
     /// Stops every hosted Tick and waits until they are gone.
     pub async fn shutdown(&self) {
-        for slot in &self.inner.ticks {
-            slot.session.shutdown().await;
+        for t in lock(&self.inner.background).drain(..) {
+            t.abort();
+        }
+        for t in &self.inner.ticks {
+            t.session.shutdown().await;
         }
     }
 
-    /// Per Tick: the catalog poller, the state delivery and the end watcher.
-    fn start_background(&self, peer: Peer<RoleServer>) -> Vec<JoinHandle<()>> {
-        let mut tasks = Vec::new();
+    fn current_catalogs(&self) -> Vec<Arc<Descriptor>> {
+        self.inner
+            .ticks
+            .iter()
+            .map(|t| {
+                t.session
+                    .descriptor()
+                    .unwrap_or_else(|| lock(&t.seen).clone())
+            })
+            .collect()
+    }
+
+    fn map(&self, catalogs: &[Arc<Descriptor>], changed: &[bool]) -> Mapping {
+        let pairs: Vec<(&str, &Descriptor)> = self
+            .inner
+            .ticks
+            .iter()
+            .zip(catalogs)
+            .map(|(t, d)| (t.name.as_str(), d.as_ref()))
+            .collect();
+        map_tools(&pairs, self.inner.prefixed, changed)
+    }
+
+    /// Per Tick: the catalog poller, the state clock and the end watcher.
+    fn start_background(&self) {
+        let mut tasks = lock(&self.inner.background);
         for index in 0..self.inner.ticks.len() {
-            let (me, p) = (self.clone(), peer.clone());
-            tasks.push(tokio::spawn(async move { me.poll_catalog(index, p).await }));
-            let (me, p) = (self.clone(), peer.clone());
-            tasks.push(tokio::spawn(async move { me.deliver(index, p).await }));
-            let (me, p) = (self.clone(), peer.clone());
-            tasks.push(tokio::spawn(async move { me.watch_end(index, p).await }));
+            let me = self.clone();
+            tasks.push(tokio::spawn(async move { me.poll_catalog(index).await }));
+            let me = self.clone();
+            tasks.push(tokio::spawn(async move { me.stamp_states(index).await }));
+            let me = self.clone();
+            tasks.push(tokio::spawn(async move { me.watch_end(index).await }));
         }
-        tasks
     }
 
-    async fn poll_catalog(&self, index: usize, peer: Peer<RoleServer>) {
-        let slot = &self.inner.ticks[index];
+    async fn poll_catalog(&self, index: usize) {
+        let t = &self.inner.ticks[index];
         loop {
             tokio::time::sleep(DESCRIBE_POLL).await;
-            if slot.session.end_reason().is_some() {
+            if t.session.end_reason().is_some() {
                 return;
             }
-            match slot.session.describe().await {
-                Ok(d) => {
-                    self.catalog_seen(index, &d.revision, &peer).await;
-                }
-                Err(e) => tracing::debug!(tick = %slot.name, "polling the catalog failed: {e}"),
+            if let Err(e) = self.fresh_catalog(index).await {
+                tracing::debug!(tick = %t.name, "polling the catalog failed: {e}");
             }
         }
     }
 
-    async fn deliver(&self, index: usize, peer: Peer<RoleServer>) {
-        let slot = &self.inner.ticks[index];
-        let uri = state_uri(&slot.name);
-        let state = slot.session.watch_state();
-        deliver_latest(state, DELIVERY_INTERVAL, slot.start_updates, |_| {
-            // Record when this state arrived, for states that carry no `at`.
-            if let Some(s) = slot.session.state().state {
-                let mut r = lock(&slot.received);
-                if r.0 != s.seq {
-                    *r = (s.seq, now_rfc3339());
-                }
-            }
-            let subscribed = slot.subscribed.load(Ordering::Relaxed);
-            let (peer, uri) = (peer.clone(), uri.clone());
-            async move {
-                if subscribed {
-                    let param = ResourceUpdatedNotificationParam::new(uri);
-                    // A failed send means the client is gone; serve() ends then.
-                    return peer.notify_resource_updated(param).await.is_ok();
-                }
-                true
-            }
-        })
-        .await;
+    /// Describes the Tick now; wakes the connections when its catalog changed.
+    async fn fresh_catalog(
+        &self,
+        index: usize,
+    ) -> Result<Arc<Descriptor>, crate::session::RequestError> {
+        let d = self.inner.ticks[index].session.describe().await?;
+        self.catalog_seen(index, &d);
+        Ok(d)
     }
 
-    async fn watch_end(&self, index: usize, peer: Peer<RoleServer>) {
-        let slot = &self.inner.ticks[index];
-        let reason = slot.session.ended().await;
+    fn catalog_seen(&self, index: usize, d: &Arc<Descriptor>) {
+        let mut seen = lock(&self.inner.ticks[index].seen);
+        if !Arc::ptr_eq(&seen, d) {
+            tracing::debug!(
+                tick = %self.inner.ticks[index].name,
+                "catalog revision {} → {}",
+                seen.revision,
+                d.revision
+            );
+            *seen = d.clone();
+            drop(seen);
+            self.inner.catalogs.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Records when each new state arrived, for states that carry no `at`.
+    async fn stamp_states(&self, index: usize) {
+        let t = &self.inner.ticks[index];
+        let mut state = t.session.watch_state();
+        while state.changed().await.is_ok() {
+            let seq = state.borrow_and_update().state.as_ref().map(|s| s.seq);
+            if let Some(seq) = seq {
+                let mut r = lock(&t.received);
+                if r.0 != seq {
+                    *r = (seq, now_rfc3339());
+                }
+            }
+        }
+    }
+
+    async fn watch_end(&self, index: usize) {
+        let t = &self.inner.ticks[index];
+        let reason = t.session.ended().await;
         if reason == EndReason::Shutdown {
             return;
         }
         tracing::error!(
-            tick = %slot.name,
+            tick = %t.name,
             "the Tick `{}` ended: {reason}; its tools now answer with tick_ended errors",
-            slot.name
+            t.name
         );
-        if slot.subscribed.load(Ordering::Relaxed) {
-            let param = ResourceUpdatedNotificationParam::new(state_uri(&slot.name));
-            let _ = peer.notify_resource_updated(param).await;
+    }
+}
+
+/// What one client knows about one Tick.
+struct ClientTick {
+    /// The catalog this client last listed; calls are bound to it.
+    listed: Mutex<Arc<Descriptor>>,
+    /// The newest revision the client was told about (listed or announced).
+    announced: Mutex<String>,
+    /// Subscribed with `resources/subscribe` (sessions with `initialize`).
+    subscribed: AtomicBool,
+    /// The session's update count when the client last read the state.
+    read_mark: AtomicU64,
+}
+
+struct ConnInner {
+    facade: Facade,
+    ticks: Vec<ClientTick>,
+    /// The names of the last listing (or of the start, before any).
+    mapping: Mutex<Mapping>,
+    tracking: Arc<std::sync::Mutex<Tracking>>,
+    /// The notification tasks of a session that began with `initialize`.
+    legacy: Mutex<Option<JoinSet<()>>>,
+}
+
+/// One MCP client's view of the facade: its rmcp [`ServerHandler`].
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<ConnInner>,
+}
+
+/// Where a connection's notifications go.
+#[derive(Clone)]
+enum Notifier {
+    /// A session that began with `initialize`: unsolicited notifications.
+    Legacy(Peer<RoleServer>),
+    /// A `subscriptions/listen` stream (2026-07-28).
+    Listen(SubscriptionSink),
+}
+
+impl Notifier {
+    /// Whether this way of notifying applies (a 2026-07-28 session gets
+    /// nothing outside its listen streams).
+    fn applies(&self) -> bool {
+        match self {
+            Notifier::Legacy(peer) => peer.peer_info().is_some(),
+            Notifier::Listen(_) => true,
         }
     }
 
-    /// Called with a revision the Tick reported: when it is not the one the
-    /// client listed, tells the client once per new revision.
-    async fn catalog_seen(&self, index: usize, revision: &str, peer: &Peer<RoleServer>) {
-        let slot = &self.inner.ticks[index];
-        let listed = lock(&slot.listed).revision.clone();
-        if revision == listed {
-            return;
+    /// Sends `tools/list_changed`; false when the client is gone.
+    async fn tools_changed(&self) -> bool {
+        match self {
+            Notifier::Legacy(peer) => peer.notify_tool_list_changed().await.is_ok(),
+            Notifier::Listen(sink) => sink.notify_tool_list_changed().await.is_ok(),
+        }
+    }
+
+    /// Sends `resources/updated`; false when the client is gone.
+    async fn resource_updated(&self, uri: String) -> bool {
+        match self {
+            Notifier::Legacy(peer) => peer
+                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                .await
+                .is_ok(),
+            Notifier::Listen(sink) => sink.notify_resource_updated(uri).await.is_ok(),
+        }
+    }
+}
+
+impl Connection {
+    /// A new client of `facade`; `tracking` is shared with its transport.
+    pub fn new(facade: Facade, tracking: Arc<std::sync::Mutex<Tracking>>) -> Connection {
+        let catalogs = facade.current_catalogs();
+        let mapping = facade.map(&catalogs, &vec![false; catalogs.len()]);
+        let ticks = catalogs
+            .into_iter()
+            .map(|d| ClientTick {
+                announced: Mutex::new(d.revision.clone()),
+                listed: Mutex::new(d),
+                subscribed: AtomicBool::new(false),
+                read_mark: AtomicU64::new(0),
+            })
+            .collect();
+        Connection {
+            inner: Arc::new(ConnInner {
+                facade,
+                ticks,
+                mapping: Mutex::new(mapping),
+                tracking,
+                legacy: Mutex::new(None),
+            }),
+        }
+    }
+
+    fn hosted(&self, index: usize) -> &Hosted {
+        &self.inner.facade.inner.ticks[index]
+    }
+
+    /// Starts the tasks that tell this client about catalog and state
+    /// changes; they stop when the returned set is dropped. `uris` fixes
+    /// the Ticks whose state changes are wanted (a listen stream); `None`
+    /// follows `resources/subscribe`.
+    ///
+    /// The tasks hold the connection weakly: when rmcp drops it (the
+    /// client left, an HTTP session closed), its tasks stop with it.
+    fn notifications(&self, out: Notifier, uris: Option<HashSet<usize>>) -> JoinSet<()> {
+        let mut tasks = JoinSet::new();
+        let weak = Arc::downgrade(&self.inner);
+        let tools = match &out {
+            Notifier::Legacy(_) => true,
+            Notifier::Listen(sink) => sink.accepted().tools_list_changed == Some(true),
+        };
+        if tools {
+            let (weak, out) = (weak.clone(), out.clone());
+            let mut catalogs = self.inner.facade.inner.catalogs.subscribe();
+            let count = self.inner.ticks.len();
+            tasks.spawn(async move {
+                loop {
+                    for index in 0..count {
+                        let Some(inner) = weak.upgrade() else {
+                            return;
+                        };
+                        if !(Connection { inner }).announce(index, &out).await {
+                            return;
+                        }
+                    }
+                    if catalogs.changed().await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        for index in 0..self.inner.ticks.len() {
+            let follows_subscribe = match &uris {
+                Some(set) if !set.contains(&index) => continue,
+                Some(_) => false,
+                None => true,
+            };
+            let (weak, out) = (weak.clone(), out.clone());
+            let session = self.hosted(index).session.clone();
+            let uri = state_uri(&self.hosted(index).name);
+            // A listen stream is told about any state this client has not
+            // read yet; a legacy session counts from now.
+            let delivered = if follows_subscribe {
+                session.state().updates
+            } else {
+                self.inner.ticks[index].read_mark.load(Ordering::Relaxed)
+            };
+            tasks.spawn(async move {
+                let want = || {
+                    !follows_subscribe
+                        || weak
+                            .upgrade()
+                            .is_some_and(|c| c.ticks[index].subscribed.load(Ordering::Relaxed))
+                };
+                let delivery = deliver_latest_from(
+                    session.watch_state(),
+                    DELIVERY_INTERVAL,
+                    delivered,
+                    |_| {
+                        let send = want() && out.applies();
+                        let (out, uri) = (out.clone(), uri.clone());
+                        async move { !send || out.resource_updated(uri).await }
+                    },
+                );
+                tokio::select! {
+                    _ = delivery => {}
+                    reason = session.ended() => {
+                        // Readers learn it from the state's `ended` field.
+                        if reason != EndReason::Shutdown && want() && out.applies() {
+                            out.resource_updated(uri.clone()).await;
+                        }
+                    }
+                }
+            });
+        }
+        tasks
+    }
+
+    /// Tells the client once per new revision that a Tick's catalog is not
+    /// the one it listed. False when the client is gone.
+    async fn announce(&self, index: usize, out: &Notifier) -> bool {
+        let Some(current) = self.hosted(index).session.descriptor() else {
+            return true;
+        };
+        if !out.applies() {
+            // Not this notifier's to tell (a 2026-07-28 session hears it on
+            // its listen stream, which must still see it as news).
+            return true;
+        }
+        let c = &self.inner.ticks[index];
+        let listed = lock(&c.listed).revision.clone();
+        if current.revision == listed {
+            return true;
         }
         {
-            let mut announced = lock(&slot.announced);
-            if *announced == revision {
-                return;
+            let mut announced = lock(&c.announced);
+            if *announced == current.revision {
+                return true;
             }
-            *announced = revision.to_string();
+            *announced = current.revision.clone();
         }
-        tracing::info!(tick = %slot.name, "catalog revision {listed} → {revision}; sending tools/list_changed");
-        if let Err(e) = peer.notify_tool_list_changed().await {
-            tracing::warn!("cannot send tools/list_changed: {e}");
-        }
+        tracing::info!(
+            tick = %self.hosted(index).name,
+            "catalog revision {listed} → {}; sending tools/list_changed",
+            current.revision
+        );
+        out.tools_changed().await
     }
 
     fn tool_list(&self) -> Vec<Tool> {
-        let names = lock(&self.inner.names).clone();
-        names
+        let mapping = lock(&self.inner.mapping).clone();
+        mapping
+            .names
             .iter()
             .filter_map(|m| {
-                let slot = &self.inner.ticks[m.tick];
-                let listed = lock(&slot.listed).clone();
+                let t = self.hosted(m.tick);
+                let listed = lock(&self.inner.ticks[m.tick].listed).clone();
                 let read_only = || {
                     ToolAnnotations::new()
                         .read_only(true)
@@ -289,7 +531,7 @@ impl Facade {
                         .idempotent(true)
                         .open_world(false)
                 };
-                let title = &listed.title;
+                let title = text::title(&listed.title);
                 let (description, schema, annotations) = match &m.target {
                     Target::Tick(name) => {
                         let tool = listed.tool(name)?;
@@ -304,25 +546,37 @@ impl Facade {
                         let annotations = ToolAnnotations::new()
                             .read_only(!tool.mutates)
                             .destructive(tool.mutates)
-                            .open_world(slot.grants.network());
-                        (tool.description.clone(), schema, annotations)
+                            .open_world(t.grants.network());
+                        (text::description(&tool.description), schema, annotations)
                     }
-                    Target::State => (
-                        format!(
-                            "Read the current state of the Tick `{}` ({title}): seq, data, at, \
-                             and how many updates were merged since your last read. Changes nothing.",
-                            slot.name
-                        ),
-                        closed_schema(),
-                        read_only(),
-                    ),
+                    Target::State => {
+                        let withheld = match &mapping.withheld.get(m.tick) {
+                            Some(Some(why)) => format!(
+                                " Its own tools are withheld: its catalog has names MCP cannot \
+                                 take ({}).",
+                                text::description(why)
+                            ),
+                            _ => String::new(),
+                        };
+                        (
+                            format!(
+                                "Read the current state of the Tick `{}` ({title}): seq, data, \
+                                 at, and how many updates were merged since your last read. \
+                                 Changes nothing.{withheld}",
+                                t.name
+                            ),
+                            closed_schema(),
+                            read_only(),
+                        )
+                    }
                     Target::Screen => (
                         format!(
                             "Read the terminal screen of the Tick `{}` ({title}) as text: what a \
-                             person using it sees. Changes nothing.",
-                            slot.name
+                             person using it sees, trailing blanks trimmed. Optional `rows` and \
+                             `cols` ([first, end), 0-based) read a part of it. Changes nothing.",
+                            t.name
                         ),
-                        closed_schema(),
+                        screen_schema(),
                         read_only(),
                     ),
                 };
@@ -336,47 +590,48 @@ impl Facade {
 
     /// Refreshes every catalog, binds calls to it and maps the names again.
     async fn relist(&self) {
-        for slot in &self.inner.ticks {
-            let fresh = if slot.session.end_reason().is_none() {
-                slot.session.describe().await.ok()
+        let mut catalogs = Vec::new();
+        let mut changed = Vec::new();
+        for (index, c) in self.inner.ticks.iter().enumerate() {
+            let t = self.hosted(index);
+            let fresh = if t.session.end_reason().is_none() {
+                self.inner.facade.fresh_catalog(index).await.ok()
             } else {
                 None
             };
+            let old = lock(&c.listed).clone();
             let d = fresh
-                .or_else(|| slot.session.descriptor())
-                .unwrap_or_else(|| lock(&slot.listed).clone());
-            *lock(&slot.announced) = d.revision.clone();
-            *lock(&slot.listed) = d;
+                .or_else(|| t.session.descriptor())
+                .unwrap_or(old.clone());
+            changed.push(!Arc::ptr_eq(&old, &d));
+            *lock(&c.announced) = d.revision.clone();
+            *lock(&c.listed) = d.clone();
+            catalogs.push(d);
         }
-        for e in self.map_names() {
-            tracing::warn!("left out of tools/list: {e}");
+        let mapping = self.inner.facade.map(&catalogs, &changed);
+        let before = lock(&self.inner.mapping).withheld.clone();
+        for (index, why) in mapping.withheld.iter().enumerate() {
+            if let Some(why) = why {
+                if changed[index] || before.get(index) != Some(&Some(why.clone())) {
+                    tracing::warn!(
+                        tick = %self.hosted(index).name,
+                        "catalog revision {} withheld from tools/list: {why}",
+                        catalogs[index].revision
+                    );
+                }
+            }
         }
-    }
-
-    /// Maps the listed catalogs to MCP names; returns the tools left out.
-    fn map_names(&self) -> Vec<NameError> {
-        let catalogs: Vec<(String, Arc<Descriptor>)> = self
-            .inner
-            .ticks
-            .iter()
-            .map(|s| (s.name.clone(), lock(&s.listed).clone()))
-            .collect();
-        let pairs: Vec<(&str, &Descriptor)> = catalogs
-            .iter()
-            .map(|(n, d)| (n.as_str(), d.as_ref()))
-            .collect();
-        let (names, errors) = map_tools(&pairs, self.inner.prefixed);
-        *lock(&self.inner.names) = names;
-        errors
+        *lock(&self.inner.mapping) = mapping;
     }
 
     async fn call(
         &self,
         params: CallToolRequestParams,
-        peer: &Peer<RoleServer>,
+        id: &RequestId,
     ) -> Result<CallToolResult, McpError> {
         let name = params.name.to_string();
-        let mapped = lock(&self.inner.names)
+        let mapped: Mapped = lock(&self.inner.mapping)
+            .names
             .iter()
             .find(|m| m.name == name)
             .cloned()
@@ -386,45 +641,65 @@ impl Facade {
                     None,
                 )
             })?;
-        let args = Value::Object(params.arguments.unwrap_or_default());
-        let slot = &self.inner.ticks[mapped.tick];
+        let args = params.arguments.unwrap_or_default();
         match mapped.target {
-            Target::State | Target::Screen if args.as_object().is_some_and(|a| !a.is_empty()) => {
-                Ok(CallError::InvalidArguments {
-                    tool: name,
-                    reason: "this tool takes no arguments".into(),
-                }
-                .into_result())
+            Target::State if !args.is_empty() => Ok(CallError::InvalidArguments {
+                tool: name,
+                reason: "this tool takes no arguments".into(),
             }
+            .into_result()),
             Target::State => {
                 let view = self.state_view(mapped.tick).await;
                 let text = view.to_string();
                 Ok(outcome::facade(&name, view, text))
             }
-            Target::Screen => {
-                let view = slot.session.view();
-                // Output the Tick wrote just before may still be on its way
-                // through the PTY; let it land so the agent sees what a
-                // person would.
-                view.settle(
-                    std::time::Duration::from_millis(50),
-                    std::time::Duration::from_millis(500),
-                )
-                .await;
-                let (cols, rows) = view.size();
-                let text = view.screen_text();
-                let structured =
-                    json!({"tick": slot.name, "cols": cols, "rows": rows, "text": text});
-                Ok(outcome::facade(&name, structured, text))
-            }
-            Target::Tick(tool) => Ok(match self.call_tick(mapped.tick, &tool, args, peer).await {
-                Ok(v) => outcome::success(&name, v),
-                Err(e) => {
-                    tracing::info!(tick = %slot.name, "{}: {e}", e.kind());
-                    e.into_result()
-                }
+            Target::Screen => Ok(match self.screen(mapped.tick, &args).await {
+                Ok(text) => outcome::bounded(
+                    &name,
+                    CallToolResult::success(vec![ContentBlock::text(text)]),
+                ),
+                Err(reason) => CallError::InvalidArguments { tool: name, reason }.into_result(),
             }),
+            Target::Tick(tool) => Ok(
+                match self
+                    .call_tick(mapped.tick, &tool, Value::Object(args), id)
+                    .await
+                {
+                    Ok(v) => outcome::success(&name, v),
+                    Err(e) => {
+                        tracing::info!(tick = %self.hosted(mapped.tick).name, "{}: {e}", e.kind());
+                        e.into_result()
+                    }
+                },
+            ),
         }
+    }
+
+    /// The screen as text: the window asked for, trailing blanks and empty
+    /// trailing rows trimmed.
+    async fn screen(&self, index: usize, args: &JsonObject) -> Result<String, String> {
+        let view = self.hosted(index).session.view();
+        // Output the Tick wrote just before may still be on its way through
+        // the PTY; let it land so the agent sees what a person would.
+        view.settle(Duration::from_millis(50), Duration::from_millis(500))
+            .await;
+        let (cols, rows) = view.size();
+        if let Some(extra) = args.keys().find(|k| *k != "rows" && *k != "cols") {
+            return Err(format!(
+                "unknown argument `{extra}`; it takes `rows` and `cols`"
+            ));
+        }
+        let (r0, r1) = window(args.get("rows"), rows, "rows")?;
+        let (c0, c1) = window(args.get("cols"), cols, "cols")?;
+        let lines = view.screen_rows(c0, c1 - c0);
+        let mut lines: Vec<&str> = lines[usize::from(r0)..usize::from(r1).min(lines.len())]
+            .iter()
+            .map(|l| l.trim_end())
+            .collect();
+        while lines.last().is_some_and(|l| l.is_empty()) {
+            lines.pop();
+        }
+        Ok(lines.join("\n"))
     }
 
     /// Exactly one tick/call, bound to the catalog this client last listed.
@@ -433,26 +708,26 @@ impl Facade {
         index: usize,
         tool: &str,
         args: Value,
-        peer: &Peer<RoleServer>,
+        id: &RequestId,
     ) -> Result<Value, CallError> {
-        let slot = &self.inner.ticks[index];
-        if let Some(reason) = slot.session.end_reason() {
+        let t = self.hosted(index);
+        if let Some(reason) = t.session.end_reason() {
             return Err(CallError::TickEnded {
-                tick: slot.name.clone(),
+                tick: t.name.clone(),
                 tool: tool.into(),
                 reason: reason.to_string(),
             });
         }
-        let listed = lock(&slot.listed).clone();
+        let listed = lock(&self.inner.ticks[index].listed).clone();
         let changed = |current: String| CallError::CatalogChanged {
-            tick: slot.name.clone(),
+            tick: t.name.clone(),
             tool: tool.into(),
             listed: listed.revision.clone(),
             current,
         };
-        if let Some(current) = slot.session.descriptor() {
+        if let Some(current) = t.session.descriptor() {
             if current.revision != listed.revision {
-                self.catalog_seen(index, &current.revision, peer).await;
+                self.inner.facade.catalog_seen(index, &current);
                 return Err(changed(current.revision.clone()));
             }
         }
@@ -466,16 +741,21 @@ impl Facade {
                 reason: other.to_string(),
             },
         })?;
-        match slot.session.call(&prepared).await {
+        // A cancellation that came before the call left is honoured; after
+        // that the call runs to its end (see `transport`).
+        if Tracking::take_cancelled(&self.inner.tracking, id) {
+            return Err(CallError::InvalidArguments {
+                tool: tool.into(),
+                reason: "the client cancelled it before it was sent to the Tick".into(),
+            });
+        }
+        match t.session.call(&prepared).await {
             CallOutcome::Ok(v) => Ok(v),
             CallOutcome::Failed { error, .. } if error.code == REVISION_MISMATCH => {
                 // The Tick moved on before our poll noticed: learn the new
                 // revision now so the client hears about it.
-                let current = match slot.session.describe().await {
-                    Ok(d) => {
-                        self.catalog_seen(index, &d.revision, peer).await;
-                        d.revision.clone()
-                    }
+                let current = match self.inner.facade.fresh_catalog(index).await {
+                    Ok(d) => d.revision.clone(),
                     Err(_) => "unknown".into(),
                 };
                 Err(changed(current))
@@ -497,7 +777,7 @@ impl Facade {
             CallOutcome::Unknown(reason) => {
                 let reason = match reason {
                     UnknownReason::SessionEnded(end) => {
-                        format!("the Tick `{}` ended before answering ({end})", slot.name)
+                        format!("the Tick `{}` ended before answering ({end})", t.name)
                     }
                     UnknownReason::TimedOut(after) => {
                         format!("no answer came within {}s", after.as_secs_f32())
@@ -516,18 +796,20 @@ impl Facade {
     /// The state as the client reads it, and the merged-update count since
     /// its previous read.
     async fn state_view(&self, index: usize) -> Value {
-        let slot = &self.inner.ticks[index];
-        let ended = slot.session.end_reason();
+        let t = self.hosted(index);
+        let ended = t.session.end_reason();
         if ended.is_none() {
             // Fresh from the Tick when it answers; the kept state otherwise.
-            if let Err(e) = slot.session.read().await {
-                tracing::debug!(tick = %slot.name, "tick/read failed, using the kept state: {e}");
+            if let Err(e) = t.session.read().await {
+                tracing::debug!(tick = %t.name, "tick/read failed, using the kept state: {e}");
             }
         }
-        let snap = slot.session.state();
-        let previous = slot.read_mark.swap(snap.updates, Ordering::Relaxed);
+        let snap = t.session.state();
+        let previous = self.inner.ticks[index]
+            .read_mark
+            .swap(snap.updates, Ordering::Relaxed);
         let recover_with = self.recover_tool(index);
-        let series = slot
+        let series = t
             .session
             .descriptor()
             .map(|d| d.series.clone())
@@ -535,7 +817,7 @@ impl Facade {
         let (seq, data, at) = match &snap.state {
             Some(s) => {
                 let at = s.at.clone().unwrap_or_else(|| {
-                    let r = lock(&slot.received);
+                    let r = lock(&t.received);
                     if r.0 == s.seq {
                         r.1.clone()
                     } else {
@@ -547,7 +829,7 @@ impl Facade {
             None => (Value::Null, Value::Null, Value::Null),
         };
         let mut view = json!({
-            "tick": slot.name,
+            "tick": t.name,
             "seq": seq,
             "data": null,
             "at": at,
@@ -570,7 +852,8 @@ impl Facade {
     /// The MCP name of the Tick's recover_with tool, as the client calls it.
     fn recover_tool(&self, index: usize) -> Option<String> {
         let rw = lock(&self.inner.ticks[index].listed).recover_with.clone()?;
-        lock(&self.inner.names)
+        lock(&self.inner.mapping)
+            .names
             .iter()
             .find(|m| m.tick == index && m.target == Target::Tick(rw.clone()))
             .map(|m| m.name.clone())
@@ -578,6 +861,8 @@ impl Facade {
 
     fn slot_for_uri(&self, uri: &str) -> Result<usize, McpError> {
         self.inner
+            .facade
+            .inner
             .ticks
             .iter()
             .position(|s| state_uri(&s.name) == uri)
@@ -594,6 +879,8 @@ impl Facade {
 
     fn uris(&self) -> Vec<String> {
         self.inner
+            .facade
+            .inner
             .ticks
             .iter()
             .map(|s| state_uri(&s.name))
@@ -601,16 +888,51 @@ impl Facade {
     }
 }
 
+/// Reads an optional `[first, end)` window argument, clamped to `size`.
+fn window(arg: Option<&Value>, size: u16, what: &str) -> Result<(u16, u16), String> {
+    let Some(arg) = arg else {
+        return Ok((0, size));
+    };
+    let bad = || format!("`{what}` must be [first, end) with 0 <= first < end, got {arg}");
+    let pair = arg.as_array().filter(|a| a.len() == 2).ok_or_else(bad)?;
+    let n = |v: &Value| v.as_u64().ok_or_else(bad);
+    let (first, end) = (n(&pair[0])?, n(&pair[1])?.min(u64::from(size)));
+    if first >= end {
+        return Err(bad());
+    }
+    // Both are at most `size` here.
+    Ok((first as u16, end as u16))
+}
+
 /// `tick://NAME/state`.
 pub fn state_uri(name: &str) -> String {
     format!("{STATE_URI_PREFIX}{name}/state")
 }
 
-fn closed_schema() -> JsonObject {
-    match json!({"type": "object", "properties": {}, "additionalProperties": false}) {
+fn object(v: Value) -> JsonObject {
+    match v {
         Value::Object(o) => o,
         _ => JsonObject::new(),
     }
+}
+
+fn closed_schema() -> JsonObject {
+    object(json!({"type": "object", "properties": {}, "additionalProperties": false}))
+}
+
+fn screen_schema() -> JsonObject {
+    let range = |what: &str| {
+        json!({
+            "type": "array", "items": {"type": "integer", "minimum": 0},
+            "minItems": 2, "maxItems": 2,
+            "description": format!("[first, end) {what}, 0-based; all when left out")
+        })
+    };
+    object(json!({
+        "type": "object",
+        "properties": {"rows": range("rows"), "cols": range("columns")},
+        "additionalProperties": false
+    }))
 }
 
 const INSTRUCTIONS: &str = "\
@@ -618,20 +940,43 @@ Each tool runs on a hosted Tick, a terminal program a person may be using at the
 Calls are bound to the tool catalog you last listed: when a Tick's catalog changes you receive \
 notifications/tools/list_changed and calls are refused, unexecuted, until you list the tools again. \
 tickbox never retries a call; when an outcome is unknown it says so, and you decide. \
+A call cannot be cancelled once it was sent to the Tick: it runs to its end, once. \
 Each Tick's state is the resource tick://NAME/state (subscribe to be told when it changes); \
 its `*tick_state` and `*tick_screen` tools read the state and the screen.";
 
-impl ServerHandler for Facade {
-    fn get_info(&self) -> InitializeResult {
+/// The note added to a call's result when the client cancelled it too late.
+const CANCELLED_TOO_LATE: &str = "note: you cancelled this call after tickbox had sent it to \
+the Tick; a Tick call cannot be taken back, so it ran to its end and this is its outcome. \
+tickbox did not retry it.";
+
+impl ServerHandler for Connection {
+    fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_resources()
             .enable_resources_subscribe()
             .build();
-        InitializeResult::new(capabilities)
+        ServerConfig::new(capabilities)
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
             .with_server_info(Implementation::new("tickbox", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(SUPPORTED_VERSIONS)
+    }
+
+    /// A session with `initialize` gets unsolicited notifications from now on.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let tasks = self.notifications(Notifier::Legacy(context.peer.clone()), None);
+        *lock(&self.inner.legacy) = Some(tasks);
+        self.negotiate_initialize(&request)
     }
 
     async fn list_tools(
@@ -647,8 +992,12 @@ impl ServerHandler for Facade {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
-        self.call(request, &context.peer).await
+    ) -> Result<CallToolResponse, McpError> {
+        let mut result = self.call(request, &context.id).await?;
+        if Tracking::take_cancelled(&self.inner.tracking, &context.id) {
+            result.content.push(ContentBlock::text(CANCELLED_TOO_LATE));
+        }
+        Ok(result.into())
     }
 
     async fn list_resources(
@@ -661,20 +1010,21 @@ impl ServerHandler for Facade {
             .ticks
             .iter()
             .enumerate()
-            .map(|(index, slot)| {
-                let d = lock(&slot.listed).clone();
+            .map(|(index, c)| {
+                let t = self.hosted(index);
+                let d = lock(&c.listed).clone();
                 let recover = match self.recover_tool(index) {
                     Some(rw) => {
                         format!(" To rebuild what merged updates dropped, call its `{rw}` tool.")
                     }
                     None => String::new(),
                 };
-                Resource::new(state_uri(&slot.name), format!("{} state", slot.name))
-                    .with_title(format!("{} state", d.title))
+                Resource::new(state_uri(&t.name), format!("{} state", t.name))
+                    .with_title(format!("{} state", text::title(&d.title)))
                     .with_description(format!(
                         "The latest state of the Tick `{}`: seq, data, at, and how many updates \
                          were merged since your last read.{recover}",
-                        slot.name
+                        t.name
                     ))
                     .with_mime_type("application/json")
             })
@@ -686,7 +1036,7 @@ impl ServerHandler for Facade {
         &self,
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResult, McpError> {
+    ) -> Result<ReadResourceResponse, McpError> {
         let index = self.slot_for_uri(&request.uri)?;
         let text = self.state_view(index).await.to_string();
         if text.len() > MAX_RESULT_BYTES {
@@ -698,13 +1048,13 @@ impl ServerHandler for Facade {
                 Some(json!({"observed_bytes": text.len(), "limit_bytes": MAX_RESULT_BYTES})),
             ));
         }
-        Ok(ReadResourceResult::new(vec![ResourceContents::text(
-            text,
-            request.uri,
-        )
-        .with_mime_type("application/json")]))
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, request.uri).with_mime_type("application/json")
+        ])
+        .into())
     }
 
+    #[allow(deprecated)]
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
@@ -717,6 +1067,7 @@ impl ServerHandler for Facade {
         Ok(())
     }
 
+    #[allow(deprecated)]
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
@@ -726,6 +1077,35 @@ impl ServerHandler for Facade {
         self.inner.ticks[index]
             .subscribed
             .store(false, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let known = self.uris();
+        let mut accepted = SubscriptionFilter::default();
+        accepted.tools_list_changed = requested.tools_list_changed.filter(|on| *on);
+        accepted.resource_subscriptions = requested
+            .resource_subscriptions
+            .as_ref()
+            .map(|uris| uris.iter().filter(|u| known.contains(u)).cloned().collect());
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let known = self.uris();
+        let uris: HashSet<usize> = context
+            .accepted()
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter_map(|u| known.iter().position(|k| k == u))
+            .collect();
+        let tasks = self.notifications(Notifier::Listen(context.sink().clone()), Some(uris));
+        context.cancelled().await;
+        drop(tasks);
         Ok(())
     }
 }

@@ -1,0 +1,94 @@
+//! Text a Tick controls, made safe for an MCP client and a model's context.
+//!
+//! A Tick's title and its tools' descriptions end up in tool and resource
+//! descriptions that clients show to people and hand to models. Control
+//! characters (C0, DEL, C1) and Unicode bidi and invisible formatting
+//! characters are escaped as `\u{XXXX}`, so nothing can reorder, hide or
+//! drive what a person reads; and each text is length-bounded
+//! ([`MAX_TITLE_CHARS`], [`MAX_DESCRIPTION_CHARS`]) with the cut said
+//! in the text itself.
+
+/// The longest Tick title the facade puts into a description, in characters.
+pub const MAX_TITLE_CHARS: usize = 120;
+
+/// The longest tool description the facade passes on, in characters.
+pub const MAX_DESCRIPTION_CHARS: usize = 4096;
+
+/// Characters that change how text is ordered or shown without being seen.
+fn is_format_control(c: char) -> bool {
+    matches!(c,
+        '\u{061C}'                // Arabic letter mark
+        | '\u{200B}'..='\u{200F}' // zero-width space/joiners, LRM, RLM
+        | '\u{2028}' | '\u{2029}' // line and paragraph separators
+        | '\u{202A}'..='\u{202E}' // bidi embeddings and overrides
+        | '\u{2060}'..='\u{2064}' // word joiner, invisible operators
+        | '\u{2066}'..='\u{2069}' // bidi isolates
+        | '\u{FEFF}'              // zero-width no-break space
+    )
+}
+
+/// Escapes control and format characters; keeps `\n` (and `\t` as a
+/// space) when `multiline`, else escapes them too. Cuts to `max` characters.
+pub fn sanitize(text: &str, max: usize, multiline: bool) -> String {
+    let mut out = String::with_capacity(text.len().min(max * 4));
+    let total = text.chars().count();
+    for (count, c) in text.chars().enumerate() {
+        if count == max {
+            out.push_str(&format!(" … [{} more characters cut]", total - count));
+            break;
+        }
+        match c {
+            '\n' if multiline => out.push('\n'),
+            '\t' if multiline => out.push(' '),
+            c if c.is_control() || is_format_control(c) => {
+                out.push_str(&format!("\\u{{{:04X}}}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A Tick title: one line, at most [`MAX_TITLE_CHARS`].
+pub fn title(text: &str) -> String {
+    sanitize(text, MAX_TITLE_CHARS, false)
+}
+
+/// A tool description: lines kept, at most [`MAX_DESCRIPTION_CHARS`].
+pub fn description(text: &str) -> String {
+    sanitize(text, MAX_DESCRIPTION_CHARS, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_text_is_kept() {
+        assert_eq!(title("Counter — ünïcode ok"), "Counter — ünïcode ok");
+        assert_eq!(description("two\nlines\tand a tab"), "two\nlines and a tab");
+    }
+
+    #[test]
+    fn controls_and_bidi_are_escaped() {
+        assert_eq!(
+            title("a\u{1b}[31mred\u{7}\nx\u{202E}evil\u{2066}"),
+            "a\\u{001B}[31mred\\u{0007}\\u{000A}x\\u{202E}evil\\u{2066}"
+        );
+        assert_eq!(description("\u{85}\u{200B}"), "\\u{0085}\\u{200B}");
+    }
+
+    #[test]
+    fn long_text_is_cut_and_says_so() {
+        let t = title(&"x".repeat(MAX_TITLE_CHARS + 5));
+        assert!(t.starts_with(&"x".repeat(MAX_TITLE_CHARS)));
+        assert!(t.ends_with(" … [5 more characters cut]"), "{t}");
+        let exact = "y".repeat(MAX_TITLE_CHARS);
+        assert_eq!(title(&exact), exact, "at the bound nothing is cut");
+        let d = description(&"é".repeat(MAX_DESCRIPTION_CHARS * 2));
+        assert_eq!(
+            d.chars().filter(|c| *c == 'é').count(),
+            MAX_DESCRIPTION_CHARS
+        );
+    }
+}
