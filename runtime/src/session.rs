@@ -312,6 +312,9 @@ enum Trigger {
     Eof,
     /// The reader saw a violation or an I/O error.
     Fault(EndReason),
+    /// The writer found the Tick's stdin closed (a broken pipe): the Tick
+    /// has usually exited, and how it exited is the better reason.
+    StdinClosed(String),
     /// The host wants the session over; answer when the Tick is gone.
     Shutdown(oneshot::Sender<()>),
 }
@@ -762,15 +765,20 @@ async fn write_frames(
             stdin.flush().await
         })
         .await;
-        let fault = match written {
+        let trigger = match written {
             Ok(Ok(())) => continue,
-            Ok(Err(e)) => EndReason::Io(format!("writing to the Tick's stdin failed: {e}")),
-            Err(_) => EndReason::StdinStalled(stall),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                Trigger::StdinClosed(format!("writing to the Tick's stdin failed: {e}"))
+            }
+            Ok(Err(e)) => Trigger::Fault(EndReason::Io(format!(
+                "writing to the Tick's stdin failed: {e}"
+            ))),
+            Err(_) => Trigger::Fault(EndReason::StdinStalled(stall)),
         };
         // Half a frame may be in the pipe: nothing may follow it, so the
         // session ends here and stdin is dropped (closed) with this task.
-        tracing::warn!(%fault, "ending the session");
-        let _ = triggers.send(Trigger::Fault(fault));
+        tracing::warn!("ending the session: the Tick's stdin cannot take a frame");
+        let _ = triggers.send(trigger);
         return;
     }
     // Between frames: a clean EOF for the Tick.
@@ -867,6 +875,17 @@ async fn supervise(
         Some(Trigger::Fault(reason)) => {
             tracing::warn!(%reason, "ending the session");
             shared.finish(reason);
+            false
+        }
+        Some(Trigger::StdinClosed(why)) => {
+            // A Tick that closed its stdin has usually exited (a race with
+            // the reader's EOF): report how, so "exit status 63" or the trap
+            // reaches the person rather than "broken pipe".
+            let how = tokio::time::timeout(Duration::from_millis(500), process.exited()).await;
+            shared.finish(match how {
+                Ok(how) => EndReason::Exited(how),
+                Err(_) => EndReason::Io(why),
+            });
             false
         }
         Some(Trigger::Shutdown(tx)) => {
