@@ -109,6 +109,7 @@ mod dispatch;
 mod draw;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod http;
 mod key;
 mod platform;
 

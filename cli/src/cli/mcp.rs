@@ -265,6 +265,8 @@ fn planned(entry: TickEntry, flags: &TickOpts) -> Planned {
         command: Vec::new(),
         dir: entry.grants.dir.clone(),
         allow_net: entry.grants.allow_net.clone(),
+        allow_http: entry.grants.allow_http.clone(),
+        http_ca: entry.grants.http_ca.clone(),
         env: entry.grants.env.clone(),
         policy: None,
         max_memory: entry.grants.max_memory.clone(),

@@ -40,10 +40,16 @@ pub struct TickOpts {
     /// Let a wasm Tick connect to HOST:PORT (repeatable; PORT may be `*`; a name also allows looking it up)
     #[arg(long = "allow-net", value_name = "HOST:PORT")]
     pub allow_net: Vec<String>,
+    /// Let a wasm component send HTTP requests (wasi:http) to this origin: scheme, host and port must match exactly (repeatable)
+    #[arg(long = "allow-http", value_name = "http[s]://HOST[:PORT]")]
+    pub allow_http: Vec<String>,
+    /// Trust the CA certificates in this PEM file for --allow-http https origins, besides the webpki roots
+    #[arg(long = "http-ca", value_name = "FILE")]
+    pub http_ca: Option<String>,
     /// Pass an environment variable (repeatable; the value comes from tickbox's environment when omitted)
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     pub env: Vec<String>,
-    /// Read grants from a TOML policy file (keys: dir, allow_net, env, max_memory, max_handles, max_wasm_size, compile_timeout, compile_memory, max_write)
+    /// Read grants from a TOML policy file (keys: dir, allow_net, allow_http, http_ca, env, max_memory, max_handles, max_wasm_size, compile_timeout, compile_memory, max_write)
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
     /// Bound on a wasm Tick's linear memories and tables, all together [default: 256MiB]
@@ -131,6 +137,8 @@ impl TickOpts {
         spec.merge(GrantSpec {
             dir: self.dir.clone(),
             allow_net: self.allow_net.clone(),
+            allow_http: self.allow_http.clone(),
+            http_ca: self.http_ca.clone(),
             env: self.env.clone(),
             max_memory: self.max_memory.clone(),
             max_handles: self.bounds.max_handles.clone(),
@@ -222,11 +230,13 @@ impl Launcher {
         // would promise a confinement that does not exist, so it is refused.
         if !grant_spec.dir.is_empty()
             || !grant_spec.allow_net.is_empty()
+            || !grant_spec.allow_http.is_empty()
+            || grant_spec.http_ca.is_some()
             || grant_spec.has_bounds()
             || args.policy.is_some()
         {
             return Err(Exit::usage(
-                "--dir, --allow-net, --max-memory, --max-handles, --max-wasm-size, --compile-timeout, --compile-memory, --max-write and --policy apply to wasm Ticks only; a native Tick runs with your own permissions",
+                "--dir, --allow-net, --allow-http, --http-ca, --max-memory, --max-handles, --max-wasm-size, --compile-timeout, --compile-memory, --max-write and --policy apply to wasm Ticks only; a native Tick runs with your own permissions",
             ));
         }
         let grants = grant_spec.resolve().map_err(Exit::usage)?;

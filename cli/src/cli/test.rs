@@ -93,6 +93,9 @@ fn launcher(s: &Scenario, no_cache: bool) -> Result<Launcher, Exit> {
     for a in &t.allow_net {
         flag("allow-net", a);
     }
+    for a in &t.allow_http {
+        flag("allow-http", a);
+    }
     for e in &t.env {
         flag("env", e);
     }

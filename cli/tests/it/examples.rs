@@ -468,8 +468,8 @@ impl Drop for Server {
 #[test]
 fn fetch_reaches_granted_addresses_only() {
     let server = Server::start();
-    let addr = format!("127.0.0.1:{}", server.port);
-    let args = json!({"addr": addr, "path": "/hello"}).to_string();
+    let origin = format!("http://127.0.0.1:{}", server.port);
+    let args = json!({ "url": format!("{origin}/hello") }).to_string();
     let expected = json!({"status": 200, "body": "hello from the test server"});
     // Sandboxed without a grant: refused before anything was sent.
     let out = tickbox(&argv(Wasm, "call", "fetch", &["get", &args, "--yes"]));
@@ -483,7 +483,7 @@ fn fetch_reaches_granted_addresses_only() {
         err["message"]
             .as_str()
             .unwrap()
-            .contains(&format!("--allow-net {addr}")),
+            .contains(&format!("--allow-http {origin}")),
         "{err}"
     );
     // With the grant, and natively (a native Tick is not sandboxed).
@@ -491,7 +491,7 @@ fn fetch_reaches_granted_addresses_only() {
         Wasm,
         "call",
         "fetch",
-        &["get", &args, "--yes", "--allow-net", &addr],
+        &["get", &args, "--yes", "--allow-http", &origin],
     ));
     assert_eq!(out.json(), expected, "{out:#?}");
     let out = tickbox(&argv(Native, "call", "fetch", &["get", &args, "--yes"]));
@@ -501,18 +501,18 @@ fn fetch_reaches_granted_addresses_only() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetch_records_what_it_fetched() {
     let server = Server::start();
-    let addr = format!("127.0.0.1:{}", server.port);
+    let origin = format!("http://127.0.0.1:{}", server.port);
     for b in BOTH {
         let grants = GrantSpec {
-            allow_net: vec![addr.clone()],
+            allow_http: vec![origin.clone()],
             ..Default::default()
         };
         let s = open(b, "fetch", grants, &[]).await;
         let mut events = s.events();
-        let r = ok(call(&s, "get", json!({"addr": addr})).await);
+        let r = ok(call(&s, "get", json!({ "url": origin })).await);
         assert_eq!(r["status"], 200, "{b:?}");
         let (_, data) = update_where(&mut events, "one fetch", |d| d["fetched"] == 1).await;
-        assert_eq!(data["recent"][0]["path"], "/", "{b:?}: path defaults to /");
+        assert_eq!(data["recent"][0]["url"], origin.as_str(), "{b:?}");
         screen_shows(&s, "hello from the test server").await;
         s.shutdown().await;
     }

@@ -25,6 +25,8 @@
 //!   drawing floods that stall nothing, bounded view sizes;
 //! - `writes` — what the host writes to a Tick: deadlines, whole frames
 //!   under cancellation, slots held until the answer, the line limit;
+//! - `http` — outgoing wasi:http under `--allow-http` origin grants, against
+//!   loopback HTTP and HTTPS servers: origins, redirects, bounds, the test CA;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -32,6 +34,7 @@ mod check;
 mod cli;
 mod engine;
 mod examples;
+mod http;
 mod langs;
 mod live;
 mod mcp;

@@ -1,20 +1,21 @@
-//! Fetches pages over plain HTTP from addresses the user granted.
+//! Fetches pages over HTTP(S) from origins the user granted.
 //!
 //! Sandboxed, a Tick reaches no network at all until the user grants an
-//! address: `tickbox call fetch.wasm get '{"addr":"127.0.0.1:8080","path":"/"}' --yes --allow-net 127.0.0.1:8080`.
-//! Without the grant the connection is refused and the tool says which
-//! grant is missing; nothing was fetched, so the error is "not executed".
+//! origin: `tickbox call fetch.wasm get '{"url":"http://127.0.0.1:8080/"}' --yes --allow-http http://127.0.0.1:8080`.
+//! The request goes through `wasi:http` (the SDK's [`tickbox_guest::http`]):
+//! the host checks the origin (scheme, host and port), does TLS for
+//! `https://`, and follows no redirects. Without the grant the host refuses
+//! with `HTTP-request-denied` and the tool says which grant is missing;
+//! nothing was sent, so the error is "not executed".
 //!
-//! The fetch is a blocking `std::net` request inside the call: fine for a
-//! quick local request. A slow download would instead start from a tool
-//! that returns at once and continue in timer steps (see the dashboard).
+//! The fetch blocks inside the call: fine for a quick request. A slow
+//! download would instead start from a tool that returns at once and
+//! continue in timer steps (see the dashboard).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
+use tickbox_guest::http;
 use tickbox_guest::prelude::*;
 
-/// Bytes of a response kept; the rest is dropped (results stay small).
+/// Bytes of a response read; a longer body is an error (results stay small).
 const MAX_BODY: usize = 16 * 1024;
 /// Fetches listed in state.
 const IN_STATE: usize = 10;
@@ -28,65 +29,55 @@ struct Fetch {
 
 #[derive(Deserialize, JsonSchema)]
 struct Get {
-    /// `host:port` of the server, e.g. `127.0.0.1:8080`; must be granted.
-    addr: String,
-    /// The path to request, starting with `/`.
-    #[serde(default = "root")]
-    path: String,
+    /// `http://host:port/path` or `https://...`; its origin must be granted.
+    url: String,
 }
 
-fn root() -> String {
-    "/".into()
+/// `scheme://host[:port]` of a URL, for the grant the user would give.
+fn origin(url: &str) -> &str {
+    let after = url.find("://").map_or(0, |i| i + 3);
+    match url[after..].find(['/', '?', '#']) {
+        Some(i) => &url[..after + i],
+        None => url,
+    }
 }
 
 impl Fetch {
     fn get(&mut self, a: Get, _: &mut Ctx) -> Result<Value, ToolError> {
-        if !a.path.starts_with('/') || a.path.contains(char::is_whitespace) {
-            return Err(ToolError::rejected(
-                "path must start with / and have no spaces",
-            ));
-        }
-        let mut conn = TcpStream::connect(&a.addr).map_err(|e| {
+        let mut request = http::Request::new("GET", &a.url);
+        request.max_body = MAX_BODY;
+        let response = request.send().map_err(|e| match e {
             // Nothing was sent, so nothing happened anywhere.
-            ToolError::rejected(format!(
-                "cannot connect to {}: {e}; a sandboxed Tick needs `--allow-net {}`",
-                a.addr, a.addr
-            ))
+            http::Error::Url(_) => ToolError::rejected(format!(
+                "{e}; give http://host:port/path or https://..."
+            )),
+            http::Error::Code(c) if c == "HTTP-request-denied" => ToolError::rejected(format!(
+                "{c}: a sandboxed Tick needs `--allow-http {}`",
+                origin(&a.url)
+            )),
+            http::Error::Code(c) if c == "connection-refused" => {
+                ToolError::rejected(format!("cannot connect to {}: {c}", origin(&a.url)))
+            }
+            other => ToolError::failed(other.to_string()),
         })?;
-        let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
-        let host = a.addr.rsplit_once(':').map(|(h, _)| h).unwrap_or(&a.addr);
-        let request = format!(
-            "GET {} HTTP/1.0\r\nHost: {host}\r\nUser-Agent: tickbox-example-fetch\r\nConnection: close\r\n\r\n",
-            a.path
-        );
-        conn.write_all(request.as_bytes())?;
-        let mut raw = Vec::new();
-        conn.take(MAX_BODY as u64 + 4096).read_to_end(&mut raw)?;
-        let text = String::from_utf8_lossy(&raw);
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let status: u16 = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| ToolError::failed("the server did not answer with HTTP"))?;
-        let body: String = body.chars().take(MAX_BODY).collect();
+        let body = String::from_utf8_lossy(&response.body).into_owned();
         self.fetched += 1;
         self.recent.push(json!({
-            "n": self.fetched, "addr": a.addr, "path": a.path,
-            "status": status, "bytes": body.len(),
+            "n": self.fetched, "url": a.url,
+            "status": response.status, "bytes": response.body.len(),
         }));
         if self.recent.len() > IN_STATE {
             self.recent.remove(0);
         }
         self.last_body = body.clone();
-        Ok(json!({ "status": status, "body": body }))
+        Ok(json!({ "status": response.status, "body": body }))
     }
 }
 
 impl Tick for Fetch {
     const KIND: &'static str = "example.fetch";
     const TITLE: &'static str = "Fetch";
-    const DESCRIPTION: &'static str = "Fetches pages over HTTP from granted addresses.";
+    const DESCRIPTION: &'static str = "Fetches pages over HTTP(S) from granted origins.";
     const SERIES: &'static [Series] = &[Series::newest_last("/recent")];
 
     fn state(&self) -> impl Serialize {
@@ -97,7 +88,7 @@ impl Tick for Fetch {
         // Mutates: each fetch is recorded in this Tick's state (§5.6).
         tools.add(
             "get",
-            "Fetch a path from host:port over HTTP/1.0 and return status and body.",
+            "GET a URL over HTTP(S) and return status and body (redirects are not followed).",
             Effect::Mutates,
             Self::get,
         );
@@ -112,10 +103,9 @@ impl Tick for Fetch {
             .rev()
             .map(|r| {
                 Line::from(format!(
-                    "#{} {}{} → {} ({} bytes)",
+                    "#{} {} → {} ({} bytes)",
                     r["n"],
-                    r["addr"].as_str().unwrap_or(""),
-                    r["path"].as_str().unwrap_or(""),
+                    r["url"].as_str().unwrap_or(""),
                     r["status"],
                     r["bytes"]
                 ))

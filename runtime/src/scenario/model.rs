@@ -64,6 +64,8 @@ pub struct TickSection {
     pub dir: Vec<String>,
     /// `--allow-net` grants.
     pub allow_net: Vec<String>,
+    /// `--allow-http` grants.
+    pub allow_http: Vec<String>,
     /// `--env` grants.
     pub env: Vec<String>,
     /// `--max-memory`.
@@ -241,6 +243,8 @@ struct RawTick {
     dir: Vec<String>,
     #[serde(default)]
     allow_net: Vec<String>,
+    #[serde(default)]
+    allow_http: Vec<String>,
     #[serde(default)]
     env: Vec<String>,
     max_memory: Option<String>,
@@ -491,6 +495,7 @@ fn tick_section(t: RawTick, base: &Path) -> Result<TickSection, String> {
             .map_err(|e| format!("[tick] cwd: {e}"))?,
         dir: t.dir.iter().map(|d| dir_grant(base, d)).collect(),
         allow_net: t.allow_net,
+        allow_http: t.allow_http,
         env: t.env,
         max_memory: t.max_memory,
         scratch: match t.scratch {

@@ -8,6 +8,7 @@
 //! | files | none | `--dir HOST[::GUEST][:ro]`, a directory or a single file |
 //! | TCP connect / UDP | none | `--allow-net HOST:PORT` per address (`*` for any port) |
 //! | name lookup | none | only names given to `--allow-net` |
+//! | outgoing HTTP (`wasi:http`) | none: every request fails with `HTTP-request-denied` | `--allow-http http[s]://HOST[:PORT]` per origin (see [`super::http`] for its bounds); `--http-ca FILE` adds CAs |
 //! | listening sockets | never | — |
 //! | environment | `TICKLOOP_INSTANCE_ID`, `TERM` | `--env NAME[=VALUE]` |
 //! | args, clocks, random | yes | — |
@@ -46,6 +47,12 @@ pub enum GrantError {
     /// `--allow-net` is malformed.
     #[error("--allow-net {spec}: {why}")]
     Net { spec: String, why: String },
+    /// `--allow-http` is malformed.
+    #[error("--allow-http {spec}: {why}")]
+    Http { spec: String, why: String },
+    /// `--http-ca` cannot be used.
+    #[error("--http-ca {why}")]
+    HttpCa { why: String },
     /// `--env` is malformed or names an unset variable.
     #[error("--env {spec}: {why}")]
     Env { spec: String, why: String },
@@ -103,6 +110,10 @@ pub struct Grants {
     pub dirs: Vec<DirGrant>,
     /// Network addresses.
     pub net: Vec<NetGrant>,
+    /// Origins `wasi:http` requests may go to.
+    pub http: Vec<super::http::Origin>,
+    /// Extra CA certificates (PEM) for `https` origins.
+    pub http_ca: Option<PathBuf>,
     /// Environment variables, with the values the Tick will see.
     #[serde(serialize_with = "env_names")]
     pub env: Vec<(String, String)>,
@@ -135,6 +146,8 @@ impl Default for Grants {
         Grants {
             dirs: Vec::new(),
             net: Vec::new(),
+            http: Vec::new(),
+            http_ca: None,
             env: Vec::new(),
             max_memory: DEFAULT_MAX_MEMORY,
             max_handles: super::limits::DEFAULT_MAX_HANDLES,
@@ -156,6 +169,12 @@ pub struct GrantSpec {
     /// `--allow-net` values.
     #[serde(default)]
     pub allow_net: Vec<String>,
+    /// `--allow-http` values.
+    #[serde(default)]
+    pub allow_http: Vec<String>,
+    /// `--http-ca` value.
+    #[serde(default)]
+    pub http_ca: Option<String>,
     /// `--env` values.
     #[serde(default)]
     pub env: Vec<String>,
@@ -194,6 +213,10 @@ impl GrantSpec {
     pub fn merge(&mut self, other: GrantSpec) {
         self.dir.extend(other.dir);
         self.allow_net.extend(other.allow_net);
+        self.allow_http.extend(other.allow_http);
+        if other.http_ca.is_some() {
+            self.http_ca = other.http_ca;
+        }
         self.env.extend(other.env);
         for (mine, theirs) in [
             (&mut self.max_memory, other.max_memory),
@@ -211,7 +234,7 @@ impl GrantSpec {
 
     /// Whether the Tick may reach the network (MCP's `openWorldHint`).
     pub fn network(&self) -> bool {
-        !self.allow_net.is_empty()
+        !self.allow_net.is_empty() || !self.allow_http.is_empty()
     }
 
     /// Whether any bound (memory, handles, wasm size, compile) is set.
@@ -226,7 +249,10 @@ impl GrantSpec {
 
     /// Whether nothing at all is granted (the bounds aside).
     pub fn is_empty(&self) -> bool {
-        self.dir.is_empty() && self.allow_net.is_empty() && self.env.is_empty()
+        self.dir.is_empty()
+            && self.allow_net.is_empty()
+            && self.allow_http.is_empty()
+            && self.env.is_empty()
     }
 
     /// Parses every grant, resolving `--env NAME` from this process's environment.
@@ -241,6 +267,25 @@ impl GrantSpec {
             if seen.insert(grant.clone()) {
                 g.net.push(grant);
             }
+        }
+        for h in &self.allow_http {
+            let origin = super::http::parse_origin(h).map_err(|why| GrantError::Http {
+                spec: h.clone(),
+                why,
+            })?;
+            if !g.http.contains(&origin) {
+                g.http.push(origin);
+            }
+        }
+        if let Some(ca) = &self.http_ca {
+            // Read now, so a bad file is a usage error before anything starts.
+            super::http::read_ca_file(Path::new(ca)).map_err(|why| GrantError::HttpCa { why })?;
+            if g.http.is_empty() {
+                return Err(GrantError::HttpCa {
+                    why: format!("{ca}: a CA is for https origins; grant one with --allow-http"),
+                });
+            }
+            g.http_ca = Some(PathBuf::from(ca));
         }
         for e in &self.env {
             g.env.push(parse_env(e, |k| std::env::var(k).ok())?);

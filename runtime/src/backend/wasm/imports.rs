@@ -12,8 +12,11 @@
 //! What is provided:
 //! - **components**: the interfaces of `wasi:cli/imports@0.2.12` (WASI 0.2:
 //!   cli, clocks, filesystem, io, random, sockets; see [`WASI_INTERFACES`])
-//!   at any `0.2.x`, which wasmtime links as semver-compatible, and
-//!   `tickbox:terminal/terminal` at any `0.1.x`;
+//!   at any `0.2.x`, which wasmtime links as semver-compatible,
+//!   `wasi:http/types` and `wasi:http/outgoing-handler` at any `0.2.x`
+//!   ([`HTTP_INTERFACES`]: always linked, each request checked against the
+//!   Tick's `--allow-http` origins, so componentize-js output starts without
+//!   a grant), and `tickbox:terminal/terminal` at any `0.1.x`;
 //! - **core modules** (wasip1): the `wasi_snapshot_preview1` functions the
 //!   engine's preview-1 linker defines, read from that linker.
 //!
@@ -63,6 +66,10 @@ pub const WASI_INTERFACES: &[&str] = &[
     "wasi:sockets/udp",
     "wasi:sockets/udp-create-socket",
 ];
+
+/// The `wasi:http` interfaces tickbox links for components (requests are
+/// refused unless their origin is granted; see `super::http`).
+pub const HTTP_INTERFACES: &[&str] = &["wasi:http/outgoing-handler", "wasi:http/types"];
 
 /// The version prefix of the WASI interfaces accepted (semver-compatible
 /// with the vendored 0.2.12).
@@ -209,11 +216,12 @@ fn component_import(name: &str) -> Result<(), Unsupported> {
         import: name.to_string(),
         offer: format!(
             "tickbox provides WASI {WASI_VERSION}.x (wasi:cli, clocks, filesystem, io, random, \
-             sockets; vendored {WASI_VENDORED} in wit/) and {TERMINAL_INTERFACE}@{TERMINAL_VERSION}.0{hint}"
+             sockets; vendored {WASI_VENDORED} in wit/), wasi:http/outgoing-handler {WASI_VERSION}.x and \
+             {TERMINAL_INTERFACE}@{TERMINAL_VERSION}.0{hint}"
         ),
     }
     };
-    if WASI_INTERFACES.contains(&iface) {
+    if WASI_INTERFACES.contains(&iface) || HTTP_INTERFACES.contains(&iface) {
         return if compatible(WASI_VERSION) {
             Ok(())
         } else {
@@ -229,7 +237,8 @@ fn component_import(name: &str) -> Result<(), Unsupported> {
     }
     if iface.starts_with("wasi:http/") {
         return Err(offer(
-            "; no HTTP: componentize-js imports wasi:http unless built with `-d http fetch-event`",
+            "; of wasi:http only outgoing requests (a Tick serves no HTTP): build a WASI command, \
+             not a wasi:http/proxy",
         ));
     }
     Err(offer(""))
@@ -390,15 +399,26 @@ mod tests {
         assert_eq!(check(&wasm, WasmKind::Component, &p1()), Ok(()));
     }
 
+    /// componentize-js imports these by default: they are linked (each
+    /// request is checked against the Tick's origin grants).
     #[test]
-    fn wasi_http_is_refused_with_the_componentize_js_hint() {
+    fn outgoing_wasi_http_passes_and_the_rest_of_wasi_http_is_refused() {
         let wasm = component(
-            &["wasi:io/poll@0.2.3", "wasi:http/outgoing-handler@0.2.3"],
+            &[
+                "wasi:io/poll@0.2.3",
+                "wasi:http/types@0.2.3",
+                "wasi:http/outgoing-handler@0.2.3",
+            ],
             None,
         );
+        assert_eq!(check(&wasm, WasmKind::Component, &p1()), Ok(()));
+        let wasm = component(&["wasi:http/outgoing-handler@0.3.0"], None);
         let err = refused(check(&wasm, WasmKind::Component, &p1()));
-        assert_eq!(err.import, "wasi:http/outgoing-handler@0.2.3");
-        assert!(err.offer.contains("-d http fetch-event"), "{err:?}");
+        assert_eq!(err.import, "wasi:http/outgoing-handler@0.3.0");
+        let wasm = component(&["wasi:http/incoming-handler@0.2.3"], None);
+        let err = refused(check(&wasm, WasmKind::Component, &p1()));
+        assert_eq!(err.import, "wasi:http/incoming-handler@0.2.3");
+        assert!(err.offer.contains("only outgoing requests"), "{err:?}");
         assert!(
             err.offer.contains("tickbox:terminal/terminal@0.1.0"),
             "{err:?}"
@@ -427,10 +447,10 @@ mod tests {
         let inner = module(&[("env", "whatever")]);
         let wasm = component(&["wasi:io/poll@0.2.12"], Some(&inner));
         assert_eq!(check(&wasm, WasmKind::Component, &p1()), Ok(()));
-        let wasm = component(&["wasi:http/types@0.2.0"], Some(&inner));
+        let wasm = component(&["wasi:keyvalue/store@0.2.0"], Some(&inner));
         assert_eq!(
             refused(check(&wasm, WasmKind::Component, &p1())).import,
-            "wasi:http/types@0.2.0"
+            "wasi:keyvalue/store@0.2.0"
         );
     }
 

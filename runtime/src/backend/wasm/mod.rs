@@ -37,6 +37,7 @@ pub mod cache;
 pub mod compile;
 pub mod grant_area;
 pub mod grants;
+pub mod http;
 pub mod imports;
 pub mod limits;
 pub mod pipe;
@@ -373,6 +374,11 @@ impl WasmEngine {
                 })
             })
             .map_err(e)?;
+        // Outgoing HTTP for every component; each request is checked against
+        // the Tick's origin grants (see `http`), so without a grant a
+        // component importing wasi:http starts and its requests are refused.
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut component_linker)
+            .map_err(e)?;
         // Monotonic clock and poll that follow a guest's virtual clock, if it has one.
         virtual_time::add_to_linker(&mut component_linker).map_err(e)?;
         component_linker.allow_shadowing(false);
@@ -685,6 +691,19 @@ pub struct GuestState {
     lookup_names: Vec<String>,
     /// Virtual time and seeded randomness (`tickbox test`), or real ones.
     clock: Option<virtual_time::VirtualClock>,
+    /// `wasi:http` state and the origin policy its requests go through.
+    http_ctx: wasmtime_wasi_http::WasiHttpCtx,
+    http_hooks: http::Hooks,
+}
+
+impl wasmtime_wasi_http::WasiHttpView for GuestState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: &mut self.http_ctx,
+            table: &mut self.table,
+            hooks: &mut self.http_hooks,
+        }
+    }
 }
 
 impl WasiView for GuestState {
@@ -960,6 +979,8 @@ pub async fn spawn_with(
         c.install(&mut builder);
     }
     let limiter = limits::Budget::new(spec.grants.max_memory);
+    let http_policy = http::HttpPolicy::new(spec.grants.http.clone(), spec.grants.http_ca.as_deref())
+        .map_err(WasmError::Grant)?;
     let max_handles = spec.grants.max_handles;
     let bounds = compile::Bounds {
         timeout: spec.grants.compile_timeout,
@@ -987,6 +1008,8 @@ pub async fn spawn_with(
                 quota: spec.grants.max_write.map(quota::Quota::new),
                 lookup_names: spec.grants.lookup_names(),
                 clock: clock.cloned(),
+                http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
+                http_hooks: http::Hooks::new(http_policy),
             };
             let mut store = Store::new(&engine.engine, state);
             store.limiter(|s| &mut s.limiter);
@@ -1005,6 +1028,11 @@ pub async fn spawn_with(
                     Err(e) => describe_error(&e, max_handles),
                 }
             })
+        }
+        Loaded::Module(_) if !spec.grants.http.is_empty() => {
+            return Err(WasmError::Grant(
+                "--allow-http needs a component (wasm32-wasip2): a preview-1 module cannot import wasi:http".into(),
+            ));
         }
         Loaded::Module(_) if spec.grants.max_write.is_some() => {
             return Err(WasmError::Grant(
