@@ -11,6 +11,7 @@
 //! call_timeout = 30                # seconds; the protocol's 60 when absent
 //! [tick.grants]                    # what the sandbox lets the Tick reach
 //! dir = ["./notes"]                # --dir, once per entry
+//! allow_http = ["https://api.example.com"]  # --allow-http, once per entry
 //! allow_net = ["api.example.com:443"]  # --allow-net, once per entry
 //! env = ["TZ=UTC"]                 # --env, once per entry
 //! max_memory = "64MiB"             # --max-memory
@@ -20,7 +21,7 @@
 //!
 //! Each grant key is the sandbox flag of the same name, so an entry says
 //! exactly what `tickbox mcp [FLAGS] TICK` would. Relative paths (`path`,
-//! `cwd`, a `command` program containing `/`, `dir`) are resolved against the
+//! `cwd`, a `command` program containing `/`, `dir`, `http_ca`) are resolved against the
 //! directory of the config file, and a Tick runs there unless `cwd` says
 //! otherwise, so a config works from wherever the MCP client starts it.
 
@@ -205,6 +206,7 @@ impl Config {
             }
             let mut grants = e.grants;
             grants.dir = grants.dir.iter().map(|d| resolve(base, d)).collect();
+            grants.http_ca = grants.http_ca.map(|ca| resolve(base, &ca));
             let cwd = Some(match e.cwd {
                 Some(dir) => PathBuf::from(resolve(base, &dir)),
                 None => base.to_path_buf(),

@@ -428,10 +428,7 @@ async fn send(
         )
         .build()
         .map_err(|_| Error::HttpRequestUriInvalid)?;
-    let request = http::Request::from_parts(
-        parts,
-        http_body_util::Full::new(body).map_err(|never| match never {}),
-    );
+    let request = http::Request::from_parts(parts, http_body_util::Full::new(body));
 
     // Connect, and shake hands, within one deadline.
     let deadline = tokio::time::Instant::now() + timeouts.connect;
@@ -449,8 +446,9 @@ async fn send(
                 .tls
                 .clone()
                 .ok_or_else(|| Error::InternalError(Some("no TLS configuration".into())))?;
-            let name = ServerName::try_from(origin.host.clone())
-                .map_err(|_| Error::HttpRequestUriInvalid)?;
+            let name = ServerName::try_from(origin.host.as_str())
+                .map_err(|_| Error::HttpRequestUriInvalid)?
+                .to_owned();
             let tls = tokio::time::timeout_at(
                 deadline,
                 tokio_rustls::TlsConnector::from(config).connect(name, stream),
@@ -470,12 +468,20 @@ async fn send(
 
     // Wait for the response head while driving the connection.
     let mut conn = Some(conn);
+    type Sent = Result<
+        Result<http::Response<hyper::body::Incoming>, hyper::Error>,
+        tokio::time::error::Elapsed,
+    >;
+    let head = |sent: Sent| -> Result<http::Response<hyper::body::Incoming>, Error> {
+        sent.map_err(|_| Error::ConnectionReadTimeout)?
+            .map_err(Error::from)
+    };
     let response = {
         let send = tokio::time::timeout(timeouts.first_byte, sender.send_request(request));
         let mut send = std::pin::pin!(send);
         std::future::poll_fn(|cx| {
-            if let Poll::Ready(r) = send.as_mut().poll(cx) {
-                return Poll::Ready(r.map_err(|_| Error::ConnectionReadTimeout)?.map_err(Error::from));
+            if let Poll::Ready(sent) = send.as_mut().poll(cx) {
+                return Poll::Ready(head(sent));
             }
             if let Some(c) = conn.as_mut() {
                 if let Poll::Ready(done) = Pin::new(c).poll(cx) {
@@ -486,10 +492,7 @@ async fn send(
                         return Poll::Ready(Err(Error::from(e)));
                     }
                     return match send.as_mut().poll(cx) {
-                        Poll::Ready(r) => Poll::Ready(
-                            r.map_err(|_| Error::ConnectionReadTimeout)?
-                                .map_err(Error::from),
-                        ),
+                        Poll::Ready(sent) => Poll::Ready(head(sent)),
                         Poll::Pending => Poll::Ready(Err(Error::HttpResponseIncomplete)),
                     };
                 }
@@ -656,7 +659,7 @@ mod tests {
         let request = http::Request::get(format!("{origin}/"))
             .body(
                 http_body_util::Empty::<Bytes>::new()
-                    .map_err(|never| match never {})
+                    .map_err(|never: std::convert::Infallible| -> Error { match never {} })
                     .boxed_unsync(),
             )
             .unwrap();

@@ -51,7 +51,8 @@ mod client {
     fn code(e: &ErrorCode) -> String {
         // `HttpRequestDenied`, `ConnectionReadTimeout`, `HttpResponseBodySize(Some(..))`...
         let s = format!("{e:?}");
-        s.split('(').next().unwrap_or(&s).to_string()
+        let s = s.strip_prefix("ErrorCode::").unwrap_or(&s);
+        s.split('(').next().unwrap_or(s).to_string()
     }
 
     fn failed(e: String) -> Value {
