@@ -218,7 +218,11 @@ mod imp {
             m => Method::Other(m.to_string()),
         };
         req.set_method(&method).map_err(|_| other("the method"))?;
-        let scheme = if url.https { Scheme::Https } else { Scheme::Http };
+        let scheme = if url.https {
+            Scheme::Https
+        } else {
+            Scheme::Http
+        };
         req.set_scheme(Some(&scheme))
             .map_err(|_| other("the scheme"))?;
         req.set_authority(Some(&url.authority))
@@ -377,7 +381,13 @@ mod tests {
         );
         assert_eq!(Url::parse("http://h").unwrap().path, "/");
         assert_eq!(Url::parse("http://h?q").unwrap().path, "/?q");
-        for bad in ["ftp://h/", "h/x", "http:///x", "http://u@h/", "http://h/a b"] {
+        for bad in [
+            "ftp://h/",
+            "h/x",
+            "http:///x",
+            "http://u@h/",
+            "http://h/a b",
+        ] {
             assert!(Url::parse(bad).is_err(), "{bad}");
         }
     }

@@ -187,14 +187,20 @@ fn only_the_granted_origin_is_reached() {
     let origin = format!("http://127.0.0.1:{}", server.port);
     let grant = ["--allow-http", origin.as_str()];
     // Positive control.
-    let r = get(json!({"url": server.url("http", "127.0.0.1", "/hello")}), &grant);
+    let r = get(
+        json!({"url": server.url("http", "127.0.0.1", "/hello")}),
+        &grant,
+    );
     assert_eq!(
         (&r["status"], &r["body"], &r["error"]),
         (&json!(200), &json!("hello from loopback"), &Value::Null),
         "{r}"
     );
     // Without a grant the component still starts; its request is refused.
-    let r = get(json!({"url": server.url("http", "127.0.0.1", "/hello")}), &[]);
+    let r = get(
+        json!({"url": server.url("http", "127.0.0.1", "/hello")}),
+        &[],
+    );
     assert_eq!(r["error"], "HttpRequestDenied", "no grant: {r}");
     let other = TcpListener::bind("127.0.0.1:0").unwrap();
     let other_port = other.local_addr().unwrap().port();
@@ -227,7 +233,11 @@ fn a_redirect_is_handed_to_the_guest_not_followed() {
         json!({"url": server.url("http", "127.0.0.1", "/redirect")}),
         &["--allow-http", &origin],
     );
-    assert_eq!((&r["status"], &r["error"]), (&json!(302), &Value::Null), "{r}");
+    assert_eq!(
+        (&r["status"], &r["error"]),
+        (&json!(302), &Value::Null),
+        "{r}"
+    );
     // Following it by hand goes to `localhost`, which is not granted.
     let r = get(
         json!({"url": server.url("http", "localhost", "/hello")}),
@@ -243,11 +253,17 @@ fn response_bodies_past_the_bound_are_cut() {
     let grant = ["--allow-http", origin.as_str()];
     // Streamed without a length: the guest reads up to the bound (less the
     // chunk that would cross it), then its stream fails.
-    let r = get(json!({"url": server.url("http", "127.0.0.1", "/big")}), &grant);
+    let r = get(
+        json!({"url": server.url("http", "127.0.0.1", "/big")}),
+        &grant,
+    );
     assert_eq!(r["status"], 200, "{r}");
     let read = r["body_len"].as_u64().unwrap() as usize;
     assert!(read <= MAX_RESPONSE_BODY, "read {read} bytes");
-    assert!(read >= MAX_RESPONSE_BODY - 128 * 1024, "read only {read} bytes");
+    assert!(
+        read >= MAX_RESPONSE_BODY - 128 * 1024,
+        "read only {read} bytes"
+    );
     // wasmtime-wasi-http 48 hands a body error to the guest as a stream
     // error without a wasi:http code (`http-error-code` is none), so the
     // guest reports its text, which names the bound.

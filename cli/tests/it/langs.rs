@@ -4,8 +4,9 @@
 //!   wasm32-wasip1 (clang + wasi-libc) and natively, checked with
 //!   `tickbox check`, called, and its `poll()`-timeout timer and (natively)
 //!   its keys driven through a session;
-//! - a component importing `wasi:http` is refused before anything is
-//!   compiled, naming the import;
+//! - a component importing what tickbox does not provide (here the
+//!   server side of `wasi:http`) is refused before anything is compiled,
+//!   naming the import; outgoing `wasi:http` passes the check;
 //! - `tickbox new` projects (Rust and C) build and pass `tickbox check` as
 //!   generated.
 //!
@@ -266,7 +267,7 @@ fn unsupported_imports_are_refused_before_compiling() {
     std::fs::write(
         &path,
         component_importing(
-            &["wasi:io/poll@0.2.3", "wasi:http/outgoing-handler@0.2.3"],
+            &["wasi:io/poll@0.2.3", "wasi:http/incoming-handler@0.2.3"],
             true,
         ),
     )
@@ -275,9 +276,9 @@ fn unsupported_imports_are_refused_before_compiling() {
     let out = tickbox(&["describe", p.as_str(), "--no-cache"]);
     out.expect(
         3,
-        "imports `wasi:http/outgoing-handler@0.2.3`, which tickbox does not provide",
+        "imports `wasi:http/incoming-handler@0.2.3`, which tickbox does not provide",
     );
-    assert!(out.stderr.contains("-d http fetch-event"), "{out:#?}");
+    assert!(out.stderr.contains("only outgoing requests"), "{out:#?}");
     assert_eq!(out.stderr.trim().lines().count(), 1, "one line: {out:#?}");
     eprintln!("refused in {:?} (process start included)", out.elapsed);
 
@@ -287,13 +288,19 @@ fn unsupported_imports_are_refused_before_compiling() {
     let out = tickbox(&["describe", p.as_str(), "--no-cache"]);
     out.expect(3, "it exports no `wasi:cli/run@0.2.x`");
 
-    // Positive control: with supported imports and the entry point the same
-    // file reaches the compiler, which refuses the broken module.
-    std::fs::write(&path, component_importing(&["wasi:io/poll@0.2.3"], true)).expect("write");
-    let out = tickbox(&["describe", p.as_str(), "--no-cache"]);
-    assert_eq!(out.code, 3, "{out:#?}");
-    assert!(!out.stderr.contains("does not provide"), "{out:#?}");
-    assert!(!out.stderr.contains("exports no"), "{out:#?}");
+    // Positive control: with supported imports (outgoing wasi:http, which
+    // componentize-js imports by default, among them) and the entry point
+    // the same file reaches the compiler, which refuses the broken module.
+    for imports in [
+        &["wasi:io/poll@0.2.3"][..],
+        &["wasi:http/types@0.2.3", "wasi:http/outgoing-handler@0.2.3"],
+    ] {
+        std::fs::write(&path, component_importing(imports, true)).expect("write");
+        let out = tickbox(&["describe", p.as_str(), "--no-cache"]);
+        assert_eq!(out.code, 3, "{out:#?}");
+        assert!(!out.stderr.contains("does not provide"), "{out:#?}");
+        assert!(!out.stderr.contains("exports no"), "{out:#?}");
+    }
 }
 
 /// `tickbox new` for Rust: the project builds for wasm32-wasip2 against this

@@ -23,7 +23,8 @@
 //!   `HTTP-request-body-size`), the response body ([`MAX_RESPONSE_BODY`]:
 //!   a declared `content-length` over it fails the request with
 //!   `HTTP-response-body-size`, a body that grows past it is cut and its
-//!   stream fails), the connect time including the TLS handshake
+//!   stream fails; wasmtime-wasi-http 48 hands a body error to the guest
+//!   without a code, as an `io-error` whose text names the bound), the connect time including the TLS handshake
 //!   ([`CONNECT_TIMEOUT`], `connection-timeout`), the time to the response
 //!   head ([`FIRST_BYTE_TIMEOUT`]) and between body chunks
 //!   ([`BETWEEN_BYTES_TIMEOUT`]), both `connection-read-timeout`, and the
@@ -119,7 +120,13 @@ pub struct Origin {
 impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.host.contains(':') {
-            write!(f, "{}://[{}]:{}", self.scheme.as_str(), self.host, self.port)
+            write!(
+                f,
+                "{}://[{}]:{}",
+                self.scheme.as_str(),
+                self.host,
+                self.port
+            )
         } else {
             write!(f, "{}://{}:{}", self.scheme.as_str(), self.host, self.port)
         }
@@ -174,7 +181,10 @@ pub fn parse_origin(spec: &str) -> Result<Origin, String> {
             "" => (h, None),
             t => (
                 h,
-                Some(t.strip_prefix(':').ok_or("expected :PORT after [ADDRESS]")?),
+                Some(
+                    t.strip_prefix(':')
+                        .ok_or("expected :PORT after [ADDRESS]")?,
+                ),
             ),
         }
     } else {
@@ -366,7 +376,9 @@ impl Timeouts {
         let o = options.unwrap_or_default();
         let cut = |asked: Option<Duration>, bound: Duration| {
             // Zero would make tokio's interval panic; a nanosecond is as good.
-            asked.map_or(bound, |a| a.min(bound)).max(Duration::from_nanos(1))
+            asked
+                .map_or(bound, |a| a.min(bound))
+                .max(Duration::from_nanos(1))
         };
         Timeouts {
             connect: cut(o.connect_timeout, CONNECT_TIMEOUT),
@@ -636,7 +648,10 @@ mod tests {
         assert!(ok("https://API.example.com/"));
         assert!(ok("https://api.example.com:443/"));
         assert!(!ok("http://127.0.0.1:8081/"), "another port");
-        assert!(!ok("http://localhost:8080/"), "another spelling of the host");
+        assert!(
+            !ok("http://localhost:8080/"),
+            "another spelling of the host"
+        );
         assert!(!ok("https://127.0.0.1:8080/"), "another scheme");
         assert!(!ok("http://api.example.com:443/"), "another scheme");
         assert!(!ok("https://api.example.com.evil.org/"));

@@ -377,8 +377,7 @@ impl WasmEngine {
         // Outgoing HTTP for every component; each request is checked against
         // the Tick's origin grants (see `http`), so without a grant a
         // component importing wasi:http starts and its requests are refused.
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut component_linker)
-            .map_err(e)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut component_linker).map_err(e)?;
         // Monotonic clock and poll that follow a guest's virtual clock, if it has one.
         virtual_time::add_to_linker(&mut component_linker).map_err(e)?;
         component_linker.allow_shadowing(false);
@@ -979,8 +978,9 @@ pub async fn spawn_with(
         c.install(&mut builder);
     }
     let limiter = limits::Budget::new(spec.grants.max_memory);
-    let http_policy = http::HttpPolicy::new(spec.grants.http.clone(), spec.grants.http_ca.as_deref())
-        .map_err(WasmError::Grant)?;
+    let http_policy =
+        http::HttpPolicy::new(spec.grants.http.clone(), spec.grants.http_ca.as_deref())
+            .map_err(WasmError::Grant)?;
     let max_handles = spec.grants.max_handles;
     let bounds = compile::Bounds {
         timeout: spec.grants.compile_timeout,
