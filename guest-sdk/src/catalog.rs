@@ -13,6 +13,9 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{Map, Value};
+use std::any::TypeId;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt;
 
 /// Whether a tool can change anything beyond its own result (§5.6): the
@@ -182,11 +185,11 @@ impl<T: 'static> Tools<T> {
         handler: F,
     ) -> &mut Self
     where
-        A: DeserializeOwned + JsonSchema,
+        A: DeserializeOwned + JsonSchema + 'static,
         R: Serialize,
         F: Fn(&mut T, A, &mut Ctx) -> Result<R, ToolError> + 'static,
     {
-        let schema = schema_for::<A>();
+        let schema = cached_schema::<A>();
         let check = schema.clone();
         let run: Handler<T> = Box::new(move |tick, args, ctx| {
             check_closed(&check, &args)?;
@@ -213,6 +216,23 @@ impl<T: 'static> Tools<T> {
     pub(crate) fn get(&self, name: &str) -> Option<&ToolDef<T>> {
         self.list.iter().find(|t| t.name == name)
     }
+}
+
+/// [`schema_for`], generated once per argument type. `Tick::tools` runs
+/// after every event (so a catalog may follow the state), and generating a
+/// schema costs far more than most calls it describes; a type's schema never
+/// changes while the program runs.
+fn cached_schema<A: JsonSchema + 'static>() -> Value {
+    thread_local! {
+        static SCHEMAS: RefCell<HashMap<TypeId, Value>> = RefCell::new(HashMap::new());
+    }
+    SCHEMAS.with(|schemas| {
+        schemas
+            .borrow_mut()
+            .entry(TypeId::of::<A>())
+            .or_insert_with(schema_for::<A>)
+            .clone()
+    })
 }
 
 /// The closed input schema of an argument type.
