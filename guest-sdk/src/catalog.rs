@@ -17,6 +17,7 @@ use std::any::TypeId;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
+use std::rc::Rc;
 
 /// Whether a tool can change anything beyond its own result (§5.6): the
 /// Tick's state, files, remote services. There is deliberately no default.
@@ -139,7 +140,9 @@ type Handler<T> = Box<dyn Fn(&mut T, Value, &mut Ctx) -> Result<Value, ToolError
 pub(crate) struct ToolDef<T> {
     pub name: String,
     pub description: String,
-    pub schema: Value,
+    /// Shared with the per-type cache: rebuilding the catalog after every
+    /// event clones a pointer, not a schema.
+    pub schema: Rc<Value>,
     pub mutates: bool,
     pub run: Handler<T>,
 }
@@ -150,7 +153,7 @@ impl<T> ToolDef<T> {
         serde_json::json!({
             "name": self.name,
             "description": self.description,
-            "input_schema": self.schema,
+            "input_schema": *self.schema,
             "mutates": self.mutates,
         })
     }
@@ -222,15 +225,15 @@ impl<T: 'static> Tools<T> {
 /// after every event (so a catalog may follow the state), and generating a
 /// schema costs far more than most calls it describes; a type's schema never
 /// changes while the program runs.
-fn cached_schema<A: JsonSchema + 'static>() -> Value {
+fn cached_schema<A: JsonSchema + 'static>() -> Rc<Value> {
     thread_local! {
-        static SCHEMAS: RefCell<HashMap<TypeId, Value>> = RefCell::new(HashMap::new());
+        static SCHEMAS: RefCell<HashMap<TypeId, Rc<Value>>> = RefCell::new(HashMap::new());
     }
     SCHEMAS.with(|schemas| {
         schemas
             .borrow_mut()
             .entry(TypeId::of::<A>())
-            .or_insert_with(schema_for::<A>)
+            .or_insert_with(|| Rc::new(schema_for::<A>()))
             .clone()
     })
 }

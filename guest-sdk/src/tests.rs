@@ -601,8 +601,8 @@ fn cached_schemas_keep_same_named_types_apart() {
             Effect::ReadOnly,
             |_: &mut (), _: b::Args, _: &mut Ctx| Ok(json!({})),
         );
-        assert_eq!(tools.list[0].schema, crate::schema_for::<a::Args>());
-        assert_eq!(tools.list[1].schema, crate::schema_for::<b::Args>());
+        assert_eq!(*tools.list[0].schema, crate::schema_for::<a::Args>());
+        assert_eq!(*tools.list[1].schema, crate::schema_for::<b::Args>());
         assert!(tools.list[0].schema["properties"].get("left").is_some());
         assert!(tools.list[1].schema["properties"].get("right").is_some());
     }
