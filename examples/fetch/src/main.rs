@@ -48,9 +48,9 @@ impl Fetch {
         request.max_body = MAX_BODY;
         let response = request.send().map_err(|e| match e {
             // Nothing was sent, so nothing happened anywhere.
-            http::Error::Url(_) => ToolError::rejected(format!(
-                "{e}; give http://host:port/path or https://..."
-            )),
+            http::Error::Url(_) => {
+                ToolError::rejected(format!("{e}; give http://host:port/path or https://..."))
+            }
             http::Error::Code(c) if c == "HTTP-request-denied" => ToolError::rejected(format!(
                 "{c}: a sandboxed Tick needs `--allow-http {}`",
                 origin(&a.url)

@@ -75,7 +75,11 @@ mod client {
             "https" => Scheme::Https,
             other => Scheme::Other(other.to_string()),
         };
-        let method = if a.body_bytes > 0 { Method::Post } else { Method::Get };
+        let method = if a.body_bytes > 0 {
+            Method::Post
+        } else {
+            Method::Get
+        };
         let ok = req.set_method(&method).is_ok()
             && req.set_scheme(Some(&scheme)).is_ok()
             && req.set_authority(Some(authority)).is_ok()
@@ -184,8 +188,12 @@ fn main() {
     // Blocking reads are fine: this Tick has no timers.
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { return };
-        let Ok(req) = serde_json::from_str::<Value>(&line) else { continue };
-        let Some(id) = req.get("id").and_then(Value::as_u64) else { continue };
+        let Ok(req) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let Some(id) = req.get("id").and_then(Value::as_u64) else {
+            continue;
+        };
         let params = req.get("params").cloned().unwrap_or(Value::Null);
         let result = match req.get("method").and_then(Value::as_str).unwrap_or("") {
             "tick/describe" => descriptor(),
@@ -194,7 +202,11 @@ fn main() {
             _ => json!(null),
         };
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", json!({"jsonrpc": "2.0", "id": id, "result": result}));
+        let _ = writeln!(
+            out,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "result": result})
+        );
         let _ = out.flush();
     }
 }
