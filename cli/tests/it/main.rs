@@ -18,6 +18,8 @@
 //!   Streamable HTTP;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
+//! - `record` — `tickbox run --record`: a session on a PTY recorded as a
+//!   scenario that replays green (wasm on virtual time, native on real time);
 //! - `scenario` — `tickbox test`: the example scenarios, failure output,
 //!   identical screens under virtual time, exit codes;
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
@@ -37,6 +39,7 @@ mod live;
 mod mcp;
 mod mcp_wire;
 mod native;
+mod record;
 mod sandbox;
 mod scenario;
 mod util;
