@@ -24,11 +24,16 @@
 //! host delivers input relative to a guest that is busy (the scenario runner
 //! waits for the guest to be idle, see below, to keep that order fixed).
 //!
-//! **Idle**: the guest is idle when it is blocked in `wasi:io/poll` (`poll`
-//! or `pollable.block`) and has been for [`IDLE_QUIET`]. Components are
-//! linked with a `wasi:io/poll` that counts those waits; a guest blocked
-//! anywhere else (a blocking read, say) looks busy, and waiting for it to be
-//! idle gives up after the caller's bound.
+//! **Idle**: the guest is idle when it is blocked waiting for input or time
+//! and has been for [`IDLE_QUIET`]: in `wasi:io/poll` (`poll`,
+//! `pollable.block`, which std's `sleep` uses too) or in a blocking read
+//! (`input-stream.blocking-read`, `blocking-skip`: std's `stdin().read`).
+//! Components are linked with versions of those that count the waits.
+//! Everything else looks busy: computing, a blocking write, flush or splice
+//! (waiting for the host to take output), a host call in progress; waiting
+//! for such a guest to be idle gives up after the caller's bound. A
+//! preview-1 module has no idle signal at all (its `poll_oneoff` and
+//! `fd_read` are wasmtime-wasi's own).
 //!
 //! Everything a guest controls is bounded: an `advance` fires at most
 //! [`MAX_ADVANCE_FIRINGS`] timer deadlines, and a single `advance` spans at
@@ -44,8 +49,10 @@ use tokio::sync::watch;
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 use wasmtime_wasi::clocks::{HostMonotonicClock, HostWallClock, WasiClocksCtxView};
 use wasmtime_wasi::p2::bindings::clocks::monotonic_clock;
-use wasmtime_wasi::p2::bindings::io::poll;
-use wasmtime_wasi::p2::{subscribe, DynPollable, Pollable};
+use wasmtime_wasi::p2::bindings::io::{poll, streams};
+use wasmtime_wasi::p2::{
+    subscribe, DynInputStream, DynOutputStream, DynPollable, Pollable, StreamResult,
+};
 use wasmtime_wasi::WasiCtx;
 
 /// The virtual wall clock's start: 2000-01-01T00:00:00Z, in seconds since the Unix epoch.
@@ -487,11 +494,132 @@ impl poll::HostPollable for PollView<'_> {
     }
 }
 
-/// Shadows `wasi:clocks/monotonic-clock` and `wasi:io/poll` in a component
-/// linker that already has wasmtime-wasi (shadowing must be allowed).
+/// `wasi:io/streams` for one store: wasmtime-wasi-io's, counting a guest's
+/// blocking reads (`input-stream.blocking-read`, `blocking-skip`) as waits
+/// when it has a [`VirtualClock`]: a guest blocked reading its stdin (or its
+/// keys) waits for input, exactly like one blocked in `poll` on them.
+/// Blocking writes, flushes and splices are not counted: they wait for the
+/// host to take output, which it does on its own.
+pub(super) struct StreamsView<'a> {
+    table: &'a mut ResourceTable,
+    clock: Option<&'a VirtualClock>,
+}
+
+struct Streams;
+impl HasData for Streams {
+    type Data<'a> = StreamsView<'a>;
+}
+
+fn streams_view(s: &mut GuestState) -> StreamsView<'_> {
+    StreamsView {
+        table: &mut s.table,
+        clock: s.clock.as_ref(),
+    }
+}
+
+impl streams::Host for StreamsView<'_> {
+    fn convert_stream_error(
+        &mut self,
+        err: wasmtime_wasi::p2::StreamError,
+    ) -> wasmtime::Result<streams::StreamError> {
+        streams::Host::convert_stream_error(&mut *self.table, err)
+    }
+}
+
+impl streams::HostInputStream for StreamsView<'_> {
+    async fn drop(&mut self, s: Resource<DynInputStream>) -> wasmtime::Result<()> {
+        streams::HostInputStream::drop(&mut *self.table, s).await
+    }
+    fn read(&mut self, s: Resource<DynInputStream>, len: u64) -> StreamResult<Vec<u8>> {
+        streams::HostInputStream::read(&mut *self.table, s, len)
+    }
+    async fn blocking_read(
+        &mut self,
+        s: Resource<DynInputStream>,
+        len: u64,
+    ) -> StreamResult<Vec<u8>> {
+        let _wait = self.clock.map(VirtualClock::enter_poll);
+        streams::HostInputStream::blocking_read(&mut *self.table, s, len).await
+    }
+    fn skip(&mut self, s: Resource<DynInputStream>, len: u64) -> StreamResult<u64> {
+        streams::HostInputStream::skip(&mut *self.table, s, len)
+    }
+    async fn blocking_skip(&mut self, s: Resource<DynInputStream>, len: u64) -> StreamResult<u64> {
+        let _wait = self.clock.map(VirtualClock::enter_poll);
+        streams::HostInputStream::blocking_skip(&mut *self.table, s, len).await
+    }
+    fn subscribe(
+        &mut self,
+        s: Resource<DynInputStream>,
+    ) -> wasmtime::Result<Resource<DynPollable>> {
+        streams::HostInputStream::subscribe(&mut *self.table, s)
+    }
+}
+
+impl streams::HostOutputStream for StreamsView<'_> {
+    async fn drop(&mut self, s: Resource<DynOutputStream>) -> wasmtime::Result<()> {
+        streams::HostOutputStream::drop(&mut *self.table, s).await
+    }
+    fn check_write(&mut self, s: Resource<DynOutputStream>) -> StreamResult<u64> {
+        streams::HostOutputStream::check_write(&mut *self.table, s)
+    }
+    fn write(&mut self, s: Resource<DynOutputStream>, bytes: Vec<u8>) -> StreamResult<()> {
+        streams::HostOutputStream::write(&mut *self.table, s, bytes)
+    }
+    async fn blocking_write_and_flush(
+        &mut self,
+        s: Resource<DynOutputStream>,
+        bytes: Vec<u8>,
+    ) -> StreamResult<()> {
+        streams::HostOutputStream::blocking_write_and_flush(&mut *self.table, s, bytes).await
+    }
+    fn flush(&mut self, s: Resource<DynOutputStream>) -> StreamResult<()> {
+        streams::HostOutputStream::flush(&mut *self.table, s)
+    }
+    async fn blocking_flush(&mut self, s: Resource<DynOutputStream>) -> StreamResult<()> {
+        streams::HostOutputStream::blocking_flush(&mut *self.table, s).await
+    }
+    fn subscribe(
+        &mut self,
+        s: Resource<DynOutputStream>,
+    ) -> wasmtime::Result<Resource<DynPollable>> {
+        streams::HostOutputStream::subscribe(&mut *self.table, s)
+    }
+    fn write_zeroes(&mut self, s: Resource<DynOutputStream>, len: u64) -> StreamResult<()> {
+        streams::HostOutputStream::write_zeroes(&mut *self.table, s, len)
+    }
+    async fn blocking_write_zeroes_and_flush(
+        &mut self,
+        s: Resource<DynOutputStream>,
+        len: u64,
+    ) -> StreamResult<()> {
+        streams::HostOutputStream::blocking_write_zeroes_and_flush(&mut *self.table, s, len).await
+    }
+    fn splice(
+        &mut self,
+        dst: Resource<DynOutputStream>,
+        src: Resource<DynInputStream>,
+        len: u64,
+    ) -> StreamResult<u64> {
+        streams::HostOutputStream::splice(&mut *self.table, dst, src, len)
+    }
+    async fn blocking_splice(
+        &mut self,
+        dst: Resource<DynOutputStream>,
+        src: Resource<DynInputStream>,
+        len: u64,
+    ) -> StreamResult<u64> {
+        streams::HostOutputStream::blocking_splice(&mut *self.table, dst, src, len).await
+    }
+}
+
+/// Shadows `wasi:clocks/monotonic-clock`, `wasi:io/poll` and
+/// `wasi:io/streams` in a component linker that already has wasmtime-wasi
+/// (shadowing must be allowed).
 pub(super) fn add_to_linker(l: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     monotonic_clock::add_to_linker::<GuestState, Clocks>(l, clock_view)?;
     poll::add_to_linker::<GuestState, Polls>(l, poll_view)?;
+    streams::add_to_linker::<GuestState, Streams>(l, streams_view)?;
     Ok(())
 }
 
