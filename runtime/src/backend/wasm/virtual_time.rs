@@ -25,7 +25,8 @@
 //! waits for the guest to be idle, see below, to keep that order fixed).
 //!
 //! **Idle**: the guest is idle when it is blocked waiting for input or time
-//! and has been for [`IDLE_QUIET`]: in `wasi:io/poll` (`poll`,
+//! (its wait found nothing ready and nothing has woken it since; still so
+//! after [`IDLE_QUIET`]): in `wasi:io/poll` (`poll`,
 //! `pollable.block`, which std's `sleep` uses too) or in a blocking read
 //! (`input-stream.blocking-read`, `blocking-skip`: std's `stdin().read`).
 //! Components are linked with versions of those that count the waits.
@@ -42,9 +43,11 @@
 use super::GuestState;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
 use tokio::sync::watch;
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 use wasmtime_wasi::clocks::{HostMonotonicClock, HostWallClock, WasiClocksCtxView};
@@ -60,8 +63,10 @@ pub const START_WALL: Duration = Duration::from_secs(946_684_800);
 /// The virtual monotonic clock's start, in nanoseconds: not zero, so a guest
 /// that subtracts a little from "now" does not underflow.
 pub const START_MONOTONIC: u64 = 1_000_000_000_000;
-/// How long a guest must stay blocked in `wasi:io/poll` to count as idle.
-pub const IDLE_QUIET: Duration = Duration::from_millis(5);
+/// How long a guest must stay blocked to count as idle, after its wait
+/// found nothing ready. Only a confirmation: "blocked" is exact (see
+/// [`VirtualClock::wait_idle`]), so this can be short.
+pub const IDLE_QUIET: Duration = Duration::from_millis(1);
 /// Most timer deadlines one `advance` fires before it gives up.
 pub const MAX_ADVANCE_FIRINGS: u64 = 100_000;
 /// Longest single `advance`.
@@ -105,6 +110,12 @@ struct Inner {
     next_timer: AtomicU64,
     /// Guest waits in `wasi:io/poll` in progress.
     in_poll: AtomicUsize,
+    /// The guest's current wait found nothing ready and nothing has woken
+    /// it since (see [`watched`]).
+    blocked: AtomicBool,
+    /// Bumped whenever the guest becomes blocked or starts a wait, so
+    /// [`VirtualClock::wait_idle`] sleeps until something changes.
+    changes: watch::Sender<u64>,
     /// Guest waits in `wasi:io/poll` begun so far.
     polls: AtomicU64,
     seed: u64,
@@ -133,6 +144,8 @@ impl VirtualClock {
                 timers: Mutex::default(),
                 next_timer: AtomicU64::new(0),
                 in_poll: AtomicUsize::new(0),
+                blocked: AtomicBool::new(false),
+                changes: watch::Sender::new(0),
                 polls: AtomicU64::new(0),
                 seed,
             }),
@@ -166,23 +179,37 @@ impl VirtualClock {
         self.inner.in_poll.load(Ordering::SeqCst) > 0
     }
 
-    /// Waits until the guest is idle: blocked in `wasi:io/poll` for
-    /// [`IDLE_QUIET`], and (when `after` is given) in a wait begun after that
-    /// mark, i.e. it has woken since. False if `max` passed first.
+    /// Whether the guest's current wait found nothing ready and nothing
+    /// has woken it since.
+    pub fn blocked(&self) -> bool {
+        self.in_poll() && self.inner.blocked.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the guest is idle: in a wait (`wasi:io/poll` or a
+    /// blocking read) that found nothing ready, with no waker fired since,
+    /// still so after [`IDLE_QUIET`]; and (when `after` is given) in a wait
+    /// begun after that mark, i.e. it has woken since. "Blocked" is exact:
+    /// the wait's future returned pending and none of the wakers it gave out
+    /// has fired, so a pollable that became ready (input, a due timer) makes
+    /// it busy at once. False if `max` passed first.
     pub async fn wait_idle(&self, after: Option<u64>, max: Duration) -> bool {
-        let deadline = Instant::now() + max;
+        let deadline = tokio::time::Instant::now() + max;
+        let mut changes = self.inner.changes.subscribe();
         loop {
+            changes.borrow_and_update();
             let mark = self.activity();
-            let fresh = after.is_none_or(|a| mark > a);
-            if fresh && self.in_poll() {
+            if after.is_none_or(|a| mark > a) && self.blocked() {
                 tokio::time::sleep(IDLE_QUIET).await;
-                if self.in_poll() && self.activity() == mark {
+                if self.blocked() && self.activity() == mark {
                     return true;
                 }
-            } else {
-                tokio::time::sleep(Duration::from_millis(1)).await;
+                continue;
             }
-            if Instant::now() >= deadline {
+            // Woken by the next wait or block; the sender lives in `inner`.
+            if tokio::time::timeout_at(deadline, changes.changed())
+                .await
+                .is_err()
+            {
                 return false;
             }
         }
@@ -275,10 +302,69 @@ impl VirtualClock {
     }
 
     fn enter_poll(&self) -> PollGuard {
+        self.inner.blocked.store(false, Ordering::SeqCst);
         self.inner.polls.fetch_add(1, Ordering::SeqCst);
         self.inner.in_poll.fetch_add(1, Ordering::SeqCst);
+        self.inner.changes.send_modify(|n| *n += 1);
         PollGuard(self.clone())
     }
+}
+
+/// The waker a guest's wait hands to what it waits on: firing it marks the
+/// guest busy before waking its task.
+struct FlagWaker {
+    clock: VirtualClock,
+    fired: AtomicBool,
+    real: Waker,
+}
+
+impl Wake for FlagWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.fired.store(true, Ordering::SeqCst);
+        self.clock.inner.blocked.store(false, Ordering::SeqCst);
+        self.real.wake_by_ref();
+    }
+}
+
+/// Runs one guest wait (`fut`), counting it as a wait (`enter_poll`) and
+/// keeping the clock's `blocked` flag exact: set when the wait returns
+/// pending, cleared when any waker it gave out fires. A wake that races the
+/// pending return is seen through the waker's own `fired` flag, checked
+/// after `blocked` is set. Wakers from earlier rounds may fire late and
+/// clear the flag spuriously; they also wake the task, whose next round
+/// sets it again.
+async fn watched<F: Future>(clock: Option<&VirtualClock>, fut: F) -> F::Output {
+    let Some(clock) = clock else {
+        return fut.await;
+    };
+    let _wait = clock.enter_poll();
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx: &mut Context<'_>| {
+        let flag = Arc::new(FlagWaker {
+            clock: clock.clone(),
+            fired: AtomicBool::new(false),
+            real: cx.waker().clone(),
+        });
+        let waker = Waker::from(flag.clone());
+        match fut.as_mut().poll(&mut Context::from_waker(&waker)) {
+            Poll::Ready(v) => {
+                clock.inner.blocked.store(false, Ordering::SeqCst);
+                Poll::Ready(v)
+            }
+            Poll::Pending => {
+                clock.inner.blocked.store(true, Ordering::SeqCst);
+                if flag.fired.load(Ordering::SeqCst) {
+                    clock.inner.blocked.store(false, Ordering::SeqCst);
+                }
+                clock.inner.changes.send_modify(|n| *n += 1);
+                Poll::Pending
+            }
+        }
+    })
+    .await
 }
 
 /// Counts a guest wait in `wasi:io/poll` while it lasts (also when the
@@ -287,6 +373,7 @@ struct PollGuard(VirtualClock);
 
 impl Drop for PollGuard {
     fn drop(&mut self) {
+        self.0.inner.blocked.store(false, Ordering::SeqCst);
         self.0.inner.in_poll.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -476,15 +563,13 @@ fn poll_view(s: &mut GuestState) -> PollView<'_> {
 
 impl poll::Host for PollView<'_> {
     async fn poll(&mut self, list: Vec<Resource<DynPollable>>) -> wasmtime::Result<Vec<u32>> {
-        let _wait = self.clock.map(VirtualClock::enter_poll);
-        poll::Host::poll(&mut *self.table, list).await
+        watched(self.clock, poll::Host::poll(&mut *self.table, list)).await
     }
 }
 
 impl poll::HostPollable for PollView<'_> {
     async fn block(&mut self, p: Resource<DynPollable>) -> wasmtime::Result<()> {
-        let _wait = self.clock.map(VirtualClock::enter_poll);
-        poll::HostPollable::block(&mut *self.table, p).await
+        watched(self.clock, poll::HostPollable::block(&mut *self.table, p)).await
     }
     async fn ready(&mut self, p: Resource<DynPollable>) -> wasmtime::Result<bool> {
         poll::HostPollable::ready(&mut *self.table, p).await
@@ -538,15 +623,15 @@ impl streams::HostInputStream for StreamsView<'_> {
         s: Resource<DynInputStream>,
         len: u64,
     ) -> StreamResult<Vec<u8>> {
-        let _wait = self.clock.map(VirtualClock::enter_poll);
-        streams::HostInputStream::blocking_read(&mut *self.table, s, len).await
+        let read = streams::HostInputStream::blocking_read(&mut *self.table, s, len);
+        watched(self.clock, read).await
     }
     fn skip(&mut self, s: Resource<DynInputStream>, len: u64) -> StreamResult<u64> {
         streams::HostInputStream::skip(&mut *self.table, s, len)
     }
     async fn blocking_skip(&mut self, s: Resource<DynInputStream>, len: u64) -> StreamResult<u64> {
-        let _wait = self.clock.map(VirtualClock::enter_poll);
-        streams::HostInputStream::blocking_skip(&mut *self.table, s, len).await
+        let skip = streams::HostInputStream::blocking_skip(&mut *self.table, s, len);
+        watched(self.clock, skip).await
     }
     fn subscribe(
         &mut self,
@@ -717,18 +802,39 @@ mod tests {
         assert_eq!(clock.elapsed(), Duration::from_secs(10));
     }
 
-    #[tokio::test]
-    async fn idle_means_blocked_in_poll_since_the_mark() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn idle_means_a_wait_that_found_nothing_ready_since_the_mark() {
         let clock = VirtualClock::new(0);
         assert!(!clock.wait_idle(None, Duration::from_millis(30)).await);
         let mark = clock.activity();
-        let g = clock.enter_poll();
-        assert!(clock.wait_idle(None, Duration::from_secs(5)).await);
+        // A guest waiting on a timer one second ahead: blocked.
+        let c = clock.clone();
+        let guest = tokio::spawn(async move {
+            let mut timer = VirtualDeadline {
+                clock: c.clone(),
+                id: u64::MAX,
+                deadline: 1_000_000_000,
+                yielded: false,
+            };
+            watched(Some(&c), timer.ready()).await
+        });
         assert!(clock.wait_idle(Some(mark), Duration::from_secs(5)).await);
+        assert!(clock.blocked());
         // A wait begun before the mark is not "woken since".
         let mark = clock.activity();
         assert!(!clock.wait_idle(Some(mark), Duration::from_millis(30)).await);
-        drop(g);
-        assert!(!clock.in_poll());
+        // The timer coming due wakes it: busy at once (the waker fires
+        // inside send_replace), then the wait ends.
+        clock.inner.elapsed.send_replace(1_000_000_000);
+        assert!(!clock.blocked(), "a fired waker is not idle");
+        tokio::time::timeout(Duration::from_secs(5), guest)
+            .await
+            .expect("the wait ends")
+            .unwrap();
+        assert!(!clock.in_poll() && !clock.blocked());
+        // A wait on something already ready is never idle.
+        let c = clock.clone();
+        watched(Some(&c), async {}).await;
+        assert!(!clock.wait_idle(None, Duration::from_millis(30)).await);
     }
 }
