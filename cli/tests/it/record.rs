@@ -1,7 +1,8 @@
 //! `tickbox run --record FILE`: a live session driven through a real PTY —
 //! keys, a resize, a mark, a call from the shell — is written as a
 //! scenario that `tickbox test` replays green, and that fails once an
-//! expectation in it is edited.
+//! expectation in it is edited. Also: the native counter fixture the
+//! recordings use keeps keys typed while it starts.
 
 use crate::live::{rendered, World, WAIT};
 use crate::util::*;
@@ -185,4 +186,34 @@ fn record_refuses_a_file_it_cannot_write() {
         &wasm.to_string_lossy(),
     ]);
     out.expect(2, "is a directory");
+}
+
+/// The native counter fixture keeps keys that reach its terminal before it
+/// has set it up (it enters cbreak first thing, with TCSANOW: tty's default
+/// TCSAFLUSH would discard them). The keys are written the moment the
+/// process is spawned, long before Python has started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_native_counter_keeps_keys_typed_while_it_starts() {
+    use tickbox_runtime::backend::native::{self, NativeSpec};
+    use tickbox_runtime::session::{Session, SessionConfig};
+    let io = native::spawn(&NativeSpec::new([
+        "python3".to_string(),
+        tick("counter.py"),
+    ]))
+    .expect("spawn");
+    io.view.send_input(b"+++");
+    let s = Session::start(io, SessionConfig::default())
+        .await
+        .expect("initialize");
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut value = serde_json::Value::Null;
+    while std::time::Instant::now() < deadline {
+        value = s.read().await.expect("read").data["value"].clone();
+        if value == json!(3) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(value, json!(3), "keys typed at start were lost");
+    s.shutdown().await;
 }
