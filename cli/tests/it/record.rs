@@ -29,10 +29,21 @@ fn wait_value(w: &World, name: &str, want: i64) {
     );
 }
 
+/// How a recorded session ends.
+#[derive(Clone, Copy, PartialEq)]
+enum End {
+    /// Detach with the detach key then `d`, then `tickbox stop`.
+    DetachThenStop,
+    /// Detach with the detach key alone (the chord times out), then SIGTERM
+    /// to the host.
+    LoneDetachThenSigterm,
+}
+
 /// Runs `args` under `tickbox run --record FILE` on a PTY: `+` twice (one at
 /// a time), a resize, a mark, a live `increment` call from the shell, then
-/// detaches and stops the instance. Returns the scenario's text.
-fn record_session(w: &World, name: &str, file: &Path, tick: &[&str]) -> String {
+/// detaches (the file is written) and ends the instance (written again).
+/// Returns the scenario's text.
+fn record_session(w: &World, name: &str, file: &Path, tick: &[&str], end: End) -> String {
     let file_arg = file.to_string_lossy().into_owned();
     let mut args = vec!["run", "--name", name, "--record", &file_arg];
     args.extend_from_slice(tick);
@@ -69,11 +80,24 @@ fn record_session(w: &World, name: &str, file: &Path, tick: &[&str]) -> String {
         "--yes",
     ]);
     assert_eq!((out.code, &out.json()["value"]), (0, &json!(3)), "{out:#?}");
-    // Detach (the detach key, then any key but `m`), then end the session.
-    host.type_keys(b"\x1dd");
+    // Detach (the detach key, then any key but `m`, or nothing for 1 s).
+    let host_pid = w.wait_for(name)["pid"].as_i64().expect("host pid") as i32;
+    match end {
+        End::DetachThenStop => host.type_keys(b"\x1dd"),
+        End::LoneDetachThenSigterm => host.type_keys(b"\x1d"),
+    }
     assert_eq!(host.wait(), 0, "{}", host.text());
+    assert!(
+        eventually(WAIT, || std::fs::read_to_string(file)
+            .is_ok_and(|t| t.contains("call = \"increment\""))),
+        "written when the view detached"
+    );
     assert_eq!(value(w, name), json!(3), "the chords reached no Tick");
-    assert_eq!(w.tickbox(&["stop", name]).code, 0);
+    match end {
+        End::DetachThenStop => assert_eq!(w.tickbox(&["stop", name]).code, 0),
+        // SAFETY: kill has no memory-safety preconditions.
+        End::LoneDetachThenSigterm => assert_eq!(unsafe { libc::kill(host_pid, libc::SIGTERM) }, 0),
+    }
     // The host saves before it unpublishes: once gone, the file is final.
     assert!(eventually(WAIT, || w.ls().is_empty()), "{:?}", w.ls());
     std::fs::read_to_string(file).expect("the recording was written")
@@ -128,7 +152,13 @@ fn a_recorded_wasm_session_replays_green_on_virtual_time() {
     let wasm = build_wasm("examples", "counter", "wasm32-wasip2");
     let t = TempDir::new("record-wasm-out");
     let file = t.path("live.scenario.toml");
-    let text = record_session(&w, "rc", &file, &[&wasm.to_string_lossy()]);
+    let text = record_session(
+        &w,
+        "rc",
+        &file,
+        &[&wasm.to_string_lossy()],
+        End::DetachThenStop,
+    );
     // What the session did, in the scenario's own terms.
     for want in [
         "deterministic = true",
@@ -159,7 +189,13 @@ fn a_recorded_native_session_replays_green_on_real_time() {
     let t = TempDir::new("record-native-out");
     let file = t.path("native.scenario.toml");
     let counter = tick("counter.py");
-    let text = record_session(&w, "rn", &file, &["--", "python3", &counter]);
+    let text = record_session(
+        &w,
+        "rn",
+        &file,
+        &["--", "python3", &counter],
+        End::LoneDetachThenSigterm,
+    );
     assert!(!text.contains("deterministic"), "{text}");
     assert!(!text.contains("advance"), "real time: {text}");
     assert!(text.contains("command = [\"python3\""), "{text}");

@@ -946,6 +946,29 @@ mod tests {
     }
 
     #[test]
+    fn a_call_value_over_the_bound_is_left_out_with_a_comment() {
+        let r = Recorder::new(
+            PathBuf::from("/x/v.scenario.toml"),
+            &tick(RecordTime::Native),
+        );
+        let t0 = Instant::now();
+        let fits = "a".repeat(MAX_RECORDED_VALUE - 2);
+        let over = "a".repeat(MAX_RECORDED_VALUE);
+        r.called("f", &json!({}), t0, &CallOutcome::Ok(json!(fits)));
+        r.called("g", &json!({}), t0, &CallOutcome::Ok(json!(over)));
+        r.called("h", &json!({ "s": over }), t0, &CallOutcome::Ok(json!(1)));
+        let text = r.text();
+        assert!(
+            text.contains(&format!("result = \"{fits}\"")),
+            "exactly the bound fits"
+        );
+        assert!(text.contains("call = \"g\"\nargs = {}\n# the result is not expected"));
+        assert!(text.contains("# call \"h\" not recorded"));
+        let s = model::parse(&text, Path::new("/x/v.scenario.toml")).unwrap();
+        assert_eq!(s.steps.len(), 2);
+    }
+
+    #[test]
     fn real_time_recordings_have_no_advances_and_marks_wait() {
         let r = Recorder::new(
             PathBuf::from("/x/n.scenario.toml"),
