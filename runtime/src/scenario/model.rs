@@ -694,7 +694,7 @@ fn step(s: RawStep, file: &Path) -> Result<Action, String> {
 
 /// Hex digits, two per byte (`"1b5b41"`), for input that is not UTF-8.
 fn parse_hex(hex: &str) -> Result<Vec<u8>, String> {
-    if hex.len() % 2 != 0 || hex.len() > 2 * keys::MAX_TEXT {
+    if !hex.len().is_multiple_of(2) || hex.len() > 2 * keys::MAX_TEXT {
         return Err(format!(
             "bytes: give an even number of hex digits, at most {} (two per byte)",
             2 * keys::MAX_TEXT
