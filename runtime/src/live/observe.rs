@@ -1,7 +1,7 @@
 //! Watching what reaches a published instance from outside: keys from
 //! views, resizes, calls through the socket, and marks a view sets. `tickbox
 //! run --record` records a scenario this way
-//! ([`crate::scenario::record::Recorder`]).
+//! (`scenario::record::Recorder`).
 //!
 //! Observers are called on the serving tasks, in the order things reach the
 //! Tick, and must return quickly (no I/O): a slow observer delays the view
@@ -30,26 +30,5 @@ pub trait Observer: Send + Sync + std::fmt::Debug {
     /// on and how many marks it has).
     fn status(&self) -> Option<String> {
         None
-    }
-}
-
-impl Observer for crate::scenario::record::Recorder {
-    fn keys(&self, bytes: &[u8]) {
-        self.keys(bytes)
-    }
-    fn resized(&self, cols: u16, rows: u16) {
-        self.resized(cols, rows)
-    }
-    fn called(&self, tool: &str, args: &Value, started: Instant, outcome: &CallOutcome) {
-        self.called(tool, args, started, outcome)
-    }
-    fn mark(&self, screen: &str) {
-        self.mark(screen)
-    }
-    fn view_left(&self) {
-        self.view_left()
-    }
-    fn status(&self) -> Option<String> {
-        Some(self.status())
     }
 }

@@ -704,6 +704,27 @@ impl Recorder {
     }
 }
 
+impl crate::live::Observer for Recorder {
+    fn keys(&self, bytes: &[u8]) {
+        self.keys(bytes)
+    }
+    fn resized(&self, cols: u16, rows: u16) {
+        self.resized(cols, rows)
+    }
+    fn called(&self, tool: &str, args: &Value, started: Instant, outcome: &CallOutcome) {
+        self.called(tool, args, started, outcome)
+    }
+    fn mark(&self, screen: &str) {
+        self.mark(screen)
+    }
+    fn view_left(&self) {
+        self.view_left()
+    }
+    fn status(&self) -> Option<String> {
+        Some(self.status())
+    }
+}
+
 /// Writes `bytes` to a fresh temporary file next to `path` and renames it
 /// over `path`, so a reader sees the old file or the new one, never half.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), RecordError> {
