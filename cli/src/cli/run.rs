@@ -193,6 +193,16 @@ fn record_tick(spec: &TickSpec, opts: &open::TickOpts, opened: &open::Opened) ->
         max_memory: grants.max_memory,
         size: opened.session.view().size(),
         time,
+        unrecorded: [
+            ("--max-handles", &grants.max_handles),
+            ("--max-wasm-size", &grants.max_wasm_size),
+            ("--compile-timeout", &grants.compile_timeout),
+            ("--compile-memory", &grants.compile_memory),
+            ("--max-write", &grants.max_write),
+        ]
+        .into_iter()
+        .filter_map(|(flag, v)| v.as_ref().map(|v| format!("{flag} {v}")))
+        .collect(),
     }
 }
 

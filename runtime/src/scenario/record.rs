@@ -103,6 +103,9 @@ pub struct RecordTick {
     pub size: (u16, u16),
     /// How time is replayed.
     pub time: RecordTime,
+    /// Options the scenario format has no key for (e.g. `--max-write 1MiB`),
+    /// named in a comment so the reader knows the replay runs without them.
+    pub unrecorded: Vec<String>,
 }
 
 /// Why a recording could not be written.
@@ -770,7 +773,21 @@ fn header(file: &Path, tick: &RecordTick) -> String {
         RecordTime::Virtual => "# Time: virtual on replay; each `advance` is the real time that passed between two events.\n",
         RecordTime::RealWasm | RecordTime::Native => "# Time: real on replay; steps run as fast as the Tick takes them, marks wait for their screen.\n",
     });
-    h.push_str("# Calls expect the recorded result exactly; loosen to result_subset where it varies.\n\n[tick]\n");
+    h.push_str(
+        "# Calls expect the recorded result exactly; loosen to result_subset where it varies.\n",
+    );
+    if !tick.unrecorded.is_empty() {
+        let named: Vec<String> = tick
+            .unrecorded
+            .iter()
+            .map(|o| crate::text::escape(o))
+            .collect();
+        h.push_str(&format!(
+            "# Not recorded (the scenario format has no key for them): {}\n",
+            named.join(", ")
+        ));
+    }
+    h.push_str("\n[tick]\n");
     let path = |p: &Path| toml_string(&p.to_string_lossy());
     let list = |items: &[String]| {
         items
@@ -914,6 +931,7 @@ mod tests {
             max_memory: None,
             size: (80, 24),
             time,
+            unrecorded: vec!["--max-write 1MiB".into()],
         }
     }
 
@@ -958,6 +976,12 @@ mod tests {
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(text.contains("result_subset = { value = 3 }"), "{text}");
         assert!(text.contains("# call \"bad\" not recorded"), "{text}");
+        assert!(
+            text.contains(
+                "# Not recorded (the scenario format has no key for them): --max-write 1MiB"
+            ),
+            "{text}"
+        );
         assert!(!dir.read_dir().unwrap().any(|e| e
             .unwrap()
             .file_name()
