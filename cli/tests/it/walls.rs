@@ -492,10 +492,16 @@ fn handle_exhaustion_is_the_guests_error_or_ends_only_that_tick() {
     let v = out.json();
     assert_eq!(v["ok"], false, "{v}");
     assert!((150..200).contains(&v["opened"].as_u64().unwrap()), "{v}");
-    // A preview-1 module past the cap: wasmtime-wasi traps it; its session
-    // ends with one line naming the bound (the call's outcome is unknown).
+    // A preview-1 module past the cap: errno `mfile` (33), "no file
+    // descriptors available" in wasi-libc's words; the Tick answers.
+    let out = open_many(&hostile_p1(), &grant, 50, "1024");
+    assert_eq!(out.json()["opened"], 50, "{out:#?}");
     let out = open_many(&hostile_p1(), &grant, 100_000, "200");
-    out.expect(4, "--max-handles is 200");
+    assert_eq!(out.code, 0, "{out:#?}");
+    let v = out.json();
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["errno"], 33, "{v}");
+    assert!((150..200).contains(&v["opened"].as_u64().unwrap()), "{v}");
     tickbox(&["describe", &hostile(), "--max-handles", "0"]).expect(2, "--max-handles 0");
 }
 
@@ -541,6 +547,91 @@ async fn a_tick_at_its_handle_cap_leaves_a_neighbour_working() {
         panic!("the greedy Tick no longer answers");
     };
     assert_eq!(v["value"], "neighbourly", "{v}");
+    let CallOutcome::Ok(v) = call(&neighbour, "read_file", json!({"path": "/data/f.txt"})).await
+    else {
+        panic!("the neighbour's call failed");
+    };
+    assert_eq!(v["value"], "neighbourly", "{v}");
+    greedy.shutdown().await;
+    neighbour.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preview1_tick_holding_all_its_handles_gets_emfile_and_keeps_answering() {
+    let data = TempDir::new("handles-p1");
+    std::fs::write(data.path("f.txt"), "neighbourly").unwrap();
+    let grants = GrantSpec {
+        dir: vec![format!("{}::/data", data.0.display())],
+        max_handles: Some("200".into()),
+        ..Default::default()
+    };
+    let engine = WasmEngine::new(None).expect("engine");
+    let start = |g: GrantSpec| {
+        let engine = engine.clone();
+        async move {
+            Session::start(
+                spawn(&engine, &spec(&hostile_p1(), g))
+                    .await
+                    .expect("spawn"),
+                SessionConfig::default(),
+            )
+            .await
+            .expect("initialize")
+        }
+    };
+    let greedy = start(grants.clone()).await;
+    let neighbour = start(grants).await;
+    // Positive control: a few files open and close again.
+    let CallOutcome::Ok(v) = call(
+        &greedy,
+        "open_many",
+        json!({"path": "/data/f.txt", "n": 20}),
+    )
+    .await
+    else {
+        panic!("the greedy Tick's first call failed");
+    };
+    assert_eq!(
+        (v["ok"].clone(), v["opened"].clone()),
+        (json!(true), json!(20)),
+        "{v}"
+    );
+    // Then it opens files until the cap refuses one, and keeps them all.
+    let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let fds_before = fds();
+    let CallOutcome::Ok(v) = call(
+        &greedy,
+        "open_many",
+        json!({"path": "/data/f.txt", "n": 1_000_000, "hold": true}),
+    )
+    .await
+    else {
+        panic!("the greedy Tick trapped at its handle cap");
+    };
+    assert_eq!(v["ok"], false, "{v}");
+    assert_eq!(v["errno"], 33, "errno mfile: {v}");
+    let held = v["opened"].as_u64().unwrap();
+    assert!((150..200).contains(&held), "{v}");
+    assert!(fds() < fds_before + 200, "{fds_before} → {} fds", fds());
+    // Still at its cap, it reads its stdin and answers; one more file is
+    // the same error, not a trap.
+    for n in 0..3 {
+        let CallOutcome::Ok(v) = call(&greedy, "echo", json!({"n": n})).await else {
+            panic!("the greedy Tick no longer answers at its cap");
+        };
+        assert_eq!(v["n"], n);
+    }
+    let CallOutcome::Ok(v) = call(&greedy, "read_file", json!({"path": "/data/f.txt"})).await
+    else {
+        panic!("the greedy Tick trapped opening one more file");
+    };
+    assert_eq!(v["ok"], false, "{v}");
+    // wasi-libc's text for `mfile`.
+    assert!(
+        v["error"].as_str().unwrap().contains("(os error 33)"),
+        "{v}"
+    );
+    // The neighbour under the same limits is untouched.
     let CallOutcome::Ok(v) = call(&neighbour, "read_file", json!({"path": "/data/f.txt"})).await
     else {
         panic!("the neighbour's call failed");

@@ -16,9 +16,10 @@
 //! - **compilation**: a size bound on the wasm, and a worker process with a
 //!   deadline and a memory bound ([`compile`]);
 //! - **handles**: the guest's WASI resource table is capped (`max_handles`),
-//!   so open files and sockets are bounded per Tick: a component's `open-at`
-//!   at the cap fails with `insufficient-memory`, any other full-table push
-//!   traps the guest; random-bytes requests are capped at
+//!   so open files and sockets are bounded per Tick: opening a file at the
+//!   cap is the guest's error (`insufficient-memory` for a component's
+//!   `open-at`, `mfile` for preview 1's `path_open`, see [`handles`]), any
+//!   other full-table push traps the guest; random-bytes requests are capped at
 //!   [`limits::MAX_RANDOM_BYTES`];
 //! - **symlinks**: creating one is refused in every grant;
 //! - **CPU**: epoch interruption; a ticker thread advances the epoch every
@@ -37,6 +38,7 @@ pub mod cache;
 pub mod compile;
 pub mod grant_area;
 pub mod grants;
+pub mod handles;
 pub mod imports;
 pub mod limits;
 pub mod pipe;
@@ -88,6 +90,10 @@ fn open_at_capped(
 > {
     Box::new(async move {
         let s = store.data_mut();
+        // Keep the reserve for the guest's short-lived handles (see `handles`).
+        let cap = s.table.max_capacity();
+        s.table
+            .set_max_capacity(cap.saturating_sub(handles::HANDLE_RESERVE));
         let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
             ctx: s.ctx.filesystem(),
             table: &mut s.table,
@@ -95,16 +101,12 @@ fn open_at_capped(
         let opened =
             fs_types::HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags)
                 .await;
+        s.table.set_max_capacity(cap);
         match opened {
             Ok(r) => Ok((Ok(r),)),
             Err(err) => match err.downcast() {
                 Ok(code) => Ok((Err(code),)),
-                Err(trap)
-                    if matches!(
-                        trap.downcast_ref::<wasmtime::component::ResourceTableError>(),
-                        Some(wasmtime::component::ResourceTableError::Full)
-                    ) =>
-                {
+                Err(trap) if handles::is_table_full(&trap) => {
                     tracing::info!("a guest at its handle cap tried to open a file");
                     Ok((Err(FsErrorCode::InsufficientMemory),))
                 }
@@ -399,6 +401,8 @@ impl WasmEngine {
                 },
             )
             .map_err(e)?;
+        // At the handle cap, opening a file is the guest's error (`mfile`).
+        handles::add_path_open(&mut module_linker).map_err(e)?;
         module_linker.allow_shadowing(false);
         // Listing a linker's definitions takes a store; an empty one will do.
         let preview1 = {
