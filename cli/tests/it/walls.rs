@@ -924,3 +924,70 @@ fn writes_past_the_quota_are_the_guests_error() {
         .expect(3, "--max-write needs a component");
     tickbox(&["describe", &hostile(), "--max-write", "much"]).expect(2, "--max-write much");
 }
+
+#[test]
+fn writes_past_a_grants_own_quota_are_the_guests_error() {
+    let q = TempDir::new("grant-quota");
+    let free = TempDir::new("grant-quota-free");
+    let quota_grant = format!("{}::/q:rw,max=64KiB", q.0.display());
+    let free_grant = format!("{}::/free", free.0.display());
+    let policy = TempDir::new("grant-quota-policy");
+    let policy_file = policy.path("p.toml");
+    std::fs::write(
+        &policy_file,
+        format!("dir = [{:?}, {:?}]\n", quota_grant, free_grant),
+    )
+    .unwrap();
+    let write = |path: &str, bytes: usize, grants: &[&str]| {
+        let args = json!({"path": path, "text": "x".repeat(bytes)}).to_string();
+        let wasm = hostile();
+        let mut argv = vec!["call", &wasm, "write_file", &args, "--yes"];
+        argv.extend_from_slice(grants);
+        let out = tickbox(&argv);
+        assert_eq!(out.code, 0, "{out:#?}");
+        out.json()
+    };
+    let flags = ["--dir", &quota_grant, "--dir", &free_grant];
+    // Positive controls: within the grant's quota, and past it in a grant
+    // without one.
+    let v = write("/q/small.txt", 10_000, &flags);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(
+        std::fs::metadata(q.path("small.txt")).unwrap().len(),
+        10_000
+    );
+    let v = write("/free/big.txt", 100_000, &flags);
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(
+        std::fs::metadata(free.path("big.txt")).unwrap().len(),
+        100_000
+    );
+    // Past it: the guest's write fails, and no more than the quota landed.
+    let v = write("/q/big.txt", 100_000, &flags);
+    assert_eq!(v["ok"], false, "{v}");
+    // (wasi-libc writes files through a stream, and reports a stream's
+    // failure as EIO whatever its cause.)
+    let landed = std::fs::metadata(q.path("big.txt")).unwrap().len();
+    assert!(landed <= 64 * 1024, "{landed} bytes landed");
+    // Beside a larger --max-write, the grant's own quota still holds.
+    let v = write(
+        "/q/big2.txt",
+        100_000,
+        &["--dir", &quota_grant, "--max-write", "1MiB"],
+    );
+    assert_eq!(v["ok"], false, "{v}");
+    // The same grant from a policy file.
+    let p = policy_file.to_string_lossy().into_owned();
+    let v = write("/q/big3.txt", 100_000, &["--policy", &p]);
+    assert_eq!(v["ok"], false, "{v}");
+    let v = write("/free/big3.txt", 100_000, &["--policy", &p]);
+    assert_eq!(v["ok"], true, "{v}");
+    // A preview-1 module cannot be metered: refused at start.
+    tickbox(&["describe", &hostile_p1(), "--dir", &quota_grant])
+        .expect(3, "a --dir write quota (max=) needs a component");
+    let bad = format!("{}::/q:rw,max=lots", q.0.display());
+    tickbox(&["describe", &hostile(), "--dir", &bad]).expect(2, "max= expects a size");
+    let ro = format!("{}::/q:ro,max=1MiB", q.0.display());
+    tickbox(&["describe", &hostile(), "--dir", &ro])
+        .expect(2, "a read-only grant takes no write quota");
+}
