@@ -13,8 +13,8 @@ use tickbox_runtime::backend::wasm::grants::GrantSpec;
 use tickbox_runtime::backend::wasm::{spawn, WasmEngine, WasmSpec};
 use tickbox_runtime::session::{CallOutcome, Session, SessionConfig};
 use wasm_encoder::{
-    BlockType, CodeSection, ExportKind, ExportSection, Function, FunctionSection, HeapType,
-    MemorySection, MemoryType, Module, RefType, TableSection, TableType, TypeSection, ValType,
+    BlockType, CodeSection, ExportKind, ExportSection, Function, FunctionSection, MemorySection,
+    MemoryType, Module, RefType, TableSection, TableType, TypeSection, ValType,
 };
 
 // --- generated wasm -------------------------------------------------------
@@ -42,8 +42,9 @@ fn table(elements: u64) -> TableType {
 /// A core module with `memories` memories and `tables` tables (all empty at
 /// first) whose `_start` grows each memory by `grow_mib` and fills it (so
 /// the pages are really resident), then grows each table by
-/// `grow_elements`. It imports nothing and answers no protocol: a Tick
-/// that gets through `_start` simply exits.
+/// `grow_elements` and fills it with a function reference (not null, so
+/// its pages are written too). It imports nothing and answers no protocol:
+/// a Tick that gets through `_start` simply exits.
 fn grower(memories: u32, tables: u32, grow_mib: i32, grow_elements: i32) -> Vec<u8> {
     let mut m = Module::new();
     let mut types = TypeSection::new();
@@ -65,6 +66,12 @@ fn grower(memories: u32, tables: u32, grow_mib: i32, grow_elements: i32) -> Vec<
     let mut exports = ExportSection::new();
     exports.export("_start", ExportKind::Func, 0);
     m.section(&exports);
+    // `ref.func 0` needs the function declared.
+    let mut elems = wasm_encoder::ElementSection::new();
+    elems.declared(wasm_encoder::Elements::Functions(
+        std::borrow::Cow::Borrowed(&[0]),
+    ));
+    m.section(&elems);
     let mut f = Function::new([]);
     let mut ins = f.instructions();
     for i in 0..memories {
@@ -75,10 +82,14 @@ fn grower(memories: u32, tables: u32, grow_mib: i32, grow_elements: i32) -> Vec<
             .memory_fill(i);
     }
     for t in 0..tables {
-        ins.ref_null(HeapType::FUNC)
+        ins.ref_func(0)
             .i32_const(grow_elements)
             .table_grow(t)
             .drop();
+        ins.i32_const(0)
+            .ref_func(0)
+            .i32_const(grow_elements)
+            .table_fill(t);
     }
     ins.end();
     let mut code = CodeSection::new();
@@ -341,6 +352,48 @@ fn memories_and_tables_share_one_budget_and_rss_stays_bounded() {
     );
     let out = tickbox(&["describe", &tables, "--max-memory", "256MiB", "--no-cache"]);
     assert!(!out.stderr.contains("memory limit"), "{out:#?}");
+}
+
+#[test]
+fn every_memory_and_table_at_once_keeps_host_rss_within_the_bound() {
+    // The issue's attack within the counts a Tick may define: all 4
+    // memories and all 16 tables, each grown and written. 4 × 8 MiB of
+    // memory, then 16 tables × 1M elements × 8 B = 128 MiB of tables.
+    let dir = TempDir::new("rss-walls");
+    let cache = TempDir::new("rss-walls-cache");
+    let walls = write_wasm(&dir, "walls.wasm", &grower(4, 16, 8, 1 << 20));
+    let idle = write_wasm(&dir, "idle.wasm", &grower(1, 0, 0, 0));
+    // Warm the cache so no compile worker runs in the measured runs.
+    tickbox_rss(&["describe", &walls], &cache.0);
+    tickbox_rss(&["describe", &idle], &cache.0);
+    let (base, base_rss) = tickbox_rss(&["describe", &idle], &cache.0);
+    assert_eq!(base.code, 3, "{base:#?}");
+
+    // Positive control: under 1 GiB all of it is allocated, and the
+    // measurement sees it (tables included: memories alone are 32 MiB).
+    let (ok, ok_rss) = tickbox_rss(&["describe", &walls, "--max-memory", "1GiB"], &cache.0);
+    assert!(!ok.stderr.contains("memory limit"), "{ok:#?}");
+    // Under 64 MiB: the memories (32 MiB) and four tables (32 MiB) fit,
+    // the fifth table's growth traps.
+    let (hit, hit_rss) = tickbox_rss(&["describe", &walls, "--max-memory", "64MiB"], &cache.0);
+    hit.expect(3, "grow a table from 0 to 1048576 elements");
+    assert!(
+        hit.stderr.contains("--max-memory is 67108864 bytes"),
+        "{hit:#?}"
+    );
+    let overhead_kib = tickbox_runtime::backend::wasm::limits::HOST_OVERHEAD / 1024;
+    eprintln!(
+        "peak RSS: idle {base_rss} KiB, 160 MiB of memories and tables {ok_rss} KiB, \
+         trapped at 64 MiB {hit_rss} KiB (bound: idle + 65536 + {overhead_kib} KiB)"
+    );
+    assert!(
+        ok_rss >= base_rss + 140 * 1024,
+        "the measurement sees memories and tables: {base_rss} → {ok_rss} KiB"
+    );
+    assert!(
+        hit_rss <= base_rss + 64 * 1024 + overhead_kib,
+        "RSS stays within --max-memory plus HOST_OVERHEAD: {base_rss} → {hit_rss} KiB"
+    );
 }
 
 // --- bounded compilation ----------------------------------------------------
