@@ -738,6 +738,95 @@ fn a_double_forking_native_tick_leaves_nothing_behind() {
     assert!(gone, "the daemon {pid} outlived tickbox");
 }
 
+#[test]
+fn with_cgroup_v2_what_a_sigkilled_host_left_dies_at_the_next_start() {
+    use std::os::unix::process::CommandExt;
+    use tickbox_runtime::backend::cgroup;
+    // This machine must let tickbox make cgroups: the subreaper alone
+    // cannot cover a SIGKILLed host, so there is no fallback to test here.
+    let own = cgroup::available()
+        .unwrap_or_else(|why| panic!("no usable cgroup v2 here ({why}); this test needs one"));
+    // The hosts of this test run in a cgroup of their own, so the start-up
+    // sweep of tickboxes that other tests start meanwhile (in the parent
+    // cgroup) cannot reach what this test leaves for its own next start.
+    let arena = own.join(format!("walls-test-{}", std::process::id()));
+    std::fs::create_dir(&arena).expect("a cgroup for this test");
+    let procs = std::ffi::CString::new(arena.join("cgroup.procs").to_str().unwrap()).unwrap();
+    let in_arena = |cmd: &mut std::process::Command| {
+        let procs = procs.clone();
+        // SAFETY: `enter` only opens, writes and closes.
+        unsafe {
+            cmd.pre_exec(move || {
+                cgroup::enter(&procs);
+                Ok(())
+            });
+        }
+    };
+    let dir = TempDir::new("cgroup-sigkill");
+    let pidfile = dir.path("daemon.pid");
+    let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"));
+    host.args(["mcp", "--", "python3", &tick("doublefork.py")])
+        .arg(&pidfile)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .env_remove("RUST_LOG");
+    in_arena(&mut host);
+    let mut host = host.spawn().expect("spawn tickbox mcp");
+    let host_pid = host.id();
+    let started = eventually(Duration::from_secs(20), || pidfile.exists());
+    let daemon: i32 = if started {
+        std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    } else {
+        let _ = host.kill();
+        panic!("the daemon was not started");
+    };
+    let kill_daemon = || {
+        // SAFETY: cleaning up the daemon this test started.
+        unsafe { libc::kill(daemon, libc::SIGKILL) };
+    };
+    // It is in its Tick's cgroup, under the host's name.
+    let its = std::fs::read_to_string(format!("/proc/{daemon}/cgroup")).unwrap();
+    if !its.contains(&format!("/tickbox-{host_pid}-")) {
+        kill_daemon();
+        let _ = host.kill();
+        panic!("the daemon is not in a Tick cgroup: {its}");
+    }
+    // The host dies without a chance to sweep. Positive control: what it
+    // left behind outlives it (its subreaper died with it).
+    host.kill().unwrap();
+    host.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    if !alive(daemon) {
+        panic!("the daemon died with its host; the next start has nothing to prove");
+    }
+    // The next tickbox start (any command) kills it.
+    let mut next = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"));
+    next.args(["ls", "--json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    in_arena(&mut next);
+    let status = next.status().expect("tickbox ls");
+    let gone = eventually(Duration::from_secs(5), || !alive(daemon));
+    if !gone {
+        kill_daemon();
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&arena)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("tickbox-"))
+        .map(|e| e.file_name())
+        .collect();
+    let _ = std::fs::remove_dir(&arena);
+    assert!(status.success(), "{status}");
+    assert!(gone, "the daemon {daemon} outlived the next start");
+    assert!(leftovers.is_empty(), "cgroups left: {leftovers:?}");
+}
+
 // --- the live registry -------------------------------------------------------
 
 #[test]
