@@ -716,26 +716,54 @@ async fn a_preview1_tick_holding_all_its_handles_gets_emfile_and_keeps_answering
 
 #[test]
 fn a_double_forking_native_tick_leaves_nothing_behind() {
+    double_fork_leaves_nothing(&[]);
+}
+
+#[test]
+fn a_double_forking_native_tick_leaves_nothing_behind_by_the_subreaper_fallback_without_cgroups() {
+    double_fork_leaves_nothing(&[(tickbox_runtime::backend::cgroup::NO_CGROUP_VAR, "1")]);
+}
+
+/// Runs the double-forking Tick under `tickbox describe` with `env`, and
+/// checks its daemon is gone once tickbox has exited.
+fn double_fork_leaves_nothing(env: &[(&str, &str)]) {
     let dir = TempDir::new("doublefork");
     let pidfile = dir.path("daemon.pid");
-    let argv = vec![
-        "python3".to_string(),
+    let cgroupfile = dir.path("daemon.cgroup");
+    // The Tick records its daemon's cgroup too (`cat` runs in the Tick's).
+    let script = format!(
+        "cat /proc/self/cgroup > {}; exec python3 {} {}",
+        cgroupfile.display(),
         tick("doublefork.py"),
-        pidfile.to_string_lossy().into_owned(),
-    ];
-    let out = tickbox(&with_command(&["describe"], &argv));
+        pidfile.display()
+    );
+    let argv = vec!["sh".to_string(), "-c".to_string(), script];
+    let out = tickbox_env(&with_command(&["describe"], &argv), env);
     assert_eq!(out.code, 0, "{out:#?}");
     let pid: i32 = std::fs::read_to_string(&pidfile)
         .expect("the daemon was started")
         .trim()
         .parse()
         .unwrap();
+    let cgroup = std::fs::read_to_string(&cgroupfile).unwrap_or_default();
+    let in_cgroup = cgroup.contains("/tickbox-");
     let gone = eventually(Duration::from_secs(5), || !alive(pid));
     if !gone {
         // SAFETY: cleaning up the daemon this test started.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
     assert!(gone, "the daemon {pid} outlived tickbox");
+    // Which wall did it: the fallback test must not have had a cgroup; the
+    // other one has whatever this machine offers.
+    if !env.is_empty() {
+        assert!(!in_cgroup, "a cgroup was used: {cgroup}");
+    } else {
+        assert_eq!(
+            in_cgroup,
+            tickbox_runtime::backend::cgroup::available().is_ok(),
+            "{cgroup}"
+        );
+    }
 }
 
 #[test]

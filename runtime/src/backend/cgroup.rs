@@ -20,8 +20,9 @@
 //!   the next start.
 //!
 //! Where no cgroup can be made (no cgroup2 mount, no write permission, a
-//! cgroup that is not ours to divide), tickbox says so once in its log and
-//! relies on the subreaper alone. The sweep at start only reaches cgroups
+//! cgroup that is not ours to divide), or `TICKBOX_NO_CGROUP` is set in the
+//! environment, tickbox says so once in its log and relies on the
+//! subreaper alone. The sweep at start only reaches cgroups
 //! under the cgroup the new tickbox runs in.
 
 use std::ffi::CString;
@@ -30,6 +31,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+/// Set (to anything) in the environment, native Ticks get no cgroup.
+pub const NO_CGROUP_VAR: &str = "TICKBOX_NO_CGROUP";
 /// The prefix of every cgroup tickbox makes.
 const PREFIX: &str = "tickbox-";
 /// How long removing a killed cgroup may wait for its processes to exit.
@@ -90,6 +93,9 @@ impl TickCgroup {
     /// caller then relies on the subreaper).
     pub fn create() -> Result<TickCgroup, String> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
+        if std::env::var_os(NO_CGROUP_VAR).is_some() {
+            return Err(format!("{NO_CGROUP_VAR} is set"));
+        }
         let parent = own_dir()?;
         let me = std::process::id();
         let name = format!(
