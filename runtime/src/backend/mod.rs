@@ -13,6 +13,7 @@ pub mod cgroup;
 pub mod memory;
 pub mod native;
 pub mod reaper;
+#[cfg(feature = "wasm")]
 pub mod wasm;
 
 use crate::view::View;
