@@ -881,18 +881,14 @@ async fn resolve_names(grants: &Grants) -> Vec<(String, Vec<IpAddr>)> {
     out
 }
 
+/// Every preopen's guest path and write quota, in order (see `quota`).
+type PreopenQuotas = Vec<(String, Option<quota::Quota>)>;
+
 fn wasi_builder(
     spec: &WasmSpec,
     resolved: Vec<(String, Vec<IpAddr>)>,
     view: &Arc<View>,
-) -> Result<
-    (
-        WasiCtxBuilder,
-        Vec<grant_area::GrantDir>,
-        Vec<(String, Option<quota::Quota>)>,
-    ),
-    WasmError,
-> {
+) -> Result<(WasiCtxBuilder, Vec<grant_area::GrantDir>, PreopenQuotas), WasmError> {
     use wasmtime_wasi::sockets::SocketAddrUse;
     let mut b = WasiCtxBuilder::new();
     let name = spec
