@@ -1,7 +1,8 @@
 //! The sandbox's outer walls: the compile cache trusts nothing it does not
 //! own, one memory budget per Tick, bounded compilation, per-Tick handle
-//! caps, native process hygiene. Each wall has a test that hits it and a
-//! positive control under the same limits.
+//! caps, write quotas, native process hygiene (a cgroup per Tick where
+//! cgroup v2 allows, the subreaper otherwise). Each wall has a test that
+//! hits it and a positive control under the same limits.
 
 use crate::util::*;
 use serde_json::{json, Value};
