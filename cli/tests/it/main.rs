@@ -18,6 +18,9 @@
 //!   Streamable HTTP;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
+//! - `toolchains` — the Go, Python and JavaScript examples built by their
+//!   registries' toolchains: check, keys through `tickbox:terminal`, timers,
+//!   `tickbox new --lang python|js`, keys kept through a first compile;
 //! - `scenario` — `tickbox test`: the example scenarios, failure output,
 //!   identical screens under virtual time, exit codes;
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
@@ -39,6 +42,7 @@ mod mcp_wire;
 mod native;
 mod sandbox;
 mod scenario;
+mod toolchains;
 mod util;
 mod views;
 mod walls;

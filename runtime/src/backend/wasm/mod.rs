@@ -45,6 +45,7 @@ pub mod terminal;
 pub mod virtual_time;
 #[cfg(test)]
 mod wit_package;
+pub mod wit_files;
 
 use crate::protocol::limits::{INITIAL_COLS, INITIAL_ROWS, INSTANCE_ID_VAR, TERM_VALUE};
 use crate::session::{BoxFuture, TickIo, TickProcess};
