@@ -129,8 +129,16 @@ fn files(lang: Lang, name: &str, sdk: &str) -> Vec<(&'static str, String, bool)>
         Lang::Js => with_wit(vec![
             ("app.js", JS_APP.replace(EXAMPLE_KIND, &local_kind), false),
             ("build.sh", JS_BUILD.to_string(), true),
-            ("package.json", JS_PACKAGE.replace(JS_PACKAGE_NAME, name), false),
-            ("package-lock.json", JS_LOCK.replace(JS_PACKAGE_NAME, name), false),
+            (
+                "package.json",
+                JS_PACKAGE.replace(JS_PACKAGE_NAME, name),
+                false,
+            ),
+            (
+                "package-lock.json",
+                JS_LOCK.replace(JS_PACKAGE_NAME, name),
+                false,
+            ),
             (".gitignore", "/build\n/node_modules\n".into(), false),
         ]),
     }
@@ -142,7 +150,11 @@ const EXAMPLE_KIND: &str = "\"example.counter\"";
 /// A component project's files plus the `tick` world's WIT under `wit/`.
 fn with_wit(mut files: Vec<(&'static str, String, bool)>) -> Vec<(&'static str, String, bool)> {
     use tickbox_runtime::backend::wasm::wit_files::TICK_WORLD;
-    files.extend(TICK_WORLD.iter().map(|(rel, text)| (*rel, text.to_string(), false)));
+    files.extend(
+        TICK_WORLD
+            .iter()
+            .map(|(rel, text)| (*rel, text.to_string(), false)),
+    );
     files
 }
 
@@ -290,7 +302,9 @@ mod tests {
             assert!(app.contains("\"local.my.tick\""), "{lang:?}");
             assert!(!app.contains("example.counter"), "{lang:?}");
             assert!(files.iter().any(|(rel, _, _)| *rel == "wit/terminal.wit"));
-            assert!(files.iter().any(|(rel, _, exec)| *rel == "build.sh" && *exec));
+            assert!(files
+                .iter()
+                .any(|(rel, _, exec)| *rel == "build.sh" && *exec));
         }
         let js = files(Lang::Js, "my-tick", "");
         for (rel, text, _) in &js[2..4] {

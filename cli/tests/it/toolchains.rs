@@ -97,7 +97,10 @@ fn run_slow(program: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         if start.elapsed() > SLOW {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("{} {args:?} did not finish within {SLOW:?}", program.display());
+            panic!(
+                "{} {args:?} did not finish within {SLOW:?}",
+                program.display()
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -132,7 +135,13 @@ fn build(script: &Path, out: &Path, lang: Lang, path: Option<&str>) -> PathBuf {
     let o = s(out);
     let result = run_slow(Path::new("sh"), &[&s(script), o.as_str()], &env);
     if result.code != 0 {
-        let said = result.stderr.trim().lines().last().unwrap_or("").to_string();
+        let said = result
+            .stderr
+            .trim()
+            .lines()
+            .last()
+            .unwrap_or("")
+            .to_string();
         panic!(
             "building {} failed: is its toolchain installed? `{}` (.ci/run does). build.sh: {said}",
             script.display(),
@@ -442,7 +451,10 @@ fn tickbox_new_python_builds_keeps_keys_typed_while_compiling_and_passes_check()
         "the keys typed while compiling did not all arrive: {state}"
     );
     assert_eq!(state["seq"], 3, "one update per key: {state}");
-    assert_eq!(world.tickbox(&["describe", "@py"]).json()["kind"], "local.py.tick");
+    assert_eq!(
+        world.tickbox(&["describe", "@py"]).json()["kind"],
+        "local.py.tick"
+    );
     world.tickbox(&["stop", "@py"]);
     drop(host);
 
@@ -471,7 +483,10 @@ fn tickbox_new_js_builds_and_passes_check() {
     let dir = TempDir::new("new-js");
     let (project, wasm) = new_project(&dir, "js-tick", JS, Some(&path));
     let lock = std::fs::read_to_string(project.join("package-lock.json")).expect("lock");
-    assert!(lock.contains("\"name\": \"js-tick\""), "named for the project");
+    assert!(
+        lock.contains("\"name\": \"js-tick\""),
+        "named for the project"
+    );
     let w = s(&wasm);
     let out = tickbox_slow(&["check", w.as_str(), "--allow-mutations"], &cache_dir());
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);

@@ -43,9 +43,9 @@ pub mod pipe;
 pub mod quota;
 pub mod terminal;
 pub mod virtual_time;
+pub mod wit_files;
 #[cfg(test)]
 mod wit_package;
-pub mod wit_files;
 
 use crate::protocol::limits::{INITIAL_COLS, INITIAL_ROWS, INSTANCE_ID_VAR, TERM_VALUE};
 use crate::session::{BoxFuture, TickIo, TickProcess};

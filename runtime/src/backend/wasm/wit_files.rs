@@ -6,8 +6,14 @@
 /// `(path in a project, contents)`, all under `wit/`: enough to resolve the
 /// `tick` world.
 pub const TICK_WORLD: &[(&str, &str)] = &[
-    ("wit/terminal.wit", include_str!("../../../wit/terminal.wit")),
-    ("wit/deps/cli/cli.wit", include_str!("../../../wit/deps/cli/cli.wit")),
+    (
+        "wit/terminal.wit",
+        include_str!("../../../wit/terminal.wit"),
+    ),
+    (
+        "wit/deps/cli/cli.wit",
+        include_str!("../../../wit/deps/cli/cli.wit"),
+    ),
     (
         "wit/deps/clocks/clocks.wit",
         include_str!("../../../wit/deps/clocks/clocks.wit"),
@@ -16,7 +22,10 @@ pub const TICK_WORLD: &[(&str, &str)] = &[
         "wit/deps/filesystem/filesystem.wit",
         include_str!("../../../wit/deps/filesystem/filesystem.wit"),
     ),
-    ("wit/deps/io/io.wit", include_str!("../../../wit/deps/io/io.wit")),
+    (
+        "wit/deps/io/io.wit",
+        include_str!("../../../wit/deps/io/io.wit"),
+    ),
     (
         "wit/deps/random/random.wit",
         include_str!("../../../wit/deps/random/random.wit"),
