@@ -90,6 +90,8 @@ class BadCall extends Error {
   }
 }
 
+// How the bindings release a resource handle now (`using` declarations).
+const dispose = Symbol.dispose || Symbol.for("dispose");
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 const isObject = (v) => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -248,11 +250,17 @@ class Counter {
     this.draw();
     for (;;) {
       const waiting = [requestsReady, keysReady, resized];
-      if (this.autoMs) waiting.push(subscribeInstant(this.nextAutoNs));
+      const clock = this.autoMs ? subscribeInstant(this.nextAutoNs) : null;
+      if (clock) waiting.push(clock);
       const ready = poll(waiting);
+      // The garbage collector frees resources some time later; a pollable
+      // made for one wait is released at once, so handles never pile up
+      // while a fast timer runs.
+      if (clock) clock[dispose]();
       if (ready.includes(3)) this.tickAuto();
       if (ready.includes(2)) {
         this.size = getSize();
+        resized[dispose]();
         resized = subscribeResize(this.size.generation);
         this.draw();
       }

@@ -242,13 +242,20 @@ class Counter:
         self.draw()
         while True:
             waiting = [requests_ready, keys_ready, resized]
+            clock = None
             if self.auto_ms:
-                waiting.append(monotonic_clock.subscribe_instant(self.next_auto_ns))
+                clock = monotonic_clock.subscribe_instant(self.next_auto_ns)
+                waiting.append(clock)
             ready = poll.poll(waiting)
+            # A pollable made for one wait is released at once (`__exit__`),
+            # so handles never pile up while a fast timer runs.
+            if clock is not None:
+                clock.__exit__(None, None, None)
             if 3 in ready:
                 self.tick_auto()
             if 2 in ready:
                 self.size = terminal.get_size()
+                resized.__exit__(None, None, None)
                 resized = terminal.subscribe_resize(self.size.generation)
                 self.draw()
             if 1 in ready:
