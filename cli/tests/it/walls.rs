@@ -381,7 +381,13 @@ fn a_compile_past_the_memory_bound_ends_naming_it() {
         3,
         "compiling needed more than --compile-memory (67108864 bytes)",
     );
-    assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
+    // One error line; on a loaded machine the compile may pass a second
+    // first, and the slow-compile notice comes before it.
+    let lines = out
+        .stderr
+        .lines()
+        .filter(|l| !l.starts_with("tickbox: compiling "));
+    assert_eq!(lines.count(), 1, "{out:#?}");
     // Positive control: a real Tick compiles within the same bound.
     let ok = tickbox(&[
         "describe",
