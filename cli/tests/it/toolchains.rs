@@ -40,20 +40,20 @@ const COMPILE_TIMEOUT: &str = "600";
 
 /// A toolchain example and what installs its toolchain.
 #[derive(Clone, Copy)]
-struct Lang {
+pub(crate) struct Lang {
     dir: &'static str,
     install: &'static str,
 }
 
-const GO: Lang = Lang {
+pub(crate) const GO: Lang = Lang {
     dir: "go",
     install: "pip install -r examples/go/requirements.txt",
 };
-const PYTHON: Lang = Lang {
+pub(crate) const PYTHON: Lang = Lang {
     dir: "python",
     install: "pip install -r examples/python/requirements.txt",
 };
-const JS: Lang = Lang {
+pub(crate) const JS: Lang = Lang {
     dir: "js",
     install: "cd examples/js && npm ci",
 };
@@ -155,7 +155,7 @@ fn build(script: &Path, out: &Path, lang: Lang, path: Option<&str>) -> PathBuf {
 /// `examples/<lang>` built into `$CARGO_TARGET_DIR/guests/<lang>` and
 /// compiled into the tests' cache, once per test process (the first test
 /// that needs it waits; the others reuse it).
-fn example(lang: Lang) -> PathBuf {
+pub(crate) fn example(lang: Lang) -> PathBuf {
     type Built = OnceLock<PathBuf>;
     static GO_BUILT: Built = OnceLock::new();
     static PY_BUILT: Built = OnceLock::new();
