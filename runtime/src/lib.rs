@@ -62,6 +62,7 @@ pub mod backend;
 pub mod check;
 pub mod delivery;
 pub mod framing;
+pub mod launch;
 pub mod live;
 pub mod mcp;
 pub mod render;
@@ -78,6 +79,7 @@ pub use backend::native::NativeSpec;
 pub use backend::wasm::grants::{GrantSpec, Grants};
 pub use backend::wasm::{WasmEngine, WasmSpec};
 pub use backend::{TickIo, TickProcess};
+pub use launch::{LaunchError, Launcher};
 pub use live::{publish, PublishOptions, Published};
 pub use protocol::{Descriptor, PreparedCall, TickState};
 pub use session::{

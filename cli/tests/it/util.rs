@@ -197,7 +197,11 @@ fn build_guests(workspace: &str, target: Option<&str>) -> PathBuf {
             .arg("--target-dir")
             .arg(&out)
             .env_remove("CARGO_TARGET_DIR")
-            .env_remove("RUSTFLAGS");
+            .env_remove("RUSTFLAGS")
+            // Build scripts of the guests' dependencies (proc-macro2,
+            // anyhow) rerun when it changes, so a test run under
+            // `RUSTC_BOOTSTRAP=1` (for `--report-time`) would rebuild them all.
+            .env_remove("RUSTC_BOOTSTRAP");
         if let Some(t) = target {
             cmd.args(["--target", t]);
         }

@@ -21,11 +21,10 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use tickbox_runtime::backend::native::{spawn, NativeSpec};
 //! use tickbox_runtime::check::{self, Options};
-//! let spec = NativeSpec::new(["python3", "counter.py"]);
-//! let launch = move || std::future::ready(spawn(&spec).map_err(|e| e.to_string()));
-//! let report = check::run(&launch, "counter.py", &Options::default()).await?;
+//! use tickbox_runtime::{Launcher, NativeSpec};
+//! let launcher = Launcher::native(NativeSpec::new(["python3", "counter.py"]));
+//! let report = check::run(&launcher, "counter.py", &Options::default()).await?;
 //! println!("{}", report.to_text()); // stdout-ok: the example prints its report
 //! assert!(report.passed());
 //! # Ok(()) }
@@ -41,6 +40,7 @@ pub mod suite;
 pub use report::{Report, Status, Verdict};
 pub use rules::{Rule, Severity};
 
+use crate::launch::LaunchError;
 use crate::protocol::limits::CALL_TIMEOUT;
 use crate::session::{BoxFuture, TickIo};
 use serde_json::Value;
@@ -49,19 +49,20 @@ use std::time::Duration;
 
 /// Starts a fresh instance of the Tick under check; called once per session.
 ///
-/// Any backend fits: the CLI passes a closure over the same TICK spec its
-/// other commands use, so native and wasm Ticks are checked alike.
+/// Any backend fits: a [`crate::Launcher`] (what the CLI passes, so native
+/// and wasm Ticks are checked alike), or a closure, e.g. over
+/// [`crate::backend::memory::pair`] for a Tick that is a task of a test.
 pub trait Launch: Send + Sync {
     /// Starts the Tick, or says why it cannot be started.
-    fn launch(&self) -> BoxFuture<'_, Result<TickIo, String>>;
+    fn launch(&self) -> BoxFuture<'_, Result<TickIo, LaunchError>>;
 }
 
 impl<F, Fut> Launch for F
 where
     F: Fn() -> Fut + Send + Sync,
-    Fut: std::future::Future<Output = Result<TickIo, String>> + Send + 'static,
+    Fut: std::future::Future<Output = Result<TickIo, LaunchError>> + Send + 'static,
 {
-    fn launch(&self) -> BoxFuture<'_, Result<TickIo, String>> {
+    fn launch(&self) -> BoxFuture<'_, Result<TickIo, LaunchError>> {
         Box::pin(self())
     }
 }
@@ -91,12 +92,12 @@ impl Default for Options {
 }
 
 /// Why a check could not produce a report.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CheckError {
     /// The backend could not start the Tick (nothing was checked).
     #[error("cannot start the Tick: {0}")]
-    Start(String),
+    Start(#[source] LaunchError),
     /// The sample args file does not fit the Tick's catalog.
     #[error("sample args: {0}")]
     SampleArgs(String),
