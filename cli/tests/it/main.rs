@@ -6,6 +6,8 @@
 //! - `cli` — the one-shot commands and their exit codes, one test per host rule;
 //! - `engine` — the session engine through the library API (per-request
 //!   faults that leave the session running, concurrency, events);
+//! - `launch` — the library's `Launcher`: wasm and native Ticks opened by
+//!   what they are, and each way a start fails as its own error;
 //! - `native` — the native backend: PTY, environment, signals, cleanup;
 //! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge;
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
@@ -33,6 +35,7 @@ mod cli;
 mod engine;
 mod examples;
 mod langs;
+mod launch;
 mod live;
 mod mcp;
 mod mcp_wire;

@@ -3,7 +3,7 @@
 //! The [`crate::session`] engine enforces the *host's* side of the protocol
 //! and ends a session at the first violation. The checker turns that around:
 //! it drives a Tick through several fresh sessions with a raw, rule-free
-//! [`driver`], sends it what a host would (and some things a host never
+//! `driver`, sends it what a host would (and some things a host never
 //! would: stale revisions, unknown tools, invalid args, garbage lines, stdin
 //! EOF mid-call, SIGTERM) and reports every Tick-side rule of the spec as
 //! pass, fail or not applicable, with the section, what was sent, what came
@@ -11,9 +11,9 @@
 //!
 //! Where to read:
 //! - [`rules`] — the rule table: stable ids, sections, MUST vs advisory;
-//! - [`suite`] — the sessions and how each yields verdicts;
-//! - [`driver`] — the raw session and its transcript;
-//! - [`args`] — args a tool accepts, and args its schema rejects;
+//! - `suite` — the sessions and how each yields verdicts;
+//! - `driver` — the raw session and its transcript;
+//! - `args` — args a tool accepts, and args its schema rejects;
 //! - [`report`] — the report and its text, JSON and JUnit renderings.
 //!
 //! Mutating tools are called only with [`Options::allow_mutations`]: a
@@ -30,12 +30,12 @@
 //! # Ok(()) }
 //! ```
 
-pub mod args;
-pub mod driver;
+pub(crate) mod args;
+pub(crate) mod driver;
 pub mod report;
 /// The rule table lives with the validators, in the protocol crate.
 pub use crate::protocol::rules;
-pub mod suite;
+pub(crate) mod suite;
 
 pub use report::{Report, Status, Verdict};
 pub use rules::{Rule, Severity};

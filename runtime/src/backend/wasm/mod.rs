@@ -35,13 +35,13 @@
 
 pub mod cache;
 pub mod compile;
-pub mod grant_area;
+pub(crate) mod grant_area;
 pub mod grants;
-pub mod imports;
+pub(crate) mod imports;
 pub mod limits;
-pub mod pipe;
-pub mod quota;
-pub mod terminal;
+pub(crate) mod pipe;
+pub(crate) mod quota;
+pub(crate) mod terminal;
 pub mod virtual_time;
 #[cfg(test)]
 mod wit_package;
@@ -210,7 +210,7 @@ pub enum WasmError {
     #[error("{path} is not a wasm component or module (bad header)")]
     NotWasm { path: PathBuf },
     /// It imports something tickbox does not provide; found before
-    /// compiling (see [`imports`]).
+    /// compiling (see `imports.rs`).
     #[error("cannot load {path}: it imports `{import}`, which tickbox does not provide; {offer}")]
     Unsupported {
         path: PathBuf,

@@ -41,11 +41,6 @@ impl Quota {
             .is_ok()
     }
 
-    /// The bound, for messages.
-    pub fn max(&self) -> u64 {
-        self.max
-    }
-
     /// The guest-visible error: EDQUOT, which wasmtime-wasi reports as the
     /// `quota` error code.
     pub fn exceeded(&self) -> std::io::Error {

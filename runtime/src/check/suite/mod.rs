@@ -25,8 +25,6 @@
 mod descriptor;
 mod transcript;
 
-pub use crate::protocol::descriptor::kind_is_conventional;
-
 use crate::check::args::{invalid_args, valid_args};
 use crate::check::driver::{Driver, Exchange, Parsed, CALL, DESCRIBE, READ};
 use crate::check::report::{Evidence, Measurements, Status, Verdict};
@@ -177,11 +175,6 @@ impl<'a> Suite<'a> {
             state_sizes: Vec::new(),
             any_update: false,
         }
-    }
-
-    /// The catalog of the main session, once initialized.
-    pub fn catalog(&self) -> Option<&Descriptor> {
-        self.catalog.as_ref()
     }
 
     fn wants(&self, rules: &[&Rule]) -> bool {
