@@ -23,12 +23,17 @@
 //! [`Launcher::open`], initialized), each naming the Tick's file or program.
 
 use crate::backend::native::{self, NativeSpec, SpawnError};
+#[cfg(feature = "wasm")]
 use crate::backend::wasm::grants::{GrantError, GrantSpec, Grants};
+#[cfg(feature = "wasm")]
 use crate::backend::wasm::virtual_time::VirtualClock;
+#[cfg(feature = "wasm")]
 use crate::backend::wasm::{self, WasmEngine, WasmError, WasmKind, WasmSpec};
 use crate::backend::{BoxFuture, TickIo};
 use crate::session::{InitError, Session, SessionConfig};
+#[cfg(feature = "wasm")]
 use std::path::{Path, PathBuf};
+#[cfg(feature = "wasm")]
 use std::sync::Arc;
 
 /// Why a Tick could not be started or initialized.
@@ -39,15 +44,18 @@ pub enum LaunchError {
     #[error(transparent)]
     Native(#[from] SpawnError),
     /// The wasm Tick could not be loaded, compiled or instantiated.
+    #[cfg(feature = "wasm")]
     #[error(transparent)]
     Wasm(#[from] WasmError),
     /// The file named as a wasm Tick has no wasm header (or cannot be read).
+    #[cfg(feature = "wasm")]
     #[error("cannot start the Tick: {} is not a readable wasm component or module", path.display())]
     NotWasm {
         /// The file.
         path: PathBuf,
     },
     /// The Tick's capability manifest (`NAME.tick.toml`) is malformed.
+    #[cfg(feature = "wasm")]
     #[error(transparent)]
     Manifest(GrantError),
     /// The Tick started but failed initialization (§4.2); the error
@@ -62,6 +70,7 @@ pub enum Launcher {
     /// A native command line, run with the user's own permissions.
     Native(NativeSpec),
     /// A wasm guest, sandboxed, and the engine that runs it.
+    #[cfg(feature = "wasm")]
     Wasm {
         /// The engine (and compile cache) its instances share.
         engine: Arc<WasmEngine>,
@@ -83,6 +92,7 @@ impl Launcher {
 
     /// A wasm Tick with these grants. Reads only the file's header (and
     /// its manifest, if any); the whole file is read when an instance starts.
+    #[cfg(feature = "wasm")]
     pub fn wasm(
         engine: Arc<WasmEngine>,
         path: PathBuf,
@@ -106,11 +116,16 @@ impl Launcher {
 
     /// Starts one instance.
     pub async fn spawn(&self) -> Result<TickIo, LaunchError> {
-        self.spawn_with(None).await
+        match self {
+            Launcher::Native(spec) => Ok(native::spawn(spec)?),
+            #[cfg(feature = "wasm")]
+            Launcher::Wasm { engine, spec, .. } => Ok(wasm::spawn(engine, spec).await?),
+        }
     }
 
     /// Starts one instance; a wasm Tick's clocks and randomness are
     /// `clock`'s when given (a native Tick has no virtual time and ignores it).
+    #[cfg(feature = "wasm")]
     pub async fn spawn_with(&self, clock: Option<&VirtualClock>) -> Result<TickIo, LaunchError> {
         match self {
             Launcher::Native(spec) => Ok(native::spawn(spec)?),
@@ -135,6 +150,7 @@ impl crate::check::Launch for Launcher {
 
 /// The capabilities a Tick asks for, from `NAME.tick.toml` beside
 /// `NAME.wasm` (`None` when there is none). Shown to the user, never granted.
+#[cfg(feature = "wasm")]
 pub fn manifest_of(path: &Path) -> Result<Option<GrantSpec>, LaunchError> {
     let manifest = path.with_extension("tick.toml");
     if !manifest.exists() {

@@ -60,7 +60,6 @@ pub struct CheckArgs {
     pub opts: TickOpts,
 }
 
-
 fn list_rules() -> String {
     let mut out = String::new();
     for r in rules::ALL {
@@ -106,6 +105,7 @@ pub async fn run(args: CheckArgs) -> Result<(), Exit> {
         allow_mutations: args.allow_mutations,
         sample_args,
         call_timeout: Duration::from_secs_f64(args.opts.call_timeout),
+        ..Options::default()
     };
     // The same launcher every other command uses, so `.wasm` Ticks and the
     // sandbox flags work here too.

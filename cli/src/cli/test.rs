@@ -7,10 +7,10 @@ use clap::{Args, Parser, ValueEnum};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tickbox_runtime::backend::wasm::{self, WasmKind};
-use tickbox_runtime::Launcher;
 use tickbox_runtime::scenario::{
     self, report, LaunchFn, Outcome, Prepared, RunOptions, Scenario, ScenarioResult, TickKind,
 };
+use tickbox_runtime::Launcher;
 
 /// Exit code when a step of a scenario failed.
 pub const FAILED: u8 = 1;

@@ -40,7 +40,10 @@ async fn a_wasm_tick_opens_through_the_launcher() {
 async fn a_native_tick_opens_through_the_launcher() {
     let launcher = Launcher::native(NativeSpec::new(faulty("ok")));
     let session = launcher.open(SessionConfig::default()).await.expect("open");
-    assert_eq!(session.descriptor().expect("initialized").kind, "test.faulty");
+    assert_eq!(
+        session.descriptor().expect("initialized").kind,
+        "test.faulty"
+    );
     session.shutdown().await;
 }
 

@@ -67,6 +67,38 @@ where
     }
 }
 
+/// How long the checker watches an idle Tick for spontaneous changes.
+pub const QUIET_PERIOD: Duration = Duration::from_millis(500);
+/// How long after a call the checker keeps watching for its effects.
+pub const SETTLE: Duration = Duration::from_millis(200);
+/// How long a Tick may take to exit after stdin EOF (once in-flight requests
+/// are answered) or after SIGTERM.
+pub const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// The checker's waits for things that send no answer: whether a Tick
+/// changes by itself, what a call did, whether it exits. Longer waits see
+/// slower Ticks; shorter ones finish sooner and may miss a late change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timings {
+    /// Watching an idle Tick for spontaneous changes ([`QUIET_PERIOD`]).
+    pub quiet_period: Duration,
+    /// Watching for a call's effects after its answer ([`SETTLE`]).
+    pub settle: Duration,
+    /// How long a Tick may take to exit after stdin EOF or SIGTERM
+    /// ([`EXIT_GRACE`]).
+    pub exit_grace: Duration,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Timings {
+            quiet_period: QUIET_PERIOD,
+            settle: SETTLE,
+            exit_grace: EXIT_GRACE,
+        }
+    }
+}
+
 /// What to check and how.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -78,6 +110,8 @@ pub struct Options {
     pub sample_args: BTreeMap<String, Value>,
     /// How long a tool call may take.
     pub call_timeout: Duration,
+    /// The checker's waits.
+    pub timings: Timings,
 }
 
 impl Default for Options {
@@ -87,6 +121,7 @@ impl Default for Options {
             allow_mutations: false,
             sample_args: BTreeMap::new(),
             call_timeout: CALL_TIMEOUT,
+            timings: Timings::default(),
         }
     }
 }
