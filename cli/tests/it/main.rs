@@ -15,12 +15,17 @@
 //!   clients, `ls`, `watch`, and the socket's guards;
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
 //! - `walls` — the sandbox's outer walls: cache trust, one memory budget per
-//!   Tick, bounded compilation, handle caps, process hygiene, registry fallback;
+//!   Tick (and host RSS with every memory and table at once), bounded
+//!   compilation, handle caps (components and preview 1), write quotas (per
+//!   Tick and per grant), process hygiene (cgroup v2 and the subreaper
+//!   fallback), registry fallback;
 //! - `mcp_wire` — `tickbox mcp` frame by frame: revisions, bad frames, bounds,
 //!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests,
 //!   Streamable HTTP;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
+//! - `record` — `tickbox run --record`: a session on a PTY recorded as a
+//!   scenario that replays green (wasm on virtual time, native on real time);
 //! - `scenario` — `tickbox test`: the example scenarios, failure output,
 //!   identical screens under virtual time, exit codes;
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
@@ -42,6 +47,7 @@ mod live;
 mod mcp;
 mod mcp_wire;
 mod native;
+mod record;
 mod sandbox;
 mod scenario;
 mod util;
