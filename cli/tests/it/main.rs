@@ -24,6 +24,9 @@
 //!   Streamable HTTP;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
+//! - `toolchains` — the Go, Python and JavaScript examples built by their
+//!   registries' toolchains: check, keys through `tickbox:terminal`, timers,
+//!   `tickbox new --lang python|js`, keys kept through a first compile;
 //! - `record` — `tickbox run --record`: a session on a PTY recorded as a
 //!   scenario that replays green (wasm on virtual time, native on real time);
 //! - `scenario` — `tickbox test`: the example scenarios, failure output,
@@ -50,6 +53,7 @@ mod native;
 mod record;
 mod sandbox;
 mod scenario;
+mod toolchains;
 mod util;
 mod views;
 mod walls;

@@ -50,11 +50,23 @@ fn repo(p: &str) -> String {
 #[test]
 fn every_example_scenario_passes() {
     let (wasm, c) = (wasm_dir(), c_dir());
+    // The Go, Python and JavaScript examples, built (and compiled into the
+    // tests' cache) once per test process by the toolchain tests' helper.
+    let lang_dir = |lang| {
+        let wasm = crate::toolchains::example(lang);
+        wasm.parent().unwrap().to_string_lossy().into_owned()
+    };
+    let go = lang_dir(crate::toolchains::GO);
+    let python = lang_dir(crate::toolchains::PYTHON);
+    let js = lang_dir(crate::toolchains::JS);
     let out = tickbox_env(
         &["test", &repo("examples"), "--format", "json"],
         &[
             ("TICKBOX_WASM_DIR", wasm.as_str()),
             ("TICKBOX_C_DIR", c.as_str()),
+            ("TICKBOX_GO_DIR", go.as_str()),
+            ("TICKBOX_PYTHON_DIR", python.as_str()),
+            ("TICKBOX_JS_DIR", js.as_str()),
         ],
     );
     assert_eq!(out.code, 0, "{out:#?}");
@@ -67,7 +79,17 @@ fn every_example_scenario_passes() {
         .iter()
         .map(|s| s["file"].as_str().unwrap())
         .collect();
-    for example in ["counter", "dashboard", "fetch", "notes", "ticker", "c"] {
+    for example in [
+        "counter",
+        "dashboard",
+        "fetch",
+        "notes",
+        "ticker",
+        "c",
+        "go",
+        "python",
+        "js",
+    ] {
         assert!(
             names
                 .iter()

@@ -45,6 +45,7 @@ pub(crate) mod pipe;
 pub mod quota;
 pub(crate) mod terminal;
 pub mod virtual_time;
+pub mod wit_files;
 #[cfg(test)]
 mod wit_package;
 
