@@ -4,6 +4,7 @@
 mod attach;
 mod cache;
 mod check;
+mod compile;
 mod exit;
 mod ls;
 mod mcp;
@@ -78,6 +79,9 @@ enum Command {
     /// Show or empty the compile cache of wasm Ticks: tickbox cache ls|clean
     #[command(after_help = cache::HELP)]
     Cache(cache::CacheArgs),
+    /// Compile wasm Ticks with Cranelift into the compile cache ahead of their first start: tickbox compile TICK...
+    #[command(after_help = compile::HELP)]
+    Compile(compile::CompileArgs),
     /// Create a Tick project that builds and passes `tickbox check`: tickbox new PATH [--lang rust|c]
     #[command(after_help = new::HELP)]
     New(new::NewArgs),
@@ -124,6 +128,12 @@ pub fn main() -> ExitCode {
             }
         }
         Command::Watch(args) if args.is_live() => return attach::runtime_main(watch::run(args)),
+        Command::Compile(args) => {
+            return match compile::run(args) {
+                Ok(()) => ExitCode::from(exit::OK),
+                Err(e) => fail(e),
+            }
+        }
         Command::Cache(args) => {
             return match cache::run(args) {
                 Ok(()) => ExitCode::from(exit::OK),
@@ -295,6 +305,7 @@ async fn run(command: Command) -> Result<(), Exit> {
         | Command::Attach(_)
         | Command::Stop(_)
         | Command::Cache(_)
+        | Command::Compile(_)
         | Command::New(_) => Err(Exit::usage("handled before the runtime starts")),
     }
 }

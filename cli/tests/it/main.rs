@@ -26,6 +26,8 @@
 //!   drawing floods that stall nothing, bounded view sizes;
 //! - `writes` — what the host writes to a Tick: deadlines, whole frames
 //!   under cancellation, slots held until the answer, the line limit;
+//! - `tiers` — compilers: a first start on Winch, Cranelift's code from the
+//!   cache after it, the detached optimizing compile's bounds, `tickbox compile`;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -41,6 +43,7 @@ mod mcp_wire;
 mod native;
 mod sandbox;
 mod scenario;
+mod tiers;
 mod util;
 mod views;
 mod walls;
