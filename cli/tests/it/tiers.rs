@@ -27,9 +27,24 @@ fn compilers(cache: &TempDir) -> Vec<String> {
     v
 }
 
-/// The pid in a `pid=N` log field after `marker`.
+/// The pid in the `pid=N` log field of the line with `marker` (log lines
+/// carry color codes, which go first).
 fn logged_pid(stderr: &str, marker: &str) -> Option<i32> {
-    let line = stderr.lines().find(|l| l.contains(marker))?;
+    let mut plain = String::new();
+    let mut chars = stderr.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters, then a final byte in @..~.
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) && c != '[' {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    let line = plain.lines().find(|l| l.contains(marker))?;
     let rest = line.split("pid=").nth(1)?;
     rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
 }
@@ -136,15 +151,24 @@ fn the_detached_optimizing_compile_ends_at_the_compile_timeout() {
     // Winch compiles it at once; Cranelift takes many seconds, unbounded.
     let dir = TempDir::new("tiers-bomb-wasm");
     let bomb = write_wasm(&dir, "bomb.wasm", &compile_bomb());
-    let out = tickbox_env(&["-v", "describe", &bomb, "--compile-timeout", "1"], &env);
+    let started = std::time::Instant::now();
+    let out = tickbox_env(&["-v", "describe", &bomb, "--compile-timeout", "3"], &env);
     // It answers no protocol, so the start itself fails at initialization.
     assert_eq!(out.code, 3, "{out:#?}");
     let pid = logged_pid(&out.stderr, "optimizing compile started").unwrap_or_else(|| panic!("{out:#?}"));
-    // The alarm ends the worker at the bound, long before it could finish,
-    // and so it never writes an entry.
+    // It outlives the command (and is compiling, not failing early)...
+    if started.elapsed() < Duration::from_secs(2) {
+        assert!(alive(pid), "the detached worker {pid} ended at once");
+    }
+    // ...until the alarm ends it at the bound, long before it could finish,
+    // so it never writes an entry.
     assert!(
-        eventually(Duration::from_secs(15), || !alive(pid)),
+        eventually(Duration::from_secs(20), || !alive(pid)),
         "the detached worker {pid} outlived its --compile-timeout"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "it ended before its bound"
     );
     assert_eq!(compilers(&cache), ["winch"]);
 }
