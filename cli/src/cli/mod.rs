@@ -142,7 +142,7 @@ pub fn main() -> ExitCode {
         }
         other => other,
     };
-    let runtime = match new_runtime() {
+    let runtime = match new_runtime(one_shot(&command)) {
         Ok(rt) => rt,
         Err(e) => return fail(e),
     };
@@ -162,13 +162,41 @@ pub fn main() -> ExitCode {
     code
 }
 
-/// The async runtime every command runs on.
-fn new_runtime() -> Result<tokio::runtime::Runtime, Exit> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Exit::session(format!("cannot start the async runtime: {e}")))
+/// Whether a command starts one Tick, does one thing and ends (describe,
+/// read, call, screen, info): it runs on a current-thread runtime.
+fn one_shot(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Describe(_)
+            | Command::Read(_)
+            | Command::Call(_)
+            | Command::Screen(_)
+            | Command::Info(_)
+    )
+}
+
+/// The async runtime a command runs on. A one-shot command gets a
+/// current-thread runtime: no worker threads to start, and every wake-up
+/// (the Tick's answer, a wasm guest's turn) stays on the one thread, which
+/// measured faster from process start to result (BENCHMARKS.md). Compiles
+/// and blocking file work still go to the blocking pool, a wasm guest
+/// still yields at every epoch tick, and a native Tick's PTY and the view
+/// keep their own threads. Hosts of many Ticks and many clients (mcp,
+/// check, test, watch, …) keep two workers. `TICKBOX_RUNTIME=multi-thread`
+/// gives one-shot commands the two workers too (for comparison).
+fn new_runtime(one_shot: bool) -> Result<tokio::runtime::Runtime, Exit> {
+    let multi = std::env::var("TICKBOX_RUNTIME").is_ok_and(|v| v == "multi-thread");
+    let built = if one_shot && !multi {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    };
+    built.map_err(|e| Exit::session(format!("cannot start the async runtime: {e}")))
 }
 
 fn fail(e: Exit) -> ExitCode {
