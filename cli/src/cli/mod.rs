@@ -114,6 +114,8 @@ pub fn main() -> ExitCode {
     // way out (see backend::reaper); every child this binary starts is a
     // Tick or a compile worker, registered as such.
     tickbox_runtime::backend::reaper::become_subreaper();
+    // What native Ticks of a SIGKILLed host left in their cgroups.
+    tickbox_runtime::backend::cgroup::sweep_stale();
     tickbox_runtime::backend::native::raise_fd_limit();
     // These own the terminal or their signals (a view or a watch of a live
     // instance ends without stopping its Tick), so they run apart from the

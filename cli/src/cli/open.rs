@@ -34,8 +34,11 @@ pub struct TickOpts {
     /// Pretty-print JSON output
     #[arg(long)]
     pub pretty: bool,
-    /// Grant a wasm Tick a directory or a single file (repeatable; `:ro` for read-only)
-    #[arg(long = "dir", value_name = "HOST_PATH[::GUEST_PATH][:ro]")]
+    /// Grant a wasm Tick a directory or a single file (repeatable; `:ro` for read-only; `:rw,max=SIZE` bounds the bytes a component writes through it)
+    #[arg(
+        long = "dir",
+        value_name = "HOST_PATH[::GUEST_PATH][:ro|:rw[,max=SIZE]]"
+    )]
     pub dir: Vec<String>,
     /// Let a wasm Tick connect to HOST:PORT (repeatable; PORT may be `*`; a name also allows looking it up)
     #[arg(long = "allow-net", value_name = "HOST:PORT")]

@@ -13,7 +13,10 @@
 //!   clients, `ls`, `watch`, and the socket's guards;
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
 //! - `walls` — the sandbox's outer walls: cache trust, one memory budget per
-//!   Tick, bounded compilation, handle caps, process hygiene, registry fallback;
+//!   Tick (and host RSS with every memory and table at once), bounded
+//!   compilation, handle caps (components and preview 1), write quotas (per
+//!   Tick and per grant), process hygiene (cgroup v2 and the subreaper
+//!   fallback), registry fallback;
 //! - `mcp_wire` — `tickbox mcp` frame by frame: revisions, bad frames, bounds,
 //!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests,
 //!   Streamable HTTP;

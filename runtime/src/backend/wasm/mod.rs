@@ -16,9 +16,10 @@
 //! - **compilation**: a size bound on the wasm, and a worker process with a
 //!   deadline and a memory bound ([`compile`]);
 //! - **handles**: the guest's WASI resource table is capped (`max_handles`),
-//!   so open files and sockets are bounded per Tick: a component's `open-at`
-//!   at the cap fails with `insufficient-memory`, any other full-table push
-//!   traps the guest; random-bytes requests are capped at
+//!   so open files and sockets are bounded per Tick: opening a file at the
+//!   cap is the guest's error (`insufficient-memory` for a component's
+//!   `open-at`, `mfile` for preview 1's `path_open`, see [`handles`]), any
+//!   other full-table push traps the guest; random-bytes requests are capped at
 //!   [`limits::MAX_RANDOM_BYTES`];
 //! - **symlinks**: creating one is refused in every grant;
 //! - **CPU**: epoch interruption; a ticker thread advances the epoch every
@@ -37,6 +38,7 @@ pub mod cache;
 pub mod compile;
 pub mod grant_area;
 pub mod grants;
+pub mod handles;
 pub mod imports;
 pub mod limits;
 pub mod pipe;
@@ -87,7 +89,12 @@ fn open_at_capped(
         + '_,
 > {
     Box::new(async move {
+        let parent = fd.rep();
         let s = store.data_mut();
+        // Keep the reserve for the guest's short-lived handles (see `handles`).
+        let cap = s.table.max_capacity();
+        s.table
+            .set_max_capacity(cap.saturating_sub(handles::HANDLE_RESERVE));
         let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
             ctx: s.ctx.filesystem(),
             table: &mut s.table,
@@ -95,16 +102,16 @@ fn open_at_capped(
         let opened =
             fs_types::HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags)
                 .await;
+        s.table.set_max_capacity(cap);
         match opened {
-            Ok(r) => Ok((Ok(r),)),
+            Ok(r) => {
+                // The new descriptor writes under its parent's grant quota.
+                s.grant_quotas.opened(parent, r.rep());
+                Ok((Ok(r),))
+            }
             Err(err) => match err.downcast() {
                 Ok(code) => Ok((Err(code),)),
-                Err(trap)
-                    if matches!(
-                        trap.downcast_ref::<wasmtime::component::ResourceTableError>(),
-                        Some(wasmtime::component::ResourceTableError::Full)
-                    ) =>
-                {
+                Err(trap) if handles::is_table_full(&trap) => {
                     tracing::info!("a guest at its handle cap tried to open a file");
                     Ok((Err(FsErrorCode::InsufficientMemory),))
                 }
@@ -114,7 +121,8 @@ fn open_at_capped(
     })
 }
 
-/// `descriptor.write`, refused with `quota` past the Tick's write quota.
+/// `descriptor.write`, refused with `quota` past the Tick's write quota or
+/// its grant's.
 #[allow(clippy::type_complexity)]
 fn write_metered(
     mut store: wasmtime::StoreContextMut<'_, GuestState>,
@@ -127,11 +135,10 @@ fn write_metered(
 {
     Box::new(async move {
         let s = store.data_mut();
-        if let Some(q) = &s.quota {
-            if !q.take(buf.len() as u64) {
-                q.exceeded();
-                return Ok((Err(FsErrorCode::Quota),));
-            }
+        let quotas = s.grant_quotas.for_write(s.quota.as_ref(), fd.rep());
+        if let Err(q) = quota::take_all(&quotas, buf.len() as u64) {
+            q.exceeded();
+            return Ok((Err(FsErrorCode::Quota),));
         }
         let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
             ctx: s.ctx.filesystem(),
@@ -145,7 +152,7 @@ fn write_metered(
 }
 
 /// `descriptor.write-via-stream` (`offset` Some) or `append-via-stream`,
-/// with the stream metered by the Tick's write quota.
+/// with the stream metered by the Tick's write quota and its grant's.
 #[allow(clippy::type_complexity)]
 fn stream_metered(
     mut store: wasmtime::StoreContextMut<'_, GuestState>,
@@ -161,7 +168,7 @@ fn stream_metered(
 > {
     Box::new(async move {
         let s = store.data_mut();
-        let quota = s.quota.clone();
+        let quotas = s.grant_quotas.for_write(s.quota.as_ref(), fd.rep());
         let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
             ctx: s.ctx.filesystem(),
             table: &mut s.table,
@@ -174,13 +181,13 @@ fn stream_metered(
             Ok(r) => r,
             Err(err) => return err.downcast().map(|code| (Err(code),)),
         };
-        if let Some(quota) = quota {
+        if !quotas.is_empty() {
             // Wrap the stream in place: its table entry (and its link to
             // the descriptor) stays the same.
             let slot = s.table.get_mut(&stream)?;
             let inner =
                 std::mem::replace(slot, Box::new(wasmtime_wasi::p2::pipe::ClosedOutputStream));
-            *slot = Box::new(quota::QuotaStream { inner, quota });
+            *slot = Box::new(quota::QuotaStream { inner, quotas });
         }
         Ok((Ok(stream),))
     })
@@ -371,6 +378,24 @@ impl Tier {
                 })
             })
             ?;
+        // Preopens are tied to their grant's write quota as the guest gets them.
+        component_linker
+            .instance("wasi:filesystem/preopens@0.2.12")
+            .and_then(|mut pre| {
+                pre.func_wrap("get-directories", |mut store: wasmtime::StoreContextMut<'_, GuestState>, (): ()| {
+                    let s = store.data_mut();
+                    let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+                        ctx: s.ctx.filesystem(),
+                        table: &mut s.table,
+                    };
+                    let dirs = wasmtime_wasi::p2::bindings::filesystem::preopens::Host::get_directories(&mut view)?;
+                    for (i, (fd, guest)) in dirs.iter().enumerate() {
+                        s.grant_quotas.preopened(i, fd.rep(), guest);
+                    }
+                    Ok((dirs,))
+                })
+            })
+            ?;
         // Monotonic clock and poll that follow a guest's virtual clock, if it has one.
         virtual_time::add_to_linker(&mut component_linker)?;
         component_linker.allow_shadowing(false);
@@ -397,6 +422,8 @@ impl Tier {
                 },
             )
             ?;
+        // At the handle cap, opening a file is the guest's error (`mfile`).
+        handles::add_path_open(&mut module_linker)?;
         module_linker.allow_shadowing(false);
         Ok(Tier {
             engine,
@@ -983,6 +1010,8 @@ pub struct GuestState {
     term: terminal::TermState,
     limiter: limits::Budget,
     quota: Option<quota::Quota>,
+    /// The grants' own write quotas (`--dir …:max=SIZE`).
+    grant_quotas: quota::GrantQuotas,
     lookup_names: Vec<String>,
     /// Virtual time and seeded randomness (`tickbox test`), or real ones.
     clock: Option<virtual_time::VirtualClock>,
@@ -1153,11 +1182,14 @@ async fn resolve_names(grants: &Grants) -> Vec<(String, Vec<IpAddr>)> {
     out
 }
 
+/// Every preopen's guest path and write quota, in order (see `quota`).
+type PreopenQuotas = Vec<(String, Option<quota::Quota>)>;
+
 fn wasi_builder(
     spec: &WasmSpec,
     resolved: Vec<(String, Vec<IpAddr>)>,
     view: &Arc<View>,
-) -> Result<(WasiCtxBuilder, Vec<grant_area::GrantDir>), WasmError> {
+) -> Result<(WasiCtxBuilder, Vec<grant_area::GrantDir>, PreopenQuotas), WasmError> {
     use wasmtime_wasi::sockets::SocketAddrUse;
     let mut b = WasiCtxBuilder::new();
     let name = spec
@@ -1181,6 +1213,7 @@ fn wasi_builder(
     // The host allocates what the guest asks for here: keep it small.
     b.max_random_size(limits::MAX_RANDOM_BYTES);
     let mut keep = Vec::new();
+    let mut quotas = Vec::new();
     let own_state = own_state();
     for d in &spec.grants.dirs {
         let perms = if d.read_only {
@@ -1192,9 +1225,13 @@ fn wasi_builder(
             .map_err(|e| WasmError::Grant(format!("{}: {e}", d.host.display())))?;
         // Files too: a single-file grant of the cache's key would be as bad.
         grant_area::check_not_own_state(&d.host, &own_state).map_err(WasmError::Grant)?;
+        let quota = d
+            .max_write
+            .map(|max| quota::Quota::named(max, &format!("--dir …::{}:max", d.guest)));
         if meta.is_dir() {
             b.preopened_dir(&d.host, &d.guest, perms)
                 .map_err(|e| WasmError::Grant(format!("{}: {e:#}", d.host.display())))?;
+            quotas.push((d.guest.clone(), quota));
         } else {
             // A single file: preopen a private directory that holds only
             // it, under its own name (see `grant_area`).
@@ -1202,6 +1239,7 @@ fn wasi_builder(
                 .map_err(WasmError::Grant)?;
             b.preopened_dir(dir.path(), &guest_dir, perms)
                 .map_err(|e| WasmError::Grant(format!("{}: {e:#}", d.host.display())))?;
+            quotas.push((guest_dir.clone(), quota));
             keep.push(dir);
         }
     }
@@ -1229,7 +1267,7 @@ fn wasi_builder(
             Box::pin(async move { ok })
         });
     }
-    Ok((b, keep))
+    Ok((b, keep, quotas))
 }
 
 /// Starts a wasm Tick.
@@ -1254,7 +1292,7 @@ pub async fn spawn_with(
     let (host_stdin, guest_stdin) = pipe::stdin();
     let (guest_stdout, host_stdout) = pipe::stdout();
     let resolved = resolve_names(&spec.grants).await;
-    let (mut builder, keep) = wasi_builder(spec, resolved, &view)?;
+    let (mut builder, keep, grant_quotas) = wasi_builder(spec, resolved, &view)?;
     builder.stdin(guest_stdin);
     builder.stdout(guest_stdout);
     if let Some(c) = clock {
@@ -1286,6 +1324,7 @@ pub async fn spawn_with(
                 term: guest_term(view.clone()),
                 limiter,
                 quota: spec.grants.max_write.map(quota::Quota::new),
+                grant_quotas: quota::GrantQuotas::new(grant_quotas),
                 lookup_names: spec.grants.lookup_names(),
                 clock: clock.cloned(),
             };
@@ -1311,6 +1350,11 @@ pub async fn spawn_with(
         Loaded::Module(_) if spec.grants.max_write.is_some() => {
             return Err(WasmError::Grant(
                 "--max-write needs a component (wasm32-wasip2): a preview-1 module's writes cannot be metered".into(),
+            ));
+        }
+        Loaded::Module(_) if spec.grants.dirs.iter().any(|d| d.max_write.is_some()) => {
+            return Err(WasmError::Grant(
+                "a --dir write quota (max=) needs a component (wasm32-wasip2): a preview-1 module's writes cannot be metered".into(),
             ));
         }
         Loaded::Module(pre) => {
