@@ -97,7 +97,10 @@ pub async fn first_starts(
                     break;
                 }
                 if Instant::now() > deadline {
-                    bail!("the optimized code of {} never reached the cache", path.display());
+                    bail!(
+                        "the optimized code of {} never reached the cache",
+                        path.display()
+                    );
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }

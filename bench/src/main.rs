@@ -755,7 +755,10 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
             }
             let native = bench.guests.native.clone();
             let (c, r) = tokio::task::spawn_blocking(move || {
-                Ok::<_, anyhow::Error>((floor::floor(&native, n, false)?, floor::floor(&native, n, true)?))
+                Ok::<_, anyhow::Error>((
+                    floor::floor(&native, n, false)?,
+                    floor::floor(&native, n, true)?,
+                ))
             })
             .await??;
             eprintln!("floor: call {} read {}", c.show(), r.show());
@@ -1089,15 +1092,27 @@ fn print_anchored(rows: &[Anchored]) {
     if rows.is_empty() {
         return;
     }
-    let w0 = rows.iter().map(|r| r.name.chars().count()).max().unwrap_or(10);
+    let w0 = rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(10);
     let anchor = |r: &Anchored| {
         r.anchor
             .as_ref()
             .map(|(what, a)| format!("{what}: {}", a.show()))
             .unwrap_or_else(|| "—".into())
     };
-    let w1 = rows.iter().map(|r| r.value.show().chars().count()).max().unwrap_or(5);
-    let w2 = rows.iter().map(|r| anchor(r).chars().count()).max().unwrap_or(6);
+    let w1 = rows
+        .iter()
+        .map(|r| r.value.show().chars().count())
+        .max()
+        .unwrap_or(5);
+    let w2 = rows
+        .iter()
+        .map(|r| anchor(r).chars().count())
+        .max()
+        .unwrap_or(6);
     let mut out = format!(
         "\n{:<w0$}  {:<w1$}  {:<w2$}  {:>6}  target\n",
         "measure (against its own anchor)", "value", "anchor", "ratio"

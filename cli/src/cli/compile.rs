@@ -57,8 +57,11 @@ pub fn run(args: CompileArgs) -> Result<(), Exit> {
     let mut results = Vec::new();
     let mut first_error = None;
     for path in &args.ticks {
-        let done = read_bounded(path, grants.max_wasm_size)
-            .and_then(|wasm| engine.precompile(path, &wasm, bounds).map_err(|e| e.to_string()));
+        let done = read_bounded(path, grants.max_wasm_size).and_then(|wasm| {
+            engine
+                .precompile(path, &wasm, bounds)
+                .map_err(|e| e.to_string())
+        });
         match done {
             Ok(p) => results.push(json!({
                 "path": path,
@@ -84,7 +87,8 @@ pub fn run(args: CompileArgs) -> Result<(), Exit> {
 /// The file's bytes, refused past `max` (`--max-wasm-size`) before reading.
 fn read_bounded(path: &std::path::Path, max: u64) -> Result<Vec<u8>, String> {
     use std::io::Read;
-    let f = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let f =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let too_large = || {
         format!(
             "cannot load {}: it is larger than --max-wasm-size ({max} bytes)",

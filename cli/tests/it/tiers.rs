@@ -15,7 +15,10 @@ fn counter() -> String {
 
 /// The compilers of the cache's entries, as `tickbox cache ls` lists them.
 fn compilers(cache: &TempDir) -> Vec<String> {
-    let ls = tickbox_env(&["cache", "ls"], &[("TICKBOX_CACHE_DIR", cache.0.to_str().unwrap())]);
+    let ls = tickbox_env(
+        &["cache", "ls"],
+        &[("TICKBOX_CACHE_DIR", cache.0.to_str().unwrap())],
+    );
     assert_eq!(ls.code, 0, "{ls:#?}");
     let mut v: Vec<String> = ls.json()["entries"]
         .as_array()
@@ -46,7 +49,10 @@ fn logged_pid(stderr: &str, marker: &str) -> Option<i32> {
     }
     let line = plain.lines().find(|l| l.contains(marker))?;
     let rest = line.split("pid=").nth(1)?;
-    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
 }
 
 #[test]
@@ -72,7 +78,10 @@ fn tickbox_compile_puts_optimized_code_in_the_cache_and_a_start_loads_it() {
         read.stderr.contains("loaded cranelift code from the cache"),
         "{read:#?}"
     );
-    assert!(!read.stderr.contains("optimizing compile started"), "{read:#?}");
+    assert!(
+        !read.stderr.contains("optimizing compile started"),
+        "{read:#?}"
+    );
     assert!(!read.stderr.contains("compiling with"), "{read:#?}");
 
     // Compiling again finds it there.
@@ -101,25 +110,31 @@ fn a_first_start_runs_on_winch_and_later_starts_on_cranelift() {
     let wasm = counter();
     let first = tickbox_env(&["-v", "read", &wasm], &env);
     assert_eq!(first.code, 0, "{first:#?}");
+    assert!(first.stderr.contains("compiling with winch"), "{first:#?}");
     assert!(
-        first.stderr.contains("compiling with winch"),
+        first.stderr.contains("optimizing compile started"),
         "{first:#?}"
     );
-    assert!(first.stderr.contains("optimizing compile started"), "{first:#?}");
 
     // The detached worker lands the optimized code and drops Winch's.
     assert!(
-        eventually(Duration::from_secs(120), || compilers(&cache) == ["cranelift"]),
+        eventually(Duration::from_secs(120), || compilers(&cache)
+            == ["cranelift"]),
         "entries: {:?}",
         compilers(&cache)
     );
     let later = tickbox_env(&["-v", "read", &wasm], &env);
     assert_eq!(later.code, 0, "{later:#?}");
     assert!(
-        later.stderr.contains("loaded cranelift code from the cache"),
+        later
+            .stderr
+            .contains("loaded cranelift code from the cache"),
         "{later:#?}"
     );
-    assert!(!later.stderr.contains("optimizing compile started"), "{later:#?}");
+    assert!(
+        !later.stderr.contains("optimizing compile started"),
+        "{later:#?}"
+    );
     // The same Tick either way.
     let state = |o: &Output| -> Value { o.json()["data"].clone() };
     assert_eq!(state(&first), state(&later));
@@ -134,11 +149,16 @@ fn a_first_start_runs_on_winch_and_later_starts_on_cranelift() {
     ];
     let only = tickbox_env(&["-v", "read", &wasm], &winch_env);
     assert_eq!(only.code, 0, "{only:#?}");
-    assert!(!only.stderr.contains("optimizing compile started"), "{only:#?}");
+    assert!(
+        !only.stderr.contains("optimizing compile started"),
+        "{only:#?}"
+    );
     assert_eq!(compilers(&fresh), ["winch"]);
     assert_eq!(state(&only), state(&first));
-    tickbox_env(&["read", &wasm], &[("TICKBOX_COMPILER", "fast")])
-        .expect(2, "TICKBOX_COMPILER=fast: expected tiered, cranelift or winch");
+    tickbox_env(&["read", &wasm], &[("TICKBOX_COMPILER", "fast")]).expect(
+        2,
+        "TICKBOX_COMPILER=fast: expected tiered, cranelift or winch",
+    );
 }
 
 #[test]
@@ -155,7 +175,8 @@ fn the_detached_optimizing_compile_ends_at_the_compile_timeout() {
     let out = tickbox_env(&["-v", "describe", &bomb, "--compile-timeout", "3"], &env);
     // It answers no protocol, so the start itself fails at initialization.
     assert_eq!(out.code, 3, "{out:#?}");
-    let pid = logged_pid(&out.stderr, "optimizing compile started").unwrap_or_else(|| panic!("{out:#?}"));
+    let pid =
+        logged_pid(&out.stderr, "optimizing compile started").unwrap_or_else(|| panic!("{out:#?}"));
     // It outlives the command (and is compiling, not failing early)...
     if started.elapsed() < Duration::from_secs(2) {
         assert!(alive(pid), "the detached worker {pid} ended at once");

@@ -227,12 +227,14 @@ fn optimize_into_cache(
     if !Path::new(dir).is_dir() {
         return Err(format!("the cache {dir} is gone"));
     }
-    let cache = super::cache::Cache::open(dir.into(), engine_hash(engine))
-        .map_err(|e| e.to_string())?;
+    let cache =
+        super::cache::Cache::open(dir.into(), engine_hash(engine)).map_err(|e| e.to_string())?;
     // The key is recomputed from the bytes received: whatever the parent
     // said, an entry only ever holds the code of the wasm its key names.
     if cache.key_for(wasm, compiler) != key {
-        return Err(format!("the key {key} does not name this wasm's {compiler} code"));
+        return Err(format!(
+            "the key {key} does not name this wasm's {compiler} code"
+        ));
     }
     let Some(lock) = cache.try_lock(key) else {
         return Ok(()); // Another worker is at it.
@@ -242,7 +244,13 @@ fn optimize_into_cache(
             WasmKind::Component => engine.precompile_component(wasm),
             WasmKind::Module => engine.precompile_module(wasm),
         }
-        .map_err(|e| format!("{e:#}").lines().next().unwrap_or("error").to_string())?;
+        .map_err(|e| {
+            format!("{e:#}")
+                .lines()
+                .next()
+                .unwrap_or("error")
+                .to_string()
+        })?;
         cache.put(key, &code);
         if !cache.contains(key) {
             return Err("the code could not be stored in the cache".into());

@@ -339,8 +339,7 @@ impl Tier {
         wasmtime_wasi::p2::bindings::sockets::ip_name_lookup::add_to_linker::<
             GuestState,
             lookup::Filtered,
-        >(&mut component_linker, lookup::filtered_view)
-        ?;
+        >(&mut component_linker, lookup::filtered_view)?;
         // Creating symlinks is refused in every grant: the guest could never
         // follow one out of its preopen, but a host tool could, later.
         component_linker
@@ -358,8 +357,7 @@ impl Tier {
                         Ok((Err::<(), FsErrorCode>(FsErrorCode::NotPermitted),))
                     },
                 )
-            })
-            ?;
+            })?;
         // A guest at its handle cap gets an error from `open-at` (where a
         // guest spends handles by itself), not the trap wasmtime-wasi makes
         // of a full table.
@@ -376,8 +374,7 @@ impl Tier {
                 fs.func_wrap_async("[method]descriptor.append-via-stream", |store, (fd,)| {
                     stream_metered(store, fd, None)
                 })
-            })
-            ?;
+            })?;
         // Preopens are tied to their grant's write quota as the guest gets them.
         component_linker
             .instance("wasi:filesystem/preopens@0.2.12")
@@ -402,26 +399,22 @@ impl Tier {
         terminal::add_to_linker(&mut component_linker, |s| terminal::TermView {
             state: &mut s.term,
             table: &mut s.table,
-        })
-        ?;
+        })?;
 
         let mut module_linker = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut module_linker, |s: &mut ModuleState| {
             &mut s.wasi
-        })
-        ?;
+        })?;
         // The same refusal for preview 1: errno `perm`.
         module_linker.allow_shadowing(true);
-        module_linker
-            .func_wrap(
-                "wasi_snapshot_preview1",
-                "path_symlink",
-                |_: wasmtime::Caller<'_, ModuleState>, _: i32, _: i32, _: i32, _: i32, _: i32| {
-                    tracing::info!("refused a symlink creation");
-                    P1_ERRNO_PERM
-                },
-            )
-            ?;
+        module_linker.func_wrap(
+            "wasi_snapshot_preview1",
+            "path_symlink",
+            |_: wasmtime::Caller<'_, ModuleState>, _: i32, _: i32, _: i32, _: i32, _: i32| {
+                tracing::info!("refused a symlink creation");
+                P1_ERRNO_PERM
+            },
+        )?;
         // At the handle cap, opening a file is the guest's error (`mfile`).
         handles::add_path_open(&mut module_linker)?;
         module_linker.allow_shadowing(false);
@@ -718,7 +711,15 @@ impl WasmEngine {
                             })
                             | Err(WasmError::Load { why, .. }) => {
                                 tracing::info!(%why, "winch refused the wasm; compiling with cranelift");
-                                self.code(Cranelift, path, wasm, kind, key.as_deref(), bounds, true)?
+                                self.code(
+                                    Cranelift,
+                                    path,
+                                    wasm,
+                                    kind,
+                                    key.as_deref(),
+                                    bounds,
+                                    true,
+                                )?
                             }
                             Err(e) => return Err(e),
                         }
@@ -828,10 +829,28 @@ impl WasmEngine {
         };
         let loaded = match kind {
             WasmKind::Component => self
-                .compiled::<Component>(tier, compiler, path, wasm, kind, key, bounds, compile_if_missing)?
+                .compiled::<Component>(
+                    tier,
+                    compiler,
+                    path,
+                    wasm,
+                    kind,
+                    key,
+                    bounds,
+                    compile_if_missing,
+                )?
                 .map(|c| c.link(tier)),
             WasmKind::Module => self
-                .compiled::<Module>(tier, compiler, path, wasm, kind, key, bounds, compile_if_missing)?
+                .compiled::<Module>(
+                    tier,
+                    compiler,
+                    path,
+                    wasm,
+                    kind,
+                    key,
+                    bounds,
+                    compile_if_missing,
+                )?
                 .map(|m| m.link(tier)),
         };
         loaded.transpose().map_err(link)
