@@ -83,6 +83,7 @@ pub struct BoundOpts {
 }
 
 /// Which Tick to start.
+#[derive(Clone)]
 pub enum TickSpec {
     /// A path given as the first positional.
     Path(String),

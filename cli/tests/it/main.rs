@@ -22,6 +22,11 @@
 //!   Streamable HTTP;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
+//! - `toolchains` — the Go, Python and JavaScript examples built by their
+//!   registries' toolchains: check, keys through `tickbox:terminal`, timers,
+//!   `tickbox new --lang python|js`, keys kept through a first compile;
+//! - `record` — `tickbox run --record`: a session on a PTY recorded as a
+//!   scenario that replays green (wasm on virtual time, native on real time);
 //! - `scenario` — `tickbox test`: the example scenarios, failure output,
 //!   identical screens under virtual time, exit codes;
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
@@ -44,9 +49,11 @@ mod live;
 mod mcp;
 mod mcp_wire;
 mod native;
+mod record;
 mod sandbox;
 mod scenario;
 mod tiers;
+mod toolchains;
 mod util;
 mod views;
 mod walls;

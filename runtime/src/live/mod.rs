@@ -15,6 +15,8 @@
 //! - [`viewer`] — serving one view: frames rendered from the screen model,
 //!   keys, resizes, and the smallest-view size policy;
 //! - [`client`] — listing, resolving `ID|NAME`, one-shot requests and streams;
+//! - [`observe`] — [`Observer`]: keys, resizes, calls and marks as they
+//!   reach an instance (what `tickbox run --record` records);
 //! - [`ended`] — records of ended instances (`ls -a`, `logs`): exit status
 //!   and last words, kept for an hour.
 //!
@@ -47,11 +49,13 @@
 pub mod claim;
 pub mod client;
 pub mod ended;
+pub mod observe;
 pub mod registry;
 pub mod server;
 pub mod viewer;
 pub mod wire;
 
+pub use observe::Observer;
 pub use registry::Registry;
 pub use server::{publish, PublishOptions, Published};
 

@@ -45,6 +45,7 @@ pub mod pipe;
 pub mod quota;
 pub mod terminal;
 pub mod virtual_time;
+pub mod wit_files;
 #[cfg(test)]
 mod wit_package;
 
