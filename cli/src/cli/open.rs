@@ -302,6 +302,16 @@ pub fn engine(no_cache: bool) -> Result<Arc<WasmEngine>, Exit> {
     // compile bounds.
     let worker = std::env::current_exe().ok();
     let e = WasmEngine::with_worker(dir, worker).map_err(Exit::session)?;
+    // How Ticks without optimized code in the cache are compiled.
+    if let Ok(v) = std::env::var(wasm::CompilePolicy::VAR) {
+        let policy = wasm::CompilePolicy::parse(&v).ok_or_else(|| {
+            Exit::usage(format!(
+                "{}={v}: expected tiered, cranelift or winch",
+                wasm::CompilePolicy::VAR
+            ))
+        })?;
+        e.set_compile_policy(policy);
+    }
     if let Some(why) = e.cache_refused() {
         eprintln!("tickbox: warning: {why}; running without the compile cache");
     }

@@ -36,6 +36,8 @@
 //!   drawing floods that stall nothing, bounded view sizes;
 //! - `writes` — what the host writes to a Tick: deadlines, whole frames
 //!   under cancellation, slots held until the answer, the line limit;
+//! - `tiers` — compilers: a first start on Winch, Cranelift's code from the
+//!   cache after it, the detached optimizing compile's bounds, `tickbox compile`;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -53,6 +55,7 @@ mod native;
 mod record;
 mod sandbox;
 mod scenario;
+mod tiers;
 mod toolchains;
 mod util;
 mod views;
