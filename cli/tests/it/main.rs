@@ -7,6 +7,8 @@
 //! - `cli` — the one-shot commands and their exit codes, one test per host rule;
 //! - `engine` — the session engine through the library API (per-request
 //!   faults that leave the session running, concurrency, events);
+//! - `launch` — the library's `Launcher`: wasm and native Ticks opened by
+//!   what they are, and each way a start fails as its own error;
 //! - `native` — the native backend: PTY, environment, signals, cleanup;
 //! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge;
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
@@ -36,6 +38,8 @@
 //!   under cancellation, slots held until the answer, the line limit;
 //! - `http` — outgoing wasi:http under `--allow-http` origin grants, against
 //!   loopback HTTP and HTTPS servers: origins, redirects, bounds, the test CA;
+//! - `tiers` — compilers: a first start on Winch, Cranelift's code from the
+//!   cache after it, the detached optimizing compile's bounds, `tickbox compile`;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -46,6 +50,7 @@ mod engine;
 mod examples;
 mod http;
 mod langs;
+mod launch;
 mod live;
 mod mcp;
 mod mcp_wire;
@@ -53,6 +58,7 @@ mod native;
 mod record;
 mod sandbox;
 mod scenario;
+mod tiers;
 mod toolchains;
 mod util;
 mod views;

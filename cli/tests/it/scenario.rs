@@ -538,7 +538,7 @@ async fn wait_for_stops_at_the_jump_bound() {
         Box::pin(async move {
             wasm::spawn_with(&engine, &spec, clock.as_ref())
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(Into::into)
         })
     });
     let prepared = Prepared {

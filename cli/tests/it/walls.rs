@@ -103,7 +103,7 @@ fn grower(memories: u32, tables: u32, grow_mib: i32, grow_elements: i32) -> Vec<
 /// 2000 locals inside 500 nested loops, so SSA construction gives every loop
 /// header a parameter per live local. On a 2-core machine it takes about
 /// 18 s and 900 MB to compile, unbounded.
-fn compile_bomb() -> Vec<u8> {
+pub fn compile_bomb() -> Vec<u8> {
     let (locals, depth) = (2000u32, 500u32);
     let mut m = Module::new();
     let mut types = TypeSection::new();
@@ -141,7 +141,7 @@ fn compile_bomb() -> Vec<u8> {
     m.finish()
 }
 
-fn write_wasm(dir: &TempDir, name: &str, bytes: &[u8]) -> String {
+pub fn write_wasm(dir: &TempDir, name: &str, bytes: &[u8]) -> String {
     let p = dir.path(name);
     std::fs::write(&p, bytes).unwrap();
     p.to_string_lossy().into_owned()
@@ -197,6 +197,8 @@ fn describe_with_cache(cache: &Path, wasm: &str, extra: &[(&str, &str)]) -> Outp
     let mut env = vec![
         ("TICKBOX_CACHE_DIR", cache.to_str().unwrap()),
         ("RUST_LOG", "tickbox_runtime=info"),
+        // One compile, one entry (tiering is `tiers`' subject).
+        ("TICKBOX_COMPILER", "cranelift"),
     ];
     env.extend_from_slice(extra);
     tickbox_env(&["describe", wasm], &env)
@@ -263,7 +265,11 @@ fn a_tampered_entry_is_refused_and_recompiled() {
 fn the_cache_is_evicted_listed_and_cleaned() {
     let cache = TempDir::new("cache-evict");
     let c = cache.0.to_str().unwrap();
-    let env = [("TICKBOX_CACHE_DIR", c), ("TICKBOX_CACHE_MAX_SIZE", "1KiB")];
+    let env = [
+        ("TICKBOX_CACHE_DIR", c),
+        ("TICKBOX_CACHE_MAX_SIZE", "1KiB"),
+        ("TICKBOX_COMPILER", "cranelift"),
+    ];
     // Under a 1 KiB cap only the entry just written stays.
     assert_eq!(tickbox_env(&["describe", &hostile()], &env).code, 0);
     let first = entries(&cache.0);
@@ -274,7 +280,7 @@ fn the_cache_is_evicted_listed_and_cleaned() {
     assert_ne!(first, second, "the older entry was evicted");
 
     // Without the cap both stay; `cache ls` shows them, `clean` empties it.
-    let env = [("TICKBOX_CACHE_DIR", c)];
+    let env = [("TICKBOX_CACHE_DIR", c), ("TICKBOX_COMPILER", "cranelift")];
     assert_eq!(tickbox_env(&["describe", &hostile()], &env).code, 0);
     let ls = tickbox_env(&["cache", "ls"], &env);
     assert_eq!(ls.code, 0, "{ls:#?}");

@@ -252,17 +252,24 @@ pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Publ
             break (id, path);
         }
     };
-    let listener = UnixListener::bind(&socket).map_err(|source| LiveError::Bind {
+    // Bound and made 0600 under a name `list` ignores, then renamed into
+    // place: between bind and listen a connect is refused, and another
+    // host's `list` (every `publish` starts with one) would take the socket
+    // for a stale one and remove it.
+    let pending = socket.with_extension("sock.new");
+    let bind_error = |source| LiveError::Bind {
         path: socket.clone(),
         source,
-    })?;
+    };
+    let _ = std::fs::remove_file(&pending);
+    let listener = UnixListener::bind(&pending).map_err(bind_error)?;
     // The directory is 0700 already; 0600 on the socket is the second lock.
-    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).map_err(
-        |source| LiveError::Bind {
-            path: socket.clone(),
-            source,
-        },
-    )?;
+    std::fs::set_permissions(&pending, std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| std::fs::rename(&pending, &socket))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&pending);
+            bind_error(e)
+        })?;
     let instance = Arc::new(Instance {
         session,
         id,

@@ -60,8 +60,11 @@ pub enum TickKind {
 }
 
 /// Starts one fresh instance, with the clock to give a wasm guest.
-pub type LaunchFn =
-    Arc<dyn Fn(Option<VirtualClock>) -> BoxFuture<'static, Result<TickIo, String>> + Send + Sync>;
+pub type LaunchFn = Arc<
+    dyn Fn(Option<VirtualClock>) -> BoxFuture<'static, Result<TickIo, crate::LaunchError>>
+        + Send
+        + Sync,
+>;
 
 /// A scenario's Tick, ready to start.
 #[derive(Clone)]
