@@ -16,6 +16,8 @@
 //! - `mcp_wire` — `tickbox mcp` frame by frame: revisions, bad frames, bounds,
 //!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests,
 //!   Streamable HTTP;
+//! - `mcp_clients` — real MCP clients (Python SDK, TypeScript SDK, MCP
+//!   Inspector) over stdio and HTTP, and the conformance suite's baseline;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
 //! - `scenario` — `tickbox test`: the example scenarios, failure output,
@@ -35,6 +37,7 @@ mod examples;
 mod langs;
 mod live;
 mod mcp;
+mod mcp_clients;
 mod mcp_wire;
 mod native;
 mod sandbox;
