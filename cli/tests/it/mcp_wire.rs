@@ -416,6 +416,38 @@ fn a_cancelled_call_runs_to_its_end_and_says_so() {
 }
 
 #[test]
+fn a_call_cancelled_while_waiting_for_its_turn_is_answered_unsent() {
+    let mut mcp = Raw::start(&shifty());
+    mcp.initialize("2025-11-25");
+    // The Tick takes 8 calls at a time: these hold every turn for 5 s.
+    for id in 1..=8 {
+        mcp.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                        "params": {"name": "sleep", "arguments": {"seconds": 5}}}));
+    }
+    mcp.send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                    "params": {"name": "sleep", "arguments": {"seconds": 0.1}}}));
+    std::thread::sleep(Duration::from_millis(300));
+    mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 9, "reason": "changed my mind"}}));
+    // Answered at once, before any of the sleeping calls.
+    let m = mcp.next();
+    assert_eq!(m["id"], 9, "the cancelled call is answered first: {m}");
+    let e = &m["result"]["structuredContent"]["error"];
+    assert_eq!(m["result"]["isError"], true, "{m}");
+    assert_eq!((&e["kind"], &e["executed"]), (&json!("cancelled"), &json!(false)), "{m}");
+    assert!(text_of(&m["result"]).contains("before tickbox sent it"), "{m}");
+    for id in 1..=8 {
+        let r = mcp.answer(json!(id));
+        assert_eq!(r["result"]["isError"], false, "{r}");
+    }
+    // Only the 8 sleeps ran: the cancelled one never reached the Tick.
+    let r = mcp.call(10, "count", json!({}));
+    assert_eq!(r["structuredContent"], json!({"finished": 8}), "{r}");
+    let (code, stderr) = mcp.close();
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
 fn tick_screen_is_trimmed_text_once_with_an_optional_window() {
     let mut mcp = Raw::start(&shifty());
     mcp.initialize("2025-11-25");

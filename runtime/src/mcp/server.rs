@@ -18,6 +18,7 @@ use super::text;
 use super::transport::{LineTransport, Tracking, SUPPORTED_VERSIONS};
 use crate::delivery::{fit, item_budget};
 use crate::protocol::codes::REVISION_MISMATCH;
+use crate::protocol::limits::MAX_IN_FLIGHT;
 use crate::protocol::message::encoded_len;
 use crate::protocol::{Descriptor, PrepareError};
 use crate::session::{CallOutcome, EndReason, Session, UnknownReason};
@@ -82,6 +83,9 @@ struct Hosted {
     received: Mutex<(u64, String)>,
     /// The catalog last seen, to tell a new one by identity.
     seen: Mutex<Arc<Descriptor>>,
+    /// Turns at the Tick for this facade's calls (as many as the Tick
+    /// takes at once); a call waiting here can still be cancelled.
+    turns: Arc<tokio::sync::Semaphore>,
 }
 
 struct Inner {
@@ -126,6 +130,7 @@ impl Facade {
                 grants: t.grants,
                 received: Mutex::new((seq, now_rfc3339())),
                 seen: Mutex::new(d),
+                turns: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
             });
         }
         let facade = Facade {
@@ -741,14 +746,10 @@ impl Connection {
                 reason: other.to_string(),
             },
         })?;
-        // A cancellation that came before the call left is honoured; after
-        // that the call runs to its end (see `transport`).
-        if Tracking::take_cancelled(&self.inner.tracking, id) {
-            return Err(CallError::InvalidArguments {
-                tool: tool.into(),
-                reason: "the client cancelled it before it was sent to the Tick".into(),
-            });
-        }
+        // A cancellation that comes while the call waits for its turn is
+        // honoured (nothing was sent); after that the call runs to its end
+        // (see `transport`).
+        let _turn = self.turn(t, tool, id).await?;
         match t.session.call(&prepared).await {
             CallOutcome::Ok(v) => Ok(v),
             CallOutcome::Failed { error, .. } if error.code == REVISION_MISMATCH => {
@@ -789,6 +790,36 @@ impl Connection {
                     reason,
                     mutates: prepared.mutates,
                 })
+            }
+        }
+    }
+
+    /// Waits for a turn at the Tick, unless the client cancels the call
+    /// first.
+    async fn turn(
+        &self,
+        t: &Hosted,
+        tool: &str,
+        id: &RequestId,
+    ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, CallError> {
+        let signal = Tracking::cancel_signal(&self.inner.tracking);
+        loop {
+            // Registered before the check, so a cancellation in between
+            // still wakes this wait.
+            let woken = signal.notified();
+            if Tracking::take_cancelled(&self.inner.tracking, id) {
+                return Err(CallError::Cancelled { tool: tool.into() });
+            }
+            tokio::select! {
+                biased;
+                _ = woken => continue,
+                permit = t.turns.clone().acquire_owned() => {
+                    if Tracking::take_cancelled(&self.inner.tracking, id) {
+                        return Err(CallError::Cancelled { tool: tool.into() });
+                    }
+                    // Never closed (it lives as long as the facade).
+                    return Ok(permit.ok());
+                }
             }
         }
     }
