@@ -654,12 +654,18 @@ async fn a_repeat_describe_reuses_the_compiled_catalog() {
 struct HttpServer {
     child: Child,
     addr: String,
+    /// The stderr lines before the address line.
+    banner: Vec<String>,
 }
 
 impl HttpServer {
     fn start(extra: &[&str]) -> HttpServer {
+        HttpServer::start_on("127.0.0.1:0", extra)
+    }
+
+    fn start_on(bind: &str, extra: &[&str]) -> HttpServer {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
-            .args(["mcp", "--http", "127.0.0.1:0"])
+            .args(["mcp", "--http", bind])
             .args(extra)
             .args(["--", "python3", &tick("shifty.py")])
             .stdin(Stdio::null())
@@ -669,6 +675,7 @@ impl HttpServer {
             .spawn()
             .expect("spawn tickbox mcp --http");
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut banner = Vec::new();
         let addr = loop {
             let line = lines
                 .next()
@@ -677,10 +684,15 @@ impl HttpServer {
             if let Some(rest) = line.strip_prefix("tickbox mcp: serving MCP on http://") {
                 break rest.trim_end_matches("/mcp").to_string();
             }
+            banner.push(line);
         };
         // Keep draining stderr so the server never blocks on it.
         std::thread::spawn(move || for _ in lines {});
-        HttpServer { child, addr }
+        HttpServer {
+            child,
+            addr,
+            banner,
+        }
     }
 
     /// One HTTP/1.1 request; the status, the headers (lower-case names)
@@ -865,6 +877,32 @@ fn streamable_http_requires_the_bearer_token_it_was_given() {
     assert_eq!(header(&headers, "www-authenticate"), Some("Bearer"));
     let (status, _, _) = server.post("/mcp", &[("Authorization", "Bearer wrong")], &ping);
     assert_eq!(status, 401);
+    let auth = format!("Bearer {token}");
+    initialize_http(&server, &[("Authorization", &auth)]);
+}
+
+/// A bind that is not loopback gets a generated token, printed on stderr.
+/// The server listens on every interface for the length of the test, but
+/// the test talks to it over loopback only.
+#[test]
+fn a_non_loopback_bind_generates_a_token_and_requires_it() {
+    let mut server = HttpServer::start_on("0.0.0.0:0", &[]);
+    let token = server
+        .banner
+        .iter()
+        .find_map(|l| l.split("Authorization: Bearer ").nth(1))
+        .map(|t| t.trim_end_matches('`').to_string())
+        .unwrap_or_else(|| panic!("no token on stderr: {:?}", server.banner));
+    assert_eq!(token.len(), 64, "32 random bytes in hex: {token}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
+    // Over loopback, to the same server.
+    let port = server.addr.rsplit(':').next().unwrap().to_string();
+    server.addr = format!("127.0.0.1:{port}");
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let (status, headers, _) = server.post("/mcp", &[], &ping);
+    assert_eq!(status, 401, "no token: {headers:?}");
+    let (status, _, _) = server.post("/mcp", &[("Authorization", "Bearer 00")], &ping);
+    assert_eq!(status, 401, "a wrong token");
     let auth = format!("Bearer {token}");
     initialize_http(&server, &[("Authorization", &auth)]);
 }

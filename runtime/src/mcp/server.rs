@@ -42,6 +42,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tokio::task::{JoinHandle, JoinSet};
 
 /// How often each Tick is asked for its catalog, to notice a new revision
@@ -633,6 +634,7 @@ impl Connection {
         &self,
         params: CallToolRequestParams,
         id: &RequestId,
+        cancelled: &CancellationToken,
     ) -> Result<CallToolResult, McpError> {
         let name = params.name.to_string();
         let mapped: Mapped = lock(&self.inner.mapping)
@@ -667,7 +669,7 @@ impl Connection {
             }),
             Target::Tick(tool) => Ok(
                 match self
-                    .call_tick(mapped.tick, &tool, Value::Object(args), id)
+                    .call_tick(mapped.tick, &tool, Value::Object(args), id, cancelled)
                     .await
                 {
                     Ok(v) => outcome::success(&name, v),
@@ -714,6 +716,7 @@ impl Connection {
         tool: &str,
         args: Value,
         id: &RequestId,
+        cancelled: &CancellationToken,
     ) -> Result<Value, CallError> {
         let t = self.hosted(index);
         if let Some(reason) = t.session.end_reason() {
@@ -749,7 +752,7 @@ impl Connection {
         // A cancellation that comes while the call waits for its turn is
         // honoured (nothing was sent); after that the call runs to its end
         // (see `transport`).
-        let _turn = self.turn(t, tool, id).await?;
+        let _turn = self.turn(t, tool, id, cancelled).await?;
         match t.session.call(&prepared).await {
             CallOutcome::Ok(v) => Ok(v),
             CallOutcome::Failed { error, .. } if error.code == REVISION_MISMATCH => {
@@ -795,12 +798,15 @@ impl Connection {
     }
 
     /// Waits for a turn at the Tick, unless the client cancels the call
-    /// first.
+    /// first: over stdio the transport records the cancellation
+    /// ([`Tracking`]); over HTTP rmcp cancels the request's token (and
+    /// drops its answer), so the call is at least never sent.
     async fn turn(
         &self,
         t: &Hosted,
         tool: &str,
         id: &RequestId,
+        cancelled: &CancellationToken,
     ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, CallError> {
         let signal = Tracking::cancel_signal(&self.inner.tracking);
         loop {
@@ -813,8 +819,9 @@ impl Connection {
             tokio::select! {
                 biased;
                 _ = woken => continue,
+                _ = cancelled.cancelled() => return Err(CallError::Cancelled { tool: tool.into() }),
                 permit = t.turns.clone().acquire_owned() => {
-                    if Tracking::take_cancelled(&self.inner.tracking, id) {
+                    if Tracking::take_cancelled(&self.inner.tracking, id) || cancelled.is_cancelled() {
                         return Err(CallError::Cancelled { tool: tool.into() });
                     }
                     // Never closed (it lives as long as the facade).
@@ -1024,7 +1031,7 @@ impl ServerHandler for Connection {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let mut result = self.call(request, &context.id).await?;
+        let mut result = self.call(request, &context.id, &context.ct).await?;
         if Tracking::take_cancelled(&self.inner.tracking, &context.id) {
             result.content.push(ContentBlock::text(CANCELLED_TOO_LATE));
         }
