@@ -15,8 +15,11 @@
 //! For profiling one part: `TICKBOX_BENCH_ONLY_START=1` (200 warm-disk
 //! starts), `TICKBOX_BENCH_ONLY_RT=1` (round trips only) or
 //! `TICKBOX_BENCH_ONLY_TRIM=1` (trimming only, no guests built),
-//! `TICKBOX_BENCH_ONLY_SOAK=1` (the live-call soak only);
+//! `TICKBOX_BENCH_ONLY_SOAK=1` (the live-call soak only),
+//! `TICKBOX_BENCH_ONLY_MCP=1` (the MCP rows only, see `mcp.rs`);
 //! `TICKBOX_BENCH_WORKERS=N` changes the runtime's worker threads.
+
+mod mcp;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
@@ -629,6 +632,10 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
         print_table(&trim_rows(quick));
         return Ok(());
     }
+    if std::env::var_os("TICKBOX_BENCH_ONLY_MCP").is_some() {
+        print_table(&mcp::rows(quick).await?);
+        return Ok(());
+    }
     eprintln!("building the bench guest (native and wasm32-wasip2)…");
     let guests = build_guests()?;
     if std::env::var_os("TICKBOX_BENCH_ONLY_SOAK").is_some() {
@@ -837,6 +844,8 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
     rows.extend(trim_rows(quick));
     eprintln!("soak…");
     rows.extend(soak(&bench.guests, quick).await?);
+    eprintln!("mcp…");
+    rows.extend(mcp::rows(quick).await?);
 
     print_table(&rows);
     let doc = json!({
