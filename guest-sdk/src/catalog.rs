@@ -13,7 +13,11 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{Map, Value};
+use std::any::TypeId;
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt;
+use std::rc::Rc;
 
 /// Whether a tool can change anything beyond its own result (§5.6): the
 /// Tick's state, files, remote services. There is deliberately no default.
@@ -136,7 +140,9 @@ type Handler<T> = Box<dyn Fn(&mut T, Value, &mut Ctx) -> Result<Value, ToolError
 pub(crate) struct ToolDef<T> {
     pub name: String,
     pub description: String,
-    pub schema: Value,
+    /// Shared with the per-type cache: rebuilding the catalog after every
+    /// event clones a pointer, not a schema.
+    pub schema: Rc<Value>,
     pub mutates: bool,
     pub run: Handler<T>,
 }
@@ -147,7 +153,7 @@ impl<T> ToolDef<T> {
         serde_json::json!({
             "name": self.name,
             "description": self.description,
-            "input_schema": self.schema,
+            "input_schema": *self.schema,
             "mutates": self.mutates,
         })
     }
@@ -182,11 +188,11 @@ impl<T: 'static> Tools<T> {
         handler: F,
     ) -> &mut Self
     where
-        A: DeserializeOwned + JsonSchema,
+        A: DeserializeOwned + JsonSchema + 'static,
         R: Serialize,
         F: Fn(&mut T, A, &mut Ctx) -> Result<R, ToolError> + 'static,
     {
-        let schema = schema_for::<A>();
+        let schema = cached_schema::<A>();
         let check = schema.clone();
         let run: Handler<T> = Box::new(move |tick, args, ctx| {
             check_closed(&check, &args)?;
@@ -213,6 +219,23 @@ impl<T: 'static> Tools<T> {
     pub(crate) fn get(&self, name: &str) -> Option<&ToolDef<T>> {
         self.list.iter().find(|t| t.name == name)
     }
+}
+
+/// [`schema_for`], generated once per argument type. `Tick::tools` runs
+/// after every event (so a catalog may follow the state), and generating a
+/// schema costs far more than most calls it describes; a type's schema never
+/// changes while the program runs.
+fn cached_schema<A: JsonSchema + 'static>() -> Rc<Value> {
+    thread_local! {
+        static SCHEMAS: RefCell<HashMap<TypeId, Rc<Value>>> = RefCell::new(HashMap::new());
+    }
+    SCHEMAS.with(|schemas| {
+        schemas
+            .borrow_mut()
+            .entry(TypeId::of::<A>())
+            .or_insert_with(|| Rc::new(schema_for::<A>()))
+            .clone()
+    })
 }
 
 /// The closed input schema of an argument type.

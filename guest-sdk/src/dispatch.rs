@@ -27,6 +27,7 @@ use crate::draw::AnsiBackend;
 use crate::key;
 use crate::{Newest, Tick};
 use serde_json::{json, Map, Value};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// The protocol version this SDK implements.
@@ -425,10 +426,21 @@ impl<T: Tick> Runtime<T> {
     fn refresh_catalog(&mut self) {
         let mut tools = Tools::default();
         self.tick.tools(&mut tools);
-        let entries: Vec<Value> = tools.list.iter().map(|t| t.entry()).collect();
-        if entries != self.catalog {
-            self.revision += 1;
-            self.catalog = entries;
+        // Compared field by field before any entry is built: this runs after
+        // every key and call, and the catalog almost never changes.
+        let same = tools.list.len() == self.tools.list.len()
+            && tools.list.iter().zip(&self.tools.list).all(|(new, old)| {
+                new.name == old.name
+                    && new.description == old.description
+                    && new.mutates == old.mutates
+                    && (Rc::ptr_eq(&new.schema, &old.schema) || new.schema == old.schema)
+            });
+        if !same || self.catalog.len() != tools.list.len() {
+            let entries: Vec<Value> = tools.list.iter().map(|t| t.entry()).collect();
+            if entries != self.catalog {
+                self.revision += 1;
+                self.catalog = entries;
+            }
         }
         self.tools = tools;
     }

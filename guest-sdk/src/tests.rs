@@ -566,3 +566,44 @@ fn schemas_are_closed_and_free_of_rust_noise() {
     // Even a free-form `Value` takes an object (§7.1).
     assert_eq!(crate::schema_for::<Value>(), json!({"type": "object"}));
 }
+
+#[test]
+fn cached_schemas_keep_same_named_types_apart() {
+    // Two argument types with one name in two modules: a cache keyed by the
+    // name would hand the second tool the first one's schema.
+    mod a {
+        #[derive(serde::Deserialize, schemars::JsonSchema)]
+        #[allow(dead_code)]
+        pub struct Args {
+            pub left: i64,
+        }
+    }
+    mod b {
+        #[derive(serde::Deserialize, schemars::JsonSchema)]
+        #[allow(dead_code)]
+        pub struct Args {
+            pub right: String,
+        }
+    }
+    // Built twice, as the SDK does after every event: the second build comes
+    // from the cache and must be the same.
+    for _ in 0..2 {
+        let mut tools = crate::catalog::Tools::<()>::default();
+        tools.add(
+            "a",
+            "A.",
+            Effect::ReadOnly,
+            |_: &mut (), _: a::Args, _: &mut Ctx| Ok(json!({})),
+        );
+        tools.add(
+            "b",
+            "B.",
+            Effect::ReadOnly,
+            |_: &mut (), _: b::Args, _: &mut Ctx| Ok(json!({})),
+        );
+        assert_eq!(*tools.list[0].schema, crate::schema_for::<a::Args>());
+        assert_eq!(*tools.list[1].schema, crate::schema_for::<b::Args>());
+        assert!(tools.list[0].schema["properties"].get("left").is_some());
+        assert!(tools.list[1].schema["properties"].get("right").is_some());
+    }
+}

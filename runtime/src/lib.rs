@@ -63,8 +63,10 @@ pub mod check;
 pub mod delivery;
 pub mod framing;
 pub mod live;
+#[cfg(feature = "wasm")]
 pub mod mcp;
 pub mod render;
+#[cfg(feature = "wasm")]
 pub mod scenario;
 pub mod session;
 pub mod text;
@@ -75,7 +77,9 @@ pub use tickbox_protocol as protocol;
 
 // The curated surface: what opening, using and publishing a Tick needs.
 pub use backend::native::NativeSpec;
+#[cfg(feature = "wasm")]
 pub use backend::wasm::grants::{GrantSpec, Grants};
+#[cfg(feature = "wasm")]
 pub use backend::wasm::{WasmEngine, WasmSpec};
 pub use backend::{TickIo, TickProcess};
 pub use live::{publish, PublishOptions, Published};

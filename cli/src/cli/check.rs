@@ -31,7 +31,7 @@ e.g. {\"increment\": {\"amount\": 1}}.";
 pub enum Format {
     /// One line per rule, with evidence under each failure
     Text,
-    /// One JSON document (schema in the README, \"tickbox check\")
+    /// One JSON document (its schema: README, section `tickbox check`)
     Json,
     /// JUnit XML for CI systems
     Junit,

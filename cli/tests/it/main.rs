@@ -3,6 +3,7 @@
 //!
 //! - `util` — the harness: running `tickbox`, locating test Ticks, temp dirs;
 //! - `check` — `tickbox check` against conforming and deliberately broken Ticks;
+//! - `docs` — docs/PROTOCOL.md names every rule, limit and cited section;
 //! - `cli` — the one-shot commands and their exit codes, one test per host rule;
 //! - `engine` — the session engine through the library API (per-request
 //!   faults that leave the session running, concurrency, events);
@@ -32,6 +33,7 @@
 
 mod check;
 mod cli;
+mod docs;
 mod engine;
 mod examples;
 mod langs;

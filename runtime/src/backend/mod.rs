@@ -12,6 +12,7 @@
 pub mod memory;
 pub mod native;
 pub mod reaper;
+#[cfg(feature = "wasm")]
 pub mod wasm;
 
 use crate::view::View;
