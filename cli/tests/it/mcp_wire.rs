@@ -31,9 +31,14 @@ fn shifty() -> Vec<String> {
 
 impl Raw {
     fn start(args: &[String]) -> Raw {
+        Raw::start_env(args, &[])
+    }
+
+    fn start_env(args: &[String], env: &[(&str, &std::path::Path)]) -> Raw {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
             .arg("mcp")
             .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, *v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -417,13 +422,24 @@ fn a_cancelled_call_runs_to_its_end_and_says_so() {
 
 #[test]
 fn a_call_cancelled_while_waiting_for_its_turn_is_answered_unsent() {
-    let mut mcp = Raw::start(&shifty());
+    let dir = TempDir::new("mcp-turns");
+    let log = dir.path("sleeps");
+    let mut mcp = Raw::start_env(&shifty(), &[("SHIFTY_LOG", &log)]);
     mcp.initialize("2025-11-25");
-    // The Tick takes 8 calls at a time: these hold every turn for 5 s.
+    // The Tick takes 8 calls at a time: these hold every turn for 8 s.
     for id in 1..=8 {
         mcp.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                        "params": {"name": "sleep", "arguments": {"seconds": 5}}}));
+                        "params": {"name": "sleep", "arguments": {"seconds": 8}}}));
     }
+    let started = || {
+        std::fs::read_to_string(&log)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    assert!(
+        eventually(PATIENCE, || started() == 8),
+        "the 8 sleeps reached the Tick"
+    );
     mcp.send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
                     "params": {"name": "sleep", "arguments": {"seconds": 0.1}}}));
     std::thread::sleep(Duration::from_millis(300));
