@@ -126,9 +126,10 @@ impl Peer {
     }
 }
 
-/// The example counter for wasm32-wasip2, built with a nested cargo.
+/// The example counter for wasm32-wasip2, built with a nested cargo (into
+/// the dir the integration tests build the examples in, so it is warm).
 fn counter_wasm() -> Result<PathBuf> {
-    let out = target_dir().join("bench-examples");
+    let out = target_dir().join("guests");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .args(["build", "--release", "--quiet", "-p", "counter"])
@@ -137,6 +138,7 @@ fn counter_wasm() -> Result<PathBuf> {
         .arg("--target-dir")
         .arg(&out)
         .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
         .status()
         .context("running cargo to build the example counter")?;
     if !status.success() {
