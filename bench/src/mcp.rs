@@ -99,8 +99,8 @@ impl Peer {
         let mut samples = Vec::with_capacity(n);
         for i in 0..n + n / 10 {
             let id = 1 + i as u64;
-            let frame = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-                .to_string();
+            let frame =
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
             let t = Instant::now();
             self.send(&frame)?;
             let m = self.answer(id)?;

@@ -183,12 +183,8 @@ impl HttpServer {
                 break rest.trim().to_string();
             }
         };
-        let stderr = std::thread::spawn(move || {
-            lines
-                .map_while(Result::ok)
-                .collect::<Vec<_>>()
-                .join("\n")
-        });
+        let stderr =
+            std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>().join("\n"));
         HttpServer {
             child,
             url,
@@ -230,7 +226,9 @@ impl Drop for HttpServer {
 
 fn python_client(mode: &str, transport: &str, target: &[String]) -> Run {
     let mut cmd = Command::new(python());
-    cmd.arg("python_client.py").args([mode, transport]).args(target);
+    cmd.arg("python_client.py")
+        .args([mode, transport])
+        .args(target);
     run(cmd)
 }
 
@@ -360,7 +358,11 @@ fn mcp_inspector_cli_over_stdio_and_http() {
     // counter itself.
     let r = call(&["increment", "--tool-arg", "amount=9223372036854775807"]);
     let e = &r["structuredContent"]["error"];
-    assert_eq!((&r["isError"], &e["kind"]), (&true.into(), &"tool_error".into()), "{r}");
+    assert_eq!(
+        (&r["isError"], &e["kind"]),
+        (&true.into(), &"tool_error".into()),
+        "{r}"
+    );
     let r = call(&["increment", "--tool-arg", "amount=two"]);
     let e = &r["structuredContent"]["error"];
     assert_eq!(
@@ -370,8 +372,13 @@ fn mcp_inspector_cli_over_stdio_and_http() {
     );
     let r = inspector(&target, &["resources/list"]);
     assert_eq!(r["resources"][0]["uri"], "tick://counter/state", "{r}");
-    let r = inspector(&target, &["resources/read", "--uri", "tick://counter/state"]);
-    let text = r["contents"][0]["text"].as_str().unwrap_or_else(|| panic!("{r}"));
+    let r = inspector(
+        &target,
+        &["resources/read", "--uri", "tick://counter/state"],
+    );
+    let text = r["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
     let state: serde_json::Value = serde_json::from_str(text).unwrap();
     assert_eq!(state["tick"], "counter", "{state}");
     assert_eq!(state["data"]["value"], 0, "a fresh counter: {state}");
@@ -381,11 +388,19 @@ fn mcp_inspector_cli_over_stdio_and_http() {
     let http = [server.url.clone(), "--transport".into(), "http".into()];
     let r = inspector(
         &http,
-        &["tools/call", "--tool-name", "increment", "--tool-arg", "amount=3"],
+        &[
+            "tools/call",
+            "--tool-name",
+            "increment",
+            "--tool-arg",
+            "amount=3",
+        ],
     );
     assert_eq!(r["structuredContent"]["value"], 3, "{r}");
     let r = inspector(&http, &["resources/read", "--uri", "tick://counter/state"]);
-    let text = r["contents"][0]["text"].as_str().unwrap_or_else(|| panic!("{r}"));
+    let text = r["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
     assert!(text.contains(r#""value":3"#), "{text}");
     server.stop();
 }
@@ -426,20 +441,14 @@ fn conformance_suite_passes_its_baseline() {
         "dns-rebinding-protection",
     ] {
         assert!(
-            r.stdout
-                .lines()
-                .any(|l| l.contains(&format!("✓ {must}:"))),
+            r.stdout.lines().any(|l| l.contains(&format!("✓ {must}:"))),
             "{must} should pass:\n{}",
             r.stdout
         );
     }
     server.stop();
 
-    let tools = HttpServer::start(&[
-        "--".into(),
-        "python3".into(),
-        tick("mcp_conformance.py"),
-    ]);
+    let tools = HttpServer::start(&["--".into(), "python3".into(), tick("mcp_conformance.py")]);
     for scenario in ["tools-call-simple-text", "tools-call-error"] {
         let r = conformance(&tools.url, &["--scenario", scenario]);
         assert_eq!(r.code, 0, "{scenario}:\n{}\n{}", r.stdout, r.stderr);

@@ -443,15 +443,24 @@ fn a_call_cancelled_while_waiting_for_its_turn_is_answered_unsent() {
     mcp.send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
                     "params": {"name": "sleep", "arguments": {"seconds": 0.1}}}));
     std::thread::sleep(Duration::from_millis(300));
-    mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                    "params": {"requestId": 9, "reason": "changed my mind"}}));
+    mcp.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 9, "reason": "changed my mind"}}),
+    );
     // Answered at once, before any of the sleeping calls.
     let m = mcp.next();
     assert_eq!(m["id"], 9, "the cancelled call is answered first: {m}");
     let e = &m["result"]["structuredContent"]["error"];
     assert_eq!(m["result"]["isError"], true, "{m}");
-    assert_eq!((&e["kind"], &e["executed"]), (&json!("cancelled"), &json!(false)), "{m}");
-    assert!(text_of(&m["result"]).contains("before tickbox sent it"), "{m}");
+    assert_eq!(
+        (&e["kind"], &e["executed"]),
+        (&json!("cancelled"), &json!(false)),
+        "{m}"
+    );
+    assert!(
+        text_of(&m["result"]).contains("before tickbox sent it"),
+        "{m}"
+    );
     for id in 1..=8 {
         let r = mcp.answer(json!(id));
         assert_eq!(r["result"]["isError"], false, "{r}");

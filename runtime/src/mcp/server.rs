@@ -42,8 +42,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
 
 /// How often each Tick is asked for its catalog, to notice a new revision
 /// before the client's next call.
