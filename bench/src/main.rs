@@ -4,6 +4,7 @@
 //! ```sh
 //! cargo run --release --bin tickbox-bench            # full run, ~2 minutes
 //! cargo run --release --bin tickbox-bench -- --quick # fewer samples
+//! cargo run -p tickbox-bench -- --smoke              # CI: every path once, figures meaningless
 //! ```
 //!
 //! Both sides run the same guest source (`tests/guests/benchtick`), built
@@ -17,7 +18,11 @@
 //! `TICKBOX_BENCH_ONLY_TRIM=1` (trimming only, no guests built),
 //! `TICKBOX_BENCH_ONLY_SOAK=1` (the live-call soak only),
 //! `TICKBOX_BENCH_ONLY_MCP=1` (the MCP rows only, see `mcp.rs`);
-//! `TICKBOX_BENCH_WORKERS=N` changes the runtime's worker threads.
+//! `TICKBOX_BENCH_WORKERS=N` changes the runtime's worker threads (0: a
+//! current-thread runtime).
+
+mod first_start;
+mod floor;
 
 mod mcp;
 
@@ -30,6 +35,14 @@ use std::time::{Duration, Instant};
 use tickbox_runtime::backend::native::{self, NativeSpec};
 use tickbox_runtime::backend::wasm::{self, grants::Grants, WasmEngine, WasmSpec};
 use tickbox_runtime::session::{CallOutcome, Session, SessionConfig};
+
+/// `--smoke`: every measurement runs with the smallest sizes, so CI can
+/// check that the bench still works; its figures mean nothing.
+static SMOKE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn smoke() -> bool {
+    SMOKE.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 /// One measured quantity: samples in its unit.
 #[derive(Clone)]
@@ -87,6 +100,24 @@ struct Row {
     native: Option<Stat>,
     /// (description, passes?) when the row carries a target.
     target: Option<(String, bool)>,
+}
+
+/// A row measured against an anchor of its own (not the native Tick): a
+/// floor, another compiler, another process.
+struct Anchored {
+    name: String,
+    value: Stat,
+    /// What the anchor is, and its figure from the same run.
+    anchor: Option<(&'static str, Stat)>,
+    target: Option<(String, bool)>,
+}
+
+impl Anchored {
+    fn ratio(&self) -> Option<f64> {
+        self.anchor
+            .as_ref()
+            .map(|(_, a)| self.value.median() / a.median())
+    }
 }
 
 struct Guests {
@@ -155,7 +186,9 @@ struct Bench {
 
 impl Bench {
     fn n(&self, full: usize) -> usize {
-        if self.quick {
+        if smoke() {
+            (full / 100).max(2)
+        } else if self.quick {
             (full / 5).max(3)
         } else {
             full
@@ -443,7 +476,13 @@ fn trim_rows(quick: bool) -> Vec<Row> {
     use tickbox_runtime::protocol::message::encoded_len;
     let (state, descriptor) = wide_state();
     let bytes = encoded_len(&state.data);
-    let n = if quick { 20 } else { 100 };
+    let n = if smoke() {
+        3
+    } else if quick {
+        20
+    } else {
+        100
+    };
     let mut trim = Vec::new();
     let mut encode = Vec::new();
     for _ in 0..n {
@@ -488,19 +527,20 @@ fn tickbox_binary() -> Result<PathBuf> {
     let beside = exe.with_file_name("tickbox");
     if !beside.exists() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        // The profile this bench was built with (`--smoke` in CI runs debug).
+        let profile: &[&str] = if cfg!(debug_assertions) {
+            &[]
+        } else {
+            &["--release"]
+        };
         let status = Command::new(cargo)
-            .args([
-                "build",
-                "--release",
-                "--quiet",
-                "--bin",
-                "tickbox",
-                "--manifest-path",
-            ])
+            .arg("build")
+            .args(profile)
+            .args(["--quiet", "--bin", "tickbox", "--manifest-path"])
             .arg(root().join("cli/Cargo.toml"))
             .status()?;
         if !status.success() || !beside.exists() {
-            bail!("could not build the tickbox binary for the soak");
+            bail!("could not build the tickbox binary the bench runs");
         }
     }
     Ok(beside)
@@ -553,7 +593,13 @@ async fn soak(guests: &Guests, quick: bool) -> Result<Vec<Row>> {
             }
             n
         });
-        let total = if quick { 5_000 } else { 20_000 };
+        let total = if smoke() {
+            1_100
+        } else if quick {
+            5_000
+        } else {
+            20_000
+        };
         let mut early = 0.0;
         let t = Instant::now();
         for i in 1..=total {
@@ -699,6 +745,10 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
         target: None,
     });
 
+    eprintln!("first starts…");
+    let tickbox = tickbox_binary()?;
+    let mut anchored = first_start_rows(&tickbox, &bench).await?;
+
     eprintln!("round trips…");
     let w = bench.start(Backend::Wasm, &engine).await?;
     let nt = bench.start(Backend::Native, &engine).await?;
@@ -710,6 +760,15 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
                 let r = sequential(s, n, true).await?;
                 eprintln!("{name}: call {} read {}", c.show(), r.show());
             }
+            let native = bench.guests.native.clone();
+            let (c, r) = tokio::task::spawn_blocking(move || {
+                Ok::<_, anyhow::Error>((
+                    floor::floor(&native, n, false)?,
+                    floor::floor(&native, n, true)?,
+                ))
+            })
+            .await??;
+            eprintln!("floor: call {} read {}", c.show(), r.show());
         }
         let _ = std::fs::remove_dir_all(&cache_dir);
         return Ok(());
@@ -736,20 +795,29 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
         native: Some(nr),
         target: Some((format!("≤ 0.5× native (got {r:.2}×)"), r <= 0.5)),
     });
+    anchored.extend(floor_rows(&bench, &rows, n).await?);
     let rounds = bench.n(10);
+    let per_round = if smoke() { 80 } else { 4000 };
     let (w8, n8) = (
-        concurrent(&w, rounds, 4000).await?,
-        concurrent(&nt, rounds, 4000).await?,
+        concurrent(&w, rounds, per_round).await?,
+        concurrent(&nt, rounds, per_round).await?,
     );
+    let r = w8.median() / n8.median();
     rows.push(Row {
         name: "tick/call, 8 in flight (per call)",
         wasm: Some(w8),
         native: Some(n8),
-        target: None,
+        target: Some((format!("≤ 1× native (got {r:.2}×)"), r <= 1.0)),
     });
 
     eprintln!("updates…");
-    let flood = if quick { 50_000 } else { 200_000 };
+    let flood = if smoke() {
+        2_000
+    } else if quick {
+        50_000
+    } else {
+        200_000
+    };
     let ((wu, wcpu), (nu, ncpu)) = (
         updates(&w, flood, bench.n(5)).await?,
         updates(&nt, flood, bench.n(5)).await?,
@@ -794,7 +862,13 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
     nt.shutdown().await;
 
     eprintln!("density…");
-    let (n_small, n_big) = if quick { (50, 200) } else { (100, 1000) };
+    let (n_small, n_big) = if smoke() {
+        (5, 10)
+    } else if quick {
+        (50, 200)
+    } else {
+        (100, 1000)
+    };
     let (t100, m100) = density(&bench, Backend::Wasm, n_small, &engine).await?;
     let (tn, mn) = density(&bench, Backend::Native, n_small, &engine).await?;
     rows.push(Row {
@@ -847,10 +921,25 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
     eprintln!("mcp…");
     rows.extend(mcp::rows(quick).await?);
 
+    eprintln!("process starts…");
+    anchored.extend(process_rows(&tickbox, &bench)?);
+
+    if smoke() {
+        println!("smoke run (--smoke): every measurement ran once at its smallest size; the figures mean nothing");
+    }
     print_table(&rows);
+    print_anchored(&anchored);
     let doc = json!({
         "machine": machine(),
         "quick": quick,
+        "smoke": smoke(),
+        "anchored": anchored.iter().map(|r| json!({
+            "name": r.name,
+            "value": r.value.json(),
+            "anchor": r.anchor.as_ref().map(|(what, a)| json!({"what": what, "stat": a.json()})),
+            "ratio": r.ratio(),
+            "target": r.target.as_ref().map(|(t, ok)| json!({"target": t, "met": ok})),
+        })).collect::<Vec<_>>(),
         "rows": rows.iter().map(|r| json!({
             "name": r.name,
             "wasm": r.wasm.as_ref().map(Stat::json),
@@ -867,6 +956,196 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
     eprintln!("figures written to {}", json_path.display());
     let _ = std::fs::remove_dir_all(&cache_dir);
     Ok(())
+}
+
+/// First starts with an empty cache, tiered (Winch, then Cranelift in the
+/// background) against Cranelift up front, for the bench Tick and every
+/// wasm in `$TICKBOX_BENCH_FIRST_START` (paths, `:`-separated: e.g. the
+/// examples' counter and a componentize-py Tick).
+async fn first_start_rows(tickbox: &Path, bench: &Bench) -> Result<Vec<Anchored>> {
+    use tickbox_runtime::backend::wasm::CompilePolicy;
+    let mut wasms = vec![bench.guests.wasm.clone()];
+    if let Some(extra) = std::env::var_os("TICKBOX_BENCH_FIRST_START") {
+        wasms.extend(std::env::split_paths(&extra).filter(|p| !p.as_os_str().is_empty()));
+    }
+    let mut out = Vec::new();
+    for path in wasms {
+        let bytes = std::fs::metadata(&path)
+            .with_context(|| format!("{}", path.display()))?
+            .len();
+        let mb = bytes as f64 / 1e6;
+        let big = bytes > 4_000_000;
+        let n = match (big, bench.quick) {
+            (true, true) => 1,
+            (true, false) => 3,
+            (false, _) => bench.n(10),
+        };
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        eprintln!("  {name} ({mb:.2} MB), {n} first starts each way…");
+        let tiered = first_start::first_starts(tickbox, &path, CompilePolicy::Tiered, n).await?;
+        let cranelift =
+            first_start::first_starts(tickbox, &path, CompilePolicy::Cranelift, n).await?;
+        let got = tiered.wall.median();
+        let target = if bytes < 1_000_000 {
+            Some((format!("≤ 30 ms (got {got:.1} ms)"), got <= 30.0))
+        } else if bytes > 10_000_000 {
+            Some((format!("≤ 5 s (got {:.2} s)", got / 1e3), got <= 5000.0))
+        } else {
+            None
+        };
+        out.push(Anchored {
+            name: format!("first start, empty cache, tiered: {name} ({mb:.2} MB)"),
+            value: tiered.wall,
+            anchor: Some(("Cranelift first", cranelift.wall)),
+            target,
+        });
+        out.push(Anchored {
+            name: format!("  CPU of that start (host + compile worker): {name}"),
+            value: tiered.cpu,
+            anchor: Some(("Cranelift first", cranelift.cpu)),
+            target: None,
+        });
+        if let Some(ready) = tiered.ready {
+            out.push(Anchored {
+                name: format!("  optimized code in the cache after: {name}"),
+                value: ready,
+                anchor: None,
+                target: None,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The engine's round trips against the floor (a blocking pipe loop to the
+/// same native Tick, no engine), measured right after them.
+async fn floor_rows(bench: &Bench, rows: &[Row], n: usize) -> Result<Vec<Anchored>> {
+    let native = bench.guests.native.clone();
+    let (call_floor, read_floor) = tokio::task::spawn_blocking(move || {
+        Ok::<_, anyhow::Error>((
+            floor::floor(&native, n, false)?,
+            floor::floor(&native, n, true)?,
+        ))
+    })
+    .await??;
+    let mut out = Vec::new();
+    for (row, floor, what) in [
+        ("tick/call round trip", call_floor, "tick/call"),
+        ("tick/read round trip", read_floor, "tick/read"),
+    ] {
+        let Some(r) = rows.iter().find(|r| r.name == row) else {
+            continue;
+        };
+        out.push(Anchored {
+            name: format!("{what} floor: blocking pipe loop, native Tick, no engine"),
+            value: floor.clone(),
+            anchor: None,
+            target: None,
+        });
+        for (backend, stat, limit) in [("native", &r.native, 3.0), ("wasm", &r.wasm, 2.0)] {
+            let Some(stat) = stat else { continue };
+            let ratio = stat.median() / floor.median();
+            out.push(Anchored {
+                name: format!("{what} round trip, {backend} engine"),
+                value: stat.clone(),
+                anchor: Some(("floor", floor.clone())),
+                target: Some((
+                    format!("≤ {limit}× the floor (got {ratio:.2}×)"),
+                    ratio <= limit,
+                )),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Whole-process `tickbox read` of the bench Tick: wasm with a warm cache
+/// against native, and against the wasm under `wasmtime run` when a
+/// wasmtime CLI is on PATH.
+fn process_rows(tickbox: &Path, bench: &Bench) -> Result<Vec<Anchored>> {
+    let n = if smoke() {
+        2
+    } else if bench.quick {
+        7
+    } else {
+        21
+    };
+    let (wasm, native, wasmtime) =
+        first_start::process_reads(tickbox, &bench.guests.wasm, &bench.guests.native, n)?;
+    let r = wasm.median() / native.median();
+    let mut out = vec![Anchored {
+        name: format!("whole process: tickbox read, wasm, warm cache ({n} interleaved runs)"),
+        value: wasm.clone(),
+        anchor: Some(("tickbox read -- native", native)),
+        target: Some((format!("≤ 0.6× native (got {r:.2}×)"), r <= 0.6)),
+    }];
+    match wasmtime {
+        Some(wt) => {
+            let r = wasm.median() / wt.median();
+            out.push(Anchored {
+                name: "whole process: tickbox read, wasm, warm cache".into(),
+                value: wasm,
+                anchor: Some(("tickbox read -- wasmtime run", wt)),
+                target: Some((format!("≤ 0.3× (got {r:.2}×)"), r <= 0.3)),
+            });
+        }
+        None => eprintln!("  no wasmtime CLI on PATH: the `wasmtime run` anchor is left out"),
+    }
+    Ok(out)
+}
+
+fn print_anchored(rows: &[Anchored]) {
+    if rows.is_empty() {
+        return;
+    }
+    let w0 = rows
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(10);
+    let anchor = |r: &Anchored| {
+        r.anchor
+            .as_ref()
+            .map(|(what, a)| format!("{what}: {}", a.show()))
+            .unwrap_or_else(|| "—".into())
+    };
+    let w1 = rows
+        .iter()
+        .map(|r| r.value.show().chars().count())
+        .max()
+        .unwrap_or(5);
+    let w2 = rows
+        .iter()
+        .map(|r| anchor(r).chars().count())
+        .max()
+        .unwrap_or(6);
+    let mut out = format!(
+        "\n{:<w0$}  {:<w1$}  {:<w2$}  {:>6}  target\n",
+        "measure (against its own anchor)", "value", "anchor", "ratio"
+    );
+    for r in rows {
+        let ratio = r
+            .ratio()
+            .map(|x| format!("{x:.2}×"))
+            .unwrap_or_else(|| "—".into());
+        let target = match &r.target {
+            Some((t, true)) => format!("met: {t}"),
+            Some((t, false)) => format!("NOT MET: {t}"),
+            None => String::new(),
+        };
+        out += &format!(
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:>6}  {}\n",
+            r.name,
+            r.value.show(),
+            anchor(r),
+            ratio,
+            target
+        );
+    }
+    print!("{out}");
 }
 
 fn machine() -> Value {
@@ -937,19 +1216,35 @@ fn main() -> Result<()> {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--quick" => quick = true,
+            "--smoke" => {
+                quick = true;
+                SMOKE.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             "--json" => json_path = PathBuf::from(args.next().context("--json needs a path")?),
             "-h" | "--help" => {
-                println!("usage: tickbox-bench [--quick] [--json PATH]"); // stdout-ok: help is the result
+                println!("usage: tickbox-bench [--quick|--smoke] [--json PATH]"); // stdout-ok: help is the result
                 return Ok(());
             }
             other => {
-                bail!("unknown argument {other}; usage: tickbox-bench [--quick] [--json PATH]")
+                bail!("unknown argument {other}; usage: tickbox-bench [--quick|--smoke] [--json PATH]")
             }
         }
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    // Two workers, the shape of the `tickbox` CLI's runtime for hosts; 0 is
+    // a current-thread runtime (the one-shot commands' shape).
+    let workers: usize = std::env::var("TICKBOX_BENCH_WORKERS")
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or(2);
+    let rt = if workers == 0 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()?
+    };
     rt.block_on(run(quick, json_path))
 }

@@ -6,7 +6,7 @@
 //! The client is this program: one blocking thread writing a JSON-RPC line
 //! to the server's stdin and reading lines from its stdout until the
 //! answer, so both servers see the same client cost. The anchor needs
-//! Python with `mcp` (tests/mcp-clients/.venv, made by .ci/run, or any
+//! Python with `mcp` (tests/mcp-clients/.venv, made by tests/setup.sh, or any
 //! `python3` that has it); without it the FastMCP rows are skipped with a
 //! note.
 //!
@@ -207,7 +207,13 @@ fn pipe_floor(n: usize) -> Result<Stat> {
 
 /// The MCP rows (see the module docs). `n` round trips per figure.
 pub async fn rows(quick: bool) -> Result<Vec<Row>> {
-    let n = if quick { 300 } else { 2000 };
+    let n = if crate::smoke() {
+        20
+    } else if quick {
+        300
+    } else {
+        2000
+    };
     let wasm = counter_wasm()?;
     let cache = std::env::temp_dir().join(format!("tickbox-bench-mcp-{}", std::process::id()));
     let tickbox = tickbox_binary()?;

@@ -8,6 +8,8 @@
 //! - [`framing`] — async line reading over the protocol crate's framer;
 //! - [`session`] — the engine: initialization, multiplexed requests, state,
 //!   violations, call outcomes;
+//! - [`launch`] — the [`Launcher`]: a Tick (native command line or wasm
+//!   file with its grants) ready to be started as often as needed;
 //! - [`backend`] — ways to run a Tick (a native subprocess on a real PTY, a
 //!   sandboxed wasm guest, or both ends in memory for tests) and the
 //!   [`TickIo`]/[`TickProcess`] contract they share;
@@ -28,21 +30,15 @@
 //! [`protocol`]. Start reading at [`Session::start`]; the most used types are
 //! re-exported at the crate root.
 //!
-//! Open a sandboxed wasm Tick (no files, network or environment granted),
-//! call a tool and read the state:
+//! Open a sandboxed wasm Tick (no files, network or environment granted)
+//! through a [`Launcher`], call a tool and read the state:
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmSpec};
-//! use tickbox_runtime::{CallOutcome, Grants, Session, SessionConfig};
+//! use tickbox_runtime::{CallOutcome, Grants, Launcher, SessionConfig, WasmEngine};
 //! let engine = WasmEngine::new(None)?; // no compile cache
-//! let spec = WasmSpec {
-//!     path: "counter.wasm".into(),
-//!     args: vec![],
-//!     grants: Grants::default(), // deny everything
-//!     instance_id: None,
-//! };
-//! let session = Session::start(wasm::spawn(&engine, &spec).await?, SessionConfig::default()).await?;
+//! let launcher = Launcher::wasm(engine, "counter.wasm".into(), Grants::default())?;
+//! let session = launcher.open(SessionConfig::default()).await?; // describe + read (§4.2)
 //! let catalog = session.descriptor().expect("initialized");
 //! let call = catalog.prepare("increment", serde_json::json!({"amount": 2}))?;
 //! match session.call(&call).await {
@@ -55,13 +51,14 @@
 //! # Ok(()) }
 //! ```
 //!
-//! A native Tick is the same with [`backend::native::spawn`], and a test can
+//! A native Tick is the same with [`Launcher::native`], and a test can
 //! run the engine with no process at all over [`backend::memory::pair`].
 
 pub mod backend;
 pub mod check;
 pub mod delivery;
 pub mod framing;
+pub mod launch;
 pub mod live;
 #[cfg(feature = "wasm")]
 pub mod mcp;
@@ -82,6 +79,7 @@ pub use backend::wasm::grants::{GrantSpec, Grants};
 #[cfg(feature = "wasm")]
 pub use backend::wasm::{WasmEngine, WasmSpec};
 pub use backend::{TickIo, TickProcess};
+pub use launch::{LaunchError, Launcher};
 pub use live::{publish, PublishOptions, Published};
 pub use protocol::{Descriptor, PreparedCall, TickState};
 pub use session::{

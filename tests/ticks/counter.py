@@ -54,12 +54,25 @@ def change(delta):
     return value
 
 
-def keys():
+def open_keys():
+    """Open the controlling terminal in cbreak mode, first thing at start.
+
+    TCSANOW, not tty's default TCSAFLUSH: a flush would discard keys typed
+    before this point (a view types as soon as it is attached, while this
+    process may still be starting), and canonical-mode input waiting for a
+    newline becomes readable as it is once the mode changes.
+    """
     try:
         fd = os.open("/dev/tty", os.O_RDONLY)
         import termios, tty
-        tty.setcbreak(fd)
-    except OSError:
+        tty.setcbreak(fd, termios.TCSANOW)
+    except (OSError, ImportError):
+        return None
+    return fd
+
+
+def keys(fd):
+    if fd is None:
         return
     while True:
         try:
@@ -105,8 +118,11 @@ def handle(method, params):
 
 
 def main():
+    # Before the first draw and before answering anything: no key the host
+    # sends once the Tick is up can arrive before the terminal is in cbreak.
+    fd = open_keys()
     draw()
-    threading.Thread(target=keys, daemon=True).start()
+    threading.Thread(target=keys, args=(fd,), daemon=True).start()
     for line in sys.stdin:
         if log_path:
             with open(log_path, "a") as f:

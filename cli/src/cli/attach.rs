@@ -25,6 +25,8 @@ use tokio::sync::mpsc;
 pub const DETACH_HELP: &str = "\
 Press Ctrl-] (or the --detach-key) to detach: the view closes, the Tick keeps running
 (`tickbox ls` lists it, `tickbox attach NAME` returns to it, `tickbox stop NAME` ends it).
+Under `tickbox run --record FILE` the detach key is a prefix: then `m` sets a mark (the
+screen becomes a snapshot in the recorded scenario), any other key, or none for 1 s, detaches.
 
 What a view shows is drawn by tickbox from the Tick's screen (text, colors, cursor);
 titles, clipboard writes, hyperlinks, queries, mouse and keyboard modes and screen
@@ -56,7 +58,17 @@ pub struct ViewOpts {
     /// Hide the status bar (name, backend, size, detach key) on the last row
     #[arg(long)]
     pub no_status: bool,
+    /// The mark chord is on (`tickbox run --record`): the detach key becomes
+    /// a prefix, and the detach key then `m` sets a mark.
+    #[arg(skip)]
+    pub marks: bool,
 }
+
+/// With marks on: the key after the detach key that sets a mark.
+pub const MARK_KEY: u8 = b'm';
+/// With marks on: how long after the detach key another key may come
+/// before the view detaches anyway.
+pub const CHORD_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A detach key: its byte and how it is written.
 #[derive(Clone, Debug, PartialEq)]
@@ -121,7 +133,7 @@ pub fn main(args: AttachArgs) -> ExitCode {
 
 /// Runs `fut` on a fresh runtime and maps its result to an exit code.
 pub fn runtime_main(fut: impl std::future::Future<Output = Result<(), Exit>>) -> ExitCode {
-    let runtime = match super::new_runtime() {
+    let runtime = match super::new_runtime(false) {
         Ok(rt) => rt,
         Err(e) => return super::fail(e),
     };
@@ -164,7 +176,11 @@ pub fn finish(ending: Ending) -> Result<(), Exit> {
 pub async fn view(registry: &Registry, target: &str, opts: &ViewOpts) -> Result<Ending, Exit> {
     let mut conn = client::connect(registry, target).await.map_err(exit_of)?;
     let (cols, rows) = view_size();
-    let status = (!opts.no_status).then(|| format!("{} detach", opts.detach_key.label));
+    let label = &opts.detach_key.label;
+    let status = (!opts.no_status).then(|| match opts.marks {
+        true => format!("{label} m mark | {label} detach"),
+        false => format!("{label} detach"),
+    });
     let hello = conn
         .start(Request::Attach { cols, rows, status })
         .await
@@ -175,7 +191,7 @@ pub async fn view(registry: &Registry, target: &str, opts: &ViewOpts) -> Result<
     let mut sigs = Signals::new()?;
     let raw =
         RawMode::enter().map_err(|e| Exit::session(format!("cannot set up the terminal: {e}")))?;
-    let ending = pump(conn, &mut sigs, opts.detach_key.byte).await;
+    let ending = pump(conn, &mut sigs, opts.detach_key.byte, opts.marks).await;
     // Raw mode off, the alternate screen left, attributes and cursor back.
     drop(raw);
     ending
@@ -235,10 +251,58 @@ fn keys() -> mpsc::Receiver<Vec<u8>> {
     rx
 }
 
+/// What the keys of one read do: bytes for the Tick and marks, in order,
+/// then possibly a detach.
+#[derive(Debug, PartialEq)]
+enum KeyAction {
+    Send(Vec<u8>),
+    Mark,
+    Detach,
+}
+
+/// Splits keys at the detach key. Without marks it detaches at once; with
+/// marks it is a prefix (`prefixed` carries it across reads): the detach
+/// key then [`MARK_KEY`] is a mark, then any other key detaches (that key
+/// is not sent), and the caller detaches after [`CHORD_WAIT`] without one.
+fn split_keys(bytes: &[u8], detach_key: u8, marks: bool, prefixed: &mut bool) -> Vec<KeyAction> {
+    let mut out = Vec::new();
+    let mut send = Vec::new();
+    for &b in bytes {
+        if *prefixed {
+            *prefixed = false;
+            if !send.is_empty() {
+                out.push(KeyAction::Send(std::mem::take(&mut send)));
+            }
+            if b == MARK_KEY {
+                out.push(KeyAction::Mark);
+                continue;
+            }
+            out.push(KeyAction::Detach);
+            return out;
+        }
+        if b != detach_key {
+            send.push(b);
+        } else if marks {
+            *prefixed = true;
+        } else {
+            if !send.is_empty() {
+                out.push(KeyAction::Send(std::mem::take(&mut send)));
+            }
+            out.push(KeyAction::Detach);
+            return out;
+        }
+    }
+    if !send.is_empty() {
+        out.push(KeyAction::Send(send));
+    }
+    out
+}
+
 async fn pump(
     conn: client::Connection,
     sigs: &mut Signals,
     detach_key: u8,
+    marks: bool,
 ) -> Result<Ending, Exit> {
     let (mut r, mut w) = conn.into_split();
     let (frames_tx, mut frames) = mpsc::channel(64);
@@ -254,6 +318,8 @@ async fn pump(
     });
     let mut keys = keys();
     let mut out = tokio::io::stdout();
+    let mut prefixed = false;
+    let mut chord_deadline = tokio::time::Instant::now();
     let lost =
         |why: String| Exit::session(format!("the connection to the Tick's host was lost: {why}"));
     let ending = loop {
@@ -276,17 +342,27 @@ async fn pump(
             },
             k = keys.recv() => {
                 let Some(bytes) = k else { break Ok(Ending::Detached) };
-                let (send, detach) = match bytes.iter().position(|&b| b == detach_key) {
-                    Some(i) => (&bytes[..i], true),
-                    None => (&bytes[..], false),
-                };
-                if !send.is_empty() && write_frame(&mut w, &Frame::Keys(send.to_vec())).await.is_err() {
-                    break Err(lost("cannot send keys".into()));
+                let mut outcome = None;
+                for action in split_keys(&bytes, detach_key, marks, &mut prefixed) {
+                    let sent = match action {
+                        KeyAction::Send(b) => write_frame(&mut w, &Frame::Keys(b)).await,
+                        KeyAction::Mark => write_json(&mut w, &Reply::Mark).await,
+                        KeyAction::Detach => {
+                            outcome = Some(Ok(Ending::Detached));
+                            break;
+                        }
+                    };
+                    if sent.is_err() {
+                        outcome = Some(Err(lost("cannot send keys".into())));
+                        break;
+                    }
                 }
-                if detach {
-                    break Ok(Ending::Detached);
+                if let Some(o) = outcome {
+                    break o;
                 }
+                chord_deadline = tokio::time::Instant::now() + CHORD_WAIT;
             }
+            _ = tokio::time::sleep_until(chord_deadline), if prefixed => break Ok(Ending::Detached),
             _ = sigs.winch.recv() => {
                 let (cols, rows) = view_size();
                 if cols > 0 {
@@ -317,5 +393,31 @@ mod tests {
         for bad in ["ctrl-[", "x", "ctrl-ab", "", "ctrl-1"] {
             assert!(parse_detach_key(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_detach_key_is_a_prefix_only_with_marks() {
+        use KeyAction::*;
+        let d = 0x1d;
+        let mut p = false;
+        assert_eq!(
+            split_keys(b"ab\x1dm", d, false, &mut p),
+            [Send(b"ab".to_vec()), Detach]
+        );
+        assert_eq!(
+            split_keys(b"ab\x1dmc", d, true, &mut p),
+            [Send(b"ab".to_vec()), Mark, Send(b"c".to_vec())]
+        );
+        assert!(!p);
+        // Split across reads: the prefix waits for the next key.
+        assert_eq!(split_keys(b"+\x1d", d, true, &mut p), [Send(b"+".to_vec())]);
+        assert!(p);
+        assert_eq!(split_keys(b"m", d, true, &mut p), [Mark]);
+        assert_eq!(
+            split_keys(b"\x1dq+", d, true, &mut p),
+            [Detach],
+            "q is not sent"
+        );
+        assert_eq!(split_keys(b"\x1d\x1d", d, true, &mut p), [Detach]);
     }
 }

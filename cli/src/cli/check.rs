@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use tickbox_runtime::check::{self, rules, CheckError, Options};
-use tickbox_runtime::session::TickIo;
 
 /// Exit code when at least one MUST rule failed.
 pub const FAILED: u8 = 1;
@@ -61,26 +60,6 @@ pub struct CheckArgs {
     pub opts: TickOpts,
 }
 
-/// The one place that turns the CLI's TICK into a way to start fresh
-/// instances: the same launcher every other command uses, so `.wasm` Ticks
-/// and the sandbox flags work here too.
-fn launcher(
-    spec: TickSpec,
-    opts: &TickOpts,
-) -> Result<
-    impl Fn() -> tickbox_runtime::session::BoxFuture<'static, Result<TickIo, String>>
-        + Send
-        + Sync
-        + 'static,
-    Exit,
-> {
-    let launcher = super::open::Launcher::new(spec, opts)?;
-    Ok(move || {
-        let l = launcher.clone();
-        Box::pin(async move { l.spawn().await }) as tickbox_runtime::session::BoxFuture<'static, _>
-    })
-}
-
 fn list_rules() -> String {
     let mut out = String::new();
     for r in rules::ALL {
@@ -126,8 +105,11 @@ pub async fn run(args: CheckArgs) -> Result<(), Exit> {
         allow_mutations: args.allow_mutations,
         sample_args,
         call_timeout: Duration::from_secs_f64(args.opts.call_timeout),
+        ..Options::default()
     };
-    let launch = launcher(spec, &args.opts)?;
+    // The same launcher every other command uses, so `.wasm` Ticks and the
+    // sandbox flags work here too.
+    let launch = super::open::launcher(spec, &args.opts)?;
     let report = match check::run(&launch, &name, &options).await {
         Ok(r) => r,
         Err(e @ CheckError::Start(_)) => return Err(Exit::new(exit::SESSION, e)),

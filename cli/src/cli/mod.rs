@@ -4,6 +4,7 @@
 mod attach;
 mod cache;
 mod check;
+mod compile;
 mod exit;
 mod ls;
 mod mcp;
@@ -78,6 +79,9 @@ enum Command {
     /// Show or empty the compile cache of wasm Ticks: tickbox cache ls|clean
     #[command(after_help = cache::HELP)]
     Cache(cache::CacheArgs),
+    /// Compile wasm Ticks with Cranelift into the compile cache ahead of their first start: tickbox compile TICK...
+    #[command(after_help = compile::HELP)]
+    Compile(compile::CompileArgs),
     /// Create a Tick project that builds and passes `tickbox check`: tickbox new PATH [--lang rust|c]
     #[command(after_help = new::HELP)]
     New(new::NewArgs),
@@ -110,6 +114,8 @@ pub fn main() -> ExitCode {
     // way out (see backend::reaper); every child this binary starts is a
     // Tick or a compile worker, registered as such.
     tickbox_runtime::backend::reaper::become_subreaper();
+    // What native Ticks of a SIGKILLed host left in their cgroups.
+    tickbox_runtime::backend::cgroup::sweep_stale();
     tickbox_runtime::backend::native::raise_fd_limit();
     // These own the terminal or their signals (a view or a watch of a live
     // instance ends without stopping its Tick), so they run apart from the
@@ -124,6 +130,12 @@ pub fn main() -> ExitCode {
             }
         }
         Command::Watch(args) if args.is_live() => return attach::runtime_main(watch::run(args)),
+        Command::Compile(args) => {
+            return match compile::run(args) {
+                Ok(()) => ExitCode::from(exit::OK),
+                Err(e) => fail(e),
+            }
+        }
         Command::Cache(args) => {
             return match cache::run(args) {
                 Ok(()) => ExitCode::from(exit::OK),
@@ -132,7 +144,7 @@ pub fn main() -> ExitCode {
         }
         other => other,
     };
-    let runtime = match new_runtime() {
+    let runtime = match new_runtime(one_shot(&command)) {
         Ok(rt) => rt,
         Err(e) => return fail(e),
     };
@@ -152,13 +164,41 @@ pub fn main() -> ExitCode {
     code
 }
 
-/// The async runtime every command runs on.
-fn new_runtime() -> Result<tokio::runtime::Runtime, Exit> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Exit::session(format!("cannot start the async runtime: {e}")))
+/// Whether a command starts one Tick, does one thing and ends (describe,
+/// read, call, screen, info): it runs on a current-thread runtime.
+fn one_shot(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Describe(_)
+            | Command::Read(_)
+            | Command::Call(_)
+            | Command::Screen(_)
+            | Command::Info(_)
+    )
+}
+
+/// The async runtime a command runs on. A one-shot command gets a
+/// current-thread runtime: no worker threads to start, and every wake-up
+/// (the Tick's answer, a wasm guest's turn) stays on the one thread, which
+/// measured faster from process start to result (BENCHMARKS.md). Compiles
+/// and blocking file work still go to the blocking pool, a wasm guest
+/// still yields at every epoch tick, and a native Tick's PTY and the view
+/// keep their own threads. Hosts of many Ticks and many clients (mcp,
+/// check, test, watch, …) keep two workers. `TICKBOX_RUNTIME=multi-thread`
+/// gives one-shot commands the two workers too (for comparison).
+fn new_runtime(one_shot: bool) -> Result<tokio::runtime::Runtime, Exit> {
+    let multi = std::env::var("TICKBOX_RUNTIME").is_ok_and(|v| v == "multi-thread");
+    let built = if one_shot && !multi {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+    };
+    built.map_err(|e| Exit::session(format!("cannot start the async runtime: {e}")))
 }
 
 fn fail(e: Exit) -> ExitCode {
@@ -295,6 +335,7 @@ async fn run(command: Command) -> Result<(), Exit> {
         | Command::Attach(_)
         | Command::Stop(_)
         | Command::Cache(_)
+        | Command::Compile(_)
         | Command::New(_) => Err(Exit::usage("handled before the runtime starts")),
     }
 }

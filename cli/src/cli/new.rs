@@ -1,14 +1,21 @@
-//! `tickbox new PATH [--lang rust|c]`: a Tick project that builds and passes
-//! `tickbox check` as generated.
+//! `tickbox new PATH [--lang rust|c|python|js]`: a Tick project that builds
+//! and passes `tickbox check` as generated.
 //!
 //! - `rust`: a Cargo package on the `tickbox-guest` SDK (one trait, one
 //!   macro), built with `cargo build --release --target wasm32-wasip2`;
 //! - `c`: the C counter of `examples/c` (libc only: a JSON reader, a
 //!   `poll()` loop with timers), built by `build.sh` for wasm32-wasip1 with
-//!   clang + wasi-libc, and natively.
+//!   clang + wasi-libc, and natively;
+//! - `python`: the Python counter of `examples/python`, a WASI 0.2
+//!   component built by `build.sh` with componentize-py against the `tick`
+//!   world (keys, resize, drawing through `tickbox:terminal`);
+//! - `js`: the JavaScript counter of `examples/js`, the same with
+//!   componentize-js (pinned by `package.json` and `package-lock.json`).
 //!
-//! The templates live in `templates/`; the C ones are copies of
-//! `examples/c`, and a unit test keeps them equal.
+//! The templates live in `templates/`; the C, Python and JavaScript ones are
+//! copies of `examples/c`, `examples/python` and `examples/js`, and a unit
+//! test keeps them equal. Python and JavaScript projects also get the WIT
+//! package of the `tick` world in `wit/` (from the runtime's copy).
 
 use super::exit::Exit;
 use clap::{Args, ValueEnum};
@@ -22,6 +29,15 @@ const RUST_MAIN: &str = include_str!("templates/main.rs.tmpl");
 const RUST_CARGO: &str = include_str!("templates/Cargo.toml.tmpl");
 const C_SOURCE: &str = include_str!("templates/counter.c");
 const C_BUILD: &str = include_str!("templates/build.sh");
+const PY_APP: &str = include_str!("templates/python/app.py");
+const PY_BUILD: &str = include_str!("templates/python/build.sh");
+const PY_REQUIREMENTS: &str = include_str!("templates/python/requirements.txt");
+const JS_APP: &str = include_str!("templates/js/app.js");
+const JS_BUILD: &str = include_str!("templates/js/build.sh");
+const JS_PACKAGE: &str = include_str!("templates/js/package.json");
+const JS_LOCK: &str = include_str!("templates/js/package-lock.json");
+/// The npm package name of `examples/js`, replaced by the project's name.
+const JS_PACKAGE_NAME: &str = "tickbox-counter-js";
 
 #[derive(Args)]
 pub struct NewArgs {
@@ -42,12 +58,16 @@ pub struct NewArgs {
 enum Lang {
     Rust,
     C,
+    Python,
+    Js,
 }
 
 pub const HELP: &str = "\
 Examples:
   tickbox new my-tick                 Rust, on the tickbox-guest SDK
   tickbox new my-tick --lang c        C, wasm32-wasip1 via clang + wasi-libc
+  tickbox new my-tick --lang python   Python, a component via componentize-py
+  tickbox new my-tick --lang js       JavaScript, a component via componentize-js
 
 Prints a JSON object with the files written and the commands that build and
 check the project. Exit codes: 0 created, 2 bad name or PATH exists (nothing
@@ -73,6 +93,7 @@ fn valid_name(name: &str) -> Result<(), String> {
 /// The files of a project, as (relative path, contents, executable).
 fn files(lang: Lang, name: &str, sdk: &str) -> Vec<(&'static str, String, bool)> {
     let kind = name.replace(['-', '_'], ".");
+    let local_kind = format!("\"local.{kind}\"");
     match lang {
         Lang::Rust => vec![
             (
@@ -99,7 +120,42 @@ fn files(lang: Lang, name: &str, sdk: &str) -> Vec<(&'static str, String, bool)>
             ("build.sh", C_BUILD.to_string(), true),
             (".gitignore", "/build\n".into(), false),
         ],
+        Lang::Python => with_wit(vec![
+            ("app.py", PY_APP.replace(EXAMPLE_KIND, &local_kind), false),
+            ("build.sh", PY_BUILD.to_string(), true),
+            ("requirements.txt", PY_REQUIREMENTS.to_string(), false),
+            (".gitignore", "/build\n__pycache__/\n".into(), false),
+        ]),
+        Lang::Js => with_wit(vec![
+            ("app.js", JS_APP.replace(EXAMPLE_KIND, &local_kind), false),
+            ("build.sh", JS_BUILD.to_string(), true),
+            (
+                "package.json",
+                JS_PACKAGE.replace(JS_PACKAGE_NAME, name),
+                false,
+            ),
+            (
+                "package-lock.json",
+                JS_LOCK.replace(JS_PACKAGE_NAME, name),
+                false,
+            ),
+            (".gitignore", "/build\n/node_modules\n".into(), false),
+        ]),
     }
+}
+
+/// The `kind` string of the examples, replaced by `local.<name>`.
+const EXAMPLE_KIND: &str = "\"example.counter\"";
+
+/// A component project's files plus the `tick` world's WIT under `wit/`.
+fn with_wit(mut files: Vec<(&'static str, String, bool)>) -> Vec<(&'static str, String, bool)> {
+    use tickbox_runtime::backend::wasm::wit_files::TICK_WORLD;
+    files.extend(
+        TICK_WORLD
+            .iter()
+            .map(|(rel, text)| (*rel, text.to_string(), false)),
+    );
+    files
 }
 
 /// Writes the project and prints what to do next.
@@ -162,6 +218,14 @@ pub fn run(args: NewArgs) -> Result<(), Exit> {
             format!("target/wasm32-wasip2/release/{name}.wasm"),
         ),
         Lang::C => ("./build.sh".to_string(), "build/counter.wasm".to_string()),
+        Lang::Python => (
+            "pip install -r requirements.txt && ./build.sh".to_string(),
+            "build/counter.wasm".to_string(),
+        ),
+        Lang::Js => (
+            "npm ci && ./build.sh".to_string(),
+            "build/counter.wasm".to_string(),
+        ),
     };
     let result = json!({
         "created": dir,
@@ -196,15 +260,26 @@ mod tests {
         assert!(valid_name(&"a".repeat(MAX_NAME)).is_ok());
     }
 
-    /// The C templates are the example's files, byte for byte.
+    /// The C, Python and JavaScript templates are the examples' files, byte
+    /// for byte.
     #[test]
-    fn the_c_templates_are_examples_c() {
-        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/c");
-        for (file, template) in [("counter.c", C_SOURCE), ("build.sh", C_BUILD)] {
+    fn the_templates_are_the_examples() {
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        for (file, template) in [
+            ("c/counter.c", C_SOURCE),
+            ("c/build.sh", C_BUILD),
+            ("python/app.py", PY_APP),
+            ("python/build.sh", PY_BUILD),
+            ("python/requirements.txt", PY_REQUIREMENTS),
+            ("js/app.js", JS_APP),
+            ("js/build.sh", JS_BUILD),
+            ("js/package.json", JS_PACKAGE),
+            ("js/package-lock.json", JS_LOCK),
+        ] {
             let canonical = std::fs::read_to_string(examples.join(file)).expect("read example");
             assert_eq!(
                 canonical, template,
-                "cli/src/cli/templates/{file} differs from examples/c/{file}"
+                "the template of examples/{file} in cli/src/cli/templates/ differs from it"
             );
         }
     }
@@ -221,5 +296,20 @@ mod tests {
             &c[0].1[..200]
         );
         assert!(!c[0].1.contains("example.counter"));
+        for lang in [Lang::Python, Lang::Js] {
+            let files = files(lang, "my-tick", "");
+            let app = &files[0].1;
+            assert!(app.contains("\"local.my.tick\""), "{lang:?}");
+            assert!(!app.contains("example.counter"), "{lang:?}");
+            assert!(files.iter().any(|(rel, _, _)| *rel == "wit/terminal.wit"));
+            assert!(files
+                .iter()
+                .any(|(rel, _, exec)| *rel == "build.sh" && *exec));
+        }
+        let js = files(Lang::Js, "my-tick", "");
+        for (rel, text, _) in &js[2..4] {
+            assert!(text.contains("\"name\": \"my-tick\""), "{rel}");
+            assert!(!text.contains(JS_PACKAGE_NAME), "{rel}");
+        }
     }
 }

@@ -6,11 +6,12 @@ use clap::Args;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tickbox_runtime::backend::native::{self, NativeSpec};
+use tickbox_runtime::backend::native::NativeSpec;
 use tickbox_runtime::backend::wasm::grants::{GrantSpec, Grants};
-use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmKind, WasmSpec};
+use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmKind};
 use tickbox_runtime::protocol::limits::CALL_TIMEOUT;
-use tickbox_runtime::session::{Session, SessionConfig, TickIo};
+use tickbox_runtime::session::{Session, SessionConfig};
+use tickbox_runtime::{LaunchError, Launcher};
 
 /// A command that takes the Tick as its only positional.
 #[derive(Args)]
@@ -34,8 +35,11 @@ pub struct TickOpts {
     /// Pretty-print JSON output
     #[arg(long)]
     pub pretty: bool,
-    /// Grant a wasm Tick a directory or a single file (repeatable; `:ro` for read-only)
-    #[arg(long = "dir", value_name = "HOST_PATH[::GUEST_PATH][:ro]")]
+    /// Grant a wasm Tick a directory or a single file (repeatable; `:ro` for read-only; `:rw,max=SIZE` bounds the bytes a component writes through it)
+    #[arg(
+        long = "dir",
+        value_name = "HOST_PATH[::GUEST_PATH][:ro|:rw[,max=SIZE]]"
+    )]
     pub dir: Vec<String>,
     /// Let a wasm Tick connect to HOST:PORT (repeatable; PORT may be `*`; a name also allows looking it up)
     #[arg(long = "allow-net", value_name = "HOST:PORT")]
@@ -80,6 +84,7 @@ pub struct BoundOpts {
 }
 
 /// Which Tick to start.
+#[derive(Clone)]
 pub enum TickSpec {
     /// A path given as the first positional.
     Path(String),
@@ -188,128 +193,96 @@ impl Opened {
     }
 }
 
-/// A Tick ready to be started, as often as needed (`check` starts several).
-#[derive(Clone)]
-pub enum Launcher {
-    /// A native command line.
-    Native(NativeSpec),
-    /// A wasm guest and the engine that runs it.
-    Wasm {
-        engine: Arc<WasmEngine>,
-        spec: WasmSpec,
-        kind: WasmKind,
-        requested: Option<Box<GrantSpec>>,
-    },
+/// Resolves the TICK and the sandbox flags into the library's launcher;
+/// starts nothing yet.
+pub fn launcher(spec: TickSpec, args: &TickOpts) -> Result<Launcher, Exit> {
+    let grant_spec = args.grant_spec()?;
+    let argv = match spec {
+        TickSpec::Path(p) if wasm::is_wasm_path(std::path::Path::new(&p)) => {
+            return wasm_launcher(PathBuf::from(p), grant_spec, args)
+        }
+        TickSpec::Path(p) => vec![p],
+        TickSpec::Command(argv) => argv,
+        TickSpec::Live(t) => {
+            return Err(Exit::usage(format!(
+                "`@{t}` names a live instance, which this command cannot use"
+            )))
+        }
+    };
+    // Native Ticks run with the user's own permissions: a sandbox grant
+    // would promise a confinement that does not exist, so it is refused.
+    if !grant_spec.dir.is_empty()
+        || !grant_spec.allow_net.is_empty()
+        || grant_spec.has_bounds()
+        || args.policy.is_some()
+    {
+        return Err(Exit::usage(
+            "--dir, --allow-net, --max-memory, --max-handles, --max-wasm-size, --compile-timeout, --compile-memory, --max-write and --policy apply to wasm Ticks only; a native Tick runs with your own permissions",
+        ));
+    }
+    let grants = grant_spec.resolve().map_err(Exit::usage)?;
+    Ok(Launcher::native(NativeSpec {
+        argv,
+        cwd: args.cwd.clone(),
+        env: grants.env,
+        ..Default::default()
+    }))
 }
 
-impl Launcher {
-    /// Resolves the TICK and the sandbox flags; starts nothing yet.
-    pub fn new(spec: TickSpec, args: &TickOpts) -> Result<Launcher, Exit> {
-        let grant_spec = args.grant_spec()?;
-        let argv = match spec {
-            TickSpec::Path(p) if wasm::is_wasm_path(std::path::Path::new(&p)) => {
-                return Launcher::wasm(PathBuf::from(p), grant_spec, args)
-            }
-            TickSpec::Path(p) => vec![p],
-            TickSpec::Command(argv) => argv,
-            TickSpec::Live(t) => {
-                return Err(Exit::usage(format!(
-                    "`@{t}` names a live instance, which this command cannot use"
-                )))
-            }
-        };
-        // Native Ticks run with the user's own permissions: a sandbox grant
-        // would promise a confinement that does not exist, so it is refused.
-        if !grant_spec.dir.is_empty()
-            || !grant_spec.allow_net.is_empty()
-            || grant_spec.has_bounds()
-            || args.policy.is_some()
-        {
-            return Err(Exit::usage(
-                "--dir, --allow-net, --max-memory, --max-handles, --max-wasm-size, --compile-timeout, --compile-memory, --max-write and --policy apply to wasm Ticks only; a native Tick runs with your own permissions",
-            ));
-        }
-        let grants = grant_spec.resolve().map_err(Exit::usage)?;
-        Ok(Launcher::Native(NativeSpec {
-            argv,
-            cwd: args.cwd.clone(),
-            env: grants.env,
-            ..Default::default()
-        }))
+fn wasm_launcher(path: PathBuf, grant_spec: GrantSpec, args: &TickOpts) -> Result<Launcher, Exit> {
+    if args.cwd.is_some() {
+        return Err(Exit::usage(
+            "--cwd applies to native Ticks; grant a wasm Tick a directory with --dir",
+        ));
     }
+    let grants = grant_spec.resolve().map_err(Exit::usage)?;
+    // Only the header here: the whole file is read when an instance starts.
+    if wasm::detect_file(&path).is_none() {
+        return Err(Exit::session(LaunchError::NotWasm { path }));
+    }
+    // A malformed manifest is a usage error, found before the engine exists.
+    tickbox_runtime::launch::manifest_of(&path).map_err(Exit::usage)?;
+    let engine = engine(args.no_cache)?;
+    Launcher::wasm(engine, path, grants).map_err(|e| match e {
+        LaunchError::Manifest(_) => Exit::usage(e),
+        e => Exit::session(e),
+    })
+}
 
-    fn wasm(path: PathBuf, grant_spec: GrantSpec, args: &TickOpts) -> Result<Launcher, Exit> {
-        if args.cwd.is_some() {
-            return Err(Exit::usage(
-                "--cwd applies to native Ticks; grant a wasm Tick a directory with --dir",
-            ));
-        }
-        let grants = grant_spec.resolve().map_err(Exit::usage)?;
-        // Only the header: `spawn` reads the whole file when it starts the Tick.
-        let kind = wasm::detect_file(&path).ok_or_else(|| {
-            Exit::session(format!(
-                "cannot start the Tick: {} is not a readable wasm component or module",
-                path.display()
-            ))
-        })?;
-        let requested = manifest_of(&path)?.map(Box::new);
-        let engine = engine(args.no_cache)?;
-        let spec = WasmSpec {
-            path,
-            args: Vec::new(),
-            grants,
-            instance_id: None,
-        };
-        Ok(Launcher::Wasm {
-            engine,
+/// How the Tick a launcher starts runs, for `tickbox info`.
+fn backend(launcher: &Launcher) -> Backend {
+    match launcher {
+        Launcher::Native(spec) => Backend::Native {
+            argv: spec.argv.clone(),
+        },
+        Launcher::Wasm {
             spec,
             kind,
             requested,
-        })
-    }
-
-    /// Starts one instance; the error is one line.
-    pub async fn spawn(&self) -> Result<TickIo, String> {
-        match self {
-            Launcher::Native(spec) => native::spawn(spec).map_err(|e| e.to_string()),
-            Launcher::Wasm { engine, spec, .. } => {
-                wasm::spawn(engine, spec).await.map_err(|e| e.to_string())
-            }
-        }
-    }
-
-    fn backend(&self) -> Backend {
-        match self {
-            Launcher::Native(spec) => Backend::Native {
-                argv: spec.argv.clone(),
-            },
-            Launcher::Wasm {
-                spec,
-                kind,
-                requested,
-                ..
-            } => Backend::Wasm {
-                path: spec.path.clone(),
-                kind: *kind,
-                grants: spec.grants.clone(),
-                requested: requested.clone(),
-            },
-        }
+            ..
+        } => Backend::Wasm {
+            path: spec.path.clone(),
+            kind: *kind,
+            grants: spec.grants.clone(),
+            requested: requested.clone(),
+        },
     }
 }
 
 /// Starts and initializes a Tick.
 pub async fn open(spec: TickSpec, args: &TickOpts) -> Result<Opened, Exit> {
     let config = args.config()?;
-    let launcher = Launcher::new(spec, args)?;
-    let io = launcher.spawn().await.map_err(Exit::session)?;
-    let session = Session::start(io, config).await.map_err(|e| {
-        let last_words = e.last_words.clone();
-        Exit::session(e).with_last_words(last_words)
+    let launcher = launcher(spec, args)?;
+    let session = launcher.open(config).await.map_err(|e| match e {
+        LaunchError::Init(e) => {
+            let last_words = e.last_words.clone();
+            Exit::session(e).with_last_words(last_words)
+        }
+        e => Exit::session(e),
     })?;
     Ok(Opened {
         session,
-        backend: launcher.backend(),
+        backend: backend(&launcher),
     })
 }
 
@@ -329,6 +302,16 @@ pub fn engine(no_cache: bool) -> Result<Arc<WasmEngine>, Exit> {
     // compile bounds.
     let worker = std::env::current_exe().ok();
     let e = WasmEngine::with_worker(dir, worker).map_err(Exit::session)?;
+    // How Ticks without optimized code in the cache are compiled.
+    if let Ok(v) = std::env::var(wasm::CompilePolicy::VAR) {
+        let policy = wasm::CompilePolicy::parse(&v).ok_or_else(|| {
+            Exit::usage(format!(
+                "{}={v}: expected tiered, cranelift or winch",
+                wasm::CompilePolicy::VAR
+            ))
+        })?;
+        e.set_compile_policy(policy);
+    }
     if let Some(why) = e.cache_refused() {
         eprintln!("tickbox: warning: {why}; running without the compile cache");
     }
@@ -348,16 +331,4 @@ pub fn engine(no_cache: bool) -> Result<Arc<WasmEngine>, Exit> {
         }
     });
     Ok(cell.get_or_init(|| e).clone())
-}
-
-/// The capabilities a Tick asks for, from `NAME.tick.toml` beside `NAME.wasm`.
-/// Shown to the user, never granted.
-pub fn manifest_of(path: &std::path::Path) -> Result<Option<GrantSpec>, Exit> {
-    let manifest = path.with_extension("tick.toml");
-    if !manifest.exists() {
-        return Ok(None);
-    }
-    GrantSpec::from_file(&manifest)
-        .map(Some)
-        .map_err(Exit::usage)
 }

@@ -25,9 +25,11 @@ use serde_json::{json, Value};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use tickbox_runtime::live::{publish, PublishOptions, Registry};
+use tickbox_runtime::scenario::record::{RecordTick, RecordTime, Recorder};
 use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Args)]
@@ -43,10 +45,20 @@ pub struct RunArgs {
     pub opts: TickOpts,
     #[command(flatten)]
     pub view: attach::ViewOpts,
+    /// Record this session as a scenario file for `tickbox test`: keys, resizes, `tickbox call @NAME` calls, and a snapshot at each mark (the detach key, then `m`); written when a view leaves and when the session ends
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
 }
 
 /// Entry point; see the module docs. Must run before any thread exists.
-pub fn main(args: RunArgs, verbose: u8) -> ExitCode {
+pub fn main(mut args: RunArgs, verbose: u8) -> ExitCode {
+    if let Some(file) = args.record.take() {
+        match record_target(&file) {
+            Ok(f) => args.record = Some(f),
+            Err(e) => return super::fail(e),
+        }
+        args.view.marks = true;
+    }
     let spec = match args.opts.spec(args.tick.clone()) {
         Ok(TickSpec::Live(t)) => {
             return super::fail(Exit::usage(format!(
@@ -122,6 +134,78 @@ pub fn main(args: RunArgs, verbose: u8) -> ExitCode {
     }
 }
 
+/// The absolute path of a `--record FILE`, checked writable before anything
+/// starts (the host writes it later, with nowhere to report a failure but
+/// its log).
+fn record_target(file: &Path) -> Result<PathBuf, Exit> {
+    let abs = std::path::absolute(file)
+        .map_err(|e| Exit::usage(format!("--record {}: {e}", file.display())))?;
+    if abs.is_dir() {
+        return Err(Exit::usage(format!(
+            "--record {}: is a directory; name a file such as demo.scenario.toml",
+            file.display()
+        )));
+    }
+    let dir = abs.parent().unwrap_or(Path::new("/"));
+    let probe = dir.join(format!(".tickbox-record-probe-{}", std::process::id()));
+    std::fs::File::create(&probe)
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| {
+            Exit::usage(format!(
+                "--record {}: cannot write in {}: {e}",
+                file.display(),
+                dir.display()
+            ))
+        })?;
+    Ok(abs)
+}
+
+/// The `[tick]` table of a recording: the Tick as this command started it,
+/// paths made absolute so the scenario runs from anywhere.
+fn record_tick(spec: &TickSpec, opts: &open::TickOpts, opened: &open::Opened) -> RecordTick {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let grants = opts.grant_spec().unwrap_or_default();
+    let time = match &opened.backend {
+        open::Backend::Native { .. } => RecordTime::Native,
+        open::Backend::Wasm { kind, .. } => match kind {
+            tickbox_runtime::backend::wasm::WasmKind::Component => RecordTime::Virtual,
+            _ => RecordTime::RealWasm,
+        },
+    };
+    let native = time == RecordTime::Native;
+    let (path, command) = match spec {
+        TickSpec::Path(p) => (Some(abs(Path::new(p))), Vec::new()),
+        TickSpec::Command(argv) => (None, argv.clone()),
+        TickSpec::Live(_) => (None, Vec::new()),
+    };
+    RecordTick {
+        path,
+        cwd: native.then(|| opts.cwd.as_deref().map_or_else(|| cwd.clone(), abs)),
+        command,
+        dir: grants
+            .dir
+            .iter()
+            .map(|d| tickbox_runtime::scenario::model::dir_grant(&cwd, d))
+            .collect(),
+        allow_net: grants.allow_net,
+        env: grants.env,
+        max_memory: grants.max_memory,
+        size: opened.session.view().size(),
+        time,
+        unrecorded: [
+            ("--max-handles", &grants.max_handles),
+            ("--max-wasm-size", &grants.max_wasm_size),
+            ("--compile-timeout", &grants.compile_timeout),
+            ("--compile-memory", &grants.compile_memory),
+            ("--max-write", &grants.max_write),
+        ]
+        .into_iter()
+        .filter_map(|(flag, v)| v.as_ref().map(|v| format!("{flag} {v}")))
+        .collect(),
+    }
+}
+
 fn send_ready(ready: &mut File, message: Value) {
     let _ = writeln!(ready, "{message}").and_then(|_| ready.flush());
 }
@@ -161,6 +245,18 @@ fn detach_stdio(log: Option<std::path::PathBuf>) {
     }
 }
 
+/// Writes the recording, if any, off the async workers; a failure goes to
+/// the host's log (`-v`).
+async fn save(recorder: Option<&Recorder>) {
+    let Some(r) = recorder else { return };
+    let file = r.file().to_path_buf();
+    let result = tokio::task::block_in_place(|| r.save());
+    match result {
+        Ok(files) => tracing::info!(?files, "recording saved"),
+        Err(e) => tracing::error!(file = %file.display(), "{e}"),
+    }
+}
+
 /// The host process: start, publish, serve. Returns its exit code.
 fn host(
     spec: TickSpec,
@@ -185,7 +281,7 @@ fn host(
             .join(format!("host-{}.log", std::process::id()))
     });
     detach_stdio(log);
-    let runtime = match super::new_runtime() {
+    let runtime = match super::new_runtime(false) {
         Ok(rt) => rt,
         Err(e) => return ready_failed(&mut ready, &e),
     };
@@ -198,10 +294,14 @@ fn host(
         ) else {
             return ready_failed(&mut ready, &Exit::session("cannot handle signals"));
         };
-        let opened = match open::open(spec, &args.opts).await {
+        let opened = match open::open(spec.clone(), &args.opts).await {
             Ok(t) => t,
             Err(e) => return ready_failed(&mut ready, &e),
         };
+        let recorder = args
+            .record
+            .clone()
+            .map(|f| Arc::new(Recorder::new(f, &record_tick(&spec, &args.opts, &opened))));
         let backend = match &opened.backend {
             open::Backend::Native { .. } => "native",
             open::Backend::Wasm { .. } => "wasm",
@@ -210,6 +310,7 @@ fn host(
         let mut options = PublishOptions::new(backend);
         options.name = args.name;
         options.registry = Some(registry);
+        options.observer = recorder.clone().map(|r| r as _);
         let published = match publish(session.clone(), options).await {
             Ok(p) => p,
             Err(e) => {
@@ -221,17 +322,28 @@ fn host(
         drop(ready);
         // SAFETY: from now on the host outlives its first view.
         unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0) };
-        let (why, signalled) = tokio::select! {
-            r = session.ended() => (r.to_string(), false),
-            _ = term.recv() => ("SIGTERM".to_string(), true),
-            _ = int.recv() => ("SIGINT".to_string(), true),
-            _ = hup.recv() => ("SIGHUP".to_string(), true),
+        let (why, signalled) = loop {
+            break tokio::select! {
+                r = session.ended() => (r.to_string(), false),
+                _ = term.recv() => ("SIGTERM".to_string(), true),
+                _ = int.recv() => ("SIGINT".to_string(), true),
+                _ = hup.recv() => ("SIGHUP".to_string(), true),
+                // A view left (a detach): save what is recorded so far; the
+                // recording goes on while the Tick runs.
+                _ = async { recorder.as_ref()?.save_wanted().await; Some(()) }, if recorder.is_some() => {
+                    save(recorder.as_deref()).await;
+                    continue;
+                }
+            };
         };
         tracing::info!(%why, "the host is ending");
         // The session ends first (on a signal it is still running), so views
         // are told at once by their own tasks, and a `stop` is answered by
         // its own; give them a moment before the runtime goes.
         session.shutdown().await;
+        // The recording is complete before the instance is unpublished, so
+        // once `tickbox ls` no longer lists it, the file is final.
+        save(recorder.as_deref()).await;
         published.drain(std::time::Duration::from_secs(1)).await;
         // Dropping it records the instance as ended, with its last words:
         // unless a signal asked for a prompt exit, let what the Tick drew

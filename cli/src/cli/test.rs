@@ -2,15 +2,15 @@
 //! Ticks, in parallel, and print a report (text, JSON or JUnit) on stdout.
 
 use super::exit::{self, Exit};
-use super::open::{Launcher, TickOpts, TickSpec};
+use super::open::{launcher as resolve, TickOpts, TickSpec};
 use clap::{Args, Parser, ValueEnum};
 use std::path::PathBuf;
 use std::sync::Arc;
-use tickbox_runtime::backend::native;
 use tickbox_runtime::backend::wasm::{self, WasmKind};
 use tickbox_runtime::scenario::{
     self, report, LaunchFn, Outcome, Prepared, RunOptions, Scenario, ScenarioResult, TickKind,
 };
+use tickbox_runtime::Launcher;
 
 /// Exit code when a step of a scenario failed.
 pub const FAILED: u8 = 1;
@@ -128,7 +128,7 @@ fn launcher(s: &Scenario, no_cache: bool) -> Result<Launcher, Exit> {
         Some(p) => TickSpec::Path(p.display().to_string()),
         None => TickSpec::Command(t.command.clone()),
     };
-    Launcher::new(spec, &line.opts)
+    resolve(spec, &line.opts)
 }
 
 fn prepare(l: Launcher) -> Prepared {
@@ -142,16 +142,7 @@ fn prepare(l: Launcher) -> Prepared {
     };
     let launch: LaunchFn = Arc::new(move |clock| {
         let l = l.clone();
-        Box::pin(async move {
-            match &l {
-                Launcher::Native(spec) => native::spawn(spec).map_err(|e| e.to_string()),
-                Launcher::Wasm { engine, spec, .. } => {
-                    wasm::spawn_with(engine, spec, clock.as_ref())
-                        .await
-                        .map_err(|e| e.to_string())
-                }
-            }
-        })
+        Box::pin(async move { l.spawn_with(clock.as_ref()).await })
     });
     Prepared { kind, launch }
 }

@@ -24,7 +24,7 @@ async fn run_check(script: &str, allow_mutations: bool) -> Report {
 async fn run_check_argv(argv: Vec<String>, allow_mutations: bool) -> Report {
     let name = argv.join(" ");
     let spec = NativeSpec::new(argv);
-    let launch = move || std::future::ready(spawn(&spec).map_err(|e| e.to_string()));
+    let launch = move || std::future::ready(spawn(&spec).map_err(Into::into));
     let opts = Options {
         allow_mutations,
         ..Options::default()

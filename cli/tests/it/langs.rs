@@ -328,6 +328,7 @@ fn tickbox_new_rust_builds_and_passes_check() {
         .arg(&guests)
         .env_remove("CARGO_TARGET_DIR")
         .env_remove("RUSTFLAGS")
+        .env_remove("RUSTC_BOOTSTRAP")
         .status()
         .expect("run cargo");
     assert!(

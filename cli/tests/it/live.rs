@@ -82,6 +82,11 @@ impl World {
 
     /// `tickbox <args>` on a fresh PTY of this size.
     pub(crate) fn pty(&self, args: &[&str], cols: u16, rows: u16) -> Pty {
+        self.pty_env(args, cols, rows, &[])
+    }
+
+    /// [`World::pty`] with more environment (overriding the world's).
+    pub(crate) fn pty_env(&self, args: &[&str], cols: u16, rows: u16, env: &[(&str, &str)]) -> Pty {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows,
@@ -95,6 +100,9 @@ impl World {
         cmd.env("XDG_RUNTIME_DIR", &self.xdg);
         cmd.env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"));
         cmd.env_remove("RUST_LOG");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         cmd.cwd(root());
         let child = pair.slave.spawn_command(cmd).unwrap();
         drop(pair.slave);

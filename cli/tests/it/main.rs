@@ -7,13 +7,18 @@
 //! - `cli` — the one-shot commands and their exit codes, one test per host rule;
 //! - `engine` — the session engine through the library API (per-request
 //!   faults that leave the session running, concurrency, events);
+//! - `launch` — the library's `Launcher`: wasm and native Ticks opened by
+//!   what they are, and each way a start fails as its own error;
 //! - `native` — the native backend: PTY, environment, signals, cleanup;
 //! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge;
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
 //! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
 //! - `walls` — the sandbox's outer walls: cache trust, one memory budget per
-//!   Tick, bounded compilation, handle caps, process hygiene, registry fallback;
+//!   Tick (and host RSS with every memory and table at once), bounded
+//!   compilation, handle caps (components and preview 1), write quotas (per
+//!   Tick and per grant), process hygiene (cgroup v2 and the subreaper
+//!   fallback), registry fallback;
 //! - `mcp_wire` — `tickbox mcp` frame by frame: revisions, bad frames, bounds,
 //!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests,
 //!   Streamable HTTP;
@@ -21,6 +26,11 @@
 //!   Inspector) over stdio and HTTP, and the conformance suite's baseline;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
+//! - `toolchains` — the Go, Python and JavaScript examples built by their
+//!   registries' toolchains: check, keys through `tickbox:terminal`, timers,
+//!   `tickbox new --lang python|js`, keys kept through a first compile;
+//! - `record` — `tickbox run --record`: a session on a PTY recorded as a
+//!   scenario that replays green (wasm on virtual time, native on real time);
 //! - `scenario` — `tickbox test`: the example scenarios, failure output,
 //!   identical screens under virtual time, exit codes;
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
@@ -28,6 +38,8 @@
 //!   drawing floods that stall nothing, bounded view sizes;
 //! - `writes` — what the host writes to a Tick: deadlines, whole frames
 //!   under cancellation, slots held until the answer, the line limit;
+//! - `tiers` — compilers: a first start on Winch, Cranelift's code from the
+//!   cache after it, the detached optimizing compile's bounds, `tickbox compile`;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -37,13 +49,17 @@ mod docs;
 mod engine;
 mod examples;
 mod langs;
+mod launch;
 mod live;
 mod mcp;
 mod mcp_clients;
 mod mcp_wire;
 mod native;
+mod record;
 mod sandbox;
 mod scenario;
+mod tiers;
+mod toolchains;
 mod util;
 mod views;
 mod walls;

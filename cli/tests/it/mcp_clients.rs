@@ -5,7 +5,7 @@
 //! and the official conformance suite against a baseline.
 //!
 //! The client scripts live in `tests/mcp-clients/`; their packages are
-//! pinned there and installed by `.ci/run` (npm into
+//! pinned there and installed by `tests/setup.sh` (npm into
 //! `tests/mcp-clients/node_modules`, Python into `tests/mcp-clients/.venv`).
 //! A missing client fails its test with one line naming the install command.
 
@@ -36,9 +36,9 @@ fn clients_dir() -> PathBuf {
     root().join("tests/mcp-clients")
 }
 
-const NPM_INSTALL: &str = "npm ci --prefix tests/mcp-clients (see .ci/run)";
+const NPM_INSTALL: &str = "npm ci --prefix tests/mcp-clients (see tests/setup.sh)";
 const PY_INSTALL: &str = "python3 -m venv tests/mcp-clients/.venv && \
-     tests/mcp-clients/.venv/bin/pip install -r tests/mcp-clients/requirements.txt (see .ci/run)";
+     tests/mcp-clients/.venv/bin/pip install -r tests/mcp-clients/requirements.txt (see tests/setup.sh)";
 
 /// The venv's Python with the `mcp` SDK; fails the test when it is missing.
 fn python() -> PathBuf {

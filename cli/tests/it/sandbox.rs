@@ -398,7 +398,10 @@ fn the_compile_cache_is_used_and_never_trusted_blindly() {
     let run = |extra: &[&str]| {
         let mut argv = vec!["describe", wasm.as_str()];
         argv.extend(extra);
-        tickbox_env(&argv, &[("TICKBOX_CACHE_DIR", c)])
+        tickbox_env(
+            &argv,
+            &[("TICKBOX_CACHE_DIR", c), ("TICKBOX_COMPILER", "cranelift")],
+        )
     };
     let entries = || {
         let mut v: Vec<_> = std::fs::read_dir(&cache.0)

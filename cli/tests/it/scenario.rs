@@ -50,11 +50,23 @@ fn repo(p: &str) -> String {
 #[test]
 fn every_example_scenario_passes() {
     let (wasm, c) = (wasm_dir(), c_dir());
+    // The Go, Python and JavaScript examples, built (and compiled into the
+    // tests' cache) once per test process by the toolchain tests' helper.
+    let lang_dir = |lang| {
+        let wasm = crate::toolchains::example(lang);
+        wasm.parent().unwrap().to_string_lossy().into_owned()
+    };
+    let go = lang_dir(crate::toolchains::GO);
+    let python = lang_dir(crate::toolchains::PYTHON);
+    let js = lang_dir(crate::toolchains::JS);
     let out = tickbox_env(
         &["test", &repo("examples"), "--format", "json"],
         &[
             ("TICKBOX_WASM_DIR", wasm.as_str()),
             ("TICKBOX_C_DIR", c.as_str()),
+            ("TICKBOX_GO_DIR", go.as_str()),
+            ("TICKBOX_PYTHON_DIR", python.as_str()),
+            ("TICKBOX_JS_DIR", js.as_str()),
         ],
     );
     assert_eq!(out.code, 0, "{out:#?}");
@@ -67,7 +79,17 @@ fn every_example_scenario_passes() {
         .iter()
         .map(|s| s["file"].as_str().unwrap())
         .collect();
-    for example in ["counter", "dashboard", "fetch", "notes", "ticker", "c"] {
+    for example in [
+        "counter",
+        "dashboard",
+        "fetch",
+        "notes",
+        "ticker",
+        "c",
+        "go",
+        "python",
+        "js",
+    ] {
         assert!(
             names
                 .iter()
@@ -444,27 +466,56 @@ fn the_jobs_bound_is_enforced() {
     assert_eq!(out.code, 0, "{out:#?}");
 }
 
-/// A guest that waits for input in a blocking read (not `wasi:io/poll`)
-/// never looks idle: the runner waits its bound and says so.
+/// A guest that waits for input in a blocking read of stdin (std's
+/// `lines()`, not `wasi:io/poll`) is idle too: no step waits for it. A
+/// guest that computes is never idle: the runner waits its bound, says so in
+/// the report, and goes on.
 #[test]
-fn a_guest_blocked_outside_poll_is_noted_not_hung() {
+fn a_guest_in_a_blocking_read_is_idle_and_a_busy_one_is_noted_not_hung() {
     let wasm = build_wasm("tests/guests", "benchtick", "wasm32-wasip2");
     let t = TempDir::new("scenario-busy");
     let file = t.path("busy.scenario.toml");
     std::fs::write(
         &file,
         format!(
-            "[tick]\npath = {:?}\n\n[[step]]\ncall = \"get\"\nresult = {{ value = 0 }}\n",
+            "[tick]\npath = {:?}\n\n[[step]]\ncall = \"get\"\nresult = {{ value = 0 }}\n\n[[step]]\nexpect_state = {{ pointer = \"/value\", equals = 0 }}\n",
             wasm.to_string_lossy()
         ),
     )
     .unwrap();
     let out = test(&[&file.to_string_lossy(), "--format", "json"]);
     assert_eq!(out.code, 0, "{out:#?}");
-    let notes = out.json()["scenarios"][0]["notes"].clone();
+    let report = out.json();
+    assert_eq!(
+        report["scenarios"][0]["notes"],
+        serde_json::json!([]),
+        "{report}"
+    );
+
+    // Busy: a tool that spins until its call timeout.
+    let hostile = hostile();
+    std::fs::write(
+        &file,
+        format!(
+            "[tick]\npath = {hostile:?}\ncall_timeout = \"1s\"\n\n[[step]]\ncall = \"spin\"\nerror = 1\n"
+        ),
+    )
+    .unwrap();
+    let out = test(&[&file.to_string_lossy(), "--format", "json"]);
+    assert_eq!(out.code, 1, "{out:#?}");
+    let report = out.json();
+    let s = &report["scenarios"][0];
     assert!(
-        notes.to_string().contains("did not become idle within 5s"),
-        "{notes}"
+        s["notes"]
+            .to_string()
+            .contains("did not become idle within 5s"),
+        "{report}"
+    );
+    assert!(
+        s["failure"]["found"]
+            .to_string()
+            .contains("unknown outcome"),
+        "{report}"
     );
 }
 
@@ -487,7 +538,7 @@ async fn wait_for_stops_at_the_jump_bound() {
         Box::pin(async move {
             wasm::spawn_with(&engine, &spec, clock.as_ref())
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(Into::into)
         })
     });
     let prepared = Prepared {
@@ -547,4 +598,36 @@ fn a_preview1_module_gets_virtual_readings_and_no_advance() {
         ),
         "{out:#?}"
     );
+}
+
+/// A tool that sleeps on a timer inside the call returns on virtual time:
+/// the clock jumps to its timer while the guest is idle and the call is in
+/// flight (up to the call timeout of virtual time), so the call takes no
+/// real time; a sleep past the call timeout is not jumped and times out.
+#[test]
+fn a_call_that_sleeps_moves_virtual_time() {
+    let wasm = build_wasm("tests/guests", "clockwork", "wasm32-wasip2");
+    let t = TempDir::new("scenario-nap");
+    let file = t.path("nap.scenario.toml");
+    let scenario = |call_timeout: &str, seconds: u64| {
+        format!(
+            "[tick]\npath = {:?}\ncall_timeout = \"{call_timeout}\"\n\n[[step]]\ncall = \"nap\"\nargs = {{ seconds = {seconds} }}\nresult = {{ slept_ns = {} }}\n",
+            wasm.to_string_lossy(),
+            seconds * 1_000_000_000
+        )
+    };
+    // 50 s of sleep inside one call, well within a 60 s call timeout.
+    std::fs::write(&file, scenario("60s", 50)).unwrap();
+    let out = test(&[&file.to_string_lossy(), "--format", "json"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let report = out.json();
+    let ms = report["scenarios"][0]["duration_ms"]
+        .as_f64()
+        .expect("duration_ms");
+    assert!(ms < 30_000.0, "the sleep was virtual: {report}");
+    // Past the call timeout: not jumped, so the call times out (2 s real).
+    std::fs::write(&file, scenario("2s", 5)).unwrap();
+    let out = test(&[&file.to_string_lossy()]);
+    assert_eq!(out.code, 1, "{out:#?}");
+    assert!(out.stdout.contains("unknown outcome"), "{out:#?}");
 }

@@ -82,6 +82,13 @@ impl Output {
 
 /// Runs `tickbox` with these args (and env), failing the test after 60 s.
 pub fn tickbox_env<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> Output {
+    tickbox_within(args, env, Duration::from_secs(60))
+}
+
+/// Runs `tickbox` with these args and environment, killing it (and failing
+/// the test) after `limit`: for the few tests whose tickbox may take long
+/// on a loaded machine without that being the failure.
+pub fn tickbox_within<S: AsRef<str>>(args: &[S], env: &[(&str, &str)], limit: Duration) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickbox"));
     cmd.args(args.iter().map(|a| a.as_ref()))
         .stdin(Stdio::null())
@@ -111,10 +118,10 @@ pub fn tickbox_env<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> Output {
         if let Some(status) = child.try_wait().expect("wait") {
             break status;
         }
-        if start.elapsed() > Duration::from_secs(60) {
+        if start.elapsed() > limit {
             let _ = child.kill();
             panic!(
-                "tickbox {:?} did not finish within 60 s",
+                "tickbox {:?} did not finish within {limit:?}",
                 args.iter().map(|a| a.as_ref()).collect::<Vec<_>>()
             );
         }
@@ -177,19 +184,81 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| root().join("target"))
 }
 
+/// The source trees a guest workspace is built from: its own directory and
+/// the path dependencies guests use (the SDK and the protocol crate it
+/// depends on). Over-inclusive on purpose: a change anywhere here rebuilds.
+fn guest_sources(workspace: &str) -> [PathBuf; 3] {
+    let root = root();
+    [
+        root.join(workspace),
+        root.join("guest-sdk"),
+        root.join("protocol"),
+    ]
+}
+
+/// The newest modification time of any file under `dir` (skipping `target`
+/// directories), or `None` when one cannot be read.
+fn newest_under(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut newest = std::time::SystemTime::UNIX_EPOCH;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).ok()? {
+            let entry = entry.ok()?;
+            let meta = entry.metadata().ok()?;
+            if meta.is_dir() {
+                if entry.file_name() != "target" {
+                    stack.push(entry.path());
+                }
+            } else {
+                newest = newest.max(meta.modified().ok()?);
+            }
+        }
+    }
+    Some(newest)
+}
+
+/// Whether the stamp of an earlier successful build is newer than every
+/// source file of the workspace: then cargo would find nothing to do, and
+/// it is not run (a nested cargo costs about half a second, and a whole
+/// rebuild when only the environment differs, e.g. a build script that
+/// watches an environment variable).
+fn stamp_is_fresh(stamp: &Path, workspace: &str) -> bool {
+    let Some(built) = std::fs::metadata(stamp).and_then(|m| m.modified()).ok() else {
+        return false;
+    };
+    guest_sources(workspace)
+        .iter()
+        .all(|dir| newest_under(dir).is_some_and(|t| t < built))
+}
+
 /// Builds a guest workspace for `target` (None: natively), release, with a
-/// nested cargo into `$CARGO_TARGET_DIR/guests`, once per test process; the
-/// directory its artifacts land in.
+/// nested cargo into `$CARGO_TARGET_DIR/guests`, at most once per test
+/// process, and not at all when a stamp shows that an earlier run built it
+/// from the same sources (`TICKBOX_TEST_REBUILD_GUESTS=1` runs cargo
+/// anyway); the directory its artifacts land in.
 fn build_guests(workspace: &str, target: Option<&str>) -> PathBuf {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
     type Built = HashMap<(String, Option<String>), Result<(), String>>;
     static BUILT: OnceLock<Mutex<Built>> = OnceLock::new();
     let out = target_dir().join("guests");
+    let stamp = out.join(format!(
+        ".built-{}-{}",
+        workspace.replace('/', "_"),
+        target.unwrap_or("native")
+    ));
     let key = (workspace.to_string(), target.map(str::to_string));
     let map = BUILT.get_or_init(Default::default);
     let mut built = map.lock().unwrap_or_else(|p| p.into_inner());
     let result = built.entry(key).or_insert_with(|| {
+        if std::env::var_os("TICKBOX_TEST_REBUILD_GUESTS").is_none()
+            && stamp_is_fresh(&stamp, workspace)
+        {
+            return Ok(());
+        }
+        // A source edited during the build makes the stamp older than it,
+        // so the next run builds again.
+        let started = std::time::SystemTime::now();
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
         cmd.args(["build", "--release", "--quiet", "--manifest-path"])
@@ -197,13 +266,21 @@ fn build_guests(workspace: &str, target: Option<&str>) -> PathBuf {
             .arg("--target-dir")
             .arg(&out)
             .env_remove("CARGO_TARGET_DIR")
-            .env_remove("RUSTFLAGS");
+            .env_remove("RUSTFLAGS")
+            // Build scripts of the guests' dependencies (proc-macro2,
+            // anyhow) rerun when it changes, so a test run under
+            // `RUSTC_BOOTSTRAP=1` (for `--report-time`) would rebuild them all.
+            .env_remove("RUSTC_BOOTSTRAP");
         if let Some(t) = target {
             cmd.args(["--target", t]);
         }
         let status = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
         match (status.success(), target) {
-            (true, _) => Ok(()),
+            (true, _) => {
+                let _ = std::fs::File::create(&stamp)
+                    .and_then(|f| f.set_modified(started));
+                Ok(())
+            }
             (false, Some(t)) => Err(format!(
                 "building {workspace} for {t} failed (is the target installed? `rustup target add {t}`)"
             )),

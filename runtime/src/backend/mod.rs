@@ -9,6 +9,7 @@
 //!   and the MCP facade where the process is not the point;
 //! - [`reaper`] — what a native Tick left behind is killed when it ends.
 
+pub mod cgroup;
 pub mod memory;
 pub mod native;
 pub mod reaper;

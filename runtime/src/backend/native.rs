@@ -14,7 +14,11 @@
 //! double fork with `setsid`) are re-parented to the host, which is a child
 //! subreaper, and killed by [`reaper::sweep`] when the session ends and when
 //! tickbox exits. `PR_SET_PDEATHSIG` covers the host itself dying by SIGKILL
-//! (for the direct child only).
+//! (for the direct child only). Where cgroup v2 allows it, each Tick also
+//! runs in a cgroup of its own ([`cgroup`]), killed whole when the session
+//! ends, and at the next start if the host was SIGKILLed.
+//!
+//! [`cgroup`]: super::cgroup
 //!
 //! [`reaper::sweep`]: super::reaper::sweep
 
@@ -225,11 +229,16 @@ pub fn spawn(spec: &NativeSpec) -> Result<TickIo, SpawnError> {
         cmd.env(k, v);
     }
     let nofile = ORIGINAL_NOFILE.load(std::sync::atomic::Ordering::Relaxed);
+    let cgroup = new_cgroup();
+    let procs = cgroup.as_ref().map(|c| c.procs_path().clone());
     // SAFETY: the closure runs between fork and exec and only calls
-    // async-signal-safe functions (setsid, ioctl, prctl, get/setrlimit)
-    // without allocating.
+    // async-signal-safe functions (setsid, ioctl, prctl, get/setrlimit,
+    // open/write/close) without allocating.
     unsafe {
         cmd.pre_exec(move || {
+            if let Some(procs) = &procs {
+                super::cgroup::enter(procs);
+            }
             if nofile != 0 {
                 let mut lim = libc::rlimit {
                     rlim_cur: 0,
@@ -330,8 +339,24 @@ pub fn spawn(spec: &NativeSpec) -> Result<TickIo, SpawnError> {
             child,
             pgid: pid,
             status: None,
+            cgroup,
         }),
     })
+}
+
+/// A cgroup for a new Tick, or None (said once in the log) where this host
+/// cannot make one.
+fn new_cgroup() -> Option<super::cgroup::TickCgroup> {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    match super::cgroup::TickCgroup::create() {
+        Ok(c) => Some(c),
+        Err(why) => {
+            SAID.call_once(|| {
+                tracing::info!(%why, "no cgroup v2 for native Ticks; relying on the subreaper");
+            });
+            None
+        }
+    }
 }
 
 /// The native Tick's process group.
@@ -339,6 +364,8 @@ pub struct NativeProcess {
     child: tokio::process::Child,
     pgid: i32,
     status: Option<ExitStatus>,
+    /// Killed and removed when this drops (declared last: after the child).
+    cgroup: Option<super::cgroup::TickCgroup>,
 }
 
 fn describe(status: ExitStatus) -> String {
@@ -407,9 +434,12 @@ impl TickProcess for NativeProcess {
                     self.wait_for(Duration::from_secs(5)).await;
                 }
             }
-            // Whatever else the Tick started in its group goes too, and
-            // what left the group and was orphaned to us.
+            // Whatever else the Tick started in its group goes too, all of
+            // its cgroup, and what left the group and was orphaned to us.
             self.signal_group(libc::SIGKILL);
+            if let Some(c) = &self.cgroup {
+                c.kill();
+            }
             let _ = tokio::task::spawn_blocking(super::reaper::sweep).await;
         })
     }

@@ -19,9 +19,9 @@
 //! `sweep` runs when a native Tick's session ends (in a host of several
 //! Ticks it also ends orphans another still-running Tick left behind: an
 //! orphan has no owner left to ask) and when the `tickbox` command exits.
-//! Not covered: a host killed by SIGKILL cannot sweep; its direct children
-//! die by `PR_SET_PDEATHSIG`, orphans go to init (cgroup v2 would be needed
-//! to cover that case).
+//! Not covered here: a host killed by SIGKILL cannot sweep; its direct
+//! children die by `PR_SET_PDEATHSIG`, orphans go to init. Where cgroup v2
+//! allows, [`super::cgroup`] covers that case.
 
 use std::collections::HashSet;
 use std::sync::{Mutex, MutexGuard};

@@ -359,7 +359,7 @@ impl Driver {
         let id = self.send(method, params).await;
         let sent = self.sent.last().map(|s| s.line.clone()).unwrap_or_default();
         let answer = self.wait_response(id, limit).await;
-        Exchange { id, sent, answer }
+        Exchange { sent, answer }
     }
 
     /// The index of the next line to arrive (for "what came after" windows).
@@ -427,8 +427,6 @@ impl Driver {
 /// A request and its answer, if one came.
 #[derive(Debug, Clone)]
 pub struct Exchange {
-    /// The request id.
-    pub id: u64,
     /// The request line.
     pub sent: String,
     /// The response body, its latency and its line excerpt.
@@ -511,7 +509,7 @@ async fn read_lines(
 }
 
 /// The method names, re-exported for the suite.
-pub use method::{CALL, DESCRIBE, READ, UPDATE};
+pub use method::{CALL, DESCRIBE, READ};
 
 #[cfg(test)]
 mod tests {

@@ -3,7 +3,7 @@
 //! The [`crate::session`] engine enforces the *host's* side of the protocol
 //! and ends a session at the first violation. The checker turns that around:
 //! it drives a Tick through several fresh sessions with a raw, rule-free
-//! [`driver`], sends it what a host would (and some things a host never
+//! `driver`, sends it what a host would (and some things a host never
 //! would: stale revisions, unknown tools, invalid args, garbage lines, stdin
 //! EOF mid-call, SIGTERM) and reports every Tick-side rule of the spec as
 //! pass, fail or not applicable, with the section, what was sent, what came
@@ -11,9 +11,9 @@
 //!
 //! Where to read:
 //! - [`rules`] — the rule table: stable ids, sections, MUST vs advisory;
-//! - [`suite`] — the sessions and how each yields verdicts;
-//! - [`driver`] — the raw session and its transcript;
-//! - [`args`] — args a tool accepts, and args its schema rejects;
+//! - `suite` — the sessions and how each yields verdicts;
+//! - `driver` — the raw session and its transcript;
+//! - `args` — args a tool accepts, and args its schema rejects;
 //! - [`report`] — the report and its text, JSON and JUnit renderings.
 //!
 //! Mutating tools are called only with [`Options::allow_mutations`]: a
@@ -21,26 +21,26 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use tickbox_runtime::backend::native::{spawn, NativeSpec};
 //! use tickbox_runtime::check::{self, Options};
-//! let spec = NativeSpec::new(["python3", "counter.py"]);
-//! let launch = move || std::future::ready(spawn(&spec).map_err(|e| e.to_string()));
-//! let report = check::run(&launch, "counter.py", &Options::default()).await?;
+//! use tickbox_runtime::{Launcher, NativeSpec};
+//! let launcher = Launcher::native(NativeSpec::new(["python3", "counter.py"]));
+//! let report = check::run(&launcher, "counter.py", &Options::default()).await?;
 //! println!("{}", report.to_text()); // stdout-ok: the example prints its report
 //! assert!(report.passed());
 //! # Ok(()) }
 //! ```
 
-pub mod args;
-pub mod driver;
+pub(crate) mod args;
+pub(crate) mod driver;
 pub mod report;
 /// The rule table lives with the validators, in the protocol crate.
 pub use crate::protocol::rules;
-pub mod suite;
+pub(crate) mod suite;
 
 pub use report::{Report, Status, Verdict};
 pub use rules::{Rule, Severity};
 
+use crate::launch::LaunchError;
 use crate::protocol::limits::CALL_TIMEOUT;
 use crate::session::{BoxFuture, TickIo};
 use serde_json::Value;
@@ -49,20 +49,53 @@ use std::time::Duration;
 
 /// Starts a fresh instance of the Tick under check; called once per session.
 ///
-/// Any backend fits: the CLI passes a closure over the same TICK spec its
-/// other commands use, so native and wasm Ticks are checked alike.
+/// Any backend fits: a [`crate::Launcher`] (what the CLI passes, so native
+/// and wasm Ticks are checked alike), or a closure, e.g. over
+/// [`crate::backend::memory::pair`] for a Tick that is a task of a test.
 pub trait Launch: Send + Sync {
     /// Starts the Tick, or says why it cannot be started.
-    fn launch(&self) -> BoxFuture<'_, Result<TickIo, String>>;
+    fn launch(&self) -> BoxFuture<'_, Result<TickIo, LaunchError>>;
 }
 
 impl<F, Fut> Launch for F
 where
     F: Fn() -> Fut + Send + Sync,
-    Fut: std::future::Future<Output = Result<TickIo, String>> + Send + 'static,
+    Fut: std::future::Future<Output = Result<TickIo, LaunchError>> + Send + 'static,
 {
-    fn launch(&self) -> BoxFuture<'_, Result<TickIo, String>> {
+    fn launch(&self) -> BoxFuture<'_, Result<TickIo, LaunchError>> {
         Box::pin(self())
+    }
+}
+
+/// How long the checker watches an idle Tick for spontaneous changes.
+pub const QUIET_PERIOD: Duration = Duration::from_millis(500);
+/// How long after a call the checker keeps watching for its effects.
+pub const SETTLE: Duration = Duration::from_millis(200);
+/// How long a Tick may take to exit after stdin EOF (once in-flight requests
+/// are answered) or after SIGTERM.
+pub const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// The checker's waits for things that send no answer: whether a Tick
+/// changes by itself, what a call did, whether it exits. Longer waits see
+/// slower Ticks; shorter ones finish sooner and may miss a late change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timings {
+    /// Watching an idle Tick for spontaneous changes ([`QUIET_PERIOD`]).
+    pub quiet_period: Duration,
+    /// Watching for a call's effects after its answer ([`SETTLE`]).
+    pub settle: Duration,
+    /// How long a Tick may take to exit after stdin EOF or SIGTERM
+    /// ([`EXIT_GRACE`]).
+    pub exit_grace: Duration,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Timings {
+            quiet_period: QUIET_PERIOD,
+            settle: SETTLE,
+            exit_grace: EXIT_GRACE,
+        }
     }
 }
 
@@ -77,6 +110,8 @@ pub struct Options {
     pub sample_args: BTreeMap<String, Value>,
     /// How long a tool call may take.
     pub call_timeout: Duration,
+    /// The checker's waits.
+    pub timings: Timings,
 }
 
 impl Default for Options {
@@ -86,17 +121,18 @@ impl Default for Options {
             allow_mutations: false,
             sample_args: BTreeMap::new(),
             call_timeout: CALL_TIMEOUT,
+            timings: Timings::default(),
         }
     }
 }
 
 /// Why a check could not produce a report.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CheckError {
     /// The backend could not start the Tick (nothing was checked).
     #[error("cannot start the Tick: {0}")]
-    Start(String),
+    Start(#[source] LaunchError),
     /// The sample args file does not fit the Tick's catalog.
     #[error("sample args: {0}")]
     SampleArgs(String),

@@ -8,13 +8,15 @@
 //! `tickbox attach`, `tickbox describe|read|call|screen @NAME`,
 //! `tickbox watch @NAME`.
 //!
-//! - [`registry`] — the directory (`$XDG_RUNTIME_DIR/tickbox/`, or
+//! - `registry` — the directory (`$XDG_RUNTIME_DIR/tickbox/`, or
 //!   `$TMPDIR/tickbox-<uid>/`), its permission checks, and the peer check;
 //! - [`wire`] — the socket protocol: frames, requests and replies;
-//! - [`server`] — [`publish`]: accepting connections and serving one session;
-//! - [`viewer`] — serving one view: frames rendered from the screen model,
+//! - `server` — [`publish`]: accepting connections and serving one session;
+//! - `viewer` — serving one view: frames rendered from the screen model,
 //!   keys, resizes, and the smallest-view size policy;
 //! - [`client`] — listing, resolving `ID|NAME`, one-shot requests and streams;
+//! - [`observe`] — [`Observer`]: keys, resizes, calls and marks as they
+//!   reach an instance (what `tickbox run --record` records);
 //! - [`ended`] — records of ended instances (`ls -a`, `logs`): exit status
 //!   and last words, kept for an hour.
 //!
@@ -24,7 +26,7 @@
 //! created 0700 and must be owned by that user (a directory someone else made
 //! is refused, never used), each socket is 0600, and the server checks every
 //! connection's peer credentials (`SO_PEERCRED`) against its own uid before
-//! reading a byte of the request ([`registry::authorize`]).
+//! reading a byte of the request (`registry::authorize`).
 //!
 //! # Views and the protocol session
 //!
@@ -44,14 +46,16 @@
 //! # Ok(()) }
 //! ```
 
-pub mod claim;
+pub(crate) mod claim;
 pub mod client;
 pub mod ended;
-pub mod registry;
-pub mod server;
-pub mod viewer;
+pub mod observe;
+pub(crate) mod registry;
+pub(crate) mod server;
+pub(crate) mod viewer;
 pub mod wire;
 
+pub use observe::Observer;
 pub use registry::Registry;
 pub use server::{publish, PublishOptions, Published};
 

@@ -45,6 +45,8 @@ pub struct PublishOptions {
     /// The uid allowed to connect; the current user's by default. Tests set
     /// another to see a peer refused.
     pub owner_uid: Option<u32>,
+    /// Told about keys, resizes, calls and marks (`tickbox run --record`).
+    pub observer: Option<Arc<dyn super::Observer>>,
 }
 
 impl PublishOptions {
@@ -55,6 +57,7 @@ impl PublishOptions {
             backend: backend.into(),
             registry: None,
             owner_uid: None,
+            observer: None,
         }
     }
 }
@@ -71,6 +74,7 @@ pub(super) struct Instance {
     /// Connections being served, views and one-shot requests alike.
     connections: AtomicUsize,
     owner: u32,
+    pub(super) observer: Option<Arc<dyn super::Observer>>,
 }
 
 impl Instance {
@@ -248,17 +252,24 @@ pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Publ
             break (id, path);
         }
     };
-    let listener = UnixListener::bind(&socket).map_err(|source| LiveError::Bind {
+    // Bound and made 0600 under a name `list` ignores, then renamed into
+    // place: between bind and listen a connect is refused, and another
+    // host's `list` (every `publish` starts with one) would take the socket
+    // for a stale one and remove it.
+    let pending = socket.with_extension("sock.new");
+    let bind_error = |source| LiveError::Bind {
         path: socket.clone(),
         source,
-    })?;
+    };
+    let _ = std::fs::remove_file(&pending);
+    let listener = UnixListener::bind(&pending).map_err(bind_error)?;
     // The directory is 0700 already; 0600 on the socket is the second lock.
-    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600)).map_err(
-        |source| LiveError::Bind {
-            path: socket.clone(),
-            source,
-        },
-    )?;
+    std::fs::set_permissions(&pending, std::fs::Permissions::from_mode(0o600))
+        .and_then(|()| std::fs::rename(&pending, &socket))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&pending);
+            bind_error(e)
+        })?;
     let instance = Arc::new(Instance {
         session,
         id,
@@ -269,6 +280,7 @@ pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Publ
         sizes: Sizes::default(),
         connections: AtomicUsize::new(0),
         owner: opts.owner_uid.unwrap_or_else(current_uid),
+        observer: opts.observer,
     });
     let accept = tokio::spawn(accept_loop(listener, instance.clone()));
     tracing::info!(id = %instance.id, name = %instance.name, socket = %socket.display(), "published");
@@ -354,7 +366,17 @@ async fn serve(conn: UnixStream, inst: Arc<Instance>) {
             args,
             revision,
             timeout_ms,
-        } => call(session, tool, args, revision, timeout_ms).await,
+        } => {
+            call(
+                session,
+                inst.observer.as_deref(),
+                tool,
+                args,
+                revision,
+                timeout_ms,
+            )
+            .await
+        }
         Request::Stop => {
             session.shutdown().await;
             Reply::Ok(serde_json::Value::Null)
@@ -421,6 +443,7 @@ pub(super) fn json_ok<T: serde::Serialize>(v: &T) -> Reply {
 /// Sends a call the client prepared and approved against `revision`.
 async fn call(
     session: &Session,
+    observer: Option<&dyn super::Observer>,
     tool: String,
     args: serde_json::Value,
     revision: String,
@@ -442,6 +465,10 @@ async fn call(
     let Some(catalog) = session.descriptor() else {
         return error(ErrorKind::Session, "the Tick has no catalog yet");
     };
+    // What the observer is told: only calls the Tick could execute.
+    let observed = observer
+        .filter(|_| catalog.revision == revision)
+        .map(|o| (o, tool.clone(), args.clone()));
     let prepared = if catalog.revision == revision {
         // The host checks args against the schema before sending (§7.2).
         match catalog.prepare(&tool, args) {
@@ -467,10 +494,14 @@ async fn call(
             format!("the call's request line would be {line} bytes, over the {MAX_LINE_BYTES}-byte line limit (§3.6); nothing was sent"),
         );
     }
+    let started = std::time::Instant::now();
     let outcome = match timeout {
         Some(t) => session.call_within(&prepared, t).await,
         None => session.call(&prepared).await,
     };
+    if let Some((o, tool, args)) = observed {
+        o.called(&tool, &args, started, &outcome);
+    }
     json_ok(&CallReply::from(outcome))
 }
 

@@ -36,6 +36,10 @@ pub const FRAME_INTERVAL: Duration = Duration::from_millis(16);
 /// long at most to wait for that, before its last screen and last words.
 const LAST_DRAW_QUIET: Duration = Duration::from_millis(100);
 const LAST_DRAW_WAIT: Duration = Duration::from_millis(500);
+/// Before a mark's snapshot: how long the Tick's screen must be quiet, and
+/// how long at most to wait for that.
+const MARK_QUIET: Duration = Duration::from_millis(50);
+const MARK_SETTLE_MAX: Duration = Duration::from_millis(500);
 /// Longest status-bar hint a client may send (characters).
 pub const MAX_STATUS_HINT_CHARS: usize = 64;
 
@@ -93,6 +97,9 @@ fn apply(inst: &Instance, size: Option<(u16, u16)>) {
     if let Some(size) = size {
         if view.size() != size {
             view.resize(size.0, size.1);
+            if let Some(o) = &inst.observer {
+                o.resized(size.0, size.1);
+            }
         }
     }
 }
@@ -114,8 +121,14 @@ impl Viewer {
     fn status(&self, inst: &Instance) -> Option<String> {
         let hint = self.hint.as_ref()?;
         let (cols, rows) = inst.session.view().size();
+        let observed = inst
+            .observer
+            .as_ref()
+            .and_then(|o| o.status())
+            .map(|s| format!("{} | ", text::escape(&s)))
+            .unwrap_or_default();
         Some(format!(
-            " {} | {} | {cols}x{rows} | {} view(s) | {hint} ",
+            " {} | {} | {cols}x{rows} | {} view(s) | {observed}{hint} ",
             text::escape(&inst.name),
             text::escape(&inst.backend),
             inst.views.load(Ordering::Relaxed),
@@ -175,6 +188,9 @@ pub(super) async fn serve(
     let ended = serve_frames(&mut from_client, &mut w, inst, &mut me).await;
     // Leaving: the Tick grows back to the smallest remaining view.
     apply(inst, inst.sizes.set(me.id, None));
+    if let Some(o) = &inst.observer {
+        o.view_left();
+    }
     if let Some(reason) = ended {
         let last_words = view.last_lines(crate::view::LAST_WORDS_LINES);
         let _ = write_json(&mut w, &Reply::Ended { reason, last_words }).await;
@@ -218,9 +234,24 @@ async fn serve_frames(
             }
             _ = tokio::time::sleep_until(next_frame), if dirty => {}
             frame = from_client.recv() => match frame {
-                Some(Frame::Keys(keys)) => view.send_input(&keys),
+                Some(Frame::Keys(keys)) => {
+                    view.send_input(&keys);
+                    if let Some(o) = &inst.observer {
+                        o.keys(&keys);
+                    }
+                }
                 Some(Frame::Json(v)) => {
-                    if let Ok(Reply::Resize { cols, rows }) = serde_json::from_value(v) {
+                    let reply = serde_json::from_value(v);
+                    if let (Ok(Reply::Mark), Some(o)) = (&reply, &inst.observer) {
+                        // The keys typed before the mark may still be on
+                        // their way through the Tick: let its screen settle
+                        // briefly (this view's next keys wait meanwhile, so
+                        // the order holds), then take it.
+                        view.settle(MARK_QUIET, MARK_SETTLE_MAX).await;
+                        o.mark(&view.screen_text());
+                        dirty = true;
+                    }
+                    if let Ok(Reply::Resize { cols, rows }) = reply {
                         if let Err(message) = check_size(cols, rows) {
                             let _ = write_json(w, &Reply::Error { kind: ErrorKind::Usage, message }).await;
                             return None;

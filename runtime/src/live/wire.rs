@@ -18,7 +18,7 @@
 //!   model ([`crate::render`]): a full repaint first, then the changes (at
 //!   most [`OUTPUT_CHUNK`] bytes a frame; a large repaint spans several);
 //!   the client writes them to its terminal as they are. It sends `K`
-//!   frames and `J` [`Reply::Resize`]; the host ends with [`Reply::Ended`]
+//!   frames, `J` [`Reply::Resize`] and `J` [`Reply::Mark`]; the host ends with [`Reply::Ended`]
 //!   when the Tick's session is over;
 //! - `watch`: `J` [`Reply::Delivery`] frames, then [`Reply::Ended`].
 //!
@@ -162,6 +162,9 @@ pub enum Reply {
     Delivery(Value),
     /// The view's terminal changed size (client → host).
     Resize { cols: u16, rows: u16 },
+    /// The person set a mark (client → host): the instance's
+    /// [`super::Observer`] gets the screen. A host without one ignores it.
+    Mark,
 }
 
 /// Why reading a frame failed.

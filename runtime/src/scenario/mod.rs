@@ -9,7 +9,8 @@
 //! - [`keys`] — key names to terminal bytes;
 //! - [`mod@run`] — one scenario against one fresh instance;
 //! - [`diff`] — state and screen comparisons, bounded and escaped;
-//! - [`report`] — text, JSON and JUnit.
+//! - [`report`] — text, JSON and JUnit;
+//! - [`record`] — a live session recorded as a scenario (`tickbox run --record`).
 //!
 //! A wasm Tick runs with virtual time and seeded randomness by default
 //! ([`crate::backend::wasm::virtual_time`]), so its screens and states are
@@ -32,6 +33,7 @@
 pub mod diff;
 pub mod keys;
 pub mod model;
+pub mod record;
 pub mod report;
 pub mod run;
 

@@ -260,6 +260,7 @@ struct RawStep {
     key: Option<String>,
     keys: Option<Vec<String>>,
     text: Option<String>,
+    bytes: Option<String>,
     resize: Option<[u32; 2]>,
     advance: Option<String>,
     wait_for: Option<RawCheck>,
@@ -352,8 +353,9 @@ fn relative_to(base: &Path, p: &str) -> PathBuf {
     }
 }
 
-/// Makes the host part of a `--dir` grant relative to the scenario's directory.
-fn dir_grant(base: &Path, grant: &str) -> String {
+/// Makes the host part of a `--dir` grant relative to `base` (the
+/// scenario's directory).
+pub fn dir_grant(base: &Path, grant: &str) -> String {
     let (host, rest) = match grant.find("::") {
         Some(i) => grant.split_at(i),
         None => match grant.strip_suffix(":ro") {
@@ -514,6 +516,7 @@ fn step(s: RawStep, file: &Path) -> Result<Action, String> {
         ("key", s.key.is_some()),
         ("keys", s.keys.is_some()),
         ("text", s.text.is_some()),
+        ("bytes", s.bytes.is_some()),
         ("resize", s.resize.is_some()),
         ("advance", s.advance.is_some()),
         ("wait_for", s.wait_for.is_some()),
@@ -617,6 +620,17 @@ fn step(s: RawStep, file: &Path) -> Result<Action, String> {
                 bytes: t.as_bytes().to_vec(),
             }
         }
+        "bytes" => {
+            let hex = s.bytes.as_deref().unwrap_or_default();
+            let bytes = parse_hex(hex)?;
+            if bytes.is_empty() || bytes.len() > keys::MAX_TEXT {
+                return Err(format!("bytes: 1 to {} bytes", keys::MAX_TEXT));
+            }
+            Action::Keys {
+                label: format!("bytes {hex}"),
+                bytes,
+            }
+        }
         "resize" => {
             let [c, r] = s.resize.unwrap_or_default();
             if c == 0 || r == 0 || c > MAX_SIZE.0 as u32 || r > MAX_SIZE.1 as u32 {
@@ -676,6 +690,24 @@ fn step(s: RawStep, file: &Path) -> Result<Action, String> {
             timeout: timeout(DEFAULT_EXPECT_TIMEOUT)?,
         },
     })
+}
+
+/// Hex digits, two per byte (`"1b5b41"`), for input that is not UTF-8.
+fn parse_hex(hex: &str) -> Result<Vec<u8>, String> {
+    if !hex.len().is_multiple_of(2) || hex.len() > 2 * keys::MAX_TEXT {
+        return Err(format!(
+            "bytes: give an even number of hex digits, at most {} (two per byte)",
+            2 * keys::MAX_TEXT
+        ));
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| format!("bytes: {hex:?} is not hex digits (e.g. \"1b5b41\")"))
+        })
+        .collect()
 }
 
 fn check(c: Option<&RawCheck>, kind: &str, file: &Path) -> Result<Check, String> {

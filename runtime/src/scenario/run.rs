@@ -38,6 +38,12 @@ pub const SNAPSHOT_SETTLE_MAX: Duration = Duration::from_secs(3);
 pub const MAX_WAIT_JUMPS: u64 = 100_000;
 /// Real-time bound on one `wait_for` on virtual time.
 pub const WAIT_REAL_MAX: Duration = Duration::from_secs(120);
+/// How long one idle check waits while a call is in flight on virtual time.
+pub const CALL_IDLE_SLICE: Duration = Duration::from_millis(100);
+/// While a call is in flight on virtual time and the guest is idle: how
+/// long the runner waits for an answer already written before it moves the
+/// clock.
+pub const CALL_ANSWER_GRACE: Duration = Duration::from_millis(20);
 /// Largest snapshot file read.
 pub const MAX_SNAPSHOT_BYTES: u64 = 1024 * 1024;
 
@@ -54,8 +60,11 @@ pub enum TickKind {
 }
 
 /// Starts one fresh instance, with the clock to give a wasm guest.
-pub type LaunchFn =
-    Arc<dyn Fn(Option<VirtualClock>) -> BoxFuture<'static, Result<TickIo, String>> + Send + Sync>;
+pub type LaunchFn = Arc<
+    dyn Fn(Option<VirtualClock>) -> BoxFuture<'static, Result<TickIo, crate::LaunchError>>
+        + Send
+        + Sync,
+>;
 
 /// A scenario's Tick, ready to start.
 #[derive(Clone)]
@@ -208,6 +217,7 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
     if let Some(t) = scenario.tick.call_timeout {
         config.call_timeout = t;
     }
+    let call_timeout = config.call_timeout;
     let session = match Session::start(io, config).await {
         Ok(s) => s,
         Err(e) => {
@@ -221,6 +231,7 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
         clock: clock.filter(|_| prepared.kind == TickKind::WasmComponent),
         update: opts.update,
         max_wait_jumps: opts.max_wait_jumps,
+        call_timeout,
         base_seq: 0,
         result: &mut result,
     };
@@ -267,6 +278,9 @@ struct Runner<'a> {
     clock: Option<VirtualClock>,
     update: bool,
     max_wait_jumps: u64,
+    /// The session's call timeout: also the most virtual time one call may
+    /// move the clock.
+    call_timeout: Duration,
     base_seq: u64,
     result: &'a mut ScenarioResult,
 }
@@ -406,7 +420,7 @@ impl Runner<'_> {
                 ))
             }
         };
-        let outcome = self.session.call(&prepared).await;
+        let outcome = self.call_on_time(&prepared).await;
         self.idle(None).await;
         let found = match &outcome {
             CallOutcome::Ok(v) => format!("result {}", diff::render(v)),
@@ -444,6 +458,57 @@ impl Runner<'_> {
                 }
             }
             _ => Err((describe, vec![found])),
+        }
+    }
+
+    /// Makes the call; on virtual time, moves the clock while it is in
+    /// flight, by `wait_for`'s rule: whenever the guest is idle (woken since
+    /// the call was sent, then blocked in `wasi:io/poll`) and has not
+    /// answered, virtual time jumps to its next timer, as long as that is
+    /// within the call timeout of virtual time from the call's start and
+    /// within [`MAX_WAIT_JUMPS`]. So a tool that sleeps on a timer returns
+    /// instead of waiting for the real call timeout. With no timer to jump
+    /// to, the call is left to answer or time out on its own.
+    async fn call_on_time(&mut self, prepared: &crate::protocol::PreparedCall) -> CallOutcome {
+        let Some(clock) = self.clock.clone() else {
+            return self.session.call(prepared).await;
+        };
+        let limit = self.call_timeout;
+        let start = clock.elapsed();
+        let mut mark = Some(clock.activity());
+        let mut jumps = 0u64;
+        let mut jumping = true;
+        let call = self.session.call(prepared);
+        tokio::pin!(call);
+        loop {
+            tokio::select! {
+                outcome = &mut call => return outcome,
+                idle = clock.wait_idle(mark, CALL_IDLE_SLICE), if jumping => {
+                    if !idle {
+                        continue;
+                    }
+                    // The guest may have answered just before it went idle,
+                    // with the answer still on its way through the session's
+                    // reader: give that a moment, so a timer is never jumped
+                    // past an answer already given.
+                    if let Ok(outcome) = tokio::time::timeout(CALL_ANSWER_GRACE, &mut call).await {
+                        return outcome;
+                    }
+                    let now = clock.elapsed();
+                    let next = clock.pending_timers().into_iter().find(|d| *d > now);
+                    match next {
+                        Some(d) if d - start <= limit && jumps < self.max_wait_jumps => {
+                            jumps += 1;
+                            mark = Some(clock.activity());
+                            if let Err(e) = clock.advance(d - now).await {
+                                self.result.notes.push(format!("a call's timer jump stopped: {e}"));
+                                jumping = false;
+                            }
+                        }
+                        _ => jumping = false,
+                    }
+                }
+            }
         }
     }
 

@@ -34,9 +34,11 @@
 //!   `$TICKBOX_CACHE_MAX_SIZE`); leftover temporary files older than
 //!   [`STALE_TMP`] go too. `tickbox cache ls|clean` show and empty it.
 //!
-//! An entry is named by a SHA-256 of the wasm bytes, tickbox's version and
-//! wasmtime's compatibility hash, so a changed Tick, a new tickbox or a
-//! different engine configuration never hits an old entry.
+//! An entry is named by a SHA-256 of the wasm bytes, tickbox's version,
+//! wasmtime's compatibility hash and the compiler, followed by the
+//! compiler's name (`<sha256>-cranelift`, `<sha256>-winch`), so a changed
+//! Tick, a new tickbox or a different engine configuration never hits an
+//! old entry, and Winch's code is never taken for Cranelift's.
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -47,6 +49,8 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
+
+use super::compile::Compiler;
 
 /// Default cap on the cache's total size.
 pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
@@ -140,6 +144,9 @@ fn random_bytes<const N: usize>() -> std::io::Result<[u8; N]> {
 pub struct EntryInfo {
     /// The cache key (file name without `.cwasm`).
     pub key: String,
+    /// The compiler that made the code (from the key; None for an entry
+    /// of an older tickbox, which is never loaded again).
+    pub compiler: Option<Compiler>,
     /// Size on disk.
     pub bytes: u64,
     /// Last use (write or hit), seconds since the Unix epoch.
@@ -197,13 +204,52 @@ impl Cache {
         self.max_bytes
     }
 
-    /// The key of some wasm bytes.
+    /// The key of some wasm bytes' Cranelift code.
     pub fn key(&self, wasm: &[u8]) -> String {
+        self.key_for(wasm, Compiler::Cranelift)
+    }
+
+    /// The key of some wasm bytes' code made by `compiler`: a SHA-256 of
+    /// the wasm, tickbox's version, the engine hash and the compiler, then
+    /// `-` and the compiler's name (which `cache ls` shows; the MAC binds
+    /// the whole name, so it cannot be changed either).
+    pub fn key_for(&self, wasm: &[u8], compiler: Compiler) -> String {
         let mut h = Sha256::new();
         h.update(wasm);
         h.update(env!("CARGO_PKG_VERSION").as_bytes());
         h.update(self.engine_hash.as_bytes());
-        hex(&h.finalize())
+        h.update(compiler.name().as_bytes());
+        format!("{}-{compiler}", hex(&h.finalize()))
+    }
+
+    /// Whether an entry exists under `key` (not checked: [`Cache::get`]
+    /// checks before anything is loaded).
+    pub fn contains(&self, key: &str) -> bool {
+        self.stat_at(&Self::entry_name(key))
+            .is_some_and(|m| m.file_type().is_file())
+    }
+
+    /// Releases a lock taken with [`Cache::try_lock`] and removes its file
+    /// (while still holding it: a worker that opened the old file fails its
+    /// non-blocking lock and leaves, one that comes later finds the entry).
+    pub fn unlock(&self, key: &str, lock: File) {
+        let _ = self.unlink_at(&format!("{TMP_PREFIX}lock-{key}"));
+        drop(lock);
+    }
+
+    /// Takes the compile lock of `key` without waiting: None when another
+    /// process holds it (it is compiling that code). The lock is an `flock`
+    /// on a temporary-named file, released when the returned file closes or
+    /// its process dies ([`Cache::unlock`] also removes the file; a crash
+    /// leaves an unlocked stale file that eviction removes after an hour).
+    pub fn try_lock(&self, key: &str) -> Option<File> {
+        let name = format!("{TMP_PREFIX}lock-{key}");
+        let f = self
+            .open_at(&name, libc::O_RDWR | libc::O_CREAT, 0o600)
+            .ok()?;
+        // SAFETY: flock on a descriptor we own.
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        (r == 0).then_some(f)
     }
 
     fn mac(&self, key: &str, code: &[u8]) -> HmacSha256 {
@@ -310,6 +356,7 @@ impl Cache {
                 let key = name.strip_suffix(ENTRY_SUFFIX)?.to_string();
                 let meta = self.stat_at(&name)?;
                 meta.file_type().is_file().then(|| EntryInfo {
+                    compiler: key.rsplit_once('-').and_then(|(_, c)| Compiler::parse(c)),
                     key,
                     bytes: meta.len(),
                     last_used: meta.mtime().max(0) as u64,

@@ -5,7 +5,7 @@
 //!
 //! | capability | default | grant |
 //! |---|---|---|
-//! | files | none | `--dir HOST[::GUEST][:ro]`, a directory or a single file |
+//! | files | none | `--dir HOST[::GUEST][:ro\|:rw[,max=SIZE]]`, a directory or a single file |
 //! | TCP connect / UDP | none | `--allow-net HOST:PORT` per address (`*` for any port) |
 //! | name lookup | none | only names given to `--allow-net` |
 //! | listening sockets | never | — |
@@ -18,6 +18,7 @@
 //! | compile time (wall) | 60 s | `--compile-timeout SECONDS` |
 //! | compile memory | 4 GiB | `--compile-memory SIZE` |
 //! | bytes written to files (components) | unbounded | `--max-write SIZE` |
+//! | bytes written through one grant (components) | unbounded | `--dir …:rw,max=SIZE` |
 //!
 //! A policy file (`--policy FILE`, TOML) holds the same grants so a user can
 //! keep them per Tick; a manifest shipped beside a Tick (`NAME.tick.toml`)
@@ -74,6 +75,8 @@ pub struct DirGrant {
     pub guest: String,
     /// Read-only files and directory.
     pub read_only: bool,
+    /// Bytes the guest may write through this grant (`max=`; None: no quota).
+    pub max_write: Option<u64>,
 }
 
 /// Where a network grant points.
@@ -292,9 +295,33 @@ fn parse_dir(spec: &str) -> Result<DirGrant, GrantError> {
         spec: spec.to_string(),
         why: why.to_string(),
     };
-    let (rest, read_only) = match spec.strip_suffix(":ro") {
-        Some(rest) => (rest, true),
-        None => (spec, false),
+    let (rest, read_only, max_write) = match dir_options(spec) {
+        Some((rest, opts)) => {
+            let mut read_only = None;
+            let mut max_write = None;
+            for opt in opts.split(',') {
+                match opt {
+                    "ro" | "rw" if read_only.is_some() => {
+                        return Err(err("give one of :ro and :rw"));
+                    }
+                    "ro" => read_only = Some(true),
+                    "rw" => read_only = Some(false),
+                    _ => {
+                        let size = opt.strip_prefix("max=").unwrap_or_default();
+                        max_write = Some(
+                            parse_size(size)
+                                .ok_or_else(|| err("max= expects a size such as 100MiB"))?,
+                        );
+                    }
+                }
+            }
+            let read_only = read_only.unwrap_or(false);
+            if read_only && max_write.is_some() {
+                return Err(err("a read-only grant takes no write quota (max=)"));
+            }
+            (rest, read_only, max_write)
+        }
+        None => (spec, false, None),
     };
     let (host, guest) = match rest.split_once("::") {
         Some((h, g)) => (h, g.to_string()),
@@ -311,7 +338,17 @@ fn parse_dir(spec: &str) -> Result<DirGrant, GrantError> {
         host: PathBuf::from(host),
         guest,
         read_only,
+        max_write,
     })
+}
+
+/// Splits a `--dir` value into the path part and its options (`ro`, `rw`,
+/// `max=SIZE`, comma-separated after the last `:`), when it has options.
+fn dir_options(spec: &str) -> Option<(&str, &str)> {
+    let (rest, opts) = spec.rsplit_once(':')?;
+    let is_option = |o: &str| o == "ro" || o == "rw" || o.starts_with("max=");
+    (!rest.is_empty() && !rest.ends_with(':') && opts.split(',').all(is_option))
+        .then_some((rest, opts))
 }
 
 fn parse_net(spec: &str) -> Result<NetGrant, GrantError> {
@@ -451,6 +488,18 @@ mod tests {
             .to_string()
             .contains("cannot use"));
         assert!(parse_dir("::/x").is_err());
+        // Options: rw, and a write quota for the grant.
+        let g = parse_dir(&format!("{t}::/data:rw,max=100MiB")).unwrap();
+        assert_eq!(
+            (g.guest.as_str(), g.read_only, g.max_write),
+            ("/data", false, Some(100 << 20))
+        );
+        let g = parse_dir(&format!("{t}::/data:max=1KiB")).unwrap();
+        assert_eq!((g.read_only, g.max_write), (false, Some(1024)));
+        let e = |spec: String| parse_dir(&spec).unwrap_err().to_string();
+        assert!(e(format!("{t}::/d:ro,max=1MiB")).contains("read-only grant takes no write quota"));
+        assert!(e(format!("{t}::/d:rw,max=lots")).contains("max= expects a size"));
+        assert!(e(format!("{t}::/d:ro,rw")).contains("one of :ro and :rw"));
     }
 
     #[test]

@@ -114,16 +114,6 @@ impl Preview1 {
                 .collect(),
         }
     }
-
-    /// How many functions are provided.
-    pub fn len(&self) -> usize {
-        self.names.len()
-    }
-
-    /// Whether none are (an engine without a preview-1 linker).
-    pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
-    }
 }
 
 /// The component export tickbox calls (any `0.2.x`).

@@ -16,9 +16,10 @@
 //! - **compilation**: a size bound on the wasm, and a worker process with a
 //!   deadline and a memory bound ([`compile`]);
 //! - **handles**: the guest's WASI resource table is capped (`max_handles`),
-//!   so open files and sockets are bounded per Tick: a component's `open-at`
-//!   at the cap fails with `insufficient-memory`, any other full-table push
-//!   traps the guest; random-bytes requests are capped at
+//!   so open files and sockets are bounded per Tick: opening a file at the
+//!   cap is the guest's error (`insufficient-memory` for a component's
+//!   `open-at`, `mfile` for preview 1's `path_open`, see [`handles`]), any
+//!   other full-table push traps the guest; random-bytes requests are capped at
 //!   [`limits::MAX_RANDOM_BYTES`];
 //! - **symlinks**: creating one is refused in every grant;
 //! - **CPU**: epoch interruption; a ticker thread advances the epoch every
@@ -35,14 +36,16 @@
 
 pub mod cache;
 pub mod compile;
-pub mod grant_area;
+pub(crate) mod grant_area;
 pub mod grants;
-pub mod imports;
+pub mod handles;
+pub(crate) mod imports;
 pub mod limits;
-pub mod pipe;
+pub(crate) mod pipe;
 pub mod quota;
-pub mod terminal;
+pub(crate) mod terminal;
 pub mod virtual_time;
+pub mod wit_files;
 #[cfg(test)]
 mod wit_package;
 
@@ -87,7 +90,12 @@ fn open_at_capped(
         + '_,
 > {
     Box::new(async move {
+        let parent = fd.rep();
         let s = store.data_mut();
+        // Keep the reserve for the guest's short-lived handles (see `handles`).
+        let cap = s.table.max_capacity();
+        s.table
+            .set_max_capacity(cap.saturating_sub(handles::HANDLE_RESERVE));
         let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
             ctx: s.ctx.filesystem(),
             table: &mut s.table,
@@ -95,16 +103,16 @@ fn open_at_capped(
         let opened =
             fs_types::HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags)
                 .await;
+        s.table.set_max_capacity(cap);
         match opened {
-            Ok(r) => Ok((Ok(r),)),
+            Ok(r) => {
+                // The new descriptor writes under its parent's grant quota.
+                s.grant_quotas.opened(parent, r.rep());
+                Ok((Ok(r),))
+            }
             Err(err) => match err.downcast() {
                 Ok(code) => Ok((Err(code),)),
-                Err(trap)
-                    if matches!(
-                        trap.downcast_ref::<wasmtime::component::ResourceTableError>(),
-                        Some(wasmtime::component::ResourceTableError::Full)
-                    ) =>
-                {
+                Err(trap) if handles::is_table_full(&trap) => {
                     tracing::info!("a guest at its handle cap tried to open a file");
                     Ok((Err(FsErrorCode::InsufficientMemory),))
                 }
@@ -114,7 +122,8 @@ fn open_at_capped(
     })
 }
 
-/// `descriptor.write`, refused with `quota` past the Tick's write quota.
+/// `descriptor.write`, refused with `quota` past the Tick's write quota or
+/// its grant's.
 #[allow(clippy::type_complexity)]
 fn write_metered(
     mut store: wasmtime::StoreContextMut<'_, GuestState>,
@@ -127,11 +136,10 @@ fn write_metered(
 {
     Box::new(async move {
         let s = store.data_mut();
-        if let Some(q) = &s.quota {
-            if !q.take(buf.len() as u64) {
-                q.exceeded();
-                return Ok((Err(FsErrorCode::Quota),));
-            }
+        let quotas = s.grant_quotas.for_write(s.quota.as_ref(), fd.rep());
+        if let Err(q) = quota::take_all(&quotas, buf.len() as u64) {
+            q.exceeded();
+            return Ok((Err(FsErrorCode::Quota),));
         }
         let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
             ctx: s.ctx.filesystem(),
@@ -145,7 +153,7 @@ fn write_metered(
 }
 
 /// `descriptor.write-via-stream` (`offset` Some) or `append-via-stream`,
-/// with the stream metered by the Tick's write quota.
+/// with the stream metered by the Tick's write quota and its grant's.
 #[allow(clippy::type_complexity)]
 fn stream_metered(
     mut store: wasmtime::StoreContextMut<'_, GuestState>,
@@ -161,7 +169,7 @@ fn stream_metered(
 > {
     Box::new(async move {
         let s = store.data_mut();
-        let quota = s.quota.clone();
+        let quotas = s.grant_quotas.for_write(s.quota.as_ref(), fd.rep());
         let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
             ctx: s.ctx.filesystem(),
             table: &mut s.table,
@@ -174,13 +182,13 @@ fn stream_metered(
             Ok(r) => r,
             Err(err) => return err.downcast().map(|code| (Err(code),)),
         };
-        if let Some(quota) = quota {
+        if !quotas.is_empty() {
             // Wrap the stream in place: its table entry (and its link to
             // the descriptor) stays the same.
             let slot = s.table.get_mut(&stream)?;
             let inner =
                 std::mem::replace(slot, Box::new(wasmtime_wasi::p2::pipe::ClosedOutputStream));
-            *slot = Box::new(quota::QuotaStream { inner, quota });
+            *slot = Box::new(quota::QuotaStream { inner, quotas });
         }
         Ok((Ok(stream),))
     })
@@ -210,7 +218,7 @@ pub enum WasmError {
     #[error("{path} is not a wasm component or module (bad header)")]
     NotWasm { path: PathBuf },
     /// It imports something tickbox does not provide; found before
-    /// compiling (see [`imports`]).
+    /// compiling (see `imports.rs`).
     #[error("cannot load {path}: it imports `{import}`, which tickbox does not provide; {offer}")]
     Unsupported {
         path: PathBuf,
@@ -281,13 +289,154 @@ pub fn is_wasm_path(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "wasm") || detect_file(path).is_some()
 }
 
-/// The wasmtime engine, linkers and compile cache shared by all wasm Ticks of
-/// one host.
-pub struct WasmEngine {
+/// How a Tick gets compiled when the cache has no optimized code for it
+/// (`$TICKBOX_COMPILER` in the CLI).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompilePolicy {
+    /// Winch for this start (fast), and Cranelift in a detached compile
+    /// worker that writes the optimized code into the cache, where the next
+    /// start finds it. Needs a compile worker and the cache; without them,
+    /// this is [`CompilePolicy::Cranelift`].
+    #[default]
+    Tiered,
+    /// Cranelift before the Tick starts (optimized code from the first run).
+    Cranelift,
+    /// Winch only (baseline code, never upgraded).
+    Winch,
+}
+
+impl CompilePolicy {
+    /// The environment variable the CLI reads the policy from.
+    pub const VAR: &'static str = "TICKBOX_COMPILER";
+
+    /// `tiered`, `cranelift` or `winch`.
+    pub fn parse(s: &str) -> Option<CompilePolicy> {
+        match s {
+            "tiered" => Some(CompilePolicy::Tiered),
+            "cranelift" => Some(CompilePolicy::Cranelift),
+            "winch" => Some(CompilePolicy::Winch),
+            _ => None,
+        }
+    }
+}
+
+/// One compiler's engine and the linkers bound to it (a store, a linker and
+/// the code they use must all come from one engine).
+struct Tier {
     engine: Engine,
     component_linker: ComponentLinker<GuestState>,
     module_linker: Linker<ModuleState>,
-    /// The preview-1 functions `module_linker` defines, for the import check.
+}
+
+impl Tier {
+    /// The engine for `compiler` and the linkers: the same definitions, the
+    /// same shadowing, for every compiler.
+    fn new(compiler: compile::Compiler) -> wasmtime::Result<Tier> {
+        let engine = Engine::new(&compile::engine_config(compiler))?;
+        let mut component_linker = ComponentLinker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut component_linker)?;
+        // Name lookup is re-linked with a filter that only resolves granted names.
+        component_linker.allow_shadowing(true);
+        wasmtime_wasi::p2::bindings::sockets::ip_name_lookup::add_to_linker::<
+            GuestState,
+            lookup::Filtered,
+        >(&mut component_linker, lookup::filtered_view)?;
+        // Creating symlinks is refused in every grant: the guest could never
+        // follow one out of its preopen, but a host tool could, later.
+        component_linker
+            .instance("wasi:filesystem/types@0.2.12")
+            .and_then(|mut fs| {
+                fs.func_wrap(
+                    "[method]descriptor.symlink-at",
+                    |_store,
+                     _args: (
+                        Resource<wasmtime_wasi::filesystem::Descriptor>,
+                        String,
+                        String,
+                    )| {
+                        tracing::info!("refused a symlink creation");
+                        Ok((Err::<(), FsErrorCode>(FsErrorCode::NotPermitted),))
+                    },
+                )
+            })?;
+        // A guest at its handle cap gets an error from `open-at` (where a
+        // guest spends handles by itself), not the trap wasmtime-wasi makes
+        // of a full table.
+        component_linker
+            .instance("wasi:filesystem/types@0.2.12")
+            .and_then(|mut fs| {
+                fs.func_wrap_async("[method]descriptor.open-at", open_at_capped)?;
+                // The write quota (see `quota`).
+                fs.func_wrap_async("[method]descriptor.write", write_metered)?;
+                fs.func_wrap_async(
+                    "[method]descriptor.write-via-stream",
+                    |store, (fd, offset)| stream_metered(store, fd, Some(offset)),
+                )?;
+                fs.func_wrap_async("[method]descriptor.append-via-stream", |store, (fd,)| {
+                    stream_metered(store, fd, None)
+                })
+            })?;
+        // Preopens are tied to their grant's write quota as the guest gets them.
+        component_linker
+            .instance("wasi:filesystem/preopens@0.2.12")
+            .and_then(|mut pre| {
+                pre.func_wrap("get-directories", |mut store: wasmtime::StoreContextMut<'_, GuestState>, (): ()| {
+                    let s = store.data_mut();
+                    let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+                        ctx: s.ctx.filesystem(),
+                        table: &mut s.table,
+                    };
+                    let dirs = wasmtime_wasi::p2::bindings::filesystem::preopens::Host::get_directories(&mut view)?;
+                    for (i, (fd, guest)) in dirs.iter().enumerate() {
+                        s.grant_quotas.preopened(i, fd.rep(), guest);
+                    }
+                    Ok((dirs,))
+                })
+            })
+            ?;
+        // Monotonic clock and poll that follow a guest's virtual clock, if it has one.
+        virtual_time::add_to_linker(&mut component_linker)?;
+        component_linker.allow_shadowing(false);
+        terminal::add_to_linker(&mut component_linker, |s| terminal::TermView {
+            state: &mut s.term,
+            table: &mut s.table,
+        })?;
+
+        let mut module_linker = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_async(&mut module_linker, |s: &mut ModuleState| {
+            &mut s.wasi
+        })?;
+        // The same refusal for preview 1: errno `perm`.
+        module_linker.allow_shadowing(true);
+        module_linker.func_wrap(
+            "wasi_snapshot_preview1",
+            "path_symlink",
+            |_: wasmtime::Caller<'_, ModuleState>, _: i32, _: i32, _: i32, _: i32, _: i32| {
+                tracing::info!("refused a symlink creation");
+                P1_ERRNO_PERM
+            },
+        )?;
+        // At the handle cap, opening a file is the guest's error (`mfile`).
+        handles::add_path_open(&mut module_linker)?;
+        module_linker.allow_shadowing(false);
+        Ok(Tier {
+            engine,
+            component_linker,
+            module_linker,
+        })
+    }
+}
+
+/// The wasmtime engines, linkers and compile cache shared by all wasm Ticks
+/// of one host. The Cranelift engine is built at once; the Winch engine
+/// when a Tick first needs it.
+pub struct WasmEngine {
+    cranelift: Tier,
+    /// Built on first use: a warm start never pays for it.
+    winch: std::sync::OnceLock<Result<Tier, String>>,
+    /// The Winch engine for the epoch ticker, once it exists.
+    winch_epoch: Arc<std::sync::OnceLock<wasmtime::EngineWeak>>,
+    /// The preview-1 functions the module linkers define, for the import check.
     preview1: imports::Preview1,
     cache: Option<cache::Cache>,
     /// Why the cache directory was refused, if it was.
@@ -297,9 +446,14 @@ pub struct WasmEngine {
     worker: Option<PathBuf>,
     /// Told about compiles that take longer than the duration.
     slow_compile: std::sync::OnceLock<(Duration, SlowCompile)>,
-    /// Linked, ready-to-instantiate Ticks by cache key: a second start of
-    /// the same wasm in this host skips loading and linking altogether.
+    policy: std::sync::Mutex<CompilePolicy>,
+    /// Linked, ready-to-instantiate Ticks by (Cranelift) cache key: a
+    /// second start of the same wasm in this host skips loading and linking
+    /// altogether. A Winch-compiled entry leaves when its optimized code is
+    /// in the cache, so the next start in this host loads that.
     loaded: std::sync::Mutex<std::collections::HashMap<String, Loaded>>,
+    /// Keys whose optimized compile this host started and still waits for.
+    optimizing: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 /// A Tick compiled and linked, ready to instantiate.
@@ -307,6 +461,19 @@ pub struct WasmEngine {
 enum Loaded {
     Component(CommandPre<GuestState>),
     Module(wasmtime::InstancePre<ModuleState>),
+}
+
+/// What [`WasmEngine::precompile`] did for one Tick.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Precompiled {
+    /// The Tick's kind.
+    pub kind: WasmKind,
+    /// The compiler whose code is now in the cache.
+    pub compiler: compile::Compiler,
+    /// The cache key of the entry.
+    pub key: String,
+    /// Whether it was already there (nothing was compiled).
+    pub cached: bool,
 }
 
 impl WasmEngine {
@@ -325,85 +492,13 @@ impl WasmEngine {
         worker: Option<PathBuf>,
     ) -> Result<Arc<WasmEngine>, WasmError> {
         let e = |x: wasmtime::Error| WasmError::Engine(format!("{x:#}"));
-        let engine = Engine::new(&compile::engine_config()).map_err(e)?;
-
-        let mut component_linker = ComponentLinker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut component_linker).map_err(e)?;
-        // Name lookup is re-linked with a filter that only resolves granted names.
-        component_linker.allow_shadowing(true);
-        wasmtime_wasi::p2::bindings::sockets::ip_name_lookup::add_to_linker::<
-            GuestState,
-            lookup::Filtered,
-        >(&mut component_linker, lookup::filtered_view)
-        .map_err(e)?;
-        // Creating symlinks is refused in every grant: the guest could never
-        // follow one out of its preopen, but a host tool could, later.
-        component_linker
-            .instance("wasi:filesystem/types@0.2.12")
-            .and_then(|mut fs| {
-                fs.func_wrap(
-                    "[method]descriptor.symlink-at",
-                    |_store,
-                     _args: (
-                        Resource<wasmtime_wasi::filesystem::Descriptor>,
-                        String,
-                        String,
-                    )| {
-                        tracing::info!("refused a symlink creation");
-                        Ok((Err::<(), FsErrorCode>(FsErrorCode::NotPermitted),))
-                    },
-                )
-            })
-            .map_err(e)?;
-        // A guest at its handle cap gets an error from `open-at` (where a
-        // guest spends handles by itself), not the trap wasmtime-wasi makes
-        // of a full table.
-        component_linker
-            .instance("wasi:filesystem/types@0.2.12")
-            .and_then(|mut fs| {
-                fs.func_wrap_async("[method]descriptor.open-at", open_at_capped)?;
-                // The write quota (see `quota`).
-                fs.func_wrap_async("[method]descriptor.write", write_metered)?;
-                fs.func_wrap_async(
-                    "[method]descriptor.write-via-stream",
-                    |store, (fd, offset)| stream_metered(store, fd, Some(offset)),
-                )?;
-                fs.func_wrap_async("[method]descriptor.append-via-stream", |store, (fd,)| {
-                    stream_metered(store, fd, None)
-                })
-            })
-            .map_err(e)?;
-        // Monotonic clock and poll that follow a guest's virtual clock, if it has one.
-        virtual_time::add_to_linker(&mut component_linker).map_err(e)?;
-        component_linker.allow_shadowing(false);
-        terminal::add_to_linker(&mut component_linker, |s| terminal::TermView {
-            state: &mut s.term,
-            table: &mut s.table,
-        })
-        .map_err(e)?;
-
-        let mut module_linker = Linker::new(&engine);
-        wasmtime_wasi::p1::add_to_linker_async(&mut module_linker, |s: &mut ModuleState| {
-            &mut s.wasi
-        })
-        .map_err(e)?;
-        // The same refusal for preview 1: errno `perm`.
-        module_linker.allow_shadowing(true);
-        module_linker
-            .func_wrap(
-                "wasi_snapshot_preview1",
-                "path_symlink",
-                |_: wasmtime::Caller<'_, ModuleState>, _: i32, _: i32, _: i32, _: i32, _: i32| {
-                    tracing::info!("refused a symlink creation");
-                    P1_ERRNO_PERM
-                },
-            )
-            .map_err(e)?;
-        module_linker.allow_shadowing(false);
+        let cranelift = Tier::new(compile::Compiler::Cranelift).map_err(e)?;
+        let engine = &cranelift.engine;
+        let module_linker = &cranelift.module_linker;
         // Listing a linker's definitions takes a store; an empty one will do.
         let preview1 = {
             let mut store = Store::new(
-                &engine,
+                engine,
                 ModuleState {
                     wasi: WasiCtxBuilder::new().build_p1(),
                     limiter: limits::Budget::new(0),
@@ -415,13 +510,7 @@ impl WasmEngine {
                 .collect();
             imports::Preview1::new(names.iter().map(|(m, n)| (m.as_str(), n.as_str())))
         };
-
-        let engine_hash = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            engine.precompile_compatibility_hash().hash(&mut h);
-            h.finish()
-        };
+        let engine_hash = compile::engine_hash(engine);
         let (cache, cache_refused) = match cache_dir.map(|d| cache::Cache::open(d, engine_hash)) {
             None => (None, None),
             Some(Ok(c)) => (Some(c), None),
@@ -430,24 +519,31 @@ impl WasmEngine {
                 (None, Some(err.to_string()))
             }
         };
-        // The ticker holds only a weak handle: it ends with the engine.
+        // The ticker holds only weak handles: it ends with the engines.
         let weak = engine.weak();
+        let winch_epoch: Arc<std::sync::OnceLock<wasmtime::EngineWeak>> = Arc::default();
+        let winch_weak = winch_epoch.clone();
         std::thread::Builder::new()
             .name("tickbox-epoch".into())
             .spawn(move || {
                 while let Some(engine) = weak.upgrade() {
                     engine.increment_epoch();
                     drop(engine);
+                    if let Some(winch) = winch_weak.get().and_then(|w| w.upgrade()) {
+                        winch.increment_epoch();
+                    }
                     std::thread::sleep(EPOCH_TICK);
                 }
             })
             .map_err(|x| WasmError::Engine(x.to_string()))?;
         Ok(Arc::new(WasmEngine {
             loaded: Default::default(),
+            optimizing: Default::default(),
             slow_compile: Default::default(),
-            engine,
-            component_linker,
-            module_linker,
+            policy: Default::default(),
+            cranelift,
+            winch: Default::default(),
+            winch_epoch,
             preview1,
             cache,
             cache_refused,
@@ -464,6 +560,39 @@ impl WasmEngine {
     /// The compile cache in use, if any.
     pub fn cache(&self) -> Option<&cache::Cache> {
         self.cache.as_ref()
+    }
+
+    /// Sets how Ticks without optimized code in the cache are compiled
+    /// (default [`CompilePolicy::Tiered`]).
+    pub fn set_compile_policy(&self, policy: CompilePolicy) {
+        *self.policy.lock().unwrap_or_else(|p| p.into_inner()) = policy;
+    }
+
+    /// The policy in effect: tiering needs both the worker (to outlive a
+    /// one-shot command) and the cache (to hand the code to the next start).
+    fn policy(&self) -> CompilePolicy {
+        let p = *self.policy.lock().unwrap_or_else(|p| p.into_inner());
+        if p == CompilePolicy::Tiered && (self.worker.is_none() || self.cache.is_none()) {
+            CompilePolicy::Cranelift
+        } else {
+            p
+        }
+    }
+
+    /// The engine and linkers of one compiler (Winch's built on first use).
+    fn tier(&self, compiler: compile::Compiler) -> Result<&Tier, WasmError> {
+        match compiler {
+            compile::Compiler::Cranelift => Ok(&self.cranelift),
+            compile::Compiler::Winch => self
+                .winch
+                .get_or_init(|| {
+                    let tier = Tier::new(compile::Compiler::Winch).map_err(|e| format!("{e:#}"))?;
+                    let _ = self.winch_epoch.set(tier.engine.weak());
+                    Ok(tier)
+                })
+                .as_ref()
+                .map_err(|e| WasmError::Engine(e.clone())),
+        }
     }
 
     /// Sets what is called (once per compile, from a helper thread) when
@@ -499,30 +628,20 @@ impl WasmEngine {
         })
     }
 
-    /// Compiles or loads, then links, a Tick; reuses one already linked.
-    fn load(
+    /// The checks every wasm passes before anything compiles it: declared
+    /// memories and tables, then imports and the entry point (refusing an
+    /// import takes milliseconds, compiling a large component tens of
+    /// seconds).
+    fn check_before_compiling(
         &self,
         path: &Path,
         wasm: &[u8],
         kind: WasmKind,
-        bounds: compile::Bounds,
-    ) -> Result<Loaded, WasmError> {
-        let link = |why: wasmtime::Error| WasmError::Load {
-            path: path.to_path_buf(),
-            why: format!("{why:#}"),
-        };
+    ) -> Result<(), WasmError> {
         limits::check_declared(wasm).map_err(|why| WasmError::Declares {
             path: path.to_path_buf(),
             why,
         })?;
-        let key = self.cache.as_ref().map(|c| c.key(wasm));
-        if let Some(k) = &key {
-            if let Some(l) = self.loaded.lock().unwrap_or_else(|p| p.into_inner()).get(k) {
-                return Ok(l.clone());
-            }
-        }
-        // Before compiling: refusing an import takes milliseconds, compiling
-        // a large component tens of seconds.
         imports::check(wasm, kind, &self.preview1).map_err(|r| match r {
             imports::Refusal::Import(u) => WasmError::Unsupported {
                 path: path.to_path_buf(),
@@ -539,22 +658,77 @@ impl WasmEngine {
                 entry: "_start",
                 hint: "build an executable, not a reactor or library",
             },
-        })?;
-        let loaded = match kind {
-            WasmKind::Component => {
-                let c: Component = self.compiled(path, wasm, kind, key.as_deref(), bounds)?;
-                Loaded::Component(
-                    self.component_linker
-                        .instantiate_pre(&c)
-                        .and_then(CommandPre::new)
-                        .map_err(link)?,
-                )
+        })
+    }
+
+    /// Compiles or loads, then links, a Tick; reuses one already linked.
+    fn load(
+        self: &Arc<Self>,
+        path: &Path,
+        wasm: &[u8],
+        kind: WasmKind,
+        bounds: compile::Bounds,
+    ) -> Result<Loaded, WasmError> {
+        use compile::Compiler::{Cranelift, Winch};
+        let key = self.cache.as_ref().map(|c| c.key_for(wasm, Cranelift));
+        if let Some(k) = &key {
+            if let Some(l) = self.loaded.lock().unwrap_or_else(|p| p.into_inner()).get(k) {
+                return Ok(l.clone());
             }
-            WasmKind::Module => {
-                let m: Module = self.compiled(path, wasm, kind, key.as_deref(), bounds)?;
-                Loaded::Module(self.module_linker.instantiate_pre(&m).map_err(link)?)
+        }
+        self.check_before_compiling(path, wasm, kind)?;
+        let loaded = match self.policy() {
+            CompilePolicy::Cranelift => {
+                self.code(Cranelift, path, wasm, kind, key.as_deref(), bounds, true)?
+            }
+            CompilePolicy::Winch => {
+                let key = self.cache.as_ref().map(|c| c.key_for(wasm, Winch));
+                self.code(Winch, path, wasm, kind, key.as_deref(), bounds, true)?
+            }
+            CompilePolicy::Tiered => {
+                // The optimized code when the cache has it; else Winch's now
+                // and Cranelift's in the background (the policy is Tiered
+                // only with a cache, so there is a key).
+                match self.code(Cranelift, path, wasm, kind, key.as_deref(), bounds, false)? {
+                    Some(l) => Some(l),
+                    None => {
+                        let winch_key = self.cache.as_ref().map(|c| c.key_for(wasm, Winch));
+                        match self.code(Winch, path, wasm, kind, winch_key.as_deref(), bounds, true)
+                        {
+                            Ok(l) => {
+                                if let (Some(k), Some(wk)) = (&key, &winch_key) {
+                                    self.optimize_in_background(path, wasm, kind, bounds, k, wk);
+                                }
+                                l
+                            }
+                            // Winch does not implement every instruction
+                            // Cranelift does: what Winch refuses, Cranelift
+                            // compiles now, so the compiler never changes
+                            // what a guest can do. A bound that was hit
+                            // (time, memory) stays an error.
+                            Err(WasmError::Compile {
+                                source: compile::CompileError::Invalid(why),
+                                ..
+                            })
+                            | Err(WasmError::Load { why, .. }) => {
+                                tracing::info!(%why, "winch refused the wasm; compiling with cranelift");
+                                self.code(
+                                    Cranelift,
+                                    path,
+                                    wasm,
+                                    kind,
+                                    key.as_deref(),
+                                    bounds,
+                                    true,
+                                )?
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                }
             }
         };
+        let loaded = loaded.ok_or_else(|| WasmError::Engine("no code was produced".into()))?;
         if let Some(k) = key {
             self.loaded
                 .lock()
@@ -564,16 +738,139 @@ impl WasmEngine {
         Ok(loaded)
     }
 
-    /// Compiles a component or module, or loads it from the disk cache
-    /// under `key` (None when the cache is off).
-    fn compiled<T: Compiled>(
+    /// Starts the detached Cranelift compile of a Tick that runs on Winch's
+    /// code (see [`compile::optimize_detached`]); once in this host. When it
+    /// ends, the Winch-compiled entry leaves `loaded`, so the next start in
+    /// this host finds the optimized code in the cache. A failure only costs
+    /// the optimized code: the Tick runs on.
+    fn optimize_in_background(
+        self: &Arc<Self>,
+        path: &Path,
+        wasm: &[u8],
+        kind: WasmKind,
+        bounds: compile::Bounds,
+        key: &str,
+        winch_key: &str,
+    ) {
+        let (Some(worker), Some(cache)) = (&self.worker, &self.cache) else {
+            return;
+        };
+        if !self
+            .optimizing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_string())
+        {
+            return;
+        }
+        let child = match compile::optimize_detached(
+            worker,
+            wasm,
+            kind,
+            bounds,
+            cache.dir(),
+            key,
+            winch_key,
+        ) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot start the optimizing compile");
+                self.optimizing
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(key);
+                return;
+            }
+        };
+        tracing::info!(path = %path.display(), pid = child.id(), "optimizing compile started (cranelift, in the background)");
+        let weak = Arc::downgrade(self);
+        let key = key.to_string();
+        // Waits for (and so reaps) the worker in a host that lives that
+        // long; a one-shot command exits before and leaves it to init.
+        let _ = std::thread::Builder::new()
+            .name("tickbox-optimize".into())
+            .spawn(move || {
+                let mut child = child;
+                let status = child.wait();
+                crate::backend::reaper::forget(child.id());
+                tracing::info!(?status, "optimizing compile ended");
+                if let Some(engine) = weak.upgrade() {
+                    engine
+                        .loaded
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&key);
+                    engine
+                        .optimizing
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&key);
+                }
+            });
+    }
+
+    /// Loads `compiler`'s code for a Tick from the cache under `key`, or
+    /// (with `compile_if_missing`) compiles it and stores it there, then
+    /// links it. None: not in the cache and not asked to compile.
+    #[allow(clippy::too_many_arguments)]
+    fn code(
         &self,
+        compiler: compile::Compiler,
         path: &Path,
         wasm: &[u8],
         kind: WasmKind,
         key: Option<&str>,
         bounds: compile::Bounds,
-    ) -> Result<T, WasmError> {
+        compile_if_missing: bool,
+    ) -> Result<Option<Loaded>, WasmError> {
+        let tier = self.tier(compiler)?;
+        let link = |why: wasmtime::Error| WasmError::Load {
+            path: path.to_path_buf(),
+            why: format!("{why:#}"),
+        };
+        let loaded = match kind {
+            WasmKind::Component => self
+                .compiled::<Component>(
+                    tier,
+                    compiler,
+                    path,
+                    wasm,
+                    kind,
+                    key,
+                    bounds,
+                    compile_if_missing,
+                )?
+                .map(|c| c.link(tier)),
+            WasmKind::Module => self
+                .compiled::<Module>(
+                    tier,
+                    compiler,
+                    path,
+                    wasm,
+                    kind,
+                    key,
+                    bounds,
+                    compile_if_missing,
+                )?
+                .map(|m| m.link(tier)),
+        };
+        loaded.transpose().map_err(link)
+    }
+
+    /// Compiles a component or module, or loads it from the disk cache
+    /// under `key` (None when the cache is off).
+    #[allow(clippy::too_many_arguments)]
+    fn compiled<T: Compiled>(
+        &self,
+        tier: &Tier,
+        compiler: compile::Compiler,
+        path: &Path,
+        wasm: &[u8],
+        kind: WasmKind,
+        key: Option<&str>,
+        bounds: compile::Bounds,
+        compile_if_missing: bool,
+    ) -> Result<Option<T>, WasmError> {
         let load = |e: wasmtime::Error| WasmError::Load {
             path: path.to_path_buf(),
             why: format!("{e:#}"),
@@ -584,10 +881,13 @@ impl WasmEngine {
                 // SAFETY: the bytes passed the MAC under this user's secret
                 // key, so tickbox wrote them, from `serialize` or its own
                 // worker, for this engine configuration (the key covers the
-                // wasm, tickbox's version and the compatibility hash);
-                // wasmtime re-checks version and config too.
-                match unsafe { T::deserialize(&self.engine, entry.code()) } {
-                    Ok(c) => return Ok(c),
+                // wasm, tickbox's version, the compatibility hash and the
+                // compiler); wasmtime re-checks version and config too.
+                match unsafe { T::deserialize(&tier.engine, entry.code()) } {
+                    Ok(c) => {
+                        tracing::info!("loaded {compiler} code from the cache");
+                        return Ok(Some(c));
+                    }
                     Err(err) => {
                         tracing::warn!(error = %err, "compile cache entry refused; rebuilding");
                         cache.remove(key);
@@ -595,11 +895,15 @@ impl WasmEngine {
                 }
             }
         }
+        if !compile_if_missing {
+            return Ok(None);
+        }
+        tracing::info!(path = %path.display(), bytes = wasm.len(), "compiling with {compiler}");
         let (c, bytes) = match &self.worker {
             Some(worker) => {
                 let bytes = self
                     .noticing_slow(path, wasm, || {
-                        compile::compile_in_worker(worker, wasm, kind, bounds)
+                        compile::compile_in_worker(worker, wasm, kind, compiler, bounds)
                     })
                     .map_err(|source| WasmError::Compile {
                         path: path.to_path_buf(),
@@ -608,12 +912,12 @@ impl WasmEngine {
                 // SAFETY: our own worker produced these bytes with the same
                 // engine configuration, just now; wasmtime checks version
                 // and configuration before using them.
-                let c = unsafe { T::deserialize(&self.engine, &bytes) }.map_err(load)?;
+                let c = unsafe { T::deserialize(&tier.engine, &bytes) }.map_err(load)?;
                 (c, Some(bytes))
             }
             None => {
                 let c = self
-                    .noticing_slow(path, wasm, || T::compile(&self.engine, wasm))
+                    .noticing_slow(path, wasm, || T::compile(&tier.engine, wasm))
                     .map_err(load)?;
                 let bytes = cache.and_then(|_| c.serialize().ok());
                 (c, bytes)
@@ -622,7 +926,40 @@ impl WasmEngine {
         if let (Some((cache, key)), Some(bytes)) = (cache, bytes) {
             cache.put(key, &bytes);
         }
-        Ok(c)
+        Ok(Some(c))
+    }
+
+    /// Compiles a Tick with Cranelift into the cache unless its optimized
+    /// code is already there (`tickbox compile`, for CI images and
+    /// installers), under the same checks and bounds as a start, and drops
+    /// its baseline (Winch) entry. Needs the cache.
+    pub fn precompile(
+        &self,
+        path: &Path,
+        wasm: &[u8],
+        bounds: compile::Bounds,
+    ) -> Result<Precompiled, WasmError> {
+        use compile::Compiler::{Cranelift, Winch};
+        let kind = detect(wasm).ok_or_else(|| WasmError::NotWasm {
+            path: path.to_path_buf(),
+        })?;
+        let cache = self.cache.as_ref().ok_or_else(|| WasmError::Load {
+            path: path.to_path_buf(),
+            why: "the compile cache is off, so there is nowhere to put the code".into(),
+        })?;
+        self.check_before_compiling(path, wasm, kind)?;
+        let key = cache.key_for(wasm, Cranelift);
+        let cached = cache.contains(&key);
+        if !cached {
+            self.code(Cranelift, path, wasm, kind, Some(&key), bounds, true)?;
+        }
+        cache.remove(&cache.key_for(wasm, Winch));
+        Ok(Precompiled {
+            kind,
+            compiler: Cranelift,
+            key,
+            cached,
+        })
     }
 }
 
@@ -634,6 +971,8 @@ trait Compiled: Sized {
     /// The bytes must be what `serialize` (or `Engine::precompile_*`)
     /// produced with an engine of the same configuration.
     unsafe fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self>;
+    /// Links it with the tier's linkers, ready to instantiate.
+    fn link(&self, tier: &Tier) -> wasmtime::Result<Loaded>;
 }
 
 impl Compiled for Component {
@@ -647,6 +986,12 @@ impl Compiled for Component {
         // SAFETY: forwarded from the caller's contract.
         unsafe { Component::deserialize(engine, bytes) }
     }
+    fn link(&self, tier: &Tier) -> wasmtime::Result<Loaded> {
+        tier.component_linker
+            .instantiate_pre(self)
+            .and_then(CommandPre::new)
+            .map(Loaded::Component)
+    }
 }
 
 impl Compiled for Module {
@@ -659,6 +1004,9 @@ impl Compiled for Module {
     unsafe fn deserialize(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Self> {
         // SAFETY: forwarded from the caller's contract.
         unsafe { Module::deserialize(engine, bytes) }
+    }
+    fn link(&self, tier: &Tier) -> wasmtime::Result<Loaded> {
+        tier.module_linker.instantiate_pre(self).map(Loaded::Module)
     }
 }
 
@@ -682,6 +1030,8 @@ pub struct GuestState {
     term: terminal::TermState,
     limiter: limits::Budget,
     quota: Option<quota::Quota>,
+    /// The grants' own write quotas (`--dir …:max=SIZE`).
+    grant_quotas: quota::GrantQuotas,
     lookup_names: Vec<String>,
     /// Virtual time and seeded randomness (`tickbox test`), or real ones.
     clock: Option<virtual_time::VirtualClock>,
@@ -852,11 +1202,14 @@ async fn resolve_names(grants: &Grants) -> Vec<(String, Vec<IpAddr>)> {
     out
 }
 
+/// Every preopen's guest path and write quota, in order (see `quota`).
+type PreopenQuotas = Vec<(String, Option<quota::Quota>)>;
+
 fn wasi_builder(
     spec: &WasmSpec,
     resolved: Vec<(String, Vec<IpAddr>)>,
     view: &Arc<View>,
-) -> Result<(WasiCtxBuilder, Vec<grant_area::GrantDir>), WasmError> {
+) -> Result<(WasiCtxBuilder, Vec<grant_area::GrantDir>, PreopenQuotas), WasmError> {
     use wasmtime_wasi::sockets::SocketAddrUse;
     let mut b = WasiCtxBuilder::new();
     let name = spec
@@ -880,6 +1233,7 @@ fn wasi_builder(
     // The host allocates what the guest asks for here: keep it small.
     b.max_random_size(limits::MAX_RANDOM_BYTES);
     let mut keep = Vec::new();
+    let mut quotas = Vec::new();
     let own_state = own_state();
     for d in &spec.grants.dirs {
         let perms = if d.read_only {
@@ -891,9 +1245,13 @@ fn wasi_builder(
             .map_err(|e| WasmError::Grant(format!("{}: {e}", d.host.display())))?;
         // Files too: a single-file grant of the cache's key would be as bad.
         grant_area::check_not_own_state(&d.host, &own_state).map_err(WasmError::Grant)?;
+        let quota = d
+            .max_write
+            .map(|max| quota::Quota::named(max, &format!("--dir …::{}:max", d.guest)));
         if meta.is_dir() {
             b.preopened_dir(&d.host, &d.guest, perms)
                 .map_err(|e| WasmError::Grant(format!("{}: {e:#}", d.host.display())))?;
+            quotas.push((d.guest.clone(), quota));
         } else {
             // A single file: preopen a private directory that holds only
             // it, under its own name (see `grant_area`).
@@ -901,6 +1259,7 @@ fn wasi_builder(
                 .map_err(WasmError::Grant)?;
             b.preopened_dir(dir.path(), &guest_dir, perms)
                 .map_err(|e| WasmError::Grant(format!("{}: {e:#}", d.host.display())))?;
+            quotas.push((guest_dir.clone(), quota));
             keep.push(dir);
         }
     }
@@ -928,7 +1287,7 @@ fn wasi_builder(
             Box::pin(async move { ok })
         });
     }
-    Ok((b, keep))
+    Ok((b, keep, quotas))
 }
 
 /// Starts a wasm Tick.
@@ -953,7 +1312,7 @@ pub async fn spawn_with(
     let (host_stdin, guest_stdin) = pipe::stdin();
     let (guest_stdout, host_stdout) = pipe::stdout();
     let resolved = resolve_names(&spec.grants).await;
-    let (mut builder, keep) = wasi_builder(spec, resolved, &view)?;
+    let (mut builder, keep, grant_quotas) = wasi_builder(spec, resolved, &view)?;
     builder.stdin(guest_stdin);
     builder.stdout(guest_stdout);
     if let Some(c) = clock {
@@ -985,10 +1344,12 @@ pub async fn spawn_with(
                 term: guest_term(view.clone()),
                 limiter,
                 quota: spec.grants.max_write.map(quota::Quota::new),
+                grant_quotas: quota::GrantQuotas::new(grant_quotas),
                 lookup_names: spec.grants.lookup_names(),
                 clock: clock.cloned(),
             };
-            let mut store = Store::new(&engine.engine, state);
+            // The engine the code was made for (Cranelift's or Winch's).
+            let mut store = Store::new(pre.instance_pre().engine(), state);
             store.limiter(|s| &mut s.limiter);
             store.set_epoch_deadline(1);
             store.epoch_deadline_async_yield_and_update(1);
@@ -1011,11 +1372,16 @@ pub async fn spawn_with(
                 "--max-write needs a component (wasm32-wasip2): a preview-1 module's writes cannot be metered".into(),
             ));
         }
+        Loaded::Module(_) if spec.grants.dirs.iter().any(|d| d.max_write.is_some()) => {
+            return Err(WasmError::Grant(
+                "a --dir write quota (max=) needs a component (wasm32-wasip2): a preview-1 module's writes cannot be metered".into(),
+            ));
+        }
         Loaded::Module(pre) => {
             let mut wasi = builder.build_p1();
             wasi.ctx().table.set_max_capacity(max_handles);
             let state = ModuleState { wasi, limiter };
-            let mut store = Store::new(&engine.engine, state);
+            let mut store = Store::new(pre.module().engine(), state);
             store.limiter(|s| &mut s.limiter);
             store.set_epoch_deadline(1);
             store.epoch_deadline_async_yield_and_update(1);

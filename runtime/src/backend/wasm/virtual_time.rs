@@ -24,11 +24,17 @@
 //! host delivers input relative to a guest that is busy (the scenario runner
 //! waits for the guest to be idle, see below, to keep that order fixed).
 //!
-//! **Idle**: the guest is idle when it is blocked in `wasi:io/poll` (`poll`
-//! or `pollable.block`) and has been for [`IDLE_QUIET`]. Components are
-//! linked with a `wasi:io/poll` that counts those waits; a guest blocked
-//! anywhere else (a blocking read, say) looks busy, and waiting for it to be
-//! idle gives up after the caller's bound.
+//! **Idle**: the guest is idle when it is blocked waiting for input or time
+//! (its wait found nothing ready and nothing has woken it since; still so
+//! after [`IDLE_QUIET`]): in `wasi:io/poll` (`poll`,
+//! `pollable.block`, which std's `sleep` uses too) or in a blocking read
+//! (`input-stream.blocking-read`, `blocking-skip`: std's `stdin().read`).
+//! Components are linked with versions of those that count the waits.
+//! Everything else looks busy: computing, a blocking write, flush or splice
+//! (waiting for the host to take output), a host call in progress; waiting
+//! for such a guest to be idle gives up after the caller's bound. A
+//! preview-1 module has no idle signal at all (its `poll_oneoff` and
+//! `fd_read` are wasmtime-wasi's own).
 //!
 //! Everything a guest controls is bounded: an `advance` fires at most
 //! [`MAX_ADVANCE_FIRINGS`] timer deadlines, and a single `advance` spans at
@@ -37,15 +43,19 @@
 use super::GuestState;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
 use tokio::sync::watch;
 use wasmtime::component::{HasData, Linker, Resource, ResourceTable};
 use wasmtime_wasi::clocks::{HostMonotonicClock, HostWallClock, WasiClocksCtxView};
 use wasmtime_wasi::p2::bindings::clocks::monotonic_clock;
-use wasmtime_wasi::p2::bindings::io::poll;
-use wasmtime_wasi::p2::{subscribe, DynPollable, Pollable};
+use wasmtime_wasi::p2::bindings::io::{poll, streams};
+use wasmtime_wasi::p2::{
+    subscribe, DynInputStream, DynOutputStream, DynPollable, Pollable, StreamResult,
+};
 use wasmtime_wasi::WasiCtx;
 
 /// The virtual wall clock's start: 2000-01-01T00:00:00Z, in seconds since the Unix epoch.
@@ -53,8 +63,10 @@ pub const START_WALL: Duration = Duration::from_secs(946_684_800);
 /// The virtual monotonic clock's start, in nanoseconds: not zero, so a guest
 /// that subtracts a little from "now" does not underflow.
 pub const START_MONOTONIC: u64 = 1_000_000_000_000;
-/// How long a guest must stay blocked in `wasi:io/poll` to count as idle.
-pub const IDLE_QUIET: Duration = Duration::from_millis(5);
+/// How long a guest must stay blocked to count as idle, after its wait
+/// found nothing ready. Only a confirmation: "blocked" is exact (see
+/// [`VirtualClock::wait_idle`]), so this can be short.
+pub const IDLE_QUIET: Duration = Duration::from_millis(1);
 /// Most timer deadlines one `advance` fires before it gives up.
 pub const MAX_ADVANCE_FIRINGS: u64 = 100_000;
 /// Longest single `advance`.
@@ -98,6 +110,12 @@ struct Inner {
     next_timer: AtomicU64,
     /// Guest waits in `wasi:io/poll` in progress.
     in_poll: AtomicUsize,
+    /// The guest's current wait found nothing ready and nothing has woken
+    /// it since (see [`watched`]).
+    blocked: AtomicBool,
+    /// Bumped whenever the guest becomes blocked or starts a wait, so
+    /// [`VirtualClock::wait_idle`] sleeps until something changes.
+    changes: watch::Sender<u64>,
     /// Guest waits in `wasi:io/poll` begun so far.
     polls: AtomicU64,
     seed: u64,
@@ -126,6 +144,8 @@ impl VirtualClock {
                 timers: Mutex::default(),
                 next_timer: AtomicU64::new(0),
                 in_poll: AtomicUsize::new(0),
+                blocked: AtomicBool::new(false),
+                changes: watch::Sender::new(0),
                 polls: AtomicU64::new(0),
                 seed,
             }),
@@ -159,23 +179,37 @@ impl VirtualClock {
         self.inner.in_poll.load(Ordering::SeqCst) > 0
     }
 
-    /// Waits until the guest is idle: blocked in `wasi:io/poll` for
-    /// [`IDLE_QUIET`], and (when `after` is given) in a wait begun after that
-    /// mark, i.e. it has woken since. False if `max` passed first.
+    /// Whether the guest's current wait found nothing ready and nothing
+    /// has woken it since.
+    pub fn blocked(&self) -> bool {
+        self.in_poll() && self.inner.blocked.load(Ordering::SeqCst)
+    }
+
+    /// Waits until the guest is idle: in a wait (`wasi:io/poll` or a
+    /// blocking read) that found nothing ready, with no waker fired since,
+    /// still so after [`IDLE_QUIET`]; and (when `after` is given) in a wait
+    /// begun after that mark, i.e. it has woken since. "Blocked" is exact:
+    /// the wait's future returned pending and none of the wakers it gave out
+    /// has fired, so a pollable that became ready (input, a due timer) makes
+    /// it busy at once. False if `max` passed first.
     pub async fn wait_idle(&self, after: Option<u64>, max: Duration) -> bool {
-        let deadline = Instant::now() + max;
+        let deadline = tokio::time::Instant::now() + max;
+        let mut changes = self.inner.changes.subscribe();
         loop {
+            changes.borrow_and_update();
             let mark = self.activity();
-            let fresh = after.is_none_or(|a| mark > a);
-            if fresh && self.in_poll() {
+            if after.is_none_or(|a| mark > a) && self.blocked() {
                 tokio::time::sleep(IDLE_QUIET).await;
-                if self.in_poll() && self.activity() == mark {
+                if self.blocked() && self.activity() == mark {
                     return true;
                 }
-            } else {
-                tokio::time::sleep(Duration::from_millis(1)).await;
+                continue;
             }
-            if Instant::now() >= deadline {
+            // Woken by the next wait or block; the sender lives in `inner`.
+            if tokio::time::timeout_at(deadline, changes.changed())
+                .await
+                .is_err()
+            {
                 return false;
             }
         }
@@ -268,10 +302,69 @@ impl VirtualClock {
     }
 
     fn enter_poll(&self) -> PollGuard {
+        self.inner.blocked.store(false, Ordering::SeqCst);
         self.inner.polls.fetch_add(1, Ordering::SeqCst);
         self.inner.in_poll.fetch_add(1, Ordering::SeqCst);
+        self.inner.changes.send_modify(|n| *n += 1);
         PollGuard(self.clone())
     }
+}
+
+/// The waker a guest's wait hands to what it waits on: firing it marks the
+/// guest busy before waking its task.
+struct FlagWaker {
+    clock: VirtualClock,
+    fired: AtomicBool,
+    real: Waker,
+}
+
+impl Wake for FlagWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.fired.store(true, Ordering::SeqCst);
+        self.clock.inner.blocked.store(false, Ordering::SeqCst);
+        self.real.wake_by_ref();
+    }
+}
+
+/// Runs one guest wait (`fut`), counting it as a wait (`enter_poll`) and
+/// keeping the clock's `blocked` flag exact: set when the wait returns
+/// pending, cleared when any waker it gave out fires. A wake that races the
+/// pending return is seen through the waker's own `fired` flag, checked
+/// after `blocked` is set. Wakers from earlier rounds may fire late and
+/// clear the flag spuriously; they also wake the task, whose next round
+/// sets it again.
+async fn watched<F: Future>(clock: Option<&VirtualClock>, fut: F) -> F::Output {
+    let Some(clock) = clock else {
+        return fut.await;
+    };
+    let _wait = clock.enter_poll();
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx: &mut Context<'_>| {
+        let flag = Arc::new(FlagWaker {
+            clock: clock.clone(),
+            fired: AtomicBool::new(false),
+            real: cx.waker().clone(),
+        });
+        let waker = Waker::from(flag.clone());
+        match fut.as_mut().poll(&mut Context::from_waker(&waker)) {
+            Poll::Ready(v) => {
+                clock.inner.blocked.store(false, Ordering::SeqCst);
+                Poll::Ready(v)
+            }
+            Poll::Pending => {
+                clock.inner.blocked.store(true, Ordering::SeqCst);
+                if flag.fired.load(Ordering::SeqCst) {
+                    clock.inner.blocked.store(false, Ordering::SeqCst);
+                }
+                clock.inner.changes.send_modify(|n| *n += 1);
+                Poll::Pending
+            }
+        }
+    })
+    .await
 }
 
 /// Counts a guest wait in `wasi:io/poll` while it lasts (also when the
@@ -280,6 +373,7 @@ struct PollGuard(VirtualClock);
 
 impl Drop for PollGuard {
     fn drop(&mut self) {
+        self.0.inner.blocked.store(false, Ordering::SeqCst);
         self.0.inner.in_poll.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -469,15 +563,13 @@ fn poll_view(s: &mut GuestState) -> PollView<'_> {
 
 impl poll::Host for PollView<'_> {
     async fn poll(&mut self, list: Vec<Resource<DynPollable>>) -> wasmtime::Result<Vec<u32>> {
-        let _wait = self.clock.map(VirtualClock::enter_poll);
-        poll::Host::poll(&mut *self.table, list).await
+        watched(self.clock, poll::Host::poll(&mut *self.table, list)).await
     }
 }
 
 impl poll::HostPollable for PollView<'_> {
     async fn block(&mut self, p: Resource<DynPollable>) -> wasmtime::Result<()> {
-        let _wait = self.clock.map(VirtualClock::enter_poll);
-        poll::HostPollable::block(&mut *self.table, p).await
+        watched(self.clock, poll::HostPollable::block(&mut *self.table, p)).await
     }
     async fn ready(&mut self, p: Resource<DynPollable>) -> wasmtime::Result<bool> {
         poll::HostPollable::ready(&mut *self.table, p).await
@@ -487,11 +579,132 @@ impl poll::HostPollable for PollView<'_> {
     }
 }
 
-/// Shadows `wasi:clocks/monotonic-clock` and `wasi:io/poll` in a component
-/// linker that already has wasmtime-wasi (shadowing must be allowed).
+/// `wasi:io/streams` for one store: wasmtime-wasi-io's, counting a guest's
+/// blocking reads (`input-stream.blocking-read`, `blocking-skip`) as waits
+/// when it has a [`VirtualClock`]: a guest blocked reading its stdin (or its
+/// keys) waits for input, exactly like one blocked in `poll` on them.
+/// Blocking writes, flushes and splices are not counted: they wait for the
+/// host to take output, which it does on its own.
+pub(super) struct StreamsView<'a> {
+    table: &'a mut ResourceTable,
+    clock: Option<&'a VirtualClock>,
+}
+
+struct Streams;
+impl HasData for Streams {
+    type Data<'a> = StreamsView<'a>;
+}
+
+fn streams_view(s: &mut GuestState) -> StreamsView<'_> {
+    StreamsView {
+        table: &mut s.table,
+        clock: s.clock.as_ref(),
+    }
+}
+
+impl streams::Host for StreamsView<'_> {
+    fn convert_stream_error(
+        &mut self,
+        err: wasmtime_wasi::p2::StreamError,
+    ) -> wasmtime::Result<streams::StreamError> {
+        streams::Host::convert_stream_error(&mut *self.table, err)
+    }
+}
+
+impl streams::HostInputStream for StreamsView<'_> {
+    async fn drop(&mut self, s: Resource<DynInputStream>) -> wasmtime::Result<()> {
+        streams::HostInputStream::drop(&mut *self.table, s).await
+    }
+    fn read(&mut self, s: Resource<DynInputStream>, len: u64) -> StreamResult<Vec<u8>> {
+        streams::HostInputStream::read(&mut *self.table, s, len)
+    }
+    async fn blocking_read(
+        &mut self,
+        s: Resource<DynInputStream>,
+        len: u64,
+    ) -> StreamResult<Vec<u8>> {
+        let read = streams::HostInputStream::blocking_read(&mut *self.table, s, len);
+        watched(self.clock, read).await
+    }
+    fn skip(&mut self, s: Resource<DynInputStream>, len: u64) -> StreamResult<u64> {
+        streams::HostInputStream::skip(&mut *self.table, s, len)
+    }
+    async fn blocking_skip(&mut self, s: Resource<DynInputStream>, len: u64) -> StreamResult<u64> {
+        let skip = streams::HostInputStream::blocking_skip(&mut *self.table, s, len);
+        watched(self.clock, skip).await
+    }
+    fn subscribe(
+        &mut self,
+        s: Resource<DynInputStream>,
+    ) -> wasmtime::Result<Resource<DynPollable>> {
+        streams::HostInputStream::subscribe(&mut *self.table, s)
+    }
+}
+
+impl streams::HostOutputStream for StreamsView<'_> {
+    async fn drop(&mut self, s: Resource<DynOutputStream>) -> wasmtime::Result<()> {
+        streams::HostOutputStream::drop(&mut *self.table, s).await
+    }
+    fn check_write(&mut self, s: Resource<DynOutputStream>) -> StreamResult<u64> {
+        streams::HostOutputStream::check_write(&mut *self.table, s)
+    }
+    fn write(&mut self, s: Resource<DynOutputStream>, bytes: Vec<u8>) -> StreamResult<()> {
+        streams::HostOutputStream::write(&mut *self.table, s, bytes)
+    }
+    async fn blocking_write_and_flush(
+        &mut self,
+        s: Resource<DynOutputStream>,
+        bytes: Vec<u8>,
+    ) -> StreamResult<()> {
+        streams::HostOutputStream::blocking_write_and_flush(&mut *self.table, s, bytes).await
+    }
+    fn flush(&mut self, s: Resource<DynOutputStream>) -> StreamResult<()> {
+        streams::HostOutputStream::flush(&mut *self.table, s)
+    }
+    async fn blocking_flush(&mut self, s: Resource<DynOutputStream>) -> StreamResult<()> {
+        streams::HostOutputStream::blocking_flush(&mut *self.table, s).await
+    }
+    fn subscribe(
+        &mut self,
+        s: Resource<DynOutputStream>,
+    ) -> wasmtime::Result<Resource<DynPollable>> {
+        streams::HostOutputStream::subscribe(&mut *self.table, s)
+    }
+    fn write_zeroes(&mut self, s: Resource<DynOutputStream>, len: u64) -> StreamResult<()> {
+        streams::HostOutputStream::write_zeroes(&mut *self.table, s, len)
+    }
+    async fn blocking_write_zeroes_and_flush(
+        &mut self,
+        s: Resource<DynOutputStream>,
+        len: u64,
+    ) -> StreamResult<()> {
+        streams::HostOutputStream::blocking_write_zeroes_and_flush(&mut *self.table, s, len).await
+    }
+    fn splice(
+        &mut self,
+        dst: Resource<DynOutputStream>,
+        src: Resource<DynInputStream>,
+        len: u64,
+    ) -> StreamResult<u64> {
+        streams::HostOutputStream::splice(&mut *self.table, dst, src, len)
+    }
+    async fn blocking_splice(
+        &mut self,
+        dst: Resource<DynOutputStream>,
+        src: Resource<DynInputStream>,
+        len: u64,
+    ) -> StreamResult<u64> {
+        streams::HostOutputStream::blocking_splice(&mut *self.table, dst, src, len).await
+    }
+}
+
+/// Shadows `wasi:clocks/monotonic-clock`, `wasi:io/poll` and
+/// `wasi:io/streams` in a component linker that already has wasmtime-wasi
+/// (shadowing must be allowed).
 pub(super) fn add_to_linker(l: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     monotonic_clock::add_to_linker::<GuestState, Clocks>(l, clock_view)?;
     poll::add_to_linker::<GuestState, Polls>(l, poll_view)?;
+    streams::add_to_linker::<GuestState, Streams>(l, streams_view)?;
     Ok(())
 }
 
@@ -589,18 +802,39 @@ mod tests {
         assert_eq!(clock.elapsed(), Duration::from_secs(10));
     }
 
-    #[tokio::test]
-    async fn idle_means_blocked_in_poll_since_the_mark() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn idle_means_a_wait_that_found_nothing_ready_since_the_mark() {
         let clock = VirtualClock::new(0);
         assert!(!clock.wait_idle(None, Duration::from_millis(30)).await);
         let mark = clock.activity();
-        let g = clock.enter_poll();
-        assert!(clock.wait_idle(None, Duration::from_secs(5)).await);
+        // A guest waiting on a timer one second ahead: blocked.
+        let c = clock.clone();
+        let guest = tokio::spawn(async move {
+            let mut timer = VirtualDeadline {
+                clock: c.clone(),
+                id: u64::MAX,
+                deadline: 1_000_000_000,
+                yielded: false,
+            };
+            watched(Some(&c), timer.ready()).await
+        });
         assert!(clock.wait_idle(Some(mark), Duration::from_secs(5)).await);
+        assert!(clock.blocked());
         // A wait begun before the mark is not "woken since".
         let mark = clock.activity();
         assert!(!clock.wait_idle(Some(mark), Duration::from_millis(30)).await);
-        drop(g);
-        assert!(!clock.in_poll());
+        // The timer coming due wakes it: busy at once (the waker fires
+        // inside send_replace), then the wait ends.
+        clock.inner.elapsed.send_replace(1_000_000_000);
+        assert!(!clock.blocked(), "a fired waker is not idle");
+        tokio::time::timeout(Duration::from_secs(5), guest)
+            .await
+            .expect("the wait ends")
+            .unwrap();
+        assert!(!clock.in_poll() && !clock.blocked());
+        // A wait on something already ready is never idle.
+        let c = clock.clone();
+        watched(Some(&c), async {}).await;
+        assert!(!clock.wait_idle(None, Duration::from_millis(30)).await);
     }
 }

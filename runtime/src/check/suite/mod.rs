@@ -25,8 +25,6 @@
 mod descriptor;
 mod transcript;
 
-pub use crate::protocol::descriptor::kind_is_conventional;
-
 use crate::check::args::{invalid_args, valid_args};
 use crate::check::driver::{Driver, Exchange, Parsed, CALL, DESCRIBE, READ};
 use crate::check::report::{Evidence, Measurements, Status, Verdict};
@@ -41,13 +39,6 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-/// How long the checker watches an idle Tick for spontaneous changes.
-pub const QUIET_PERIOD: Duration = Duration::from_millis(500);
-/// How long after a call the checker keeps watching for its effects.
-pub const SETTLE: Duration = Duration::from_millis(200);
-/// How long a Tick may take to exit after stdin EOF (once in-flight requests
-/// are answered) or after SIGTERM.
-pub const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// tick/describe and tick/read slower than this (median) get an advisory.
 pub const PROMPT_ADVISORY: Duration = Duration::from_millis(100);
 /// How many times describe and read are repeated.
@@ -151,6 +142,16 @@ struct Read {
     data: Value,
 }
 
+/// Seconds as a person writes them: `2`, `0.5`.
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{}", d.as_secs())
+    } else {
+        format!("{s}")
+    }
+}
+
 fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 1000.0 * 10.0).round() / 10.0
 }
@@ -177,11 +178,6 @@ impl<'a> Suite<'a> {
             state_sizes: Vec::new(),
             any_update: false,
         }
-    }
-
-    /// The catalog of the main session, once initialized.
-    pub fn catalog(&self) -> Option<&Descriptor> {
-        self.catalog.as_ref()
     }
 
     fn wants(&self, rules: &[&Rule]) -> bool {
@@ -390,7 +386,7 @@ impl<'a> Suite<'a> {
         // Quiet period: does the state change by itself?
         let (_, before) = self.read(d).await;
         let mark = d.mark();
-        d.settle(QUIET_PERIOD).await;
+        d.settle(self.opts.timings.quiet_period).await;
         let (_, after) = self.read(d).await;
         let spontaneous = match (&before, &after) {
             (Some(b), Some(a)) => {
@@ -398,7 +394,7 @@ impl<'a> Suite<'a> {
                 if n > 0 || a.seq != b.seq || a.data != b.data {
                     Some(format!(
                         "the Tick's state changes by itself ({n} updates in {} ms of quiet), so effects cannot be attributed",
-                        QUIET_PERIOD.as_millis()
+                        self.opts.timings.quiet_period.as_millis()
                     ))
                 } else {
                     None
@@ -480,9 +476,9 @@ impl<'a> Suite<'a> {
         let mark = d.mark();
         let (cols, rows) = d.view().size();
         d.view().resize(cols.saturating_sub(20).max(20), rows + 10);
-        d.settle(SETTLE * 2).await;
+        d.settle(self.opts.timings.settle * 2).await;
         d.view().resize(cols, rows);
-        d.settle(SETTLE).await;
+        d.settle(self.opts.timings.settle).await;
         if let Some(why) = &spontaneous {
             self.tally
                 .na(rules::STATE_NO_PRESENTATION_UPDATES, why.clone());
@@ -591,7 +587,7 @@ impl<'a> Suite<'a> {
         let (_, before) = self.read(d).await;
         let mark = d.mark();
         let ex = d.roundtrip(CALL, params, REQUEST_TIMEOUT).await;
-        d.settle(SETTLE).await;
+        d.settle(self.opts.timings.settle).await;
         let (_, after) = self.read(d).await;
         if ex.error_code() != Some(code) {
             let why = format!(
@@ -763,7 +759,7 @@ impl<'a> Suite<'a> {
             let mark = d.mark();
             let params = json!({"tool": tool.name, "args": args, "revision": catalog.revision});
             let ex = d.roundtrip(CALL, params, self.opts.call_timeout).await;
-            d.settle(SETTLE).await;
+            d.settle(self.opts.timings.settle).await;
             let (_, after) = self.read(d).await;
             let what = format!("calling `{}` (mutates: false)", tool.name);
             self.judge_refusal(d, &ex, mark, &before, &after, spontaneous);
@@ -841,7 +837,7 @@ impl<'a> Suite<'a> {
             let mark = d.mark();
             let params = json!({"tool": tool.name, "args": args, "revision": catalog.revision});
             let ex = d.roundtrip(CALL, params, self.opts.call_timeout).await;
-            d.settle(SETTLE).await;
+            d.settle(self.opts.timings.settle).await;
             // A read right after the call: the read floor now includes the
             // call's updates (§6.3), which the transcript analysis checks.
             let (_, after) = self.read(d).await;
@@ -869,7 +865,7 @@ impl<'a> Suite<'a> {
             d.send_raw(l).await;
         }
         let ex = d.roundtrip(READ, json!({}), REQUEST_TIMEOUT).await;
-        d.settle(SETTLE).await;
+        d.settle(self.opts.timings.settle).await;
         let sent: Vec<String> = LINES
             .iter()
             .map(|s| {
@@ -1036,7 +1032,7 @@ impl<'a> Suite<'a> {
                 received,
             );
         }
-        d.settle(SETTLE).await;
+        d.settle(self.opts.timings.settle).await;
         let broken: Vec<String> = d.lines[mark..]
             .iter()
             .filter(|l| matches!(l.parsed, Parsed::Bad(_)))
@@ -1088,7 +1084,7 @@ impl<'a> Suite<'a> {
         let closed = d.now();
         d.wait_until(limit, |d| ids.iter().all(|id| d.response(*id).is_some()))
             .await;
-        let exit = d.wait_exit(EXIT_GRACE).await;
+        let exit = d.wait_exit(self.opts.timings.exit_grace).await;
         let sent: Vec<String> = d
             .sent
             .iter()
@@ -1108,7 +1104,7 @@ impl<'a> Suite<'a> {
                 rules::LIFECYCLE_STDIN_EOF,
                 format!(
                     "the Tick was still running {}s after stdin EOF{}",
-                    EXIT_GRACE.as_secs(),
+                    secs(self.opts.timings.exit_grace),
                     if missing.is_empty() {
                         " and its in-flight requests were answered".to_string()
                     } else {
@@ -1153,7 +1149,7 @@ impl<'a> Suite<'a> {
             );
             return;
         }
-        match d.wait_exit(EXIT_GRACE).await {
+        match d.wait_exit(self.opts.timings.exit_grace).await {
             Some(how) => {
                 let after = d.now().saturating_sub(sent_at);
                 self.measurements.exit_after_sigterm_ms = Some(ms(after));
@@ -1166,7 +1162,7 @@ impl<'a> Suite<'a> {
                 rules::LIFECYCLE_SIGTERM,
                 format!(
                     "the Tick was still running {}s after SIGTERM to its process group",
-                    EXIT_GRACE.as_secs()
+                    secs(self.opts.timings.exit_grace)
                 ),
                 vec!["(SIGTERM to the process group)".into()],
                 vec!["(no exit)".into()],

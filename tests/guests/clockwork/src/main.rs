@@ -6,6 +6,10 @@
 //! bytes of `wasi:random/random`, hex) and `hash` (std's `RandomState`,
 //! seeded from the host).
 //!
+//! Tool `nap` (`{"seconds": N}`): sleeps N seconds inside the call (std's
+//! sleep: a monotonic-clock timer and `pollable.block`), then returns
+//! `slept_ns`, the monotonic time that passed.
+//!
 //! It waits for input in `wasi:io/poll` (not a blocking read), like the SDK
 //! does, so a host can see when it is idle.
 
@@ -19,7 +23,8 @@ fn descriptor() -> Value {
     json!({"protocol": 3, "kind": "tickbox.clockwork", "title": "Clockwork",
            "description": "Reports its clocks and random bytes.", "revision": "1",
            "tools": [
-               {"name": "now", "description": "Read the clocks and random sources.", "input_schema": obj, "mutates": false}]})
+               {"name": "now", "description": "Read the clocks and random sources.", "input_schema": obj, "mutates": false},
+               {"name": "nap", "description": "Sleep inside the call.", "input_schema": {"type": "object", "properties": {"seconds": {"type": "integer", "minimum": 0, "maximum": 3600}}}, "mutates": false}]})
 }
 
 #[cfg(all(target_os = "wasi", target_env = "p2"))]
@@ -89,6 +94,12 @@ fn answer(line: &[u8], start: Instant) {
                     "random": random_hex(),
                     "hash": std::collections::hash_map::RandomState::new().hash_one(1u8),
                 })
+            }
+            "nap" => {
+                let secs = params["args"]["seconds"].as_u64().unwrap_or(0).min(3600);
+                let t0 = Instant::now();
+                std::thread::sleep(std::time::Duration::from_secs(secs));
+                json!({"slept_ns": t0.elapsed().as_nanos() as u64})
             }
             _ => json!(null),
         },

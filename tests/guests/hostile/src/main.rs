@@ -47,6 +47,11 @@ const TAKEOVER: &[u8] = b"\x1b]0;pwned-title\x07\x1b]2;pwned-title2\x1b\\\x1b]52
 \x1b[c\x1b[>c\x1b[6n\x1bP$qm\x1b\\\x1b]52;c;?\x07\x1b]11;?\x07\x1b[?1000h\x1b[?1003h\x1b[?1006h\x1b[?2004h\x1b[>1u\x1b=\x1b[?1h\
 \x1b[?1049h\x07\xc2\x9b31m\x1b[1;32mTAKEOVER-DONE\x1b[0m \xe2\x80\xaeexe.txt\r\n";
 
+thread_local! {
+    /// Files `open_many` was told to hold past its call.
+    static HELD: std::cell::RefCell<Vec<std::fs::File>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 fn fault() -> String {
     std::env::var("FAULT").unwrap_or_default()
 }
@@ -139,20 +144,28 @@ fn call(tool: &str, args: &Value) -> Value {
         }
         "recurse" => json!({"depth": recurse(u64::MAX / 2)}),
         "open_many" => {
-            // Holds every handle it gets until the call ends.
+            // Holds every handle it gets until the call ends, or with
+            // `"hold": true` for the rest of its life (later calls then run
+            // at the cap). `errno` is the raw error number of the failure.
             let n = args.get("n").and_then(Value::as_u64).unwrap_or(1);
             let mut held = Vec::new();
             let mut error = None;
+            let mut errno = None;
             for _ in 0..n {
                 match std::fs::File::open(arg(args, "path")) {
                     Ok(f) => held.push(f),
                     Err(e) => {
                         error = Some(e.to_string());
+                        errno = e.raw_os_error();
                         break;
                     }
                 }
             }
-            json!({"ok": error.is_none(), "opened": held.len(), "error": error})
+            let opened = held.len();
+            if args.get("hold").and_then(Value::as_bool) == Some(true) {
+                HELD.with(|h| h.borrow_mut().extend(held));
+            }
+            json!({"ok": error.is_none(), "opened": opened, "error": error, "errno": errno})
         }
         "stderr_flood" => {
             let mb = args.get("mb").and_then(Value::as_u64).unwrap_or(1) as usize;

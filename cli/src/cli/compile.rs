@@ -1,0 +1,109 @@
+//! `tickbox compile TICK…`: optimized code into the compile cache ahead of
+//! the first start (CI images, installers).
+//!
+//! Each wasm Tick goes through the checks and bounds of a start (size,
+//! declared memories and tables, imports, the compile worker's timeout and
+//! memory) and is compiled with Cranelift into the cache, where a later
+//! start loads it in milliseconds; its baseline (Winch) entry, if any, goes.
+//! A Tick whose optimized code is already there is not compiled again.
+
+use super::exit::{self, Exit};
+use super::open::{self, BoundOpts};
+use clap::Args;
+use serde_json::json;
+use std::path::PathBuf;
+use tickbox_runtime::backend::wasm::compile::Bounds;
+use tickbox_runtime::backend::wasm::grants::GrantSpec;
+
+/// The exit codes.
+pub const HELP: &str = "\
+Exit codes:
+  0    every Tick's optimized code is in the cache (stdout: one JSON document)
+  2    usage error (a bad bound)
+  3    a Tick could not be read or compiled, or the cache is off or refused
+       (stderr names the first that failed; the others were still compiled)";
+
+#[derive(Args)]
+pub struct CompileArgs {
+    /// The .wasm Ticks to compile
+    #[arg(value_name = "TICK", required = true)]
+    pub ticks: Vec<PathBuf>,
+    #[command(flatten)]
+    pub bounds: BoundOpts,
+    /// Pretty-print JSON output
+    #[arg(long)]
+    pub pretty: bool,
+}
+
+pub fn run(args: CompileArgs) -> Result<(), Exit> {
+    let grants = GrantSpec {
+        max_wasm_size: args.bounds.max_wasm_size.clone(),
+        compile_timeout: args.bounds.compile_timeout.clone(),
+        compile_memory: args.bounds.compile_memory.clone(),
+        ..GrantSpec::default()
+    }
+    .resolve()
+    .map_err(Exit::usage)?;
+    let bounds = Bounds {
+        timeout: grants.compile_timeout,
+        memory: grants.compile_memory,
+    };
+    let engine = open::engine(false)?;
+    if engine.cache().is_none() {
+        return Err(Exit::session(
+            "the compile cache is off: nothing to compile into (set TICKBOX_CACHE_DIR or HOME)",
+        ));
+    }
+    let mut results = Vec::new();
+    let mut first_error = None;
+    for path in &args.ticks {
+        let done = read_bounded(path, grants.max_wasm_size).and_then(|wasm| {
+            engine
+                .precompile(path, &wasm, bounds)
+                .map_err(|e| e.to_string())
+        });
+        match done {
+            Ok(p) => results.push(json!({
+                "path": path,
+                "kind": p.kind,
+                "compiler": p.compiler,
+                "key": p.key,
+                "cached": p.cached,
+            })),
+            Err(e) => {
+                results.push(json!({"path": path, "error": e}));
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    let v = json!({"dir": engine.cache().map(|c| c.dir()), "ticks": results});
+    super::emit(&v, args.pretty)?;
+    match first_error {
+        None => Ok(()),
+        Some(e) => Err(Exit::new(exit::SESSION, e)),
+    }
+}
+
+/// The file's bytes, refused past `max` (`--max-wasm-size`) before reading.
+fn read_bounded(path: &std::path::Path, max: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let f =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let too_large = || {
+        format!(
+            "cannot load {}: it is larger than --max-wasm-size ({max} bytes)",
+            path.display()
+        )
+    };
+    if f.metadata().map(|m| m.len()).unwrap_or(0) > max {
+        return Err(too_large());
+    }
+    let mut wasm = Vec::new();
+    f.take(max.saturating_add(1))
+        .read_to_end(&mut wasm)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if wasm.len() as u64 > max {
+        return Err(too_large());
+    }
+    Ok(wasm)
+}

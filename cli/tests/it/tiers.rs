@@ -1,0 +1,195 @@
+//! Compilers: a first start on Winch's code, Cranelift's code in the cache
+//! for every start after it (compiled by a detached worker that keeps the
+//! compile bounds), and `tickbox compile` ahead of time.
+
+use crate::util::*;
+use crate::walls::{compile_bomb, write_wasm};
+use serde_json::Value;
+use std::time::Duration;
+
+fn counter() -> String {
+    build_wasm("examples", "counter", "wasm32-wasip2")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The compilers of the cache's entries, as `tickbox cache ls` lists them.
+fn compilers(cache: &TempDir) -> Vec<String> {
+    let ls = tickbox_env(
+        &["cache", "ls"],
+        &[("TICKBOX_CACHE_DIR", cache.0.to_str().unwrap())],
+    );
+    assert_eq!(ls.code, 0, "{ls:#?}");
+    let mut v: Vec<String> = ls.json()["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["compiler"].as_str().unwrap_or("?").to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The pid in the `pid=N` log field of the line with `marker` (log lines
+/// carry color codes, which go first).
+fn logged_pid(stderr: &str, marker: &str) -> Option<i32> {
+    let mut plain = String::new();
+    let mut chars = stderr.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters, then a final byte in @..~.
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) && c != '[' {
+                    break;
+                }
+            }
+        } else {
+            plain.push(c);
+        }
+    }
+    let line = plain.lines().find(|l| l.contains(marker))?;
+    let rest = line.split("pid=").nth(1)?;
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[test]
+fn tickbox_compile_puts_optimized_code_in_the_cache_and_a_start_loads_it() {
+    let cache = TempDir::new("precompile");
+    let env = [
+        ("TICKBOX_CACHE_DIR", cache.0.to_str().unwrap()),
+        ("TICKBOX_COMPILER", "tiered"),
+    ];
+    let wasm = counter();
+    let out = tickbox_env(&["compile", &wasm], &env);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let tick = &out.json()["ticks"][0];
+    assert_eq!(tick["compiler"], "cranelift", "{out:#?}");
+    assert_eq!(tick["kind"], "component");
+    assert_eq!(tick["cached"], false);
+    assert_eq!(compilers(&cache), ["cranelift"]);
+
+    // A start loads it: no compile, no background work.
+    let read = tickbox_env(&["-v", "read", &wasm], &env);
+    assert_eq!(read.code, 0, "{read:#?}");
+    assert!(
+        read.stderr.contains("loaded cranelift code from the cache"),
+        "{read:#?}"
+    );
+    assert!(
+        !read.stderr.contains("optimizing compile started"),
+        "{read:#?}"
+    );
+    assert!(!read.stderr.contains("compiling with"), "{read:#?}");
+
+    // Compiling again finds it there.
+    let again = tickbox_env(&["compile", &wasm], &env);
+    assert_eq!(again.json()["ticks"][0]["cached"], true, "{again:#?}");
+    assert_eq!(compilers(&cache), ["cranelift"]);
+
+    // Every failure names the Tick; exit 3 (2 for a bad bound).
+    let dir = TempDir::new("precompile-bad");
+    let junk = write_wasm(&dir, "junk.wasm", b"not wasm at all");
+    tickbox_env(&["compile", &junk], &env).expect(3, "not a wasm component or module");
+    tickbox_env(&["compile", "/nonexistent/x.wasm"], &env).expect(3, "cannot read");
+    tickbox_env(&["compile", &wasm, "--max-wasm-size", "1KiB"], &env)
+        .expect(3, "larger than --max-wasm-size (1024 bytes)");
+    tickbox_env(&["compile", &wasm, "--compile-timeout", "0"], &env)
+        .expect(2, "--compile-timeout 0");
+}
+
+#[test]
+fn a_first_start_runs_on_winch_and_later_starts_on_cranelift() {
+    let cache = TempDir::new("tiers");
+    let env = [
+        ("TICKBOX_CACHE_DIR", cache.0.to_str().unwrap()),
+        ("TICKBOX_COMPILER", "tiered"),
+    ];
+    let wasm = counter();
+    let first = tickbox_env(&["-v", "read", &wasm], &env);
+    assert_eq!(first.code, 0, "{first:#?}");
+    assert!(first.stderr.contains("compiling with winch"), "{first:#?}");
+    assert!(
+        first.stderr.contains("optimizing compile started"),
+        "{first:#?}"
+    );
+
+    // The detached worker lands the optimized code and drops Winch's.
+    assert!(
+        eventually(Duration::from_secs(120), || compilers(&cache)
+            == ["cranelift"]),
+        "entries: {:?}",
+        compilers(&cache)
+    );
+    let later = tickbox_env(&["-v", "read", &wasm], &env);
+    assert_eq!(later.code, 0, "{later:#?}");
+    assert!(
+        later
+            .stderr
+            .contains("loaded cranelift code from the cache"),
+        "{later:#?}"
+    );
+    assert!(
+        !later.stderr.contains("optimizing compile started"),
+        "{later:#?}"
+    );
+    // The same Tick either way.
+    let state = |o: &Output| -> Value { o.json()["data"].clone() };
+    assert_eq!(state(&first), state(&later));
+    assert!(!state(&first).is_null(), "{first:#?}");
+
+    // `cranelift` compiles before the start; `winch` never upgrades; a bad
+    // value is a usage error.
+    let fresh = TempDir::new("tiers-winch");
+    let winch_env = [
+        ("TICKBOX_CACHE_DIR", fresh.0.to_str().unwrap()),
+        ("TICKBOX_COMPILER", "winch"),
+    ];
+    let only = tickbox_env(&["-v", "read", &wasm], &winch_env);
+    assert_eq!(only.code, 0, "{only:#?}");
+    assert!(
+        !only.stderr.contains("optimizing compile started"),
+        "{only:#?}"
+    );
+    assert_eq!(compilers(&fresh), ["winch"]);
+    assert_eq!(state(&only), state(&first));
+    tickbox_env(&["read", &wasm], &[("TICKBOX_COMPILER", "fast")]).expect(
+        2,
+        "TICKBOX_COMPILER=fast: expected tiered, cranelift or winch",
+    );
+}
+
+#[test]
+fn the_detached_optimizing_compile_ends_at_the_compile_timeout() {
+    let cache = TempDir::new("tiers-bomb");
+    let env = [
+        ("TICKBOX_CACHE_DIR", cache.0.to_str().unwrap()),
+        ("TICKBOX_COMPILER", "tiered"),
+    ];
+    // Winch compiles it at once; Cranelift takes many seconds, unbounded.
+    let dir = TempDir::new("tiers-bomb-wasm");
+    let bomb = write_wasm(&dir, "bomb.wasm", &compile_bomb());
+    let started = std::time::Instant::now();
+    let out = tickbox_env(&["-v", "describe", &bomb, "--compile-timeout", "3"], &env);
+    // It answers no protocol, so the start itself fails at initialization.
+    assert_eq!(out.code, 3, "{out:#?}");
+    let pid =
+        logged_pid(&out.stderr, "optimizing compile started").unwrap_or_else(|| panic!("{out:#?}"));
+    // It outlives the command (and is compiling, not failing early)...
+    if started.elapsed() < Duration::from_secs(2) {
+        assert!(alive(pid), "the detached worker {pid} ended at once");
+    }
+    // ...until the alarm ends it at the bound, long before it could finish,
+    // so it never writes an entry.
+    assert!(
+        eventually(Duration::from_secs(20), || !alive(pid)),
+        "the detached worker {pid} outlived its --compile-timeout"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "it ended before its bound"
+    );
+    assert_eq!(compilers(&cache), ["winch"]);
+}

@@ -1,0 +1,3 @@
+module tickbox.example/counter
+
+go 1.24

