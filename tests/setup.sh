@@ -44,3 +44,15 @@ command -v npm >/dev/null || apt_install npm
 [ examples/js/node_modules/.package-lock.json -nt examples/js/package-lock.json ] \
     || (cd examples/js && npm ci --no-audit --no-fund --loglevel=error)
 # ---- end of the Go, Python and JavaScript toolchains ----
+
+# ---- MCP clients (cli/tests/it/mcp_clients.rs, and the bench's FastMCP row) ----
+# Real MCP clients the tests drive against `tickbox mcp`, pinned in
+# tests/mcp-clients/: the Python SDK (requirements.txt, into a venv there)
+# and the TypeScript SDK, MCP Inspector and the conformance suite
+# (package-lock.json, into tests/mcp-clients/node_modules). Both gitignored.
+[ -x tests/mcp-clients/.venv/bin/python3 ] || python3 -m venv tests/mcp-clients/.venv
+tests/mcp-clients/.venv/bin/pip install -q --disable-pip-version-check \
+    -r tests/mcp-clients/requirements.txt
+[ tests/mcp-clients/node_modules/.package-lock.json -nt tests/mcp-clients/package-lock.json ] \
+    || (cd tests/mcp-clients && npm ci --no-audit --no-fund --loglevel=error)
+# ---- end of the MCP clients ----

@@ -16,12 +16,15 @@
 //! For profiling one part: `TICKBOX_BENCH_ONLY_START=1` (200 warm-disk
 //! starts), `TICKBOX_BENCH_ONLY_RT=1` (round trips only) or
 //! `TICKBOX_BENCH_ONLY_TRIM=1` (trimming only, no guests built),
-//! `TICKBOX_BENCH_ONLY_SOAK=1` (the live-call soak only);
+//! `TICKBOX_BENCH_ONLY_SOAK=1` (the live-call soak only),
+//! `TICKBOX_BENCH_ONLY_MCP=1` (the MCP rows only, see `mcp.rs`);
 //! `TICKBOX_BENCH_WORKERS=N` changes the runtime's worker threads (0: a
 //! current-thread runtime).
 
 mod first_start;
 mod floor;
+
+mod mcp;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
@@ -675,6 +678,10 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
         print_table(&trim_rows(quick));
         return Ok(());
     }
+    if std::env::var_os("TICKBOX_BENCH_ONLY_MCP").is_some() {
+        print_table(&mcp::rows(quick).await?);
+        return Ok(());
+    }
     eprintln!("building the bench guest (native and wasm32-wasip2)…");
     let guests = build_guests()?;
     if std::env::var_os("TICKBOX_BENCH_ONLY_SOAK").is_some() {
@@ -911,6 +918,8 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
     rows.extend(trim_rows(quick));
     eprintln!("soak…");
     rows.extend(soak(&bench.guests, quick).await?);
+    eprintln!("mcp…");
+    rows.extend(mcp::rows(quick).await?);
 
     eprintln!("process starts…");
     anchored.extend(process_rows(&tickbox, &bench)?);

@@ -6,9 +6,11 @@ revision offers the tools named in args.tools and takes args.title as its
 title), `fail_big` (fails with a message of args.bytes bytes), `sleep`
 (mutating: answers after args.seconds, with how many calls it finished so
 far), `count` (query: how many `sleep` calls finished). It draws a short
-screen on its terminal (stderr) at start.
+screen on its terminal (stderr) at start. With SHIFTY_LOG set, each
+`sleep` call appends a line to that file as it starts, so a test knows the
+calls reached the Tick.
 """
-import json, sys, threading, time
+import json, os, sys, threading, time
 
 OBJ = {"type": "object"}
 revision = 1
@@ -75,6 +77,9 @@ for line in sys.stdin:
             send({"id": rid, "error": {"code": -32000, "message": "e" * int(args.get("bytes", 10)),
                                        "data": {"why": "asked to"}}})
         elif tool == "sleep":
+            if os.environ.get("SHIFTY_LOG"):
+                with open(os.environ["SHIFTY_LOG"], "a") as f:
+                    f.write("sleep %s\n" % rid)
             threading.Thread(target=sleeper, args=(rid, float(args.get("seconds", 1))), daemon=True).start()
         elif tool == "count":
             send({"id": rid, "result": {"finished": finished}})

@@ -22,6 +22,8 @@
 //! - `mcp_wire` — `tickbox mcp` frame by frame: revisions, bad frames, bounds,
 //!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests,
 //!   Streamable HTTP;
+//! - `mcp_clients` — real MCP clients (Python SDK, TypeScript SDK, MCP
+//!   Inspector) over stdio and HTTP, and the conformance suite's baseline;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
 //! - `toolchains` — the Go, Python and JavaScript examples built by their
@@ -53,6 +55,7 @@ mod langs;
 mod launch;
 mod live;
 mod mcp;
+mod mcp_clients;
 mod mcp_wire;
 mod native;
 mod record;

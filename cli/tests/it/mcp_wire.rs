@@ -31,9 +31,14 @@ fn shifty() -> Vec<String> {
 
 impl Raw {
     fn start(args: &[String]) -> Raw {
+        Raw::start_env(args, &[])
+    }
+
+    fn start_env(args: &[String], env: &[(&str, &std::path::Path)]) -> Raw {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
             .arg("mcp")
             .args(args)
+            .envs(env.iter().map(|(k, v)| (*k, *v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -416,6 +421,58 @@ fn a_cancelled_call_runs_to_its_end_and_says_so() {
 }
 
 #[test]
+fn a_call_cancelled_while_waiting_for_its_turn_is_answered_unsent() {
+    let dir = TempDir::new("mcp-turns");
+    let log = dir.path("sleeps");
+    let mut mcp = Raw::start_env(&shifty(), &[("SHIFTY_LOG", &log)]);
+    mcp.initialize("2025-11-25");
+    // The Tick takes 8 calls at a time: these hold every turn for 8 s.
+    for id in 1..=8 {
+        mcp.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                        "params": {"name": "sleep", "arguments": {"seconds": 8}}}));
+    }
+    let started = || {
+        std::fs::read_to_string(&log)
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    };
+    assert!(
+        eventually(PATIENCE, || started() == 8),
+        "the 8 sleeps reached the Tick"
+    );
+    mcp.send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                    "params": {"name": "sleep", "arguments": {"seconds": 0.1}}}));
+    std::thread::sleep(Duration::from_millis(300));
+    mcp.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": 9, "reason": "changed my mind"}}),
+    );
+    // Answered at once, before any of the sleeping calls.
+    let m = mcp.next();
+    assert_eq!(m["id"], 9, "the cancelled call is answered first: {m}");
+    let e = &m["result"]["structuredContent"]["error"];
+    assert_eq!(m["result"]["isError"], true, "{m}");
+    assert_eq!(
+        (&e["kind"], &e["executed"]),
+        (&json!("cancelled"), &json!(false)),
+        "{m}"
+    );
+    assert!(
+        text_of(&m["result"]).contains("before tickbox sent it"),
+        "{m}"
+    );
+    for id in 1..=8 {
+        let r = mcp.answer(json!(id));
+        assert_eq!(r["result"]["isError"], false, "{r}");
+    }
+    // Only the 8 sleeps ran: the cancelled one never reached the Tick.
+    let r = mcp.call(10, "count", json!({}));
+    assert_eq!(r["structuredContent"], json!({"finished": 8}), "{r}");
+    let (code, stderr) = mcp.close();
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
 fn tick_screen_is_trimmed_text_once_with_an_optional_window() {
     let mut mcp = Raw::start(&shifty());
     mcp.initialize("2025-11-25");
@@ -622,12 +679,18 @@ async fn a_repeat_describe_reuses_the_compiled_catalog() {
 struct HttpServer {
     child: Child,
     addr: String,
+    /// The stderr lines before the address line.
+    banner: Vec<String>,
 }
 
 impl HttpServer {
     fn start(extra: &[&str]) -> HttpServer {
+        HttpServer::start_on("127.0.0.1:0", extra)
+    }
+
+    fn start_on(bind: &str, extra: &[&str]) -> HttpServer {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
-            .args(["mcp", "--http", "127.0.0.1:0"])
+            .args(["mcp", "--http", bind])
             .args(extra)
             .args(["--", "python3", &tick("shifty.py")])
             .stdin(Stdio::null())
@@ -637,6 +700,7 @@ impl HttpServer {
             .spawn()
             .expect("spawn tickbox mcp --http");
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut banner = Vec::new();
         let addr = loop {
             let line = lines
                 .next()
@@ -645,10 +709,15 @@ impl HttpServer {
             if let Some(rest) = line.strip_prefix("tickbox mcp: serving MCP on http://") {
                 break rest.trim_end_matches("/mcp").to_string();
             }
+            banner.push(line);
         };
         // Keep draining stderr so the server never blocks on it.
         std::thread::spawn(move || for _ in lines {});
-        HttpServer { child, addr }
+        HttpServer {
+            child,
+            addr,
+            banner,
+        }
     }
 
     /// One HTTP/1.1 request; the status, the headers (lower-case names)
@@ -833,6 +902,32 @@ fn streamable_http_requires_the_bearer_token_it_was_given() {
     assert_eq!(header(&headers, "www-authenticate"), Some("Bearer"));
     let (status, _, _) = server.post("/mcp", &[("Authorization", "Bearer wrong")], &ping);
     assert_eq!(status, 401);
+    let auth = format!("Bearer {token}");
+    initialize_http(&server, &[("Authorization", &auth)]);
+}
+
+/// A bind that is not loopback gets a generated token, printed on stderr.
+/// The server listens on every interface for the length of the test, but
+/// the test talks to it over loopback only.
+#[test]
+fn a_non_loopback_bind_generates_a_token_and_requires_it() {
+    let mut server = HttpServer::start_on("0.0.0.0:0", &[]);
+    let token = server
+        .banner
+        .iter()
+        .find_map(|l| l.split("Authorization: Bearer ").nth(1))
+        .map(|t| t.trim_end_matches('`').to_string())
+        .unwrap_or_else(|| panic!("no token on stderr: {:?}", server.banner));
+    assert_eq!(token.len(), 64, "32 random bytes in hex: {token}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
+    // Over loopback, to the same server.
+    let port = server.addr.rsplit(':').next().unwrap().to_string();
+    server.addr = format!("127.0.0.1:{port}");
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let (status, headers, _) = server.post("/mcp", &[], &ping);
+    assert_eq!(status, 401, "no token: {headers:?}");
+    let (status, _, _) = server.post("/mcp", &[("Authorization", "Bearer 00")], &ping);
+    assert_eq!(status, 401, "a wrong token");
     let auth = format!("Bearer {token}");
     initialize_http(&server, &[("Authorization", &auth)]);
 }

@@ -11,7 +11,8 @@
 //!   for any bind that is not loopback;
 //! - at most [`MAX_CONNECTIONS`] TCP connections and [`MAX_SESSIONS`] MCP
 //!   sessions at once (503 past them); a request body is at most
-//!   [`MAX_FRAME_BYTES`], like a stdio line.
+//!   [`MAX_FRAME_BYTES`], like a stdio line;
+//! - a session ended with `DELETE` is answered 204 (rmcp says 202).
 //!
 //! Each session is its own [`Connection`] (listing, subscriptions, read
 //! marks); all of them share the hosted Ticks. Sessions that negotiate
@@ -188,5 +189,12 @@ async fn handle(
             &format!("busy: {MAX_SESSIONS} MCP sessions are open (the limit)"),
         );
     }
-    service.handle(req).await
+    let delete = req.method() == hyper::Method::DELETE;
+    let mut response = service.handle(req).await;
+    // rmcp ends a session with 202; clients (the Python SDK) take 200/204
+    // as success and log a "termination failed" for anything else.
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
 }

@@ -23,7 +23,8 @@
 //! | result over 512 KiB | `isError`, `kind: "response_too_large"` with observed and limit bytes |
 //! | new `revision` | `notifications/tools/list_changed`; calls refused (`catalog_changed`) until the next `tools/list`; a catalog with names MCP cannot take (or the facade's) has its tools withheld ([`names`]) |
 //! | title, tool descriptions | control and bidi characters escaped, length-bounded ([`text`]) |
-//! | `notifications/cancelled` of a sent call | ignored (a call cannot be taken back); the result says so |
+//! | `notifications/cancelled` of a call waiting for its turn | answered at once: `isError`, `kind: "cancelled"`, `executed: false`; never sent (over HTTP it is never sent either, but rmcp drops the answer of any cancelled request) |
+//! | `notifications/cancelled` of a sent call | ignored (a call cannot be taken back); the result says so. Over HTTP rmcp drops the answer of a cancelled request (the call still runs once) |
 //! | `tick/read`, `tick/update` | resource `tick://NAME/state`, subscribable; tool `tick_state` |
 //! | latest-only delivery | `notifications/resources/updated` at most once per [`delivery::DELIVERY_INTERVAL`]; `merged_updates` on read; the state is trimmed to 16 KiB by [`crate::delivery::fit`] (`trimmed` lists the cuts) |
 //! | `recover_with` | named (as its MCP tool name) in the state and the resource description |

@@ -45,6 +45,10 @@ pub enum CallError {
     /// The arguments do not match the tool's input schema; nothing was sent.
     #[error("`{tool}` was not executed: {reason}")]
     InvalidArguments { tool: String, reason: String },
+    /// The client cancelled the call while it waited for its turn at the
+    /// Tick; nothing was sent.
+    #[error("`{tool}` was not executed: you cancelled it before tickbox sent it to the Tick")]
+    Cancelled { tool: String },
     /// The Tick's session is over; nothing was sent.
     #[error("`{tool}` was not executed: the Tick `{tick}` is no longer running ({reason}); restart the MCP server to use it again")]
     TickEnded {
@@ -101,6 +105,7 @@ impl CallError {
             CallError::Tool { .. } => "tool_error",
             CallError::CatalogChanged { .. } => "catalog_changed",
             CallError::InvalidArguments { .. } => "invalid_arguments",
+            CallError::Cancelled { .. } => "cancelled",
             CallError::TickEnded { .. } => "tick_ended",
             CallError::Unknown { .. } => "unknown_outcome",
             CallError::TooLarge { .. } | CallError::ErrorTooLarge { .. } => "response_too_large",
@@ -114,6 +119,7 @@ impl CallError {
             CallError::Tool { executed, .. } => Some(*executed),
             CallError::CatalogChanged { .. }
             | CallError::InvalidArguments { .. }
+            | CallError::Cancelled { .. }
             | CallError::TickEnded { .. } => Some(false),
             CallError::Unknown { .. } => None,
             CallError::TooLarge { .. } => Some(true),

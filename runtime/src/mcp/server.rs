@@ -18,6 +18,7 @@ use super::text;
 use super::transport::{LineTransport, Tracking, SUPPORTED_VERSIONS};
 use crate::delivery::{fit, item_budget};
 use crate::protocol::codes::REVISION_MISMATCH;
+use crate::protocol::limits::MAX_IN_FLIGHT;
 use crate::protocol::message::encoded_len;
 use crate::protocol::{Descriptor, PrepareError};
 use crate::session::{CallOutcome, EndReason, Session, UnknownReason};
@@ -42,6 +43,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
 
 /// How often each Tick is asked for its catalog, to notice a new revision
 /// before the client's next call.
@@ -82,6 +84,9 @@ struct Hosted {
     received: Mutex<(u64, String)>,
     /// The catalog last seen, to tell a new one by identity.
     seen: Mutex<Arc<Descriptor>>,
+    /// Turns at the Tick for this facade's calls (as many as the Tick
+    /// takes at once); a call waiting here can still be cancelled.
+    turns: Arc<tokio::sync::Semaphore>,
 }
 
 struct Inner {
@@ -126,6 +131,7 @@ impl Facade {
                 grants: t.grants,
                 received: Mutex::new((seq, now_rfc3339())),
                 seen: Mutex::new(d),
+                turns: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
             });
         }
         let facade = Facade {
@@ -628,6 +634,7 @@ impl Connection {
         &self,
         params: CallToolRequestParams,
         id: &RequestId,
+        cancelled: &CancellationToken,
     ) -> Result<CallToolResult, McpError> {
         let name = params.name.to_string();
         let mapped: Mapped = lock(&self.inner.mapping)
@@ -662,7 +669,7 @@ impl Connection {
             }),
             Target::Tick(tool) => Ok(
                 match self
-                    .call_tick(mapped.tick, &tool, Value::Object(args), id)
+                    .call_tick(mapped.tick, &tool, Value::Object(args), id, cancelled)
                     .await
                 {
                     Ok(v) => outcome::success(&name, v),
@@ -709,6 +716,7 @@ impl Connection {
         tool: &str,
         args: Value,
         id: &RequestId,
+        cancelled: &CancellationToken,
     ) -> Result<Value, CallError> {
         let t = self.hosted(index);
         if let Some(reason) = t.session.end_reason() {
@@ -741,14 +749,10 @@ impl Connection {
                 reason: other.to_string(),
             },
         })?;
-        // A cancellation that came before the call left is honoured; after
-        // that the call runs to its end (see `transport`).
-        if Tracking::take_cancelled(&self.inner.tracking, id) {
-            return Err(CallError::InvalidArguments {
-                tool: tool.into(),
-                reason: "the client cancelled it before it was sent to the Tick".into(),
-            });
-        }
+        // A cancellation that comes while the call waits for its turn is
+        // honoured (nothing was sent); after that the call runs to its end
+        // (see `transport`).
+        let _turn = self.turn(t, tool, id, cancelled).await?;
         match t.session.call(&prepared).await {
             CallOutcome::Ok(v) => Ok(v),
             CallOutcome::Failed { error, .. } if error.code == REVISION_MISMATCH => {
@@ -789,6 +793,40 @@ impl Connection {
                     reason,
                     mutates: prepared.mutates,
                 })
+            }
+        }
+    }
+
+    /// Waits for a turn at the Tick, unless the client cancels the call
+    /// first: over stdio the transport records the cancellation
+    /// ([`Tracking`]); over HTTP rmcp cancels the request's token (and
+    /// drops its answer), so the call is at least never sent.
+    async fn turn(
+        &self,
+        t: &Hosted,
+        tool: &str,
+        id: &RequestId,
+        cancelled: &CancellationToken,
+    ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, CallError> {
+        let signal = Tracking::cancel_signal(&self.inner.tracking);
+        loop {
+            // Registered before the check, so a cancellation in between
+            // still wakes this wait.
+            let woken = signal.notified();
+            if Tracking::take_cancelled(&self.inner.tracking, id) {
+                return Err(CallError::Cancelled { tool: tool.into() });
+            }
+            tokio::select! {
+                biased;
+                _ = woken => continue,
+                _ = cancelled.cancelled() => return Err(CallError::Cancelled { tool: tool.into() }),
+                permit = t.turns.clone().acquire_owned() => {
+                    if Tracking::take_cancelled(&self.inner.tracking, id) || cancelled.is_cancelled() {
+                        return Err(CallError::Cancelled { tool: tool.into() });
+                    }
+                    // Never closed (it lives as long as the facade).
+                    return Ok(permit.ok());
+                }
             }
         }
     }
@@ -993,7 +1031,7 @@ impl ServerHandler for Connection {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let mut result = self.call(request, &context.id).await?;
+        let mut result = self.call(request, &context.id, &context.ct).await?;
         if Tracking::take_cancelled(&self.inner.tracking, &context.id) {
             result.content.push(ContentBlock::text(CANCELLED_TOO_LATE));
         }

@@ -18,10 +18,12 @@
 //! - at most [`MAX_PENDING_REQUESTS`] requests are in flight; the next gets
 //!   `-32001` at once, and an id still in flight cannot be reused;
 //! - `notifications/cancelled` for a pending `tools/call` is not passed on:
-//!   a Tick call cannot be taken back once sent, so the call runs to its
-//!   end and its result says that the cancellation came too late
-//!   ([`Tracking::take_cancelled`]). Other requests (list, read, describe)
-//!   have no effects and are cancelled as usual.
+//!   a call still waiting for its turn at the Tick is answered at once as
+//!   `cancelled` (not executed); a Tick call cannot be taken back once
+//!   sent, so a sent call runs to its end and its result says that the
+//!   cancellation came too late ([`Tracking::take_cancelled`]). Other
+//!   requests (list, read, describe) have no effects and are cancelled as
+//!   usual.
 //!
 //! Frames are written by one writer task ([`LineTransport::new`] returns
 //! it), one whole frame per write, so a cancelled sender can never leave
@@ -66,6 +68,9 @@ pub struct Tracking {
     cancelled: HashSet<RequestId>,
     /// Whether a lifecycle started (see the module docs).
     started: bool,
+    /// Woken whenever a `tools/call` is cancelled, for calls still waiting
+    /// for their turn at the Tick ([`Tracking::cancel_signal`]).
+    signal: Arc<tokio::sync::Notify>,
 }
 
 impl Tracking {
@@ -77,6 +82,12 @@ impl Tracking {
     /// Whether the client asked to cancel this `tools/call`; forgets it.
     pub fn take_cancelled(this: &Mutex<Tracking>, id: &RequestId) -> bool {
         lock(this).cancelled.remove(id)
+    }
+
+    /// What a call waiting for its turn watches: it is woken on every
+    /// cancellation and then asks [`Tracking::take_cancelled`].
+    pub fn cancel_signal(this: &Mutex<Tracking>) -> Arc<tokio::sync::Notify> {
+        lock(this).signal.clone()
     }
 
     /// Requests in flight (for tests and logs).
@@ -303,6 +314,7 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
                              back once sent, so it runs to its end and its result says so"
                         );
                         t.cancelled.insert(id);
+                        t.signal.notify_waiters();
                         None
                     }
                     Some(false) => {

@@ -1,0 +1,331 @@
+//! The MCP rows: a read-only `tools/call` through `tickbox mcp` serving the
+//! example counter (wasm) against the same tool on a FastMCP server (the MCP
+//! Python SDK's high-level server, `bench/mcp/fastmcp_counter.py`), with
+//! the same client in the same run, and the parts of tickbox's round trip.
+//!
+//! The client is this program: one blocking thread writing a JSON-RPC line
+//! to the server's stdin and reading lines from its stdout until the
+//! answer, so both servers see the same client cost. The anchor needs
+//! Python with `mcp` (tests/mcp-clients/.venv, made by tests/setup.sh, or any
+//! `python3` that has it); without it the FastMCP rows are skipped with a
+//! note.
+//!
+//! Rows, tickbox in the `wasm` column and the anchor in `native`:
+//! - `tools/call` of `history` (read-only) — the headline ratio;
+//! - `ping` — MCP over stdio with no tool: pipes, framing, rmcp;
+//! - `tools/call` of `tick_state` — the facade's dispatch with no Tick call;
+//! - `tick/call history` in-process — the engine and the Tick, no MCP;
+//! - a line echoed by `cat` — the floor of two pipes and two wake-ups.
+
+use crate::{root, target_dir, tickbox_binary, Row, Stat};
+use anyhow::{bail, Context, Result};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tickbox_runtime::backend::wasm::{self, grants::Grants, WasmEngine, WasmSpec};
+use tickbox_runtime::session::{CallOutcome, Session, SessionConfig};
+
+/// A server on pipes, driven one line at a time.
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    out: BufReader<ChildStdout>,
+    line: String,
+}
+
+impl Peer {
+    fn spawn(mut cmd: Command) -> Result<Peer> {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {cmd:?}"))?;
+        let stdin = child.stdin.take().context("stdin")?;
+        let out = BufReader::new(child.stdout.take().context("stdout")?);
+        Ok(Peer {
+            child,
+            stdin,
+            out,
+            line: String::new(),
+        })
+    }
+
+    fn send(&mut self, frame: &str) -> Result<()> {
+        self.stdin.write_all(frame.as_bytes())?;
+        self.stdin.write_all(b"\n")?;
+        self.stdin.flush()?;
+        Ok(())
+    }
+
+    /// Reads lines until the one answering `id` (notifications are skipped).
+    fn answer(&mut self, id: u64) -> Result<Value> {
+        loop {
+            self.line.clear();
+            if self.out.read_line(&mut self.line)? == 0 {
+                bail!("the server closed its stdout");
+            }
+            let m: Value = serde_json::from_str(&self.line)?;
+            if m["id"] == id && m.get("method").is_none() {
+                if m.get("error").is_some() {
+                    bail!("request {id} failed: {m}");
+                }
+                return Ok(m);
+            }
+        }
+    }
+
+    fn request(&mut self, id: u64, method: &str, params: Value) -> Result<Value> {
+        let frame = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send(&frame.to_string())?;
+        self.answer(id)
+    }
+
+    fn initialize(&mut self) -> Result<()> {
+        self.request(
+            0,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "tickbox-bench", "version": "0"}}),
+        )?;
+        self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+    }
+
+    /// µs per round trip of `n` requests (a tenth more first, as warm-up).
+    fn round_trips(&mut self, n: usize, method: &str, params: &Value) -> Result<Stat> {
+        let mut samples = Vec::with_capacity(n);
+        for i in 0..n + n / 10 {
+            let id = 1 + i as u64;
+            let frame =
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+            let t = Instant::now();
+            self.send(&frame)?;
+            let m = self.answer(id)?;
+            let elapsed = t.elapsed();
+            if m["result"]["isError"] == true {
+                bail!("{method} answered an error result: {m}");
+            }
+            if i >= n / 10 {
+                samples.push(elapsed.as_secs_f64() * 1e6);
+            }
+        }
+        Ok(Stat::new("µs", samples))
+    }
+
+    fn stop(mut self) {
+        drop(self.stdin);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The example counter for wasm32-wasip2, built with a nested cargo (into
+/// the dir the integration tests build the examples in, so it is warm).
+fn counter_wasm() -> Result<PathBuf> {
+    let out = target_dir().join("guests");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--quiet", "-p", "counter"])
+        .args(["--target", "wasm32-wasip2", "--manifest-path"])
+        .arg(root().join("examples/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&out)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .status()
+        .context("running cargo to build the example counter")?;
+    if !status.success() {
+        bail!("building examples/counter for wasm32-wasip2 failed");
+    }
+    Ok(out.join("wasm32-wasip2/release/counter.wasm"))
+}
+
+/// A Python that has the MCP SDK, if there is one.
+fn python_with_mcp() -> Option<PathBuf> {
+    let venv = root().join("tests/mcp-clients/.venv/bin/python3");
+    [venv, PathBuf::from("python3")].into_iter().find(|py| {
+        Command::new(py)
+            .args(["-c", "import mcp.server.mcpserver"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// µs per in-process `tick/call history` of the same wasm counter.
+async fn in_process(wasm: PathBuf, cache: PathBuf, n: usize) -> Result<Stat> {
+    let engine: Arc<WasmEngine> = WasmEngine::new(Some(cache))?;
+    let spec = WasmSpec {
+        path: wasm,
+        args: vec![],
+        grants: Grants::default(),
+        instance_id: None,
+    };
+    let s = Session::start(wasm::spawn(&engine, &spec).await?, SessionConfig::default()).await?;
+    let c = s
+        .descriptor()
+        .context("no catalog")?
+        .prepare("history", json!({}))?;
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n + n / 10 {
+        let t = Instant::now();
+        if !matches!(s.call(&c).await, CallOutcome::Ok(_)) {
+            bail!("history failed");
+        }
+        if i >= n / 10 {
+            samples.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    s.shutdown().await;
+    Ok(Stat::new("µs", samples))
+}
+
+/// µs per line echoed through `cat`: two pipes, two wake-ups, no protocol.
+fn pipe_floor(n: usize) -> Result<Stat> {
+    let mut cat = Peer::spawn(Command::new("cat"))?;
+    let mut samples = Vec::with_capacity(n);
+    let frame = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+    for i in 0..n + n / 10 {
+        let t = Instant::now();
+        cat.send(frame)?;
+        cat.answer(1)?;
+        if i >= n / 10 {
+            samples.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    cat.stop();
+    Ok(Stat::new("µs", samples))
+}
+
+/// The MCP rows (see the module docs). `n` round trips per figure.
+pub async fn rows(quick: bool) -> Result<Vec<Row>> {
+    let n = if crate::smoke() {
+        20
+    } else if quick {
+        300
+    } else {
+        2000
+    };
+    let wasm = counter_wasm()?;
+    let cache = std::env::temp_dir().join(format!("tickbox-bench-mcp-{}", std::process::id()));
+    let tickbox = tickbox_binary()?;
+    let history = json!({"name": "history", "arguments": {}});
+
+    let mut cmd = Command::new(&tickbox);
+    cmd.arg("mcp").arg(&wasm).env("TICKBOX_CACHE_DIR", &cache);
+    let (tb_call, tb_ping, tb_state) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let mut tb = Peer::spawn(cmd)?;
+        tb.initialize()?;
+        let call = tb.round_trips(n, "tools/call", &history)?;
+        let ping = tb.round_trips(n, "ping", &json!({}))?;
+        let state = tb.round_trips(
+            n,
+            "tools/call",
+            &json!({"name": "tick_state", "arguments": {}}),
+        )?;
+        tb.stop();
+        Ok((call, ping, state))
+    })
+    .await??;
+    let engine = in_process(wasm, cache.clone(), n).await?;
+    let floor = tokio::task::spawn_blocking(move || pipe_floor(n)).await??;
+    let _ = std::fs::remove_dir_all(&cache);
+
+    let anchor = match python_with_mcp() {
+        None => {
+            eprintln!(
+                "mcp: FastMCP anchor skipped: no python3 with the `mcp` package \
+                 (python3 -m venv tests/mcp-clients/.venv && \
+                 tests/mcp-clients/.venv/bin/pip install -r tests/mcp-clients/requirements.txt)"
+            );
+            None
+        }
+        Some(py) => {
+            let mut cmd = Command::new(py);
+            cmd.arg(root().join("bench/mcp/fastmcp_counter.py"));
+            let history = json!({"name": "history", "arguments": {}});
+            Some(
+                tokio::task::spawn_blocking(move || -> Result<_> {
+                    let mut fm = Peer::spawn(cmd)?;
+                    fm.initialize()?;
+                    let call = fm.round_trips(n, "tools/call", &history)?;
+                    let ping = fm.round_trips(n, "ping", &json!({}))?;
+                    fm.stop();
+                    Ok((call, ping))
+                })
+                .await??,
+            )
+        }
+    };
+    eprintln!(
+        "mcp: tickbox tools/call {}, ping {}, tick_state {}; in-process call {}; cat floor {}",
+        tb_call.show(),
+        tb_ping.show(),
+        tb_state.show(),
+        engine.show(),
+        floor.show()
+    );
+    let (fm_call, fm_ping) = match anchor {
+        Some((c, p)) => {
+            eprintln!("mcp: FastMCP tools/call {}, ping {}", c.show(), p.show());
+            (Some(c), Some(p))
+        }
+        None => (None, None),
+    };
+    let target = fm_call.as_ref().map(|fm| {
+        let r = tb_call.median() / fm.median();
+        let yes = |ok: bool| if ok { "met" } else { "not met" };
+        (
+            format!(
+                "≤ 0.2× FastMCP (#15): {}; ≤ 0.1× (#17): {} (got {r:.3}×)",
+                yes(r <= 0.2),
+                yes(r <= 0.1)
+            ),
+            r <= 0.1,
+        )
+    });
+    Ok(vec![
+        Row {
+            name: if fm_call.is_some() {
+                "MCP tools/call read-only (tickbox mcp wasm | FastMCP)"
+            } else {
+                "MCP tools/call read-only (tickbox mcp wasm | FastMCP skipped: no python mcp)"
+            },
+            wasm: Some(tb_call),
+            native: fm_call,
+            target,
+        },
+        Row {
+            name: "MCP ping (tickbox mcp | FastMCP)",
+            wasm: Some(tb_ping),
+            native: fm_ping,
+            target: None,
+        },
+        Row {
+            name: "MCP tools/call tick_state (facade only, no Tick call)",
+            wasm: Some(tb_state),
+            native: None,
+            target: None,
+        },
+        Row {
+            name: "tick/call history in-process (engine + wasm Tick, no MCP)",
+            wasm: Some(engine),
+            native: None,
+            target: None,
+        },
+        Row {
+            name: "pipe floor: a line echoed by cat (same client)",
+            wasm: None,
+            native: Some(floor),
+            target: None,
+        },
+    ])
+}
