@@ -25,6 +25,7 @@ mod first_start;
 mod floor;
 
 mod mcp;
+mod round_trips;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
@@ -196,6 +197,16 @@ impl Bench {
     }
 
     async fn start(&self, backend: Backend, engine: &Arc<WasmEngine>) -> Result<Session> {
+        self.start_with(backend, engine, SessionConfig::default())
+            .await
+    }
+
+    async fn start_with(
+        &self,
+        backend: Backend,
+        engine: &Arc<WasmEngine>,
+        config: SessionConfig,
+    ) -> Result<Session> {
         let io = match backend {
             Backend::Native => {
                 native::spawn(&NativeSpec::new([self.guests.native.to_string_lossy()]))?
@@ -210,7 +221,7 @@ impl Bench {
                 wasm::spawn(engine, &spec).await?
             }
         };
-        Ok(Session::start(io, SessionConfig::default()).await?)
+        Ok(Session::start(io, config).await?)
     }
 
     /// Start-to-initialized, `n` times, each Tick shut down after.
@@ -701,6 +712,11 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
     eprintln!("start…");
     // Populate the disk cache once.
     bench.start(Backend::Wasm, &engine).await?.shutdown().await;
+    if std::env::var_os("TICKBOX_BENCH_ONLY_RT").is_some() {
+        round_trips::run(&bench, &engine).await?;
+        let _ = std::fs::remove_dir_all(&cache_dir);
+        return Ok(());
+    }
     if std::env::var_os("TICKBOX_BENCH_ONLY_START").is_some() {
         let s = bench
             .starts(Backend::Wasm, 200, || {
@@ -753,26 +769,6 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
     let w = bench.start(Backend::Wasm, &engine).await?;
     let nt = bench.start(Backend::Native, &engine).await?;
     let n = bench.n(3000);
-    if std::env::var_os("TICKBOX_BENCH_ONLY_RT").is_some() {
-        for _ in 0..2 {
-            for (name, s) in [("wasm", &w), ("native", &nt)] {
-                let c = sequential(s, n, false).await?;
-                let r = sequential(s, n, true).await?;
-                eprintln!("{name}: call {} read {}", c.show(), r.show());
-            }
-            let native = bench.guests.native.clone();
-            let (c, r) = tokio::task::spawn_blocking(move || {
-                Ok::<_, anyhow::Error>((
-                    floor::floor(&native, n, false)?,
-                    floor::floor(&native, n, true)?,
-                ))
-            })
-            .await??;
-            eprintln!("floor: call {} read {}", c.show(), r.show());
-        }
-        let _ = std::fs::remove_dir_all(&cache_dir);
-        return Ok(());
-    }
     let (wc, nc) = (
         sequential(&w, n, false).await?,
         sequential(&nt, n, false).await?,

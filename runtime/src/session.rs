@@ -4,13 +4,15 @@
 //! Tick's stdin and stdout, its view and a handle on the process). Three
 //! tasks run beside the requests:
 //!
-//! - the **writer** owns the Tick's stdin and writes one whole frame at a
-//!   time, in the order requests were queued. It is the only place a frame
-//!   is written, so a caller that gives up (a timeout, a dropped future)
-//!   can never leave half a frame for the next one to be glued to. A frame
-//!   the Tick does not take within [`SessionConfig::write_timeout`] ends the
-//!   session ([`EndReason::StdinStalled`]): a Tick that stops reading its
-//!   stdin never hangs the host;
+//! - the **writer** finishes writing frames to the Tick's stdin, whole and
+//!   in the order requests were queued. A request that finds no frame
+//!   queued writes its own frame at once, with one non-blocking write, and
+//!   hands the writer only what the pipe did not take (`outbox`); either
+//!   way a caller that gives up (a timeout, a dropped future) can never
+//!   leave half a frame for the next one to be glued to. A frame the Tick
+//!   does not take within [`SessionConfig::write_timeout`] ends the session
+//!   ([`EndReason::StdinStalled`]): a Tick that stops reading its stdin
+//!   never hangs the host;
 //! - the **reader** owns the Tick's stdout, splits it into lines
 //!   ([`crate::framing`]), classifies each ([`crate::protocol::message`]),
 //!   hands responses to the request waiting on their id, and checks and keeps
@@ -33,7 +35,10 @@
 //! **Invariant:** when a session ends, every request still in flight resolves
 //! as ended (calls as unknown outcome), and the Tick process is terminated.
 
+mod outbox;
+
 use crate::framing::{FrameError, LineReader};
+use outbox::Outbox;
 use crate::protocol::codes;
 use crate::protocol::limits::{
     CALL_TIMEOUT, INIT_TIMEOUT, MAX_CALL_RESULT_BYTES, MAX_IN_FLIGHT, MAX_LINE_BYTES,
@@ -46,11 +51,12 @@ use crate::protocol::{
 };
 use crate::view::View;
 use serde_json::{json, Value};
+use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncRead;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
 /// A boxed future, for the object-safe process trait.
@@ -70,6 +76,11 @@ pub struct SessionConfig {
     /// How long one frame may wait for the Tick to take it from its stdin
     /// before the session ends ([`EndReason::StdinStalled`]).
     pub write_timeout: Duration,
+    /// A request that finds no frame queued writes its own frame at once
+    /// (one non-blocking write) instead of handing it to the writer task;
+    /// the default. `false` sends every frame through the writer task, the
+    /// benchmark's comparison (BENCHMARKS.md, round trips).
+    pub caller_writes: bool,
 }
 
 impl Default for SessionConfig {
@@ -79,6 +90,7 @@ impl Default for SessionConfig {
             request_timeout: REQUEST_TIMEOUT,
             call_timeout: CALL_TIMEOUT,
             write_timeout: CALL_TIMEOUT,
+            caller_writes: true,
         }
     }
 }
@@ -238,17 +250,6 @@ struct InFlight {
 
 type Pending = HashMap<u64, InFlight>;
 
-/// Where a request's frame is, shared by the caller and the writer.
-const QUEUED: u8 = 0;
-const WRITING: u8 = 1;
-const WITHDRAWN: u8 = 2;
-
-/// One frame for the writer.
-struct Outgoing {
-    frame: Vec<u8>,
-    state: Arc<AtomicU8>,
-}
-
 struct Shared {
     pending: Mutex<Pending>,
     seqs: Mutex<SeqTrack>,
@@ -322,7 +323,7 @@ enum Trigger {
 /// One protocol session with one Tick.
 pub struct Session {
     shared: Arc<Shared>,
-    outgoing: mpsc::UnboundedSender<Outgoing>,
+    outbox: Arc<Outbox>,
     permits: Arc<Semaphore>,
     view: Arc<View>,
     triggers: mpsc::UnboundedSender<Trigger>,
@@ -383,13 +384,11 @@ impl Session {
             next_id: AtomicU64::new(1),
         });
         let (triggers, triggers_rx) = mpsc::unbounded_channel();
-        // Unbounded, but never more than MAX_IN_FLIGHT frames: each holds a slot.
-        let (outgoing, outgoing_rx) = mpsc::unbounded_channel();
-        let (close, close_rx) = oneshot::channel();
-        let writer = tokio::spawn(write_frames(
-            io.stdin,
-            outgoing_rx,
-            close_rx,
+        // Never more than MAX_IN_FLIGHT frames: each holds a slot, and a
+        // withdrawn frame leaves the queue with its slot.
+        let outbox = Arc::new(Outbox::new(io.stdin, config.caller_writes));
+        let writer = tokio::spawn(outbox::write_frames(
+            outbox.clone(),
             triggers.clone(),
             config.write_timeout,
         ));
@@ -399,13 +398,13 @@ impl Session {
             shared.clone(),
             triggers_rx,
             Writer {
-                close,
+                outbox: outbox.clone(),
                 task: writer,
             },
         ));
         Session {
             shared,
-            outgoing,
+            outbox,
             permits: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
             view: io.view,
             triggers,
@@ -502,19 +501,25 @@ impl Session {
             }
             pending.insert(id, InFlight { tx, _slot: slot });
         }
-        let state = Arc::new(AtomicU8::new(QUEUED));
-        let queued = Queued {
-            shared: &self.shared,
-            id,
-            state: state.clone(),
-        };
         before_send();
-        if self.outgoing.send(Outgoing { frame, state }).is_err() {
-            queued.withdraw();
+        // Written here and now when the outbox is idle, else queued for
+        // the writer task (see `outbox`).
+        if self.outbox.submit(id, frame).is_err() {
+            lock(&self.shared.pending).remove(&id);
             return Err(ended(&self.shared));
         }
+        let queued = Queued {
+            shared: &self.shared,
+            outbox: &self.outbox,
+            id,
+            withdrawn: Cell::new(false),
+            answered: false,
+        };
         match tokio::time::timeout_at(deadline, rx).await {
-            Ok(Ok(body)) => Ok(body),
+            Ok(Ok(body)) => {
+                queued.answered();
+                Ok(body)
+            }
             Ok(Err(_)) => Err(ended(&self.shared)),
             Err(_) if queued.withdraw() => Err(RequestError::NotSent {
                 method,
@@ -697,106 +702,63 @@ pub fn call_line_len(call: &PreparedCall) -> usize {
     encode_request(RequestId(u64::MAX), method::CALL, &params).len() - 1
 }
 
-/// A queued request's claim on its pending entry.
+/// A submitted request's claim on its pending entry.
 struct Queued<'a> {
     shared: &'a Shared,
+    outbox: &'a Outbox,
     id: u64,
-    state: Arc<AtomicU8>,
+    withdrawn: Cell<bool>,
+    /// The Tick answered: the frame was written, nothing to withdraw.
+    answered: bool,
 }
 
 impl Queued<'_> {
-    /// Takes the frame back if the writer has not started on it; then the
-    /// entry (and its slot) goes. Returns whether it was withdrawn, i.e.
-    /// provably never written.
+    /// Takes the frame back if no byte of it was written; then the entry
+    /// (and its slot) goes. Returns whether it was withdrawn, i.e. provably
+    /// never written.
     fn withdraw(&self) -> bool {
-        let withdrawn = self
-            .state
-            .compare_exchange(QUEUED, WITHDRAWN, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-            || self.state.load(Ordering::Acquire) == WITHDRAWN;
-        if withdrawn {
+        if !self.withdrawn.get() && self.outbox.withdraw(self.id) {
+            self.withdrawn.set(true);
             lock(&self.shared.pending).remove(&self.id);
         }
-        withdrawn
+        self.withdrawn.get()
+    }
+
+    fn answered(mut self) {
+        self.answered = true;
     }
 }
 
 impl Drop for Queued<'_> {
     fn drop(&mut self) {
         // A caller dropped mid-request: withdraw if still possible; a frame
-        // already taken is written whole and keeps its slot.
-        self.withdraw();
-    }
-}
-
-/// The writer task and the way to stop it between frames.
-struct Writer {
-    close: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-/// The writer: owns the Tick's stdin, writes whole frames in queue order.
-async fn write_frames(
-    mut stdin: Box<dyn AsyncWrite + Send + Unpin>,
-    mut frames: mpsc::UnboundedReceiver<Outgoing>,
-    mut close: oneshot::Receiver<()>,
-    triggers: mpsc::UnboundedSender<Trigger>,
-    stall: Duration,
-) {
-    loop {
-        let job = tokio::select! {
-            biased;
-            _ = &mut close => break,
-            job = frames.recv() => match job {
-                Some(job) => job,
-                None => break,
-            },
-        };
-        // A caller that gave up before its turn took its frame back.
-        if job
-            .state
-            .compare_exchange(QUEUED, WRITING, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            continue;
+        // already started is written whole and keeps its slot.
+        if !self.answered {
+            self.withdraw();
         }
-        let written = tokio::time::timeout(stall, async {
-            stdin.write_all(&job.frame).await?;
-            stdin.flush().await
-        })
-        .await;
-        let trigger = match written {
-            Ok(Ok(())) => continue,
-            Ok(Err(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                Trigger::StdinClosed(format!("writing to the Tick's stdin failed: {e}"))
-            }
-            Ok(Err(e)) => Trigger::Fault(EndReason::Io(format!(
-                "writing to the Tick's stdin failed: {e}"
-            ))),
-            Err(_) => Trigger::Fault(EndReason::StdinStalled(stall)),
-        };
-        // Half a frame may be in the pipe: nothing may follow it, so the
-        // session ends here and stdin is dropped (closed) with this task.
-        tracing::warn!("ending the session: the Tick's stdin cannot take a frame");
-        let _ = triggers.send(trigger);
-        return;
     }
-    // Between frames: a clean EOF for the Tick.
-    let _ = stdin.shutdown().await;
+}
+
+/// The writer task and the outbox it serves, to stop it between frames.
+struct Writer {
+    outbox: Arc<Outbox>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 /// Closes the Tick's stdin (EOF for the Tick): at once between frames; a
 /// writer stuck on a Tick that does not read is stopped where it is (the
 /// Tick is being terminated anyway, and nothing follows the partial frame).
 async fn close_stdin(writer: Writer) {
-    let Writer { close, mut task } = writer;
-    let _ = close.send(());
+    let Writer { outbox, mut task } = writer;
+    outbox.close();
     if tokio::time::timeout(Duration::from_millis(50), &mut task)
         .await
         .is_err()
     {
         task.abort();
     }
+    // Whether the writer closed it or was stopped mid-frame, stdin goes now.
+    outbox.drop_stdin();
 }
 
 async fn read_frames(

@@ -1,0 +1,90 @@
+//! `TICKBOX_BENCH_ONLY_RT=1`: the engine's round trips against the floor,
+//! every variant interleaved in each pass so the machine's load falls on
+//! all of them alike.
+//!
+//! Per pass, for the wasm and the native bench Tick: sequential `tick/call`
+//! round trips with the engine as shipped (a caller writes its own frame
+//! when no frame is queued) and with every frame sent through the writer
+//! task (`SessionConfig::caller_writes = false`, the engine before), each
+//! from two callers: the bench's `block_on` thread, and a task spawned on
+//! the runtime's workers (where `tickbox run`'s socket connections and
+//! `tickbox mcp`'s requests call from). Then the floor (a blocking pipe loop
+//! to the native Tick, no engine). Besides the latency, each figure has the
+//! process's CPU time and context switches per call (`getrusage`, all
+//! threads of this process; the native Tick's own are not counted), which
+//! load moves less than wall time. `TICKBOX_BENCH_RT_PASSES` sets the
+//! number of passes (default 3).
+
+use crate::{floor, sequential, Backend, Bench, Stat};
+use anyhow::Result;
+use std::sync::Arc;
+use tickbox_runtime::backend::wasm::WasmEngine;
+use tickbox_runtime::session::{Session, SessionConfig};
+
+/// CPU seconds and context switches (voluntary + involuntary) of this process.
+fn usage() -> (f64, f64) {
+    // SAFETY: getrusage writes into the struct we pass and nothing else.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (
+        tv(u.ru_utime) + tv(u.ru_stime),
+        (u.ru_nvcsw + u.ru_nivcsw) as f64,
+    )
+}
+
+/// Sequential calls with the process's CPU µs and context switches per call.
+async fn measured(s: &Arc<Session>, n: usize, spawned: bool) -> Result<(Stat, f64, f64)> {
+    let (cpu0, cs0) = usage();
+    let stat = if spawned {
+        let s = s.clone();
+        tokio::spawn(async move { sequential(&s, n, false).await }).await??
+    } else {
+        sequential(s, n, false).await?
+    };
+    let (cpu1, cs1) = usage();
+    let calls = (n + n / 10) as f64;
+    Ok((stat, (cpu1 - cpu0) * 1e6 / calls, (cs1 - cs0) / calls))
+}
+
+pub async fn run(bench: &Bench, engine: &Arc<WasmEngine>) -> Result<()> {
+    let passes: usize = std::env::var("TICKBOX_BENCH_RT_PASSES")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(3);
+    let n = bench.n(3000);
+    let writer_only = SessionConfig {
+        caller_writes: false,
+        ..SessionConfig::default()
+    };
+    let mut sessions = Vec::new();
+    for (backend, name) in [(Backend::Wasm, "wasm"), (Backend::Native, "native")] {
+        for (variant, config) in [
+            ("caller writes", SessionConfig::default()),
+            ("writer task", writer_only.clone()),
+        ] {
+            let s = bench.start_with(backend, engine, config.clone()).await?;
+            sessions.push((name, variant, Arc::new(s)));
+        }
+    }
+    for pass in 1..=passes {
+        eprintln!("pass {pass} ({n} sequential calls each; CPU and context switches of this process per call)");
+        let native = bench.guests.native.clone();
+        let f = tokio::task::spawn_blocking(move || floor::floor(&native, n, false)).await??;
+        eprintln!("  floor                              {}", f.show());
+        for (name, variant, s) in &sessions {
+            for (caller, spawned) in [("block_on", false), ("task", true)] {
+                let (stat, cpu, cs) = measured(s, n, spawned).await?;
+                eprintln!(
+                    "  {name:<6} {variant:<13} {caller:<8}   {}  {:.2}× floor  cpu {cpu:.1} µs  cs {cs:.2}",
+                    stat.show(),
+                    stat.median() / f.median()
+                );
+            }
+        }
+    }
+    for (_, _, s) in sessions {
+        s.shutdown().await;
+    }
+    Ok(())
+}
