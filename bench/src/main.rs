@@ -299,6 +299,39 @@ async fn concurrent(s: &Session, rounds: usize, per_round: usize) -> Result<Stat
     Ok(Stat::new("µs", samples))
 }
 
+/// Like [`concurrent`], but each of the 8 lanes is its own spawned task,
+/// as 8 clients of a host are (a live connection's task, an MCP request's).
+async fn concurrent_tasks(s: &Arc<Session>, rounds: usize, per_round: usize) -> Result<Stat> {
+    let c = s
+        .descriptor()
+        .context("no catalog")?
+        .prepare("get", json!({}))?;
+    let mut samples = Vec::new();
+    for _ in 0..rounds {
+        let t = Instant::now();
+        let lanes: Vec<_> = (0..8)
+            .map(|_| {
+                let (s, c) = (s.clone(), c.clone());
+                tokio::spawn(async move {
+                    for _ in 0..per_round / 8 {
+                        if !matches!(s.call(&c).await, CallOutcome::Ok(_)) {
+                            return false;
+                        }
+                    }
+                    true
+                })
+            })
+            .collect();
+        for lane in lanes {
+            if !lane.await? {
+                bail!("a concurrent call failed");
+            }
+        }
+        samples.push(t.elapsed().as_secs_f64() * 1e6 / per_round as f64);
+    }
+    Ok(Stat::new("µs", samples))
+}
+
 async fn join_all<F: std::future::Future>(futs: impl Iterator<Item = F>) -> Vec<F::Output> {
     let mut futs: Vec<_> = futs.map(Box::pin).collect();
     let mut out: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();

@@ -12,10 +12,13 @@
 //! to the native Tick, no engine). Besides the latency, each figure has the
 //! process's CPU time and context switches per call (`getrusage`, all
 //! threads of this process; the native Tick's own are not counted), which
-//! load moves less than wall time. `TICKBOX_BENCH_RT_PASSES` sets the
-//! number of passes (default 3).
+//! load moves less than wall time. Last, 8 calls in flight (wall time per
+//! call), from one `block_on` future and from 8 spawned tasks.
+//! `TICKBOX_BENCH_RT_PASSES` sets the number of passes (default 3),
+//! `TICKBOX_BENCH_RT_FILTER=TEXT` runs only the lines starting with TEXT (for
+//! `perf stat` of one variant; "floor" selects the floor).
 
-use crate::{floor, sequential, Backend, Bench, Stat};
+use crate::{concurrent, floor, sequential, Backend, Bench, Stat};
 use anyhow::Result;
 use std::sync::Arc;
 use tickbox_runtime::backend::wasm::WasmEngine;
@@ -47,6 +50,28 @@ async fn measured(s: &Arc<Session>, n: usize, spawned: bool) -> Result<(Stat, f6
     Ok((stat, (cpu1 - cpu0) * 1e6 / calls, (cs1 - cs0) / calls))
 }
 
+/// 8 in flight, with CPU µs and context switches per call.
+async fn measured8(
+    s: &Arc<Session>,
+    rounds: usize,
+    per_round: usize,
+    spawned: bool,
+) -> Result<(Stat, f64, f64)> {
+    let (cpu0, cs0) = usage();
+    let stat = if spawned {
+        crate::concurrent_tasks(s, rounds, per_round).await?
+    } else {
+        concurrent(s, rounds, per_round).await?
+    };
+    let (cpu1, cs1) = usage();
+    let calls = (rounds * per_round) as f64;
+    Ok((stat, (cpu1 - cpu0) * 1e6 / calls, (cs1 - cs0) / calls))
+}
+
+fn wanted(line: &str) -> bool {
+    std::env::var("TICKBOX_BENCH_RT_FILTER").map_or(true, |f| line.starts_with(&f))
+}
+
 pub async fn run(bench: &Bench, engine: &Arc<WasmEngine>) -> Result<()> {
     let passes: usize = std::env::var("TICKBOX_BENCH_RT_PASSES")
         .ok()
@@ -67,18 +92,42 @@ pub async fn run(bench: &Bench, engine: &Arc<WasmEngine>) -> Result<()> {
             sessions.push((name, variant, Arc::new(s)));
         }
     }
+    let rounds = bench.n(10);
     for pass in 1..=passes {
         eprintln!("pass {pass} ({n} sequential calls each; CPU and context switches of this process per call)");
-        let native = bench.guests.native.clone();
-        let f = tokio::task::spawn_blocking(move || floor::floor(&native, n, false)).await??;
+        // The floor is left out when only some lines run (for a profile of
+        // them); the ratios are then NaN.
+        let f = if wanted("floor") {
+            let native = bench.guests.native.clone();
+            tokio::task::spawn_blocking(move || floor::floor(&native, n, false)).await??
+        } else {
+            Stat::new("µs", vec![])
+        };
         eprintln!("  floor                              {}", f.show());
         for (name, variant, s) in &sessions {
             for (caller, spawned) in [("block_on", false), ("task", true)] {
+                let label = format!("{name:<6} {variant:<13} {caller:<8}");
+                if !wanted(&label) {
+                    continue;
+                }
                 let (stat, cpu, cs) = measured(s, n, spawned).await?;
                 eprintln!(
-                    "  {name:<6} {variant:<13} {caller:<8}   {}  {:.2}× floor  cpu {cpu:.1} µs  cs {cs:.2}",
+                    "  {label}   {}  {:.2}× floor  cpu {cpu:.1} µs  cs {cs:.2}",
                     stat.show(),
                     stat.median() / f.median()
+                );
+            }
+        }
+        for (name, variant, s) in &sessions {
+            for (caller, spawned) in [("block_on", false), ("tasks", true)] {
+                let label = format!("8 in flight {name:<6} {variant:<13} {caller:<8}");
+                if !wanted(&label) {
+                    continue;
+                }
+                let (stat, cpu, cs) = measured8(s, rounds, 4000, spawned).await?;
+                eprintln!(
+                    "  {label}   {} per call  cpu {cpu:.1} µs  cs {cs:.2}",
+                    stat.show()
                 );
             }
         }

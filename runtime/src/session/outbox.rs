@@ -261,7 +261,7 @@ pub(super) async fn write_frames(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::{AsyncReadExt, DuplexStream};
+    use tokio::io::{AsyncRead, AsyncReadExt, DuplexStream};
 
     fn outbox(pipe: usize, caller_writes: bool) -> (Arc<Outbox>, DuplexStream) {
         let (host, tick) = tokio::io::duplex(pipe);
