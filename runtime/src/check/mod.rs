@@ -32,6 +32,8 @@
 
 pub(crate) mod args;
 pub(crate) mod driver;
+#[cfg(test)]
+mod fake;
 pub mod report;
 /// The rule table lives with the validators, in the protocol crate.
 pub use crate::protocol::rules;
@@ -175,3 +177,6 @@ pub async fn run(launch: &dyn Launch, tick: &str, opts: &Options) -> Result<Repo
         measurements,
     })
 }
+
+#[cfg(test)]
+mod tests;
