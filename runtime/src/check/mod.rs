@@ -132,9 +132,11 @@ impl Default for Options {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CheckError {
-    /// The backend could not start the Tick (nothing was checked).
-    #[error("cannot start the Tick: {0}")]
-    Start(#[source] LaunchError),
+    /// The backend could not start the Tick (nothing was checked). Shown
+    /// as the launch error itself, which names the Tick and the cause, as
+    /// every other command shows it.
+    #[error(transparent)]
+    Start(LaunchError),
     /// The sample args file does not fit the Tick's catalog.
     #[error("sample args: {0}")]
     SampleArgs(String),
