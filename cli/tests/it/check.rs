@@ -9,13 +9,8 @@
 
 use crate::util::*;
 use serde_json::Value;
-use std::collections::BTreeSet;
 use tickbox_runtime::backend::native::{spawn, NativeSpec};
 use tickbox_runtime::check::{self, rules, Options, Report, Severity, Status};
-
-/// Latency is reported, never asserted: these advisories may fire on a
-/// loaded machine and are ignored by every test.
-const TIMING: &[&str] = &["describe.prompt", "read.prompt"];
 
 fn broken(name: &str) -> String {
     tick(&format!("broken/{name}"))
@@ -32,16 +27,6 @@ async fn run_check_argv(argv: Vec<String>, allow_mutations: bool) -> Report {
     check::run(&launch, &name, &opts)
         .await
         .unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
-fn failing(report: &Report, severity: Severity) -> BTreeSet<String> {
-    report
-        .verdicts
-        .iter()
-        .filter(|v| v.status == Status::Fail && v.rule.severity == severity)
-        .filter(|v| !TIMING.contains(&v.rule.id))
-        .map(|v| v.rule.id.to_string())
-        .collect()
 }
 
 /// One home per rule: for every host-rule fixture (each mode of faulty.py
@@ -85,13 +70,15 @@ async fn host_and_checker_name_the_same_rule() {
                 .await
                 .unwrap();
                 assert_eq!(host.code, 3, "{mode}: the host refuses it; {host:#?}");
-                let rule = host_rule(&host.stderr)
+                let rule = check::rule_named_in(&host.stderr)
                     .unwrap_or_else(|| panic!("{mode}: no rule id in {:?}", host.stderr));
                 let report = run_check_argv(faulty(mode), false).await;
-                let failing = failing(&report, Severity::Must);
+                let verdict = report.verdict(rule.id).unwrap();
                 assert!(
-                    failing.contains(rule),
-                    "{mode}: host names {rule}, the checker fails {failing:?}\n{}",
+                    verdict.status == Status::Fail && rule.severity == Severity::Must,
+                    "{mode}: host names {}, the checker says {:?}\n{}",
+                    rule.id,
+                    verdict.status,
                     report.to_text()
                 );
             })
@@ -100,18 +87,6 @@ async fn host_and_checker_name_the_same_rule() {
     for job in jobs {
         job.await.unwrap();
     }
-}
-
-/// The rule id a host error names: `(§S, group.name)`, or the §4.3 version
-/// message, whose wording the protocol fixes.
-fn host_rule(stderr: &str) -> Option<&'static str> {
-    if stderr.contains("unsupported Tick protocol version") {
-        return Some(rules::DESCRIBE_PROTOCOL.id);
-    }
-    rules::ALL
-        .iter()
-        .find(|r| stderr.contains(&format!(", {})", r.id)))
-        .map(|r| r.id)
 }
 
 // ----- the CLI: exit codes and formats -----

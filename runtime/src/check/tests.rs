@@ -11,7 +11,7 @@
 //! through the CLI (`cli/tests/it/check.rs`), where the process is the point.
 
 use super::fake::{self, Fault, FakeLaunch};
-use super::{rules, Options, Report, Severity, Status};
+use super::{rule_named_in, rules, Options, Report, Severity, Status};
 use crate::session::{Session, SessionConfig};
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -197,25 +197,13 @@ fn every_broken_tick_has_a_fake_and_a_test() {
     }
 }
 
-/// The rule id a host error names: `(§S, group.name)`, or the §4.3 version
-/// message, whose wording the protocol fixes.
-fn host_rule(message: &str) -> Option<&'static str> {
-    if message.contains("unsupported Tick protocol version") {
-        return Some(rules::DESCRIBE_PROTOCOL.id);
-    }
-    rules::ALL
-        .iter()
-        .find(|r| message.contains(&format!(", {})", r.id)))
-        .map(|r| r.id)
-}
-
 /// What the host says of a fake used as a host uses a Tick (initialize,
 /// call `add`, read), as a rule id: its initialization refused, its session
 /// ended by a violation, or a request failed naming a rule.
 async fn host_verdict(fault: Fault) -> Option<&'static str> {
     let session = match Session::start(fake::start(fault), SessionConfig::default()).await {
         Ok(s) => s,
-        Err(e) => return Some(host_rule(&e.to_string()).unwrap_or("(no rule)")),
+        Err(e) => return Some(rule_named_in(&e.to_string()).map_or("(no rule)", |r| r.id)),
     };
     let mut named = None;
     if let Some(catalog) = session.descriptor() {
@@ -224,10 +212,10 @@ async fn host_verdict(fault: Fault) -> Option<&'static str> {
         }
     }
     if let Err(e) = session.read().await {
-        named = host_rule(&e.to_string());
+        named = rule_named_in(&e.to_string()).map(|r| r.id);
     }
     if let Some(end) = session.end_reason() {
-        named = host_rule(&end.to_string()).or(named);
+        named = rule_named_in(&end.to_string()).map(|r| r.id).or(named);
     }
     session.shutdown().await;
     named
