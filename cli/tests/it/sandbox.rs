@@ -458,6 +458,7 @@ async fn start(engine: &Arc<WasmEngine>, config: SessionConfig) -> Session {
         args: vec![],
         grants: GrantSpec::default().resolve().unwrap(),
         instance_id: None,
+        exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
     };
     Session::start(spawn(engine, &spec).await.expect("spawn"), config)
         .await

@@ -532,6 +532,7 @@ async fn wait_for_stops_at_the_jump_bound() {
         args: vec![],
         grants: Default::default(),
         instance_id: None,
+        exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
     };
     let launch: LaunchFn = Arc::new(move |clock| {
         let (engine, spec) = (engine.clone(), spec.clone());

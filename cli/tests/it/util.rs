@@ -342,6 +342,7 @@ pub async fn open_wasm_session(engine: &Arc<WasmEngine>, path: PathBuf, grants: 
         args: vec![],
         grants: grants.resolve().expect("grants"),
         instance_id: None,
+        exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
     };
     let io = wasm::spawn(engine, &spec).await.expect("spawn wasm");
     Session::start(io, SessionConfig::default())
