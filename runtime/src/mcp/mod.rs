@@ -62,4 +62,4 @@ pub mod text;
 pub mod transport;
 
 pub use config::{Config, ConfigError, Grants, TickEntry, TickSource};
-pub use server::{state_uri, Connection, Facade, FacadeError, HostedTick};
+pub use server::{state_uri, Connection, Facade, FacadeError, FacadeOptions, HostedTick};
