@@ -43,7 +43,7 @@ pub mod http;
 pub(crate) mod imports;
 pub mod limits;
 pub(crate) mod pipe;
-pub mod quota;
+pub(crate) mod quota;
 pub(crate) mod terminal;
 pub mod virtual_time;
 pub mod wit_files;
