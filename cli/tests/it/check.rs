@@ -206,7 +206,12 @@ fn status_of(report: &Value, id: &str) -> Value {
 #[test]
 fn real_signals_judge_resizes_and_sigterm() {
     let out = cli_check(
-        &["--format", "json", "--only", "state.no_presentation_updates"],
+        &[
+            "--format",
+            "json",
+            "--only",
+            "state.no_presentation_updates",
+        ],
         &broken("resize_update.py"),
     );
     assert_eq!(out.code, 1, "{out:#?}");

@@ -23,7 +23,6 @@ use tickbox_runtime::backend::wasm::grants::GrantSpec;
 use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmSpec};
 use tickbox_runtime::session::{Session, SessionConfig};
 
-
 /// Builds `examples/c` into `$CARGO_TARGET_DIR/guests/c` once per test
 /// process (build.sh itself skips outputs newer than the source); the
 /// paths of the wasm module and the native binary.
@@ -111,7 +110,6 @@ fn engine() -> Arc<WasmEngine> {
 async fn open_wasm(path: PathBuf) -> Session {
     open_wasm_session(&engine(), path, GrantSpec::default()).await
 }
-
 
 /// The wasip1 module's timer fires while it waits in `poll()` on stdin:
 /// updates keep coming with no request in flight, and stop when asked.

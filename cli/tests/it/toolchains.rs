@@ -252,7 +252,6 @@ async fn open(path: PathBuf) -> Session {
     open_wasm_session(&engine(), path, grants).await
 }
 
-
 /// The `auto` timer fires while the Tick waits for requests, and stops.
 async fn timer_runs_between_requests(s: &Session) {
     let mut events = s.events();

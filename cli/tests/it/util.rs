@@ -336,7 +336,11 @@ use tickbox_runtime::session::{CallOutcome, Session, SessionConfig, SessionEvent
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
 /// An initialized session on a wasm Tick, in real time, through the library.
-pub async fn open_wasm_session(engine: &Arc<WasmEngine>, path: PathBuf, grants: GrantSpec) -> Session {
+pub async fn open_wasm_session(
+    engine: &Arc<WasmEngine>,
+    path: PathBuf,
+    grants: GrantSpec,
+) -> Session {
     let spec = WasmSpec {
         path,
         args: vec![],

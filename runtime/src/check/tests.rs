@@ -10,7 +10,7 @@
 //! Exit codes, the report formats and a Python Tick end to end are tested
 //! through the CLI (`cli/tests/it/check.rs`), where the process is the point.
 
-use super::fake::{self, Fault, FakeLaunch};
+use super::fake::{self, FakeLaunch, Fault};
 use super::{rule_named_in, rules, Options, Report, Severity, Status};
 use crate::session::{Session, SessionConfig};
 use serde_json::json;

@@ -1537,7 +1537,11 @@ impl TickProcess for WasmProcess {
 
     fn terminate(&mut self, graceful: bool) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            if graceful && tokio::time::timeout(self.exit_grace, self.join()).await.is_ok() {
+            if graceful
+                && tokio::time::timeout(self.exit_grace, self.join())
+                    .await
+                    .is_ok()
+            {
                 return;
             }
             if let Some(task) = &self.task {
