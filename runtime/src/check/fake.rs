@@ -159,6 +159,9 @@ pub fn start(fault: Fault) -> TickIo {
     io
 }
 
+/// A tool's required args and its one property with its type check.
+type ArgCheck = (&'static [&'static str], Option<(&'static str, fn(&Value) -> bool)>);
+
 /// A JSON-RPC error the fake answers with.
 struct RpcError(i64, &'static str);
 
@@ -303,10 +306,10 @@ impl Fake {
             Fault::UnknownTool if !known => return Err(RpcError(-32000, "no such tool")),
             _ => {}
         }
-        let (required, prop): (&[&str], Option<(&str, fn(&Value) -> bool)>) = match tool {
+        let (required, prop): ArgCheck = match tool {
             "peek" => (&[], None),
             "echo" => (&["text"], Some(("text", Value::is_string))),
-            "add" => (&["amount"], Some(("amount", Value::is_i64))),
+            "add" => (&["amount"], Some(("amount", |v| v.is_i64() || v.is_u64()))),
             _ => return Err(RpcError(-32602, "unknown tool")),
         };
         let Some(args) = args.as_object() else {
