@@ -160,7 +160,10 @@ pub fn start(fault: Fault) -> TickIo {
 }
 
 /// A tool's required args and its one property with its type check.
-type ArgCheck = (&'static [&'static str], Option<(&'static str, fn(&Value) -> bool)>);
+type ArgCheck = (
+    &'static [&'static str],
+    Option<(&'static str, fn(&Value) -> bool)>,
+);
 
 /// A JSON-RPC error the fake answers with.
 struct RpcError(i64, &'static str);

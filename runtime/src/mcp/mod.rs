@@ -70,3 +70,6 @@ pub use server::{
     STATE_URI_PREFIX,
 };
 pub use transport::{MAX_FRAME_BYTES, MAX_PENDING_REQUESTS, SUPPORTED_VERSIONS};
+
+#[cfg(test)]
+mod tests;
