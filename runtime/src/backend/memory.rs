@@ -304,6 +304,51 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn pipes_resizes_and_sigterm_behave_as_a_process_sees_them() {
+        use tokio::io::AsyncReadExt;
+        // Closing the host's end of stdin is EOF for the Tick, and the
+        // Tick dropping its stdout is EOF for the host.
+        let (mut io, tick) = pair();
+        let MemoryTick {
+            mut stdin,
+            stdout,
+            mut size,
+            control,
+            ..
+        } = tick;
+        io.stdin.write_all(b"x\n").await.unwrap();
+        drop(io.stdin);
+        let mut got = Vec::new();
+        stdin.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"x\n");
+        drop(stdout);
+        let mut rest = Vec::new();
+        io.stdout.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
+        // A resize reaches the Tick's size.
+        assert_eq!(*size.borrow(), (INITIAL_COLS, INITIAL_ROWS));
+        io.view.resize(80, 24);
+        size.changed().await.unwrap();
+        assert_eq!(*size.borrow_and_update(), (80, 24));
+        // Uncaught, SIGTERM ends the Tick at once; a second one finds it gone.
+        assert!(io.process.sigterm());
+        control.sigterm().await;
+        assert_eq!(io.process.exited().await, "signal 15 (SIGTERM)");
+        assert!(!io.process.sigterm());
+
+        // Caught, SIGTERM only tells the Tick, which decides.
+        let (mut io, tick) = pair();
+        tick.control.catch_sigterm();
+        assert!(io.process.sigterm());
+        tick.control.sigterm().await;
+        let still_running =
+            tokio::time::timeout(Duration::from_millis(50), io.process.exited()).await;
+        assert!(still_running.is_err(), "a caught SIGTERM ended the Tick");
+        tick.control.exit("exit status 3");
+        assert_eq!(io.process.exited().await, "exit status 3");
+    }
+
+    #[tokio::test]
     async fn violations_end_the_session_naming_the_rule() {
         for (script, rule) in [
             (Script::GarbageOnCall, rules::FRAMING_PROTOCOL_ONLY),
