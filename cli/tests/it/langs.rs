@@ -89,15 +89,7 @@ fn the_c_counter_answers_as_in_appendix_a() {
     assert_eq!(out.json(), json!({"value": 2}), "{out:#?}");
     let out = tickbox(&["describe", m.as_str()]);
     let d = out.json();
-    assert_eq!(d["kind"], "example.counter");
-    assert_eq!(d["recover_with"], "history");
-    let names: Vec<&str> = d["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
-    assert_eq!(names, ["increment", "history", "auto"]);
+    assert_counter_catalog(&d);
 }
 
 fn engine() -> Arc<WasmEngine> {

@@ -225,15 +225,7 @@ fn check_and_appendix_a(wasm: &Path) {
     let out = tickbox(&["call", w.as_str(), "history"]);
     assert_eq!(out.json(), json!({"recent": []}), "a fresh Tick: {out:#?}");
     let d = tickbox(&["describe", w.as_str()]).json();
-    assert_eq!(d["kind"], "example.counter");
-    assert_eq!(d["recover_with"], "history");
-    let names: Vec<&str> = d["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
-    assert_eq!(names, ["increment", "history", "auto"]);
+    assert_counter_catalog(&d);
 }
 
 fn engine() -> Arc<WasmEngine> {

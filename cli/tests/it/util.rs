@@ -354,6 +354,19 @@ pub async fn open_wasm_session(
         .expect("initialize")
 }
 
+/// The Appendix A counter's catalog, as every language's counter describes it.
+pub fn assert_counter_catalog(d: &Value) {
+    assert_eq!(d["kind"], "example.counter");
+    assert_eq!(d["recover_with"], "history");
+    let names: Vec<&str> = d["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["increment", "history", "auto"]);
+}
+
 /// Calls `tool` and returns its result; any other outcome fails the test.
 pub async fn call_ok(s: &Session, tool: &str, args: Value) -> Value {
     let c = s.descriptor().unwrap().prepare(tool, args).unwrap();
