@@ -38,7 +38,6 @@
 mod outbox;
 
 use crate::framing::{FrameError, LineReader};
-use outbox::Outbox;
 use crate::protocol::codes;
 use crate::protocol::limits::{
     CALL_TIMEOUT, INIT_TIMEOUT, MAX_CALL_RESULT_BYTES, MAX_IN_FLIGHT, MAX_LINE_BYTES,
@@ -50,6 +49,7 @@ use crate::protocol::{
     Descriptor, Incoming, PreparedCall, RequestId, ResponseBody, RpcError, TickState, Violation,
 };
 use crate::view::View;
+use outbox::Outbox;
 use serde_json::{json, Value};
 use std::cell::Cell;
 use std::collections::HashMap;

@@ -325,7 +325,11 @@ mod tests {
         // another one is not, and follows the first whole.
         o.submit(2, b"two\n".to_vec()).unwrap();
         o.submit(3, b"three\n".to_vec()).unwrap();
-        assert_eq!(available(&mut tick), b"", "nothing is glued to half a frame");
+        assert_eq!(
+            available(&mut tick),
+            b"",
+            "nothing is glued to half a frame"
+        );
         assert!(o.withdraw(2));
         let _triggers = writer(&o);
         let mut rest = vec![0u8; 2000 + 6];
