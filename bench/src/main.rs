@@ -14,7 +14,8 @@
 //! `target/tickbox-bench.json`). BENCHMARKS.md explains each number.
 //!
 //! For profiling one part: `TICKBOX_BENCH_ONLY_START=1` (200 warm-disk
-//! starts), `TICKBOX_BENCH_ONLY_RT=1` (round trips only) or
+//! starts), `TICKBOX_BENCH_ONLY_RT=1` (round trips only, every variant interleaved:
+//! `round_trips.rs`) or
 //! `TICKBOX_BENCH_ONLY_TRIM=1` (trimming only, no guests built),
 //! `TICKBOX_BENCH_ONLY_SOAK=1` (the live-call soak only),
 //! `TICKBOX_BENCH_ONLY_MCP=1` (the MCP rows only, see `mcp.rs`);
