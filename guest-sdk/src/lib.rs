@@ -241,6 +241,8 @@ pub fn __log(args: std::fmt::Arguments<'_>) {
     // would not return to column 0. One write keeps the line whole.
     let line = format!("{args}\r\n");
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    // The line moved the view's cursor: the next frame places it again.
+    draw::note_foreign_write();
 }
 
 /// Defines `main` for a Tick: `main!(Counter)` starts `Counter::default()`;
