@@ -184,7 +184,11 @@ fn counter_wasm() -> Result<PathBuf> {
 }
 
 /// `tickbox mcp WASM` with the bench's cache and compiler (module docs).
-fn mcp_command(tickbox: &std::path::Path, wasm: &std::path::Path, cache: &std::path::Path) -> Command {
+fn mcp_command(
+    tickbox: &std::path::Path,
+    wasm: &std::path::Path,
+    cache: &std::path::Path,
+) -> Command {
     let compiler =
         std::env::var("TICKBOX_BENCH_MCP_COMPILER").unwrap_or_else(|_| "cranelift".into());
     let mut cmd = Command::new(tickbox);

@@ -267,7 +267,10 @@ mod tests {
         assert!(text.contains("hi"), "{text:?}");
     }
 
-    fn recording(cols: u16, rows: u16) -> (ratatui::Terminal<AnsiBackend>, Arc<Mutex<Vec<String>>>) {
+    fn recording(
+        cols: u16,
+        rows: u16,
+    ) -> (ratatui::Terminal<AnsiBackend>, Arc<Mutex<Vec<String>>>) {
         let out = Arc::new(Mutex::new(Vec::<String>::new()));
         let o = out.clone();
         let backend = AnsiBackend::new(
@@ -299,8 +302,14 @@ mod tests {
         draw(&mut term, "ho");
         let chunks = out.lock().unwrap().clone();
         assert_eq!(chunks.len(), 2, "{chunks:?}");
-        assert!(chunks[1].contains('o') && !chunks[1].contains('h'), "{chunks:?}");
-        assert!(!chunks[1].contains("?25l"), "visibility is written once: {chunks:?}");
+        assert!(
+            chunks[1].contains('o') && !chunks[1].contains('h'),
+            "{chunks:?}"
+        );
+        assert!(
+            !chunks[1].contains("?25l"),
+            "visibility is written once: {chunks:?}"
+        );
 
         // The cursor is written when it changes or may have moved. (In the
         // same test: the log counter is process-wide, and another test
@@ -315,9 +324,16 @@ mod tests {
         };
         draw(&mut term, (3, 1));
         let first = out.lock().unwrap().clone();
-        assert!(first[0].contains("\x1b[?25h") && first[0].ends_with("\x1b[2;4H"), "{first:?}");
+        assert!(
+            first[0].contains("\x1b[?25h") && first[0].ends_with("\x1b[2;4H"),
+            "{first:?}"
+        );
         draw(&mut term, (3, 1));
-        assert_eq!(out.lock().unwrap().len(), 1, "same cursor, same cells: nothing");
+        assert_eq!(
+            out.lock().unwrap().len(),
+            1,
+            "same cursor, same cells: nothing"
+        );
         draw(&mut term, (5, 0));
         assert_eq!(out.lock().unwrap().last().unwrap(), "\x1b[1;6H");
         // A log line moves the view's cursor behind the backend's back.
@@ -329,6 +345,9 @@ mod tests {
         term.backend_mut().set_size(12, 3);
         draw(&mut term, (5, 0));
         let last = out.lock().unwrap().last().unwrap().clone();
-        assert!(last.contains('x') && last.ends_with("\x1b[?25h\x1b[1;6H"), "{last:?}");
+        assert!(
+            last.contains('x') && last.ends_with("\x1b[?25h\x1b[1;6H"),
+            "{last:?}"
+        );
     }
 }
