@@ -27,6 +27,7 @@ pub async fn start_wasm(engine: &Arc<WasmEngine>, path: &Path) -> Result<Session
         args: vec![],
         grants: Grants::default(),
         instance_id: None,
+        exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
     };
     let io = wasm::spawn(engine, &spec).await?;
     Ok(Session::start(io, SessionConfig::default()).await?)

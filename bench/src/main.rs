@@ -206,6 +206,7 @@ impl Bench {
                     args: vec![],
                     grants: Grants::default(),
                     instance_id: None,
+                    exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
                 };
                 wasm::spawn(engine, &spec).await?
             }

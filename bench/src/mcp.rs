@@ -168,6 +168,7 @@ async fn in_process(wasm: PathBuf, cache: PathBuf, n: usize) -> Result<Stat> {
         args: vec![],
         grants: Grants::default(),
         instance_id: None,
+        exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
     };
     let s = Session::start(wasm::spawn(&engine, &spec).await?, SessionConfig::default()).await?;
     let c = s

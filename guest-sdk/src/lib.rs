@@ -205,7 +205,9 @@ pub trait Tick: Sized + 'static {
         let _ = ctx;
     }
 
-    /// A key typed in a view.
+    /// A key typed in a view. The keys that arrive in one read (a paste, a
+    /// fast typist) are handled together: `on_key` runs for each, then the
+    /// state is looked at once, so they make at most one update.
     fn on_key(&mut self, key: Key, ctx: &mut Ctx) {
         let _ = (key, ctx);
     }

@@ -491,9 +491,22 @@ fn timers_fire_in_the_background_and_emit_updates() {
 #[test]
 fn keys_reach_the_tick_and_redraw_the_view() {
     let mut h = Harness::new();
+    // Keys of one read are one event: one update with the end result.
     h.rt.keys(b"++-");
-    assert_eq!(updates(&h.frames()), vec![1, 2, 3]);
+    assert_eq!(updates(&h.frames()), vec![1]);
     assert_eq!(h.rt.tick().value, 1);
+    // Separate reads, separate updates.
+    h.rt.keys(b"+");
+    h.rt.keys(b"-");
+    assert_eq!(updates(&h.frames()), vec![2, 3]);
+    assert_eq!(h.rt.tick().value, 1);
+    // Two changes in one read (the value ends where it was; the list of
+    // recent changes grew by two): one update, not two.
+    h.rt.keys(b"+-");
+    assert_eq!(updates(&h.frames()), vec![4]);
+    // Presentation-only keys in one read: none.
+    h.rt.keys(b"\x1b[B\x1b[B");
+    assert!(updates(&h.frames()).is_empty());
     let mut parser = vt100::Parser::new(
         std::num::NonZeroU16::new(10).unwrap(),
         std::num::NonZeroU16::new(40).unwrap(),

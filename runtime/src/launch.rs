@@ -108,6 +108,7 @@ impl Launcher {
                 args: Vec::new(),
                 grants,
                 instance_id: None,
+                exit_grace: wasm::EXIT_GRACE,
             },
             kind,
             requested,

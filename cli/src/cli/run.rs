@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use tickbox_runtime::live::{publish, PublishOptions, Registry};
-use tickbox_runtime::scenario::record::{RecordTick, RecordTime, Recorder};
+use tickbox_runtime::scenario::{RecordTick, RecordTime, Recorder};
 use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Args)]
@@ -186,7 +186,7 @@ fn record_tick(spec: &TickSpec, opts: &open::TickOpts, opened: &open::Opened) ->
         dir: grants
             .dir
             .iter()
-            .map(|d| tickbox_runtime::scenario::model::dir_grant(&cwd, d))
+            .map(|d| tickbox_runtime::scenario::dir_grant(&cwd, d))
             .collect(),
         allow_net: grants.allow_net,
         env: grants.env,

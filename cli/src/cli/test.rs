@@ -160,7 +160,7 @@ async fn one(
         Ok(s) => s,
         Err(e) => {
             return Some(ScenarioResult::not_run(
-                &scenario::model::stem(&file),
+                &scenario::stem(&file),
                 file,
                 0,
                 Outcome::Invalid(e.message),

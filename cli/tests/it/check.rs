@@ -1,24 +1,19 @@
-//! `tickbox check`: conforming Ticks pass, and each deliberately broken Tick
-//! under tests/ticks/broken fails exactly the rule it breaks, named with its
-//! section. The broken-Tick matrix runs through the library (one process, no
-//! binary); exit codes and the three formats run through the CLI.
+//! `tickbox check` through real processes, where the process is the point:
+//! exit codes, the three report formats, a Python Tick end to end, real
+//! signals (SIGTERM to the group, SIGWINCH from the PTY), and the host and
+//! the checker naming the same rule for every host-rule mode of
+//! `faulty.py`. The rule-by-rule matrix (each broken Tick fails exactly the
+//! rule it breaks) runs without processes, over the in-memory transport, in
+//! `tickbox-runtime` (`runtime/src/check/tests.rs`), with a Rust twin of
+//! each Python fixture in `tests/ticks/broken/`.
 
 use crate::util::*;
 use serde_json::Value;
-use std::collections::BTreeSet;
 use tickbox_runtime::backend::native::{spawn, NativeSpec};
 use tickbox_runtime::check::{self, rules, Options, Report, Severity, Status};
 
-/// Latency is reported, never asserted: these advisories may fire on a
-/// loaded machine and are ignored by every test.
-const TIMING: &[&str] = &["describe.prompt", "read.prompt"];
-
 fn broken(name: &str) -> String {
     tick(&format!("broken/{name}"))
-}
-
-async fn run_check(script: &str, allow_mutations: bool) -> Report {
-    run_check_argv(vec!["python3".into(), script.into()], allow_mutations).await
 }
 
 async fn run_check_argv(argv: Vec<String>, allow_mutations: bool) -> Report {
@@ -32,150 +27,6 @@ async fn run_check_argv(argv: Vec<String>, allow_mutations: bool) -> Report {
     check::run(&launch, &name, &opts)
         .await
         .unwrap_or_else(|e| panic!("{name}: {e}"))
-}
-
-fn failing(report: &Report, severity: Severity) -> BTreeSet<String> {
-    report
-        .verdicts
-        .iter()
-        .filter(|v| v.status == Status::Fail && v.rule.severity == severity)
-        .filter(|v| !TIMING.contains(&v.rule.id))
-        .map(|v| v.rule.id.to_string())
-        .collect()
-}
-
-/// Exactly these MUST rules fail (and so the check fails iff there are any),
-/// these advisory rules fail (others may not, timing aside), and each failure
-/// names its section and carries evidence.
-fn expect(report: &Report, must: &[&str], advisory: &[&str]) {
-    let text = report.to_text();
-    let set = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<BTreeSet<_>>();
-    assert_eq!(
-        failing(report, Severity::Must),
-        set(must),
-        "MUST failures\n{text}"
-    );
-    assert_eq!(
-        failing(report, Severity::Advisory),
-        set(advisory),
-        "advisory failures\n{text}"
-    );
-    assert_eq!(report.passed(), must.is_empty(), "{text}");
-    for id in must.iter().chain(advisory) {
-        let v = report.verdict(id).unwrap();
-        let rule = rules::lookup(id).unwrap();
-        assert!(
-            text.contains(&format!(
-                "{}  {id}",
-                if rule.severity == Severity::Must {
-                    "FAIL"
-                } else {
-                    "warn"
-                }
-            )) && text.contains(&format!("§{}", rule.section)),
-            "{id} §{} not shown as failing:\n{text}",
-            rule.section
-        );
-        assert!(
-            !v.evidence.is_empty() && v.evidence.iter().all(|e| !e.why.is_empty()),
-            "{id} has no evidence: {v:?}"
-        );
-    }
-}
-
-#[tokio::test]
-async fn the_counter_passes() {
-    let r = run_check(&tick("counter.py"), false).await;
-    expect(&r, &[], &[]);
-    // Without --allow-mutations `increment` is never called, so nothing
-    // updates and the update rules cannot apply.
-    assert_eq!(
-        r.verdict("state.update_seq").unwrap().status,
-        Status::NotApplicable
-    );
-    for id in [
-        "describe.valid",
-        "call.wrong_revision",
-        "call.invalid_args",
-        "framing.garbage_ignored",
-        "lifecycle.sigterm",
-    ] {
-        assert_eq!(
-            r.verdict(id).unwrap().status,
-            Status::Pass,
-            "{id}\n{}",
-            r.to_text()
-        );
-    }
-}
-
-#[tokio::test]
-async fn the_counter_passes_with_mutations() {
-    let r = run_check(&tick("counter.py"), true).await;
-    expect(&r, &[], &[]);
-    for id in [
-        "state.update_seq",
-        "state.update_valid",
-        "state.update_size",
-        "state.read_floor",
-    ] {
-        assert_eq!(
-            r.verdict(id).unwrap().status,
-            Status::Pass,
-            "{id}\n{}",
-            r.to_text()
-        );
-    }
-}
-
-#[tokio::test]
-async fn the_broken_ticks_base_passes() {
-    expect(&run_check(&broken("base.py"), true).await, &[], &[]);
-}
-
-/// One test per broken Tick: `name(file, allow_mutations, [MUST ids], [advisory ids])`.
-macro_rules! broken_tick {
-    ($($test:ident: $file:literal, $mutations:literal, [$($must:literal),*], [$($adv:literal),*];)*) => {$(
-        #[tokio::test]
-        async fn $test() {
-            let r = run_check(&broken($file), $mutations).await;
-            expect(&r, &[$($must),*], &[$($adv),*]);
-        }
-    )*};
-}
-
-broken_tick! {
-    replying_id_null_to_garbage: "null_id_reply.py", false, ["framing.no_null_id", "framing.garbage_ignored"], [];
-    replying_to_unparseable_lines: "garbage_reply.py", false, ["framing.garbage_ignored", "framing.one_response"], [];
-    executing_a_stale_revision: "wrong_revision.py", false, ["call.wrong_revision"], [];
-    not_checking_args: "no_arg_check.py", false, ["call.invalid_args"], [];
-    update_seq_going_backwards: "update_seq_backwards.py", true, ["state.update_seq"], [];
-    reading_below_the_last_update: "read_below_update.py", true, ["state.read_floor"], [];
-    describe_with_side_effects: "describe_side_effect.py", false, ["describe.no_side_effects"], [];
-    ignoring_stdin_eof: "ignores_eof.py", false, [], ["lifecycle.stdin_eof"];
-    ignoring_sigterm: "ignores_sigterm.py", false, [], ["lifecycle.sigterm"];
-    interleaving_concurrent_answers: "interleaved.py", false,
-        ["framing.no_interleave", "framing.protocol_only", "framing.one_response", "call.concurrent"],
-        ["lifecycle.stdin_eof"];
-    unterminated_final_message: "unterminated.py", false, ["framing.newline"], [];
-    query_tool_that_mutates: "mutates_dishonest.py", false, [], ["tools.mutates_honest"];
-    banner_on_stdout: "stray_stdout.py", false, ["framing.protocol_only"], [];
-    wrong_code_for_unknown_method: "unknown_method.py", false, ["call.unknown_method"], [];
-    executed_code_for_unknown_tool: "unknown_tool.py", false, ["call.unknown_tool"], [];
-    mutating_recover_with: "recover_mutating.py", false, ["describe.valid", "describe.recover_with"], [];
-    protocol_version_two: "protocol_two.py", false, ["describe.valid", "describe.protocol"], [];
-    unconventional_kind: "kind_naming.py", false, [], ["describe.kind_naming"];
-    answering_twice: "duplicate_response.py", false, ["framing.one_response"], [];
-    null_update_data: "null_update.py", true, ["state.update_valid"], [];
-    large_state: "big_state.py", false, [], ["state.typical_size"];
-    requests_to_the_host: "sends_request.py", false, ["framing.no_requests"], [];
-    // The driver stops reading at the over-long line, as a host would end
-    // the session there, so initialization cannot finish either.
-    line_over_8_mib: "long_line.py", false,
-        ["framing.line_limit", "init.timely", "describe.valid", "framing.one_response"], [];
-    refusing_after_acting: "refuses_after_acting.py", true, ["call.not_executed_no_effect"], [];
-    update_on_resize: "resize_update.py", false, ["state.no_presentation_updates"], [];
-    both_result_and_error: "both_result_error.py", false, ["framing.response_shape", "call.unknown_method"], [];
 }
 
 /// One home per rule: for every host-rule fixture (each mode of faulty.py
@@ -219,13 +70,15 @@ async fn host_and_checker_name_the_same_rule() {
                 .await
                 .unwrap();
                 assert_eq!(host.code, 3, "{mode}: the host refuses it; {host:#?}");
-                let rule = host_rule(&host.stderr)
+                let rule = check::rule_named_in(&host.stderr)
                     .unwrap_or_else(|| panic!("{mode}: no rule id in {:?}", host.stderr));
                 let report = run_check_argv(faulty(mode), false).await;
-                let failing = failing(&report, Severity::Must);
+                let verdict = report.verdict(rule.id).unwrap();
                 assert!(
-                    failing.contains(rule),
-                    "{mode}: host names {rule}, the checker fails {failing:?}\n{}",
+                    verdict.status == Status::Fail && rule.severity == Severity::Must,
+                    "{mode}: host names {}, the checker says {:?}\n{}",
+                    rule.id,
+                    verdict.status,
                     report.to_text()
                 );
             })
@@ -233,29 +86,6 @@ async fn host_and_checker_name_the_same_rule() {
         .collect();
     for job in jobs {
         job.await.unwrap();
-    }
-}
-
-/// The rule id a host error names: `(§S, group.name)`, or the §4.3 version
-/// message, whose wording the protocol fixes.
-fn host_rule(stderr: &str) -> Option<&'static str> {
-    if stderr.contains("unsupported Tick protocol version") {
-        return Some(rules::DESCRIBE_PROTOCOL.id);
-    }
-    rules::ALL
-        .iter()
-        .find(|r| stderr.contains(&format!(", {})", r.id)))
-        .map(|r| r.id)
-}
-
-#[test]
-fn every_broken_tick_has_a_test() {
-    let here = std::fs::read_to_string(root().join("cli/tests/it/check.rs")).unwrap();
-    for entry in std::fs::read_dir(root().join("tests/ticks/broken")).unwrap() {
-        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        if name.ends_with(".py") && name != "base.py" {
-            assert!(here.contains(&format!("\"{name}\"")), "{name} has no test");
-        }
     }
 }
 
@@ -289,6 +119,20 @@ fn json_report_is_stable_and_exit_code_follows_must_rules() {
         assert!(j["summary"][key].is_u64(), "summary.{key}");
     }
     assert!(j["measurements"]["sessions"].as_u64().unwrap() >= 4);
+    // A real process: SIGTERM goes to its group, EOF is a closed pipe.
+    for (id, want) in [
+        ("describe.valid", "pass"),
+        ("call.wrong_revision", "pass"),
+        ("call.invalid_args", "pass"),
+        ("framing.garbage_ignored", "pass"),
+        ("lifecycle.stdin_eof", "pass"),
+        ("lifecycle.sigterm", "pass"),
+        // Without --allow-mutations `increment` is never called, so
+        // nothing updates and the update rules cannot apply.
+        ("state.update_seq", "not_applicable"),
+    ] {
+        assert_eq!(status_of(&j, id), Value::from(want), "{id}: {j}");
+    }
 
     let bad = cli_check(&["--format", "json"], &broken("null_id_reply.py"));
     assert_eq!(bad.code, 1, "{bad:#?}");
@@ -343,6 +187,46 @@ fn only_limits_the_report_and_advisories_keep_exit_zero() {
             "lifecycle.stdin_eof=fail",
             "lifecycle.sigterm=pass"
         ]
+    );
+}
+
+/// The status a JSON report gives a rule.
+fn status_of(report: &Value, id: &str) -> Value {
+    report["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == id)
+        .unwrap_or_else(|| panic!("{id} not in {report}"))["status"]
+        .clone()
+}
+
+/// Signals are where the process is the point: a resize is SIGWINCH from
+/// the PTY, SIGTERM goes to the process group.
+#[test]
+fn real_signals_judge_resizes_and_sigterm() {
+    let out = cli_check(
+        &[
+            "--format",
+            "json",
+            "--only",
+            "state.no_presentation_updates",
+        ],
+        &broken("resize_update.py"),
+    );
+    assert_eq!(out.code, 1, "{out:#?}");
+    assert_eq!(
+        status_of(&out.json(), "state.no_presentation_updates"),
+        Value::from("fail")
+    );
+    let out = cli_check(
+        &["--format", "json", "--only", "lifecycle.sigterm"],
+        &broken("ignores_sigterm.py"),
+    );
+    assert_eq!(out.code, 0, "an advisory failure alone passes: {out:#?}");
+    assert_eq!(
+        status_of(&out.json(), "lifecycle.sigterm"),
+        Value::from("fail")
     );
 }
 
@@ -417,16 +301,14 @@ fn sample_args_drive_mutating_calls() {
     let j = out.json();
     let notes = j["measurements"]["notes"].to_string();
     assert!(notes.contains("`increment`"), "{notes}");
-    let status = |id: &str| {
-        j["rules"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["id"] == id)
-            .unwrap()["status"]
-            .clone()
-    };
-    assert_eq!(status("state.update_seq"), Value::from("pass"));
+    for id in [
+        "state.update_seq",
+        "state.update_valid",
+        "state.update_size",
+        "state.read_floor",
+    ] {
+        assert_eq!(status_of(&j, id), Value::from("pass"), "{id}: {j}");
+    }
 
     std::fs::write(&path, r#"{"increment": {"amount": "three"}}"#).unwrap();
     cli_check(&["--sample-args", p], &tick("counter.py"))
@@ -438,7 +320,20 @@ fn sample_args_drive_mutating_calls() {
 #[test]
 fn usage_errors_and_unstartable_ticks() {
     cli_check(&["--only", "no.such_rule"], &tick("counter.py")).expect(2, "unknown rule");
-    tickbox(&["check", "/nonexistent/tick"]).expect(3, "not found");
+    let out = tickbox(&["check", "/nonexistent/tick"]);
+    out.expect(3, "not found");
+    // One line naming the cause, with its context said once.
+    assert_eq!(
+        out.stderr.matches("cannot start the Tick:").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("`/nonexistent/tick` not found"),
+        "{}",
+        out.stderr
+    );
     let out = tickbox(&["check", "--list-rules"]);
     assert_eq!(out.code, 0);
     assert_eq!(out.stdout.lines().count(), rules::ALL.len());

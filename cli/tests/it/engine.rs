@@ -15,8 +15,14 @@ async fn start(argv: Vec<String>) -> Session {
     start_with(argv, SessionConfig::default()).await
 }
 
+/// The shutdown graces are shortened: a Tick stuck in a slow call would
+/// otherwise cost the default 500 ms before SIGTERM, and shutdown is not
+/// what these tests are about (`native.rs` tests it).
 async fn start_with(argv: Vec<String>, config: SessionConfig) -> Session {
-    let io = spawn(&NativeSpec::new(argv)).expect("spawn");
+    let mut spec = NativeSpec::new(argv);
+    spec.exit_grace = Duration::from_millis(50);
+    spec.term_grace = Duration::from_millis(50);
+    let io = spawn(&spec).expect("spawn");
     Session::start(io, config).await.expect("initialize")
 }
 

@@ -74,6 +74,7 @@ async fn open(b: Backend, name: &str, grants: GrantSpec, env: &[(&str, &str)]) -
                 args: vec![],
                 grants,
                 instance_id: None,
+                exit_grace: wasm::EXIT_GRACE,
             };
             wasm::spawn(&engine(), &spec).await.expect("spawn wasm")
         }

@@ -14,18 +14,14 @@
 //! missing one fails the test with the command that installs it.
 
 use crate::util::*;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tickbox_runtime::backend::native::{self, NativeSpec};
 use tickbox_runtime::backend::wasm::grants::GrantSpec;
 use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmSpec};
-use tickbox_runtime::session::{CallOutcome, Session, SessionConfig, SessionEvent};
-
-/// How long a test waits for something that should happen within
-/// milliseconds; only reached when the test is failing.
-const PATIENCE: Duration = Duration::from_secs(20);
+use tickbox_runtime::session::{Session, SessionConfig};
 
 /// Builds `examples/c` into `$CARGO_TARGET_DIR/guests/c` once per test
 /// process (build.sh itself skips outputs newer than the source); the
@@ -93,15 +89,7 @@ fn the_c_counter_answers_as_in_appendix_a() {
     assert_eq!(out.json(), json!({"value": 2}), "{out:#?}");
     let out = tickbox(&["describe", m.as_str()]);
     let d = out.json();
-    assert_eq!(d["kind"], "example.counter");
-    assert_eq!(d["recover_with"], "history");
-    let names: Vec<&str> = d["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
-    assert_eq!(names, ["increment", "history", "auto"]);
+    assert_counter_catalog(&d);
 }
 
 fn engine() -> Arc<WasmEngine> {
@@ -112,59 +100,7 @@ fn engine() -> Arc<WasmEngine> {
 }
 
 async fn open_wasm(path: PathBuf) -> Session {
-    let spec = WasmSpec {
-        path,
-        args: vec![],
-        grants: GrantSpec::default().resolve().expect("grants"),
-        instance_id: None,
-    };
-    let io = wasm::spawn(&engine(), &spec).await.expect("spawn wasm");
-    Session::start(io, SessionConfig::default())
-        .await
-        .expect("initialize")
-}
-
-async fn call(s: &Session, tool: &str, args: Value) -> Value {
-    let c = s.descriptor().unwrap().prepare(tool, args).unwrap();
-    match s.call(&c).await {
-        CallOutcome::Ok(v) => v,
-        other => panic!("{tool}: expected a result, got {other:?}"),
-    }
-}
-
-/// Waits for an update whose value is at least `value`; its seq.
-async fn value_reaches(
-    events: &mut tokio::sync::broadcast::Receiver<SessionEvent>,
-    value: i64,
-) -> u64 {
-    let wait = async {
-        loop {
-            match events.recv().await {
-                Ok(SessionEvent::Updated(st)) if st.data["value"].as_i64() >= Some(value) => {
-                    return st.seq
-                }
-                Ok(SessionEvent::Ended(why)) => panic!("session ended: {why:?}"),
-                Ok(_) => {}
-                Err(e) => panic!("events closed: {e}"),
-            }
-        }
-    };
-    tokio::time::timeout(PATIENCE, wait)
-        .await
-        .unwrap_or_else(|_| panic!("the value never reached {value}"))
-}
-
-async fn screen_shows(s: &Session, needle: &str) {
-    for _ in 0..(PATIENCE.as_millis() / 20) {
-        if s.view().screen_text().contains(needle) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!(
-        "the view never showed {needle:?}:\n{}",
-        s.view().screen_text()
-    );
+    open_wasm_session(&engine(), path, GrantSpec::default()).await
 }
 
 /// The wasip1 module's timer fires while it waits in `poll()` on stdin:
@@ -176,13 +112,13 @@ async fn the_c_counter_runs_timers_while_waiting_for_requests() {
     screen_shows(&s, "Counter: 0").await;
     let mut events = s.events();
     assert_eq!(
-        call(&s, "auto", json!({"every_ms": 20})).await,
+        call_ok(&s, "auto", json!({"every_ms": 20})).await,
         json!({"every_ms": 20})
     );
     let seq = value_reaches(&mut events, 5).await;
     assert!(seq >= 5, "one update per step: seq {seq}");
     screen_shows(&s, "every 20 ms").await;
-    call(&s, "auto", json!({"every_ms": 0})).await;
+    call_ok(&s, "auto", json!({"every_ms": 0})).await;
     // Stopped: the value read now stays (an in-flight step may land first).
     tokio::time::sleep(Duration::from_millis(100)).await;
     let before = s.read().await.unwrap();
@@ -206,7 +142,7 @@ async fn the_native_c_counter_takes_keys_from_the_view() {
     assert_eq!(value_reaches(&mut events, 1).await, 1);
     screen_shows(&s, "Counter: 1").await;
     assert_eq!(
-        call(&s, "increment", json!({"amount": 2})).await,
+        call_ok(&s, "increment", json!({"amount": 2})).await,
         json!({"value": 3})
     );
     s.shutdown().await;
@@ -415,6 +351,7 @@ async fn slow_compiles_are_announced_once() {
             args: vec![],
             grants: GrantSpec::default().resolve().expect("grants"),
             instance_id: None,
+            exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
         };
         let io = wasm::spawn(&engine, &spec).await.expect("spawn wasm");
         let s = Session::start(io, SessionConfig::default())

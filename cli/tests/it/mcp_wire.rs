@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
-use tickbox_runtime::mcp::transport::{MAX_FRAME_BYTES, MAX_PENDING_REQUESTS};
+use tickbox_runtime::mcp::{MAX_FRAME_BYTES, MAX_PENDING_REQUESTS};
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(60);

@@ -118,16 +118,23 @@ async fn a_well_behaved_tick_costs_no_waiting() {
     );
 }
 
-#[test]
-fn a_stubborn_tick_and_its_children_are_killed() {
+/// A Tick that ignores stdin EOF and SIGTERM goes through the whole
+/// escalation (grace, SIGTERM, grace, SIGKILL), with its group. The graces
+/// are shortened: waiting them out is not what this test is about.
+#[tokio::test]
+async fn a_stubborn_tick_and_its_children_are_killed() {
     let dir = TempDir::new("stubborn");
     let pids = dir.path("pids");
-    let pids_s = pids.to_string_lossy().to_string();
-    let out = tickbox_env(
-        &with_command(&["read"], &faulty("stubborn")),
-        &[("TICK_PIDS", &pids_s)],
-    );
-    assert_eq!(out.code, 0, "{out:#?}");
+    let mut spec = NativeSpec::new(faulty("stubborn"));
+    spec.env
+        .push(("TICK_PIDS".into(), pids.to_string_lossy().into_owned()));
+    spec.exit_grace = Duration::from_millis(50);
+    spec.term_grace = Duration::from_millis(50);
+    let s = Session::start(spawn(&spec).unwrap(), SessionConfig::default())
+        .await
+        .unwrap();
+    s.read().await.unwrap();
+    s.shutdown().await;
     let text = std::fs::read_to_string(&pids).unwrap();
     let ids: Vec<i32> = text
         .split_whitespace()
@@ -137,7 +144,7 @@ fn a_stubborn_tick_and_its_children_are_killed() {
     for pid in ids {
         assert!(
             eventually(Duration::from_secs(3), || !alive(pid)),
-            "pid {pid} outlived tickbox"
+            "pid {pid} outlived the session"
         );
     }
 }

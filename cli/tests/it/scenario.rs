@@ -532,6 +532,7 @@ async fn wait_for_stops_at_the_jump_bound() {
         args: vec![],
         grants: Default::default(),
         instance_id: None,
+        exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
     };
     let launch: LaunchFn = Arc::new(move |clock| {
         let (engine, spec) = (engine.clone(), spec.clone());
@@ -549,7 +550,7 @@ async fn wait_for_stops_at_the_jump_bound() {
         "[tick]\npath = {:?}\n\n[[step]]\nkey = \"n\"\n\n[[step]]\nwait_for = {{ pointer = \"/jobs/0/status\", equals = \"done\" }}\n",
         wasm_path.to_string_lossy()
     );
-    let s = scenario::model::parse(&text, Path::new("jump.scenario.toml")).expect("parses");
+    let s = scenario::parse(&text, Path::new("jump.scenario.toml")).expect("parses");
     let run = |max| {
         let opts = RunOptions {
             max_wait_jumps: max,

@@ -25,12 +25,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use tickbox_runtime::backend::wasm::grants::GrantSpec;
-use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmSpec};
-use tickbox_runtime::session::{CallOutcome, Session, SessionConfig, SessionEvent};
+use tickbox_runtime::backend::wasm::WasmEngine;
+use tickbox_runtime::session::Session;
 
-/// How long a test waits for something that should happen within
-/// milliseconds; only reached when the test is failing.
-const PATIENCE: Duration = Duration::from_secs(20);
 /// How long a build or a first compile of a big component may take on a
 /// loaded 2-core machine before the test gives up.
 const SLOW: Duration = Duration::from_secs(600);
@@ -228,15 +225,7 @@ fn check_and_appendix_a(wasm: &Path) {
     let out = tickbox(&["call", w.as_str(), "history"]);
     assert_eq!(out.json(), json!({"recent": []}), "a fresh Tick: {out:#?}");
     let d = tickbox(&["describe", w.as_str()]).json();
-    assert_eq!(d["kind"], "example.counter");
-    assert_eq!(d["recover_with"], "history");
-    let names: Vec<&str> = d["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
-    assert_eq!(names, ["increment", "history", "auto"]);
+    assert_counter_catalog(&d);
 }
 
 fn engine() -> Arc<WasmEngine> {
@@ -252,59 +241,7 @@ async fn open(path: PathBuf) -> Session {
         compile_timeout: Some(COMPILE_TIMEOUT.into()),
         ..GrantSpec::default()
     };
-    let spec = WasmSpec {
-        path,
-        args: vec![],
-        grants: grants.resolve().expect("grants"),
-        instance_id: None,
-    };
-    let io = wasm::spawn(&engine(), &spec).await.expect("spawn wasm");
-    Session::start(io, SessionConfig::default())
-        .await
-        .expect("initialize")
-}
-
-async fn call(s: &Session, tool: &str, args: Value) -> Value {
-    let c = s.descriptor().unwrap().prepare(tool, args).unwrap();
-    match s.call(&c).await {
-        CallOutcome::Ok(v) => v,
-        other => panic!("{tool}: expected a result, got {other:?}"),
-    }
-}
-
-/// Waits for an update whose value is at least `value`; its seq.
-async fn value_reaches(
-    events: &mut tokio::sync::broadcast::Receiver<SessionEvent>,
-    value: i64,
-) -> u64 {
-    let wait = async {
-        loop {
-            match events.recv().await {
-                Ok(SessionEvent::Updated(st)) if st.data["value"].as_i64() >= Some(value) => {
-                    return st.seq
-                }
-                Ok(SessionEvent::Ended(why)) => panic!("session ended: {why:?}"),
-                Ok(_) => {}
-                Err(e) => panic!("events closed: {e}"),
-            }
-        }
-    };
-    tokio::time::timeout(PATIENCE, wait)
-        .await
-        .unwrap_or_else(|_| panic!("the value never reached {value}"))
-}
-
-async fn screen_shows(s: &Session, needle: &str) {
-    for _ in 0..(PATIENCE.as_millis() / 20) {
-        if s.view().screen_text().contains(needle) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!(
-        "the view never showed {needle:?}:\n{}",
-        s.view().screen_text()
-    );
+    open_wasm_session(&engine(), path, grants).await
 }
 
 /// The `auto` timer fires while the Tick waits for requests, and stops.
@@ -312,12 +249,12 @@ async fn timer_runs_between_requests(s: &Session) {
     let mut events = s.events();
     let start = s.read().await.unwrap().data["value"].as_i64().unwrap();
     assert_eq!(
-        call(s, "auto", json!({"every_ms": 20})).await,
+        call_ok(s, "auto", json!({"every_ms": 20})).await,
         json!({"every_ms": 20})
     );
     value_reaches(&mut events, start + 5).await;
     screen_shows(s, "every 20 ms").await;
-    call(s, "auto", json!({"every_ms": 0})).await;
+    call_ok(s, "auto", json!({"every_ms": 0})).await;
     // Stopped: the value read now stays (an in-flight step may land first).
     tokio::time::sleep(Duration::from_millis(100)).await;
     let before = s.read().await.unwrap();
@@ -342,7 +279,7 @@ async fn keys_resize_and_timer(wasm: PathBuf) {
     screen_shows(&s, "view: 50x10").await;
     assert_eq!(s.read().await.unwrap().seq, 3, "a resize is no change");
     assert_eq!(
-        call(&s, "increment", json!({"amount": 2})).await,
+        call_ok(&s, "increment", json!({"amount": 2})).await,
         json!({"value": 3})
     );
     timer_runs_between_requests(&s).await;

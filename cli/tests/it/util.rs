@@ -322,3 +322,92 @@ pub fn hostile_p1() -> String {
 pub fn build_native(workspace: &str, krate: &str) -> PathBuf {
     build_guests(workspace, None).join(krate)
 }
+
+// ----- sessions through the library (langs.rs, toolchains.rs) -----
+
+use serde_json::Value;
+use std::sync::Arc;
+use tickbox_runtime::backend::wasm::grants::GrantSpec;
+use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmSpec};
+use tickbox_runtime::session::{CallOutcome, Session, SessionConfig, SessionEvent};
+
+/// How long a test waits for something that should happen within
+/// milliseconds; only reached when the test is failing.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// An initialized session on a wasm Tick, in real time, through the library.
+pub async fn open_wasm_session(
+    engine: &Arc<WasmEngine>,
+    path: PathBuf,
+    grants: GrantSpec,
+) -> Session {
+    let spec = WasmSpec {
+        path,
+        args: vec![],
+        grants: grants.resolve().expect("grants"),
+        instance_id: None,
+        exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
+    };
+    let io = wasm::spawn(engine, &spec).await.expect("spawn wasm");
+    Session::start(io, SessionConfig::default())
+        .await
+        .expect("initialize")
+}
+
+/// The Appendix A counter's catalog, as every language's counter describes it.
+pub fn assert_counter_catalog(d: &Value) {
+    assert_eq!(d["kind"], "example.counter");
+    assert_eq!(d["recover_with"], "history");
+    let names: Vec<&str> = d["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, ["increment", "history", "auto"]);
+}
+
+/// Calls `tool` and returns its result; any other outcome fails the test.
+pub async fn call_ok(s: &Session, tool: &str, args: Value) -> Value {
+    let c = s.descriptor().unwrap().prepare(tool, args).unwrap();
+    match s.call(&c).await {
+        CallOutcome::Ok(v) => v,
+        other => panic!("{tool}: expected a result, got {other:?}"),
+    }
+}
+
+/// Waits for an update whose value is at least `value`; its seq.
+pub async fn value_reaches(
+    events: &mut tokio::sync::broadcast::Receiver<SessionEvent>,
+    value: i64,
+) -> u64 {
+    let wait = async {
+        loop {
+            match events.recv().await {
+                Ok(SessionEvent::Updated(st)) if st.data["value"].as_i64() >= Some(value) => {
+                    return st.seq
+                }
+                Ok(SessionEvent::Ended(why)) => panic!("session ended: {why:?}"),
+                Ok(_) => {}
+                Err(e) => panic!("events closed: {e}"),
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, wait)
+        .await
+        .unwrap_or_else(|_| panic!("the value never reached {value}"))
+}
+
+/// Waits until the view's screen shows `needle`.
+pub async fn screen_shows(s: &Session, needle: &str) {
+    for _ in 0..(PATIENCE.as_millis() / 20) {
+        if s.view().screen_text().contains(needle) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!(
+        "the view never showed {needle:?}:\n{}",
+        s.view().screen_text()
+    );
+}

@@ -288,6 +288,7 @@ async fn hostile_session(engine: &Arc<WasmEngine>) -> Session {
         args: vec![],
         grants: GrantSpec::default().resolve().unwrap(),
         instance_id: None,
+        exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
     };
     Session::start(
         spawn(engine, &spec).await.expect("spawn"),

@@ -488,6 +488,7 @@ fn spec(path: &str, grants: GrantSpec) -> WasmSpec {
         args: vec![],
         grants: grants.resolve().unwrap(),
         instance_id: None,
+        exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
     }
 }
 

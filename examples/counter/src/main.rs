@@ -17,8 +17,9 @@ const IN_STATE: usize = 32;
 #[derive(Default)]
 struct Counter {
     value: i64,
-    /// Numbers the changes; matches the state's seq because every change is
-    /// exactly one update.
+    /// Numbers the changes. It matches the state's seq while each change is
+    /// its own update: keys pasted in one read are one update (the SDK looks
+    /// at the state once per read), so then it runs ahead.
     changes: u64,
     history: Vec<Change>,
 }

@@ -6,7 +6,11 @@
 //! the process is not the point: the Tick is a task of the test, reading
 //! requests from [`MemoryTick::stdin`] and writing frames to
 //! [`MemoryTick::stdout`] (both with the real framing on the host side), and
-//! ending with [`MemoryTick::exit`] or by being dropped.
+//! ending with [`TickControl::exit`] or by being dropped. Like a process it
+//! sees its terminal resized ([`MemoryTick::size`], SIGWINCH's counterpart)
+//! and may be sent SIGTERM ([`TickControl::sigterm`]): uncaught, that ends
+//! it as the signal's default action would; [`TickControl::catch_sigterm`]
+//! takes it over.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -29,9 +33,11 @@
 //! ```
 
 use super::{BoxFuture, TickIo, TickProcess};
-use crate::view::{NoInput, View};
+use crate::protocol::limits::{INITIAL_COLS, INITIAL_ROWS};
+use crate::view::{Terminal, View};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use tokio::io::{ReadHalf, SimplexStream, WriteHalf};
+use tokio::io::DuplexStream;
 use tokio::sync::watch;
 
 /// Bytes each direction buffers before a writer waits (like a pipe's buffer).
@@ -40,12 +46,17 @@ pub const PIPE_BUFFER: usize = 64 * 1024;
 /// The Tick's end of an in-memory transport. Destructure it freely; the
 /// Tick counts as running while its [`TickControl`] lives.
 pub struct MemoryTick {
-    /// What the host writes to the Tick: request frames.
-    pub stdin: ReadHalf<SimplexStream>,
-    /// Where the Tick writes its frames for the host.
-    pub stdout: WriteHalf<SimplexStream>,
+    /// What the host writes to the Tick: request frames. Read from it; it
+    /// reads as EOF once the host has closed the Tick's stdin.
+    pub stdin: DuplexStream,
+    /// Where the Tick writes its frames for the host; dropping it closes
+    /// the Tick's stdout.
+    pub stdout: DuplexStream,
     /// The Tick's view; write drawing with [`View::feed`].
     pub view: Arc<View>,
+    /// The Tick's terminal size (cols, rows); it changes when the host
+    /// resizes the view, as a native Tick gets SIGWINCH.
+    pub size: watch::Receiver<(u16, u16)>,
     /// Ends the Tick, and tells it when the host terminated it. Dropping it
     /// is the Tick exiting.
     pub control: TickControl,
@@ -55,6 +66,8 @@ pub struct MemoryTick {
 pub struct TickControl {
     exit: watch::Sender<Option<String>>,
     terminated: watch::Receiver<bool>,
+    sigterm: watch::Receiver<bool>,
+    caught: Arc<AtomicBool>,
 }
 
 impl TickControl {
@@ -64,19 +77,53 @@ impl TickControl {
     }
 
     /// Resolves when the host has terminated the Tick (session end).
-    pub async fn terminated(&mut self) {
-        let _ = self.terminated.wait_for(|t| *t).await;
+    pub async fn terminated(&self) {
+        let _ = self.terminated.clone().wait_for(|t| *t).await;
+    }
+
+    /// Takes SIGTERM over from its default action: from now on the host's
+    /// SIGTERM only makes [`TickControl::sigterm`] resolve, and the Tick
+    /// decides whether to exit.
+    pub fn catch_sigterm(&self) {
+        self.caught.store(true, Ordering::SeqCst);
+    }
+
+    /// Resolves when the host has sent SIGTERM ([`TickProcess::sigterm`]).
+    /// Uncaught, SIGTERM has already ended the Tick by then (its exit reads
+    /// `signal 15 (SIGTERM)`); the Tick should stop and drop its ends.
+    pub async fn sigterm(&self) {
+        let _ = self.sigterm.clone().wait_for(|t| *t).await;
+    }
+}
+
+/// The in-memory Tick's terminal: resizes reach [`MemoryTick::size`]; keys
+/// go nowhere.
+struct MemoryTerminal {
+    size: watch::Sender<(u16, u16)>,
+}
+
+impl Terminal for MemoryTerminal {
+    fn send_input(&self, _: &[u8]) {}
+    fn resize(&self, cols: u16, rows: u16) {
+        self.size.send_replace((cols, rows));
     }
 }
 
 struct MemoryProcess {
     exit: watch::Receiver<Option<String>>,
     terminated: watch::Sender<bool>,
+    sigterm: watch::Sender<bool>,
+    caught: Arc<AtomicBool>,
+    /// Set when an uncaught SIGTERM ended the Tick.
+    killed: Option<String>,
 }
 
 impl TickProcess for MemoryProcess {
     fn exited(&mut self) -> BoxFuture<'_, String> {
         Box::pin(async move {
+            if let Some(how) = &self.killed {
+                return how.clone();
+            }
             match self.exit.wait_for(Option::is_some).await {
                 Ok(status) => status.clone().unwrap_or_default(),
                 // The control was dropped: the Tick is gone.
@@ -89,16 +136,33 @@ impl TickProcess for MemoryProcess {
         let _ = self.terminated.send(true);
         Box::pin(async {})
     }
+
+    fn sigterm(&mut self) -> bool {
+        if self.killed.is_some() || self.exit.borrow().is_some() {
+            return false;
+        }
+        if !self.caught.load(Ordering::SeqCst) {
+            // The default action: the Tick is gone at once.
+            self.killed = Some("signal 15 (SIGTERM)".into());
+        }
+        self.sigterm.send_replace(true);
+        true
+    }
 }
 
 /// A connected pair: the host's [`TickIo`] and the Tick's [`MemoryTick`].
 pub fn pair() -> (TickIo, MemoryTick) {
-    // One-way pipes, like a process's stdin and stdout.
-    let (tick_stdin, host_stdin) = tokio::io::simplex(PIPE_BUFFER);
-    let (host_stdout, tick_stdout) = tokio::io::simplex(PIPE_BUFFER);
-    let view = View::new(Box::new(NoInput));
+    // A pipe each way, like a process's stdin and stdout (each used in one
+    // direction only). Unlike the halves of a split stream, dropping one
+    // end is EOF at the other, as closing a pipe is.
+    let (tick_stdin, host_stdin) = tokio::io::duplex(PIPE_BUFFER);
+    let (host_stdout, tick_stdout) = tokio::io::duplex(PIPE_BUFFER);
+    let (size_tx, size_rx) = watch::channel((INITIAL_COLS, INITIAL_ROWS));
+    let view = View::new(Box::new(MemoryTerminal { size: size_tx }));
     let (exit_tx, exit_rx) = watch::channel(None);
     let (term_tx, term_rx) = watch::channel(false);
+    let (sigterm_tx, sigterm_rx) = watch::channel(false);
+    let caught = Arc::new(AtomicBool::new(false));
     let io = TickIo {
         stdin: Box::new(host_stdin),
         stdout: Box::new(host_stdout),
@@ -106,15 +170,21 @@ pub fn pair() -> (TickIo, MemoryTick) {
         process: Box::new(MemoryProcess {
             exit: exit_rx,
             terminated: term_tx,
+            sigterm: sigterm_tx,
+            caught: caught.clone(),
+            killed: None,
         }),
     };
     let tick = MemoryTick {
         stdin: tick_stdin,
         stdout: tick_stdout,
         view,
+        size: size_rx,
         control: TickControl {
             exit: exit_tx,
             terminated: term_rx,
+            sigterm: sigterm_rx,
+            caught,
         },
     };
     (io, tick)
@@ -231,6 +301,51 @@ mod tests {
         }
         assert!(t.elapsed() >= Duration::from_millis(200));
         s.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn pipes_resizes_and_sigterm_behave_as_a_process_sees_them() {
+        use tokio::io::AsyncReadExt;
+        // Closing the host's end of stdin is EOF for the Tick, and the
+        // Tick dropping its stdout is EOF for the host.
+        let (mut io, tick) = pair();
+        let MemoryTick {
+            mut stdin,
+            stdout,
+            mut size,
+            control,
+            ..
+        } = tick;
+        io.stdin.write_all(b"x\n").await.unwrap();
+        drop(io.stdin);
+        let mut got = Vec::new();
+        stdin.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"x\n");
+        drop(stdout);
+        let mut rest = Vec::new();
+        io.stdout.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
+        // A resize reaches the Tick's size.
+        assert_eq!(*size.borrow(), (INITIAL_COLS, INITIAL_ROWS));
+        io.view.resize(80, 24);
+        size.changed().await.unwrap();
+        assert_eq!(*size.borrow_and_update(), (80, 24));
+        // Uncaught, SIGTERM ends the Tick at once; a second one finds it gone.
+        assert!(io.process.sigterm());
+        control.sigterm().await;
+        assert_eq!(io.process.exited().await, "signal 15 (SIGTERM)");
+        assert!(!io.process.sigterm());
+
+        // Caught, SIGTERM only tells the Tick, which decides.
+        let (mut io, tick) = pair();
+        tick.control.catch_sigterm();
+        assert!(io.process.sigterm());
+        tick.control.sigterm().await;
+        let still_running =
+            tokio::time::timeout(Duration::from_millis(50), io.process.exited()).await;
+        assert!(still_running.is_err(), "a caught SIGTERM ended the Tick");
+        tick.control.exit("exit status 3");
+        assert_eq!(io.process.exited().await, "exit status 3");
     }
 
     #[tokio::test]

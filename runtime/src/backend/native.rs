@@ -8,7 +8,8 @@
 //!
 //! Shutdown ([`TickProcess::terminate`]): the session closes stdin; a Tick that
 //! exits within [`EXIT_GRACE`] costs nothing more. Otherwise the whole group
-//! gets SIGTERM, then SIGKILL after [`TERM_GRACE`]. Leftover group members are
+//! gets SIGTERM, then SIGKILL after [`TERM_GRACE`] (both defaults of
+//! [`NativeSpec`], which may set others). Leftover group members are
 //! killed in every case, and dropping the handle kills the group too, so no
 //! Tick process outlives its session. Processes that left the group (a
 //! double fork with `setsid`) are re-parented to the host, which is a child
@@ -33,15 +34,17 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 use std::time::Duration;
 
-/// How long a Tick whose stdin was closed may take to exit by itself.
+/// How long a Tick whose stdin was closed may take to exit by itself, by
+/// default ([`NativeSpec::exit_grace`]).
 pub const EXIT_GRACE: Duration = Duration::from_millis(500);
-/// How long after SIGTERM before SIGKILL.
+/// How long after SIGTERM before SIGKILL, by default
+/// ([`NativeSpec::term_grace`]).
 pub const TERM_GRACE: Duration = Duration::from_millis(500);
 /// Key chunks queued for a Tick that does not read its terminal.
 const KEY_QUEUE: usize = 256;
 
 /// What to run.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct NativeSpec {
     /// The command and its arguments; argv[0] is resolved to an absolute path.
     pub argv: Vec<String>,
@@ -52,6 +55,24 @@ pub struct NativeSpec {
     pub env: Vec<(String, String)>,
     /// `TICKLOOP_INSTANCE_ID`; a fresh one when absent.
     pub instance_id: Option<String>,
+    /// How long the Tick may take to exit by itself once its stdin is
+    /// closed, before SIGTERM ([`EXIT_GRACE`]).
+    pub exit_grace: Duration,
+    /// How long after SIGTERM before SIGKILL ([`TERM_GRACE`]).
+    pub term_grace: Duration,
+}
+
+impl Default for NativeSpec {
+    fn default() -> Self {
+        NativeSpec {
+            argv: Vec::new(),
+            cwd: None,
+            env: Vec::new(),
+            instance_id: None,
+            exit_grace: EXIT_GRACE,
+            term_grace: TERM_GRACE,
+        }
+    }
 }
 
 impl NativeSpec {
@@ -339,6 +360,8 @@ pub fn spawn(spec: &NativeSpec) -> Result<TickIo, SpawnError> {
             child,
             pgid: pid,
             status: None,
+            exit_grace: spec.exit_grace,
+            term_grace: spec.term_grace,
             cgroup,
         }),
     })
@@ -364,6 +387,8 @@ pub struct NativeProcess {
     child: tokio::process::Child,
     pgid: i32,
     status: Option<ExitStatus>,
+    exit_grace: Duration,
+    term_grace: Duration,
     /// Killed and removed when this drops (declared last: after the child).
     cgroup: Option<super::cgroup::TickCgroup>,
 }
@@ -427,9 +452,9 @@ impl TickProcess for NativeProcess {
 
     fn terminate(&mut self, graceful: bool) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            if !(graceful && self.wait_for(EXIT_GRACE).await) {
+            if !(graceful && self.wait_for(self.exit_grace).await) {
                 self.signal_group(libc::SIGTERM);
-                if !self.wait_for(TERM_GRACE).await {
+                if !self.wait_for(self.term_grace).await {
                     self.signal_group(libc::SIGKILL);
                     self.wait_for(Duration::from_secs(5)).await;
                 }

@@ -32,6 +32,8 @@
 
 pub(crate) mod args;
 pub(crate) mod driver;
+#[cfg(test)]
+mod fake;
 pub mod report;
 /// The rule table lives with the validators, in the protocol crate.
 pub use crate::protocol::rules;
@@ -130,12 +132,27 @@ impl Default for Options {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CheckError {
-    /// The backend could not start the Tick (nothing was checked).
-    #[error("cannot start the Tick: {0}")]
-    Start(#[source] LaunchError),
+    /// The backend could not start the Tick (nothing was checked). Shown
+    /// as the launch error itself, which names the Tick and the cause, as
+    /// every other command shows it.
+    #[error(transparent)]
+    Start(LaunchError),
     /// The sample args file does not fit the Tick's catalog.
     #[error("sample args: {0}")]
     SampleArgs(String),
+}
+
+/// The rule a host's error message names: its `(§S, group.name)`, or the
+/// §4.3 version refusal, whose wording the protocol fixes. For tests and
+/// tools that hold the host's words, not its error value.
+pub fn rule_named_in(message: &str) -> Option<&'static Rule> {
+    if message.contains("unsupported Tick protocol version") {
+        return Some(rules::DESCRIBE_PROTOCOL);
+    }
+    rules::ALL
+        .iter()
+        .copied()
+        .find(|r| message.contains(&format!(", {})", r.id)))
 }
 
 /// Parses a sample-args document: a JSON object mapping tool name → args object.
@@ -175,3 +192,6 @@ pub async fn run(launch: &dyn Launch, tick: &str, opts: &Options) -> Result<Repo
         measurements,
     })
 }
+
+#[cfg(test)]
+mod tests;

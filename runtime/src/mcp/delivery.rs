@@ -23,6 +23,7 @@ pub const DELIVERY_INTERVAL: Duration = Duration::from_secs(1);
 /// delivers nothing, so reading the resource never triggers a notification
 /// about itself. Returns when the session's state channel closes or
 /// `deliver` returns `false`.
+#[cfg(test)]
 pub async fn deliver_latest<F, Fut>(
     mut state: watch::Receiver<StateSnapshot>,
     interval: Duration,
@@ -35,7 +36,7 @@ pub async fn deliver_latest<F, Fut>(
     deliver_latest_from(state, interval, delivered, deliver).await
 }
 
-/// [`deliver_latest`] from a known update count: when the session is
+/// `deliver_latest` from a known update count: when the session is
 /// already past `delivered`, the first delivery comes at once. A listener
 /// that starts a moment after it was promised notifications (an
 /// acknowledged `subscriptions/listen`) misses nothing this way.

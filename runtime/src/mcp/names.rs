@@ -72,6 +72,7 @@ pub struct Mapped {
 }
 
 /// Whether a name is a valid MCP tool name.
+#[cfg(test)]
 pub fn is_valid(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_TOOL_NAME

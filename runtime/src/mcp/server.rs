@@ -2,7 +2,8 @@
 //! client gets its own [`Connection`] (rmcp's [`ServerHandler`]) with its own
 //! listing, subscriptions and read marks over the shared Ticks.
 //!
-//! The facade polls each Tick's catalog once per [`DESCRIBE_POLL`] (a repeat
+//! The facade polls each Tick's catalog once per [`DESCRIBE_POLL`]
+//! ([`FacadeOptions::describe_poll`]; a repeat
 //! describe is compared with the last one and costs no schema compilation,
 //! see [`Session::describe`]) and wakes every connection when one changed.
 //! A connection tells its client in the way the client's protocol revision
@@ -46,8 +47,34 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 /// How often each Tick is asked for its catalog, to notice a new revision
-/// before the client's next call.
+/// before the client's next call (the default of
+/// [`FacadeOptions::describe_poll`]).
 pub const DESCRIBE_POLL: Duration = Duration::from_secs(1);
+
+/// How the facade runs; [`Facade::new`] takes the defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FacadeOptions {
+    /// How often each Tick is asked for its catalog ([`DESCRIBE_POLL`]).
+    /// Shorter notices a new revision sooner and costs a describe each time.
+    pub describe_poll: Duration,
+}
+
+impl Default for FacadeOptions {
+    fn default() -> Self {
+        FacadeOptions {
+            describe_poll: DESCRIBE_POLL,
+        }
+    }
+}
+
+impl FacadeOptions {
+    /// These options with this catalog polling interval.
+    pub fn describe_poll(mut self, every: Duration) -> Self {
+        self.describe_poll = every;
+        self
+    }
+}
 
 /// The scheme of state resources: `tick://NAME/state`.
 pub const STATE_URI_PREFIX: &str = "tick://";
@@ -95,6 +122,7 @@ struct Inner {
     /// Bumped whenever a Tick's catalog changed; connections watch it.
     catalogs: watch::Sender<u64>,
     background: Mutex<Vec<JoinHandle<()>>>,
+    options: FacadeOptions,
 }
 
 /// The MCP facade over a set of hosted Ticks. Cheap to clone.
@@ -117,6 +145,14 @@ impl Facade {
     /// hosted; a name that MCP cannot take, or a clash, refuses the start
     /// (and shuts every Tick down).
     pub async fn new(ticks: Vec<HostedTick>) -> Result<Facade, FacadeError> {
+        Facade::with_options(ticks, FacadeOptions::default()).await
+    }
+
+    /// [`Facade::new`] with these options.
+    pub async fn with_options(
+        ticks: Vec<HostedTick>,
+        options: FacadeOptions,
+    ) -> Result<Facade, FacadeError> {
         let prefixed = ticks.len() > 1;
         let mut hosted = Vec::with_capacity(ticks.len());
         for t in ticks {
@@ -140,6 +176,7 @@ impl Facade {
                 prefixed,
                 catalogs: watch::channel(0).0,
                 background: Mutex::new(Vec::new()),
+                options,
             }),
         };
         let catalogs = facade.current_catalogs();
@@ -250,7 +287,7 @@ impl Facade {
     async fn poll_catalog(&self, index: usize) {
         let t = &self.inner.ticks[index];
         loop {
-            tokio::time::sleep(DESCRIBE_POLL).await;
+            tokio::time::sleep(self.inner.options.describe_poll).await;
             if t.session.end_reason().is_some() {
                 return;
             }

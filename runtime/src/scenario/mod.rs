@@ -4,13 +4,18 @@
 //! instance and says, on failure, which step expected what and what was
 //! there.
 //!
-//! - [`model`] — the file format, parsed and checked (schema:
-//!   `scenario.schema.json` in this directory; README "Testing your Tick in CI");
-//! - [`keys`] — key names to terminal bytes;
-//! - [`mod@run`] — one scenario against one fresh instance;
-//! - [`diff`] — state and screen comparisons, bounded and escaped;
+//! - `model` — the file format, parsed and checked ([`load`], [`parse`];
+//!   schema: `scenario.schema.json` in this directory; README "Testing your
+//!   Tick in CI");
+//! - `keys` — key names to terminal bytes;
+//! - `run` — one scenario against one fresh instance ([`run()`]);
+//! - `diff` — state and screen comparisons, bounded and escaped;
 //! - [`report`] — text, JSON and JUnit;
-//! - [`record`] — a live session recorded as a scenario (`tickbox run --record`).
+//! - `record` — a live session recorded as a scenario ([`Recorder`],
+//!   `tickbox run --record`).
+//!
+//! The submodules other than [`report`] are private; what a user of the
+//! library needs is re-exported here.
 //!
 //! A wasm Tick runs with virtual time and seeded randomness by default
 //! ([`crate::backend::wasm::virtual_time`]), so its screens and states are
@@ -30,15 +35,18 @@
 //! expect_screen = { contains = "Counter: 2" }
 //! ```
 
-pub mod diff;
-pub mod keys;
-pub mod model;
-pub mod record;
+pub(crate) mod diff;
+pub(crate) mod keys;
+pub(crate) mod model;
+pub(crate) mod record;
 pub mod report;
-pub mod run;
+pub(crate) mod run;
 
-pub use model::{load, Scenario, ScenarioError};
-pub use run::{run, LaunchFn, Outcome, Prepared, RunOptions, ScenarioResult, TickKind};
+pub use model::{dir_grant, load, parse, stem, Scenario, ScenarioError};
+pub use record::{RecordTick, RecordTime, Recorder};
+pub use run::{
+    run, LaunchFn, Outcome, Prepared, RunOptions, ScenarioResult, TickKind, MAX_WAIT_JUMPS,
+};
 
 use std::path::{Path, PathBuf};
 

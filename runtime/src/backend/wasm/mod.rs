@@ -43,7 +43,7 @@ pub mod http;
 pub(crate) mod imports;
 pub mod limits;
 pub(crate) mod pipe;
-pub mod quota;
+pub(crate) mod quota;
 pub(crate) mod terminal;
 pub mod virtual_time;
 pub mod wit_files;
@@ -197,8 +197,9 @@ fn stream_metered(
 
 /// WASI preview 1's errno `perm` (operation not permitted).
 const P1_ERRNO_PERM: i32 = 63;
-/// How long a guest whose stdin closed may take to return by itself.
-const EXIT_GRACE: Duration = Duration::from_millis(500);
+/// How long a guest whose stdin closed may take to return by itself, by
+/// default ([`WasmSpec::exit_grace`]).
+pub const EXIT_GRACE: Duration = Duration::from_millis(500);
 /// How long a compile may run before a command says it is compiling (the
 /// `after` the CLI passes to [`WasmEngine::on_slow_compile`]).
 pub const SLOW_COMPILE: Duration = Duration::from_secs(1);
@@ -1059,6 +1060,9 @@ pub struct WasmSpec {
     pub grants: Grants,
     /// `TICKLOOP_INSTANCE_ID`; a fresh one when absent.
     pub instance_id: Option<String>,
+    /// How long the guest may take to return by itself once its stdin is
+    /// closed, before it is stopped ([`EXIT_GRACE`]).
+    pub exit_grace: Duration,
 }
 
 /// Store data of a component guest.
@@ -1469,6 +1473,7 @@ pub async fn spawn_with(
         process: Box::new(WasmProcess {
             task: Some(task),
             outcome: None,
+            exit_grace: spec.exit_grace,
         }),
     })
 }
@@ -1536,6 +1541,7 @@ fn describe_error(e: &wasmtime::Error, max_handles: usize) -> String {
 struct WasmProcess {
     task: Option<tokio::task::JoinHandle<String>>,
     outcome: Option<String>,
+    exit_grace: Duration,
 }
 
 impl WasmProcess {
@@ -1564,7 +1570,11 @@ impl TickProcess for WasmProcess {
 
     fn terminate(&mut self, graceful: bool) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            if graceful && tokio::time::timeout(EXIT_GRACE, self.join()).await.is_ok() {
+            if graceful
+                && tokio::time::timeout(self.exit_grace, self.join())
+                    .await
+                    .is_ok()
+            {
                 return;
             }
             if let Some(task) = &self.task {

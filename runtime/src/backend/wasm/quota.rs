@@ -68,6 +68,7 @@ impl Quota {
     }
 
     /// The bound, for messages.
+    #[cfg(test)]
     pub fn max(&self) -> u64 {
         self.max
     }
@@ -115,6 +116,7 @@ impl GrantQuotas {
     }
 
     /// Whether no grant has a quota (nothing to follow).
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.preopens.iter().all(|(_, q)| q.is_none())
     }
