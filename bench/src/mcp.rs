@@ -16,6 +16,16 @@
 //! - `tools/call` of `tick_state` — the facade's dispatch with no Tick call;
 //! - `tick/call history` in-process — the engine and the Tick, no MCP;
 //! - a line echoed by `cat` — the floor of two pipes and two wake-ups.
+//!
+//! Every `tickbox mcp` here runs the counter's optimized (Cranelift) code:
+//! with the default tiered compiler a fresh cache would serve the whole run
+//! from Winch's baseline code, which is what a first start gets, not what a
+//! host serves after it (`TICKBOX_BENCH_MCP_COMPILER=tiered` measures that).
+//!
+//! `TICKBOX_BENCH_MCP_BASELINE=TICKBOX[:COUNTER_WASM]` adds a before/after
+//! comparison in the same run: that `tickbox` binary (and counter) is
+//! served beside the current one, and their `tools/call` and `ping`
+//! samples are taken in alternating blocks, so both see the same load.
 
 use crate::{root, target_dir, tickbox_binary, Row, Stat};
 use anyhow::{bail, Context, Result};
@@ -94,6 +104,32 @@ impl Peer {
         self.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
     }
 
+    /// µs per round trip of `n` requests, no warm-up; ids from `next_id`.
+    fn samples(
+        &mut self,
+        n: usize,
+        method: &str,
+        params: &Value,
+        next_id: &mut u64,
+    ) -> Result<Vec<f64>> {
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let id = *next_id;
+            *next_id += 1;
+            let frame =
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+            let t = Instant::now();
+            self.send(&frame)?;
+            let m = self.answer(id)?;
+            let elapsed = t.elapsed();
+            if m["result"]["isError"] == true {
+                bail!("{method} answered an error result: {m}");
+            }
+            samples.push(elapsed.as_secs_f64() * 1e6);
+        }
+        Ok(samples)
+    }
+
     /// µs per round trip of `n` requests (a tenth more first, as warm-up).
     fn round_trips(&mut self, n: usize, method: &str, params: &Value) -> Result<Stat> {
         let mut samples = Vec::with_capacity(n);
@@ -145,6 +181,22 @@ fn counter_wasm() -> Result<PathBuf> {
         bail!("building examples/counter for wasm32-wasip2 failed");
     }
     Ok(out.join("wasm32-wasip2/release/counter.wasm"))
+}
+
+/// `tickbox mcp WASM` with the bench's cache and compiler (module docs).
+fn mcp_command(
+    tickbox: &std::path::Path,
+    wasm: &std::path::Path,
+    cache: &std::path::Path,
+) -> Command {
+    let compiler =
+        std::env::var("TICKBOX_BENCH_MCP_COMPILER").unwrap_or_else(|_| "cranelift".into());
+    let mut cmd = Command::new(tickbox);
+    cmd.arg("mcp")
+        .arg(wasm)
+        .env("TICKBOX_CACHE_DIR", cache)
+        .env("TICKBOX_COMPILER", compiler);
+    cmd
 }
 
 /// A Python that has the MCP SDK, if there is one.
@@ -206,6 +258,81 @@ fn pipe_floor(n: usize) -> Result<Stat> {
     Ok(Stat::new("µs", samples))
 }
 
+/// `n` round trips each of the current and the baseline server, in ten
+/// alternating blocks (after a tenth of warm-up each).
+fn interleaved(
+    current: &mut Peer,
+    baseline: &mut Peer,
+    n: usize,
+    method: &str,
+    params: &Value,
+) -> Result<(Stat, Stat)> {
+    let (mut a, mut b) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut ia, mut ib) = (1_000_000u64, 1_000_000u64);
+    current.samples(n / 10, method, params, &mut ia)?;
+    baseline.samples(n / 10, method, params, &mut ib)?;
+    for round in 0..10 {
+        let block = n / 10;
+        if round % 2 == 0 {
+            a.extend(current.samples(block, method, params, &mut ia)?);
+            b.extend(baseline.samples(block, method, params, &mut ib)?);
+        } else {
+            b.extend(baseline.samples(block, method, params, &mut ib)?);
+            a.extend(current.samples(block, method, params, &mut ia)?);
+        }
+    }
+    Ok((Stat::new("µs", a), Stat::new("µs", b)))
+}
+
+/// The before/after rows of `TICKBOX_BENCH_MCP_BASELINE` (module docs).
+async fn baseline_rows(n: usize, wasm: PathBuf, cache: PathBuf) -> Result<Vec<Row>> {
+    let Some(spec) = std::env::var_os("TICKBOX_BENCH_MCP_BASELINE") else {
+        return Ok(vec![]);
+    };
+    let spec = spec.to_string_lossy().into_owned();
+    let (bin, base_wasm) = match spec.split_once(':') {
+        Some((b, w)) => (PathBuf::from(b), PathBuf::from(w)),
+        None => (PathBuf::from(&spec), wasm.clone()),
+    };
+    let tickbox = tickbox_binary()?;
+    let (a, b) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let mut current = Peer::spawn(mcp_command(&tickbox, &wasm, &cache))?;
+        let mut baseline = Peer::spawn(mcp_command(&bin, &base_wasm, &cache.join("baseline")))?;
+        current.initialize()?;
+        baseline.initialize()?;
+        let history = json!({"name": "history", "arguments": {}});
+        let call = interleaved(&mut current, &mut baseline, n, "tools/call", &history)?;
+        let ping = interleaved(&mut current, &mut baseline, n, "ping", &json!({}))?;
+        current.stop();
+        baseline.stop();
+        Ok((call, ping))
+    })
+    .await??;
+    let ((call, base_call), (ping, base_ping)) = (a, b);
+    eprintln!(
+        "mcp: interleaved tools/call {} vs baseline {} ({:.2}×); ping {} vs baseline {}",
+        call.show(),
+        base_call.show(),
+        call.median() / base_call.median(),
+        ping.show(),
+        base_ping.show()
+    );
+    Ok(vec![
+        Row {
+            name: "MCP tools/call interleaved (this build | baseline build)",
+            wasm: Some(call),
+            native: Some(base_call),
+            target: None,
+        },
+        Row {
+            name: "MCP ping interleaved (this build | baseline build)",
+            wasm: Some(ping),
+            native: Some(base_ping),
+            target: None,
+        },
+    ])
+}
+
 /// The MCP rows (see the module docs). `n` round trips per figure.
 pub async fn rows(quick: bool) -> Result<Vec<Row>> {
     let n = if crate::smoke() {
@@ -220,8 +347,7 @@ pub async fn rows(quick: bool) -> Result<Vec<Row>> {
     let tickbox = tickbox_binary()?;
     let history = json!({"name": "history", "arguments": {}});
 
-    let mut cmd = Command::new(&tickbox);
-    cmd.arg("mcp").arg(&wasm).env("TICKBOX_CACHE_DIR", &cache);
+    let cmd = mcp_command(&tickbox, &wasm, &cache);
     let (tb_call, tb_ping, tb_state) = tokio::task::spawn_blocking(move || -> Result<_> {
         let mut tb = Peer::spawn(cmd)?;
         tb.initialize()?;
@@ -236,7 +362,8 @@ pub async fn rows(quick: bool) -> Result<Vec<Row>> {
         Ok((call, ping, state))
     })
     .await??;
-    let engine = in_process(wasm, cache.clone(), n).await?;
+    let engine = in_process(wasm.clone(), cache.clone(), n).await?;
+    let before_after = baseline_rows(n, wasm, cache.clone()).await?;
     let floor = tokio::task::spawn_blocking(move || pipe_floor(n)).await??;
     let _ = std::fs::remove_dir_all(&cache);
 
@@ -293,7 +420,7 @@ pub async fn rows(quick: bool) -> Result<Vec<Row>> {
             r <= 0.1,
         )
     });
-    Ok(vec![
+    let mut rows = vec![
         Row {
             name: if fm_call.is_some() {
                 "MCP tools/call read-only (tickbox mcp wasm | FastMCP)"
@@ -328,5 +455,7 @@ pub async fn rows(quick: bool) -> Result<Vec<Row>> {
             native: Some(floor),
             target: None,
         },
-    ])
+    ];
+    rows.extend(before_after);
+    Ok(rows)
 }

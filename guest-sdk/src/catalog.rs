@@ -25,6 +25,8 @@ use std::rc::Rc;
 pub enum Effect {
     /// The tool only reads: `mutates: false`. Calls need no approval, so
     /// declaring a mutating tool this way bypasses the user's consent (§10).
+    /// The view is not redrawn after it unless the state changed or the
+    /// tool calls [`crate::Ctx::redraw`].
     ReadOnly,
     /// The tool can change something: `mutates: true`.
     Mutates,

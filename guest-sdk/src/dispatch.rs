@@ -16,7 +16,13 @@
 //!   gets a new revision (§5.5), and calls against another revision get
 //!   -32004 without running (§7.2);
 //! - each frame is handed to the output sink in one call, newline included,
-//!   so frames never interleave or end without a newline (§3.1).
+//!   so frames never interleave or end without a newline (§3.1);
+//! - the view is redrawn after every key, timer, resize and mutating call.
+//!   After a read-only call ([`crate::Effect::ReadOnly`], which promises to
+//!   change nothing) it is redrawn only when the state or the catalog
+//!   changed anyway, or the tool asked for it with [`Ctx::redraw`]: a
+//!   ratatui redraw renders and compares every cell of the view, which was
+//!   most of a read-only call's cost (BENCHMARKS.md, MCP section).
 //!
 //! Because handlers run on this one thread, `tick/describe` and `tick/read`
 //! wait for at most the event being handled; handlers must stay short, and
@@ -73,6 +79,7 @@ pub struct Ctx {
     next_timer: u64,
     quit: bool,
     size: (u16, u16),
+    redraw: bool,
 }
 
 impl Ctx {
@@ -82,6 +89,7 @@ impl Ctx {
             next_timer: 1,
             quit: false,
             size,
+            redraw: false,
         }
     }
 
@@ -122,6 +130,15 @@ impl Ctx {
     /// The view terminal's size as (columns, rows).
     pub fn size(&self) -> (u16, u16) {
         self.size
+    }
+
+    /// Redraws the view after this event. Only a read-only tool needs it:
+    /// everything else is followed by a redraw anyway, while after a
+    /// read-only call the SDK redraws only when the state or the catalog
+    /// changed. A read-only tool that changes only what the view shows (a
+    /// highlight, a scroll position) calls this.
+    pub fn redraw(&mut self) {
+        self.redraw = true;
     }
 }
 
@@ -332,11 +349,15 @@ impl<T: Tick> Runtime<T> {
             .get("args")
             .cloned()
             .unwrap_or(Value::Object(Map::new()));
+        let mutates = tool.mutates;
         let result = (tool.run)(&mut self.tick, args, &mut self.ctx);
         // The update goes out before the response, as in Appendix A, so a
         // client that sees the result can already read the new state.
-        self.after_event();
-        self.redraw();
+        let changed = self.after_event();
+        // A read-only tool promised to change nothing (module docs).
+        if mutates || changed || self.ctx.redraw {
+            self.redraw();
+        }
         result
     }
 
@@ -426,10 +447,12 @@ impl<T: Tick> Runtime<T> {
     }
 
     /// What follows every event: a changed catalog gets a new revision and
-    /// a changed state gets an update.
-    fn after_event(&mut self) {
+    /// a changed state gets an update. Whether either changed.
+    fn after_event(&mut self) -> bool {
+        let (revision, seq) = (self.revision, self.seq);
         self.refresh_catalog();
         self.sync_state();
+        revision != self.revision || seq != self.seq
     }
 
     fn refresh_catalog(&mut self) {
@@ -511,6 +534,7 @@ impl<T: Tick> Runtime<T> {
     }
 
     fn redraw(&mut self) {
+        self.ctx.redraw = false;
         let Some(t) = self.terminal.as_mut() else {
             return;
         };

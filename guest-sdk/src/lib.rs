@@ -71,7 +71,9 @@
 //! revision checks (-32004), unknown tools and invalid arguments (-32602),
 //! unknown methods (-32601); a new revision whenever [`Tick::tools`] yields
 //! a different catalog; one event loop over protocol input, keys, resizes
-//! and timers; and a ratatui view redrawn after every event and resize.
+//! and timers; and a ratatui view redrawn after every event and resize
+//! (after a read-only call only when something changed, or the tool called
+//! [`Ctx::redraw`]).
 //!
 //! ## Rules for authors
 //!
@@ -176,7 +178,8 @@ impl Series {
 ///
 /// Only the constants and [`Tick::state`] are required. Every method runs on
 /// the SDK's one thread, after which the SDK compares state and catalog and
-/// redraws.
+/// redraws (after an [`Effect::ReadOnly`] tool only when the state or the
+/// catalog changed, or the tool called [`Ctx::redraw`]).
 pub trait Tick: Sized + 'static {
     /// What the program is, lowercase and dotted with the publisher first,
     /// e.g. `example.counter` (§5.4).
@@ -243,6 +246,8 @@ pub fn __log(args: std::fmt::Arguments<'_>) {
     // would not return to column 0. One write keeps the line whole.
     let line = format!("{args}\r\n");
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    // The line moved the view's cursor: the next frame places it again.
+    draw::note_foreign_write();
 }
 
 /// Defines `main` for a Tick: `main!(Counter)` starts `Counter::default()`;

@@ -103,6 +103,25 @@ impl Tick for Counter {
                 Ok(json!({}))
             },
         );
+        t.add(
+            "point",
+            "Moves the view's highlight (presentation only) and asks for a redraw.",
+            Effect::ReadOnly,
+            |c: &mut Counter, _: NoArgs, ctx: &mut Ctx| {
+                c.cursor += 1;
+                ctx.redraw();
+                Ok(json!({}))
+            },
+        );
+        t.add(
+            "sneak",
+            "Declared read-only, yet changes the value.",
+            Effect::ReadOnly,
+            |c: &mut Counter, _: NoArgs, _: &mut Ctx| {
+                c.change(1);
+                Ok(json!({}))
+            },
+        );
         if self.extra_tool {
             t.add(
                 "extra",
@@ -126,6 +145,13 @@ impl Tick for Counter {
     fn on_timer(&mut self, _: TimerId, _: &mut Ctx) {
         self.ticks += 1;
         self.change(10);
+    }
+
+    /// The default view (title and state) plus the highlight.
+    fn view(&self, frame: &mut Frame) {
+        let state = serde_json::to_string_pretty(&self.state()).unwrap_or_default();
+        let text = format!("Counter\n\n{state}\nhighlight {}", self.cursor);
+        frame.render_widget(Paragraph::new(text), frame.area());
     }
 }
 
@@ -619,4 +645,28 @@ fn cached_schemas_keep_same_named_types_apart() {
         assert!(tools.list[0].schema["properties"].get("left").is_some());
         assert!(tools.list[1].schema["properties"].get("right").is_some());
     }
+}
+
+#[test]
+fn a_read_only_call_that_changes_nothing_draws_nothing() {
+    let mut h = Harness::new();
+    h.revision();
+    h.screen.borrow_mut().clear();
+    let r = h.call(1, "history", json!({}));
+    assert_eq!(response(&r, 1)["result"], json!({"recent": []}));
+    assert!(h.screen.borrow().is_empty(), "no redraw after history");
+    // A read-only tool that changes the view asks for its redraw.
+    h.call(2, "point", json!({}));
+    let drawn = String::from_utf8(std::mem::take(&mut *h.screen.borrow_mut())).unwrap();
+    assert!(drawn.contains('1'), "the highlight is drawn: {drawn:?}");
+    // Positive control: a mutating call redraws.
+    h.call(3, "increment", json!({"amount": 5}));
+    let drawn = String::from_utf8(std::mem::take(&mut *h.screen.borrow_mut())).unwrap();
+    assert!(drawn.contains('5'), "the new value is drawn: {drawn:?}");
+    // A read-only tool that changes the state anyway (dishonest) still
+    // gets its update and its redraw.
+    let r = h.call(4, "sneak", json!({}));
+    assert_eq!(updates(&r), vec![2]);
+    let drawn = String::from_utf8(std::mem::take(&mut *h.screen.borrow_mut())).unwrap();
+    assert!(drawn.contains('6'), "the changed value is drawn: {drawn:?}");
 }

@@ -117,8 +117,10 @@ pub async fn run(args: McpArgs) -> Result<(), Exit> {
         return served;
     }
     tracing::info!(ticks = ?facade.tick_names(), "serving MCP on stdio");
+    let out = super::stdio::output(out)
+        .map_err(|e| Exit::session(format!("cannot set stdout aside for MCP frames: {e}")))?;
     let served = facade
-        .serve(tokio::io::stdin(), out)
+        .serve(super::stdio::input(), out)
         .await
         .map_err(Exit::session);
     drop(published);
@@ -335,7 +337,7 @@ fn default_logging() {
 /// Keeps the real stdout for MCP frames only: returns a writer on a
 /// duplicate of fd 1 and points fd 1 at stderr, so that anything else that
 /// writes to "stdout" (a stray print, a library) ends up on stderr.
-fn reserve_stdout() -> std::io::Result<tokio::fs::File> {
+fn reserve_stdout() -> std::io::Result<std::fs::File> {
     // SAFETY: plain fd syscalls; the duplicate is owned by the File alone.
     unsafe {
         let fd = libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3);
@@ -347,6 +349,6 @@ fn reserve_stdout() -> std::io::Result<tokio::fs::File> {
             libc::close(fd);
             return Err(e);
         }
-        Ok(tokio::fs::File::from_std(std::fs::File::from_raw_fd(fd)))
+        Ok(std::fs::File::from_raw_fd(fd))
     }
 }

@@ -12,6 +12,7 @@ mod new;
 mod open;
 mod remote;
 mod run;
+mod stdio;
 mod terminal;
 mod test;
 mod watch;

@@ -193,3 +193,26 @@ fn the_detached_optimizing_compile_ends_at_the_compile_timeout() {
     );
     assert_eq!(compilers(&cache), ["winch"]);
 }
+
+#[test]
+fn the_baseline_worker_started_ahead_of_its_engine_keeps_the_bounds() {
+    // A first start compiles with Winch in a worker started before Winch's
+    // engine is built in the host (so the two overlap); the worker is under
+    // the same bounds as any other.
+    let cache = TempDir::new("tiers-early");
+    let env = [
+        ("TICKBOX_CACHE_DIR", cache.0.to_str().unwrap()),
+        ("TICKBOX_COMPILER", "winch"),
+    ];
+    let wasm = counter();
+    // No worker reads, compiles and writes a component within a millisecond.
+    let out = tickbox_env(&["describe", &wasm, "--compile-timeout", "0.001"], &env);
+    out.expect(3, "compiling took longer than --compile-timeout (0.001 s)");
+    assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
+    assert_eq!(compilers(&cache), Vec::<String>::new());
+    // Positive control: the same start within the default bounds.
+    let ok = tickbox_env(&["-v", "describe", &wasm], &env);
+    assert_eq!(ok.code, 0, "{ok:#?}");
+    assert!(ok.stderr.contains("compiling with winch"), "{ok:#?}");
+    assert_eq!(compilers(&cache), ["winch"]);
+}

@@ -34,6 +34,12 @@ const SWEEP_ROUNDS: usize = 20;
 const ROUND_WAIT: Duration = Duration::from_millis(500);
 
 static KNOWN: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+/// Whether a child that may start processes of its own (a native Tick)
+/// was ever started: only then can an orphan be adopted, and only then
+/// does [`sweep`] read `/proc` (a file per process on the machine, at
+/// every exit of the command: a measurable part of a wasm Tick's whole
+/// run otherwise).
+static MAY_ADOPT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The lock on the set of legitimate children; hold it across a spawn and
 /// [`KnownGuard::insert`] so a concurrent sweep never sees the new child
@@ -43,6 +49,7 @@ pub struct KnownGuard(MutexGuard<'static, Option<HashSet<u32>>>);
 impl KnownGuard {
     /// Records a child started by tickbox itself.
     pub fn insert(&mut self, pid: u32) {
+        MAY_ADOPT.store(true, std::sync::atomic::Ordering::SeqCst);
         self.0.get_or_insert_with(HashSet::new).insert(pid);
     }
 }
@@ -64,6 +71,16 @@ pub fn spawn_known(cmd: &mut std::process::Command) -> std::io::Result<std::proc
     let mut k = known();
     let child = cmd.spawn()?;
     k.insert(child.id());
+    Ok(child)
+}
+
+/// Spawns a known child that starts no processes of its own (tickbox's
+/// compile worker): no orphan can come of it, so it alone never makes
+/// [`sweep`] look for one.
+pub fn spawn_leaf(cmd: &mut std::process::Command) -> std::io::Result<std::process::Child> {
+    let mut k = known();
+    let child = cmd.spawn()?;
+    k.0.get_or_insert_with(HashSet::new).insert(child.id());
     Ok(child)
 }
 
@@ -119,9 +136,10 @@ fn adopted() -> Vec<i32> {
 }
 
 /// Kills and reaps every adopted orphan (see the module docs); returns how
-/// many. Does nothing unless this process is a subreaper.
+/// many. Does nothing unless this process is a subreaper that started a
+/// child other than a compile worker ([`spawn_leaf`]).
 pub fn sweep() -> usize {
-    if !is_subreaper() {
+    if !MAY_ADOPT.load(std::sync::atomic::Ordering::SeqCst) || !is_subreaper() {
         return 0;
     }
     let mut total = 0;

@@ -829,6 +829,9 @@ impl WasmEngine {
         bounds: compile::Bounds,
         compile_if_missing: bool,
     ) -> Result<Option<Loaded>, WasmError> {
+        // A compile that will be needed starts before the engine it loads
+        // into is built, so the two overlap (a first start's Winch engine).
+        let early = self.start_early(compiler, wasm.len(), kind, key, bounds, compile_if_missing);
         let tier = self.tier(compiler)?;
         let link = |why: wasmtime::Error| WasmError::Load {
             path: path.to_path_buf(),
@@ -838,6 +841,7 @@ impl WasmEngine {
             WasmKind::Component => self
                 .compiled::<Component>(
                     tier,
+                    early,
                     compiler,
                     path,
                     wasm,
@@ -850,6 +854,7 @@ impl WasmEngine {
             WasmKind::Module => self
                 .compiled::<Module>(
                     tier,
+                    early,
                     compiler,
                     path,
                     wasm,
@@ -863,12 +868,39 @@ impl WasmEngine {
         loaded.transpose().map_err(link)
     }
 
+    /// A compile worker started ahead of [`WasmEngine::tier`] when the
+    /// compile is certain (asked for, not in the cache) and the engine it
+    /// loads into does not exist yet; None otherwise, or when it cannot
+    /// start (the ordinary path then reports why).
+    fn start_early(
+        &self,
+        compiler: compile::Compiler,
+        len: usize,
+        kind: WasmKind,
+        key: Option<&str>,
+        bounds: compile::Bounds,
+        compile_if_missing: bool,
+    ) -> Option<compile::Running> {
+        let worker = self.worker.as_ref()?;
+        let unbuilt = compiler == compile::Compiler::Winch && self.winch.get().is_none();
+        let missing = match (&self.cache, key) {
+            (Some(cache), Some(key)) => !cache.contains(key),
+            _ => true,
+        };
+        if !(compile_if_missing && unbuilt && missing) {
+            return None;
+        }
+        compile::start_worker(worker, len, kind, compiler, bounds).ok()
+    }
+
     /// Compiles a component or module, or loads it from the disk cache
-    /// under `key` (None when the cache is off).
+    /// under `key` (None when the cache is off); `early` is a worker
+    /// already started for it.
     #[allow(clippy::too_many_arguments)]
     fn compiled<T: Compiled>(
         &self,
         tier: &Tier,
+        early: Option<compile::Running>,
         compiler: compile::Compiler,
         path: &Path,
         wasm: &[u8],
@@ -908,8 +940,9 @@ impl WasmEngine {
         let (c, bytes) = match &self.worker {
             Some(worker) => {
                 let bytes = self
-                    .noticing_slow(path, wasm, || {
-                        compile::compile_in_worker(worker, wasm, kind, compiler, bounds)
+                    .noticing_slow(path, wasm, || match early {
+                        Some(running) => running.finish(wasm),
+                        None => compile::compile_in_worker(worker, wasm, kind, compiler, bounds),
                     })
                     .map_err(|source| WasmError::Compile {
                         path: path.to_path_buf(),
