@@ -132,23 +132,9 @@ impl Peer {
 
     /// µs per round trip of `n` requests (a tenth more first, as warm-up).
     fn round_trips(&mut self, n: usize, method: &str, params: &Value) -> Result<Stat> {
-        let mut samples = Vec::with_capacity(n);
-        for i in 0..n + n / 10 {
-            let id = 1 + i as u64;
-            let frame =
-                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-            let t = Instant::now();
-            self.send(&frame)?;
-            let m = self.answer(id)?;
-            let elapsed = t.elapsed();
-            if m["result"]["isError"] == true {
-                bail!("{method} answered an error result: {m}");
-            }
-            if i >= n / 10 {
-                samples.push(elapsed.as_secs_f64() * 1e6);
-            }
-        }
-        Ok(Stat::new("µs", samples))
+        let mut next_id = 1;
+        self.samples(n / 10, method, params, &mut next_id)?;
+        Ok(Stat::new("µs", self.samples(n, method, params, &mut next_id)?))
     }
 
     fn stop(mut self) {
