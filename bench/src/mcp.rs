@@ -134,7 +134,10 @@ impl Peer {
     fn round_trips(&mut self, n: usize, method: &str, params: &Value) -> Result<Stat> {
         let mut next_id = 1;
         self.samples(n / 10, method, params, &mut next_id)?;
-        Ok(Stat::new("µs", self.samples(n, method, params, &mut next_id)?))
+        Ok(Stat::new(
+            "µs",
+            self.samples(n, method, params, &mut next_id)?,
+        ))
     }
 
     fn stop(mut self) {
