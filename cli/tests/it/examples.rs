@@ -12,11 +12,10 @@ use tickbox_runtime::backend::native::{self, NativeSpec};
 use tickbox_runtime::backend::wasm::grants::GrantSpec;
 use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmSpec};
 use tickbox_runtime::protocol::PreparedCall;
-use tickbox_runtime::session::{CallOutcome, Session, SessionConfig, SessionEvent};
+use tickbox_runtime::session::{CallOutcome, Session, SessionConfig};
 
 /// How long a test waits for something that should happen within
 /// milliseconds; only reached when the test is failing.
-const PATIENCE: Duration = Duration::from_secs(20);
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Backend {
@@ -102,44 +101,6 @@ fn ok(outcome: CallOutcome) -> Value {
         CallOutcome::Ok(v) => v,
         other => panic!("expected a result: {other:?}"),
     }
-}
-
-/// Waits for the next `tick/update` whose data satisfies `want`.
-async fn update_where(
-    events: &mut tokio::sync::broadcast::Receiver<SessionEvent>,
-    what: &str,
-    want: impl Fn(&Value) -> bool,
-) -> (u64, Value) {
-    let wait = async {
-        loop {
-            match events.recv().await {
-                Ok(SessionEvent::Updated(st)) if want(&st.data) => {
-                    return (st.seq, st.data.clone())
-                }
-                Ok(SessionEvent::Ended(why)) => panic!("session ended waiting for {what}: {why:?}"),
-                Ok(_) => {}
-                Err(e) => panic!("events closed waiting for {what}: {e}"),
-            }
-        }
-    };
-    tokio::time::timeout(PATIENCE, wait)
-        .await
-        .unwrap_or_else(|_| panic!("no update with {what}"))
-}
-
-/// Waits until the view shows `needle`.
-async fn screen_shows(s: &Session, needle: &str) -> String {
-    for _ in 0..(PATIENCE.as_millis() / 20) {
-        let text = s.view().screen_text();
-        if text.contains(needle) {
-            return text;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!(
-        "the view never showed {needle:?}:\n{}",
-        s.view().screen_text()
-    );
 }
 
 #[test]

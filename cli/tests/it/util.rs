@@ -376,33 +376,47 @@ pub async fn call_ok(s: &Session, tool: &str, args: Value) -> Value {
     }
 }
 
-/// Waits for an update whose value is at least `value`; its seq.
-pub async fn value_reaches(
+/// Waits for the next `tick/update` whose data satisfies `want`; its seq
+/// and data.
+pub async fn update_where(
     events: &mut tokio::sync::broadcast::Receiver<SessionEvent>,
-    value: i64,
-) -> u64 {
+    what: &str,
+    want: impl Fn(&Value) -> bool,
+) -> (u64, Value) {
     let wait = async {
         loop {
             match events.recv().await {
-                Ok(SessionEvent::Updated(st)) if st.data["value"].as_i64() >= Some(value) => {
-                    return st.seq
+                Ok(SessionEvent::Updated(st)) if want(&st.data) => {
+                    return (st.seq, st.data.clone())
                 }
-                Ok(SessionEvent::Ended(why)) => panic!("session ended: {why:?}"),
+                Ok(SessionEvent::Ended(why)) => panic!("session ended waiting for {what}: {why:?}"),
                 Ok(_) => {}
-                Err(e) => panic!("events closed: {e}"),
+                Err(e) => panic!("events closed waiting for {what}: {e}"),
             }
         }
     };
     tokio::time::timeout(PATIENCE, wait)
         .await
-        .unwrap_or_else(|_| panic!("the value never reached {value}"))
+        .unwrap_or_else(|_| panic!("no update with {what}"))
+}
+
+/// Waits for an update whose value is at least `value`; its seq.
+pub async fn value_reaches(
+    events: &mut tokio::sync::broadcast::Receiver<SessionEvent>,
+    value: i64,
+) -> u64 {
+    let what = format!("a value of at least {value}");
+    update_where(events, &what, |d| d["value"].as_i64() >= Some(value))
+        .await
+        .0
 }
 
 /// Waits until the view's screen shows `needle`.
-pub async fn screen_shows(s: &Session, needle: &str) {
+pub async fn screen_shows(s: &Session, needle: &str) -> String {
     for _ in 0..(PATIENCE.as_millis() / 20) {
-        if s.view().screen_text().contains(needle) {
-            return;
+        let text = s.view().screen_text();
+        if text.contains(needle) {
+            return text;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
