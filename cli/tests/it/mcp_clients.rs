@@ -10,7 +10,7 @@
 //! A missing client fails its test with one line naming the install command.
 
 use crate::util::*;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -79,15 +79,8 @@ fn cache_dir() -> PathBuf {
     target_dir().join("test-wasm-cache")
 }
 
-/// What a client run produced.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 /// Runs a client to its end (killed after PATIENCE).
-fn run(mut cmd: Command) -> Run {
+fn run(mut cmd: Command) -> Output {
     cmd.current_dir(clients_dir())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -95,42 +88,11 @@ fn run(mut cmd: Command) -> Run {
         .env_remove("RUST_LOG")
         .env("TICKBOX_CACHE_DIR", cache_dir());
     let shown = format!("{cmd:?}");
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if start.elapsed() > PATIENCE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{shown} did not finish within {PATIENCE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Run {
-        code: status.code().unwrap_or(-1),
-        stdout: out_t.join().unwrap_or_default(),
-        stderr: err_t.join().unwrap_or_default(),
-    }
+    finish_within(cmd, &shown, PATIENCE)
 }
 
 /// Asserts a client script passed every check it should have made.
-fn assert_checks(what: &str, r: &Run, checks: &[&str]) {
+fn assert_checks(what: &str, r: &Output, checks: &[&str]) {
     assert_eq!(
         r.code, 0,
         "{what} failed:\n--- stdout\n{}\n--- stderr\n{}",
@@ -224,7 +186,7 @@ impl Drop for HttpServer {
     }
 }
 
-fn python_client(mode: &str, transport: &str, target: &[String]) -> Run {
+fn python_client(mode: &str, transport: &str, target: &[String]) -> Output {
     let mut cmd = Command::new(python());
     cmd.arg("python_client.py")
         .args([mode, transport])
@@ -232,7 +194,7 @@ fn python_client(mode: &str, transport: &str, target: &[String]) -> Run {
     run(cmd)
 }
 
-fn ts_client(transport: &str, target: &[String]) -> Run {
+fn ts_client(transport: &str, target: &[String]) -> Output {
     npm_package("@modelcontextprotocol/sdk");
     let mut cmd = Command::new("node");
     cmd.arg("ts_client.mjs").arg(transport).args(target);

@@ -100,8 +100,20 @@ pub fn tickbox_within<S: AsRef<str>>(args: &[S], env: &[(&str, &str)], limit: Du
     for (k, v) in env {
         cmd.env(k, v);
     }
+    let shown = format!(
+        "tickbox {:?}",
+        args.iter().map(|a| a.as_ref()).collect::<Vec<_>>()
+    );
+    finish_within(cmd, &shown, limit)
+}
+
+/// Starts `cmd` (stdout and stderr piped), collects both, and waits for it
+/// to end; after `limit` it is killed and the test fails naming `shown`.
+pub fn finish_within(mut cmd: Command, shown: &str, limit: Duration) -> Output {
     let start = Instant::now();
-    let mut child = cmd.spawn().expect("spawn tickbox");
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
     let mut out = child.stdout.take().expect("stdout");
     let mut err = child.stderr.take().expect("stderr");
     let out_t = std::thread::spawn(move || {
@@ -120,10 +132,8 @@ pub fn tickbox_within<S: AsRef<str>>(args: &[S], env: &[(&str, &str)], limit: Du
         }
         if start.elapsed() > limit {
             let _ = child.kill();
-            panic!(
-                "tickbox {:?} did not finish within {limit:?}",
-                args.iter().map(|a| a.as_ref()).collect::<Vec<_>>()
-            );
+            let _ = child.wait();
+            panic!("{shown} did not finish within {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(10));
     };
