@@ -1149,6 +1149,15 @@ fn process_rows(tickbox: &Path, bench: &Bench) -> Result<Vec<Anchored>> {
     Ok(out)
 }
 
+/// The target column: whether the row met its target, and the target.
+fn target_cell(target: &Option<(String, bool)>) -> String {
+    match target {
+        Some((t, true)) => format!("met: {t}"),
+        Some((t, false)) => format!("NOT MET: {t}"),
+        None => String::new(),
+    }
+}
+
 fn print_anchored(rows: &[Anchored]) {
     if rows.is_empty() {
         return;
@@ -1183,11 +1192,7 @@ fn print_anchored(rows: &[Anchored]) {
             .ratio()
             .map(|x| format!("{x:.2}×"))
             .unwrap_or_else(|| "—".into());
-        let target = match &r.target {
-            Some((t, true)) => format!("met: {t}"),
-            Some((t, false)) => format!("NOT MET: {t}"),
-            None => String::new(),
-        };
+        let target = target_cell(&r.target);
         out += &format!(
             "{:<w0$}  {:<w1$}  {:<w2$}  {:>6}  {}\n",
             r.name,
@@ -1244,11 +1249,7 @@ fn print_table(rows: &[Row]) {
         let ratio = ratio(&r.wasm, &r.native)
             .map(|x| format!("{x:.2}×"))
             .unwrap_or_else(|| "—".into());
-        let target = match &r.target {
-            Some((t, true)) => format!("met: {t}"),
-            Some((t, false)) => format!("NOT MET: {t}"),
-            None => String::new(),
-        };
+        let target = target_cell(&r.target);
         out += &format!(
             "{:<w0$}  {:<w1$}  {:<w2$}  {:>6}  {}\n",
             r.name,
