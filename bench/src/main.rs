@@ -16,6 +16,7 @@
 //! For profiling one part: `TICKBOX_BENCH_ONLY_START=1` (200 warm-disk
 //! starts), `TICKBOX_BENCH_ONLY_RT=1` (round trips only, every variant interleaved:
 //! `round_trips.rs`) or
+//! `TICKBOX_BENCH_ONLY_FIRST=1` (first starts and whole-process starts only),
 //! `TICKBOX_BENCH_ONLY_TRIM=1` (trimming only, no guests built),
 //! `TICKBOX_BENCH_ONLY_SOAK=1` (the live-call soak only),
 //! `TICKBOX_BENCH_ONLY_MCP=1` (the MCP rows only, see `mcp.rs`);
@@ -755,6 +756,14 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
     bench.start(Backend::Wasm, &engine).await?.shutdown().await;
     if std::env::var_os("TICKBOX_BENCH_ONLY_RT").is_some() {
         round_trips::run(&bench, &engine).await?;
+        let _ = std::fs::remove_dir_all(&cache_dir);
+        return Ok(());
+    }
+    if std::env::var_os("TICKBOX_BENCH_ONLY_FIRST").is_some() {
+        let tickbox = tickbox_binary()?;
+        let mut anchored = first_start_rows(&tickbox, &bench).await?;
+        anchored.extend(process_rows(&tickbox, &bench)?);
+        print_anchored(&anchored);
         let _ = std::fs::remove_dir_all(&cache_dir);
         return Ok(());
     }
