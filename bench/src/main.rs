@@ -142,7 +142,17 @@ fn target_dir() -> PathBuf {
 }
 
 fn build_guests() -> Result<Guests> {
-    let out = target_dir().join("bench-guests");
+    build_guests_at(None)
+}
+
+/// Builds the bench Tick with the guest workspace's release profile, or with
+/// `opt_level` instead (into a target dir of its own, so neither build
+/// replaces the other).
+fn build_guests_at(opt_level: Option<&str>) -> Result<Guests> {
+    let out = match opt_level {
+        None => target_dir().join("bench-guests"),
+        Some(o) => target_dir().join(format!("bench-guests-o{o}")),
+    };
     let manifest = root().join("tests/guests/Cargo.toml");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     for target in [None, Some("wasm32-wasip2")] {
@@ -159,6 +169,9 @@ fn build_guests() -> Result<Guests> {
         .arg("--target-dir")
         .arg(&out)
         .env_remove("CARGO_TARGET_DIR");
+        if let Some(o) = opt_level {
+            cmd.args(["--config", &format!("profile.release.opt-level={o}")]);
+        }
         if let Some(t) = target {
             cmd.args(["--target", t]);
         }
@@ -209,14 +222,29 @@ impl Bench {
         engine: &Arc<WasmEngine>,
         config: SessionConfig,
     ) -> Result<Session> {
+        self.start_guest(backend, engine, config, &self.guests, &[])
+            .await
+    }
+
+    /// Starts `guests`' build of the bench Tick with `args`.
+    async fn start_guest(
+        &self,
+        backend: Backend,
+        engine: &Arc<WasmEngine>,
+        config: SessionConfig,
+        guests: &Guests,
+        args: &[&str],
+    ) -> Result<Session> {
         let io = match backend {
             Backend::Native => {
-                native::spawn(&NativeSpec::new([self.guests.native.to_string_lossy()]))?
+                let argv = std::iter::once(guests.native.to_string_lossy().into_owned())
+                    .chain(args.iter().map(|a| a.to_string()));
+                native::spawn(&NativeSpec::new(argv))?
             }
             Backend::Wasm => {
                 let spec = WasmSpec {
-                    path: self.guests.wasm.clone(),
-                    args: vec![],
+                    path: guests.wasm.clone(),
+                    args: args.iter().map(|a| a.to_string()).collect(),
                     grants: Grants::default(),
                     instance_id: None,
                     exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,

@@ -82,14 +82,45 @@ pub async fn run(bench: &Bench, engine: &Arc<WasmEngine>) -> Result<()> {
         caller_writes: false,
         ..SessionConfig::default()
     };
+    // Builds of the bench Tick to compare (`TICKBOX_BENCH_RT_GUESTS`,
+    // comma-separated): `s` is the guest workspace's profile (opt-level
+    // "s"), `o3` the same source at opt-level 3; `+per-reply` runs it with
+    // `--per-reply` (one write per answer instead of one per read).
+    let wanted_guests = std::env::var("TICKBOX_BENCH_RT_GUESTS").unwrap_or_else(|_| "s".into());
+    let mut builds: Vec<(String, crate::Guests, Vec<&str>)> = Vec::new();
+    for g in wanted_guests.split(',').filter(|g| !g.is_empty()) {
+        let (build, args) = match g.split_once('+') {
+            Some((b, "per-reply")) => (b, vec!["--per-reply"]),
+            None => (g, vec![]),
+            Some(_) => anyhow::bail!("unknown guest variant {g}"),
+        };
+        let guests = match build {
+            "s" => crate::Guests {
+                native: bench.guests.native.clone(),
+                wasm: bench.guests.wasm.clone(),
+            },
+            "o3" => crate::build_guests_at(Some("3"))?,
+            other => anyhow::bail!("unknown guest build {other}"),
+        };
+        builds.push((g.to_string(), guests, args));
+    }
     let mut sessions = Vec::new();
     for (backend, name) in [(Backend::Wasm, "wasm"), (Backend::Native, "native")] {
         for (variant, config) in [
             ("caller writes", SessionConfig::default()),
             ("writer task", writer_only.clone()),
         ] {
-            let s = bench.start_with(backend, engine, config.clone()).await?;
-            sessions.push((name, variant, Arc::new(s)));
+            for (g, guests, args) in &builds {
+                let variant = if builds.len() > 1 {
+                    format!("{variant} [{g}]")
+                } else {
+                    variant.to_string()
+                };
+                let s = bench
+                    .start_guest(backend, engine, config.clone(), guests, args)
+                    .await?;
+                sessions.push((name, variant, Arc::new(s)));
+            }
         }
     }
     let rounds = bench.n(10);

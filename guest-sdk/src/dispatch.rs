@@ -15,8 +15,15 @@
 //! - after every event the catalog is rebuilt from `Tick::tools`; any change
 //!   gets a new revision (§5.5), and calls against another revision get
 //!   -32004 without running (§7.2);
-//! - each frame is handed to the output sink in one call, newline included,
-//!   so frames never interleave or end without a newline (§3.1);
+//! - each frame is handed to the output sink whole, newline included, so
+//!   frames never interleave or end without a newline (§3.1). The frames
+//!   answering the lines of one read ([`Runtime::input`], or
+//!   [`Runtime::hold`] … [`Runtime::release`]) go out together in one call
+//!   after the last of those lines, in the order they were made; a batch
+//!   that reaches [`MAX_HELD`] bytes goes out at that frame boundary. With
+//!   several requests in flight this is one write (one WASI call, one
+//!   system call) per read instead of one per frame; a lone request is
+//!   answered as soon as it is handled, as before;
 //! - the view is redrawn after every key, timer, resize and mutating call.
 //!   After a read-only call ([`crate::Effect::ReadOnly`], which promises to
 //!   change nothing) it is redrawn only when the state or the catalog
@@ -51,6 +58,11 @@ pub const MAX_ENCODED: usize = {
 /// What the SDK actually allows: the host measures after re-encoding, and
 /// numbers can grow in the process (§3.5), so keep some headroom.
 pub const SAFE_ENCODED: usize = MAX_ENCODED - 16 * 1024;
+/// The most bytes of frames held back while the lines of one read are
+/// handled (see [`Runtime::hold`]): a batch that reaches it is written out at
+/// once, at a frame boundary, so holding never costs more memory than this
+/// beyond the frame being made.
+pub const MAX_HELD: usize = 64 * 1024;
 /// Timers never fire more often than this, so a mistaken zero period cannot
 /// spin the Tick.
 pub const MIN_TIMER_PERIOD: Duration = Duration::from_millis(10);
@@ -158,6 +170,9 @@ pub(crate) struct Runtime<T: Tick> {
     data: Value,
     encoded: String,
     out: Output,
+    /// Frames made while holding (between [`Runtime::hold`] and
+    /// [`Runtime::release`]), not yet written; `None` writes through.
+    held: Option<Vec<u8>>,
     report: Report,
     terminal: Option<ratatui::Terminal<AnsiBackend>>,
     closed: bool,
@@ -189,6 +204,7 @@ impl<T: Tick> Runtime<T> {
             data: Value::Null,
             encoded: "null".into(),
             out,
+            held: None,
             report,
             terminal,
             closed: false,
@@ -217,6 +233,53 @@ impl<T: Tick> Runtime<T> {
     /// When the next timer is due.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.ctx.timers.iter().map(|t| t.due).min()
+    }
+
+    /// Holds the frames made from now on until [`Runtime::release`], so the
+    /// answers to the lines of one read go out in one write.
+    pub fn hold(&mut self) {
+        if self.held.is_none() {
+            self.held = Some(Vec::new());
+        }
+    }
+
+    /// Writes the frames held since [`Runtime::hold`] in one call, in the
+    /// order they were made, and writes through again.
+    pub fn release(&mut self) {
+        if let Some(held) = self.held.take() {
+            self.write(&held);
+        }
+    }
+
+    /// Handles one read of protocol input: `bytes` go into `framer`, each
+    /// complete line is handled, and the frames they make go out together
+    /// after the last one. A line cut by the end of the read stays in the
+    /// framer for the next read. Not UTF-8 means not JSON: such a line is
+    /// dropped unanswered. Err: a line passed the protocol's line limit
+    /// (§3.6); the stream cannot be resynchronised, so the caller treats it
+    /// as the end of input (the frames made before it are written).
+    // The native loop frames on its stdin thread and uses hold/release.
+    #[cfg_attr(not(any(test, target_os = "wasi")), allow(dead_code))]
+    pub fn input(
+        &mut self,
+        framer: &mut tickbox_protocol::framing::LineFramer,
+        bytes: &[u8],
+    ) -> Result<(), tickbox_protocol::message::Violation> {
+        framer.push(bytes);
+        self.hold();
+        let outcome = loop {
+            match framer.next_line() {
+                Ok(Some(line)) => {
+                    if let Ok(text) = std::str::from_utf8(&line) {
+                        self.line(text.trim_end_matches('\r'));
+                    }
+                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        self.release();
+        outcome
     }
 
     /// Handles one line of protocol input (without its newline).
@@ -525,9 +588,34 @@ impl<T: Tick> Runtime<T> {
     }
 
     fn send(&mut self, frame: &Value) {
+        if let Some(held) = self.held.as_mut() {
+            // Serialized straight into the batch: one allocation per batch,
+            // not per frame.
+            let before = held.len();
+            match serde_json::to_writer(&mut *held, frame) {
+                Ok(()) => held.push(b'\n'),
+                // Never half a frame: a frame that cannot be encoded (no
+                // `Value` fails, but the writer's contract allows it) is
+                // left out whole, as `to_string` would have done.
+                Err(_) => held.truncate(before),
+            }
+            if held.len() >= MAX_HELD {
+                let full = std::mem::take(held);
+                self.write(&full);
+            }
+            return;
+        }
         let mut line = frame.to_string();
         line.push('\n');
-        if (self.out)(line.as_bytes()).is_err() {
+        self.write(line.as_bytes());
+    }
+
+    /// Writes whole frames to the output.
+    fn write(&mut self, frames: &[u8]) {
+        if frames.is_empty() || self.closed {
+            return;
+        }
+        if (self.out)(frames).is_err() {
             // The host closed our stdout: nobody is listening any more.
             self.closed = true;
         }

@@ -670,3 +670,164 @@ fn a_read_only_call_that_changes_nothing_draws_nothing() {
     let drawn = String::from_utf8(std::mem::take(&mut *h.screen.borrow_mut())).unwrap();
     assert!(drawn.contains('6'), "the changed value is drawn: {drawn:?}");
 }
+
+/// A runtime whose output records each write separately.
+fn recording() -> (Runtime<Counter>, Rc<RefCell<Vec<Vec<u8>>>>) {
+    let writes = Rc::new(RefCell::new(Vec::new()));
+    let w = writes.clone();
+    let rt = Runtime::new(
+        Counter::default(),
+        (40, 10),
+        Box::new(move |b: &[u8]| {
+            w.borrow_mut().push(b.to_vec());
+            Ok(())
+        }),
+        Box::new(|_: &str| {}),
+        None,
+    );
+    (rt, writes)
+}
+
+/// The frames of one write: whole lines of JSON, nothing after the last newline.
+fn frames_of(write: &[u8]) -> Vec<Value> {
+    let text = std::str::from_utf8(write).expect("utf-8");
+    assert!(text.ends_with('\n'), "a write ends with a whole frame: {text:?}");
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("each frame is one JSON line"))
+        .collect()
+}
+
+fn request_line(id: u64, method: &str, params: Value) -> String {
+    let mut line =
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+    line.push('\n');
+    line
+}
+
+#[test]
+fn the_answers_to_one_read_go_out_in_one_write_in_order() {
+    let (mut rt, writes) = recording();
+    let mut framer = tickbox_protocol::framing::LineFramer::new();
+    let call = |id, tool: &str, args: Value| {
+        request_line(
+            id,
+            "tick/call",
+            json!({"tool": tool, "args": args, "revision": "1"}),
+        )
+    };
+    let read = [
+        request_line(1, "tick/read", json!({})),
+        call(2, "increment", json!({"amount": 3})),
+        "not json\n".to_string(),
+        call(3, "history", json!({})),
+        request_line(4, "tick/describe", json!({})),
+    ]
+    .concat();
+    rt.input(&mut framer, read.as_bytes()).unwrap();
+    let writes = std::mem::take(&mut *writes.borrow_mut());
+    assert_eq!(writes.len(), 1, "one write for the whole read");
+    let frames = frames_of(&writes[0]);
+    // Request order, and the update before the response of the call that
+    // made it; the line that is not JSON is dropped unanswered.
+    let order: Vec<String> = frames
+        .iter()
+        .map(|f| match f.get("id") {
+            Some(id) => id.to_string(),
+            None => f["method"].as_str().unwrap().to_string(),
+        })
+        .collect();
+    assert_eq!(order, ["1", "tick/update", "2", "3", "4"], "{frames:?}");
+    assert_eq!(updates(&frames), vec![1]);
+    assert_eq!(response(&frames, 2)["result"], json!({"value": 3}));
+}
+
+#[test]
+fn a_read_that_ends_mid_line_keeps_the_rest_for_the_next_read() {
+    let (mut rt, writes) = recording();
+    let mut framer = tickbox_protocol::framing::LineFramer::new();
+    let all = (1..=5)
+        .map(|id| request_line(id, "tick/read", json!({})))
+        .collect::<String>();
+    // Cut inside the third request, then inside the fifth.
+    let cut1 = all.find("\"id\":3").unwrap() + 3;
+    let cut2 = all.find("\"id\":5").unwrap() + 2;
+    let mut seen = Vec::new();
+    for (i, part) in [&all[..cut1], &all[cut1..cut2], &all[cut2..]]
+        .into_iter()
+        .enumerate()
+    {
+        rt.input(&mut framer, part.as_bytes()).unwrap();
+        let w = std::mem::take(&mut *writes.borrow_mut());
+        assert_eq!(w.len(), 1, "read {i}: one write");
+        seen.extend(frames_of(&w[0]).iter().map(|f| f["id"].as_u64().unwrap()));
+    }
+    assert_eq!(seen, [1, 2, 3, 4, 5], "every answer, once, in order");
+    assert_eq!(framer.pending(), 0);
+    // A read without a complete line writes nothing.
+    rt.input(&mut framer, b"{\"jsonrpc\"").unwrap();
+    assert!(writes.borrow().is_empty());
+}
+
+#[test]
+fn a_full_batch_goes_out_at_a_frame_boundary() {
+    use crate::dispatch::MAX_HELD;
+    let (mut rt, writes) = recording();
+    let mut framer = tickbox_protocol::framing::LineFramer::new();
+    // Descriptors of a few KiB each: enough of them pass the bound.
+    let one = {
+        rt.input(
+            &mut framer,
+            request_line(0, "tick/describe", json!({})).as_bytes(),
+        )
+        .unwrap();
+        writes.borrow_mut().pop().unwrap().len()
+    };
+    let n = (3 * MAX_HELD / one + 1) as u64;
+    let read = (1..=n)
+        .map(|id| request_line(id, "tick/describe", json!({})))
+        .collect::<String>();
+    rt.input(&mut framer, read.as_bytes()).unwrap();
+    let w = std::mem::take(&mut *writes.borrow_mut());
+    assert!(w.len() >= 3, "the batch was written in parts: {}", w.len());
+    let mut ids = Vec::new();
+    for (i, part) in w.iter().enumerate() {
+        if i + 1 < w.len() {
+            assert!(part.len() >= MAX_HELD, "a part goes out once full");
+            assert!(part.len() < MAX_HELD + one, "and no later");
+        }
+        ids.extend(frames_of(part).iter().map(|f| f["id"].as_u64().unwrap()));
+    }
+    assert_eq!(ids, (1..=n).collect::<Vec<_>>(), "none lost, in order");
+}
+
+#[test]
+fn a_line_over_the_limit_ends_input_after_the_frames_before_it() {
+    let (mut rt, writes) = recording();
+    let mut framer = tickbox_protocol::framing::LineFramer::with_limit(200);
+    let mut read = request_line(1, "tick/read", json!({}));
+    read.push_str(&"x".repeat(300));
+    assert!(rt.input(&mut framer, read.as_bytes()).is_err());
+    let w = std::mem::take(&mut *writes.borrow_mut());
+    assert_eq!(w.len(), 1);
+    assert_eq!(frames_of(&w[0])[0]["id"], json!(1));
+}
+
+#[test]
+fn outside_a_read_frames_go_out_at_once() {
+    let (mut rt, writes) = recording();
+    rt.line(request_line(1, "tick/read", json!({})).trim_end());
+    assert_eq!(writes.borrow().len(), 1, "a lone line is answered at once");
+    rt.keys(b"+");
+    assert_eq!(writes.borrow().len(), 2, "a key's update goes out at once");
+    assert_eq!(updates(&frames_of(&writes.borrow()[1])), vec![1]);
+    // Held frames wait for release, then go out in one write.
+    rt.hold();
+    rt.keys(b"+");
+    rt.line(request_line(2, "tick/read", json!({})).trim_end());
+    assert_eq!(writes.borrow().len(), 2, "held");
+    rt.release();
+    assert_eq!(writes.borrow().len(), 3);
+    let last = frames_of(&writes.borrow()[2]);
+    assert_eq!(updates(&last), vec![2]);
+    assert_eq!(response(&last, 2)["result"]["seq"], json!(2));
+}

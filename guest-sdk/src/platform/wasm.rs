@@ -93,26 +93,14 @@ pub fn run<T: Tick>(tick: T, _io: Io) {
         for i in ready {
             match i {
                 0 => match stdin.read(READ_CHUNK) {
+                    // The answers to this read's lines go out in one write.
                     Ok(bytes) => {
-                        framer.push(&bytes);
-                        loop {
-                            match framer.next_line() {
-                                Ok(Some(line)) => {
-                                    // Not UTF-8 means not JSON: dropped unanswered.
-                                    if let Ok(text) = std::str::from_utf8(&line) {
-                                        rt.line(text.trim_end_matches('\r'));
-                                    }
-                                }
-                                Ok(None) => break,
-                                // A host never sends a line this long (§3.6);
-                                // the stream cannot be resynchronised, so it
-                                // is treated as the end of input.
-                                Err(e) => {
-                                    crate::log!("{}: {e}", T::KIND);
-                                    eof = true;
-                                    break;
-                                }
-                            }
+                        if let Err(e) = rt.input(&mut framer, &bytes) {
+                            // A host never sends a line this long (§3.6);
+                            // the stream cannot be resynchronised, so it is
+                            // treated as the end of input.
+                            crate::log!("{}: {e}", T::KIND);
+                            eof = true;
                         }
                     }
                     // §4.5: the host closed stdin; calls finish before their

@@ -5,6 +5,9 @@
 //! Tools: `get` (query), `increment` (mutates; emits an update), `hash`
 //! (CPU-bound: FNV-1a over `mb` MiB), `flood` (emits `n` updates as fast as
 //! it can, then answers).
+//!
+//! Answers are batched like the guest SDK's: the frames answering the
+//! requests of one read go out in one write (`--per-reply`: one write each).
 
 use serde_json::{json, Value};
 use std::io::{BufRead, Write};
@@ -38,15 +41,28 @@ fn fnv(mb: usize) -> u64 {
 
 fn main() {
     eprint!("bench counter ready\r\n");
+    // The answers to the requests of one read go out in one write, once no
+    // further request is buffered (as the guest SDK does); `--per-reply`
+    // writes each answer on its own (the bench's comparison).
+    let batch = !std::env::args().any(|a| a == "--per-reply");
     let (mut value, mut seq) = (0i64, 0u64);
     let stdout = std::io::stdout();
-    for line in std::io::stdin().lock().lines() {
-        let Ok(line) = line else { break };
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
+    let mut input = std::io::BufReader::with_capacity(64 * 1024, std::io::stdin().lock());
+    let mut line = String::new();
+    loop {
+        if !batch || input.buffer().is_empty() {
+            let _ = out.flush();
+        }
+        line.clear();
+        match input.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
         let Ok(req) = serde_json::from_str::<Value>(&line) else { continue };
         let Some(id) = req.get("id").and_then(Value::as_u64) else { continue };
         let method = req.get("method").and_then(Value::as_str).unwrap_or("");
         let params = req.get("params").cloned().unwrap_or(Value::Null);
-        let mut out = stdout.lock();
         let result = match method {
             "tick/describe" => descriptor(),
             "tick/read" => json!({"seq": seq, "data": {"value": value}}),
@@ -75,18 +91,16 @@ fn main() {
                     }
                     _ => {
                         let _ = writeln!(out, "{}", json!({"jsonrpc":"2.0","id":id,"error":{"code":-32602,"message":"unknown tool"}}));
-                        let _ = out.flush();
                         continue;
                     }
                 }
             }
             _ => {
                 let _ = writeln!(out, "{}", json!({"jsonrpc":"2.0","id":id,"error":{"code":-32601,"message":"unknown method"}}));
-                let _ = out.flush();
                 continue;
             }
         };
         let _ = writeln!(out, "{}", json!({"jsonrpc": "2.0", "id": id, "result": result}));
-        let _ = out.flush();
     }
+    let _ = out.flush();
 }
