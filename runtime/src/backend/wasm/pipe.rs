@@ -39,28 +39,43 @@ impl Shared {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn push(&self, bytes: &[u8]) -> usize {
-        let mut s = self.lock();
-        let n = bytes.len().min(PIPE_CAPACITY.saturating_sub(s.buf.len()));
-        s.buf.extend_from_slice(&bytes[..n]);
-        if n > 0 {
-            if let Some(w) = s.read_waker.take() {
-                w.wake();
+    /// Appends what fits of `bytes`; None when the reader is gone. The
+    /// reader is woken after the lock is released, so the woken task never
+    /// finds the lock still held by its waker.
+    fn push_open(&self, bytes: &[u8]) -> Option<usize> {
+        let (n, waker) = {
+            let mut s = self.lock();
+            if s.reader_closed {
+                return None;
             }
+            let n = bytes.len().min(PIPE_CAPACITY.saturating_sub(s.buf.len()));
+            s.buf.extend_from_slice(&bytes[..n]);
+            (n, if n > 0 { s.read_waker.take() } else { None })
+        };
+        if let Some(w) = waker {
+            w.wake();
         }
-        n
+        Some(n)
     }
 
     fn take(&self, max: usize) -> Bytes {
-        let mut s = self.lock();
-        let n = max.min(s.buf.len());
-        let out = s.buf.split_to(n).freeze();
-        if n > 0 {
-            if let Some(w) = s.write_waker.take() {
-                w.wake();
-            }
+        self.take_open(max).0
+    }
+
+    /// Takes up to `max` bytes, and whether the writer is gone (checked
+    /// under the same lock). The writer is woken after the lock is released.
+    fn take_open(&self, max: usize) -> (Bytes, bool) {
+        let (out, writer_closed, waker) = {
+            let mut s = self.lock();
+            let n = max.min(s.buf.len());
+            let out = s.buf.split_to(n).freeze();
+            let waker = if n > 0 { s.write_waker.take() } else { None };
+            (out, s.writer_closed, waker)
+        };
+        if let Some(w) = waker {
+            w.wake();
         }
-        out
+        (out, writer_closed)
     }
 
     fn close_writer(&self) {
@@ -104,10 +119,10 @@ impl Shared {
 
     /// `AsyncWrite` for either end that writes.
     fn poll_write_from(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        if self.lock().reader_closed {
+        let Some(pushed) = self.push_open(buf) else {
             return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
-        }
-        match self.push(buf) {
+        };
+        match pushed {
             0 if !buf.is_empty() => match self.poll_writable(cx) {
                 // Room appeared between the push and the check: try again.
                 Poll::Ready(()) => {
@@ -223,13 +238,29 @@ impl Pollable for StdinHandle {
     }
 }
 
+#[wasmtime_wasi::async_trait]
 impl InputStream for StdinHandle {
     fn read(&mut self, size: usize) -> StreamResult<Bytes> {
-        let chunk = self.0.take(size);
-        if chunk.is_empty() && size > 0 && self.0.lock().writer_closed {
+        let (chunk, writer_closed) = self.0.take_open(size);
+        if chunk.is_empty() && size > 0 && writer_closed {
             return Err(StreamError::Closed);
         }
         Ok(chunk)
+    }
+
+    /// The guest's blocking read (how `std`'s and wasi-libc's `read` of
+    /// stdin wait): waits for bytes or the writer's end on the pipe itself,
+    /// then takes them, with no `ready()` future boxed on each call.
+    async fn blocking_read(&mut self, size: usize) -> StreamResult<Bytes> {
+        loop {
+            std::future::poll_fn(|cx| self.0.poll_readable(cx)).await;
+            let chunk = self.read(size)?;
+            // Empty only for a zero-byte read: readable means bytes are
+            // there or the writer is gone (then `read` said Closed).
+            if !chunk.is_empty() || size == 0 {
+                return Ok(chunk);
+            }
+        }
     }
 }
 
@@ -277,21 +308,39 @@ impl Pollable for StdoutHandle {
     }
 }
 
+#[wasmtime_wasi::async_trait]
 impl OutputStream for StdoutHandle {
     fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
         let mut rest: &[u8] = &bytes;
         // `check_write` promised room for these bytes; a guest that writes
         // more than it was promised is told so rather than silently cut.
         while !rest.is_empty() {
-            if self.0.lock().reader_closed {
+            let Some(n) = self.0.push_open(rest) else {
                 return Err(StreamError::Closed);
-            }
-            let n = self.0.push(rest);
+            };
             if n == 0 {
                 return Err(StreamError::Trap(wasmtime::format_err!(
                     "write exceeded the permitted size"
                 )));
             }
+            rest = &rest[n..];
+        }
+        Ok(())
+    }
+
+    /// The guest's `blocking-write-and-flush` (how `std`'s and wasi-libc's
+    /// `write` of stdout go out): waits for room in the pipe and appends,
+    /// until every byte is in. A write here is complete once in the pipe
+    /// (`flush` has nothing to do), so the default's flush and its second
+    /// wait for room are left out. Backpressure is unchanged: a full pipe
+    /// makes the guest wait; a gone reader is `Closed`, as before.
+    async fn blocking_write_and_flush(&mut self, bytes: Bytes) -> StreamResult<()> {
+        let mut rest: &[u8] = &bytes;
+        while !rest.is_empty() {
+            std::future::poll_fn(|cx| self.0.poll_writable(cx)).await;
+            let Some(n) = self.0.push_open(rest) else {
+                return Err(StreamError::Closed);
+            };
             rest = &rest[n..];
         }
         Ok(())
@@ -367,6 +416,56 @@ mod tests {
         assert!(matches!(handle.check_write(), Err(StreamError::Closed)));
         drop(handle);
         drop(guest);
+    }
+
+    #[tokio::test]
+    async fn a_blocking_write_waits_for_room_and_a_gone_reader_ends_it() {
+        let (guest, mut host) = stdout();
+        let mut handle = guest.p2_stream();
+        handle
+            .write(Bytes::from(vec![b'x'; PIPE_CAPACITY - 10]))
+            .unwrap();
+        // 100 bytes with room for 10: the write waits until the host reads.
+        let mut write = handle.blocking_write_and_flush(Bytes::from(vec![b'y'; 100]));
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        assert!(write.as_mut().poll(&mut cx).is_pending(), "a full pipe waits");
+        let mut all = vec![0u8; PIPE_CAPACITY];
+        let mut got = host.read(&mut all).await.unwrap();
+        write.await.unwrap();
+        while got < PIPE_CAPACITY + 90 {
+            let mut buf = vec![0u8; PIPE_CAPACITY];
+            let n = host.read(&mut buf).await.unwrap();
+            all.truncate(got);
+            all.extend_from_slice(&buf[..n]);
+            got += n;
+        }
+        all.truncate(got);
+        let (x, y) = all.split_at(PIPE_CAPACITY - 10);
+        assert!(x.iter().all(|&b| b == b'x'));
+        assert_eq!(y, &[b'y'; 100][..], "every byte, once, in order");
+        drop(host);
+        let gone = handle.blocking_write_and_flush(Bytes::from_static(b"z"));
+        assert!(matches!(gone.await, Err(StreamError::Closed)));
+    }
+
+    #[tokio::test]
+    async fn a_blocking_read_waits_for_bytes_then_sees_the_end() {
+        let (mut host, guest) = stdin();
+        let mut handle = guest.p2_stream();
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        {
+            let mut read = handle.blocking_read(100);
+            assert!(read.as_mut().poll(&mut cx).is_pending(), "nothing yet");
+            host.write_all(b"one\ntwo\n").await.unwrap();
+            assert_eq!(&read.await.unwrap()[..], b"one\ntwo\n");
+        }
+        host.shutdown().await.unwrap();
+        assert!(matches!(
+            handle.blocking_read(10).await,
+            Err(StreamError::Closed)
+        ));
     }
 
     #[tokio::test]
