@@ -482,24 +482,13 @@ impl Session {
                 limit: MAX_LINE_BYTES,
             });
         }
-        // A free slot is taken at once, without arming a timer or watching
-        // the session's end for it (with up to 8 requests in flight this is
-        // the usual case); the end is checked under the pending lock below,
-        // and a deadline already passed still sends nothing.
-        let slot = match self.permits.clone().try_acquire_owned() {
-            Ok(p) if tokio::time::Instant::now() < deadline => p,
-            Ok(_) => return Err(RequestError::NotSent { method, after: timeout }),
-            Err(_) => {
-                let mut ended_rx = self.shared.ended.subscribe();
-                // Wait for a slot, unless the session ends or the deadline
-                // passes first.
-                tokio::select! {
-                    p = self.permits.clone().acquire_owned() => p.map_err(|_| ended(&self.shared))?,
-                    _ = ended_rx.wait_for(Option::is_some) => return Err(ended(&self.shared)),
-                    _ = tokio::time::sleep_until(deadline) => {
-                        return Err(RequestError::NotSent { method, after: timeout })
-                    }
-                }
+        let mut ended_rx = self.shared.ended.subscribe();
+        // Wait for a slot, unless the session ends or the deadline passes first.
+        let slot = tokio::select! {
+            p = self.permits.clone().acquire_owned() => p.map_err(|_| ended(&self.shared))?,
+            _ = ended_rx.wait_for(Option::is_some) => return Err(ended(&self.shared)),
+            _ = tokio::time::sleep_until(deadline) => {
+                return Err(RequestError::NotSent { method, after: timeout })
             }
         };
         let (tx, rx) = oneshot::channel();
