@@ -84,13 +84,16 @@ pub async fn run(bench: &Bench, engine: &Arc<WasmEngine>) -> Result<()> {
     };
     // Builds of the bench Tick to compare (`TICKBOX_BENCH_RT_GUESTS`,
     // comma-separated): `s` is the guest workspace's profile (opt-level
-    // "s"), `o3` the same source at opt-level 3; `+per-reply` runs it with
-    // `--per-reply` (one write per answer instead of one per read).
+    // "s"), `o3` the same source at opt-level 3; `+batch` / `+per-reply`
+    // run it with `--batch` (one write per read) or `--per-reply` (one
+    // write per answer) on both targets, instead of the SDK's choice (batch
+    // in wasm, per answer natively).
     let wanted_guests = std::env::var("TICKBOX_BENCH_RT_GUESTS").unwrap_or_else(|_| "s".into());
     let mut builds: Vec<(String, crate::Guests, Vec<&str>)> = Vec::new();
     for g in wanted_guests.split(',').filter(|g| !g.is_empty()) {
         let (build, args) = match g.split_once('+') {
             Some((b, "per-reply")) => (b, vec!["--per-reply"]),
+            Some((b, "batch")) => (b, vec!["--batch"]),
             None => (g, vec![]),
             Some(_) => anyhow::bail!("unknown guest variant {g}"),
         };

@@ -16,14 +16,17 @@
 //!   gets a new revision (§5.5), and calls against another revision get
 //!   -32004 without running (§7.2);
 //! - each frame is handed to the output sink whole, newline included, so
-//!   frames never interleave or end without a newline (§3.1). The frames
-//!   answering the lines of one read ([`Runtime::input`], or
-//!   [`Runtime::hold`] … [`Runtime::release`]) go out together in one call
-//!   after the last of those lines, in the order they were made; a batch
-//!   that reaches [`MAX_HELD`] bytes goes out at that frame boundary. With
-//!   several requests in flight this is one write (one WASI call, one
-//!   system call) per read instead of one per frame; a lone request is
-//!   answered as soon as it is handled, as before;
+//!   frames never interleave or end without a newline (§3.1). In wasm the
+//!   frames answering the lines of one read ([`Runtime::input`]) go out
+//!   together in one call after the last of those lines, in the order they
+//!   were made; a batch that reaches [`MAX_HELD`] bytes goes out at that
+//!   frame boundary. With several requests in flight that is one WASI
+//!   write per read instead of one per frame, which saves the host's CPU
+//!   (the guest runs in its process); a lone request is answered as soon as
+//!   it is handled. The native loop writes each frame at once: there,
+//!   holding answers back measured slower, because the host and the Tick
+//!   run in parallel and the host waits for the batch (BENCHMARKS.md,
+//!   "8 in flight (fourth pass)");
 //! - the view is redrawn after every key, timer, resize and mutating call.
 //!   After a read-only call ([`crate::Effect::ReadOnly`], which promises to
 //!   change nothing) it is redrawn only when the state or the catalog
@@ -237,6 +240,7 @@ impl<T: Tick> Runtime<T> {
 
     /// Holds the frames made from now on until [`Runtime::release`], so the
     /// answers to the lines of one read go out in one write.
+    #[cfg_attr(not(any(test, target_os = "wasi")), allow(dead_code))]
     pub fn hold(&mut self) {
         if self.held.is_none() {
             self.held = Some(Vec::new());
@@ -245,6 +249,7 @@ impl<T: Tick> Runtime<T> {
 
     /// Writes the frames held since [`Runtime::hold`] in one call, in the
     /// order they were made, and writes through again.
+    #[cfg_attr(not(any(test, target_os = "wasi")), allow(dead_code))]
     pub fn release(&mut self) {
         if let Some(held) = self.held.take() {
             self.write(&held);
@@ -258,7 +263,7 @@ impl<T: Tick> Runtime<T> {
     /// dropped unanswered. Err: a line passed the protocol's line limit
     /// (§3.6); the stream cannot be resynchronised, so the caller treats it
     /// as the end of input (the frames made before it are written).
-    // The native loop frames on its stdin thread and uses hold/release.
+    // Used by the wasm loop; the native loop writes each frame at once.
     #[cfg_attr(not(any(test, target_os = "wasi")), allow(dead_code))]
     pub fn input(
         &mut self,

@@ -63,7 +63,8 @@
 //! ## What the SDK does for you
 //!
 //! Everything the protocol asks of a Tick (see `dispatch` for the details):
-//! newline framing with one write per frame; exactly one response per
+//! newline framing, every frame written whole (in wasm, the answers to the
+//! requests of one read in one write); exactly one response per
 //! request and never `id: null`; `tick/describe` from [`Tick::KIND`] and
 //! friends plus the tools' schemas; `seq` and `tick/update` whenever
 //! [`Tick::state`] serializes differently (and only then); the 512 KiB limit

@@ -30,8 +30,6 @@ use std::time::Instant;
 
 /// The size a Tick assumes when it cannot ask its terminal (§4.1).
 const DEFAULT_SIZE: (u16, u16) = (120, 30);
-/// The most protocol lines answered in one write (see `Runtime::hold`).
-const MAX_BATCH_LINES: usize = 64;
 
 enum Event {
     Line(Vec<u8>),
@@ -250,29 +248,13 @@ pub fn run<T: Tick>(tick: T, io: Io) {
                 Err(_) => break,
             },
         };
-        let mut event = event;
-        if let Some(Event::Line(_)) = event {
-            // The lines already waiting are answered in one write: hold the
-            // frames until no line is left (or a batch is full), then hand
-            // any other event that came on to the match below.
-            rt.hold();
-            let mut lines = 0;
-            while let Some(Event::Line(bytes)) = event {
+        match event {
+            Some(Event::Line(bytes)) => {
                 // A line that is not UTF-8 is not JSON: dropped unanswered.
                 if let Ok(text) = std::str::from_utf8(&bytes) {
                     rt.line(text.trim_end_matches(['\n', '\r']));
                 }
-                lines += 1;
-                event = if lines < MAX_BATCH_LINES {
-                    rx.try_recv().ok()
-                } else {
-                    None
-                };
             }
-            rt.release();
-        }
-        match event {
-            Some(Event::Line(_)) => {}
             // §4.5: stdin EOF means the host is done with us. Calls run to
             // completion before their response, so none is in flight here.
             Some(Event::Eof) => break,
