@@ -111,6 +111,7 @@ pub fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    tracing::debug!("command line parsed");
     // Orphans of native Ticks come back to this process, to be swept on the
     // way out (see backend::reaper); every child this binary starts is a
     // Tick or a compile worker, registered as such.
@@ -160,6 +161,9 @@ pub fn main() -> ExitCode {
     });
     // Dropping the runtime drops every task; backends kill their Tick on drop.
     runtime.shutdown_timeout(Duration::from_secs(2));
+    // A first start's optimizing compile outlives this process, but its
+    // worker is started on a helper thread: let that start happen.
+    tickbox_runtime::backend::wasm::settle_detached_starts(Duration::from_secs(2));
     // Then whatever a native Tick left behind outside its process group.
     tickbox_runtime::backend::reaper::sweep();
     code

@@ -47,6 +47,9 @@ pub fn own_dir() -> Result<PathBuf, String> {
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
         .ok_or("this process is in no cgroup v2 hierarchy")?;
+    if let Some(mount) = well_known_mount() {
+        return Ok(mount.join(rel.trim_start_matches('/')));
+    }
     let mounts = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
     // Fields: id parent major:minor root mount-point options ... - fstype ...
@@ -59,6 +62,24 @@ pub fn own_dir() -> Result<PathBuf, String> {
         })
         .ok_or("no cgroup2 file system is mounted")?;
     Ok(mount.join(rel.trim_start_matches('/')))
+}
+
+/// Where cgroup v2 is usually mounted: `/sys/fs/cgroup` (the unified
+/// layout) or `/sys/fs/cgroup/unified` (the hybrid one).
+const USUAL_MOUNTS: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
+
+/// The first of [`USUAL_MOUNTS`] that is a cgroup2 file system, by
+/// `statfs`: two system calls where `/proc/self/mountinfo` (which every
+/// start reads for [`sweep_stale`] otherwise) costs the kernel a walk of
+/// every mount's path.
+fn well_known_mount() -> Option<PathBuf> {
+    USUAL_MOUNTS.iter().find_map(|m| {
+        let c = CString::new(*m).ok()?;
+        // SAFETY: a valid C string and a statfs struct for the kernel to fill.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        let ok = unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0;
+        (ok && st.f_type as i64 == libc::CGROUP2_SUPER_MAGIC as i64).then(|| PathBuf::from(m))
+    })
 }
 
 /// Whether native Ticks get a cgroup here; Err says why not.
