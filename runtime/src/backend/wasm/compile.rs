@@ -379,17 +379,26 @@ const BACKGROUND_NICE: libc::c_int = 10;
 /// How many times `--compile-timeout` the detached worker may take.
 const BACKGROUND_WALL_FACTOR: u64 = 4;
 
-/// An anonymous memory file holding `bytes`, positioned at its start.
+/// An anonymous memory file holding `bytes`, positioned at its start (an
+/// unnamed file in the temporary directory where the kernel has no
+/// `memfd_create`).
 fn memory_file(bytes: &[u8]) -> std::io::Result<std::fs::File> {
     use std::io::Seek;
     use std::os::fd::FromRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
     // SAFETY: a valid C string; the flags only ask for close-on-exec.
     let fd = unsafe { libc::memfd_create(c"tickbox-wasm".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` was just returned by memfd_create and is owned by nobody else.
-    let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+    let mut f = if fd >= 0 {
+        // SAFETY: `fd` was just returned by memfd_create and is owned by nobody else.
+        unsafe { std::fs::File::from_raw_fd(fd) }
+    } else {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_TMPFILE)
+            .open(std::env::temp_dir())?
+    };
     f.write_all(bytes)?;
     f.seek(std::io::SeekFrom::Start(0))?;
     Ok(f)
