@@ -37,6 +37,10 @@ pub const NO_CGROUP_VAR: &str = "TICKBOX_NO_CGROUP";
 const PREFIX: &str = "tickbox-";
 /// How long removing a killed cgroup may wait for its processes to exit.
 const REMOVE_WAIT: Duration = Duration::from_secs(2);
+/// The first pause between attempts to remove it; each next one doubles,
+/// up to [`REMOVE_MAX_WAIT`].
+const REMOVE_FIRST_WAIT: Duration = Duration::from_micros(200);
+const REMOVE_MAX_WAIT: Duration = Duration::from_millis(10);
 
 /// This process's cgroup v2 directory: the cgroup2 mount point joined with
 /// the `0::` line of `/proc/self/cgroup`; Err says why there is none.
@@ -200,8 +204,13 @@ fn kill_dir(dir: &Path) {
 /// Removes a killed cgroup once its processes have exited.
 fn remove_dir(dir: &Path) {
     let start = std::time::Instant::now();
+    // Killed processes leave within a millisecond or so: short waits first,
+    // so a Tick's end is not held up by a fixed 10 ms sleep (it was, in
+    // about one native session of three: BENCHMARKS.md).
+    let mut wait = REMOVE_FIRST_WAIT;
     while std::fs::remove_dir(dir).is_err() && dir.exists() && start.elapsed() < REMOVE_WAIT {
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(wait);
+        wait = (wait * 2).min(REMOVE_MAX_WAIT);
     }
 }
 
