@@ -303,14 +303,20 @@ struct DetachedStart;
 
 impl DetachedStart {
     fn begin() -> DetachedStart {
-        *DETACHED_STARTING.0.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        *DETACHED_STARTING
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) += 1;
         DetachedStart
     }
 }
 
 impl Drop for DetachedStart {
     fn drop(&mut self) {
-        let mut n = DETACHED_STARTING.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = DETACHED_STARTING
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         *n = n.saturating_sub(1);
         DETACHED_STARTING.1.notify_all();
     }
