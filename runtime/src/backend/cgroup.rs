@@ -82,7 +82,10 @@ fn well_known_mount() -> Option<PathBuf> {
         // SAFETY: a valid C string and a statfs struct for the kernel to fill.
         let mut st: libc::statfs = unsafe { std::mem::zeroed() };
         let ok = unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0;
-        (ok && st.f_type as i64 == libc::CGROUP2_SUPER_MAGIC as i64).then(|| PathBuf::from(m))
+        // The two types differ between targets (i64 and c_long here).
+        #[allow(clippy::unnecessary_cast)]
+        let cgroup2 = st.f_type as i64 == libc::CGROUP2_SUPER_MAGIC as i64;
+        (ok && cgroup2).then(|| PathBuf::from(m))
     })
 }
 

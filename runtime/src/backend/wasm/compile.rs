@@ -230,7 +230,10 @@ fn pad_heap_growth() {
         };
         // SAFETY: getrlimit writes into the struct we pass.
         let bound = if unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut lim) } == 0 {
-            lim.rlim_cur as u64
+            // rlim_t is u64 here, not on every target.
+            #[allow(clippy::unnecessary_cast)]
+            let bound = lim.rlim_cur as u64;
+            bound
         } else {
             0
         };
