@@ -1672,3 +1672,27 @@ impl Drop for WasmProcess {
         }
     }
 }
+
+#[cfg(test)]
+mod detached_start_tests {
+    use super::{settle_detached_starts, DetachedStart};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn settling_waits_for_a_start_in_progress_and_no_longer() {
+        let start = DetachedStart::begin();
+        let t = Instant::now();
+        // While it is in progress, a short wait gives up and says so.
+        assert!(!settle_detached_starts(Duration::from_millis(20)));
+        assert!(t.elapsed() >= Duration::from_millis(20));
+        let ender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            drop(start);
+        });
+        let t = Instant::now();
+        assert!(settle_detached_starts(Duration::from_secs(20)));
+        // Woken by the end of the start, not by the limit.
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        ender.join().unwrap();
+    }
+}
