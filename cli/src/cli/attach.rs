@@ -133,7 +133,7 @@ pub fn main(args: AttachArgs) -> ExitCode {
 
 /// Runs `fut` on a fresh runtime and maps its result to an exit code.
 pub fn runtime_main(fut: impl std::future::Future<Output = Result<(), Exit>>) -> ExitCode {
-    let runtime = match super::new_runtime(false) {
+    let runtime = match super::new_runtime(2) {
         Ok(rt) => rt,
         Err(e) => return super::fail(e),
     };

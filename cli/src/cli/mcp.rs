@@ -51,8 +51,29 @@ pub struct McpArgs {
     /// With --http: require `Authorization: Bearer TOKEN`, TOKEN read from this file
     #[arg(long, value_name = "FILE", requires = "http")]
     pub token_file: Option<PathBuf>,
+    /// Threads that run the host and its wasm Ticks: 1 (the default over
+    /// stdio) answers fastest, more run CPU-bound tools of different Ticks
+    /// in parallel (default with --http: 2)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=MAX_WORKERS as i64))]
+    pub workers: Option<u16>,
     #[command(flatten)]
     pub opts: TickOpts,
+}
+
+/// The most `--workers` a host may ask for.
+pub const MAX_WORKERS: u16 = 64;
+
+impl McpArgs {
+    /// The threads this server runs on. Over stdio there is one client,
+    /// whose requests mostly come one at a time: one thread keeps every
+    /// wake-up on it (a `tools/call` measured 24 µs instead of 55 µs on two
+    /// workers, BENCHMARKS.md), while a CPU-bound wasm Tick still yields
+    /// to the others at every epoch tick (10 ms). Over HTTP, several
+    /// clients share the host: two workers.
+    pub fn workers(&self) -> u16 {
+        self.workers
+            .unwrap_or(if self.http.is_some() { 2 } else { 1 })
+    }
 }
 
 /// One Tick to start.

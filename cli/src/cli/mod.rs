@@ -111,6 +111,7 @@ pub fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    tracing::debug!("command line parsed");
     // Orphans of native Ticks come back to this process, to be swept on the
     // way out (see backend::reaper); every child this binary starts is a
     // Tick or a compile worker, registered as such.
@@ -145,7 +146,12 @@ pub fn main() -> ExitCode {
         }
         other => other,
     };
-    let runtime = match new_runtime(one_shot(&command)) {
+    let workers = match &command {
+        _ if one_shot(&command) => 1,
+        Command::Mcp(args) => args.workers(),
+        _ => 2,
+    };
+    let runtime = match new_runtime(workers) {
         Ok(rt) => rt,
         Err(e) => return fail(e),
     };
@@ -160,6 +166,9 @@ pub fn main() -> ExitCode {
     });
     // Dropping the runtime drops every task; backends kill their Tick on drop.
     runtime.shutdown_timeout(Duration::from_secs(2));
+    // A first start's optimizing compile outlives this process, but its
+    // worker is started on a helper thread: let that start happen.
+    tickbox_runtime::backend::wasm::settle_detached_starts(Duration::from_secs(2));
     // Then whatever a native Tick left behind outside its process group.
     tickbox_runtime::backend::reaper::sweep();
     code
@@ -178,24 +187,31 @@ fn one_shot(command: &Command) -> bool {
     )
 }
 
-/// The async runtime a command runs on. A one-shot command gets a
-/// current-thread runtime: no worker threads to start, and every wake-up
-/// (the Tick's answer, a wasm guest's turn) stays on the one thread, which
-/// measured faster from process start to result (BENCHMARKS.md). Compiles
-/// and blocking file work still go to the blocking pool, a wasm guest
-/// still yields at every epoch tick, and a native Tick's PTY and the view
-/// keep their own threads. Hosts of many Ticks and many clients (mcp,
-/// check, test, watch, …) keep two workers. `TICKBOX_RUNTIME=multi-thread`
-/// gives one-shot commands the two workers too (for comparison).
-fn new_runtime(one_shot: bool) -> Result<tokio::runtime::Runtime, Exit> {
-    let multi = std::env::var("TICKBOX_RUNTIME").is_ok_and(|v| v == "multi-thread");
-    let built = if one_shot && !multi {
+/// The async runtime a command runs on, with `workers` threads. One
+/// thread is a current-thread runtime: none to start, and every wake-up
+/// (the Tick's answer, a wasm guest's turn, an MCP request's task) stays
+/// on it, which measured faster for one-shot commands (from process start
+/// to result) and for `tickbox mcp` over stdio (per request); see
+/// BENCHMARKS.md. Compiles and blocking file work still go to the blocking
+/// pool, a wasm guest still yields at every epoch tick, and a native Tick's
+/// PTY and the view keep their own threads. Hosts of many Ticks and many
+/// clients (check, test, watch, run, mcp --http …) get two workers.
+/// `TICKBOX_RUNTIME=multi-thread` or `current-thread` overrides the shape
+/// for any command (for comparison).
+fn new_runtime(workers: u16) -> Result<tokio::runtime::Runtime, Exit> {
+    let shape = std::env::var("TICKBOX_RUNTIME").unwrap_or_default();
+    let single = match shape.as_str() {
+        "multi-thread" => false,
+        "current-thread" => true,
+        _ => workers <= 1,
+    };
+    let built = if single {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
     } else {
         tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
+            .worker_threads(usize::from(workers.max(2)))
             .enable_all()
             .build()
     };

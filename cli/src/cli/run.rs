@@ -281,7 +281,7 @@ fn host(
             .join(format!("host-{}.log", std::process::id()))
     });
     detach_stdio(log);
-    let runtime = match super::new_runtime(false) {
+    let runtime = match super::new_runtime(2) {
         Ok(rt) => rt,
         Err(e) => return ready_failed(&mut ready, &e),
     };

@@ -931,3 +931,45 @@ fn a_non_loopback_bind_generates_a_token_and_requires_it() {
     let auth = format!("Bearer {token}");
     initialize_http(&server, &[("Authorization", &auth)]);
 }
+
+/// How many of a process's threads are tokio workers.
+fn tokio_workers(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter(|t| {
+                    std::fs::read_to_string(t.path().join("comm"))
+                        .is_ok_and(|c| c.trim() == "tokio-rt-worker")
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_host_runs_on_one_thread_over_stdio_unless_given_workers_within_the_bound() {
+    for bad in ["0", "65"] {
+        let mut args = vec!["mcp".to_string(), "--workers".into(), bad.into()];
+        args.extend(shifty());
+        tickbox(&args).expect(2, "--workers");
+    }
+    // Default over stdio: a current-thread runtime, no worker threads.
+    // --workers 2: two. Each serves a call and a ping.
+    for (workers, want) in [(None, 0), (Some("2"), 2)] {
+        let mut args = Vec::new();
+        if let Some(n) = workers {
+            args.extend(["--workers".to_string(), n.to_string()]);
+        }
+        args.extend(shifty());
+        let mut mcp = Raw::start(&args);
+        mcp.initialize("2025-11-25");
+        let r = mcp.call(1, "echo", json!({"a": 1}));
+        assert_eq!(r["isError"], false, "{r}");
+        assert_eq!(tokio_workers(mcp.pid()), want, "--workers {workers:?}");
+        let p = mcp.request(2, "ping", json!({}));
+        assert_eq!(p["result"], json!({}), "{p}");
+        let (code, stderr) = mcp.close();
+        assert_eq!(code, 0, "{stderr}");
+    }
+}

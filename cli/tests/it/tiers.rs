@@ -177,12 +177,17 @@ fn the_detached_optimizing_compile_ends_at_the_compile_timeout() {
     assert_eq!(out.code, 3, "{out:#?}");
     let pid =
         logged_pid(&out.stderr, "optimizing compile started").unwrap_or_else(|| panic!("{out:#?}"));
-    // It outlives the command (and is compiling, not failing early)...
+    // It outlives the command (and is compiling, not failing early), at
+    // the background priority (nice 10: the Tick it optimizes goes first)...
     if started.elapsed() < Duration::from_secs(2) {
         assert!(alive(pid), "the detached worker {pid} ended at once");
+        let nice = nice_of(pid).unwrap_or_else(|| panic!("no /proc/{pid}/stat"));
+        assert!(nice >= 10, "the detached worker runs at nice {nice}");
     }
-    // ...until the alarm ends it at the bound, long before it could finish,
-    // so it never writes an entry.
+    // ...until its bounds end it, long before it could finish, so it never
+    // writes an entry: the CPU backstop (the timeout × the CPUs, as in the
+    // foreground) or the alarm (the timeout × BACKGROUND_WALL_FACTOR, for a
+    // worker that runs at a lower priority), whichever comes first.
     assert!(
         eventually(Duration::from_secs(20), || !alive(pid)),
         "the detached worker {pid} outlived its --compile-timeout"
@@ -215,4 +220,12 @@ fn the_baseline_worker_started_ahead_of_its_engine_keeps_the_bounds() {
     assert_eq!(ok.code, 0, "{ok:#?}");
     assert!(ok.stderr.contains("compiling with winch"), "{ok:#?}");
     assert_eq!(compilers(&cache), ["winch"]);
+}
+
+/// The nice value of a running process (field 19 of `/proc/PID/stat`).
+fn nice_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces: count from its closing ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(16)?.parse().ok()
 }

@@ -37,6 +37,10 @@ pub const NO_CGROUP_VAR: &str = "TICKBOX_NO_CGROUP";
 const PREFIX: &str = "tickbox-";
 /// How long removing a killed cgroup may wait for its processes to exit.
 const REMOVE_WAIT: Duration = Duration::from_secs(2);
+/// The first pause between attempts to remove it; each next one doubles,
+/// up to [`REMOVE_MAX_WAIT`].
+const REMOVE_FIRST_WAIT: Duration = Duration::from_micros(200);
+const REMOVE_MAX_WAIT: Duration = Duration::from_millis(10);
 
 /// This process's cgroup v2 directory: the cgroup2 mount point joined with
 /// the `0::` line of `/proc/self/cgroup`; Err says why there is none.
@@ -47,6 +51,9 @@ pub fn own_dir() -> Result<PathBuf, String> {
         .lines()
         .find_map(|l| l.strip_prefix("0::"))
         .ok_or("this process is in no cgroup v2 hierarchy")?;
+    if let Some(mount) = well_known_mount() {
+        return Ok(mount.join(rel.trim_start_matches('/')));
+    }
     let mounts = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
     // Fields: id parent major:minor root mount-point options ... - fstype ...
@@ -59,6 +66,27 @@ pub fn own_dir() -> Result<PathBuf, String> {
         })
         .ok_or("no cgroup2 file system is mounted")?;
     Ok(mount.join(rel.trim_start_matches('/')))
+}
+
+/// Where cgroup v2 is usually mounted: `/sys/fs/cgroup` (the unified
+/// layout) or `/sys/fs/cgroup/unified` (the hybrid one).
+const USUAL_MOUNTS: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
+
+/// The first of [`USUAL_MOUNTS`] that is a cgroup2 file system, by
+/// `statfs`: two system calls where `/proc/self/mountinfo` (which every
+/// start reads for [`sweep_stale`] otherwise) costs the kernel a walk of
+/// every mount's path.
+fn well_known_mount() -> Option<PathBuf> {
+    USUAL_MOUNTS.iter().find_map(|m| {
+        let c = CString::new(*m).ok()?;
+        // SAFETY: a valid C string and a statfs struct for the kernel to fill.
+        let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+        let ok = unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0;
+        // The two types differ between targets (i64 and c_long here).
+        #[allow(clippy::unnecessary_cast)]
+        let cgroup2 = st.f_type as i64 == libc::CGROUP2_SUPER_MAGIC as i64;
+        (ok && cgroup2).then(|| PathBuf::from(m))
+    })
 }
 
 /// Whether native Ticks get a cgroup here; Err says why not.
@@ -179,8 +207,13 @@ fn kill_dir(dir: &Path) {
 /// Removes a killed cgroup once its processes have exited.
 fn remove_dir(dir: &Path) {
     let start = std::time::Instant::now();
+    // Killed processes leave within a millisecond or so: short waits first,
+    // so a Tick's end is not held up by a fixed 10 ms sleep (it was, in
+    // about one native session of three: BENCHMARKS.md).
+    let mut wait = REMOVE_FIRST_WAIT;
     while std::fs::remove_dir(dir).is_err() && dir.exists() && start.elapsed() < REMOVE_WAIT {
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(wait);
+        wait = (wait * 2).min(REMOVE_MAX_WAIT);
     }
 }
 

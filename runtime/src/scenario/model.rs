@@ -930,10 +930,10 @@ mod tests {
             crate::scenario::discover(&[root.join("examples"), root.join("tests/scenarios")])
                 .expect("scenarios");
         assert!(files.len() >= 8, "{files:?}");
+        // No environment changes in a test: substitute every example's
+        // `${TICKBOX_<LANG>_DIR}` here.
+        let dirs = regex::Regex::new(r"\$\{TICKBOX_[A-Z]+_DIR\}").unwrap();
         for f in files {
-            // No environment changes in a test: substitute every example's
-            // `${TICKBOX_<LANG>_DIR}` here.
-            let dirs = regex::Regex::new(r"\$\{TICKBOX_[A-Z]+_DIR\}").unwrap();
             let text = std::fs::read_to_string(&f).unwrap();
             let text = dirs.replace_all(&text, "/nonexistent").into_owned();
             let doc: Value = toml::from_str(&text).unwrap();

@@ -291,6 +291,51 @@ pub fn is_wasm_path(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "wasm") || detect_file(path).is_some()
 }
 
+/// Detached optimizing compiles whose worker is still being started (see
+/// [`WasmEngine::optimize_in_background`]), with a condition variable that
+/// [`settle_detached_starts`] waits on.
+static DETACHED_STARTING: (std::sync::Mutex<usize>, std::sync::Condvar) =
+    (std::sync::Mutex::new(0), std::sync::Condvar::new());
+
+/// One detached worker being started; counted in [`DETACHED_STARTING`]
+/// while it lives.
+struct DetachedStart;
+
+impl DetachedStart {
+    fn begin() -> DetachedStart {
+        *DETACHED_STARTING
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) += 1;
+        DetachedStart
+    }
+}
+
+impl Drop for DetachedStart {
+    fn drop(&mut self) {
+        let mut n = DETACHED_STARTING
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *n = n.saturating_sub(1);
+        DETACHED_STARTING.1.notify_all();
+    }
+}
+
+/// Waits, at most `limit`, until every detached optimizing compile this
+/// process decided on has its worker started (the compiles themselves run
+/// on). A one-shot command calls it before it exits, so that its first
+/// start's optimized code is on its way whatever the timing; true when
+/// nothing is left starting.
+pub fn settle_detached_starts(limit: Duration) -> bool {
+    let (lock, cv) = &DETACHED_STARTING;
+    let n = lock.lock().unwrap_or_else(|p| p.into_inner());
+    let (n, _) = cv
+        .wait_timeout_while(n, limit, |n| *n > 0)
+        .unwrap_or_else(|p| p.into_inner());
+    *n == 0
+}
+
 /// How a Tick gets compiled when the cache has no optimized code for it
 /// (`$TICKBOX_COMPILER` in the CLI).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -683,6 +728,7 @@ impl WasmEngine {
             }
         }
         self.check_before_compiling(path, wasm, kind)?;
+        tracing::debug!("imports and declared limits checked");
         let loaded = match self.policy() {
             CompilePolicy::Cranelift => {
                 self.code(Cranelift, path, wasm, kind, key.as_deref(), bounds, true)?
@@ -749,6 +795,12 @@ impl WasmEngine {
     /// ends, the Winch-compiled entry leaves `loaded`, so the next start in
     /// this host finds the optimized code in the cache. A failure only costs
     /// the optimized code: the Tick runs on.
+    ///
+    /// The worker is started from a helper thread, off the Tick's start:
+    /// starting a process waits for its `exec`, a millisecond or more on
+    /// an idle machine and several on a busy one, which a first start
+    /// need not wait for. A one-shot command waits for that start (not
+    /// the compile) before it exits: [`settle_detached_starts`].
     fn optimize_in_background(
         self: &Arc<Self>,
         path: &Path,
@@ -769,50 +821,62 @@ impl WasmEngine {
         {
             return;
         }
-        let child = match compile::optimize_detached(
-            worker,
-            wasm,
-            kind,
-            bounds,
-            cache.dir(),
-            key,
-            winch_key,
-        ) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "cannot start the optimizing compile");
-                self.optimizing
+        let weak = Arc::downgrade(self);
+        let forget = move |weak: &std::sync::Weak<WasmEngine>, key: &str| {
+            if let Some(engine) = weak.upgrade() {
+                engine
+                    .loaded
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(key);
-                return;
+                engine
+                    .optimizing
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(key);
             }
         };
-        tracing::info!(path = %path.display(), pid = child.id(), "optimizing compile started (cranelift, in the background)");
-        let weak = Arc::downgrade(self);
-        let key = key.to_string();
-        // Waits for (and so reaps) the worker in a host that lives that
-        // long; a one-shot command exits before and leaves it to init.
-        let _ = std::thread::Builder::new()
+        let (worker, wasm, dir) = (worker.clone(), wasm.to_vec(), cache.dir().to_path_buf());
+        let (path, owned_key, winch_key) =
+            (path.to_path_buf(), key.to_string(), winch_key.to_string());
+        let starting = DetachedStart::begin();
+        let spawned = std::thread::Builder::new()
             .name("tickbox-optimize".into())
             .spawn(move || {
-                let mut child = child;
+                let key = owned_key;
+                let child =
+                    compile::optimize_detached(&worker, &wasm, kind, bounds, &dir, &key, &winch_key);
+                drop((wasm, starting));
+                let mut child = match child {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %e, "cannot start the optimizing compile");
+                        if let Some(engine) = weak.upgrade() {
+                            engine
+                                .optimizing
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .remove(&key);
+                        }
+                        return;
+                    }
+                };
+                tracing::info!(path = %path.display(), pid = child.id(), "optimizing compile started (cranelift, in the background)");
+                // Waits for (and so reaps) the worker in a host that lives
+                // that long; a one-shot command exits before and leaves it
+                // to init.
                 let status = child.wait();
                 crate::backend::reaper::forget(child.id());
                 tracing::info!(?status, "optimizing compile ended");
-                if let Some(engine) = weak.upgrade() {
-                    engine
-                        .loaded
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&key);
-                    engine
-                        .optimizing
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&key);
-                }
+                forget(&weak, &key);
             });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start the optimizing compile's thread");
+            self.optimizing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(key);
+        }
     }
 
     /// Loads `compiler`'s code for a Tick from the cache under `key`, or
@@ -831,7 +895,10 @@ impl WasmEngine {
     ) -> Result<Option<Loaded>, WasmError> {
         // A compile that will be needed starts before the engine it loads
         // into is built, so the two overlap (a first start's Winch engine).
-        let early = self.start_early(compiler, wasm.len(), kind, key, bounds, compile_if_missing);
+        let early = self.start_early(compiler, wasm, kind, key, bounds, compile_if_missing);
+        if early.is_some() {
+            tracing::debug!("{compiler} worker started ahead of its engine");
+        }
         let tier = self.tier(compiler)?;
         let link = |why: wasmtime::Error| WasmError::Load {
             path: path.to_path_buf(),
@@ -875,7 +942,7 @@ impl WasmEngine {
     fn start_early(
         &self,
         compiler: compile::Compiler,
-        len: usize,
+        wasm: &[u8],
         kind: WasmKind,
         key: Option<&str>,
         bounds: compile::Bounds,
@@ -890,7 +957,7 @@ impl WasmEngine {
         if !(compile_if_missing && unbuilt && missing) {
             return None;
         }
-        compile::start_worker(worker, len, kind, compiler, bounds).ok()
+        compile::start_worker(worker, wasm, kind, compiler, bounds).ok()
     }
 
     /// Compiles a component or module, or loads it from the disk cache
@@ -941,17 +1008,19 @@ impl WasmEngine {
             Some(worker) => {
                 let bytes = self
                     .noticing_slow(path, wasm, || match early {
-                        Some(running) => running.finish(wasm),
+                        Some(running) => running.finish(),
                         None => compile::compile_in_worker(worker, wasm, kind, compiler, bounds),
                     })
                     .map_err(|source| WasmError::Compile {
                         path: path.to_path_buf(),
                         source,
                     })?;
+                tracing::debug!(bytes = bytes.len(), "{compiler} worker done");
                 // SAFETY: our own worker produced these bytes with the same
                 // engine configuration, just now; wasmtime checks version
                 // and configuration before using them.
                 let c = unsafe { T::deserialize(&tier.engine, &bytes) }.map_err(load)?;
+                tracing::debug!("{compiler} code loaded");
                 (c, Some(bytes))
             }
             None => {
@@ -964,6 +1033,7 @@ impl WasmEngine {
         };
         if let (Some((cache, key)), Some(bytes)) = (cache, bytes) {
             cache.put(key, &bytes);
+            tracing::debug!("{compiler} code stored in the cache");
         }
         Ok(Some(c))
     }
@@ -1358,6 +1428,7 @@ pub async fn spawn_with(
     clock: Option<&virtual_time::VirtualClock>,
 ) -> Result<TickIo, WasmError> {
     let wasm = read_bounded(&spec.path, spec.grants.max_wasm_size).await?;
+    tracing::debug!(bytes = wasm.len(), "wasm read");
     let kind = detect(&wasm).ok_or_else(|| WasmError::NotWasm {
         path: spec.path.clone(),
     })?;
@@ -1479,31 +1550,38 @@ pub async fn spawn_with(
 }
 
 /// Reads a wasm file, refusing one larger than `max` bytes before reading it.
+/// One blocking task does the open, the size check and the read: through
+/// `tokio::fs` each of those (and each chunk) was a hop of its own to the
+/// blocking pool and back, on the path of every start.
 async fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, WasmError> {
-    use tokio::io::AsyncReadExt;
+    let owned = path.to_path_buf();
+    tokio::task::spawn_blocking(move || read_bounded_blocking(&owned, max))
+        .await
+        .map_err(|e| WasmError::Engine(e.to_string()))?
+}
+
+fn read_bounded_blocking(path: &Path, max: u64) -> Result<Vec<u8>, WasmError> {
+    use std::io::Read;
     let read = |source| WasmError::Read {
         path: path.to_path_buf(),
         source,
     };
-    let file = tokio::fs::File::open(path).await.map_err(read)?;
-    let len = file.metadata().await.map_err(read)?.len();
+    let file = std::fs::File::open(path).map_err(read)?;
+    let len = file.metadata().map_err(read)?.len();
+    let too_large = || WasmError::TooLarge {
+        path: path.to_path_buf(),
+        max,
+    };
     if len > max {
-        return Err(WasmError::TooLarge {
-            path: path.to_path_buf(),
-            max,
-        });
+        return Err(too_large());
     }
     // The file may grow after the check: read at most one byte past the bound.
     let mut wasm = Vec::with_capacity(len as usize);
     file.take(max.saturating_add(1))
         .read_to_end(&mut wasm)
-        .await
         .map_err(read)?;
     if wasm.len() as u64 > max {
-        return Err(WasmError::TooLarge {
-            path: path.to_path_buf(),
-            max,
-        });
+        return Err(too_large());
     }
     Ok(wasm)
 }
@@ -1592,5 +1670,29 @@ impl Drop for WasmProcess {
         if let Some(task) = &self.task {
             task.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod detached_start_tests {
+    use super::{settle_detached_starts, DetachedStart};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn settling_waits_for_a_start_in_progress_and_no_longer() {
+        let start = DetachedStart::begin();
+        let t = Instant::now();
+        // While it is in progress, a short wait gives up and says so.
+        assert!(!settle_detached_starts(Duration::from_millis(20)));
+        assert!(t.elapsed() >= Duration::from_millis(20));
+        let ender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            drop(start);
+        });
+        let t = Instant::now();
+        assert!(settle_detached_starts(Duration::from_secs(20)));
+        // Woken by the end of the start, not by the limit.
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        ender.join().unwrap();
     }
 }
