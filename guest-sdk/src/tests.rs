@@ -671,8 +671,11 @@ fn a_read_only_call_that_changes_nothing_draws_nothing() {
     assert!(drawn.contains('6'), "the changed value is drawn: {drawn:?}");
 }
 
+/// Each write a runtime made, in order.
+type Writes = Rc<RefCell<Vec<Vec<u8>>>>;
+
 /// A runtime whose output records each write separately.
-fn recording() -> (Runtime<Counter>, Rc<RefCell<Vec<Vec<u8>>>>) {
+fn recording() -> (Runtime<Counter>, Writes) {
     let writes = Rc::new(RefCell::new(Vec::new()));
     let w = writes.clone();
     let rt = Runtime::new(
@@ -691,7 +694,10 @@ fn recording() -> (Runtime<Counter>, Rc<RefCell<Vec<Vec<u8>>>>) {
 /// The frames of one write: whole lines of JSON, nothing after the last newline.
 fn frames_of(write: &[u8]) -> Vec<Value> {
     let text = std::str::from_utf8(write).expect("utf-8");
-    assert!(text.ends_with('\n'), "a write ends with a whole frame: {text:?}");
+    assert!(
+        text.ends_with('\n'),
+        "a write ends with a whole frame: {text:?}"
+    );
     text.lines()
         .map(|l| serde_json::from_str(l).expect("each frame is one JSON line"))
         .collect()

@@ -429,7 +429,10 @@ mod tests {
         let mut write = handle.blocking_write_and_flush(Bytes::from(vec![b'y'; 100]));
         let waker = std::task::Waker::noop();
         let mut cx = Context::from_waker(waker);
-        assert!(write.as_mut().poll(&mut cx).is_pending(), "a full pipe waits");
+        assert!(
+            write.as_mut().poll(&mut cx).is_pending(),
+            "a full pipe waits"
+        );
         let mut all = vec![0u8; PIPE_CAPACITY];
         let mut got = host.read(&mut all).await.unwrap();
         write.await.unwrap();
