@@ -898,6 +898,32 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
         native: Some(concurrent(&nt, rounds, per_round).await?),
         target: None,
     });
+    if !quick && !smoke() {
+        // The same source at cargo's release default (opt-level 3) on both
+        // sides: the guest workspace builds for size ("s"), which costs the
+        // wasm guest's code more than the native one (BENCHMARKS.md).
+        eprintln!("  8 in flight, bench Tick at opt-level 3…");
+        let o3 = build_guests_at(Some("3"))?;
+        let cfg = SessionConfig::default();
+        let w3 = Arc::new(bench.start_guest(Backend::Wasm, &engine, cfg.clone(), &o3, &[]).await?);
+        let n3 = Arc::new(bench.start_guest(Backend::Native, &engine, cfg, &o3, &[]).await?);
+        let (w8, n8) = (
+            concurrent_tasks(&w3, rounds, per_round).await?,
+            concurrent_tasks(&n3, rounds, per_round).await?,
+        );
+        let r = w8.median() / n8.median();
+        rows.push(Row {
+            name: "tick/call, 8 in flight (8 tasks; opt-level 3 Tick)",
+            wasm: Some(w8),
+            native: Some(n8),
+            target: Some((format!("≤ 1× native (got {r:.2}×)"), r <= 1.0)),
+        });
+        for s in [w3, n3] {
+            if let Ok(s) = Arc::try_unwrap(s) {
+                s.shutdown().await;
+            }
+        }
+    }
 
     eprintln!("updates…");
     let flood = if smoke() {
