@@ -143,15 +143,24 @@ pub fn wasmtime_cli() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// What [`process_reads`] measured, ms per whole process.
+pub struct ProcessReads {
+    pub wasm: Stat,
+    /// The native Tick as a user runs it (in a cgroup of its own).
+    pub native: Stat,
+    /// The same with `TICKBOX_NO_CGROUP=1`: moving a process into a cgroup
+    /// waits for an RCU grace period in the kernel, which took 6–14 ms after
+    /// other cgroup activity (BENCHMARKS.md), so this is native's best case.
+    pub native_no_cgroup: Stat,
+    /// `wasmtime run` as a native Tick, without a cgroup as well.
+    pub wasmtime: Option<Stat>,
+}
+
 /// Whole-process `tickbox read`: the wasm Tick with a warm cache, the same
-/// Tick native, and (when a wasmtime CLI is on PATH) the wasm under
-/// `wasmtime run` as a native Tick; `n` runs each, interleaved.
-pub fn process_reads(
-    tickbox: &Path,
-    wasm: &Path,
-    native: &Path,
-    n: usize,
-) -> Result<(Stat, Stat, Option<Stat>)> {
+/// Tick native (with and without its cgroup), and (when a wasmtime CLI is
+/// on PATH) the wasm under `wasmtime run` as a native Tick; `n` runs each,
+/// interleaved.
+pub fn process_reads(tickbox: &Path, wasm: &Path, native: &Path, n: usize) -> Result<ProcessReads> {
     let dir = std::env::temp_dir().join(format!("tickbox-bench-proc-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let wasmtime = wasmtime_cli();
@@ -165,9 +174,16 @@ pub fn process_reads(
         c.args(["read", "--"]).arg(native);
         c
     };
+    let read_native_no_cgroup = || {
+        let mut c = read_native();
+        c.env(tickbox_runtime::backend::cgroup::NO_CGROUP_VAR, "1");
+        c
+    };
     let read_wasmtime = |cli: &Path| {
         let mut c = Command::new(tickbox);
         c.args(["read", "--"]).arg(cli).arg("run").arg(wasm);
+        // Its best case too (see `native_no_cgroup`).
+        c.env(tickbox_runtime::backend::cgroup::NO_CGROUP_VAR, "1");
         c
     };
     // Warm-up: the optimized code into the cache (and page caches).
@@ -179,18 +195,20 @@ pub fn process_reads(
     if let Some(cli) = &wasmtime {
         timed(&mut read_wasmtime(cli))?;
     }
-    let (mut w, mut nat, mut wt) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut w, mut nat, mut bare, mut wt) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..n {
         w.push(timed(&mut read_wasm())?);
         nat.push(timed(&mut read_native())?);
+        bare.push(timed(&mut read_native_no_cgroup())?);
         if let Some(cli) = &wasmtime {
             wt.push(timed(&mut read_wasmtime(cli))?);
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    Ok((
-        Stat::new("ms", w),
-        Stat::new("ms", nat),
-        (!wt.is_empty()).then(|| Stat::new("ms", wt)),
-    ))
+    Ok(ProcessReads {
+        wasm: Stat::new("ms", w),
+        native: Stat::new("ms", nat),
+        native_no_cgroup: Stat::new("ms", bare),
+        wasmtime: (!wt.is_empty()).then(|| Stat::new("ms", wt)),
+    })
 }

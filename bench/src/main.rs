@@ -905,8 +905,16 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
         eprintln!("  8 in flight, bench Tick at opt-level 3…");
         let o3 = build_guests_at(Some("3"))?;
         let cfg = SessionConfig::default();
-        let w3 = Arc::new(bench.start_guest(Backend::Wasm, &engine, cfg.clone(), &o3, &[]).await?);
-        let n3 = Arc::new(bench.start_guest(Backend::Native, &engine, cfg, &o3, &[]).await?);
+        let w3 = Arc::new(
+            bench
+                .start_guest(Backend::Wasm, &engine, cfg.clone(), &o3, &[])
+                .await?,
+        );
+        let n3 = Arc::new(
+            bench
+                .start_guest(Backend::Native, &engine, cfg, &o3, &[])
+                .await?,
+        );
         let (w8, n8) = (
             concurrent_tasks(&w3, rounds, per_round).await?,
             concurrent_tasks(&n3, rounds, per_round).await?,
@@ -1188,16 +1196,26 @@ fn process_rows(tickbox: &Path, bench: &Bench) -> Result<Vec<Anchored>> {
     } else {
         21
     };
-    let (wasm, native, wasmtime) =
-        first_start::process_reads(tickbox, &bench.guests.wasm, &bench.guests.native, n)?;
-    let r = wasm.median() / native.median();
-    let mut out = vec![Anchored {
-        name: format!("whole process: tickbox read, wasm, warm cache ({n} interleaved runs)"),
-        value: wasm.clone(),
-        anchor: Some(("tickbox read -- native", native)),
-        target: Some((format!("≤ 0.6× native (got {r:.2}×)"), r <= 0.6)),
-    }];
-    match wasmtime {
+    let reads = first_start::process_reads(tickbox, &bench.guests.wasm, &bench.guests.native, n)?;
+    let wasm = reads.wasm;
+    // The target is judged against native's best case (no cgroup), so a
+    // kernel wait on native's side cannot make it look met.
+    let r = wasm.median() / reads.native_no_cgroup.median();
+    let mut out = vec![
+        Anchored {
+            name: format!("whole process: tickbox read, wasm, warm cache ({n} interleaved runs)"),
+            value: wasm.clone(),
+            anchor: Some(("tickbox read -- native", reads.native)),
+            target: None,
+        },
+        Anchored {
+            name: "whole process: tickbox read, wasm, warm cache".into(),
+            value: wasm.clone(),
+            anchor: Some(("the same, TICKBOX_NO_CGROUP=1", reads.native_no_cgroup)),
+            target: Some((format!("≤ 0.6× native (got {r:.2}×)"), r <= 0.6)),
+        },
+    ];
+    match reads.wasmtime {
         Some(wt) => {
             let r = wasm.median() / wt.median();
             out.push(Anchored {
