@@ -336,6 +336,25 @@ async fn concurrent(s: &Session, rounds: usize, per_round: usize) -> Result<Stat
     Ok(Stat::new("µs", samples))
 }
 
+/// The 8-in-flight row (8 tasks) of a wasm and a native session, with its
+/// target: wasm ≤ native.
+async fn in_flight_row(
+    name: &'static str,
+    (wasm, native): (&Arc<Session>, &Arc<Session>),
+    rounds: usize,
+    per_round: usize,
+) -> Result<Row> {
+    let w8 = concurrent_tasks(wasm, rounds, per_round).await?;
+    let n8 = concurrent_tasks(native, rounds, per_round).await?;
+    let r = w8.median() / n8.median();
+    Ok(Row {
+        name,
+        wasm: Some(w8),
+        native: Some(n8),
+        target: Some((format!("≤ 1× native (got {r:.2}×)"), r <= 1.0)),
+    })
+}
+
 /// Like [`concurrent`], but each of the 8 lanes is its own spawned task,
 /// as 8 clients of a host are (a live connection's task, an MCP request's).
 async fn concurrent_tasks(s: &Arc<Session>, rounds: usize, per_round: usize) -> Result<Stat> {
@@ -881,17 +900,15 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
     });
     let rounds = bench.n(10);
     let per_round = if smoke() { 80 } else { 4000 };
-    let (w8, n8) = (
-        concurrent_tasks(&w, rounds, per_round).await?,
-        concurrent_tasks(&nt, rounds, per_round).await?,
+    rows.push(
+        in_flight_row(
+            "tick/call, 8 in flight (per call; 8 tasks)",
+            (&w, &nt),
+            rounds,
+            per_round,
+        )
+        .await?,
     );
-    let r = w8.median() / n8.median();
-    rows.push(Row {
-        name: "tick/call, 8 in flight (per call; 8 tasks)",
-        wasm: Some(w8),
-        native: Some(n8),
-        target: Some((format!("≤ 1× native (got {r:.2}×)"), r <= 1.0)),
-    });
     rows.push(Row {
         name: "tick/call, 8 in flight (per call; one block_on future)",
         wasm: Some(concurrent(&w, rounds, per_round).await?),
@@ -915,17 +932,15 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
                 .start_guest(Backend::Native, &engine, cfg, &o3, &[])
                 .await?,
         );
-        let (w8, n8) = (
-            concurrent_tasks(&w3, rounds, per_round).await?,
-            concurrent_tasks(&n3, rounds, per_round).await?,
+        rows.push(
+            in_flight_row(
+                "tick/call, 8 in flight (8 tasks; opt-level 3 Tick)",
+                (&w3, &n3),
+                rounds,
+                per_round,
+            )
+            .await?,
         );
-        let r = w8.median() / n8.median();
-        rows.push(Row {
-            name: "tick/call, 8 in flight (8 tasks; opt-level 3 Tick)",
-            wasm: Some(w8),
-            native: Some(n8),
-            target: Some((format!("≤ 1× native (got {r:.2}×)"), r <= 1.0)),
-        });
         for s in [w3, n3] {
             if let Ok(s) = Arc::try_unwrap(s) {
                 s.shutdown().await;
