@@ -43,7 +43,7 @@ pub mod report;
 pub(crate) mod run;
 
 pub use model::{dir_grant, load, parse, stem, Scenario, ScenarioError};
-pub use record::{RecordTick, RecordTime, Recorder};
+pub use record::{RecordTick, RecordTime, Recorder, KEY_MERGE};
 pub use run::{
     run, LaunchFn, Outcome, Prepared, RunOptions, ScenarioResult, TickKind, MAX_WAIT_JUMPS,
 };
