@@ -53,6 +53,8 @@ def main():
         put("framing", name, bytes([0x37]) + ("\n".join(got) + "\n").encode())
         # dispatch: what the host sends, as an SDK Tick reads it.
         put("dispatch", name, "\n".join(sent) + "\n\xff+-\x1b[A")
+        # batched: a read-size byte, then the same lines (here reads of 7 bytes).
+        put("batched", name, bytes([7]) + ("\n".join(sent) + "\n").encode())
         for i, line in enumerate(got):
             try:
                 msg = json.loads(line)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes every parser of untrusted bytes in tickbox with libFuzzer.
 #
-#   fuzz/run.sh [SECONDS] [TARGET...]     # default: 60 s for each of the 7 targets
+#   fuzz/run.sh [SECONDS] [TARGET...]     # default: 60 s for each of the 8 targets
 #
 # Needs cargo-fuzz (`cargo install cargo-fuzz`); on a stable toolchain the
 # nightly-only flags are unlocked with RUSTC_BOOTSTRAP=1. Each target starts
@@ -22,7 +22,7 @@ secs=${1:-60}
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(framing descriptor state live_wire keys dispatch trim)
+  targets=(framing descriptor state live_wire keys dispatch batched trim)
 fi
 export RUSTC_BOOTSTRAP=1
 # No sanitizer: the code under test is safe Rust, and uninstrumented memory

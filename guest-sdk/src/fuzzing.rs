@@ -113,6 +113,84 @@ pub fn dispatch(input: &[u8]) {
     }
 }
 
+/// A dispatcher over the fuzzed Tick that writes into a shared buffer and
+/// counts its (non-empty) writes.
+fn recording_runtime() -> (Runtime<Fuzzed>, Rc<RefCell<(Vec<u8>, usize)>>) {
+    let out = Rc::new(RefCell::new((Vec::new(), 0)));
+    let o = out.clone();
+    let rt = Runtime::new(
+        Fuzzed::default(),
+        (40, 10),
+        Box::new(move |b: &[u8]| {
+            let mut o = o.borrow_mut();
+            o.0.extend_from_slice(b);
+            o.1 += 1;
+            Ok(())
+        }),
+        Box::new(|_: &str| {}),
+        None,
+    );
+    (rt, out)
+}
+
+/// The wasm read loop's path ([`Runtime::input`]: the frames of one read
+/// held and written together) against the same lines handled one at a
+/// time: the first byte of `input` picks the size of the reads the rest is
+/// cut into. Whatever the cut, the bytes written are the same, in the same
+/// order, and one read makes at most one write per [`MAX_HELD`] bytes it
+/// produces (plus one).
+///
+/// [`MAX_HELD`]: crate::dispatch::MAX_HELD
+pub fn batched(input: &[u8]) {
+    use tickbox_protocol::framing::LineFramer;
+    let Some((&cut, input)) = input.split_first() else {
+        return;
+    };
+    let chunk = usize::from(cut).max(1);
+
+    // One line at a time, with the read path's rules: framed, not UTF-8
+    // dropped, a trailing CR trimmed, stopped at an over-long line.
+    let (mut one, one_out) = recording_runtime();
+    let mut framer = LineFramer::new();
+    framer.push(input);
+    while let Ok(Some(line)) = framer.next_line() {
+        if let Ok(text) = std::str::from_utf8(&line) {
+            one.line(text.trim_end_matches('\r'));
+        }
+    }
+
+    let (mut many, many_out) = recording_runtime();
+    let before = many_out.borrow().1;
+    let mut framer = LineFramer::new();
+    let mut reads = 0;
+    for piece in input.chunks(chunk) {
+        reads += 1;
+        let made = many_out.borrow().0.len();
+        let writes = many_out.borrow().1;
+        let stop = many.input(&mut framer, piece).is_err();
+        let (bytes, after) = {
+            let o = many_out.borrow();
+            (o.0.len() - made, o.1 - writes)
+        };
+        assert!(
+            after <= bytes / crate::dispatch::MAX_HELD + 1,
+            "one read made {after} writes for {bytes} bytes"
+        );
+        if stop {
+            break;
+        }
+    }
+    let (a, b) = (&one_out.borrow().0, &many_out.borrow().0);
+    assert!(
+        a == b,
+        "reads of {chunk} bytes wrote differently from one line at a time \
+         ({} vs {} bytes, {reads} reads, {} writes)",
+        b.len(),
+        a.len(),
+        many_out.borrow().1 - before
+    );
+}
+
 /// Decodes `input` whole and split in two at a point its first byte picks,
 /// and checks that the split changes nothing (unless the first part ends in
 /// a lone ESC, which is the Escape key by design) and that the decoder
