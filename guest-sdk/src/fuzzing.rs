@@ -113,9 +113,11 @@ pub fn dispatch(input: &[u8]) {
     }
 }
 
-/// A dispatcher over the fuzzed Tick that writes into a shared buffer and
-/// counts its (non-empty) writes.
-fn recording_runtime() -> (Runtime<Fuzzed>, Rc<RefCell<(Vec<u8>, usize)>>) {
+/// What a dispatcher wrote, and in how many (non-empty) writes.
+type Written = Rc<RefCell<(Vec<u8>, usize)>>;
+
+/// A dispatcher over the fuzzed Tick that records its writes.
+fn recording_runtime() -> (Runtime<Fuzzed>, Written) {
     let out = Rc::new(RefCell::new((Vec::new(), 0)));
     let o = out.clone();
     let rt = Runtime::new(
