@@ -230,14 +230,13 @@ fn pad_heap_growth() {
         };
         // SAFETY: getrlimit writes into the struct we pass.
         let bound = if unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut lim) } == 0 {
-            // rlim_t is u64 here, not on every target.
-            #[allow(clippy::unnecessary_cast)]
-            let bound = lim.rlim_cur as u64;
-            bound
+            lim.rlim_cur
         } else {
             0
         };
-        let pad = (bound / 16).min(HEAP_PAD_MAX);
+        // rlim_t is u64 here, not on every target.
+        #[allow(clippy::unnecessary_cast)]
+        let pad = (bound as u64 / 16).min(HEAP_PAD_MAX);
         // SAFETY: mallopt only changes the allocator's tuning; called
         // before any other thread of the worker exists.
         unsafe { libc::mallopt(libc::M_TOP_PAD, pad as libc::c_int) };
@@ -314,42 +313,30 @@ fn optimize_into_cache(
 /// own: `RLIMIT_DATA` and `RLIMIT_CPU` as for [`compile_in_worker`], and the
 /// wall-time bound (times [`BACKGROUND_WALL_FACTOR`]) as an `alarm` that
 /// survives `exec` (SIGALRM ends it). It runs at [`BACKGROUND_NICE`].
-/// The wasm goes in through a sealed-off memory file as stdin, so the
-/// worker gets every byte however soon its parent exits; the worker
-/// recomputes the key from those bytes. Its output goes nowhere. The caller
-/// waits for the returned child if it lives long enough.
+/// The wasm goes in as a [`WorkerInput`], so the worker gets every byte
+/// however soon its parent exits; the worker recomputes the key from those
+/// bytes. Its output goes nowhere. The caller waits for the returned child
+/// if it lives long enough.
 pub fn optimize_detached(
     worker: &Path,
-    wasm: &[u8],
+    input: WorkerInput,
     kind: WasmKind,
     bounds: Bounds,
     dir: &Path,
     key: &str,
     replaces: &str,
 ) -> Result<std::process::Child, CompileError> {
-    let io = |e: std::io::Error| CompileError::Worker(e.to_string());
-    let input = memory_file(wasm).map_err(io)?;
-    let kind_arg = match kind {
-        WasmKind::Component => "component",
-        WasmKind::Module => "module",
-    };
     let (mem, cpu_secs) = (bounds.memory, cpu_backstop(bounds.timeout));
     let wall_secs = (bounds.timeout.as_secs_f64().ceil() as u64)
         .saturating_mul(BACKGROUND_WALL_FACTOR)
         .clamp(1, u32::MAX as u64) as u32;
-    let mut cmd = Command::new(worker);
-    cmd.arg(WORKER_ARG)
-        .arg(kind_arg)
-        .arg(wasm.len().to_string())
-        .arg(Compiler::Cranelift.name())
-        .arg(INTO_ARG)
+    let mut cmd = worker_command(worker, input, kind, Compiler::Cranelift);
+    cmd.arg(INTO_ARG)
         .arg(dir)
         .arg(key)
         .arg(replaces)
-        .stdin(Stdio::from(input))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .env_remove("RUST_LOG");
+        .stderr(Stdio::null());
     // SAFETY: runs between fork and exec; setrlimit, setsid and alarm are
     // async-signal-safe and nothing here allocates.
     unsafe {
@@ -381,6 +368,46 @@ const BACKGROUND_NICE: libc::c_int = 10;
 
 /// How many times `--compile-timeout` the detached worker may take.
 const BACKGROUND_WALL_FACTOR: u64 = 4;
+
+/// The wasm a worker reads on its stdin: a memory file made once from the
+/// bytes, so the worker reads it at its own pace whatever its parent does.
+pub struct WorkerInput {
+    file: std::fs::File,
+    len: usize,
+}
+
+impl WorkerInput {
+    /// A copy of `wasm` for a worker.
+    pub fn new(wasm: &[u8]) -> Result<WorkerInput, CompileError> {
+        let file = memory_file(wasm).map_err(|e| CompileError::Worker(e.to_string()))?;
+        Ok(WorkerInput {
+            file,
+            len: wasm.len(),
+        })
+    }
+}
+
+/// `tickbox __compile-wasm KIND LEN COMPILER` reading `input`, without the
+/// host's `RUST_LOG`: what every worker command starts as.
+fn worker_command(
+    worker: &Path,
+    input: WorkerInput,
+    kind: WasmKind,
+    compiler: Compiler,
+) -> Command {
+    let kind_arg = match kind {
+        WasmKind::Component => "component",
+        WasmKind::Module => "module",
+    };
+    let mut cmd = Command::new(worker);
+    cmd.arg(WORKER_ARG)
+        .arg(kind_arg)
+        .arg(input.len.to_string())
+        .arg(compiler.name())
+        .stdin(Stdio::from(input.file))
+        .env_remove("RUST_LOG");
+    cmd
+}
 
 /// An anonymous memory file holding `bytes`, positioned at its start (an
 /// unnamed file in the temporary directory where the kernel has no
@@ -487,22 +514,10 @@ pub fn start_worker(
     compiler: Compiler,
     bounds: Bounds,
 ) -> Result<Running, CompileError> {
-    let input = memory_file(wasm).map_err(|e| CompileError::Worker(e.to_string()))?;
-    let kind_arg = match kind {
-        WasmKind::Component => "component",
-        WasmKind::Module => "module",
-    };
     let cpu_secs = cpu_backstop(bounds.timeout);
     let mem = bounds.memory;
-    let mut cmd = Command::new(worker);
-    cmd.arg(WORKER_ARG)
-        .arg(kind_arg)
-        .arg(wasm.len().to_string())
-        .arg(compiler.name())
-        .stdin(Stdio::from(input))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env_remove("RUST_LOG");
+    let mut cmd = worker_command(worker, WorkerInput::new(wasm)?, kind, compiler);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     // SAFETY: runs between fork and exec; setrlimit and prctl are
     // async-signal-safe and nothing here allocates.
     unsafe {

@@ -821,22 +821,18 @@ impl WasmEngine {
         {
             return;
         }
-        let weak = Arc::downgrade(self);
-        let forget = move |weak: &std::sync::Weak<WasmEngine>, key: &str| {
-            if let Some(engine) = weak.upgrade() {
-                engine
-                    .loaded
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(key);
-                engine
-                    .optimizing
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(key);
+        // The wasm's copy for the worker is made here, so the thread needs
+        // no copy of its own.
+        let input = match compile::WorkerInput::new(wasm) {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "cannot start the optimizing compile");
+                self.end_optimizing(key, false);
+                return;
             }
         };
-        let (worker, wasm, dir) = (worker.clone(), wasm.to_vec(), cache.dir().to_path_buf());
+        let weak = Arc::downgrade(self);
+        let (worker, dir) = (worker.clone(), cache.dir().to_path_buf());
         let (path, owned_key, winch_key) =
             (path.to_path_buf(), key.to_string(), winch_key.to_string());
         let starting = DetachedStart::begin();
@@ -845,19 +841,18 @@ impl WasmEngine {
             .spawn(move || {
                 let key = owned_key;
                 let child =
-                    compile::optimize_detached(&worker, &wasm, kind, bounds, &dir, &key, &winch_key);
-                drop((wasm, starting));
+                    compile::optimize_detached(&worker, input, kind, bounds, &dir, &key, &winch_key);
+                drop(starting);
+                let ended = |loaded: bool| {
+                    if let Some(engine) = weak.upgrade() {
+                        engine.end_optimizing(&key, loaded);
+                    }
+                };
                 let mut child = match child {
                     Ok(c) => c,
                     Err(e) => {
                         tracing::warn!(path = %path.display(), error = %e, "cannot start the optimizing compile");
-                        if let Some(engine) = weak.upgrade() {
-                            engine
-                                .optimizing
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .remove(&key);
-                        }
+                        ended(false);
                         return;
                     }
                 };
@@ -868,15 +863,28 @@ impl WasmEngine {
                 let status = child.wait();
                 crate::backend::reaper::forget(child.id());
                 tracing::info!(?status, "optimizing compile ended");
-                forget(&weak, &key);
+                ended(true);
             });
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "cannot start the optimizing compile's thread");
-            self.optimizing
+            self.end_optimizing(key, false);
+        }
+    }
+
+    /// The optimizing compile of `key` is over (or never started): another
+    /// may start. After a compile that ran, the Winch-compiled entry also
+    /// leaves `loaded`, so the next start finds the optimized code.
+    fn end_optimizing(&self, key: &str, compiled: bool) {
+        if compiled {
+            self.loaded
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(key);
         }
+        self.optimizing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
     }
 
     /// Loads `compiler`'s code for a Tick from the cache under `key`, or
