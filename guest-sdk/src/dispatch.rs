@@ -274,17 +274,22 @@ impl<T: Tick> Runtime<T> {
         self.hold();
         let outcome = loop {
             match framer.next_line() {
-                Ok(Some(line)) => {
-                    if let Ok(text) = std::str::from_utf8(&line) {
-                        self.line(text.trim_end_matches('\r'));
-                    }
-                }
+                Ok(Some(line)) => self.framed_line(&line),
                 Ok(None) => break Ok(()),
                 Err(e) => break Err(e),
             }
         };
         self.release();
         outcome
+    }
+
+    /// Handles one line as framed from stdin, its line ending (`\n`, `\r\n`)
+    /// still on or not: the read loops' one rule for raw lines. A line that
+    /// is not UTF-8 is not JSON: dropped unanswered.
+    pub fn framed_line(&mut self, line: &[u8]) {
+        if let Ok(text) = std::str::from_utf8(line) {
+            self.line(text.trim_end_matches(['\n', '\r']));
+        }
     }
 
     /// Handles one line of protocol input (without its newline).

@@ -150,15 +150,13 @@ pub fn batched(input: &[u8]) {
     };
     let chunk = usize::from(cut).max(1);
 
-    // One line at a time, with the read path's rules: framed, not UTF-8
-    // dropped, a trailing CR trimmed, stopped at an over-long line.
+    // One line at a time, framed as the read path frames them and stopped
+    // at an over-long line.
     let (mut one, one_out) = recording_runtime();
     let mut framer = LineFramer::new();
     framer.push(input);
     while let Ok(Some(line)) = framer.next_line() {
-        if let Ok(text) = std::str::from_utf8(&line) {
-            one.line(text.trim_end_matches('\r'));
-        }
+        one.framed_line(&line);
     }
 
     let (mut many, many_out) = recording_runtime();

@@ -249,12 +249,7 @@ pub fn run<T: Tick>(tick: T, io: Io) {
             },
         };
         match event {
-            Some(Event::Line(bytes)) => {
-                // A line that is not UTF-8 is not JSON: dropped unanswered.
-                if let Ok(text) = std::str::from_utf8(&bytes) {
-                    rt.line(text.trim_end_matches(['\n', '\r']));
-                }
-            }
+            Some(Event::Line(bytes)) => rt.framed_line(&bytes),
             // §4.5: stdin EOF means the host is done with us. Calls run to
             // completion before their response, so none is in flight here.
             Some(Event::Eof) => break,
