@@ -212,17 +212,7 @@ impl Bench {
     }
 
     async fn start(&self, backend: Backend, engine: &Arc<WasmEngine>) -> Result<Session> {
-        self.start_with(backend, engine, SessionConfig::default())
-            .await
-    }
-
-    async fn start_with(
-        &self,
-        backend: Backend,
-        engine: &Arc<WasmEngine>,
-        config: SessionConfig,
-    ) -> Result<Session> {
-        self.start_guest(backend, engine, config, &self.guests, &[])
+        self.start_guest(backend, engine, SessionConfig::default(), &self.guests, &[])
             .await
     }
 
