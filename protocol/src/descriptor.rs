@@ -14,6 +14,8 @@ use crate::finding::Finding;
 use crate::limits::{MAX_DESCRIPTOR_BYTES, PROTOCOL_VERSION};
 use crate::message::encoded_len;
 use crate::rules::{self, Rule, Severity};
+use crate::schema::SchemaCache;
+use crate::text::TickText;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -196,6 +198,14 @@ impl Validation {
 /// Each input schema is compiled (jsonschema, no remote references), so a
 /// descriptor this accepts can serve calls without compiling again.
 pub fn validate(raw: &Value) -> Validation {
+    validate_with(raw, &mut SchemaCache::new())
+}
+
+/// [`validate`], compiling input schemas through `schemas`: a schema
+/// compiled before is taken from it (a host keeps one per Tick, so a new
+/// revision recompiles only the schemas that changed).
+pub fn validate_with(raw: &Value, schemas: &mut SchemaCache) -> Validation {
+    schemas.begin_catalog();
     let mut v = Validation {
         findings: Vec::new(),
         encoded_bytes: encoded_len(raw),
@@ -326,17 +336,17 @@ pub fn validate(raw: &Value) -> Validation {
                         continue;
                     }
                 };
-                match jsonschema::validator_for(input_schema) {
-                    Ok(validator) => v.tools.push(Tool {
+                match schemas.compile(input_schema) {
+                    Ok(compiled) => v.tools.push(Tool {
                         name,
                         description,
                         input_schema: input_schema.clone(),
                         mutates,
-                        validator: Arc::new(validator),
+                        validator: compiled.validator,
                     }),
                     Err(e) => fail(
                         rules::DESCRIBE_SCHEMAS,
-                        format!("tool `{name}`: input_schema is not a valid JSON Schema: {e}"),
+                        format!("tool `{}`: {e}", TickText::new(name.as_str())),
                     ),
                 }
             }
@@ -466,7 +476,16 @@ impl Descriptor {
     /// Validates a tick/describe result ([`validate`]) and refuses it on the
     /// first MUST finding.
     pub fn parse(raw: Value) -> Result<Descriptor, DescriptorError> {
-        let v = validate(&raw);
+        Descriptor::parse_with(raw, &mut SchemaCache::new())
+    }
+
+    /// [`parse`](Self::parse), compiling input schemas through `schemas`
+    /// ([`validate_with`]).
+    pub fn parse_with(
+        raw: Value,
+        schemas: &mut SchemaCache,
+    ) -> Result<Descriptor, DescriptorError> {
+        let v = validate_with(&raw, schemas);
         if let Some(f) = v.first_violation() {
             if f.rule.id == rules::DESCRIBE_PROTOCOL.id {
                 if let Some(p) = raw.get("protocol") {

@@ -52,7 +52,10 @@ pub mod limits;
 pub mod message;
 pub mod rules;
 #[cfg(feature = "validate")]
+pub mod schema;
+#[cfg(feature = "validate")]
 pub mod state;
+pub mod text;
 
 #[cfg(feature = "validate")]
 pub use descriptor::{Descriptor, DescriptorError, PrepareError, PreparedCall, Tool};
@@ -60,3 +63,4 @@ pub use finding::Finding;
 pub use message::{Incoming, RequestId, ResponseBody, RpcError, Violation};
 #[cfg(feature = "validate")]
 pub use state::TickState;
+pub use text::TickText;

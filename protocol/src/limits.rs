@@ -55,3 +55,30 @@ pub const DELIVERY_ITEM_BUDGET_BYTES: usize = 4 * 1024;
 
 /// Largest value of a protocol `uinteger` (§2.2).
 pub const MAX_UINTEGER: u64 = (1 << 53) - 1;
+
+/// The compiled size of one `pattern` (or `patternProperties` key) in an
+/// input schema (§5.3): 1 MiB. A pattern that compiles larger (a Unicode
+/// class repeated a few dozen times) is a `describe.schemas` finding, found
+/// as soon as compilation passes the bound, not after it finished.
+pub const MAX_PATTERN_BYTES: usize = 1024 * 1024;
+
+/// The lazy DFA cache one pattern may grow while it checks call args: 256 KiB.
+pub const PATTERN_DFA_BYTES: usize = 256 * 1024;
+
+/// Backtracking steps one pattern may take on one value (patterns with
+/// look-around or back-references): 1,000,000.
+pub const PATTERN_BACKTRACK_LIMIT: usize = 1_000_000;
+
+/// All compiled patterns of one catalog together, measured, each distinct
+/// pattern once (§5.3): 8 MiB. A host keeps at most twice this per Tick
+/// (its current catalog's and what it cached from earlier ones), plus
+/// [`PATTERN_DFA_BYTES`] per pattern in use.
+pub const MAX_CATALOG_PATTERN_BYTES: usize = 8 * 1024 * 1024;
+
+/// New catalog revisions a host takes from a Tick at once (after the
+/// first): 8. Past it a new revision waits for [`REVISION_INTERVAL`]; until
+/// then the host keeps the catalog it has (calls stay bound to it).
+pub const REVISION_BURST: u32 = 8;
+
+/// How often one more catalog revision is taken once the burst is spent: 5 s.
+pub const REVISION_INTERVAL: Duration = Duration::from_secs(5);

@@ -8,6 +8,7 @@
 
 use crate::finding::Finding;
 use crate::rules::{self, Rule};
+use crate::text::TickText;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::fmt;
@@ -89,11 +90,11 @@ pub enum Incoming {
     Response { id: i64, body: ResponseBody },
     /// A tick/update notification with its raw params (checked by the session).
     Update(Value),
-    /// Any other notification: ignored (§3.2).
-    OtherNotification(String),
-    /// A request from the Tick. Ticks must not send requests (§3.2); the host
-    /// ignores them rather than answer.
-    Request(String),
+    /// Any other notification, with its method name: ignored (§3.2).
+    OtherNotification(TickText),
+    /// A request from the Tick, with its method name. Ticks must not send
+    /// requests (§3.2); the host ignores them rather than answer.
+    Request(TickText),
 }
 
 /// A session-ending protocol violation (§3.6 and §8.2).
@@ -224,16 +225,15 @@ pub fn parse_line(line: &[u8]) -> Result<Incoming, Violation> {
         });
     }
     if let Some(Value::String(method)) = obj.get("method") {
-        let method = method.clone();
         if obj.contains_key("id") {
-            return Ok(Incoming::Request(method));
+            return Ok(Incoming::Request(TickText::new(method.as_str())));
         }
         if method == method::UPDATE {
             return Ok(Incoming::Update(
                 obj.remove("params").unwrap_or(Value::Null),
             ));
         }
-        return Ok(Incoming::OtherNotification(method));
+        return Ok(Incoming::OtherNotification(TickText::new(method.as_str())));
     }
     let id = match obj.get("id") {
         // A float such as 3.0 is not an integer id, and neither is 2^64: both

@@ -41,9 +41,10 @@ use crate::framing::{FrameError, LineReader};
 use crate::protocol::codes;
 use crate::protocol::limits::{
     CALL_TIMEOUT, INIT_TIMEOUT, MAX_CALL_RESULT_BYTES, MAX_IN_FLIGHT, MAX_LINE_BYTES,
-    REQUEST_TIMEOUT, SCREEN_EXCERPT_CHARS,
+    REQUEST_TIMEOUT, REVISION_BURST, REVISION_INTERVAL, SCREEN_EXCERPT_CHARS,
 };
 use crate::protocol::message::{encode_request, encoded_len, method, parse_line};
+use crate::protocol::schema::SchemaCache;
 use crate::protocol::state::{check_read_floor, check_update, parse_state};
 use crate::protocol::{
     Descriptor, Incoming, PreparedCall, RequestId, ResponseBody, RpcError, TickState, Violation,
@@ -258,9 +259,51 @@ struct Shared {
     /// The describe result the catalog was parsed from, to tell a repeat
     /// describe (the MCP facade polls) from a change without parsing again.
     catalog_raw: Mutex<Option<Value>>,
+    /// This Tick's compiled input schemas, by content: shared by its
+    /// revisions, so only a changed schema is compiled again.
+    schemas: Arc<Mutex<SchemaCache>>,
+    /// How many new revisions the Tick may still have taken now.
+    revisions: Mutex<RevisionBucket>,
     ended: watch::Sender<Option<EndReason>>,
     events: tokio::sync::broadcast::Sender<SessionEvent>,
     next_id: AtomicU64,
+}
+
+/// The rate at which a Tick's new catalog revisions are taken: a burst of
+/// [`REVISION_BURST`], then one per [`REVISION_INTERVAL`]. Each new
+/// revision costs the host a validation and a compile of what changed; a
+/// Tick that changes its revision on every describe gets no more than this.
+struct RevisionBucket {
+    tokens: u32,
+    refilled: tokio::time::Instant,
+}
+
+impl RevisionBucket {
+    fn new() -> RevisionBucket {
+        RevisionBucket {
+            tokens: REVISION_BURST,
+            refilled: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Takes one revision if the rate allows it now.
+    fn take(&mut self) -> bool {
+        let now = tokio::time::Instant::now();
+        let intervals = (now - self.refilled).as_nanos() / REVISION_INTERVAL.as_nanos();
+        if intervals > 0 {
+            let add = u32::try_from(intervals).unwrap_or(u32::MAX);
+            self.tokens = self.tokens.saturating_add(add).min(REVISION_BURST);
+            self.refilled += REVISION_INTERVAL * add.min(REVISION_BURST);
+            if self.tokens == REVISION_BURST {
+                self.refilled = now;
+            }
+        }
+        if self.tokens == 0 {
+            return false;
+        }
+        self.tokens -= 1;
+        true
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -379,6 +422,8 @@ impl Session {
             state,
             catalog: Mutex::new(None),
             catalog_raw: Mutex::new(None),
+            schemas: Arc::new(Mutex::new(SchemaCache::new())),
+            revisions: Mutex::new(RevisionBucket::new()),
             ended,
             events,
             next_id: AtomicU64::new(1),
@@ -544,15 +589,35 @@ impl Session {
             .request(M, &json!({}), self.config.request_timeout, || {})
             .await?;
         let raw = result_of(M, body)?;
-        {
-            let cat = lock(&self.shared.catalog);
-            if let Some(current) = cat.as_ref() {
-                if lock(&self.shared.catalog_raw).as_ref() == Some(&raw) {
-                    return Ok(current.clone());
-                }
+        let current = lock(&self.shared.catalog).clone();
+        if let Some(current) = current {
+            if lock(&self.shared.catalog_raw).as_ref() == Some(&raw) {
+                return Ok(current);
+            }
+            if !lock(&self.shared.revisions).take() {
+                tracing::debug!(
+                    "catalog change not taken yet: over {REVISION_BURST} revisions, \
+                     then one per {}s (REVISION_INTERVAL)",
+                    REVISION_INTERVAL.as_secs()
+                );
+                return Ok(current);
             }
         }
-        let d = Descriptor::parse(raw.clone()).map_err(|e| RequestError::Invalid {
+        // Validation compiles the input schemas: CPU work a Tick decides,
+        // so it runs on the blocking pool, never on an async worker. Its
+        // cost is bounded (schema::MAX_* limits) and cached per Tick; a
+        // start whose deadline passes stops waiting for it at once.
+        let schemas = self.shared.schemas.clone();
+        let parsing = raw.clone();
+        let d = tokio::task::spawn_blocking(move || {
+            Descriptor::parse_with(parsing, &mut lock(&schemas))
+        })
+        .await
+        .map_err(|e| RequestError::Invalid {
+            method: M,
+            reason: format!("the catalog could not be compiled: {e}"),
+        })?
+        .map_err(|e| RequestError::Invalid {
             method: M,
             reason: e.to_string(),
         })?;

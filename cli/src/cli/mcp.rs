@@ -348,11 +348,7 @@ fn default_name(session: &Session) -> String {
 /// worth a line in the MCP client's server log. A no-op when -v or RUST_LOG
 /// already set up logging.
 fn default_logging() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("warn"))
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .try_init();
+    super::logging::init(tracing_subscriber::EnvFilter::new("warn"));
 }
 
 /// Keeps the real stdout for MCP frames only: returns a writer on a

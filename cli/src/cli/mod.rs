@@ -6,6 +6,7 @@ mod cache;
 mod check;
 mod compile;
 mod exit;
+mod logging;
 mod ls;
 mod mcp;
 mod new;
@@ -258,10 +259,7 @@ fn init_logging(verbose: u8) {
         _ => EnvFilter::new("debug"),
     };
     // Logs go to stderr only: stdout is the command's result.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    logging::init(filter);
 }
 
 /// Writes the command's result to stdout as one JSON document and a newline.

@@ -61,6 +61,8 @@ mod native;
 mod record;
 mod sandbox;
 mod scenario;
+mod schema_bomb;
+mod tick_text;
 mod tiers;
 mod toolchains;
 mod util;

@@ -16,7 +16,7 @@ use tickbox_runtime::mcp::{MAX_FRAME_BYTES, MAX_PENDING_REQUESTS};
 const PATIENCE: Duration = Duration::from_secs(60);
 
 /// A `tickbox mcp` child driven with raw JSON-RPC lines.
-struct Raw {
+pub(crate) struct Raw {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
@@ -30,11 +30,11 @@ fn shifty() -> Vec<String> {
 }
 
 impl Raw {
-    fn start(args: &[String]) -> Raw {
+    pub(crate) fn start(args: &[String]) -> Raw {
         Raw::start_env(args, &[])
     }
 
-    fn start_env(args: &[String], env: &[(&str, &std::path::Path)]) -> Raw {
+    pub(crate) fn start_env(args: &[String], env: &[(&str, &std::path::Path)]) -> Raw {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
             .arg("mcp")
             .args(args)
@@ -70,7 +70,7 @@ impl Raw {
         }
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
@@ -80,14 +80,14 @@ impl Raw {
         stdin.flush().unwrap();
     }
 
-    fn send(&mut self, frame: Value) {
+    pub(crate) fn send(&mut self, frame: Value) {
         let mut line = frame.to_string();
         line.push('\n');
         self.send_bytes(line.as_bytes());
     }
 
     /// The next message from the server, whatever it is.
-    fn next(&mut self) -> Value {
+    pub(crate) fn next(&mut self) -> Value {
         if !self.held.is_empty() {
             return self.held.remove(0);
         }
@@ -99,7 +99,7 @@ impl Raw {
     }
 
     /// The answer with this id (other messages are kept for later).
-    fn answer(&mut self, id: Value) -> Value {
+    pub(crate) fn answer(&mut self, id: Value) -> Value {
         if let Some(i) = self
             .held
             .iter()
@@ -121,12 +121,12 @@ impl Raw {
         }
     }
 
-    fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+    pub(crate) fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         self.answer(json!(id))
     }
 
-    fn initialize(&mut self, version: &str) -> Value {
+    pub(crate) fn initialize(&mut self, version: &str) -> Value {
         let r = self.request(
             0,
             "initialize",
@@ -137,7 +137,7 @@ impl Raw {
         r
     }
 
-    fn call(&mut self, id: u64, tool: &str, args: Value) -> Value {
+    pub(crate) fn call(&mut self, id: u64, tool: &str, args: Value) -> Value {
         let r = self.request(id, "tools/call", json!({"name": tool, "arguments": args}));
         r.get("result")
             .cloned()
@@ -145,7 +145,7 @@ impl Raw {
     }
 
     /// Closes stdin; returns the exit code and stderr.
-    fn close(mut self) -> (i32, String) {
+    pub(crate) fn close(mut self) -> (i32, String) {
         drop(self.stdin.take());
         let status = wait_for(&mut self.child);
         let stderr = self

@@ -227,7 +227,9 @@ impl CallError {
 }
 
 /// A successful tool result as an MCP result, or `response_too_large`.
-pub fn success(tool: &str, value: Value) -> CallToolResult {
+pub fn success(tool: &str, mut value: Value) -> CallToolResult {
+    // Inert before the text is made from it, so the text stays valid JSON.
+    crate::text::inert_value(&mut value);
     let text = match &value {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -264,6 +266,25 @@ pub fn result_len(result: &CallToolResult) -> usize {
     // Writing to a counter cannot fail.
     let _ = serde_json::to_writer(&mut counter, result);
     counter.0
+}
+
+/// The wall every tool result passes on its way to a client: each text
+/// block and the structured content go through the one character policy
+/// ([`crate::text::escape_data`], [`crate::text::inert_value`]). Values
+/// made inert earlier pass unchanged.
+pub fn inert(mut result: CallToolResult) -> CallToolResult {
+    for block in &mut result.content {
+        if let Some(t) = block.as_text() {
+            if !crate::text::is_inert_data(&t.text) {
+                let escaped = crate::text::escape_data(&t.text);
+                *block = ContentBlock::text(escaped);
+            }
+        }
+    }
+    if let Some(v) = result.structured_content.as_mut() {
+        crate::text::inert_value(v);
+    }
+    result
 }
 
 /// Replaces a result over [`MAX_RESULT_BYTES`] by `response_too_large`.

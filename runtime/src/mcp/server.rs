@@ -586,6 +586,13 @@ impl Connection {
                         schema
                             .entry("type")
                             .or_insert_with(|| Value::String("object".into()));
+                        // A schema's titles, descriptions and names are the
+                        // Tick's text too, read by clients and models.
+                        let mut inert = Value::Object(schema);
+                        crate::text::inert_value(&mut inert);
+                        let Value::Object(schema) = inert else {
+                            unreachable!("an object stays an object")
+                        };
                         let annotations = ToolAnnotations::new()
                             .read_only(!tool.mutates)
                             .destructive(tool.mutates)
@@ -921,6 +928,10 @@ impl Connection {
         });
         view["data"] = data;
         view["trimmed"] = serde_json::to_value(trimmed).unwrap_or_default();
+        // The state is the Tick's text: inert before a client or a model
+        // reads it (escaping only lengthens it; the size check after this
+        // sees the final bytes).
+        crate::text::inert_value(&mut view);
         view
     }
 
@@ -1068,7 +1079,9 @@ impl ServerHandler for Connection {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let mut result = self.call(request, &context.id, &context.ct).await?;
+        // Every result passes one wall on its way out: whatever a Tick put
+        // in it (values, messages, screen text) reaches the client inert.
+        let mut result = outcome::inert(self.call(request, &context.id, &context.ct).await?);
         if Tracking::take_cancelled(&self.inner.tracking, &context.id) {
             result.content.push(ContentBlock::text(CANCELLED_TOO_LATE));
         }

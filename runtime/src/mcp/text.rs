@@ -2,9 +2,9 @@
 //!
 //! A Tick's title and its tools' descriptions end up in tool and resource
 //! descriptions that clients show to people and hand to models. Control
-//! characters (C0, DEL, C1) and Unicode bidi and invisible formatting
-//! characters are escaped as `\u{XXXX}`, so nothing can reorder, hide or
-//! drive what a person reads; and each text is length-bounded
+//! characters and every invisible or default-ignorable character (the one
+//! policy, [`crate::text::is_unsafe`]) are escaped as `\u{XXXX}`, so
+//! nothing can reorder, hide or drive what a person or a model reads; and each text is length-bounded
 //! ([`MAX_TITLE_CHARS`], [`MAX_DESCRIPTION_CHARS`]) with the cut said
 //! in the text itself.
 
@@ -13,19 +13,6 @@ pub const MAX_TITLE_CHARS: usize = 120;
 
 /// The longest tool description the facade passes on, in characters.
 pub const MAX_DESCRIPTION_CHARS: usize = 4096;
-
-/// Characters that change how text is ordered or shown without being seen.
-fn is_format_control(c: char) -> bool {
-    matches!(c,
-        '\u{061C}'                // Arabic letter mark
-        | '\u{200B}'..='\u{200F}' // zero-width space/joiners, LRM, RLM
-        | '\u{2028}' | '\u{2029}' // line and paragraph separators
-        | '\u{202A}'..='\u{202E}' // bidi embeddings and overrides
-        | '\u{2060}'..='\u{2064}' // word joiner, invisible operators
-        | '\u{2066}'..='\u{2069}' // bidi isolates
-        | '\u{FEFF}'              // zero-width no-break space
-    )
-}
 
 /// Escapes control and format characters; keeps `\n` (and `\t` as a
 /// space) when `multiline`, else escapes them too. Cuts to `max` characters.
@@ -40,7 +27,7 @@ pub fn sanitize(text: &str, max: usize, multiline: bool) -> String {
         match c {
             '\n' if multiline => out.push('\n'),
             '\t' if multiline => out.push(' '),
-            c if c.is_control() || is_format_control(c) => {
+            c if crate::text::is_unsafe(c) => {
                 out.push_str(&format!("\\u{{{:04X}}}", c as u32));
             }
             c => out.push(c),

@@ -1,0 +1,171 @@
+//! Tick text as a type: one hostile corpus (`tests/ticks/corpus.py` puts
+//! it in every string a Tick controls) through every sink a person or an
+//! agent reads: one-shot command output (stdout and stderr), log lines
+//! (`-v` and `tickbox mcp`'s default warnings), MCP results and listings
+//! decoded as a client decodes them, and the `ls` table. Each sink must
+//! carry none of the corpus's characters raw (the one policy,
+//! `text::is_unsafe`), and each must still carry the text, escaped (the
+//! positive control: nothing was dropped to pass).
+
+use crate::mcp_wire::Raw;
+use crate::util::*;
+use serde_json::{json, Value};
+use tickbox_runtime::text::is_unsafe;
+
+fn corpus() -> Vec<String> {
+    vec!["--".into(), "python3".into(), tick("corpus.py")]
+}
+
+/// Panics naming the sink and the first raw character, if any; line
+/// breaks between lines are the sink's own.
+fn assert_inert(sink: &str, s: &str) {
+    if let Some((i, c)) = s.char_indices().find(|(_, c)| is_unsafe(*c) && *c != '\n') {
+        let from = s[..i].char_indices().rev().nth(40).map_or(0, |(j, _)| j);
+        panic!(
+            "{sink}: raw U+{:04X} at byte {i}, after {:?}",
+            c as u32,
+            &s[from..i]
+        );
+    }
+}
+
+/// For log sinks, where each line is one event: no line the Tick began
+/// (on a screen, the Tick's own line breaks are its drawing).
+fn assert_no_forged_line(sink: &str, s: &str) {
+    for line in s.lines() {
+        assert!(
+            !line.trim_start().starts_with("FORGED"),
+            "{sink}: a forged line: {line:?}"
+        );
+    }
+}
+
+/// Every string (and key) of a decoded JSON value, in one text.
+fn strings(v: &Value, out: &mut String) {
+    match v {
+        Value::String(s) => {
+            out.push_str(s);
+            out.push(' ');
+        }
+        Value::Array(a) => a.iter().for_each(|i| strings(i, out)),
+        Value::Object(m) => m.iter().for_each(|(k, i)| {
+            out.push_str(k);
+            out.push(' ');
+            strings(i, out)
+        }),
+        _ => {}
+    }
+}
+
+/// What a decoded value carries, checked like a text (line breaks and tabs
+/// are data inside a JSON string).
+fn assert_inert_value(sink: &str, v: &Value) {
+    let mut all = String::new();
+    strings(v, &mut all);
+    assert_inert(sink, &all.replace(['\n', '\t'], " "));
+}
+
+/// The corpus's bidi override, escaped visibly: the text got through.
+fn shows_escaped(s: &str) -> bool {
+    s.contains("\\u{202e}") || s.contains("\\u202e") || s.contains("\\u{202E}")
+}
+
+#[test]
+fn one_hostile_corpus_reaches_no_sink_raw() {
+    let tick = corpus();
+    let with = |head: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+        v.extend(tick.iter().cloned());
+        v
+    };
+    // One-shot commands: results on stdout, logs (-vv: where the Tick's
+    // request and notification are logged) on stderr.
+    for (args, code) in [
+        (with(&["-vv", "describe"]), 0),
+        (with(&["-vv", "read"]), 0),
+        (with(&["screen"]), 0),
+        (with(&["-v", "call", "echo", "{}"]), 0),
+        (with(&["call", "fail", "{}"]), 1),
+    ] {
+        let out = tickbox(&args);
+        assert_eq!(out.code, code, "{args:?}: {out:#?}");
+        assert_inert(&format!("stdout of {args:?}"), &out.stdout);
+        assert_inert(&format!("stderr of {args:?}"), &out.stderr);
+        assert_no_forged_line(&format!("stderr of {args:?}"), &out.stderr);
+        assert!(
+            shows_escaped(&out.stdout) || shows_escaped(&out.stderr),
+            "{args:?} shows the corpus escaped: {out:#?}"
+        );
+    }
+
+    // MCP over stdio at its default log level (warnings: the Tick's
+    // request is one), every frame decoded as a client decodes it, and
+    // the `ls` table of the live instance it publishes.
+    let state = TempDir::new("tick-text-live");
+    let runtime = state.0.join("run");
+    std::fs::create_dir_all(&runtime).unwrap();
+    std::fs::set_permissions(
+        &runtime,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let mut args = vec!["--name".to_string(), "corpus".into()];
+    args.extend(tick.iter().cloned());
+    let mut mcp = Raw::start_env(&args, &[("XDG_RUNTIME_DIR", runtime.as_path())]);
+    mcp.initialize("2025-06-18");
+    let listed = mcp.request(1, "tools/list", json!({}));
+    assert_inert_value("tools/list", &listed);
+    let mut all = String::new();
+    strings(&listed, &mut all);
+    assert!(
+        shows_escaped(&all),
+        "descriptions carry the corpus escaped: {listed}"
+    );
+    let names: Vec<String> = listed["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    let named = |suffix: &str| -> String {
+        names
+            .iter()
+            .find(|n| n.ends_with(suffix))
+            .unwrap_or_else(|| panic!("no tool ending in {suffix}: {names:?}"))
+            .clone()
+    };
+    for (id, suffix) in [
+        (2, "tick_state"),
+        (3, "tick_screen"),
+        (4, "echo"),
+        (5, "fail"),
+    ] {
+        let tool = named(suffix);
+        let r = mcp.request(id, "tools/call", json!({"name": tool, "arguments": {}}));
+        assert!(r.get("result").is_some(), "{tool}: {r}");
+        assert_inert_value(&tool, &r);
+        let mut all = String::new();
+        strings(&r, &mut all);
+        assert!(
+            shows_escaped(&all),
+            "{tool} carries the corpus escaped: {r}"
+        );
+    }
+    let read = mcp.request(6, "resources/read", json!({"uri": "tick://corpus/state"}));
+    assert_inert_value("resources/read", &read);
+    let ls = tickbox_env(&["ls"], &[("XDG_RUNTIME_DIR", runtime.to_str().unwrap())]);
+    assert_eq!(ls.code, 0, "{ls:#?}");
+    assert_inert("ls", &ls.stdout);
+    assert!(
+        ls.stdout.contains("corpus"),
+        "the instance is listed: {ls:#?}"
+    );
+    let (code, stderr) = mcp.close();
+    assert_eq!(code, 0, "{stderr}");
+    assert_inert("tickbox mcp stderr", &stderr);
+    assert_no_forged_line("tickbox mcp stderr", &stderr);
+    assert!(
+        stderr.contains("ignoring a request") && shows_escaped(&stderr),
+        "the Tick's request was logged, escaped: {stderr}"
+    );
+}

@@ -1,0 +1,450 @@
+//! Tick-supplied text made safe for a person's terminal: the one home of
+//! the rule "nothing from a Tick reaches a terminal unfiltered".
+//!
+//! A Tick controls many strings tickbox prints: titles, tool names and
+//! descriptions, error messages, the screen text, whatever ends up in a
+//! JSON result. Printed raw, a string can carry escape sequences (set the
+//! window title, write the clipboard with OSC 52, erase the line it is on),
+//! or bidi and format characters that make text read differently from what
+//! it is (U+202E turns `txt.exe` around). Everything printed goes through one
+//! of these functions:
+//!
+//! - [`escape`]: one line of text; every unsafe character, newlines
+//!   included, becomes a visible escape (`\x1b`, `\n`, `\u{202e}`);
+//! - [`escape_lines`]: the same, but newlines stay (multi-line reports and
+//!   the screen text);
+//! - [`json_safe`]: a JSON document (as serde_json writes it) with every
+//!   unsafe character inside strings written as a `\uXXXX` escape, so it is
+//!   the same JSON value, valid, and inert on a terminal.
+//!
+//! [`is_unsafe`] is the one character policy, taken from Unicode's own
+//! data rather than a hand list: every control (general category Cc: C0,
+//! DEL, C1), every format character (Cf: bidi marks, embeddings,
+//! overrides and isolates, zero-width characters, the BOM, soft hyphen,
+//! interlinear annotation, tag characters, ...), the line and paragraph
+//! separators (Zl, Zp), and every other default-ignorable code point
+//! (Unicode's `Other_Default_Ignorable_Code_Point` and `Variation_Selector`
+//! properties: Hangul fillers, the combining grapheme joiner, variation
+//! selectors, the reserved tag block). The general categories come from
+//! the `unicode-general-category` crate (Unicode's data tables); the two
+//! small property lists are below, with the Unicode version they follow.
+//!
+//! [`TickText`] carries a string a Tick controls so that the only ways to
+//! get it out are escaped for their sink: a terminal or log line
+//! (`Display`, [`TickText::line`]), several lines ([`TickText::lines`]),
+//! XML ([`TickText::xml`]), JSON text ([`json_safe`]) or a JSON value an
+//! agent reads ([`inert_value`]). The raw string is there only for the
+//! Tick's own protocol ([`TickText::wire`]).
+//!
+//! ```
+//! use tickbox_protocol::text::{escape, json_safe};
+//! assert_eq!(escape("title\x1b]0;pwned\x07"), "title\\x1b]0;pwned\\x07");
+//! assert_eq!(escape("abc\u{202e}exe"), "abc\\u{202e}exe");
+//! assert_eq!(json_safe("{\"t\":\"a\u{9b}b\"}"), "{\"t\":\"a\\u009bb\"}");
+//! ```
+
+use std::fmt::{self, Write};
+use unicode_general_category::{get_general_category, GeneralCategory};
+
+/// Whether `c` must never reach a person or a log as it is.
+pub fn is_unsafe(c: char) -> bool {
+    // Printable ASCII is by far the most common case: decide it at once.
+    if (' '..='~').contains(&c) {
+        return false;
+    }
+    matches!(
+        get_general_category(c),
+        GeneralCategory::Control
+            | GeneralCategory::Format
+            | GeneralCategory::LineSeparator
+            | GeneralCategory::ParagraphSeparator
+    ) || is_other_default_ignorable(c)
+}
+
+/// Default-ignorable code points that are not format characters (Unicode
+/// 16's `Other_Default_Ignorable_Code_Point` and `Variation_Selector`):
+/// rendered as nothing, so they can hide or split text a person reads.
+fn is_other_default_ignorable(c: char) -> bool {
+    matches!(c,
+        // Other_Default_Ignorable_Code_Point.
+        '\u{34f}' | '\u{115f}'..='\u{1160}' | '\u{17b4}'..='\u{17b5}' | '\u{2065}'
+        | '\u{3164}' | '\u{ffa0}' | '\u{fff0}'..='\u{fff8}' | '\u{e0000}'
+        | '\u{e0002}'..='\u{e001f}' | '\u{e0080}'..='\u{e00ff}' | '\u{e01f0}'..='\u{e0fff}'
+        // Variation_Selector.
+        | '\u{180b}'..='\u{180d}' | '\u{180f}' | '\u{fe00}'..='\u{fe0f}'
+        | '\u{e0100}'..='\u{e01ef}'
+    )
+}
+
+fn push_escaped(out: &mut String, c: char) {
+    let _ = match c {
+        '\n' => write!(out, "\\n"),
+        '\r' => write!(out, "\\r"),
+        '\t' => write!(out, "\\t"),
+        c if (c as u32) < 0x100 => write!(out, "\\x{:02x}", c as u32),
+        c => write!(out, "\\u{{{:x}}}", c as u32),
+    };
+}
+
+/// One line for a terminal: every unsafe character, newlines included,
+/// written as a visible escape.
+pub fn escape(s: &str) -> String {
+    if !s.chars().any(is_unsafe) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if is_unsafe(c) {
+            push_escaped(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Text for a terminal that may span lines: like [`escape`], but `\n`
+/// stays a line break.
+pub fn escape_lines(s: &str) -> String {
+    s.split('\n').map(escape).collect::<Vec<_>>().join("\n")
+}
+
+/// A JSON document safe for a terminal and still the same JSON value.
+///
+/// `json` must be serde_json output: it escapes C0 controls itself and
+/// writes every other character as is, so unsafe characters can only occur
+/// inside strings, where `\uXXXX` (a surrogate pair beyond the BMP) stands
+/// for the same character.
+pub fn json_safe(json: &str) -> String {
+    if !json.chars().any(is_unsafe) {
+        return json.to_string();
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if is_unsafe(c) && !matches!(c, '\n' | ' ' | '\t' | '\r') {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{:04x}", u);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `s` cut to at most `max` characters (for bounded labels).
+pub fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// `s` with every unsafe character written as a visible escape except
+/// `\n` and `\t`, which stay: the policy for strings inside a JSON value
+/// an agent reads, where a line break is data and cannot end a frame.
+pub fn escape_data(s: &str) -> String {
+    if is_inert_data(s) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if is_unsafe(c) && !matches!(c, '\n' | '\t') {
+            push_escaped(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Whether [`escape_data`] would leave `s` as it is.
+pub fn is_inert_data(s: &str) -> bool {
+    !s.chars().any(|c| is_unsafe(c) && !matches!(c, '\n' | '\t'))
+}
+
+/// Makes a JSON value inert for a person or a model that reads it: every
+/// string and object key goes through [`escape_data`]. Unlike
+/// [`json_safe`] (same value, escaped encoding) this changes the value,
+/// which is the point where the reader decodes JSON before showing it (an
+/// MCP client, a model's context). Returns whether anything changed.
+pub fn inert_value(v: &mut serde_json::Value) -> bool {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => {
+            let e = escape_data(s);
+            let changed = e != *s;
+            if changed {
+                *s = e;
+            }
+            changed
+        }
+        Value::Array(items) => items.iter_mut().fold(false, |c, i| inert_value(i) | c),
+        Value::Object(map) => {
+            let mut changed = false;
+            if map.keys().any(|k| k.chars().any(is_unsafe)) {
+                let old = std::mem::take(map);
+                for (k, v) in old {
+                    map.insert(escape_data(&k), v);
+                }
+                changed = true;
+            }
+            map.values_mut().fold(changed, |c, i| inert_value(i) | c)
+        }
+        _ => false,
+    }
+}
+
+/// Text a Tick controls: a method name or id it sent, a tool name, title,
+/// description, error message, screen text, log line, or a name read from
+/// a scenario file.
+///
+/// There is no `Deref` to `str`: the ways out are escaped for their sink.
+/// `Display` (and so `%` in a `tracing` field or `{}` in a message) writes
+/// one escaped line; `Debug` the same in quotes. [`wire`](Self::wire) is
+/// the raw text, for the protocol back to the Tick and for comparisons.
+#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TickText(Box<str>);
+
+impl TickText {
+    /// Wraps text that came from a Tick (or a file tickbox did not write).
+    pub fn new(s: impl Into<Box<str>>) -> TickText {
+        TickText(s.into())
+    }
+
+    /// The raw text, only for the protocol (sending it back to the Tick),
+    /// comparisons and lookups; never for a person or a log.
+    pub fn wire(&self) -> &str {
+        &self.0
+    }
+
+    /// One line for a terminal, a log line or a text report.
+    pub fn line(&self) -> String {
+        escape(&self.0)
+    }
+
+    /// Several lines for a terminal: like [`line`](Self::line), but line
+    /// breaks stay.
+    pub fn lines(&self) -> String {
+        escape_lines(&self.0)
+    }
+
+    /// One line for XML text or an attribute value (JUnit): escaped for a
+    /// terminal first, then `&`, `<`, `>`, `"` and `'` as entities.
+    pub fn xml(&self) -> String {
+        xml(&self.0)
+    }
+
+    /// A JSON string for a reader that decodes it (an MCP result).
+    pub fn data(&self) -> String {
+        escape_data(&self.0)
+    }
+
+    /// The length of the raw text in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether the text is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl From<&str> for TickText {
+    fn from(s: &str) -> TickText {
+        TickText::new(s)
+    }
+}
+
+impl From<String> for TickText {
+    fn from(s: String) -> TickText {
+        TickText::new(s)
+    }
+}
+
+impl fmt::Display for TickText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            if is_unsafe(c) {
+                let mut buf = String::new();
+                push_escaped(&mut buf, c);
+                f.write_str(&buf)?;
+            } else {
+                f.write_char(c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for TickText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "\"{self}\"")
+    }
+}
+
+/// One line for XML text or an attribute value: [`escape`] first (XML 1.0
+/// cannot carry most controls at all), then the five markup characters.
+pub fn xml(s: &str) -> String {
+    let line = escape(s);
+    let mut out = String::with_capacity(line.len());
+    for c in line.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Whether a whole string is safe for a terminal as it is.
+pub fn is_inert(s: &str) -> bool {
+    !s.chars().any(is_unsafe)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_bidi_and_format_characters_are_escaped() {
+        assert_eq!(escape("plain ünïcode ✓ 漢字"), "plain ünïcode ✓ 漢字");
+        assert_eq!(escape("a\x1b[2Kb\x07"), "a\\x1b[2Kb\\x07");
+        assert_eq!(escape("a\nb\tc\rd"), "a\\nb\\tc\\rd");
+        assert_eq!(escape("\u{7f}\u{85}\u{9b}"), "\\x7f\\x85\\x9b");
+        for c in [
+            '\u{200e}',
+            '\u{200f}',
+            '\u{202a}',
+            '\u{202e}',
+            '\u{2066}',
+            '\u{2069}',
+            '\u{feff}',
+            '\u{e0041}',
+        ] {
+            let e = escape(&c.to_string());
+            assert!(e.starts_with("\\u{"), "{c:?} → {e}");
+            assert!(!e.chars().any(is_unsafe));
+        }
+        assert_eq!(escape_lines("one\x1b\ntwo"), "one\\x1b\ntwo");
+    }
+
+    #[test]
+    fn json_stays_the_same_value_and_valid() {
+        let v = serde_json::json!({
+            "t": "a\u{1b}]52;c;aGk=\u{7}\u{9b}31m\u{202e}\u{e0041}\u{7f}",
+            "plain": "✓",
+        });
+        let raw = serde_json::to_string(&v).unwrap();
+        let safe = json_safe(&raw);
+        assert!(!safe.chars().any(is_unsafe), "{safe}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&safe).unwrap(), v);
+        let pretty = serde_json::to_string_pretty(&v).unwrap();
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&json_safe(&pretty)).unwrap(),
+            v
+        );
+        assert!(json_safe(&pretty).contains('\n'), "layout whitespace stays");
+    }
+
+    #[test]
+    fn truncation_counts_characters() {
+        assert_eq!(truncate("héllo", 2), "hé");
+        assert_eq!(truncate("hi", 5), "hi");
+    }
+
+    #[test]
+    fn the_policy_follows_unicode_categories_and_default_ignorables() {
+        // Hangul fillers, soft hyphen, combining grapheme joiner, variation
+        // selectors, tag characters, Mongolian vowel separator, bidi marks.
+        for c in [
+            '\u{115f}',
+            '\u{1160}',
+            '\u{3164}',
+            '\u{ffa0}',
+            '\u{ad}',
+            '\u{34f}',
+            '\u{fe0f}',
+            '\u{e0001}',
+            '\u{e0041}',
+            '\u{e007f}',
+            '\u{e0100}',
+            '\u{180e}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{600}',
+            '\u{110bd}',
+            '\u{1d173}',
+            '\u{13430}',
+            '\u{85}',
+            '\u{9b}',
+        ] {
+            assert!(is_unsafe(c), "{:x}", c as u32);
+        }
+        for c in [
+            'a',
+            ' ',
+            '~',
+            'é',
+            '漢',
+            '✓',
+            '\u{301}',
+            '\u{a0}',
+            '\u{1f600}',
+            '\u{3000}',
+        ] {
+            assert!(!is_unsafe(c), "{:x}", c as u32);
+        }
+    }
+
+    #[test]
+    fn tick_text_leaves_only_through_escaped_ways() {
+        let t = TickText::new("x\x1b]52;c;aGk=\x07\ny\u{202e}\u{e0041}");
+        assert_eq!(t.to_string(), t.line());
+        assert!(is_inert(&t.to_string()));
+        assert!(!t.to_string().contains('\n'));
+        assert_eq!(format!("{t:?}"), format!("\"{}\"", t.line()));
+        assert_eq!(t.lines().lines().count(), 2);
+        assert_eq!(
+            TickText::new("<a href='x'>&").xml(),
+            "&lt;a href=&apos;x&apos;&gt;&amp;"
+        );
+        assert!(t.data().contains('\n'));
+        assert!(is_inert(&t.data().replace('\n', "")));
+        assert_eq!(t.wire().len(), t.len());
+    }
+
+    #[test]
+    fn inert_values_escape_every_string_and_key() {
+        let mut v = serde_json::json!({"k\u{202e}": ["a\u{200b}", {"n": "two\nlines"}], "x": 1});
+        assert!(inert_value(&mut v));
+        let s = serde_json::to_string(&v).unwrap();
+        let back: serde_json::Value = serde_json::from_str(&s).unwrap();
+        let mut all = String::new();
+        fn walk(v: &serde_json::Value, out: &mut String) {
+            match v {
+                serde_json::Value::String(s) => out.push_str(s),
+                serde_json::Value::Array(a) => a.iter().for_each(|i| walk(i, out)),
+                serde_json::Value::Object(m) => m.iter().for_each(|(k, i)| {
+                    out.push_str(k);
+                    walk(i, out)
+                }),
+                _ => {}
+            }
+        }
+        walk(&back, &mut all);
+        assert!(is_inert(&all.replace('\n', "")), "{all}");
+        assert_eq!(
+            back["k\\u{202e}"][1]["n"], "two\nlines",
+            "line breaks are data"
+        );
+        let mut plain = serde_json::json!({"a": ["b", 1]});
+        assert!(!inert_value(&mut plain));
+    }
+}
