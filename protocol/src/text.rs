@@ -286,17 +286,27 @@ impl fmt::Debug for TickText {
 }
 
 /// One line for XML text or an attribute value: [`escape`] first (XML 1.0
-/// cannot carry most controls at all), then the five markup characters.
+/// cannot carry most controls at all), then [`xml_markup`].
 pub fn xml(s: &str) -> String {
-    let line = escape(s);
-    let mut out = String::with_capacity(line.len());
-    for c in line.chars() {
+    xml_markup(&escape(s))
+}
+
+/// Escapes text for XML content and attribute values: the markup
+/// characters and line breaks as entities, characters XML 1.0 cannot
+/// represent at all (most C0 controls, U+FFFE, U+FFFF) as U+FFFD.
+pub fn xml_markup(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
+            '\n' => out.push_str("&#10;"),
+            '\t' => out.push_str("&#9;"),
+            '\r' => out.push_str("&#13;"),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
             c => out.push(c),
         }
     }

@@ -561,10 +561,7 @@ fn a_runtime_catalog_cannot_take_the_facade_names_and_titles_are_escaped() {
         !raw.contains('\u{1b}') && !raw.contains('\u{202e}'),
         "{raw}"
     );
-    assert!(
-        raw.contains("Evil\\\\u{001B}[2J\\\\u{202E}txt.exe"),
-        "{raw}"
-    );
+    assert!(raw.contains("Evil\\\\x1b[2J\\\\u{202e}txt.exe"), "{raw}");
 
     // Now the Tick offers `tick_state` itself: its tools are withheld.
     mcp.call(4, "reshape", json!({"tools": ["tick_state"]}));

@@ -301,25 +301,10 @@ pub fn xml_text(s: &str) -> String {
 }
 
 /// Escapes text for XML content and attribute values, dropping characters
-/// XML 1.0 cannot represent at all (most C0 controls, lone surrogates are
-/// impossible in a Rust string, U+FFFE/U+FFFF).
+/// XML 1.0 cannot represent at all (the one XML escaper:
+/// [`crate::text::xml_markup`]).
 pub fn xml(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\n' => out.push_str("&#10;"),
-            '\t' => out.push_str("&#9;"),
-            '\r' => out.push_str("&#13;"),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::text::xml_markup(s)
 }
 
 #[cfg(test)]

@@ -14,24 +14,19 @@ pub const MAX_TITLE_CHARS: usize = 120;
 /// The longest tool description the facade passes on, in characters.
 pub const MAX_DESCRIPTION_CHARS: usize = 4096;
 
-/// Escapes control and format characters; keeps `\n` (and `\t` as a
-/// space) when `multiline`, else escapes them too. Cuts to `max` characters.
+/// Escapes what the one policy names ([`crate::text::escape`]); keeps
+/// `\n` (and `\t` as a space) when `multiline`, else escapes them too.
+/// Cuts to `max` characters first and says so.
 pub fn sanitize(text: &str, max: usize, multiline: bool) -> String {
-    let mut out = String::with_capacity(text.len().min(max * 4));
-    let total = text.chars().count();
-    for (count, c) in text.chars().enumerate() {
-        if count == max {
-            out.push_str(&format!(" … [{} more characters cut]", total - count));
-            break;
-        }
-        match c {
-            '\n' if multiline => out.push('\n'),
-            '\t' if multiline => out.push(' '),
-            c if crate::text::is_unsafe(c) => {
-                out.push_str(&format!("\\u{{{:04X}}}", c as u32));
-            }
-            c => out.push(c),
-        }
+    let kept = crate::text::truncate(text, max);
+    let mut out = if multiline {
+        crate::text::escape_lines(&kept.replace('\t', " "))
+    } else {
+        crate::text::escape(kept)
+    };
+    if kept.len() < text.len() {
+        let cut = text[kept.len()..].chars().count();
+        out.push_str(&format!(" … [{cut} more characters cut]"));
     }
     out
 }
@@ -60,9 +55,9 @@ mod tests {
     fn controls_and_bidi_are_escaped() {
         assert_eq!(
             title("a\u{1b}[31mred\u{7}\nx\u{202E}evil\u{2066}"),
-            "a\\u{001B}[31mred\\u{0007}\\u{000A}x\\u{202E}evil\\u{2066}"
+            "a\\x1b[31mred\\x07\\nx\\u{202e}evil\\u{2066}"
         );
-        assert_eq!(description("\u{85}\u{200B}"), "\\u{0085}\\u{200B}");
+        assert_eq!(description("\u{85}\u{200B}"), "\\x85\\u{200b}");
     }
 
     #[test]
