@@ -153,6 +153,23 @@ impl SchemaCache {
     }
 }
 
+/// The largest catalog (encoded) a host may compile where it stands,
+/// without handing the work to another thread, if it has no patterns
+/// (default 16 KiB): compiling it costs well under a millisecond, less than
+/// the hand-off itself.
+pub const INLINE_CATALOG_BYTES: usize = 16 * 1024;
+
+/// Whether compiling this tick/describe result is cheap by construction: at
+/// most [`INLINE_CATALOG_BYTES`] encoded, and no pattern anywhere. Anything
+/// else is compiled off the async workers.
+pub fn is_cheap(raw: &Value) -> bool {
+    let mut patterns = Vec::new();
+    crate::message::encoded_len(raw) <= INLINE_CATALOG_BYTES && {
+        collect_patterns(raw, &mut patterns);
+        patterns.is_empty()
+    }
+}
+
 /// Compiles one input schema on its own (a fresh cache).
 #[cfg(test)]
 fn compile(schema: &Value) -> Result<Compiled, String> {
@@ -268,6 +285,16 @@ mod tests {
             })
             .collect();
         assert!(compile(&json!({"type": "object", "properties": same})).is_ok());
+    }
+
+    #[test]
+    fn only_small_catalogs_without_patterns_are_cheap() {
+        assert!(is_cheap(
+            &json!({"tools": [{"input_schema": {"type": "object"}}]})
+        ));
+        assert!(!is_cheap(&json!({"tools": [{"input_schema": costly(1)}]})));
+        let big = "x".repeat(INLINE_CATALOG_BYTES);
+        assert!(!is_cheap(&json!({"description": big})));
     }
 
     #[test]

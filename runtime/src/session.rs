@@ -44,7 +44,7 @@ use crate::protocol::limits::{
     REQUEST_TIMEOUT, REVISION_BURST, REVISION_INTERVAL, SCREEN_EXCERPT_CHARS,
 };
 use crate::protocol::message::{encode_request, encoded_len, method, parse_line};
-use crate::protocol::schema::SchemaCache;
+use crate::protocol::schema::{self, SchemaCache};
 use crate::protocol::state::{check_read_floor, check_update, parse_state};
 use crate::protocol::{
     Descriptor, Incoming, PreparedCall, RequestId, ResponseBody, RpcError, TickState, Violation,
@@ -604,20 +604,34 @@ impl Session {
             }
         }
         // Validation compiles the input schemas: CPU work a Tick decides,
-        // so it runs on the blocking pool, never on an async worker. Its
-        // cost is bounded (schema::MAX_* limits) and cached per Tick; a
+        // so unless the catalog is cheap by construction (small, no
+        // patterns) it runs on the blocking pool, never on an async worker.
+        // Its cost is bounded (the pattern limits) and cached per Tick; a
         // start whose deadline passes stops waiting for it at once.
         let schemas = self.shared.schemas.clone();
-        let parsing = raw.clone();
-        let d = tokio::task::spawn_blocking(move || {
-            Descriptor::parse_with(parsing, &mut lock(&schemas))
-        })
-        .await
-        .map_err(|e| RequestError::Invalid {
-            method: M,
-            reason: format!("the catalog could not be compiled: {e}"),
-        })?
-        .map_err(|e| RequestError::Invalid {
+        // (The cache's lock is only tried here: a compile on the pool may
+        // hold it, and an async worker must not wait for one.)
+        let inline = match schema::is_cheap(&raw) {
+            true => schemas
+                .try_lock()
+                .ok()
+                .map(|mut cache| Descriptor::parse_with(raw.clone(), &mut cache)),
+            false => None,
+        };
+        let parsed = if let Some(parsed) = inline {
+            parsed
+        } else {
+            let parsing = raw.clone();
+            tokio::task::spawn_blocking(move || {
+                Descriptor::parse_with(parsing, &mut lock(&schemas))
+            })
+            .await
+            .map_err(|e| RequestError::Invalid {
+                method: M,
+                reason: format!("the catalog could not be compiled: {e}"),
+            })?
+        };
+        let d = parsed.map_err(|e| RequestError::Invalid {
             method: M,
             reason: e.to_string(),
         })?;
