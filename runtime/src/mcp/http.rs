@@ -480,10 +480,27 @@ async fn read_body(headers: &hyper::HeaderMap, mut body: Incoming) -> Result<Byt
         if data.len() > MAX_FRAME_BYTES - collected.len() {
             return Err(BodyError::TooLarge);
         }
-        shape.feed(&data)?;
+        if let Err(e) = shape.feed(&data) {
+            drain(body, collected.len() + data.len()).await;
+            return Err(e);
+        }
         collected.extend_from_slice(&data);
     }
     Ok(collected.freeze())
+}
+
+/// Reads and drops the rest of a refused body, up to [`MAX_FRAME_BYTES`]
+/// in all: closing a socket with unread data resets it, and the client
+/// could lose the answer that says why.
+async fn drain(mut body: Incoming, mut seen: usize) {
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Ok(data) = frame.into_data() {
+            seen += data.len();
+            if seen > MAX_FRAME_BYTES {
+                return;
+            }
+        }
+    }
 }
 
 /// The `method` of a JSON-RPC message, read without building the rest.
