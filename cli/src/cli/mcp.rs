@@ -237,7 +237,9 @@ fn write_token_file(port: u16, token: &str) -> Result<TokenFile, Exit> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let registry = live::Registry::open().map_err(|e| {
-        Exit::session(format!("cannot open the per-user directory for the token file: {e}"))
+        Exit::session(format!(
+            "cannot open the per-user directory for the token file: {e}"
+        ))
     })?;
     let path = registry.dir().join(format!("mcp-http-{port}.token"));
     // One left by a server on this port that was killed; the directory is
@@ -252,7 +254,10 @@ fn write_token_file(port: u16, token: &str) -> Result<TokenFile, Exit> {
         .open(&file.0)
         .and_then(|mut f| writeln!(f, "{token}"))
         .map_err(|e| {
-            Exit::session(format!("cannot write the token file {}: {e}", file.0.display()))
+            Exit::session(format!(
+                "cannot write the token file {}: {e}",
+                file.0.display()
+            ))
         })?;
     Ok(file)
 }

@@ -403,7 +403,9 @@ pub async fn serve(
 enum BodyError {
     #[error("request body too large: over {MAX_FRAME_BYTES} bytes (the limit)")]
     TooLarge,
-    #[error("request body too deep: arrays and objects nest over {MAX_BODY_DEPTH} levels (the limit)")]
+    #[error(
+        "request body too deep: arrays and objects nest over {MAX_BODY_DEPTH} levels (the limit)"
+    )]
     TooDeep,
     #[error("request body too large: over {MAX_BODY_VALUES} JSON values (the limit)")]
     TooManyValues,
@@ -607,7 +609,14 @@ impl Shared {
     /// Whether a new session may open: under [`MAX_SESSIONS`], or after
     /// closing the least recently used session idle for `evict_idle`.
     async fn room_for_a_session(&self) -> bool {
-        let open: Vec<Arc<str>> = self.sessions.sessions.read().await.keys().cloned().collect();
+        let open: Vec<Arc<str>> = self
+            .sessions
+            .sessions
+            .read()
+            .await
+            .keys()
+            .cloned()
+            .collect();
         let victim = {
             let mut used = self.last_used.lock().unwrap();
             // Forget sessions that ended (idle expiry, DELETE).
@@ -623,9 +632,7 @@ impl Shared {
         let Some(id) = victim else {
             return false;
         };
-        tracing::info!(
-            "closing the least recently used MCP session to make room for a new one"
-        );
+        tracing::info!("closing the least recently used MCP session to make room for a new one");
         self.last_used.lock().unwrap().remove(&id);
         let _ = self.sessions.close_session(&id).await;
         true
