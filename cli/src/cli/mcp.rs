@@ -30,8 +30,12 @@ Exit codes:
 Stdout carries only MCP frames; diagnostics go to stderr (-v for more).
 
 With --http ADDR it serves MCP Streamable HTTP on http://ADDR/mcp instead of
-stdio, until interrupted (SIGTERM or SIGINT: exit 130). A bind that is not loopback requires a bearer
-token: from --token-file, or generated and printed to stderr.";
+stdio, until interrupted (SIGTERM or SIGINT: exit 130). Every request needs a
+token, also on loopback, as `Authorization: Bearer TOKEN` or `?token=TOKEN`:
+read from --token-file (a file only you may read: mode 0600 or stricter, else
+exit 2), or generated at start, written to a 0600 file in tickbox's per-user
+directory (its path is printed to stderr; removed at exit) and printed once,
+in the URL of the `serving MCP on` line.";
 
 #[derive(Args)]
 pub struct McpArgs {
@@ -48,7 +52,8 @@ pub struct McpArgs {
     /// Serve MCP Streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio
     #[arg(long, value_name = "ADDR")]
     pub http: Option<std::net::SocketAddr>,
-    /// With --http: require `Authorization: Bearer TOKEN`, TOKEN read from this file
+    /// With --http: the token every request must carry, read from this file
+    /// (mode 0600 or stricter); without it a token is generated
     #[arg(long, value_name = "FILE", requires = "http")]
     pub token_file: Option<PathBuf>,
     /// Threads that run the host and its wasm Ticks: 1 (the default over
@@ -88,7 +93,7 @@ struct Planned {
 pub async fn run(args: McpArgs) -> Result<(), Exit> {
     default_logging();
     let http = match args.http {
-        Some(addr) => Some((addr, http_token(addr, args.token_file.as_deref())?)),
+        Some(addr) => Some((addr, http_token(args.token_file.as_deref())?)),
         None => None,
     };
     let planned = plan(args)?;
@@ -148,38 +153,126 @@ pub async fn run(args: McpArgs) -> Result<(), Exit> {
     served
 }
 
-/// The bearer token for --http: read from the file, generated for a bind
-/// that is not loopback, none otherwise.
-fn http_token(
-    addr: std::net::SocketAddr,
-    file: Option<&std::path::Path>,
-) -> Result<Option<String>, Exit> {
-    if let Some(path) = file {
-        let token = std::fs::read_to_string(path).map_err(|e| {
-            Exit::usage(format!("cannot read --token-file {}: {e}", path.display()))
+/// Where the --http token comes from.
+enum HttpToken {
+    /// Read from --token-file (the person has it already).
+    Given { token: String, file: PathBuf },
+    /// Generated at start; written to a file once the port is known.
+    Generated(String),
+}
+
+/// The most of a --token-file that is read (a token is far shorter).
+const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+
+/// The shortest token accepted from --token-file.
+const MIN_TOKEN_CHARS: usize = 16;
+
+/// For tests: the MCP session idle timeout in milliseconds instead of
+/// `http::SESSION_IDLE_TIMEOUT`. Read only here, in the CLI.
+const SESSION_IDLE_ENV: &str = "TICKBOX_MCP_HTTP_SESSION_IDLE_MS";
+
+/// The token for --http: read from the file (which only its owner, the
+/// current user, may read or write), or generated.
+fn http_token(file: Option<&std::path::Path>) -> Result<HttpToken, Exit> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let Some(path) = file else {
+        let mut bytes = [0u8; 32];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut bytes))
+            .map_err(|e| Exit::session(format!("cannot make a token: {e}")))?;
+        return Ok(HttpToken::Generated(
+            bytes.iter().map(|b| format!("{b:02x}")).collect(),
+        ));
+    };
+    let shown = path.display();
+    let cannot = |e: std::io::Error| Exit::usage(format!("cannot read --token-file {shown}: {e}"));
+    let f = std::fs::File::open(path).map_err(cannot)?;
+    // The opened file's own metadata: what was checked is what is read.
+    let meta = f.metadata().map_err(cannot)?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if meta.uid() != uid {
+        return Err(Exit::usage(format!(
+            "--token-file {shown} is owned by uid {}, not by you (uid {uid}): its owner knows the token",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(Exit::usage(format!(
+            "--token-file {shown} has mode {:03o}: group or others may read or change it; `chmod 600` it",
+            meta.mode() & 0o777
+        )));
+    }
+    let mut text = String::new();
+    f.take(MAX_TOKEN_FILE_BYTES)
+        .read_to_string(&mut text)
+        .map_err(cannot)?;
+    let token = text.trim().to_string();
+    if token.len() < MIN_TOKEN_CHARS || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(Exit::usage(format!(
+            "--token-file {shown}: the token must be {MIN_TOKEN_CHARS} to {MAX_TOKEN_FILE_BYTES} printable ASCII characters"
+        )));
+    }
+    Ok(HttpToken::Given {
+        token,
+        file: path.to_path_buf(),
+    })
+}
+
+/// A generated token's file, removed when the server ends (also when it is
+/// interrupted: the command future is dropped).
+struct TokenFile(PathBuf);
+
+impl Drop for TokenFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Writes a generated token to `mcp-http-PORT.token` (0600) in the
+/// current user's live-instance directory, which tickbox keeps 0700 and
+/// owned by the user, so a launcher of the same user finds it there.
+fn write_token_file(port: u16, token: &str) -> Result<TokenFile, Exit> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let registry = live::Registry::open().map_err(|e| {
+        Exit::session(format!(
+            "cannot open the per-user directory for the token file: {e}"
+        ))
+    })?;
+    let path = registry.dir().join(format!("mcp-http-{port}.token"));
+    // One left by a server on this port that was killed; the directory is
+    // the user's alone, so nobody else put it there.
+    let _ = std::fs::remove_file(&path);
+    let file = TokenFile(path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&file.0)
+        .and_then(|mut f| writeln!(f, "{token}"))
+        .map_err(|e| {
+            Exit::session(format!(
+                "cannot write the token file {}: {e}",
+                file.0.display()
+            ))
         })?;
-        let token = token.trim().to_string();
-        if token.len() < 16 || !token.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err(Exit::usage(format!(
-                "--token-file {}: the token must be at least 16 printable ASCII characters",
-                path.display()
-            )));
-        }
-        return Ok(Some(token));
+    Ok(file)
+}
+
+/// The session idle timeout: [`SESSION_IDLE_ENV`] when set (tests), else the default.
+fn session_idle() -> Result<std::time::Duration, Exit> {
+    match std::env::var(SESSION_IDLE_ENV) {
+        Err(_) => Ok(tickbox_runtime::mcp::http::SESSION_IDLE_TIMEOUT),
+        Ok(v) => match v.parse::<u64>() {
+            Ok(ms) if ms > 0 => Ok(std::time::Duration::from_millis(ms)),
+            _ => Err(Exit::usage(format!(
+                "{SESSION_IDLE_ENV}={v}: must be a number of milliseconds over 0"
+            ))),
+        },
     }
-    if addr.ip().is_loopback() {
-        return Ok(None);
-    }
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
-        .map_err(|e| Exit::session(format!("cannot make a token: {e}")))?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    eprintln!(
-        "tickbox mcp: {addr} is not loopback; every request needs \
-         `Authorization: Bearer {token}`"
-    );
-    Ok(Some(token))
 }
 
 /// Serves MCP Streamable HTTP until the process is interrupted (the
@@ -187,21 +280,41 @@ fn http_token(
 async fn serve_http(
     facade: &Facade,
     listener: tokio::net::TcpListener,
-    token: Option<String>,
+    token: HttpToken,
 ) -> Result<(), Exit> {
     let addr = listener
         .local_addr()
         .map_err(|e| Exit::session(format!("cannot read the bound address: {e}")))?;
-    // The one line a launcher (or a test) waits for; port 0 becomes real here.
-    eprintln!("tickbox mcp: serving MCP on http://{addr}/mcp");
-    tickbox_runtime::mcp::http::serve(
-        facade.clone(),
-        listener,
-        tickbox_runtime::mcp::http::HttpOptions { token },
-        std::future::pending(),
-    )
-    .await
-    .map_err(|e| Exit::session(format!("HTTP serving failed: {e}")))
+    let mut options = tickbox_runtime::mcp::http::HttpOptions::new(String::new());
+    options.session_idle = session_idle()?;
+    // The token is printed once, on the last line (the one a launcher or a
+    // test waits for; port 0 becomes real here), and never logged.
+    let (_file, url) = match token {
+        HttpToken::Given { token, file } => {
+            eprintln!(
+                "tickbox mcp: every request needs the token in {}, as \
+                 `Authorization: Bearer TOKEN` or ?token=TOKEN",
+                file.display()
+            );
+            options.token = token;
+            (None, format!("http://{addr}/mcp"))
+        }
+        HttpToken::Generated(token) => {
+            let file = write_token_file(addr.port(), &token)?;
+            eprintln!(
+                "tickbox mcp: every request needs the token, as `Authorization: Bearer TOKEN` \
+                 or ?token=TOKEN; it is in {} (mode 0600, removed at exit)",
+                file.0.display()
+            );
+            let url = format!("http://{addr}/mcp?token={token}");
+            options.token = token;
+            (Some(file), url)
+        }
+    };
+    eprintln!("tickbox mcp: serving MCP on {url}");
+    tickbox_runtime::mcp::http::serve(facade.clone(), listener, options, std::future::pending())
+        .await
+        .map_err(|e| Exit::session(format!("HTTP serving failed: {e}")))
 }
 
 /// Publishes a hosted Tick as a live instance under its MCP name (or, if a

@@ -22,6 +22,9 @@
 //! - `mcp_wire` — `tickbox mcp` frame by frame: revisions, bad frames, bounds,
 //!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests,
 //!   Streamable HTTP;
+//! - `mcp_http` — `tickbox mcp --http`'s walls: the token (always), token
+//!   file modes, half-sent heads, slots per peer, the session cap and idle
+//!   expiry, bounded request bodies and the host memory they cost;
 //! - `mcp_clients` — real MCP clients (Python SDK, TypeScript SDK, MCP
 //!   Inspector) over stdio and HTTP, and the conformance suite's baseline;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
@@ -56,6 +59,7 @@ mod launch;
 mod live;
 mod mcp;
 mod mcp_clients;
+mod mcp_http;
 mod mcp_wire;
 mod native;
 mod record;

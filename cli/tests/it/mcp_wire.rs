@@ -7,6 +7,7 @@
 use crate::util::*;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -673,19 +674,26 @@ async fn a_repeat_describe_reuses_the_compiled_catalog() {
 }
 
 /// `tickbox mcp --http` on a loopback port, stopped with SIGTERM on drop.
-struct HttpServer {
+pub(crate) struct HttpServer {
     child: Child,
-    addr: String,
+    pub(crate) addr: String,
+    /// The token of the `serving MCP on` line's URL (a generated one), sent
+    /// by [`HttpServer::post`] unless the request has its own.
+    pub(crate) token: Option<String>,
     /// The stderr lines before the address line.
-    banner: Vec<String>,
+    pub(crate) banner: Vec<String>,
 }
 
 impl HttpServer {
-    fn start(extra: &[&str]) -> HttpServer {
+    pub(crate) fn start(extra: &[&str]) -> HttpServer {
         HttpServer::start_on("127.0.0.1:0", extra)
     }
 
     fn start_on(bind: &str, extra: &[&str]) -> HttpServer {
+        HttpServer::start_with(bind, extra, &[])
+    }
+
+    pub(crate) fn start_with(bind: &str, extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
             .args(["mcp", "--http", bind])
             .args(extra)
@@ -694,17 +702,20 @@ impl HttpServer {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
             .spawn()
             .expect("spawn tickbox mcp --http");
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let mut banner = Vec::new();
-        let addr = loop {
+        let (addr, token) = loop {
             let line = lines
                 .next()
                 .expect("stderr ended before the address")
                 .unwrap();
             if let Some(rest) = line.strip_prefix("tickbox mcp: serving MCP on http://") {
-                break rest.trim_end_matches("/mcp").to_string();
+                let (url, query) = rest.split_once('?').unwrap_or((rest, ""));
+                let token = query.strip_prefix("token=").map(str::to_string);
+                break (url.trim_end_matches("/mcp").to_string(), token);
             }
             banner.push(line);
         };
@@ -713,18 +724,46 @@ impl HttpServer {
         HttpServer {
             child,
             addr,
+            token,
             banner,
         }
     }
 
+    /// The server's pid.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// One HTTP/1.1 request; the status, the headers (lower-case names)
     /// and the JSON-RPC messages of the body (plain JSON or SSE `data:`).
-    fn post(
+    pub(crate) fn post(
         &self,
         path: &str,
         headers: &[(&str, &str)],
         body: &Value,
     ) -> (u16, Vec<(String, String)>, Vec<Value>) {
+        self.post_as(self.token.as_deref(), path, headers, body)
+    }
+
+    /// [`HttpServer::post`] with this token (none: no `Authorization`),
+    /// unless `headers` has its own `Authorization`.
+    pub(crate) fn post_as(
+        &self,
+        token: Option<&str>,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &Value,
+    ) -> (u16, Vec<(String, String)>, Vec<Value>) {
+        let bearer = token.map(|t| format!("Bearer {t}"));
+        let mut headers = headers.to_vec();
+        if let Some(b) = &bearer {
+            if !headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+            {
+                headers.push(("Authorization", b));
+            }
+        }
         let mut s = std::net::TcpStream::connect(&self.addr).expect("connect");
         s.set_read_timeout(Some(PATIENCE)).unwrap();
         let body = body.to_string();
@@ -735,7 +774,7 @@ impl HttpServer {
             self.addr,
             body.len()
         );
-        for (k, v) in headers {
+        for (k, v) in &headers {
             req.push_str(&format!("{k}: {v}\r\n"));
         }
         req.push_str("\r\n");
@@ -803,14 +842,14 @@ impl Drop for HttpServer {
     }
 }
 
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers
         .iter()
         .find(|(k, _)| k == name)
         .map(|(_, v)| v.as_str())
 }
 
-fn initialize_http(server: &HttpServer, extra: &[(&str, &str)]) -> String {
+pub(crate) fn initialize_http(server: &HttpServer, extra: &[(&str, &str)]) -> String {
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                    "clientInfo": {"name": "raw-http", "version": "0"}}});
@@ -892,7 +931,9 @@ fn streamable_http_requires_the_bearer_token_it_was_given() {
     let file = dir.path("token");
     let token = "s3cret-token-0123456789abcdef";
     std::fs::write(&file, format!("{token}\n")).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let server = HttpServer::start(&["--token-file", file.to_str().unwrap()]);
+    assert_eq!(server.token, None, "a given token is not printed");
     let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
     let (status, headers, _) = server.post("/mcp", &[], &ping);
     assert_eq!(status, 401);
@@ -910,10 +951,8 @@ fn streamable_http_requires_the_bearer_token_it_was_given() {
 fn a_non_loopback_bind_generates_a_token_and_requires_it() {
     let mut server = HttpServer::start_on("0.0.0.0:0", &[]);
     let token = server
-        .banner
-        .iter()
-        .find_map(|l| l.split("Authorization: Bearer ").nth(1))
-        .map(|t| t.trim_end_matches('`').to_string())
+        .token
+        .clone()
         .unwrap_or_else(|| panic!("no token on stderr: {:?}", server.banner));
     assert_eq!(token.len(), 64, "32 random bytes in hex: {token}");
     assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
@@ -921,7 +960,7 @@ fn a_non_loopback_bind_generates_a_token_and_requires_it() {
     let port = server.addr.rsplit(':').next().unwrap().to_string();
     server.addr = format!("127.0.0.1:{port}");
     let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
-    let (status, headers, _) = server.post("/mcp", &[], &ping);
+    let (status, headers, _) = server.post_as(None, "/mcp", &[], &ping);
     assert_eq!(status, 401, "no token: {headers:?}");
     let (status, _, _) = server.post("/mcp", &[("Authorization", "Bearer 00")], &ping);
     assert_eq!(status, 401, "a wrong token");

@@ -1,0 +1,471 @@
+//! `tickbox mcp --http`'s walls, each attacked through the wire (a real
+//! server process, raw TCP sockets) next to a client that still gets in:
+//! the token (always, also on loopback), token files others may read,
+//! half-sent request heads, connection slots per peer, the session cap and
+//! idle expiry, and request bodies bounded in bytes, depth and values.
+
+use crate::mcp_wire::{initialize_http, HttpServer};
+use crate::util::*;
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::Duration;
+use tickbox_runtime::mcp::http::{
+    MAX_BODY_DEPTH, MAX_BODY_VALUES, MAX_CONNECTIONS_PER_PEER, MAX_SESSIONS, MAX_UNAUTHENTICATED,
+};
+use tickbox_runtime::mcp::MAX_FRAME_BYTES;
+
+/// Generous: the machine may be loaded.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+fn ping() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+}
+
+/// One raw HTTP/1.1 request (`Connection: close`), its body written by a
+/// second thread so an early answer is read while the body still goes
+/// out; the status and the response text.
+fn raw(server: &HttpServer, head: &str, body: Vec<u8>) -> (u16, String) {
+    let mut s = TcpStream::connect(&server.addr).expect("connect");
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    s.write_all(head.as_bytes()).unwrap();
+    let mut writer = s.try_clone().unwrap();
+    let sending = std::thread::spawn(move || {
+        let _ = writer.write_all(&body);
+    });
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let _ = sending.join();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+    (status, text)
+}
+
+/// A POST head for `body_len` bytes of JSON to /mcp with the server's token.
+fn post_head(server: &HttpServer, session: Option<&str>, body_len: usize) -> String {
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nConnection: close\r\n\
+         Authorization: Bearer {}\r\nContent-Length: {body_len}\r\n",
+        server.addr,
+        server.token.as_deref().unwrap()
+    );
+    if let Some(id) = session {
+        head.push_str(&format!("Mcp-Session-Id: {id}\r\n"));
+    }
+    head.push_str("\r\n");
+    head
+}
+
+/// `tools/call echo` on `session`; the result.
+fn echo(server: &HttpServer, session: &str, args: Value) -> Value {
+    let (status, _, m) = server.post(
+        "/mcp",
+        &[("Mcp-Session-Id", session)],
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "echo", "arguments": args}}),
+    );
+    assert_eq!(status, 200, "{m:?}");
+    m.into_iter()
+        .find(|m| m["id"] == 2)
+        .unwrap_or_else(|| panic!("no answer to the echo"))["result"]
+        .clone()
+}
+
+#[test]
+fn loopback_http_requires_a_token_generated_into_a_private_file() {
+    let server = HttpServer::start(&[]);
+    let token = server
+        .token
+        .clone()
+        .unwrap_or_else(|| panic!("no token in the URL line: {:?}", server.banner));
+    assert_eq!(token.len(), 64, "32 random bytes in hex: {token}");
+    assert!(
+        !server.banner.iter().any(|l| l.contains(&token)),
+        "the token is printed once, in the URL: {:?}",
+        server.banner
+    );
+    let file = server
+        .banner
+        .iter()
+        .find_map(|l| l.split("it is in ").nth(1))
+        .and_then(|r| r.split(" (mode").next())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("no token file on stderr: {:?}", server.banner));
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{}", file.display());
+    assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), token);
+    // No token, or a wrong one: 401 (what kept another local user out).
+    let (status, headers, _) = server.post_as(None, "/mcp", &[], &ping());
+    assert_eq!(status, 401, "{headers:?}");
+    let (status, _, _) = server.post_as(Some("0123456789abcdef"), "/mcp", &[], &ping());
+    assert_eq!(status, 401);
+    let (status, _, _) = server.post_as(None, "/mcp?token=wrong", &[], &ping());
+    assert_eq!(status, 401);
+    // The token as a header, and as the query of the printed URL.
+    let session = initialize_http(&server, &[]);
+    let r = echo(&server, &session, json!({"ok": true}));
+    assert_eq!(r["structuredContent"], json!({"ok": true}), "{r}");
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "query", "version": "0"}}});
+    let (status, _, m) = server.post_as(None, &format!("/mcp?token={token}"), &[], &init);
+    assert_eq!(status, 200, "{m:?}");
+    drop(server);
+    assert!(!file.exists(), "{} is removed at exit", file.display());
+}
+
+#[test]
+fn a_token_file_group_or_others_may_read_is_refused_and_a_private_one_works() {
+    let dir = TempDir::new("mcp-token-mode");
+    let file = dir.path("token");
+    let token = "private-token-0123456789abcdef";
+    std::fs::write(&file, format!("{token}\n")).unwrap();
+    let shifty = tick("shifty.py");
+    let args = [
+        "mcp",
+        "--http",
+        "127.0.0.1:0",
+        "--token-file",
+        file.to_str().unwrap(),
+        "--",
+        "python3",
+        &shifty,
+    ];
+    for mode in [0o644, 0o640, 0o604, 0o660, 0o602] {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        let out = tickbox(&args);
+        out.expect(2, &format!("has mode {mode:03o}"))
+            .expect(2, "chmod 600");
+        assert_eq!(
+            out.stderr.lines().filter(|l| !l.trim().is_empty()).count(),
+            1,
+            "one line: {}",
+            out.stderr
+        );
+    }
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let server = HttpServer::start(&["--token-file", file.to_str().unwrap()]);
+    let (status, _, _) = server.post("/mcp", &[], &ping());
+    assert_eq!(status, 401, "the file's token is required");
+    let auth = format!("Bearer {token}");
+    initialize_http(&server, &[("Authorization", &auth)]);
+}
+
+/// Whether the server closed `s` (EOF or reset) within [`PATIENCE`].
+fn closed_by_server(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut buf = [0u8; 256];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[test]
+fn half_sent_heads_do_not_lock_out_a_client_with_the_token() {
+    let server = HttpServer::start(&[]);
+    // Three times the unauthenticated bound, each head cut off mid-way.
+    let mut heads: Vec<TcpStream> = (0..MAX_UNAUTHENTICATED * 3)
+        .map(|_| {
+            let mut s = TcpStream::connect(&server.addr).expect("connect");
+            s.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty")
+                .unwrap();
+            s
+        })
+        .collect();
+    // A client that sends its request at once gets in, and calls.
+    let session = initialize_http(&server, &[]);
+    let r = echo(&server, &session, json!({"after": "heads"}));
+    assert_eq!(r["structuredContent"], json!({"after": "heads"}), "{r}");
+    // The oldest heads were closed to make room, the rest at the
+    // authentication timeout: none is left holding anything.
+    for (i, s) in heads.iter_mut().enumerate() {
+        assert!(closed_by_server(s), "half-sent head {i} is still open");
+    }
+    let r = echo(&server, &session, json!({"still": true}));
+    assert_eq!(r["structuredContent"], json!({"still": true}), "{r}");
+}
+
+/// Opens a keep-alive connection and sends one authenticated request on
+/// it; the connection and the response's first bytes.
+fn authenticated_connection(server: &HttpServer) -> (TcpStream, String) {
+    let mut s = TcpStream::connect(&server.addr).expect("connect");
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    let head = format!(
+        "GET /elsewhere?token={} HTTP/1.1\r\nHost: {}\r\n\r\n",
+        server.token.as_deref().unwrap(),
+        server.addr
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    // Both answers end their text with a newline.
+    while !got.ends_with(b"\n") || !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    (s, String::from_utf8_lossy(&got).to_string())
+}
+
+#[test]
+fn authenticated_connections_are_bounded_per_peer() {
+    let server = HttpServer::start(&[]);
+    let mut held = Vec::new();
+    for i in 0..MAX_CONNECTIONS_PER_PEER {
+        let (s, text) = authenticated_connection(&server);
+        assert!(text.starts_with("HTTP/1.1 404"), "connection {i}: {text}");
+        held.push(s);
+    }
+    let (mut extra, text) = authenticated_connection(&server);
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "{MAX_CONNECTIONS_PER_PEER} HTTP connections from 127.0.0.1"
+        )),
+        "{text}"
+    );
+    assert!(
+        closed_by_server(&mut extra),
+        "refused connections are closed"
+    );
+    // One ends: its slot is free again.
+    drop(held.pop());
+    assert!(
+        eventually(PATIENCE, || authenticated_connection(&server)
+            .1
+            .starts_with("HTTP/1.1 404")),
+        "a slot given back"
+    );
+}
+
+/// DELETE of a session; the status.
+fn delete(server: &HttpServer, session: &str) -> u16 {
+    let head = format!(
+        "DELETE /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\
+         Authorization: Bearer {}\r\nMcp-Session-Id: {session}\r\n\r\n",
+        server.addr,
+        server.token.as_deref().unwrap()
+    );
+    raw(server, &head, Vec::new()).0
+}
+
+fn try_initialize(server: &HttpServer) -> (u16, String) {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "late", "version": "0"}}})
+    .to_string();
+    raw(
+        server,
+        &post_head(server, None, init.len()),
+        init.into_bytes(),
+    )
+}
+
+#[test]
+fn sessions_are_capped_and_an_ended_one_makes_room() {
+    let server = HttpServer::start(&[]);
+    let sessions: Vec<String> = (0..MAX_SESSIONS)
+        .map(|_| initialize_http(&server, &[]))
+        .collect();
+    let (status, text) = try_initialize(&server);
+    assert_eq!(status, 503, "{text}");
+    assert!(
+        text.contains(&format!("{MAX_SESSIONS} MCP sessions are open (the limit)")),
+        "{text}"
+    );
+    // Requests of open sessions are still served at the cap.
+    let r = echo(&server, &sessions[5], json!({"at": "cap"}));
+    assert_eq!(r["structuredContent"], json!({"at": "cap"}), "{r}");
+    assert_eq!(delete(&server, &sessions[0]), 204);
+    let (status, text) = try_initialize(&server);
+    assert_eq!(status, 200, "{text}");
+}
+
+#[test]
+fn idle_sessions_expire_and_do_not_keep_out_a_new_client() {
+    // Sessions idle 2 s are closed (the default is minutes).
+    let server = HttpServer::start_with(
+        "127.0.0.1:0",
+        &[],
+        &[("TICKBOX_MCP_HTTP_SESSION_IDLE_MS", "2000")],
+    );
+    let sessions: Vec<String> = (0..MAX_SESSIONS)
+        .map(|_| initialize_http(&server, &[]))
+        .collect();
+    let busy = &sessions[0];
+    // The busy session keeps calling; the 31 others only initialized.
+    let got_in = eventually(PATIENCE, || {
+        let r = echo(&server, busy, json!({"busy": true}));
+        assert_eq!(r["structuredContent"], json!({"busy": true}), "{r}");
+        std::thread::sleep(Duration::from_millis(300));
+        try_initialize(&server).0 == 200
+    });
+    assert!(got_in, "a new client got in once the idle sessions expired");
+    let (status, _, _) = server.post("/mcp", &[("Mcp-Session-Id", &sessions[1])], &ping());
+    assert_eq!(status, 404, "an idle session was closed");
+    let r = echo(&server, busy, json!({"still": "here"}));
+    assert_eq!(r["structuredContent"], json!({"still": "here"}), "{r}");
+}
+
+/// The process's peak resident memory (VmHWM), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A `tools/call TOOL` body whose `arguments` are `{"x": INNER}`.
+fn call_body(tool: &str, inner: &str) -> Vec<u8> {
+    call_body_id(9, tool, inner)
+}
+
+/// [`call_body`] with this request id (calls in flight at once on one
+/// session need their own).
+fn call_body_id(id: u64, tool: &str, inner: &str) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{"x":{inner}}}}}}}"#
+    )
+    .into_bytes()
+}
+
+#[test]
+fn request_bodies_are_bounded_in_bytes_depth_and_values_and_memory_stays_near_their_size() {
+    let server = HttpServer::start(&[]);
+    let session = initialize_http(&server, &[]);
+    // Positive control: a normal call, and one with 64 KiB of text.
+    let r = echo(&server, &session, json!({"n": [1, 2, 3]}));
+    assert_eq!(r["structuredContent"], json!({"n": [1, 2, 3]}), "{r}");
+    let text = "t".repeat(64 * 1024);
+    let r = echo(&server, &session, json!({"text": text}));
+    assert_eq!(
+        r["structuredContent"]["text"].as_str().map(str::len),
+        Some(text.len())
+    );
+
+    // Declared over the byte bound: refused from the head alone.
+    let head = post_head(&server, Some(&session), MAX_FRAME_BYTES + 1);
+    let (status, text) = raw(&server, &head, Vec::new());
+    assert_eq!(status, 413, "{text}");
+    assert!(
+        text.contains(&format!("over {MAX_FRAME_BYTES} bytes (the limit)")),
+        "{text}"
+    );
+    // Nested past the depth bound.
+    let deep = format!(
+        "{}{}",
+        "[".repeat(MAX_BODY_DEPTH + 10),
+        "]".repeat(MAX_BODY_DEPTH + 10)
+    );
+    let body = call_body("echo", &deep);
+    let (status, text) = raw(
+        &server,
+        &post_head(&server, Some(&session), body.len()),
+        body,
+    );
+    assert_eq!(status, 413, "{text}");
+    assert!(
+        text.contains(&format!("over {MAX_BODY_DEPTH} levels (the limit)")),
+        "{text}"
+    );
+
+    // The red team's body: 8 MiB of small numbers, two at once.
+    let before = peak_rss_kib(server.pid());
+    let numbers = format!("[{}1]", "1,".repeat(MAX_FRAME_BYTES / 2 - 64));
+    let body = call_body("echo", &numbers);
+    assert!(body.len() <= MAX_FRAME_BYTES && body.len() > MAX_FRAME_BYTES - 256);
+    let results: Vec<(u16, String)> = std::thread::scope(|scope| {
+        let sends: Vec<_> = (0..2)
+            .map(|_| {
+                let body = body.clone();
+                let head = post_head(&server, Some(&session), body.len());
+                let server = &server;
+                scope.spawn(move || raw(server, &head, body))
+            })
+            .collect();
+        sends.into_iter().map(|s| s.join().unwrap()).collect()
+    });
+    for (status, text) in &results {
+        assert_eq!(*status, 413, "{text}");
+        assert!(
+            text.contains(&format!("over {MAX_BODY_VALUES} JSON values (the limit)")),
+            "{text}"
+        );
+    }
+    let refused = peak_rss_kib(server.pid());
+
+    // Two bodies under every bound, accepted: 4 MiB each (so the call
+    // still fits a Tick line), as many values as allowed, short strings.
+    let per = MAX_FRAME_BYTES / 2 / (MAX_BODY_VALUES - 16) - 4;
+    let item = format!("\"{}\"", "v".repeat(per));
+    let list = vec![item; MAX_BODY_VALUES - 16].join(",");
+    let list = format!("[{list}]");
+    let results: Vec<Value> = std::thread::scope(|scope| {
+        let sends: Vec<_> = (0..2)
+            .map(|i| {
+                let body = call_body_id(20 + i, "count", &list);
+                assert!(body.len() <= MAX_FRAME_BYTES, "{}", body.len());
+                let head = post_head(&server, Some(&session), body.len());
+                let server = &server;
+                scope.spawn(move || raw(server, &head, body))
+            })
+            .collect();
+        sends
+            .into_iter()
+            .zip(20..)
+            .map(|(s, id)| {
+                let (status, text) = s.join().unwrap();
+                assert_eq!(status, 200, "{}", &text[..text.len().min(300)]);
+                let data = text
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+                    .find(|m| m["id"] == id)
+                    .unwrap_or_else(|| panic!("no answer: {}", &text[..text.len().min(300)]));
+                data
+            })
+            .collect()
+    });
+    for r in &results {
+        assert!(r.get("result").is_some(), "{r}");
+    }
+    let accepted = peak_rss_kib(server.pid());
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    eprintln!(
+        "peak RSS: {:.1} MiB before, {:.1} MiB after two refused 8 MiB bodies of numbers, \
+         {:.1} MiB after two accepted 4 MiB bodies at the value bound",
+        mib(before),
+        mib(refused),
+        mib(accepted)
+    );
+    // Refused bodies are scanned, never parsed: well under one body's size.
+    assert!(
+        refused - before < 8 * 1024,
+        "two refused bodies raised the peak by {:.1} MiB",
+        mib(refused - before)
+    );
+    // Accepted ones cost a few times their size (8 MiB in all), not the
+    // hundreds of MiB a parse of unbounded values cost.
+    assert!(
+        accepted - before < 6 * 8 * 1024,
+        "two accepted bodies raised the peak by {:.1} MiB",
+        mib(accepted - before)
+    );
+    let r = echo(&server, &session, json!({"after": "bodies"}));
+    assert_eq!(r["structuredContent"], json!({"after": "bodies"}), "{r}");
+}
