@@ -391,7 +391,7 @@ fn hex(bytes: &[u8]) -> String {
 /// The bytes one key step sends, by the scenario parser itself.
 fn replays(block: &str) -> Option<Vec<u8>> {
     let text = format!("[tick]\npath = \"t.wasm\"\n{block}");
-    let s = model::parse(&text, Path::new("check.scenario.toml")).ok()?;
+    let s = model::parse(&text, Path::new("check.scenario.toml"), &Default::default()).ok()?;
     match &s.steps.first()?.action {
         Action::Keys { bytes, .. } => Some(bytes.clone()),
         _ => None,
@@ -925,7 +925,8 @@ mod tests {
             path: Some(PathBuf::from("/x/counter.wasm")),
             command: vec![],
             cwd: None,
-            dir: vec!["/data::/data:ro".into()],
+            // A directory that exists, so the grant root check can resolve it.
+            dir: vec!["/::/data:ro".into()],
             allow_net: vec![],
             env: vec!["A=b".into()],
             max_memory: None,
@@ -958,7 +959,13 @@ mod tests {
         assert_eq!(written.len(), 2);
         let snap = std::fs::read_to_string(dir.join("r.mark-1.snap")).unwrap();
         assert_eq!(snap, "Counter: 2\n");
-        let s = model::load(&file).unwrap();
+        // A recording grants what the session had: replaying it takes a
+        // grant root that covers it.
+        let policy = super::super::Policy {
+            grant_roots: vec![PathBuf::from("/")],
+            ..Default::default()
+        };
+        let s = model::load(&file, &policy).unwrap();
         assert_eq!(s.tick.size, Some((80, 24)));
         assert_eq!(s.tick.deterministic, Some(true));
         let kinds: Vec<&str> = s.steps.iter().map(|s| s.action.kind()).collect();
@@ -1009,7 +1016,7 @@ mod tests {
         );
         assert!(text.contains("call = \"g\"\nargs = {}\n# the result is not expected"));
         assert!(text.contains("# call \"h\" not recorded"));
-        let s = model::parse(&text, Path::new("/x/v.scenario.toml")).unwrap();
+        let s = model::parse(&text, Path::new("/x/v.scenario.toml"), &Default::default()).unwrap();
         assert_eq!(s.steps.len(), 2);
     }
 
@@ -1068,6 +1075,6 @@ mod tests {
         let text = r.text();
         assert!(text.len() <= MAX_RECORD_BYTES, "{}", text.len());
         assert!(text.contains("recording stopped after"), "bounded");
-        assert!(model::parse(&text, Path::new("/x/k.scenario.toml")).is_ok());
+        assert!(model::parse(&text, Path::new("/x/k.scenario.toml"), &Default::default()).is_ok());
     }
 }

@@ -387,6 +387,13 @@ fn parse_dir(spec: &str) -> Result<DirGrant, GrantError> {
     })
 }
 
+/// The host path of a `--dir` value (`HOST[::GUEST][:OPTIONS]`), as given:
+/// what a caller bounding grants (a scenario's grant root) must check.
+pub fn dir_host(spec: &str) -> &str {
+    let rest = dir_options(spec).map_or(spec, |(rest, _)| rest);
+    rest.split_once("::").map_or(rest, |(host, _)| host)
+}
+
 /// Splits a `--dir` value into the path part and its options (`ro`, `rw`,
 /// `max=SIZE`, comma-separated after the last `:`), when it has options.
 fn dir_options(spec: &str) -> Option<(&str, &str)> {
@@ -519,6 +526,20 @@ fn same_ip(a: IpAddr, b: IpAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dir_host_is_the_host_part_whatever_the_options() {
+        for (spec, host) in [
+            ("data", "data"),
+            ("data::/d", "data"),
+            ("/abs:ro", "/abs"),
+            ("rel::/g:rw,max=1MiB", "rel"),
+            ("rel:rw,max=1MiB", "rel"),
+            ("a:b", "a:b"),
+        ] {
+            assert_eq!(dir_host(spec), host, "{spec}");
+        }
+    }
 
     #[test]
     fn dir_grants_parse() {
