@@ -213,26 +213,12 @@ struct GrantLine {
 
 fn launcher(s: &Scenario, no_cache: bool) -> Result<Launcher, Exit> {
     let t = &s.tick;
-    let mut argv: Vec<String> = Vec::new();
+    // Every grant and bound of the one grant type, as the flags give them.
+    let mut argv: Vec<String> = t.grants.to_args();
     let mut flag = |name: &str, v: &str| {
         argv.push(format!("--{name}"));
         argv.push(v.to_string());
     };
-    for d in &t.dir {
-        flag("dir", d);
-    }
-    for a in &t.allow_net {
-        flag("allow-net", a);
-    }
-    for a in &t.allow_http {
-        flag("allow-http", a);
-    }
-    for e in &t.env {
-        flag("env", e);
-    }
-    if let Some(m) = &t.max_memory {
-        flag("max-memory", m);
-    }
     let is_wasm = t.path.as_deref().is_some_and(wasm::is_wasm_path);
     // A native Tick starts in the scenario's directory unless it says otherwise.
     let cwd = t.cwd.clone().or_else(|| {
@@ -334,7 +320,7 @@ async fn one(
             }
             match Scratch::new() {
                 Ok(dir) => {
-                    s.tick.dir.push(format!("{}::{guest}", dir.0.display()));
+                    s.tick.grants.dir.push(format!("{}::{guest}", dir.0.display()));
                     Some(dir)
                 }
                 Err(e) => {

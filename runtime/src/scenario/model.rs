@@ -7,6 +7,7 @@
 use super::keys;
 use super::files::FileError;
 use super::policy::Policy;
+use crate::backend::wasm::grants::GrantSpec;
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::Value;
@@ -62,16 +63,10 @@ pub struct TickSection {
     pub command: Vec<String>,
     /// Working directory of a native Tick (relative to the scenario).
     pub cwd: Option<PathBuf>,
-    /// `--dir` grants, host paths relative to the scenario.
-    pub dir: Vec<String>,
-    /// `--allow-net` grants.
-    pub allow_net: Vec<String>,
-    /// `--allow-http` grants.
-    pub allow_http: Vec<String>,
-    /// `--env` grants.
-    pub env: Vec<String>,
-    /// `--max-memory`.
-    pub max_memory: Option<String>,
+    /// Grants and bounds, the same type and keys as the sandbox flags,
+    /// policy files and recordings (`dir` host paths and `http_ca` made
+    /// relative to the scenario).
+    pub grants: GrantSpec,
     /// A guest path at which a wasm Tick gets a fresh, empty directory for
     /// this run (removed afterwards).
     pub scratch: Option<String>,
@@ -230,7 +225,9 @@ impl Check {
 #[serde(deny_unknown_fields)]
 struct RawFile {
     name: Option<String>,
-    tick: RawTick,
+    /// Split into [`RawTick`] and a [`GrantSpec`] by key: serde's `flatten`
+    /// would let unknown keys through.
+    tick: toml::Table,
     #[serde(default)]
     step: Vec<RawStep>,
 }
@@ -241,15 +238,6 @@ struct RawTick {
     path: Option<String>,
     command: Option<Vec<String>>,
     cwd: Option<String>,
-    #[serde(default)]
-    dir: Vec<String>,
-    #[serde(default)]
-    allow_net: Vec<String>,
-    #[serde(default)]
-    allow_http: Vec<String>,
-    #[serde(default)]
-    env: Vec<String>,
-    max_memory: Option<String>,
     scratch: Option<String>,
     size: Option<[u32; 2]>,
     deterministic: Option<bool>,
@@ -460,7 +448,16 @@ pub fn parse(text: &str, file: &Path, policy: &Policy) -> Result<Scenario, Strin
     })
 }
 
-fn tick_section(t: RawTick, base: &Path, policy: &Policy) -> Result<TickSection, String> {
+fn tick_section(table: toml::Table, base: &Path, policy: &Policy) -> Result<TickSection, String> {
+    let (grants, rest): (toml::Table, toml::Table) = table
+        .into_iter()
+        .partition(|(k, _)| GrantSpec::KEYS.contains(&k.as_str()));
+    let t: RawTick = toml::Value::Table(rest)
+        .try_into()
+        .map_err(|e: toml::de::Error| format!("[tick]: {}", e.message()))?;
+    let mut grants: GrantSpec = toml::Value::Table(grants)
+        .try_into()
+        .map_err(|e: toml::de::Error| format!("[tick]: {}", e.message()))?;
     let expand_env = |text: &str| expand_env(text, policy);
     let path = t
         .path
@@ -493,11 +490,18 @@ fn tick_section(t: RawTick, base: &Path, policy: &Policy) -> Result<TickSection,
             Some((c as u16, r as u16))
         }
     };
-    let dir: Vec<String> = t.dir.iter().map(|d| dir_grant(base, d)).collect();
-    for d in &dir {
-        policy.check_dir(Path::new(crate::backend::wasm::grants::dir_host(d)), base)?;
+    grants.dir = grants.dir.iter().map(|d| dir_grant(base, d)).collect();
+    for d in &grants.dir {
+        let host = Path::new(crate::backend::wasm::grants::dir_host(d));
+        policy.check_path("dir", host, base)?;
     }
-    for e in &t.env {
+    // The CA file is read by the host: bounded like a directory grant.
+    if let Some(ca) = &grants.http_ca {
+        let ca = relative_to(base, ca);
+        policy.check_path("http_ca", &ca, base)?;
+        grants.http_ca = Some(ca.display().to_string());
+    }
+    for e in &grants.env {
         policy.check_env_grant(e)?;
     }
     let call_timeout = t
@@ -513,11 +517,7 @@ fn tick_section(t: RawTick, base: &Path, policy: &Policy) -> Result<TickSection,
             .map(|c| expand_env(&c).map(|c| relative_to(base, &c)))
             .transpose()
             .map_err(|e| format!("[tick] cwd: {e}"))?,
-        dir,
-        allow_net: t.allow_net,
-        allow_http: t.allow_http,
-        env: t.env,
-        max_memory: t.max_memory,
+        grants,
         scratch: match t.scratch {
             Some(g) if !g.starts_with('/') => {
                 return Err(format!(
@@ -961,7 +961,7 @@ mod tests {
         let strict = Policy::default();
         let s = with("data::/data:rw,max=1MiB", &strict).unwrap();
         assert_eq!(
-            s.tick.dir,
+            s.tick.grants.dir,
             [format!("{}::/data:rw,max=1MiB", here.join("data").display())]
         );
         for outside in [

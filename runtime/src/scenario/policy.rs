@@ -27,14 +27,15 @@ impl Policy {
         self.allow_env.iter().any(|n| n == name)
     }
 
-    /// Refuses a `dir` grant whose host path is not under a grant root.
+    /// Refuses a host path a scenario names under `key` (a `dir` grant, the
+    /// `http_ca` file) that is not under a grant root.
     /// `host` is already absolute or relative to the working directory;
     /// `base` is the scenario's directory. Both sides are resolved
     /// (symbolic links, `..`) so that neither a link nor a `..` leads out.
-    pub fn check_dir(&self, host: &Path, base: &Path) -> Result<(), String> {
+    pub fn check_path(&self, key: &str, host: &Path, base: &Path) -> Result<(), String> {
         let real = host.canonicalize().map_err(|e| {
             format!(
-                "[tick] dir {:?}: cannot resolve the host path: {e}",
+                "[tick] {key} {:?}: cannot resolve the host path: {e}",
                 host.display().to_string()
             )
         })?;
@@ -50,7 +51,7 @@ impl Policy {
         }
         let shown: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
         Err(format!(
-            "[tick] dir {:?} is outside the grant root ({named}: {}); a scenario may grant only directories under it (name another with --grant-root DIR)",
+            "[tick] {key} {:?} is outside the grant root ({named}: {}); a scenario may grant only paths under it (name another with --grant-root DIR)",
             host.display().to_string(),
             shown.join(", ")
         ))
