@@ -561,7 +561,8 @@ async fn wait_for_stops_at_the_jump_bound() {
         "[tick]\npath = {:?}\n\n[[step]]\nkey = \"n\"\n\n[[step]]\nwait_for = {{ pointer = \"/jobs/0/status\", equals = \"done\" }}\n",
         wasm_path.to_string_lossy()
     );
-    let s = scenario::parse(&text, Path::new("jump.scenario.toml")).expect("parses");
+    let s = scenario::parse(&text, Path::new("jump.scenario.toml"), &Default::default())
+        .expect("parses");
     let run = |max| {
         let opts = RunOptions {
             max_wait_jumps: max,

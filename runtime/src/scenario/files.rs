@@ -25,7 +25,7 @@ pub enum FileError {
     #[error("{} is not a regular file", .0.display())]
     NotRegular(PathBuf),
     /// The file is over its size bound.
-    #[error("{} is {len} bytes, over the {max}-byte limit", path.display())]
+    #[error("{} is {len} bytes, over the {max}-byte limit", .path.display())]
     TooLarge {
         /// The file.
         path: PathBuf,
@@ -41,7 +41,7 @@ pub enum FileError {
     #[error("{} does not exist", .0.display())]
     Missing(PathBuf),
     /// Another I/O error.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}", .path.display())]
     Io {
         /// The file.
         path: PathBuf,

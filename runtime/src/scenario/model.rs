@@ -496,8 +496,8 @@ fn tick_section(table: toml::Table, base: &Path, policy: &Policy) -> Result<Tick
         policy.check_path("dir", host, base)?;
     }
     // The CA file is read by the host: bounded like a directory grant.
-    if let Some(ca) = &grants.http_ca {
-        let ca = relative_to(base, ca);
+    if let Some(ca) = grants.http_ca.take() {
+        let ca = relative_to(base, &ca);
         policy.check_path("http_ca", &ca, base)?;
         grants.http_ca = Some(ca.display().to_string());
     }

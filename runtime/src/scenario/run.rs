@@ -210,6 +210,16 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
         .checked_add(opts.budget.limit)
         .unwrap_or_else(|| tokio::time::Instant::now() + MAX_TIMEOUT_CLAMP);
     let over = || format!("stopped: the scenario ran past {}", opts.budget.bound);
+    // Running out of time is the scenario's failure (exit 1) whenever it
+    // happens, starting included: a slow start is not a Tick that cannot.
+    let over_at_start = || {
+        Outcome::Failed(Failure {
+            step: 0,
+            action: "start".into(),
+            expected: "the Tick to start within the time budget".into(),
+            found: vec![format!("{} while its Tick started", over())],
+        })
+    };
     let mut result = ScenarioResult::not_run(
         &scenario.name,
         scenario.file.clone(),
@@ -252,7 +262,7 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
             return result;
         }
         Err(_) => {
-            result.outcome = Outcome::StartFailed(format!("{} while its Tick started", over()));
+            result.outcome = over_at_start();
             result.duration = started.elapsed();
             return result;
         }
@@ -273,7 +283,7 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
             return result;
         }
         Err(_) => {
-            result.outcome = Outcome::StartFailed(format!("{} while its Tick started", over()));
+            result.outcome = over_at_start();
             result.duration = started.elapsed();
             return result;
         }

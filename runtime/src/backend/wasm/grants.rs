@@ -235,8 +235,8 @@ impl GrantSpec {
             };
             for v in values {
                 if let serde_json::Value::String(v) = v {
-                    out.push(flag.clone());
-                    out.push(v);
+                    // `--flag=VALUE`: a value starting with `-` stays a value.
+                    out.push(format!("{flag}={v}"));
                 }
             }
         }
@@ -586,15 +586,10 @@ mod tests {
             ..GrantSpec::default()
         };
         let args = spec.to_args();
-        for pair in [
-            ["--dir", "a"],
-            ["--dir", "b:ro"],
-            ["--http-ca", "ca.pem"],
-            ["--max-write", "1MiB"],
-        ] {
-            assert!(args.windows(2).any(|w| w == pair), "{pair:?} in {args:?}");
+        for arg in ["--dir=a", "--dir=b:ro", "--http-ca=ca.pem", "--max-write=1MiB"] {
+            assert!(args.iter().any(|a| a == arg), "{arg} in {args:?}");
         }
-        assert_eq!(args.len(), 8, "{args:?}");
+        assert_eq!(args.len(), 4, "{args:?}");
     }
 
     #[test]
