@@ -169,7 +169,11 @@ impl Rules {
             Ok::<_, Exit>((d, format!("--{flag} {text}")))
         };
         let (per, per_flag) = budget("timeout", &args.timeout, scenario::DEFAULT_SCENARIO_TIMEOUT)?;
-        let (total, run_flag) = budget("run-timeout", &args.run_timeout, scenario::DEFAULT_RUN_TIMEOUT)?;
+        let (total, run_flag) = budget(
+            "run-timeout",
+            &args.run_timeout,
+            scenario::DEFAULT_RUN_TIMEOUT,
+        )?;
         Ok(Rules {
             policy: Policy {
                 allow_env: args.allow_env.clone(),
@@ -320,7 +324,10 @@ async fn one(
             }
             match Scratch::new() {
                 Ok(dir) => {
-                    s.tick.grants.dir.push(format!("{}::{guest}", dir.0.display()));
+                    s.tick
+                        .grants
+                        .dir
+                        .push(format!("{}::{guest}", dir.0.display()));
                     Some(dir)
                 }
                 Err(e) => {

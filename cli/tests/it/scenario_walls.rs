@@ -107,7 +107,11 @@ fn environment_variables_are_read_only_when_allowed() {
     let file = t.path("e.scenario.toml");
     let secret = ("WALLS_SECRET", "hunter2-do-not-print");
     let bin = counter_wasm();
-    let dir = Path::new(&bin).parent().unwrap().to_string_lossy().into_owned();
+    let dir = Path::new(&bin)
+        .parent()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
 
     // The host's variable in a path: refused, and the value is nowhere.
     std::fs::write(
@@ -129,7 +133,8 @@ fn environment_variables_are_read_only_when_allowed() {
     let out = test(&[&s(&file)], &[secret]);
     out.expect(2, "1 scenarios are invalid");
     assert!(
-        out.stdout.contains("allow it with --allow-env WALLS_SECRET"),
+        out.stdout
+            .contains("allow it with --allow-env WALLS_SECRET"),
         "{out:#?}"
     );
     assert!(!format!("{out:?}").contains(secret.1), "{out:#?}");
@@ -258,15 +263,15 @@ fn a_newline_in_a_name_forges_no_report_line() {
     let out = test(&[&s(&file)], &[]);
     out.expect(1, "1 of 1 scenarios failed");
     let lines: Vec<&str> = out.stdout.lines().collect();
-    assert!(
-        !lines.iter().any(|l| l.starts_with("PASSED")),
-        "{out:#?}"
-    );
+    assert!(!lines.iter().any(|l| l.starts_with("PASSED")), "{out:#?}");
     assert!(
         lines[0].starts_with("FAIL    counter\\nPASSED: 9 passed"),
         "the name stays on its line, escaped: {out:#?}"
     );
-    assert!(lines.last().unwrap().starts_with("FAILED: 0 passed, 1 failed"));
+    assert!(lines
+        .last()
+        .unwrap()
+        .starts_with("FAILED: 0 passed, 1 failed"));
     let out = test(&[&s(&file), "--format", "junit"], &[]);
     assert!(out.stdout.contains("name=\"counter\\nPASSED"), "{out:#?}");
     assert!(!out.stdout.contains("&#10;PASSED"), "{out:#?}");
@@ -278,7 +283,10 @@ fn a_newline_in_a_name_forges_no_report_line() {
     // Positive control: a plain name is shown as it is.
     write("plain counter");
     let out = test(&[&s(&file)], &[]);
-    assert!(out.stdout.starts_with("FAIL    plain counter ("), "{out:#?}");
+    assert!(
+        out.stdout.starts_with("FAIL    plain counter ("),
+        "{out:#?}"
+    );
 }
 
 /// A native counter scenario that waits (real time, up to its 10 minute

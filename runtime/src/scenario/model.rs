@@ -4,8 +4,8 @@
 //! described by `scenario.schema.json` next to this module. Every mistake is
 //! reported with the file, the step number and what is wrong.
 
-use super::keys;
 use super::files::FileError;
+use super::keys;
 use super::policy::Policy;
 use crate::backend::wasm::grants::GrantSpec;
 use regex::Regex;
@@ -936,7 +936,12 @@ mod tests {
         assert!(p("[tick]\npath = \"t.wasm\"\nenv = [\"HOME\"]\n")
             .unwrap_err()
             .contains("allow it with --allow-env HOME"));
-        assert!(parse("[tick]\npath = \"t.wasm\"\nenv = [\"HOME\"]\n", f, &allow("HOME")).is_ok());
+        assert!(parse(
+            "[tick]\npath = \"t.wasm\"\nenv = [\"HOME\"]\n",
+            f,
+            &allow("HOME")
+        )
+        .is_ok());
         assert!(p("[tick]\npath = \"t.wasm\"\nenv = [\"MODE=fast\"]\n").is_ok());
     }
 
@@ -962,7 +967,10 @@ mod tests {
         let s = with("data::/data:rw,max=1MiB", &strict).unwrap();
         assert_eq!(
             s.tick.grants.dir,
-            [format!("{}::/data:rw,max=1MiB", here.join("data").display())]
+            [format!(
+                "{}::/data:rw,max=1MiB",
+                here.join("data").display()
+            )]
         );
         for outside in [
             other.display().to_string(),

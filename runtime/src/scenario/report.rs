@@ -298,7 +298,11 @@ mod tests {
             Outcome::Invalid("step 1: bad\nPASSED: forged".into()),
         )];
         let t = to_text(&r);
-        assert_eq!(t.lines().filter(|l| l.starts_with("PASSED")).count(), 0, "{t}");
+        assert_eq!(
+            t.lines().filter(|l| l.starts_with("PASSED")).count(),
+            0,
+            "{t}"
+        );
         assert!(t.contains("INVALID x\\nPASSED: 9 passed"), "{t}");
         assert!(t.contains("n\\u{202e}.scenario.toml"), "{t}");
         let x = to_junit(&r);

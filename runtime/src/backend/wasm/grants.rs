@@ -586,7 +586,12 @@ mod tests {
             ..GrantSpec::default()
         };
         let args = spec.to_args();
-        for arg in ["--dir=a", "--dir=b:ro", "--http-ca=ca.pem", "--max-write=1MiB"] {
+        for arg in [
+            "--dir=a",
+            "--dir=b:ro",
+            "--http-ca=ca.pem",
+            "--max-write=1MiB",
+        ] {
             assert!(args.iter().any(|a| a == arg), "{arg} in {args:?}");
         }
         assert_eq!(args.len(), 4, "{args:?}");
