@@ -925,6 +925,15 @@ mod tests {
         );
     }
 
+    /// A recording grants what the session had (here `/`): replaying it
+    /// takes a grant root that covers it.
+    fn everywhere() -> super::super::Policy {
+        super::super::Policy {
+            grant_roots: vec![PathBuf::from("/")],
+            ..Default::default()
+        }
+    }
+
     fn tick(time: RecordTime) -> RecordTick {
         RecordTick {
             path: Some(PathBuf::from("/x/counter.wasm")),
@@ -967,13 +976,7 @@ mod tests {
         assert_eq!(written.len(), 2);
         let snap = std::fs::read_to_string(dir.join("r.mark-1.snap")).unwrap();
         assert_eq!(snap, "Counter: 2\n");
-        // A recording grants what the session had: replaying it takes a
-        // grant root that covers it.
-        let policy = super::super::Policy {
-            grant_roots: vec![PathBuf::from("/")],
-            ..Default::default()
-        };
-        let s = model::load(&file, &policy).unwrap();
+        let s = model::load(&file, &everywhere()).unwrap();
         assert_eq!(s.tick.size, Some((80, 24)));
         assert_eq!(s.tick.deterministic, Some(true));
         let kinds: Vec<&str> = s.steps.iter().map(|s| s.action.kind()).collect();
@@ -1031,7 +1034,7 @@ mod tests {
         );
         assert!(text.contains("call = \"g\"\nargs = {}\n# the result is not expected"));
         assert!(text.contains("# call \"h\" not recorded"));
-        let s = model::parse(&text, Path::new("/x/v.scenario.toml"), &Default::default()).unwrap();
+        let s = model::parse(&text, Path::new("/x/v.scenario.toml"), &everywhere()).unwrap();
         assert_eq!(s.steps.len(), 2);
     }
 
@@ -1090,6 +1093,6 @@ mod tests {
         let text = r.text();
         assert!(text.len() <= MAX_RECORD_BYTES, "{}", text.len());
         assert!(text.contains("recording stopped after"), "bounded");
-        assert!(model::parse(&text, Path::new("/x/k.scenario.toml"), &Default::default()).is_ok());
+        assert!(model::parse(&text, Path::new("/x/k.scenario.toml"), &everywhere()).is_ok());
     }
 }
