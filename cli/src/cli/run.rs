@@ -183,26 +183,22 @@ fn record_tick(spec: &TickSpec, opts: &open::TickOpts, opened: &open::Opened) ->
         path,
         cwd: native.then(|| opts.cwd.as_deref().map_or_else(|| cwd.clone(), abs)),
         command,
-        dir: grants
-            .dir
-            .iter()
-            .map(|d| tickbox_runtime::scenario::dir_grant(&cwd, d))
-            .collect(),
-        allow_net: grants.allow_net,
-        env: grants.env,
-        max_memory: grants.max_memory,
+        // The whole spec: every grant and bound the session had, with the
+        // host paths absolute so the scenario runs from anywhere.
+        grants: tickbox_runtime::backend::wasm::grants::GrantSpec {
+            dir: grants
+                .dir
+                .iter()
+                .map(|d| tickbox_runtime::scenario::dir_grant(&cwd, d))
+                .collect(),
+            http_ca: grants
+                .http_ca
+                .as_deref()
+                .map(|c| abs(Path::new(c)).display().to_string()),
+            ..grants.clone()
+        },
         size: opened.session.view().size(),
         time,
-        unrecorded: [
-            ("--max-handles", &grants.max_handles),
-            ("--max-wasm-size", &grants.max_wasm_size),
-            ("--compile-timeout", &grants.compile_timeout),
-            ("--compile-memory", &grants.compile_memory),
-            ("--max-write", &grants.max_write),
-        ]
-        .into_iter()
-        .filter_map(|(flag, v)| v.as_ref().map(|v| format!("{flag} {v}")))
-        .collect(),
     }
 }
 

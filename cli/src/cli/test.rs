@@ -6,9 +6,11 @@ use super::open::{launcher as resolve, TickOpts, TickSpec};
 use clap::{Args, Parser, ValueEnum};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tickbox_runtime::backend::wasm::{self, WasmKind};
 use tickbox_runtime::scenario::{
-    self, report, LaunchFn, Outcome, Prepared, RunOptions, Scenario, ScenarioResult, TickKind,
+    self, report, LaunchFn, Outcome, Policy, Prepared, RunOptions, Scenario, ScenarioResult,
+    TickKind, TimeBudget,
 };
 use tickbox_runtime::Launcher;
 
@@ -27,7 +29,16 @@ Exit codes (the first that applies):
 
 Scenario files (TOML) are documented in the README, \"Testing your Tick in CI\";
 a directory is searched for *.scenario.toml. Wasm Ticks run with virtual time
-and seeded randomness unless the scenario sets deterministic = false.";
+and seeded randomness unless the scenario sets deterministic = false.
+
+Scenario files are untrusted input. A scenario may grant directories only
+under its own directory (or --grant-root DIR) and read environment variables
+(${NAME}, env = [\"NAME\"]) only if --allow-env NAME names them; scenario and
+snapshot files are never read or written through a symbolic link. When the
+CI environment variable is set (to anything but \"\", 0 or false), only
+sandboxed (wasm) Ticks run, as with --sandboxed-only; --allow-native runs
+native ones too. Each scenario has --timeout (default 5m), the whole run
+--run-timeout (default 30m).";
 
 /// Report formats.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -66,10 +77,134 @@ pub struct TestArgs {
     /// Pretty-print the JSON report
     #[arg(long)]
     pub pretty: bool,
+    /// Run only sandboxed (wasm) Ticks: a scenario with a native Tick is refused [default when CI is set]
+    #[arg(long)]
+    pub sandboxed_only: bool,
+    /// Run native Ticks even when CI is set (they run with your permissions)
+    #[arg(long, conflicts_with = "sandboxed_only")]
+    pub allow_native: bool,
+    /// A directory under which scenarios may grant directories (repeatable) [default: each scenario's own directory]
+    #[arg(long, value_name = "DIR")]
+    pub grant_root: Vec<PathBuf>,
+    /// An environment variable scenarios may read, as ${NAME} or env = ["NAME"] (repeatable) [default: none]
+    #[arg(long, value_name = "NAME")]
+    pub allow_env: Vec<String>,
+    /// Wall time one scenario may take, e.g. 90s or 5m [default: 5m]
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// Wall time the whole run may take; scenarios not finished by then fail [default: 30m]
+    #[arg(long, value_name = "DURATION")]
+    pub run_timeout: Option<String>,
 }
 
 /// Most scenarios run at once.
 pub const MAX_JOBS: usize = 256;
+
+/// Longest `--timeout` or `--run-timeout` accepted: a day.
+pub const MAX_BUDGET: Duration = Duration::from_secs(24 * 3600);
+
+/// The environment variable that, set, makes `tickbox test` run only
+/// sandboxed Ticks unless `--allow-native` is given. CI systems set it
+/// (GitHub Actions, GitLab CI, and others set `CI=true`).
+pub const CI_VAR: &str = "CI";
+
+/// Whether `CI` is set to something that means yes (not "", "0" or "false").
+fn in_ci() -> bool {
+    std::env::var(CI_VAR).is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false" | "FALSE" | "False"))
+}
+
+/// A default budget as the flag would take it ("5m").
+fn minutes(d: Duration) -> String {
+    match d.as_secs() {
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
+/// What the command line allows and bounds, for every scenario of a run.
+struct Rules {
+    policy: Policy,
+    /// Why only sandboxed Ticks run, when they do.
+    sandboxed_only: Option<&'static str>,
+    scenario_budget: TimeBudget,
+    run_deadline: Instant,
+    run_bound: String,
+}
+
+impl Rules {
+    fn from_args(args: &TestArgs) -> Result<Rules, Exit> {
+        let sandboxed_only = if args.sandboxed_only {
+            Some("--sandboxed-only")
+        } else if !args.allow_native && in_ci() {
+            Some("the default when CI is set")
+        } else {
+            None
+        };
+        for n in &args.allow_env {
+            if n.is_empty() || n.contains('=') || n.contains('\0') {
+                return Err(Exit::usage(format!(
+                    "--allow-env {n:?}: give a variable's name (no '=')"
+                )));
+            }
+        }
+        for r in &args.grant_root {
+            if !std::fs::metadata(r).is_ok_and(|m| m.is_dir()) {
+                return Err(Exit::usage(format!(
+                    "--grant-root {}: not a directory",
+                    r.display()
+                )));
+            }
+        }
+        let budget = |flag: &str, given: &Option<String>, default: Duration| {
+            let text = given.clone().unwrap_or_else(|| minutes(default));
+            let text = text.as_str();
+            let d = scenario::parse_duration(text)
+                .ok()
+                .filter(|d| !d.is_zero() && *d <= MAX_BUDGET)
+                .ok_or_else(|| {
+                    Exit::usage(format!(
+                        "--{flag} {text:?}: give a duration above zero and at most 24h, e.g. 90s or 5m"
+                    ))
+                })?;
+            Ok::<_, Exit>((d, format!("--{flag} {text}")))
+        };
+        let (per, per_flag) = budget("timeout", &args.timeout, scenario::DEFAULT_SCENARIO_TIMEOUT)?;
+        let (total, run_flag) = budget(
+            "run-timeout",
+            &args.run_timeout,
+            scenario::DEFAULT_RUN_TIMEOUT,
+        )?;
+        Ok(Rules {
+            policy: Policy {
+                allow_env: args.allow_env.clone(),
+                grant_roots: args.grant_root.clone(),
+            },
+            sandboxed_only,
+            scenario_budget: TimeBudget {
+                limit: per,
+                bound: format!("the scenario's time budget ({per_flag})"),
+            },
+            run_deadline: Instant::now() + total,
+            run_bound: format!("the run's time budget ({run_flag})"),
+        })
+    }
+
+    /// The budget of a scenario starting now: its own, or what is left of
+    /// the run's if that is less; `None` when the run's is used up.
+    fn budget_now(&self) -> Option<TimeBudget> {
+        let left = self.run_deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            None
+        } else if left < self.scenario_budget.limit {
+            Some(TimeBudget {
+                limit: left,
+                bound: self.run_bound.clone(),
+            })
+        } else {
+            Some(self.scenario_budget.clone())
+        }
+    }
+}
 
 /// Parses a scenario's `[tick]` grants exactly as the command line would,
 /// so a scenario gets the same checks and defaults as `tickbox run`.
@@ -82,26 +217,12 @@ struct GrantLine {
 
 fn launcher(s: &Scenario, no_cache: bool) -> Result<Launcher, Exit> {
     let t = &s.tick;
-    let mut argv: Vec<String> = Vec::new();
+    // Every grant and bound of the one grant type, as the flags give them.
+    let mut argv: Vec<String> = t.grants.to_args();
     let mut flag = |name: &str, v: &str| {
         argv.push(format!("--{name}"));
         argv.push(v.to_string());
     };
-    for d in &t.dir {
-        flag("dir", d);
-    }
-    for a in &t.allow_net {
-        flag("allow-net", a);
-    }
-    for a in &t.allow_http {
-        flag("allow-http", a);
-    }
-    for e in &t.env {
-        flag("env", e);
-    }
-    if let Some(m) = &t.max_memory {
-        flag("max-memory", m);
-    }
     let is_wasm = t.path.as_deref().is_some_and(wasm::is_wasm_path);
     // A native Tick starts in the scenario's directory unless it says otherwise.
     let cwd = t.cwd.clone().or_else(|| {
@@ -154,9 +275,10 @@ fn prepare(l: Launcher) -> Prepared {
 async fn one(
     file: PathBuf,
     args: Arc<TestArgs>,
+    rules: Arc<Rules>,
     filter: Arc<Vec<String>>,
 ) -> Option<ScenarioResult> {
-    let s = match scenario::load(&file) {
+    let s = match scenario::load(&file, &rules.policy) {
         Ok(s) => s,
         Err(e) => {
             return Some(ScenarioResult::not_run(
@@ -175,6 +297,22 @@ async fn one(
     {
         return None;
     }
+    let is_wasm = s.tick.path.as_deref().is_some_and(wasm::is_wasm_path);
+    if let (Some(why), false) = (rules.sandboxed_only, is_wasm) {
+        let o = Outcome::Invalid(format!(
+            "refused: a native Tick runs with your permissions, and only sandboxed (wasm) Ticks may run ({why}); pass --allow-native to run it"
+        ));
+        return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
+    }
+    let Some(budget) = rules.budget_now() else {
+        let o = Outcome::Failed(scenario::Failure {
+            step: 0,
+            action: "timeout".into(),
+            expected: "to start".into(),
+            found: vec![format!("not run: {} was used up", rules.run_bound)],
+        });
+        return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
+    };
     // A fresh empty directory for `scratch`, removed when the run is over.
     let mut s = s;
     let _scratch = match s.tick.scratch.clone() {
@@ -186,7 +324,10 @@ async fn one(
             }
             match Scratch::new() {
                 Ok(dir) => {
-                    s.tick.dir.push(format!("{}::{guest}", dir.0.display()));
+                    s.tick
+                        .grants
+                        .dir
+                        .push(format!("{}::{guest}", dir.0.display()));
                     Some(dir)
                 }
                 Err(e) => {
@@ -210,6 +351,7 @@ async fn one(
     let opts = RunOptions {
         update: args.update,
         seed: args.seed,
+        budget,
         ..RunOptions::default()
     };
     Some(scenario::run(&s, &prepared, &opts).await)
@@ -257,6 +399,7 @@ pub async fn run(args: TestArgs) -> Result<(), Exit> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
+    let rules = Arc::new(Rules::from_args(&args)?);
     let format = args.format;
     let pretty = args.pretty;
     let filter = Arc::new(args.filter.clone());
@@ -265,10 +408,11 @@ pub async fn run(args: TestArgs) -> Result<(), Exit> {
     let mut tasks = tokio::task::JoinSet::new();
     for (i, file) in files.into_iter().enumerate() {
         let (args, filter, permits) = (args.clone(), filter.clone(), permits.clone());
+        let rules = rules.clone();
         tasks.spawn(async move {
             // The semaphore is never closed, so acquiring cannot fail.
             let _permit = permits.acquire_owned().await.ok();
-            (i, one(file, args, filter).await)
+            (i, one(file, args, rules, filter).await)
         });
     }
     let mut results: Vec<(usize, ScenarioResult)> = Vec::new();

@@ -36,6 +36,9 @@
 //!   scenario that replays green (wasm on virtual time, native on real time);
 //! - `scenario` — `tickbox test`: the example scenarios, failure output,
 //!   identical screens under virtual time, exit codes;
+//! - `scenario_walls` — scenario files as untrusted input: native Ticks only
+//!   when allowed, grant roots, allowed environment variables, no symbolic
+//!   links, names that forge no report line, time budgets;
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
 //!   drawn from the screen model only, escaped text in every command,
 //!   drawing floods that stall nothing, bounded view sizes;
@@ -65,6 +68,7 @@ mod native;
 mod record;
 mod sandbox;
 mod scenario;
+mod scenario_walls;
 mod schema_bomb;
 mod tick_text;
 mod tiers;

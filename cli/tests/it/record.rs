@@ -187,6 +187,51 @@ fn a_recorded_wasm_session_replays_green_on_virtual_time() {
     assert_replays_and_fails_when_edited(&file, &text);
 }
 
+/// Every grant and bound of the session is written (the one grant type),
+/// and the recording replays green with them.
+#[test]
+fn a_recording_keeps_every_grant_and_bound() {
+    let w = World::new("record-grants");
+    let wasm = build_wasm("examples", "counter", "wasm32-wasip2");
+    let t = TempDir::new("record-grants-out");
+    std::fs::create_dir_all(t.path("data")).unwrap();
+    let file = t.path("grants.scenario.toml");
+    let data = format!("{}::/data:rw,max=2MiB", t.path("data").display());
+    let text = record_session(
+        &w,
+        "rg",
+        &file,
+        &[
+            "--dir",
+            &data,
+            "--allow-http",
+            "http://127.0.0.1:9",
+            "--max-write",
+            "1MiB",
+            "--max-handles",
+            "64",
+            "--max-memory",
+            "128MiB",
+            "--env",
+            "MODE=fast",
+            &wasm.to_string_lossy(),
+        ],
+        End::DetachThenStop,
+    );
+    for want in [
+        format!("dir = [{data:?}]"),
+        "allow_http = [\"http://127.0.0.1:9\"]".into(),
+        "env = [\"MODE=fast\"]".into(),
+        "max_memory = \"128MiB\"".into(),
+        "max_handles = \"64\"".into(),
+        "max_write = \"1MiB\"".into(),
+    ] {
+        assert!(text.contains(&want), "{want} missing in:\n{text}");
+    }
+    assert!(!text.contains("Not recorded"), "{text}");
+    assert_replays_and_fails_when_edited(&file, &text);
+}
+
 #[test]
 fn a_recorded_native_session_replays_green_on_real_time() {
     let w = World::new("record-native");

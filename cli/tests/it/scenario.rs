@@ -19,7 +19,8 @@ fn wasm_dir() -> String {
 
 fn test(args: &[&str]) -> Output {
     let dir = wasm_dir();
-    let mut argv = vec!["test".to_string()];
+    // Scenarios read only the variables the command line allows.
+    let mut argv = vec!["test".to_string(), "--allow-env=TICKBOX_WASM_DIR".into()];
     argv.extend(args.iter().map(|a| a.to_string()));
     tickbox_env(&argv, &[("TICKBOX_WASM_DIR", dir.as_str())])
 }
@@ -60,7 +61,17 @@ fn every_example_scenario_passes() {
     let python = lang_dir(crate::toolchains::PYTHON);
     let js = lang_dir(crate::toolchains::JS);
     let out = tickbox_env(
-        &["test", &repo("examples"), "--format", "json"],
+        &[
+            "test",
+            &repo("examples"),
+            "--format",
+            "json",
+            "--allow-env=TICKBOX_WASM_DIR",
+            "--allow-env=TICKBOX_C_DIR",
+            "--allow-env=TICKBOX_GO_DIR",
+            "--allow-env=TICKBOX_PYTHON_DIR",
+            "--allow-env=TICKBOX_JS_DIR",
+        ],
         &[
             ("TICKBOX_WASM_DIR", wasm.as_str()),
             ("TICKBOX_C_DIR", c.as_str()),
@@ -550,7 +561,8 @@ async fn wait_for_stops_at_the_jump_bound() {
         "[tick]\npath = {:?}\n\n[[step]]\nkey = \"n\"\n\n[[step]]\nwait_for = {{ pointer = \"/jobs/0/status\", equals = \"done\" }}\n",
         wasm_path.to_string_lossy()
     );
-    let s = scenario::parse(&text, Path::new("jump.scenario.toml")).expect("parses");
+    let s = scenario::parse(&text, Path::new("jump.scenario.toml"), &Default::default())
+        .expect("parses");
     let run = |max| {
         let opts = RunOptions {
             max_wait_jumps: max,

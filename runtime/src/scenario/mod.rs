@@ -7,6 +7,10 @@
 //! - `model` — the file format, parsed and checked ([`load`], [`parse`];
 //!   schema: `scenario.schema.json` in this directory; README "Testing your
 //!   Tick in CI");
+//! - `policy` — what the command line lets a file ask for ([`Policy`]:
+//!   grant roots, allowed environment variables);
+//! - `files` — scenario and snapshot files read and written only as
+//!   regular files, never through a symbolic link;
 //! - `keys` — key names to terminal bytes;
 //! - `run` — one scenario against one fresh instance ([`run()`]);
 //! - `diff` — state and screen comparisons, bounded and escaped;
@@ -36,16 +40,21 @@
 //! ```
 
 pub(crate) mod diff;
+pub(crate) mod files;
 pub(crate) mod keys;
 pub(crate) mod model;
+pub(crate) mod policy;
 pub(crate) mod record;
 pub mod report;
 pub(crate) mod run;
 
-pub use model::{dir_grant, load, parse, stem, Scenario, ScenarioError};
+pub use files::FileError;
+pub use model::{dir_grant, load, parse, parse_duration, stem, Scenario, ScenarioError};
+pub use policy::Policy;
 pub use record::{RecordTick, RecordTime, Recorder, KEY_MERGE};
 pub use run::{
-    run, LaunchFn, Outcome, Prepared, RunOptions, ScenarioResult, TickKind, MAX_WAIT_JUMPS,
+    run, Failure, LaunchFn, Outcome, Prepared, RunOptions, ScenarioResult, TickKind, TimeBudget,
+    DEFAULT_RUN_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, MAX_WAIT_JUMPS,
 };
 
 use std::path::{Path, PathBuf};

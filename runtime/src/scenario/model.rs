@@ -4,7 +4,10 @@
 //! described by `scenario.schema.json` next to this module. Every mistake is
 //! reported with the file, the step number and what is wrong.
 
+use super::files::FileError;
 use super::keys;
+use super::policy::Policy;
+use crate::backend::wasm::grants::GrantSpec;
 use regex::Regex;
 use serde::Deserialize;
 use serde_json::Value;
@@ -60,16 +63,10 @@ pub struct TickSection {
     pub command: Vec<String>,
     /// Working directory of a native Tick (relative to the scenario).
     pub cwd: Option<PathBuf>,
-    /// `--dir` grants, host paths relative to the scenario.
-    pub dir: Vec<String>,
-    /// `--allow-net` grants.
-    pub allow_net: Vec<String>,
-    /// `--allow-http` grants.
-    pub allow_http: Vec<String>,
-    /// `--env` grants.
-    pub env: Vec<String>,
-    /// `--max-memory`.
-    pub max_memory: Option<String>,
+    /// Grants and bounds, the same type and keys as the sandbox flags,
+    /// policy files and recordings (`dir` host paths and `http_ca` made
+    /// relative to the scenario).
+    pub grants: GrantSpec,
     /// A guest path at which a wasm Tick gets a fresh, empty directory for
     /// this run (removed afterwards).
     pub scratch: Option<String>,
@@ -228,7 +225,9 @@ impl Check {
 #[serde(deny_unknown_fields)]
 struct RawFile {
     name: Option<String>,
-    tick: RawTick,
+    /// Split into [`RawTick`] and a [`GrantSpec`] by key: serde's `flatten`
+    /// would let unknown keys through.
+    tick: toml::Table,
     #[serde(default)]
     step: Vec<RawStep>,
 }
@@ -239,15 +238,6 @@ struct RawTick {
     path: Option<String>,
     command: Option<Vec<String>>,
     cwd: Option<String>,
-    #[serde(default)]
-    dir: Vec<String>,
-    #[serde(default)]
-    allow_net: Vec<String>,
-    #[serde(default)]
-    allow_http: Vec<String>,
-    #[serde(default)]
-    env: Vec<String>,
-    max_memory: Option<String>,
     scratch: Option<String>,
     size: Option<[u32; 2]>,
     deterministic: Option<bool>,
@@ -327,8 +317,9 @@ fn bounded_timeout(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Expands `${NAME}` from the environment; an unset variable is an error.
-pub fn expand_env(text: &str) -> Result<String, String> {
+/// Expands `${NAME}` from the environment, for the variables `policy`
+/// allows; another variable, or an unset one, is an error.
+pub fn expand_env(text: &str, policy: &Policy) -> Result<String, String> {
     let mut out = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("${") {
@@ -338,6 +329,11 @@ pub fn expand_env(text: &str) -> Result<String, String> {
             .find('}')
             .ok_or_else(|| format!("{text:?}: `${{` without a closing `}}`"))?;
         let name = &after[..end];
+        if !policy.env_allowed(name) {
+            return Err(format!(
+                "{text:?}: environment variable {name} is not allowed by the command line (allow it with --allow-env {name})"
+            ));
+        }
         let value = std::env::var(name)
             .map_err(|_| format!("{text:?}: environment variable {name} is not set"))?;
         out.push_str(&value);
@@ -360,13 +356,10 @@ fn relative_to(base: &Path, p: &str) -> PathBuf {
 /// Makes the host part of a `--dir` grant relative to `base` (the
 /// scenario's directory).
 pub fn dir_grant(base: &Path, grant: &str) -> String {
-    let (host, rest) = match grant.find("::") {
-        Some(i) => grant.split_at(i),
-        None => match grant.strip_suffix(":ro") {
-            Some(h) => (h, ":ro"),
-            None => (grant, ""),
-        },
-    };
+    // The host part is a prefix of the grant: what follows (`::GUEST`,
+    // `:ro`, `:rw,max=SIZE`) is kept as written.
+    let host = crate::backend::wasm::grants::dir_host(grant);
+    let rest = &grant[host.len()..];
     format!("{}{rest}", relative_to(base, host).display())
 }
 
@@ -397,25 +390,30 @@ fn valid_snapshot_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
-/// Reads and parses a scenario file.
-pub fn load(file: &Path) -> Result<Scenario, ScenarioError> {
+/// Reads and parses a scenario file under the command line's [`Policy`].
+/// The file is read only as a regular file, never through a symbolic link
+/// (see `files`): an error names the file, never another file's content.
+pub fn load(file: &Path, policy: &Policy) -> Result<Scenario, ScenarioError> {
     let err = |message: String| ScenarioError {
         file: file.display().to_string(),
         message,
     };
-    let meta = std::fs::metadata(file).map_err(|e| err(format!("cannot read: {e}")))?;
-    if meta.len() > MAX_SCENARIO_BYTES {
-        return Err(err(format!(
-            "the file is {} bytes, over the {MAX_SCENARIO_BYTES}-byte limit for a scenario",
-            meta.len()
-        )));
-    }
-    let text = std::fs::read_to_string(file).map_err(|e| err(format!("cannot read: {e}")))?;
-    parse(&text, file).map_err(err)
+    let text = super::files::read_regular(file, MAX_SCENARIO_BYTES).map_err(|e| match e {
+        FileError::TooLarge { len, max, .. } => err(format!(
+            "the file is {len} bytes, over the {max}-byte limit for a scenario"
+        )),
+        FileError::Symlink(_) => err(
+            "refused: a symbolic link; scenario files are read only as regular files, never through a link"
+                .into(),
+        ),
+        e => err(format!("cannot read: {e}")),
+    })?;
+    parse(&text, file, policy).map_err(err)
 }
 
-/// Parses scenario text; `file` locates relative paths and snapshots.
-pub fn parse(text: &str, file: &Path) -> Result<Scenario, String> {
+/// Parses scenario text; `file` locates relative paths and snapshots, and
+/// `policy` bounds what the file may ask for.
+pub fn parse(text: &str, file: &Path, policy: &Policy) -> Result<Scenario, String> {
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         // toml's message spans several lines with a source excerpt; keep it.
         format!("not a valid scenario: {}", e.to_string().trim_end())
@@ -424,7 +422,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Scenario, String> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let tick = tick_section(raw.tick, base)?;
+    let tick = tick_section(raw.tick, base, policy)?;
     if raw.step.len() > MAX_STEPS {
         return Err(format!(
             "{} steps, over the {MAX_STEPS}-step limit",
@@ -450,7 +448,17 @@ pub fn parse(text: &str, file: &Path) -> Result<Scenario, String> {
     })
 }
 
-fn tick_section(t: RawTick, base: &Path) -> Result<TickSection, String> {
+fn tick_section(table: toml::Table, base: &Path, policy: &Policy) -> Result<TickSection, String> {
+    let (grants, rest): (toml::Table, toml::Table) = table
+        .into_iter()
+        .partition(|(k, _)| GrantSpec::KEYS.contains(&k.as_str()));
+    let t: RawTick = toml::Value::Table(rest)
+        .try_into()
+        .map_err(|e: toml::de::Error| format!("[tick]: {}", e.message()))?;
+    let mut grants: GrantSpec = toml::Value::Table(grants)
+        .try_into()
+        .map_err(|e: toml::de::Error| format!("[tick]: {}", e.message()))?;
+    let expand_env = |text: &str| expand_env(text, policy);
     let path = t
         .path
         .map(|p| expand_env(&p).map(|p| relative_to(base, &p)))
@@ -482,6 +490,20 @@ fn tick_section(t: RawTick, base: &Path) -> Result<TickSection, String> {
             Some((c as u16, r as u16))
         }
     };
+    grants.dir = grants.dir.iter().map(|d| dir_grant(base, d)).collect();
+    for d in &grants.dir {
+        let host = Path::new(crate::backend::wasm::grants::dir_host(d));
+        policy.check_path("dir", host, base)?;
+    }
+    // The CA file is read by the host: bounded like a directory grant.
+    if let Some(ca) = grants.http_ca.take() {
+        let ca = relative_to(base, &ca);
+        policy.check_path("http_ca", &ca, base)?;
+        grants.http_ca = Some(ca.display().to_string());
+    }
+    for e in &grants.env {
+        policy.check_env_grant(e)?;
+    }
     let call_timeout = t
         .call_timeout
         .map(|d| bounded_timeout(&d))
@@ -495,11 +517,7 @@ fn tick_section(t: RawTick, base: &Path) -> Result<TickSection, String> {
             .map(|c| expand_env(&c).map(|c| relative_to(base, &c)))
             .transpose()
             .map_err(|e| format!("[tick] cwd: {e}"))?,
-        dir: t.dir.iter().map(|d| dir_grant(base, d)).collect(),
-        allow_net: t.allow_net,
-        allow_http: t.allow_http,
-        env: t.env,
-        max_memory: t.max_memory,
+        grants,
         scratch: match t.scratch {
             Some(g) if !g.starts_with('/') => {
                 return Err(format!(
@@ -796,7 +814,7 @@ mod tests {
     use super::*;
 
     fn p(text: &str) -> Result<Scenario, String> {
-        parse(text, Path::new("/s/demo.scenario.toml"))
+        parse(text, Path::new("/s/demo.scenario.toml"), &Policy::default())
     }
 
     #[test]
@@ -804,7 +822,6 @@ mod tests {
         let s = p(r#"
             [tick]
             path = "counter.wasm"
-            dir = ["data::/data:ro", "/abs:ro", "rel"]
             size = [80, 24]
             seed = 7
 
@@ -832,7 +849,6 @@ mod tests {
         .unwrap();
         assert_eq!(s.name, "demo");
         assert_eq!(s.tick.path, Some(PathBuf::from("/s/counter.wasm")));
-        assert_eq!(s.tick.dir, vec!["/s/data::/data:ro", "/abs:ro", "/s/rel"]);
         assert_eq!(s.tick.size, Some((80, 24)));
         assert_eq!(s.steps.len(), 6);
         match &s.steps[1].action {
@@ -899,9 +915,78 @@ mod tests {
         assert!(p("[tick]\npath = \"a\"\ncommand = [\"b\"]\n")
             .unwrap_err()
             .contains("not both"));
-        assert!(p("[tick]\npath = \"${TICKBOX_SURELY_UNSET_VAR}\"\n")
+        // Environment variables: only those the command line allows are
+        // read, and an allowed one must be set.
+        assert!(p("[tick]\npath = \"${HOME}/t.wasm\"\n")
             .unwrap_err()
-            .contains("TICKBOX_SURELY_UNSET_VAR is not set"));
+            .contains("HOME is not allowed by the command line (allow it with --allow-env HOME)"));
+        let allow = |name: &str| Policy {
+            allow_env: vec![name.into()],
+            ..Policy::default()
+        };
+        let f = Path::new("/s/demo.scenario.toml");
+        assert!(parse("[tick]\npath = \"${HOME}/t.wasm\"\n", f, &allow("HOME")).is_ok());
+        assert!(parse(
+            "[tick]\npath = \"${TICKBOX_SURELY_UNSET_VAR}\"\n",
+            f,
+            &allow("TICKBOX_SURELY_UNSET_VAR")
+        )
+        .unwrap_err()
+        .contains("TICKBOX_SURELY_UNSET_VAR is not set"));
+        assert!(p("[tick]\npath = \"t.wasm\"\nenv = [\"HOME\"]\n")
+            .unwrap_err()
+            .contains("allow it with --allow-env HOME"));
+        assert!(parse(
+            "[tick]\npath = \"t.wasm\"\nenv = [\"HOME\"]\n",
+            f,
+            &allow("HOME")
+        )
+        .is_ok());
+        assert!(p("[tick]\npath = \"t.wasm\"\nenv = [\"MODE=fast\"]\n").is_ok());
+    }
+
+    /// `dir` grants are made relative to the scenario and must lie under
+    /// its directory (or a root the policy names), links resolved.
+    #[test]
+    fn dir_grants_stay_under_the_grant_root() {
+        let root = std::env::temp_dir().join(format!("tickbox-roots-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (here, other) = (root.join("here"), root.join("other"));
+        std::fs::create_dir_all(here.join("data")).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        std::os::unix::fs::symlink(&other, here.join("out")).unwrap();
+        let file = here.join("g.scenario.toml");
+        let with = |dir: &str, policy: &Policy| {
+            parse(
+                &format!("[tick]\npath = \"t.wasm\"\ndir = [{dir:?}]\n"),
+                &file,
+                policy,
+            )
+        };
+        let strict = Policy::default();
+        let s = with("data::/data:rw,max=1MiB", &strict).unwrap();
+        assert_eq!(
+            s.tick.grants.dir,
+            [format!(
+                "{}::/data:rw,max=1MiB",
+                here.join("data").display()
+            )]
+        );
+        for outside in [
+            other.display().to_string(),
+            "../other".to_string(),
+            "out::/o:ro".to_string(),
+        ] {
+            let e = with(&outside, &strict).unwrap_err();
+            assert!(e.contains("is outside the grant root"), "{outside}: {e}");
+        }
+        let wide = Policy {
+            grant_roots: vec![root.clone()],
+            ..Policy::default()
+        };
+        assert!(with("../other", &wide).is_ok());
+        assert!(with("out", &wide).is_ok());
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
@@ -938,7 +1023,7 @@ mod tests {
             let text = dirs.replace_all(&text, "/nonexistent").into_owned();
             let doc: Value = toml::from_str(&text).unwrap();
             let schema_ok = validator.is_valid(&doc);
-            let parse_ok = parse(&text, &f).is_ok();
+            let parse_ok = parse(&text, &f, &Policy::default()).is_ok();
             let bad = f.ends_with("invalid/bad-step.scenario.toml");
             assert_eq!(schema_ok, !bad, "schema on {}", f.display());
             assert_eq!(parse_ok, !bad, "parser on {}", f.display());
@@ -983,9 +1068,12 @@ mod tests {
         let mut body = String::from(tick);
         body.push_str(&"# padding\n".repeat(MAX_SCENARIO_BYTES as usize / 10));
         std::fs::write(&f, &body[..MAX_SCENARIO_BYTES as usize]).unwrap();
-        assert!(load(&f).is_ok(), "exactly the limit is read");
+        assert!(
+            load(&f, &Policy::default()).is_ok(),
+            "exactly the limit is read"
+        );
         std::fs::write(&f, format!("{body}# one more line\n")).unwrap();
-        let e = load(&f).unwrap_err();
+        let e = load(&f, &Policy::default()).unwrap_err();
         assert!(e.message.contains("over the 1048576-byte limit"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

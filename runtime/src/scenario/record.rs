@@ -47,6 +47,7 @@
 use super::diff;
 use super::keys;
 use super::model::{self, Action};
+use crate::backend::wasm::grants::GrantSpec;
 use crate::session::CallOutcome;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -91,21 +92,14 @@ pub struct RecordTick {
     pub command: Vec<String>,
     /// Where a native command ran (absolute).
     pub cwd: Option<PathBuf>,
-    /// `--dir` grants (host paths absolute).
-    pub dir: Vec<String>,
-    /// `--allow-net` grants.
-    pub allow_net: Vec<String>,
-    /// `--env` grants, as given.
-    pub env: Vec<String>,
-    /// `--max-memory`.
-    pub max_memory: Option<String>,
+    /// Every grant and bound the session had (the one grant type: `dir`
+    /// host paths and `http_ca` absolute), written whole so a replay runs
+    /// under the same walls.
+    pub grants: GrantSpec,
     /// The Tick's terminal size when recording started.
     pub size: (u16, u16),
     /// How time is replayed.
     pub time: RecordTime,
-    /// Options the scenario format has no key for (e.g. `--max-write 1MiB`),
-    /// named in a comment so the reader knows the replay runs without them.
-    pub unrecorded: Vec<String>,
 }
 
 /// Why a recording could not be written.
@@ -391,7 +385,7 @@ fn hex(bytes: &[u8]) -> String {
 /// The bytes one key step sends, by the scenario parser itself.
 fn replays(block: &str) -> Option<Vec<u8>> {
     let text = format!("[tick]\npath = \"t.wasm\"\n{block}");
-    let s = model::parse(&text, Path::new("check.scenario.toml")).ok()?;
+    let s = model::parse(&text, Path::new("check.scenario.toml"), &Default::default()).ok()?;
     match &s.steps.first()?.action {
         Action::Keys { bytes, .. } => Some(bytes.clone()),
         _ => None,
@@ -776,15 +770,21 @@ fn header(file: &Path, tick: &RecordTick) -> String {
     h.push_str(
         "# Calls expect the recorded result exactly; loosen to result_subset where it varies.\n",
     );
-    if !tick.unrecorded.is_empty() {
-        let named: Vec<String> = tick
-            .unrecorded
-            .iter()
-            .map(|o| crate::text::escape(o))
-            .collect();
+    // A replay is bounded by its command line: say what it must allow.
+    let g = &tick.grants;
+    if !g.dir.is_empty() || g.http_ca.is_some() {
+        h.push_str("# Its grants name host paths: replay with `--grant-root DIR` for a directory holding them.\n");
+    }
+    let reads: Vec<String> = g
+        .env
+        .iter()
+        .filter(|e| !e.contains('='))
+        .map(|e| format!("--allow-env {}", crate::text::escape(e)))
+        .collect();
+    if !reads.is_empty() {
         h.push_str(&format!(
-            "# Not recorded (the scenario format has no key for them): {}\n",
-            named.join(", ")
+            "# It reads the host's environment: replay with {}.\n",
+            reads.join(" ")
         ));
     }
     h.push_str("\n[tick]\n");
@@ -805,17 +805,22 @@ fn header(file: &Path, tick: &RecordTick) -> String {
     if let Some(c) = &tick.cwd {
         h.push_str(&format!("cwd = {}\n", path(c)));
     }
-    for (key, items) in [
-        ("dir", &tick.dir),
-        ("allow_net", &tick.allow_net),
-        ("env", &tick.env),
-    ] {
-        if !items.is_empty() {
-            h.push_str(&format!("{key} = [{}]\n", list(items)));
+    // Every key of the grant type, in its own order, from its serialized
+    // form: a key added to `GrantSpec` is recorded without a change here.
+    if let Ok(Value::Object(fields)) = serde_json::to_value(g) {
+        for key in GrantSpec::KEYS {
+            match fields.get(*key) {
+                Some(Value::Array(items)) if !items.is_empty() => {
+                    let items: Vec<String> = items
+                        .iter()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect();
+                    h.push_str(&format!("{key} = [{}]\n", list(&items)));
+                }
+                Some(Value::String(v)) => h.push_str(&format!("{key} = {}\n", toml_string(v))),
+                _ => {}
+            }
         }
-    }
-    if let Some(m) = &tick.max_memory {
-        h.push_str(&format!("max_memory = {}\n", toml_string(m)));
     }
     h.push_str(&format!("size = [{}, {}]\n", tick.size.0, tick.size.1));
     match tick.time {
@@ -920,18 +925,31 @@ mod tests {
         );
     }
 
+    /// A recording grants what the session had (here `/`): replaying it
+    /// takes a grant root that covers it.
+    fn everywhere() -> super::super::Policy {
+        super::super::Policy {
+            grant_roots: vec![PathBuf::from("/")],
+            ..Default::default()
+        }
+    }
+
     fn tick(time: RecordTime) -> RecordTick {
         RecordTick {
             path: Some(PathBuf::from("/x/counter.wasm")),
             command: vec![],
             cwd: None,
-            dir: vec!["/data::/data:ro".into()],
-            allow_net: vec![],
-            env: vec!["A=b".into()],
-            max_memory: None,
+            // A directory that exists, so the grant root check can resolve it.
+            grants: GrantSpec {
+                dir: vec!["/::/data:ro".into()],
+                env: vec!["A=b".into()],
+                allow_http: vec!["http://127.0.0.1:9".into()],
+                max_write: Some("1MiB".into()),
+                max_handles: Some("64".into()),
+                ..GrantSpec::default()
+            },
             size: (80, 24),
             time,
-            unrecorded: vec!["--max-write 1MiB".into()],
         }
     }
 
@@ -958,7 +976,7 @@ mod tests {
         assert_eq!(written.len(), 2);
         let snap = std::fs::read_to_string(dir.join("r.mark-1.snap")).unwrap();
         assert_eq!(snap, "Counter: 2\n");
-        let s = model::load(&file).unwrap();
+        let s = model::load(&file, &everywhere()).unwrap();
         assert_eq!(s.tick.size, Some((80, 24)));
         assert_eq!(s.tick.deterministic, Some(true));
         let kinds: Vec<&str> = s.steps.iter().map(|s| s.action.kind()).collect();
@@ -976,12 +994,19 @@ mod tests {
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(text.contains("result_subset = { value = 3 }"), "{text}");
         assert!(text.contains("# call \"bad\" not recorded"), "{text}");
-        assert!(
-            text.contains(
-                "# Not recorded (the scenario format has no key for them): --max-write 1MiB"
-            ),
-            "{text}"
-        );
+        // Every grant and bound is kept, in the grant type's keys.
+        for want in [
+            "dir = [\"/::/data:ro\"]",
+            "allow_http = [\"http://127.0.0.1:9\"]",
+            "env = [\"A=b\"]",
+            "max_handles = \"64\"",
+            "max_write = \"1MiB\"",
+            "replay with `--grant-root DIR`",
+        ] {
+            assert!(text.contains(want), "{want} in {text}");
+        }
+        assert_eq!(s.tick.grants.max_write.as_deref(), Some("1MiB"));
+        assert_eq!(s.tick.grants.max_handles.as_deref(), Some("64"));
         assert!(!dir.read_dir().unwrap().any(|e| e
             .unwrap()
             .file_name()
@@ -1009,7 +1034,7 @@ mod tests {
         );
         assert!(text.contains("call = \"g\"\nargs = {}\n# the result is not expected"));
         assert!(text.contains("# call \"h\" not recorded"));
-        let s = model::parse(&text, Path::new("/x/v.scenario.toml")).unwrap();
+        let s = model::parse(&text, Path::new("/x/v.scenario.toml"), &everywhere()).unwrap();
         assert_eq!(s.steps.len(), 2);
     }
 
@@ -1068,6 +1093,6 @@ mod tests {
         let text = r.text();
         assert!(text.len() <= MAX_RECORD_BYTES, "{}", text.len());
         assert!(text.contains("recording stopped after"), "bounded");
-        assert!(model::parse(&text, Path::new("/x/k.scenario.toml")).is_ok());
+        assert!(model::parse(&text, Path::new("/x/k.scenario.toml"), &everywhere()).is_ok());
     }
 }

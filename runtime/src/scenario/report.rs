@@ -132,17 +132,19 @@ pub fn to_text(results: &[ScenarioResult]) -> String {
             Outcome::StartFailed(_) => "START",
             Outcome::Invalid(_) => "INVALID",
         };
+        // The name and the path come from files: one line each, whatever
+        // they contain, so no name can forge a report line.
         let _ = writeln!(
             out,
             "{tag:7} {} ({}, {}/{} steps, {} ms)",
-            r.name,
-            r.file.display(),
+            clean(&r.name),
+            clean(&r.file.display().to_string()),
             r.passed_steps,
             r.steps,
             r.duration.as_millis()
         );
         for p in &r.written {
-            let _ = writeln!(out, "        wrote {}", p.display());
+            let _ = writeln!(out, "        wrote {}", clean(&p.display().to_string()));
         }
         for l in failure_lines(r) {
             let _ = writeln!(out, "        {l}");
@@ -185,8 +187,8 @@ pub fn to_junit(results: &[ScenarioResult]) -> String {
         let _ = write!(
             out,
             "    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\">",
-            xml(&r.file.display().to_string()),
-            xml(&r.name),
+            xml(&clean(&r.file.display().to_string())),
+            xml(&clean(&r.name)),
             r.duration.as_secs_f64()
         );
         let body = failure_lines(r).join("\n");
@@ -196,7 +198,10 @@ pub fn to_junit(results: &[ScenarioResult]) -> String {
                 let _ = write!(
                     out,
                     "\n      <failure message=\"{}\">{}</failure>\n    ",
-                    xml(&format!("step {} ({}): {}", f.step, f.action, f.expected)),
+                    xml(&clean(&format!(
+                        "step {} ({}): {}",
+                        f.step, f.action, f.expected
+                    ))),
                     xml_text(&body)
                 );
             }
@@ -209,7 +214,7 @@ pub fn to_junit(results: &[ScenarioResult]) -> String {
                 let _ = write!(
                     out,
                     "\n      <error type=\"{kind}\" message=\"{}\">{}</error>\n    ",
-                    xml(e),
+                    xml(&clean(e)),
                     xml_text(&body)
                 );
             }
@@ -279,5 +284,31 @@ mod tests {
             x.matches("<testcase ").count(),
             x.matches("</testcase>").count()
         );
+    }
+
+    /// A name from a file cannot add a line to the text report or a raw
+    /// line break to JUnit; the JSON report carries it as a JSON string.
+    #[test]
+    fn a_name_with_a_newline_stays_on_its_line() {
+        let forged = "x\nPASSED: 9 passed, 0 failed, 0 could not start, 0 invalid";
+        let r = vec![ScenarioResult::not_run(
+            forged,
+            "n\u{202e}.scenario.toml".into(),
+            0,
+            Outcome::Invalid("step 1: bad\nPASSED: forged".into()),
+        )];
+        let t = to_text(&r);
+        assert_eq!(
+            t.lines().filter(|l| l.starts_with("PASSED")).count(),
+            0,
+            "{t}"
+        );
+        assert!(t.contains("INVALID x\\nPASSED: 9 passed"), "{t}");
+        assert!(t.contains("n\\u{202e}.scenario.toml"), "{t}");
+        let x = to_junit(&r);
+        assert!(!x.contains("&#10;PASSED"), "{x}");
+        assert!(x.contains("name=\"x\\nPASSED"), "{x}");
+        let j = to_json(&r);
+        assert_eq!(j["scenarios"][0]["name"], forged);
     }
 }

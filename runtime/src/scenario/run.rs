@@ -16,6 +16,7 @@
 //! and [`WAIT_REAL_MAX`]).
 
 use super::diff;
+use super::files::{self, FileError};
 use super::model::{Action, CallExpect, Check, Scenario, DEFAULT_SEED};
 use crate::backend::wasm::virtual_time::VirtualClock;
 use crate::backend::{BoxFuture, TickIo};
@@ -26,6 +27,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Stands in for a budget too large to add to the clock: a year.
+const MAX_TIMEOUT_CLAMP: Duration = Duration::from_secs(365 * 24 * 3600);
 /// How often an expectation is re-checked while it does not hold.
 pub const POLL: Duration = Duration::from_millis(20);
 /// Bound on waiting for a deterministic guest to be idle after a step.
@@ -46,6 +49,36 @@ pub const CALL_IDLE_SLICE: Duration = Duration::from_millis(100);
 pub const CALL_ANSWER_GRACE: Duration = Duration::from_millis(20);
 /// Largest snapshot file read.
 pub const MAX_SNAPSHOT_BYTES: u64 = 1024 * 1024;
+/// Default wall-time budget of one scenario, from its Tick's start to its
+/// last step (`tickbox test --timeout`): 5 minutes. A legal file could
+/// otherwise run for weeks (10,000 steps of 10 minutes each).
+pub const DEFAULT_SCENARIO_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// Default wall-time budget of a whole `tickbox test` run
+/// (`--run-timeout`): 30 minutes.
+pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// The wall time one scenario may take, and how the report names that
+/// bound when it is passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeBudget {
+    /// The wall time, from the Tick's start to the end of the last step.
+    pub limit: Duration,
+    /// The bound as the report names it, e.g. "the scenario's time budget
+    /// of 5m (--timeout)".
+    pub bound: String,
+}
+
+impl Default for TimeBudget {
+    fn default() -> Self {
+        TimeBudget {
+            limit: DEFAULT_SCENARIO_TIMEOUT,
+            bound: format!(
+                "the scenario's time budget of {}s (--timeout)",
+                DEFAULT_SCENARIO_TIMEOUT.as_secs()
+            ),
+        }
+    }
+}
 
 /// How a scenario's Tick runs, which decides what can be virtual.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +119,8 @@ pub struct RunOptions {
     pub session: SessionConfig,
     /// Most timer jumps one `wait_for` makes on virtual time ([`MAX_WAIT_JUMPS`]).
     pub max_wait_jumps: u64,
+    /// Wall time the whole scenario may take ([`DEFAULT_SCENARIO_TIMEOUT`]).
+    pub budget: TimeBudget,
 }
 
 impl Default for RunOptions {
@@ -95,6 +130,7 @@ impl Default for RunOptions {
             seed: None,
             session: SessionConfig::default(),
             max_wait_jumps: MAX_WAIT_JUMPS,
+            budget: TimeBudget::default(),
         }
     }
 }
@@ -168,6 +204,22 @@ impl ScenarioResult {
 /// Runs a scenario in a fresh instance of its Tick.
 pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) -> ScenarioResult {
     let started = Instant::now();
+    // Past this, the current step is abandoned and the Tick shut down; a
+    // budget too large for the clock is no bound at all.
+    let deadline = tokio::time::Instant::now()
+        .checked_add(opts.budget.limit)
+        .unwrap_or_else(|| tokio::time::Instant::now() + MAX_TIMEOUT_CLAMP);
+    let over = || format!("stopped: the scenario ran past {}", opts.budget.bound);
+    // Running out of time is the scenario's failure (exit 1) whenever it
+    // happens, starting included: a slow start is not a Tick that cannot.
+    let over_at_start = || {
+        Outcome::Failed(Failure {
+            step: 0,
+            action: "start".into(),
+            expected: "the Tick to start within the time budget".into(),
+            found: vec![format!("{} while its Tick started", over())],
+        })
+    };
     let mut result = ScenarioResult::not_run(
         &scenario.name,
         scenario.file.clone(),
@@ -203,10 +255,15 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
         .then(|| VirtualClock::new(opts.seed.or(scenario.tick.seed).unwrap_or(DEFAULT_SEED)));
     result.seed = clock.as_ref().map(VirtualClock::seed);
 
-    let io = match (prepared.launch)(clock.clone()).await {
-        Ok(io) => io,
-        Err(e) => {
+    let io = match tokio::time::timeout_at(deadline, (prepared.launch)(clock.clone())).await {
+        Ok(Ok(io)) => io,
+        Ok(Err(e)) => {
             result.outcome = Outcome::StartFailed(format!("cannot start the Tick: {e}"));
+            return result;
+        }
+        Err(_) => {
+            result.outcome = over_at_start();
+            result.duration = started.elapsed();
             return result;
         }
     };
@@ -218,10 +275,15 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
         config.call_timeout = t;
     }
     let call_timeout = config.call_timeout;
-    let session = match Session::start(io, config).await {
-        Ok(s) => s,
-        Err(e) => {
+    let session = match tokio::time::timeout_at(deadline, Session::start(io, config)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
             result.outcome = Outcome::StartFailed(e.to_string());
+            result.duration = started.elapsed();
+            return result;
+        }
+        Err(_) => {
+            result.outcome = over_at_start();
             result.duration = started.elapsed();
             return result;
         }
@@ -253,7 +315,10 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
             Some(n) => format!("{} ({n})", s.action.kind()),
             None => s.action.kind().to_string(),
         };
-        if let Err((expected, found)) = runner.step(&s.action).await {
+        let done = tokio::time::timeout_at(deadline, runner.step(&s.action))
+            .await
+            .unwrap_or_else(|_| Err((s.action.describe(), vec![over()])));
+        if let Err((expected, found)) = done {
             outcome = Outcome::Failed(Failure {
                 step: s.index,
                 action: label,
@@ -681,11 +746,17 @@ impl Runner<'_> {
             .settle(SNAPSHOT_QUIET, SNAPSHOT_SETTLE_MAX)
             .await;
         let screen = diff::normalize_screen(&self.session.view().screen_text());
-        if std::fs::read_to_string(path).ok().as_deref() == Some(screen.as_str()) {
-            return Ok(());
+        // Never through a link: a link (even dangling) at the snapshot's
+        // name is refused before anything is read or written.
+        match files::read_regular(path, MAX_SNAPSHOT_BYTES) {
+            Ok(old) if old == screen => return Ok(()),
+            Err(e @ (FileError::Symlink(_) | FileError::NotRegular(_))) => {
+                return Err(format!("refused to write the snapshot: {e}"))
+            }
+            _ => {}
         }
-        std::fs::write(path, &screen)
-            .map_err(|e| format!("cannot write snapshot {}: {e}", path.display()))?;
+        files::write_regular(path, &screen)
+            .map_err(|e| format!("cannot write the snapshot: {e}"))?;
         self.result.written.push(path.to_path_buf());
         Ok(())
     }
@@ -733,22 +804,15 @@ impl Runner<'_> {
 }
 
 fn read_snapshot(path: &std::path::Path, name: &str) -> Result<String, Vec<String>> {
-    let missing = |e: String| {
-        vec![format!(
-            "snapshot {name:?} ({}): {e}; run tickbox test --update to write it",
-            path.display()
-        )]
-    };
-    let meta = std::fs::metadata(path).map_err(|e| missing(e.to_string()))?;
-    if meta.len() > MAX_SNAPSHOT_BYTES {
-        return Err(vec![format!(
-            "snapshot {} is {} bytes, over the {MAX_SNAPSHOT_BYTES}-byte limit",
-            path.display(),
-            meta.len()
-        )]);
+    match files::read_regular(path, MAX_SNAPSHOT_BYTES) {
+        Ok(text) => Ok(diff::normalize_screen(&text)),
+        Err(e @ FileError::Missing(_)) => Err(vec![format!(
+            "snapshot {name:?}: {e}; run tickbox test --update to write it"
+        )]),
+        // A link, a FIFO, a big file: refused, naming the file, never
+        // showing what it points to.
+        Err(e) => Err(vec![format!("snapshot {name:?} refused: {e}")]),
     }
-    let text = std::fs::read_to_string(path).map_err(|e| missing(e.to_string()))?;
-    Ok(diff::normalize_screen(&text))
 }
 
 /// The screen, framed, for a failure report.

@@ -202,6 +202,47 @@ pub struct GrantSpec {
 }
 
 impl GrantSpec {
+    /// Every key of a spec, as a policy file, a scenario's `[tick]` table
+    /// and a recording write it (a test checks it against the fields).
+    pub const KEYS: &'static [&'static str] = &[
+        "dir",
+        "allow_net",
+        "allow_http",
+        "http_ca",
+        "env",
+        "max_memory",
+        "max_handles",
+        "max_wasm_size",
+        "compile_timeout",
+        "compile_memory",
+        "max_write",
+    ];
+
+    /// The spec as the command-line flags that give it (`--dir X`,
+    /// `--max-write 1MiB`, …): every field, from the serialized spec, so a
+    /// field added here reaches every caller.
+    pub fn to_args(&self) -> Vec<String> {
+        let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(self) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (key, value) in fields {
+            let flag = format!("--{}", key.replace('_', "-"));
+            let values = match value {
+                serde_json::Value::Array(items) => items,
+                serde_json::Value::Null => Vec::new(),
+                one => vec![one],
+            };
+            for v in values {
+                if let serde_json::Value::String(v) = v {
+                    // `--flag=VALUE`: a value starting with `-` stays a value.
+                    out.push(format!("{flag}={v}"));
+                }
+            }
+        }
+        out
+    }
+
     /// Reads a policy file (or manifest) in TOML.
     pub fn from_file(path: &Path) -> Result<GrantSpec, GrantError> {
         let err = |why: String| GrantError::Policy {
@@ -387,6 +428,13 @@ fn parse_dir(spec: &str) -> Result<DirGrant, GrantError> {
     })
 }
 
+/// The host path of a `--dir` value (`HOST[::GUEST][:OPTIONS]`), as given:
+/// what a caller bounding grants (a scenario's grant root) must check.
+pub fn dir_host(spec: &str) -> &str {
+    let rest = dir_options(spec).map_or(spec, |(rest, _)| rest);
+    rest.split_once("::").map_or(rest, |(host, _)| host)
+}
+
 /// Splits a `--dir` value into the path part and its options (`ro`, `rw`,
 /// `max=SIZE`, comma-separated after the last `:`), when it has options.
 fn dir_options(spec: &str) -> Option<(&str, &str)> {
@@ -519,6 +567,49 @@ fn same_ip(a: IpAddr, b: IpAddr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_and_flags_cover_every_field() {
+        let serde_json::Value::Object(fields) = serde_json::to_value(GrantSpec::default()).unwrap()
+        else {
+            panic!("a spec serializes as an object")
+        };
+        let mut keys: Vec<&str> = fields.keys().map(String::as_str).collect();
+        let mut want = GrantSpec::KEYS.to_vec();
+        keys.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(keys, want);
+        let spec = GrantSpec {
+            dir: vec!["a".into(), "b:ro".into()],
+            http_ca: Some("ca.pem".into()),
+            max_write: Some("1MiB".into()),
+            ..GrantSpec::default()
+        };
+        let args = spec.to_args();
+        for arg in [
+            "--dir=a",
+            "--dir=b:ro",
+            "--http-ca=ca.pem",
+            "--max-write=1MiB",
+        ] {
+            assert!(args.iter().any(|a| a == arg), "{arg} in {args:?}");
+        }
+        assert_eq!(args.len(), 4, "{args:?}");
+    }
+
+    #[test]
+    fn dir_host_is_the_host_part_whatever_the_options() {
+        for (spec, host) in [
+            ("data", "data"),
+            ("data::/d", "data"),
+            ("/abs:ro", "/abs"),
+            ("rel::/g:rw,max=1MiB", "rel"),
+            ("rel:rw,max=1MiB", "rel"),
+            ("a:b", "a:b"),
+        ] {
+            assert_eq!(dir_host(spec), host, "{spec}");
+        }
+    }
 
     #[test]
     fn dir_grants_parse() {
