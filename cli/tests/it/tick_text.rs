@@ -168,4 +168,53 @@ fn one_hostile_corpus_reaches_no_sink_raw() {
         stderr.contains("ignoring a request") && shows_escaped(&stderr),
         "the Tick's request was logged, escaped: {stderr}"
     );
+
+    // Reports of `tickbox test`, in every format: the scenario's name is
+    // the corpus (text from a file), and a failing step quotes the Tick's
+    // result (text from the Tick).
+    let dir = TempDir::new("tick-text-report");
+    let file = dir.0.join("corpus.scenario.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "name = \"{}\"\n[tick]\ncommand = [\"python3\", {:?}]\n\n\
+             [[step]]\ncall = \"echo\"\nresult = {{ said = \"something else\" }}\n",
+            toml_escaped(CORPUS_SAMPLE),
+            tick_path("corpus.py"),
+        ),
+    )
+    .unwrap();
+    for format in ["text", "json", "junit"] {
+        let f = file.to_string_lossy().into_owned();
+        let out = tickbox(&["test", &f, "--allow-native", "--format", format]);
+        assert_eq!(out.code, 1, "the step fails ({format}): {out:#?}");
+        assert_inert(&format!("{format} report"), &out.stdout);
+        assert_inert(&format!("stderr of the {format} report"), &out.stderr);
+        if format != "json" {
+            assert_no_forged_line(&format!("{format} report"), &out.stdout);
+        }
+        assert!(
+            shows_escaped(&out.stdout),
+            "{format} report shows the corpus escaped: {out:#?}"
+        );
+    }
+}
+
+/// The corpus of `corpus.py`, as a scenario file's author would write it.
+const CORPUS_SAMPLE: &str = "[\u{1b}]2;pwned-title\u{7}\u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{9b}31m\u{7f}\r\nFORGED line\u{202e}\u{2066}\u{200b}\u{ad}\u{34f}\u{115f}\u{3164}\u{fe0f}\u{2028}\u{e0041}]";
+
+/// A TOML basic string's content with every character outside printable
+/// ASCII as a `\UXXXXXXXX` escape.
+fn toml_escaped(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '"' | '\\' => format!("\\{c}"),
+            ' '..='~' => c.to_string(),
+            c => format!("\\U{:08X}", c as u32),
+        })
+        .collect()
+}
+
+fn tick_path(name: &str) -> String {
+    tick(name)
 }
