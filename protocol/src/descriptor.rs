@@ -74,7 +74,7 @@ pub struct Tool {
     /// Unique name within the catalog.
     pub name: String,
     /// What the tool does.
-    pub description: String,
+    pub description: TickText,
     /// JSON Schema of its args, as the Tick declared it.
     pub input_schema: Value,
     /// Whether a call can change anything beyond its own result (§5.6).
@@ -113,11 +113,11 @@ pub struct Descriptor {
     /// The result exactly as received (unknown fields kept, for display).
     pub raw: Value,
     /// What the program is, e.g. `example.counter`.
-    pub kind: String,
+    pub kind: TickText,
     /// Short name for people and models.
-    pub title: String,
+    pub title: TickText,
     /// What the Tick shows and does.
-    pub description: String,
+    pub description: TickText,
     /// Names this catalog; compared only for equality.
     pub revision: String,
     /// The tools, in the Tick's order.
@@ -339,7 +339,7 @@ pub fn validate_with(raw: &Value, schemas: &mut SchemaCache) -> Validation {
                 match schemas.compile(input_schema) {
                     Ok(compiled) => v.tools.push(Tool {
                         name,
-                        description,
+                        description: description.into(),
                         input_schema: input_schema.clone(),
                         mutates,
                         validator: compiled.validator,
@@ -504,9 +504,9 @@ impl Descriptor {
                 .to_string()
         };
         Ok(Descriptor {
-            kind: text("kind"),
-            title: text("title"),
-            description: text("description"),
+            kind: TickText::new(text("kind")),
+            title: TickText::new(text("title")),
+            description: TickText::new(text("description")),
             revision: text("revision"),
             recover_with: raw
                 .get("recover_with")

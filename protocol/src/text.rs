@@ -204,7 +204,13 @@ pub fn inert_value(v: &mut serde_json::Value) -> bool {
 /// `Display` (and so `%` in a `tracing` field or `{}` in a message) writes
 /// one escaped line; `Debug` the same in quotes. [`wire`](Self::wire) is
 /// the raw text, for the protocol back to the Tick and for comparisons.
-#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// It serializes as the raw string (a JSON sink escapes the encoded text:
+/// [`json_safe`]), so a wire format can carry it on.
+#[derive(
+    Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct TickText(Box<str>);
 
 impl TickText {

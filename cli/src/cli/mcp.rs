@@ -438,7 +438,7 @@ fn default_name(session: &Session) -> String {
         .descriptor()
         .map(|d| d.kind.clone())
         .unwrap_or_default();
-    let last = kind.rsplit('.').next().unwrap_or("");
+    let last = kind.wire().rsplit('.').next().unwrap_or("");
     let name: String = last
         .chars()
         .map(|c| {

@@ -466,7 +466,7 @@ fn approve(
     if prepared.mutates && !yes {
         let description = catalog
             .tool(tool)
-            .map(|t| t.description.as_str())
+            .map(|t| t.description.wire())
             .unwrap_or_default();
         eprint!("{}", approval_prompt(tool, &prepared.args, description));
         return Err(Exit::usage(format!(

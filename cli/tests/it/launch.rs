@@ -41,7 +41,7 @@ async fn a_native_tick_opens_through_the_launcher() {
     let launcher = Launcher::native(NativeSpec::new(faulty("ok")));
     let session = launcher.open(SessionConfig::default()).await.expect("open");
     assert_eq!(
-        session.descriptor().expect("initialized").kind,
+        session.descriptor().expect("initialized").kind.wire(),
         "test.faulty"
     );
     session.shutdown().await;

@@ -83,8 +83,14 @@ impl Instance {
         InstanceInfo {
             id: self.id.clone(),
             name: self.name.clone(),
-            kind: d.as_ref().map(|d| d.kind.clone()).unwrap_or_default(),
-            title: d.as_ref().map(|d| d.title.clone()).unwrap_or_default(),
+            kind: d
+                .as_ref()
+                .map(|d| d.kind.wire().to_string())
+                .unwrap_or_default(),
+            title: d
+                .as_ref()
+                .map(|d| d.title.wire().to_string())
+                .unwrap_or_default(),
             backend: self.backend.clone(),
             pid: std::process::id(),
             started: self.started.clone(),
@@ -227,7 +233,7 @@ pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Publ
             let base = default_name(
                 &session
                     .descriptor()
-                    .map(|d| d.kind.clone())
+                    .map(|d| d.kind.wire().to_string())
                     .unwrap_or_default(),
             );
             let mut found = None;

@@ -574,7 +574,7 @@ impl Connection {
                         .idempotent(true)
                         .open_world(false)
                 };
-                let title = text::title(&listed.title);
+                let title = text::title(listed.title.wire());
                 let (description, schema, annotations) = match &m.target {
                     Target::Tick(name) => {
                         let tool = listed.tool(name)?;
@@ -597,7 +597,11 @@ impl Connection {
                             .read_only(!tool.mutates)
                             .destructive(tool.mutates)
                             .open_world(t.grants.network());
-                        (text::description(&tool.description), schema, annotations)
+                        (
+                            text::description(tool.description.wire()),
+                            schema,
+                            annotations,
+                        )
                     }
                     Target::State => {
                         let withheld = match &mapping.withheld.get(m.tick) {
@@ -1108,7 +1112,7 @@ impl ServerHandler for Connection {
                     None => String::new(),
                 };
                 Resource::new(state_uri(&t.name), format!("{} state", t.name))
-                    .with_title(format!("{} state", text::title(&d.title)))
+                    .with_title(format!("{} state", text::title(d.title.wire())))
                     .with_description(format!(
                         "The latest state of the Tick `{}`: seq, data, at, and how many updates \
                          were merged since your last read.{recover}",
