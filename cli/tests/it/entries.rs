@@ -111,10 +111,14 @@ fn files_and_directories_a_tick_creates_count_against_its_write_quota() {
     assert_eq!(v["ok"], false, "{v}");
     let v = call(
         "write_file",
-        json!({"path": "/q/new.txt", "text": "x".repeat(4000)}),
+        json!({"path": "/q/new2.txt", "text": "x".repeat(4000)}),
         &["--dir", &grant, "--max-write", "8KiB"],
     );
     assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(
+        std::fs::metadata(data.path("new2.txt")).unwrap().len(),
+        4000
+    );
 }
 
 #[test]

@@ -94,11 +94,10 @@ fn open_at_capped(
         let parent = fd.rep();
         let s = store.data_mut();
         // Creating a file is charged to the write quotas (see `quota`).
-        let charged =
-            match quota::charge_create(s, parent, path_flags, &path, open_flags).await {
-                Ok(charged) => charged,
-                Err(code) => return Ok((Err(code),)),
-            };
+        let charged = match quota::charge_create(s, parent, path_flags, &path, open_flags).await {
+            Ok(charged) => charged,
+            Err(code) => return Ok((Err(code),)),
+        };
         // Keep the reserve for the guest's short-lived handles (see `handles`).
         let cap = s.table.max_capacity();
         s.table
@@ -566,6 +565,7 @@ impl WasmEngine {
                 ModuleState {
                     wasi: WasiCtxBuilder::new().build_p1(),
                     limiter: limits::Budget::new(0),
+                    virtual_files: false,
                 },
             );
             let names: Vec<(String, String)> = module_linker

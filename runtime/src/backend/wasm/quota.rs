@@ -245,9 +245,8 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 
 /// What a shadowed `wasi:filesystem` method returns to the linker.
-type FsCall<'a, T> = Box<
-    dyn std::future::Future<Output = wasmtime::Result<(Result<T, FsErrorCode>,)>> + Send + 'a,
->;
+type FsCall<'a, T> =
+    Box<dyn std::future::Future<Output = wasmtime::Result<(Result<T, FsErrorCode>,)>> + Send + 'a>;
 
 /// Shadows the `wasi:filesystem` methods that create entries or move them
 /// between grants (`open-at` is shadowed in `mod.rs` and calls
@@ -342,9 +341,7 @@ fn create_directory_metered(
 
 /// The refusal of a rename or link between grants (see the module docs).
 fn cross_grant(what: &str) -> FsErrorCode {
-    tracing::info!(
-        "refused a {what} between grants where one has a write quota (cross-device)"
-    );
+    tracing::info!("refused a {what} between grants where one has a write quota (cross-device)");
     FsErrorCode::CrossDevice
 }
 
@@ -356,7 +353,9 @@ fn rename_within_grant(
 ) -> FsCall<'_, ()> {
     Box::new(async move {
         let s = store.data_mut();
-        if s.grant_quotas.crosses_a_metered_grant(fd.rep(), new_fd.rep()) {
+        if s.grant_quotas
+            .crosses_a_metered_grant(fd.rep(), new_fd.rep())
+        {
             return Ok((Err(cross_grant("rename")),));
         }
         let mut view = WasiFilesystemCtxView {
@@ -385,7 +384,9 @@ fn link_metered(
 ) -> FsCall<'_, ()> {
     Box::new(async move {
         let s = store.data_mut();
-        if s.grant_quotas.crosses_a_metered_grant(fd.rep(), new_fd.rep()) {
+        if s.grant_quotas
+            .crosses_a_metered_grant(fd.rep(), new_fd.rep())
+        {
             return Ok((Err(cross_grant("hard link")),));
         }
         let quotas = s.grant_quotas.for_write(s.quota.as_ref(), new_fd.rep());
@@ -468,7 +469,10 @@ mod tests {
         assert!(!g.crosses_a_metered_grant(3, 4), "no quota on either side");
         assert!(g.crosses_a_metered_grant(3, 1), "into a metered grant");
         assert!(g.crosses_a_metered_grant(5, 3), "out of one");
-        assert!(g.crosses_a_metered_grant(1, 2), "between two metered grants");
+        assert!(
+            g.crosses_a_metered_grant(1, 2),
+            "between two metered grants"
+        );
     }
 
     #[test]
@@ -478,8 +482,17 @@ mod tests {
         let both = [tick.clone(), grant.clone()];
         assert!(take_all(&both, ENTRY_COST).is_ok());
         give_back_all(&both, ENTRY_COST);
-        assert!(take_all(&both, ENTRY_COST).is_ok(), "charged again after the refund");
-        assert!(take_all(&both, ENTRY_COST).is_err(), "the grant's one entry is spent");
-        assert!(tick.take(ENTRY_COST), "the refused take left the Tick's share");
+        assert!(
+            take_all(&both, ENTRY_COST).is_ok(),
+            "charged again after the refund"
+        );
+        assert!(
+            take_all(&both, ENTRY_COST).is_err(),
+            "the grant's one entry is spent"
+        );
+        assert!(
+            tick.take(ENTRY_COST),
+            "the refused take left the Tick's share"
+        );
     }
 }
