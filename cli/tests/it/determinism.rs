@@ -164,8 +164,11 @@ fn copy_example_scenarios(into: &Path) -> usize {
     n
 }
 
+/// Snapshot files by name, with their bytes.
+type Snapshots = Vec<(String, Vec<u8>)>;
+
 /// The snapshots in `dir`, by name, and removes them.
-fn take_snapshots(dir: &Path) -> Vec<(String, Vec<u8>)> {
+fn take_snapshots(dir: &Path) -> Snapshots {
     let mut v = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
@@ -201,7 +204,7 @@ fn every_example_scenario_gives_the_same_report_and_screens_in_every_run() {
     assert!(copied >= 11, "every example's scenarios: {copied}");
     let dir = t.0.to_string_lossy().into_owned();
     // Three runs, each its own process writing every snapshot afresh.
-    let runs: Vec<(String, Vec<(String, Vec<u8>)>)> = (0..3)
+    let runs: Vec<(String, Snapshots)> = (0..3)
         .map(|_| {
             let out = tickbox_within(
                 &["test", &dir, "--update", "--format", "json"],
