@@ -84,7 +84,7 @@ pub struct BoundOpts {
     /// Memory the compiler may use for a wasm Tick [default: 4GiB]
     #[arg(long, value_name = "SIZE")]
     pub compile_memory: Option<String>,
-    /// Bytes a wasm component may write to files, all grants together [default: no quota]
+    /// Bytes a wasm component may write to files, all grants together; each file or directory it creates costs 4 KiB of it [default: no quota]
     #[arg(long, value_name = "SIZE")]
     pub max_write: Option<String>,
 }

@@ -48,13 +48,20 @@
 //!   loopback HTTP and HTTPS servers: origins, redirects, bounds, the test CA;
 //! - `tiers` — compilers: a first start on Winch, Cranelift's code from the
 //!   cache after it, the detached optimizing compile's bounds, `tickbox compile`;
+//! - `entries` — write quotas count the files and directories a Tick
+//!   creates, and moves into or out of a metered grant are refused;
+//! - `determinism` — under virtual time a guest's instance id and file
+//!   times, and every example scenario's report and screens, are the same
+//!   in every run;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
 mod check;
 mod cli;
+mod determinism;
 mod docs;
 mod engine;
+mod entries;
 mod examples;
 mod http;
 mod langs;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// The directory the wasm examples are built into, as scenarios name it
 /// (`${TICKBOX_WASM_DIR}/counter.wasm`).
-fn wasm_dir() -> String {
+pub(crate) fn wasm_dir() -> String {
     // Building one example builds the whole examples workspace.
     let counter = build_wasm("examples", "counter", "wasm32-wasip2");
     counter
@@ -28,7 +28,7 @@ fn test(args: &[&str]) -> Output {
 /// Builds the C counter (`examples/c`, its own build.sh: clang with a
 /// wasm32-wasi sysroot, and cc) into the target dir; the directory its
 /// scenarios name as `${TICKBOX_C_DIR}`.
-fn c_dir() -> String {
+pub(crate) fn c_dir() -> String {
     let out = target_dir().join("guests").join("c");
     let script = root().join("examples/c/build.sh");
     let result = std::process::Command::new("sh")

@@ -18,8 +18,8 @@
 //! | wasm file size | 64 MiB | `--max-wasm-size SIZE` |
 //! | compile time (wall) | 60 s | `--compile-timeout SECONDS` |
 //! | compile memory | 4 GiB | `--compile-memory SIZE` |
-//! | bytes written to files (components) | unbounded | `--max-write SIZE` |
-//! | bytes written through one grant (components) | unbounded | `--dir …:rw,max=SIZE` |
+//! | bytes written to files, 4 KiB per entry created (components) | unbounded | `--max-write SIZE` |
+//! | the same through one grant; no rename or link across it (components) | unbounded | `--dir …:rw,max=SIZE` |
 //!
 //! A policy file (`--policy FILE`, TOML) holds the same grants so a user can
 //! keep them per Tick; a manifest shipped beside a Tick (`NAME.tick.toml`)

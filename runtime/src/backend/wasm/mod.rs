@@ -93,6 +93,11 @@ fn open_at_capped(
     Box::new(async move {
         let parent = fd.rep();
         let s = store.data_mut();
+        // Creating a file is charged to the write quotas (see `quota`).
+        let charged = match quota::charge_create(s, parent, path_flags, &path, open_flags).await {
+            Ok(charged) => charged,
+            Err(code) => return Ok((Err(code),)),
+        };
         // Keep the reserve for the guest's short-lived handles (see `handles`).
         let cap = s.table.max_capacity();
         s.table
@@ -105,6 +110,9 @@ fn open_at_capped(
             fs_types::HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags)
                 .await;
         s.table.set_max_capacity(cap);
+        if opened.is_err() {
+            quota::give_back_all(&charged, quota::ENTRY_COST);
+        }
         match opened {
             Ok(r) => {
                 // The new descriptor writes under its parent's grant quota.
@@ -423,6 +431,8 @@ impl Tier {
                     stream_metered(store, fd, None)
                 })
             })?;
+        // Entries a guest creates are charged, moves between grants checked.
+        quota::add_to_linker(&mut component_linker)?;
         // Preopens are tied to their grant's write quota as the guest gets them.
         component_linker
             .instance("wasi:filesystem/preopens@0.2.12")
@@ -469,6 +479,8 @@ impl Tier {
         )?;
         // At the handle cap, opening a file is the guest's error (`mfile`).
         handles::add_path_open(&mut module_linker)?;
+        // File timestamps from the virtual clock, for a module that has one.
+        virtual_time::add_p1_to_linker(&mut module_linker)?;
         module_linker.allow_shadowing(false);
         Ok(Tier {
             engine,
@@ -553,6 +565,7 @@ impl WasmEngine {
                 ModuleState {
                     wasi: WasiCtxBuilder::new().build_p1(),
                     limiter: limits::Budget::new(0),
+                    virtual_files: false,
                 },
             );
             let names: Vec<(String, String)> = module_linker
@@ -1136,7 +1149,8 @@ pub struct WasmSpec {
     pub args: Vec<String>,
     /// Everything granted.
     pub grants: Grants,
-    /// `TICKLOOP_INSTANCE_ID`; a fresh one when absent.
+    /// `TICKLOOP_INSTANCE_ID`; when absent, a fresh one, or under virtual
+    /// time the seed's ([`virtual_time::instance_id`]).
     pub instance_id: Option<String>,
     /// How long the guest may take to return by itself once its stdin is
     /// closed, before it is stopped ([`EXIT_GRACE`]).
@@ -1183,6 +1197,8 @@ impl WasiView for GuestState {
 pub struct ModuleState {
     wasi: wasmtime_wasi::p1::WasiP1Ctx,
     limiter: limits::Budget,
+    /// Under virtual time: file timestamps read as its epoch.
+    virtual_files: bool,
 }
 
 mod lookup {
@@ -1342,6 +1358,7 @@ fn wasi_builder(
     spec: &WasmSpec,
     resolved: Vec<(String, Vec<IpAddr>)>,
     view: &Arc<View>,
+    clock: Option<&virtual_time::VirtualClock>,
 ) -> Result<(WasiCtxBuilder, Vec<grant_area::GrantDir>, PreopenQuotas), WasmError> {
     use wasmtime_wasi::sockets::SocketAddrUse;
     let mut b = WasiCtxBuilder::new();
@@ -1357,7 +1374,13 @@ fn wasi_builder(
         .instance_id
         .clone()
         .unwrap_or_else(super::new_instance_id);
-    b.env(INSTANCE_ID_VAR, &instance);
+    // Under virtual time the guest's id is the seed's, so a run is
+    // reproducible; `instance` (unique) still names its grant area.
+    let guest_id = match (&spec.instance_id, clock) {
+        (None, Some(c)) => virtual_time::instance_id(c.seed()),
+        _ => instance.clone(),
+    };
+    b.env(INSTANCE_ID_VAR, &guest_id);
     b.env("TERM", TERM_VALUE);
     for (k, v) in &spec.grants.env {
         b.env(k, v);
@@ -1446,7 +1469,7 @@ pub async fn spawn_with(
     let (host_stdin, guest_stdin) = pipe::stdin();
     let (guest_stdout, host_stdout) = pipe::stdout();
     let resolved = resolve_names(&spec.grants).await;
-    let (mut builder, keep, grant_quotas) = wasi_builder(spec, resolved, &view)?;
+    let (mut builder, keep, grant_quotas) = wasi_builder(spec, resolved, &view, clock)?;
     builder.stdin(guest_stdin);
     builder.stdout(guest_stdout);
     if let Some(c) = clock {
@@ -1524,7 +1547,11 @@ pub async fn spawn_with(
         Loaded::Module(pre) => {
             let mut wasi = builder.build_p1();
             wasi.ctx().table.set_max_capacity(max_handles);
-            let state = ModuleState { wasi, limiter };
+            let state = ModuleState {
+                wasi,
+                limiter,
+                virtual_files: clock.is_some(),
+            };
             let mut store = Store::new(pre.module().engine(), state);
             store.limiter(|s| &mut s.limiter);
             store.set_epoch_deadline(1);

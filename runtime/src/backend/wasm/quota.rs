@@ -22,12 +22,41 @@
 //! file with `set-size` makes it sparse and is not counted. A preview-1
 //! module's writes go through wasmtime-wasi's internals, where they cannot
 //! be metered, so a quota with a preview-1 module is refused at start.
+//!
+//! **Entries.** Bytes alone do not bound what a Tick leaves on disk: an
+//! empty file or directory costs an inode and a directory block whatever
+//! its size. So every entry a component creates in a metered place is
+//! charged [`ENTRY_COST`] bytes against the same quotas its writes count
+//! against (the Tick's and its grant's): `open-at` with `create` when
+//! nothing was at the path (checked with `stat-at` first, so opening an
+//! existing file with `create`, as `std::fs::write` does, costs nothing),
+//! `create-directory-at`, and `link-at`. Past the quota the guest gets
+//! `quota`. Like bytes, entries are a budget: removing one gives nothing
+//! back. Under `--max-write 40KiB` a Tick may create 10 empty entries, under
+//! `--max-write 1KiB` none (it may still write into files that exist).
+//!
+//! **Moves between grants.** A file written where no quota (or another
+//! one) applies and then renamed or hard-linked into a metered grant would
+//! bring its bytes in uncounted. So `rename-at` and `link-at` between two
+//! descriptors of different grants, when either grant has its own quota,
+//! are refused with `cross-device` (EXDEV): what `mv` and most libraries
+//! then do is copy and remove, and the copy is a metered write. Within one
+//! grant, and between grants without quotas, they work as before.
+//! (Preview-1 modules take no quota at all, see above, so there is nothing
+//! to charge there.)
 
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
+
+/// What creating one entry (a file, a directory or a hard link) costs
+/// against a write quota, in bytes: 4 KiB, about what the entry costs on
+/// disk (an inode and its share of a directory block on common
+/// filesystems), so a quota bounds inodes as well as bytes. With
+/// `--max-write N` a Tick creates at most N / 4 KiB entries.
+pub const ENTRY_COST: u64 = 4096;
 
 /// What is left of a write quota (shared by the streams it meters).
 #[derive(Clone)]
@@ -78,6 +107,14 @@ impl Quota {
     pub fn exceeded(&self) -> std::io::Error {
         tracing::info!(max = self.max, bound = %self.name, "a guest ran into a write quota");
         std::io::Error::from_raw_os_error(libc::EDQUOT)
+    }
+}
+
+/// Gives `n` bytes back to every quota in `quotas` (all of them spent by a
+/// [`take_all`] whose operation then failed).
+pub fn give_back_all(quotas: &[Quota], n: u64) {
+    for q in quotas {
+        q.give_back(n);
     }
 }
 
@@ -144,6 +181,18 @@ impl GrantQuotas {
         self.handles.get(&rep)
     }
 
+    /// Whether a rename or hard link between the directories behind
+    /// handles `a` and `b` would move an entry into or out of a metered
+    /// grant from another grant (see the module docs): the two are under
+    /// different grant quotas, or only one of them is under one.
+    pub fn crosses_a_metered_grant(&self, a: u32, b: u32) -> bool {
+        match (self.of(a), self.of(b)) {
+            (None, None) => false,
+            (Some(x), Some(y)) => !Arc::ptr_eq(&x.left, &y.left),
+            _ => true,
+        }
+    }
+
     /// The quotas a write through handle `rep` counts against: the Tick's,
     /// then its grant's.
     pub fn for_write(&self, tick: Option<&Quota>, rep: u32) -> Vec<Quota> {
@@ -184,6 +233,178 @@ impl OutputStream for QuotaStream {
     async fn cancel(&mut self) {
         self.inner.cancel().await
     }
+}
+
+// ---- linking: entries and moves (see the module docs) ----
+
+use super::GuestState;
+use wasmtime::component::{Linker as ComponentLinker, Resource};
+use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView};
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    ErrorCode as FsErrorCode, HostDescriptor, OpenFlags, PathFlags,
+};
+
+/// What a shadowed `wasi:filesystem` method returns to the linker.
+type FsCall<'a, T> =
+    Box<dyn std::future::Future<Output = wasmtime::Result<(Result<T, FsErrorCode>,)>> + Send + 'a>;
+
+/// Shadows the `wasi:filesystem` methods that create entries or move them
+/// between grants (`open-at` is shadowed in `mod.rs` and calls
+/// [`charge_create`]). Needs `allow_shadowing`.
+pub(super) fn add_to_linker(linker: &mut ComponentLinker<GuestState>) -> wasmtime::Result<()> {
+    let mut fs = linker.instance("wasi:filesystem/types@0.2.12")?;
+    fs.func_wrap_async(
+        "[method]descriptor.create-directory-at",
+        create_directory_metered,
+    )?;
+    fs.func_wrap_async("[method]descriptor.rename-at", rename_within_grant)?;
+    fs.func_wrap_async("[method]descriptor.link-at", link_metered)?;
+    Ok(())
+}
+
+/// Spends [`ENTRY_COST`] from `quotas`, or says `quota`.
+fn charge_entry(quotas: &[Quota]) -> Result<(), FsErrorCode> {
+    take_all(quotas, ENTRY_COST).map_err(|q| {
+        tracing::info!(cost = ENTRY_COST, "creating an entry");
+        q.exceeded();
+        FsErrorCode::Quota
+    })
+}
+
+/// Charges [`ENTRY_COST`] for an `open-at` through handle `parent` that
+/// may create a file: one with `create` whose path names nothing yet (with
+/// `exclusive` too, it creates or fails, so it is charged without asking).
+/// Returns what it charged, to give back with [`give_back_all`] if the open
+/// then fails; `quota` when a quota has too little left.
+pub(super) async fn charge_create(
+    s: &mut GuestState,
+    parent: u32,
+    path_flags: PathFlags,
+    path: &str,
+    open_flags: OpenFlags,
+) -> Result<Vec<Quota>, FsErrorCode> {
+    if !open_flags.contains(OpenFlags::CREATE) {
+        return Ok(Vec::new());
+    }
+    let quotas = s.grant_quotas.for_write(s.quota.as_ref(), parent);
+    if quotas.is_empty() {
+        return Ok(quotas);
+    }
+    if !open_flags.contains(OpenFlags::EXCLUSIVE) {
+        let mut view = WasiFilesystemCtxView {
+            ctx: s.ctx.filesystem(),
+            table: &mut s.table,
+        };
+        // Something is there (the same symlink rule as the open's): the
+        // open will not create an entry. Any error, the open decides, and
+        // is charged meanwhile.
+        let exists = HostDescriptor::stat_at(
+            &mut view,
+            Resource::new_borrow(parent),
+            path_flags,
+            path.to_string(),
+        )
+        .await
+        .is_ok();
+        if exists {
+            return Ok(Vec::new());
+        }
+    }
+    charge_entry(&quotas)?;
+    Ok(quotas)
+}
+
+/// `descriptor.create-directory-at`, charged [`ENTRY_COST`].
+fn create_directory_metered(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+    (fd, path): (Resource<Descriptor>, String),
+) -> FsCall<'_, ()> {
+    Box::new(async move {
+        let s = store.data_mut();
+        let quotas = s.grant_quotas.for_write(s.quota.as_ref(), fd.rep());
+        if let Err(code) = charge_entry(&quotas) {
+            return Ok((Err(code),));
+        }
+        let mut view = WasiFilesystemCtxView {
+            ctx: s.ctx.filesystem(),
+            table: &mut s.table,
+        };
+        match HostDescriptor::create_directory_at(&mut view, fd, path).await {
+            Ok(()) => Ok((Ok(()),)),
+            Err(err) => {
+                give_back_all(&quotas, ENTRY_COST);
+                err.downcast().map(|code| (Err(code),))
+            }
+        }
+    })
+}
+
+/// The refusal of a rename or link between grants (see the module docs).
+fn cross_grant(what: &str) -> FsErrorCode {
+    tracing::info!("refused a {what} between grants where one has a write quota (cross-device)");
+    FsErrorCode::CrossDevice
+}
+
+/// `descriptor.rename-at`, refused between grants when either has its own
+/// quota.
+fn rename_within_grant(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+    (fd, old_path, new_fd, new_path): (Resource<Descriptor>, String, Resource<Descriptor>, String),
+) -> FsCall<'_, ()> {
+    Box::new(async move {
+        let s = store.data_mut();
+        if s.grant_quotas
+            .crosses_a_metered_grant(fd.rep(), new_fd.rep())
+        {
+            return Ok((Err(cross_grant("rename")),));
+        }
+        let mut view = WasiFilesystemCtxView {
+            ctx: s.ctx.filesystem(),
+            table: &mut s.table,
+        };
+        match HostDescriptor::rename_at(&mut view, fd, old_path, new_fd, new_path).await {
+            Ok(()) => Ok((Ok(()),)),
+            Err(err) => err.downcast().map(|code| (Err(code),)),
+        }
+    })
+}
+
+/// `descriptor.link-at`: refused between grants when either has its own
+/// quota, and the new entry charged [`ENTRY_COST`].
+#[allow(clippy::type_complexity)]
+fn link_metered(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+    (fd, old_flags, old_path, new_fd, new_path): (
+        Resource<Descriptor>,
+        PathFlags,
+        String,
+        Resource<Descriptor>,
+        String,
+    ),
+) -> FsCall<'_, ()> {
+    Box::new(async move {
+        let s = store.data_mut();
+        if s.grant_quotas
+            .crosses_a_metered_grant(fd.rep(), new_fd.rep())
+        {
+            return Ok((Err(cross_grant("hard link")),));
+        }
+        let quotas = s.grant_quotas.for_write(s.quota.as_ref(), new_fd.rep());
+        if let Err(code) = charge_entry(&quotas) {
+            return Ok((Err(code),));
+        }
+        let mut view = WasiFilesystemCtxView {
+            ctx: s.ctx.filesystem(),
+            table: &mut s.table,
+        };
+        match HostDescriptor::link_at(&mut view, fd, old_flags, old_path, new_fd, new_path).await {
+            Ok(()) => Ok((Ok(()),)),
+            Err(err) => {
+                give_back_all(&quotas, ENTRY_COST);
+                err.downcast().map(|code| (Err(code),))
+            }
+        }
+    })
 }
 
 #[cfg(test)]
@@ -229,5 +450,49 @@ mod tests {
         // A handle number reused for a descriptor elsewhere loses the quota.
         g.opened(4, 8);
         assert!(g.of(8).is_none());
+    }
+
+    #[test]
+    fn moves_are_cross_grant_only_when_a_metered_grant_is_on_one_side() {
+        let mut g = GrantQuotas::new(vec![
+            ("/q".into(), Some(Quota::named(10, "/q"))),
+            ("/r".into(), Some(Quota::named(10, "/r"))),
+            ("/free".into(), None),
+            ("/free2".into(), None),
+        ]);
+        g.preopened(0, 1, "/q");
+        g.preopened(1, 2, "/r");
+        g.preopened(2, 3, "/free");
+        g.preopened(3, 4, "/free2");
+        g.opened(1, 5); // a directory inside /q
+        assert!(!g.crosses_a_metered_grant(1, 5), "within one grant");
+        assert!(!g.crosses_a_metered_grant(3, 4), "no quota on either side");
+        assert!(g.crosses_a_metered_grant(3, 1), "into a metered grant");
+        assert!(g.crosses_a_metered_grant(5, 3), "out of one");
+        assert!(
+            g.crosses_a_metered_grant(1, 2),
+            "between two metered grants"
+        );
+    }
+
+    #[test]
+    fn a_failed_operation_gives_its_charge_back() {
+        let tick = Quota::new(2 * ENTRY_COST);
+        let grant = Quota::named(ENTRY_COST, "/q");
+        let both = [tick.clone(), grant.clone()];
+        assert!(take_all(&both, ENTRY_COST).is_ok());
+        give_back_all(&both, ENTRY_COST);
+        assert!(
+            take_all(&both, ENTRY_COST).is_ok(),
+            "charged again after the refund"
+        );
+        assert!(
+            take_all(&both, ENTRY_COST).is_err(),
+            "the grant's one entry is spent"
+        );
+        assert!(
+            tick.take(ENTRY_COST),
+            "the refused take left the Tick's share"
+        );
     }
 }

@@ -36,6 +36,17 @@
 //! preview-1 module has no idle signal at all (its `poll_oneoff` and
 //! `fd_read` are wasmtime-wasi's own).
 //!
+//! - **instance id** (`TICKLOOP_INSTANCE_ID`): [`instance_id`] of the seed
+//!   rather than the host's pid and start time, so nothing the guest is
+//!   given differs from one run to the next;
+//! - **file timestamps** (`descriptor.stat`, `stat-at`; components only):
+//!   every access, modification and status-change time a guest reads is
+//!   [`FILE_TIME`], the virtual epoch, whatever the host's files say (real
+//!   times would differ on every run, and lie in the future of the guest's
+//!   clock); `set-times`/`set-times-at` with `now` set the virtual wall
+//!   clock's time on the host's file rather than the host's. A preview-1
+//!   module's `fd_filestat_get`/`path_filestat_get` read the same epoch.
+//!
 //! Everything a guest controls is bounded: an `advance` fires at most
 //! [`MAX_ADVANCE_FIRINGS`] timer deadlines, and a single `advance` spans at
 //! most [`MAX_ADVANCE`].
@@ -67,12 +78,24 @@ pub const START_MONOTONIC: u64 = 1_000_000_000_000;
 /// found nothing ready. Only a confirmation: "blocked" is exact (see
 /// [`VirtualClock::wait_idle`]), so this can be short.
 pub const IDLE_QUIET: Duration = Duration::from_millis(1);
+/// What a guest under virtual time reads as every timestamp of every file
+/// (access, modification, status change): the virtual epoch, [`START_WALL`].
+/// Fixed rather than the clock's current time, so a file does not seem to
+/// change as time advances, and no file is newer than the guest's clock.
+pub const FILE_TIME: Duration = START_WALL;
 /// Most timer deadlines one `advance` fires before it gives up.
 pub const MAX_ADVANCE_FIRINGS: u64 = 100_000;
 /// Longest single `advance`.
 pub const MAX_ADVANCE: Duration = Duration::from_secs(366 * 24 * 3600);
 /// Bound on waiting for the guest to handle one fired deadline.
 pub const STEP_SETTLE_MAX: Duration = Duration::from_secs(5);
+
+/// The `TICKLOOP_INSTANCE_ID` of a guest under virtual time with `seed`:
+/// a function of the seed alone (the same on every run, unlike the host's
+/// pid and clock, which a normal instance id carries).
+pub fn instance_id(seed: u64) -> String {
+    format!("tickbox-virtual-{seed:016x}")
+}
 
 /// Why an `advance` stopped.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -705,7 +728,216 @@ pub(super) fn add_to_linker(l: &mut Linker<GuestState>) -> wasmtime::Result<()> 
     monotonic_clock::add_to_linker::<GuestState, Clocks>(l, clock_view)?;
     poll::add_to_linker::<GuestState, Polls>(l, poll_view)?;
     streams::add_to_linker::<GuestState, Streams>(l, streams_view)?;
+    files::add_to_linker(l)
+}
+
+/// Preview 1's `fd_filestat_get` and `path_filestat_get` for a module
+/// under virtual time: wasmtime-wasi's own, then the three timestamps of
+/// the `filestat` it wrote overwritten with [`FILE_TIME`].
+pub(super) fn add_p1_to_linker(
+    l: &mut wasmtime::Linker<super::ModuleState>,
+) -> wasmtime::Result<()> {
+    use wasmtime::{AsContextMut, Caller, Extern};
+    use wasmtime_wasi::p1::wasi_snapshot_preview1 as p1;
+    /// Where `atim`, `mtim` and `ctim` lie in a preview-1 `filestat`
+    /// (dev, ino, filetype, nlink and size come first, 8 bytes each).
+    const TIME_OFFSETS: [u32; 3] = [40, 48, 56];
+    /// Runs `$call` (wasmtime-wasi's ABI function, given `$wasi` and
+    /// `$mem`) with the guest's memory, then writes the epoch into the
+    /// `filestat` at `$buf` if it succeeded under virtual time. The
+    /// preamble is wiggle's, as in `handles`.
+    macro_rules! with_epoch {
+        ($caller:ident, $buf:expr, |$wasi:ident, $mem:ident| $call:expr) => {{
+            let fuel = $caller.as_context_mut().hostcall_fuel();
+            let export = $caller.get_export("memory");
+            let (mut $mem, st) = match &export {
+                Some(Extern::Memory(m)) => {
+                    let (mem, st) = m.data_and_store_mut(&mut $caller);
+                    (wiggle::GuestMemory::Unshared(mem), st)
+                }
+                Some(Extern::SharedMemory(m)) => {
+                    (wiggle::GuestMemory::Shared(m.data()), $caller.data_mut())
+                }
+                _ => wasmtime::bail!("missing required memory export"),
+            };
+            let virt = st.virtual_files;
+            let $wasi = &mut st.wasi;
+            p1::WasiSnapshotPreview1::set_hostcall_fuel($wasi, fuel);
+            let errno: i32 = $call.await?;
+            if errno == 0 && virt {
+                let nanos = u64::try_from(FILE_TIME.as_nanos()).unwrap_or(u64::MAX);
+                for off in TIME_OFFSETS {
+                    let at = ($buf as u32).wrapping_add(off);
+                    $mem.write(wiggle::GuestPtr::<u64>::new(at), nanos)?;
+                }
+            }
+            Ok(errno)
+        }};
+    }
+    l.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "fd_filestat_get",
+        |mut caller: Caller<'_, super::ModuleState>, (fd, buf): (i32, i32)| {
+            Box::new(async move {
+                with_epoch!(caller, buf, |wasi, mem| p1::fd_filestat_get(
+                    &mut *wasi, &mut mem, fd, buf
+                ))
+            })
+        },
+    )?;
+    l.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "path_filestat_get",
+        |mut caller: Caller<'_, super::ModuleState>,
+         (fd, flags, path, len, buf): (i32, i32, i32, i32, i32)| {
+            Box::new(async move {
+                with_epoch!(caller, buf, |wasi, mem| p1::path_filestat_get(
+                    &mut *wasi, &mut mem, fd, flags, path, len, buf
+                ))
+            })
+        },
+    )?;
     Ok(())
+}
+
+/// File timestamps under virtual time (see the module docs): `stat`,
+/// `stat-at`, `set-times` and `set-times-at` of `wasi:filesystem`, which
+/// are wasmtime-wasi's own when the store has no [`VirtualClock`].
+mod files {
+    use super::{GuestState, VirtualClock, FILE_TIME};
+    use wasmtime::component::{Linker, Resource};
+    use wasmtime::StoreContextMut;
+    use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView};
+    use wasmtime_wasi::p2::bindings::clocks::wall_clock::Datetime;
+    use wasmtime_wasi::p2::bindings::filesystem::types::{
+        DescriptorStat, ErrorCode, HostDescriptor, NewTimestamp, PathFlags,
+    };
+    use wasmtime_wasi::p2::FsResult;
+
+    type FsCall<'a, T> = Box<
+        dyn std::future::Future<Output = wasmtime::Result<(Result<T, ErrorCode>,)>> + Send + 'a,
+    >;
+
+    pub(super) fn add_to_linker(l: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+        let mut fs = l.instance("wasi:filesystem/types@0.2.12")?;
+        fs.func_wrap_async("[method]descriptor.stat", stat)?;
+        fs.func_wrap_async("[method]descriptor.stat-at", stat_at)?;
+        fs.func_wrap_async("[method]descriptor.set-times", set_times)?;
+        fs.func_wrap_async("[method]descriptor.set-times-at", set_times_at)?;
+        Ok(())
+    }
+
+    fn datetime(d: std::time::Duration) -> Datetime {
+        Datetime {
+            seconds: d.as_secs(),
+            nanoseconds: d.subsec_nanos(),
+        }
+    }
+
+    /// A stat as a guest under virtual time sees it: every timestamp the
+    /// virtual epoch; the rest (type, links, size) as the host's.
+    pub(in super::super) fn epoch_stat(stat: DescriptorStat) -> DescriptorStat {
+        let t = Some(datetime(FILE_TIME));
+        DescriptorStat {
+            data_access_timestamp: t,
+            data_modification_timestamp: t,
+            status_change_timestamp: t,
+            ..stat
+        }
+    }
+
+    /// `now` as the guest's clock reads it.
+    fn virtual_now(clock: Option<&VirtualClock>, t: NewTimestamp) -> NewTimestamp {
+        match (clock, t) {
+            (Some(c), NewTimestamp::Now) => {
+                NewTimestamp::Timestamp(datetime(super::START_WALL + c.elapsed()))
+            }
+            (_, t) => t,
+        }
+    }
+
+    /// Splits a wasmtime-wasi result into the guest's error or a trap.
+    fn answer<T>(r: FsResult<T>) -> wasmtime::Result<(Result<T, ErrorCode>,)> {
+        match r {
+            Ok(v) => Ok((Ok(v),)),
+            Err(err) => err.downcast().map(|code| (Err(code),)),
+        }
+    }
+
+    fn stat(
+        mut store: StoreContextMut<'_, GuestState>,
+        (fd,): (Resource<Descriptor>,),
+    ) -> FsCall<'_, DescriptorStat> {
+        Box::new(async move {
+            let s = store.data_mut();
+            let virt = s.clock.is_some();
+            let mut view = WasiFilesystemCtxView {
+                ctx: s.ctx.filesystem(),
+                table: &mut s.table,
+            };
+            let r = HostDescriptor::stat(&mut view, fd).await;
+            answer(r.map(|st| if virt { epoch_stat(st) } else { st }))
+        })
+    }
+
+    fn stat_at(
+        mut store: StoreContextMut<'_, GuestState>,
+        (fd, flags, path): (Resource<Descriptor>, PathFlags, String),
+    ) -> FsCall<'_, DescriptorStat> {
+        Box::new(async move {
+            let s = store.data_mut();
+            let virt = s.clock.is_some();
+            let mut view = WasiFilesystemCtxView {
+                ctx: s.ctx.filesystem(),
+                table: &mut s.table,
+            };
+            let r = HostDescriptor::stat_at(&mut view, fd, flags, path).await;
+            answer(r.map(|st| if virt { epoch_stat(st) } else { st }))
+        })
+    }
+
+    fn set_times(
+        mut store: StoreContextMut<'_, GuestState>,
+        (fd, atim, mtim): (Resource<Descriptor>, NewTimestamp, NewTimestamp),
+    ) -> FsCall<'_, ()> {
+        Box::new(async move {
+            let s = store.data_mut();
+            let (atim, mtim) = (
+                virtual_now(s.clock.as_ref(), atim),
+                virtual_now(s.clock.as_ref(), mtim),
+            );
+            let mut view = WasiFilesystemCtxView {
+                ctx: s.ctx.filesystem(),
+                table: &mut s.table,
+            };
+            answer(HostDescriptor::set_times(&mut view, fd, atim, mtim).await)
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn set_times_at(
+        mut store: StoreContextMut<'_, GuestState>,
+        (fd, flags, path, atim, mtim): (
+            Resource<Descriptor>,
+            PathFlags,
+            String,
+            NewTimestamp,
+            NewTimestamp,
+        ),
+    ) -> FsCall<'_, ()> {
+        Box::new(async move {
+            let s = store.data_mut();
+            let (atim, mtim) = (
+                virtual_now(s.clock.as_ref(), atim),
+                virtual_now(s.clock.as_ref(), mtim),
+            );
+            let mut view = WasiFilesystemCtxView {
+                ctx: s.ctx.filesystem(),
+                table: &mut s.table,
+            };
+            answer(HostDescriptor::set_times_at(&mut view, fd, flags, path, atim, mtim).await)
+        })
+    }
 }
 
 #[cfg(test)]

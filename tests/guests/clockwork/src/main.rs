@@ -10,6 +10,12 @@
 //! sleep: a monotonic-clock timer and `pollable.block`), then returns
 //! `slept_ns`, the monotonic time that passed.
 //!
+//! Tool `files` (`{"dir": "/data"}`): its `TICKLOOP_INSTANCE_ID`, then
+//! writes `<dir>/f` and reads back the file's and the directory's
+//! timestamps (`stat`), then sets the file's modification time to "now"
+//! and reads it again: what a guest can learn about the host from its
+//! environment and its files.
+//!
 //! It waits for input in `wasi:io/poll` (not a blocking read), like the SDK
 //! does, so a host can see when it is idle.
 
@@ -24,6 +30,7 @@ fn descriptor() -> Value {
            "description": "Reports its clocks and random bytes.", "revision": "1",
            "tools": [
                {"name": "now", "description": "Read the clocks and random sources.", "input_schema": obj, "mutates": false},
+               {"name": "files", "description": "Report the instance id and file timestamps.", "input_schema": {"type": "object", "properties": {"dir": {"type": "string"}}}, "mutates": true},
                {"name": "nap", "description": "Sleep inside the call.", "input_schema": {"type": "object", "properties": {"seconds": {"type": "integer", "minimum": 0, "maximum": 3600}}}, "mutates": false}]})
 }
 
@@ -95,6 +102,7 @@ fn answer(line: &[u8], start: Instant) {
                     "hash": std::collections::hash_map::RandomState::new().hash_one(1u8),
                 })
             }
+            "files" => files(params["args"]["dir"].as_str().unwrap_or("/data")),
             "nap" => {
                 let secs = params["args"]["seconds"].as_u64().unwrap_or(0).min(3600);
                 let t0 = Instant::now();
@@ -108,4 +116,40 @@ fn answer(line: &[u8], start: Instant) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{}", json!({"jsonrpc": "2.0", "id": id, "result": result}));
     let _ = out.flush();
+}
+
+/// A file time as seconds and nanoseconds since the Unix epoch.
+fn time(t: std::io::Result<SystemTime>) -> Value {
+    match t.map(|t| t.duration_since(UNIX_EPOCH)) {
+        Ok(Ok(d)) => json!([d.as_secs(), d.subsec_nanos()]),
+        Ok(Err(_)) => json!("before the epoch"),
+        Err(e) => json!(e.to_string()),
+    }
+}
+
+fn stat(path: &str) -> Value {
+    match std::fs::metadata(path) {
+        Ok(m) => json!({"modified": time(m.modified()), "accessed": time(m.accessed()), "len": m.len()}),
+        Err(e) => json!(e.to_string()),
+    }
+}
+
+fn files(dir: &str) -> Value {
+    let file = format!("{dir}/f");
+    let written = std::fs::write(&file, b"tick").map_err(|e| e.to_string()).err();
+    let before = stat(&file);
+    let set = std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .and_then(|f| f.set_modified(SystemTime::now()))
+        .map_err(|e| e.to_string())
+        .err();
+    json!({
+        "instance": std::env::var("TICKLOOP_INSTANCE_ID").ok(),
+        "write_error": written,
+        "file": before,
+        "dir": stat(dir),
+        "set_error": set,
+        "after_set": stat(&file),
+    })
 }

@@ -76,11 +76,14 @@ fn descriptor() -> Value {
     let names = [
         "echo", "read_file", "list_dir", "connect", "lookup", "env", "grow", "spin", "recurse", "stderr_flood",
         "stdout_flood", "term", "read_keys", "misbehave", "draw_takeover", "draw_flood", "draw_big",
-        "open_many", "symlink",
+        "open_many", "symlink", "stat",
     ];
     let mut tools: Vec<Value> = names.iter().map(|n| tool(n, false)).collect();
     tools.push(tool("write_file", true));
     tools.push(tool("udp_send", true));
+    tools.push(tool("create_many", true));
+    tools.push(tool("rename", true));
+    tools.push(tool("hard_link", true));
     json!({"protocol": if fault() == "protocol2" { 2 } else { 3 }, "kind": "test.hostile", "title": "Hostile",
            "description": "Tries to escape its sandbox, one tool at a time.", "revision": "1", "tools": tools})
 }
@@ -89,6 +92,20 @@ fn outcome<T: Into<Value>>(r: std::io::Result<T>) -> Value {
     match r {
         Ok(v) => json!({"ok": true, "value": v.into()}),
         Err(e) => json!({"ok": false, "error": e.to_string()}),
+    }
+}
+
+/// An I/O failure as the guest sees it: the message, its kind and the
+/// raw error number (wasi-libc's), so tests can tell `quota` from
+/// `cross-device` from anything else.
+fn failure(e: &std::io::Error) -> Value {
+    json!({"ok": false, "error": e.to_string(), "kind": format!("{:?}", e.kind()), "errno": e.raw_os_error()})
+}
+
+fn done(r: std::io::Result<()>) -> Value {
+    match r {
+        Ok(()) => json!({"ok": true}),
+        Err(e) => failure(&e),
     }
 }
 
@@ -167,6 +184,35 @@ fn call(tool: &str, args: &Value) -> Value {
             }
             json!({"ok": error.is_none(), "opened": opened, "error": error, "errno": errno})
         }
+        "create_many" => {
+            // Creates `n` empty entries `<path>/e0`, `e1`, ... (files, or
+            // directories with `"dirs": true`) until one fails.
+            let n = args.get("n").and_then(Value::as_u64).unwrap_or(1);
+            let dirs = args.get("dirs").and_then(Value::as_bool) == Some(true);
+            let mut created = 0u64;
+            for i in 0..n {
+                let p = format!("{}/e{i}", arg(args, "path"));
+                let r = if dirs { std::fs::create_dir(&p) } else { std::fs::File::create(&p).map(drop) };
+                if let Err(e) = r {
+                    let mut v = failure(&e);
+                    v["created"] = created.into();
+                    return v;
+                }
+                created += 1;
+            }
+            json!({"ok": true, "created": created})
+        }
+        "rename" => done(std::fs::rename(arg(args, "from"), arg(args, "to"))),
+        "hard_link" => done(std::fs::hard_link(arg(args, "from"), arg(args, "to"))),
+        "stat" => match std::fs::metadata(arg(args, "path")) {
+            Ok(m) => {
+                let secs = |t: std::io::Result<std::time::SystemTime>| {
+                    t.ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_secs())
+                };
+                json!({"ok": true, "len": m.len(), "modified": secs(m.modified()), "accessed": secs(m.accessed())})
+            }
+            Err(e) => failure(&e),
+        },
         "stderr_flood" => {
             let mb = args.get("mb").and_then(Value::as_u64).unwrap_or(1) as usize;
             let chunk = vec![b'x'; 1 << 20];
