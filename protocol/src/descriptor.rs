@@ -72,7 +72,7 @@ pub struct ArgsError {
 #[derive(Debug, Clone)]
 pub struct Tool {
     /// Unique name within the catalog.
-    pub name: String,
+    pub name: TickText,
     /// What the tool does.
     pub description: TickText,
     /// JSON Schema of its args, as the Tick declared it.
@@ -338,7 +338,7 @@ pub fn validate_with(raw: &Value, schemas: &mut SchemaCache) -> Validation {
                 };
                 match schemas.compile(input_schema) {
                     Ok(compiled) => v.tools.push(Tool {
-                        name,
+                        name: name.into(),
                         description: description.into(),
                         input_schema: input_schema.clone(),
                         mutates,
@@ -520,13 +520,14 @@ impl Descriptor {
 
     /// Finds a tool by name.
     pub fn tool(&self, name: &str) -> Option<&Tool> {
-        self.tools.iter().find(|t| t.name == name)
+        self.tools.iter().find(|t| t.name.wire() == name)
     }
 
     /// Checks a call against this catalog and binds it to this revision.
     pub fn prepare(&self, tool: &str, args: Value) -> Result<PreparedCall, PrepareError> {
         let Some(t) = self.tool(tool) else {
-            let names: Vec<&str> = self.tools.iter().map(|t| t.name.as_str()).collect();
+            // The names are the Tick's text: escaped into the message.
+            let names: Vec<String> = self.tools.iter().map(|t| t.name.line()).collect();
             return Err(PrepareError::UnknownTool {
                 tool: tool.into(),
                 available: names.join(", "),

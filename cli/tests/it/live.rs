@@ -952,7 +952,10 @@ async fn a_live_call_over_the_line_limit_is_refused_before_sending() {
     // Bound to another revision, so the host sends it unvalidated (the
     // Tick would refuse it with -32004): only the size check stands between.
     let revision = "not-the-current-one".to_string();
-    let tool = session.descriptor().unwrap().tools[0].name.clone();
+    let tool = session.descriptor().unwrap().tools[0]
+        .name
+        .wire()
+        .to_string();
     let limit = tickbox_runtime::protocol::limits::MAX_LINE_BYTES;
     // Fits the socket's 9 MiB frame, not the Tick's 8 MiB line.
     let args = json!({"blob": "x".repeat(limit + 1)});

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 /// else an object filling each required property with a simple value of its
 /// declared type. `None` when nothing simple fits.
 pub fn valid_args(tool: &Tool, samples: &BTreeMap<String, Value>) -> Option<Value> {
-    if let Some(v) = samples.get(&tool.name) {
+    if let Some(v) = samples.get(tool.name.wire()) {
         return tool.check_args(v).is_ok().then(|| v.clone());
     }
     let empty = json!({});

@@ -151,12 +151,12 @@ pub fn map_tools(ticks: &[(&str, &Descriptor)], prefixed: bool, changed: &[bool]
         let mut taken: HashMap<String, String> = HashMap::new();
         let mut problems = Vec::new();
         for t in &descriptor.tools {
-            let mapped = format!("{}{}", prefix(tick), sanitize(&t.name));
+            let mapped = format!("{}{}", prefix(tick), sanitize(t.name.wire()));
             let what = format!("tool `{}` of Tick `{tick}`", t.name);
             if mapped.len() > MAX_TOOL_NAME {
                 problems.push(NameError::TooLong {
                     tick: tick.to_string(),
-                    tool: t.name.clone(),
+                    tool: t.name.line(),
                     len: mapped.len(),
                     mapped,
                 });
@@ -174,7 +174,7 @@ pub fn map_tools(ticks: &[(&str, &Descriptor)], prefixed: bool, changed: &[bool]
             mine.push(Mapped {
                 name: mapped,
                 tick: index,
-                target: Target::Tick(t.name.clone()),
+                target: Target::Tick(t.name.wire().to_string()),
             });
         }
         if problems.is_empty() {

@@ -722,7 +722,7 @@ impl<'a> Suite<'a> {
                     )
                     .await;
                 }
-                None => skipped.push(tool.name.clone()),
+                None => skipped.push(tool.name.line()),
             }
         }
         if probed == 0 {
@@ -751,7 +751,7 @@ impl<'a> Suite<'a> {
         let mut skipped = Vec::new();
         for (tool, args) in tools.into_iter().take(MAX_TOOLS_PROBED) {
             let Some(args) = args else {
-                skipped.push(tool.name.clone());
+                skipped.push(tool.name.line());
                 continue;
             };
             called += 1;
@@ -934,7 +934,7 @@ impl<'a> Suite<'a> {
         let queries: Vec<(String, Value)> = self
             .callable(&catalog, false)
             .into_iter()
-            .filter_map(|(t, a)| Some((t.name.clone(), a?)))
+            .filter_map(|(t, a)| Some((t.name.wire().to_string(), a?)))
             .collect();
         let mut batch = Vec::new();
         let mut quick_flags = Vec::new();
