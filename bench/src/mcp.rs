@@ -152,7 +152,10 @@ impl Peer {
             std::thread::sleep(gap);
             samples.extend(self.samples(1, "tools/call", &params, next_id)?);
         }
-        Ok(Stat::new("ms", samples.iter().map(|us| us / 1000.0).collect()))
+        Ok(Stat::new(
+            "ms",
+            samples.iter().map(|us| us / 1000.0).collect(),
+        ))
     }
 
     /// µs per round trip of `n` requests (a tenth more first, as warm-up).
@@ -338,7 +341,12 @@ fn beside_spinner(mut cmd: Command, shape: Shape, n: usize) -> Result<Stat> {
     host.initialize()?;
     let mut id = 1;
     // Warm both Ticks (the spinner's catalog is read at start).
-    host.samples(5, "tools/call", &json!({"name": "counter_history", "arguments": {}}), &mut id)?;
+    host.samples(
+        5,
+        "tools/call",
+        &json!({"name": "counter_history", "arguments": {}}),
+        &mut id,
+    )?;
     // Never answered: the spinner keeps a core busy until the host stops.
     host.send(
         &json!({"jsonrpc": "2.0", "id": 0x7fff_ffff, "method": "tools/call",
@@ -366,8 +374,13 @@ async fn fair_rows(n: usize, counter: PathBuf, cache: PathBuf) -> Result<Vec<Row
             spinner.to_string_lossy()
         ),
     )?;
-    let command =
-        move || mcp_command(&tickbox, &[OsStr::new("--config"), config.as_os_str()], &cache);
+    let command = move || {
+        mcp_command(
+            &tickbox,
+            &[OsStr::new("--config"), config.as_os_str()],
+            &cache,
+        )
+    };
     // Fewer calls for the previous behaviour: each takes ~300 ms.
     let slow_n = (n / 3).max(5);
     let (rows, idle) = tokio::task::spawn_blocking(move || -> Result<_> {
@@ -434,7 +447,11 @@ async fn baseline_rows(n: usize, wasm: PathBuf, cache: PathBuf) -> Result<Vec<Ro
     let tickbox = tickbox_binary()?;
     let (a, b) = tokio::task::spawn_blocking(move || -> Result<_> {
         let mut current = Peer::spawn(mcp_command(&tickbox, &[wasm.as_os_str()], &cache))?;
-        let mut baseline = Peer::spawn(mcp_command(&bin, &[base_wasm.as_os_str()], &cache.join("baseline")))?;
+        let mut baseline = Peer::spawn(mcp_command(
+            &bin,
+            &[base_wasm.as_os_str()],
+            &cache.join("baseline"),
+        ))?;
         current.initialize()?;
         baseline.initialize()?;
         let history = json!({"name": "history", "arguments": {}});

@@ -993,7 +993,13 @@ fn cpu_seconds(pid: u32) -> f64 {
 /// `n` read-only calls of `tool`, one at a time and `gap` apart (so they
 /// arrive at any point of a neighbour's slice), ids from `first`: each
 /// one's latency, sorted.
-fn neighbour_latencies(mcp: &mut Raw, first: u64, n: u64, tool: &str, gap: Duration) -> Vec<Duration> {
+fn neighbour_latencies(
+    mcp: &mut Raw,
+    first: u64,
+    n: u64,
+    tool: &str,
+    gap: Duration,
+) -> Vec<Duration> {
     let mut out: Vec<Duration> = (first..first + n)
         .map(|id| {
             std::thread::sleep(gap);
@@ -1027,7 +1033,10 @@ fn a_spinning_tick_adds_little_to_a_neighbours_calls_on_one_thread_and_on_two() 
     const CALLS: u64 = 60;
     const GAP: Duration = Duration::from_millis(7);
     for workers in [None, Some("2")] {
-        let mut args = vec!["--config".to_string(), config.to_string_lossy().into_owned()];
+        let mut args = vec![
+            "--config".to_string(),
+            config.to_string_lossy().into_owned(),
+        ];
         if let Some(n) = workers {
             args.extend(["--workers".to_string(), n.to_string()]);
         }
@@ -1053,7 +1062,10 @@ fn a_spinning_tick_adds_little_to_a_neighbours_calls_on_one_thread_and_on_two() 
         );
         // The spinner really ran through the measurement (a fifth of a
         // core at least, even on a busy machine).
-        assert!(cpu >= 0.2 * wall, "the spinner did not spin: {cpu:.2} s CPU in {wall:.2} s");
+        assert!(
+            cpu >= 0.2 * wall,
+            "the spinner did not spin: {cpu:.2} s CPU in {wall:.2} s"
+        );
         assert!(
             pct(&control, 0.99) < NEIGHBOUR_P99_BOUND,
             "positive control: calls with nothing spinning took {control:?}"

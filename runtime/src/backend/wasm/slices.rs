@@ -22,10 +22,16 @@
 //!   [`IDLE_EPOCH_TICK`], so an idle host does not wake a thousand times a
 //!   second.
 //!
+//! A guest that was waiting (for input, a timer, a pipe) does not run
+//! while the epoch advances, so its deadline is long past when it wakes:
+//! it would yield at its first instruction. A deadline more than
+//! [`STALE_TICKS`] ticks old is renewed without yielding instead, so a
+//! call to an idle Tick costs no extra trip through the scheduler.
+//!
 //! [`YIELD_VAR`] brings back the previous behaviour (wasmtime's yield, a
 //! fixed 10 ms tick), for benchmarks that compare the two.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use wasmtime::{EngineWeak, Store, UpdateDeadline};
@@ -42,6 +48,12 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// long before the fast tick takes over.
 pub const IDLE_EPOCH_TICK: Duration = Duration::from_millis(10);
 
+/// A guest whose last deadline came at least this many ticks ago was
+/// waiting, not running (a running one meets a deadline every tick, or
+/// two when the host's tasks kept it waiting after a yield): its deadline
+/// is renewed without a yield.
+pub const STALE_TICKS: u64 = 3;
+
 /// Set to `immediate` in the environment, guests yield the way they did
 /// before (wasmtime's self-waking yield, every [`IDLE_EPOCH_TICK`]): only
 /// for comparing the two in benchmarks.
@@ -54,6 +66,8 @@ pub(crate) struct Pacer {
     /// Some guest reached its deadline since the ticker last looked: the
     /// next tick comes after [`EPOCH_TICK`] rather than [`IDLE_EPOCH_TICK`].
     busy: Arc<AtomicBool>,
+    /// Ticks so far, to tell a stale deadline from a used slice.
+    ticks: Arc<AtomicU64>,
     /// [`YIELD_VAR`] asked for the previous behaviour.
     immediate: bool,
 }
@@ -66,6 +80,7 @@ impl Pacer {
         }
         Pacer {
             busy: Arc::default(),
+            ticks: Arc::default(),
             immediate,
         }
     }
@@ -79,7 +94,15 @@ impl Pacer {
             return;
         }
         let busy = self.busy.clone();
+        let ticks = self.ticks.clone();
+        let mut last = ticks.load(Ordering::Relaxed);
         store.epoch_deadline_callback(move |_| {
+            let now = ticks.load(Ordering::Relaxed);
+            let stale = now.saturating_sub(last) >= STALE_TICKS;
+            last = now;
+            if stale {
+                return Ok(UpdateDeadline::Continue(1));
+            }
             busy.store(true, Ordering::Relaxed);
             Ok(UpdateDeadline::YieldCustom(
                 1,
@@ -105,6 +128,7 @@ impl Pacer {
                     if let Some(w) = winch.get().and_then(|w| w.upgrade()) {
                         w.increment_epoch();
                     }
+                    pacer.ticks.fetch_add(1, Ordering::Relaxed);
                     std::thread::sleep(pacer.next_tick());
                 }
             })
