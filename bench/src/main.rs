@@ -82,7 +82,7 @@ impl Stat {
         )
     }
     fn json(&self) -> Value {
-        json!({"unit": self.unit, "median": self.median(), "p10": self.pct(0.1), "p90": self.pct(0.9), "n": self.samples.len()})
+        json!({"unit": self.unit, "median": self.median(), "p10": self.pct(0.1), "p90": self.pct(0.9), "p99": self.pct(0.99), "n": self.samples.len()})
     }
 }
 

@@ -15,7 +15,13 @@
 //! - `ping` — MCP over stdio with no tool: pipes, framing, rmcp;
 //! - `tools/call` of `tick_state` — the facade's dispatch with no Tick call;
 //! - `tick/call history` in-process — the engine and the Tick, no MCP;
-//! - a line echoed by `cat` — the floor of two pipes and two wake-ups.
+//! - a line echoed by `cat` — the floor of two pipes and two wake-ups;
+//! - fairness (`fair_rows`): the counter's `history` beside a Tick that
+//!   spins in a call (the hostile test guest's `spin`), under one
+//!   `tickbox mcp --config`, on one thread and with `--workers 2`, and the
+//!   idle call, each against the previous way guests yielded
+//!   (`TICKBOX_GUEST_YIELD=immediate`, see `backend::wasm::slices`) in the
+//!   same run; p50 and p99 are printed on stderr.
 //!
 //! Every `tickbox mcp` here runs the counter's optimized (Cranelift) code:
 //! with the default tiered compiler a fresh cache would serve the whole run
@@ -30,6 +36,7 @@
 use crate::{root, target_dir, tickbox_binary, Row, Stat};
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -130,6 +137,27 @@ impl Peer {
         Ok(samples)
     }
 
+    /// ms per `tools/call` of `tool` (read-only), `n` of them, each after
+    /// `gap` (so they arrive at any point of a spinning neighbour's slice).
+    fn spaced_calls(
+        &mut self,
+        n: usize,
+        tool: &str,
+        gap: Duration,
+        next_id: &mut u64,
+    ) -> Result<Stat> {
+        let params = json!({"name": tool, "arguments": {}});
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            std::thread::sleep(gap);
+            samples.extend(self.samples(1, "tools/call", &params, next_id)?);
+        }
+        Ok(Stat::new(
+            "ms",
+            samples.iter().map(|us| us / 1000.0).collect(),
+        ))
+    }
+
     /// µs per round trip of `n` requests (a tenth more first, as warm-up).
     fn round_trips(&mut self, n: usize, method: &str, params: &Value) -> Result<Stat> {
         let mut next_id = 1;
@@ -172,17 +200,35 @@ fn counter_wasm() -> Result<PathBuf> {
     Ok(out.join("wasm32-wasip2/release/counter.wasm"))
 }
 
-/// `tickbox mcp WASM` with the bench's cache and compiler (module docs).
-fn mcp_command(
-    tickbox: &std::path::Path,
-    wasm: &std::path::Path,
-    cache: &std::path::Path,
-) -> Command {
+/// The hostile test guest for wasm32-wasip2 (its `spin` tool never
+/// returns), built like the counter.
+fn spinner_wasm() -> Result<PathBuf> {
+    let out = target_dir().join("guests");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--quiet", "-p", "hostile"])
+        .args(["--target", "wasm32-wasip2", "--manifest-path"])
+        .arg(root().join("tests/guests/Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&out)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .status()
+        .context("running cargo to build the hostile test guest")?;
+    if !status.success() {
+        bail!("building tests/guests/hostile for wasm32-wasip2 failed");
+    }
+    Ok(out.join("wasm32-wasip2/release/hostile.wasm"))
+}
+
+/// `tickbox mcp TICK…` (a wasm path, or `--config FILE`) with the bench's
+/// cache and compiler (module docs).
+fn mcp_command(tickbox: &std::path::Path, tick: &[&OsStr], cache: &std::path::Path) -> Command {
     let compiler =
         std::env::var("TICKBOX_BENCH_MCP_COMPILER").unwrap_or_else(|_| "cranelift".into());
     let mut cmd = Command::new(tickbox);
     cmd.arg("mcp")
-        .arg(wasm)
+        .args(tick)
         .env("TICKBOX_CACHE_DIR", cache)
         .env("TICKBOX_COMPILER", compiler);
     cmd
@@ -273,6 +319,121 @@ fn interleaved(
     Ok((Stat::new("µs", a), Stat::new("µs", b)))
 }
 
+/// One host's way of sharing the CPU, for the fairness rows.
+#[derive(Clone, Copy)]
+struct Shape {
+    /// `--workers`, None for the default (one thread over stdio).
+    workers: Option<&'static str>,
+    /// The previous yield (`TICKBOX_GUEST_YIELD=immediate`).
+    immediate: bool,
+}
+
+/// ms per `history` call of the counter while the other Tick of the same
+/// `tickbox mcp --config` spins in a call; `n` calls a few ms apart.
+fn beside_spinner(mut cmd: Command, shape: Shape, n: usize) -> Result<Stat> {
+    if let Some(w) = shape.workers {
+        cmd.args(["--workers", w]);
+    }
+    if shape.immediate {
+        cmd.env(wasm::slices::YIELD_VAR, "immediate");
+    }
+    let mut host = Peer::spawn(cmd)?;
+    host.initialize()?;
+    let mut id = 1;
+    // Warm both Ticks (the spinner's catalog is read at start).
+    host.samples(
+        5,
+        "tools/call",
+        &json!({"name": "counter_history", "arguments": {}}),
+        &mut id,
+    )?;
+    // Never answered: the spinner keeps a core busy until the host stops.
+    host.send(
+        &json!({"jsonrpc": "2.0", "id": 0x7fff_ffff, "method": "tools/call",
+                "params": {"name": "spinner_spin", "arguments": {}}})
+        .to_string(),
+    )?;
+    std::thread::sleep(Duration::from_millis(100));
+    let stat = host.spaced_calls(n, "counter_history", Duration::from_millis(7), &mut id)?;
+    host.stop();
+    Ok(stat)
+}
+
+/// The fairness rows (module docs).
+async fn fair_rows(n: usize, counter: PathBuf, cache: PathBuf) -> Result<Vec<Row>> {
+    let spinner = spinner_wasm()?;
+    let tickbox = tickbox_binary()?;
+    let config = cache.join("fair-ticks.toml");
+    std::fs::create_dir_all(&cache)?;
+    std::fs::write(
+        &config,
+        format!(
+            "[[tick]]\nname = \"counter\"\npath = {:?}\ncall_timeout = 3600\n\n\
+             [[tick]]\nname = \"spinner\"\npath = {:?}\ncall_timeout = 3600\n",
+            counter.to_string_lossy(),
+            spinner.to_string_lossy()
+        ),
+    )?;
+    let command = move || {
+        mcp_command(
+            &tickbox,
+            &[OsStr::new("--config"), config.as_os_str()],
+            &cache,
+        )
+    };
+    // Fewer calls for the previous behaviour: each takes ~300 ms.
+    let slow_n = (n / 3).max(5);
+    let (rows, idle) = tokio::task::spawn_blocking(move || -> Result<_> {
+        let mut rows = Vec::new();
+        for (workers, name) in [
+            (None, "MCP neighbour tools/call beside a spinning Tick, 1 thread, ms (deferred yield | previous yield)"),
+            (Some("2"), "MCP neighbour tools/call beside a spinning Tick, --workers 2, ms (deferred yield | previous yield)"),
+        ] {
+            let now = beside_spinner(command(), Shape { workers, immediate: false }, n)?;
+            let before =
+                beside_spinner(command(), Shape { workers, immediate: true }, slow_n)?;
+            eprintln!(
+                "mcp fair: workers {}: neighbour p50 {:.2} ms p99 {:.2} ms; previous yield p50 {:.2} ms p99 {:.2} ms",
+                workers.unwrap_or("1"),
+                now.median(),
+                now.pct(0.99),
+                before.median(),
+                before.pct(0.99)
+            );
+            rows.push(Row { name, wasm: Some(now), native: Some(before), target: None });
+        }
+        // Idle: the same host with nothing spinning, both yields interleaved.
+        let mut current = Peer::spawn(command())?;
+        let mut previous = command();
+        previous.env(wasm::slices::YIELD_VAR, "immediate");
+        let mut previous = Peer::spawn(previous)?;
+        current.initialize()?;
+        previous.initialize()?;
+        let history = json!({"name": "counter_history", "arguments": {}});
+        let idle = interleaved(&mut current, &mut previous, n * 5, "tools/call", &history)?;
+        current.stop();
+        previous.stop();
+        Ok((rows, idle))
+    })
+    .await??;
+    let (idle_now, idle_before) = idle;
+    eprintln!(
+        "mcp fair: idle tools/call p50 {:.1} µs p99 {:.1} µs; previous yield p50 {:.1} µs p99 {:.1} µs",
+        idle_now.median(),
+        idle_now.pct(0.99),
+        idle_before.median(),
+        idle_before.pct(0.99)
+    );
+    let mut rows = rows;
+    rows.push(Row {
+        name: "MCP tools/call idle, 2 Ticks, 1 thread (deferred yield | previous yield)",
+        wasm: Some(idle_now),
+        native: Some(idle_before),
+        target: None,
+    });
+    Ok(rows)
+}
+
 /// The before/after rows of `TICKBOX_BENCH_MCP_BASELINE` (module docs).
 async fn baseline_rows(n: usize, wasm: PathBuf, cache: PathBuf) -> Result<Vec<Row>> {
     let Some(spec) = std::env::var_os("TICKBOX_BENCH_MCP_BASELINE") else {
@@ -285,8 +446,12 @@ async fn baseline_rows(n: usize, wasm: PathBuf, cache: PathBuf) -> Result<Vec<Ro
     };
     let tickbox = tickbox_binary()?;
     let (a, b) = tokio::task::spawn_blocking(move || -> Result<_> {
-        let mut current = Peer::spawn(mcp_command(&tickbox, &wasm, &cache))?;
-        let mut baseline = Peer::spawn(mcp_command(&bin, &base_wasm, &cache.join("baseline")))?;
+        let mut current = Peer::spawn(mcp_command(&tickbox, &[wasm.as_os_str()], &cache))?;
+        let mut baseline = Peer::spawn(mcp_command(
+            &bin,
+            &[base_wasm.as_os_str()],
+            &cache.join("baseline"),
+        ))?;
         current.initialize()?;
         baseline.initialize()?;
         let history = json!({"name": "history", "arguments": {}});
@@ -336,7 +501,7 @@ pub async fn rows(quick: bool) -> Result<Vec<Row>> {
     let tickbox = tickbox_binary()?;
     let history = json!({"name": "history", "arguments": {}});
 
-    let cmd = mcp_command(&tickbox, &wasm, &cache);
+    let cmd = mcp_command(&tickbox, &[wasm.as_os_str()], &cache);
     let (tb_call, tb_ping, tb_state) = tokio::task::spawn_blocking(move || -> Result<_> {
         let mut tb = Peer::spawn(cmd)?;
         tb.initialize()?;
@@ -352,7 +517,15 @@ pub async fn rows(quick: bool) -> Result<Vec<Row>> {
     })
     .await??;
     let engine = in_process(wasm.clone(), cache.clone(), n).await?;
-    let before_after = baseline_rows(n, wasm, cache.clone()).await?;
+    let before_after = baseline_rows(n, wasm.clone(), cache.clone()).await?;
+    let fair_n = if crate::smoke() {
+        4
+    } else if quick {
+        100
+    } else {
+        300
+    };
+    let fair = fair_rows(fair_n, wasm, cache.join("fair")).await?;
     let floor = tokio::task::spawn_blocking(move || pipe_floor(n)).await??;
     let _ = std::fs::remove_dir_all(&cache);
 
@@ -446,5 +619,6 @@ pub async fn rows(quick: bool) -> Result<Vec<Row>> {
         },
     ];
     rows.extend(before_after);
+    rows.extend(fair);
     Ok(rows)
 }

@@ -72,8 +72,9 @@ impl McpArgs {
     /// The threads this server runs on. Over stdio there is one client,
     /// whose requests mostly come one at a time: one thread keeps every
     /// wake-up on it (a `tools/call` measured 24 µs instead of 55 µs on two
-    /// workers, BENCHMARKS.md), while a CPU-bound wasm Tick still yields
-    /// to the others at every epoch tick (10 ms). Over HTTP, several
+    /// workers, BENCHMARKS.md), while a CPU-bound wasm Tick yields to the
+    /// others every epoch tick (1 ms while it spins), behind the host's
+    /// ready tasks and I/O (`backend::wasm::slices`). Over HTTP, several
     /// clients share the host: two workers.
     pub fn workers(&self) -> u16 {
         self.workers

@@ -1009,3 +1009,107 @@ fn the_host_runs_on_one_thread_over_stdio_unless_given_workers_within_the_bound(
         assert_eq!(code, 0, "{stderr}");
     }
 }
+
+/// Generous on a loaded machine, far below the failure this guards
+/// against: a spinning Tick used to hold every neighbour's call ~300 ms.
+const NEIGHBOUR_P99_BOUND: Duration = Duration::from_millis(150);
+
+/// CPU seconds (user + system) a process has used so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/PID/stat");
+    // Fields after the command name, which is in parentheses.
+    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    // utime and stime are fields 14 and 15, i.e. 11 and 12 after `state`.
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// `n` read-only calls of `tool`, one at a time and `gap` apart (so they
+/// arrive at any point of a neighbour's slice), ids from `first`: each
+/// one's latency, sorted.
+fn neighbour_latencies(
+    mcp: &mut Raw,
+    first: u64,
+    n: u64,
+    tool: &str,
+    gap: Duration,
+) -> Vec<Duration> {
+    let mut out: Vec<Duration> = (first..first + n)
+        .map(|id| {
+            std::thread::sleep(gap);
+            let t = std::time::Instant::now();
+            let r = mcp.call(id, tool, json!({"n": id}));
+            let took = t.elapsed();
+            assert_eq!(r["isError"], false, "{r}");
+            took
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+#[test]
+fn a_spinning_tick_adds_little_to_a_neighbours_calls_on_one_thread_and_on_two() {
+    let dir = TempDir::new("mcp-fair");
+    let config = dir.path("ticks.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[tick]]\nname = \"spinner\"\npath = \"{h}\"\n\n[[tick]]\nname = \"calm\"\npath = \"{h}\"\n",
+            h = hostile()
+        ),
+    )
+    .unwrap();
+    const CALLS: u64 = 60;
+    const GAP: Duration = Duration::from_millis(7);
+    for workers in [None, Some("2")] {
+        let mut args = vec![
+            "--config".to_string(),
+            config.to_string_lossy().into_owned(),
+        ];
+        if let Some(n) = workers {
+            args.extend(["--workers".to_string(), n.to_string()]);
+        }
+        let mut mcp = Raw::start(&args);
+        mcp.initialize("2025-11-25");
+        neighbour_latencies(&mut mcp, 1, 10, "calm_echo", GAP);
+        // Positive control: the same calls with nothing spinning.
+        let control = neighbour_latencies(&mut mcp, 100, CALLS, "calm_echo", GAP);
+        // The spinner's call never ends; it takes a whole core meanwhile.
+        mcp.send(json!({"jsonrpc": "2.0", "id": 999, "method": "tools/call",
+                        "params": {"name": "spinner_spin", "arguments": {}}}));
+        std::thread::sleep(Duration::from_millis(200));
+        let (cpu0, wall0) = (cpu_seconds(mcp.pid()), std::time::Instant::now());
+        let spun = neighbour_latencies(&mut mcp, 200, CALLS, "calm_echo", GAP);
+        let (cpu, wall) = (cpu_seconds(mcp.pid()) - cpu0, wall0.elapsed().as_secs_f64());
+        eprintln!(
+            "workers {workers:?}: neighbour call p50/p99 {:?}/{:?} alone, {:?}/{:?} beside a spinner (host CPU {:.0}% of wall)",
+            pct(&control, 0.5),
+            pct(&control, 0.99),
+            pct(&spun, 0.5),
+            pct(&spun, 0.99),
+            cpu / wall * 100.0
+        );
+        // The spinner really ran through the measurement (a fifth of a
+        // core at least, even on a busy machine).
+        assert!(
+            cpu >= 0.2 * wall,
+            "the spinner did not spin: {cpu:.2} s CPU in {wall:.2} s"
+        );
+        assert!(
+            pct(&control, 0.99) < NEIGHBOUR_P99_BOUND,
+            "positive control: calls with nothing spinning took {control:?}"
+        );
+        assert!(
+            pct(&spun, 0.99) < NEIGHBOUR_P99_BOUND,
+            "workers {workers:?}: a spinning Tick held its neighbour's calls: {spun:?}"
+        );
+        drop(mcp);
+    }
+}

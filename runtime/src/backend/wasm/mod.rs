@@ -23,9 +23,10 @@
 //!   [`limits::MAX_RANDOM_BYTES`];
 //! - **symlinks**: creating one is refused in every grant;
 //! - **CPU**: epoch interruption; a ticker thread advances the epoch every
-//!   [`EPOCH_TICK`] and every guest yields to the scheduler at each tick, so
-//!   a guest that never pauses shares the runtime and cannot block the host
-//!   or other Ticks. A guest stuck in a call shows up as that call's timeout;
+//!   [`EPOCH_TICK`] while a guest is CPU-bound, and every guest yields to
+//!   the scheduler at each tick behind the host's ready tasks ([`slices`]),
+//!   so a guest that never pauses shares the runtime and cannot block the
+//!   host or other Ticks. A guest stuck in a call shows up as that call's timeout;
 //!   ending the session drops the guest's future at its next yield;
 //! - **traps** (stack overflow, unreachable, out of bounds) end the guest's
 //!   task and so its session, with a one-line reason;
@@ -44,6 +45,7 @@ pub(crate) mod imports;
 pub mod limits;
 pub(crate) mod pipe;
 pub(crate) mod quota;
+pub mod slices;
 pub(crate) mod terminal;
 pub mod virtual_time;
 pub mod wit_files;
@@ -68,8 +70,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{self as fs_types, ErrorCode
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-/// How often the epoch advances (and a running guest yields).
-pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+pub use slices::{EPOCH_TICK, IDLE_EPOCH_TICK};
 /// `wasi:filesystem` `open-at` with the handle cap as the guest's error
 /// (`insufficient-memory`) rather than a trap.
 #[allow(clippy::type_complexity)]
@@ -499,6 +500,8 @@ pub struct WasmEngine {
     winch: std::sync::OnceLock<Result<Tier, String>>,
     /// The Winch engine for the epoch ticker, once it exists.
     winch_epoch: Arc<std::sync::OnceLock<wasmtime::EngineWeak>>,
+    /// How guests yield and how fast the epoch advances.
+    pacer: slices::Pacer,
     /// The preview-1 functions the module linkers define, for the import check.
     preview1: imports::Preview1,
     cache: Option<cache::Cache>,
@@ -586,19 +589,9 @@ impl WasmEngine {
         // The ticker holds only weak handles: it ends with the engines.
         let weak = engine.weak();
         let winch_epoch: Arc<std::sync::OnceLock<wasmtime::EngineWeak>> = Arc::default();
-        let winch_weak = winch_epoch.clone();
-        std::thread::Builder::new()
-            .name("tickbox-epoch".into())
-            .spawn(move || {
-                while let Some(engine) = weak.upgrade() {
-                    engine.increment_epoch();
-                    drop(engine);
-                    if let Some(winch) = winch_weak.get().and_then(|w| w.upgrade()) {
-                        winch.increment_epoch();
-                    }
-                    std::thread::sleep(EPOCH_TICK);
-                }
-            })
+        let pacer = slices::Pacer::from_env();
+        pacer
+            .start_ticker(weak, winch_epoch.clone())
             .map_err(|x| WasmError::Engine(x.to_string()))?;
         Ok(Arc::new(WasmEngine {
             loaded: Default::default(),
@@ -608,6 +601,7 @@ impl WasmEngine {
             cranelift,
             winch: Default::default(),
             winch_epoch,
+            pacer,
             preview1,
             cache,
             cache_refused,
@@ -1513,8 +1507,7 @@ pub async fn spawn_with(
             // The engine the code was made for (Cranelift's or Winch's).
             let mut store = Store::new(pre.instance_pre().engine(), state);
             store.limiter(|s| &mut s.limiter);
-            store.set_epoch_deadline(1);
-            store.epoch_deadline_async_yield_and_update(1);
+            engine.pacer.configure(&mut store);
             tokio::spawn(async move {
                 let _keep = keep;
                 let result = async {
@@ -1554,8 +1547,7 @@ pub async fn spawn_with(
             };
             let mut store = Store::new(pre.module().engine(), state);
             store.limiter(|s| &mut s.limiter);
-            store.set_epoch_deadline(1);
-            store.epoch_deadline_async_yield_and_update(1);
+            engine.pacer.configure(&mut store);
             tokio::spawn(async move {
                 let _keep = keep;
                 let result = async {
