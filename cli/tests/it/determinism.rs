@@ -207,7 +207,26 @@ fn every_example_scenario_gives_the_same_report_and_screens_in_every_run() {
     let runs: Vec<(String, Snapshots)> = (0..3)
         .map(|_| {
             let out = tickbox_within(
-                &["test", &dir, "--update", "--format", "json"],
+                &[
+                    "test",
+                    &dir,
+                    "--update",
+                    "--format",
+                    "json",
+                    // Scenario files read only the variables named here, and
+                    // the C counter's native scenario is ours.
+                    "--allow-native",
+                    "--allow-env",
+                    "TICKBOX_WASM_DIR",
+                    "--allow-env",
+                    "TICKBOX_C_DIR",
+                    "--allow-env",
+                    "TICKBOX_GO_DIR",
+                    "--allow-env",
+                    "TICKBOX_PYTHON_DIR",
+                    "--allow-env",
+                    "TICKBOX_JS_DIR",
+                ],
                 &env,
                 std::time::Duration::from_secs(600),
             );
