@@ -264,6 +264,9 @@ struct Shared {
     schemas: Arc<Mutex<SchemaCache>>,
     /// How many new revisions the Tick may still have taken now.
     revisions: Mutex<RevisionBucket>,
+    /// The Tick's memory bound, when its backend has one: its compiled
+    /// schemas are charged to it.
+    memory: Option<Arc<crate::backend::MemoryCharge>>,
     ended: watch::Sender<Option<EndReason>>,
     events: tokio::sync::broadcast::Sender<SessionEvent>,
     next_id: AtomicU64,
@@ -424,6 +427,7 @@ impl Session {
             catalog_raw: Mutex::new(None),
             schemas: Arc::new(Mutex::new(SchemaCache::new())),
             revisions: Mutex::new(RevisionBucket::new()),
+            memory: io.process.memory(),
             ended,
             events,
             next_id: AtomicU64::new(1),
@@ -609,32 +613,56 @@ impl Session {
         // Its cost is bounded (the pattern limits) and cached per Tick; a
         // start whose deadline passes stops waiting for it at once.
         let schemas = self.shared.schemas.clone();
+        let parse = move |raw: Value, cache: &mut SchemaCache| {
+            let parsed = Descriptor::parse_with(raw, cache);
+            (parsed, cache.pattern_bytes())
+        };
         // (The cache's lock is only tried here: a compile on the pool may
         // hold it, and an async worker must not wait for one.)
         let inline = match schema::is_cheap(&raw) {
             true => schemas
                 .try_lock()
                 .ok()
-                .map(|mut cache| Descriptor::parse_with(raw.clone(), &mut cache)),
+                .map(|mut cache| parse(raw.clone(), &mut cache)),
             false => None,
         };
-        let parsed = if let Some(parsed) = inline {
+        let (parsed, kept) = if let Some(parsed) = inline {
             parsed
         } else {
             let parsing = raw.clone();
-            tokio::task::spawn_blocking(move || {
-                Descriptor::parse_with(parsing, &mut lock(&schemas))
-            })
-            .await
-            .map_err(|e| RequestError::Invalid {
-                method: M,
-                reason: format!("the catalog could not be compiled: {e}"),
-            })?
+            tokio::task::spawn_blocking(move || parse(parsing, &mut lock(&schemas)))
+                .await
+                .map_err(|e| RequestError::Invalid {
+                    method: M,
+                    reason: format!("the catalog could not be compiled: {e}"),
+                })?
         };
         let d = parsed.map_err(|e| RequestError::Invalid {
             method: M,
             reason: e.to_string(),
         })?;
+        // What the host keeps compiled for this Tick counts against the
+        // Tick's own memory bound: a catalog that does not fit beside what
+        // the guest uses is refused, and a guest grows only into what the
+        // catalog left.
+        if let Some(memory) = &self.shared.memory {
+            if let Err(free) = memory.set_host(kept) {
+                // What this catalog compiled goes (a compile on the pool
+                // holding the cache keeps it until the next catalog).
+                if let Ok(mut cache) = self.shared.schemas.try_lock() {
+                    *cache = SchemaCache::new();
+                }
+                return Err(RequestError::Invalid {
+                    method: M,
+                    reason: format!(
+                        "the catalog's compiled patterns take {kept} bytes, more than the {free} \
+                         bytes the Tick's memory bound (--max-memory, {} bytes) leaves beside \
+                         what its guest uses",
+                        memory.max()
+                    ),
+                });
+            }
+        }
         let d = Arc::new(d);
         let changed = {
             let mut cat = lock(&self.shared.catalog);

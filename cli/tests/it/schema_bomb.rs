@@ -55,6 +55,50 @@ fn a_catalog_past_the_pattern_bound_is_refused_naming_it() {
     assert_eq!(ok.json()["tools"].as_array().unwrap().len(), 81);
 }
 
+#[test]
+fn a_catalogs_compiled_patterns_are_charged_to_the_ticks_memory_bound() {
+    let wasm = bomb();
+    // Forty patterns of about 190 KiB each do not fit a 6 MiB bound beside
+    // the guest's own memory.
+    let out = tickbox(&[
+        "describe",
+        &wasm,
+        "--max-memory",
+        "6MiB",
+        "--env",
+        "BOMB_REP=4",
+        "--env",
+        "BOMB_TOOLS=40",
+    ]);
+    out.expect(3, "--max-memory");
+    assert!(out.stderr.contains("compiled patterns take"), "{out:#?}");
+    // Positive controls: ten of them fit the same bound, and forty fit a
+    // larger one.
+    let ten = tickbox(&[
+        "describe",
+        &wasm,
+        "--max-memory",
+        "6MiB",
+        "--env",
+        "BOMB_REP=4",
+        "--env",
+        "BOMB_TOOLS=10",
+    ]);
+    assert_eq!(ten.code, 0, "{ten:#?}");
+    let roomy = tickbox(&[
+        "describe",
+        &wasm,
+        "--max-memory",
+        "64MiB",
+        "--env",
+        "BOMB_REP=4",
+        "--env",
+        "BOMB_TOOLS=40",
+    ]);
+    assert_eq!(roomy.code, 0, "{roomy:#?}");
+    assert_eq!(roomy.json()["tools"].as_array().unwrap().len(), 41);
+}
+
 /// The host's resident memory, in KiB.
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();

@@ -19,7 +19,7 @@ pub mod wasm;
 use crate::view::View;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -40,6 +40,65 @@ pub trait TickProcess: Send {
     /// Returns false when the backend has no signals (the default).
     fn sigterm(&mut self) -> bool {
         false
+    }
+    /// The Tick's memory bound, when the backend has one (wasm): the host
+    /// charges what it keeps for the Tick (its compiled schemas) to it.
+    fn memory(&self) -> Option<Arc<MemoryCharge>> {
+        None
+    }
+}
+
+/// One Tick's memory bound (`--max-memory`), shared by its guest's memories
+/// and tables (charged by the sandbox's limiter) and what the host keeps
+/// on the Tick's behalf (charged by the session: its compiled schemas). A
+/// Tick whose catalog costs the host memory has that much less to grow.
+#[derive(Debug)]
+pub struct MemoryCharge {
+    max: usize,
+    guest: AtomicUsize,
+    host: AtomicUsize,
+}
+
+impl MemoryCharge {
+    /// A bound of `max` bytes, nothing charged yet.
+    pub fn new(max: u64) -> Arc<MemoryCharge> {
+        Arc::new(MemoryCharge {
+            max: usize::try_from(max).unwrap_or(usize::MAX),
+            guest: AtomicUsize::new(0),
+            host: AtomicUsize::new(0),
+        })
+    }
+
+    /// The bound, in bytes.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// What the guest's memories and tables take now.
+    pub fn guest(&self) -> usize {
+        self.guest.load(Ordering::Relaxed)
+    }
+
+    /// What the host keeps for the Tick now.
+    pub fn host(&self) -> usize {
+        self.host.load(Ordering::Relaxed)
+    }
+
+    /// Sets what the host keeps for the Tick to `bytes`, if it fits beside
+    /// what the guest takes; otherwise leaves the charge as it was and
+    /// returns the bytes that were free.
+    pub fn set_host(&self, bytes: usize) -> Result<(), usize> {
+        let free = self.max.saturating_sub(self.guest());
+        if bytes > free {
+            return Err(free);
+        }
+        self.host.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Records the guest's total (the sandbox's limiter, after a growth).
+    pub fn set_guest(&self, bytes: usize) {
+        self.guest.store(bytes, Ordering::Relaxed);
     }
 }
 

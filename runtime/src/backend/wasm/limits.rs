@@ -36,6 +36,8 @@
 //! fixed-size screen model. A Tick's host-side footprint is therefore
 //! `--max-memory` plus about [`HOST_OVERHEAD`], which the docs state.
 
+use crate::backend::MemoryCharge;
+use std::sync::Arc;
 use wasmparser::{Parser, Payload};
 
 /// Linear memories a Tick may define (all its core modules together).
@@ -103,7 +105,9 @@ pub fn check_declared(wasm: &[u8]) -> Result<Declared, String> {
 
 /// The per-Tick memory budget (a wasmtime `ResourceLimiter`).
 pub struct Budget {
-    max: usize,
+    /// The bound, shared with the session, which charges what the host
+    /// keeps for this Tick (its compiled schemas) to it.
+    charge: Arc<MemoryCharge>,
     used: usize,
     /// The last approved growth, given back if wasmtime then fails it.
     last_memory: usize,
@@ -113,12 +117,22 @@ pub struct Budget {
 impl Budget {
     /// A budget of `max` bytes.
     pub fn new(max: u64) -> Budget {
+        Budget::charging(MemoryCharge::new(max))
+    }
+
+    /// A budget that shares its bound with the host's charges.
+    pub fn charging(charge: Arc<MemoryCharge>) -> Budget {
         Budget {
-            max: usize::try_from(max).unwrap_or(usize::MAX),
+            charge,
             used: 0,
             last_memory: 0,
             last_table: 0,
         }
+    }
+
+    /// The bound this budget counts against.
+    pub fn charge(&self) -> &Arc<MemoryCharge> {
+        &self.charge
     }
 
     /// Bytes currently counted.
@@ -128,15 +142,17 @@ impl Budget {
 
     fn take(&mut self, delta: usize, what: std::fmt::Arguments<'_>) -> wasmtime::Result<()> {
         let total = self.used.saturating_add(delta);
-        if total > self.max {
+        let host = self.charge.host();
+        if total.saturating_add(host) > self.charge.max() {
             // An error (not `Ok(false)`) traps the guest with this message,
             // which then becomes the session's end reason.
             wasmtime::bail!(
-                "memory limit exceeded: the guest asked to {what}, which would bring its memories and tables to {total} bytes; --max-memory is {} bytes for all of them together",
-                self.max
+                "memory limit exceeded: the guest asked to {what}, which would bring its memories and tables to {total} bytes; --max-memory is {} bytes for all of them together and the {host} bytes the host keeps for this Tick (its compiled catalog)",
+                self.charge.max()
             );
         }
         self.used = total;
+        self.charge.set_guest(total);
         Ok(())
     }
 }
@@ -161,6 +177,7 @@ impl wasmtime::ResourceLimiter for Budget {
         self.used = self
             .used
             .saturating_sub(std::mem::take(&mut self.last_memory));
+        self.charge.set_guest(self.used);
         Ok(())
     }
 
@@ -185,6 +202,7 @@ impl wasmtime::ResourceLimiter for Budget {
         self.used = self
             .used
             .saturating_sub(std::mem::take(&mut self.last_table));
+        self.charge.set_guest(self.used);
         Ok(())
     }
 

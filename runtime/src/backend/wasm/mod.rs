@@ -52,6 +52,7 @@ pub mod wit_files;
 #[cfg(test)]
 mod wit_package;
 
+use crate::backend::MemoryCharge;
 use crate::protocol::limits::{INITIAL_COLS, INITIAL_ROWS, INSTANCE_ID_VAR, TERM_VALUE};
 use crate::session::{BoxFuture, TickIo, TickProcess};
 use crate::view::View;
@@ -1469,7 +1470,8 @@ pub async fn spawn_with(
     if let Some(c) = clock {
         c.install(&mut builder);
     }
-    let limiter = limits::Budget::new(spec.grants.max_memory);
+    let memory = MemoryCharge::new(spec.grants.max_memory);
+    let limiter = limits::Budget::charging(memory.clone());
     let http_policy =
         http::HttpPolicy::new(spec.grants.http.clone(), spec.grants.http_ca.as_deref())
             .map_err(WasmError::Grant)?;
@@ -1572,6 +1574,7 @@ pub async fn spawn_with(
             task: Some(task),
             outcome: None,
             exit_grace: spec.exit_grace,
+            memory,
         }),
     })
 }
@@ -1647,6 +1650,7 @@ struct WasmProcess {
     task: Option<tokio::task::JoinHandle<String>>,
     outcome: Option<String>,
     exit_grace: Duration,
+    memory: Arc<MemoryCharge>,
 }
 
 impl WasmProcess {
@@ -1671,6 +1675,10 @@ impl WasmProcess {
 impl TickProcess for WasmProcess {
     fn exited(&mut self) -> BoxFuture<'_, String> {
         Box::pin(self.join())
+    }
+
+    fn memory(&self) -> Option<Arc<MemoryCharge>> {
+        Some(self.memory.clone())
     }
 
     fn terminate(&mut self, graceful: bool) -> BoxFuture<'_, ()> {
