@@ -17,8 +17,8 @@ fuzz_target!(|data: &[u8]| {
     // taken from the input itself.
     let args = v.get("fuzz_args").cloned().unwrap_or_else(|| json!({}));
     for tool in &d.tools {
-        let _ = d.prepare(&tool.name, args.clone());
-        let _ = d.prepare(&tool.name, json!({}));
+        let _ = d.prepare(tool.name.wire(), args.clone());
+        let _ = d.prepare(tool.name.wire(), json!({}));
     }
     let _ = d.prepare("no such tool", json!({}));
 });

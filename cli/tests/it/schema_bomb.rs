@@ -109,24 +109,31 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// Latencies of the neighbour's read-only calls over `span`, and the
-/// host's peak RSS over the same time (KiB).
-fn neighbour_calls(mcp: &mut Raw, tool: &str, span: Duration) -> (Vec<Duration>, u64) {
-    let mut lat = Vec::new();
-    let mut peak = 0;
+/// The neighbour's read-only call on each server in turn for `span`, so
+/// both see the same machine; latencies and peak host RSS (KiB) for each.
+fn neighbour_calls(
+    servers: &mut [&mut Raw],
+    tool: &str,
+    span: Duration,
+) -> Vec<(Vec<Duration>, u64)> {
+    let mut out: Vec<(Vec<Duration>, u64)> = servers.iter().map(|_| (Vec::new(), 0)).collect();
     let end = Instant::now() + span;
     let mut id = 1000;
     while Instant::now() < end {
-        id += 1;
-        let t0 = Instant::now();
-        let r = mcp.request(id, "tools/call", json!({"name": tool, "arguments": {}}));
-        lat.push(t0.elapsed());
-        assert_eq!(r["result"]["isError"], json!(false), "{r}");
-        peak = peak.max(rss_kib(mcp.pid()));
+        for (server, (lat, peak)) in servers.iter_mut().zip(out.iter_mut()) {
+            id += 1;
+            let t0 = Instant::now();
+            let r = server.request(id, "tools/call", json!({"name": tool, "arguments": {}}));
+            lat.push(t0.elapsed());
+            assert_eq!(r["result"]["isError"], json!(false), "{r}");
+            *peak = (*peak).max(rss_kib(server.pid()));
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
-    lat.sort();
-    (lat, peak)
+    for (lat, _) in &mut out {
+        lat.sort();
+    }
+    out
 }
 
 fn p99(lat: &[Duration]) -> Duration {
@@ -143,7 +150,7 @@ const NEAR_BOUND_REP: &str = "4";
 fn a_neighbour_stays_fast_and_the_host_bounded_while_a_tick_churns_costly_catalogs() {
     let (bomb, counter) = (bomb(), counter());
     let dir = TempDir::new("schema-bomb");
-    let run = |rep: &str| {
+    let start = |rep: &str| {
         let config = dir.0.join(format!("ticks-{rep}.toml"));
         std::fs::write(
             &config,
@@ -156,35 +163,47 @@ fn a_neighbour_stays_fast_and_the_host_bounded_while_a_tick_churns_costly_catalo
         .unwrap();
         let mut mcp = Raw::start(&["--config".into(), config.to_string_lossy().into_owned()]);
         mcp.initialize("2025-06-18");
-        let before = rss_kib(mcp.pid());
-        // The facade re-describes every second: twelve seconds cover the
-        // burst of revisions and the throttled rate after it.
-        let (lat, peak) = neighbour_calls(&mut mcp, "counter_tick_state", Duration::from_secs(12));
+        mcp
+    };
+    // The positive control beside the attack, in the same seconds: the same
+    // two Ticks under a second host, the bomb's patterns tiny.
+    let mut calm = start("2");
+    let mut hot = start(NEAR_BOUND_REP);
+    let (calm_before, hot_before) = (rss_kib(calm.pid()), rss_kib(hot.pid()));
+    // The facade re-describes every second: twelve seconds cover the
+    // burst of revisions and the throttled rate after it.
+    let mut measured = neighbour_calls(
+        &mut [&mut calm, &mut hot],
+        "counter_tick_state",
+        Duration::from_secs(12),
+    );
+    let (hot_lat, hot_peak) = measured.pop().unwrap();
+    let (calm_lat, calm_peak) = measured.pop().unwrap();
+    for mcp in [calm, hot] {
         let (code, stderr) = mcp.close();
         assert_eq!(code, 0, "{stderr}");
-        (lat, before, peak)
-    };
-    // The positive control: the same two Ticks, the bomb's patterns tiny.
-    let (calm, calm_before, calm_peak) = run("2");
-    let (hot, hot_before, hot_peak) = run(NEAR_BOUND_REP);
+    }
     eprintln!(
         "neighbour p50/p99: calm {:?}/{:?}, under the bomb {:?}/{:?}; host RSS KiB: \
          calm {calm_before}->{calm_peak}, under the bomb {hot_before}->{hot_peak}",
-        calm[calm.len() / 2],
-        p99(&calm),
-        hot[hot.len() / 2],
-        p99(&hot)
+        calm_lat[calm_lat.len() / 2],
+        p99(&calm_lat),
+        hot_lat[hot_lat.len() / 2],
+        p99(&hot_lat)
     );
-    // Under 50 ms at the 99th percentile, or within three times what the
-    // same calls take without the bomb on this machine right now (a
-    // loaded CI machine is slow for both).
-    let bound = Duration::from_millis(50).max(p99(&calm) * 3);
-    assert!(p99(&hot) <= bound, "p99 {:?} over {bound:?}", p99(&hot));
-    // The attacker's 32 MiB memory bound, plus the documented overhead of
-    // its catalog's patterns (kept once in the catalog and once in the
-    // cache: 2 x MAX_CATALOG_PATTERN_BYTES), plus 32 MiB of slack for the
-    // allocator and the other Tick's growth in the same twelve seconds.
-    let bound_kib = calm_peak.max(hot_before) + (32 + 2 * 8 + 32) * 1024;
+    // Under 50 ms at the 99th percentile, or within a few times what the
+    // same calls take beside it without the bomb (a loaded machine is slow
+    // for both; before the wall these calls took 4-7 s).
+    let bound = Duration::from_millis(50).max(p99(&calm_lat) * 4 + Duration::from_millis(10));
+    assert!(
+        p99(&hot_lat) <= bound,
+        "p99 {:?} over {bound:?}",
+        p99(&hot_lat)
+    );
+    // The attacker's 32 MiB memory bound (its compiled patterns are
+    // charged to it), plus 32 MiB of slack for the allocator and the
+    // other Tick's growth in the same twelve seconds.
+    let bound_kib = calm_peak.max(hot_before) + (32 + 32) * 1024;
     assert!(
         hot_peak <= bound_kib,
         "host RSS {hot_peak} KiB over {bound_kib} KiB"
