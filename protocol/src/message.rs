@@ -64,8 +64,8 @@ pub fn encode_request<P: Serialize>(id: RequestId, method: &str, params: &P) -> 
 pub struct RpcError {
     /// The error code (§3.4).
     pub code: i64,
-    /// Human-readable explanation.
-    pub message: String,
+    /// Human-readable explanation (the Tick's text).
+    pub message: TickText,
     /// Optional structured details.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
@@ -279,7 +279,7 @@ fn parse_error(error: Value) -> Result<RpcError, String> {
     };
     Ok(RpcError {
         code,
-        message,
+        message: message.into(),
         data: e.remove("data"),
     })
 }

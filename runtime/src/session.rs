@@ -720,7 +720,7 @@ impl Session {
         let not_sent = |code: i64, message: String| CallOutcome::Failed {
             error: RpcError {
                 code,
-                message,
+                message: message.into(),
                 data: None,
             },
             executed: false,

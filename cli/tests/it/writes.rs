@@ -289,9 +289,13 @@ async fn args_over_the_line_limit_are_refused_before_sending() {
             executed: false,
         } => {
             assert_eq!(error.code, -32602);
-            assert!(error.message.contains("line limit"), "{}", error.message);
             assert!(
-                error.message.contains("nothing was sent"),
+                error.message.wire().contains("line limit"),
+                "{}",
+                error.message
+            );
+            assert!(
+                error.message.wire().contains("nothing was sent"),
                 "{}",
                 error.message
             );

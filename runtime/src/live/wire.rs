@@ -131,7 +131,8 @@ impl From<crate::session::CallOutcome> for CallReply {
             CallOutcome::Ok(result) => CallReply::Ok { result },
             CallOutcome::Failed { error, executed } => CallReply::Failed {
                 code: error.code,
-                message: error.message,
+                // Raw over the socket: the client escapes it for its sink.
+                message: error.message.wire().to_string(),
                 data: error.data,
                 executed,
             },

@@ -815,7 +815,8 @@ impl Connection {
             CallOutcome::Failed { error, executed } => Err(CallError::Tool {
                 tool: tool.into(),
                 code: error.code,
-                message: error.message,
+                // Made inert with the whole result (`outcome::inert`).
+                message: error.message.wire().to_string(),
                 data: error.data,
                 executed,
             }),

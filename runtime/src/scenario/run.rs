@@ -492,7 +492,7 @@ impl Runner<'_> {
             CallOutcome::Failed { error, executed } => format!(
                 "error {}: {} (executed: {executed})",
                 error.code,
-                crate::text::escape(&diff::clip(&error.message, diff::MAX_VALUE_CHARS))
+                crate::text::escape(&diff::clip(error.message.wire(), diff::MAX_VALUE_CHARS))
             ),
             CallOutcome::Unknown(why) => format!("unknown outcome: {why}"),
         };
@@ -502,7 +502,7 @@ impl Runner<'_> {
                 if error.code == *code
                     && contains
                         .as_deref()
-                        .is_none_or(|t| error.message.contains(t)) =>
+                        .is_none_or(|t| error.message.wire().contains(t)) =>
             {
                 Ok(())
             }
