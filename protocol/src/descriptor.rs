@@ -342,7 +342,7 @@ pub fn validate_with(raw: &Value, schemas: &mut SchemaCache) -> Validation {
                         description: description.into(),
                         input_schema: input_schema.clone(),
                         mutates,
-                        validator: compiled.validator,
+                        validator: compiled,
                     }),
                     Err(e) => fail(
                         rules::DESCRIBE_SCHEMAS,

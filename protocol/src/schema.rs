@@ -15,7 +15,7 @@ use crate::limits::{
     MAX_CATALOG_PATTERN_BYTES, MAX_PATTERN_BYTES, PATTERN_BACKTRACK_LIMIT, PATTERN_DFA_BYTES,
 };
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// Schemas kept by a [`SchemaCache`] (default 256); past it the cache starts
@@ -25,23 +25,17 @@ use std::sync::Arc;
 /// plus its current catalog's own.
 pub const MAX_CACHED_SCHEMAS: usize = 256;
 
-/// One compiled input schema.
-#[derive(Clone)]
-pub(crate) struct Compiled {
-    pub validator: Arc<jsonschema::Validator>,
-}
-
 /// Compiled schemas by their exact content (the serialized JSON) and
 /// compiled patterns by their text, each compiled once. One per Tick: what
 /// it holds is that Tick's cost, and it is bounded.
 pub struct SchemaCache {
-    schemas: HashMap<String, Compiled>,
+    schemas: HashMap<String, Arc<jsonschema::Validator>>,
     /// The measured cost of every pattern the regex cache holds.
     patterns: HashMap<String, usize>,
     /// Their sum.
     pattern_bytes: usize,
     /// The patterns of the catalog being validated, each counted once.
-    catalog: HashMap<String, ()>,
+    catalog: HashSet<String>,
     /// Their sum.
     catalog_bytes: usize,
     /// jsonschema's compiled regexes, shared by every schema built here.
@@ -54,7 +48,7 @@ impl Default for SchemaCache {
             schemas: HashMap::new(),
             patterns: HashMap::new(),
             pattern_bytes: 0,
-            catalog: HashMap::new(),
+            catalog: HashSet::new(),
             catalog_bytes: 0,
             regexes: jsonschema::PatternCache::new(),
         }
@@ -107,11 +101,11 @@ impl SchemaCache {
 
     /// The schema compiled, from the cache when this exact schema was
     /// compiled before; or why it cannot be (one sentence naming the bound).
-    pub(crate) fn compile(&mut self, schema: &Value) -> Result<Compiled, String> {
+    pub(crate) fn compile(&mut self, schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
         let mut found = Vec::new();
         collect_patterns(schema, &mut found);
         for p in found {
-            if self.catalog.contains_key(p) {
+            if self.catalog.contains(p) {
                 continue;
             }
             let cost = match self.patterns.get(p) {
@@ -123,7 +117,7 @@ impl SchemaCache {
                     c
                 }
             };
-            self.catalog.insert(p.to_string(), ());
+            self.catalog.insert(p.to_string());
             self.catalog_bytes += cost;
             if self.catalog_bytes > MAX_CATALOG_PATTERN_BYTES {
                 return Err(format!(
@@ -145,11 +139,9 @@ impl SchemaCache {
             .with_pattern_cache(self.regexes.clone())
             .build(schema)
             .map_err(|e| format!("input_schema is not a valid JSON Schema: {e}"))?;
-        let compiled = Compiled {
-            validator: Arc::new(validator),
-        };
-        self.schemas.insert(key, compiled.clone());
-        Ok(compiled)
+        let validator = Arc::new(validator);
+        self.schemas.insert(key, validator.clone());
+        Ok(validator)
     }
 }
 
@@ -172,7 +164,7 @@ pub fn is_cheap(raw: &Value) -> bool {
 
 /// Compiles one input schema on its own (a fresh cache).
 #[cfg(test)]
-fn compile(schema: &Value) -> Result<Compiled, String> {
+fn compile(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
     let mut cache = SchemaCache::new();
     cache.begin_catalog();
     cache.compile(schema)
@@ -242,12 +234,12 @@ mod tests {
             "line": {"type": "string", "pattern": "^.{0,256}$"}},
             "patternProperties": {"^x-": {"type": "string"}}}))
         .unwrap();
-        assert!(c.validator.is_valid(&json!({"name": "ok_1"})));
-        assert!(!c.validator.is_valid(&json!({"name": "NOT OK"})));
+        assert!(c.is_valid(&json!({"name": "ok_1"})));
+        assert!(!c.is_valid(&json!({"name": "NOT OK"})));
         // Look-around still works (the backtracking engine, bounded).
         let la = compile(&json!({"type": "string", "pattern": "^(?!admin).*$"})).unwrap();
-        assert!(la.validator.is_valid(&json!("user")));
-        assert!(!la.validator.is_valid(&json!("admin")));
+        assert!(la.is_valid(&json!("user")));
+        assert!(!la.is_valid(&json!("admin")));
     }
 
     #[test]
@@ -303,10 +295,10 @@ mod tests {
         cache.begin_catalog();
         let a = cache.compile(&costly(3)).unwrap();
         let b = cache.compile(&costly(3)).unwrap();
-        assert!(Arc::ptr_eq(&a.validator, &b.validator));
+        assert!(Arc::ptr_eq(&a, &b));
         assert_eq!(cache.len(), 1);
         let c = cache.compile(&costly(2)).unwrap();
-        assert!(!Arc::ptr_eq(&a.validator, &c.validator));
+        assert!(!Arc::ptr_eq(&a, &c));
         assert_eq!(cache.len(), 2);
         // Catalog after catalog of new patterns: the cache starts over
         // rather than grow past its bound.

@@ -89,12 +89,18 @@ fn push_escaped(out: &mut String, c: char) {
 /// One line for a terminal: every unsafe character, newlines included,
 /// written as a visible escape.
 pub fn escape(s: &str) -> String {
-    if !s.chars().any(is_unsafe) {
+    escape_except(s, |_| false)
+}
+
+/// `s` with every unsafe character that `keep` does not keep written as a
+/// visible escape: the one loop behind [`escape`] and [`escape_data`].
+fn escape_except(s: &str, keep: fn(char) -> bool) -> String {
+    if !s.chars().any(|c| is_unsafe(c) && !keep(c)) {
         return s.to_string();
     }
     let mut out = String::with_capacity(s.len() + 16);
     for c in s.chars() {
-        if is_unsafe(c) {
+        if is_unsafe(c) && !keep(c) {
             push_escaped(&mut out, c);
         } else {
             out.push(c);
@@ -145,23 +151,17 @@ pub fn truncate(s: &str, max: usize) -> &str {
 /// `\n` and `\t`, which stay: the policy for strings inside a JSON value
 /// an agent reads, where a line break is data and cannot end a frame.
 pub fn escape_data(s: &str) -> String {
-    if is_inert_data(s) {
-        return s.to_string();
-    }
-    let mut out = String::with_capacity(s.len() + 16);
-    for c in s.chars() {
-        if is_unsafe(c) && !matches!(c, '\n' | '\t') {
-            push_escaped(&mut out, c);
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    escape_except(s, is_data_break)
+}
+
+/// Line breaks and tabs: data inside a JSON string, kept by [`escape_data`].
+fn is_data_break(c: char) -> bool {
+    matches!(c, '\n' | '\t')
 }
 
 /// Whether [`escape_data`] would leave `s` as it is.
 pub fn is_inert_data(s: &str) -> bool {
-    !s.chars().any(|c| is_unsafe(c) && !matches!(c, '\n' | '\t'))
+    !s.chars().any(|c| is_unsafe(c) && !is_data_break(c))
 }
 
 /// Makes a JSON value inert for a person or a model that reads it: every
