@@ -244,7 +244,7 @@ mod tests {
 
     #[test]
     fn a_costly_pattern_is_refused_naming_the_bound() {
-        let e = compile(&costly(5000)).err().expect("refused");
+        let e = compile(&costly(5000)).expect_err("refused");
         assert!(e.contains("MAX_PATTERN_BYTES"), "{e}");
         // The positive control: the same class a few times is fine.
         assert!(compile(&costly(4)).is_ok());
@@ -263,9 +263,7 @@ mod tests {
                 )
             })
             .collect();
-        let e = compile(&json!({"type": "object", "properties": props}))
-            .err()
-            .expect("refused");
+        let e = compile(&json!({"type": "object", "properties": props})).expect_err("refused");
         assert!(e.contains("MAX_CATALOG_PATTERN_BYTES"), "{e}");
         // The same pattern many times is one pattern.
         let same: serde_json::Map<String, Value> = (0..n)
