@@ -69,6 +69,9 @@ use wasmtime::{Engine, Linker, Module, Store};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::bindings::filesystem::types::{self as fs_types, ErrorCode as FsErrorCode};
 use wasmtime_wasi::p2::bindings::CommandPre;
+// wasmtime-wasi's view of a `WasiView`'s filesystem: what the linker shadows
+// hand to its `HostDescriptor` functions.
+use wasmtime_wasi::filesystem::WasiFilesystemView;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 pub use slices::{EPOCH_TICK, IDLE_EPOCH_TICK};
@@ -104,10 +107,7 @@ fn open_at_capped(
         let cap = s.table.max_capacity();
         s.table
             .set_max_capacity(cap.saturating_sub(handles::HANDLE_RESERVE));
-        let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
-            ctx: s.ctx.filesystem(),
-            table: &mut s.table,
-        };
+        let mut view = s.filesystem();
         let opened =
             fs_types::HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags)
                 .await;
@@ -152,10 +152,7 @@ fn write_metered(
             q.exceeded();
             return Ok((Err(FsErrorCode::Quota),));
         }
-        let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
-            ctx: s.ctx.filesystem(),
-            table: &mut s.table,
-        };
+        let mut view = s.filesystem();
         match fs_types::HostDescriptor::write(&mut view, fd, buf, offset).await {
             Ok(n) => Ok((Ok(n),)),
             Err(err) => err.downcast().map(|code| (Err(code),)),
@@ -181,10 +178,7 @@ fn stream_metered(
     Box::new(async move {
         let s = store.data_mut();
         let quotas = s.grant_quotas.for_write(s.quota.as_ref(), fd.rep());
-        let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
-            ctx: s.ctx.filesystem(),
-            table: &mut s.table,
-        };
+        let mut view = s.filesystem();
         let opened = match offset {
             Some(o) => fs_types::HostDescriptor::write_via_stream(&mut view, fd, o),
             None => fs_types::HostDescriptor::append_via_stream(&mut view, fd),
@@ -441,10 +435,7 @@ impl Tier {
             .and_then(|mut pre| {
                 pre.func_wrap("get-directories", |mut store: wasmtime::StoreContextMut<'_, GuestState>, (): ()| {
                     let s = store.data_mut();
-                    let mut view = wasmtime_wasi::filesystem::WasiFilesystemCtxView {
-                        ctx: s.ctx.filesystem(),
-                        table: &mut s.table,
-                    };
+                    let mut view = s.filesystem();
                     let dirs = wasmtime_wasi::p2::bindings::filesystem::preopens::Host::get_directories(&mut view)?;
                     for (i, (fd, guest)) in dirs.iter().enumerate() {
                         s.grant_quotas.preopened(i, fd.rep(), guest);

@@ -239,7 +239,7 @@ impl OutputStream for QuotaStream {
 
 use super::GuestState;
 use wasmtime::component::{Linker as ComponentLinker, Resource};
-use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView};
+use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
 use wasmtime_wasi::p2::bindings::filesystem::types::{
     ErrorCode as FsErrorCode, HostDescriptor, OpenFlags, PathFlags,
 };
@@ -291,10 +291,7 @@ pub(super) async fn charge_create(
         return Ok(quotas);
     }
     if !open_flags.contains(OpenFlags::EXCLUSIVE) {
-        let mut view = WasiFilesystemCtxView {
-            ctx: s.ctx.filesystem(),
-            table: &mut s.table,
-        };
+        let mut view = s.filesystem();
         // Something is there (the same symlink rule as the open's): the
         // open will not create an entry. Any error, the open decides, and
         // is charged meanwhile.
@@ -325,10 +322,7 @@ fn create_directory_metered(
         if let Err(code) = charge_entry(&quotas) {
             return Ok((Err(code),));
         }
-        let mut view = WasiFilesystemCtxView {
-            ctx: s.ctx.filesystem(),
-            table: &mut s.table,
-        };
+        let mut view = s.filesystem();
         match HostDescriptor::create_directory_at(&mut view, fd, path).await {
             Ok(()) => Ok((Ok(()),)),
             Err(err) => {
@@ -358,10 +352,7 @@ fn rename_within_grant(
         {
             return Ok((Err(cross_grant("rename")),));
         }
-        let mut view = WasiFilesystemCtxView {
-            ctx: s.ctx.filesystem(),
-            table: &mut s.table,
-        };
+        let mut view = s.filesystem();
         match HostDescriptor::rename_at(&mut view, fd, old_path, new_fd, new_path).await {
             Ok(()) => Ok((Ok(()),)),
             Err(err) => err.downcast().map(|code| (Err(code),)),
@@ -393,10 +384,7 @@ fn link_metered(
         if let Err(code) = charge_entry(&quotas) {
             return Ok((Err(code),));
         }
-        let mut view = WasiFilesystemCtxView {
-            ctx: s.ctx.filesystem(),
-            table: &mut s.table,
-        };
+        let mut view = s.filesystem();
         match HostDescriptor::link_at(&mut view, fd, old_flags, old_path, new_fd, new_path).await {
             Ok(()) => Ok((Ok(()),)),
             Err(err) => {

@@ -807,7 +807,7 @@ mod files {
     use super::{GuestState, VirtualClock, FILE_TIME};
     use wasmtime::component::{Linker, Resource};
     use wasmtime::StoreContextMut;
-    use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView};
+    use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
     use wasmtime_wasi::p2::bindings::clocks::wall_clock::Datetime;
     use wasmtime_wasi::p2::bindings::filesystem::types::{
         DescriptorStat, ErrorCode, HostDescriptor, NewTimestamp, PathFlags,
@@ -871,10 +871,7 @@ mod files {
         Box::new(async move {
             let s = store.data_mut();
             let virt = s.clock.is_some();
-            let mut view = WasiFilesystemCtxView {
-                ctx: s.ctx.filesystem(),
-                table: &mut s.table,
-            };
+            let mut view = s.filesystem();
             let r = HostDescriptor::stat(&mut view, fd).await;
             answer(r.map(|st| if virt { epoch_stat(st) } else { st }))
         })
@@ -887,10 +884,7 @@ mod files {
         Box::new(async move {
             let s = store.data_mut();
             let virt = s.clock.is_some();
-            let mut view = WasiFilesystemCtxView {
-                ctx: s.ctx.filesystem(),
-                table: &mut s.table,
-            };
+            let mut view = s.filesystem();
             let r = HostDescriptor::stat_at(&mut view, fd, flags, path).await;
             answer(r.map(|st| if virt { epoch_stat(st) } else { st }))
         })
@@ -906,10 +900,7 @@ mod files {
                 virtual_now(s.clock.as_ref(), atim),
                 virtual_now(s.clock.as_ref(), mtim),
             );
-            let mut view = WasiFilesystemCtxView {
-                ctx: s.ctx.filesystem(),
-                table: &mut s.table,
-            };
+            let mut view = s.filesystem();
             answer(HostDescriptor::set_times(&mut view, fd, atim, mtim).await)
         })
     }
@@ -931,10 +922,7 @@ mod files {
                 virtual_now(s.clock.as_ref(), atim),
                 virtual_now(s.clock.as_ref(), mtim),
             );
-            let mut view = WasiFilesystemCtxView {
-                ctx: s.ctx.filesystem(),
-                table: &mut s.table,
-            };
+            let mut view = s.filesystem();
             answer(HostDescriptor::set_times_at(&mut view, fd, flags, path, atim, mtim).await)
         })
     }
