@@ -320,16 +320,6 @@ fn idle_sessions_expire_and_do_not_keep_out_a_new_client() {
     assert_eq!(r["structuredContent"], json!({"still": "here"}), "{r}");
 }
 
-/// The process's peak resident memory (VmHWM), in KiB.
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
-}
-
 /// A `tools/call TOOL` body whose `arguments` are `{"x": INNER}`.
 fn call_body(tool: &str, inner: &str) -> Vec<u8> {
     call_body_id(9, tool, inner)
@@ -385,7 +375,7 @@ fn request_bodies_are_bounded_in_bytes_depth_and_values_and_memory_stays_near_th
     );
 
     // The red team's body: 8 MiB of small numbers, two at once.
-    let before = peak_rss_kib(server.pid());
+    let before = status_kib(server.pid(), "VmHWM");
     let numbers = format!("[{}1]", "1,".repeat(MAX_FRAME_BYTES / 2 - 64));
     let body = call_body("echo", &numbers);
     assert!(body.len() <= MAX_FRAME_BYTES && body.len() > MAX_FRAME_BYTES - 256);
@@ -407,7 +397,7 @@ fn request_bodies_are_bounded_in_bytes_depth_and_values_and_memory_stays_near_th
             "{text}"
         );
     }
-    let refused = peak_rss_kib(server.pid());
+    let refused = status_kib(server.pid(), "VmHWM");
 
     // Two bodies under every bound, accepted: 4 MiB each (so the call
     // still fits a Tick line), as many values as allowed, short strings.
@@ -444,7 +434,7 @@ fn request_bodies_are_bounded_in_bytes_depth_and_values_and_memory_stays_near_th
     for r in &results {
         assert!(r.get("result").is_some(), "{r}");
     }
-    let accepted = peak_rss_kib(server.pid());
+    let accepted = status_kib(server.pid(), "VmHWM");
     let mib = |kib: u64| kib as f64 / 1024.0;
     eprintln!(
         "peak RSS: {:.1} MiB before, {:.1} MiB after two refused 8 MiB bodies of numbers, \

@@ -593,16 +593,6 @@ fn a_runtime_catalog_cannot_take_the_facade_names_and_titles_are_escaped() {
     );
 }
 
-/// Resident memory of a process, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
 /// Pipelines `count` requests (pings and calls, alternating), at most
 /// `window` outstanding, and checks every answer.
 fn pump(mcp: &mut Raw, first_id: u64, count: u64, window: u64) {
@@ -635,9 +625,9 @@ fn memory_stays_flat_over_50000_requests() {
     let mut mcp = Raw::start(&shifty());
     mcp.initialize("2025-11-25");
     pump(&mut mcp, 1, 1_000, 16);
-    let after_1k = rss_kib(mcp.pid());
+    let after_1k = status_kib(mcp.pid(), "VmRSS");
     pump(&mut mcp, 1_001, 49_000, 16);
-    let after_50k = rss_kib(mcp.pid());
+    let after_50k = status_kib(mcp.pid(), "VmRSS");
     eprintln!("tickbox mcp RSS: {after_1k} KiB after 1,000 requests, {after_50k} KiB after 50,000");
     assert!(
         after_50k * 10 <= after_1k * 11,

@@ -24,17 +24,27 @@ fn counter() -> String {
         .into_owned()
 }
 
+/// `tickbox describe` of the bomb with `rep` repetitions in each of
+/// `tools` patterns, under `--max-memory` when one is given.
+fn describe_bomb(rep: u32, tools: u32, max_memory: Option<&str>) -> Output {
+    let (rep, tools) = (format!("BOMB_REP={rep}"), format!("BOMB_TOOLS={tools}"));
+    let mut args = vec![
+        "describe".to_string(),
+        bomb(),
+        "--env".into(),
+        rep,
+        "--env".into(),
+        tools,
+    ];
+    if let Some(m) = max_memory {
+        args.extend(["--max-memory".to_string(), m.to_string()]);
+    }
+    tickbox(&args)
+}
+
 #[test]
 fn a_catalog_past_the_pattern_bound_is_refused_naming_it() {
-    let wasm = bomb();
-    let out = tickbox(&[
-        "describe",
-        &wasm,
-        "--env",
-        "BOMB_REP=5000",
-        "--env",
-        "BOMB_TOOLS=80",
-    ]);
+    let out = describe_bomb(5000, 80, None);
     out.expect(3, "describe.schemas");
     assert!(out.stderr.contains("MAX_PATTERN_BYTES"), "{out:#?}");
     assert!(
@@ -43,70 +53,25 @@ fn a_catalog_past_the_pattern_bound_is_refused_naming_it() {
     );
     eprintln!("refused in {:?}", out.elapsed);
     // The positive control: the same Tick with small patterns starts.
-    let ok = tickbox(&[
-        "describe",
-        &wasm,
-        "--env",
-        "BOMB_REP=1",
-        "--env",
-        "BOMB_TOOLS=80",
-    ]);
+    let ok = describe_bomb(1, 80, None);
     assert_eq!(ok.code, 0, "{ok:#?}");
     assert_eq!(ok.json()["tools"].as_array().unwrap().len(), 81);
 }
 
 #[test]
 fn a_catalogs_compiled_patterns_are_charged_to_the_ticks_memory_bound() {
-    let wasm = bomb();
     // Forty patterns of about 190 KiB each do not fit a 6 MiB bound beside
     // the guest's own memory.
-    let out = tickbox(&[
-        "describe",
-        &wasm,
-        "--max-memory",
-        "6MiB",
-        "--env",
-        "BOMB_REP=4",
-        "--env",
-        "BOMB_TOOLS=40",
-    ]);
+    let out = describe_bomb(4, 40, Some("6MiB"));
     out.expect(3, "--max-memory");
     assert!(out.stderr.contains("compiled patterns take"), "{out:#?}");
     // Positive controls: ten of them fit the same bound, and forty fit a
     // larger one.
-    let ten = tickbox(&[
-        "describe",
-        &wasm,
-        "--max-memory",
-        "6MiB",
-        "--env",
-        "BOMB_REP=4",
-        "--env",
-        "BOMB_TOOLS=10",
-    ]);
+    let ten = describe_bomb(4, 10, Some("6MiB"));
     assert_eq!(ten.code, 0, "{ten:#?}");
-    let roomy = tickbox(&[
-        "describe",
-        &wasm,
-        "--max-memory",
-        "64MiB",
-        "--env",
-        "BOMB_REP=4",
-        "--env",
-        "BOMB_TOOLS=40",
-    ]);
+    let roomy = describe_bomb(4, 40, Some("64MiB"));
     assert_eq!(roomy.code, 0, "{roomy:#?}");
     assert_eq!(roomy.json()["tools"].as_array().unwrap().len(), 41);
-}
-
-/// The host's resident memory, in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 /// The neighbour's read-only call on each server in turn for `span`, so
@@ -126,7 +91,7 @@ fn neighbour_calls(
             let r = server.request(id, "tools/call", json!({"name": tool, "arguments": {}}));
             lat.push(t0.elapsed());
             assert_eq!(r["result"]["isError"], json!(false), "{r}");
-            *peak = (*peak).max(rss_kib(server.pid()));
+            *peak = (*peak).max(status_kib(server.pid(), "VmRSS"));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -169,7 +134,10 @@ fn a_neighbour_stays_fast_and_the_host_bounded_while_a_tick_churns_costly_catalo
     // two Ticks under a second host, the bomb's patterns tiny.
     let mut calm = start("2");
     let mut hot = start(NEAR_BOUND_REP);
-    let (calm_before, hot_before) = (rss_kib(calm.pid()), rss_kib(hot.pid()));
+    let (calm_before, hot_before) = (
+        status_kib(calm.pid(), "VmRSS"),
+        status_kib(hot.pid(), "VmRSS"),
+    );
     // The facade re-describes every second: twelve seconds cover the
     // burst of revisions and the throttled rate after it.
     let mut measured = neighbour_calls(

@@ -180,7 +180,7 @@ fn one_hostile_corpus_reaches_no_sink_raw() {
             "name = \"{}\"\n[tick]\ncommand = [\"python3\", {:?}]\n\n\
              [[step]]\ncall = \"echo\"\nresult = {{ said = \"something else\" }}\n",
             toml_escaped(CORPUS_SAMPLE),
-            tick_path("corpus.py"),
+            crate::util::tick("corpus.py"),
         ),
     )
     .unwrap();
@@ -213,8 +213,4 @@ fn toml_escaped(s: &str) -> String {
             c => format!("\\U{:08X}", c as u32),
         })
         .collect()
-}
-
-fn tick_path(name: &str) -> String {
-    tick(name)
 }

@@ -438,3 +438,14 @@ pub async fn screen_shows(s: &Session, needle: &str) -> String {
         s.view().screen_text()
     );
 }
+
+/// A `kB` field of a live process's `/proc/PID/status` (`VmRSS`, `VmHWM`,
+/// ...), in KiB.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
