@@ -172,13 +172,12 @@ pub fn is_inert_data(s: &str) -> bool {
 pub fn inert_value(v: &mut serde_json::Value) -> bool {
     use serde_json::Value;
     match v {
+        // A clean string (nearly all of them) is only read, never copied:
+        // every MCP result passes here on the call path.
+        Value::String(s) if is_inert_data(s) => false,
         Value::String(s) => {
-            let e = escape_data(s);
-            let changed = e != *s;
-            if changed {
-                *s = e;
-            }
-            changed
+            *s = escape_data(s);
+            true
         }
         Value::Array(items) => items.iter_mut().fold(false, |c, i| inert_value(i) | c),
         Value::Object(map) => {
