@@ -176,14 +176,14 @@ pub fn process_reads(tickbox: &Path, wasm: &Path, native: &Path, n: usize) -> Re
     };
     let read_native_no_cgroup = || {
         let mut c = read_native();
-        c.env(tickbox_runtime::backend::cgroup::NO_CGROUP_VAR, "1");
+        c.env("TICKBOX_NO_CGROUP", "1");
         c
     };
     let read_wasmtime = |cli: &Path| {
         let mut c = Command::new(tickbox);
         c.args(["read", "--"]).arg(cli).arg("run").arg(wasm);
         // Its best case too (see `native_no_cgroup`).
-        c.env(tickbox_runtime::backend::cgroup::NO_CGROUP_VAR, "1");
+        c.env("TICKBOX_NO_CGROUP", "1");
         c
     };
     // Warm-up: the optimized code into the cache (and page caches).

@@ -335,7 +335,7 @@ fn beside_spinner(mut cmd: Command, shape: Shape, n: usize) -> Result<Stat> {
         cmd.args(["--workers", w]);
     }
     if shape.immediate {
-        cmd.env(wasm::slices::YIELD_VAR, "immediate");
+        cmd.env("TICKBOX_GUEST_YIELD", "immediate");
     }
     let mut host = Peer::spawn(cmd)?;
     host.initialize()?;
@@ -405,7 +405,7 @@ async fn fair_rows(n: usize, counter: PathBuf, cache: PathBuf) -> Result<Vec<Row
         // Idle: the same host with nothing spinning, both yields interleaved.
         let mut current = Peer::spawn(command())?;
         let mut previous = command();
-        previous.env(wasm::slices::YIELD_VAR, "immediate");
+        previous.env("TICKBOX_GUEST_YIELD", "immediate");
         let mut previous = Peer::spawn(previous)?;
         current.initialize()?;
         previous.initialize()?;

@@ -3,7 +3,7 @@
 use super::exit::Exit;
 use clap::{Args, Subcommand};
 use serde_json::json;
-use tickbox_runtime::backend::wasm::cache::{self, Cache};
+use tickbox_runtime::backend::wasm::cache::Cache;
 use tickbox_runtime::backend::wasm::grants::parse_size;
 
 /// The exit codes and where the cache lives.
@@ -38,10 +38,12 @@ pub enum CacheCommand {
 }
 
 pub fn run(args: CacheArgs) -> Result<(), Exit> {
-    let dir = cache::default_dir()
+    let dir = super::env::cache_dir()
         .ok_or_else(|| Exit::usage("no cache directory: set TICKBOX_CACHE_DIR or HOME"))?;
     // The engine hash only names new entries; listing and cleaning need none.
-    let cache = Cache::open(dir, 0).map_err(Exit::session)?;
+    let cache = Cache::open(dir, 0)
+        .map_err(Exit::session)?
+        .with_max_bytes(super::env::cache_max_bytes());
     let v = match args.command {
         CacheCommand::Ls => {
             let entries = cache.entries();

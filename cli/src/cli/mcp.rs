@@ -170,7 +170,7 @@ const MIN_TOKEN_CHARS: usize = 16;
 
 /// For tests: the MCP session idle timeout in milliseconds instead of
 /// `http::SESSION_IDLE_TIMEOUT`. Read only here, in the CLI.
-const SESSION_IDLE_ENV: &str = "TICKBOX_MCP_HTTP_SESSION_IDLE_MS";
+use super::env::MCP_HTTP_SESSION_IDLE_MS as SESSION_IDLE_ENV;
 
 /// The token for --http: read from the file (which only its owner, the
 /// current user, may read or write), or generated.

@@ -5,6 +5,7 @@ mod attach;
 mod cache;
 mod check;
 mod compile;
+mod env;
 mod exit;
 mod logging;
 mod ls;
@@ -116,10 +117,10 @@ pub fn main() -> ExitCode {
     // Orphans of native Ticks come back to this process, to be swept on the
     // way out (see backend::reaper); every child this binary starts is a
     // Tick or a compile worker, registered as such.
-    tickbox_runtime::backend::reaper::become_subreaper();
-    // What native Ticks of a SIGKILLed host left in their cgroups.
-    tickbox_runtime::backend::cgroup::sweep_stale();
-    tickbox_runtime::backend::native::raise_fd_limit();
+    if env::no_cgroup() {
+        tickbox_runtime::backend::cgroup::disable("TICKBOX_NO_CGROUP is set");
+    }
+    let hygiene = tickbox_runtime::launch::ProcessHygiene::install();
     // These own the terminal or their signals (a view or a watch of a live
     // instance ends without stopping its Tick), so they run apart from the
     // one-shot commands below; `run` forks before any thread exists.
@@ -167,11 +168,7 @@ pub fn main() -> ExitCode {
     });
     // Dropping the runtime drops every task; backends kill their Tick on drop.
     runtime.shutdown_timeout(Duration::from_secs(2));
-    // A first start's optimizing compile outlives this process, but its
-    // worker is started on a helper thread: let that start happen.
-    tickbox_runtime::backend::wasm::settle_detached_starts(Duration::from_secs(2));
-    // Then whatever a native Tick left behind outside its process group.
-    tickbox_runtime::backend::reaper::sweep();
+    hygiene.finish();
     code
 }
 
@@ -200,7 +197,7 @@ fn one_shot(command: &Command) -> bool {
 /// `TICKBOX_RUNTIME=multi-thread` or `current-thread` overrides the shape
 /// for any command (for comparison).
 fn new_runtime(workers: u16) -> Result<tokio::runtime::Runtime, Exit> {
-    let shape = std::env::var("TICKBOX_RUNTIME").unwrap_or_default();
+    let shape = std::env::var(env::RUNTIME).unwrap_or_default();
     let single = match shape.as_str() {
         "multi-thread" => false,
         "current-thread" => true,

@@ -3,11 +3,11 @@
 
 use super::exit::Exit;
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tickbox_runtime::backend::native::NativeSpec;
-use tickbox_runtime::backend::wasm::grants::{GrantSpec, Grants};
+use tickbox_runtime::backend::wasm::grants::{GrantError, GrantSpec, Grants};
 use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmKind};
 use tickbox_runtime::protocol::limits::CALL_TIMEOUT;
 use tickbox_runtime::session::{Session, SessionConfig};
@@ -136,7 +136,7 @@ impl TickOpts {
     /// The grants from the policy file and the flags.
     pub fn grant_spec(&self) -> Result<GrantSpec, Exit> {
         let mut spec = match &self.policy {
-            Some(p) => GrantSpec::from_file(p).map_err(Exit::usage)?,
+            Some(p) => read_grant_file(p).map_err(Exit::usage)?,
             None => GrantSpec::default(),
         };
         spec.merge(GrantSpec {
@@ -251,12 +251,31 @@ fn wasm_launcher(path: PathBuf, grant_spec: GrantSpec, args: &TickOpts) -> Resul
         return Err(Exit::session(LaunchError::NotWasm { path }));
     }
     // A malformed manifest is a usage error, found before the engine exists.
-    tickbox_runtime::launch::manifest_of(&path).map_err(Exit::usage)?;
+    manifest_of(&path).map_err(Exit::usage)?;
     let engine = engine(args.no_cache)?;
-    Launcher::wasm(engine, path, grants).map_err(|e| match e {
-        LaunchError::Manifest(_) => Exit::usage(e),
-        e => Exit::session(e),
-    })
+    Launcher::wasm(engine, path, grants).map_err(Exit::session)
+}
+
+/// Reads grants written in TOML: a policy file (`--policy`) or a Tick's
+/// manifest. The sandbox takes a [`GrantSpec`] from whoever reads one; the
+/// CLI is the one that reads files.
+pub fn read_grant_file(path: &Path) -> Result<GrantSpec, GrantError> {
+    let err = |why: String| GrantError::Policy {
+        path: path.display().to_string(),
+        why,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    toml::from_str(&text).map_err(|e| err(e.message().to_string()))
+}
+
+/// The capabilities a Tick asks for, from `NAME.tick.toml` beside
+/// `NAME.wasm` (`None` when there is none). Shown to the user, never granted.
+pub fn manifest_of(path: &Path) -> Result<Option<GrantSpec>, GrantError> {
+    let manifest = path.with_extension("tick.toml");
+    if !manifest.exists() {
+        return Ok(None);
+    }
+    read_grant_file(&manifest).map(Some)
 }
 
 /// How the Tick a launcher starts runs, for `tickbox info`.
@@ -265,16 +284,12 @@ fn backend(launcher: &Launcher) -> Backend {
         Launcher::Native(spec) => Backend::Native {
             argv: spec.argv.clone(),
         },
-        Launcher::Wasm {
-            spec,
-            kind,
-            requested,
-            ..
-        } => Backend::Wasm {
+        Launcher::Wasm { spec, kind, .. } => Backend::Wasm {
             path: spec.path.clone(),
             kind: *kind,
             grants: spec.grants.clone(),
-            requested: requested.clone(),
+            // Read (and found well-formed) when the launcher was made.
+            requested: manifest_of(&spec.path).ok().flatten().map(Box::new),
         },
     }
 }
@@ -303,7 +318,7 @@ pub fn engine(no_cache: bool) -> Result<Arc<WasmEngine>, Exit> {
     let (cell, dir) = if no_cache {
         (&UNCACHED, None)
     } else {
-        (&CACHED, wasm::cache::default_dir())
+        (&CACHED, super::env::cache_dir())
     };
     if let Some(e) = cell.get() {
         return Ok(e.clone());
@@ -311,16 +326,16 @@ pub fn engine(no_cache: bool) -> Result<Arc<WasmEngine>, Exit> {
     // Compiling runs in a worker: this same executable, under the Tick's
     // compile bounds.
     let worker = std::env::current_exe().ok();
-    let e = WasmEngine::with_worker(dir, worker).map_err(Exit::session)?;
+    let e = WasmEngine::with_options(wasm::EngineOptions {
+        cache_dir: dir,
+        cache_max_bytes: super::env::cache_max_bytes(),
+        worker,
+        guest_yield: super::env::guest_yield(),
+    })
+    .map_err(Exit::session)?;
     // How Ticks without optimized code in the cache are compiled.
-    if let Ok(v) = std::env::var(wasm::CompilePolicy::VAR) {
-        let policy = wasm::CompilePolicy::parse(&v).ok_or_else(|| {
-            Exit::usage(format!(
-                "{}={v}: expected tiered, cranelift or winch",
-                wasm::CompilePolicy::VAR
-            ))
-        })?;
-        e.set_compile_policy(policy);
+    if let Some(policy) = super::env::compile_policy() {
+        e.set_compile_policy(policy.map_err(Exit::usage)?);
     }
     if let Some(why) = e.cache_refused() {
         eprintln!("tickbox: warning: {why}; running without the compile cache");

@@ -4,7 +4,7 @@
 //! the checker naming the same rule for every host-rule mode of
 //! `faulty.py`. The rule-by-rule matrix (each broken Tick fails exactly the
 //! rule it breaks) runs without processes, over the in-memory transport, in
-//! `tickbox-runtime` (`runtime/src/check/tests.rs`), with a Rust twin of
+//! `tickbox-conformance` (`conformance/src/check/tests.rs`), with a Rust twin of
 //! each Python fixture in `tests/ticks/broken/`.
 
 use crate::util::*;

@@ -105,7 +105,15 @@ fn cited_sections() -> BTreeSet<String> {
         }
     }
     let mut found = BTreeSet::new();
-    for krate in ["protocol/src", "runtime/src", "cli/src", "guest-sdk/src"] {
+    for krate in [
+        "protocol/src",
+        "host/src",
+        "sandbox/src",
+        "mcp/src",
+        "conformance/src",
+        "cli/src",
+        "guest-sdk/src",
+    ] {
         walk(&repo().join(krate), &mut found);
     }
     found
@@ -125,5 +133,69 @@ fn every_section_the_sources_cite_has_a_heading() {
     assert!(
         missing.is_empty(),
         "sections cited in the sources without a heading in docs/PROTOCOL.md: {missing:?}"
+    );
+}
+
+/// The files kept in more than one place (the WIT package in each crate
+/// that packages it, the `tickbox new` templates from the examples) are in
+/// step with their sources: `tools/sync --check`, the one table of them.
+/// Positive control: the same check on a copy of the tree with one copy
+/// changed fails and names that copy.
+#[test]
+fn the_copies_are_in_sync_with_their_sources() {
+    let out = std::process::Command::new(repo().join("tools/sync"))
+        .arg("--check")
+        .output()
+        .expect("run tools/sync");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let copy = crate::util::TempDir::new("sync-check");
+    let tree = &copy.0;
+    for part in [
+        "tools",
+        "wit",
+        "sandbox/wit",
+        "guest-sdk/wit",
+        "examples/c",
+        "examples/python",
+        "cli/src/cli/templates",
+    ] {
+        let status = std::process::Command::new("cp")
+            .args(["-R", "--parents", part])
+            .arg(tree)
+            .current_dir(repo())
+            .status()
+            .expect("cp");
+        assert!(status.success(), "copy {part}");
+    }
+    std::fs::create_dir_all(tree.join("examples/js")).unwrap();
+    for f in ["app.js", "build.sh", "package.json", "package-lock.json"] {
+        std::fs::copy(
+            repo().join("examples/js").join(f),
+            tree.join("examples/js").join(f),
+        )
+        .unwrap();
+    }
+    let unchanged = std::process::Command::new(tree.join("tools/sync"))
+        .arg("--check")
+        .output()
+        .expect("run the copy's tools/sync");
+    assert!(unchanged.status.success(), "{unchanged:?}");
+    let wit = tree.join("guest-sdk/wit/terminal.wit");
+    let mut text = std::fs::read_to_string(&wit).unwrap();
+    text.push_str("// drift\n");
+    std::fs::write(&wit, text).unwrap();
+    let drifted = std::process::Command::new(tree.join("tools/sync"))
+        .arg("--check")
+        .output()
+        .expect("run the copy's tools/sync");
+    assert!(!drifted.status.success());
+    assert!(
+        String::from_utf8_lossy(&drifted.stderr).contains("guest-sdk/wit differs"),
+        "{drifted:?}"
     );
 }

@@ -53,6 +53,8 @@
 //! - `determinism` — under virtual time a guest's instance id and file
 //!   times, and every example scenario's report and screens, are the same
 //!   in every run;
+//! - `layers` — each crate's dependency tree has only what its layer is
+//!   for, and only the CLI reads `TICKBOX_*` variables;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -66,6 +68,7 @@ mod examples;
 mod http;
 mod langs;
 mod launch;
+mod layers;
 mod live;
 mod mcp;
 mod mcp_clients;

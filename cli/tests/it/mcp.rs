@@ -2,7 +2,7 @@
 //! stdin/stdout: handshake, tools and their annotations, calls, catalog
 //! changes, state subscriptions, dying Ticks, config files and bad starts.
 //! A stale call after a catalog change is refused without a process, with
-//! a fast catalog poll, in `runtime/src/mcp/tests.rs`.
+//! a fast catalog poll, in `mcp/src/tests.rs`.
 // `resources/subscribe` is what clients before 2026-07-28 use; it stays tested.
 #![allow(deprecated)]
 

@@ -1000,10 +1000,6 @@ fn the_host_runs_on_one_thread_over_stdio_unless_given_workers_within_the_bound(
     }
 }
 
-/// Generous on a loaded machine, far below the failure this guards
-/// against: a spinning Tick used to hold every neighbour's call ~300 ms.
-const NEIGHBOUR_P99_BOUND: Duration = Duration::from_millis(150);
-
 /// CPU seconds (user + system) a process has used so far.
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc/PID/stat");
@@ -1046,6 +1042,12 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
 
 #[test]
 fn a_spinning_tick_adds_little_to_a_neighbours_calls_on_one_thread_and_on_two() {
+    // Absolute latencies depend on the machine (BENCHMARKS.md has them,
+    // beside their anchor); what must hold on any machine, however busy,
+    // is the comparison in one run: beside a spinner, the neighbour's calls
+    // are several times faster than with the way guests yielded before
+    // (`TICKBOX_GUEST_YIELD=immediate`, which held each call ~300 ms on one
+    // thread), on one thread and on two.
     let dir = TempDir::new("mcp-fair");
     let config = dir.path("ticks.toml");
     std::fs::write(
@@ -1058,7 +1060,7 @@ fn a_spinning_tick_adds_little_to_a_neighbours_calls_on_one_thread_and_on_two() 
     .unwrap();
     const CALLS: u64 = 60;
     const GAP: Duration = Duration::from_millis(7);
-    for workers in [None, Some("2")] {
+    let measure = |workers: Option<&str>, immediate: bool| -> (Vec<Duration>, Vec<Duration>) {
         let mut args = vec![
             "--config".to_string(),
             config.to_string_lossy().into_owned(),
@@ -1066,40 +1068,60 @@ fn a_spinning_tick_adds_little_to_a_neighbours_calls_on_one_thread_and_on_two() 
         if let Some(n) = workers {
             args.extend(["--workers".to_string(), n.to_string()]);
         }
-        let mut mcp = Raw::start(&args);
+        let yield_mode = std::path::Path::new("immediate");
+        let env: &[(&str, &std::path::Path)] = if immediate {
+            &[("TICKBOX_GUEST_YIELD", yield_mode)]
+        } else {
+            &[]
+        };
+        let mut mcp = Raw::start_env(&args, env);
         mcp.initialize("2025-11-25");
         neighbour_latencies(&mut mcp, 1, 10, "calm_echo", GAP);
         // Positive control: the same calls with nothing spinning.
         let control = neighbour_latencies(&mut mcp, 100, CALLS, "calm_echo", GAP);
         // The spinner's call never ends; it takes a whole core meanwhile.
+        let before_spin = cpu_seconds(mcp.pid());
         mcp.send(json!({"jsonrpc": "2.0", "id": 999, "method": "tools/call",
                         "params": {"name": "spinner_spin", "arguments": {}}}));
-        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            eventually(Duration::from_secs(60), || cpu_seconds(mcp.pid())
+                - before_spin
+                > 0.05),
+            "the spinner never started"
+        );
         let (cpu0, wall0) = (cpu_seconds(mcp.pid()), std::time::Instant::now());
         let spun = neighbour_latencies(&mut mcp, 200, CALLS, "calm_echo", GAP);
         let (cpu, wall) = (cpu_seconds(mcp.pid()) - cpu0, wall0.elapsed().as_secs_f64());
         eprintln!(
-            "workers {workers:?}: neighbour call p50/p99 {:?}/{:?} alone, {:?}/{:?} beside a spinner (host CPU {:.0}% of wall)",
+            "workers {workers:?}, immediate {immediate}: neighbour call p50/p99 {:?}/{:?} alone, {:?}/{:?} beside a spinner (host CPU {:.0}% of wall)",
             pct(&control, 0.5),
             pct(&control, 0.99),
             pct(&spun, 0.5),
             pct(&spun, 0.99),
             cpu / wall * 100.0
         );
-        // The spinner really ran through the measurement (a fifth of a
-        // core at least, even on a busy machine).
+        // The spinner really ran through the measurement (a twentieth of a
+        // core at least, even on a machine busy with other builds).
         assert!(
-            cpu >= 0.2 * wall,
+            cpu >= 0.05 * wall,
             "the spinner did not spin: {cpu:.2} s CPU in {wall:.2} s"
         );
-        assert!(
-            pct(&control, 0.99) < NEIGHBOUR_P99_BOUND,
-            "positive control: calls with nothing spinning took {control:?}"
-        );
-        assert!(
-            pct(&spun, 0.99) < NEIGHBOUR_P99_BOUND,
-            "workers {workers:?}: a spinning Tick held its neighbour's calls: {spun:?}"
-        );
         drop(mcp);
+        (control, spun)
+    };
+    let (_, before) = measure(None, true);
+    let (control, one) = measure(None, false);
+    let (_, two) = measure(Some("2"), false);
+    // The positive control: with nothing spinning, calls are faster than
+    // the old way beside a spinner (else the comparison shows nothing).
+    assert!(
+        pct(&control, 0.5) * 4 < pct(&before, 0.5),
+        "positive control: {control:?} alone against {before:?} the old way"
+    );
+    for (name, spun) in [("one thread", &one), ("two workers", &two)] {
+        assert!(
+            pct(spun, 0.5) * 4 < pct(&before, 0.5),
+            "{name}: a spinning Tick held its neighbour's calls: {spun:?}, against {before:?} the old way"
+        );
     }
 }

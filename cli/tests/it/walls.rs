@@ -196,7 +196,7 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
 fn describe_with_cache(cache: &Path, wasm: &str, extra: &[(&str, &str)]) -> Output {
     let mut env = vec![
         ("TICKBOX_CACHE_DIR", cache.to_str().unwrap()),
-        ("RUST_LOG", "tickbox_runtime=info"),
+        ("RUST_LOG", "tickbox_sandbox=info"),
         // One compile, one entry (tiering is `tiers`' subject).
         ("TICKBOX_COMPILER", "cranelift"),
     ];
@@ -768,7 +768,7 @@ fn a_double_forking_native_tick_leaves_nothing_behind() {
 
 #[test]
 fn a_double_forking_native_tick_leaves_nothing_behind_by_the_subreaper_fallback_without_cgroups() {
-    double_fork_leaves_nothing(&[(tickbox_runtime::backend::cgroup::NO_CGROUP_VAR, "1")]);
+    double_fork_leaves_nothing(&[("TICKBOX_NO_CGROUP", "1")]);
 }
 
 /// Runs the double-forking Tick under `tickbox describe` with `env`, and

@@ -1,0 +1,62 @@
+//! The environment variables tickbox reads: this module is the one place
+//! that reads `TICKBOX_*` (the library crates take these as values).
+
+use std::path::PathBuf;
+use tickbox_runtime::backend::wasm::{cache, grants::parse_size, CompilePolicy, GuestYield};
+
+/// Overrides where compiled code is kept (default: [`cache::default_dir`]).
+pub const CACHE_DIR: &str = "TICKBOX_CACHE_DIR";
+/// Overrides the compile cache's size cap (a size such as `512MiB`;
+/// default [`cache::DEFAULT_MAX_BYTES`]).
+pub const CACHE_MAX_SIZE: &str = "TICKBOX_CACHE_MAX_SIZE";
+/// How Ticks without optimized code in the cache are compiled: `tiered`
+/// (default), `cranelift` or `winch`.
+pub const COMPILER: &str = "TICKBOX_COMPILER";
+/// Set (to anything), native Ticks get no cgroup (the subreaper remains).
+pub const NO_CGROUP: &str = "TICKBOX_NO_CGROUP";
+/// `immediate`: guests yield the way they did before the deferred yield
+/// (benchmarks compare the two).
+pub const GUEST_YIELD: &str = "TICKBOX_GUEST_YIELD";
+/// The async runtime's shape (`current_thread` or workers), for the bench.
+pub const RUNTIME: &str = "TICKBOX_RUNTIME";
+/// How long an idle MCP HTTP session lives, in milliseconds (tests).
+pub const MCP_HTTP_SESSION_IDLE_MS: &str = "TICKBOX_MCP_HTTP_SESSION_IDLE_MS";
+
+/// The compile cache's directory: `$TICKBOX_CACHE_DIR`, else the XDG default.
+pub fn cache_dir() -> Option<PathBuf> {
+    std::env::var_os(CACHE_DIR)
+        .map(PathBuf::from)
+        .or_else(cache::default_dir)
+}
+
+/// The compile cache's size cap: `$TICKBOX_CACHE_MAX_SIZE` when set and
+/// valid, else the default.
+pub fn cache_max_bytes() -> u64 {
+    std::env::var(CACHE_MAX_SIZE)
+        .ok()
+        .and_then(|s| parse_size(&s))
+        .unwrap_or(cache::DEFAULT_MAX_BYTES)
+}
+
+/// `$TICKBOX_COMPILER`, if set: the policy, or the one-line error.
+pub fn compile_policy() -> Option<Result<CompilePolicy, String>> {
+    let v = std::env::var(COMPILER).ok()?;
+    Some(
+        CompilePolicy::parse(&v)
+            .ok_or_else(|| format!("{COMPILER}={v}: expected tiered, cranelift or winch")),
+    )
+}
+
+/// Whether `$TICKBOX_NO_CGROUP` is set.
+pub fn no_cgroup() -> bool {
+    std::env::var_os(NO_CGROUP).is_some()
+}
+
+/// `$TICKBOX_GUEST_YIELD`.
+pub fn guest_yield() -> GuestYield {
+    if std::env::var(GUEST_YIELD).is_ok_and(|v| v == "immediate") {
+        GuestYield::Immediate
+    } else {
+        GuestYield::Deferred
+    }
+}

@@ -1,0 +1,178 @@
+//! The floor plan holds: each layer's dependency tree has only what that
+//! layer is for (ARCHITECTURE.md, "Layers"), and only the CLI knows flags
+//! and `TICKBOX_*` variables. Read from `cargo tree` (offline: the lock file
+//! and the registry cache the build already has) and from the sources.
+
+use crate::util::root;
+use std::collections::BTreeSet;
+use std::process::Command;
+
+/// The package names in `krate`'s tree of normal dependencies (`extra`:
+/// more `cargo tree` options, e.g. `--depth 1` for its own dependencies).
+fn tree(krate: &str, extra: &[&str]) -> BTreeSet<String> {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "--offline",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "-f",
+            "{p}",
+        ])
+        .args(["-p", krate])
+        .args(extra)
+        .current_dir(root())
+        .output()
+        .expect("run cargo tree");
+    assert!(
+        out.status.success(),
+        "cargo tree -p {krate}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+/// hyper's features as `krate`'s tree resolves them.
+fn hyper_features(krate: &str) -> String {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "--offline",
+            "-e",
+            "features",
+            "-i",
+            "hyper",
+            "--prefix",
+            "none",
+            "-p",
+            krate,
+        ])
+        .current_dir(root())
+        .output()
+        .expect("run cargo tree");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn each_layer_depends_only_on_what_it_is_for() {
+    let none = |t: &BTreeSet<String>, krate: &str, banned: &[&str]| {
+        for b in banned {
+            assert!(!t.contains(*b), "{krate} depends on {b}");
+        }
+    };
+    // Positive controls: the scan sees a dependency where there is one.
+    let mcp = tree("tickbox-mcp", &[]);
+    assert!(mcp.contains("rmcp") && mcp.contains("toml") && mcp.contains("tickbox-sandbox"));
+    let cli = tree("tickbox", &[]);
+    assert!(cli.contains("clap"));
+    assert!(hyper_features("tickbox-mcp").contains("\"server\""));
+
+    let protocol = tree("tickbox-protocol", &["--no-default-features"]);
+    none(
+        &protocol,
+        "tickbox-protocol (no features)",
+        &["jsonschema", "regex-automata", "chrono", "tokio"],
+    );
+    let host = tree("tickbox-host", &[]);
+    none(
+        &host,
+        "tickbox-host",
+        &[
+            "wasmtime",
+            "rmcp",
+            "hyper",
+            "toml",
+            "clap",
+            "tickbox-sandbox",
+        ],
+    );
+    let sandbox = tree("tickbox-sandbox", &[]);
+    none(
+        &sandbox,
+        "tickbox-sandbox",
+        &["rmcp", "toml", "clap", "tickbox-mcp", "tickbox-conformance"],
+    );
+    // Regular expressions reach the host and the sandbox only inside the
+    // protocol's schema validation (jsonschema, bounded there); neither
+    // has a regex engine of its own.
+    for krate in ["tickbox-host", "tickbox-sandbox"] {
+        let own = tree(krate, &["--depth", "1"]);
+        none(&own, krate, &["regex", "fancy-regex", "regex-automata"]);
+    }
+    assert!(
+        tree("tickbox-conformance", &["--depth", "1"]).contains("regex"),
+        "positive control: the scenario runner's own regex is seen"
+    );
+    // wasi:http sends with hyper's client; no HTTP server is in the sandbox.
+    let sandbox_hyper = hyper_features("tickbox-sandbox");
+    assert!(sandbox_hyper.contains("\"client\""), "{sandbox_hyper}");
+    assert!(!sandbox_hyper.contains("\"server\""), "{sandbox_hyper}");
+    let conformance = tree("tickbox-conformance", &[]);
+    none(
+        &conformance,
+        "tickbox-conformance",
+        &["rmcp", "clap", "tickbox-mcp"],
+    );
+    none(&mcp, "tickbox-mcp", &["clap", "tickbox-conformance"]);
+    let facade = tree("tickbox-runtime", &["--no-default-features"]);
+    none(
+        &facade,
+        "tickbox-runtime (no features)",
+        &["wasmtime", "rmcp", "tickbox-sandbox"],
+    );
+}
+
+/// `TICKBOX_*` variables are read in one file of the CLI: no library source
+/// names one outside its tests and docs.
+#[test]
+fn only_the_cli_reads_tickbox_variables() {
+    fn walk(dir: &std::path::Path, hits: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).expect("read dir") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                walk(&p, hits);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).expect("read");
+                // Unit tests sit at the end of a file, after `#[cfg(test)]`.
+                let code = text.split("#[cfg(test)]").next().unwrap_or("");
+                for (n, line) in code.lines().enumerate() {
+                    let line = line.trim_start();
+                    if line.starts_with("//") {
+                        continue;
+                    }
+                    if line.contains("\"TICKBOX_")
+                        || (line.contains("env::var") && line.contains("TICKBOX"))
+                    {
+                        hits.push(format!("{}:{}: {line}", p.display(), n + 1));
+                    }
+                }
+            }
+        }
+    }
+    let mut control = Vec::new();
+    walk(&root().join("cli/src"), &mut control);
+    assert!(
+        control.iter().any(|h| h.contains("cli/env.rs")),
+        "the scan finds the CLI's own reads: {control:?}"
+    );
+    let mut hits = Vec::new();
+    for krate in [
+        "protocol/src",
+        "host/src",
+        "sandbox/src",
+        "mcp/src",
+        "conformance/src",
+    ] {
+        walk(&root().join(krate), &mut hits);
+    }
+    assert!(
+        hits.is_empty(),
+        "library code naming TICKBOX_ variables:\n{}",
+        hits.join("\n")
+    );
+}

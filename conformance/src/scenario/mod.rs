@@ -1,0 +1,166 @@
+//! Scenario tests for Ticks (`tickbox test`): a TOML file names a Tick and
+//! lists steps — tool calls, keys, resizes, virtual time, and expectations
+//! on the state and the screen — and the runner plays them against a fresh
+//! instance and says, on failure, which step expected what and what was
+//! there.
+//!
+//! - `model` — the file format, parsed and checked ([`load`], [`parse`];
+//!   schema: `scenario.schema.json` in this directory; README "Testing your
+//!   Tick in CI");
+//! - `policy` — what the command line lets a file ask for ([`Policy`]:
+//!   grant roots, allowed environment variables);
+//! - `files` — scenario and snapshot files read and written only as
+//!   regular files, never through a symbolic link;
+//! - `keys` — key names to terminal bytes;
+//! - `run` — one scenario against one fresh instance ([`run()`]);
+//! - `diff` — state and screen comparisons, bounded and escaped;
+//! - [`report`] — text, JSON and JUnit;
+//! - `record` — a live session recorded as a scenario ([`Recorder`],
+//!   `tickbox run --record`).
+//!
+//! The submodules other than [`report`] are private; what a user of the
+//! library needs is re-exported here.
+//!
+//! A wasm Tick runs with virtual time and seeded randomness by default
+//! ([`tickbox_sandbox::virtual_time`]), so its screens and states are
+//! the same on every run; a native Tick runs on real time.
+//!
+//! ```toml
+//! [tick]
+//! path = "counter.wasm"
+//!
+//! [[step]]
+//! keys = ["+", "+"]
+//!
+//! [[step]]
+//! expect_state = { pointer = "/count", equals = 2 }
+//!
+//! [[step]]
+//! expect_screen = { contains = "Counter: 2" }
+//! ```
+
+pub(crate) mod diff;
+pub(crate) mod files;
+pub(crate) mod keys;
+pub(crate) mod model;
+pub(crate) mod policy;
+pub(crate) mod record;
+pub mod report;
+pub(crate) mod run;
+
+pub use files::FileError;
+pub use model::{dir_grant, load, parse, parse_duration, stem, Scenario, ScenarioError};
+pub use policy::Policy;
+pub use record::{RecordTick, RecordTime, Recorder, KEY_MERGE};
+pub use run::{
+    run, Failure, LaunchFn, Outcome, Prepared, RunOptions, ScenarioResult, TickKind, TimeBudget,
+    DEFAULT_RUN_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, MAX_WAIT_JUMPS,
+};
+
+use std::path::{Path, PathBuf};
+
+/// Most scenario files one run takes.
+pub const MAX_SCENARIO_FILES: usize = 10_000;
+/// Deepest directory level searched below a DIR argument.
+pub const MAX_DEPTH: usize = 16;
+/// The suffix that marks a scenario file inside a directory.
+pub const SUFFIX: &str = ".scenario.toml";
+
+/// The scenario files named by FILE and DIR arguments: a file is taken as
+/// it is, a directory is searched (sorted, to [`MAX_DEPTH`], no symlinked
+/// directories) for `*.scenario.toml`.
+pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    discover_at_most(paths, MAX_SCENARIO_FILES)
+}
+
+fn discover_at_most(paths: &[PathBuf], max: usize) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        if meta.is_dir() {
+            walk(p, 0, max, &mut out)?;
+        } else {
+            push(&mut out, max, p.clone())?;
+        }
+    }
+    Ok(out)
+}
+
+fn push(out: &mut Vec<PathBuf>, max: usize, p: PathBuf) -> Result<(), String> {
+    if out.len() >= max {
+        return Err(format!(
+            "more than {max} scenario files (the limit); name fewer"
+        ));
+    }
+    out.push(p);
+    Ok(())
+}
+
+fn walk(dir: &Path, depth: usize, max: usize, out: &mut Vec<PathBuf>) -> Result<(), String> {
+    if depth > MAX_DEPTH {
+        return Ok(());
+    }
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(Result::ok)
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let path = e.path();
+        let Ok(ft) = e.file_type() else { continue };
+        if ft.is_dir() {
+            walk(&path, depth + 1, max, out)?;
+        } else if path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().ends_with(SUFFIX))
+        {
+            push(out, max, path)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn discovery_takes_files_and_searches_directories() {
+        let dir = std::env::temp_dir().join(format!("tickbox-discover-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        for f in [
+            "b.scenario.toml",
+            "a.scenario.toml",
+            "notes.toml",
+            "sub/c.scenario.toml",
+        ] {
+            std::fs::write(dir.join(f), "").unwrap();
+        }
+        let found = discover(&[dir.clone(), dir.join("notes.toml")]).unwrap();
+        let names: Vec<String> = found
+            .iter()
+            .map(|p| p.strip_prefix(&dir).unwrap().display().to_string())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "a.scenario.toml",
+                "b.scenario.toml",
+                "sub/c.scenario.toml",
+                "notes.toml"
+            ]
+        );
+        assert!(discover(&[dir.join("missing")]).is_err());
+        // The file bound: four found, so a bound of three refuses.
+        assert_eq!(
+            discover_at_most(&[dir.clone(), dir.join("notes.toml")], 4)
+                .unwrap()
+                .len(),
+            4
+        );
+        let e = discover_at_most(&[dir.clone(), dir.join("notes.toml")], 3).unwrap_err();
+        assert!(e.contains("more than 3 scenario files (the limit)"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,871 @@
+//! Running one scenario against a fresh instance of its Tick.
+//!
+//! Steps run in order; the first that fails ends the scenario (the Tick is
+//! then shut down). Expectations are checked against the latest state and
+//! screen and retried every [`POLL`] until they hold or their timeout
+//! passes, because a Tick handles keys and redraws asynchronously; the
+//! failure then shows what was there last.
+//!
+//! With virtual time (a deterministic wasm component), the runner also waits
+//! for the guest to be idle (blocked in `wasi:io/poll`, see
+//! [`tickbox_sandbox::virtual_time`]) after every key, resize and call
+//! and before every `advance`, so input and time reach the guest in the same
+//! order on every run; and `wait_for` moves virtual time itself, jumping to
+//! the guest's next timer whenever it is idle and the predicate does not
+//! hold (bounded by the step's timeout in virtual time, [`MAX_WAIT_JUMPS`]
+//! and [`WAIT_REAL_MAX`]).
+
+use super::diff;
+use super::files::{self, FileError};
+use super::model::{Action, CallExpect, Check, Scenario, DEFAULT_SEED};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tickbox_host::backend::{BoxFuture, TickIo};
+use tickbox_host::session::{CallOutcome, Session, SessionConfig};
+use tickbox_protocol::codes;
+use tickbox_sandbox::virtual_time::VirtualClock;
+
+/// Stands in for a budget too large to add to the clock: a year.
+const MAX_TIMEOUT_CLAMP: Duration = Duration::from_secs(365 * 24 * 3600);
+/// How often an expectation is re-checked while it does not hold.
+pub const POLL: Duration = Duration::from_millis(20);
+/// Bound on waiting for a deterministic guest to be idle after a step.
+pub const IDLE_MAX: Duration = Duration::from_secs(5);
+/// How long the screen must be quiet before `--update` takes a snapshot.
+pub const SNAPSHOT_QUIET: Duration = Duration::from_millis(200);
+/// Bound on that wait.
+pub const SNAPSHOT_SETTLE_MAX: Duration = Duration::from_secs(3);
+/// Most timer jumps one `wait_for` makes on virtual time.
+pub const MAX_WAIT_JUMPS: u64 = 100_000;
+/// Real-time bound on one `wait_for` on virtual time.
+pub const WAIT_REAL_MAX: Duration = Duration::from_secs(120);
+/// How long one idle check waits while a call is in flight on virtual time.
+pub const CALL_IDLE_SLICE: Duration = Duration::from_millis(100);
+/// While a call is in flight on virtual time and the guest is idle: how
+/// long the runner waits for an answer already written before it moves the
+/// clock.
+pub const CALL_ANSWER_GRACE: Duration = Duration::from_millis(20);
+/// Largest snapshot file read.
+pub const MAX_SNAPSHOT_BYTES: u64 = 1024 * 1024;
+/// Default wall-time budget of one scenario, from its Tick's start to its
+/// last step (`tickbox test --timeout`): 5 minutes. A legal file could
+/// otherwise run for weeks (10,000 steps of 10 minutes each).
+pub const DEFAULT_SCENARIO_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// Default wall-time budget of a whole `tickbox test` run
+/// (`--run-timeout`): 30 minutes.
+pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// The wall time one scenario may take, and how the report names that
+/// bound when it is passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeBudget {
+    /// The wall time, from the Tick's start to the end of the last step.
+    pub limit: Duration,
+    /// The bound as the report names it, e.g. "the scenario's time budget
+    /// of 5m (--timeout)".
+    pub bound: String,
+}
+
+impl Default for TimeBudget {
+    fn default() -> Self {
+        TimeBudget {
+            limit: DEFAULT_SCENARIO_TIMEOUT,
+            bound: format!(
+                "the scenario's time budget of {}s (--timeout)",
+                DEFAULT_SCENARIO_TIMEOUT.as_secs()
+            ),
+        }
+    }
+}
+
+/// How a scenario's Tick runs, which decides what can be virtual.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TickKind {
+    /// A subprocess on real time.
+    Native,
+    /// A WASI 0.2 component: virtual clocks, timers and randomness.
+    WasmComponent,
+    /// A preview-1 module: virtual clock readings and randomness; its
+    /// sleeps wait real time.
+    WasmModule,
+}
+
+/// Starts one fresh instance, with the clock to give a wasm guest.
+pub type LaunchFn = Arc<
+    dyn Fn(
+            Option<VirtualClock>,
+        ) -> BoxFuture<'static, Result<TickIo, tickbox_sandbox::launch::LaunchError>>
+        + Send
+        + Sync,
+>;
+
+/// A scenario's Tick, ready to start.
+#[derive(Clone)]
+pub struct Prepared {
+    /// What kind of Tick it is.
+    pub kind: TickKind,
+    /// Starts it.
+    pub launch: LaunchFn,
+}
+
+/// Options of a run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Write snapshots instead of comparing them.
+    pub update: bool,
+    /// Overrides every scenario's seed.
+    pub seed: Option<u64>,
+    /// Session timeouts (a scenario's `call_timeout` overrides the call timeout).
+    pub session: SessionConfig,
+    /// Most timer jumps one `wait_for` makes on virtual time ([`MAX_WAIT_JUMPS`]).
+    pub max_wait_jumps: u64,
+    /// Wall time the whole scenario may take ([`DEFAULT_SCENARIO_TIMEOUT`]).
+    pub budget: TimeBudget,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            update: false,
+            seed: None,
+            session: SessionConfig::default(),
+            max_wait_jumps: MAX_WAIT_JUMPS,
+            budget: TimeBudget::default(),
+        }
+    }
+}
+
+/// Why a step failed: the step, what it expected, what was there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// 1-based step number (0: before the first step).
+    pub step: usize,
+    /// The step's kind and, if given, its name.
+    pub action: String,
+    /// What the step expected or did.
+    pub expected: String,
+    /// What was there, one line each (diffs, values), already escaped.
+    pub found: Vec<String>,
+}
+
+/// How a scenario ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Every step passed.
+    Passed,
+    /// A step failed.
+    Failed(Failure),
+    /// The Tick could not be started or initialized.
+    StartFailed(String),
+    /// The scenario cannot run as written (e.g. `advance` for a native Tick).
+    Invalid(String),
+}
+
+/// The result of one scenario.
+#[derive(Debug, Clone)]
+pub struct ScenarioResult {
+    /// Its name.
+    pub name: String,
+    /// Its file.
+    pub file: PathBuf,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Steps in the file.
+    pub steps: usize,
+    /// Steps that passed.
+    pub passed_steps: usize,
+    /// Wall time of the run.
+    pub duration: Duration,
+    /// The seed, when time and randomness were virtual.
+    pub seed: Option<u64>,
+    /// Snapshots written (`--update`).
+    pub written: Vec<PathBuf>,
+    /// Remarks (e.g. a guest that did not become idle in time).
+    pub notes: Vec<String>,
+}
+
+impl ScenarioResult {
+    /// A scenario that did not run.
+    pub fn not_run(name: &str, file: PathBuf, steps: usize, outcome: Outcome) -> ScenarioResult {
+        ScenarioResult {
+            name: name.to_string(),
+            file,
+            outcome,
+            steps,
+            passed_steps: 0,
+            duration: Duration::ZERO,
+            seed: None,
+            written: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// Runs a scenario in a fresh instance of its Tick.
+pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) -> ScenarioResult {
+    let started = Instant::now();
+    // Past this, the current step is abandoned and the Tick shut down; a
+    // budget too large for the clock is no bound at all.
+    let deadline = tokio::time::Instant::now()
+        .checked_add(opts.budget.limit)
+        .unwrap_or_else(|| tokio::time::Instant::now() + MAX_TIMEOUT_CLAMP);
+    let over = || format!("stopped: the scenario ran past {}", opts.budget.bound);
+    // Running out of time is the scenario's failure (exit 1) whenever it
+    // happens, starting included: a slow start is not a Tick that cannot.
+    let over_at_start = || {
+        Outcome::Failed(Failure {
+            step: 0,
+            action: "start".into(),
+            expected: "the Tick to start within the time budget".into(),
+            found: vec![format!("{} while its Tick started", over())],
+        })
+    };
+    let mut result = ScenarioResult::not_run(
+        &scenario.name,
+        scenario.file.clone(),
+        scenario.steps.len(),
+        Outcome::Passed,
+    );
+    let deterministic = match (prepared.kind, scenario.tick.deterministic) {
+        (TickKind::Native, Some(true)) => {
+            result.outcome = Outcome::Invalid(
+                "deterministic = true applies to wasm Ticks: a native Tick runs on real time (use wait_for)".into(),
+            );
+            return result;
+        }
+        (TickKind::Native, _) | (_, Some(false)) => false,
+        _ => true,
+    };
+    for s in &scenario.steps {
+        if let Action::Advance(_) = s.action {
+            let why = match (prepared.kind, deterministic) {
+                (TickKind::Native, _) => "a native Tick runs on real time; use wait_for for anything timed",
+                (_, false) => "this scenario sets deterministic = false, so time is real",
+                (TickKind::WasmModule, _) => "a preview-1 module's timers wait real time; advance needs a component (wasm32-wasip2)",
+                _ => continue,
+            };
+            result.outcome = Outcome::Invalid(format!(
+                "step {}: advance needs virtual time: {why}",
+                s.index
+            ));
+            return result;
+        }
+    }
+    let clock = deterministic
+        .then(|| VirtualClock::new(opts.seed.or(scenario.tick.seed).unwrap_or(DEFAULT_SEED)));
+    result.seed = clock.as_ref().map(VirtualClock::seed);
+
+    let io = match tokio::time::timeout_at(deadline, (prepared.launch)(clock.clone())).await {
+        Ok(Ok(io)) => io,
+        Ok(Err(e)) => {
+            result.outcome = Outcome::StartFailed(format!("cannot start the Tick: {e}"));
+            return result;
+        }
+        Err(_) => {
+            result.outcome = over_at_start();
+            result.duration = started.elapsed();
+            return result;
+        }
+    };
+    if let Some((cols, rows)) = scenario.tick.size {
+        io.view.resize(cols, rows);
+    }
+    let mut config = opts.session.clone();
+    if let Some(t) = scenario.tick.call_timeout {
+        config.call_timeout = t;
+    }
+    let call_timeout = config.call_timeout;
+    let session = match tokio::time::timeout_at(deadline, Session::start(io, config)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            result.outcome = Outcome::StartFailed(e.to_string());
+            result.duration = started.elapsed();
+            return result;
+        }
+        Err(_) => {
+            result.outcome = over_at_start();
+            result.duration = started.elapsed();
+            return result;
+        }
+    };
+    let mut runner = Runner {
+        session: &session,
+        clock: clock.filter(|_| prepared.kind == TickKind::WasmComponent),
+        update: opts.update,
+        max_wait_jumps: opts.max_wait_jumps,
+        call_timeout,
+        base_seq: 0,
+        result: &mut result,
+    };
+    runner.base_seq = runner.seq();
+    if runner.clock.is_some() {
+        runner.idle(None).await;
+    } else {
+        // On real time there is no idle signal: give the Tick a moment after
+        // initialization (it may still be setting up its terminal, and keys
+        // typed before that can be lost) until its screen is quiet.
+        session
+            .view()
+            .settle(SNAPSHOT_QUIET, SNAPSHOT_SETTLE_MAX)
+            .await;
+    }
+    let mut outcome = Outcome::Passed;
+    for s in &scenario.steps {
+        let label = match &s.name {
+            Some(n) => format!("{} ({n})", s.action.kind()),
+            None => s.action.kind().to_string(),
+        };
+        let done = tokio::time::timeout_at(deadline, runner.step(&s.action))
+            .await
+            .unwrap_or_else(|_| Err((s.action.describe(), vec![over()])));
+        if let Err((expected, found)) = done {
+            outcome = Outcome::Failed(Failure {
+                step: s.index,
+                action: label,
+                expected,
+                found,
+            });
+            break;
+        }
+        runner.result.passed_steps += 1;
+    }
+    session.shutdown().await;
+    result.outcome = outcome;
+    result.duration = started.elapsed();
+    result
+}
+
+type StepResult = Result<(), (String, Vec<String>)>;
+
+struct Runner<'a> {
+    session: &'a Session,
+    /// The guest's clock, when it is a component whose idleness we can see.
+    clock: Option<VirtualClock>,
+    update: bool,
+    max_wait_jumps: u64,
+    /// The session's call timeout: also the most virtual time one call may
+    /// move the clock.
+    call_timeout: Duration,
+    base_seq: u64,
+    result: &'a mut ScenarioResult,
+}
+
+impl Runner<'_> {
+    fn seq(&self) -> u64 {
+        self.session.state().state.map_or(0, |s| s.seq)
+    }
+
+    fn data(&self) -> Option<Value> {
+        self.session.state().state.map(|s| s.data.clone())
+    }
+
+    /// Waits for a deterministic guest to be idle (woken since `mark`, when given).
+    async fn idle(&mut self, mark: Option<u64>) {
+        if let Some(c) = &self.clock {
+            if !c.wait_idle(mark, IDLE_MAX).await {
+                self.result.notes.push(format!(
+                    "the guest did not become idle within {}s (it may be blocked outside wasi:io/poll)",
+                    IDLE_MAX.as_secs()
+                ));
+            }
+        }
+    }
+
+    fn mark(&self) -> Option<u64> {
+        self.clock.as_ref().map(VirtualClock::activity)
+    }
+
+    fn ended(&self) -> Option<String> {
+        self.session
+            .end_reason()
+            .map(|r| format!("the session ended: {r}"))
+    }
+
+    async fn step(&mut self, action: &Action) -> StepResult {
+        let describe = action.describe();
+        match action {
+            Action::Call { tool, args, expect } => self.call(tool, args, expect, describe).await,
+            Action::Keys { bytes, .. } => {
+                self.live(&describe)?;
+                let mark = self.mark();
+                self.session.view().send_input(bytes);
+                self.idle(mark).await;
+                Ok(())
+            }
+            Action::Resize { cols, rows } => {
+                self.live(&describe)?;
+                let mark = self.mark();
+                self.session.view().resize(*cols, *rows);
+                self.idle(mark).await;
+                Ok(())
+            }
+            Action::Advance(by) => {
+                self.live(&describe)?;
+                let Some(clock) = self.clock.clone() else {
+                    return Err((describe, vec!["this Tick has no virtual clock".into()]));
+                };
+                self.idle(None).await;
+                match clock.advance(*by).await {
+                    Ok(done) => {
+                        if done.unsettled > 0 {
+                            self.result.notes.push(format!(
+                                "advance {by:?}: after {} of {} timer deadlines the guest did not become idle in time",
+                                done.unsettled, done.firings
+                            ));
+                        }
+                        Ok(())
+                    }
+                    Err(e) => Err((describe, vec![e.to_string()])),
+                }
+            }
+            Action::WaitFor { check, timeout } if self.clock.is_some() => self
+                .wait_virtual(check, *timeout)
+                .await
+                .map_err(|found| (describe, found)),
+            Action::WaitFor { check, timeout } => self
+                .eventually(check, *timeout)
+                .await
+                .map_err(|found| (format!("{describe}: timed out"), found)),
+            Action::Expect { check, timeout } => {
+                if let (true, Check::Snapshot { path, .. }) = (self.update, check) {
+                    return self
+                        .write_snapshot(path)
+                        .await
+                        .map_err(|e| (describe, vec![e]));
+                }
+                // On virtual time the check sees the guest's settled state,
+                // so an intermediate state cannot make it pass by chance.
+                if let Err(found) = self.barrier().await {
+                    return Err((describe, found));
+                }
+                self.eventually(check, *timeout)
+                    .await
+                    .map_err(|found| (describe, found))
+            }
+            Action::ExpectUpdate { n, timeout } => self.expect_update(*n, *timeout, describe).await,
+        }
+    }
+
+    fn live(&self, describe: &str) -> StepResult {
+        match self.ended() {
+            Some(e) => Err((describe.to_string(), vec![e])),
+            None => Ok(()),
+        }
+    }
+
+    async fn call(
+        &mut self,
+        tool: &str,
+        args: &Value,
+        expect: &CallExpect,
+        describe: String,
+    ) -> StepResult {
+        self.live(&describe)?;
+        // Like any client, describe first: the catalog may have changed
+        // (§5.4), and a call bound to an old revision is refused (-32004).
+        let catalog = match self.session.describe().await {
+            Ok(c) => c,
+            Err(e) => return Err((describe, vec![format!("tick/describe failed: {e}")])),
+        };
+        // The host checks the tool name and args against the catalog before
+        // sending, as for any client; a refusal counts as error -32602
+        // (invalid params), so `error = -32602` expects it.
+        let prepared = match catalog.prepare(tool, args.clone()) {
+            Ok(p) => p,
+            Err(e)
+                if matches!(expect, CallExpect::Error { code: codes::INVALID_PARAMS, contains }
+                if contains.as_deref().is_none_or(|t| e.to_string().contains(t))) =>
+            {
+                return Ok(())
+            }
+            Err(e) => {
+                return Err((
+                    describe,
+                    vec![format!("not sent (error {}): {e}", codes::INVALID_PARAMS)],
+                ))
+            }
+        };
+        let outcome = self.call_on_time(&prepared).await;
+        self.idle(None).await;
+        let found = match &outcome {
+            CallOutcome::Ok(v) => format!("result {}", diff::render(v)),
+            CallOutcome::Failed { error, executed } => format!(
+                "error {}: {} (executed: {executed})",
+                error.code,
+                tickbox_host::text::escape(&diff::clip(
+                    error.message.wire(),
+                    diff::MAX_VALUE_CHARS
+                ))
+            ),
+            CallOutcome::Unknown(why) => format!("unknown outcome: {why}"),
+        };
+        match (expect, &outcome) {
+            (CallExpect::AnyResult, CallOutcome::Ok(_)) => Ok(()),
+            (CallExpect::Error { code, contains }, CallOutcome::Failed { error, .. })
+                if error.code == *code
+                    && contains
+                        .as_deref()
+                        .is_none_or(|t| error.message.wire().contains(t)) =>
+            {
+                Ok(())
+            }
+            (CallExpect::Result(want), CallOutcome::Ok(got)) => {
+                let d = diff::differences(want, got, false);
+                if d.is_empty() {
+                    Ok(())
+                } else {
+                    Err((describe, [vec![found], d].concat()))
+                }
+            }
+            (CallExpect::ResultSubset(want), CallOutcome::Ok(got)) => {
+                let d = diff::differences(want, got, true);
+                if d.is_empty() {
+                    Ok(())
+                } else {
+                    Err((describe, [vec![found], d].concat()))
+                }
+            }
+            _ => Err((describe, vec![found])),
+        }
+    }
+
+    /// Makes the call; on virtual time, moves the clock while it is in
+    /// flight, by `wait_for`'s rule: whenever the guest is idle (woken since
+    /// the call was sent, then blocked in `wasi:io/poll`) and has not
+    /// answered, virtual time jumps to its next timer, as long as that is
+    /// within the call timeout of virtual time from the call's start and
+    /// within [`MAX_WAIT_JUMPS`]. So a tool that sleeps on a timer returns
+    /// instead of waiting for the real call timeout. With no timer to jump
+    /// to, the call is left to answer or time out on its own.
+    async fn call_on_time(&mut self, prepared: &tickbox_protocol::PreparedCall) -> CallOutcome {
+        let Some(clock) = self.clock.clone() else {
+            return self.session.call(prepared).await;
+        };
+        let limit = self.call_timeout;
+        let start = clock.elapsed();
+        let mut mark = Some(clock.activity());
+        let mut jumps = 0u64;
+        let mut jumping = true;
+        let call = self.session.call(prepared);
+        tokio::pin!(call);
+        loop {
+            tokio::select! {
+                outcome = &mut call => return outcome,
+                idle = clock.wait_idle(mark, CALL_IDLE_SLICE), if jumping => {
+                    if !idle {
+                        continue;
+                    }
+                    // The guest may have answered just before it went idle,
+                    // with the answer still on its way through the session's
+                    // reader: give that a moment, so a timer is never jumped
+                    // past an answer already given.
+                    if let Ok(outcome) = tokio::time::timeout(CALL_ANSWER_GRACE, &mut call).await {
+                        return outcome;
+                    }
+                    let now = clock.elapsed();
+                    let next = clock.pending_timers().into_iter().find(|d| *d > now);
+                    match next {
+                        Some(d) if d - start <= limit && jumps < self.max_wait_jumps => {
+                            jumps += 1;
+                            mark = Some(clock.activity());
+                            if let Err(e) = clock.advance(d - now).await {
+                                self.result.notes.push(format!("a call's timer jump stopped: {e}"));
+                                jumping = false;
+                            }
+                        }
+                        _ => jumping = false,
+                    }
+                }
+            }
+        }
+    }
+
+    /// `wait_for` on virtual time: whenever the guest is idle and the
+    /// predicate does not hold, virtual time jumps to the guest's next timer
+    /// deadline, as long as that is within `timeout` of virtual time from
+    /// the start of the wait. Before each check a `tick/read` acts as a
+    /// barrier: its answer comes after every update the guest wrote before
+    /// it, so the state checked is exactly the guest's.
+    async fn wait_virtual(&mut self, check: &Check, timeout: Duration) -> Result<(), Vec<String>> {
+        let Some(clock) = self.clock.clone() else {
+            return self.eventually(check, timeout).await;
+        };
+        let start = clock.elapsed();
+        let real_deadline = Instant::now() + WAIT_REAL_MAX;
+        let mut jumps = 0u64;
+        loop {
+            self.barrier().await?;
+            let found = match self.holds(check, None) {
+                Ok(()) => return Ok(()),
+                Err(found) => found,
+            };
+            let now = clock.elapsed();
+            let next = clock.pending_timers().into_iter().find(|d| *d > now);
+            let stop = match next {
+                _ if Instant::now() >= real_deadline => Some(format!(
+                    "gave up after {}s of real time (+{:?} virtual)",
+                    WAIT_REAL_MAX.as_secs(),
+                    now - start
+                )),
+                _ if jumps >= self.max_wait_jumps => Some(format!(
+                    "gave up after {} timer jumps (the limit), at +{:?} virtual",
+                    self.max_wait_jumps,
+                    now - start
+                )),
+                Some(d) if d - start <= timeout => None,
+                Some(d) => Some(format!(
+                    "timed out: +{:?} of virtual time passed and the guest's next timer is at +{:?}, past the {timeout:?} timeout",
+                    now - start,
+                    d - start
+                )),
+                None => Some(format!(
+                    "the guest is idle with no timer pending after +{:?} of virtual time: nothing can change any more",
+                    now - start
+                )),
+            };
+            if let Some(why) = stop {
+                return Err([found, vec![why]].concat());
+            }
+            let d = next.unwrap_or(now);
+            jumps += 1;
+            if let Err(e) = clock.advance(d - now).await {
+                return Err([found, vec![e.to_string()]].concat());
+            }
+        }
+    }
+
+    /// With virtual time: waits until the guest is idle, then makes a
+    /// `tick/read`, whose answer comes after every update the guest wrote
+    /// before it, and waits until the guest is idle again (the read woke it,
+    /// and it re-subscribes its timers on the way back). The state and the
+    /// screen are then exactly the guest's, and nothing changes until the
+    /// next input or time step. Without virtual time it does nothing.
+    async fn barrier(&mut self) -> Result<(), Vec<String>> {
+        let Some(clock) = self.clock.clone() else {
+            return Ok(());
+        };
+        self.idle(None).await;
+        let mark = clock.activity();
+        if let Err(e) = self.session.read().await {
+            return Err(vec![format!("tick/read failed: {e}")]);
+        }
+        self.idle(Some(mark)).await;
+        // The view parses on its own thread: wait until it has parsed what
+        // the guest drew (quiet 0: nothing queued or being parsed).
+        self.session
+            .view()
+            .settle(Duration::ZERO, SNAPSHOT_SETTLE_MAX)
+            .await;
+        Ok(())
+    }
+
+    /// Checks `check` until it holds or `timeout` passes; the error is what
+    /// was there at the last check.
+    async fn eventually(&self, check: &Check, timeout: Duration) -> Result<(), Vec<String>> {
+        let deadline = Instant::now() + timeout;
+        // A snapshot is read once: it does not change during the run.
+        let snapshot = match check {
+            Check::Snapshot { path, name } => Some(read_snapshot(path, name)?),
+            _ => None,
+        };
+        loop {
+            let found = match self.holds(check, snapshot.as_deref()) {
+                Ok(()) => return Ok(()),
+                Err(found) => found,
+            };
+            if let Some(e) = self.ended() {
+                return Err([found, vec![e]].concat());
+            }
+            if Instant::now() >= deadline {
+                return Err(found);
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    fn holds(&self, check: &Check, snapshot: Option<&str>) -> Result<(), Vec<String>> {
+        match check {
+            Check::StateEquals { pointer, value } | Check::StateSubset { pointer, value } => {
+                let subset = matches!(check, Check::StateSubset { .. });
+                let Some(data) = self.data() else {
+                    return Err(vec!["no state yet".into()]);
+                };
+                let Some(at) = data.pointer(pointer) else {
+                    return Err(vec![
+                        format!("nothing at {pointer} in the state"),
+                        format!("state: {}", diff::render(&data)),
+                    ]);
+                };
+                let d: Vec<String> = diff::differences(value, at, subset)
+                    .into_iter()
+                    .map(|l| match l.strip_prefix("(root)") {
+                        Some(rest) if !pointer.is_empty() => format!("{pointer}{rest}"),
+                        _ if l.starts_with('/') => format!("{pointer}{l}"),
+                        _ => l,
+                    })
+                    .collect();
+                if d.is_empty() {
+                    Ok(())
+                } else {
+                    let shown = if pointer.is_empty() { "state" } else { pointer };
+                    Err([d, vec![format!("{shown}: {}", diff::render(at))]].concat())
+                }
+            }
+            Check::ScreenContains(t) | Check::ScreenLacks(t) => {
+                let screen = self.session.view().screen_text();
+                let want = matches!(check, Check::ScreenContains(_));
+                if screen.contains(t.as_str()) == want {
+                    Ok(())
+                } else {
+                    Err(screen_lines(&screen))
+                }
+            }
+            Check::ScreenRegex(re) => {
+                let screen = self.session.view().screen_text();
+                if re.is_match(&screen) {
+                    Ok(())
+                } else {
+                    Err(screen_lines(&screen))
+                }
+            }
+            Check::Snapshot { .. } => {
+                let screen = diff::normalize_screen(&self.session.view().screen_text());
+                let want = snapshot.unwrap_or_default();
+                if screen == want {
+                    Ok(())
+                } else {
+                    let mut lines = vec!["screen diff (- snapshot, + screen):".to_string()];
+                    lines.extend(diff::screen_diff(want, &screen));
+                    Err(lines)
+                }
+            }
+        }
+    }
+
+    async fn write_snapshot(&mut self, path: &std::path::Path) -> Result<(), String> {
+        self.barrier().await.map_err(|e| e.join("; "))?;
+        self.session
+            .view()
+            .settle(SNAPSHOT_QUIET, SNAPSHOT_SETTLE_MAX)
+            .await;
+        let screen = diff::normalize_screen(&self.session.view().screen_text());
+        // Never through a link: a link (even dangling) at the snapshot's
+        // name is refused before anything is read or written.
+        match files::read_regular(path, MAX_SNAPSHOT_BYTES) {
+            Ok(old) if old == screen => return Ok(()),
+            Err(e @ (FileError::Symlink(_) | FileError::NotRegular(_))) => {
+                return Err(format!("refused to write the snapshot: {e}"))
+            }
+            _ => {}
+        }
+        files::write_regular(path, &screen)
+            .map_err(|e| format!("cannot write the snapshot: {e}"))?;
+        self.result.written.push(path.to_path_buf());
+        Ok(())
+    }
+
+    async fn expect_update(&mut self, n: u64, timeout: Duration, describe: String) -> StepResult {
+        if let Err(found) = self.barrier().await {
+            return Err((describe, found));
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let advanced = self.seq().saturating_sub(self.base_seq);
+            if advanced >= n {
+                let seq = self.seq();
+                if advanced == n {
+                    self.base_seq = seq;
+                    return Ok(());
+                }
+                return Err((
+                    describe,
+                    vec![format!(
+                        "seq advanced by {advanced} (from {} to {seq})",
+                        self.base_seq
+                    )],
+                ));
+            }
+            let stop = self.ended().or_else(|| {
+                (Instant::now() >= deadline).then(|| format!("timed out after {timeout:?}"))
+            });
+            if let Some(why) = stop {
+                return Err((
+                    describe,
+                    vec![
+                        format!(
+                            "seq advanced by {advanced} (from {} to {})",
+                            self.base_seq,
+                            self.seq()
+                        ),
+                        why,
+                    ],
+                ));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+fn read_snapshot(path: &std::path::Path, name: &str) -> Result<String, Vec<String>> {
+    match files::read_regular(path, MAX_SNAPSHOT_BYTES) {
+        Ok(text) => Ok(diff::normalize_screen(&text)),
+        Err(e @ FileError::Missing(_)) => Err(vec![format!(
+            "snapshot {name:?}: {e}; run tickbox test --update to write it"
+        )]),
+        // A link, a FIFO, a big file: refused, naming the file, never
+        // showing what it points to.
+        Err(e) => Err(vec![format!("snapshot {name:?} refused: {e}")]),
+    }
+}
+
+/// The screen, framed, for a failure report.
+fn screen_lines(screen: &str) -> Vec<String> {
+    let normalized = diff::normalize_screen(screen);
+    let mut out = vec!["screen:".to_string()];
+    out.extend(
+        normalized
+            .lines()
+            .take(diff::MAX_DIFF_LINES)
+            .map(|l| format!("  |{}", diff::printable(l))),
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_are_read_normalized_and_bounded() {
+        let dir = std::env::temp_dir().join(format!("tickbox-snap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("s.x.snap");
+        let missing = read_snapshot(&f, "x").unwrap_err();
+        assert!(
+            missing[0].contains("run tickbox test --update to write it"),
+            "{missing:?}"
+        );
+        std::fs::write(&f, "a  \nb\n\n").unwrap();
+        assert_eq!(read_snapshot(&f, "x").unwrap(), "a\nb\n");
+        std::fs::write(&f, vec![b'a'; MAX_SNAPSHOT_BYTES as usize]).unwrap();
+        assert!(read_snapshot(&f, "x").is_ok(), "exactly the limit is read");
+        std::fs::write(&f, vec![b'a'; MAX_SNAPSHOT_BYTES as usize + 1]).unwrap();
+        let big = read_snapshot(&f, "x").unwrap_err();
+        assert!(big[0].contains("over the 1048576-byte limit"), "{big:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_failure_screen_is_framed_escaped_and_bounded() {
+        let long = "x".repeat(diff::MAX_LINE_CHARS + 50);
+        let screen = format!("top\u{7}\n{long}\n");
+        let lines = screen_lines(&screen);
+        assert_eq!(lines[0], "screen:");
+        assert_eq!(lines[1], "  |top\\x07");
+        assert!(lines[2].contains("… ("), "clipped: {}", lines[2]);
+        let many: String = (0..1000).map(|i| format!("{i}\n")).collect();
+        assert_eq!(screen_lines(&many).len(), diff::MAX_DIFF_LINES + 1);
+    }
+}

@@ -1,0 +1,124 @@
+//! Ways to run a Tick, and the contract between a backend and the session.
+//!
+//! Each backend yields a [`TickIo`]: the Tick's stdin and stdout, its
+//! [`View`], and a [`TickProcess`] handle the session supervises.
+//!
+//! - [`native`] — a subprocess whose controlling terminal is a real PTY;
+//! - sandboxed wasm guests are the `tickbox-sandbox` crate's;
+//! - [`memory`] — both ends in memory, for tests of the engine, the checker
+//!   and the MCP facade where the process is not the point;
+//! - [`reaper`] — what a native Tick left behind is killed when it ends.
+
+pub mod cgroup;
+pub mod memory;
+pub mod native;
+pub mod reaper;
+
+use crate::view::View;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// A boxed future, for the object-safe process trait.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The running Tick as a backend sees it.
+pub trait TickProcess: Send {
+    /// Resolves when the Tick has ended on its own, describing how
+    /// ("exit status 0", "trapped: out of bounds memory access", …).
+    fn exited(&mut self) -> BoxFuture<'_, String>;
+    /// Terminates the Tick and everything it started. With `graceful`, its
+    /// stdin is already closed and it gets a moment to exit by itself first.
+    fn terminate(&mut self, graceful: bool) -> BoxFuture<'_, ()>;
+    /// Sends SIGTERM to the Tick's process group and returns at once, for
+    /// `tickbox check` to see whether the Tick exits by itself (§4.5).
+    /// Returns false when the backend has no signals (the default).
+    fn sigterm(&mut self) -> bool {
+        false
+    }
+    /// The Tick's memory bound, when the backend has one (wasm): the host
+    /// charges what it keeps for the Tick (its compiled schemas) to it.
+    fn memory(&self) -> Option<Arc<MemoryCharge>> {
+        None
+    }
+}
+
+/// One Tick's memory bound (`--max-memory`), shared by its guest's memories
+/// and tables (charged by the sandbox's limiter) and what the host keeps
+/// on the Tick's behalf (charged by the session: its compiled schemas). A
+/// Tick whose catalog costs the host memory has that much less to grow.
+#[derive(Debug)]
+pub struct MemoryCharge {
+    max: usize,
+    guest: AtomicUsize,
+    host: AtomicUsize,
+}
+
+impl MemoryCharge {
+    /// A bound of `max` bytes, nothing charged yet.
+    pub fn new(max: u64) -> Arc<MemoryCharge> {
+        Arc::new(MemoryCharge {
+            max: usize::try_from(max).unwrap_or(usize::MAX),
+            guest: AtomicUsize::new(0),
+            host: AtomicUsize::new(0),
+        })
+    }
+
+    /// The bound, in bytes.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// What the guest's memories and tables take now.
+    pub fn guest(&self) -> usize {
+        self.guest.load(Ordering::Relaxed)
+    }
+
+    /// What the host keeps for the Tick now.
+    pub fn host(&self) -> usize {
+        self.host.load(Ordering::Relaxed)
+    }
+
+    /// Sets what the host keeps for the Tick to `bytes`, if it fits beside
+    /// what the guest takes; otherwise leaves the charge as it was and
+    /// returns the bytes that were free.
+    pub fn set_host(&self, bytes: usize) -> Result<(), usize> {
+        let free = self.max.saturating_sub(self.guest());
+        if bytes > free {
+            return Err(free);
+        }
+        self.host.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Records the guest's total (the sandbox's limiter, after a growth).
+    pub fn set_guest(&self, bytes: usize) {
+        self.guest.store(bytes, Ordering::Relaxed);
+    }
+}
+
+/// What a backend yields for a session to run.
+pub struct TickIo {
+    /// The Tick's standard input (host → Tick frames).
+    pub stdin: Box<dyn AsyncWrite + Send + Unpin>,
+    /// The Tick's standard output (Tick → host frames).
+    pub stdout: Box<dyn AsyncRead + Send + Unpin>,
+    /// The Tick's view terminal.
+    pub view: Arc<View>,
+    /// The process (or guest) to supervise.
+    pub process: Box<dyn TickProcess>,
+}
+
+/// A `TICKLOOP_INSTANCE_ID` unique per start: host pid, start time and a counter.
+pub fn new_instance_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros())
+        .unwrap_or(0);
+    format!("tickbox-{}-{t:x}-{n}", std::process::id())
+}

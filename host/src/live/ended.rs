@@ -1,0 +1,135 @@
+//! Ended instances: what `tickbox ls -a` and `tickbox logs` show after a
+//! Tick is gone.
+//!
+//! When a [`super::Published`] handle drops, it leaves a record
+//! `<id>.ended.json` in the registry directory: the instance's info, when
+//! and why it ended, and its last words (the last non-blank lines of its
+//! screen, as drawn; escape them before printing). Records are kept for
+//! [`ENDED_RETENTION`]; listing removes older ones and keeps at most
+//! [`MAX_ENDED_RECORDS`]. The directory is the registry's (0700, ours), and
+//! each record is written to a temporary file and renamed into place.
+
+use super::registry::Registry;
+use super::InstanceInfo;
+use crate::util::rfc3339;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+/// How long an ended instance stays listed.
+pub const ENDED_RETENTION: Duration = Duration::from_secs(60 * 60);
+/// Most ended records kept (the newest).
+pub const MAX_ENDED_RECORDS: usize = 100;
+/// Lines of the screen a record keeps.
+pub const RETAINED_LINES: usize = 100;
+/// Characters kept of each retained line.
+pub const RETAINED_LINE_CHARS: usize = 1000;
+
+const SUFFIX: &str = ".ended.json";
+
+/// An instance that has ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EndedInstance {
+    /// What `ls` showed about it while it was live (`views` is 0).
+    #[serde(flatten)]
+    pub info: InstanceInfo,
+    /// When it ended (RFC 3339, UTC).
+    pub ended: String,
+    /// Why: the session's end reason (e.g. `the Tick ended: exit status 3`).
+    pub status: String,
+    /// The last lines of its screen, as the Tick drew them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub last_lines: Vec<String>,
+}
+
+fn path(registry_dir: &std::path::Path, id: &str) -> PathBuf {
+    registry_dir.join(format!("{id}{SUFFIX}"))
+}
+
+/// Writes the record of an instance that ended (best effort: a failure is
+/// logged, never fatal).
+pub(super) fn record(
+    registry_dir: &std::path::Path,
+    mut info: InstanceInfo,
+    status: String,
+    last_lines: Vec<String>,
+) {
+    info.views = 0;
+    let last_lines = last_lines
+        .into_iter()
+        .map(|l| crate::text::truncate(&l, RETAINED_LINE_CHARS).to_string())
+        .collect();
+    let record = EndedInstance {
+        ended: rfc3339(SystemTime::now()),
+        info,
+        status,
+        last_lines,
+    };
+    let final_path = path(registry_dir, &record.info.id);
+    let tmp = final_path.with_extension("tmp");
+    let written = serde_json::to_vec(&record)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            f.write_all(&bytes)?;
+            std::fs::rename(&tmp, &final_path)
+        });
+    if let Err(e) = written {
+        tracing::warn!(path = %final_path.display(), error = %e, "cannot record an ended instance");
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// The ended instances of the last [`ENDED_RETENTION`], oldest first;
+/// older and surplus records are removed.
+pub fn list(registry: &Registry) -> Vec<EndedInstance> {
+    let Ok(entries) = std::fs::read_dir(registry.dir()) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(SUFFIX))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    found.sort();
+    let now = SystemTime::now();
+    let surplus = found.len().saturating_sub(MAX_ENDED_RECORDS);
+    let mut out = Vec::new();
+    for (i, (modified, p)) in found.into_iter().enumerate() {
+        let old = now.duration_since(modified).unwrap_or_default() > ENDED_RETENTION;
+        if old || i < surplus {
+            let _ = std::fs::remove_file(&p);
+            continue;
+        }
+        // Records are small, but a file someone else put here is not read whole.
+        let Ok(bytes) = std::fs::read(&p) else {
+            continue;
+        };
+        if bytes.len() > 4 * RETAINED_LINES * RETAINED_LINE_CHARS + 64 * 1024 {
+            continue;
+        }
+        match serde_json::from_slice::<EndedInstance>(&bytes) {
+            Ok(r) => out.push(r),
+            Err(e) => tracing::warn!(path = %p.display(), error = %e, "unreadable ended record"),
+        }
+    }
+    out
+}
+
+/// The newest ended instance with this id or name.
+pub fn find(registry: &Registry, target: &str) -> Option<EndedInstance> {
+    let target = target.strip_prefix('@').unwrap_or(target);
+    let all = list(registry);
+    all.iter()
+        .rev()
+        .find(|r| r.info.id == target)
+        .or_else(|| all.iter().rev().find(|r| r.info.name == target))
+        .cloned()
+}

@@ -1,0 +1,56 @@
+//! Small helpers every layer shares, so each has one spelling.
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::SystemTime;
+
+/// Locks `m`, taking the data even if a thread panicked while holding it.
+///
+/// tickbox's critical sections are short updates of counters, queues and
+/// maps that leave the data consistent at every step; a panic in one is a
+/// bug already reported, and poisoning would turn it into a panic in every
+/// later caller: a host that must never panic on what a Tick sends
+/// cannot let one bug cascade through every session.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// `t` as RFC 3339 in UTC, to the second (`2026-12-02T03:41:49Z`).
+pub fn rfc3339(t: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// `t` as RFC 3339 in UTC, to the millisecond.
+pub fn rfc3339_millis(t: SystemTime) -> String {
+    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_796_528_509_250);
+        assert_eq!(rfc3339(t), "2026-12-06T03:41:49Z");
+        assert_eq!(rfc3339_millis(t), "2026-12-06T03:41:49.250Z");
+        assert!(tickbox_protocol::state::is_rfc3339(&rfc3339(
+            SystemTime::now()
+        )));
+    }
+
+    #[test]
+    fn a_poisoned_lock_still_opens() {
+        let m = std::sync::Arc::new(Mutex::new(1));
+        let m2 = m.clone();
+        let _ = std::thread::spawn(move || {
+            let _g = m2.lock().unwrap();
+            panic!("poison it");
+        })
+        .join();
+        assert!(m.is_poisoned());
+        *lock(&m) += 1;
+        assert_eq!(*lock(&m), 2);
+    }
+}

@@ -1,0 +1,314 @@
+//! `ticks.toml`: the Ticks one `tickbox mcp --config` server hosts.
+//!
+//! ```toml
+//! [[tick]]
+//! name = "counter"                 # tool prefix and resource name: A-Z a-z 0-9 _ -
+//! command = ["python3", "counter.py"]
+//!
+//! [[tick]]
+//! name = "notes"
+//! path = "ticks/notes.wasm"        # a path instead of a command
+//! call_timeout = 30                # seconds; the protocol's 60 when absent
+//! [tick.grants]                    # what the sandbox lets the Tick reach
+//! dir = ["./notes"]                # --dir, once per entry
+//! allow_http = ["https://api.example.com"]  # --allow-http, once per entry
+//! allow_net = ["api.example.com:443"]  # --allow-net, once per entry
+//! env = ["TZ=UTC"]                 # --env, once per entry
+//! max_memory = "64MiB"             # --max-memory
+//! max_handles = "256"              # --max-handles (also max_wasm_size,
+//!                                  # compile_timeout, compile_memory, max_write)
+//! ```
+//!
+//! Each grant key is the sandbox flag of the same name, so an entry says
+//! exactly what `tickbox mcp [FLAGS] TICK` would. Relative paths (`path`,
+//! `cwd`, a `command` program containing `/`, `dir`, `http_ca`) are resolved against the
+//! directory of the config file, and a Tick runs there unless `cwd` says
+//! otherwise, so a config works from wherever the MCP client starts it.
+
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+/// The longest Tick name accepted (it prefixes tool names, which MCP caps at 64).
+pub const MAX_TICK_NAME: usize = 32;
+
+/// Why a config file was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read the config `{}`: {source}", .path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The file is not TOML of the expected shape.
+    #[error("the config `{}` is not valid: {message}", .path.display())]
+    Parse { path: PathBuf, message: String },
+    /// An entry breaks a rule.
+    #[error("the config `{}`: {entry}: {reason}", .path.display())]
+    Invalid {
+        path: PathBuf,
+        entry: String,
+        reason: String,
+    },
+}
+
+/// What a Tick is granted: the same grants, with the same syntax, as the
+/// sandbox flags and policy files (`dir`, `allow_net`, `env`, `max_memory`).
+pub use tickbox_sandbox::grants::GrantSpec as Grants;
+
+/// How an entry names its Tick.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TickSource {
+    /// A path to an executable or a `.wasm` file.
+    Path(String),
+    /// A native Tick's command line.
+    Command(Vec<String>),
+}
+
+/// One hosted Tick.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TickEntry {
+    /// Prefix of its tools and the NAME of `tick://NAME/state`.
+    pub name: String,
+    /// What to start.
+    pub source: TickSource,
+    /// Where it runs.
+    pub cwd: Option<PathBuf>,
+    /// Seconds before a call's outcome is unknown.
+    pub call_timeout: Option<f64>,
+    /// What it may reach.
+    pub grants: Grants,
+}
+
+/// A parsed and checked config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The Ticks, in file order.
+    pub ticks: Vec<TickEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    tick: Vec<RawEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEntry {
+    name: String,
+    path: Option<String>,
+    command: Option<Vec<String>>,
+    cwd: Option<String>,
+    call_timeout: Option<f64>,
+    #[serde(default)]
+    grants: Grants,
+}
+
+/// Whether a Tick name is usable: 1 to 32 of `A-Z a-z 0-9 _ -`.
+pub fn valid_tick_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_TICK_NAME
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
+}
+
+impl Config {
+    /// Reads and checks a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        // Absolute, so that a relative program is not joined to `cwd` twice.
+        let base = std::path::absolute(base).unwrap_or_else(|_| base.to_path_buf());
+        Config::parse(&text, &base).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse {
+                path: path.to_path_buf(),
+                message,
+            },
+            ConfigError::Invalid { entry, reason, .. } => ConfigError::Invalid {
+                path: path.to_path_buf(),
+                entry,
+                reason,
+            },
+            other => other,
+        })
+    }
+
+    /// Parses config text; relative paths are resolved against `base`.
+    pub fn parse(text: &str, base: &Path) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: PathBuf::new(),
+            message: e.message().to_string(),
+        })?;
+        let invalid = |entry: String, reason: String| ConfigError::Invalid {
+            path: PathBuf::new(),
+            entry,
+            reason,
+        };
+        if raw.tick.is_empty() {
+            return Err(invalid(
+                "[[tick]]".into(),
+                "no Tick is configured; add at least one [[tick]] entry".into(),
+            ));
+        }
+        let mut seen = HashSet::new();
+        let mut ticks = Vec::with_capacity(raw.tick.len());
+        for (i, e) in raw.tick.into_iter().enumerate() {
+            let entry = format!("tick #{} `{}`", i + 1, e.name);
+            if !valid_tick_name(&e.name) {
+                return Err(invalid(
+                    entry,
+                    format!("name must be 1 to {MAX_TICK_NAME} of A-Z a-z 0-9 _ -"),
+                ));
+            }
+            if !seen.insert(e.name.clone()) {
+                return Err(invalid(entry, "the name is used twice".into()));
+            }
+            let source = match (e.path, e.command) {
+                (Some(p), None) => TickSource::Path(resolve(base, &p)),
+                (None, Some(mut argv)) if !argv.is_empty() => {
+                    if argv[0].contains('/') {
+                        argv[0] = resolve(base, &argv[0]);
+                    }
+                    TickSource::Command(argv)
+                }
+                (None, Some(_)) => return Err(invalid(entry, "command is empty".into())),
+                _ => {
+                    return Err(invalid(
+                        entry,
+                        "give exactly one of `path` and `command`".into(),
+                    ))
+                }
+            };
+            if let Some(t) = e.call_timeout {
+                if !(t.is_finite() && t > 0.0) {
+                    return Err(invalid(
+                        entry,
+                        "call_timeout must be a positive number of seconds".into(),
+                    ));
+                }
+            }
+            if let Some(bad) = e.grants.env.iter().find(|v| !v.contains('=')) {
+                return Err(invalid(
+                    entry,
+                    format!("grants.env entry `{bad}` is not NAME=VALUE"),
+                ));
+            }
+            let mut grants = e.grants;
+            grants.dir = grants.dir.iter().map(|d| resolve(base, d)).collect();
+            grants.http_ca = grants.http_ca.map(|ca| resolve(base, &ca));
+            let cwd = Some(match e.cwd {
+                Some(dir) => PathBuf::from(resolve(base, &dir)),
+                None => base.to_path_buf(),
+            });
+            ticks.push(TickEntry {
+                name: e.name,
+                source,
+                cwd,
+                call_timeout: e.call_timeout,
+                grants,
+            });
+        }
+        Ok(Config { ticks })
+    }
+}
+
+fn resolve(base: &Path, p: &str) -> String {
+    let path = Path::new(p);
+    if path.is_absolute() {
+        p.to_string()
+    } else {
+        base.join(path).to_string_lossy().into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/etc/ticks"))
+    }
+
+    #[test]
+    fn entries_resolve_relative_paths_against_the_config() {
+        let c = parse(
+            r#"
+            [[tick]]
+            name = "counter"
+            command = ["./counter.py", "--fast"]
+            [[tick]]
+            name = "notes"
+            path = "notes.wasm"
+            cwd = "/tmp"
+            call_timeout = 5
+            [tick.grants]
+            dir = ["data"]
+            allow_net = ["example.com:443"]
+            env = ["TZ=UTC"]
+            max_memory = "64MiB"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(
+            c.ticks[0].source,
+            TickSource::Command(vec!["/etc/ticks/./counter.py".into(), "--fast".into()])
+        );
+        assert_eq!(c.ticks[0].cwd, Some(PathBuf::from("/etc/ticks")));
+        assert!(c.ticks[0].grants.is_empty() && !c.ticks[0].grants.network());
+        let n = &c.ticks[1];
+        assert_eq!(n.source, TickSource::Path("/etc/ticks/notes.wasm".into()));
+        assert_eq!(n.cwd, Some(PathBuf::from("/tmp")));
+        assert_eq!(n.grants.dir, ["/etc/ticks/data"]);
+        assert!(n.grants.network());
+        assert_eq!(n.grants.max_memory.as_deref(), Some("64MiB"));
+    }
+
+    #[test]
+    fn each_rule_names_what_is_wrong() {
+        let cases = [
+            ("", "no Tick is configured"),
+            ("[[tick]]\nname = \"a b\"\npath = \"x\"", "name must be"),
+            (
+                "[[tick]]\nname = \"a\"\npath = \"x\"\n[[tick]]\nname = \"a\"\npath = \"y\"",
+                "used twice",
+            ),
+            (
+                "[[tick]]\nname = \"a\"",
+                "exactly one of `path` and `command`",
+            ),
+            (
+                "[[tick]]\nname = \"a\"\npath = \"x\"\ncommand = [\"y\"]",
+                "exactly one",
+            ),
+            ("[[tick]]\nname = \"a\"\ncommand = []", "command is empty"),
+            (
+                "[[tick]]\nname = \"a\"\npath = \"x\"\ncall_timeout = -1",
+                "call_timeout",
+            ),
+            (
+                "[[tick]]\nname = \"a\"\npath = \"x\"\n[tick.grants]\nenv = [\"TZ\"]",
+                "not NAME=VALUE",
+            ),
+            (
+                "[[tick]]\nname = \"a\"\npath = \"x\"\n[tick.grants]\nnet = true",
+                "unknown field",
+            ),
+            ("[[tick]]\nname = 3", "invalid type"),
+        ];
+        for (text, needle) in cases {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains(needle), "expected `{needle}` in: {e}");
+        }
+    }
+}

@@ -1,0 +1,1200 @@
+//! The MCP server: one [`Facade`] hosts initialized Tick sessions; each MCP
+//! client gets its own [`Connection`] (rmcp's [`ServerHandler`]) with its own
+//! listing, subscriptions and read marks over the shared Ticks.
+//!
+//! The facade polls each Tick's catalog once per [`DESCRIBE_POLL`]
+//! ([`FacadeOptions::describe_poll`]; a repeat
+//! describe is compared with the last one and costs no schema compilation,
+//! see [`Session::describe`]) and wakes every connection when one changed.
+//! A connection tells its client in the way the client's protocol revision
+//! wants: unsolicited notifications for sessions that began with
+//! `initialize` (2025-06-18, 2025-11-25), the `subscriptions/listen` stream
+//! for 2026-07-28.
+
+use super::config::Grants;
+use super::delivery::{deliver_latest_from, DELIVERY_INTERVAL};
+use super::names::{map_tools, Mapped, Mapping, NameError, Target};
+use super::outcome::{self, CallError, MAX_RESULT_BYTES};
+use super::text;
+use super::transport::{LineTransport, Tracking, SUPPORTED_VERSIONS};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    InitializeRequestParams, InitializeResult, JsonObject, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, RequestId, Resource, ResourceContents, ResourceUpdatedNotificationParam,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
+    ToolAnnotations, UnsubscribeRequestParams,
+};
+use rmcp::service::{
+    Peer, RequestContext, RoleServer, ServerInitializeError, SubscriptionContext, SubscriptionSink,
+};
+use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
+use serde_json::{json, Value};
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tickbox_host::delivery::{fit, item_budget};
+use tickbox_host::session::{CallOutcome, EndReason, Session, UnknownReason};
+use tickbox_host::util::lock;
+use tickbox_protocol::codes::REVISION_MISMATCH;
+use tickbox_protocol::limits::MAX_IN_FLIGHT;
+use tickbox_protocol::message::encoded_len;
+use tickbox_protocol::{Descriptor, PrepareError};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+
+/// How often each Tick is asked for its catalog, to notice a new revision
+/// before the client's next call (the default of
+/// [`FacadeOptions::describe_poll`]).
+pub const DESCRIBE_POLL: Duration = Duration::from_secs(1);
+
+/// How the facade runs; [`Facade::new`] takes the defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FacadeOptions {
+    /// How often each Tick is asked for its catalog ([`DESCRIBE_POLL`]).
+    /// Shorter notices a new revision sooner and costs a describe each time.
+    pub describe_poll: Duration,
+}
+
+impl Default for FacadeOptions {
+    fn default() -> Self {
+        FacadeOptions {
+            describe_poll: DESCRIBE_POLL,
+        }
+    }
+}
+
+impl FacadeOptions {
+    /// These options with this catalog polling interval.
+    pub fn describe_poll(mut self, every: Duration) -> Self {
+        self.describe_poll = every;
+        self
+    }
+}
+
+/// The scheme of state resources: `tick://NAME/state`.
+pub const STATE_URI_PREFIX: &str = "tick://";
+
+/// A Tick to host: an initialized session, its name and its grants.
+pub struct HostedTick {
+    /// The NAME in tool prefixes and `tick://NAME/state`.
+    pub name: String,
+    /// The initialized session (shared: the host may also publish it as a
+    /// live instance, see [`tickbox_host::live::publish`]).
+    pub session: Arc<Session>,
+    /// What the Tick may reach (decides `openWorldHint`).
+    pub grants: Grants,
+}
+
+/// Why the facade could not start or serve.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FacadeError {
+    /// Some tools cannot be named for MCP.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Names(Vec<NameError>),
+    /// The MCP handshake failed.
+    #[error("the MCP handshake failed: {0}")]
+    Handshake(String),
+}
+
+/// A hosted Tick, shared by every connection.
+struct Hosted {
+    name: String,
+    session: Arc<Session>,
+    grants: Grants,
+    /// When the facade received the state of this seq (for states without `at`).
+    received: Mutex<(u64, String)>,
+    /// The catalog last seen, to tell a new one by identity.
+    seen: Mutex<Arc<Descriptor>>,
+    /// Turns at the Tick for this facade's calls (as many as the Tick
+    /// takes at once); a call waiting here can still be cancelled.
+    turns: Arc<tokio::sync::Semaphore>,
+}
+
+struct Inner {
+    ticks: Vec<Hosted>,
+    prefixed: bool,
+    /// Bumped whenever a Tick's catalog changed; connections watch it.
+    catalogs: watch::Sender<u64>,
+    background: Mutex<Vec<JoinHandle<()>>>,
+    options: FacadeOptions,
+}
+
+/// The MCP facade over a set of hosted Ticks. Cheap to clone.
+#[derive(Clone)]
+pub struct Facade {
+    inner: Arc<Inner>,
+}
+
+fn now_rfc3339() -> String {
+    tickbox_host::util::rfc3339_millis(std::time::SystemTime::now())
+}
+
+impl Facade {
+    /// Builds the facade. Tool names are prefixed when several Ticks are
+    /// hosted; a name that MCP cannot take, or a clash, refuses the start
+    /// (and shuts every Tick down).
+    pub async fn new(ticks: Vec<HostedTick>) -> Result<Facade, FacadeError> {
+        Facade::with_options(ticks, FacadeOptions::default()).await
+    }
+
+    /// [`Facade::new`] with these options.
+    pub async fn with_options(
+        ticks: Vec<HostedTick>,
+        options: FacadeOptions,
+    ) -> Result<Facade, FacadeError> {
+        let prefixed = ticks.len() > 1;
+        let mut hosted = Vec::with_capacity(ticks.len());
+        for t in ticks {
+            let Some(d) = t.session.descriptor() else {
+                // Session::start only returns initialized sessions.
+                continue;
+            };
+            let seq = t.session.state().state.map_or(0, |s| s.seq);
+            hosted.push(Hosted {
+                name: t.name,
+                session: t.session,
+                grants: t.grants,
+                received: Mutex::new((seq, now_rfc3339())),
+                seen: Mutex::new(d),
+                turns: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
+            });
+        }
+        let facade = Facade {
+            inner: Arc::new(Inner {
+                ticks: hosted,
+                prefixed,
+                catalogs: watch::channel(0).0,
+                background: Mutex::new(Vec::new()),
+                options,
+            }),
+        };
+        let catalogs = facade.current_catalogs();
+        let errors = facade.map(&catalogs, &vec![true; catalogs.len()]).errors;
+        if !errors.is_empty() {
+            facade.shutdown().await;
+            return Err(FacadeError::Names(errors));
+        }
+        facade.start_background();
+        Ok(facade)
+    }
+
+    /// The names of the hosted Ticks, in order.
+    pub fn tick_names(&self) -> Vec<String> {
+        self.inner.ticks.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// Serves one MCP client over this reader and writer until it goes
+    /// away (end of input), then stops every Tick.
+    pub async fn serve<R, W>(self, read: R, write: W) -> Result<(), FacadeError>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let served = self.serve_client(read, write).await;
+        self.shutdown().await;
+        served
+    }
+
+    /// Serves one MCP client over this reader and writer until it goes
+    /// away; the Ticks keep running for other clients.
+    pub async fn serve_client<R, W>(&self, read: R, write: W) -> Result<(), FacadeError>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let tracking = Tracking::shared();
+        let (transport, writer) = LineTransport::new(read, write, tracking.clone());
+        let writer = tokio::spawn(writer);
+        let connection = Connection::new(self.clone(), tracking);
+        let result = match connection
+            .clone()
+            .serve_with_ct(transport, Default::default())
+            .await
+        {
+            Ok(running) => {
+                let quit = running.waiting().await;
+                tracing::info!(?quit, "the MCP client went away");
+                Ok(())
+            }
+            Err(ServerInitializeError::ConnectionClosed(_)) => {
+                tracing::info!("the MCP client left before initializing");
+                Ok(())
+            }
+            Err(e) => Err(FacadeError::Handshake(e.to_string())),
+        };
+        // Every frame already handed to the writer reaches the client.
+        let _ = writer.await;
+        result
+    }
+
+    /// Stops every hosted Tick and waits until they are gone.
+    pub async fn shutdown(&self) {
+        for t in lock(&self.inner.background).drain(..) {
+            t.abort();
+        }
+        for t in &self.inner.ticks {
+            t.session.shutdown().await;
+        }
+    }
+
+    fn current_catalogs(&self) -> Vec<Arc<Descriptor>> {
+        self.inner
+            .ticks
+            .iter()
+            .map(|t| {
+                t.session
+                    .descriptor()
+                    .unwrap_or_else(|| lock(&t.seen).clone())
+            })
+            .collect()
+    }
+
+    fn map(&self, catalogs: &[Arc<Descriptor>], changed: &[bool]) -> Mapping {
+        let pairs: Vec<(&str, &Descriptor)> = self
+            .inner
+            .ticks
+            .iter()
+            .zip(catalogs)
+            .map(|(t, d)| (t.name.as_str(), d.as_ref()))
+            .collect();
+        map_tools(&pairs, self.inner.prefixed, changed)
+    }
+
+    /// Per Tick: the catalog poller, the state clock and the end watcher.
+    fn start_background(&self) {
+        let mut tasks = lock(&self.inner.background);
+        for index in 0..self.inner.ticks.len() {
+            let me = self.clone();
+            tasks.push(tokio::spawn(async move { me.poll_catalog(index).await }));
+            let me = self.clone();
+            tasks.push(tokio::spawn(async move { me.stamp_states(index).await }));
+            let me = self.clone();
+            tasks.push(tokio::spawn(async move { me.watch_end(index).await }));
+        }
+    }
+
+    async fn poll_catalog(&self, index: usize) {
+        let t = &self.inner.ticks[index];
+        loop {
+            tokio::time::sleep(self.inner.options.describe_poll).await;
+            if t.session.end_reason().is_some() {
+                return;
+            }
+            if let Err(e) = self.fresh_catalog(index).await {
+                tracing::debug!(tick = %t.name, "polling the catalog failed: {e}");
+            }
+        }
+    }
+
+    /// Describes the Tick now; wakes the connections when its catalog changed.
+    async fn fresh_catalog(
+        &self,
+        index: usize,
+    ) -> Result<Arc<Descriptor>, tickbox_host::session::RequestError> {
+        let d = self.inner.ticks[index].session.describe().await?;
+        self.catalog_seen(index, &d);
+        Ok(d)
+    }
+
+    fn catalog_seen(&self, index: usize, d: &Arc<Descriptor>) {
+        let mut seen = lock(&self.inner.ticks[index].seen);
+        if !Arc::ptr_eq(&seen, d) {
+            tracing::debug!(
+                tick = %self.inner.ticks[index].name,
+                "catalog revision {} → {}",
+                seen.revision,
+                d.revision
+            );
+            *seen = d.clone();
+            drop(seen);
+            self.inner.catalogs.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Records when each new state arrived, for states that carry no `at`.
+    async fn stamp_states(&self, index: usize) {
+        let t = &self.inner.ticks[index];
+        let mut state = t.session.watch_state();
+        while state.changed().await.is_ok() {
+            let seq = state.borrow_and_update().state.as_ref().map(|s| s.seq);
+            if let Some(seq) = seq {
+                let mut r = lock(&t.received);
+                if r.0 != seq {
+                    *r = (seq, now_rfc3339());
+                }
+            }
+        }
+    }
+
+    async fn watch_end(&self, index: usize) {
+        let t = &self.inner.ticks[index];
+        let reason = t.session.ended().await;
+        if reason == EndReason::Shutdown {
+            return;
+        }
+        tracing::error!(
+            tick = %t.name,
+            "the Tick `{}` ended: {reason}; its tools now answer with tick_ended errors",
+            t.name
+        );
+    }
+}
+
+/// What one client knows about one Tick.
+struct ClientTick {
+    /// The catalog this client last listed; calls are bound to it.
+    listed: Mutex<Arc<Descriptor>>,
+    /// The newest revision the client was told about (listed or announced).
+    announced: Mutex<String>,
+    /// Subscribed with `resources/subscribe` (sessions with `initialize`).
+    subscribed: AtomicBool,
+    /// The session's update count when the client last read the state.
+    read_mark: AtomicU64,
+}
+
+struct ConnInner {
+    facade: Facade,
+    ticks: Vec<ClientTick>,
+    /// The names of the last listing (or of the start, before any).
+    mapping: Mutex<Mapping>,
+    tracking: Arc<std::sync::Mutex<Tracking>>,
+    /// The notification tasks of a session that began with `initialize`.
+    legacy: Mutex<Option<JoinSet<()>>>,
+}
+
+/// One MCP client's view of the facade: its rmcp [`ServerHandler`].
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<ConnInner>,
+}
+
+/// Where a connection's notifications go.
+#[derive(Clone)]
+enum Notifier {
+    /// A session that began with `initialize`: unsolicited notifications.
+    Legacy(Peer<RoleServer>),
+    /// A `subscriptions/listen` stream (2026-07-28).
+    Listen(SubscriptionSink),
+}
+
+impl Notifier {
+    /// Whether this way of notifying applies (a 2026-07-28 session gets
+    /// nothing outside its listen streams).
+    fn applies(&self) -> bool {
+        match self {
+            Notifier::Legacy(peer) => peer.peer_info().is_some(),
+            Notifier::Listen(_) => true,
+        }
+    }
+
+    /// Sends `tools/list_changed`; false when the client is gone.
+    async fn tools_changed(&self) -> bool {
+        match self {
+            Notifier::Legacy(peer) => peer.notify_tool_list_changed().await.is_ok(),
+            Notifier::Listen(sink) => sink.notify_tool_list_changed().await.is_ok(),
+        }
+    }
+
+    /// Sends `resources/updated`; false when the client is gone.
+    async fn resource_updated(&self, uri: String) -> bool {
+        match self {
+            Notifier::Legacy(peer) => peer
+                .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                .await
+                .is_ok(),
+            Notifier::Listen(sink) => sink.notify_resource_updated(uri).await.is_ok(),
+        }
+    }
+}
+
+impl Connection {
+    /// A new client of `facade`; `tracking` is shared with its transport.
+    pub fn new(facade: Facade, tracking: Arc<std::sync::Mutex<Tracking>>) -> Connection {
+        let catalogs = facade.current_catalogs();
+        let mapping = facade.map(&catalogs, &vec![false; catalogs.len()]);
+        let ticks = catalogs
+            .into_iter()
+            .map(|d| ClientTick {
+                announced: Mutex::new(d.revision.clone()),
+                listed: Mutex::new(d),
+                subscribed: AtomicBool::new(false),
+                read_mark: AtomicU64::new(0),
+            })
+            .collect();
+        Connection {
+            inner: Arc::new(ConnInner {
+                facade,
+                ticks,
+                mapping: Mutex::new(mapping),
+                tracking,
+                legacy: Mutex::new(None),
+            }),
+        }
+    }
+
+    fn hosted(&self, index: usize) -> &Hosted {
+        &self.inner.facade.inner.ticks[index]
+    }
+
+    /// Starts the tasks that tell this client about catalog and state
+    /// changes; they stop when the returned set is dropped. `uris` fixes
+    /// the Ticks whose state changes are wanted (a listen stream); `None`
+    /// follows `resources/subscribe`.
+    ///
+    /// The tasks hold the connection weakly: when rmcp drops it (the
+    /// client left, an HTTP session closed), its tasks stop with it.
+    fn notifications(&self, out: Notifier, uris: Option<HashSet<usize>>) -> JoinSet<()> {
+        let mut tasks = JoinSet::new();
+        let weak = Arc::downgrade(&self.inner);
+        let tools = match &out {
+            Notifier::Legacy(_) => true,
+            Notifier::Listen(sink) => sink.accepted().tools_list_changed == Some(true),
+        };
+        if tools {
+            let (weak, out) = (weak.clone(), out.clone());
+            let mut catalogs = self.inner.facade.inner.catalogs.subscribe();
+            let count = self.inner.ticks.len();
+            tasks.spawn(async move {
+                loop {
+                    for index in 0..count {
+                        let Some(inner) = weak.upgrade() else {
+                            return;
+                        };
+                        if !(Connection { inner }).announce(index, &out).await {
+                            return;
+                        }
+                    }
+                    if catalogs.changed().await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        for index in 0..self.inner.ticks.len() {
+            let follows_subscribe = match &uris {
+                Some(set) if !set.contains(&index) => continue,
+                Some(_) => false,
+                None => true,
+            };
+            let (weak, out) = (weak.clone(), out.clone());
+            let session = self.hosted(index).session.clone();
+            let uri = state_uri(&self.hosted(index).name);
+            // A listen stream is told about any state this client has not
+            // read yet; a legacy session counts from now.
+            let delivered = if follows_subscribe {
+                session.state().updates
+            } else {
+                self.inner.ticks[index].read_mark.load(Ordering::Relaxed)
+            };
+            tasks.spawn(async move {
+                let want = || {
+                    !follows_subscribe
+                        || weak
+                            .upgrade()
+                            .is_some_and(|c| c.ticks[index].subscribed.load(Ordering::Relaxed))
+                };
+                let delivery = deliver_latest_from(
+                    session.watch_state(),
+                    DELIVERY_INTERVAL,
+                    delivered,
+                    |_| {
+                        let send = want() && out.applies();
+                        let (out, uri) = (out.clone(), uri.clone());
+                        async move { !send || out.resource_updated(uri).await }
+                    },
+                );
+                tokio::select! {
+                    _ = delivery => {}
+                    reason = session.ended() => {
+                        // Readers learn it from the state's `ended` field.
+                        if reason != EndReason::Shutdown && want() && out.applies() {
+                            out.resource_updated(uri.clone()).await;
+                        }
+                    }
+                }
+            });
+        }
+        tasks
+    }
+
+    /// Tells the client once per new revision that a Tick's catalog is not
+    /// the one it listed. False when the client is gone.
+    async fn announce(&self, index: usize, out: &Notifier) -> bool {
+        let Some(current) = self.hosted(index).session.descriptor() else {
+            return true;
+        };
+        if !out.applies() {
+            // Not this notifier's to tell (a 2026-07-28 session hears it on
+            // its listen stream, which must still see it as news).
+            return true;
+        }
+        let c = &self.inner.ticks[index];
+        let listed = lock(&c.listed).revision.clone();
+        if current.revision == listed {
+            return true;
+        }
+        {
+            let mut announced = lock(&c.announced);
+            if *announced == current.revision {
+                return true;
+            }
+            *announced = current.revision.clone();
+        }
+        tracing::info!(
+            tick = %self.hosted(index).name,
+            "catalog revision {listed} → {}; sending tools/list_changed",
+            current.revision
+        );
+        out.tools_changed().await
+    }
+
+    fn tool_list(&self) -> Vec<Tool> {
+        let mapping = lock(&self.inner.mapping).clone();
+        mapping
+            .names
+            .iter()
+            .filter_map(|m| {
+                let t = self.hosted(m.tick);
+                let listed = lock(&self.inner.ticks[m.tick].listed).clone();
+                let read_only = || {
+                    ToolAnnotations::new()
+                        .read_only(true)
+                        .destructive(false)
+                        .idempotent(true)
+                        .open_world(false)
+                };
+                let title = text::title(listed.title.wire());
+                let (description, schema, annotations) = match &m.target {
+                    Target::Tick(name) => {
+                        let tool = listed.tool(name)?;
+                        let mut schema = match &tool.input_schema {
+                            Value::Object(o) => o.clone(),
+                            _ => JsonObject::new(),
+                        };
+                        // MCP wants `type: object` at the top; Tick args are always an object.
+                        schema
+                            .entry("type")
+                            .or_insert_with(|| Value::String("object".into()));
+                        // A schema's titles, descriptions and names are the
+                        // Tick's text too, read by clients and models.
+                        let mut inert = Value::Object(schema);
+                        tickbox_host::text::inert_value(&mut inert);
+                        let Value::Object(schema) = inert else {
+                            unreachable!("an object stays an object")
+                        };
+                        let annotations = ToolAnnotations::new()
+                            .read_only(!tool.mutates)
+                            .destructive(tool.mutates)
+                            .open_world(t.grants.network());
+                        (
+                            text::description(tool.description.wire()),
+                            schema,
+                            annotations,
+                        )
+                    }
+                    Target::State => {
+                        let withheld = match &mapping.withheld.get(m.tick) {
+                            Some(Some(why)) => format!(
+                                " Its own tools are withheld: its catalog has names MCP cannot \
+                                 take ({}).",
+                                text::description(why)
+                            ),
+                            _ => String::new(),
+                        };
+                        (
+                            format!(
+                                "Read the current state of the Tick `{}` ({title}): seq, data, \
+                                 at, and how many updates were merged since your last read. \
+                                 Changes nothing.{withheld}",
+                                t.name
+                            ),
+                            closed_schema(),
+                            read_only(),
+                        )
+                    }
+                    Target::Screen => (
+                        format!(
+                            "Read the terminal screen of the Tick `{}` ({title}) as text: what a \
+                             person using it sees, trailing blanks trimmed. Optional `rows` and \
+                             `cols` ([first, end), 0-based) read a part of it. Changes nothing.",
+                            t.name
+                        ),
+                        screen_schema(),
+                        read_only(),
+                    ),
+                };
+                Some(
+                    Tool::new(m.name.clone(), description, Arc::new(schema))
+                        .with_annotations(annotations),
+                )
+            })
+            .collect()
+    }
+
+    /// Refreshes every catalog, binds calls to it and maps the names again.
+    async fn relist(&self) {
+        let mut catalogs = Vec::new();
+        let mut changed = Vec::new();
+        for (index, c) in self.inner.ticks.iter().enumerate() {
+            let t = self.hosted(index);
+            let fresh = if t.session.end_reason().is_none() {
+                self.inner.facade.fresh_catalog(index).await.ok()
+            } else {
+                None
+            };
+            let old = lock(&c.listed).clone();
+            let d = fresh
+                .or_else(|| t.session.descriptor())
+                .unwrap_or(old.clone());
+            changed.push(!Arc::ptr_eq(&old, &d));
+            *lock(&c.announced) = d.revision.clone();
+            *lock(&c.listed) = d.clone();
+            catalogs.push(d);
+        }
+        let mapping = self.inner.facade.map(&catalogs, &changed);
+        let before = lock(&self.inner.mapping).withheld.clone();
+        for (index, why) in mapping.withheld.iter().enumerate() {
+            if let Some(why) = why {
+                if changed[index] || before.get(index) != Some(&Some(why.clone())) {
+                    tracing::warn!(
+                        tick = %self.hosted(index).name,
+                        "catalog revision {} withheld from tools/list: {why}",
+                        catalogs[index].revision
+                    );
+                }
+            }
+        }
+        *lock(&self.inner.mapping) = mapping;
+    }
+
+    async fn call(
+        &self,
+        params: CallToolRequestParams,
+        id: &RequestId,
+        cancelled: &CancellationToken,
+    ) -> Result<CallToolResult, McpError> {
+        let name = params.name.to_string();
+        let mapped: Mapped = lock(&self.inner.mapping)
+            .names
+            .iter()
+            .find(|m| m.name == name)
+            .cloned()
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    format!("unknown tool `{name}`; list the tools again"),
+                    None,
+                )
+            })?;
+        let args = params.arguments.unwrap_or_default();
+        match mapped.target {
+            Target::State if !args.is_empty() => Ok(CallError::InvalidArguments {
+                tool: name,
+                reason: "this tool takes no arguments".into(),
+            }
+            .into_result()),
+            Target::State => {
+                let view = self.state_view(mapped.tick).await;
+                let text = view.to_string();
+                Ok(outcome::facade(&name, view, text))
+            }
+            Target::Screen => Ok(match self.screen(mapped.tick, &args).await {
+                Ok(text) => outcome::bounded(
+                    &name,
+                    CallToolResult::success(vec![ContentBlock::text(text)]),
+                ),
+                Err(reason) => CallError::InvalidArguments { tool: name, reason }.into_result(),
+            }),
+            Target::Tick(tool) => Ok(
+                match self
+                    .call_tick(mapped.tick, &tool, Value::Object(args), id, cancelled)
+                    .await
+                {
+                    Ok(v) => outcome::success(&name, v),
+                    Err(e) => {
+                        tracing::info!(tick = %self.hosted(mapped.tick).name, "{}: {e}", e.kind());
+                        e.into_result()
+                    }
+                },
+            ),
+        }
+    }
+
+    /// The screen as text: the window asked for, trailing blanks and empty
+    /// trailing rows trimmed.
+    async fn screen(&self, index: usize, args: &JsonObject) -> Result<String, String> {
+        let view = self.hosted(index).session.view();
+        // Output the Tick wrote just before may still be on its way through
+        // the PTY; let it land so the agent sees what a person would.
+        view.settle(Duration::from_millis(50), Duration::from_millis(500))
+            .await;
+        let (cols, rows) = view.size();
+        if let Some(extra) = args.keys().find(|k| *k != "rows" && *k != "cols") {
+            return Err(format!(
+                "unknown argument `{extra}`; it takes `rows` and `cols`"
+            ));
+        }
+        let (r0, r1) = window(args.get("rows"), rows, "rows")?;
+        let (c0, c1) = window(args.get("cols"), cols, "cols")?;
+        let lines = view.screen_rows(c0, c1 - c0);
+        let mut lines: Vec<&str> = lines[usize::from(r0)..usize::from(r1).min(lines.len())]
+            .iter()
+            .map(|l| l.trim_end())
+            .collect();
+        while lines.last().is_some_and(|l| l.is_empty()) {
+            lines.pop();
+        }
+        Ok(lines.join("\n"))
+    }
+
+    /// Exactly one tick/call, bound to the catalog this client last listed.
+    async fn call_tick(
+        &self,
+        index: usize,
+        tool: &str,
+        args: Value,
+        id: &RequestId,
+        cancelled: &CancellationToken,
+    ) -> Result<Value, CallError> {
+        let t = self.hosted(index);
+        if let Some(reason) = t.session.end_reason() {
+            return Err(CallError::TickEnded {
+                tick: t.name.clone(),
+                tool: tool.into(),
+                reason: reason.to_string(),
+            });
+        }
+        let listed = lock(&self.inner.ticks[index].listed).clone();
+        let changed = |current: String| CallError::CatalogChanged {
+            tick: t.name.clone(),
+            tool: tool.into(),
+            listed: listed.revision.clone(),
+            current,
+        };
+        if let Some(current) = t.session.descriptor() {
+            if current.revision != listed.revision {
+                self.inner.facade.catalog_seen(index, &current);
+                return Err(changed(current.revision.clone()));
+            }
+        }
+        let prepared = listed.prepare(tool, args).map_err(|e| match e {
+            PrepareError::InvalidArgs { reason, .. } => CallError::InvalidArguments {
+                tool: tool.into(),
+                reason: format!("the arguments do not match its input schema: {reason}"),
+            },
+            other => CallError::InvalidArguments {
+                tool: tool.into(),
+                reason: other.to_string(),
+            },
+        })?;
+        // A cancellation that comes while the call waits for its turn is
+        // honoured (nothing was sent); after that the call runs to its end
+        // (see `transport`).
+        let _turn = self.turn(t, tool, id, cancelled).await?;
+        match t.session.call(&prepared).await {
+            CallOutcome::Ok(v) => Ok(v),
+            CallOutcome::Failed { error, .. } if error.code == REVISION_MISMATCH => {
+                // The Tick moved on before our poll noticed: learn the new
+                // revision now so the client hears about it.
+                let current = match self.inner.facade.fresh_catalog(index).await {
+                    Ok(d) => d.revision.clone(),
+                    Err(_) => "unknown".into(),
+                };
+                Err(changed(current))
+            }
+            CallOutcome::Failed { error, executed } => Err(CallError::Tool {
+                tool: tool.into(),
+                code: error.code,
+                // Made inert with the whole result (`outcome::inert`).
+                message: error.message.wire().to_string(),
+                data: error.data,
+                executed,
+            }),
+            CallOutcome::Unknown(UnknownReason::TooLarge { observed, limit }) => {
+                Err(CallError::TooLarge {
+                    tool: tool.into(),
+                    observed,
+                    limit,
+                })
+            }
+            CallOutcome::Unknown(reason) => {
+                let reason = match reason {
+                    UnknownReason::SessionEnded(end) => {
+                        format!("the Tick `{}` ended before answering ({end})", t.name)
+                    }
+                    UnknownReason::TimedOut(after) => {
+                        format!("no answer came within {}s", after.as_secs_f32())
+                    }
+                    other => format!("its answer was unusable: {other}"),
+                };
+                Err(CallError::Unknown {
+                    tool: tool.into(),
+                    reason,
+                    mutates: prepared.mutates,
+                })
+            }
+        }
+    }
+
+    /// Waits for a turn at the Tick, unless the client cancels the call
+    /// first: over stdio the transport records the cancellation
+    /// ([`Tracking`]); over HTTP rmcp cancels the request's token (and
+    /// drops its answer), so the call is at least never sent.
+    async fn turn(
+        &self,
+        t: &Hosted,
+        tool: &str,
+        id: &RequestId,
+        cancelled: &CancellationToken,
+    ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, CallError> {
+        let signal = Tracking::cancel_signal(&self.inner.tracking);
+        loop {
+            // Registered before the check, so a cancellation in between
+            // still wakes this wait.
+            let woken = signal.notified();
+            if Tracking::take_cancelled(&self.inner.tracking, id) {
+                return Err(CallError::Cancelled { tool: tool.into() });
+            }
+            tokio::select! {
+                biased;
+                _ = woken => continue,
+                _ = cancelled.cancelled() => return Err(CallError::Cancelled { tool: tool.into() }),
+                permit = t.turns.clone().acquire_owned() => {
+                    if Tracking::take_cancelled(&self.inner.tracking, id) || cancelled.is_cancelled() {
+                        return Err(CallError::Cancelled { tool: tool.into() });
+                    }
+                    // Never closed (it lives as long as the facade).
+                    return Ok(permit.ok());
+                }
+            }
+        }
+    }
+
+    /// The state as the client reads it, and the merged-update count since
+    /// its previous read.
+    async fn state_view(&self, index: usize) -> Value {
+        let t = self.hosted(index);
+        let ended = t.session.end_reason();
+        if ended.is_none() {
+            // Fresh from the Tick when it answers; the kept state otherwise.
+            if let Err(e) = t.session.read().await {
+                tracing::debug!(tick = %t.name, "tick/read failed, using the kept state: {e}");
+            }
+        }
+        let snap = t.session.state();
+        let previous = self.inner.ticks[index]
+            .read_mark
+            .swap(snap.updates, Ordering::Relaxed);
+        let recover_with = self.recover_tool(index);
+        let series = t
+            .session
+            .descriptor()
+            .map(|d| d.series.clone())
+            .unwrap_or_default();
+        let (seq, data, at) = match &snap.state {
+            Some(s) => {
+                let at = s.at.clone().unwrap_or_else(|| {
+                    let r = lock(&t.received);
+                    if r.0 == s.seq {
+                        r.1.clone()
+                    } else {
+                        now_rfc3339()
+                    }
+                });
+                (json!(s.seq), s.data.clone(), json!(at))
+            }
+            None => (Value::Null, Value::Null, Value::Null),
+        };
+        let mut view = json!({
+            "tick": t.name,
+            "seq": seq,
+            "data": null,
+            "at": at,
+            "merged_updates": snap.updates.saturating_sub(previous),
+            "recover_with": recover_with,
+            "ended": ended.map(|e| e.to_string()),
+            "trimmed": [],
+        });
+        // The same budget and trimming as every subscription delivery (§6.4).
+        let (data, trimmed) = fit(&data, &series, item_budget(1), |data, cuts| {
+            view["data"] = data.clone();
+            view["trimmed"] = serde_json::to_value(cuts).unwrap_or_default();
+            encoded_len(&view)
+        });
+        view["data"] = data;
+        view["trimmed"] = serde_json::to_value(trimmed).unwrap_or_default();
+        // The state is the Tick's text: inert before a client or a model
+        // reads it (escaping only lengthens it; the size check after this
+        // sees the final bytes).
+        tickbox_host::text::inert_value(&mut view);
+        view
+    }
+
+    /// The MCP name of the Tick's recover_with tool, as the client calls it.
+    fn recover_tool(&self, index: usize) -> Option<String> {
+        let rw = lock(&self.inner.ticks[index].listed).recover_with.clone()?;
+        lock(&self.inner.mapping)
+            .names
+            .iter()
+            .find(|m| m.tick == index && m.target == Target::Tick(rw.clone()))
+            .map(|m| m.name.clone())
+    }
+
+    fn slot_for_uri(&self, uri: &str) -> Result<usize, McpError> {
+        self.inner
+            .facade
+            .inner
+            .ticks
+            .iter()
+            .position(|s| state_uri(&s.name) == uri)
+            .ok_or_else(|| {
+                McpError::resource_not_found(
+                    format!(
+                        "no resource `{uri}`; this server has {}",
+                        self.uris().join(", ")
+                    ),
+                    None,
+                )
+            })
+    }
+
+    fn uris(&self) -> Vec<String> {
+        self.inner
+            .facade
+            .inner
+            .ticks
+            .iter()
+            .map(|s| state_uri(&s.name))
+            .collect()
+    }
+}
+
+/// Reads an optional `[first, end)` window argument, clamped to `size`.
+fn window(arg: Option<&Value>, size: u16, what: &str) -> Result<(u16, u16), String> {
+    let Some(arg) = arg else {
+        return Ok((0, size));
+    };
+    let bad = || format!("`{what}` must be [first, end) with 0 <= first < end, got {arg}");
+    let pair = arg.as_array().filter(|a| a.len() == 2).ok_or_else(bad)?;
+    let n = |v: &Value| v.as_u64().ok_or_else(bad);
+    let (first, end) = (n(&pair[0])?, n(&pair[1])?.min(u64::from(size)));
+    if first >= end {
+        return Err(bad());
+    }
+    // Both are at most `size` here.
+    Ok((first as u16, end as u16))
+}
+
+/// `tick://NAME/state`.
+pub fn state_uri(name: &str) -> String {
+    format!("{STATE_URI_PREFIX}{name}/state")
+}
+
+fn object(v: Value) -> JsonObject {
+    match v {
+        Value::Object(o) => o,
+        _ => JsonObject::new(),
+    }
+}
+
+fn closed_schema() -> JsonObject {
+    object(json!({"type": "object", "properties": {}, "additionalProperties": false}))
+}
+
+fn screen_schema() -> JsonObject {
+    let range = |what: &str| {
+        json!({
+            "type": "array", "items": {"type": "integer", "minimum": 0},
+            "minItems": 2, "maxItems": 2,
+            "description": format!("[first, end) {what}, 0-based; all when left out")
+        })
+    };
+    object(json!({
+        "type": "object",
+        "properties": {"rows": range("rows"), "cols": range("columns")},
+        "additionalProperties": false
+    }))
+}
+
+const INSTRUCTIONS: &str = "\
+Each tool runs on a hosted Tick, a terminal program a person may be using at the same time. \
+Calls are bound to the tool catalog you last listed: when a Tick's catalog changes you receive \
+notifications/tools/list_changed and calls are refused, unexecuted, until you list the tools again. \
+tickbox never retries a call; when an outcome is unknown it says so, and you decide. \
+A call cannot be cancelled once it was sent to the Tick: it runs to its end, once. \
+Each Tick's state is the resource tick://NAME/state (subscribe to be told when it changes); \
+its `*tick_state` and `*tick_screen` tools read the state and the screen.";
+
+/// The note added to a call's result when the client cancelled it too late.
+const CANCELLED_TOO_LATE: &str = "note: you cancelled this call after tickbox had sent it to \
+the Tick; a Tick call cannot be taken back, so it ran to its end and this is its outcome. \
+tickbox did not retry it.";
+
+impl ServerHandler for Connection {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+            .with_server_info(Implementation::new("tickbox", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(SUPPORTED_VERSIONS)
+    }
+
+    /// A session with `initialize` gets unsolicited notifications from now on.
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        let tasks = self.notifications(Notifier::Legacy(context.peer.clone()), None);
+        *lock(&self.inner.legacy) = Some(tasks);
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        self.relist().await;
+        Ok(ListToolsResult::with_all_items(self.tool_list()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        // Every result passes one wall on its way out: whatever a Tick put
+        // in it (values, messages, screen text) reaches the client inert.
+        let mut result = outcome::inert(self.call(request, &context.id, &context.ct).await?);
+        if Tracking::take_cancelled(&self.inner.tracking, &context.id) {
+            result.content.push(ContentBlock::text(CANCELLED_TOO_LATE));
+        }
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let resources = self
+            .inner
+            .ticks
+            .iter()
+            .enumerate()
+            .map(|(index, c)| {
+                let t = self.hosted(index);
+                let d = lock(&c.listed).clone();
+                let recover = match self.recover_tool(index) {
+                    Some(rw) => {
+                        format!(" To rebuild what merged updates dropped, call its `{rw}` tool.")
+                    }
+                    None => String::new(),
+                };
+                Resource::new(state_uri(&t.name), format!("{} state", t.name))
+                    .with_title(format!("{} state", text::title(d.title.wire())))
+                    .with_description(format!(
+                        "The latest state of the Tick `{}`: seq, data, at, and how many updates \
+                         were merged since your last read.{recover}",
+                        t.name
+                    ))
+                    .with_mime_type("application/json")
+            })
+            .collect();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let index = self.slot_for_uri(&request.uri)?;
+        let text = self.state_view(index).await.to_string();
+        if text.len() > MAX_RESULT_BYTES {
+            return Err(McpError::internal_error(
+                format!(
+                    "response_too_large: the state is {} bytes encoded, over the {MAX_RESULT_BYTES}-byte limit; it was not clipped",
+                    text.len()
+                ),
+                Some(json!({"observed_bytes": text.len(), "limit_bytes": MAX_RESULT_BYTES})),
+            ));
+        }
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, request.uri).with_mime_type("application/json")
+        ])
+        .into())
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let index = self.slot_for_uri(&request.uri)?;
+        self.inner.ticks[index]
+            .subscribed
+            .store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let index = self.slot_for_uri(&request.uri)?;
+        self.inner.ticks[index]
+            .subscribed
+            .store(false, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let known = self.uris();
+        let mut accepted = SubscriptionFilter::default();
+        accepted.tools_list_changed = requested.tools_list_changed.filter(|on| *on);
+        accepted.resource_subscriptions = requested
+            .resource_subscriptions
+            .as_ref()
+            .map(|uris| uris.iter().filter(|u| known.contains(u)).cloned().collect());
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let known = self.uris();
+        let uris: HashSet<usize> = context
+            .accepted()
+            .resource_subscriptions
+            .iter()
+            .flatten()
+            .filter_map(|u| known.iter().position(|k| k == u))
+            .collect();
+        let tasks = self.notifications(Notifier::Listen(context.sink().clone()), Some(uris));
+        context.cancelled().await;
+        drop(tasks);
+        Ok(())
+    }
+}

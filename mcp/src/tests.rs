@@ -1,0 +1,209 @@
+//! The facade with no process: a Tick written in Rust over the in-memory
+//! transport, a client speaking raw MCP lines over in-memory pipes, and the
+//! catalog polled every few milliseconds ([`FacadeOptions::describe_poll`])
+//! instead of every second, so noticing a new revision takes no waiting.
+
+use super::{Facade, FacadeOptions, Grants, HostedTick};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+use tickbox_host::backend::memory::{self, MemoryTick};
+use tickbox_host::session::{Session, SessionConfig};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
+
+/// How long the client waits for a message that should come at once; only
+/// reached when the test is failing.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A Tick with tools `echo` (returns its args) and `misbehave` (switches
+/// the catalog to revision r2); a call bound to another revision is refused
+/// with -32004, unexecuted.
+async fn shifting_tick(tick: MemoryTick) {
+    let MemoryTick {
+        stdin,
+        mut stdout,
+        control: _alive,
+        ..
+    } = tick;
+    let mut revision = "r1";
+    let mut lines = BufReader::new(stdin).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let Ok(req) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let id = req["id"].clone();
+        let params = &req["params"];
+        let body = match req["method"].as_str() {
+            Some("tick/describe") => json!({"result": {
+            "protocol": 3, "kind": "test.shifting", "title": "Shifting",
+            "description": "changes its catalog", "revision": revision,
+            "tools": [
+                {"name": "echo", "description": "Return args.",
+                 "input_schema": {"type": "object"}, "mutates": false},
+                {"name": "misbehave", "description": "Switch to r2.",
+                 "input_schema": {"type": "object"}, "mutates": false},
+            ]}}),
+            Some("tick/read") => json!({"result": {"seq": 0, "data": {}}}),
+            Some("tick/call") if params["revision"] != revision => {
+                json!({"error": {"code": -32004, "message": "the tool catalog changed"}})
+            }
+            Some("tick/call") if params["tool"] == "misbehave" => {
+                revision = "r2";
+                json!({"result": {"revision": revision}})
+            }
+            Some("tick/call") => json!({"result": params["args"]}),
+            _ => json!({"error": {"code": -32601, "message": "no such method"}}),
+        };
+        let mut frame = json!({"jsonrpc": "2.0", "id": id});
+        if let (Some(f), Value::Object(b)) = (frame.as_object_mut(), body) {
+            f.extend(b);
+        }
+        let out = format!("{frame}\n");
+        if stdout.write_all(out.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// An MCP client speaking raw lines.
+struct Client {
+    to: DuplexStream,
+    from: Lines<BufReader<DuplexStream>>,
+    held: Vec<Value>,
+}
+
+impl Client {
+    async fn send(&mut self, frame: Value) {
+        let line = format!("{frame}\n");
+        self.to.write_all(line.as_bytes()).await.unwrap();
+    }
+
+    async fn next(&mut self) -> Value {
+        if !self.held.is_empty() {
+            return self.held.remove(0);
+        }
+        let line = tokio::time::timeout(PATIENCE, self.from.next_line())
+            .await
+            .expect("a message from the facade")
+            .unwrap()
+            .expect("the facade's output is open");
+        serde_json::from_str(&line).unwrap()
+    }
+
+    async fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        loop {
+            let m = self.next_unheld().await;
+            if m["id"] == id && m.get("method").is_none() {
+                return m;
+            }
+            self.held.push(m);
+        }
+    }
+
+    async fn next_unheld(&mut self) -> Value {
+        let held = std::mem::take(&mut self.held);
+        let m = self.next().await;
+        self.held = held;
+        m
+    }
+
+    /// A tools/call's result.
+    async fn call(&mut self, id: u64, tool: &str, args: Value) -> Value {
+        let r = self
+            .request(id, "tools/call", json!({"name": tool, "arguments": args}))
+            .await;
+        r["result"].clone()
+    }
+}
+
+fn text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn a_catalog_change_sends_list_changed_and_refuses_stale_calls() {
+    let (io, tick) = memory::pair();
+    tokio::spawn(shifting_tick(tick));
+    let session = Arc::new(Session::start(io, SessionConfig::default()).await.unwrap());
+    let hosted = HostedTick {
+        name: "shifting".into(),
+        session,
+        grants: Grants::default(),
+    };
+    let options = FacadeOptions::default().describe_poll(Duration::from_millis(20));
+    let facade = Facade::with_options(vec![hosted], options).await.unwrap();
+    let (client_to, facade_from) = tokio::io::duplex(64 * 1024);
+    let (facade_to, client_from) = tokio::io::duplex(64 * 1024);
+    let serving = tokio::spawn(facade.serve(facade_from, facade_to));
+    let mut mcp = Client {
+        to: client_to,
+        from: BufReader::new(client_from).lines(),
+        held: Vec::new(),
+    };
+    mcp.request(
+        0,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "raw", "version": "0"}}),
+    )
+    .await;
+    mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let list = mcp.request(1, "tools/list", json!({})).await;
+    assert!(
+        list["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "echo"),
+        "{list}"
+    );
+
+    // `misbehave` switches the Tick to revision r2.
+    let r = mcp.call(2, "misbehave", json!({})).await;
+    assert_eq!(r["structuredContent"], json!({"revision": "r2"}), "{r}");
+    // The facade notices by itself, without another call.
+    loop {
+        let m = mcp.next().await;
+        if m["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
+
+    // A call bound to the old listing is refused and never executed.
+    let r = mcp.call(3, "echo", json!({"x": 1})).await;
+    assert_eq!(r["isError"], true, "{r}");
+    let e = &r["structuredContent"]["error"];
+    assert_eq!(e["kind"], "catalog_changed", "{e}");
+    assert_eq!(e["executed"], false);
+    assert_eq!(
+        (
+            e["listed_revision"].as_str(),
+            e["current_revision"].as_str()
+        ),
+        (Some("r1"), Some("r2"))
+    );
+    assert!(text(&r).contains("list the tools again"), "{}", text(&r));
+
+    // After listing again the same call goes through.
+    mcp.request(4, "tools/list", json!({})).await;
+    let r = mcp.call(5, "echo", json!({"x": 1})).await;
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(r["structuredContent"], json!({"x": 1}));
+
+    // The client leaving ends the service and stops the Tick.
+    drop(mcp);
+    tokio::time::timeout(PATIENCE, serving)
+        .await
+        .expect("the facade stops when its client leaves")
+        .unwrap()
+        .unwrap();
+}

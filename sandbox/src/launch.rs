@@ -1,0 +1,162 @@
+//! Starting a Tick by what it is: a [`Launcher`] holds everything needed to
+//! start fresh instances of one Tick (a native command line, or a wasm file
+//! with its engine and grants), as often as needed.
+//!
+//! The CLI resolves its `TICK` argument and sandbox flags into one launcher
+//! and every command starts its Tick through it: one-shot commands once,
+//! `tickbox check` once per checker session (`tickbox-conformance`'s `check::Launch`),
+//! `tickbox test` once per scenario (with a virtual clock). A library user
+//! does the same:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use tickbox_host::SessionConfig;
+//! use tickbox_sandbox::{Grants, Launcher, WasmEngine};
+//! let engine = WasmEngine::new(None)?; // no compile cache
+//! // Nothing granted: no files, no network, no environment.
+//! let launcher = Launcher::wasm(engine, "counter.wasm".into(), Grants::default())?;
+//! let session = launcher.open(SessionConfig::default()).await?;
+//! session.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! Errors are [`LaunchError`]s: why the Tick could not be started (or, from
+//! [`Launcher::open`], initialized), each naming the Tick's file or program.
+
+use crate::grants::Grants;
+use crate::virtual_time::VirtualClock;
+use crate::{WasmEngine, WasmError, WasmKind, WasmSpec};
+use std::path::PathBuf;
+use std::sync::Arc;
+use tickbox_host::backend::native::{self, NativeSpec, SpawnError};
+use tickbox_host::backend::TickIo;
+use tickbox_host::session::{InitError, Session, SessionConfig};
+
+/// Why a Tick could not be started or initialized.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// The native Tick's program could not be started.
+    #[error(transparent)]
+    Native(#[from] SpawnError),
+    /// The wasm Tick could not be loaded, compiled or instantiated.
+    #[error(transparent)]
+    Wasm(#[from] WasmError),
+    /// The file named as a wasm Tick has no wasm header (or cannot be read).
+    #[error("cannot start the Tick: {} is not a readable wasm component or module", path.display())]
+    NotWasm {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The Tick started but failed initialization (§4.2); the error
+    /// carries its last words.
+    #[error(transparent)]
+    Init(Box<InitError>),
+}
+
+/// A Tick ready to be started, as often as needed.
+#[derive(Clone)]
+pub enum Launcher {
+    /// A native command line, run with the user's own permissions.
+    Native(NativeSpec),
+    /// A wasm guest, sandboxed, and the engine that runs it.
+    Wasm {
+        /// The engine (and compile cache) its instances share.
+        engine: Arc<WasmEngine>,
+        /// The file, its args and its grants.
+        spec: WasmSpec,
+        /// Component or core module, from the file's header.
+        kind: WasmKind,
+    },
+}
+
+impl Launcher {
+    /// A native Tick.
+    pub fn native(spec: NativeSpec) -> Launcher {
+        Launcher::Native(spec)
+    }
+
+    /// A wasm Tick with these grants. Reads only the file's header; the whole file is read when an instance starts.
+    pub fn wasm(
+        engine: Arc<WasmEngine>,
+        path: PathBuf,
+        grants: Grants,
+    ) -> Result<Launcher, LaunchError> {
+        let kind =
+            crate::detect_file(&path).ok_or_else(|| LaunchError::NotWasm { path: path.clone() })?;
+        Ok(Launcher::Wasm {
+            engine,
+            spec: WasmSpec {
+                path,
+                args: Vec::new(),
+                grants,
+                instance_id: None,
+                exit_grace: crate::EXIT_GRACE,
+            },
+            kind,
+        })
+    }
+
+    /// Starts one instance.
+    pub async fn spawn(&self) -> Result<TickIo, LaunchError> {
+        match self {
+            Launcher::Native(spec) => Ok(native::spawn(spec)?),
+            Launcher::Wasm { engine, spec, .. } => Ok(crate::spawn(engine, spec).await?),
+        }
+    }
+
+    /// Starts one instance; a wasm Tick's clocks and randomness are
+    /// `clock`'s when given (a native Tick has no virtual time and ignores it).
+    pub async fn spawn_with(&self, clock: Option<&VirtualClock>) -> Result<TickIo, LaunchError> {
+        match self {
+            Launcher::Native(spec) => Ok(native::spawn(spec)?),
+            Launcher::Wasm { engine, spec, .. } => {
+                Ok(crate::spawn_with(engine, spec, clock).await?)
+            }
+        }
+    }
+
+    /// Starts one instance and initializes it (§4.2).
+    pub async fn open(&self, config: SessionConfig) -> Result<Session, LaunchError> {
+        let io = self.spawn().await?;
+        Session::start(io, config)
+            .await
+            .map_err(|e| LaunchError::Init(Box::new(e)))
+    }
+}
+
+/// What a process that starts Ticks must do once, in order, as one value.
+///
+/// [`install`](ProcessHygiene::install) at start, before any Tick: the
+/// process becomes a child subreaper (orphans of native Ticks come back to
+/// it), kills what native Ticks of a SIGKILLed host left in their cgroups,
+/// and raises its open-file limit. [`finish`](ProcessHygiene::finish) on
+/// the way out, after every session ended: lets the worker of a first
+/// start's optimizing compile be started (it outlives the process), then
+/// kills and reaps whatever a native Tick left outside its process group.
+/// Opt-in, because an embedder with children of its own must not become a
+/// subreaper. Dropping it without `finish` does nothing (a forked child or
+/// an early exit must not sweep).
+#[must_use = "call finish() on the way out"]
+#[derive(Debug)]
+pub struct ProcessHygiene(());
+
+/// How long [`ProcessHygiene::finish`] waits for detached compile workers
+/// to be started.
+pub const SETTLE_DETACHED: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl ProcessHygiene {
+    /// Makes this process fit to host Ticks; see the type's docs.
+    pub fn install() -> ProcessHygiene {
+        tickbox_host::backend::reaper::become_subreaper();
+        tickbox_host::backend::cgroup::sweep_stale();
+        native::raise_fd_limit();
+        ProcessHygiene(())
+    }
+
+    /// Cleans up on the way out; see the type's docs.
+    pub fn finish(self) {
+        crate::settle_detached_starts(SETTLE_DETACHED);
+        tickbox_host::backend::reaper::sweep();
+    }
+}
