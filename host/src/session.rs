@@ -53,6 +53,7 @@ use tickbox_protocol::limits::{
     REQUEST_TIMEOUT, REVISION_BURST, REVISION_INTERVAL, SCREEN_EXCERPT_CHARS,
 };
 use tickbox_protocol::message::{encode_request, encoded_len, method, parse_line};
+use tickbox_protocol::rules::{self, Rule};
 use tickbox_protocol::schema::{self, SchemaCache};
 use tickbox_protocol::state::{check_read_floor, check_update, parse_state};
 use tickbox_protocol::{
@@ -124,12 +125,25 @@ pub enum EndReason {
     Shutdown,
 }
 
+impl EndReason {
+    /// The protocol rule the Tick broke, when that is why the session ended.
+    pub fn rule(&self) -> Option<&'static Rule> {
+        match self {
+            EndReason::Violation(v) => Some(v.rule()),
+            _ => None,
+        }
+    }
+}
+
 /// Why initialization failed (§4.2): the reason and the start of the screen.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("initialization failed: {reason}{}", screen_suffix(.screen))]
 pub struct InitError {
     /// What went wrong, naming the rule.
     pub reason: String,
+    /// The rule the Tick broke, when one did (a start that failed for
+    /// another reason, e.g. the Tick exited, has none).
+    pub rule: Option<&'static Rule>,
     /// The first characters of the view screen, whitespace folded.
     pub screen: String,
     /// The Tick's last words: the last non-blank lines of its screen (at
@@ -170,6 +184,8 @@ pub enum RequestError {
     Invalid {
         method: &'static str,
         reason: String,
+        /// The rule the answer broke.
+        rule: Option<&'static Rule>,
     },
     /// The request would be a line longer than the protocol allows; nothing
     /// was sent.
@@ -185,6 +201,18 @@ pub enum RequestError {
         method: &'static str,
         after: Duration,
     },
+}
+
+impl RequestError {
+    /// The protocol rule the Tick broke, when that is why the request
+    /// failed (or why the session it ran in ended).
+    pub fn rule(&self) -> Option<&'static Rule> {
+        match self {
+            RequestError::Ended(end) => end.rule(),
+            RequestError::Invalid { rule, .. } => *rule,
+            _ => None,
+        }
+    }
 }
 
 /// Why a call's outcome is unknown: it may or may not have taken effect.
@@ -377,20 +405,24 @@ impl Session {
     pub async fn start(io: TickIo, config: SessionConfig) -> Result<Session, InitError> {
         let session = Session::spawn(io, config);
         let init = async {
-            let descriptor = session.describe().await.map_err(|e| e.to_string())?;
-            session.read().await.map_err(|e| e.to_string())?;
-            Ok::<_, String>(descriptor)
+            let failed = |e: RequestError| (e.to_string(), e.rule());
+            let descriptor = session.describe().await.map_err(failed)?;
+            session.read().await.map_err(failed)?;
+            Ok::<_, (String, Option<&'static Rule>)>(descriptor)
         };
         let result = match tokio::time::timeout(session.config.init_timeout, init).await {
             Ok(r) => r,
-            Err(_) => Err(format!(
-                "initialization did not finish within {}s (§4.2)",
-                session.config.init_timeout.as_secs_f32()
+            Err(_) => Err((
+                format!(
+                    "initialization did not finish within {}s (§4.2)",
+                    session.config.init_timeout.as_secs_f32()
+                ),
+                Some(rules::INIT_TIMELY),
             )),
         };
         match result {
             Ok(_) => Ok(session),
-            Err(reason) => {
+            Err((reason, rule)) => {
                 // Whatever the Tick drew on the way out (a version message,
                 // a panic) is the most useful context; let it reach the screen.
                 session
@@ -402,6 +434,7 @@ impl Session {
                 session.shutdown().await;
                 Err(InitError {
                     reason,
+                    rule,
                     screen,
                     last_words,
                 })
@@ -630,11 +663,13 @@ impl Session {
                 .map_err(|e| RequestError::Invalid {
                     method: M,
                     reason: format!("the catalog could not be compiled: {e}"),
+                    rule: None,
                 })?
         };
         let d = parsed.map_err(|e| RequestError::Invalid {
             method: M,
             reason: e.to_string(),
+            rule: Some(e.rule()),
         })?;
         // What the host keeps compiled for this Tick counts against the
         // Tick's own memory bound: a catalog that does not fit beside what
@@ -655,6 +690,7 @@ impl Session {
                          what its guest uses",
                         memory.max()
                     ),
+                    rule: Some(rules::DESCRIBE_SCHEMAS),
                 });
             }
         }
@@ -686,11 +722,15 @@ impl Session {
             })
             .await?;
         let raw = result_of(M, body)?;
-        let state =
-            parse_state(&raw).map_err(|reason| RequestError::Invalid { method: M, reason })?;
+        let state = parse_state(&raw).map_err(|reason| RequestError::Invalid {
+            method: M,
+            reason,
+            rule: Some(rules::READ_VALID),
+        })?;
         check_read_floor(state.seq, Some(floor)).map_err(|f| RequestError::Invalid {
             method: M,
             reason: f.to_string(),
+            rule: Some(f.rule),
         })?;
         {
             let mut s = lock(&self.shared.seqs);
@@ -787,6 +827,7 @@ fn result_of(method: &'static str, body: ResponseBody) -> Result<Value, RequestE
         ResponseBody::Malformed(reason) => Err(RequestError::Invalid {
             method,
             reason: format!("{reason} (§3.6)"),
+            rule: Some(rules::FRAMING_RESPONSE_SHAPE),
         }),
     }
 }

@@ -9,7 +9,7 @@
 //! name = "notes"
 //! path = "ticks/notes.wasm"        # a path instead of a command
 //! call_timeout = 30                # seconds; the protocol's 60 when absent
-//! [tick.grants]                    # what the sandbox lets the Tick reach
+//! # What the sandbox lets the Tick reach: the grant keys, in the entry.
 //! dir = ["./notes"]                # --dir, once per entry
 //! allow_http = ["https://api.example.com"]  # --allow-http, once per entry
 //! allow_net = ["api.example.com:443"]  # --allow-net, once per entry
@@ -19,8 +19,12 @@
 //!                                  # compile_timeout, compile_memory, max_write)
 //! ```
 //!
-//! Each grant key is the sandbox flag of the same name, so an entry says
-//! exactly what `tickbox mcp [FLAGS] TICK` would. Relative paths (`path`,
+//! The grant keys are [`Grants`] (the sandbox's `GrantSpec`), the same keys
+//! as policy files, scenario `[tick]` tables and recordings, each the
+//! sandbox flag of the same name, so an entry says exactly what
+//! `tickbox mcp [FLAGS] TICK` would. A `[tick.grants]` table with the same
+//! keys (the form configs had before) is still read; a key given both ways
+//! is refused. Relative paths (`path`,
 //! `cwd`, a `command` program containing `/`, `dir`, `http_ca`) are resolved against the
 //! directory of the config file, and a Tick runs there unless `cwd` says
 //! otherwise, so a config works from wherever the MCP client starts it.
@@ -92,8 +96,9 @@ pub struct Config {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
+    /// Each split into a [`RawEntry`] and its grant keys.
     #[serde(default)]
-    tick: Vec<RawEntry>,
+    tick: Vec<serde_json::Map<String, serde_json::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -104,8 +109,35 @@ struct RawEntry {
     command: Option<Vec<String>>,
     cwd: Option<String>,
     call_timeout: Option<f64>,
+    /// The nested form earlier configs used.
     #[serde(default)]
-    grants: Grants,
+    grants: Option<Grants>,
+}
+
+/// An entry and its grants, from the flat keys and a nested `grants` table.
+fn entry_of(
+    table: serde_json::Map<String, serde_json::Value>,
+) -> Result<(RawEntry, Grants), String> {
+    let (mut entry, mut grants): (RawEntry, Grants) =
+        Grants::split_from(table).map_err(|e| e.to_string())?;
+    if let Some(nested) = entry.grants.take() {
+        let flat = serde_json::to_value(&grants).map_err(|e| e.to_string())?;
+        let nested_keys = serde_json::to_value(&nested).map_err(|e| e.to_string())?;
+        if let (Some(flat), Some(nested_keys)) = (flat.as_object(), nested_keys.as_object()) {
+            let given =
+                |v: &serde_json::Value| !(v.is_null() || v.as_array().is_some_and(Vec::is_empty));
+            if let Some((key, _)) = flat
+                .iter()
+                .find(|(k, v)| given(v) && nested_keys.get(*k).is_some_and(given))
+            {
+                return Err(format!(
+                    "`{key}` is given both in the entry and in [tick.grants]: give it once"
+                ));
+            }
+        }
+        grants.merge(nested);
+    }
+    Ok((entry, grants))
 }
 
 /// Whether a Tick name is usable: 1 to 32 of `A-Z a-z 0-9 _ -`.
@@ -163,8 +195,14 @@ impl Config {
         }
         let mut seen = HashSet::new();
         let mut ticks = Vec::with_capacity(raw.tick.len());
-        for (i, e) in raw.tick.into_iter().enumerate() {
-            let entry = format!("tick #{} `{}`", i + 1, e.name);
+        for (i, table) in raw.tick.into_iter().enumerate() {
+            let named = table
+                .get("name")
+                .and_then(|n| n.as_str())
+                .unwrap_or("")
+                .to_string();
+            let entry = format!("tick #{} `{}`", i + 1, tickbox_host::text::escape(&named));
+            let (e, grants) = entry_of(table).map_err(|why| invalid(entry.clone(), why))?;
             if !valid_tick_name(&e.name) {
                 return Err(invalid(
                     entry,
@@ -198,13 +236,13 @@ impl Config {
                     ));
                 }
             }
-            if let Some(bad) = e.grants.env.iter().find(|v| !v.contains('=')) {
+            if let Some(bad) = grants.env.iter().find(|v| !v.contains('=')) {
                 return Err(invalid(
                     entry,
-                    format!("grants.env entry `{bad}` is not NAME=VALUE"),
+                    format!("env entry `{bad}` is not NAME=VALUE"),
                 ));
             }
-            let mut grants = e.grants;
+            let mut grants = grants;
             grants.dir = grants.dir.iter().map(|d| resolve(base, d)).collect();
             grants.http_ca = grants.http_ca.map(|ca| resolve(base, &ca));
             let cwd = Some(match e.cwd {
@@ -274,6 +312,47 @@ mod tests {
         assert_eq!(n.grants.max_memory.as_deref(), Some("64MiB"));
     }
 
+    /// The grant keys sit in the entry itself, the same keys as every other
+    /// place grants are written; the nested table reads the same.
+    #[test]
+    fn grant_keys_sit_in_the_entry_or_in_the_older_nested_table() {
+        let flat = parse(
+            r#"
+            [[tick]]
+            name = "notes"
+            path = "notes.wasm"
+            dir = ["data"]
+            allow_net = ["example.com:443"]
+            env = ["TZ=UTC"]
+            max_memory = "64MiB"
+            max_write = "1MiB"
+            "#,
+        )
+        .unwrap();
+        let nested = parse(
+            r#"
+            [[tick]]
+            name = "notes"
+            path = "notes.wasm"
+            dir = ["data"]
+            [tick.grants]
+            allow_net = ["example.com:443"]
+            env = ["TZ=UTC"]
+            max_memory = "64MiB"
+            max_write = "1MiB"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(flat, nested);
+        let g = &flat.ticks[0].grants;
+        assert_eq!(g.dir, ["/etc/ticks/data"]);
+        assert_eq!(
+            (g.max_memory.as_deref(), g.max_write.as_deref()),
+            (Some("64MiB"), Some("1MiB"))
+        );
+        assert!(g.network());
+    }
+
     #[test]
     fn each_rule_names_what_is_wrong() {
         let cases = [
@@ -305,6 +384,11 @@ mod tests {
                 "unknown field",
             ),
             ("[[tick]]\nname = 3", "invalid type"),
+            ("[[tick]]\nname = \"a\"\npath = \"x\"\nnet = true", "unknown field"),
+            (
+                "[[tick]]\nname = \"a\"\npath = \"x\"\nmax_memory = \"1MiB\"\n[tick.grants]\nmax_memory = \"2MiB\"",
+                "`max_memory` is given both",
+            ),
         ];
         for (text, needle) in cases {
             let e = parse(text).unwrap_err().to_string();

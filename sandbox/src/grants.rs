@@ -243,6 +243,22 @@ impl GrantSpec {
         out
     }
 
+    /// Splits a table that holds grant keys beside keys of its own (an MCP
+    /// config entry, a scenario's `[tick]`): the grant keys ([`Self::KEYS`])
+    /// as a spec, the rest as `T`. Both sides refuse keys they do not know,
+    /// which serde's `flatten` would let through. Any serde format reaches
+    /// it as a JSON object (`serde_json::to_value` of a TOML table).
+    pub fn split_from<T: serde::de::DeserializeOwned>(
+        table: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(T, GrantSpec), serde_json::Error> {
+        let (grants, rest): (serde_json::Map<_, _>, serde_json::Map<_, _>) = table
+            .into_iter()
+            .partition(|(k, _)| GrantSpec::KEYS.contains(&k.as_str()));
+        let rest = serde_json::from_value(serde_json::Value::Object(rest))?;
+        let grants = serde_json::from_value(serde_json::Value::Object(grants))?;
+        Ok((rest, grants))
+    }
+
     /// Adds another spec's grants to this one (flags on top of a policy file).
     pub fn merge(&mut self, other: GrantSpec) {
         self.dir.extend(other.dir);

@@ -11,7 +11,7 @@
 //! through the CLI (`cli/tests/it/check.rs`), where the process is the point.
 
 use super::fake::{self, FakeLaunch, Fault};
-use super::{rule_named_in, rules, Options, Report, Severity, Status};
+use super::{rules, Options, Report, Severity, Status};
 use serde_json::json;
 use std::collections::BTreeSet;
 use tickbox_host::session::{Session, SessionConfig};
@@ -203,7 +203,7 @@ fn every_broken_tick_has_a_fake_and_a_test() {
 async fn host_verdict(fault: Fault) -> Option<&'static str> {
     let session = match Session::start(fake::start(fault), SessionConfig::default()).await {
         Ok(s) => s,
-        Err(e) => return Some(rule_named_in(&e.to_string()).map_or("(no rule)", |r| r.id)),
+        Err(e) => return Some(e.rule.map_or("(no rule)", |r| r.id)),
     };
     let mut named = None;
     if let Some(catalog) = session.descriptor() {
@@ -212,10 +212,10 @@ async fn host_verdict(fault: Fault) -> Option<&'static str> {
         }
     }
     if let Err(e) = session.read().await {
-        named = rule_named_in(&e.to_string()).map(|r| r.id);
+        named = e.rule().map(|r| r.id);
     }
     if let Some(end) = session.end_reason() {
-        named = rule_named_in(&end.to_string()).map(|r| r.id).or(named);
+        named = end.rule().map(|r| r.id).or(named);
     }
     session.shutdown().await;
     named

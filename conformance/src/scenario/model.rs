@@ -452,15 +452,12 @@ pub fn parse(text: &str, file: &Path, policy: &Policy) -> Result<Scenario, Strin
 }
 
 fn tick_section(table: toml::Table, base: &Path, policy: &Policy) -> Result<TickSection, String> {
-    let (grants, rest): (toml::Table, toml::Table) = table
-        .into_iter()
-        .partition(|(k, _)| GrantSpec::KEYS.contains(&k.as_str()));
-    let t: RawTick = toml::Value::Table(rest)
-        .try_into()
-        .map_err(|e: toml::de::Error| format!("[tick]: {}", e.message()))?;
-    let mut grants: GrantSpec = toml::Value::Table(grants)
-        .try_into()
-        .map_err(|e: toml::de::Error| format!("[tick]: {}", e.message()))?;
+    let table = match serde_json::to_value(table) {
+        Ok(serde_json::Value::Object(table)) => table,
+        _ => return Err("[tick]: not a table of plain values".into()),
+    };
+    let (t, mut grants): (RawTick, GrantSpec) =
+        GrantSpec::split_from(table).map_err(|e| format!("[tick]: {e}"))?;
     let expand_env = |text: &str| expand_env(text, policy);
     let path = t
         .path
