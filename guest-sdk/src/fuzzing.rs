@@ -135,14 +135,12 @@ fn recording_runtime() -> (Runtime<Fuzzed>, Written) {
     (rt, out)
 }
 
-/// The wasm read loop's path ([`Runtime::input`]: the frames of one read
+/// The wasm read loop's path (`Runtime::input`: the frames of one read
 /// held and written together) against the same lines handled one at a
 /// time: the first byte of `input` picks the size of the reads the rest is
 /// cut into. Whatever the cut, the bytes written are the same, in the same
-/// order, and one read makes at most one write per [`MAX_HELD`] bytes it
-/// produces (plus one).
-///
-/// [`MAX_HELD`]: crate::dispatch::MAX_HELD
+/// order, and one read makes at most one write per `dispatch::MAX_HELD`
+/// bytes it produces (plus one).
 pub fn batched(input: &[u8]) {
     use tickbox_protocol::framing::LineFramer;
     let Some((&cut, input)) = input.split_first() else {

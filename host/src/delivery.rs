@@ -188,7 +188,7 @@ const FIT_ROUNDS: usize = 4;
 /// [`Delivery`], and for any other envelope around state data (the MCP
 /// facade's state resource).
 ///
-/// Linear in the size of `data` per round, at most [`FIT_ROUNDS`] rounds,
+/// Linear in the size of `data` per round, at most `FIT_ROUNDS` rounds,
 /// and bounded by [`TRIM_CPU_BUDGET`]; it runs on whatever thread calls it,
 /// so async callers use [`fit_blocking`] or [`Delivery::build`].
 pub fn fit(

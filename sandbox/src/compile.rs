@@ -311,8 +311,8 @@ fn optimize_into_cache(
 /// one-shot command (no `PR_SET_PDEATHSIG`, its own session, so a Ctrl-C at
 /// the terminal does not reach it either), and so keeps every bound on its
 /// own: `RLIMIT_DATA` and `RLIMIT_CPU` as for [`compile_in_worker`], and the
-/// wall-time bound (times [`BACKGROUND_WALL_FACTOR`]) as an `alarm` that
-/// survives `exec` (SIGALRM ends it). It runs at [`BACKGROUND_NICE`].
+/// wall-time bound (times `BACKGROUND_WALL_FACTOR`) as an `alarm` that
+/// survives `exec` (SIGALRM ends it). It runs at `BACKGROUND_NICE`.
 /// The wasm goes in as a [`WorkerInput`], so the worker gets every byte
 /// however soon its parent exits; the worker recomputes the key from those
 /// bytes. Its output goes nowhere. The caller waits for the returned child

@@ -1177,7 +1177,7 @@ impl Compiled for Module {
 pub struct WasmSpec {
     /// The `.wasm` file.
     pub path: PathBuf,
-    /// Arguments after argv[0] (the file name).
+    /// Arguments after `argv[0]` (the file name).
     pub args: Vec<String>,
     /// Everything granted.
     pub grants: Grants,

@@ -28,7 +28,7 @@
 //! [`STALE_TICKS`] ticks old is renewed without yielding instead, so a
 //! call to an idle Tick costs no extra trip through the scheduler.
 //!
-//! [`YIELD_VAR`] brings back the previous behaviour (wasmtime's yield, a
+//! [`GuestYield::Immediate`] brings back the previous behaviour (wasmtime's yield, a
 //! fixed 10 ms tick), for benchmarks that compare the two.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -47,7 +47,7 @@ const KEY_QUEUE: usize = 256;
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct NativeSpec {
-    /// The command and its arguments; argv[0] is resolved to an absolute path.
+    /// The command and its arguments; `argv[0]` is resolved to an absolute path.
     pub argv: Vec<String>,
     /// Working directory; the host's own when absent.
     pub cwd: Option<PathBuf>,
@@ -135,7 +135,7 @@ pub fn raise_fd_limit() {
     }
 }
 
-/// Resolves argv[0] the way a shell would, to an absolute path (§4.1).
+/// Resolves `argv[0]` the way a shell would, to an absolute path (§4.1).
 pub fn resolve_program(program: &str, cwd: Option<&Path>) -> Result<PathBuf, SpawnError> {
     let check = |p: PathBuf| -> Result<PathBuf, SpawnError> {
         let meta = std::fs::metadata(&p).map_err(|_| SpawnError::NotFound(program.to_string()))?;

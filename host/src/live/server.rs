@@ -199,7 +199,7 @@ const MAX_NAME_TRIES: usize = 1000;
 
 /// Publishes `session` (an initialized one) as a live instance.
 ///
-/// A name is claimed atomically ([`super::claim`]) before the socket is
+/// A name is claimed atomically (`live::claim`) before the socket is
 /// bound, so of two hosts publishing the same name at the same instant
 /// exactly one gets it.
 pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Published, LiveError> {
