@@ -30,7 +30,7 @@
 //!   half an entry. Entries are read with `O_NOFOLLOW` too.
 //! - **Eviction**: after each write, the least recently used entries (by
 //!   modification time, which a hit refreshes) are removed until the cache
-//!   holds at most its size cap ([`DEFAULT_MAX_BYTES`], or
+//!   holds at most its size cap ([`DEFAULT_CACHE_MAX_BYTES`], or
 //!   `$TICKBOX_CACHE_MAX_SIZE`); leftover temporary files older than
 //!   [`STALE_TMP`] go too. `tickbox cache ls|clean` show and empty it.
 //!
@@ -40,6 +40,7 @@
 //! Tick, a new tickbox or a different engine configuration never hits an
 //! old entry, and Winch's code is never taken for Cranelift's.
 
+pub use crate::limits::{DEFAULT_CACHE_MAX_BYTES, MAX_CACHE_ENTRY_BYTES};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use std::ffi::CString;
@@ -50,12 +51,8 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use super::compile::Compiler;
+use crate::compiler::Compiler;
 
-/// Default cap on the cache's total size.
-pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
-/// Largest entry ever read back (larger files are not ours: refused).
-pub const MAX_ENTRY_BYTES: u64 = 2 << 30;
 /// Temporary files older than this are leftovers of a crashed writer.
 pub const STALE_TMP: Duration = Duration::from_secs(3600);
 /// The secret key's file name inside the cache directory.
@@ -170,7 +167,7 @@ impl Cache {
             handle,
             key: [0; KEY_LEN],
             engine_hash: format!("{engine_hash:016x}"),
-            max_bytes: DEFAULT_MAX_BYTES,
+            max_bytes: DEFAULT_CACHE_MAX_BYTES,
         };
         cache.key = cache.load_or_make_key()?;
         Ok(cache)
@@ -269,14 +266,14 @@ impl Cache {
             }
         };
         let meta = file.metadata().ok()?;
-        if !meta.is_file() || meta.uid() != euid() || meta.len() > MAX_ENTRY_BYTES {
+        if !meta.is_file() || meta.uid() != euid() || meta.len() > MAX_CACHE_ENTRY_BYTES {
             tracing::warn!(entry = %name, "compile cache entry is not a file of ours; rebuilding");
             self.remove(key);
             return None;
         }
         let mut bytes = Vec::with_capacity(meta.len() as usize);
         if (&mut file)
-            .take(MAX_ENTRY_BYTES + 1)
+            .take(MAX_CACHE_ENTRY_BYTES + 1)
             .read_to_end(&mut bytes)
             .is_err()
         {

@@ -26,6 +26,7 @@
 //! compile runs in-process, bounded only by the wasm size limit.
 
 use super::WasmKind;
+pub use crate::limits::{DEFAULT_COMPILE_MEMORY, DEFAULT_COMPILE_TIMEOUT, DEFAULT_MAX_WASM};
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
@@ -35,12 +36,6 @@ use wasmtime::{Config, Engine};
 
 /// The hidden subcommand that makes `tickbox` a compile worker.
 pub const WORKER_ARG: &str = "__compile-wasm";
-/// Default `--compile-timeout`.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
-/// Default `--compile-memory`.
-pub const DEFAULT_MEMORY: u64 = 4 << 30;
-/// Default `--max-wasm-size` (componentize-py output is about 40 MiB).
-pub const DEFAULT_MAX_WASM: u64 = 64 << 20;
 /// Bytes of the worker's stderr kept for the error line.
 const STDERR_KEEP: u64 = 4096;
 /// How often the parent checks on the worker where the kernel has no
@@ -60,54 +55,13 @@ pub struct Bounds {
 impl Default for Bounds {
     fn default() -> Self {
         Bounds {
-            timeout: DEFAULT_TIMEOUT,
-            memory: DEFAULT_MEMORY,
+            timeout: DEFAULT_COMPILE_TIMEOUT,
+            memory: DEFAULT_COMPILE_MEMORY,
         }
     }
 }
 
-/// Which of wasmtime's compilers made a piece of code.
-///
-/// **Winch** is wasmtime's baseline compiler: one pass per function, no
-/// optimisation, several times faster to compile than **Cranelift**, whose
-/// code runs faster. The two make code for differently configured engines
-/// (Winch uses its own calling convention), so each has its own [`Engine`]
-/// and its own cache entries. Both get the same configuration otherwise:
-/// epoch interruption, the component model, and the same limits at run time,
-/// so what a guest can do does not depend on the compiler.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Compiler {
-    /// The optimizing compiler (what a Tick runs with in the long run).
-    Cranelift,
-    /// The baseline compiler (a fast first start).
-    Winch,
-}
-
-impl Compiler {
-    /// The name used on the command line, in cache keys and in `cache ls`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Compiler::Cranelift => "cranelift",
-            Compiler::Winch => "winch",
-        }
-    }
-
-    /// The compiler named `s`, if any.
-    pub fn parse(s: &str) -> Option<Compiler> {
-        match s {
-            "cranelift" => Some(Compiler::Cranelift),
-            "winch" => Some(Compiler::Winch),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for Compiler {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+pub use crate::compiler::Compiler;
 
 /// The engine configuration for one compiler, the same in the host and in
 /// the worker (the compiled code is only valid for an identical

@@ -25,18 +25,12 @@
 //! keep them per Tick; a manifest shipped beside a Tick (`NAME.tick.toml`)
 //! says what the Tick asks for, and is only ever shown, never applied.
 
+pub use crate::limits::{DEFAULT_MAX_MEMORY, MAX_HANDLES_LIMIT, MIN_COMPILE_MEMORY};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// Default bound on a guest's linear memories and tables, all together.
-pub const DEFAULT_MAX_MEMORY: u64 = 256 * 1024 * 1024;
-/// Highest `--max-handles` accepted (wasmtime's own table default).
-pub const MAX_HANDLES_LIMIT: usize = 1_000_000;
-/// Lowest `--compile-memory` accepted: below it no real Tick compiles.
-pub const MIN_COMPILE_MEMORY: u64 = 64 << 20;
 
 /// Why a grant could not be parsed or applied.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -154,9 +148,9 @@ impl Default for Grants {
             env: Vec::new(),
             max_memory: DEFAULT_MAX_MEMORY,
             max_handles: super::limits::DEFAULT_MAX_HANDLES,
-            max_wasm_size: super::compile::DEFAULT_MAX_WASM,
-            compile_timeout: super::compile::DEFAULT_TIMEOUT,
-            compile_memory: super::compile::DEFAULT_MEMORY,
+            max_wasm_size: crate::limits::DEFAULT_MAX_WASM,
+            compile_timeout: crate::limits::DEFAULT_COMPILE_TIMEOUT,
+            compile_memory: crate::limits::DEFAULT_COMPILE_MEMORY,
             max_write: None,
         }
     }

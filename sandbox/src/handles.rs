@@ -18,14 +18,11 @@
 //! wasmtime-wasi (it returns `notsock`), so it spends no handle.
 
 use super::ModuleState;
+pub use crate::limits::HANDLE_RESERVE;
 use wasmtime::component::ResourceTableError;
 use wasmtime::{AsContextMut, Caller, Extern, Linker};
 use wasmtime_wasi::p1::wasi_snapshot_preview1 as p1;
 use wasmtime_wasi::WasiView;
-
-/// Handles kept back from opening files, for the short-lived handles a
-/// guest needs to keep working at its cap.
-pub const HANDLE_RESERVE: usize = 16;
 
 /// WASI preview 1's errno `mfile` (too many open files).
 pub const P1_ERRNO_MFILE: i32 = 33;

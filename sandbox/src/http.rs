@@ -38,6 +38,10 @@
 //! Only HTTP/1.1 is spoken; there is no proxy support and no connection
 //! reuse (each request opens its own connection).
 
+pub use crate::limits::{
+    BETWEEN_BYTES_TIMEOUT, CONNECT_TIMEOUT, FIRST_BYTE_TIMEOUT, MAX_CA_FILE,
+    MAX_CONCURRENT_REQUESTS, MAX_REQUEST_BODY, MAX_RESPONSE_BODY,
+};
 use bytes::Bytes;
 use http_body::Body;
 use http_body_util::BodyExt;
@@ -54,23 +58,6 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error, RequestOptions, WasiBody, WasiHttpHooks};
-
-/// Largest request body sent, in bytes (the body is buffered up to this
-/// before the request leaves).
-pub const MAX_REQUEST_BODY: u64 = 1 << 20;
-/// Largest response body a guest may read, in bytes.
-pub const MAX_RESPONSE_BODY: u64 = 8 << 20;
-/// Time to connect, including name resolution and the TLS handshake.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Time from sending the request to the response head.
-pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Time between two chunks of the response body.
-pub const BETWEEN_BYTES_TIMEOUT: Duration = Duration::from_secs(30);
-/// Requests one Tick may have in flight (from `handle` until the response
-/// body is finished or dropped).
-pub const MAX_CONCURRENT_REQUESTS: usize = 8;
-/// Largest `--http-ca` file read.
-pub const MAX_CA_FILE: u64 = 1 << 20;
 
 /// `http` or `https`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

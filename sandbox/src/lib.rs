@@ -16,7 +16,7 @@
 //! What a guest can reach is exactly its [`grants::Grants`]; see that module
 //! for the table. Where each limit is enforced:
 //!
-//! - **memory**: one budget per Tick ([`limits`]): the sum of its linear
+//! - **memory**: one budget per Tick ([`memory`]): the sum of its linear
 //!   memories and tables stays under `max_memory`, growth past it traps with
 //!   a message naming the limit, and a wasm defining more memories or tables
 //!   than a Tick may have is refused before compiling;
@@ -27,7 +27,7 @@
 //!   cap is the guest's error (`insufficient-memory` for a component's
 //!   `open-at`, `mfile` for preview 1's `path_open`, see [`handles`]), any
 //!   other full-table push traps the guest; random-bytes requests are capped at
-//!   [`limits::MAX_RANDOM_BYTES`];
+//!   [`limits::MAX_RANDOM_BYTES`] (every bound and default is in [`limits`]);
 //! - **symlinks**: creating one is refused in every grant;
 //! - **CPU**: epoch interruption; a ticker thread advances the epoch every
 //!   [`EPOCH_TICK`] while a guest is CPU-bound, and every guest yields to
@@ -44,6 +44,7 @@
 
 pub mod cache;
 pub mod compile;
+pub mod compiler;
 pub(crate) mod grant_area;
 pub mod grants;
 pub mod handles;
@@ -51,6 +52,7 @@ pub mod http;
 pub(crate) mod imports;
 pub mod launch;
 pub mod limits;
+pub mod memory;
 pub(crate) mod pipe;
 pub(crate) mod quota;
 pub mod slices;
@@ -60,6 +62,7 @@ pub mod wit_files;
 #[cfg(test)]
 mod wit_package;
 
+pub use crate::limits::{EXIT_GRACE, SLOW_COMPILE};
 pub use grants::{GrantSpec, Grants};
 pub use launch::{LaunchError, Launcher, ProcessHygiene};
 
@@ -213,12 +216,6 @@ fn stream_metered(
 
 /// WASI preview 1's errno `perm` (operation not permitted).
 const P1_ERRNO_PERM: i32 = 63;
-/// How long a guest whose stdin closed may take to return by itself, by
-/// default ([`WasmSpec::exit_grace`]).
-pub const EXIT_GRACE: Duration = Duration::from_millis(500);
-/// How long a compile may run before a command says it is compiling (the
-/// `after` the CLI passes to [`WasmEngine::on_slow_compile`]).
-pub const SLOW_COMPILE: Duration = Duration::from_secs(1);
 /// Told the path and size of a Tick whose compile is taking a while.
 type SlowCompile = Box<dyn Fn(&Path, usize) + Send + Sync>;
 
@@ -544,7 +541,7 @@ pub struct EngineOptions {
     /// Where compiled code is kept; None turns the compile cache off
     /// (default: None; the CLI passes [`cache::default_dir`] or its override).
     pub cache_dir: Option<PathBuf>,
-    /// The cache's size cap (default [`cache::DEFAULT_MAX_BYTES`]).
+    /// The cache's size cap (default [`limits::DEFAULT_CACHE_MAX_BYTES`]).
     pub cache_max_bytes: u64,
     /// A `tickbox` executable to compile in, under bounds (default: None,
     /// compile in-process).
@@ -557,7 +554,7 @@ impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
             cache_dir: None,
-            cache_max_bytes: cache::DEFAULT_MAX_BYTES,
+            cache_max_bytes: limits::DEFAULT_CACHE_MAX_BYTES,
             worker: None,
             guest_yield: GuestYield::Deferred,
         }
@@ -605,7 +602,7 @@ impl WasmEngine {
                 engine,
                 ModuleState {
                     wasi: WasiCtxBuilder::new().build_p1(),
-                    limiter: limits::Budget::new(0),
+                    limiter: memory::Budget::new(0),
                     virtual_files: false,
                 },
             );
@@ -734,7 +731,7 @@ impl WasmEngine {
         wasm: &[u8],
         kind: WasmKind,
     ) -> Result<(), WasmError> {
-        limits::check_declared(wasm).map_err(|why| WasmError::Declares {
+        memory::check_declared(wasm).map_err(|why| WasmError::Declares {
             path: path.to_path_buf(),
             why,
         })?;
@@ -1194,7 +1191,7 @@ pub struct GuestState {
     ctx: WasiCtx,
     table: ResourceTable,
     term: terminal::TermState,
-    limiter: limits::Budget,
+    limiter: memory::Budget,
     quota: Option<quota::Quota>,
     /// The grants' own write quotas (`--dir …:max=SIZE`).
     grant_quotas: quota::GrantQuotas,
@@ -1228,7 +1225,7 @@ impl WasiView for GuestState {
 /// Store data of a preview-1 module guest.
 pub struct ModuleState {
     wasi: wasmtime_wasi::p1::WasiP1Ctx,
-    limiter: limits::Budget,
+    limiter: memory::Budget,
     /// Under virtual time: file timestamps read as its epoch.
     virtual_files: bool,
 }
@@ -1516,7 +1513,7 @@ pub async fn spawn_with(
         c.install(&mut builder);
     }
     let memory = MemoryCharge::new(spec.grants.max_memory);
-    let limiter = limits::Budget::charging(memory.clone());
+    let limiter = memory::Budget::charging(memory.clone());
     let http_policy =
         http::HttpPolicy::new(spec.grants.http.clone(), spec.grants.http_ca.as_deref())
             .map_err(WasmError::Grant)?;

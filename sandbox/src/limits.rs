@@ -1,44 +1,47 @@
-//! One memory budget per Tick, and the counts a Tick may declare.
+//! Every default and bound of the sandbox, in one table. Grants say what
+//! a Tick may reach; these say how much it may spend and how long the
+//! host waits. The CLI's `--help` shows the defaults from these constants.
 //!
-//! `--max-memory` bounds the **sum** of everything a Tick's store holds in
-//! linear memories and tables (each table element counted as
-//! [`TABLE_ELEMENT_BYTES`]), not each memory by itself: a guest declaring
-//! several memories or tables cannot multiply its bound. The [`Budget`]
-//! limiter sees every creation and growth (creation is growth from 0) and
-//! traps the guest with a message naming `--max-memory` when the sum would
-//! pass it. Growth that wasmtime approves but then fails is given back.
+//! | constant | value | bounds |
+//! |---|---|---|
+//! | **memory** (grant key `max_memory`) | | |
+//! | [`DEFAULT_MAX_MEMORY`] | 256 MiB | a Tick's linear memories, tables and compiled schemas, summed ([`crate::memory`]) |
+//! | [`MAX_MEMORIES`], [`MAX_TABLES`], [`MAX_INSTANCES`] | 4, 16, 64 | what a wasm may declare and instantiate |
+//! | [`TABLE_ELEMENT_BYTES`] | 8 | what one table element counts |
+//! | [`HOST_OVERHEAD`] | 16 MiB | host memory per Tick beyond `max_memory` (documented, not enforced) |
+//! | **handles** (`max_handles`) | | |
+//! | [`DEFAULT_MAX_HANDLES`] | 1024 | WASI handles: files, sockets, streams, pollables |
+//! | [`MAX_HANDLES_LIMIT`] | 1,000,000 | highest `max_handles` accepted |
+//! | [`HANDLE_RESERVE`] | 16 | handles kept back from opening files at the cap |
+//! | **compiling** (`max_wasm_size`, `compile_timeout`, `compile_memory`) | | |
+//! | [`DEFAULT_MAX_WASM`] | 64 MiB | the wasm file read |
+//! | [`DEFAULT_COMPILE_TIMEOUT`] | 60 s | wall and CPU time of one compile |
+//! | [`DEFAULT_COMPILE_MEMORY`] | 4 GiB | the compile worker's memory |
+//! | [`MIN_COMPILE_MEMORY`] | 64 MiB | lowest `compile_memory` accepted |
+//! | [`SLOW_COMPILE`] | 1 s | when a command says it is compiling |
+//! | **files** (`max_write`, `max=` per dir) | | |
+//! | [`ENTRY_COST`] | 4 KiB | what each created file or directory costs a write quota |
+//! | **outgoing HTTP** (`allow_http`, `http_ca`) | | |
+//! | [`MAX_REQUEST_BODY`], [`MAX_RESPONSE_BODY`] | 1 MiB, 8 MiB | bodies sent and read |
+//! | [`CONNECT_TIMEOUT`], [`FIRST_BYTE_TIMEOUT`], [`BETWEEN_BYTES_TIMEOUT`] | 10 s, 30 s, 30 s | waits of one request |
+//! | [`MAX_CONCURRENT_REQUESTS`] | 8 | requests in flight per Tick |
+//! | [`MAX_CA_FILE`] | 1 MiB | the `http_ca` file read |
+//! | **random, stdio, terminal** | | |
+//! | [`MAX_RANDOM_BYTES`] | 1 MiB | one `get-random-bytes` call |
+//! | [`PIPE_CAPACITY`] | 64 KiB | each of stdin and stdout buffered |
+//! | [`KEY_QUEUE`] | 256 | key chunks queued for a Tick that does not read them |
+//! | **CPU** | | |
+//! | [`EPOCH_TICK`], [`IDLE_EPOCH_TICK`] | 1 ms, 10 ms | a guest's slice while guests are CPU-bound, and otherwise |
+//! | [`EXIT_GRACE`] | 500 ms | a guest's time to return after its stdin closed |
+//! | **virtual time** (`tickbox test`) | | |
+//! | [`MAX_ADVANCE`], [`MAX_ADVANCE_FIRINGS`] | 366 days, 100,000 | one `advance` step |
+//! | **compile cache** | | |
+//! | [`DEFAULT_CACHE_MAX_BYTES`], [`MAX_CACHE_ENTRY_BYTES`] | 1 GiB, 2 GiB | the cache's size cap, the largest entry read |
 //!
-//! Before compiling, [`check_declared`] counts the memories and tables that
-//! every core module inside the wasm defines and refuses more than
-//! [`MAX_MEMORIES`] / [`MAX_TABLES`] with a one-line error. Real toolchains
-//! need far less. Measured (defined memories / defined tables / core
-//! modules / core instances, all nested modules counted with wasmparser):
-//!
-//! | toolchain | memories | tables | modules | instances |
-//! |---|---|---|---|---|
-//! | C, wasi-libc, wasm32-wasip1 (`examples/c`) | 1 | 1 | 1 | — |
-//! | Rust 1.95 wasm32-wasip2 (the test guests) | 1 | 2 | 3 | 3 |
-//! | componentize-py 0.25.1, a trivial `tick` app (18.4 MB) | 1 | 2 | 14 | 14 |
-//! | componentize-js 0.23.0, a trivial `tick` app (13.9 MB) | 1 | 2 | 4 | 4 |
-//!
-//! The componentize tools link their core modules around one shared memory
-//! and one shared function table (imported by the others: 10 imported
-//! memories and tables in the Python one), plus wit-component's shim
-//! table. So the caps leave room of 4× for memories, 8× for tables and
-//! more than 4× for instances over the largest real case. The limiter
-//! enforces the same counts at instantiation (and [`MAX_INSTANCES`] core
-//! instances) for a module instantiated more than once.
-//!
-//! What the host allocates on the guest's behalf is bounded by constants
-//! outside `--max-memory`: WASI handles by `--max-handles` (default
-//! [`DEFAULT_MAX_HANDLES`]), one random-bytes call by [`MAX_RANDOM_BYTES`],
-//! each stdio pipe by `pipe::PIPE_CAPACITY` (64 KiB), the view by its
-//! fixed-size screen model. A Tick's host-side footprint is therefore
-//! `--max-memory` plus about [`HOST_OVERHEAD`], which the docs state.
+//! A unit test checks the table's values against the constants.
+use std::time::Duration;
 
-use std::sync::Arc;
-use tickbox_host::backend::MemoryCharge;
-use wasmparser::{Parser, Payload};
+// ---- memory and tables (memory.rs) ----
 
 /// Linear memories a Tick may define (all its core modules together).
 /// Every toolchain measured defines 1 (see the module docs' table).
@@ -60,182 +63,209 @@ pub const MAX_RANDOM_BYTES: u64 = 1 << 20;
 /// screen model, the handle table at its cap, compiled code aside.
 pub const HOST_OVERHEAD: u64 = 16 << 20;
 
-/// How many memories and tables a wasm file's core modules define.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Declared {
-    /// Defined (not imported) linear memories.
-    pub memories: usize,
-    /// Defined (not imported) tables.
-    pub tables: usize,
-}
+// ---- grants.rs ----
 
-/// Counts what every core module of `wasm` (nested ones included) defines.
-/// Malformed input is left to the compiler, which reports it better.
-pub fn declared(wasm: &[u8]) -> Declared {
-    let mut d = Declared::default();
-    for payload in Parser::new(0).parse_all(wasm) {
-        match payload {
-            Ok(Payload::MemorySection(s)) => d.memories += s.count() as usize,
-            Ok(Payload::TableSection(s)) => d.tables += s.count() as usize,
-            Ok(_) => {}
-            Err(_) => break,
-        }
-    }
-    d
-}
+/// Default bound on a guest's linear memories and tables, all together.
+pub const DEFAULT_MAX_MEMORY: u64 = 256 * 1024 * 1024;
+/// Highest `--max-handles` accepted (wasmtime's own table default).
+pub const MAX_HANDLES_LIMIT: usize = 1_000_000;
+/// Lowest `--compile-memory` accepted: below it no real Tick compiles.
+pub const MIN_COMPILE_MEMORY: u64 = 64 << 20;
 
-/// Refuses a wasm file that defines more memories or tables than a Tick
-/// may have; the error is one line naming the bound.
-pub fn check_declared(wasm: &[u8]) -> Result<Declared, String> {
-    let d = declared(wasm);
-    if d.memories > MAX_MEMORIES {
-        return Err(format!(
-            "it defines {} linear memories; a Tick may define at most {MAX_MEMORIES}",
-            d.memories
-        ));
-    }
-    if d.tables > MAX_TABLES {
-        return Err(format!(
-            "it defines {} tables; a Tick may define at most {MAX_TABLES}",
-            d.tables
-        ));
-    }
-    Ok(d)
-}
+// ---- compile.rs ----
 
-/// The per-Tick memory budget (a wasmtime `ResourceLimiter`).
-pub struct Budget {
-    /// The bound, shared with the session, which charges what the host
-    /// keeps for this Tick (its compiled schemas) to it.
-    charge: Arc<MemoryCharge>,
-    used: usize,
-    /// The last approved growth, given back if wasmtime then fails it.
-    last_memory: usize,
-    last_table: usize,
-}
+/// Default `--compile-timeout`.
+pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default `--compile-memory`.
+pub const DEFAULT_COMPILE_MEMORY: u64 = 4 << 30;
+/// Default `--max-wasm-size` (componentize-py output is about 40 MiB).
+pub const DEFAULT_MAX_WASM: u64 = 64 << 20;
 
-impl Budget {
-    /// A budget of `max` bytes.
-    pub fn new(max: u64) -> Budget {
-        Budget::charging(MemoryCharge::new(max))
-    }
+// ---- http.rs ----
 
-    /// A budget that shares its bound with the host's charges.
-    pub fn charging(charge: Arc<MemoryCharge>) -> Budget {
-        Budget {
-            charge,
-            used: 0,
-            last_memory: 0,
-            last_table: 0,
-        }
-    }
+/// Largest request body sent, in bytes (the body is buffered up to this
+/// before the request leaves).
+pub const MAX_REQUEST_BODY: u64 = 1 << 20;
+/// Largest response body a guest may read, in bytes.
+pub const MAX_RESPONSE_BODY: u64 = 8 << 20;
+/// Time to connect, including name resolution and the TLS handshake.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time from sending the request to the response head.
+pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Time between two chunks of the response body.
+pub const BETWEEN_BYTES_TIMEOUT: Duration = Duration::from_secs(30);
+/// Requests one Tick may have in flight (from `handle` until the response
+/// body is finished or dropped).
+pub const MAX_CONCURRENT_REQUESTS: usize = 8;
+/// Largest `--http-ca` file read.
+pub const MAX_CA_FILE: u64 = 1 << 20;
 
-    /// The bound this budget counts against.
-    pub fn charge(&self) -> &Arc<MemoryCharge> {
-        &self.charge
-    }
+// ---- handles.rs ----
 
-    /// Bytes currently counted.
-    pub fn used(&self) -> usize {
-        self.used
-    }
+/// Handles kept back from opening files, for the short-lived handles a
+/// guest needs to keep working at its cap.
+pub const HANDLE_RESERVE: usize = 16;
 
-    fn take(&mut self, delta: usize, what: std::fmt::Arguments<'_>) -> wasmtime::Result<()> {
-        let total = self.used.saturating_add(delta);
-        let host = self.charge.host();
-        if total.saturating_add(host) > self.charge.max() {
-            // An error (not `Ok(false)`) traps the guest with this message,
-            // which then becomes the session's end reason.
-            wasmtime::bail!(
-                "memory limit exceeded: the guest asked to {what}, which would bring its memories and tables to {total} bytes; --max-memory is {} bytes for all of them together and the {host} bytes the host keeps for this Tick (its compiled catalog)",
-                self.charge.max()
-            );
-        }
-        self.used = total;
-        self.charge.set_guest(total);
-        Ok(())
-    }
-}
+// ---- quota.rs ----
 
-impl wasmtime::ResourceLimiter for Budget {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _max: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        let delta = desired.saturating_sub(current);
-        self.take(
-            delta,
-            format_args!("grow a linear memory from {current} to {desired} bytes"),
-        )?;
-        self.last_memory = delta;
-        Ok(true)
-    }
+/// What creating one entry (a file, a directory or a hard link) costs
+/// against a write quota, in bytes: 4 KiB, about what the entry costs on
+/// disk (an inode and its share of a directory block on common
+/// filesystems), so a quota bounds inodes as well as bytes. With
+/// `--max-write N` a Tick creates at most N / 4 KiB entries.
+pub const ENTRY_COST: u64 = 4096;
 
-    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
-        self.used = self
-            .used
-            .saturating_sub(std::mem::take(&mut self.last_memory));
-        self.charge.set_guest(self.used);
-        Ok(())
-    }
+// ---- lib.rs ----
 
-    fn table_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _max: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        let delta = desired
-            .saturating_sub(current)
-            .saturating_mul(TABLE_ELEMENT_BYTES);
-        self.take(
-            delta,
-            format_args!("grow a table from {current} to {desired} elements"),
-        )?;
-        self.last_table = delta;
-        Ok(true)
-    }
+/// How long a guest whose stdin closed may take to return by itself, by
+/// default ([`WasmSpec::exit_grace`]).
+pub const EXIT_GRACE: Duration = Duration::from_millis(500);
+/// How long a compile may run before a command says it is compiling (the
+/// `after` the CLI passes to [`WasmEngine::on_slow_compile`]).
+pub const SLOW_COMPILE: Duration = Duration::from_secs(1);
 
-    fn table_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
-        self.used = self
-            .used
-            .saturating_sub(std::mem::take(&mut self.last_table));
-        self.charge.set_guest(self.used);
-        Ok(())
-    }
+// ---- pipe.rs ----
 
-    fn instances(&self) -> usize {
-        MAX_INSTANCES
-    }
-    fn tables(&self) -> usize {
-        MAX_TABLES
-    }
-    fn memories(&self) -> usize {
-        MAX_MEMORIES
-    }
-}
+/// Bytes a pipe buffers before its writer waits.
+pub const PIPE_CAPACITY: usize = 64 * 1024;
+
+// ---- terminal.rs ----
+
+/// Key chunks queued for a guest that does not read its keys.
+pub const KEY_QUEUE: usize = 256;
+
+// ---- slices.rs ----
+
+/// How often the epoch advances while a guest is CPU-bound: the longest a
+/// running guest keeps the thread before it yields. Each hop of another
+/// Tick's request can wait this long (see the module docs), so it bounds
+/// the latency a spinning guest adds to its neighbours; each yield costs
+/// the guest a few microseconds (BENCHMARKS.md, sandbox tax).
+pub const EPOCH_TICK: Duration = Duration::from_millis(1);
+/// How often the epoch advances while no guest has used a whole slice
+/// since the last tick. A guest that starts spinning gets at most this
+/// long before the fast tick takes over.
+pub const IDLE_EPOCH_TICK: Duration = Duration::from_millis(10);
+
+// ---- cache.rs ----
+
+/// Default cap on the cache's total size.
+pub const DEFAULT_CACHE_MAX_BYTES: u64 = 1 << 30;
+/// Largest entry ever read back (larger files are not ours: refused).
+pub const MAX_CACHE_ENTRY_BYTES: u64 = 2 << 30;
+
+// ---- virtual_time.rs ----
+
+/// Most timer deadlines one `advance` fires before it gives up.
+pub const MAX_ADVANCE_FIRINGS: u64 = 100_000;
+/// Longest single `advance`.
+pub const MAX_ADVANCE: Duration = Duration::from_secs(366 * 24 * 3600);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wasmtime::ResourceLimiter;
 
+    /// The module docs' table states each value; a constant that changes
+    /// without its row fails here.
     #[test]
-    fn the_budget_is_the_sum_of_memories_and_tables() {
-        let mut b = Budget::new(100 << 20);
-        assert!(b.memory_growing(0, 40 << 20, None).unwrap());
-        assert!(b.memory_growing(0, 40 << 20, None).unwrap());
-        let e = b.memory_growing(0, 40 << 20, None).unwrap_err().to_string();
-        assert!(e.contains("--max-memory is 104857600 bytes"), "{e}");
-        assert_eq!(b.used(), 80 << 20);
-        // Tables count too: 20 MiB left is 2.6M elements.
-        assert!(b.table_growing(0, 2 << 20, None).unwrap());
-        assert!(b.table_growing(2 << 20, 3 << 20, None).is_err());
-        // A growth that wasmtime then fails is given back.
-        assert!(b.memory_growing(40 << 20, 41 << 20, None).unwrap());
-        b.memory_grow_failed(wasmtime::format_err!("no")).unwrap();
-        assert_eq!(b.used(), (80 << 20) + (16 << 20));
+    fn the_table_states_every_value() {
+        let doc = include_str!("limits.rs");
+        let rows: Vec<&str> = doc.lines().filter(|l| l.starts_with("//! | [`")).collect();
+        let row = |name: &str| -> &str {
+            rows.iter()
+                .find(|r| r.contains(&format!("[`{name}`]")))
+                .unwrap_or_else(|| panic!("{name} has no row"))
+        };
+        const MIB: u64 = 1 << 20;
+        let checks: &[(&str, String)] = &[
+            (
+                "DEFAULT_MAX_MEMORY",
+                format!("{} MiB", DEFAULT_MAX_MEMORY / MIB),
+            ),
+            (
+                "MAX_MEMORIES",
+                format!("{MAX_MEMORIES}, {MAX_TABLES}, {MAX_INSTANCES}"),
+            ),
+            ("TABLE_ELEMENT_BYTES", format!("| {TABLE_ELEMENT_BYTES} |")),
+            ("HOST_OVERHEAD", format!("{} MiB", HOST_OVERHEAD / MIB)),
+            ("DEFAULT_MAX_HANDLES", format!("| {DEFAULT_MAX_HANDLES} |")),
+            ("HANDLE_RESERVE", format!("| {HANDLE_RESERVE} |")),
+            (
+                "DEFAULT_MAX_WASM",
+                format!("{} MiB", DEFAULT_MAX_WASM / MIB),
+            ),
+            (
+                "DEFAULT_COMPILE_TIMEOUT",
+                format!("{} s", DEFAULT_COMPILE_TIMEOUT.as_secs()),
+            ),
+            (
+                "DEFAULT_COMPILE_MEMORY",
+                format!("{} GiB", DEFAULT_COMPILE_MEMORY >> 30),
+            ),
+            (
+                "MIN_COMPILE_MEMORY",
+                format!("{} MiB", MIN_COMPILE_MEMORY / MIB),
+            ),
+            ("SLOW_COMPILE", format!("{} s", SLOW_COMPILE.as_secs())),
+            ("ENTRY_COST", format!("{} KiB", ENTRY_COST / 1024)),
+            (
+                "MAX_REQUEST_BODY",
+                format!(
+                    "{} MiB, {} MiB",
+                    MAX_REQUEST_BODY / MIB,
+                    MAX_RESPONSE_BODY / MIB
+                ),
+            ),
+            (
+                "CONNECT_TIMEOUT",
+                format!(
+                    "{} s, {} s, {} s",
+                    CONNECT_TIMEOUT.as_secs(),
+                    FIRST_BYTE_TIMEOUT.as_secs(),
+                    BETWEEN_BYTES_TIMEOUT.as_secs()
+                ),
+            ),
+            (
+                "MAX_CONCURRENT_REQUESTS",
+                format!("| {MAX_CONCURRENT_REQUESTS} |"),
+            ),
+            ("MAX_CA_FILE", format!("{} MiB", MAX_CA_FILE / MIB)),
+            (
+                "MAX_RANDOM_BYTES",
+                format!("{} MiB", MAX_RANDOM_BYTES / MIB),
+            ),
+            ("PIPE_CAPACITY", format!("{} KiB", PIPE_CAPACITY / 1024)),
+            ("KEY_QUEUE", format!("| {KEY_QUEUE} |")),
+            (
+                "EPOCH_TICK",
+                format!(
+                    "{} ms, {} ms",
+                    EPOCH_TICK.as_millis(),
+                    IDLE_EPOCH_TICK.as_millis()
+                ),
+            ),
+            ("EXIT_GRACE", format!("{} ms", EXIT_GRACE.as_millis())),
+            (
+                "MAX_ADVANCE",
+                format!("{} days", MAX_ADVANCE.as_secs() / 86_400),
+            ),
+            (
+                "DEFAULT_CACHE_MAX_BYTES",
+                format!(
+                    "{} GiB, {} GiB",
+                    DEFAULT_CACHE_MAX_BYTES >> 30,
+                    MAX_CACHE_ENTRY_BYTES >> 30
+                ),
+            ),
+        ];
+        for (name, want) in checks {
+            assert!(
+                row(name).contains(want.as_str()),
+                "{name}: `{want}` not in `{}`",
+                row(name)
+            );
+        }
+        assert!(row("MAX_HANDLES_LIMIT").contains("1,000,000") && MAX_HANDLES_LIMIT == 1_000_000);
+        assert!(row("MAX_ADVANCE_FIRINGS").contains("100,000") && MAX_ADVANCE_FIRINGS == 100_000);
     }
 }

@@ -8,6 +8,7 @@
 //! pipe makes the writer wait (backpressure), and closing either end is seen
 //! by the other (EOF, or a closed stream).
 
+pub use crate::limits::PIPE_CAPACITY;
 use bytes::{Buf, Bytes, BytesMut};
 use std::io;
 use std::pin::Pin;
@@ -17,9 +18,6 @@ use tickbox_host::util::lock;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use wasmtime_wasi::cli::{IsTerminal, StdinStream, StdoutStream};
 use wasmtime_wasi::p2::{InputStream, OutputStream, Pollable, StreamError, StreamResult};
-
-/// Bytes a pipe buffers before its writer waits.
-pub const PIPE_CAPACITY: usize = 64 * 1024;
 
 #[derive(Default)]
 struct State {

@@ -45,18 +45,12 @@
 //! (Preview-1 modules take no quota at all, see above, so there is nothing
 //! to charge there.)
 
+pub use crate::limits::ENTRY_COST;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
-
-/// What creating one entry (a file, a directory or a hard link) costs
-/// against a write quota, in bytes: 4 KiB, about what the entry costs on
-/// disk (an inode and its share of a directory block on common
-/// filesystems), so a quota bounds inodes as well as bytes. With
-/// `--max-write N` a Tick creates at most N / 4 KiB entries.
-pub const ENTRY_COST: u64 = 4096;
 
 /// What is left of a write quota (shared by the streams it meters).
 #[derive(Clone)]

@@ -31,22 +31,11 @@
 //! [`GuestYield::Immediate`] brings back the previous behaviour (wasmtime's yield, a
 //! fixed 10 ms tick), for benchmarks that compare the two.
 
+pub use crate::limits::{EPOCH_TICK, IDLE_EPOCH_TICK};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use wasmtime::{EngineWeak, Store, UpdateDeadline};
-
-/// How often the epoch advances while a guest is CPU-bound: the longest a
-/// running guest keeps the thread before it yields. Each hop of another
-/// Tick's request can wait this long (see the module docs), so it bounds
-/// the latency a spinning guest adds to its neighbours; each yield costs
-/// the guest a few microseconds (BENCHMARKS.md, sandbox tax).
-pub const EPOCH_TICK: Duration = Duration::from_millis(1);
-
-/// How often the epoch advances while no guest has used a whole slice
-/// since the last tick. A guest that starts spinning gets at most this
-/// long before the fast tick takes over.
-pub const IDLE_EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// A guest whose last deadline came at least this many ticks ago was
 /// waiting, not running (a running one meets a deadline every tick, or

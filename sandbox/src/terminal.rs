@@ -6,6 +6,7 @@
 //! `wasi:io` input stream and pollable, so they fit in the same `poll` call as
 //! stdin. What the guest draws goes straight into the view.
 
+pub use crate::limits::KEY_QUEUE;
 use bytes::Bytes;
 use std::sync::Arc;
 use tickbox_host::view::{Terminal, View};
@@ -14,9 +15,6 @@ use wasmtime::component::{HasData, Resource, ResourceTable};
 use wasmtime_wasi::p2::{
     DynInputStream, DynPollable, InputStream, Pollable, StreamError, StreamResult,
 };
-
-/// Key chunks queued for a guest that does not read its keys.
-pub const KEY_QUEUE: usize = 256;
 
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({

@@ -52,6 +52,7 @@
 //! most [`MAX_ADVANCE`].
 
 use super::GuestState;
+pub use crate::limits::{MAX_ADVANCE, MAX_ADVANCE_FIRINGS};
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::future::Future;
@@ -84,10 +85,6 @@ pub const IDLE_QUIET: Duration = Duration::from_millis(1);
 /// Fixed rather than the clock's current time, so a file does not seem to
 /// change as time advances, and no file is newer than the guest's clock.
 pub const FILE_TIME: Duration = START_WALL;
-/// Most timer deadlines one `advance` fires before it gives up.
-pub const MAX_ADVANCE_FIRINGS: u64 = 100_000;
-/// Longest single `advance`.
-pub const MAX_ADVANCE: Duration = Duration::from_secs(366 * 24 * 3600);
 /// Bound on waiting for the guest to handle one fired deadline.
 pub const STEP_SETTLE_MAX: Duration = Duration::from_secs(5);
 

@@ -2,12 +2,14 @@
 //! that reads `TICKBOX_*` (the library crates take these as values).
 
 use std::path::PathBuf;
-use tickbox_runtime::backend::wasm::{cache, grants::parse_size, CompilePolicy, GuestYield};
+use tickbox_runtime::backend::wasm::{
+    cache, grants::parse_size, limits, CompilePolicy, GuestYield,
+};
 
 /// Overrides where compiled code is kept (default: [`cache::default_dir`]).
 pub const CACHE_DIR: &str = "TICKBOX_CACHE_DIR";
 /// Overrides the compile cache's size cap (a size such as `512MiB`;
-/// default [`cache::DEFAULT_MAX_BYTES`]).
+/// default [`limits::DEFAULT_CACHE_MAX_BYTES`]).
 pub const CACHE_MAX_SIZE: &str = "TICKBOX_CACHE_MAX_SIZE";
 /// How Ticks without optimized code in the cache are compiled: `tiered`
 /// (default), `cranelift` or `winch`.
@@ -35,7 +37,7 @@ pub fn cache_max_bytes() -> u64 {
     std::env::var(CACHE_MAX_SIZE)
         .ok()
         .and_then(|s| parse_size(&s))
-        .unwrap_or(cache::DEFAULT_MAX_BYTES)
+        .unwrap_or(limits::DEFAULT_CACHE_MAX_BYTES)
 }
 
 /// `$TICKBOX_COMPILER`, if set: the policy, or the one-line error.

@@ -19,7 +19,7 @@ mod terminal;
 mod test;
 mod watch;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use exit::Exit;
 use open::{Opened, TickArgs, TickOpts};
 use serde_json::Value;
@@ -111,7 +111,10 @@ pub fn main() -> ExitCode {
     {
         return tickbox_runtime::backend::wasm::compile::worker_main(&argv[2..]);
     }
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&with_defaults(Cli::command()).get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     init_logging(cli.verbose);
     tracing::debug!("command line parsed");
     // Orphans of native Ticks come back to this process, to be swept on the
@@ -170,6 +173,28 @@ pub fn main() -> ExitCode {
     runtime.shutdown_timeout(Duration::from_secs(2));
     hygiene.finish();
     code
+}
+
+/// The command line with the sandbox bounds' defaults added to their help,
+/// in every subcommand that takes them.
+fn with_defaults(mut cmd: clap::Command) -> clap::Command {
+    let defaults = open::bound_defaults();
+    for (id, default) in &defaults {
+        if cmd.get_arguments().any(|a| a.get_id() == *id) {
+            cmd = cmd.mut_arg(*id, |a| {
+                let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+                a.help(format!("{help} [default: {default}]"))
+            });
+        }
+    }
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for name in names {
+        cmd = cmd.mut_subcommand(name, with_defaults);
+    }
+    cmd
 }
 
 /// Whether a command starts one Tick, does one thing and ends (describe,

@@ -56,7 +56,7 @@ pub struct TickOpts {
     /// Read grants from a TOML policy file (keys: dir, allow_net, allow_http, http_ca, env, max_memory, max_handles, max_wasm_size, compile_timeout, compile_memory, max_write)
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
-    /// Bound on a wasm Tick's linear memories and tables, all together [default: 256MiB]
+    /// Bound on a wasm Tick's linear memories and tables, all together
     #[arg(long, value_name = "SIZE")]
     pub max_memory: Option<String>,
     #[command(flatten)]
@@ -72,21 +72,52 @@ pub struct TickOpts {
 /// The other per-Tick bounds of a wasm Tick (see the README's sandbox table).
 #[derive(Args, Default, Clone)]
 pub struct BoundOpts {
-    /// Bound on a wasm Tick's open WASI handles: files, sockets, streams [default: 1024]
+    /// Bound on a wasm Tick's open WASI handles: files, sockets, streams
     #[arg(long, value_name = "N")]
     pub max_handles: Option<String>,
-    /// Largest .wasm file loaded [default: 64MiB]
+    /// Largest .wasm file loaded
     #[arg(long, value_name = "SIZE")]
     pub max_wasm_size: Option<String>,
-    /// Seconds compiling a wasm Tick may take [default: 60]
+    /// Seconds compiling a wasm Tick may take
     #[arg(long, value_name = "SECONDS")]
     pub compile_timeout: Option<String>,
-    /// Memory the compiler may use for a wasm Tick [default: 4GiB]
+    /// Memory the compiler may use for a wasm Tick
     #[arg(long, value_name = "SIZE")]
     pub compile_memory: Option<String>,
-    /// Bytes a wasm component may write to files, all grants together; each file or directory it creates costs 4 KiB of it [default: no quota]
+    /// Bytes a wasm component may write to files, all grants together; each file or directory it creates costs an entry's worth of it
     #[arg(long, value_name = "SIZE")]
     pub max_write: Option<String>,
+}
+
+/// The defaults `--help` shows for the sandbox bounds, from the sandbox's
+/// limits table (so help and behaviour cannot disagree): (argument id, text).
+pub fn bound_defaults() -> Vec<(&'static str, String)> {
+    use tickbox_runtime::backend::wasm::limits;
+    vec![
+        ("max_memory", size(limits::DEFAULT_MAX_MEMORY)),
+        ("max_handles", limits::DEFAULT_MAX_HANDLES.to_string()),
+        ("max_wasm_size", size(limits::DEFAULT_MAX_WASM)),
+        (
+            "compile_timeout",
+            limits::DEFAULT_COMPILE_TIMEOUT.as_secs().to_string(),
+        ),
+        ("compile_memory", size(limits::DEFAULT_COMPILE_MEMORY)),
+        (
+            "max_write",
+            format!("no quota; an entry costs {}", size(limits::ENTRY_COST)),
+        ),
+    ]
+}
+
+/// A size as `--max-memory` and the others take it: the largest binary
+/// unit that divides it (`256MiB`, `4GiB`, `4KiB`), else bytes.
+fn size(bytes: u64) -> String {
+    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
 }
 
 /// Which Tick to start.
