@@ -152,7 +152,8 @@ async fn a_stale_revision_is_not_executed_and_catalog_changes_are_events() {
     }
     let d = s.describe().await.unwrap();
     assert_eq!(d.revision, "r2");
-    let ev = tokio::time::timeout(Duration::from_secs(1), events.recv())
+    // Sent before `describe` returned; the bound is only reached on failure.
+    let ev = tokio::time::timeout(PATIENCE, events.recv())
         .await
         .unwrap()
         .unwrap();

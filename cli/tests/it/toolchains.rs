@@ -244,25 +244,6 @@ async fn open(path: PathBuf) -> Session {
     open_wasm_session(&engine(), path, grants).await
 }
 
-/// The `auto` timer fires while the Tick waits for requests, and stops.
-async fn timer_runs_between_requests(s: &Session) {
-    let mut events = s.events();
-    let start = s.read().await.unwrap().data["value"].as_i64().unwrap();
-    assert_eq!(
-        call_ok(s, "auto", json!({"every_ms": 20})).await,
-        json!({"every_ms": 20})
-    );
-    value_reaches(&mut events, start + 5).await;
-    screen_shows(s, "every 20 ms").await;
-    call_ok(s, "auto", json!({"every_ms": 0})).await;
-    // Stopped: the value read now stays (an in-flight step may land first).
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let before = s.read().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let after = s.read().await.unwrap();
-    assert_eq!(before.seq, after.seq, "auto 0 stops the timer");
-}
-
 /// Keys and resizes reach a `tick`-world component through
 /// `tickbox:terminal`, and its timer runs in the same poll loop.
 async fn keys_resize_and_timer(wasm: PathBuf) {
@@ -383,7 +364,13 @@ fn tickbox_new_python_builds_keeps_keys_typed_while_compiling_and_passes_check()
         &[("TICKBOX_CACHE_DIR", c.as_str())],
     );
     host.type_keys(b"++");
-    std::thread::sleep(Duration::from_secs(1));
+    // The host says it is compiling once a compile has taken
+    // `SLOW_COMPILE` (1 s): the third key goes in while it compiles.
+    assert!(
+        eventually(SLOW, || host.text().contains("to native code")),
+        "the host never said it was compiling: {}",
+        host.text()
+    );
     host.type_keys(b"+");
     // The keys went in while the Tick was not up yet: no instance is live
     // (an 18 MB component compiles for many seconds, even on a fast machine).
