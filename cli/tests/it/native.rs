@@ -142,7 +142,7 @@ async fn a_stubborn_tick_and_its_children_are_killed() {
     assert_eq!(ids.len(), 2);
     for pid in ids {
         assert!(
-            eventually(Duration::from_secs(3), || !alive(pid)),
+            eventually(PATIENCE, || !alive(pid)),
             "pid {pid} outlived the session"
         );
     }

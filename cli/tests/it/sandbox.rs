@@ -568,11 +568,12 @@ async fn the_terminal_bridge_carries_drawing_keys_and_resizes() {
     let engine = engine();
     let s = start(&engine, SessionConfig::default()).await;
     // The view parses on its own thread: let it catch up.
-    s.view()
-        .settle(Duration::from_millis(50), Duration::from_secs(5))
-        .await;
     assert!(
-        s.view().screen_text().contains("hostile ready"),
+        eventually_async(PATIENCE, || s
+            .view()
+            .screen_text()
+            .contains("hostile ready"))
+        .await,
         "drawn through the terminal interface"
     );
     assert_eq!(

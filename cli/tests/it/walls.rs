@@ -794,7 +794,7 @@ fn double_fork_leaves_nothing(env: &[(&str, &str)]) {
         .unwrap();
     let cgroup = std::fs::read_to_string(&cgroupfile).unwrap_or_default();
     let in_cgroup = cgroup.contains("/tickbox-");
-    let gone = eventually(Duration::from_secs(5), || !alive(pid));
+    let gone = eventually(PATIENCE, || !alive(pid));
     if !gone {
         // SAFETY: cleaning up the daemon this test started.
         unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -908,7 +908,7 @@ fn with_cgroup_v2_what_a_sigkilled_host_left_dies_at_the_next_start() {
         .stderr(std::process::Stdio::null());
     in_arena(&mut next);
     let status = next.status().expect("tickbox ls");
-    let gone = eventually(Duration::from_secs(5), || !alive(daemon));
+    let gone = eventually(PATIENCE, || !alive(daemon));
     if !gone {
         kill_daemon();
     }
