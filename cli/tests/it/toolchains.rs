@@ -364,13 +364,11 @@ fn tickbox_new_python_builds_keeps_keys_typed_while_compiling_and_passes_check()
         &[("TICKBOX_CACHE_DIR", c.as_str())],
     );
     host.type_keys(b"++");
-    // The host says it is compiling once a compile has taken
-    // `SLOW_COMPILE` (1 s): the third key goes in while it compiles.
-    assert!(
-        eventually(SLOW, || host.text().contains("to native code")),
-        "the host never said it was compiling: {}",
-        host.text()
-    );
+    // A person's pause between keys, not a wait for anything: keys typed at
+    // two moments of the compile must all arrive. (Nothing on this terminal
+    // shows the compile: the host's stderr, where the slow-compile notice
+    // goes, is /dev/null under `run`.)
+    std::thread::sleep(Duration::from_secs(1));
     host.type_keys(b"+");
     // The keys went in while the Tick was not up yet: no instance is live
     // (an 18 MB component compiles for many seconds, even on a fast machine).
