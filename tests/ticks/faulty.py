@@ -10,6 +10,7 @@ import json, os, signal, subprocess, sys, threading, time
 MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
 seq = 0
 REVISION = "r1"
+MISBEHAVING = 0
 OBJ = {"type": "object"}
 
 
@@ -124,7 +125,7 @@ def answer_describe(rid):
 
 def answer_call(rid, params):
     tool, args = params.get("tool"), params.get("args", {})
-    global REVISION
+    global REVISION, MISBEHAVING
     if params.get("revision") != REVISION:
         return send({"id": rid, "error": {"code": -32004, "message": "catalog changed"}})
     if tool == "echo":
@@ -150,6 +151,12 @@ def answer_call(rid, params):
         return send({"id": rid, "result": {"fine": True}})
     if MODE == "exit_mid_call":
         os._exit(7)
+    if MODE in ("slow", "slow_async"):
+        # Says so on its terminal: tests wait for it before they act on a
+        # call that is in flight at the Tick.
+        MISBEHAVING += 1
+        sys.stderr.write("misbehave call %d received\r\n" % MISBEHAVING)
+        sys.stderr.flush()
     if MODE == "slow":
         time.sleep(30)
         return send({"id": rid, "result": "late"})

@@ -110,21 +110,7 @@ async fn the_c_counter_runs_timers_while_waiting_for_requests() {
     let (module, _) = c_counter();
     let s = open_wasm(module).await;
     screen_shows(&s, "Counter: 0").await;
-    let mut events = s.events();
-    assert_eq!(
-        call_ok(&s, "auto", json!({"every_ms": 20})).await,
-        json!({"every_ms": 20})
-    );
-    let seq = value_reaches(&mut events, 5).await;
-    assert!(seq >= 5, "one update per step: seq {seq}");
-    screen_shows(&s, "every 20 ms").await;
-    call_ok(&s, "auto", json!({"every_ms": 0})).await;
-    // Stopped: the value read now stays (an in-flight step may land first).
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let before = s.read().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let after = s.read().await.unwrap();
-    assert_eq!(before.seq, after.seq, "auto 0 stops the timer");
+    timer_runs_between_requests(&s).await;
     s.shutdown().await;
 }
 

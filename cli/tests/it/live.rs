@@ -869,7 +869,16 @@ fn a_host_killed_mid_call_is_an_unknown_outcome_and_call_timeout_reaches_it() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // The Tick says on its screen when the call reached it: only then is
+    // it in flight at the host.
+    let mut screen = String::new();
+    assert!(
+        eventually(WAIT, || {
+            screen = w.tickbox(&["screen", "@slow"]).stdout;
+            screen.contains("misbehave call 2 received")
+        }),
+        "the second call never reached the Tick: {screen}"
+    );
     let pid = info["pid"].as_i64().unwrap() as i32;
     // SAFETY: kill has no memory-safety preconditions.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);

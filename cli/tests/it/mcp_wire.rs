@@ -393,11 +393,19 @@ fn a_reused_id_of_a_pending_request_is_refused() {
 
 #[test]
 fn a_cancelled_call_runs_to_its_end_and_says_so() {
-    let mut mcp = Raw::start(&shifty());
+    let dir = TempDir::new("mcp-cancel");
+    let log = dir.path("sleeps");
+    let mut mcp = Raw::start_env(&shifty(), &[("SHIFTY_LOG", &log)]);
     mcp.initialize("2025-11-25");
+    // 3 s: the cancellation must reach tickbox while the Tick still sleeps,
+    // a step of milliseconds after the sleep started, even on a loaded machine.
     mcp.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-                    "params": {"name": "sleep", "arguments": {"seconds": 1.5}}}));
-    std::thread::sleep(Duration::from_millis(300));
+                    "params": {"name": "sleep", "arguments": {"seconds": 3}}}));
+    // Cancelled once the Tick has it: too late to take back.
+    assert!(
+        eventually(PATIENCE, || sleeps_started(&log) == 1),
+        "the sleep reached the Tick"
+    );
     mcp.send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                     "params": {"requestId": 5, "reason": "changed my mind"}}),
@@ -421,6 +429,13 @@ fn a_cancelled_call_runs_to_its_end_and_says_so() {
     assert_eq!(code, 0, "{stderr}");
 }
 
+/// How many `sleep` calls reached shifty.py (with `SHIFTY_LOG` at `log`).
+fn sleeps_started(log: &std::path::Path) -> usize {
+    std::fs::read_to_string(log)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
 #[test]
 fn a_call_cancelled_while_waiting_for_its_turn_is_answered_unsent() {
     let dir = TempDir::new("mcp-turns");
@@ -432,18 +447,16 @@ fn a_call_cancelled_while_waiting_for_its_turn_is_answered_unsent() {
         mcp.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                         "params": {"name": "sleep", "arguments": {"seconds": 8}}}));
     }
-    let started = || {
-        std::fs::read_to_string(&log)
-            .map(|s| s.lines().count())
-            .unwrap_or(0)
-    };
     assert!(
-        eventually(PATIENCE, || started() == 8),
+        eventually(PATIENCE, || sleeps_started(&log) == 8),
         "the 8 sleeps reached the Tick"
     );
     mcp.send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
                     "params": {"name": "sleep", "arguments": {"seconds": 0.1}}}));
-    std::thread::sleep(Duration::from_millis(300));
+    // tickbox reads its input in order: once the ping is answered, call 9
+    // was read and is waiting for its turn.
+    let r = mcp.request(1000, "ping", json!({}));
+    assert_eq!(r["result"], json!({}), "{r}");
     mcp.send(
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                     "params": {"requestId": 9, "reason": "changed my mind"}}),
@@ -477,14 +490,13 @@ fn a_call_cancelled_while_waiting_for_its_turn_is_answered_unsent() {
 fn tick_screen_is_trimmed_text_once_with_an_optional_window() {
     let mut mcp = Raw::start(&shifty());
     mcp.initialize("2025-11-25");
-    let mut r = Value::Null;
-    for id in 1..50 {
+    // The screen is parsed on its own thread: poll until it is drawn.
+    let (mut r, mut id) = (Value::Null, 0);
+    eventually(PATIENCE, || {
+        id += 1;
         r = mcp.call(id, "tick_screen", json!({}));
-        if text_of(&r).contains("second row") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        text_of(&r).contains("second row")
+    });
     assert_eq!(r["content"].as_array().map(Vec::len), Some(1), "{r}");
     assert_eq!(r.get("structuredContent"), None, "the screen once: {r}");
     assert_eq!(text_of(&r), "Shifty screen\nsecond row");

@@ -159,10 +159,13 @@ fn a_neighbour_stays_fast_and_the_host_bounded_while_a_tick_churns_costly_catalo
         hot_lat[hot_lat.len() / 2],
         p99(&hot_lat)
     );
-    // Under 50 ms at the 99th percentile, or within a few times what the
+    // Under 250 ms at the 99th percentile, or within a few times what the
     // same calls take beside it without the bomb (a loaded machine is slow
-    // for both; before the wall these calls took 4-7 s).
-    let bound = Duration::from_millis(50).max(p99(&calm_lat) * 4 + Duration::from_millis(10));
+    // for both). What this guards: before the wall these calls took 4-7 s,
+    // sixteen times the floor; the floor leaves a loaded 2-core debug build
+    // room for the bomb host's own re-describes (CPU the calm host does not
+    // spend) on top of the machine's load.
+    let bound = Duration::from_millis(250).max(p99(&calm_lat) * 4 + Duration::from_millis(10));
     assert!(
         p99(&hot_lat) <= bound,
         "p99 {:?} over {bound:?}",

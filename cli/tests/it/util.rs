@@ -190,6 +190,19 @@ pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
+/// [`eventually`] for async tests: polls `cond` for up to `limit`, pausing
+/// without holding a worker thread.
+pub async fn eventually_async(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cond()
+}
+
 /// The target dir of this build (honours CARGO_TARGET_DIR).
 pub fn target_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
@@ -422,6 +435,38 @@ pub async fn value_reaches(
     update_where(events, &what, |d| d["value"].as_i64() >= Some(value))
         .await
         .0
+}
+
+/// The Appendix A counter's `auto` timer fires while the Tick waits for
+/// requests (five steps with no request in flight, one update each), and
+/// `auto 0` stops it.
+pub async fn timer_runs_between_requests(s: &Session) {
+    let mut events = s.events();
+    let first = s.read().await.unwrap();
+    let start = first.data["value"].as_i64().unwrap();
+    assert_eq!(
+        call_ok(s, "auto", serde_json::json!({"every_ms": 20})).await,
+        serde_json::json!({"every_ms": 20})
+    );
+    let running = Instant::now();
+    let seq = value_reaches(&mut events, start + 5).await;
+    // What five steps take on this machine now (100 ms when idle).
+    let five_steps = running.elapsed();
+    assert!(seq >= first.seq + 5, "one update per step: seq {seq}");
+    screen_shows(s, "every 20 ms").await;
+    call_ok(s, "auto", serde_json::json!({"every_ms": 0})).await;
+    // Stopped: over twice the time five steps just took, at most the one
+    // step that was under way lands, where a timer still running would add
+    // about ten (it just did five in half the time). A slower machine
+    // stretches the wait with the steps, so it cannot fail for being slow.
+    let stopped = s.read().await.unwrap().seq;
+    let quiet = (five_steps * 2).max(Duration::from_millis(300));
+    tokio::time::sleep(quiet).await;
+    let after = s.read().await.unwrap().seq;
+    assert!(
+        after <= stopped + 1,
+        "auto 0 stops the timer: seq {stopped} when stopped, {after} {quiet:?} later"
+    );
 }
 
 /// Waits until the view's screen shows `needle`.

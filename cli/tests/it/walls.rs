@@ -794,7 +794,7 @@ fn double_fork_leaves_nothing(env: &[(&str, &str)]) {
         .unwrap();
     let cgroup = std::fs::read_to_string(&cgroupfile).unwrap_or_default();
     let in_cgroup = cgroup.contains("/tickbox-");
-    let gone = eventually(Duration::from_secs(5), || !alive(pid));
+    let gone = eventually(PATIENCE, || !alive(pid));
     if !gone {
         // SAFETY: cleaning up the daemon this test started.
         unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -811,6 +811,19 @@ fn double_fork_leaves_nothing(env: &[(&str, &str)]) {
             "{cgroup}"
         );
     }
+}
+
+/// The signals pending for a process (thread and process-wide), as the
+/// bits of `/proc/PID/status`; 0 for one that is gone.
+fn signals_pending(pid: i32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    ["SigPnd:", "ShdPnd:"]
+        .iter()
+        .filter_map(|field| {
+            let line = status.lines().find_map(|l| l.strip_prefix(field))?;
+            u64::from_str_radix(line.trim(), 16).ok()
+        })
+        .fold(0, |all, bits| all | bits)
 }
 
 #[test]
@@ -875,9 +888,18 @@ fn with_cgroup_v2_what_a_sigkilled_host_left_dies_at_the_next_start() {
     // left behind outlives it (its subreaper died with it).
     host.kill().unwrap();
     host.wait().unwrap();
+    // The host is reaped, so whatever its death sends the daemon (a
+    // parent-death signal, a hangup) was sent: the daemon is gone, dying,
+    // or has it pending. The pause gives a signal time to act; one still
+    // pending after it (a slow machine) fails the check all the same.
     std::thread::sleep(Duration::from_millis(500));
-    if !alive(daemon) {
-        panic!("the daemon died with its host; the next start has nothing to prove");
+    let pending = signals_pending(daemon);
+    if !alive(daemon) || pending != 0 {
+        kill_daemon();
+        panic!(
+            "the daemon died with its host (signals pending: {pending:#x}); the next start has \
+             nothing to prove"
+        );
     }
     // The next tickbox start (any command) kills it.
     let mut next = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"));
@@ -886,7 +908,7 @@ fn with_cgroup_v2_what_a_sigkilled_host_left_dies_at_the_next_start() {
         .stderr(std::process::Stdio::null());
     in_arena(&mut next);
     let status = next.status().expect("tickbox ls");
-    let gone = eventually(Duration::from_secs(5), || !alive(daemon));
+    let gone = eventually(PATIENCE, || !alive(daemon));
     if !gone {
         kill_daemon();
     }

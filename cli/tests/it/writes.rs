@@ -6,7 +6,10 @@
 
 use crate::util::*;
 use serde_json::{json, Value};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tickbox_runtime::backend::native::{spawn, NativeSpec};
 use tickbox_runtime::protocol::limits::MAX_LINE_BYTES;
@@ -16,7 +19,7 @@ use tickbox_runtime::session::{
     UnknownReason, NOT_SENT,
 };
 use tickbox_runtime::view::{NoInput, View};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::Semaphore;
 
 async fn start_with(argv: Vec<String>, config: SessionConfig) -> Session {
@@ -41,7 +44,8 @@ async fn a_tick_that_stops_reading_stdin_never_hangs_the_host() {
         let s = s.clone();
         tokio::spawn(async move { s.call(&prepared(&s, "misbehave", json!({}))).await })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Once the Tick says it has the call it sleeps without reading.
+    screen_shows(&s, "misbehave call 1 received").await;
     // Far more than a pipe holds: this frame cannot be written.
     let big = prepared(&s, "echo", json!({"blob": "x".repeat(1 << 20)}));
     let t = Instant::now();
@@ -122,6 +126,35 @@ async fn a_timed_out_call_keeps_its_slot_until_the_tick_answers() {
 struct MemoryTick {
     lines: Arc<Mutex<Vec<String>>>,
     gate: Arc<Semaphore>,
+    /// Bytes the host has put into the Tick's stdin pipe.
+    written: Arc<AtomicUsize>,
+    pipe: usize,
+}
+
+/// The host's end of the Tick's stdin, counting what goes in.
+struct Counted {
+    inner: DuplexStream,
+    written: Arc<AtomicUsize>,
+}
+
+impl AsyncWrite for Counted {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = polled {
+            self.written.fetch_add(n, Ordering::SeqCst);
+        }
+        polled
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 struct Idle;
@@ -142,14 +175,36 @@ impl MemoryTick {
         let (tick_stdout, host_stdout) = tokio::io::duplex(1 << 16);
         let lines = Arc::new(Mutex::new(Vec::new()));
         let gate = Arc::new(Semaphore::new(0));
+        let written = Arc::new(AtomicUsize::new(0));
         tokio::spawn(serve(tick_stdin, tick_stdout, lines.clone(), gate.clone()));
         let io = TickIo {
-            stdin: Box::new(host_stdin),
+            stdin: Box::new(Counted {
+                inner: host_stdin,
+                written: written.clone(),
+            }),
             stdout: Box::new(host_stdout),
             view: View::new(Box::new(NoInput)),
             process: Box::new(Idle),
         };
-        (Session::spawn(io, config), MemoryTick { lines, gate })
+        let tick = MemoryTick {
+            lines,
+            gate,
+            written,
+            pipe,
+        };
+        (Session::spawn(io, config), tick)
+    }
+
+    /// Waits until the host has filled the Tick's stdin pipe (the gate is
+    /// closed, so nothing is read): its writer is stuck mid-frame.
+    async fn pipe_filled(&self) {
+        let written = || self.written.load(Ordering::SeqCst);
+        assert!(
+            eventually_async(PATIENCE, || written() >= self.pipe).await,
+            "the host never filled the pipe: {} of {} bytes",
+            written(),
+            self.pipe
+        );
     }
 
     fn open(&self) {
@@ -210,13 +265,17 @@ async fn a_caller_cancelled_mid_write_never_leaves_half_a_frame() {
     // The writer starts on this 200 KB frame and blocks on the full pipe;
     // then its caller gives up.
     let big = call("a", json!({"blob": "x".repeat(200_000)}));
-    let cancelled = tokio::time::timeout(Duration::from_millis(200), s.call(&big)).await;
-    assert!(cancelled.is_err(), "the caller was cancelled mid-write");
+    tokio::select! {
+        out = s.call(&big) => panic!("answered by a Tick that reads nothing: {out:?}"),
+        () = tick.pipe_filled() => {}
+    }
+    // Queued behind the rest of the cancelled frame: this single-threaded
+    // runtime runs it (up to its wait for the writer) before the Tick reads.
     let next = {
         let s = s.clone();
         tokio::spawn(async move { s.call(&call("b", json!({"n": 1}))).await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::task::yield_now().await;
     tick.open();
     let out = tokio::time::timeout(Duration::from_secs(10), next)
         .await
@@ -251,7 +310,8 @@ async fn a_caller_cancelled_before_its_turn_is_never_written() {
                 .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The big frame has the writer, stuck on the full pipe.
+    tick.pipe_filled().await;
     // Queued behind the blocked frame: its deadline passes before its turn,
     // so it provably never reached the Tick.
     let late = s
