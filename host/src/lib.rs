@@ -49,7 +49,7 @@ pub mod util;
 pub mod view;
 
 pub use backend::native::NativeSpec;
-pub use backend::{TickIo, TickProcess};
+pub use backend::{TickIo, TickKind, TickProcess};
 pub use live::{publish, PublishOptions, Published};
 pub use session::{
     CallOutcome, EndReason, InitError, RequestError, Session, SessionConfig, SessionEvent,

@@ -37,7 +37,7 @@
 /// The Tick protocol: the `tickbox-protocol` crate.
 pub use tickbox_protocol as protocol;
 
-pub use tickbox_host::{delivery, framing, live, render, session, text, view};
+pub use tickbox_host::{delivery, framing, live, render, session, text, util, view};
 
 /// Ways to run a Tick: `tickbox-host`'s backends, and the sandbox as `wasm`.
 pub mod backend {
@@ -63,7 +63,8 @@ pub use tickbox_sandbox::launch;
 // The curated surface: what opening, using and publishing a Tick needs.
 pub use tickbox_host::{
     publish, CallOutcome, EndReason, InitError, NativeSpec, PublishOptions, Published,
-    RequestError, Session, SessionConfig, SessionEvent, TickIo, TickProcess, UnknownReason, View,
+    RequestError, Session, SessionConfig, SessionEvent, TickIo, TickKind, TickProcess,
+    UnknownReason, View,
 };
 pub use tickbox_protocol::{Descriptor, PreparedCall, TickState};
 #[cfg(feature = "wasm")]

@@ -97,6 +97,14 @@ impl Launcher {
         })
     }
 
+    /// How the Tick this launcher starts runs.
+    pub fn kind(&self) -> tickbox_host::TickKind {
+        match self {
+            Launcher::Native(_) => tickbox_host::TickKind::Native,
+            Launcher::Wasm { kind, .. } => (*kind).into(),
+        }
+    }
+
     /// Starts one instance.
     pub async fn spawn(&self) -> Result<TickIo, LaunchError> {
         match self {

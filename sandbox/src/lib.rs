@@ -281,6 +281,15 @@ pub enum WasmKind {
     Module,
 }
 
+impl From<WasmKind> for tickbox_host::TickKind {
+    fn from(kind: WasmKind) -> Self {
+        match kind {
+            WasmKind::Component => tickbox_host::TickKind::WasmComponent,
+            WasmKind::Module => tickbox_host::TickKind::WasmModule,
+        }
+    }
+}
+
 /// Tells a component from a core module by the 8-byte header.
 pub fn detect(bytes: &[u8]) -> Option<WasmKind> {
     match bytes.get(..8)? {

@@ -121,7 +121,7 @@ pub async fn run(args: McpArgs) -> Result<(), Exit> {
             Ok(t) => {
                 let name = p.name.unwrap_or_else(|| default_name(&t.session));
                 let session = Arc::new(t.session);
-                published.extend(publish_live(&session, &name, &t.backend).await);
+                published.extend(publish_live(&session, &name, t.kind).await);
                 hosted.push(HostedTick {
                     name,
                     session,
@@ -324,13 +324,9 @@ async fn serve_http(
 async fn publish_live(
     session: &Arc<Session>,
     name: &str,
-    backend: &open::Backend,
+    kind: tickbox_runtime::TickKind,
 ) -> Option<live::Published> {
-    let backend = match backend {
-        open::Backend::Native { .. } => "native",
-        open::Backend::Wasm { .. } => "wasm",
-    };
-    let mut options = live::PublishOptions::new(backend);
+    let mut options = live::PublishOptions::new(kind.label());
     options.name = Some(name.to_string());
     let result = match live::publish(session.clone(), options.clone()).await {
         Err(live::LiveError::NameTaken(_)) => {

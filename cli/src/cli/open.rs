@@ -223,6 +223,8 @@ pub enum Backend {
 pub struct Opened {
     pub session: Session,
     pub backend: Backend,
+    /// How it runs.
+    pub kind: tickbox_runtime::TickKind,
 }
 
 impl Opened {
@@ -339,7 +341,27 @@ pub async fn open(spec: TickSpec, args: &TickOpts) -> Result<Opened, Exit> {
     Ok(Opened {
         session,
         backend: backend(&launcher),
+        kind: launcher.kind(),
     })
+}
+
+/// Where [`notice`] sends its lines when stderr is not the person's
+/// terminal (`tickbox run`'s host, whose stderr is a log or /dev/null).
+static NOTICES: std::sync::Mutex<Option<Box<dyn Fn(&str) + Send>>> = std::sync::Mutex::new(None);
+
+/// Tells the person something about the start while they wait (a long
+/// first compile): one line on stderr, or wherever [`redirect_notices`]
+/// said.
+pub fn notice(text: &str) {
+    match tickbox_runtime::util::lock(&NOTICES).as_ref() {
+        Some(send) => send(text),
+        None => eprintln!("tickbox: {}", tickbox_runtime::text::escape(text)),
+    }
+}
+
+/// Sends [`notice`]s to `to` from now on (`None`: back to stderr).
+pub fn redirect_notices(to: Option<Box<dyn Fn(&str) + Send>>) {
+    *tickbox_runtime::util::lock(&NOTICES) = to;
 }
 
 /// The engine shared by every wasm Tick this process starts.
@@ -380,11 +402,11 @@ pub fn engine(no_cache: bool) -> Result<Arc<WasmEngine>, Exit> {
             .unwrap_or(path.as_os_str())
             .to_string_lossy();
         let mb = size as f64 / 1_000_000.0;
-        if cached {
-            eprintln!("tickbox: compiling {name} ({mb:.1} MB) to native code, cached afterwards…");
+        notice(&if cached {
+            format!("compiling {name} ({mb:.1} MB) to native code, cached afterwards…")
         } else {
-            eprintln!("tickbox: compiling {name} ({mb:.1} MB) to native code (--no-cache)…");
-        }
+            format!("compiling {name} ({mb:.1} MB) to native code (--no-cache)…")
+        });
     });
     Ok(cell.get_or_init(|| e).clone())
 }

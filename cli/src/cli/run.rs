@@ -23,13 +23,14 @@ use super::open::{self, TickOpts, TickSpec};
 use clap::Args;
 use serde_json::{json, Value};
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{BufRead, Write};
 use std::os::fd::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use tickbox_runtime::live::{publish, PublishOptions, Registry};
 use tickbox_runtime::scenario::{RecordTick, RecordTime, Recorder};
+use tickbox_runtime::TickKind;
 use tokio::signal::unix::{signal, SignalKind};
 
 #[derive(Args)]
@@ -102,9 +103,22 @@ pub fn main(mut args: RunArgs, verbose: u8) -> ExitCode {
             // SAFETY: closing our copy of the write end, so EOF comes when the host's goes.
             unsafe { libc::close(fds[1]) };
             // SAFETY: the read end is ours alone.
-            let mut pipe = unsafe { File::from_raw_fd(fds[0]) };
+            let pipe = unsafe { File::from_raw_fd(fds[0]) };
+            // Notices while the host starts the Tick, then its one answer.
             let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
+            for line in std::io::BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                match serde_json::from_str::<Value>(&line) {
+                    Ok(v) if v["note"].is_string() => eprintln!(
+                        "tickbox: {}",
+                        tickbox_runtime::text::escape(v["note"].as_str().unwrap_or_default())
+                    ),
+                    _ => {
+                        text = line;
+                        break;
+                    }
+                }
+            }
             let id = match serde_json::from_str::<Value>(text.trim()) {
                 Ok(v) if v["ok"]["id"].is_string() => {
                     v["ok"]["id"].as_str().unwrap_or_default().to_string()
@@ -166,12 +180,10 @@ fn record_tick(spec: &TickSpec, opts: &open::TickOpts, opened: &open::Opened) ->
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let grants = opts.grant_spec().unwrap_or_default();
-    let time = match &opened.backend {
-        open::Backend::Native { .. } => RecordTime::Native,
-        open::Backend::Wasm { kind, .. } => match kind {
-            tickbox_runtime::backend::wasm::WasmKind::Component => RecordTime::Virtual,
-            _ => RecordTime::RealWasm,
-        },
+    let time = match opened.kind {
+        TickKind::Native => RecordTime::Native,
+        TickKind::WasmComponent => RecordTime::Virtual,
+        TickKind::WasmModule => RecordTime::RealWasm,
     };
     let native = time == RecordTime::Native;
     let (path, command) = match spec {
@@ -290,7 +302,18 @@ fn host(
         ) else {
             return ready_failed(&mut ready, &Exit::session("cannot handle signals"));
         };
-        let opened = match open::open(spec.clone(), &args.opts).await {
+        // Until the Tick is ready the person watches the view's terminal,
+        // not this process's stderr: a notice (a long first compile) goes
+        // to the view over the ready pipe, which prints it there.
+        if let Ok(pipe) = ready.try_clone() {
+            let pipe = std::sync::Mutex::new(pipe);
+            open::redirect_notices(Some(Box::new(move |text: &str| {
+                send_ready(&mut tickbox_runtime::util::lock(&pipe), json!({"note": text}));
+            })));
+        }
+        let opened = open::open(spec.clone(), &args.opts).await;
+        open::redirect_notices(None);
+        let opened = match opened {
             Ok(t) => t,
             Err(e) => return ready_failed(&mut ready, &e),
         };
@@ -298,12 +321,8 @@ fn host(
             .record
             .clone()
             .map(|f| Arc::new(Recorder::new(f, &record_tick(&spec, &args.opts, &opened))));
-        let backend = match &opened.backend {
-            open::Backend::Native { .. } => "native",
-            open::Backend::Wasm { .. } => "wasm",
-        };
         let session = Arc::new(opened.session);
-        let mut options = PublishOptions::new(backend);
+        let mut options = PublishOptions::new(opened.kind.label());
         options.name = args.name;
         options.registry = Some(registry);
         options.observer = recorder.clone().map(|r| r as _);

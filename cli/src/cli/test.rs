@@ -7,10 +7,10 @@ use clap::{Args, Parser, ValueEnum};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tickbox_runtime::backend::wasm::{self, WasmKind};
+use tickbox_runtime::backend::wasm;
 use tickbox_runtime::scenario::{
     self, report, LaunchFn, Outcome, Policy, Prepared, RunOptions, Scenario, ScenarioResult,
-    TickKind, TimeBudget,
+    TimeBudget,
 };
 use tickbox_runtime::Launcher;
 
@@ -256,14 +256,7 @@ fn launcher(s: &Scenario, no_cache: bool) -> Result<Launcher, Exit> {
 }
 
 fn prepare(l: Launcher) -> Prepared {
-    let kind = match &l {
-        Launcher::Native(_) => TickKind::Native,
-        Launcher::Wasm {
-            kind: WasmKind::Component,
-            ..
-        } => TickKind::WasmComponent,
-        Launcher::Wasm { .. } => TickKind::WasmModule,
-    };
+    let kind = l.kind();
     let launch: LaunchFn = Arc::new(move |clock| {
         let l = l.clone();
         Box::pin(async move { l.spawn_with(clock.as_ref()).await })

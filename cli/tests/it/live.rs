@@ -1084,3 +1084,38 @@ fn watch_trims_a_wide_state_to_the_budget_and_keeps_what_fits() {
         .iter()
         .any(|c| c["path"] == "/log" && c["kept"] == "newest"));
 }
+
+/// A long first compile under `tickbox run` says so on the person's
+/// terminal (the host's own stderr is not that terminal): the notice the
+/// one-shot commands print on stderr reaches the view's terminal while the
+/// person waits. The compile bomb keeps Cranelift busy until its
+/// `--compile-timeout`, so the start then fails with the bound named.
+#[test]
+fn a_long_first_compile_under_run_says_so_on_the_terminal() {
+    let world = World::new("run-notice");
+    let dir = TempDir::new("run-notice-wasm");
+    let bomb = crate::walls::write_wasm(&dir, "bomb.wasm", &crate::walls::compile_bomb());
+    let cache = TempDir::new("run-notice-cache");
+    let mut host = world.pty_env(
+        &["run", &bomb, "--compile-timeout", "5"],
+        100,
+        30,
+        &[
+            ("TICKBOX_COMPILER", "cranelift"),
+            ("TICKBOX_CACHE_DIR", cache.0.to_str().unwrap()),
+        ],
+    );
+    host.expect_since(0, "compiling bomb.wasm");
+    let code = host.wait();
+    assert_eq!(
+        code,
+        3,
+        "the start fails at the compile bound: {:?}",
+        host.text()
+    );
+    assert!(
+        host.text().contains("--compile-timeout"),
+        "{:?}",
+        host.text()
+    );
+}

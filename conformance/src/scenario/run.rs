@@ -80,17 +80,9 @@ impl Default for TimeBudget {
     }
 }
 
-/// How a scenario's Tick runs, which decides what can be virtual.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TickKind {
-    /// A subprocess on real time.
-    Native,
-    /// A WASI 0.2 component: virtual clocks, timers and randomness.
-    WasmComponent,
-    /// A preview-1 module: virtual clock readings and randomness; its
-    /// sleeps wait real time.
-    WasmModule,
-}
+/// How a scenario's Tick runs, which decides what can be virtual: the
+/// host's one name for it.
+pub use tickbox_host::TickKind;
 
 /// Starts one fresh instance, with the clock to give a wasm guest.
 pub type LaunchFn = Arc<

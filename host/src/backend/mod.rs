@@ -22,6 +22,36 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncRead, AsyncWrite};
 
+/// How a Tick runs: the one name for it in every layer (the launcher says
+/// it, the scenario runner decides what can be virtual by it, `ls` shows
+/// its [`label`](TickKind::label)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TickKind {
+    /// A subprocess on a real PTY, on real time, with the user's permissions.
+    Native,
+    /// A sandboxed WASI 0.2 component: virtual clocks, timers and randomness
+    /// under `tickbox test`.
+    WasmComponent,
+    /// A sandboxed WASI preview-1 module: virtual clock readings and
+    /// randomness; its sleeps wait real time.
+    WasmModule,
+}
+
+impl TickKind {
+    /// How `ls` and live-instance info name it: `native` or `wasm`.
+    pub fn label(self) -> &'static str {
+        match self {
+            TickKind::Native => "native",
+            TickKind::WasmComponent | TickKind::WasmModule => "wasm",
+        }
+    }
+
+    /// Whether it runs in the sandbox.
+    pub fn is_wasm(self) -> bool {
+        self != TickKind::Native
+    }
+}
+
 /// A boxed future, for the object-safe process trait.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

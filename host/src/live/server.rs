@@ -39,7 +39,7 @@ pub struct PublishOptions {
     /// component of the Tick's kind (`example.counter` → `counter`), with
     /// `-2`, `-3`, … appended while taken.
     pub name: Option<String>,
-    /// How the Tick runs, for `ls`: `native` or `wasm`.
+    /// How the Tick runs, for `ls`: a [`TickKind::label`](crate::backend::TickKind::label).
     pub backend: String,
     /// The registry; the current user's by default.
     pub registry: Option<Registry>,
