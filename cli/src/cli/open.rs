@@ -113,7 +113,7 @@ pub fn bound_defaults() -> Vec<(&'static str, String)> {
 /// unit that divides it (`256MiB`, `4GiB`, `4KiB`), else bytes.
 fn size(bytes: u64) -> String {
     for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }
@@ -347,7 +347,10 @@ pub async fn open(spec: TickSpec, args: &TickOpts) -> Result<Opened, Exit> {
 
 /// Where [`notice`] sends its lines when stderr is not the person's
 /// terminal (`tickbox run`'s host, whose stderr is a log or /dev/null).
-static NOTICES: std::sync::Mutex<Option<Box<dyn Fn(&str) + Send>>> = std::sync::Mutex::new(None);
+static NOTICES: std::sync::Mutex<Option<NoticeSink>> = std::sync::Mutex::new(None);
+
+/// Where notices go instead of stderr.
+pub type NoticeSink = Box<dyn Fn(&str) + Send>;
 
 /// Tells the person something about the start while they wait (a long
 /// first compile): one line on stderr, or wherever [`redirect_notices`]
@@ -360,7 +363,7 @@ pub fn notice(text: &str) {
 }
 
 /// Sends [`notice`]s to `to` from now on (`None`: back to stderr).
-pub fn redirect_notices(to: Option<Box<dyn Fn(&str) + Send>>) {
+pub fn redirect_notices(to: Option<NoticeSink>) {
     *tickbox_runtime::util::lock(&NOTICES) = to;
 }
 

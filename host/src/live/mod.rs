@@ -49,6 +49,7 @@
 pub(crate) mod claim;
 pub mod client;
 pub mod ended;
+mod instance;
 pub mod observe;
 pub(crate) mod registry;
 pub(crate) mod server;

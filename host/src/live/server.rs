@@ -11,8 +11,9 @@
 //! resize event (wasm). Each view is drawn from the screen model.
 
 use super::claim::{claim, NameClaim};
+use super::instance::{error, json_ok, Count, Instance, Sizes};
 use super::registry::{authorize, current_uid, valid_name, Registry};
-use super::viewer::{self, Sizes};
+use super::viewer;
 use super::wire::{
     read_frame, write_json, CallReply, ErrorKind, Frame, Reply, Request, MAX_CALL_TIMEOUT_MS,
     MAX_FRAME,
@@ -59,44 +60,6 @@ impl PublishOptions {
             registry: None,
             owner_uid: None,
             observer: None,
-        }
-    }
-}
-
-pub(super) struct Instance {
-    pub(super) session: Arc<Session>,
-    id: String,
-    pub(super) name: String,
-    pub(super) backend: String,
-    started: String,
-    pub(super) views: AtomicUsize,
-    /// The attached views' sizes (the Tick gets the smallest).
-    pub(super) sizes: Sizes,
-    /// Connections being served, views and one-shot requests alike.
-    connections: AtomicUsize,
-    owner: u32,
-    pub(super) observer: Option<Arc<dyn super::Observer>>,
-}
-
-impl Instance {
-    pub(super) fn info(&self) -> InstanceInfo {
-        let d = self.session.descriptor();
-        InstanceInfo {
-            id: self.id.clone(),
-            name: self.name.clone(),
-            kind: d
-                .as_ref()
-                .map(|d| d.kind.wire().to_string())
-                .unwrap_or_default(),
-            title: d
-                .as_ref()
-                .map(|d| d.title.wire().to_string())
-                .unwrap_or_default(),
-            backend: self.backend.clone(),
-            pid: std::process::id(),
-            started: self.started.clone(),
-            views: self.views.load(Ordering::Relaxed),
-            seq: self.session.state().state.map(|s| s.seq),
         }
     }
 }
@@ -314,13 +277,6 @@ async fn accept_loop(listener: UnixListener, instance: Arc<Instance>) {
     }
 }
 
-fn error(kind: ErrorKind, message: impl ToString) -> Reply {
-    Reply::Error {
-        kind,
-        message: message.to_string(),
-    }
-}
-
 async fn serve(conn: UnixStream, inst: Arc<Instance>) {
     inst.connections.fetch_add(1, Ordering::Relaxed);
     let _served = Count(&inst.connections);
@@ -440,13 +396,6 @@ fn deliverable(reply: Reply, limit: usize) -> Reply {
     }
 }
 
-pub(super) fn json_ok<T: serde::Serialize>(v: &T) -> Reply {
-    match serde_json::to_value(v) {
-        Ok(v) => Reply::Ok(v),
-        Err(e) => error(ErrorKind::Session, e),
-    }
-}
-
 /// Sends a call the client prepared and approved against `revision`.
 async fn call(
     session: &Session,
@@ -510,15 +459,6 @@ async fn call(
         o.called(&tool, &args, started, &outcome);
     }
     json_ok(&CallReply::from(outcome))
-}
-
-/// Decrements a counter when dropped (a view detached, a connection ended).
-pub(super) struct Count<'a>(pub(super) &'a AtomicUsize);
-
-impl Drop for Count<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 /// Forwards the client's frames to a channel, so the serving loop can wait

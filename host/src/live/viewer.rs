@@ -16,15 +16,12 @@
 //! view leaves or grows. A view that cannot tell its size (0 × 0) does not
 //! take part. Sizes beyond [`MAX_VIEW_COLS`] × [`MAX_VIEW_ROWS`] are refused.
 
-use super::server::Instance;
+use super::instance::{json_ok, Count, Instance};
 use super::wire::{write_frame, write_json, ErrorKind, Frame, Reply, OUTPUT_CHUNK};
 use crate::render::Renderer;
 use crate::text;
-use crate::util::lock;
 use crate::view::{MAX_VIEW_COLS, MAX_VIEW_ROWS};
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::Mutex;
 use std::time::Duration;
 use tokio::io::AsyncWrite;
 use tokio::net::unix::OwnedWriteHalf;
@@ -55,41 +52,6 @@ pub fn check_size(cols: u16, rows: u16) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-/// The last view id handed out, and each view's Tick area.
-type Slots = (u64, HashMap<u64, (u16, u16)>);
-
-/// The sizes of the attached views, and the Tick size they imply.
-#[derive(Default)]
-pub struct Sizes {
-    inner: Mutex<Slots>,
-}
-
-impl Sizes {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
-        lock(&self.inner)
-    }
-
-    /// A new view's slot.
-    fn join(&self) -> u64 {
-        let mut s = self.lock();
-        s.0 += 1;
-        s.0
-    }
-
-    /// Sets view `id`'s area (`None`: unknown) and returns the smallest area
-    /// of all views, the size the Tick should have.
-    fn set(&self, id: u64, area: Option<(u16, u16)>) -> Option<(u16, u16)> {
-        let mut s = self.lock();
-        match area {
-            Some(a) => s.1.insert(id, a),
-            None => s.1.remove(&id),
-        };
-        let cols = s.1.values().map(|a| a.0).min()?;
-        let rows = s.1.values().map(|a| a.1).min()?;
-        Some((cols, rows))
-    }
 }
 
 /// Resizes the Tick to what the views imply, if that changes anything.
@@ -169,7 +131,7 @@ pub(super) async fn serve(
         return;
     }
     inst.views.fetch_add(1, Ordering::Relaxed);
-    let _count = super::server::Count(&inst.views);
+    let _count = Count(&inst.views);
     let hint = status.map(|h| text::escape(text::truncate(&h, MAX_STATUS_HINT_CHARS)));
     let view = inst.session.view();
     // Unknown size: draw at the Tick's size, without taking part in sizing.
@@ -207,10 +169,7 @@ async fn serve_frames(
 ) -> Option<String> {
     let view = inst.session.view();
     let mut changes = view.changes();
-    if write_json(w, &super::server::json_ok(&inst.info()))
-        .await
-        .is_err()
-    {
+    if write_json(w, &json_ok(&inst.info())).await.is_err() {
         return None;
     }
     let mut next_frame = Instant::now();
@@ -285,6 +244,7 @@ async fn serve_frames(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::instance::Sizes;
     use crate::live::wire::{read_frame, MAX_FRAME};
 
     #[tokio::test]
