@@ -118,10 +118,10 @@ pub const ENTRY_COST: u64 = 4096;
 // ---- lib.rs ----
 
 /// How long a guest whose stdin closed may take to return by itself, by
-/// default ([`WasmSpec::exit_grace`]).
+/// default ([`crate::WasmSpec::exit_grace`]).
 pub const EXIT_GRACE: Duration = Duration::from_millis(500);
 /// How long a compile may run before a command says it is compiling (the
-/// `after` the CLI passes to [`WasmEngine::on_slow_compile`]).
+/// `after` the CLI passes to [`crate::WasmEngine::on_slow_compile`]).
 pub const SLOW_COMPILE: Duration = Duration::from_secs(1);
 
 // ---- pipe.rs ----

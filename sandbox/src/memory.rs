@@ -31,10 +31,10 @@
 //!
 //! What the host allocates on the guest's behalf is bounded by constants
 //! outside `--max-memory`: WASI handles by `--max-handles` (default
-//! [`DEFAULT_MAX_HANDLES`]), one random-bytes call by [`MAX_RANDOM_BYTES`],
+//! [`crate::limits::DEFAULT_MAX_HANDLES`]), one random-bytes call by [`crate::limits::MAX_RANDOM_BYTES`],
 //! each stdio pipe by `pipe::PIPE_CAPACITY` (64 KiB), the view by its
 //! fixed-size screen model. A Tick's host-side footprint is therefore
-//! `--max-memory` plus about [`HOST_OVERHEAD`], which the docs state.
+//! `--max-memory` plus about [`crate::limits::HOST_OVERHEAD`], which the docs state.
 
 use crate::limits::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES, TABLE_ELEMENT_BYTES};
 use std::sync::Arc;

@@ -1,0 +1,148 @@
+//! Files: the linker shadows that keep file access within its bounds
+//! (`open-at` at the handle cap, writes metered against the quotas) and
+//! the rule that no grant reaches tickbox's own state. The grants
+//! themselves are `grants::DirGrant`; the grant area is `grant_area`, the
+//! quotas `quota`.
+
+use super::*;
+
+/// `wasi:filesystem` `open-at` with the handle cap as the guest's error
+/// (`insufficient-memory`) rather than a trap.
+#[allow(clippy::type_complexity)]
+pub(crate) fn open_at_capped(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+    (fd, path_flags, path, open_flags, flags): (
+        Resource<wasmtime_wasi::filesystem::Descriptor>,
+        fs_types::PathFlags,
+        String,
+        fs_types::OpenFlags,
+        fs_types::DescriptorFlags,
+    ),
+) -> Box<
+    dyn std::future::Future<
+            Output = wasmtime::Result<(
+                Result<Resource<wasmtime_wasi::filesystem::Descriptor>, FsErrorCode>,
+            )>,
+        > + Send
+        + '_,
+> {
+    Box::new(async move {
+        let parent = fd.rep();
+        let s = store.data_mut();
+        // Creating a file is charged to the write quotas (see `quota`).
+        let charged = match quota::charge_create(s, parent, path_flags, &path, open_flags).await {
+            Ok(charged) => charged,
+            Err(code) => return Ok((Err(code),)),
+        };
+        // Keep the reserve for the guest's short-lived handles (see `handles`).
+        let cap = s.table.max_capacity();
+        s.table
+            .set_max_capacity(cap.saturating_sub(handles::HANDLE_RESERVE));
+        let mut view = s.filesystem();
+        let opened =
+            fs_types::HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags)
+                .await;
+        s.table.set_max_capacity(cap);
+        if opened.is_err() {
+            quota::give_back_all(&charged, quota::ENTRY_COST);
+        }
+        match opened {
+            Ok(r) => {
+                // The new descriptor writes under its parent's grant quota.
+                s.grant_quotas.opened(parent, r.rep());
+                Ok((Ok(r),))
+            }
+            Err(err) => match err.downcast() {
+                Ok(code) => Ok((Err(code),)),
+                Err(trap) if handles::is_table_full(&trap) => {
+                    tracing::info!("a guest at its handle cap tried to open a file");
+                    Ok((Err(FsErrorCode::InsufficientMemory),))
+                }
+                Err(trap) => Err(trap),
+            },
+        }
+    })
+}
+
+/// `descriptor.write`, refused with `quota` past the Tick's write quota or
+/// its grant's.
+#[allow(clippy::type_complexity)]
+pub(crate) fn write_metered(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+    (fd, buf, offset): (
+        Resource<wasmtime_wasi::filesystem::Descriptor>,
+        Vec<u8>,
+        u64,
+    ),
+) -> Box<dyn std::future::Future<Output = wasmtime::Result<(Result<u64, FsErrorCode>,)>> + Send + '_>
+{
+    Box::new(async move {
+        let s = store.data_mut();
+        let quotas = s.grant_quotas.for_write(s.quota.as_ref(), fd.rep());
+        if let Err(q) = quota::take_all(&quotas, buf.len() as u64) {
+            q.exceeded();
+            return Ok((Err(FsErrorCode::Quota),));
+        }
+        let mut view = s.filesystem();
+        match fs_types::HostDescriptor::write(&mut view, fd, buf, offset).await {
+            Ok(n) => Ok((Ok(n),)),
+            Err(err) => err.downcast().map(|code| (Err(code),)),
+        }
+    })
+}
+
+/// `descriptor.write-via-stream` (`offset` Some) or `append-via-stream`,
+/// with the stream metered by the Tick's write quota and its grant's.
+#[allow(clippy::type_complexity)]
+pub(crate) fn stream_metered(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+    fd: Resource<wasmtime_wasi::filesystem::Descriptor>,
+    offset: Option<u64>,
+) -> Box<
+    dyn std::future::Future<
+            Output = wasmtime::Result<(
+                Result<Resource<wasmtime_wasi::p2::DynOutputStream>, FsErrorCode>,
+            )>,
+        > + Send
+        + '_,
+> {
+    Box::new(async move {
+        let s = store.data_mut();
+        let quotas = s.grant_quotas.for_write(s.quota.as_ref(), fd.rep());
+        let mut view = s.filesystem();
+        let opened = match offset {
+            Some(o) => fs_types::HostDescriptor::write_via_stream(&mut view, fd, o),
+            None => fs_types::HostDescriptor::append_via_stream(&mut view, fd),
+        };
+        let stream = match opened {
+            Ok(r) => r,
+            Err(err) => return err.downcast().map(|code| (Err(code),)),
+        };
+        if !quotas.is_empty() {
+            // Wrap the stream in place: its table entry (and its link to
+            // the descriptor) stays the same.
+            let slot = s.table.get_mut(&stream)?;
+            let inner =
+                std::mem::replace(slot, Box::new(wasmtime_wasi::p2::pipe::ClosedOutputStream));
+            *slot = Box::new(quota::QuotaStream { inner, quotas });
+        }
+        Ok((Ok(stream),))
+    })
+}
+
+/// WASI preview 1's errno `perm` (operation not permitted).
+pub(crate) const P1_ERRNO_PERM: i32 = 63;
+/// Told the path and size of a Tick whose compile is taking a while.
+pub(crate) type SlowCompile = Box<dyn Fn(&Path, usize) + Send + Sync>;
+
+/// tickbox's own state directories, which no grant may overlap: the compile
+/// cache and the live-instance directory (which holds the grant area).
+pub(crate) fn own_state(cache_dir: Option<&Path>) -> Vec<PathBuf> {
+    let mut own = Vec::new();
+    own.extend(cache::default_dir());
+    own.extend(cache_dir.map(Path::to_path_buf));
+    if let Ok(r) = tickbox_host::live::Registry::open() {
+        own.push(r.dir().to_path_buf());
+    }
+    own
+}

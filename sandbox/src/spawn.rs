@@ -1,0 +1,370 @@
+//! Starting a guest: the WASI context from its grants, instantiation, and
+//! the `TickProcess` the session supervises.
+
+use super::*;
+
+pub(crate) fn wasi_builder(
+    spec: &WasmSpec,
+    resolved: Vec<(String, Vec<IpAddr>)>,
+    view: &Arc<View>,
+    clock: Option<&virtual_time::VirtualClock>,
+    cache_dir: Option<&Path>,
+) -> Result<(WasiCtxBuilder, Vec<grant_area::GrantDir>, PreopenQuotas), WasmError> {
+    use wasmtime_wasi::sockets::SocketAddrUse;
+    let mut b = WasiCtxBuilder::new();
+    let name = spec
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "tick.wasm".into());
+    let mut argv = vec![name];
+    argv.extend(spec.args.iter().cloned());
+    b.args(&argv);
+    let instance = spec
+        .instance_id
+        .clone()
+        .unwrap_or_else(tickbox_host::backend::new_instance_id);
+    // Under virtual time the guest's id is the seed's, so a run is
+    // reproducible; `instance` (unique) still names its grant area.
+    let guest_id = match (&spec.instance_id, clock) {
+        (None, Some(c)) => virtual_time::instance_id(c.seed()),
+        _ => instance.clone(),
+    };
+    b.env(INSTANCE_ID_VAR, &guest_id);
+    b.env("TERM", TERM_VALUE);
+    for (k, v) in &spec.grants.env {
+        b.env(k, v);
+    }
+    b.stderr(ViewStderr(view.clone()));
+    // The host allocates what the guest asks for here: keep it small.
+    b.max_random_size(limits::MAX_RANDOM_BYTES);
+    let mut keep = Vec::new();
+    let mut quotas = Vec::new();
+    let own_state = own_state(cache_dir);
+    for d in &spec.grants.dirs {
+        let perms = if d.read_only {
+            wasmtime_wasi::FsPerms::ReadOnly
+        } else {
+            wasmtime_wasi::FsPerms::ReadWrite
+        };
+        let meta = std::fs::metadata(&d.host)
+            .map_err(|e| WasmError::Grant(format!("{}: {e}", d.host.display())))?;
+        // Files too: a single-file grant of the cache's key would be as bad.
+        grant_area::check_not_own_state(&d.host, &own_state).map_err(WasmError::Grant)?;
+        let quota = d
+            .max_write
+            .map(|max| quota::Quota::named(max, &format!("--dir …::{}:max", d.guest)));
+        if meta.is_dir() {
+            b.preopened_dir(&d.host, &d.guest, perms)
+                .map_err(|e| WasmError::Grant(format!("{}: {e:#}", d.host.display())))?;
+            quotas.push((d.guest.clone(), quota));
+        } else {
+            // A single file: preopen a private directory that holds only
+            // it, under its own name (see `grant_area`).
+            let (dir, guest_dir) = grant_area::for_file(&d.host, &d.guest, d.read_only, &instance)
+                .map_err(WasmError::Grant)?;
+            b.preopened_dir(dir.path(), &guest_dir, perms)
+                .map_err(|e| WasmError::Grant(format!("{}: {e:#}", d.host.display())))?;
+            quotas.push((guest_dir.clone(), quota));
+            keep.push(dir);
+        }
+    }
+    if spec.grants.has_network() {
+        let grants = Arc::new(spec.grants.clone());
+        let resolved = Arc::new(resolved);
+        b.allow_tcp(true)
+            .allow_udp(true)
+            .allow_ip_name_lookup(!spec.grants.lookup_names().is_empty());
+        b.socket_addr_check(move |addr, usage| {
+            let ok = match usage {
+                // Implicit binds before connect/send use the wildcard address
+                // and port 0; nothing else may bind, and nothing may listen.
+                SocketAddrUse::TcpBind | SocketAddrUse::UdpBind => {
+                    addr.ip().is_unspecified() && addr.port() == 0
+                }
+                SocketAddrUse::TcpConnect | SocketAddrUse::UdpSend | SocketAddrUse::UdpReceive => {
+                    grants.allows(addr, &resolved)
+                }
+                _ => false,
+            };
+            if !ok {
+                tracing::info!(%addr, ?usage, "refused a socket use that was not granted");
+            }
+            Box::pin(async move { ok })
+        });
+    }
+    Ok((b, keep, quotas))
+}
+
+/// Starts a wasm Tick.
+pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, WasmError> {
+    spawn_with(engine, spec, None).await
+}
+
+/// Starts a wasm Tick whose clocks and randomness are `clock`'s (see
+/// [`virtual_time`]); `None` is [`spawn`].
+pub async fn spawn_with(
+    engine: &Arc<WasmEngine>,
+    spec: &WasmSpec,
+    clock: Option<&virtual_time::VirtualClock>,
+) -> Result<TickIo, WasmError> {
+    let wasm = read_bounded(&spec.path, spec.grants.max_wasm_size).await?;
+    tracing::debug!(bytes = wasm.len(), "wasm read");
+    let kind = detect(&wasm).ok_or_else(|| WasmError::NotWasm {
+        path: spec.path.clone(),
+    })?;
+
+    let (term, guest_term) = terminal::pair(INITIAL_COLS, INITIAL_ROWS);
+    let view = View::new(Box::new(term));
+    let (host_stdin, guest_stdin) = pipe::stdin();
+    let (guest_stdout, host_stdout) = pipe::stdout();
+    let resolved = resolve_names(&spec.grants).await;
+    let (mut builder, keep, grant_quotas) = wasi_builder(
+        spec,
+        resolved,
+        &view,
+        clock,
+        engine.cache().map(|c| c.dir()),
+    )?;
+    builder.stdin(guest_stdin);
+    builder.stdout(guest_stdout);
+    if let Some(c) = clock {
+        c.install(&mut builder);
+    }
+    let memory = MemoryCharge::new(spec.grants.max_memory);
+    let limiter = memory::Budget::charging(memory.clone());
+    let http_policy =
+        http::HttpPolicy::new(spec.grants.http.clone(), spec.grants.http_ca.as_deref())
+            .map_err(WasmError::Grant)?;
+    let max_handles = spec.grants.max_handles;
+    let bounds = compile::Bounds {
+        timeout: spec.grants.compile_timeout,
+        memory: spec.grants.compile_memory,
+    };
+
+    // Compiling is CPU-bound (and may wait for a worker): keep it off the
+    // async workers.
+    let path = spec.path.clone();
+    let eng = engine.clone();
+    let loaded = tokio::task::spawn_blocking(move || eng.load(&path, &wasm, kind, bounds))
+        .await
+        .map_err(|e| WasmError::Engine(e.to_string()))??;
+    let task = match loaded {
+        Loaded::Component(pre) => {
+            let state = GuestState {
+                ctx: builder.build(),
+                table: {
+                    let mut t = ResourceTable::new();
+                    t.set_max_capacity(max_handles);
+                    t
+                },
+                term: guest_term(view.clone()),
+                limiter,
+                quota: spec.grants.max_write.map(quota::Quota::new),
+                grant_quotas: quota::GrantQuotas::new(grant_quotas),
+                lookup_names: spec.grants.lookup_names(),
+                clock: clock.cloned(),
+                http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
+                http_hooks: http::Hooks::new(http_policy),
+            };
+            // The engine the code was made for (Cranelift's or Winch's).
+            let mut store = Store::new(pre.instance_pre().engine(), state);
+            store.limiter(|s| &mut s.limiter);
+            engine.pacer.configure(&mut store);
+            tokio::spawn(async move {
+                let _keep = keep;
+                let result = async {
+                    let cmd = pre.instantiate_async(&mut store).await?;
+                    cmd.wasi_cli_run().call_run(&mut store).await
+                }
+                .await;
+                match result {
+                    Ok(Ok(())) => "exited normally".to_string(),
+                    Ok(Err(())) => "exited with an error status".to_string(),
+                    Err(e) => describe_error(&e, max_handles),
+                }
+            })
+        }
+        Loaded::Module(_) if !spec.grants.http.is_empty() => {
+            return Err(WasmError::Grant(
+                "--allow-http needs a component (wasm32-wasip2): a preview-1 module cannot import wasi:http".into(),
+            ));
+        }
+        Loaded::Module(_) if spec.grants.max_write.is_some() => {
+            return Err(WasmError::Grant(
+                "--max-write needs a component (wasm32-wasip2): a preview-1 module's writes cannot be metered".into(),
+            ));
+        }
+        Loaded::Module(_) if spec.grants.dirs.iter().any(|d| d.max_write.is_some()) => {
+            return Err(WasmError::Grant(
+                "a --dir write quota (max=) needs a component (wasm32-wasip2): a preview-1 module's writes cannot be metered".into(),
+            ));
+        }
+        Loaded::Module(pre) => {
+            let mut wasi = builder.build_p1();
+            wasi.ctx().table.set_max_capacity(max_handles);
+            let state = ModuleState {
+                wasi,
+                limiter,
+                virtual_files: clock.is_some(),
+            };
+            let mut store = Store::new(pre.module().engine(), state);
+            store.limiter(|s| &mut s.limiter);
+            engine.pacer.configure(&mut store);
+            tokio::spawn(async move {
+                let _keep = keep;
+                let result = async {
+                    let instance = pre.instantiate_async(&mut store).await?;
+                    let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
+                    start.call_async(&mut store, ()).await
+                }
+                .await;
+                match result {
+                    Ok(()) => "exited normally".to_string(),
+                    Err(e) => describe_error(&e, max_handles),
+                }
+            })
+        }
+    };
+    tracing::info!(path = %spec.path.display(), ?kind, "started wasm Tick");
+    Ok(TickIo {
+        stdin: Box::new(host_stdin),
+        stdout: Box::new(host_stdout),
+        view,
+        process: Box::new(WasmProcess {
+            task: Some(task),
+            outcome: None,
+            exit_grace: spec.exit_grace,
+            memory,
+        }),
+    })
+}
+
+/// Reads a wasm file, refusing one larger than `max` bytes before reading it.
+/// One blocking task does the open, the size check and the read: through
+/// `tokio::fs` each of those (and each chunk) was a hop of its own to the
+/// blocking pool and back, on the path of every start.
+pub(crate) async fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, WasmError> {
+    let owned = path.to_path_buf();
+    tokio::task::spawn_blocking(move || read_bounded_blocking(&owned, max))
+        .await
+        .map_err(|e| WasmError::Engine(e.to_string()))?
+}
+
+pub(crate) fn read_bounded_blocking(path: &Path, max: u64) -> Result<Vec<u8>, WasmError> {
+    use std::io::Read;
+    let read = |source| WasmError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(read)?;
+    let len = file.metadata().map_err(read)?.len();
+    let too_large = || WasmError::TooLarge {
+        path: path.to_path_buf(),
+        max,
+    };
+    if len > max {
+        return Err(too_large());
+    }
+    // The file may grow after the check: read at most one byte past the bound.
+    let mut wasm = Vec::with_capacity(len as usize);
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut wasm)
+        .map_err(read)?;
+    if wasm.len() as u64 > max {
+        return Err(too_large());
+    }
+    Ok(wasm)
+}
+
+/// One line for how a guest ended with an error; `max_handles` is its
+/// handle bound, named when the guest ran into it.
+pub(crate) fn describe_error(e: &wasmtime::Error, max_handles: usize) -> String {
+    if let Some(exit) = e.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return format!("exit status {}", exit.0);
+    }
+    // Our limiter's message, when present, is the most precise reason.
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.starts_with("memory limit exceeded") {
+            return text;
+        }
+        // wasmtime-wasi traps when a guest's resource table is full.
+        if text.contains("resource table has no free keys") {
+            return format!(
+                "handle limit exceeded: the guest holds {max_handles} WASI handles (open files, sockets, streams); --max-handles is {max_handles}"
+            );
+        }
+    }
+    if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
+        return format!("the guest trapped: {trap}");
+    }
+    let text = format!("{e}");
+    format!(
+        "the guest failed: {}",
+        text.lines().next().unwrap_or("unknown error")
+    )
+}
+
+/// The guest's task.
+pub(crate) struct WasmProcess {
+    pub(crate) task: Option<tokio::task::JoinHandle<String>>,
+    pub(crate) outcome: Option<String>,
+    pub(crate) exit_grace: Duration,
+    pub(crate) memory: Arc<MemoryCharge>,
+}
+
+impl WasmProcess {
+    async fn join(&mut self) -> String {
+        if let Some(o) = &self.outcome {
+            return o.clone();
+        }
+        let Some(task) = self.task.as_mut() else {
+            return "stopped".into();
+        };
+        let o = match task.await {
+            Ok(o) => o,
+            Err(e) if e.is_cancelled() => "stopped by the host".into(),
+            Err(_) => "the guest's task panicked".into(),
+        };
+        self.task = None;
+        self.outcome = Some(o.clone());
+        o
+    }
+}
+
+impl TickProcess for WasmProcess {
+    fn exited(&mut self) -> BoxFuture<'_, String> {
+        Box::pin(self.join())
+    }
+
+    fn memory(&self) -> Option<Arc<MemoryCharge>> {
+        Some(self.memory.clone())
+    }
+
+    fn terminate(&mut self, graceful: bool) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if graceful
+                && tokio::time::timeout(self.exit_grace, self.join())
+                    .await
+                    .is_ok()
+            {
+                return;
+            }
+            if let Some(task) = &self.task {
+                // Dropping the guest's future at its next yield (at most one
+                // epoch tick away) stops it and frees its store.
+                task.abort();
+            }
+            self.join().await;
+        })
+    }
+}
+
+impl Drop for WasmProcess {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
