@@ -324,13 +324,19 @@ func (d *Dispatcher) HandleLine(line []byte) {
 	if err != nil || id < 0 || id > maxInteger || strings.ContainsAny(string(num), ".eE") {
 		return
 	}
+	if method == "tick/read" && msg["jsonrpc"] == "2.0" {
+		// The state as encoded when it last changed: no re-encoding.
+		fmt.Fprintf(&d.out, `{"jsonrpc":"2.0","id":%d,"result":{"seq":%d,"data":%s}}`+"\n", id, d.seq, d.data)
+		return
+	}
 	result, err := d.request(msg, method)
 	frame := map[string]any{"jsonrpc": "2.0", "id": id}
 	if err == nil {
 		frame["result"] = result
-		if _, bad := json.Marshal(result); bad != nil {
-			err = Failed("the result is not JSON: %v", bad)
+		if d.send(frame) {
+			return
 		}
+		err = Failed("the result is not JSON")
 	}
 	if err != nil {
 		var e *Error
@@ -354,8 +360,6 @@ func (d *Dispatcher) request(msg map[string]any, method string) (any, error) {
 	switch method {
 	case "tick/describe":
 		return d.describe()
-	case "tick/read":
-		return map[string]any{"seq": d.seq, "data": d.data}, nil
 	case "tick/call":
 		return d.call(msg["params"])
 	}
@@ -475,8 +479,7 @@ func (d *Dispatcher) sync() bool {
 	d.seq++
 	d.data = data
 	if string(data) != "null" { // null is "nothing yet": readable, never an update
-		d.send(map[string]any{"jsonrpc": "2.0", "method": "tick/update",
-			"params": map[string]any{"seq": d.seq, "data": data}})
+		fmt.Fprintf(&d.out, `{"jsonrpc":"2.0","method":"tick/update","params":{"seq":%d,"data":%s}}`+"\n", d.seq, data)
 	}
 	return true
 }
@@ -490,13 +493,15 @@ func (d *Dispatcher) guarded(what string, fn func()) {
 	fn()
 }
 
-func (d *Dispatcher) send(frame map[string]any) {
+// send writes one frame; false (and nothing written) when it is not JSON.
+func (d *Dispatcher) send(frame map[string]any) bool {
 	b, err := json.Marshal(frame)
 	if err != nil {
-		return // never half a frame
+		return false // never half a frame
 	}
 	d.out.Write(b)
 	d.out.WriteByte('\n')
+	return true
 }
 
 func (d *Dispatcher) flush() []byte {

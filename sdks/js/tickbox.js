@@ -247,9 +247,7 @@ export class Dispatcher {
     this.keyDecoder = new KeyDecoder();
     this.dirty = true;
     tick.onStart?.(this.ctx);
-    this.data = null;
-    this.data = this.#state();
-    this.encoded = JSON.stringify(this.data);
+    this.encoded = this.#encodedState() ?? "null";
     const p = this.declarationProblem();
     if (p) report(p);
   }
@@ -341,12 +339,18 @@ export class Dispatcher {
     if (!Number.isSafeInteger(id) || id < 0 || typeof method !== "string") return;
     try {
       if (msg.jsonrpc !== "2.0") throw new ToolError('invalid request: jsonrpc must be "2.0"', INVALID_REQUEST);
+      if (method === "tick/read") {
+        // The state as encoded when it last changed: no re-encoding.
+        this.out.push(enc.encode(`{"jsonrpc":"2.0","id":${id},"result":{"seq":${this.seq},"data":${this.encoded}}}\n`));
+        return;
+      }
       let result;
       if (method === "tick/describe") result = this.describe();
-      else if (method === "tick/read") result = { seq: this.seq, data: this.data };
       else if (method === "tick/call") result = this.call(msg.params);
       else throw new ToolError(`unknown method ${method}`, METHOD_NOT_FOUND);
-      this.#send({ jsonrpc: "2.0", id, result });
+      // A result that is not JSON (a BigInt) throws in #send before anything
+      // is written, and the catch below answers with an error instead.
+      this.#send({ jsonrpc: "2.0", id, result: result ?? null });
     } catch (e) {
       // One response per request, whatever broke.
       const err = e instanceof ToolError ? e : new ToolError(`tickbox.js: internal error: ${e}`, INTERNAL_ERROR);
@@ -369,7 +373,6 @@ export class Dispatcher {
     let result;
     try {
       result = this.tick[name](this.ctx, args);
-      if (JSON.stringify(result) === undefined) throw new ToolError(`${name} returned a value that is not JSON`);
     } catch (e) {
       throw e instanceof ToolError ? e : new ToolError(`${name} failed: ${e}`);
     } finally {
@@ -412,32 +415,29 @@ export class Dispatcher {
     return null;
   }
 
-  #state() {
+  /** state() as JSON, or null when it cannot be encoded. */
+  #encodedState() {
     try {
-      const v = this.tick.state();
-      const s = JSON.stringify(v);
-      return s === undefined ? null : JSON.parse(s);
+      return JSON.stringify(this.tick.state()) ?? "null";
     } catch (e) {
       this.report(`tickbox.js: state() cannot be encoded as JSON: ${e}; no update was sent`);
-      return this.data;
+      return null;
     }
   }
 
   /** Sends one update when the state changed; whether it did. */
   #sync() {
-    const data = this.#state();
-    const encoded = JSON.stringify(data);
-    if (encoded === this.encoded) return false;
+    const encoded = this.#encodedState();
+    if (encoded === null || encoded === this.encoded) return false;
     if (enc.encode(encoded).length + 40 > SAFE_ENCODED) {
       // Sending it would end the session (§8.2): keep the old state.
       this.report("tickbox.js: the state is too big for tick/update (§8.2); no update was sent");
       return false;
     }
     this.seq += 1;
-    this.data = data;
     this.encoded = encoded;
     // null is "nothing yet": readable, never an update.
-    if (data !== null) this.#send({ jsonrpc: "2.0", method: "tick/update", params: { seq: this.seq, data } });
+    if (encoded !== "null") this.out.push(enc.encode(`{"jsonrpc":"2.0","method":"tick/update","params":{"seq":${this.seq},"data":${encoded}}}\n`));
     return true;
   }
 
@@ -454,7 +454,7 @@ export class Dispatcher {
   }
 
   #flush() {
-    const out = concat(this.out, this.out.reduce((n, b) => n + b.length, 0));
+    const out = this.out.length === 1 ? this.out[0] : concat(this.out, this.out.reduce((n, b) => n + b.length, 0));
     this.out = [];
     return out;
   }

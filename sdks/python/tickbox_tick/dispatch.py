@@ -141,7 +141,7 @@ class Dispatcher:
     redrawn. `clock` is monotonic milliseconds."""
 
     def __init__(self, tick, clock, cols=120, rows=30, report=lambda s: None):
-        self.tick, self.report, self.data = tick, report, None
+        self.tick, self.report = tick, report
         self.ctx = Ctx(clock, cols, rows)
         self.tools = _catalog(tick)
         self.seq, self.out, self.line, self.discarding = 0, [], bytearray(), False
@@ -150,8 +150,7 @@ class Dispatcher:
         start = getattr(tick, "on_start", None)
         if start:
             start(self.ctx)
-        self.data = self._state()
-        self.encoded = encode(self.data)
+        self.encoded = self._encoded_state() or "null"
         problem = self.declaration_problem()
         if problem:
             report(problem)
@@ -240,16 +239,18 @@ class Dispatcher:
             if msg.get("jsonrpc") != "2.0":
                 raise ToolError('invalid request: jsonrpc must be "2.0"', INVALID_REQUEST)
             params = msg.get("params", {})
+            if method == "tick/read":
+                # The state as encoded when it last changed: no re-encoding.
+                self.out.append(b'{"jsonrpc":"2.0","id":%d,"result":{"seq":%d,"data":%s}}\n'
+                                % (rid, self.seq, self.encoded.encode()))
+                return
             if method == "tick/describe":
                 result = self.describe()
-            elif method == "tick/read":
-                result = {"seq": self.seq, "data": self.data}
             elif method == "tick/call":
                 result = self.call(params)
             else:
                 raise ToolError(f"unknown method {method}", METHOD_NOT_FOUND)
-            frame = {"jsonrpc": "2.0", "id": rid, "result": result}
-            self._send(frame)
+            self._send({"jsonrpc": "2.0", "id": rid, "result": result})
         except Exception as e:  # one response per request, whatever broke
             if not isinstance(e, ToolError):
                 e = ToolError(f"tickbox_tick: internal error: {e!r}", INTERNAL_ERROR)
@@ -283,10 +284,8 @@ class Dispatcher:
             # A read-only tool promised to change nothing (module docs).
             if mutates or changed:
                 self.dirty = True
-        try:
-            encode(result)
-        except (TypeError, ValueError) as e:
-            raise ToolError(f"{name} returned a value that is not JSON: {e}")
+        # A result that is not JSON fails in _send, before anything is
+        # written; handle_line then answers with an error instead.
         return result
 
     def describe(self):
@@ -322,26 +321,27 @@ class Dispatcher:
 
     # ---- state and output ----
 
-    def _state(self):
+    def _encoded_state(self):
+        """state() as JSON, or None when it cannot be encoded."""
         try:
-            return json.loads(encode(self.tick.state()))
-        except (TypeError, ValueError) as e:
+            return encode(self.tick.state())
+        except (TypeError, ValueError, RecursionError) as e:
             self.report(f"tickbox_tick: state() cannot be encoded as JSON: {e}; no update was sent")
-            return self.data
+            return None
 
     def _sync(self):
         """Sends one update when the state changed; whether it did."""
-        data = self._state()
-        encoded = encode(data)
-        if encoded == self.encoded:
+        encoded = self._encoded_state()
+        if encoded is None or encoded == self.encoded:
             return False
         if len(encoded) + 40 > SAFE_ENCODED:
             # Sending it would end the session (§8.2): keep the old state.
             self.report("tickbox_tick: the state is too big for tick/update (§8.2); no update was sent")
             return False
-        self.seq, self.data, self.encoded = self.seq + 1, data, encoded
-        if data is not None:  # null is "nothing yet": readable, never an update
-            self._send({"jsonrpc": "2.0", "method": "tick/update", "params": {"seq": self.seq, "data": data}})
+        self.seq, self.encoded = self.seq + 1, encoded
+        if encoded != "null":  # null is "nothing yet": readable, never an update
+            self.out.append(b'{"jsonrpc":"2.0","method":"tick/update","params":{"seq":%d,"data":%s}}\n'
+                            % (self.seq, encoded.encode()))
         return True
 
     def _guarded(self, handler, arg):
