@@ -17,44 +17,45 @@ import (
 
 const history, inState = 256, 32 // changes kept; changes the state carries (§6.4)
 
-type change struct {
-	Seq   int64 `json:"seq"`
-	Value int64 `json:"value"`
-}
-
 type counter struct {
 	value, changes, autoMs int64
-	log                    []change
+	log                    []map[string]int64
 	timer                  tick.TimerID
 }
 
-// add is the one place the value changes, for keys, tools and the timer;
-// false when the value would leave int64.
+type incrementArgs struct {
+	Amount int64 `json:"amount"`
+}
+type autoArgs struct {
+	EveryMs int64 `json:"every_ms" tick:"min=0,max=60000"`
+}
+
+// add is the one place the value changes; false when it would leave int64.
 func (c *counter) add(by int64) bool {
 	if (by > 0 && c.value > math.MaxInt64-by) || (by < 0 && c.value < math.MinInt64-by) {
 		return false
 	}
 	c.value, c.changes = c.value+by, c.changes+1
-	c.log = append(c.log, change{c.changes, c.value})[max(0, len(c.log)+1-history):]
+	c.log = append(c.log, map[string]int64{"seq": c.changes, "value": c.value})[max(0, len(c.log)+1-history):]
 	return true
 }
 
 func (c *counter) State() any {
-	return map[string]any{"value": c.value, "recent": append([]change{}, c.log[max(0, len(c.log)-inState):]...)}
+	return map[string]any{"value": c.value, "recent": c.log[max(0, len(c.log)-inState):]}
 }
 
-func (c *counter) increment(_ *tick.Ctx, a struct {
-	Amount int64 `json:"amount"`
-}) (any, error) {
+func (c *counter) increment(_ *tick.Ctx, a incrementArgs) (any, error) {
 	if !c.add(a.Amount) {
 		return nil, tick.Rejected("the counter would overflow")
 	}
 	return map[string]any{"value": c.value}, nil
 }
 
-func (c *counter) auto(ctx *tick.Ctx, a struct {
-	EveryMs int64 `json:"every_ms" tick:"min=0,max=60000"`
-}) (any, error) {
+func (c *counter) recent(*tick.Ctx, tick.NoArgs) (any, error) {
+	return map[string]any{"recent": c.log}, nil
+}
+
+func (c *counter) auto(ctx *tick.Ctx, a autoArgs) (any, error) {
 	if a.EveryMs > 0 && a.EveryMs < 20 {
 		return nil, tick.Rejected("every_ms is 0 or 20..60000")
 	}
@@ -69,8 +70,8 @@ func (c *counter) auto(ctx *tick.Ctx, a struct {
 func (c *counter) OnTimer(*tick.Ctx, tick.TimerID) { c.add(1) }
 
 func (c *counter) OnKey(_ *tick.Ctx, key string) {
-	if key == "+" || key == "-" {
-		c.add(map[string]int64{"+": 1, "-": -1}[key])
+	if by, ok := map[string]int64{"+": 1, "-": -1}[key]; ok {
+		c.add(by)
 	}
 }
 
@@ -79,18 +80,15 @@ func (c *counter) View(ctx *tick.Ctx) []string {
 	if c.autoMs > 0 {
 		auto = fmt.Sprintf("+1 every %d ms", c.autoMs)
 	}
-	rows := []string{fmt.Sprint("Counter: ", c.value), "auto: " + auto, fmt.Sprintf("view: %dx%d", ctx.Cols, ctx.Rows)}
-	return tick.Box("Counter (Go)", rows, "[+] add one  [-] subtract one (native build)", 33)
+	return tick.Box("Counter (Go)", []string{fmt.Sprint("Counter: ", c.value), "auto: " + auto,
+		fmt.Sprintf("view: %dx%d", ctx.Cols, ctx.Rows)}, "[+] add one  [-] subtract one", 33)
 }
 
 func main() {
-	c := &counter{}
+	c := &counter{log: []map[string]int64{}}
 	tick.Run(tick.Info{Kind: "example.counter", Title: "Counter", Description: "Keyboard and tool calls share one value.",
 		RecoverWith: "history", Series: map[string]string{"/recent": "last"}}, c,
 		tick.Tool("increment", "Add an integer to the counter.", tick.Mutates, c.increment),
-		tick.Tool("history", "Read the last 256 changes.", tick.ReadOnly,
-			func(*tick.Ctx, tick.NoArgs) (any, error) {
-				return map[string]any{"recent": append([]change{}, c.log...)}, nil
-			}),
+		tick.Tool("history", "Read the last 256 changes.", tick.ReadOnly, c.recent),
 		tick.Tool("auto", "Add one every every_ms milliseconds (20 to 60000); 0 stops.", tick.Mutates, c.auto))
 }

@@ -8,14 +8,17 @@
 //     one response; a line that is not a JSON object, or has no usable id
 //     or no method, is dropped without a reply, never answered with id null
 //     (§3.2);
-//   - after every event the state is encoded and compared with the last;
-//     only a difference bumps seq and sends one tick/update (§8.2, §8.3),
-//     before the response of the call that caused it;
+//   - after every key, timer and mutating call the state is encoded and
+//     compared with the last; only a difference bumps seq and sends one
+//     tick/update (§8.2, §8.3), before the response of the call that
+//     caused it;
 //   - another revision gets -32004, an unknown tool or bad args -32602,
 //     both before the tool runs (§7.2);
-//   - the view is redrawn after keys, timers, resizes and mutating calls;
-//     after a read-only call only when the state changed or the tool asked
-//     (ctx.Redraw), since a read-only tool promised to change nothing.
+//   - a read-only tool promised to change nothing (§5.6): after it the state
+//     is not encoded (that was a third of a read-only call's cost,
+//     BENCHMARKS.md) and the view is redrawn only when the tool asks
+//     (ctx.Redraw). A read-only tool that changed the state anyway breaks
+//     the protocol; the change goes out with the next event's update.
 package tick
 
 import (
@@ -391,8 +394,8 @@ func (d *Dispatcher) call(params any) (result any, err error) {
 		if r := recover(); r != nil {
 			result, err = nil, Failed("%s failed: %v", name, r)
 		}
-		// A read-only tool promised to change nothing (package doc).
-		if d.sync() || t.mutates {
+		if t.mutates { // a read-only tool promised to change nothing (package doc)
+			d.sync()
 			d.dirty = true
 		}
 	}()

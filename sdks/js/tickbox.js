@@ -7,14 +7,17 @@
 //   - every request with a usable id (an integer 0..2^53-1) gets exactly one
 //     response; a line that is not a JSON object, or has no usable id or no
 //     method, is dropped without a reply, never answered with id null (§3.2);
-//   - after every event the state is encoded and compared with the last;
-//     only a difference bumps seq and sends one tick/update (§8.2, §8.3),
-//     before the response of the call that caused it;
+//   - after every key, timer and mutating call the state is encoded and
+//     compared with the last; only a difference bumps seq and sends one
+//     tick/update (§8.2, §8.3), before the response of the call that
+//     caused it;
 //   - another revision gets -32004, an unknown tool or bad args -32602,
 //     both before the tool runs (§7.2);
-//   - the view is redrawn after keys, timers, resizes and mutating calls;
-//     after a read-only call only when the state changed or the tool asked
-//     (ctx.redraw()), since a read-only tool promised to change nothing.
+//   - a read-only tool promised to change nothing (§5.6): after it the state
+//     is not encoded (that was a third of a read-only call's cost,
+//     BENCHMARKS.md) and the view is redrawn only when the tool asks
+//     (ctx.redraw()). A read-only tool that changed the state anyway breaks
+//     the protocol; the change goes out with the next event's update.
 
 export const PROTOCOL = 3;
 // §3.4 codes.
@@ -97,11 +100,11 @@ export function problem(schema, v, where = "args") {
   if (schema.type && !typeOk[schema.type](v)) return `${where} must be of type ${schema.type}`;
   if (schema.minimum !== undefined && v < schema.minimum) return `${where} must be at least ${schema.minimum}`;
   if (schema.maximum !== undefined && v > schema.maximum) return `${where} must be at most ${schema.maximum}`;
-  // JSON Schema counts a string's length in code points.
-  const len = typeof v === "string" ? [...v].length : v?.length;
-  for (const [key, bad] of [["minLength", (n, b) => n < b], ["maxLength", (n, b) => n > b],
-                            ["minItems", (n, b) => n < b], ["maxItems", (n, b) => n > b]]) {
-    if (schema[key] !== undefined && bad(len, schema[key])) return `${where} breaks ${key} ${schema[key]}`;
+  if (schema.minLength !== undefined || schema.maxLength !== undefined || schema.minItems !== undefined || schema.maxItems !== undefined) {
+    // JSON Schema counts a string's length in code points.
+    const len = typeof v === "string" ? [...v].length : v.length;
+    if (len < (schema.minLength ?? schema.minItems ?? 0)) return `${where} is too short`;
+    if (len > (schema.maxLength ?? schema.maxItems ?? Infinity)) return `${where} is too long`;
   }
   if (schema.pattern !== undefined && !new RegExp(schema.pattern, "u").test(v)) return `${where} must match ${schema.pattern}`;
   if (schema.type === "array" && schema.items) {
@@ -377,7 +380,10 @@ export class Dispatcher {
       throw e instanceof ToolError ? e : new ToolError(`${name} failed: ${e}`);
     } finally {
       // A read-only tool promised to change nothing (header).
-      if (this.#sync() || tool.mutates) this.dirty = true;
+      if (tool.mutates) {
+        this.#sync();
+        this.dirty = true;
+      }
     }
     return result;
   }

@@ -6,15 +6,17 @@ dispatcher does:
 - every request with a usable id (an integer 0..2^53-1) gets exactly one
   response; a line that is not a JSON object, or has no usable id or no
   method, is dropped without a reply, never answered with `id: null` (§3.2);
-- after every event the state is encoded and compared with the last one;
-  only a difference bumps `seq` and sends one `tick/update` (§8.2, §8.3),
-  so reads, redraws and resizes never do; the update goes out before the
-  response of the call that caused it;
+- after every key, timer and mutating call the state is encoded and
+  compared with the last one; only a difference bumps `seq` and sends one
+  `tick/update` (§8.2, §8.3), so reads, redraws and resizes never do; the
+  update goes out before the response of the call that caused it;
 - a call against another revision gets -32004, an unknown tool or bad
   arguments -32602, both before the tool runs (§7.2);
-- the view is redrawn after keys, timers, resizes and mutating calls; after
-  a read-only call only when the state changed or the tool asked
-  (`ctx.redraw()`), because a read-only tool promised to change nothing.
+- a read-only tool promised to change nothing (§5.6): after it the state is
+  not encoded (that was a third of a read-only call's cost, BENCHMARKS.md)
+  and the view is redrawn only when the tool asks (`ctx.redraw()`). A
+  read-only tool that changed the state anyway breaks the protocol; the
+  change goes out with the next event's update.
 """
 
 import json
@@ -280,9 +282,8 @@ class Dispatcher:
         except Exception as e:
             raise ToolError(f"{name} failed: {e!r}")
         finally:
-            changed = self._sync()
-            # A read-only tool promised to change nothing (module docs).
-            if mutates or changed:
+            if mutates:  # a read-only tool promised to change nothing (module docs)
+                self._sync()
                 self.dirty = True
         # A result that is not JSON fails in _send, before anything is
         # written; handle_line then answers with an error instead.

@@ -112,9 +112,11 @@ def problem(schema, v, where="args"):
         return f"{where} must be at least {schema['minimum']}"
     if "maximum" in schema and v > schema["maximum"]:
         return f"{where} must be at most {schema['maximum']}"
-    for key, bad in (("minLength", lambda n, b: n < b), ("minItems", lambda n, b: n < b),
-                     ("maxLength", lambda n, b: n > b), ("maxItems", lambda n, b: n > b)):
-        if key in schema and bad(len(v), schema[key]):
+    for key in ("minLength", "minItems"):
+        if key in schema and len(v) < schema[key]:
+            return f"{where} breaks {key} {schema[key]}"
+    for key in ("maxLength", "maxItems"):
+        if key in schema and len(v) > schema[key]:
             return f"{where} breaks {key} {schema[key]}"
     if kind == "array" and "items" in schema:
         for i, item in enumerate(v):
