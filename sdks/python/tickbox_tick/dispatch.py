@@ -118,13 +118,15 @@ class Ctx:
 
 
 def _catalog(tick):
+    """The tools of `tick`'s class, in the order they are defined (base
+    classes first), as name -> (bound method, schema, description, mutates)."""
     tools = {}
-    for attr in dir(type(tick)):
-        fn = getattr(type(tick), attr)
-        mark = getattr(fn, "__tickbox_tool__", None)
-        if mark:
-            name, description, mutates = mark
-            tools[name] = (getattr(tick, attr), schemas.of_function(fn, 2), description, mutates)
+    for klass in reversed(type(tick).__mro__):
+        for attr, fn in vars(klass).items():
+            mark = getattr(fn, "__tickbox_tool__", None)
+            if mark:
+                name, description, mutates = mark
+                tools[name] = (getattr(tick, attr), schemas.of_function(fn, 2), description, mutates)
     return tools
 
 
@@ -297,7 +299,7 @@ class Dispatcher:
         d = {"protocol": PROTOCOL, "kind": t.kind, "title": t.title, "description": t.description,
              "revision": "1",
              "tools": [{"name": n, "description": desc, "input_schema": s, "mutates": m}
-                       for n, (_, s, desc, m) in sorted(self.tools.items())]}
+                       for n, (_, s, desc, m) in self.tools.items()]}
         if t.recover_with:
             d["recover_with"] = t.recover_with
         if t.series:
