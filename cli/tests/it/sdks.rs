@@ -94,6 +94,37 @@ fn the_js_sdk_keeps_the_protocol_under_fast_check() {
     );
 }
 
+/// `tickbox.d.ts` types a Tick written in TypeScript: `sdks/js/test/types.ts`
+/// compiles under `tsc --strict`, and the same file with its one expected
+/// type error corrected does not (the error was expected, so tsc fails):
+/// `Args<…>` really is the declared schema's type.
+#[test]
+fn the_js_sdk_declarations_type_the_declared_args() {
+    let js = root().join("sdks/js");
+    let tsc = js.join("node_modules/.bin/tsc");
+    assert!(tsc.exists(), "typescript is not installed: `cd sdks/js && npm ci` (tests/setup.sh does)");
+    let flags = ["--noEmit", "--strict", "--target", "es2022", "--module", "es2022", "--moduleResolution", "bundler"];
+    let compile = |dir: &Path| {
+        let mut args = flags.to_vec();
+        args.push("test/types.ts");
+        run_in(dir, &s(&tsc), &args, &[])
+    };
+    let out = compile(&js);
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    let t = TempDir::new("sdk-ts-control");
+    std::fs::create_dir_all(t.path("test")).unwrap();
+    for f in ["tickbox.js", "tickbox.d.ts"] {
+        std::fs::copy(js.join(f), t.path(f)).unwrap();
+    }
+    let source = std::fs::read_to_string(js.join("test/types.ts")).unwrap();
+    let wrong = r#"{ amount: "1" }"#;
+    assert!(source.contains(wrong), "the control's line moved");
+    std::fs::write(t.path("test/types.ts"), source.replace(wrong, "{ amount: 1 }")).unwrap();
+    let out = compile(&t.0);
+    assert_ne!(out.code, 0, "the control compiled: {}", out.stdout);
+    assert!(out.stdout.contains("TS2578"), "{}{}", out.stdout, out.stderr);
+}
+
 /// The seeds (the corpus) run in the positive control; the fuzzing itself
 /// runs a few seconds per target on top of them.
 #[test]
