@@ -134,9 +134,13 @@ def _no_constants(word):
     raise ValueError(word)  # NaN and Infinity are not JSON
 
 
-def encode(value):
-    # ensure_ascii: a lone surrogate (valid JSON escape, not UTF-8) stays escaped.
-    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+# One encoder and one decoder for the life of the Tick: json.dumps and
+# json.loads with options build a new one per call, which showed in the
+# answer time of a component. ensure_ascii (the default) keeps a lone
+# surrogate, a valid JSON escape but not UTF-8, escaped.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+_DECODER = json.JSONDecoder(parse_constant=_no_constants)
+encode = _ENCODER.encode
 
 
 class Dispatcher:
@@ -201,6 +205,8 @@ class Dispatcher:
         return self._flush()
 
     def timers(self):
+        if not self.ctx.timers:
+            return b""
         now = self.ctx.clock()
         due = sorted((t[0], tid) for tid, t in self.ctx.timers.items() if t[0] <= now)
         for _, tid in due:
@@ -231,7 +237,7 @@ class Dispatcher:
 
     def handle_line(self, line):
         try:
-            msg = json.loads(line.decode("utf-8").rstrip("\r"), parse_constant=_no_constants)
+            msg = _DECODER.decode(line.decode("utf-8").rstrip("\r"))
         except (ValueError, RecursionError):
             return  # not JSON: no usable id, no reply (§3.2)
         if not isinstance(msg, dict):
@@ -357,5 +363,7 @@ class Dispatcher:
         self.out.append(encode(frame).encode() + b"\n")
 
     def _flush(self):
+        if not self.out:
+            return b""
         out, self.out = b"".join(self.out), []
         return out

@@ -17,9 +17,14 @@ import (
 
 const history, inState = 256, 32 // changes kept; changes the state carries (§6.4)
 
+type change struct {
+	Seq   int64 `json:"seq"`
+	Value int64 `json:"value"`
+}
+
 type counter struct {
 	value, changes, autoMs int64
-	log                    []map[string]int64
+	log                    []change
 	timer                  tick.TimerID
 }
 
@@ -36,7 +41,7 @@ func (c *counter) add(by int64) bool {
 		return false
 	}
 	c.value, c.changes = c.value+by, c.changes+1
-	c.log = append(c.log, map[string]int64{"seq": c.changes, "value": c.value})[max(0, len(c.log)+1-history):]
+	c.log = append(c.log, change{c.changes, c.value})[max(0, len(c.log)+1-history):]
 	return true
 }
 
@@ -85,7 +90,7 @@ func (c *counter) View(ctx *tick.Ctx) []string {
 }
 
 func main() {
-	c := &counter{log: []map[string]int64{}}
+	c := &counter{log: []change{}}
 	tick.Run(tick.Info{Kind: "example.counter", Title: "Counter", Description: "Keyboard and tool calls share one value.",
 		RecoverWith: "history", Series: map[string]string{"/recent": "last"}}, c,
 		tick.Tool("increment", "Add an integer to the counter.", tick.Mutates, c.increment),

@@ -31,7 +31,8 @@ export default class Counter extends Tick {
   change(by) {
     if (Math.abs(this.value + by) <= MAX) {
       this.value += by;
-      this.log = [...this.log, { seq: ++this.changes, value: this.value }].slice(-HISTORY);
+      this.log.push({ seq: ++this.changes, value: this.value });
+      if (this.log.length > HISTORY) this.log.shift();
     }
     return this.value;
   }

@@ -25,7 +25,8 @@ class Counter(Tick):
         """The one place the value changes, for keys, tools and the timer."""
         if INT_MIN <= self.value + by <= INT_MAX:
             self.value, self.changes = self.value + by, self.changes + 1
-            self.log = (self.log + [{"seq": self.changes, "value": self.value}])[-HISTORY:]
+            self.log.append({"seq": self.changes, "value": self.value})
+            del self.log[:-HISTORY]
         return self.value
 
     def state(self):

@@ -20,6 +20,8 @@
 //     the protocol; the change goes out with the next event's update.
 
 export const PROTOCOL = 3;
+const enc = new TextEncoder();
+const dec = new TextDecoder("utf-8", { fatal: true });
 // §3.4 codes.
 export const INVALID_REQUEST = -32600, METHOD_NOT_FOUND = -32601, INVALID_PARAMS = -32602;
 export const REVISION_MISMATCH = -32004, TOOL_FAILED = -32000, INTERNAL_ERROR = -32603;
@@ -213,7 +215,7 @@ export class KeyDecoder {
 /** The bytes that replace the screen with `view` (a string or lines). */
 export function paint(view) {
   const lines = Array.isArray(view) ? view : String(view).split("\n");
-  return new TextEncoder().encode("\x1b[H\x1b[2J" + lines.join("\r\n"));
+  return enc.encode("\x1b[H\x1b[2J" + lines.join("\r\n"));
 }
 
 /** `lines` framed under `title`, then `footer`: a list of lines. */
@@ -228,8 +230,8 @@ export function box(title, lines, footer, width = 0) {
 
 // ---- the dispatcher ----
 
-const enc = new TextEncoder();
-const dec = new TextDecoder("utf-8", { fatal: true });
+// What an event that wrote nothing returns: no allocation on the idle path.
+const NOTHING = new Uint8Array(0);
 
 /** One running Tick. Each event method returns the frames to write (a
  * Uint8Array of whole lines); `view()` gives the screen when it must be
@@ -305,6 +307,7 @@ export class Dispatcher {
   }
 
   timers() {
+    if (this.ctx.timers.size === 0) return NOTHING;
     const now = this.ctx.clock();
     const due = [...this.ctx.timers].filter(([, t]) => t.due <= now).sort((a, b) => a[1].due - b[1].due);
     for (const [id] of due) {
@@ -333,7 +336,8 @@ export class Dispatcher {
   handleLine(bytes) {
     let msg;
     try {
-      msg = JSON.parse(dec.decode(bytes).replace(/\r$/, ""));
+      // A trailing \r (a \r\n line end) is whitespace to JSON.parse.
+      msg = JSON.parse(dec.decode(bytes));
     } catch {
       return; // not JSON: no usable id, no reply (§3.2)
     }
@@ -435,7 +439,9 @@ export class Dispatcher {
   #sync() {
     const encoded = this.#encodedState();
     if (encoded === null || encoded === this.encoded) return false;
-    if (enc.encode(encoded).length + 40 > SAFE_ENCODED) {
+    // UTF-8 takes at most 3 bytes per UTF-16 unit: encode to measure only
+    // a state that might be too big.
+    if (encoded.length * 3 + 40 > SAFE_ENCODED && enc.encode(encoded).length + 40 > SAFE_ENCODED) {
       // Sending it would end the session (§8.2): keep the old state.
       this.report("tickbox.js: the state is too big for tick/update (§8.2); no update was sent");
       return false;
@@ -460,6 +466,7 @@ export class Dispatcher {
   }
 
   #flush() {
+    if (this.out.length === 0) return NOTHING;
     const out = this.out.length === 1 ? this.out[0] : concat(this.out, this.out.reduce((n, b) => n + b.length, 0));
     this.out = [];
     return out;

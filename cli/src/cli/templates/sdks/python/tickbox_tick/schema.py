@@ -86,12 +86,15 @@ def of_function(fn, skip):
     return schema
 
 
+_TYPES = {"string": str, "boolean": bool, "object": dict, "array": list, "null": type(None)}
+
+
 def _kind_ok(kind, v):
     if kind == "integer":
         return isinstance(v, int) and not isinstance(v, bool) and -MAX_INTEGER <= v <= MAX_INTEGER
     if kind == "number":
         return isinstance(v, (int, float)) and not isinstance(v, bool)
-    return isinstance(v, {"string": str, "boolean": bool, "object": dict, "array": list, "null": type(None)}[kind])
+    return isinstance(v, _TYPES[kind])
 
 
 def problem(schema, v, where="args"):
