@@ -117,9 +117,9 @@ export function problem(schema, v, where = "args") {
   }
   if (schema.type === "object" && schema.properties) {
     for (const name of schema.required ?? []) if (!Object.hasOwn(v, name)) return `${where}.${name} is required`;
-    for (const [name, item] of Object.entries(v)) {
+    for (const name in v) {
       if (!Object.hasOwn(schema.properties, name)) return `${where}.${name} is not an argument of this tool`;
-      const p = problem(schema.properties[name], item, `${where}.${name}`);
+      const p = problem(schema.properties[name], v[name], `${where}.${name}`);
       if (p) return p;
     }
   }
@@ -270,13 +270,20 @@ export class Dispatcher {
     let start = 0;
     for (;;) {
       const end = data.indexOf(0x0a, start);
+      if (end >= 0 && this.lineBytes === 0 && !this.discarding && end - start <= MAX_LINE_BYTES) {
+        // A whole line in this read (the usual case): handled in place.
+        this.handleLine(data.subarray(start, end));
+        start = end + 1;
+        continue;
+      }
       const piece = data.subarray(start, end < 0 ? data.length : end);
       if (!this.discarding) {
         if (this.lineBytes + piece.length > MAX_LINE_BYTES) {
           this.discarding = true;
           this.line = [];
           this.lineBytes = 0;
-        } else {
+        } else if (piece.length > 0) {
+          // Kept past this read: a copy, since the caller may reuse `data`.
           this.line.push(piece.slice());
           this.lineBytes += piece.length;
         }
@@ -348,7 +355,7 @@ export class Dispatcher {
       if (msg.jsonrpc !== "2.0") throw new ToolError('invalid request: jsonrpc must be "2.0"', INVALID_REQUEST);
       if (method === "tick/read") {
         // The state as encoded when it last changed: no re-encoding.
-        this.out.push(enc.encode(`{"jsonrpc":"2.0","id":${id},"result":{"seq":${this.seq},"data":${this.encoded}}}\n`));
+        this.out.push(`{"jsonrpc":"2.0","id":${id},"result":{"seq":${this.seq},"data":${this.encoded}}}\n`);
         return;
       }
       let result;
@@ -449,7 +456,7 @@ export class Dispatcher {
     this.seq += 1;
     this.encoded = encoded;
     // null is "nothing yet": readable, never an update.
-    if (encoded !== "null") this.out.push(enc.encode(`{"jsonrpc":"2.0","method":"tick/update","params":{"seq":${this.seq},"data":${encoded}}}\n`));
+    if (encoded !== "null") this.out.push(`{"jsonrpc":"2.0","method":"tick/update","params":{"seq":${this.seq},"data":${encoded}}}\n`);
     return true;
   }
 
@@ -462,12 +469,13 @@ export class Dispatcher {
   }
 
   #send(frame) {
-    this.out.push(enc.encode(JSON.stringify(frame) + "\n"));
+    this.out.push(JSON.stringify(frame) + "\n");
   }
 
+  /** The frames of this event, encoded at once (frames are kept as text). */
   #flush() {
     if (this.out.length === 0) return NOTHING;
-    const out = this.out.length === 1 ? this.out[0] : concat(this.out, this.out.reduce((n, b) => n + b.length, 0));
+    const out = enc.encode(this.out.length === 1 ? this.out[0] : this.out.join(""));
     this.out = [];
     return out;
   }
