@@ -10,7 +10,11 @@ round runs on the baseline compiler's code; then
 `tickbox mcp TICK` over stdio with N calls of each tool measured one at a
 time (send, wait for the answer), in rounds that alternate between the
 Ticks so that a noisy neighbour hits all of them alike. Prints one JSON
-object per Tick and tool: median and 90th percentile in microseconds.
+object per Tick and tool: median and 90th percentile in microseconds, and
+the CPU time the `tickbox mcp` process (host and Tick, every thread) spent
+per call, from /proc's schedstat; for each sdk-X beside a hand-X, the
+median over rounds of the two ratios. Wall times on a shared machine
+swing with the neighbours; CPU per call much less.
 """
 
 import json
@@ -22,7 +26,7 @@ import time
 
 # Calls of each tool per session, the first WARM of them not counted (the
 # interpreters inside the components warm up), in ROUNDS sessions per Tick.
-N, WARM, ROUNDS = 300, 50, 6
+N, WARM, ROUNDS = 250, 50, 10
 CALLS = {"history": {}, "increment": {"amount": 1}}
 
 
@@ -57,13 +61,32 @@ class Mcp:
         self.p.wait(timeout=60)
 
 
+def cpu_ns(pid):
+    """CPU time of every thread of `pid` so far (schedstat: nanoseconds)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass  # a thread that ended meanwhile
+    return total
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
 def tool_name(tools, short):
     return next(t for t in sorted(tools) if t == short or t.endswith("_" + short))
 
 
 def main():
     tickbox, ticks = sys.argv[1], [a.split("=", 1) for a in sys.argv[2:]]
-    os.environ["TICKBOX_CACHE_DIR"] = tempfile.mkdtemp(prefix="sdk-bench-cache-")
+    # A fresh cache unless one is given (a cache kept from an earlier run
+    # saves the wait for the optimized code).
+    os.environ.setdefault("TICKBOX_CACHE_DIR", tempfile.mkdtemp(prefix="sdk-bench-cache-"))
     for _, wasm in ticks:
         subprocess.run([tickbox, "read", wasm, "--compile-timeout", "600"], check=True,
                        stdout=subprocess.DEVNULL)
@@ -76,23 +99,41 @@ def main():
     else:
         sys.exit("the optimized code never reached the cache")
     samples = {(label, tool): [] for label, _ in ticks for tool in CALLS}
+    # Per round, each Tick's median: a hand-X and an sdk-X session run next
+    # to each other, so their ratio in one round sees the same neighbours.
+    rounds = {(label, tool): [] for label, _ in ticks for tool in CALLS}
+    cpu = {(label, tool): [] for label, _ in ticks for tool in CALLS}
     for r in range(ROUNDS):
         for label, wasm in ticks if r % 2 == 0 else reversed(ticks):
             m = Mcp(tickbox, wasm)
             for tool, args in CALLS.items():
                 name = tool_name(m.tools, tool)
+                this_round = []
                 for i in range(N):
+                    if i == WARM:
+                        cpu0 = cpu_ns(m.p.pid)
                     t0 = time.perf_counter()
                     result = m.request("tools/call", {"name": name, "arguments": args})
                     if i >= WARM:
-                        samples[(label, tool)].append(time.perf_counter() - t0)
+                        this_round.append(time.perf_counter() - t0)
                     assert not result.get("isError"), result
+                cpu[(label, tool)].append((cpu_ns(m.p.pid) - cpu0) / (N - WARM))
+                samples[(label, tool)] += this_round
+                rounds[(label, tool)].append(median(this_round))
             m.close()
     for (label, tool), xs in samples.items():
         xs.sort()
-        print(json.dumps({"tick": label, "tool": tool, "n": len(xs),
-                          "median_us": round(xs[len(xs) // 2] * 1e6),
-                          "p90_us": round(xs[len(xs) * 9 // 10] * 1e6)}))
+        row = {"tick": label, "tool": tool, "n": len(xs), "median_us": round(xs[len(xs) // 2] * 1e6),
+               "p90_us": round(xs[len(xs) * 9 // 10] * 1e6)}
+        row["cpu_us_per_call"] = round(median(cpu[(label, tool)]) / 1e3, 1)
+        hand = label.replace("sdk-", "hand-", 1)
+        if label.startswith("sdk-") and (hand, tool) in rounds:
+            ratios = [a / b for a, b in zip(rounds[(label, tool)], rounds[(hand, tool)])]
+            row["wall_ratio_to_hand"] = round(median(ratios), 3)
+            row["wall_ratio_range"] = [round(min(ratios), 3), round(max(ratios), 3)]
+            row["cpu_ratio_to_hand"] = round(median(
+                [a / b for a, b in zip(cpu[(label, tool)], cpu[(hand, tool)])]), 3)
+        print(json.dumps(row))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import fc from "fast-check";
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Dispatcher, KeyDecoder, Rejected, Tick, t } from "../tickbox.js";
+import { Dispatcher, KeyDecoder, Rejected, Tick, problem, t, validator } from "../tickbox.js";
 
 const corpusDir = join(dirname(fileURLToPath(import.meta.url)), "../../../fuzz/corpus");
 const corpus = (target) => {
@@ -164,5 +164,17 @@ fc.assert(fc.property(fc.oneof(fc.constantFrom(...KEY_SEEDS), fc.uint8Array({ ma
     throw new Error(`keys differ: ${got} vs ${expected}`);
   }
 }), { numRuns: 300, seed: 30 });
+
+// The compiled test and the walking `problem` agree on every value, for
+// every tool's schema (the dispatcher trusts the first, reports the second).
+const tools = new Dispatcher(new Fuzzed(), () => 0).tools;
+const schemas = [...tools.values()].map((tool) => tool.schema).concat([
+  t.object({ s: t.string({ minLength: 1, maxLength: 3, pattern: "^[a-c]*$" }), xs: t.optional(t.array(t.integer({ minimum: -2, maximum: 2 }), { maxItems: 2 })), e: t.optional(t.enum("a", 1, true)) }),
+].map((o) => ({ ...o, required: Object.keys(o.properties).filter((k) => !o.properties[k].optional) })));
+const argsLike = fc.oneof(jsonValue, fc.dictionary(fc.constantFrom("amount", "text", "n", "why", "s", "xs", "e", "x"),
+  fc.oneof(jsonValue, fc.constantFrom("a", "abc", "abd", "", 1, true, [1, 2], [3], [1, 2, 2]))));
+fc.assert(fc.property(fc.constantFrom(...schemas), argsLike, (schema, v) => {
+  if (validator(schema)(v) !== (problem(schema, v) === null)) throw new Error(`disagree on ${JSON.stringify(v)} for ${JSON.stringify(schema)}`);
+}), { numRuns: 1000, seed: 30 });
 
 console.log("properties hold");
