@@ -269,10 +269,13 @@ export function paint(view) {
 
 /** `lines` framed under `title`, then `footer`: a list of lines. */
 export function box(title, lines, footer, width = 0) {
-  const inner = Math.max(width, title.length + 4, ...lines.map((l) => l.length));
-  const out = [`+-- ${title} ${"-".repeat(inner - title.length - 3)}+`];
-  for (const l of lines) out.push(`| ${l.padEnd(inner)} |`);
-  out.push(`+${"-".repeat(inner + 2)}+`);
+  // Plain loops: spread calls are slow in componentize-js's interpreter,
+  // and this runs on every redraw.
+  let inner = Math.max(width, title.length + 4);
+  for (const l of lines) if (l.length > inner) inner = l.length;
+  const out = ["+-- " + title + " " + "-".repeat(inner - title.length - 3) + "+"];
+  for (const l of lines) out.push("| " + l.padEnd(inner) + " |");
+  out.push("+" + "-".repeat(inner + 2) + "+");
   if (footer) out.push(footer);
   return out;
 }

@@ -102,8 +102,20 @@ fn the_js_sdk_keeps_the_protocol_under_fast_check() {
 fn the_js_sdk_declarations_type_the_declared_args() {
     let js = root().join("sdks/js");
     let tsc = js.join("node_modules/.bin/tsc");
-    assert!(tsc.exists(), "typescript is not installed: `cd sdks/js && npm ci` (tests/setup.sh does)");
-    let flags = ["--noEmit", "--strict", "--target", "es2022", "--module", "es2022", "--moduleResolution", "bundler"];
+    assert!(
+        tsc.exists(),
+        "typescript is not installed: `cd sdks/js && npm ci` (tests/setup.sh does)"
+    );
+    let flags = [
+        "--noEmit",
+        "--strict",
+        "--target",
+        "es2022",
+        "--module",
+        "es2022",
+        "--moduleResolution",
+        "bundler",
+    ];
     let compile = |dir: &Path| {
         let mut args = flags.to_vec();
         args.push("test/types.ts");
@@ -119,10 +131,19 @@ fn the_js_sdk_declarations_type_the_declared_args() {
     let source = std::fs::read_to_string(js.join("test/types.ts")).unwrap();
     let wrong = r#"{ amount: "1" }"#;
     assert!(source.contains(wrong), "the control's line moved");
-    std::fs::write(t.path("test/types.ts"), source.replace(wrong, "{ amount: 1 }")).unwrap();
+    std::fs::write(
+        t.path("test/types.ts"),
+        source.replace(wrong, "{ amount: 1 }"),
+    )
+    .unwrap();
     let out = compile(&t.0);
     assert_ne!(out.code, 0, "the control compiled: {}", out.stdout);
-    assert!(out.stdout.contains("TS2578"), "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("TS2578"),
+        "{}{}",
+        out.stdout,
+        out.stderr
+    );
 }
 
 /// The seeds (the corpus) run in the positive control; the fuzzing itself
