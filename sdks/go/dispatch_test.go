@@ -4,7 +4,7 @@ package tick
 // seeded from the fuzz corpus the Rust SDK's fuzz targets use
 // (fuzz/corpus/dispatch and keys: sessions recorded from the test Ticks).
 //
-//	go test .                                  the seeds, must pass
+//	go test .                                  the seeds (and testdata/fuzz), must pass
 //	go test -fuzz=FuzzDispatcher -fuzztime=10s  more inputs, must pass
 //	TICKBOX_SDK_BROKEN=seq go test .           must fail
 //
@@ -21,6 +21,7 @@ import (
 	"sort"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 type fuzzed struct {
@@ -93,6 +94,9 @@ func run(session []byte, cuts []int) (lines, out []byte) {
 }
 
 func usableID(line []byte) (int64, bool) {
+	if !utf8.Valid(line) {
+		return 0, false // not UTF-8 is not JSON, whatever Go's decoder accepts
+	}
 	var msg map[string]any
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
