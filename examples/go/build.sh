@@ -1,5 +1,5 @@
 #!/bin/sh
-# Builds the Go counter Tick (main.go) for GOOS=wasip1 GOARCH=wasm:
+# Builds the Go counter Tick (main.go, on the Go SDK) for GOOS=wasip1 GOARCH=wasm:
 #   OUTDIR/counter.wasm  a WASI preview-1 core module
 #
 #   usage: ./build.sh [OUTDIR]      (default: ./build)
@@ -11,10 +11,13 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/build}
 mkdir -p "$out"
+# The SDK: ./tick in a `tickbox new` project, else the repository's sdks/go.
+sdk="$here/tick"
+[ -d "$sdk" ] || sdk="$here/../../sdks/go"
 
 fresh=yes
 [ -f "$out/counter.wasm" ] || fresh=no
-for f in "$here/main.go" "$here/go.mod" "$here/build.sh"; do
+for f in "$here/main.go" "$here/go.mod" "$here/build.sh" "$sdk"/*.go "$sdk"/go.mod; do
     [ "$fresh" = no ] || [ "$out/counter.wasm" -nt "$f" ] || fresh=no
 done
 [ "$fresh" = yes ] && exit 0

@@ -1,6 +1,7 @@
 #!/bin/sh
-# Builds the JavaScript counter Tick (app.js) into a WASI 0.2 component with
-# componentize-js, against the `tick` world (WASI command + tickbox:terminal):
+# Builds the JavaScript counter Tick (app.js, on the tickbox.js SDK) into a
+# WASI 0.2 component with componentize-js, against the `tick` world (WASI
+# command + tickbox:terminal); the component bundles the SDK:
 #   OUTDIR/counter.wasm
 #
 #   usage: ./build.sh [OUTDIR]      (default: ./build)
@@ -9,7 +10,8 @@
 # pins into ./node_modules (a componentize-js on PATH is used otherwise).
 # The WIT package is ./wit when the project carries one (`tickbox new --lang
 # js` writes it), else the tickbox repository's wit/ two levels up
-# (examples/js).
+# (examples/js). The SDK is ./tickbox.js with ./component.js, the entry
+# point componentized (in examples/js, links to sdks/js's).
 #
 # `-d http fetch-event`: by default componentize-js imports wasi:http and
 # exports an HTTP handler; a Tick needs neither, and a component importing
@@ -24,7 +26,7 @@ wit="$here/wit"
 
 fresh=yes
 [ -f "$out/counter.wasm" ] || fresh=no
-for f in "$here/app.js" "$here/build.sh" "$here/package-lock.json" "$wit"/*.wit "$wit"/deps/*/*.wit; do
+for f in "$here/app.js" "$here/tickbox.js" "$here/component.js" "$here/build.sh" "$here/package-lock.json" "$wit"/*.wit "$wit"/deps/*/*.wit; do
     [ "$fresh" = no ] || [ "$out/counter.wasm" -nt "$f" ] || fresh=no
 done
 [ "$fresh" = yes ] && exit 0
@@ -35,6 +37,10 @@ if [ -z "$cjs" ]; then
     echo "build.sh: componentize-js not found (cd $here && npm ci)" >&2
     exit 1
 fi
-"$cjs" "$here/app.js" --wit "$wit" --world-name tick -d http fetch-event \
+# componentize-js reads the entry's relative imports from the entry's
+# directory: the three files go into one, in OUTDIR.
+rm -rf "$out/src" && mkdir -p "$out/src"
+cp "$here/app.js" "$here/tickbox.js" "$here/component.js" "$out/src/"
+"$cjs" "$out/src/component.js" --wit "$wit" --world-name tick -d http fetch-event \
     -o "$out/counter.wasm.tmp" >&2
 mv "$out/counter.wasm.tmp" "$out/counter.wasm"

@@ -1,21 +1,28 @@
-//! `tickbox new PATH [--lang rust|c|python|js]`: a Tick project that builds
-//! and passes `tickbox check` as generated.
+//! `tickbox new PATH [--lang rust|c|python|js|go]`: a Tick project that
+//! builds and passes `tickbox check` as generated.
 //!
 //! - `rust`: a Cargo package on the `tickbox-guest` SDK (one trait, one
 //!   macro), built with `cargo build --release --target wasm32-wasip2`;
 //! - `c`: the C counter of `examples/c` (libc only: a JSON reader, a
 //!   `poll()` loop with timers), built by `build.sh` for wasm32-wasip1 with
 //!   clang + wasi-libc, and natively;
-//! - `python`: the Python counter of `examples/python`, a WASI 0.2
-//!   component built by `build.sh` with componentize-py against the `tick`
-//!   world (keys, resize, drawing through `tickbox:terminal`);
-//! - `js`: the JavaScript counter of `examples/js`, the same with
-//!   componentize-js (pinned by `package.json` and `package-lock.json`).
+//! - `python`: the Python counter of `examples/python`, on the Python SDK
+//!   (`tickbox_tick/`), a WASI 0.2 component built by `build.sh` with
+//!   componentize-py against the `tick` world (keys, resize, drawing through
+//!   `tickbox:terminal`);
+//! - `js`: the JavaScript counter of `examples/js`, on the JavaScript SDK
+//!   (`tickbox.js`, `tickbox.d.ts`, `component.js`, `native.js`), the same
+//!   with componentize-js (pinned by `package.json` and `package-lock.json`);
+//! - `go`: the Go counter of `examples/go`, on the Go SDK (the module
+//!   `tickbox.dev/tick` in `tick/`, which `go.mod` replaces to), a WASI
+//!   preview-1 module built by `build.sh` with `GOOS=wasip1`.
 //!
-//! The templates live in `templates/`; the C, Python and JavaScript ones are
-//! copies of `examples/c`, `examples/python` and `examples/js`, kept in step
-//! by `tools/sync` (CI runs `tools/sync --check`). Python and JavaScript projects also get the WIT
-//! package of the `tick` world in `wit/` (from the sandbox's copy).
+//! The templates live in `templates/` (the crate is published with `src/`
+//! only); the C, Python, JavaScript and Go ones are copies of `examples/`
+//! and the SDKs of `sdks/`, kept in step by `tools/sync` (CI runs
+//! `tools/sync --check`). Each project carries its SDK, so it builds from a
+//! fresh directory. Python and JavaScript projects also get the WIT package
+//! of the `tick` world in `wit/` (from the sandbox's copy).
 
 use super::exit::Exit;
 use clap::{Args, ValueEnum};
@@ -36,6 +43,41 @@ const JS_APP: &str = include_str!("templates/js/app.js");
 const JS_BUILD: &str = include_str!("templates/js/build.sh");
 const JS_PACKAGE: &str = include_str!("templates/js/package.json");
 const JS_LOCK: &str = include_str!("templates/js/package-lock.json");
+const GO_MAIN: &str = include_str!("templates/go/main.go");
+const GO_BUILD: &str = include_str!("templates/go/build.sh");
+const GO_MOD: &str = include_str!("templates/go/go.mod");
+const GO_REQUIREMENTS: &str = include_str!("templates/go/requirements.txt");
+/// Where `examples/go/go.mod` finds the SDK, and where a project's does.
+const GO_SDK_REPLACE: (&str, &str) = ("=> ../../sdks/go", "=> ./tick");
+/// The module path of `examples/go`, replaced by `local/<name>`.
+const GO_MODULE: &str = "module tickbox.example/counter";
+
+/// Each language's SDK, which every project of that language carries, as
+/// (language, path in the project, contents, path in the repository). The
+/// template of `sdks/X` is `templates/sdks/X`. Written as `Lang: project
+/// prefix <= repository prefix [files]`.
+macro_rules! sdk_files {
+    ($($lang:ident: $proj:literal <= $repo:literal [$($file:literal),* $(,)?]),* $(,)?) => {
+        [$($((
+            Lang::$lang,
+            concat!($proj, $file),
+            include_str!(concat!("templates/", $repo, $file)),
+            concat!($repo, $file),
+        )),*),*]
+    };
+}
+
+const SDK_FILES: &[(Lang, &str, &str, &str)] = &sdk_files![
+    Python: "tickbox_tick/" <= "sdks/python/tickbox_tick/" [
+        "__init__.py", "dispatch.py", "draw.py", "keys.py", "platform.py", "schema.py",
+    ],
+    Js: "" <= "sdks/js/" ["tickbox.js", "tickbox.d.ts", "component.js", "native.js"],
+    Go: "tick/" <= "sdks/go/" [
+        "go.mod", "dispatch.go", "draw.go", "keys.go", "loop_native.go", "loop_wasip1.go",
+        "run.go", "schema.go", "term_linux.go", "term_other.go",
+    ],
+];
+
 /// The npm package name of `examples/js`, replaced by the project's name.
 const JS_PACKAGE_NAME: &str = "tickbox-counter-js";
 
@@ -60,6 +102,7 @@ enum Lang {
     C,
     Python,
     Js,
+    Go,
 }
 
 pub const HELP: &str = "\
@@ -68,6 +111,7 @@ Examples:
   tickbox new my-tick --lang c        C, wasm32-wasip1 via clang + wasi-libc
   tickbox new my-tick --lang python   Python, a component via componentize-py
   tickbox new my-tick --lang js       JavaScript, a component via componentize-js
+  tickbox new my-tick --lang go       Go, a wasip1 module via GOOS=wasip1
 
 Prints a JSON object with the files written and the commands that build and
 check the project. Exit codes: 0 created, 2 bad name or PATH exists (nothing
@@ -94,7 +138,11 @@ fn valid_name(name: &str) -> Result<(), String> {
 fn files(lang: Lang, name: &str, sdk: &str) -> Vec<(&'static str, String, bool)> {
     let kind = name.replace(['-', '_'], ".");
     let local_kind = format!("\"local.{kind}\"");
-    match lang {
+    let sdk_files = SDK_FILES
+        .iter()
+        .filter(|(l, ..)| *l == lang)
+        .map(|(_, rel, text, _)| (*rel, text.to_string(), false));
+    let project = match lang {
         Lang::Rust => vec![
             (
                 "Cargo.toml",
@@ -141,7 +189,21 @@ fn files(lang: Lang, name: &str, sdk: &str) -> Vec<(&'static str, String, bool)>
             ),
             (".gitignore", "/build\n/node_modules\n".into(), false),
         ]),
-    }
+        Lang::Go => vec![
+            ("main.go", GO_MAIN.replace(EXAMPLE_KIND, &local_kind), false),
+            ("build.sh", GO_BUILD.to_string(), true),
+            (
+                "go.mod",
+                GO_MOD
+                    .replace(GO_SDK_REPLACE.0, GO_SDK_REPLACE.1)
+                    .replace(GO_MODULE, &format!("module local/{name}")),
+                false,
+            ),
+            ("requirements.txt", GO_REQUIREMENTS.to_string(), false),
+            (".gitignore", "/build\n".into(), false),
+        ],
+    };
+    project.into_iter().chain(sdk_files).collect()
 }
 
 /// The `kind` string of the examples, replaced by `local.<name>`.
@@ -226,6 +288,10 @@ pub fn run(args: NewArgs) -> Result<(), Exit> {
             "npm ci && ./build.sh".to_string(),
             "build/counter.wasm".to_string(),
         ),
+        Lang::Go => (
+            "pip install -r requirements.txt && ./build.sh".to_string(),
+            "build/counter.wasm".to_string(),
+        ),
     };
     let result = json!({
         "created": dir,
@@ -272,16 +338,29 @@ mod tests {
             &c[0].1[..200]
         );
         assert!(!c[0].1.contains("example.counter"));
-        for lang in [Lang::Python, Lang::Js] {
+        for lang in [Lang::Python, Lang::Js, Lang::Go] {
             let files = files(lang, "my-tick", "");
             let app = &files[0].1;
             assert!(app.contains("\"local.my.tick\""), "{lang:?}");
             assert!(!app.contains("example.counter"), "{lang:?}");
-            assert!(files.iter().any(|(rel, _, _)| *rel == "wit/terminal.wit"));
+            assert_eq!(
+                files.iter().any(|(rel, _, _)| *rel == "wit/terminal.wit"),
+                lang != Lang::Go,
+                "components get the tick world's WIT, a wasip1 module none"
+            );
             assert!(files
                 .iter()
                 .any(|(rel, _, exec)| *rel == "build.sh" && *exec));
+            let sdk = SDK_FILES.iter().filter(|(l, ..)| *l == lang).count();
+            assert!(sdk > 0 && files.len() > sdk, "{lang:?} carries its SDK");
         }
+        let go = files(Lang::Go, "my-tick", "");
+        let go_mod = &go.iter().find(|(rel, _, _)| *rel == "go.mod").unwrap().1;
+        assert!(go_mod.contains("module local/my-tick\n"), "{go_mod}");
+        assert!(
+            go_mod.contains(GO_SDK_REPLACE.1) && !go_mod.contains(GO_SDK_REPLACE.0),
+            "{go_mod}"
+        );
         let js = files(Lang::Js, "my-tick", "");
         for (rel, text, _) in &js[2..4] {
             assert!(text.contains("\"name\": \"my-tick\""), "{rel}");

@@ -162,6 +162,9 @@ fn the_copies_are_in_sync_with_their_sources() {
         "guest-sdk/wit",
         "examples/c",
         "examples/python",
+        "examples/go",
+        "sdks/python/tickbox_tick",
+        "sdks/go",
         "cli/src/cli/templates",
     ] {
         let status = std::process::Command::new("cp")
@@ -179,6 +182,10 @@ fn the_copies_are_in_sync_with_their_sources() {
             tree.join("examples/js").join(f),
         )
         .unwrap();
+    }
+    std::fs::create_dir_all(tree.join("sdks/js")).unwrap();
+    for f in ["tickbox.js", "tickbox.d.ts", "component.js", "native.js"] {
+        std::fs::copy(repo().join("sdks/js").join(f), tree.join("sdks/js").join(f)).unwrap();
     }
     let unchanged = std::process::Command::new(tree.join("tools/sync"))
         .arg("--check")

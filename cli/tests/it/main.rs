@@ -29,6 +29,9 @@
 //!   Inspector) over stdio and HTTP, and the conformance suite's baseline;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
+//! - `sdks` — the Python, JavaScript and Go SDKs: their property and fuzz
+//!   tests (with positive controls), the shared scenario of their counters,
+//!   and the counters' native runs under `tickbox check`;
 //! - `toolchains` — the Go, Python and JavaScript examples built by their
 //!   registries' toolchains: check, keys through `tickbox:terminal`, timers,
 //!   `tickbox new --lang python|js`, keys kept through a first compile;
@@ -80,6 +83,7 @@ mod sandbox;
 mod scenario;
 mod scenario_walls;
 mod schema_bomb;
+mod sdks;
 mod tick_text;
 mod tiers;
 mod toolchains;

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Answer latency of counter Ticks through `tickbox mcp` (BENCHMARKS.md,
+"Guest SDKs against hand-written counters").
+
+    python3 bench/sdk_counters.py TICKBOX LABEL=counter.wasm ...
+
+For each Tick: one warm-up start into a fresh compile cache, then a wait
+until the cache holds every Tick's optimized (Cranelift) code, so that no
+round runs on the baseline compiler's code; then
+`tickbox mcp TICK` over stdio with N calls of each tool measured one at a
+time (send, wait for the answer), in rounds that alternate between the
+Ticks so that a noisy neighbour hits all of them alike. Prints one JSON
+object per Tick and tool: median and 90th percentile in microseconds, and
+the CPU time the `tickbox mcp` process (host and Tick, every thread) spent
+per call, from /proc's schedstat; for each sdk-X beside a hand-X, the
+median over rounds of the two ratios. Wall times on a shared machine
+swing with the neighbours; CPU per call much less.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+# Calls of each tool per session, the first WARM of them not counted (the
+# interpreters inside the components warm up), in ROUNDS sessions per Tick.
+N, WARM, ROUNDS = 250, 50, 10
+CALLS = {"history": {}, "increment": {"amount": 1}}
+
+
+class Mcp:
+    def __init__(self, tickbox, wasm):
+        self.p = subprocess.Popen([tickbox, "mcp", wasm, "--compile-timeout", "600"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.next = 0
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "bench", "version": "0"}})
+        self.notify("notifications/initialized")
+        self.tools = {t["name"] for t in self.request("tools/list", {})["tools"]}
+
+    def notify(self, method):
+        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": method}).encode() + b"\n")
+        self.p.stdin.flush()
+
+    def request(self, method, params):
+        self.next += 1
+        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.next, "method": method,
+                                       "params": params}).encode() + b"\n")
+        self.p.stdin.flush()
+        while True:
+            msg = json.loads(self.p.stdout.readline())
+            if msg.get("id") == self.next:
+                if "error" in msg:
+                    raise RuntimeError(msg["error"])
+                return msg["result"]
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=60)
+
+
+def cpu_ns(pid):
+    """CPU time of every thread of `pid` so far (schedstat: nanoseconds)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass  # a thread that ended meanwhile
+    return total
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def tool_name(tools, short):
+    return next(t for t in sorted(tools) if t == short or t.endswith("_" + short))
+
+
+def main():
+    tickbox, ticks = sys.argv[1], [a.split("=", 1) for a in sys.argv[2:]]
+    # A fresh cache unless one is given (a cache kept from an earlier run
+    # saves the wait for the optimized code).
+    os.environ.setdefault("TICKBOX_CACHE_DIR", tempfile.mkdtemp(prefix="sdk-bench-cache-"))
+    for _, wasm in ticks:
+        subprocess.run([tickbox, "read", wasm, "--compile-timeout", "600"], check=True,
+                       stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        ls = json.loads(subprocess.run([tickbox, "cache", "ls"], capture_output=True, check=True).stdout)
+        if sum(e["compiler"] == "cranelift" for e in ls["entries"]) >= len(ticks):
+            break
+        time.sleep(1)
+    else:
+        sys.exit("the optimized code never reached the cache")
+    samples = {(label, tool): [] for label, _ in ticks for tool in CALLS}
+    # Per round, each Tick's median: a hand-X and an sdk-X session run next
+    # to each other, so their ratio in one round sees the same neighbours.
+    rounds = {(label, tool): [] for label, _ in ticks for tool in CALLS}
+    cpu = {(label, tool): [] for label, _ in ticks for tool in CALLS}
+    for r in range(ROUNDS):
+        for label, wasm in ticks if r % 2 == 0 else reversed(ticks):
+            m = Mcp(tickbox, wasm)
+            for tool, args in CALLS.items():
+                name = tool_name(m.tools, tool)
+                this_round = []
+                for i in range(N):
+                    if i == WARM:
+                        cpu0 = cpu_ns(m.p.pid)
+                    t0 = time.perf_counter()
+                    result = m.request("tools/call", {"name": name, "arguments": args})
+                    if i >= WARM:
+                        this_round.append(time.perf_counter() - t0)
+                    assert not result.get("isError"), result
+                cpu[(label, tool)].append((cpu_ns(m.p.pid) - cpu0) / (N - WARM))
+                samples[(label, tool)] += this_round
+                rounds[(label, tool)].append(median(this_round))
+            m.close()
+    for (label, tool), xs in samples.items():
+        xs.sort()
+        row = {"tick": label, "tool": tool, "n": len(xs), "median_us": round(xs[len(xs) // 2] * 1e6),
+               "p90_us": round(xs[len(xs) * 9 // 10] * 1e6)}
+        row["cpu_us_per_call"] = round(median(cpu[(label, tool)]) / 1e3, 1)
+        hand = label.replace("sdk-", "hand-", 1)
+        if label.startswith("sdk-") and (hand, tool) in rounds:
+            ratios = [a / b for a, b in zip(rounds[(label, tool)], rounds[(hand, tool)])]
+            row["wall_ratio_to_hand"] = round(median(ratios), 3)
+            row["wall_ratio_range"] = [round(min(ratios), 3), round(max(ratios), 3)]
+            row["cpu_ratio_to_hand"] = round(median(
+                [a / b for a, b in zip(cpu[(label, tool)], cpu[(hand, tool)])]), 3)
+        print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+../../sdks/js/tickbox.js

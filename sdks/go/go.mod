@@ -1,0 +1,3 @@
+module tickbox.dev/tick
+
+go 1.24
