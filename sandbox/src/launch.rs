@@ -29,7 +29,7 @@ use crate::{WasmEngine, WasmError, WasmKind, WasmSpec};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tickbox_host::backend::native::{self, NativeSpec, SpawnError};
-use tickbox_host::backend::TickIo;
+use tickbox_host::backend::{BoxFuture, TickIo};
 use tickbox_host::session::{InitError, Session, SessionConfig};
 
 /// Why a Tick could not be started or initialized.
@@ -130,6 +130,36 @@ impl Launcher {
         Session::start(io, config)
             .await
             .map_err(|e| LaunchError::Init(Box::new(e)))
+    }
+}
+
+/// Starts fresh instances of one Tick: the one way every part of tickbox
+/// starts a Tick (a command once, `tickbox check` once per checker session,
+/// `tickbox test` once per scenario with a virtual clock).
+///
+/// Any backend fits: a [`Launcher`] (native and wasm Ticks alike), or a
+/// closure, e.g. over `tickbox_host::backend::memory::pair` for a Tick
+/// that is a task of a test (a closure has no virtual time and ignores
+/// the clock).
+pub trait Launch: Send + Sync {
+    /// Starts one instance; a wasm Tick's clocks and randomness are
+    /// `clock`'s when given. Says why it cannot be started otherwise.
+    fn launch(&self, clock: Option<VirtualClock>) -> BoxFuture<'_, Result<TickIo, LaunchError>>;
+}
+
+impl Launch for Launcher {
+    fn launch(&self, clock: Option<VirtualClock>) -> BoxFuture<'_, Result<TickIo, LaunchError>> {
+        Box::pin(async move { self.spawn_with(clock.as_ref()).await })
+    }
+}
+
+impl<F, Fut> Launch for F
+where
+    F: Fn() -> Fut + Send + Sync,
+    Fut: std::future::Future<Output = Result<TickIo, LaunchError>> + Send + 'static,
+{
+    fn launch(&self, _clock: Option<VirtualClock>) -> BoxFuture<'_, Result<TickIo, LaunchError>> {
+        Box::pin(self())
     }
 }
 

@@ -91,7 +91,7 @@ pub use spawn::*;
 
 pub use crate::limits::{EXIT_GRACE, SLOW_COMPILE};
 pub use grants::{GrantSpec, Grants};
-pub use launch::{LaunchError, Launcher, ProcessHygiene};
+pub use launch::{Launch, LaunchError, Launcher, ProcessHygiene};
 
 use tickbox_host::backend::MemoryCharge;
 use tickbox_host::session::{BoxFuture, TickIo, TickProcess};

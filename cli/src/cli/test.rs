@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickbox_runtime::backend::wasm;
 use tickbox_runtime::scenario::{
-    self, report, LaunchFn, Outcome, Policy, Prepared, RunOptions, Scenario, ScenarioResult,
-    TimeBudget,
+    self, report, Outcome, Policy, Prepared, RunOptions, Scenario, ScenarioResult, TimeBudget,
 };
 use tickbox_runtime::Launcher;
 
@@ -256,12 +255,10 @@ fn launcher(s: &Scenario, no_cache: bool) -> Result<Launcher, Exit> {
 }
 
 fn prepare(l: Launcher) -> Prepared {
-    let kind = l.kind();
-    let launch: LaunchFn = Arc::new(move |clock| {
-        let l = l.clone();
-        Box::pin(async move { l.spawn_with(clock.as_ref()).await })
-    });
-    Prepared { kind, launch }
+    Prepared {
+        kind: l.kind(),
+        launch: Arc::new(l),
+    }
 }
 
 /// One scenario, from its file to its result.

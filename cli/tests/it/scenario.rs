@@ -534,8 +534,9 @@ fn a_guest_in_a_blocking_read_is_idle_and_a_busy_one_is_noted_not_hung() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_stops_at_the_jump_bound() {
     use std::sync::Arc;
-    use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmSpec};
-    use tickbox_runtime::scenario::{self, LaunchFn, Outcome, Prepared, RunOptions, TickKind};
+    use tickbox_runtime::backend::wasm::{WasmEngine, WasmSpec};
+    use tickbox_runtime::scenario::{self, Outcome, Prepared, RunOptions, TickKind};
+    use tickbox_runtime::Launcher;
     let wasm_path = PathBuf::from(format!("{}/dashboard.wasm", wasm_dir()));
     let engine = WasmEngine::new(None).expect("engine");
     let spec = WasmSpec {
@@ -545,17 +546,14 @@ async fn wait_for_stops_at_the_jump_bound() {
         instance_id: None,
         exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
     };
-    let launch: LaunchFn = Arc::new(move |clock| {
-        let (engine, spec) = (engine.clone(), spec.clone());
-        Box::pin(async move {
-            wasm::spawn_with(&engine, &spec, clock.as_ref())
-                .await
-                .map_err(Into::into)
-        })
-    });
+    let launcher = Launcher::Wasm {
+        engine,
+        spec,
+        kind: tickbox_runtime::backend::wasm::WasmKind::Component,
+    };
     let prepared = Prepared {
         kind: TickKind::WasmComponent,
-        launch,
+        launch: Arc::new(launcher),
     };
     let text = format!(
         "[tick]\npath = {:?}\n\n[[step]]\nkey = \"n\"\n\n[[step]]\nwait_for = {{ pointer = \"/jobs/0/status\", equals = \"done\" }}\n",

@@ -146,7 +146,10 @@ impl Fault {
 pub struct FakeLaunch(pub Fault);
 
 impl Launch for FakeLaunch {
-    fn launch(&self) -> BoxFuture<'_, Result<TickIo, LaunchError>> {
+    fn launch(
+        &self,
+        _clock: Option<tickbox_sandbox::virtual_time::VirtualClock>,
+    ) -> BoxFuture<'_, Result<TickIo, LaunchError>> {
         let fault = self.0;
         Box::pin(async move { Ok(start(fault)) })
     }

@@ -46,35 +46,12 @@ pub use rules::{Rule, Severity};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::time::Duration;
-use tickbox_host::session::{BoxFuture, TickIo};
 use tickbox_protocol::limits::CALL_TIMEOUT;
 use tickbox_sandbox::launch::LaunchError;
 
-/// Starts a fresh instance of the Tick under check; called once per session.
-///
-/// Any backend fits: a [`tickbox_sandbox::Launcher`] (what the CLI passes, so native
-/// and wasm Ticks are checked alike), or a closure, e.g. over
-/// [`tickbox_host::backend::memory::pair`] for a Tick that is a task of a test.
-pub trait Launch: Send + Sync {
-    /// Starts the Tick, or says why it cannot be started.
-    fn launch(&self) -> BoxFuture<'_, Result<TickIo, LaunchError>>;
-}
-
-impl<F, Fut> Launch for F
-where
-    F: Fn() -> Fut + Send + Sync,
-    Fut: std::future::Future<Output = Result<TickIo, LaunchError>> + Send + 'static,
-{
-    fn launch(&self) -> BoxFuture<'_, Result<TickIo, LaunchError>> {
-        Box::pin(self())
-    }
-}
-
-impl Launch for tickbox_sandbox::Launcher {
-    fn launch(&self) -> BoxFuture<'_, Result<TickIo, LaunchError>> {
-        Box::pin(self.spawn())
-    }
-}
+/// Starts a fresh instance of the Tick under check, once per session:
+/// the sandbox's one [`Launch`] trait, called without a clock.
+pub use tickbox_sandbox::launch::Launch;
 
 /// How long the checker watches an idle Tick for spontaneous changes.
 pub const QUIET_PERIOD: Duration = Duration::from_millis(500);

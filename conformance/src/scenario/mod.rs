@@ -53,7 +53,7 @@ pub use model::{dir_grant, load, parse, parse_duration, stem, Scenario, Scenario
 pub use policy::Policy;
 pub use record::{RecordTick, RecordTime, Recorder, KEY_MERGE};
 pub use run::{
-    run, Failure, LaunchFn, Outcome, Prepared, RunOptions, ScenarioResult, TickKind, TimeBudget,
+    run, Failure, Outcome, Prepared, RunOptions, ScenarioResult, TickKind, TimeBudget,
     DEFAULT_RUN_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, MAX_WAIT_JUMPS,
 };
 

@@ -1015,9 +1015,10 @@ mod tests {
             crate::scenario::discover(&[root.join("examples"), root.join("tests/scenarios")])
                 .expect("scenarios");
         assert!(files.len() >= 8, "{files:?}");
-        // No environment changes in a test: substitute every example's
-        // `${TICKBOX_<LANG>_DIR}` here.
-        let dirs = regex::Regex::new(r"\$\{TICKBOX_[A-Z]+_DIR\}").unwrap();
+        // No environment changes in a test: substitute every committed
+        // scenario's `${TICKBOX_…}` (`TICKBOX_<LANG>_DIR`, the SDKs'
+        // `TICKBOX_SDK_COUNTER`) here.
+        let dirs = regex::Regex::new(r"\$\{TICKBOX_[A-Z_]+\}").unwrap();
         for f in files {
             let text = std::fs::read_to_string(&f).unwrap();
             let text = dirs.replace_all(&text, "/nonexistent").into_owned();

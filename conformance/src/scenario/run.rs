@@ -22,7 +22,6 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tickbox_host::backend::{BoxFuture, TickIo};
 use tickbox_host::session::{CallOutcome, Session, SessionConfig};
 use tickbox_protocol::codes;
 use tickbox_sandbox::virtual_time::VirtualClock;
@@ -83,23 +82,15 @@ impl Default for TimeBudget {
 /// How a scenario's Tick runs, which decides what can be virtual: the
 /// host's one name for it.
 pub use tickbox_host::TickKind;
-
-/// Starts one fresh instance, with the clock to give a wasm guest.
-pub type LaunchFn = Arc<
-    dyn Fn(
-            Option<VirtualClock>,
-        ) -> BoxFuture<'static, Result<TickIo, tickbox_sandbox::launch::LaunchError>>
-        + Send
-        + Sync,
->;
+use tickbox_sandbox::launch::Launch;
 
 /// A scenario's Tick, ready to start.
 #[derive(Clone)]
 pub struct Prepared {
     /// What kind of Tick it is.
     pub kind: TickKind,
-    /// Starts it.
-    pub launch: LaunchFn,
+    /// Starts it, with the clock to give a wasm guest.
+    pub launch: Arc<dyn Launch>,
 }
 
 /// Options of a run.
@@ -249,7 +240,7 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
         .then(|| VirtualClock::new(opts.seed.or(scenario.tick.seed).unwrap_or(DEFAULT_SEED)));
     result.seed = clock.as_ref().map(VirtualClock::seed);
 
-    let io = match tokio::time::timeout_at(deadline, (prepared.launch)(clock.clone())).await {
+    let io = match tokio::time::timeout_at(deadline, prepared.launch.launch(clock.clone())).await {
         Ok(Ok(io)) => io,
         Ok(Err(e)) => {
             result.outcome = Outcome::StartFailed(format!("cannot start the Tick: {e}"));
