@@ -33,38 +33,73 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Why a grant could not be parsed or applied.
+/// Why grants in their textual form cannot be resolved. Each names the
+/// grant key it is about (the key of a policy file, a config entry or a
+/// scenario's `[tick]`); [`GrantError::with_flag`] is the same message with
+/// the command-line flag instead, for the CLI.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum GrantError {
-    /// `--dir` is malformed or names nothing.
-    #[error("--dir {spec}: {why}")]
+    /// A `dir` grant is malformed or names nothing.
+    #[error("dir {spec}: {why}")]
     Dir { spec: String, why: String },
-    /// `--allow-net` is malformed.
-    #[error("--allow-net {spec}: {why}")]
+    /// An `allow_net` grant is malformed.
+    #[error("allow_net {spec}: {why}")]
     Net { spec: String, why: String },
-    /// `--allow-http` is malformed.
-    #[error("--allow-http {spec}: {why}")]
+    /// An `allow_http` grant is malformed.
+    #[error("allow_http {spec}: {why}")]
     Http { spec: String, why: String },
-    /// `--http-ca` cannot be used.
-    #[error("--http-ca {why}")]
+    /// The `http_ca` cannot be used.
+    #[error("http_ca {why}")]
     HttpCa { why: String },
-    /// `--env` is malformed or names an unset variable.
-    #[error("--env {spec}: {why}")]
+    /// An `env` grant is malformed or names an unset variable.
+    #[error("env {spec}: {why}")]
     Env { spec: String, why: String },
-    /// `--max-memory` is malformed.
-    #[error("--max-memory {spec}: expected a size such as 64MiB, 1G or 1048576")]
+    /// The `max_memory` bound is malformed.
+    #[error("max_memory {spec}: expected a size such as 64MiB, 1G or 1048576")]
     Memory { spec: String },
-    /// Another bound (`--max-handles`, `--max-wasm-size`, `--compile-timeout`,
-    /// `--compile-memory`) is malformed.
-    #[error("--{flag} {spec}: expected {expected}")]
+    /// Another bound (`max_handles`, `max_wasm_size`, `compile_timeout`,
+    /// `compile_memory`, `max_write`) is malformed.
+    #[error("{key} {spec}: expected {expected}")]
     Bound {
-        flag: &'static str,
+        /// The bound's key.
+        key: &'static str,
         spec: String,
         expected: &'static str,
     },
     /// The policy file could not be read or parsed.
     #[error("policy file {path}: {why}")]
     Policy { path: String, why: String },
+}
+
+impl GrantError {
+    /// The grant key the error is about, when it is about one.
+    pub fn key(&self) -> Option<&'static str> {
+        Some(match self {
+            GrantError::Dir { .. } => "dir",
+            GrantError::Net { .. } => "allow_net",
+            GrantError::Http { .. } => "allow_http",
+            GrantError::HttpCa { .. } => "http_ca",
+            GrantError::Env { .. } => "env",
+            GrantError::Memory { .. } => "max_memory",
+            GrantError::Bound { key, .. } => key,
+            GrantError::Policy { .. } => return None,
+        })
+    }
+
+    /// The message with the grant key written as the command-line flag
+    /// that gives it (`dir …` → `--dir …`): how the CLI, which knows the
+    /// flags, says it.
+    pub fn with_flag(&self) -> String {
+        let message = self.to_string();
+        match self.key() {
+            Some(key) => match message.strip_prefix(key) {
+                Some(rest) => format!("--{}{rest}", key.replace('_', "-")),
+                None => message,
+            },
+            None => message,
+        }
+    }
 }
 
 /// One directory (or file) grant.
@@ -337,8 +372,8 @@ impl GrantSpec {
         if let Some(m) = &self.max_memory {
             g.max_memory = parse_size(m).ok_or_else(|| GrantError::Memory { spec: m.clone() })?;
         }
-        let bound = |flag, spec: &String, expected| GrantError::Bound {
-            flag,
+        let bound = |key, spec: &String, expected| GrantError::Bound {
+            key,
             spec: spec.clone(),
             expected,
         };
@@ -348,11 +383,11 @@ impl GrantSpec {
                 .parse::<usize>()
                 .ok()
                 .filter(|&n| (1..=MAX_HANDLES_LIMIT).contains(&n))
-                .ok_or_else(|| bound("max-handles", n, "a count from 1 to 1000000"))?;
+                .ok_or_else(|| bound("max_handles", n, "a count from 1 to 1000000"))?;
         }
         if let Some(m) = &self.max_wasm_size {
             g.max_wasm_size =
-                parse_size(m).ok_or_else(|| bound("max-wasm-size", m, "a size such as 64MiB"))?;
+                parse_size(m).ok_or_else(|| bound("max_wasm_size", m, "a size such as 64MiB"))?;
         }
         if let Some(t) = &self.compile_timeout {
             g.compile_timeout = t
@@ -361,16 +396,16 @@ impl GrantSpec {
                 .ok()
                 .filter(|s| s.is_finite() && *s > 0.0 && *s <= 86_400.0)
                 .map(Duration::from_secs_f64)
-                .ok_or_else(|| bound("compile-timeout", t, "seconds, more than 0"))?;
+                .ok_or_else(|| bound("compile_timeout", t, "seconds, more than 0"))?;
         }
         if let Some(m) = &self.max_write {
             g.max_write =
-                Some(parse_size(m).ok_or_else(|| bound("max-write", m, "a size such as 100MiB"))?);
+                Some(parse_size(m).ok_or_else(|| bound("max_write", m, "a size such as 100MiB"))?);
         }
         if let Some(m) = &self.compile_memory {
             g.compile_memory = parse_size(m)
                 .filter(|&b| b >= MIN_COMPILE_MEMORY)
-                .ok_or_else(|| bound("compile-memory", m, "a size of at least 64MiB"))?;
+                .ok_or_else(|| bound("compile_memory", m, "a size of at least 64MiB"))?;
         }
         Ok(g)
     }
@@ -708,6 +743,52 @@ mod tests {
         assert!(
             toml::from_str::<GrantSpec>("network = true").is_err(),
             "unknown keys are refused"
+        );
+    }
+
+    /// The library names grant keys (what policy files, config entries and
+    /// scenarios write); the CLI's rendering names the flags.
+    #[test]
+    fn errors_name_the_grant_key_and_the_cli_the_flag() {
+        let spec = |f: fn(&mut GrantSpec)| {
+            let mut g = GrantSpec::default();
+            f(&mut g);
+            g.resolve().unwrap_err()
+        };
+        let cases = [
+            (
+                spec(|g| g.dir = vec!["/no/such/dir".into()]),
+                "dir /no/such/dir",
+                "--dir /no/such/dir",
+            ),
+            (
+                spec(|g| g.max_memory = Some("lots".into())),
+                "max_memory lots",
+                "--max-memory lots",
+            ),
+            (
+                spec(|g| g.max_handles = Some("0".into())),
+                "max_handles 0",
+                "--max-handles 0",
+            ),
+            (
+                spec(|g| g.allow_net = vec!["*:80".into()]),
+                "allow_net *:80",
+                "--allow-net *:80",
+            ),
+        ];
+        for (e, library, cli) in cases {
+            assert!(e.to_string().starts_with(library), "{e}");
+            assert!(e.with_flag().starts_with(cli), "{}", e.with_flag());
+            assert!(!e.to_string().contains("--"), "{e}");
+        }
+        let policy = GrantError::Policy {
+            path: "p.toml".into(),
+            why: "bad".into(),
+        };
+        assert_eq!(
+            (policy.key(), policy.with_flag()),
+            (None, policy.to_string())
         );
     }
 }

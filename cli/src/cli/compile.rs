@@ -43,7 +43,7 @@ pub fn run(args: CompileArgs) -> Result<(), Exit> {
         ..GrantSpec::default()
     }
     .resolve()
-    .map_err(Exit::usage)?;
+    .map_err(|e| Exit::usage(e.with_flag()))?;
     let bounds = Bounds {
         timeout: grants.compile_timeout,
         memory: grants.compile_memory,

@@ -263,7 +263,9 @@ pub fn launcher(spec: TickSpec, args: &TickOpts) -> Result<Launcher, Exit> {
             "--dir, --allow-net, --allow-http, --http-ca, --max-memory, --max-handles, --max-wasm-size, --compile-timeout, --compile-memory, --max-write and --policy apply to wasm Ticks only; a native Tick runs with your own permissions",
         ));
     }
-    let grants = grant_spec.resolve().map_err(Exit::usage)?;
+    let grants = grant_spec
+        .resolve()
+        .map_err(|e| Exit::usage(e.with_flag()))?;
     Ok(Launcher::native(NativeSpec {
         argv,
         cwd: args.cwd.clone(),
@@ -278,7 +280,9 @@ fn wasm_launcher(path: PathBuf, grant_spec: GrantSpec, args: &TickOpts) -> Resul
             "--cwd applies to native Ticks; grant a wasm Tick a directory with --dir",
         ));
     }
-    let grants = grant_spec.resolve().map_err(Exit::usage)?;
+    let grants = grant_spec
+        .resolve()
+        .map_err(|e| Exit::usage(e.with_flag()))?;
     // Only the header here: the whole file is read when an instance starts.
     if wasm::detect_file(&path).is_none() {
         return Err(Exit::session(LaunchError::NotWasm { path }));

@@ -105,15 +105,10 @@ fn cited_sections() -> BTreeSet<String> {
         }
     }
     let mut found = BTreeSet::new();
-    for krate in [
-        "protocol/src",
-        "host/src",
-        "sandbox/src",
-        "mcp/src",
-        "conformance/src",
-        "cli/src",
-        "guest-sdk/src",
-    ] {
+    for krate in crate::util::LIBRARY_SOURCES
+        .iter()
+        .chain(&["cli/src", "guest-sdk/src"])
+    {
         walk(&repo().join(krate), &mut found);
     }
     found

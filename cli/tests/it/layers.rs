@@ -188,13 +188,7 @@ fn only_the_cli_reads_tickbox_variables() {
         "the scan finds the CLI's own reads: {control:?}"
     );
     let mut hits = Vec::new();
-    for krate in [
-        "protocol/src",
-        "host/src",
-        "sandbox/src",
-        "mcp/src",
-        "conformance/src",
-    ] {
+    for krate in crate::util::LIBRARY_SOURCES {
         walk(&root().join(krate), &mut hits);
     }
     assert!(

@@ -6,6 +6,16 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The workspace root.
+/// The host's library crates' sources, from the repository root (the
+/// layers the CLI builds on; the SDKs are apart).
+pub const LIBRARY_SOURCES: &[&str] = &[
+    "protocol/src",
+    "host/src",
+    "sandbox/src",
+    "mcp/src",
+    "conformance/src",
+];
+
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
