@@ -36,7 +36,7 @@ pub enum WasmError {
     Load { path: PathBuf, why: String },
     /// A grant could not be applied.
     #[error("cannot apply grants: {0}")]
-    Grant(String),
+    Grant(GrantRefused),
     /// The engine could not be built.
     #[error("cannot start wasmtime: {0}")]
     Engine(String),
@@ -51,5 +51,38 @@ pub enum WasmError {
     Compile {
         path: PathBuf,
         source: compile::CompileError,
+    },
+}
+
+/// Why a grant that parsed cannot be applied to this Tick.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GrantRefused {
+    /// A granted path cannot be used: missing, unreadable, or it could not
+    /// be opened for the guest (or given its private grant area).
+    #[error("{}: {why}", path.display())]
+    Path {
+        /// The path on the host, as granted.
+        path: PathBuf,
+        /// What went wrong.
+        why: String,
+    },
+    /// A granted path overlaps tickbox's own state (cache, live-instance
+    /// directory): refused whatever the grant says.
+    #[error("{0}")]
+    OwnState(String),
+    /// A single-file grant's private directory could not be made.
+    #[error("{0}")]
+    Area(String),
+    /// The `http_ca` cannot be read or used.
+    #[error("{0}")]
+    HttpCa(String),
+    /// A grant a preview-1 module cannot honour: it needs a component.
+    #[error("{grant} needs a component (wasm32-wasip2): {why}")]
+    NeedsComponent {
+        /// The grant, as the command line spells it.
+        grant: &'static str,
+        /// Why a module cannot have it.
+        why: &'static str,
     },
 }

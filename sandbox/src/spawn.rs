@@ -47,24 +47,38 @@ pub(crate) fn wasi_builder(
         } else {
             wasmtime_wasi::FsPerms::ReadWrite
         };
-        let meta = std::fs::metadata(&d.host)
-            .map_err(|e| WasmError::Grant(format!("{}: {e}", d.host.display())))?;
+        let meta = std::fs::metadata(&d.host).map_err(|e| {
+            WasmError::Grant(GrantRefused::Path {
+                path: d.host.clone(),
+                why: e.to_string(),
+            })
+        })?;
         // Files too: a single-file grant of the cache's key would be as bad.
-        grant_area::check_not_own_state(&d.host, &own_state).map_err(WasmError::Grant)?;
+        grant_area::check_not_own_state(&d.host, &own_state)
+            .map_err(|e| WasmError::Grant(GrantRefused::OwnState(e)))?;
         let quota = d
             .max_write
             .map(|max| quota::Quota::named(max, &format!("--dir …::{}:max", d.guest)));
         if meta.is_dir() {
-            b.preopened_dir(&d.host, &d.guest, perms)
-                .map_err(|e| WasmError::Grant(format!("{}: {e:#}", d.host.display())))?;
+            b.preopened_dir(&d.host, &d.guest, perms).map_err(|e| {
+                WasmError::Grant(GrantRefused::Path {
+                    path: d.host.clone(),
+                    why: format!("{e:#}"),
+                })
+            })?;
             quotas.push((d.guest.clone(), quota));
         } else {
             // A single file: preopen a private directory that holds only
             // it, under its own name (see `grant_area`).
             let (dir, guest_dir) = grant_area::for_file(&d.host, &d.guest, d.read_only, &instance)
-                .map_err(WasmError::Grant)?;
+                .map_err(|e| WasmError::Grant(GrantRefused::Area(e)))?;
             b.preopened_dir(dir.path(), &guest_dir, perms)
-                .map_err(|e| WasmError::Grant(format!("{}: {e:#}", d.host.display())))?;
+                .map_err(|e| {
+                    WasmError::Grant(GrantRefused::Path {
+                        path: d.host.clone(),
+                        why: format!("{e:#}"),
+                    })
+                })?;
             quotas.push((guest_dir.clone(), quota));
             keep.push(dir);
         }
@@ -135,7 +149,7 @@ pub async fn spawn_with(
     let limiter = memory::Budget::charging(memory.clone());
     let http_policy =
         http::HttpPolicy::new(spec.grants.http.clone(), spec.grants.http_ca.as_deref())
-            .map_err(WasmError::Grant)?;
+            .map_err(|e| WasmError::Grant(GrantRefused::HttpCa(e)))?;
     let max_handles = spec.grants.max_handles;
     let bounds = compile::Bounds {
         timeout: spec.grants.compile_timeout,
@@ -186,19 +200,22 @@ pub async fn spawn_with(
             })
         }
         Loaded::Module(_) if !spec.grants.http.is_empty() => {
-            return Err(WasmError::Grant(
-                "--allow-http needs a component (wasm32-wasip2): a preview-1 module cannot import wasi:http".into(),
-            ));
+            return Err(WasmError::Grant(GrantRefused::NeedsComponent {
+                grant: "--allow-http",
+                why: "a preview-1 module cannot import wasi:http",
+            }));
         }
         Loaded::Module(_) if spec.grants.max_write.is_some() => {
-            return Err(WasmError::Grant(
-                "--max-write needs a component (wasm32-wasip2): a preview-1 module's writes cannot be metered".into(),
-            ));
+            return Err(WasmError::Grant(GrantRefused::NeedsComponent {
+                grant: "--max-write",
+                why: "a preview-1 module's writes cannot be metered",
+            }));
         }
         Loaded::Module(_) if spec.grants.dirs.iter().any(|d| d.max_write.is_some()) => {
-            return Err(WasmError::Grant(
-                "a --dir write quota (max=) needs a component (wasm32-wasip2): a preview-1 module's writes cannot be metered".into(),
-            ));
+            return Err(WasmError::Grant(GrantRefused::NeedsComponent {
+                grant: "a --dir write quota (max=)",
+                why: "a preview-1 module's writes cannot be metered",
+            }));
         }
         Loaded::Module(pre) => {
             let mut wasi = builder.build_p1();
