@@ -578,21 +578,27 @@ impl WasmEngine {
                 let key = owned_key;
                 let child =
                     compile::optimize_detached(&worker, input, kind, bounds, &dir, &key, &winch_key);
-                drop(starting);
                 let ended = |loaded: bool| {
                     if let Some(engine) = weak.upgrade() {
                         engine.end_optimizing(&key, loaded);
                     }
                 };
+                // The start is over once it is logged, not before: a
+                // one-shot command waits for `starting` and then exits, so
+                // the line that says how it went must already be out.
                 let mut child = match child {
-                    Ok(c) => c,
+                    Ok(c) => {
+                        tracing::info!(path = %path.display(), pid = c.id(), "optimizing compile started (cranelift, in the background)");
+                        drop(starting);
+                        c
+                    }
                     Err(e) => {
                         tracing::warn!(path = %path.display(), error = %e, "cannot start the optimizing compile");
+                        drop(starting);
                         ended(false);
                         return;
                     }
                 };
-                tracing::info!(path = %path.display(), pid = child.id(), "optimizing compile started (cranelift, in the background)");
                 // Waits for (and so reaps) the worker in a host that lives
                 // that long; a one-shot command exits before and leaves it
                 // to init.
