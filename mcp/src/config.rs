@@ -118,23 +118,16 @@ struct RawEntry {
 fn entry_of(
     table: serde_json::Map<String, serde_json::Value>,
 ) -> Result<(RawEntry, Grants), String> {
+    if let Some(serde_json::Value::Object(nested)) = table.get("grants") {
+        if let Some(key) = nested.keys().find(|k| table.contains_key(*k)) {
+            return Err(format!(
+                "`{key}` is given both in the entry and in [tick.grants]: give it once"
+            ));
+        }
+    }
     let (mut entry, mut grants): (RawEntry, Grants) =
         Grants::split_from(table).map_err(|e| e.to_string())?;
     if let Some(nested) = entry.grants.take() {
-        let flat = serde_json::to_value(&grants).map_err(|e| e.to_string())?;
-        let nested_keys = serde_json::to_value(&nested).map_err(|e| e.to_string())?;
-        if let (Some(flat), Some(nested_keys)) = (flat.as_object(), nested_keys.as_object()) {
-            let given =
-                |v: &serde_json::Value| !(v.is_null() || v.as_array().is_some_and(Vec::is_empty));
-            if let Some((key, _)) = flat
-                .iter()
-                .find(|(k, v)| given(v) && nested_keys.get(*k).is_some_and(given))
-            {
-                return Err(format!(
-                    "`{key}` is given both in the entry and in [tick.grants]: give it once"
-                ));
-            }
-        }
         grants.merge(nested);
     }
     Ok((entry, grants))
@@ -388,6 +381,10 @@ mod tests {
             (
                 "[[tick]]\nname = \"a\"\npath = \"x\"\nmax_memory = \"1MiB\"\n[tick.grants]\nmax_memory = \"2MiB\"",
                 "`max_memory` is given both",
+            ),
+            (
+                "[[tick]]\nname = \"a\"\npath = \"x\"\ndir = []\n[tick.grants]\ndir = [\"d\"]",
+                "`dir` is given both",
             ),
         ];
         for (text, needle) in cases {

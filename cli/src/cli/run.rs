@@ -109,10 +109,9 @@ pub fn main(mut args: RunArgs, verbose: u8) -> ExitCode {
             for line in std::io::BufReader::new(pipe).lines() {
                 let Ok(line) = line else { break };
                 match serde_json::from_str::<Value>(&line) {
-                    Ok(v) if v["note"].is_string() => eprintln!(
-                        "tickbox: {}",
-                        tickbox_runtime::text::escape(v["note"].as_str().unwrap_or_default())
-                    ),
+                    Ok(v) if v["note"].is_string() => {
+                        open::notice(v["note"].as_str().unwrap_or_default())
+                    }
                     _ => {
                         text = line;
                         break;

@@ -14,6 +14,7 @@
 //! visibility), so no other mode can be left behind.
 
 use std::sync::Mutex;
+use tickbox_runtime::util::lock;
 
 /// What a view writes on entering: the alternate screen, cleared.
 pub const ENTER: &[u8] = b"\x1b[?1049h\x1b[H\x1b[2J";
@@ -49,7 +50,7 @@ static SAVED: Mutex<Option<Saved>> = Mutex::new(None);
 
 /// Puts the terminal back, once; safe to call from a panic hook.
 fn restore() {
-    let mut slot = SAVED.lock().unwrap_or_else(|p| p.into_inner());
+    let mut slot = lock(&SAVED);
     if let Some(saved) = slot.take() {
         // SAFETY: plain syscalls on fds this process owns; the termios value
         // came from tcgetattr on the same fd.
@@ -98,7 +99,7 @@ impl RawMode {
                 None
             };
             let alternate = libc::isatty(1) == 1;
-            *SAVED.lock().unwrap_or_else(|p| p.into_inner()) = Some(Saved {
+            *lock(&SAVED) = Some(Saved {
                 termios,
                 stderr,
                 alternate,

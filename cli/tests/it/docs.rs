@@ -84,32 +84,23 @@ fn every_limit_and_code_constant_is_on_the_page() {
 
 /// Every `§N` / `§N.M` in the Rust sources of the crates that print them.
 fn cited_sections() -> BTreeSet<String> {
-    fn walk(dir: &Path, found: &mut BTreeSet<String>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, found);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let text = std::fs::read_to_string(&path).unwrap();
-                for (i, _) in text.match_indices('§') {
-                    let number: String = text[i + '§'.len_utf8()..]
-                        .chars()
-                        .take_while(|c| c.is_ascii_digit() || *c == '.')
-                        .collect();
-                    let number = number.trim_end_matches('.').to_string();
-                    if !number.is_empty() {
-                        found.insert(number);
-                    }
-                }
-            }
-        }
-    }
     let mut found = BTreeSet::new();
     for krate in crate::util::LIBRARY_SOURCES
         .iter()
         .chain(&["cli/src", "guest-sdk/src"])
     {
-        walk(&repo().join(krate), &mut found);
+        for (_, text) in crate::util::rust_sources(&repo().join(krate)) {
+            for (i, _) in text.match_indices('§') {
+                let number: String = text[i + '§'.len_utf8()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == '.')
+                    .collect();
+                let number = number.trim_end_matches('.').to_string();
+                if !number.is_empty() {
+                    found.insert(number);
+                }
+            }
+        }
     }
     found
 }

@@ -159,24 +159,18 @@ fn each_layer_depends_only_on_what_it_is_for() {
 #[test]
 fn only_the_cli_reads_tickbox_variables() {
     fn walk(dir: &std::path::Path, hits: &mut Vec<String>) {
-        for e in std::fs::read_dir(dir).expect("read dir") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                walk(&p, hits);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                let text = std::fs::read_to_string(&p).expect("read");
-                // Unit tests sit at the end of a file, after `#[cfg(test)]`.
-                let code = text.split("#[cfg(test)]").next().unwrap_or("");
-                for (n, line) in code.lines().enumerate() {
-                    let line = line.trim_start();
-                    if line.starts_with("//") {
-                        continue;
-                    }
-                    if line.contains("\"TICKBOX_")
-                        || (line.contains("env::var") && line.contains("TICKBOX"))
-                    {
-                        hits.push(format!("{}:{}: {line}", p.display(), n + 1));
-                    }
+        for (p, text) in crate::util::rust_sources(dir) {
+            // Unit tests sit at the end of a file, after `#[cfg(test)]`.
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            for (n, line) in code.lines().enumerate() {
+                let line = line.trim_start();
+                if line.starts_with("//") {
+                    continue;
+                }
+                if line.contains("\"TICKBOX_")
+                    || (line.contains("env::var") && line.contains("TICKBOX"))
+                {
+                    hits.push(format!("{}:{}: {line}", p.display(), n + 1));
                 }
             }
         }

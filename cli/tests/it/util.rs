@@ -232,6 +232,25 @@ fn guest_sources(workspace: &str) -> [PathBuf; 3] {
     ]
 }
 
+/// Every `.rs` file under `dir` with its text, in a stable order.
+pub fn rust_sources(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("read source");
+                out.push((path, text));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// The newest modification time of any file under `dir` (skipping `target`
 /// directories), or `None` when one cannot be read.
 fn newest_under(dir: &Path) -> Option<std::time::SystemTime> {
