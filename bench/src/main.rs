@@ -238,6 +238,7 @@ impl Bench {
                     grants: Grants::default(),
                     instance_id: None,
                     exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
+                    pin: None,
                 };
                 wasm::spawn(engine, &spec).await?
             }

@@ -256,6 +256,7 @@ async fn in_process(wasm: PathBuf, cache: PathBuf, n: usize) -> Result<Stat> {
         grants: Grants::default(),
         instance_id: None,
         exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
+        pin: None,
     };
     let s = Session::start(wasm::spawn(&engine, &spec).await?, SessionConfig::default()).await?;
     let c = s

@@ -40,6 +40,13 @@ pub enum WasmError {
     /// The engine could not be built.
     #[error("cannot start wasmtime: {0}")]
     Engine(String),
+    /// The bytes are not the ones pinned ([`crate::WasmSpec::pin`]).
+    #[error("refusing to start {path}: its content is {actual}, not the {expected} it was pinned to")]
+    NotPinned {
+        path: PathBuf,
+        expected: WasmDigest,
+        actual: WasmDigest,
+    },
     /// The file is larger than `--max-wasm-size`.
     #[error("cannot load {path}: it is larger than --max-wasm-size ({max} bytes)")]
     TooLarge { path: PathBuf, max: u64 },

@@ -18,6 +18,10 @@ pub struct WasmSpec {
     /// How long the guest may take to return by itself once its stdin is
     /// closed, before it is stopped ([`EXIT_GRACE`]).
     pub exit_grace: Duration,
+    /// The content the bytes must have ([`digest`](crate::digest)): checked
+    /// on the very buffer that is compiled; `None` runs whatever the file
+    /// holds.
+    pub pin: Option<WasmDigest>,
 }
 
 /// Store data of a component guest.

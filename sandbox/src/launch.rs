@@ -92,9 +92,20 @@ impl Launcher {
                 grants,
                 instance_id: None,
                 exit_grace: crate::EXIT_GRACE,
+                pin: None,
             },
             kind,
         })
+    }
+
+    /// Pins a wasm Tick to its content: every instance refuses to start
+    /// unless the bytes it loads have `digest` ([`crate::digest`]). No
+    /// effect on a native Tick, whose bytes tickbox does not load.
+    pub fn pinned(mut self, digest: crate::WasmDigest) -> Launcher {
+        if let Launcher::Wasm { spec, .. } = &mut self {
+            spec.pin = Some(digest);
+        }
+        self
     }
 
     /// How the Tick this launcher starts runs.

@@ -56,6 +56,7 @@
 pub mod cache;
 pub mod compile;
 pub mod compiler;
+pub mod digest;
 pub(crate) mod grant_area;
 pub mod grants;
 pub mod handles;
@@ -90,6 +91,7 @@ pub(crate) use net::*;
 pub use spawn::*;
 
 pub use crate::limits::{EXIT_GRACE, SLOW_COMPILE};
+pub use digest::WasmDigest;
 pub use grants::{GrantSpec, Grants};
 pub use launch::{Launch, LaunchError, Launcher, ProcessHygiene};
 

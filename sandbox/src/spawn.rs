@@ -124,6 +124,16 @@ pub async fn spawn_with(
 ) -> Result<TickIo, WasmError> {
     let wasm = read_bounded(&spec.path, spec.grants.max_wasm_size).await?;
     tracing::debug!(bytes = wasm.len(), "wasm read");
+    if let Some(expected) = spec.pin {
+        let actual = WasmDigest::of(&wasm);
+        if actual != expected {
+            return Err(WasmError::NotPinned {
+                path: spec.path.clone(),
+                expected,
+                actual,
+            });
+        }
+    }
     let kind = detect(&wasm).ok_or_else(|| WasmError::NotWasm {
         path: spec.path.clone(),
     })?;

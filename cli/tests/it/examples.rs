@@ -74,6 +74,7 @@ async fn open(b: Backend, name: &str, grants: GrantSpec, env: &[(&str, &str)]) -
                 grants,
                 instance_id: None,
                 exit_grace: wasm::EXIT_GRACE,
+                pin: None,
             };
             wasm::spawn(&engine(), &spec).await.expect("spawn wasm")
         }

@@ -338,6 +338,7 @@ async fn slow_compiles_are_announced_once() {
             grants: GrantSpec::default().resolve().expect("grants"),
             instance_id: None,
             exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
+            pin: None,
         };
         let io = wasm::spawn(&engine, &spec).await.expect("spawn wasm");
         let s = Session::start(io, SessionConfig::default())

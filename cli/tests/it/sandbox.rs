@@ -471,6 +471,7 @@ async fn start(engine: &Arc<WasmEngine>, config: SessionConfig) -> Session {
         grants: GrantSpec::default().resolve().unwrap(),
         instance_id: None,
         exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
+        pin: None,
     };
     Session::start(spawn(engine, &spec).await.expect("spawn"), config)
         .await

@@ -545,6 +545,7 @@ async fn wait_for_stops_at_the_jump_bound() {
         grants: Default::default(),
         instance_id: None,
         exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
+        pin: None,
     };
     let launcher = Launcher::Wasm {
         engine,

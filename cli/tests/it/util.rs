@@ -402,6 +402,7 @@ pub async fn open_wasm_session(
         grants: grants.resolve().expect("grants"),
         instance_id: None,
         exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
+        pin: None,
     };
     let io = wasm::spawn(engine, &spec).await.expect("spawn wasm");
     Session::start(io, SessionConfig::default())

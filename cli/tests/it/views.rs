@@ -297,6 +297,7 @@ async fn hostile_session(engine: &Arc<WasmEngine>) -> Session {
         grants: GrantSpec::default().resolve().unwrap(),
         instance_id: None,
         exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
+        pin: None,
     };
     Session::start(
         spawn(engine, &spec).await.expect("spawn"),

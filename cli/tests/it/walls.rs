@@ -489,6 +489,7 @@ fn spec(path: &str, grants: GrantSpec) -> WasmSpec {
         grants: grants.resolve().unwrap(),
         instance_id: None,
         exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
+        pin: None,
     }
 }
 
