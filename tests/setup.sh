@@ -27,6 +27,10 @@ if ! command -v clang-14 >/dev/null || ! command -v wasm-ld-14 >/dev/null \
     apt_install clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32
 fi
 
+# The registry tests push to and pull from a real OCI registry (Debian's
+# docker-registry: the CNCF distribution registry), started on loopback.
+command -v docker-registry >/dev/null || apt_install docker-registry
+
 # The view tests check what a real terminal emulator (tmux) is left with.
 command -v tmux >/dev/null || apt_install tmux
 

@@ -256,7 +256,8 @@ impl Config {
 
 fn resolve(base: &Path, p: &str) -> String {
     let path = Path::new(p);
-    if path.is_absolute() {
+    // A URL (`oci://…`) is a reference, not a file beside the config.
+    if path.is_absolute() || p.contains("://") {
         p.to_string()
     } else {
         base.join(path).to_string_lossy().into_owned()

@@ -278,6 +278,12 @@ pub(crate) async fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, WasmE
         .map_err(|e| WasmError::Engine(e.to_string()))?
 }
 
+/// Reads a wasm file of at most `max` bytes (`--max-wasm-size`), as a
+/// start does.
+pub fn read_wasm(path: &Path, max: u64) -> Result<Vec<u8>, WasmError> {
+    read_bounded_blocking(path, max)
+}
+
 pub(crate) fn read_bounded_blocking(path: &Path, max: u64) -> Result<Vec<u8>, WasmError> {
     use std::io::Read;
     let read = |source| WasmError::Read {

@@ -1,4 +1,5 @@
-//! `tickbox cache ls|clean`: the compile cache of wasm Ticks.
+//! `tickbox cache ls|clean`: the compile cache of wasm Ticks, and the store
+//! of Ticks pulled from registries.
 
 use super::exit::Exit;
 use clap::{Args, Subcommand};
@@ -10,11 +11,14 @@ use tickbox_runtime::backend::wasm::grants::parse_size;
 pub const HELP: &str = "\
 The cache is $TICKBOX_CACHE_DIR, else $XDG_CACHE_HOME/tickbox/wasm, else
 ~/.cache/tickbox/wasm; its size cap is $TICKBOX_CACHE_MAX_SIZE (default 1GiB).
+Ticks pulled from registries are in the store ($TICKBOX_STORE_DIR, else
+`oci` beside the cache), listed under `store`; `clean` without --keep
+empties it too (a pinned reference then pulls again).
 
 Exit codes:
   0    success (stdout: one JSON document)
   2    usage error
-  3    the cache directory is missing its owner/mode guarantees, or unreadable";
+  3    the cache or store directory is missing its owner/mode guarantees, or unreadable";
 
 #[derive(Args)]
 pub struct CacheArgs {
@@ -53,11 +57,19 @@ pub fn run(args: CacheArgs) -> Result<(), Exit> {
                 "max_bytes": cache.max_bytes(),
                 "total_bytes": total,
                 "entries": entries,
+                "store": store_listing()?,
             })
         }
         CacheCommand::Clean { keep } => {
             let (removed, freed) = match keep {
-                None => cache.clean(),
+                None => {
+                    let (files, bytes) = match store()? {
+                        Some(s) => s.clean(),
+                        None => (0, 0),
+                    };
+                    let (r, f) = cache.clean();
+                    (r + files, f + bytes)
+                }
                 Some(k) => {
                     let cap = parse_size(&k)
                         .or((k.trim() == "0").then_some(0))
@@ -71,4 +83,26 @@ pub fn run(args: CacheArgs) -> Result<(), Exit> {
         }
     };
     super::emit(&v, args.pretty)
+}
+
+/// The store, when there is a directory for it and it exists (listing and
+/// cleaning never create it).
+fn store() -> Result<Option<tickbox_registry::Store>, Exit> {
+    match super::env::store_dir() {
+        Some(d) if d.exists() => tickbox_registry::Store::open(d)
+            .map(Some)
+            .map_err(Exit::session),
+        _ => Ok(None),
+    }
+}
+
+fn store_listing() -> Result<serde_json::Value, Exit> {
+    Ok(match store()? {
+        Some(s) => {
+            let entries = s.entries();
+            let total: u64 = entries.iter().map(|e| e.bytes).sum();
+            json!({"dir": s.dir(), "total_bytes": total, "entries": entries})
+        }
+        None => json!({"dir": super::env::store_dir(), "total_bytes": 0, "entries": []}),
+    })
 }

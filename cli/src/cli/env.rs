@@ -24,6 +24,30 @@ pub const RUNTIME: &str = "TICKBOX_RUNTIME";
 /// How long an idle MCP HTTP session lives, in milliseconds (tests).
 pub const MCP_HTTP_SESSION_IDLE_MS: &str = "TICKBOX_MCP_HTTP_SESSION_IDLE_MS";
 
+/// Overrides where Ticks pulled from registries are kept (default:
+/// `tickbox/oci` beside the compile cache's default).
+pub const STORE_DIR: &str = "TICKBOX_STORE_DIR";
+/// Docker's own variable: the directory of `config.json` with registry
+/// credentials (default `~/.docker`).
+pub const DOCKER_CONFIG: &str = "DOCKER_CONFIG";
+
+/// The Tick store: `$TICKBOX_STORE_DIR`, else `oci` beside the compile
+/// cache's default directory.
+pub fn store_dir() -> Option<PathBuf> {
+    std::env::var_os(STORE_DIR).map(PathBuf::from).or_else(|| {
+        cache::default_dir().and_then(|d| d.parent().map(|p| p.join("oci")))
+    })
+}
+
+/// The Docker config file with registry credentials:
+/// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
+pub fn docker_config() -> Option<PathBuf> {
+    match std::env::var_os(DOCKER_CONFIG) {
+        Some(d) => Some(PathBuf::from(d).join("config.json")),
+        None => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker/config.json")),
+    }
+}
+
 /// The compile cache's directory: `$TICKBOX_CACHE_DIR`, else the XDG default.
 pub fn cache_dir() -> Option<PathBuf> {
     std::env::var_os(CACHE_DIR)

@@ -388,7 +388,7 @@ fn planned(entry: TickEntry, flags: &TickOpts) -> Planned {
         // A wasm Tick has no working directory on the host: its files are its grants.
         cwd: match &spec {
             TickSpec::Path(p)
-                if tickbox_runtime::backend::wasm::is_wasm_path(std::path::Path::new(p)) =>
+                if super::open::is_sandboxed(std::path::Path::new(p)) =>
             {
                 None
             }
@@ -412,6 +412,7 @@ fn planned(entry: TickEntry, flags: &TickOpts) -> Planned {
             max_write: entry.grants.max_write.clone(),
         },
         no_cache: flags.no_cache,
+        registry: flags.registry.clone(),
     };
     Planned {
         name: Some(entry.name),

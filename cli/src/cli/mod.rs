@@ -11,6 +11,7 @@ mod logging;
 mod ls;
 mod mcp;
 mod new;
+mod oci;
 mod open;
 mod remote;
 mod run;
@@ -85,6 +86,12 @@ enum Command {
     /// Compile wasm Ticks with Cranelift into the compile cache ahead of their first start: tickbox compile TICK...
     #[command(after_help = compile::HELP)]
     Compile(compile::CompileArgs),
+    /// Fetch a Tick from a registry into the store, verified against its digest: tickbox pull oci://HOST/REPO:TAG
+    #[command(after_help = oci::HELP)]
+    Pull(oci::PullArgs),
+    /// Publish a .wasm Tick (and its NAME.tick.toml) to a registry as a Wasm OCI artifact: tickbox push oci://HOST/REPO:TAG WASM
+    #[command(after_help = oci::HELP)]
+    Push(oci::PushArgs),
     /// Create a Tick project that builds and passes `tickbox check`: tickbox new PATH [--lang rust|c]
     #[command(after_help = new::HELP)]
     New(new::NewArgs),
@@ -148,6 +155,20 @@ pub fn main() -> ExitCode {
                 Ok(()) => ExitCode::from(exit::OK),
                 Err(e) => fail(e),
             }
+        }
+        Command::Pull(args) => {
+            let pretty = args.pretty;
+            return match oci::pull(args).and_then(|v| emit(&v, pretty)) {
+                Ok(()) => ExitCode::from(exit::OK),
+                Err(e) => fail(e),
+            };
+        }
+        Command::Push(args) => {
+            let pretty = args.pretty;
+            return match oci::push(args).and_then(|v| emit(&v, pretty)) {
+                Ok(()) => ExitCode::from(exit::OK),
+                Err(e) => fail(e),
+            };
         }
         other => other,
     };
@@ -373,6 +394,8 @@ async fn run(command: Command) -> Result<(), Exit> {
         | Command::Stop(_)
         | Command::Cache(_)
         | Command::Compile(_)
+        | Command::Pull(_)
+        | Command::Push(_)
         | Command::New(_) => Err(Exit::usage("handled before the runtime starts")),
     }
 }
@@ -402,9 +425,14 @@ fn info(t: &Opened) -> Value {
             kind,
             grants,
             requested,
+            pulled,
         } => {
             v["backend"] = json!("wasm");
             v["path"] = json!(path);
+            if let Some(p) = pulled {
+                v["reference"] = json!(p.reference.to_string());
+                v["digest"] = json!(p.wasm_digest.to_string());
+            }
             v["wasm"] = json!(kind);
             v["granted"] = serde_json::to_value(grants).unwrap_or(Value::Null);
             v["requested"] = serde_json::to_value(requested).unwrap_or(Value::Null);

@@ -16,7 +16,7 @@ use tickbox_runtime::{LaunchError, Launcher};
 /// A command that takes the Tick as its only positional.
 #[derive(Args)]
 pub struct TickArgs {
-    /// The Tick: a path to an executable or a .wasm file, or a live instance as @ID or @NAME
+    /// The Tick: a path to an executable or a .wasm file, a registry reference oci://HOST/REPO:TAG (or @sha256:…), or a live instance as @ID or @NAME
     #[arg(value_name = "TICK")]
     pub tick: Option<String>,
     #[command(flatten)]
@@ -61,6 +61,8 @@ pub struct TickOpts {
     pub max_memory: Option<String>,
     #[command(flatten)]
     pub bounds: BoundOpts,
+    #[command(flatten)]
+    pub registry: super::oci::RegistryOpts,
     /// Do not read or write the compile cache for wasm Ticks
     #[arg(long)]
     pub no_cache: bool,
@@ -216,6 +218,8 @@ pub enum Backend {
         kind: WasmKind,
         grants: Grants,
         requested: Option<Box<GrantSpec>>,
+        /// The registry reference it was pulled by, pinned.
+        pulled: Option<tickbox_registry::Pulled>,
     },
 }
 
@@ -234,11 +238,20 @@ impl Opened {
     }
 }
 
+/// Whether a TICK path names a sandboxed Tick: a registry reference (only
+/// wasm is pulled) or a wasm file.
+pub fn is_sandboxed(path: &Path) -> bool {
+    path.to_str().is_some_and(tickbox_registry::is_reference) || wasm::is_wasm_path(path)
+}
+
 /// Resolves the TICK and the sandbox flags into the library's launcher;
 /// starts nothing yet.
 pub fn launcher(spec: TickSpec, args: &TickOpts) -> Result<Launcher, Exit> {
     let grant_spec = args.grant_spec()?;
     let argv = match spec {
+        TickSpec::Path(p) if tickbox_registry::is_reference(&p) => {
+            return oci_launcher(&p, grant_spec, args)
+        }
         TickSpec::Path(p) if wasm::is_wasm_path(std::path::Path::new(&p)) => {
             return wasm_launcher(PathBuf::from(p), grant_spec, args)
         }
@@ -272,6 +285,41 @@ pub fn launcher(spec: TickSpec, args: &TickOpts) -> Result<Launcher, Exit> {
         env: grants.env,
         ..Default::default()
     }))
+}
+
+/// A Tick from a registry: resolved once per process into the store, then
+/// started from there pinned to its wasm layer's digest.
+fn oci_launcher(reference: &str, grant_spec: GrantSpec, args: &TickOpts) -> Result<Launcher, Exit> {
+    if args.cwd.is_some() {
+        return Err(Exit::usage(
+            "--cwd applies to native Ticks; grant a wasm Tick a directory with --dir",
+        ));
+    }
+    let grants = grant_spec
+        .resolve()
+        .map_err(|e| Exit::usage(e.with_flag()))?;
+    let pulled = super::oci::resolve(reference, &args.registry, grants.max_wasm_size)?;
+    if let Some(text) = &pulled.requested {
+        // Shown by `info`, never granted by itself.
+        parse_manifest(text, &pulled.reference.to_string()).map_err(Exit::usage)?;
+    }
+    let pin: tickbox_runtime::backend::wasm::WasmDigest = pulled
+        .wasm_digest
+        .to_string()
+        .parse()
+        .map_err(|e| Exit::session(format!("{}: {e}", pulled.reference)))?;
+    let engine = engine(args.no_cache)?;
+    Ok(Launcher::wasm(engine, pulled.wasm.clone(), grants)
+        .map_err(Exit::session)?
+        .pinned(pin))
+}
+
+/// A requested-grants manifest's text, read as a grant file is.
+fn parse_manifest(text: &str, origin: &str) -> Result<GrantSpec, GrantError> {
+    toml::from_str(text).map_err(|e| GrantError::Policy {
+        path: format!("{origin} (its requested grants)"),
+        why: e.message().to_string(),
+    })
 }
 
 fn wasm_launcher(path: PathBuf, grant_spec: GrantSpec, args: &TickOpts) -> Result<Launcher, Exit> {
@@ -321,13 +369,24 @@ fn backend(launcher: &Launcher) -> Backend {
         Launcher::Native(spec) => Backend::Native {
             argv: spec.argv.clone(),
         },
-        Launcher::Wasm { spec, kind, .. } => Backend::Wasm {
-            path: spec.path.clone(),
-            kind: *kind,
-            grants: spec.grants.clone(),
+        Launcher::Wasm { spec, kind, .. } => {
+            let pulled = super::oci::pulled_as(&spec.path);
             // Read (and found well-formed) when the launcher was made.
-            requested: manifest_of(&spec.path).ok().flatten().map(Box::new),
-        },
+            let requested = match &pulled {
+                Some(p) => p
+                    .requested
+                    .as_deref()
+                    .and_then(|t| parse_manifest(t, "").ok()),
+                None => manifest_of(&spec.path).ok().flatten(),
+            };
+            Backend::Wasm {
+                path: spec.path.clone(),
+                kind: *kind,
+                grants: spec.grants.clone(),
+                requested: requested.map(Box::new),
+                pulled,
+            }
+        }
     }
 }
 

@@ -7,7 +7,6 @@ use clap::{Args, Parser, ValueEnum};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tickbox_runtime::backend::wasm;
 use tickbox_runtime::scenario::{
     self, report, Outcome, Policy, Prepared, RunOptions, Scenario, ScenarioResult, TimeBudget,
 };
@@ -222,7 +221,7 @@ fn launcher(s: &Scenario, no_cache: bool) -> Result<Launcher, Exit> {
         argv.push(format!("--{name}"));
         argv.push(v.to_string());
     };
-    let is_wasm = t.path.as_deref().is_some_and(wasm::is_wasm_path);
+    let is_wasm = t.path.as_deref().is_some_and(super::open::is_sandboxed);
     // A native Tick starts in the scenario's directory unless it says otherwise.
     let cwd = t.cwd.clone().or_else(|| {
         (!is_wasm).then(|| {
@@ -287,7 +286,7 @@ async fn one(
     {
         return None;
     }
-    let is_wasm = s.tick.path.as_deref().is_some_and(wasm::is_wasm_path);
+    let is_wasm = s.tick.path.as_deref().is_some_and(super::open::is_sandboxed);
     if let (Some(why), false) = (rules.sandboxed_only, is_wasm) {
         let o = Outcome::Invalid(format!(
             "refused: a native Tick runs with your permissions, and only sandboxed (wasm) Ticks may run ({why}); pass --allow-native to run it"
@@ -308,7 +307,7 @@ async fn one(
     let _scratch = match s.tick.scratch.clone() {
         None => None,
         Some(guest) => {
-            if !s.tick.path.as_deref().is_some_and(wasm::is_wasm_path) {
+            if !s.tick.path.as_deref().is_some_and(super::open::is_sandboxed) {
                 let o = Outcome::Invalid("[tick] scratch applies to wasm Ticks".into());
                 return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
             }

@@ -348,8 +348,10 @@ pub fn expand_env(text: &str, policy: &Policy) -> Result<String, String> {
 
 /// Joins a relative path to the scenario's directory.
 fn relative_to(base: &Path, p: &str) -> PathBuf {
+    // A URL (`oci://…`) is a reference, not a file beside the scenario.
+    let url = p.contains("://");
     let p = Path::new(p);
-    if p.is_absolute() {
+    if p.is_absolute() || url {
         p.to_path_buf()
     } else {
         base.join(p)

@@ -1,0 +1,525 @@
+//! Pulling and pushing Ticks: the distribution API's manifests and blobs,
+//! with the registry's auth, into and out of the [`Store`].
+//!
+//! A pull resolves a tag to a manifest digest once, from the manifest's own
+//! bytes (a digest header that disagrees is refused), then fetches each
+//! layer by the digest the manifest names, hashing as it streams. A
+//! reference by digest whose blobs are all in the store needs no network.
+
+use crate::auth::{query_escape, Basic, Challenge, Credentials};
+use crate::error::RegistryError;
+use crate::http::{Answer, Endpoint, Transport};
+use crate::layout::{self, Descriptor, Manifest, TickArtifact};
+use crate::limits::{MAX_MANIFEST_BYTES, MAX_REDIRECTS, MAX_TICK_MANIFEST_BYTES, MAX_TOKEN_BYTES};
+use crate::reference::{Digest, Reference, Target};
+use crate::store::Store;
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+/// How a [`Registry`] is set up (the CLI fills it from flags and the
+/// environment).
+#[derive(Debug, Clone, Default)]
+pub struct RegistryConfig {
+    /// The store's directory.
+    pub store: PathBuf,
+    /// Registries (`HOST` or `HOST:PORT`) allowed plain HTTP besides
+    /// loopback ones.
+    pub insecure: Vec<String>,
+    /// The Docker config file with credentials, if any.
+    pub credentials: Option<PathBuf>,
+    /// A PEM file of CA certificates trusted besides the webpki roots.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// A Tick pulled into the store.
+#[derive(Debug, Clone)]
+pub struct Pulled {
+    /// The reference pinned to the manifest's digest.
+    pub reference: Reference,
+    /// The manifest's digest.
+    pub manifest: Digest,
+    /// The manifest itself.
+    pub layout: Manifest,
+    /// The wasm in the store.
+    pub wasm: PathBuf,
+    /// The wasm layer's digest (what the sandbox pins).
+    pub wasm_digest: Digest,
+    /// The requested grants (`NAME.tick.toml`), when the artifact has them.
+    pub requested: Option<String>,
+    /// Whether the registry was asked (false: all from the store).
+    pub fetched: bool,
+}
+
+/// A registry client over a store.
+pub struct Registry {
+    transport: Transport,
+    credentials: Credentials,
+    store: Store,
+    /// Bearer tokens by (registry, repository, push?).
+    tokens: Mutex<HashMap<(String, String, bool), String>>,
+}
+
+impl Registry {
+    /// Sets up the client; opens (and checks) the store.
+    pub fn new(config: RegistryConfig) -> Result<Registry, RegistryError> {
+        let credentials = match &config.credentials {
+            Some(p) => Credentials::read(p)?,
+            None => Credentials::default(),
+        };
+        let roots = match &config.ca_file {
+            Some(p) => read_ca(p)?,
+            None => Vec::new(),
+        };
+        let transport = Transport::new(config.insecure.clone(), roots).map_err(|why| RegistryError::Config {
+            path: config.ca_file.clone().unwrap_or_default(),
+            why,
+        })?;
+        Ok(Registry {
+            transport,
+            credentials,
+            store: Store::open(&config.store)?,
+            tokens: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The Tick at `reference`, from the store when pinned and complete
+    /// there and `online` is false, else from the registry. The wasm layer
+    /// may be at most `max_wasm` bytes (declared and streamed).
+    pub async fn pull(&self, reference: &Reference, max_wasm: u64, online: bool) -> Result<Pulled, RegistryError> {
+        if let Some(digest) = reference.digest() {
+            if let Some(p) = self.from_store(reference, &digest, max_wasm)? {
+                return Ok(p);
+            }
+            if !online {
+                return Err(RegistryError::NotStored {
+                    reference: reference.to_string(),
+                });
+            }
+        }
+        let (manifest_bytes, digest) = self.fetch_manifest(reference).await?;
+        let manifest = parse_manifest(reference, &manifest_bytes)?;
+        let artifact = manifest.tick().map_err(|why| RegistryError::Layout {
+            reference: reference.to_string(),
+            why,
+        })?;
+        check_wasm_size(reference, &artifact, max_wasm)?;
+        let pinned = reference.at(digest);
+        let what = |d: &Descriptor| format!("{pinned}: the {} layer {}", d.media_type, d.digest);
+        if let Some(req) = &artifact.requested {
+            if req.size > MAX_TICK_MANIFEST_BYTES {
+                return Err(RegistryError::TooLarge {
+                    what: what(req),
+                    bound: "the requested-grants bound",
+                    max: MAX_TICK_MANIFEST_BYTES,
+                });
+            }
+        }
+        // Layers first, the manifest last: a manifest in the store means
+        // its layers are there.
+        let wasm = self.fetch_blob(&pinned, &artifact.wasm, max_wasm, &what(&artifact.wasm)).await?;
+        if let Some(req) = &artifact.requested {
+            self.fetch_blob(&pinned, req, MAX_TICK_MANIFEST_BYTES, &what(req)).await?;
+        }
+        self.store.put(&manifest_bytes)?;
+        let requested = self.requested_text(&artifact)?;
+        Ok(Pulled {
+            reference: pinned,
+            manifest: digest,
+            layout: manifest,
+            wasm,
+            wasm_digest: artifact.wasm.digest,
+            requested,
+            fetched: true,
+        })
+    }
+
+    fn from_store(&self, reference: &Reference, digest: &Digest, max_wasm: u64) -> Result<Option<Pulled>, RegistryError> {
+        if !self.store.path(digest).exists() {
+            return Ok(None);
+        }
+        let bytes = self.store.read(digest, MAX_MANIFEST_BYTES)?;
+        let manifest = parse_manifest(reference, &bytes)?;
+        let artifact = manifest.tick().map_err(|why| RegistryError::Layout {
+            reference: reference.to_string(),
+            why,
+        })?;
+        check_wasm_size(reference, &artifact, max_wasm)?;
+        let complete = self.store.has(&artifact.wasm.digest, artifact.wasm.size)
+            && artifact
+                .requested
+                .as_ref()
+                .is_none_or(|r| self.store.has(&r.digest, r.size));
+        if !complete {
+            return Ok(None);
+        }
+        let requested = self.requested_text(&artifact)?;
+        Ok(Some(Pulled {
+            reference: reference.clone(),
+            manifest: *digest,
+            layout: manifest,
+            wasm: self.store.path(&artifact.wasm.digest),
+            wasm_digest: artifact.wasm.digest,
+            requested,
+            fetched: false,
+        }))
+    }
+
+    fn requested_text(&self, artifact: &TickArtifact) -> Result<Option<String>, RegistryError> {
+        let Some(req) = &artifact.requested else {
+            return Ok(None);
+        };
+        let bytes = self.store.read(&req.digest, MAX_TICK_MANIFEST_BYTES)?;
+        String::from_utf8(bytes).map(Some).map_err(|_| RegistryError::Layout {
+            reference: req.digest.to_string(),
+            why: "the requested-grants layer is not UTF-8".into(),
+        })
+    }
+
+    /// The manifest's bytes and their digest (checked against a pinned
+    /// reference and any digest header).
+    pub async fn fetch_manifest(&self, reference: &Reference) -> Result<(Vec<u8>, Digest), RegistryError> {
+        let path = format!("/v2/{}/manifests/{}", reference.repository, reference.api_reference());
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::ACCEPT,
+            HeaderValue::from_static("application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json"),
+        );
+        let answer = self.request(reference, false, Method::GET, &path, headers, Bytes::new()).await?;
+        if answer.status == StatusCode::NOT_FOUND {
+            return Err(RegistryError::NotFound {
+                reference: reference.to_string(),
+            });
+        }
+        if !answer.status.is_success() {
+            return Err(answer.into_error(format!("the manifest of {reference}")).await);
+        }
+        let header = answer.header(http::header::HeaderName::from_static("docker-content-digest"));
+        let bytes = answer
+            .bytes(MAX_MANIFEST_BYTES, &format!("the manifest of {reference}"), "the manifest bound")
+            .await?;
+        let actual = Digest::of(&bytes);
+        let expected = match (reference.digest(), header.and_then(|h| h.parse::<Digest>().ok())) {
+            (Some(pinned), _) => Some(pinned),
+            (None, h) => h,
+        };
+        if let Some(expected) = expected.filter(|e| *e != actual) {
+            return Err(RegistryError::DigestMismatch {
+                what: format!("the manifest of {reference}"),
+                expected,
+                actual,
+            });
+        }
+        Ok((bytes, actual))
+    }
+
+    /// Fetches a blob into the store (unless there), checking size and
+    /// digest as it streams; returns its path.
+    pub async fn fetch_blob(&self, reference: &Reference, d: &Descriptor, max: u64, what: &str) -> Result<PathBuf, RegistryError> {
+        if self.store.has(&d.digest, d.size) {
+            return Ok(self.store.path(&d.digest));
+        }
+        let too_large = |max| RegistryError::TooLarge {
+            what: what.to_string(),
+            bound: "its bound",
+            max,
+        };
+        if d.size > max {
+            return Err(too_large(max));
+        }
+        let path = format!("/v2/{}/blobs/{}", reference.repository, d.digest);
+        let mut answer = self.request(reference, false, Method::GET, &path, HeaderMap::new(), Bytes::new()).await?;
+        // Blob stores may redirect (to a CDN); credentials stay behind.
+        let mut hops = 0;
+        while answer.status.is_redirection() {
+            hops += 1;
+            let location = answer.header(http::header::LOCATION).filter(|_| hops <= MAX_REDIRECTS);
+            let Some(location) = location else {
+                return Err(answer.into_error(format!("{what} (redirects)")).await);
+            };
+            let origin = self.transport.endpoint(&reference.host, reference.port);
+            let (to, p) = self.resolve_url(&origin, &location)?;
+            answer = self.transport.send(&to, Method::GET, &p, &HeaderMap::new(), Bytes::new()).await?;
+        }
+        if !answer.status.is_success() {
+            return Err(answer.into_error(what.to_string()).await);
+        }
+        if answer.declared_length().is_some_and(|n| n != d.size) {
+            return Err(RegistryError::Layout {
+                reference: reference.to_string(),
+                why: format!("the registry declares another size for {what} than the manifest ({} bytes)", d.size),
+            });
+        }
+        let mut w = self.store.writer()?;
+        while let Some(chunk) = answer.chunk().await? {
+            if w.len() + chunk.len() as u64 > d.size.min(max) {
+                return Err(if w.len() + chunk.len() as u64 > max {
+                    too_large(max)
+                } else {
+                    RegistryError::Layout {
+                        reference: reference.to_string(),
+                        why: format!("the registry sent more than the {} bytes the manifest declares for {what}", d.size),
+                    }
+                });
+            }
+            w.write(&chunk)?;
+        }
+        w.finish(&d.digest, d.size, what)
+    }
+
+    /// Pushes a Tick: the wasm, its requested grants, the config, then the
+    /// manifest under the reference's tag. Returns the manifest's digest.
+    pub async fn push(&self, reference: &Reference, wasm: &[u8], component: bool, requested: Option<&str>) -> Result<Digest, RegistryError> {
+        let wasm_d = Descriptor::of(layout::WASM_LAYER_MEDIA_TYPE, wasm);
+        let config = layout::wasm_config(&wasm_d, component);
+        let config_d = Descriptor::of(layout::WASM_CONFIG_MEDIA_TYPE, &config);
+        let req_d = requested.map(|r| Descriptor::of(layout::TICK_MANIFEST_MEDIA_TYPE, r.as_bytes()));
+        self.upload(reference, &wasm_d, Bytes::copy_from_slice(wasm)).await?;
+        if let (Some(d), Some(r)) = (&req_d, requested) {
+            self.upload(reference, d, Bytes::copy_from_slice(r.as_bytes())).await?;
+        }
+        self.upload(reference, &config_d, Bytes::from(config)).await?;
+        let manifest = Manifest::for_tick(&config_d, &wasm_d, req_d.as_ref());
+        self.put_manifest(reference, &manifest).await
+    }
+
+    /// Puts a manifest under the reference's tag (or digest); returns its
+    /// digest.
+    pub async fn put_manifest(&self, reference: &Reference, manifest: &Manifest) -> Result<Digest, RegistryError> {
+        let bytes = serde_json::to_vec(manifest).expect("a manifest serializes");
+        let digest = Digest::of(&bytes);
+        let target = match &reference.target {
+            Target::Tag(t) => t.clone(),
+            Target::Digest(_) => digest.to_string(),
+        };
+        let mut headers = HeaderMap::new();
+        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(layout::MANIFEST_MEDIA_TYPE));
+        let path = format!("/v2/{}/manifests/{target}", reference.repository);
+        let answer = self.request(reference, true, Method::PUT, &path, headers, Bytes::from(bytes.clone())).await?;
+        if !answer.status.is_success() {
+            return Err(answer.into_error(format!("putting the manifest of {reference}")).await);
+        }
+        self.store.put(&bytes)?;
+        Ok(digest)
+    }
+
+    /// Uploads one blob (monolithic: POST, then PUT with the digest),
+    /// unless the registry has it.
+    pub async fn upload(&self, reference: &Reference, d: &Descriptor, bytes: Bytes) -> Result<(), RegistryError> {
+        let repo = &reference.repository;
+        let head = self
+            .request(reference, true, Method::HEAD, &format!("/v2/{repo}/blobs/{}", d.digest), HeaderMap::new(), Bytes::new())
+            .await?;
+        if head.status.is_success() {
+            return Ok(());
+        }
+        let start = self
+            .request(reference, true, Method::POST, &format!("/v2/{repo}/blobs/uploads/"), HeaderMap::new(), Bytes::new())
+            .await?;
+        if start.status != StatusCode::ACCEPTED {
+            return Err(start.into_error(format!("starting an upload to {reference}")).await);
+        }
+        let location = start.header(http::header::LOCATION).ok_or_else(|| RegistryError::Layout {
+            reference: reference.to_string(),
+            why: "the registry started an upload without a Location".into(),
+        })?;
+        let origin = self.transport.endpoint(&reference.host, reference.port);
+        let (to, path) = self.resolve_url(&origin, &location)?;
+        if to != origin {
+            return Err(RegistryError::Layout {
+                reference: reference.to_string(),
+                why: "the registry sent an upload location on another host".into(),
+            });
+        }
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let path = format!("{path}{sep}digest={}", query_escape(&d.digest.to_string()));
+        let mut headers = HeaderMap::new();
+        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+        let done = self.request(reference, true, Method::PUT, &path, headers, bytes).await?;
+        if done.status != StatusCode::CREATED {
+            return Err(done.into_error(format!("uploading {} to {reference}", d.digest)).await);
+        }
+        Ok(())
+    }
+
+    /// Sends a request to the reference's registry with whatever auth it
+    /// asks for: anonymous first, then Basic or a bearer token (cached per
+    /// repository and access) on a 401, once.
+    pub(crate) async fn request(
+        &self,
+        reference: &Reference,
+        push: bool,
+        method: Method,
+        path: &str,
+        headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Answer, RegistryError> {
+        let to = self.transport.endpoint(&reference.host, reference.port);
+        let key = (reference.registry.clone(), reference.repository.clone(), push);
+        let cached = tickbox_protocol_lock(&self.tokens).get(&key).cloned();
+        let send = |auth: Option<String>| {
+            let mut h = headers.clone();
+            if let Some(a) = auth.and_then(|a| HeaderValue::from_str(&a).ok()) {
+                h.insert(http::header::AUTHORIZATION, a);
+            }
+            let (to, method, body) = (to.clone(), method.clone(), body.clone());
+            async move { self.transport.send(&to, method, path, &h, body).await }
+        };
+        let answer = send(cached.clone()).await?;
+        if answer.status != StatusCode::UNAUTHORIZED {
+            return Ok(answer);
+        }
+        let basic = self.credentials.for_registry(&reference.registry).cloned();
+        let unauthorized = |why: String| RegistryError::Unauthorized {
+            host: reference.registry.clone(),
+            repository: reference.repository.clone(),
+            why,
+        };
+        let challenge = answer
+            .header(http::header::WWW_AUTHENTICATE)
+            .and_then(|v| Challenge::parse(&v));
+        let auth = match challenge {
+            Some(Challenge::Basic) => {
+                let b = basic.ok_or_else(|| unauthorized(no_credentials(&reference.registry)))?;
+                b.header()
+            }
+            Some(Challenge::Bearer { realm, service, scope }) => {
+                let scope = scope.unwrap_or_else(|| {
+                    format!("repository:{}:{}", reference.repository, if push { "pull,push" } else { "pull" })
+                });
+                let token = self.token(&to, &realm, service.as_deref(), &scope, basic.as_ref()).await
+                    .map_err(|e| match e {
+                        RegistryError::Status { status: 401 | 403, .. } => unauthorized(no_credentials(&reference.registry)),
+                        e => e,
+                    })?;
+                format!("Bearer {token}")
+            }
+            None => return Err(unauthorized("it asked for a kind of authentication tickbox does not speak".into())),
+        };
+        let retried = send(Some(auth.clone())).await?;
+        if retried.status == StatusCode::UNAUTHORIZED || retried.status == StatusCode::FORBIDDEN {
+            return Err(unauthorized(if basic_present(&self.credentials, &reference.registry) {
+                "the credentials were refused".into()
+            } else {
+                no_credentials(&reference.registry)
+            }));
+        }
+        tickbox_protocol_lock(&self.tokens).insert(key, auth);
+        Ok(retried)
+    }
+
+    async fn token(&self, registry: &Endpoint, realm: &str, service: Option<&str>, scope: &str, basic: Option<&Basic>) -> Result<String, RegistryError> {
+        let mut url = format!("{realm}{}scope={}", if realm.contains('?') { '&' } else { '?' }, query_escape(scope));
+        if let Some(s) = service {
+            url.push_str(&format!("&service={}", query_escape(s)));
+        }
+        let (to, path) = self.resolve_url(registry, &url)?;
+        let mut headers = HeaderMap::new();
+        // Credentials go to the token service only over HTTPS or loopback
+        // (resolve_url refused plain HTTP elsewhere).
+        if let Some(b) = basic {
+            if let Ok(v) = HeaderValue::from_str(&b.header()) {
+                headers.insert(http::header::AUTHORIZATION, v);
+            }
+        }
+        let answer = self.transport.send(&to, Method::GET, &path, &headers, Bytes::new()).await?;
+        if !answer.status.is_success() {
+            return Err(answer.into_error("a token".into()).await);
+        }
+        let body = answer.bytes(MAX_TOKEN_BYTES, "a token answer", "the token bound").await?;
+        let v: serde_json::Value = serde_json::from_slice(&body).map_err(|_| RegistryError::Unauthorized {
+            host: to.authority(),
+            repository: String::new(),
+            why: "the token service did not answer JSON".into(),
+        })?;
+        v.get("token")
+            .or_else(|| v.get("access_token"))
+            .and_then(|t| t.as_str())
+            .filter(|t| t.bytes().all(|b| b.is_ascii_graphic()))
+            .map(str::to_string)
+            .ok_or_else(|| RegistryError::Unauthorized {
+                host: to.authority(),
+                repository: String::new(),
+                why: "the token service sent no usable token".into(),
+            })
+    }
+
+    /// An absolute or root-relative URL a registry sent, relative to `base`.
+    fn resolve_url(&self, base: &Endpoint, url: &str) -> Result<(Endpoint, String), RegistryError> {
+        if url.starts_with('/') {
+            return Ok((base.clone(), url.to_string()));
+        }
+        let uri: http::Uri = url.parse().map_err(|_| {
+            RegistryError::Reference(format!(
+                "the registry sent a URL tickbox cannot use: {}",
+                tickbox_protocol::text::escape(tickbox_protocol::text::truncate(url, 200))
+            ))
+        })?;
+        self.transport.endpoint_of(&uri)
+    }
+}
+
+fn no_credentials(registry: &str) -> String {
+    format!("no credentials for {registry} in the Docker config file (docker login, or DOCKER_CONFIG)")
+}
+
+fn basic_present(c: &Credentials, registry: &str) -> bool {
+    c.for_registry(registry).is_some()
+}
+
+fn tickbox_protocol_lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn parse_manifest(reference: &Reference, bytes: &[u8]) -> Result<Manifest, RegistryError> {
+    let layout = |why: String| RegistryError::Layout {
+        reference: reference.to_string(),
+        why,
+    };
+    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| layout(format!("its manifest is not JSON: {e}")))?;
+    if v.get("mediaType").and_then(|m| m.as_str()) == Some(layout::INDEX_MEDIA_TYPE) || v.get("manifests").is_some() {
+        return Err(layout("it is an image index; a Tick is one wasm artifact".into()));
+    }
+    serde_json::from_value(v).map_err(|e| layout(format!("its manifest is malformed: {}", tickbox_protocol::text::escape(&e.to_string()))))
+}
+
+fn check_wasm_size(reference: &Reference, artifact: &TickArtifact, max: u64) -> Result<(), RegistryError> {
+    if artifact.wasm.size > max {
+        return Err(RegistryError::TooLarge {
+            what: format!("{reference}: the wasm layer ({} bytes)", artifact.wasm.size),
+            bound: "--max-wasm-size",
+            max,
+        });
+    }
+    Ok(())
+}
+
+fn read_ca(path: &std::path::Path) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, RegistryError> {
+    use rustls::pki_types::pem::PemObject;
+    use std::io::Read;
+    let bad = |why: String| RegistryError::Config {
+        path: path.to_path_buf(),
+        why,
+    };
+    let mut pem = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(crate::limits::MAX_CA_BYTES + 1).read_to_end(&mut pem))
+        .map_err(|e| bad(e.to_string()))?;
+    if pem.len() as u64 > crate::limits::MAX_CA_BYTES {
+        return Err(bad(format!("larger than {} bytes", crate::limits::MAX_CA_BYTES)));
+    }
+    let certs = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(format!("not PEM certificates: {e}")))?;
+    if certs.is_empty() {
+        return Err(bad("no certificate in it".into()));
+    }
+    Ok(certs)
+}

@@ -1,0 +1,32 @@
+//! tickbox-registry: Ticks named by `oci://` reference.
+//!
+//! - [`reference`]: the reference grammar and content [`Digest`]s;
+//! - [`client`]: the distribution API (pull, push), every read bounded
+//!   ([`limits`]) and every byte checked against the digest it was asked
+//!   for while it streams;
+//! - [`store`]: the content-addressed store, trusted like the compile cache;
+//! - [`layout`]: the CNCF Wasm OCI artifact, plus the requested-grants layer;
+//! - [`auth`]: Docker config credentials and the registry token flow.
+//!
+//! Why its own small client rather than a general OCI crate: the maintained
+//! Rust clients read manifests, tokens and error bodies whole, with no
+//! bound, and a registry is untrusted input. The transport is hyper and
+//! rustls (ring), which the sandbox's `wasi:http` already builds, so this
+//! crate adds no new dependency tree.
+//!
+//! This crate knows no flags and no environment variables: the CLI fills a
+//! [`RegistryConfig`].
+
+pub mod auth;
+pub mod client;
+pub mod error;
+pub mod http;
+pub mod layout;
+pub mod limits;
+pub mod reference;
+pub mod store;
+
+pub use client::{Pulled, Registry, RegistryConfig};
+pub use error::RegistryError;
+pub use reference::{is_reference, Digest, Reference, Target};
+pub use store::Store;

@@ -1,0 +1,88 @@
+//! Every bound of the registry client and the store, in one table. A
+//! registry is untrusted: whatever it sends is read within these.
+//!
+//! | constant | value | bounds |
+//! |---|---|---|
+//! | [`MAX_MANIFEST_BYTES`] | 4 MiB | a manifest or referrers index read (the distribution registry's own push limit) |
+//! | [`MAX_TICK_MANIFEST_BYTES`] | 64 KiB | the requested-grants layer (`NAME.tick.toml`) |
+//! | [`MAX_SIGNATURE_BYTES`] | 64 KiB | a signature layer |
+//! | [`MAX_SIGNATURES`] | 16 | signatures of one manifest looked at |
+//! | [`MAX_TOKEN_BYTES`] | 64 KiB | a bearer-token answer |
+//! | [`MAX_ERROR_BYTES`] | 16 KiB | an error answer's body, read for its message |
+//! | [`MAX_CREDENTIALS_BYTES`] | 1 MiB | the Docker config file read |
+//! | [`MAX_CA_BYTES`] | 1 MiB | the `--registry-ca` file read |
+//! | [`MAX_REDIRECTS`] | 3 | redirects followed for one blob |
+//! | [`CONNECT_TIMEOUT`] | 10 s | TCP connect and TLS handshake |
+//! | [`RESPONSE_TIMEOUT`] | 30 s | from a request sent to its answer's head |
+//! | [`STALL_TIMEOUT`] | 30 s | between two pieces of a body |
+//!
+//! The size of a wasm layer is bounded by the Tick's own `max_wasm_size`
+//! (declared size and streamed bytes both). A unit test checks the table
+//! against the constants.
+
+use std::time::Duration;
+
+/// Largest manifest (or referrers index) read.
+pub const MAX_MANIFEST_BYTES: u64 = 4 << 20;
+/// Largest requested-grants layer read.
+pub const MAX_TICK_MANIFEST_BYTES: u64 = 64 << 10;
+/// Largest signature layer read.
+pub const MAX_SIGNATURE_BYTES: u64 = 64 << 10;
+/// Signatures of one manifest looked at, at most.
+pub const MAX_SIGNATURES: usize = 16;
+/// Largest bearer-token answer read.
+pub const MAX_TOKEN_BYTES: u64 = 64 << 10;
+/// Largest error body read for its message.
+pub const MAX_ERROR_BYTES: u64 = 16 << 10;
+/// Largest Docker config file read.
+pub const MAX_CREDENTIALS_BYTES: u64 = 1 << 20;
+/// Largest CA file read.
+pub const MAX_CA_BYTES: u64 = 1 << 20;
+/// Redirects followed for one blob.
+pub const MAX_REDIRECTS: usize = 3;
+/// TCP connect and TLS handshake.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// From a request sent to its answer's head.
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Between two pieces of a body.
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[cfg(test)]
+mod tests {
+    /// Each row of the module's table names the constant's value.
+    #[test]
+    fn the_table_matches_the_constants() {
+        use super::*;
+        let doc = include_str!("limits.rs");
+        let row = |name: &str| {
+            doc.lines()
+                .find(|l| l.starts_with("//! | [`") && l.contains(&format!("[`{name}`]")))
+                .unwrap_or_else(|| panic!("no row for {name}"))
+                .to_string()
+        };
+        let size = |n: u64| {
+            if n % (1 << 20) == 0 {
+                format!("{} MiB", n >> 20)
+            } else {
+                format!("{} KiB", n >> 10)
+            }
+        };
+        for (name, value) in [
+            ("MAX_MANIFEST_BYTES", size(MAX_MANIFEST_BYTES)),
+            ("MAX_TICK_MANIFEST_BYTES", size(MAX_TICK_MANIFEST_BYTES)),
+            ("MAX_SIGNATURE_BYTES", size(MAX_SIGNATURE_BYTES)),
+            ("MAX_SIGNATURES", MAX_SIGNATURES.to_string()),
+            ("MAX_TOKEN_BYTES", size(MAX_TOKEN_BYTES)),
+            ("MAX_ERROR_BYTES", size(MAX_ERROR_BYTES)),
+            ("MAX_CREDENTIALS_BYTES", size(MAX_CREDENTIALS_BYTES)),
+            ("MAX_CA_BYTES", size(MAX_CA_BYTES)),
+            ("MAX_REDIRECTS", MAX_REDIRECTS.to_string()),
+            ("CONNECT_TIMEOUT", format!("{} s", CONNECT_TIMEOUT.as_secs())),
+            ("RESPONSE_TIMEOUT", format!("{} s", RESPONSE_TIMEOUT.as_secs())),
+            ("STALL_TIMEOUT", format!("{} s", STALL_TIMEOUT.as_secs())),
+        ] {
+            let r = row(name);
+            assert!(r.contains(&format!("| {value} |")), "{name}: {r} lacks {value}");
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! The content-addressed store: every blob pulled (manifests, wasm,
+//! requested-grants layers, signatures) under its SHA-256, in a directory
+//! only its owner can write.
+//!
+//! The trust rules are the compile cache's: the directory is created 0700
+//! and refused (one line) when it is a symlink, not the user's, or writable
+//! by group or others; blobs are written to a fresh `O_EXCL|O_NOFOLLOW`
+//! file, checked against their digest as they stream, and renamed into
+//! place only when they match, so the store never holds a blob under the
+//! wrong name, nor half a blob. Reads use `O_NOFOLLOW` and check the digest
+//! again; the wasm itself is checked a last time by the sandbox on the
+//! bytes it compiles (`Launcher::pinned`).
+
+use crate::error::RegistryError;
+use crate::reference::{Digest, Hasher};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Where pulled Ticks are kept.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+/// One blob in the store, for `tickbox cache ls`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Entry {
+    pub digest: Digest,
+    pub bytes: u64,
+}
+
+impl Store {
+    /// Opens (creating) the store at `dir`, refusing a directory others
+    /// could write.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<Store, RegistryError> {
+        let dir = dir.into();
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| RegistryError::store(&dir, e))?;
+        let meta = std::fs::symlink_metadata(&dir).map_err(|e| RegistryError::store(&dir, e))?;
+        if !meta.is_dir() {
+            return Err(RegistryError::store(&dir, "it is a symlink or not a directory"));
+        }
+        let euid = unsafe { libc::geteuid() };
+        if meta.uid() != euid {
+            return Err(RegistryError::store(
+                &dir,
+                format!("it is owned by uid {}, not by you (uid {euid})", meta.uid()),
+            ));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(RegistryError::store(
+                &dir,
+                format!(
+                    "it has mode {:o}: group or others can write to it",
+                    meta.mode() & 0o777
+                ),
+            ));
+        }
+        Ok(Store { dir })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Where a blob is (or would be).
+    pub fn path(&self, digest: &Digest) -> PathBuf {
+        self.dir.join(digest.hex())
+    }
+
+    /// Whether the blob is present as a regular file of `size` bytes (its
+    /// content is checked when read).
+    pub fn has(&self, digest: &Digest, size: u64) -> bool {
+        std::fs::symlink_metadata(self.path(digest))
+            .is_ok_and(|m| m.file_type().is_file() && m.len() == size)
+    }
+
+    /// Reads a blob of at most `max` bytes and checks its digest; a blob
+    /// that fails is removed (it will be pulled again).
+    pub fn read(&self, digest: &Digest, max: u64) -> Result<Vec<u8>, RegistryError> {
+        let path = self.path(digest);
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| RegistryError::store(&path, e))?;
+        let mut bytes = Vec::new();
+        file.take(max + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| RegistryError::store(&path, e))?;
+        if bytes.len() as u64 > max || Digest::of(&bytes) != *digest {
+            let _ = std::fs::remove_file(&path);
+            return Err(RegistryError::store(
+                &path,
+                "its content does not match its digest (removed; pull again)",
+            ));
+        }
+        Ok(bytes)
+    }
+
+    /// Stores `bytes` under their digest.
+    pub fn put(&self, bytes: &[u8]) -> Result<Digest, RegistryError> {
+        let digest = Digest::of(bytes);
+        if self.has(&digest, bytes.len() as u64) {
+            return Ok(digest);
+        }
+        let mut w = self.writer()?;
+        w.write(bytes)?;
+        w.finish(&digest, bytes.len() as u64, "a blob")?;
+        Ok(digest)
+    }
+
+    /// A new blob being written.
+    pub fn writer(&self) -> Result<BlobWriter, RegistryError> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let tmp = self.dir.join(format!(
+            ".partial-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+            .map_err(|e| RegistryError::store(&tmp, e))?;
+        Ok(BlobWriter {
+            store: self.clone(),
+            tmp,
+            file: Some(file),
+            hasher: Hasher::default(),
+            len: 0,
+        })
+    }
+
+    /// Every blob, largest first.
+    pub fn entries(&self) -> Vec<Entry> {
+        let mut out: Vec<Entry> = std::fs::read_dir(&self.dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let digest = format!("sha256:{name}").parse().ok()?;
+                let meta = e.metadata().ok().filter(|m| m.is_file())?;
+                Some(Entry {
+                    digest,
+                    bytes: meta.len(),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.digest.cmp(&b.digest)));
+        out
+    }
+
+    /// Removes every blob and every partial download; returns how many
+    /// files and bytes went.
+    pub fn clean(&self) -> (usize, u64) {
+        let mut removed = (0, 0);
+        for e in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let ours = name.starts_with(".partial-")
+                || format!("sha256:{name}").parse::<Digest>().is_ok();
+            let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
+                continue;
+            };
+            if ours && !meta.is_dir() && std::fs::remove_file(e.path()).is_ok() {
+                removed.0 += 1;
+                removed.1 += meta.len();
+            }
+        }
+        removed
+    }
+}
+
+/// A blob streaming into the store: hashed and counted as it is written,
+/// renamed into place only when it has the expected digest and size.
+pub struct BlobWriter {
+    store: Store,
+    tmp: PathBuf,
+    file: Option<File>,
+    hasher: Hasher,
+    len: u64,
+}
+
+impl BlobWriter {
+    /// Appends bytes.
+    pub fn write(&mut self, bytes: &[u8]) -> Result<(), RegistryError> {
+        self.hasher.update(bytes);
+        self.len += bytes.len() as u64;
+        let file = self.file.as_mut().expect("written before finish");
+        file.write_all(bytes)
+            .map_err(|e| RegistryError::store(&self.tmp, e))
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Checks size and digest, then moves the blob into place. On any
+    /// difference nothing is stored.
+    pub fn finish(
+        mut self,
+        expected: &Digest,
+        size: u64,
+        what: &str,
+    ) -> Result<PathBuf, RegistryError> {
+        let file = self.file.take().expect("finished once");
+        let hasher = std::mem::take(&mut self.hasher);
+        let actual = hasher.finish();
+        if actual != *expected || self.len != size {
+            return Err(RegistryError::DigestMismatch {
+                what: format!("{what} ({} bytes, {size} declared)", self.len),
+                expected: *expected,
+                actual,
+            });
+        }
+        file.sync_all()
+            .map_err(|e| RegistryError::store(&self.tmp, e))?;
+        drop(file);
+        let to = self.store.path(expected);
+        std::fs::rename(&self.tmp, &to).map_err(|e| RegistryError::store(&to, e))?;
+        Ok(to)
+    }
+}
+
+impl Drop for BlobWriter {
+    fn drop(&mut self) {
+        // Unfinished or refused: the partial file goes.
+        if self.file.is_some() || self.tmp.exists() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn temp(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("tickbox-store-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn blobs_are_stored_only_under_their_own_digest() {
+        let dir = temp("digest");
+        let store = Store::open(&dir).unwrap();
+        let d = store.put(b"hello").unwrap();
+        assert_eq!(store.read(&d, 100).unwrap(), b"hello");
+        // A writer fed other bytes than the digest names stores nothing.
+        let mut w = store.writer().unwrap();
+        w.write(b"evil").unwrap();
+        let e = w.finish(&Digest::of(b"good"), 4, "a layer").unwrap_err();
+        assert!(e.to_string().contains("nothing was stored"), "{e}");
+        assert_eq!(store.entries().len(), 1);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no partial file left");
+        // A blob changed on disk is refused and removed.
+        std::fs::write(store.path(&d), b"HELLO").unwrap();
+        assert!(store.read(&d, 100).is_err());
+        assert!(!store.path(&d).exists());
+        assert_eq!(store.clean().0, 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_store_others_can_write_or_a_symlink_is_refused() {
+        let dir = temp("mode");
+        Store::open(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = Store::open(&dir).unwrap_err().to_string();
+        assert!(e.contains("group or others can write"), "{e}");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let link = temp("link");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let e = Store::open(&link).unwrap_err().to_string();
+        assert!(e.contains("symlink"), "{e}");
+        std::fs::remove_file(&link).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
