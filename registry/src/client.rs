@@ -332,7 +332,7 @@ impl Registry {
         })?;
         let origin = self.transport.endpoint(&reference.host, reference.port);
         let (to, path) = self.resolve_url(&origin, &location)?;
-        if to != origin {
+        if (&to.host, to.port) != (&origin.host, origin.port) {
             return Err(RegistryError::Layout {
                 reference: reference.to_string(),
                 why: "the registry sent an upload location on another host".into(),
@@ -363,7 +363,7 @@ impl Registry {
     ) -> Result<Answer, RegistryError> {
         let to = self.transport.endpoint(&reference.host, reference.port);
         let key = (reference.registry.clone(), reference.repository.clone(), push);
-        let cached = tickbox_protocol_lock(&self.tokens).get(&key).cloned();
+        let cached = lock(&self.tokens).get(&key).cloned();
         let send = |auth: Option<String>| {
             let mut h = headers.clone();
             if let Some(a) = auth.and_then(|a| HeaderValue::from_str(&a).ok()) {
@@ -411,7 +411,7 @@ impl Registry {
                 no_credentials(&reference.registry)
             }));
         }
-        tickbox_protocol_lock(&self.tokens).insert(key, auth);
+        lock(&self.tokens).insert(key, auth);
         Ok(retried)
     }
 
@@ -474,7 +474,7 @@ fn basic_present(c: &Credentials, registry: &str) -> bool {
     c.for_registry(registry).is_some()
 }
 
-fn tickbox_protocol_lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 

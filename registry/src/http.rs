@@ -3,9 +3,10 @@
 //! state), every wait and every body bounded ([`crate::limits`]).
 //!
 //! Plain HTTP only to a loopback registry or one the person named with
-//! `--insecure-registry`; HTTPS otherwise, verified against the webpki
-//! roots plus a CA file when one is given. Credentials never follow a
-//! redirect to another host.
+//! `--insecure-registry`, and even there HTTPS is tried first (as Docker
+//! does), falling back to plain HTTP when the TLS handshake fails;
+//! elsewhere HTTPS only, verified against the webpki roots plus a CA file
+//! when one is given. Credentials never follow a redirect to another host.
 
 use crate::error::RegistryError;
 use crate::limits::{CONNECT_TIMEOUT, MAX_ERROR_BYTES, RESPONSE_TIMEOUT, STALL_TIMEOUT};
@@ -20,6 +21,9 @@ use std::sync::Arc;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {
     pub https: bool,
+    /// Plain HTTP is allowed (loopback or named insecure): HTTPS is tried
+    /// first, plain HTTP when TLS fails.
+    pub plain_ok: bool,
     pub host: String,
     pub port: u16,
 }
@@ -50,6 +54,8 @@ impl Endpoint {
 pub struct Transport {
     insecure: Vec<String>,
     tls: Arc<rustls::ClientConfig>,
+    /// Hosts allowed plain HTTP that turned out to speak it.
+    plain: std::sync::Mutex<std::collections::HashSet<(String, u16)>>,
 }
 
 /// An answer whose body has not been read yet.
@@ -86,6 +92,7 @@ impl Transport {
         Ok(Transport {
             insecure,
             tls: Arc::new(config),
+            plain: Default::default(),
         })
     }
 
@@ -96,12 +103,13 @@ impl Transport {
             Some(p) => format!("{host}:{p}"),
             None => host.to_string(),
         };
-        let plain = is_loopback_host(host)
+        let plain_ok = is_loopback_host(host)
             || self.insecure.iter().any(|h| *h == registry || *h == host);
         Endpoint {
-            https: !plain,
+            https: true,
+            plain_ok,
             host: host.to_string(),
-            port: port.unwrap_or(if plain { 80 } else { 443 }),
+            port: port.unwrap_or(443),
         }
     }
 
@@ -125,18 +133,46 @@ impl Transport {
             }
         };
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        if !https {
-            let registry = format!("{host}:{port}");
-            if !(is_loopback_host(&host) || self.insecure.iter().any(|h| *h == registry || *h == host)) {
-                return Err(RegistryError::Insecure { host });
-            }
+        let registry = format!("{host}:{port}");
+        let plain_ok = is_loopback_host(&host) || self.insecure.iter().any(|h| *h == registry || *h == host);
+        if !https && !plain_ok {
+            return Err(RegistryError::Insecure { host });
         }
         let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
-        Ok((Endpoint { https, host, port }, path))
+        // A URL the registry wrote says its scheme: no fallback.
+        Ok((Endpoint { https, plain_ok: false, host, port }, path))
     }
 
-    /// Sends one request and waits for the head of its answer.
+    /// Sends one request and waits for the head of its answer; where plain
+    /// HTTP is allowed and TLS fails, sends it again in plain HTTP and
+    /// remembers that for the host.
     pub async fn send(
+        &self,
+        to: &Endpoint,
+        method: Method,
+        path: &str,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<Answer, RegistryError> {
+        let key = (to.host.clone(), to.port);
+        let known_plain = to.plain_ok && lock(&self.plain).contains(&key);
+        if to.https && !known_plain {
+            match self.send_once(to, method.clone(), path, headers, body.clone()).await {
+                Err(RegistryError::Connect { why, .. }) if to.plain_ok && why.starts_with("TLS") => {
+                    tracing::debug!(host = %to.authority(), "TLS failed; plain HTTP to a loopback or insecure registry");
+                    lock(&self.plain).insert(key);
+                }
+                other => return other,
+            }
+        }
+        let plain = Endpoint {
+            https: false,
+            ..to.clone()
+        };
+        self.send_once(&plain, method, path, headers, body).await
+    }
+
+    async fn send_once(
         &self,
         to: &Endpoint,
         method: Method,
@@ -325,4 +361,8 @@ impl Answer {
             message,
         }
     }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
