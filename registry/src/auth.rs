@@ -78,12 +78,24 @@ impl Credentials {
             let basic = if let Some(a) = entry.get("auth").and_then(|a| a.as_str()) {
                 let raw = base64::engine::general_purpose::STANDARD
                     .decode(a.trim())
-                    .map_err(|_| bad(format!("the auth entry of {} is not base64", tickbox_protocol::text::escape(&name))))?;
-                let raw = String::from_utf8(raw)
-                    .map_err(|_| bad(format!("the auth entry of {} is not text", tickbox_protocol::text::escape(&name))))?;
-                let (user, password) = raw
-                    .split_once(':')
-                    .ok_or_else(|| bad(format!("the auth entry of {} is not user:password", tickbox_protocol::text::escape(&name))))?;
+                    .map_err(|_| {
+                        bad(format!(
+                            "the auth entry of {} is not base64",
+                            tickbox_protocol::text::escape(&name)
+                        ))
+                    })?;
+                let raw = String::from_utf8(raw).map_err(|_| {
+                    bad(format!(
+                        "the auth entry of {} is not text",
+                        tickbox_protocol::text::escape(&name)
+                    ))
+                })?;
+                let (user, password) = raw.split_once(':').ok_or_else(|| {
+                    bad(format!(
+                        "the auth entry of {} is not user:password",
+                        tickbox_protocol::text::escape(&name)
+                    ))
+                })?;
                 Basic {
                     user: user.to_string(),
                     password: password.to_string(),
@@ -177,17 +189,25 @@ mod tests {
     #[test]
     fn challenges_parse() {
         assert_eq!(
-            Challenge::parse(r#"Bearer realm="https://auth.example/token",service="reg",scope="repository:a/b:pull""#),
+            Challenge::parse(
+                r#"Bearer realm="https://auth.example/token",service="reg",scope="repository:a/b:pull""#
+            ),
             Some(Challenge::Bearer {
                 realm: "https://auth.example/token".into(),
                 service: Some("reg".into()),
                 scope: Some("repository:a/b:pull".into()),
             })
         );
-        assert_eq!(Challenge::parse(r#"Basic realm="Registry""#), Some(Challenge::Basic));
+        assert_eq!(
+            Challenge::parse(r#"Basic realm="Registry""#),
+            Some(Challenge::Basic)
+        );
         assert_eq!(Challenge::parse("Negotiate"), None);
         assert_eq!(Challenge::parse(r#"Bearer service="x""#), None);
-        assert_eq!(query_escape("repository:a/b:pull"), "repository%3Aa%2Fb%3Apull");
+        assert_eq!(
+            query_escape("repository:a/b:pull"),
+            "repository%3Aa%2Fb%3Apull"
+        );
     }
 
     #[test]
@@ -205,9 +225,15 @@ mod tests {
         assert_eq!((b.user.as_str(), b.password.as_str()), ("user", "s3cret"));
         assert!(!format!("{b:?}").contains("s3cret"));
         assert!(c.for_registry("r.example").is_some());
-        assert!(Credentials::read(&dir.join("none.json")).unwrap().for_registry("x").is_none());
+        assert!(Credentials::read(&dir.join("none.json"))
+            .unwrap()
+            .for_registry("x")
+            .is_none());
         std::fs::write(&path, "{").unwrap();
-        assert!(Credentials::read(&path).unwrap_err().to_string().contains("not JSON"));
+        assert!(Credentials::read(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("not JSON"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

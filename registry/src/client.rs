@@ -73,9 +73,11 @@ impl Registry {
             Some(p) => read_ca(p)?,
             None => Vec::new(),
         };
-        let transport = Transport::new(config.insecure.clone(), roots).map_err(|why| RegistryError::Config {
-            path: config.ca_file.clone().unwrap_or_default(),
-            why,
+        let transport = Transport::new(config.insecure.clone(), roots).map_err(|why| {
+            RegistryError::Config {
+                path: config.ca_file.clone().unwrap_or_default(),
+                why,
+            }
         })?;
         Ok(Registry {
             transport,
@@ -93,7 +95,12 @@ impl Registry {
     /// The Tick at `reference`, from the store when pinned and complete
     /// there and `online` is false, else from the registry. The wasm layer
     /// may be at most `max_wasm` bytes (declared and streamed).
-    pub async fn pull(&self, reference: &Reference, max_wasm: u64, online: bool) -> Result<Pulled, RegistryError> {
+    pub async fn pull(
+        &self,
+        reference: &Reference,
+        max_wasm: u64,
+        online: bool,
+    ) -> Result<Pulled, RegistryError> {
         if let Some(digest) = reference.digest() {
             if let Some(p) = self.from_store(reference, &digest, max_wasm)? {
                 return Ok(p);
@@ -124,9 +131,12 @@ impl Registry {
         }
         // Layers first, the manifest last: a manifest in the store means
         // its layers are there.
-        let wasm = self.fetch_blob(&pinned, &artifact.wasm, max_wasm, &what(&artifact.wasm)).await?;
+        let wasm = self
+            .fetch_blob(&pinned, &artifact.wasm, max_wasm, &what(&artifact.wasm))
+            .await?;
         if let Some(req) = &artifact.requested {
-            self.fetch_blob(&pinned, req, MAX_TICK_MANIFEST_BYTES, &what(req)).await?;
+            self.fetch_blob(&pinned, req, MAX_TICK_MANIFEST_BYTES, &what(req))
+                .await?;
         }
         self.store.put(&manifest_bytes)?;
         let requested = self.requested_text(&artifact)?;
@@ -141,7 +151,12 @@ impl Registry {
         })
     }
 
-    fn from_store(&self, reference: &Reference, digest: &Digest, max_wasm: u64) -> Result<Option<Pulled>, RegistryError> {
+    fn from_store(
+        &self,
+        reference: &Reference,
+        digest: &Digest,
+        max_wasm: u64,
+    ) -> Result<Option<Pulled>, RegistryError> {
         if !self.store.path(digest).exists() {
             return Ok(None);
         }
@@ -177,36 +192,58 @@ impl Registry {
             return Ok(None);
         };
         let bytes = self.store.read(&req.digest, MAX_TICK_MANIFEST_BYTES)?;
-        String::from_utf8(bytes).map(Some).map_err(|_| RegistryError::Layout {
-            reference: req.digest.to_string(),
-            why: "the requested-grants layer is not UTF-8".into(),
-        })
+        String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| RegistryError::Layout {
+                reference: req.digest.to_string(),
+                why: "the requested-grants layer is not UTF-8".into(),
+            })
     }
 
     /// The manifest's bytes and their digest (checked against a pinned
     /// reference and any digest header).
-    pub async fn fetch_manifest(&self, reference: &Reference) -> Result<(Vec<u8>, Digest), RegistryError> {
-        let path = format!("/v2/{}/manifests/{}", reference.repository, reference.api_reference());
+    pub async fn fetch_manifest(
+        &self,
+        reference: &Reference,
+    ) -> Result<(Vec<u8>, Digest), RegistryError> {
+        let path = format!(
+            "/v2/{}/manifests/{}",
+            reference.repository,
+            reference.api_reference()
+        );
         let mut headers = HeaderMap::new();
         headers.insert(
             http::header::ACCEPT,
             HeaderValue::from_static("application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json"),
         );
-        let answer = self.request(reference, false, Method::GET, &path, headers, Bytes::new()).await?;
+        let answer = self
+            .request(reference, false, Method::GET, &path, headers, Bytes::new())
+            .await?;
         if answer.status == StatusCode::NOT_FOUND {
             return Err(RegistryError::NotFound {
                 reference: reference.to_string(),
             });
         }
         if !answer.status.is_success() {
-            return Err(answer.into_error(format!("the manifest of {reference}")).await);
+            return Err(answer
+                .into_error(format!("the manifest of {reference}"))
+                .await);
         }
-        let header = answer.header(http::header::HeaderName::from_static("docker-content-digest"));
+        let header = answer.header(http::header::HeaderName::from_static(
+            "docker-content-digest",
+        ));
         let bytes = answer
-            .bytes(MAX_MANIFEST_BYTES, &format!("the manifest of {reference}"), "the manifest bound")
+            .bytes(
+                MAX_MANIFEST_BYTES,
+                &format!("the manifest of {reference}"),
+                "the manifest bound",
+            )
             .await?;
         let actual = Digest::of(&bytes);
-        let expected = match (reference.digest(), header.and_then(|h| h.parse::<Digest>().ok())) {
+        let expected = match (
+            reference.digest(),
+            header.and_then(|h| h.parse::<Digest>().ok()),
+        ) {
             (Some(pinned), _) => Some(pinned),
             (None, h) => h,
         };
@@ -222,7 +259,13 @@ impl Registry {
 
     /// Fetches a blob into the store (unless there), checking size and
     /// digest as it streams; returns its path.
-    pub async fn fetch_blob(&self, reference: &Reference, d: &Descriptor, max: u64, what: &str) -> Result<PathBuf, RegistryError> {
+    pub async fn fetch_blob(
+        &self,
+        reference: &Reference,
+        d: &Descriptor,
+        max: u64,
+        what: &str,
+    ) -> Result<PathBuf, RegistryError> {
         if self.store.has(&d.digest, d.size) {
             return Ok(self.store.path(&d.digest));
         }
@@ -235,26 +278,43 @@ impl Registry {
             return Err(too_large(max));
         }
         let path = format!("/v2/{}/blobs/{}", reference.repository, d.digest);
-        let mut answer = self.request(reference, false, Method::GET, &path, HeaderMap::new(), Bytes::new()).await?;
+        let mut answer = self
+            .request(
+                reference,
+                false,
+                Method::GET,
+                &path,
+                HeaderMap::new(),
+                Bytes::new(),
+            )
+            .await?;
         // Blob stores may redirect (to a CDN); credentials stay behind.
         let mut hops = 0;
         while answer.status.is_redirection() {
             hops += 1;
-            let location = answer.header(http::header::LOCATION).filter(|_| hops <= MAX_REDIRECTS);
+            let location = answer
+                .header(http::header::LOCATION)
+                .filter(|_| hops <= MAX_REDIRECTS);
             let Some(location) = location else {
                 return Err(answer.into_error(format!("{what} (redirects)")).await);
             };
             let origin = self.transport.endpoint(&reference.host, reference.port);
             let (to, p) = self.resolve_url(&origin, &location)?;
-            answer = self.transport.send(&to, Method::GET, &p, &HeaderMap::new(), Bytes::new()).await?;
+            answer = self
+                .transport
+                .send(&to, Method::GET, &p, &HeaderMap::new(), Bytes::new())
+                .await?;
         }
         if !answer.status.is_success() {
             return Err(answer.into_error(what.to_string()).await);
         }
-        if answer.declared_length().is_some_and(|n| n != d.size) {
+        if let Some(n) = answer.declared_length().filter(|&n| n != d.size) {
             return Err(RegistryError::Layout {
                 reference: reference.to_string(),
-                why: format!("the registry declares another size for {what} than the manifest ({} bytes)", d.size),
+                why: format!(
+                    "the registry sends {n} bytes for its {} layer {}, which the manifest says is {} bytes",
+                    d.media_type, d.digest, d.size
+                ),
             });
         }
         let mut w = self.store.writer()?;
@@ -265,7 +325,10 @@ impl Registry {
                 } else {
                     RegistryError::Layout {
                         reference: reference.to_string(),
-                        why: format!("the registry sent more than the {} bytes the manifest declares for {what}", d.size),
+                        why: format!(
+                            "the registry sent more than the {} bytes the manifest says its {} layer {} is",
+                            d.size, d.media_type, d.digest
+                        ),
                     }
                 });
             }
@@ -276,23 +339,37 @@ impl Registry {
 
     /// Pushes a Tick: the wasm, its requested grants, the config, then the
     /// manifest under the reference's tag. Returns the manifest's digest.
-    pub async fn push(&self, reference: &Reference, wasm: &[u8], component: bool, requested: Option<&str>) -> Result<Digest, RegistryError> {
+    pub async fn push(
+        &self,
+        reference: &Reference,
+        wasm: &[u8],
+        component: bool,
+        requested: Option<&str>,
+    ) -> Result<Digest, RegistryError> {
         let wasm_d = Descriptor::of(layout::WASM_LAYER_MEDIA_TYPE, wasm);
         let config = layout::wasm_config(&wasm_d, component);
         let config_d = Descriptor::of(layout::WASM_CONFIG_MEDIA_TYPE, &config);
-        let req_d = requested.map(|r| Descriptor::of(layout::TICK_MANIFEST_MEDIA_TYPE, r.as_bytes()));
-        self.upload(reference, &wasm_d, Bytes::copy_from_slice(wasm)).await?;
+        let req_d =
+            requested.map(|r| Descriptor::of(layout::TICK_MANIFEST_MEDIA_TYPE, r.as_bytes()));
+        self.upload(reference, &wasm_d, Bytes::copy_from_slice(wasm))
+            .await?;
         if let (Some(d), Some(r)) = (&req_d, requested) {
-            self.upload(reference, d, Bytes::copy_from_slice(r.as_bytes())).await?;
+            self.upload(reference, d, Bytes::copy_from_slice(r.as_bytes()))
+                .await?;
         }
-        self.upload(reference, &config_d, Bytes::from(config)).await?;
+        self.upload(reference, &config_d, Bytes::from(config))
+            .await?;
         let manifest = Manifest::for_tick(&config_d, &wasm_d, req_d.as_ref());
         self.put_manifest(reference, &manifest).await
     }
 
     /// Puts a manifest under the reference's tag (or digest); returns its
     /// digest.
-    pub async fn put_manifest(&self, reference: &Reference, manifest: &Manifest) -> Result<Digest, RegistryError> {
+    pub async fn put_manifest(
+        &self,
+        reference: &Reference,
+        manifest: &Manifest,
+    ) -> Result<Digest, RegistryError> {
         let bytes = serde_json::to_vec(manifest).expect("a manifest serializes");
         let digest = Digest::of(&bytes);
         let target = match &reference.target {
@@ -300,11 +377,25 @@ impl Registry {
             Target::Digest(_) => digest.to_string(),
         };
         let mut headers = HeaderMap::new();
-        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(layout::MANIFEST_MEDIA_TYPE));
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static(layout::MANIFEST_MEDIA_TYPE),
+        );
         let path = format!("/v2/{}/manifests/{target}", reference.repository);
-        let answer = self.request(reference, true, Method::PUT, &path, headers, Bytes::from(bytes.clone())).await?;
+        let answer = self
+            .request(
+                reference,
+                true,
+                Method::PUT,
+                &path,
+                headers,
+                Bytes::from(bytes.clone()),
+            )
+            .await?;
         if !answer.status.is_success() {
-            return Err(answer.into_error(format!("putting the manifest of {reference}")).await);
+            return Err(answer
+                .into_error(format!("putting the manifest of {reference}"))
+                .await);
         }
         self.store.put(&bytes)?;
         Ok(digest)
@@ -312,24 +403,48 @@ impl Registry {
 
     /// Uploads one blob (monolithic: POST, then PUT with the digest),
     /// unless the registry has it.
-    pub async fn upload(&self, reference: &Reference, d: &Descriptor, bytes: Bytes) -> Result<(), RegistryError> {
+    pub async fn upload(
+        &self,
+        reference: &Reference,
+        d: &Descriptor,
+        bytes: Bytes,
+    ) -> Result<(), RegistryError> {
         let repo = &reference.repository;
         let head = self
-            .request(reference, true, Method::HEAD, &format!("/v2/{repo}/blobs/{}", d.digest), HeaderMap::new(), Bytes::new())
+            .request(
+                reference,
+                true,
+                Method::HEAD,
+                &format!("/v2/{repo}/blobs/{}", d.digest),
+                HeaderMap::new(),
+                Bytes::new(),
+            )
             .await?;
         if head.status.is_success() {
             return Ok(());
         }
         let start = self
-            .request(reference, true, Method::POST, &format!("/v2/{repo}/blobs/uploads/"), HeaderMap::new(), Bytes::new())
+            .request(
+                reference,
+                true,
+                Method::POST,
+                &format!("/v2/{repo}/blobs/uploads/"),
+                HeaderMap::new(),
+                Bytes::new(),
+            )
             .await?;
         if start.status != StatusCode::ACCEPTED {
-            return Err(start.into_error(format!("starting an upload to {reference}")).await);
+            return Err(start
+                .into_error(format!("starting an upload to {reference}"))
+                .await);
         }
-        let location = start.header(http::header::LOCATION).ok_or_else(|| RegistryError::Layout {
-            reference: reference.to_string(),
-            why: "the registry started an upload without a Location".into(),
-        })?;
+        let location =
+            start
+                .header(http::header::LOCATION)
+                .ok_or_else(|| RegistryError::Layout {
+                    reference: reference.to_string(),
+                    why: "the registry started an upload without a Location".into(),
+                })?;
         let origin = self.transport.endpoint(&reference.host, reference.port);
         let (to, path) = self.resolve_url(&origin, &location)?;
         if (&to.host, to.port) != (&origin.host, origin.port) {
@@ -341,10 +456,17 @@ impl Registry {
         let sep = if path.contains('?') { '&' } else { '?' };
         let path = format!("{path}{sep}digest={}", query_escape(&d.digest.to_string()));
         let mut headers = HeaderMap::new();
-        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-        let done = self.request(reference, true, Method::PUT, &path, headers, bytes).await?;
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
+        let done = self
+            .request(reference, true, Method::PUT, &path, headers, bytes)
+            .await?;
         if done.status != StatusCode::CREATED {
-            return Err(done.into_error(format!("uploading {} to {reference}", d.digest)).await);
+            return Err(done
+                .into_error(format!("uploading {} to {reference}", d.digest))
+                .await);
         }
         Ok(())
     }
@@ -362,7 +484,11 @@ impl Registry {
         body: Bytes,
     ) -> Result<Answer, RegistryError> {
         let to = self.transport.endpoint(&reference.host, reference.port);
-        let key = (reference.registry.clone(), reference.repository.clone(), push);
+        let key = (
+            reference.registry.clone(),
+            reference.repository.clone(),
+            push,
+        );
         let cached = lock(&self.tokens).get(&key).cloned();
         let send = |auth: Option<String>| {
             let mut h = headers.clone();
@@ -390,33 +516,62 @@ impl Registry {
                 let b = basic.ok_or_else(|| unauthorized(no_credentials(&reference.registry)))?;
                 b.header()
             }
-            Some(Challenge::Bearer { realm, service, scope }) => {
+            Some(Challenge::Bearer {
+                realm,
+                service,
+                scope,
+            }) => {
                 let scope = scope.unwrap_or_else(|| {
-                    format!("repository:{}:{}", reference.repository, if push { "pull,push" } else { "pull" })
+                    format!(
+                        "repository:{}:{}",
+                        reference.repository,
+                        if push { "pull,push" } else { "pull" }
+                    )
                 });
-                let token = self.token(&to, &realm, service.as_deref(), &scope, basic.as_ref()).await
+                let token = self
+                    .token(&to, &realm, service.as_deref(), &scope, basic.as_ref())
+                    .await
                     .map_err(|e| match e {
-                        RegistryError::Status { status: 401 | 403, .. } => unauthorized(no_credentials(&reference.registry)),
+                        RegistryError::Status {
+                            status: 401 | 403, ..
+                        } => unauthorized(no_credentials(&reference.registry)),
                         e => e,
                     })?;
                 format!("Bearer {token}")
             }
-            None => return Err(unauthorized("it asked for a kind of authentication tickbox does not speak".into())),
+            None => {
+                return Err(unauthorized(
+                    "it asked for a kind of authentication tickbox does not speak".into(),
+                ))
+            }
         };
         let retried = send(Some(auth.clone())).await?;
         if retried.status == StatusCode::UNAUTHORIZED || retried.status == StatusCode::FORBIDDEN {
-            return Err(unauthorized(if basic_present(&self.credentials, &reference.registry) {
-                "the credentials were refused".into()
-            } else {
-                no_credentials(&reference.registry)
-            }));
+            return Err(unauthorized(
+                if basic_present(&self.credentials, &reference.registry) {
+                    "the credentials were refused".into()
+                } else {
+                    no_credentials(&reference.registry)
+                },
+            ));
         }
         lock(&self.tokens).insert(key, auth);
         Ok(retried)
     }
 
-    async fn token(&self, registry: &Endpoint, realm: &str, service: Option<&str>, scope: &str, basic: Option<&Basic>) -> Result<String, RegistryError> {
-        let mut url = format!("{realm}{}scope={}", if realm.contains('?') { '&' } else { '?' }, query_escape(scope));
+    async fn token(
+        &self,
+        registry: &Endpoint,
+        realm: &str,
+        service: Option<&str>,
+        scope: &str,
+        basic: Option<&Basic>,
+    ) -> Result<String, RegistryError> {
+        let mut url = format!(
+            "{realm}{}scope={}",
+            if realm.contains('?') { '&' } else { '?' },
+            query_escape(scope)
+        );
         if let Some(s) = service {
             url.push_str(&format!("&service={}", query_escape(s)));
         }
@@ -429,16 +584,22 @@ impl Registry {
                 headers.insert(http::header::AUTHORIZATION, v);
             }
         }
-        let answer = self.transport.send(&to, Method::GET, &path, &headers, Bytes::new()).await?;
+        let answer = self
+            .transport
+            .send(&to, Method::GET, &path, &headers, Bytes::new())
+            .await?;
         if !answer.status.is_success() {
             return Err(answer.into_error("a token".into()).await);
         }
-        let body = answer.bytes(MAX_TOKEN_BYTES, "a token answer", "the token bound").await?;
-        let v: serde_json::Value = serde_json::from_slice(&body).map_err(|_| RegistryError::Unauthorized {
-            host: to.authority(),
-            repository: String::new(),
-            why: "the token service did not answer JSON".into(),
-        })?;
+        let body = answer
+            .bytes(MAX_TOKEN_BYTES, "a token answer", "the token bound")
+            .await?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|_| RegistryError::Unauthorized {
+                host: to.authority(),
+                repository: String::new(),
+                why: "the token service did not answer JSON".into(),
+            })?;
         v.get("token")
             .or_else(|| v.get("access_token"))
             .and_then(|t| t.as_str())
@@ -467,7 +628,9 @@ impl Registry {
 }
 
 fn no_credentials(registry: &str) -> String {
-    format!("no credentials for {registry} in the Docker config file (docker login, or DOCKER_CONFIG)")
+    format!(
+        "no credentials for {registry} in the Docker config file (docker login, or DOCKER_CONFIG)"
+    )
 }
 
 fn basic_present(c: &Credentials, registry: &str) -> bool {
@@ -483,14 +646,28 @@ fn parse_manifest(reference: &Reference, bytes: &[u8]) -> Result<Manifest, Regis
         reference: reference.to_string(),
         why,
     };
-    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| layout(format!("its manifest is not JSON: {e}")))?;
-    if v.get("mediaType").and_then(|m| m.as_str()) == Some(layout::INDEX_MEDIA_TYPE) || v.get("manifests").is_some() {
-        return Err(layout("it is an image index; a Tick is one wasm artifact".into()));
+    let v: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| layout(format!("its manifest is not JSON: {e}")))?;
+    if v.get("mediaType").and_then(|m| m.as_str()) == Some(layout::INDEX_MEDIA_TYPE)
+        || v.get("manifests").is_some()
+    {
+        return Err(layout(
+            "it is an image index; a Tick is one wasm artifact".into(),
+        ));
     }
-    serde_json::from_value(v).map_err(|e| layout(format!("its manifest is malformed: {}", tickbox_protocol::text::escape(&e.to_string()))))
+    serde_json::from_value(v).map_err(|e| {
+        layout(format!(
+            "its manifest is malformed: {}",
+            tickbox_protocol::text::escape(&e.to_string())
+        ))
+    })
 }
 
-fn check_wasm_size(reference: &Reference, artifact: &TickArtifact, max: u64) -> Result<(), RegistryError> {
+fn check_wasm_size(
+    reference: &Reference,
+    artifact: &TickArtifact,
+    max: u64,
+) -> Result<(), RegistryError> {
     if artifact.wasm.size > max {
         return Err(RegistryError::TooLarge {
             what: format!("{reference}: the wasm layer ({} bytes)", artifact.wasm.size),
@@ -501,7 +678,9 @@ fn check_wasm_size(reference: &Reference, artifact: &TickArtifact, max: u64) -> 
     Ok(())
 }
 
-fn read_ca(path: &std::path::Path) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, RegistryError> {
+fn read_ca(
+    path: &std::path::Path,
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, RegistryError> {
     use rustls::pki_types::pem::PemObject;
     use std::io::Read;
     let bad = |why: String| RegistryError::Config {
@@ -510,10 +689,16 @@ fn read_ca(path: &std::path::Path) -> Result<Vec<rustls::pki_types::CertificateD
     };
     let mut pem = Vec::new();
     std::fs::File::open(path)
-        .and_then(|f| f.take(crate::limits::MAX_CA_BYTES + 1).read_to_end(&mut pem))
+        .and_then(|f| {
+            f.take(crate::limits::MAX_CA_BYTES + 1)
+                .read_to_end(&mut pem)
+        })
         .map_err(|e| bad(e.to_string()))?;
     if pem.len() as u64 > crate::limits::MAX_CA_BYTES {
-        return Err(bad(format!("larger than {} bytes", crate::limits::MAX_CA_BYTES)));
+        return Err(bad(format!(
+            "larger than {} bytes",
+            crate::limits::MAX_CA_BYTES
+        )));
     }
     let certs = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()

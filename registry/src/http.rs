@@ -103,8 +103,8 @@ impl Transport {
             Some(p) => format!("{host}:{p}"),
             None => host.to_string(),
         };
-        let plain_ok = is_loopback_host(host)
-            || self.insecure.iter().any(|h| *h == registry || *h == host);
+        let plain_ok =
+            is_loopback_host(host) || self.insecure.iter().any(|h| *h == registry || *h == host);
         Endpoint {
             https: true,
             plain_ok,
@@ -118,7 +118,12 @@ impl Transport {
     pub fn endpoint_of(&self, uri: &http::Uri) -> Result<(Endpoint, String), RegistryError> {
         let host = uri
             .host()
-            .ok_or_else(|| RegistryError::Reference(format!("a registry sent a URL without a host: {}", tickbox_protocol::text::escape(&uri.to_string()))))?
+            .ok_or_else(|| {
+                RegistryError::Reference(format!(
+                    "a registry sent a URL without a host: {}",
+                    tickbox_protocol::text::escape(&uri.to_string())
+                ))
+            })?
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_string();
@@ -134,13 +139,22 @@ impl Transport {
         };
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         let registry = format!("{host}:{port}");
-        let plain_ok = is_loopback_host(&host) || self.insecure.iter().any(|h| *h == registry || *h == host);
+        let plain_ok =
+            is_loopback_host(&host) || self.insecure.iter().any(|h| *h == registry || *h == host);
         if !https && !plain_ok {
             return Err(RegistryError::Insecure { host });
         }
         let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
         // A URL the registry wrote says its scheme: no fallback.
-        Ok((Endpoint { https, plain_ok: false, host, port }, path))
+        Ok((
+            Endpoint {
+                https,
+                plain_ok: false,
+                host,
+                port,
+            },
+            path,
+        ))
     }
 
     /// Sends one request and waits for the head of its answer; where plain
@@ -157,8 +171,13 @@ impl Transport {
         let key = (to.host.clone(), to.port);
         let known_plain = to.plain_ok && lock(&self.plain).contains(&key);
         if to.https && !known_plain {
-            match self.send_once(to, method.clone(), path, headers, body.clone()).await {
-                Err(RegistryError::Connect { why, .. }) if to.plain_ok && why.starts_with("TLS") => {
+            match self
+                .send_once(to, method.clone(), path, headers, body.clone())
+                .await
+            {
+                Err(RegistryError::Connect { why, .. })
+                    if to.plain_ok && why.starts_with("TLS") =>
+                {
                     tracing::debug!(host = %to.authority(), "TLS failed; plain HTTP to a loopback or insecure registry");
                     lock(&self.plain).insert(key);
                 }
@@ -203,7 +222,10 @@ impl Transport {
                 .method(method)
                 .uri(path)
                 .header(http::header::HOST, to.authority())
-                .header(http::header::USER_AGENT, concat!("tickbox/", env!("CARGO_PKG_VERSION")));
+                .header(
+                    http::header::USER_AGENT,
+                    concat!("tickbox/", env!("CARGO_PKG_VERSION")),
+                );
             for (k, v) in headers {
                 b = b.header(k, v);
             }
@@ -250,14 +272,15 @@ where
         host: to.authority(),
         why,
     };
-    let (mut sender, conn) = tokio::time::timeout_at(deadline, hyper::client::conn::http1::handshake(io))
-        .await
-        .map_err(|_| RegistryError::Timeout {
-            host: to.authority(),
-            secs: CONNECT_TIMEOUT.as_secs(),
-            what: "handshake",
-        })?
-        .map_err(|e| connect(e.to_string()))?;
+    let (mut sender, conn) =
+        tokio::time::timeout_at(deadline, hyper::client::conn::http1::handshake(io))
+            .await
+            .map_err(|_| RegistryError::Timeout {
+                host: to.authority(),
+                secs: CONNECT_TIMEOUT.as_secs(),
+                what: "handshake",
+            })?
+            .map_err(|e| connect(e.to_string()))?;
     // The connection is driven by its own task; it ends with the body.
     tokio::spawn(async move {
         let _ = conn.await;
@@ -302,7 +325,12 @@ impl Answer {
     }
 
     /// The whole body, refused past `max` bytes (declared or sent).
-    pub async fn bytes(mut self, max: u64, what: &str, bound: &'static str) -> Result<Vec<u8>, RegistryError> {
+    pub async fn bytes(
+        mut self,
+        max: u64,
+        what: &str,
+        bound: &'static str,
+    ) -> Result<Vec<u8>, RegistryError> {
         let too_large = || RegistryError::TooLarge {
             what: what.to_string(),
             bound,
@@ -342,7 +370,10 @@ impl Answer {
     pub async fn into_error(self, what: String) -> RegistryError {
         let host = self.host.clone();
         let status = self.status.as_u16();
-        let body = self.bytes(MAX_ERROR_BYTES, "an error answer", "the error bound").await.unwrap_or_default();
+        let body = self
+            .bytes(MAX_ERROR_BYTES, "an error answer", "the error bound")
+            .await
+            .unwrap_or_default();
         let message = serde_json::from_slice::<serde_json::Value>(&body)
             .ok()
             .and_then(|v| {
@@ -352,7 +383,12 @@ impl Answer {
                 Some(format!("{code} {msg}").trim().to_string())
             })
             .filter(|m| !m.is_empty())
-            .map(|m| format!(": {}", tickbox_protocol::text::escape(tickbox_protocol::text::truncate(&m, 300))))
+            .map(|m| {
+                format!(
+                    ": {}",
+                    tickbox_protocol::text::escape(tickbox_protocol::text::truncate(&m, 300))
+                )
+            })
             .unwrap_or_default();
         RegistryError::Status {
             host,

@@ -114,7 +114,11 @@ impl Manifest {
     }
 
     /// The manifest tickbox pushes for a Tick.
-    pub fn for_tick(config: &Descriptor, wasm: &Descriptor, requested: Option<&Descriptor>) -> Manifest {
+    pub fn for_tick(
+        config: &Descriptor,
+        wasm: &Descriptor,
+        requested: Option<&Descriptor>,
+    ) -> Manifest {
         let mut layers = vec![wasm.clone()];
         layers.extend(requested.cloned());
         Manifest {
@@ -156,12 +160,27 @@ mod tests {
     #[test]
     fn only_the_tick_layout_is_a_tick() {
         assert!(manifest(&[(WASM_LAYER_MEDIA_TYPE, b"a")]).tick().is_ok());
-        let both = manifest(&[(WASM_LAYER_MEDIA_TYPE, b"a"), (TICK_MANIFEST_MEDIA_TYPE, b"b")]);
+        let both = manifest(&[
+            (WASM_LAYER_MEDIA_TYPE, b"a"),
+            (TICK_MANIFEST_MEDIA_TYPE, b"b"),
+        ]);
         assert!(both.tick().unwrap().requested.is_some());
         for (layers, rule) in [
             (&[][..], "no application/wasm layer"),
-            (&[(WASM_LAYER_MEDIA_TYPE, &b"a"[..]), (WASM_LAYER_MEDIA_TYPE, b"b")][..], "more than one"),
-            (&[(WASM_LAYER_MEDIA_TYPE, &b"a"[..]), ("application/vnd.oci.image.layer.v1.tar", b"b")][..], "media type"),
+            (
+                &[
+                    (WASM_LAYER_MEDIA_TYPE, &b"a"[..]),
+                    (WASM_LAYER_MEDIA_TYPE, b"b"),
+                ][..],
+                "more than one",
+            ),
+            (
+                &[
+                    (WASM_LAYER_MEDIA_TYPE, &b"a"[..]),
+                    ("application/vnd.oci.image.layer.v1.tar", b"b"),
+                ][..],
+                "media type",
+            ),
         ] {
             let e = manifest(layers).tick().unwrap_err();
             assert!(e.contains(rule), "{e}");

@@ -77,12 +77,21 @@ mod tests {
             ("MAX_CREDENTIALS_BYTES", size(MAX_CREDENTIALS_BYTES)),
             ("MAX_CA_BYTES", size(MAX_CA_BYTES)),
             ("MAX_REDIRECTS", MAX_REDIRECTS.to_string()),
-            ("CONNECT_TIMEOUT", format!("{} s", CONNECT_TIMEOUT.as_secs())),
-            ("RESPONSE_TIMEOUT", format!("{} s", RESPONSE_TIMEOUT.as_secs())),
+            (
+                "CONNECT_TIMEOUT",
+                format!("{} s", CONNECT_TIMEOUT.as_secs()),
+            ),
+            (
+                "RESPONSE_TIMEOUT",
+                format!("{} s", RESPONSE_TIMEOUT.as_secs()),
+            ),
             ("STALL_TIMEOUT", format!("{} s", STALL_TIMEOUT.as_secs())),
         ] {
             let r = row(name);
-            assert!(r.contains(&format!("| {value} |")), "{name}: {r} lacks {value}");
+            assert!(
+                r.contains(&format!("| {value} |")),
+                "{name}: {r} lacks {value}"
+            );
         }
     }
 }

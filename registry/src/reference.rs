@@ -224,7 +224,9 @@ impl FromStr for Reference {
                 .rsplit_once(':')
                 .ok_or_else(|| bad("name a tag (REPO:TAG) or a digest (REPO@sha256:…); there is no implicit latest"))?;
             if !valid_tag(tag) {
-                return Err(bad("a tag is 1 to 128 of A-Z a-z 0-9 _ . - and does not start with . or -"));
+                return Err(bad(
+                    "a tag is 1 to 128 of A-Z a-z 0-9 _ . - and does not start with . or -",
+                ));
             }
             (repo, Target::Tag(tag.to_string()))
         };

@@ -44,7 +44,10 @@ impl Store {
             .map_err(|e| RegistryError::store(&dir, e))?;
         let meta = std::fs::symlink_metadata(&dir).map_err(|e| RegistryError::store(&dir, e))?;
         if !meta.is_dir() {
-            return Err(RegistryError::store(&dir, "it is a symlink or not a directory"));
+            return Err(RegistryError::store(
+                &dir,
+                "it is a symlink or not a directory",
+            ));
         }
         let euid = unsafe { libc::geteuid() };
         if meta.uid() != euid {
@@ -168,8 +171,8 @@ impl Store {
         for e in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
             let name = e.file_name();
             let name = name.to_string_lossy();
-            let ours = name.starts_with(".partial-")
-                || format!("sha256:{name}").parse::<Digest>().is_ok();
+            let ours =
+                name.starts_with(".partial-") || format!("sha256:{name}").parse::<Digest>().is_ok();
             let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
                 continue;
             };
@@ -271,7 +274,11 @@ mod tests {
         let e = w.finish(&Digest::of(b"good"), 4, "a layer").unwrap_err();
         assert!(e.to_string().contains("nothing was stored"), "{e}");
         assert_eq!(store.entries().len(), 1);
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no partial file left");
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no partial file left"
+        );
         // A blob changed on disk is refused and removed.
         std::fs::write(store.path(&d), b"HELLO").unwrap();
         assert!(store.read(&d, 100).is_err());

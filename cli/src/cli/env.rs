@@ -34,9 +34,9 @@ pub const DOCKER_CONFIG: &str = "DOCKER_CONFIG";
 /// The Tick store: `$TICKBOX_STORE_DIR`, else `oci` beside the compile
 /// cache's default directory.
 pub fn store_dir() -> Option<PathBuf> {
-    std::env::var_os(STORE_DIR).map(PathBuf::from).or_else(|| {
-        cache::default_dir().and_then(|d| d.parent().map(|p| p.join("oci")))
-    })
+    std::env::var_os(STORE_DIR)
+        .map(PathBuf::from)
+        .or_else(|| cache::default_dir().and_then(|d| d.parent().map(|p| p.join("oci"))))
 }
 
 /// The Docker config file with registry credentials:

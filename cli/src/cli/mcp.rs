@@ -387,11 +387,7 @@ fn planned(entry: TickEntry, flags: &TickOpts) -> Planned {
     let opts = TickOpts {
         // A wasm Tick has no working directory on the host: its files are its grants.
         cwd: match &spec {
-            TickSpec::Path(p)
-                if super::open::is_sandboxed(std::path::Path::new(p)) =>
-            {
-                None
-            }
+            TickSpec::Path(p) if super::open::is_sandboxed(std::path::Path::new(p)) => None,
             _ => entry.cwd.or_else(|| flags.cwd.clone()),
         },
         call_timeout: entry.call_timeout.unwrap_or(flags.call_timeout),

@@ -183,8 +183,11 @@ pub fn describe(p: &Pulled) -> Value {
 /// `tickbox pull`.
 pub fn pull(args: PullArgs) -> Result<Value, Exit> {
     let max = match &args.max_wasm_size {
-        Some(s) => tickbox_runtime::backend::wasm::grants::parse_size(s)
-            .ok_or_else(|| Exit::usage(format!("--max-wasm-size {s}: expected a size such as 64MiB")))?,
+        Some(s) => tickbox_runtime::backend::wasm::grants::parse_size(s).ok_or_else(|| {
+            Exit::usage(format!(
+                "--max-wasm-size {s}: expected a size such as 64MiB"
+            ))
+        })?,
         None => tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM,
     };
     let pulled = resolve(&args.reference, &args.registry, max)?;
@@ -195,12 +198,18 @@ pub fn pull(args: PullArgs) -> Result<Value, Exit> {
 pub fn push(args: PushArgs) -> Result<Value, Exit> {
     let reference = parse(&args.reference)?;
     if reference.digest().is_some() {
-        return Err(Exit::usage("push to a tag (REPO:TAG); the digest is what the push makes"));
+        return Err(Exit::usage(
+            "push to a tag (REPO:TAG); the digest is what the push makes",
+        ));
     }
     let max = tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM;
     let wasm = tickbox_runtime::backend::wasm::read_wasm(&args.wasm, max).map_err(Exit::usage)?;
-    let kind = tickbox_runtime::backend::wasm::detect(&wasm)
-        .ok_or_else(|| Exit::usage(format!("{}: not a wasm component or module", args.wasm.display())))?;
+    let kind = tickbox_runtime::backend::wasm::detect(&wasm).ok_or_else(|| {
+        Exit::usage(format!(
+            "{}: not a wasm component or module",
+            args.wasm.display()
+        ))
+    })?;
     let manifest = args
         .manifest
         .clone()
@@ -209,7 +218,10 @@ pub fn push(args: PushArgs) -> Result<Value, Exit> {
         Some(p) => {
             // Checked as tickbox will read it after a pull.
             super::open::read_grant_file(p).map_err(Exit::usage)?;
-            Some(std::fs::read_to_string(p).map_err(|e| Exit::usage(format!("{}: {e}", p.display())))?)
+            Some(
+                std::fs::read_to_string(p)
+                    .map_err(|e| Exit::usage(format!("{}: {e}", p.display())))?,
+            )
         }
         None => None,
     };

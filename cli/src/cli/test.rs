@@ -286,7 +286,11 @@ async fn one(
     {
         return None;
     }
-    let is_wasm = s.tick.path.as_deref().is_some_and(super::open::is_sandboxed);
+    let is_wasm = s
+        .tick
+        .path
+        .as_deref()
+        .is_some_and(super::open::is_sandboxed);
     if let (Some(why), false) = (rules.sandboxed_only, is_wasm) {
         let o = Outcome::Invalid(format!(
             "refused: a native Tick runs with your permissions, and only sandboxed (wasm) Ticks may run ({why}); pass --allow-native to run it"
@@ -307,7 +311,12 @@ async fn one(
     let _scratch = match s.tick.scratch.clone() {
         None => None,
         Some(guest) => {
-            if !s.tick.path.as_deref().is_some_and(super::open::is_sandboxed) {
+            if !s
+                .tick
+                .path
+                .as_deref()
+                .is_some_and(super::open::is_sandboxed)
+            {
                 let o = Outcome::Invalid("[tick] scratch applies to wasm Ticks".into());
                 return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
             }

@@ -79,6 +79,7 @@ mod mcp_http;
 mod mcp_wire;
 mod native;
 mod record;
+mod registry;
 mod sandbox;
 mod scenario;
 mod scenario_walls;

@@ -109,7 +109,9 @@ pub fn tickbox_within<S: AsRef<str>>(args: &[S], env: &[(&str, &str)], limit: Du
         // tests that need it set it themselves, whatever CI runs them.
         .env_remove("CI")
         // Compiled wasm goes to the build's own cache, not the user's home.
-        .env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"));
+        .env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"))
+        // Pulled Ticks too (the registry tests give each test its own).
+        .env("TICKBOX_STORE_DIR", target_dir().join("test-oci-store"));
     for (k, v) in env {
         cmd.env(k, v);
     }

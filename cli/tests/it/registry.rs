@@ -1,0 +1,743 @@
+//! Ticks from a registry (`oci://`), through the wire: a real OCI registry
+//! (Debian's `docker-registry`, the CNCF distribution registry, installed
+//! by tests/setup.sh) started on loopback for each test and stopped at its
+//! end, and a fake registry for what a real one never sends.
+
+use crate::util::{build_wasm, tickbox_env, TempDir};
+use serde_json::{json, Value};
+use sha2::{Digest as _, Sha256};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
+const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+
+fn digest(bytes: &[u8]) -> String {
+    let h = Sha256::digest(bytes);
+    format!(
+        "sha256:{}",
+        h.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+fn counter() -> PathBuf {
+    build_wasm("examples", "counter", "wasm32-wasip2")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running `docker-registry`, killed on drop.
+struct Registry {
+    child: Child,
+    port: u16,
+    _dir: TempDir,
+}
+
+/// TLS and basic auth for a registry: certificate and key files, an
+/// htpasswd file.
+struct Secure {
+    cert: PathBuf,
+    key: PathBuf,
+    htpasswd: PathBuf,
+}
+
+impl Registry {
+    fn start(secure: Option<&Secure>) -> Registry {
+        let dir = TempDir::new("registry");
+        for _ in 0..5 {
+            let port = free_port();
+            let mut config = format!(
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+                dir.path("data").display()
+            );
+            if let Some(s) = secure {
+                config.push_str(&format!(
+                    "  tls:\n    certificate: {}\n    key: {}\nauth:\n  htpasswd:\n    realm: tickbox-test\n    path: {}\n",
+                    s.cert.display(),
+                    s.key.display(),
+                    s.htpasswd.display()
+                ));
+            }
+            let file = dir.path("config.yml");
+            std::fs::write(&file, config).unwrap();
+            let mut child = Command::new("docker-registry")
+                .arg("serve")
+                .arg(&file)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect(
+                    "docker-registry (Debian package docker-registry; tests/setup.sh installs it)",
+                );
+            // Ready once it accepts connections; a port taken meanwhile
+            // makes it exit, and another port is tried.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Registry {
+                        child,
+                        port,
+                        _dir: dir,
+                    };
+                }
+                if child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("docker-registry did not start");
+    }
+
+    fn reference(&self, repo_tag: &str) -> String {
+        format!("oci://127.0.0.1:{}/{repo_tag}", self.port)
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One plain HTTP/1.1 exchange: (status, headers lowercased, body).
+fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head");
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    if headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v == "chunked")
+    {
+        body = unchunk(&body);
+    }
+    (status, headers, body)
+}
+
+fn unchunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let end = b.windows(2).position(|w| w == b"\r\n").unwrap();
+        let n = usize::from_str_radix(std::str::from_utf8(&b[..end]).unwrap().trim(), 16).unwrap();
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&b[end + 2..end + 2 + n]);
+        b = &b[end + 2 + n + 2..];
+    }
+}
+
+/// Pushes a blob with the distribution API, as any plain client does.
+fn raw_push_blob(port: u16, repo: &str, bytes: &[u8]) -> Value {
+    let (status, headers, _) = http(
+        port,
+        "POST",
+        &format!("/v2/{repo}/blobs/uploads/"),
+        &[],
+        b"",
+    );
+    assert_eq!(status, 202);
+    let location = headers
+        .iter()
+        .find(|(k, _)| k == "location")
+        .unwrap()
+        .1
+        .clone();
+    let path = location
+        .trim_start_matches(&format!("http://127.0.0.1:{port}"))
+        .to_string();
+    let sep = if path.contains('?') { '&' } else { '?' };
+    let d = digest(bytes);
+    let (status, _, body) = http(
+        port,
+        "PUT",
+        &format!("{path}{sep}digest={}", d.replace(':', "%3A")),
+        &[("Content-Type", "application/octet-stream")],
+        bytes,
+    );
+    assert_eq!(status, 201, "{}", String::from_utf8_lossy(&body));
+    json!({"digest": d, "size": bytes.len()})
+}
+
+/// The environment of one test: its own store.
+fn env(store: &TempDir) -> Vec<(&'static str, String)> {
+    vec![(
+        "TICKBOX_STORE_DIR",
+        store.path("store").display().to_string(),
+    )]
+}
+
+fn run(args: &[&str], env: &[(&'static str, String)]) -> crate::util::Output {
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    tickbox_env(args, &env)
+}
+
+fn stored_blobs(store: &TempDir) -> usize {
+    std::fs::read_dir(store.path("store"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_component_pushed_by_a_plain_http_client_runs_by_tag_by_digest_and_offline_once_pinned() {
+    let registry = Registry::start(None);
+    let store = TempDir::new("oci-store");
+    let env = env(&store);
+    let wasm = std::fs::read(counter()).unwrap();
+    // The CNCF Wasm OCI layout, as another tool writes it (its config has
+    // fields tickbox does not write).
+    let layer = raw_push_blob(registry.port, "other/counter", &wasm);
+    let config = serde_json::to_vec(&json!({"created": "2026-01-01T00:00:00Z", "architecture": "wasm", "os": "wasip2", "layerDigests": [layer["digest"]], "component": {"exports": [], "imports": []}})).unwrap();
+    let config_d = raw_push_blob(registry.port, "other/counter", &config);
+    let mut layer_d = layer.clone();
+    layer_d["mediaType"] = json!("application/wasm");
+    let mut cfg = config_d.clone();
+    cfg["mediaType"] = json!(WASM_CONFIG);
+    let manifest = serde_json::to_vec(
+        &json!({"schemaVersion": 2, "mediaType": MANIFEST, "config": cfg, "layers": [layer_d]}),
+    )
+    .unwrap();
+    let (status, _, _) = http(
+        registry.port,
+        "PUT",
+        "/v2/other/counter/manifests/v1",
+        &[("Content-Type", MANIFEST)],
+        &manifest,
+    );
+    assert_eq!(status, 201);
+
+    let by_tag = registry.reference("other/counter:v1");
+    let out = run(
+        &["call", &by_tag, "increment", r#"{"amount":2}"#, "--yes"],
+        &env,
+    );
+    assert_eq!(
+        (out.code, out.stdout.trim()),
+        (0, r#"{"value":2}"#),
+        "{out:#?}"
+    );
+    let pulled = run(&["pull", &by_tag], &env);
+    assert_eq!(pulled.code, 0, "{pulled:#?}");
+    let p = pulled.json();
+    let pinned = format!(
+        "oci://127.0.0.1:{}/other/counter@{}",
+        registry.port,
+        digest(&manifest)
+    );
+    assert_eq!(p["reference"], json!(pinned));
+    assert_eq!(p["wasm"]["digest"], layer["digest"]);
+    assert_eq!(
+        p["fetched"],
+        json!(true),
+        "a tag is resolved by the registry"
+    );
+    let again = run(&["pull", &pinned], &env);
+    assert_eq!(
+        again.json()["fetched"],
+        json!(false),
+        "pinned and in the store: {again:#?}"
+    );
+    let info = run(&["info", &pinned], &env);
+    assert_eq!(info.json()["digest"], layer["digest"], "{info:#?}");
+
+    // The store's copy changed behind tickbox's back (same size): the
+    // sandbox, which checks the bytes it compiles against the pin, refuses.
+    let path = PathBuf::from(p["wasm"]["path"].as_str().unwrap());
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+    run(&["read", &pinned], &env).expect(3, "pinned to");
+    bytes[last] ^= 1;
+    std::fs::write(&path, &bytes).unwrap();
+
+    // With the registry gone, the pinned reference starts from the store;
+    // the tag, which must be resolved, cannot.
+    drop(registry);
+    let out = run(
+        &["call", &pinned, "increment", r#"{"amount":3}"#, "--yes"],
+        &env,
+    );
+    assert_eq!(
+        (out.code, out.stdout.trim()),
+        (0, r#"{"value":3}"#),
+        "{out:#?}"
+    );
+    run(&["read", &by_tag], &env).expect(3, "cannot reach the registry");
+    // And `cache clean` empties the store: then the pinned one needs the network too.
+    let clean = run(&["cache", "clean"], &env);
+    assert_eq!(clean.code, 0, "{clean:#?}");
+    assert_eq!(stored_blobs(&store), 0);
+    run(&["read", &pinned], &env).expect(3, "cannot reach the registry");
+}
+
+#[test]
+fn tickbox_push_writes_the_wasm_artifact_layout_with_the_requested_grants() {
+    let registry = Registry::start(None);
+    let store = TempDir::new("oci-store");
+    let env = env(&store);
+    let dir = TempDir::new("oci-push");
+    let wasm = dir.path("counter.wasm");
+    std::fs::copy(counter(), &wasm).unwrap();
+    std::fs::write(dir.path("counter.tick.toml"), "env = [\"COUNTER_START\"]\n").unwrap();
+    let reference = registry.reference("ticks/counter:1.0");
+    let out = run(&["push", &reference, &wasm.display().to_string()], &env);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let pushed = out.json();
+    // What a plain client sees: the CNCF layout plus tickbox's grants layer.
+    let (status, headers, body) = http(
+        registry.port,
+        "GET",
+        "/v2/ticks/counter/manifests/1.0",
+        &[("Accept", MANIFEST)],
+        b"",
+    );
+    assert_eq!(status, 200);
+    assert!(
+        headers
+            .iter()
+            .any(|(k, v)| k == "content-type" && v == MANIFEST),
+        "{headers:?}"
+    );
+    assert_eq!(pushed["manifest"], json!(digest(&body)));
+    let m: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(m["config"]["mediaType"], json!(WASM_CONFIG));
+    assert_eq!(m["layers"][0]["mediaType"], json!("application/wasm"));
+    assert_eq!(
+        m["layers"][0]["digest"],
+        json!(digest(&std::fs::read(&wasm).unwrap()))
+    );
+    assert_eq!(
+        m["layers"][1]["mediaType"],
+        json!("application/vnd.tickbox.manifest.v1+toml")
+    );
+    assert_eq!(m["layers"].as_array().unwrap().len(), 2);
+    let (_, _, config) = http(
+        registry.port,
+        "GET",
+        &format!(
+            "/v2/ticks/counter/blobs/{}",
+            m["config"]["digest"].as_str().unwrap()
+        ),
+        &[],
+        b"",
+    );
+    let config: Value = serde_json::from_slice(&config).unwrap();
+    assert_eq!(
+        (config["architecture"].as_str(), config["os"].as_str()),
+        (Some("wasm"), Some("wasip2"))
+    );
+
+    let described = run(&["describe", &reference], &env);
+    assert_eq!(described.code, 0, "{described:#?}");
+    assert_eq!(described.json()["title"], json!("Counter"));
+    let checked = run(&["check", pushed["reference"].as_str().unwrap()], &env);
+    assert_eq!(checked.code, 0, "{checked:#?}");
+}
+
+#[test]
+fn unknown_tags_a_registry_that_is_down_and_bad_references_are_one_line_each() {
+    let registry = Registry::start(None);
+    let store = TempDir::new("oci-store");
+    let env = env(&store);
+    run(&["read", &registry.reference("ticks/none:v1")], &env)
+        .expect(3, "not found in the registry");
+    let port = free_port();
+    run(
+        &["read", &format!("oci://127.0.0.1:{port}/ticks/none:v1")],
+        &env,
+    )
+    .expect(3, "cannot reach the registry");
+    run(&["read", "oci://127.0.0.1/ticks/none"], &env).expect(2, "no implicit latest");
+    run(&["pull", "oci://127.0.0.1/Ticks/x:v1"], &env).expect(2, "lowercase");
+    run(&["push", "oci://127.0.0.1/ticks/x@sha256:0000000000000000000000000000000000000000000000000000000000000000", "x.wasm"], &env).expect(2, "push to a tag");
+    assert_eq!(stored_blobs(&store), 0);
+}
+
+/// A registry that serves one repository's manifest and blobs as told,
+/// counting blob requests.
+struct Fake {
+    port: u16,
+    blob_gets: Arc<AtomicUsize>,
+}
+
+#[derive(Clone)]
+struct FakeContent {
+    manifest: Vec<u8>,
+    manifest_type: String,
+    /// Blobs by digest: the bytes served (maybe not the digest's).
+    blobs: Vec<(String, Vec<u8>)>,
+    /// A 401 challenge instead of the manifest.
+    challenge: Option<String>,
+    /// A registry error body (for its message) instead of the manifest.
+    error: Option<String>,
+}
+
+impl Fake {
+    fn start(content: FakeContent) -> Fake {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let blob_gets = Arc::new(AtomicUsize::new(0));
+        let gets = blob_gets.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { return };
+                let content = content.clone();
+                let gets = gets.clone();
+                std::thread::spawn(move || {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        if s.read(&mut byte).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        // A TLS ClientHello: not HTTP, hang up (as an HTTP
+                        // server answers it, so the client falls back).
+                        if head.is_empty() && byte[0] == 0x16 {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let head = String::from_utf8_lossy(&head).to_string();
+                    let path = head.split(' ').nth(1).unwrap_or("").to_string();
+                    let reply = |s: &mut TcpStream, status: &str, headers: &str, body: &[u8]| {
+                        let _ = s.write_all(format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n", body.len()).as_bytes());
+                        let _ = s.write_all(body);
+                    };
+                    if head.starts_with("GET ") && path.contains("/manifests/") {
+                        if let Some(c) = &content.challenge {
+                            reply(
+                                &mut s,
+                                "401 Unauthorized",
+                                &format!("WWW-Authenticate: {c}\r\n"),
+                                b"",
+                            );
+                        } else if let Some(e) = &content.error {
+                            reply(
+                                &mut s,
+                                "500 Oops",
+                                "Content-Type: application/json\r\n",
+                                e.as_bytes(),
+                            );
+                        } else {
+                            reply(
+                                &mut s,
+                                "200 OK",
+                                &format!("Content-Type: {}\r\n", content.manifest_type),
+                                &content.manifest,
+                            );
+                        }
+                    } else if let Some((_, bytes)) = content
+                        .blobs
+                        .iter()
+                        .find(|(d, _)| path.ends_with(d.as_str()))
+                    {
+                        gets.fetch_add(1, Ordering::SeqCst);
+                        reply(&mut s, "200 OK", "", bytes);
+                    } else {
+                        reply(&mut s, "404 Not Found", "", b"");
+                    }
+                });
+            }
+        });
+        Fake { port, blob_gets }
+    }
+}
+
+/// A manifest for `wasm` (its declared size may be overridden), and the
+/// content serving `served` as that layer.
+fn fake_content(wasm: &[u8], served: &[u8], declared: Option<u64>) -> FakeContent {
+    let layer = json!({"mediaType": "application/wasm", "digest": digest(wasm), "size": declared.unwrap_or(wasm.len() as u64)});
+    let config = br#"{"architecture":"wasm","os":"wasip2"}"#;
+    let manifest = serde_json::to_vec(&json!({"schemaVersion": 2, "mediaType": MANIFEST, "config": {"mediaType": WASM_CONFIG, "digest": digest(config), "size": config.len()}, "layers": [layer]})).unwrap();
+    FakeContent {
+        manifest,
+        manifest_type: MANIFEST.into(),
+        blobs: vec![(digest(wasm), served.to_vec())],
+        challenge: None,
+        error: None,
+    }
+}
+
+#[test]
+fn what_a_registry_sends_that_does_not_match_is_refused_before_anything_starts_and_nothing_is_stored(
+) {
+    let wasm = std::fs::read(counter()).unwrap();
+    let mut tampered = wasm.clone();
+    let last = tampered.len() - 1;
+    tampered[last] ^= 1;
+    // Positive control: the same fake serving the right bytes runs.
+    {
+        let store = TempDir::new("oci-store");
+        let fake = Fake::start(fake_content(&wasm, &wasm, None));
+        let out = run(
+            &[
+                "call",
+                &format!("oci://127.0.0.1:{}/t/c:v1", fake.port),
+                "increment",
+                r#"{"amount":2}"#,
+                "--yes",
+            ],
+            &env(&store),
+        );
+        assert_eq!(
+            (out.code, out.stdout.trim()),
+            (0, r#"{"value":2}"#),
+            "{out:#?}"
+        );
+    }
+    let mut docker = fake_content(&wasm, &wasm, None);
+    let mut m: Value = serde_json::from_slice(&docker.manifest).unwrap();
+    m["config"]["mediaType"] = json!("application/vnd.oci.image.config.v1+json");
+    docker.manifest = serde_json::to_vec(&m).unwrap();
+    let mut index = fake_content(&wasm, &wasm, None);
+    index.manifest = serde_json::to_vec(&json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": []})).unwrap();
+    let mut huge = fake_content(&wasm, &wasm, None);
+    huge.manifest = vec![b' '; 5 << 20];
+    let mut hostile = fake_content(&wasm, &wasm, None);
+    hostile.error = Some(r#"{"errors":[{"code":"DENIED","message":"\u001b]52;c;ZXZpbA==\u0007\u001b]2;owned\u0007\nforged line"}]}"#.into());
+    let cases: Vec<(&str, FakeContent, Vec<&str>, &str, bool)> = vec![
+        (
+            "tampered bytes",
+            fake_content(&wasm, &tampered, None),
+            vec![],
+            "nothing was stored",
+            true,
+        ),
+        (
+            "more bytes than declared",
+            fake_content(&wasm, &[wasm.clone(), b"x".to_vec()].concat(), None),
+            vec![],
+            "which the manifest says is",
+            true,
+        ),
+        (
+            "a declared size over --max-wasm-size",
+            fake_content(&wasm, &wasm, None),
+            vec!["--max-wasm-size", "64KiB"],
+            "larger than --max-wasm-size",
+            false,
+        ),
+        (
+            "a container image",
+            docker,
+            vec![],
+            "not a wasm Tick artifact",
+            false,
+        ),
+        ("an image index", index, vec![], "image index", false),
+        (
+            "a manifest over its bound",
+            huge,
+            vec![],
+            "larger than the manifest bound",
+            false,
+        ),
+        ("a hostile error message", hostile, vec![], "DENIED", false),
+    ];
+    for (what, content, extra, needle, fetches) in cases {
+        let store = TempDir::new("oci-store");
+        let fake = Fake::start(content);
+        let reference = format!("oci://127.0.0.1:{}/t/c:v1", fake.port);
+        let mut args = vec![
+            "call",
+            reference.as_str(),
+            "increment",
+            r#"{"amount":2}"#,
+            "--yes",
+        ];
+        args.extend(extra);
+        let out = run(&args, &env(&store));
+        out.expect(3, needle);
+        assert!(out.stdout.is_empty(), "{what}: {out:#?}");
+        assert!(
+            !out.stderr.contains('\u{1b}') && out.stderr.trim().lines().count() == 1,
+            "{what}: one escaped line: {out:#?}"
+        );
+        assert_eq!(stored_blobs(&store), 0, "{what}: nothing stored");
+        assert_eq!(
+            fake.blob_gets.load(Ordering::SeqCst) > 0,
+            fetches,
+            "{what}: blob fetched?"
+        );
+    }
+    // A pinned reference whose manifest is not what the digest names.
+    let store = TempDir::new("oci-store");
+    let content = fake_content(&wasm, &wasm, None);
+    let other = digest(b"another manifest");
+    let fake = Fake::start(content);
+    run(
+        &[
+            "read",
+            &format!("oci://127.0.0.1:{}/t/c@{other}", fake.port),
+        ],
+        &env(&store),
+    )
+    .expect(3, "not sha256:");
+    assert_eq!(stored_blobs(&store), 0);
+}
+
+#[test]
+fn plain_http_elsewhere_than_loopback_is_refused_unless_named() {
+    let wasm = std::fs::read(counter()).unwrap();
+    let mut content = fake_content(&wasm, &wasm, None);
+    // The token service the registry names is plain HTTP on another host.
+    content.challenge = Some(r#"Bearer realm="http://10.255.255.1/token",service="fake""#.into());
+    let fake = Fake::start(content);
+    let store = TempDir::new("oci-store");
+    let reference = format!("oci://127.0.0.1:{}/t/c:v1", fake.port);
+    run(&["read", &reference], &env(&store)).expect(3, "--insecure-registry 10.255.255.1");
+}
+
+/// A CA, a certificate for 127.0.0.1 signed by it, and an htpasswd file.
+fn secure(dir: &TempDir, user: &str, password: &str) -> (Secure, PathBuf) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "tickbox registry test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    std::fs::write(dir.path("ca.pem"), ca.pem()).unwrap();
+    std::fs::write(dir.path("cert.pem"), leaf.pem()).unwrap();
+    std::fs::write(dir.path("key.pem"), key.serialize_pem()).unwrap();
+    // bcrypt, which the registry's htpasswd wants, from the C library.
+    let hash = Command::new("python3")
+        .args(["-W", "ignore", "-c", "import crypt,sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))", password])
+        .output()
+        .unwrap();
+    let hash = String::from_utf8(hash.stdout).unwrap();
+    assert!(
+        hash.starts_with("$2"),
+        "bcrypt from python3's crypt: {hash:?}"
+    );
+    std::fs::write(dir.path("htpasswd"), format!("{user}:{}", hash.trim())).unwrap();
+    (
+        Secure {
+            cert: dir.path("cert.pem"),
+            key: dir.path("key.pem"),
+            htpasswd: dir.path("htpasswd"),
+        },
+        dir.path("ca.pem"),
+    )
+}
+
+fn docker_config(dir: &Path, registry: &str, user: &str, password: &str) {
+    use base64::Engine as _;
+    std::fs::create_dir_all(dir).unwrap();
+    let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+    std::fs::write(
+        dir.join("config.json"),
+        json!({"auths": {registry: {"auth": auth}}}).to_string(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_tls_registry_with_basic_auth_takes_credentials_from_the_docker_config() {
+    let dir = TempDir::new("oci-tls");
+    let (secure, ca) = secure(&dir, "ci", "s3cret-pw");
+    let registry = Registry::start(Some(&secure));
+    let host = format!("127.0.0.1:{}", registry.port);
+    let store = TempDir::new("oci-store");
+    let good = dir.path("good");
+    docker_config(&good, &host, "ci", "s3cret-pw");
+    let bad = dir.path("bad");
+    docker_config(&bad, &host, "ci", "wrong");
+    let ca = ca.display().to_string();
+    let reference = registry.reference("private/counter:v1");
+    let wasm = counter().display().to_string();
+    let with = |config: &Path| {
+        let mut e = env(&store);
+        e.push(("DOCKER_CONFIG", config.display().to_string()));
+        e
+    };
+    let pushed = run(
+        &["push", &reference, &wasm, "--registry-ca", &ca],
+        &with(&good),
+    );
+    assert_eq!(pushed.code, 0, "{pushed:#?}");
+    assert!(!pushed.stderr.contains("s3cret-pw"));
+    let out = run(
+        &[
+            "call",
+            &reference,
+            "increment",
+            r#"{"amount":5}"#,
+            "--yes",
+            "--registry-ca",
+            &ca,
+        ],
+        &with(&good),
+    );
+    assert_eq!(
+        (out.code, out.stdout.trim()),
+        (0, r#"{"value":5}"#),
+        "{out:#?}"
+    );
+    // No credentials, wrong ones, or a CA that is not trusted: one line each.
+    let fresh = TempDir::new("oci-store");
+    let mut none = env(&fresh);
+    none.push(("DOCKER_CONFIG", dir.path("none").display().to_string()));
+    run(&["read", &reference, "--registry-ca", &ca], &none).expect(3, "no credentials for");
+    let mut wrong = env(&fresh);
+    wrong.push(("DOCKER_CONFIG", bad.display().to_string()));
+    let out = run(&["read", &reference, "--registry-ca", &ca], &wrong);
+    out.expect(3, "credentials were refused");
+    assert!(!out.stderr.contains("wrong"), "{out:#?}");
+    let out = run(&["read", &reference], &with(&good));
+    assert_eq!(out.code, 3, "{out:#?}");
+    assert_eq!(stored_blobs(&fresh), 0);
+}
