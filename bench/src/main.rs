@@ -27,6 +27,7 @@ mod first_start;
 mod floor;
 
 mod mcp;
+mod registry;
 mod round_trips;
 
 use anyhow::{bail, Context, Result};
@@ -805,6 +806,19 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
         let _ = std::fs::remove_dir_all(&cache_dir);
         return Ok(());
     }
+    if std::env::var_os("TICKBOX_BENCH_ONLY_REGISTRY").is_some() {
+        let tickbox = tickbox_binary()?;
+        let n = if smoke() {
+            2
+        } else if bench.quick {
+            5
+        } else {
+            15
+        };
+        print_anchored(&registry::rows(&tickbox, &bench.guests.wasm, n)?);
+        let _ = std::fs::remove_dir_all(&cache_dir);
+        return Ok(());
+    }
     if std::env::var_os("TICKBOX_BENCH_ONLY_START").is_some() {
         let s = bench
             .starts(Backend::Wasm, 200, || {
@@ -1052,6 +1066,15 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
 
     eprintln!("process starts…");
     anchored.extend(process_rows(&tickbox, &bench)?);
+    eprintln!("registry…");
+    let n = if smoke() {
+        2
+    } else if bench.quick {
+        5
+    } else {
+        15
+    };
+    anchored.extend(registry::rows(&tickbox, &bench.guests.wasm, n)?);
 
     if smoke() {
         println!("smoke run (--smoke): every measurement ran once at its smallest size; the figures mean nothing");

@@ -102,7 +102,7 @@ impl Registry {
         online: bool,
     ) -> Result<Pulled, RegistryError> {
         if let Some(digest) = reference.digest() {
-            if let Some(p) = self.from_store(reference, &digest, max_wasm)? {
+            if let Some(p) = self.stored(reference, &digest, max_wasm)? {
                 return Ok(p);
             }
             if !online {
@@ -151,7 +151,7 @@ impl Registry {
         })
     }
 
-    fn from_store(
+    fn stored(
         &self,
         reference: &Reference,
         digest: &Digest,

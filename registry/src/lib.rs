@@ -24,6 +24,7 @@ pub mod http;
 pub mod layout;
 pub mod limits;
 pub mod reference;
+pub mod signature;
 pub mod store;
 
 pub use client::{Pulled, Registry, RegistryConfig};

@@ -61,7 +61,7 @@ mod tests {
                 .to_string()
         };
         let size = |n: u64| {
-            if n % (1 << 20) == 0 {
+            if n.is_multiple_of(1 << 20) {
                 format!("{} MiB", n >> 20)
             } else {
                 format!("{} KiB", n >> 10)

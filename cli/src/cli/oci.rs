@@ -156,6 +156,14 @@ pub fn resolve(reference: &str, opts: &RegistryOpts, max_wasm: u64) -> Result<Pu
     Ok(pulled)
 }
 
+/// The pinned form of a reference this process resolved.
+pub fn pinned(reference: &str) -> Option<String> {
+    tickbox_runtime::util::lock(&RESOLVED)
+        .as_ref()?
+        .get(reference)
+        .map(|p| p.reference.to_string())
+}
+
 /// The pull this process made of the wasm at `path` (a store path), if any.
 pub fn pulled_as(path: &std::path::Path) -> Option<Pulled> {
     tickbox_runtime::util::lock(&RESOLVED)

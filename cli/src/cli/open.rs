@@ -209,6 +209,8 @@ pub fn call_timeout(seconds: f64) -> Result<Duration, Exit> {
 }
 
 /// How a Tick was started, for `tickbox info`.
+// One per opened Tick: its size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Backend {
     /// A subprocess with the user's own permissions.
     Native { argv: Vec<String> },
@@ -219,7 +221,7 @@ pub enum Backend {
         grants: Grants,
         requested: Option<Box<GrantSpec>>,
         /// The registry reference it was pulled by, pinned.
-        pulled: Option<tickbox_registry::Pulled>,
+        pulled: Option<Box<tickbox_registry::Pulled>>,
     },
 }
 
@@ -384,7 +386,7 @@ fn backend(launcher: &Launcher) -> Backend {
                 kind: *kind,
                 grants: spec.grants.clone(),
                 requested: requested.map(Box::new),
-                pulled,
+                pulled: pulled.map(Box::new),
             }
         }
     }

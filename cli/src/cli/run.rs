@@ -186,6 +186,13 @@ fn record_tick(spec: &TickSpec, opts: &open::TickOpts, opened: &open::Opened) ->
     };
     let native = time == RecordTime::Native;
     let (path, command) = match spec {
+        // A reference is recorded pinned, so a replay runs the same bytes.
+        TickSpec::Path(p) if tickbox_registry::is_reference(p) => (
+            Some(PathBuf::from(
+                super::oci::pinned(p).unwrap_or_else(|| p.clone()),
+            )),
+            Vec::new(),
+        ),
         TickSpec::Path(p) => (Some(abs(Path::new(p))), Vec::new()),
         TickSpec::Command(argv) => (None, argv.clone()),
         TickSpec::Live(_) => (None, Vec::new()),

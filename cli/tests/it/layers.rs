@@ -115,7 +115,31 @@ fn each_layer_depends_only_on_what_it_is_for() {
     none(
         &sandbox,
         "tickbox-sandbox",
-        &["rmcp", "toml", "clap", "tickbox-mcp", "tickbox-conformance"],
+        &[
+            "rmcp",
+            "toml",
+            "clap",
+            "tickbox-mcp",
+            "tickbox-conformance",
+            "tickbox-registry",
+        ],
+    );
+    // The registry client is network and disk work before a start: no
+    // engine, no session, and no general HTTP client stack of its own.
+    let registry = tree("tickbox-registry", &[]);
+    assert!(registry.contains("hyper") && registry.contains("rustls"));
+    none(
+        &registry,
+        "tickbox-registry",
+        &[
+            "wasmtime",
+            "tickbox-host",
+            "tickbox-sandbox",
+            "rmcp",
+            "toml",
+            "clap",
+            "reqwest",
+        ],
     );
     // Regular expressions reach the host and the sandbox only inside the
     // protocol's schema validation (jsonschema, bounded there); neither
