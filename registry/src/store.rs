@@ -172,7 +172,9 @@ impl Store {
             let name = e.file_name();
             let name = name.to_string_lossy();
             let ours =
-                name.starts_with(".partial-") || format!("sha256:{name}").parse::<Digest>().is_ok();
+                name.starts_with(".partial-")
+                || name.starts_with(".signatures-")
+                || format!("sha256:{name}").parse::<Digest>().is_ok();
             let Ok(meta) = std::fs::symlink_metadata(e.path()) else {
                 continue;
             };

@@ -31,6 +31,22 @@ pub const STORE_DIR: &str = "TICKBOX_STORE_DIR";
 /// credentials (default `~/.docker`).
 pub const DOCKER_CONFIG: &str = "DOCKER_CONFIG";
 
+/// Overrides where the signers policy is read from (default:
+/// `tickbox/signers.toml` in the user's config directory).
+pub const SIGNERS: &str = "TICKBOX_SIGNERS";
+
+/// The signers policy file: `$TICKBOX_SIGNERS`, else
+/// `$XDG_CONFIG_HOME/tickbox/signers.toml`, else
+/// `~/.config/tickbox/signers.toml`.
+pub fn signers_file() -> Option<PathBuf> {
+    std::env::var_os(SIGNERS).map(PathBuf::from).or_else(|| {
+        std::env::var_os("XDG_CONFIG_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+            .map(|d| d.join("tickbox").join("signers.toml"))
+    })
+}
+
 /// The Tick store: `$TICKBOX_STORE_DIR`, else `oci` beside the compile
 /// cache's default directory.
 pub fn store_dir() -> Option<PathBuf> {

@@ -92,6 +92,9 @@ enum Command {
     /// Publish a .wasm Tick (and its NAME.tick.toml) to a registry as a Wasm OCI artifact: tickbox push oci://HOST/REPO:TAG WASM
     #[command(after_help = oci::HELP)]
     Push(oci::PushArgs),
+    /// Show who signed a Tick in a registry, checked against the signers policy or --allowed-signers: tickbox verify oci://HOST/REPO:TAG
+    #[command(after_help = oci::HELP)]
+    Verify(oci::VerifyArgs),
     /// Create a Tick project that builds and passes `tickbox check`: tickbox new PATH [--lang rust|c]
     #[command(after_help = new::HELP)]
     New(new::NewArgs),
@@ -166,6 +169,13 @@ pub fn main() -> ExitCode {
         Command::Push(args) => {
             let pretty = args.pretty;
             return match oci::push(args).and_then(|v| emit(&v, pretty)) {
+                Ok(()) => ExitCode::from(exit::OK),
+                Err(e) => fail(e),
+            };
+        }
+        Command::Verify(args) => {
+            let pretty = args.pretty;
+            return match oci::verify(args).and_then(|v| emit(&v, pretty)) {
                 Ok(()) => ExitCode::from(exit::OK),
                 Err(e) => fail(e),
             };
@@ -396,6 +406,7 @@ async fn run(command: Command) -> Result<(), Exit> {
         | Command::Compile(_)
         | Command::Pull(_)
         | Command::Push(_)
+        | Command::Verify(_)
         | Command::New(_) => Err(Exit::usage("handled before the runtime starts")),
     }
 }

@@ -40,6 +40,9 @@ pub struct RegistryOpts {
     /// Trust the CA certificates in this PEM file for registries, besides the webpki roots
     #[arg(long = "registry-ca", value_name = "FILE")]
     pub registry_ca: Option<PathBuf>,
+    /// The signers policy: which signers each registry or repository needs (default: $TICKBOX_SIGNERS, else ~/.config/tickbox/signers.toml when it exists)
+    #[arg(long = "signers", value_name = "FILE")]
+    pub signers: Option<PathBuf>,
 }
 
 impl RegistryOpts {
@@ -83,6 +86,9 @@ pub struct PushArgs {
     /// What the Tick asks for (NAME.tick.toml); default: the one beside WASM, if any
     #[arg(long, value_name = "FILE")]
     pub manifest: Option<PathBuf>,
+    /// Sign the pushed manifest's digest with this SSH private key (ssh-keygen -Y sign -n tickbox) and push the signature beside it
+    #[arg(long, value_name = "KEY")]
+    pub sign: Option<PathBuf>,
     #[command(flatten)]
     pub registry: RegistryOpts,
     /// Pretty-print JSON output
@@ -128,6 +134,112 @@ fn blocking<T: Send>(
     })
 }
 
+/// One rule of the signers policy.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Rule {
+    /// `oci://HOST[:PORT]/REPO` exactly, or a prefix ending in `*`.
+    references: String,
+    /// An OpenSSH allowed-signers file (relative to the policy file).
+    allowed_signers: PathBuf,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Policy {
+    #[serde(default)]
+    require: Vec<Rule>,
+}
+
+/// The signers policy file in force, if any.
+fn policy_file(opts: &RegistryOpts) -> Option<PathBuf> {
+    opts.signers
+        .clone()
+        .or_else(super::env::signers_file)
+        .filter(|p| opts.signers.is_some() || p.exists())
+}
+
+/// The allowed-signers file the policy names for a Tick (its name without
+/// tag or digest), and the rule as written; the most specific rule wins.
+fn required_signers(opts: &RegistryOpts, name: &str) -> Result<Option<(PathBuf, String)>, Exit> {
+    let Some(file) = policy_file(opts) else {
+        return Ok(None);
+    };
+    let bad = |why: String| Exit::usage(format!("{}: {why}", file.display()));
+    let text = std::fs::read_to_string(&file).map_err(|e| bad(e.to_string()))?;
+    let policy: Policy = toml::from_str(&text).map_err(|e| bad(e.message().to_string()))?;
+    let matches = |r: &Rule| match r.references.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => name == r.references,
+    };
+    let best = policy
+        .require
+        .iter()
+        .filter(|r| matches(r))
+        .max_by_key(|r| r.references.len());
+    Ok(best.map(|r| {
+        let base = file.parent().unwrap_or(std::path::Path::new("."));
+        (base.join(&r.allowed_signers), r.references.clone())
+    }))
+}
+
+/// Every signature of a pulled Tick, checked against `allowed`.
+fn verdicts(
+    pulled: &Pulled,
+    opts: &RegistryOpts,
+    allowed: &std::path::Path,
+) -> Result<Vec<tickbox_registry::signature::Verdict>, Exit> {
+    let config = opts.config()?;
+    let pinned = pulled.reference.clone();
+    let offline_first = !pulled.fetched;
+    let sigs = blocking(|rt| {
+        let registry = Registry::new(config)?;
+        let mut sigs = rt.block_on(registry.signatures(&pinned, !offline_first))?;
+        if sigs.is_empty() && offline_first {
+            // Pulled earlier without signatures at hand: ask the registry.
+            sigs = rt
+                .block_on(registry.signatures(&pinned, true))
+                .unwrap_or_default();
+        }
+        Ok(sigs)
+    })
+    .map_err(registry_failure)?;
+    sigs.iter()
+        .map(|s| {
+            tickbox_registry::signature::verify(allowed, &pulled.manifest, s)
+                .map_err(Exit::session)
+        })
+        .collect()
+}
+
+/// Where the signers policy names signers for this Tick, one of its
+/// signatures must be theirs and over this very manifest digest; else the
+/// Tick is refused before anything runs. Returns the signer.
+fn check_signers(pulled: &Pulled, opts: &RegistryOpts) -> Result<Option<String>, Exit> {
+    use tickbox_registry::signature::Verdict;
+    let Some((allowed, rule)) = required_signers(opts, &pulled.reference.name())? else {
+        return Ok(None);
+    };
+    let verdicts = verdicts(pulled, opts, &allowed)?;
+    if let Some(Verdict::Valid { signer }) = verdicts.iter().find(|v| matches!(v, Verdict::Valid { .. })) {
+        return Ok(Some(signer.clone()));
+    }
+    let why = if verdicts.is_empty() {
+        "it is unsigned".to_string()
+    } else if let Some(Verdict::OtherDigest { signer }) =
+        verdicts.iter().find(|v| matches!(v, Verdict::OtherDigest { .. }))
+    {
+        format!("{signer}'s signature is not over this digest")
+    } else {
+        format!("its {} signature(s) are by keys {} does not list", verdicts.len(), allowed.display())
+    };
+    Err(Exit::session(format!(
+        "refusing {}: the signers policy requires a signature by {} for {rule}, and {why}",
+        pulled.reference,
+        allowed.display()
+    )))
+}
+
 /// References resolved by this process, by what was written.
 static RESOLVED: Mutex<Option<HashMap<String, Pulled>>> = Mutex::new(None);
 
@@ -150,6 +262,8 @@ pub fn resolve(reference: &str, opts: &RegistryOpts, max_wasm: u64) -> Result<Pu
     if pulled.fetched {
         tracing::info!(reference = %pulled.reference, wasm = %pulled.wasm_digest, "pulled");
     }
+    let mut pulled = pulled;
+    pulled.signer = check_signers(&pulled, opts)?;
     tickbox_runtime::util::lock(&RESOLVED)
         .get_or_insert_with(HashMap::new)
         .insert(reference.to_string(), pulled.clone());
@@ -185,6 +299,7 @@ pub fn describe(p: &Pulled) -> Value {
         },
         "requested": p.requested.as_ref().map(|_| true).unwrap_or(false),
         "fetched": p.fetched,
+        "signer": p.signer,
     })
 }
 
@@ -235,9 +350,21 @@ pub fn push(args: PushArgs) -> Result<Value, Exit> {
     };
     let component = kind == tickbox_runtime::backend::wasm::WasmKind::Component;
     let config = args.registry.config()?;
-    let digest = blocking(|rt| {
+    let key = args.sign.clone();
+    let (digest, signature) = blocking(|rt| {
         let registry = Registry::new(config)?;
-        rt.block_on(registry.push(&reference, &wasm, component, requested.as_deref()))
+        let digest = rt.block_on(registry.push(&reference, &wasm, component, requested.as_deref()))?;
+        let Some(key) = key else {
+            return Ok((digest, None));
+        };
+        let signature = tickbox_registry::signature::sign(&key, &digest).map_err(|e| RegistryError::Config {
+            path: key.clone(),
+            why: e.to_string(),
+        })?;
+        let manifest = registry.store().read(&digest, tickbox_registry::limits::MAX_MANIFEST_BYTES)?;
+        let subject = tickbox_registry::layout::Descriptor::of(tickbox_registry::layout::MANIFEST_MEDIA_TYPE, &manifest);
+        let sig = rt.block_on(registry.push_signature(&reference, &subject, &signature))?;
+        Ok((digest, Some(sig)))
     })
     .map_err(registry_failure)?;
     Ok(json!({
@@ -245,5 +372,70 @@ pub fn push(args: PushArgs) -> Result<Value, Exit> {
         "manifest": digest.to_string(),
         "wasm": tickbox_registry::Digest::of(&wasm).to_string(),
         "requested": requested.is_some(),
+        "signature": signature.map(|s| s.to_string()),
     }))
+}
+
+/// `tickbox verify REF`.
+#[derive(Args)]
+pub struct VerifyArgs {
+    /// The Tick: oci://HOST[:PORT]/REPO:TAG or …@sha256:DIGEST
+    #[arg(value_name = "REF")]
+    pub reference: String,
+    /// Check against this allowed-signers file instead of the signers policy's
+    #[arg(long, value_name = "FILE")]
+    pub allowed_signers: Option<PathBuf>,
+    #[command(flatten)]
+    pub registry: RegistryOpts,
+    /// Pretty-print JSON output
+    #[arg(long)]
+    pub pretty: bool,
+}
+
+/// `tickbox verify`: who signed what. Succeeds when a signature by an
+/// allowed signer is over this manifest; exit 3 otherwise.
+pub fn verify(args: VerifyArgs) -> Result<Value, Exit> {
+    let parsed = parse(&args.reference)?;
+    // The signers policy is applied below, with its verdicts shown, rather
+    // than refusing inside the pull.
+    let quiet = RegistryOpts {
+        signers: Some(PathBuf::from("/dev/null")),
+        ..args.registry.clone()
+    };
+    let pulled = resolve(&args.reference, &quiet, tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM)?;
+    let (allowed, rule) = match &args.allowed_signers {
+        Some(f) => (f.clone(), None),
+        None => match required_signers(&args.registry, &parsed.name())? {
+            Some((f, r)) => (f, Some(r)),
+            None => {
+                return Err(Exit::usage(format!(
+                    "no signers policy names {}: pass --allowed-signers FILE or --signers FILE",
+                    parsed.name()
+                )))
+            }
+        },
+    };
+    let verdicts = verdicts(&pulled, &args.registry, &allowed)?;
+    let valid = verdicts
+        .iter()
+        .any(|v| matches!(v, tickbox_registry::signature::Verdict::Valid { .. }));
+    let v = json!({
+        "reference": pulled.reference.to_string(),
+        "manifest": pulled.manifest.to_string(),
+        "allowed_signers": allowed,
+        "rule": rule,
+        "signatures": verdicts,
+        "verified": valid,
+    });
+    if valid {
+        Ok(v)
+    } else {
+        // The verdicts still go to stdout: they say why.
+        super::emit(&v, args.pretty)?;
+        Err(Exit::session(format!(
+            "{}: no signature by a signer in {} over this manifest",
+            pulled.reference,
+            allowed.display()
+        )))
+    }
 }
