@@ -371,13 +371,13 @@ fn plan(args: McpArgs) -> Result<Vec<Planned>, Exit> {
     Ok(config
         .ticks
         .into_iter()
-        .map(|entry| planned(entry, &args.opts))
+        .map(|entry| planned(entry, &args.opts, &path))
         .collect())
 }
 
 /// An entry as the command line would have said it; the entry's own values
 /// win over flags given next to --config.
-fn planned(entry: TickEntry, flags: &TickOpts) -> Planned {
+fn planned(entry: TickEntry, flags: &TickOpts, config: &std::path::Path) -> Planned {
     let spec = match entry.source {
         TickSource::Path(p) => TickSpec::Path(p),
         TickSource::Command(argv) => TickSpec::Command(argv),
@@ -408,7 +408,8 @@ fn planned(entry: TickEntry, flags: &TickOpts) -> Planned {
             max_write: entry.grants.max_write.clone(),
         },
         no_cache: flags.no_cache,
-        registry: flags.registry.clone(),
+        // References named in the config are locked beside it.
+        registry: flags.registry.lock_beside(Some(config)),
     };
     Planned {
         name: Some(entry.name),

@@ -95,6 +95,9 @@ enum Command {
     /// Show who signed a Tick in a registry, checked against the signers policy or --allowed-signers: tickbox verify oci://HOST/REPO:TAG
     #[command(after_help = oci::HELP)]
     Verify(oci::VerifyArgs),
+    /// Pin registry references to the digests they resolve to now, in a lock file (default ./tickbox.lock): tickbox lock oci://HOST/REPO:TAG...
+    #[command(after_help = oci::HELP)]
+    Lock(oci::LockArgs),
     /// Create a Tick project that builds and passes `tickbox check`: tickbox new PATH [--lang rust|c]
     #[command(after_help = new::HELP)]
     New(new::NewArgs),
@@ -169,6 +172,12 @@ pub fn main() -> ExitCode {
         Command::Push(args) => {
             let pretty = args.pretty;
             return match oci::push(args).and_then(|v| emit(&v, pretty)) {
+                Ok(()) => ExitCode::from(exit::OK),
+                Err(e) => fail(e),
+            };
+        }
+        Command::Lock(args) => {
+            return match oci::lock_command(args).and_then(|v| emit(&v, false)) {
                 Ok(()) => ExitCode::from(exit::OK),
                 Err(e) => fail(e),
             };
@@ -407,6 +416,7 @@ async fn run(command: Command) -> Result<(), Exit> {
         | Command::Pull(_)
         | Command::Push(_)
         | Command::Verify(_)
+        | Command::Lock(_)
         | Command::New(_) => Err(Exit::usage("handled before the runtime starts")),
     }
 }

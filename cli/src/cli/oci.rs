@@ -43,6 +43,27 @@ pub struct RegistryOpts {
     /// The signers policy: which signers each registry or repository needs (default: $TICKBOX_SIGNERS, else ~/.config/tickbox/signers.toml when it exists)
     #[arg(long = "signers", value_name = "FILE")]
     pub signers: Option<PathBuf>,
+    /// The lock file pinning references to digests (default: tickbox.lock beside --policy or --config, when it exists)
+    #[arg(long = "lock", value_name = "FILE")]
+    pub lock: Option<PathBuf>,
+    /// Refuse any drift from the lock file: a reference not in it, a tag that moved, another signer
+    #[arg(long)]
+    pub locked: bool,
+}
+
+impl RegistryOpts {
+    /// The same options with the lock file beside `file` (a policy or MCP
+    /// config) when none was named and one is there (or `--locked` wants
+    /// one).
+    pub fn lock_beside(&self, file: Option<&std::path::Path>) -> RegistryOpts {
+        let mut o = self.clone();
+        if o.lock.is_none() {
+            o.lock = file
+                .map(|f| f.parent().unwrap_or(std::path::Path::new(".")).join(lock::FILE_NAME))
+                .filter(|l| o.locked || l.exists());
+        }
+        o
+    }
 }
 
 impl RegistryOpts {
@@ -240,6 +261,108 @@ fn check_signers(pulled: &Pulled, opts: &RegistryOpts) -> Result<Option<String>,
     )))
 }
 
+/// The lock file: references pinned to the manifest digests (and signers)
+/// they resolved to when `tickbox lock` ran.
+pub mod lock {
+    use super::Exit;
+    use std::path::Path;
+
+    /// Its usual name.
+    pub const FILE_NAME: &str = "tickbox.lock";
+    /// Largest lock file read.
+    const MAX_BYTES: u64 = 1 << 20;
+
+    /// One locked reference.
+    #[derive(serde::Deserialize, serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    pub struct Entry {
+        pub reference: String,
+        pub manifest: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub signer: Option<String>,
+    }
+
+    #[derive(serde::Deserialize, serde::Serialize, Default)]
+    #[serde(deny_unknown_fields)]
+    pub struct Lock {
+        pub version: u32,
+        #[serde(default)]
+        pub tick: Vec<Entry>,
+    }
+
+    impl Lock {
+        /// Reads a lock file; a missing one is empty.
+        pub fn read(path: &Path) -> Result<Lock, Exit> {
+            use std::io::Read;
+            let bad = |why: String| Exit::usage(format!("{}: {why}", path.display()));
+            let file = match std::fs::File::open(path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Lock { version: 1, tick: Vec::new() }),
+                Err(e) => return Err(bad(e.to_string())),
+            };
+            let mut text = String::new();
+            file.take(MAX_BYTES + 1)
+                .read_to_string(&mut text)
+                .map_err(|e| bad(e.to_string()))?;
+            if text.len() as u64 > MAX_BYTES {
+                return Err(bad(format!("larger than {MAX_BYTES} bytes")));
+            }
+            let lock: Lock = toml::from_str(&text).map_err(|e| bad(e.message().to_string()))?;
+            if lock.version != 1 {
+                return Err(bad(format!("version {} is not one this tickbox reads (1)", lock.version)));
+            }
+            Ok(lock)
+        }
+
+        /// The entry of a reference, as written.
+        pub fn get(&self, reference: &str) -> Option<&Entry> {
+            self.tick.iter().find(|e| e.reference == reference)
+        }
+
+        /// Adds or replaces an entry.
+        pub fn set(&mut self, entry: Entry) {
+            match self.tick.iter_mut().find(|e| e.reference == entry.reference) {
+                Some(e) => *e = entry,
+                None => self.tick.push(entry),
+            }
+            self.tick.sort_by(|a, b| a.reference.cmp(&b.reference));
+        }
+
+        /// Writes the file whole (a new file renamed over the old).
+        pub fn write(&self, path: &Path) -> Result<(), Exit> {
+            let text = format!(
+                "# Written by `tickbox lock`: each reference pinned to the manifest it\n# resolved to (and who signed it). `--locked` refuses any drift.\n{}",
+                toml::to_string(self).map_err(|e| Exit::session(format!("cannot write the lock: {e}")))?
+            );
+            let tmp = path.with_extension(format!("lock.{}", std::process::id()));
+            std::fs::write(&tmp, text)
+                .and_then(|_| std::fs::rename(&tmp, path))
+                .map_err(|e| Exit::session(format!("{}: {e}", path.display())))
+        }
+    }
+}
+
+/// What the lock says about a reference: the reference to resolve instead
+/// (pinned) and the entry, or a refusal under `--locked`.
+fn locked_target(reference: &str, opts: &RegistryOpts) -> Result<Option<lock::Entry>, Exit> {
+    let Some(path) = &opts.lock else {
+        if opts.locked {
+            return Err(Exit::usage("--locked needs a lock file: --lock FILE, or tickbox.lock beside --policy or --config"));
+        }
+        return Ok(None);
+    };
+    let lock = lock::Lock::read(path)?;
+    match lock.get(reference) {
+        Some(e) => Ok(Some(e.clone())),
+        None if opts.locked && parse(reference)?.digest().is_none() => Err(Exit::usage(format!(
+            "--locked: {reference} is not in {} (run `tickbox lock {reference} --lock {}`)",
+            path.display(),
+            path.display()
+        ))),
+        None => Ok(None),
+    }
+}
+
 /// References resolved by this process, by what was written.
 static RESOLVED: Mutex<Option<HashMap<String, Pulled>>> = Mutex::new(None);
 
@@ -253,17 +376,54 @@ pub fn resolve(reference: &str, opts: &RegistryOpts, max_wasm: u64) -> Result<Pu
         return Ok(p.clone());
     }
     let parsed = parse(reference)?;
+    let entry = locked_target(reference, opts)?;
     let config = opts.config()?;
-    let pulled = blocking(|rt| {
+    // A locked tag is not resolved again: its digest is what runs. Under
+    // --locked the tag is asked for too, to refuse one that moved.
+    let target = match &entry {
+        Some(e) => parsed.at(e.manifest.parse().map_err(|why: String| {
+            Exit::usage(format!("{}: {why}", opts.lock.as_deref().unwrap_or(std::path::Path::new("")).display()))
+        })?),
+        None => parsed.clone(),
+    };
+    let check_tag = opts.locked && entry.is_some() && parsed.digest().is_none();
+    let (pulled, now) = blocking(|rt| {
         let registry = Registry::new(config)?;
-        rt.block_on(registry.pull(&parsed, max_wasm, true))
+        let pulled = rt.block_on(registry.pull(&target, max_wasm, true))?;
+        let now = if check_tag {
+            Some(rt.block_on(registry.fetch_manifest(&parsed))?.1)
+        } else {
+            None
+        };
+        Ok((pulled, now))
     })
     .map_err(registry_failure)?;
+    if let (Some(now), Some(e)) = (now, &entry) {
+        if now.to_string() != e.manifest {
+            return Err(Exit::session(format!(
+                "--locked: the tag {reference} moved: the lock has {}, the registry now {now} (run `tickbox lock` to accept it)",
+                e.manifest
+            )));
+        }
+    }
     if pulled.fetched {
         tracing::info!(reference = %pulled.reference, wasm = %pulled.wasm_digest, "pulled");
     }
     let mut pulled = pulled;
     pulled.signer = check_signers(&pulled, opts)?;
+    if let Some(e) = &entry {
+        if e.signer.is_some() && e.signer != pulled.signer {
+            let drift = format!(
+                "{reference}: the lock records signer {}, the signature now checked is by {}",
+                e.signer.as_deref().unwrap_or("none"),
+                pulled.signer.as_deref().unwrap_or("nobody (no signers policy applies)")
+            );
+            if opts.locked {
+                return Err(Exit::session(format!("--locked: {drift}")));
+            }
+            tracing::warn!("{drift}");
+        }
+    }
     tickbox_runtime::util::lock(&RESOLVED)
         .get_or_insert_with(HashMap::new)
         .insert(reference.to_string(), pulled.clone());
@@ -438,4 +598,41 @@ pub fn verify(args: VerifyArgs) -> Result<Value, Exit> {
             allowed.display()
         )))
     }
+}
+
+/// `tickbox lock REF...`.
+#[derive(Args)]
+pub struct LockArgs {
+    /// References to pin (tags are resolved now)
+    #[arg(value_name = "REF", required = true)]
+    pub references: Vec<String>,
+    #[command(flatten)]
+    pub registry: RegistryOpts,
+}
+
+/// `tickbox lock`: resolves each reference (checking signers as a start
+/// would) and writes its digest and signer into the lock file.
+pub fn lock_command(args: LockArgs) -> Result<Value, Exit> {
+    let path = args.registry.lock.clone().unwrap_or_else(|| PathBuf::from(lock::FILE_NAME));
+    let mut file = lock::Lock::read(&path)?;
+    file.version = 1;
+    // Resolved afresh: the lock is what is being written.
+    let fresh = RegistryOpts {
+        lock: None,
+        locked: false,
+        ..args.registry.clone()
+    };
+    let mut out = Vec::new();
+    for r in &args.references {
+        let pulled = resolve(r, &fresh, tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM)?;
+        let entry = lock::Entry {
+            reference: r.clone(),
+            manifest: pulled.manifest.to_string(),
+            signer: pulled.signer.clone(),
+        };
+        out.push(json!({"reference": r, "manifest": entry.manifest, "signer": entry.signer}));
+        file.set(entry);
+    }
+    file.write(&path)?;
+    Ok(json!({"lock": path, "locked": out}))
 }

@@ -300,7 +300,8 @@ fn oci_launcher(reference: &str, grant_spec: GrantSpec, args: &TickOpts) -> Resu
     let grants = grant_spec
         .resolve()
         .map_err(|e| Exit::usage(e.with_flag()))?;
-    let pulled = super::oci::resolve(reference, &args.registry, grants.max_wasm_size)?;
+    let registry = args.registry.lock_beside(args.policy.as_deref());
+    let pulled = super::oci::resolve(reference, &registry, grants.max_wasm_size)?;
     if let Some(text) = &pulled.requested {
         // Shown by `info`, never granted by itself.
         parse_manifest(text, &pulled.reference.to_string()).map_err(Exit::usage)?;
