@@ -481,12 +481,19 @@ impl Registry {
     /// Tick's manifest. Where the registry does not index referrers itself
     /// (no `OCI-Subject` in its answer), the tag-scheme index is updated
     /// too. Returns the signature manifest's digest.
-    pub async fn push_signature(&self, reference: &Reference, subject: &Descriptor, signature: &[u8]) -> Result<Digest, RegistryError> {
+    pub async fn push_signature(
+        &self,
+        reference: &Reference,
+        subject: &Descriptor,
+        signature: &[u8],
+    ) -> Result<Digest, RegistryError> {
         use crate::signature::{EMPTY_CONFIG, EMPTY_CONFIG_TYPE, SIGNATURE_TYPE};
         let config = Descriptor::of(EMPTY_CONFIG_TYPE, EMPTY_CONFIG);
         let layer = Descriptor::of(SIGNATURE_TYPE, signature);
-        self.upload(reference, &config, Bytes::from_static(EMPTY_CONFIG)).await?;
-        self.upload(reference, &layer, Bytes::copy_from_slice(signature)).await?;
+        self.upload(reference, &config, Bytes::from_static(EMPTY_CONFIG))
+            .await?;
+        self.upload(reference, &layer, Bytes::copy_from_slice(signature))
+            .await?;
         let manifest = Manifest {
             schema_version: 2,
             media_type: Some(layout::MANIFEST_MEDIA_TYPE.into()),
@@ -499,11 +506,25 @@ impl Registry {
         let bytes = serde_json::to_vec(&manifest).expect("a manifest serializes");
         let digest = Digest::of(&bytes);
         let mut headers = HeaderMap::new();
-        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(layout::MANIFEST_MEDIA_TYPE));
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static(layout::MANIFEST_MEDIA_TYPE),
+        );
         let path = format!("/v2/{}/manifests/{digest}", reference.repository);
-        let answer = self.request(reference, true, Method::PUT, &path, headers, Bytes::from(bytes.clone())).await?;
+        let answer = self
+            .request(
+                reference,
+                true,
+                Method::PUT,
+                &path,
+                headers,
+                Bytes::from(bytes.clone()),
+            )
+            .await?;
         if !answer.status.is_success() {
-            return Err(answer.into_error(format!("putting a signature of {}", subject.digest)).await);
+            return Err(answer
+                .into_error(format!("putting a signature of {}", subject.digest))
+                .await);
         }
         let indexed = answer.headers.contains_key("oci-subject");
         self.store.put(&bytes)?;
@@ -511,38 +532,76 @@ impl Registry {
             let mut entry = Descriptor::of(layout::MANIFEST_MEDIA_TYPE, &bytes);
             entry.artifact_type = Some(SIGNATURE_TYPE.into());
             let tag = reference.at(subject.digest);
-            let mut index = self.referrers_by_tag(&tag).await?.unwrap_or_else(|| serde_json::json!({
-                "schemaVersion": 2, "mediaType": layout::INDEX_MEDIA_TYPE, "manifests": []
-            }));
+            let mut index = self.referrers_by_tag(&tag).await?.unwrap_or_else(|| {
+                serde_json::json!({
+                    "schemaVersion": 2, "mediaType": layout::INDEX_MEDIA_TYPE, "manifests": []
+                })
+            });
             if let Some(list) = index["manifests"].as_array_mut() {
                 list.push(serde_json::to_value(&entry).expect("a descriptor serializes"));
             }
             let body = serde_json::to_vec(&index).expect("an index serializes");
             let mut headers = HeaderMap::new();
-            headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(layout::INDEX_MEDIA_TYPE));
-            let path = format!("/v2/{}/manifests/{}", reference.repository, subject.digest.tag_form());
-            let answer = self.request(reference, true, Method::PUT, &path, headers, Bytes::from(body)).await?;
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static(layout::INDEX_MEDIA_TYPE),
+            );
+            let path = format!(
+                "/v2/{}/manifests/{}",
+                reference.repository,
+                subject.digest.tag_form()
+            );
+            let answer = self
+                .request(
+                    reference,
+                    true,
+                    Method::PUT,
+                    &path,
+                    headers,
+                    Bytes::from(body),
+                )
+                .await?;
             if !answer.status.is_success() {
-                return Err(answer.into_error(format!("indexing a signature of {}", subject.digest)).await);
+                return Err(answer
+                    .into_error(format!("indexing a signature of {}", subject.digest))
+                    .await);
             }
         }
         Ok(digest)
     }
 
     /// The tag-scheme referrers index of a pinned reference, if any.
-    async fn referrers_by_tag(&self, pinned: &Reference) -> Result<Option<serde_json::Value>, RegistryError> {
-        let Some(d) = pinned.digest() else { return Ok(None) };
+    async fn referrers_by_tag(
+        &self,
+        pinned: &Reference,
+    ) -> Result<Option<serde_json::Value>, RegistryError> {
+        let Some(d) = pinned.digest() else {
+            return Ok(None);
+        };
         let path = format!("/v2/{}/manifests/{}", pinned.repository, d.tag_form());
         let mut headers = HeaderMap::new();
-        headers.insert(http::header::ACCEPT, HeaderValue::from_static(layout::INDEX_MEDIA_TYPE));
-        let answer = self.request(pinned, false, Method::GET, &path, headers, Bytes::new()).await?;
+        headers.insert(
+            http::header::ACCEPT,
+            HeaderValue::from_static(layout::INDEX_MEDIA_TYPE),
+        );
+        let answer = self
+            .request(pinned, false, Method::GET, &path, headers, Bytes::new())
+            .await?;
         if answer.status == StatusCode::NOT_FOUND {
             return Ok(None);
         }
         if !answer.status.is_success() {
-            return Err(answer.into_error(format!("the signatures of {pinned}")).await);
+            return Err(answer
+                .into_error(format!("the signatures of {pinned}"))
+                .await);
         }
-        let body = answer.bytes(MAX_MANIFEST_BYTES, &format!("the signature index of {pinned}"), "the manifest bound").await?;
+        let body = answer
+            .bytes(
+                MAX_MANIFEST_BYTES,
+                &format!("the signature index of {pinned}"),
+                "the manifest bound",
+            )
+            .await?;
         Ok(serde_json::from_slice(&body).ok())
     }
 
@@ -551,22 +610,52 @@ impl Registry {
     /// subject is that manifest: from the registry's referrers API, else
     /// the tag scheme; from the store alone when `online` is false. What is
     /// fetched is kept in the store (by digest) for offline starts.
-    pub async fn signatures(&self, pinned: &Reference, online: bool) -> Result<Vec<Vec<u8>>, RegistryError> {
+    pub async fn signatures(
+        &self,
+        pinned: &Reference,
+        online: bool,
+    ) -> Result<Vec<Vec<u8>>, RegistryError> {
         use crate::signature::SIGNATURE_TYPE;
-        let Some(subject) = pinned.digest() else { return Ok(Vec::new()) };
-        let remembered = self.store.dir().join(format!(".signatures-{}", subject.hex()));
+        let Some(subject) = pinned.digest() else {
+            return Ok(Vec::new());
+        };
+        let remembered = self
+            .store
+            .dir()
+            .join(format!(".signatures-{}", subject.hex()));
         let list: Vec<Descriptor> = if online {
-            let path = format!("/v2/{}/referrers/{subject}?artifactType={}", pinned.repository, query_escape(SIGNATURE_TYPE));
-            let answer = self.request(pinned, false, Method::GET, &path, HeaderMap::new(), Bytes::new()).await?;
+            let path = format!(
+                "/v2/{}/referrers/{subject}?artifactType={}",
+                pinned.repository,
+                query_escape(SIGNATURE_TYPE)
+            );
+            let answer = self
+                .request(
+                    pinned,
+                    false,
+                    Method::GET,
+                    &path,
+                    HeaderMap::new(),
+                    Bytes::new(),
+                )
+                .await?;
             let index = if answer.status.is_success() {
-                let body = answer.bytes(MAX_MANIFEST_BYTES, &format!("the signature index of {pinned}"), "the manifest bound").await?;
+                let body = answer
+                    .bytes(
+                        MAX_MANIFEST_BYTES,
+                        &format!("the signature index of {pinned}"),
+                        "the manifest bound",
+                    )
+                    .await?;
                 serde_json::from_slice(&body).ok()
             } else {
                 drop(answer);
                 self.referrers_by_tag(pinned).await?
             };
             let list: Vec<Descriptor> = index
-                .and_then(|i: serde_json::Value| serde_json::from_value(i["manifests"].clone()).ok())
+                .and_then(|i: serde_json::Value| {
+                    serde_json::from_value(i["manifests"].clone()).ok()
+                })
                 .unwrap_or_default();
             let list: Vec<Descriptor> = list
                 .into_iter()
@@ -583,7 +672,13 @@ impl Registry {
             text.lines()
                 .filter_map(|l| l.parse::<Digest>().ok())
                 .take(crate::limits::MAX_SIGNATURES)
-                .map(|digest| Descriptor { media_type: layout::MANIFEST_MEDIA_TYPE.into(), digest, size: 0, artifact_type: None, annotations: Default::default() })
+                .map(|digest| Descriptor {
+                    media_type: layout::MANIFEST_MEDIA_TYPE.into(),
+                    digest,
+                    size: 0,
+                    artifact_type: None,
+                    annotations: Default::default(),
+                })
                 .collect()
         };
         let mut out = Vec::new();
@@ -597,18 +692,33 @@ impl Registry {
             } else {
                 continue;
             };
-            let Ok(m) = serde_json::from_slice::<Manifest>(&bytes) else { continue };
+            let Ok(m) = serde_json::from_slice::<Manifest>(&bytes) else {
+                continue;
+            };
             let ours = m.subject.as_ref().is_some_and(|s| s.digest == subject);
-            let [layer] = m.layers.as_slice() else { continue };
-            if !ours || layer.media_type != SIGNATURE_TYPE || layer.size > crate::limits::MAX_SIGNATURE_BYTES {
+            let [layer] = m.layers.as_slice() else {
+                continue;
+            };
+            if !ours
+                || layer.media_type != SIGNATURE_TYPE
+                || layer.size > crate::limits::MAX_SIGNATURE_BYTES
+            {
                 continue;
             }
             self.store.put(&bytes)?;
             let sig = if self.store.has(&layer.digest, layer.size) {
-                self.store.read(&layer.digest, crate::limits::MAX_SIGNATURE_BYTES)?
+                self.store
+                    .read(&layer.digest, crate::limits::MAX_SIGNATURE_BYTES)?
             } else if online {
-                self.fetch_blob(&at, layer, crate::limits::MAX_SIGNATURE_BYTES, &format!("a signature of {subject}")).await?;
-                self.store.read(&layer.digest, crate::limits::MAX_SIGNATURE_BYTES)?
+                self.fetch_blob(
+                    &at,
+                    layer,
+                    crate::limits::MAX_SIGNATURE_BYTES,
+                    &format!("a signature of {subject}"),
+                )
+                .await?;
+                self.store
+                    .read(&layer.digest, crate::limits::MAX_SIGNATURE_BYTES)?
             } else {
                 continue;
             };

@@ -171,8 +171,7 @@ impl Store {
         for e in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
             let name = e.file_name();
             let name = name.to_string_lossy();
-            let ours =
-                name.starts_with(".partial-")
+            let ours = name.starts_with(".partial-")
                 || name.starts_with(".signatures-")
                 || format!("sha256:{name}").parse::<Digest>().is_ok();
             let Ok(meta) = std::fs::symlink_metadata(e.path()) else {

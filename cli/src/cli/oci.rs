@@ -59,7 +59,11 @@ impl RegistryOpts {
         let mut o = self.clone();
         if o.lock.is_none() {
             o.lock = file
-                .map(|f| f.parent().unwrap_or(std::path::Path::new(".")).join(lock::FILE_NAME))
+                .map(|f| {
+                    f.parent()
+                        .unwrap_or(std::path::Path::new("."))
+                        .join(lock::FILE_NAME)
+                })
                 .filter(|l| o.locked || l.exists());
         }
         o
@@ -227,8 +231,7 @@ fn verdicts(
     .map_err(registry_failure)?;
     sigs.iter()
         .map(|s| {
-            tickbox_registry::signature::verify(allowed, &pulled.manifest, s)
-                .map_err(Exit::session)
+            tickbox_registry::signature::verify(allowed, &pulled.manifest, s).map_err(Exit::session)
         })
         .collect()
 }
@@ -242,17 +245,24 @@ fn check_signers(pulled: &Pulled, opts: &RegistryOpts) -> Result<Option<String>,
         return Ok(None);
     };
     let verdicts = verdicts(pulled, opts, &allowed)?;
-    if let Some(Verdict::Valid { signer }) = verdicts.iter().find(|v| matches!(v, Verdict::Valid { .. })) {
+    if let Some(Verdict::Valid { signer }) =
+        verdicts.iter().find(|v| matches!(v, Verdict::Valid { .. }))
+    {
         return Ok(Some(signer.clone()));
     }
     let why = if verdicts.is_empty() {
         "it is unsigned".to_string()
-    } else if let Some(Verdict::OtherDigest { signer }) =
-        verdicts.iter().find(|v| matches!(v, Verdict::OtherDigest { .. }))
+    } else if let Some(Verdict::OtherDigest { signer }) = verdicts
+        .iter()
+        .find(|v| matches!(v, Verdict::OtherDigest { .. }))
     {
         format!("{signer}'s signature is not over this digest")
     } else {
-        format!("its {} signature(s) are by keys {} does not list", verdicts.len(), allowed.display())
+        format!(
+            "its {} signature(s) are by keys {} does not list",
+            verdicts.len(),
+            allowed.display()
+        )
     };
     Err(Exit::session(format!(
         "refusing {}: the signers policy requires a signature by {} for {rule}, and {why}",
@@ -297,7 +307,12 @@ pub mod lock {
             let bad = |why: String| Exit::usage(format!("{}: {why}", path.display()));
             let file = match std::fs::File::open(path) {
                 Ok(f) => f,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Lock { version: 1, tick: Vec::new() }),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Ok(Lock {
+                        version: 1,
+                        tick: Vec::new(),
+                    })
+                }
                 Err(e) => return Err(bad(e.to_string())),
             };
             let mut text = String::new();
@@ -309,7 +324,10 @@ pub mod lock {
             }
             let lock: Lock = toml::from_str(&text).map_err(|e| bad(e.message().to_string()))?;
             if lock.version != 1 {
-                return Err(bad(format!("version {} is not one this tickbox reads (1)", lock.version)));
+                return Err(bad(format!(
+                    "version {} is not one this tickbox reads (1)",
+                    lock.version
+                )));
             }
             Ok(lock)
         }
@@ -321,7 +339,11 @@ pub mod lock {
 
         /// Adds or replaces an entry.
         pub fn set(&mut self, entry: Entry) {
-            match self.tick.iter_mut().find(|e| e.reference == entry.reference) {
+            match self
+                .tick
+                .iter_mut()
+                .find(|e| e.reference == entry.reference)
+            {
                 Some(e) => *e = entry,
                 None => self.tick.push(entry),
             }
@@ -382,7 +404,13 @@ pub fn resolve(reference: &str, opts: &RegistryOpts, max_wasm: u64) -> Result<Pu
     // --locked the tag is asked for too, to refuse one that moved.
     let target = match &entry {
         Some(e) => parsed.at(e.manifest.parse().map_err(|why: String| {
-            Exit::usage(format!("{}: {why}", opts.lock.as_deref().unwrap_or(std::path::Path::new("")).display()))
+            Exit::usage(format!(
+                "{}: {why}",
+                opts.lock
+                    .as_deref()
+                    .unwrap_or(std::path::Path::new(""))
+                    .display()
+            ))
         })?),
         None => parsed.clone(),
     };
@@ -416,7 +444,10 @@ pub fn resolve(reference: &str, opts: &RegistryOpts, max_wasm: u64) -> Result<Pu
             let drift = format!(
                 "{reference}: the lock records signer {}, the signature now checked is by {}",
                 e.signer.as_deref().unwrap_or("none"),
-                pulled.signer.as_deref().unwrap_or("nobody (no signers policy applies)")
+                pulled
+                    .signer
+                    .as_deref()
+                    .unwrap_or("nobody (no signers policy applies)")
             );
             if opts.locked {
                 return Err(Exit::session(format!("--locked: {drift}")));
@@ -513,16 +544,24 @@ pub fn push(args: PushArgs) -> Result<Value, Exit> {
     let key = args.sign.clone();
     let (digest, signature) = blocking(|rt| {
         let registry = Registry::new(config)?;
-        let digest = rt.block_on(registry.push(&reference, &wasm, component, requested.as_deref()))?;
+        let digest =
+            rt.block_on(registry.push(&reference, &wasm, component, requested.as_deref()))?;
         let Some(key) = key else {
             return Ok((digest, None));
         };
-        let signature = tickbox_registry::signature::sign(&key, &digest).map_err(|e| RegistryError::Config {
-            path: key.clone(),
-            why: e.to_string(),
+        let signature = tickbox_registry::signature::sign(&key, &digest).map_err(|e| {
+            RegistryError::Config {
+                path: key.clone(),
+                why: e.to_string(),
+            }
         })?;
-        let manifest = registry.store().read(&digest, tickbox_registry::limits::MAX_MANIFEST_BYTES)?;
-        let subject = tickbox_registry::layout::Descriptor::of(tickbox_registry::layout::MANIFEST_MEDIA_TYPE, &manifest);
+        let manifest = registry
+            .store()
+            .read(&digest, tickbox_registry::limits::MAX_MANIFEST_BYTES)?;
+        let subject = tickbox_registry::layout::Descriptor::of(
+            tickbox_registry::layout::MANIFEST_MEDIA_TYPE,
+            &manifest,
+        );
         let sig = rt.block_on(registry.push_signature(&reference, &subject, &signature))?;
         Ok((digest, Some(sig)))
     })
@@ -562,7 +601,11 @@ pub fn verify(args: VerifyArgs) -> Result<Value, Exit> {
         signers: Some(PathBuf::from("/dev/null")),
         ..args.registry.clone()
     };
-    let pulled = resolve(&args.reference, &quiet, tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM)?;
+    let pulled = resolve(
+        &args.reference,
+        &quiet,
+        tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM,
+    )?;
     let (allowed, rule) = match &args.allowed_signers {
         Some(f) => (f.clone(), None),
         None => match required_signers(&args.registry, &parsed.name())? {
@@ -613,7 +656,11 @@ pub struct LockArgs {
 /// `tickbox lock`: resolves each reference (checking signers as a start
 /// would) and writes its digest and signer into the lock file.
 pub fn lock_command(args: LockArgs) -> Result<Value, Exit> {
-    let path = args.registry.lock.clone().unwrap_or_else(|| PathBuf::from(lock::FILE_NAME));
+    let path = args
+        .registry
+        .lock
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(lock::FILE_NAME));
     let mut file = lock::Lock::read(&path)?;
     file.version = 1;
     // Resolved afresh: the lock is what is being written.
@@ -624,7 +671,11 @@ pub fn lock_command(args: LockArgs) -> Result<Value, Exit> {
     };
     let mut out = Vec::new();
     for r in &args.references {
-        let pulled = resolve(r, &fresh, tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM)?;
+        let pulled = resolve(
+            r,
+            &fresh,
+            tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM,
+        )?;
         let entry = lock::Entry {
             reference: r.clone(),
             manifest: pulled.manifest.to_string(),

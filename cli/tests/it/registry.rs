@@ -741,3 +741,244 @@ fn a_tls_registry_with_basic_auth_takes_credentials_from_the_docker_config() {
     assert_eq!(out.code, 3, "{out:#?}");
     assert_eq!(stored_blobs(&fresh), 0);
 }
+
+/// An SSH key pair made by ssh-keygen (OpenSSH), and its allowed-signers
+/// line for `principal`.
+fn ssh_key(dir: &TempDir, name: &str, principal: &str) -> (PathBuf, String) {
+    let key = dir.path(name);
+    let out = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+        .arg(&key)
+        .output()
+        .expect("ssh-keygen (OpenSSH)");
+    assert!(out.status.success(), "{out:?}");
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    (key, format!("{principal} {}", public.trim()))
+}
+
+/// A signers policy requiring the signers in `allowed` (lines) for every
+/// repository under `prefix`.
+fn signers_policy(dir: &TempDir, name: &str, prefix: &str, allowed: &[&str]) -> String {
+    std::fs::write(
+        dir.path(&format!("{name}.allowed")),
+        allowed.join("\n") + "\n",
+    )
+    .unwrap();
+    let policy = dir.path(&format!("{name}.toml"));
+    std::fs::write(
+        &policy,
+        format!("[[require]]\nreferences = \"{prefix}*\"\nallowed_signers = \"{name}.allowed\"\n"),
+    )
+    .unwrap();
+    policy.display().to_string()
+}
+
+#[test]
+fn only_ticks_signed_by_the_pinned_signers_over_their_own_digest_run_where_the_policy_asks() {
+    let registry = Registry::start(None);
+    let store = TempDir::new("oci-store");
+    let dir = TempDir::new("oci-sign");
+    let (alice, alice_line) = ssh_key(&dir, "alice", "alice@example.com");
+    let (mallory, _) = ssh_key(&dir, "mallory", "mallory@example.com");
+    let prefix = registry.reference("signed/");
+    let policy = signers_policy(&dir, "signers", &prefix, &[&alice_line]);
+    let mut env = env(&store);
+    env.push(("TICKBOX_SIGNERS", policy.clone()));
+    let wasm = counter().display().to_string();
+    let push = |r: &str, extra: &[&str]| {
+        let mut args = vec!["push", r, wasm.as_str()];
+        args.extend(extra);
+        let out = run(&args, &env);
+        assert_eq!(out.code, 0, "{out:#?}");
+        out.json()
+    };
+    let alice_s = alice.display().to_string();
+    let mallory_s = mallory.display().to_string();
+
+    // Positive control: alice's signature over the digest.
+    let good = registry.reference("signed/counter:v1");
+    let pushed = push(&good, &["--sign", &alice_s]);
+    assert!(pushed["signature"].is_string(), "{pushed}");
+    let out = run(
+        &["call", &good, "increment", r#"{"amount":2}"#, "--yes"],
+        &env,
+    );
+    assert_eq!(
+        (out.code, out.stdout.trim()),
+        (0, r#"{"value":2}"#),
+        "{out:#?}"
+    );
+    let verified = run(&["verify", &good], &env);
+    assert_eq!(verified.code, 0, "{verified:#?}");
+    assert_eq!(
+        verified.json()["signatures"][0],
+        json!({"verdict": "valid", "signer": "alice@example.com"})
+    );
+    assert_eq!(
+        run(&["pull", &good], &env).json()["signer"],
+        json!("alice@example.com")
+    );
+
+    // Unsigned, and signed by another key: refused before anything runs.
+    let unsigned = registry.reference("signed/unsigned:v1");
+    push(&unsigned, &[]);
+    let out = run(
+        &["call", &unsigned, "increment", r#"{"amount":2}"#, "--yes"],
+        &env,
+    );
+    out.expect(3, "it is unsigned");
+    assert!(out.stdout.is_empty());
+    let other = registry.reference("signed/other:v1");
+    push(&other, &["--sign", &mallory_s]);
+    run(&["read", &other], &env).expect(3, "does not list");
+    let v = run(&["verify", &other], &env);
+    assert_eq!(
+        (v.code, &v.json()["signatures"][0]["verdict"]),
+        (3, &json!("other_key")),
+        "{v:#?}"
+    );
+
+    // Alice's real signature, but over another manifest, attached to this
+    // one: the referrer says "subject: this manifest", the signature does not.
+    let moved = registry.reference("signed/moved:v1");
+    let target = push(&moved, &["--manifest", "/dev/null"]);
+    let subject_digest = target["manifest"].as_str().unwrap().to_string();
+    let (_, _, subject) = http(
+        registry.port,
+        "GET",
+        &format!("/v2/signed/moved/manifests/{subject_digest}"),
+        &[("Accept", MANIFEST)],
+        b"",
+    );
+    let signature = Command::new("ssh-keygen")
+        .args(["-Y", "sign", "-q", "-n", "tickbox", "-f", &alice_s])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(pushed["manifest"].as_str().unwrap().as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap()
+        .stdout;
+    let config = raw_push_blob(registry.port, "signed/moved", b"{}");
+    let layer = raw_push_blob(registry.port, "signed/moved", &signature);
+    let sig_type = "application/vnd.tickbox.signature.v1+sshsig";
+    let sig_manifest = serde_json::to_vec(&json!({
+        "schemaVersion": 2, "mediaType": MANIFEST, "artifactType": sig_type,
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": config["digest"], "size": 2},
+        "layers": [{"mediaType": sig_type, "digest": layer["digest"], "size": layer["size"]}],
+        "subject": {"mediaType": MANIFEST, "digest": subject_digest, "size": subject.len()},
+    }))
+    .unwrap();
+    let (status, _, _) = http(
+        registry.port,
+        "PUT",
+        &format!("/v2/signed/moved/manifests/{}", digest(&sig_manifest)),
+        &[("Content-Type", MANIFEST)],
+        &sig_manifest,
+    );
+    assert_eq!(status, 201);
+    let index = serde_json::to_vec(&json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [
+        {"mediaType": MANIFEST, "digest": digest(&sig_manifest), "size": sig_manifest.len(), "artifactType": sig_type}
+    ]}))
+    .unwrap();
+    let (status, _, _) = http(
+        registry.port,
+        "PUT",
+        &format!(
+            "/v2/signed/moved/manifests/{}",
+            subject_digest.replace(':', "-")
+        ),
+        &[("Content-Type", "application/vnd.oci.image.index.v1+json")],
+        &index,
+    );
+    assert_eq!(status, 201);
+    run(&["read", &moved], &env).expect(3, "not over this digest");
+
+    // Outside the policy's prefix nothing is required (control).
+    let free = registry.reference("free/counter:v1");
+    push(&free, &[]);
+    let out = run(&["read", &free], &env);
+    assert_eq!(out.code, 0, "{out:#?}");
+}
+
+#[test]
+fn the_lock_pins_tags_and_locked_refuses_drift() {
+    let registry = Registry::start(None);
+    let store = TempDir::new("oci-store");
+    let dir = TempDir::new("oci-lock");
+    let (alice, alice_line) = ssh_key(&dir, "alice", "alice@example.com");
+    let prefix = registry.reference("locked/");
+    let policy = signers_policy(&dir, "signers", &prefix, &[&alice_line]);
+    let mut env = env(&store);
+    env.push(("TICKBOX_SIGNERS", policy));
+    let wasm = counter().display().to_string();
+    let alice_s = alice.display().to_string();
+    let reference = registry.reference("locked/counter:v1");
+    let first = run(&["push", &reference, &wasm, "--sign", &alice_s], &env);
+    assert_eq!(first.code, 0, "{first:#?}");
+    let first = first.json()["manifest"].clone();
+    let lock = dir.path("tickbox.lock").display().to_string();
+    let locked = run(&["lock", &reference, "--lock", &lock], &env);
+    assert_eq!(locked.code, 0, "{locked:#?}");
+    let text = std::fs::read_to_string(&lock).unwrap();
+    assert!(
+        text.contains(first.as_str().unwrap()) && text.contains("alice@example.com"),
+        "{text}"
+    );
+    let ok = run(&["read", &reference, "--lock", &lock, "--locked"], &env);
+    assert_eq!(ok.code, 0, "{ok:#?}");
+
+    // The tag moves (a new push, signed too).
+    let second = run(
+        &[
+            "push",
+            &reference,
+            &wasm,
+            "--manifest",
+            "/dev/null",
+            "--sign",
+            &alice_s,
+        ],
+        &env,
+    );
+    assert_eq!(second.code, 0, "{second:#?}");
+    assert_ne!(second.json()["manifest"], first);
+    // With the lock, the locked digest is what runs.
+    let pulled = run(&["pull", &reference, "--lock", &lock], &env);
+    assert_eq!(pulled.json()["manifest"], first, "{pulled:#?}");
+    // --locked refuses the moved tag, and a reference the lock lacks.
+    run(&["read", &reference, "--lock", &lock, "--locked"], &env).expect(3, "moved");
+    run(
+        &[
+            "read",
+            &registry.reference("locked/other:v1"),
+            "--lock",
+            &lock,
+            "--locked",
+        ],
+        &env,
+    )
+    .expect(2, "is not in");
+    // Another signer for the same digest (the policy now names alice's key
+    // under another principal): --locked refuses.
+    let renamed = signers_policy(
+        &dir,
+        "renamed",
+        &prefix,
+        &[&alice_line.replacen("alice@example.com", "bob@example.com", 1)],
+    );
+    let mut env2 = env.clone();
+    env2.retain(|(k, _)| *k != "TICKBOX_SIGNERS");
+    env2.push(("TICKBOX_SIGNERS", renamed));
+    // Accept the moved tag first, so only the signer differs.
+    let relock = run(&["lock", &reference, "--lock", &lock], &env);
+    assert_eq!(relock.code, 0, "{relock:#?}");
+    run(&["read", &reference, "--lock", &lock, "--locked"], &env2).expect(3, "lock records signer");
+    let out = run(&["read", &reference, "--lock", &lock, "--locked"], &env);
+    assert_eq!(out.code, 0, "{out:#?}");
+}
