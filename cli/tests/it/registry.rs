@@ -286,6 +286,20 @@ fn a_component_pushed_by_a_plain_http_client_runs_by_tag_by_digest_and_offline_o
     let info = run(&["info", &pinned], &env);
     assert_eq!(info.json()["digest"], layer["digest"], "{info:#?}");
 
+    // A scenario names the Tick by reference too (sandboxed: it runs with
+    // CI's default --sandboxed-only).
+    let dir = TempDir::new("oci-scenario");
+    let scenario = dir.path("counter.scenario.toml");
+    std::fs::write(
+        &scenario,
+        format!("name = \"from a registry\"\n\n[tick]\npath = \"{pinned}\"\n\n[[step]]\ncall = \"increment\"\nargs = {{ amount = 4 }}\nresult = {{ value = 4 }}\n"),
+    )
+    .unwrap();
+    let mut ci = env.clone();
+    ci.push(("CI", "1".into()));
+    let tested = run(&["test", &scenario.display().to_string()], &ci);
+    assert_eq!(tested.code, 0, "{tested:#?}");
+
     // The store's copy changed behind tickbox's back (same size): the
     // sandbox, which checks the bytes it compiles against the pin, refuses.
     let path = PathBuf::from(p["wasm"]["path"].as_str().unwrap());
@@ -417,6 +431,8 @@ struct FakeContent {
     challenge: Option<String>,
     /// A registry error body (for its message) instead of the manifest.
     error: Option<String>,
+    /// Blobs sent chunked, without a length up front.
+    chunked: bool,
 }
 
 impl Fake {
@@ -479,7 +495,17 @@ impl Fake {
                         .find(|(d, _)| path.ends_with(d.as_str()))
                     {
                         gets.fetch_add(1, Ordering::SeqCst);
-                        reply(&mut s, "200 OK", "", bytes);
+                        if content.chunked {
+                            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+                            for piece in bytes.chunks(64 << 10) {
+                                let _ = s.write_all(format!("{:x}\r\n", piece.len()).as_bytes());
+                                let _ = s.write_all(piece);
+                                let _ = s.write_all(b"\r\n");
+                            }
+                            let _ = s.write_all(b"0\r\n\r\n");
+                        } else {
+                            reply(&mut s, "200 OK", "", bytes);
+                        }
                     } else {
                         reply(&mut s, "404 Not Found", "", b"");
                     }
@@ -502,6 +528,7 @@ fn fake_content(wasm: &[u8], served: &[u8], declared: Option<u64>) -> FakeConten
         blobs: vec![(digest(wasm), served.to_vec())],
         challenge: None,
         error: None,
+        chunked: false,
     }
 }
 
@@ -542,7 +569,26 @@ fn what_a_registry_sends_that_does_not_match_is_refused_before_anything_starts_a
     huge.manifest = vec![b' '; 5 << 20];
     let mut hostile = fake_content(&wasm, &wasm, None);
     hostile.error = Some(r#"{"errors":[{"code":"DENIED","message":"\u001b]52;c;ZXZpbA==\u0007\u001b]2;owned\u0007\nforged line"}]}"#.into());
+    // Without a length up front: the stream itself is cut at the bound.
+    let mut endless = fake_content(&wasm, &[wasm.clone(), vec![0; 1 << 20]].concat(), None);
+    endless.chunked = true;
+    let mut small = fake_content(&wasm, &wasm, Some(1000));
+    small.chunked = true;
     let cases: Vec<(&str, FakeContent, Vec<&str>, &str, bool)> = vec![
+        (
+            "a stream longer than declared",
+            endless,
+            vec![],
+            "sent more than the",
+            true,
+        ),
+        (
+            "a stream past a small declared size",
+            small,
+            vec![],
+            "sent more than the 1000 bytes",
+            true,
+        ),
         (
             "tampered bytes",
             fake_content(&wasm, &tampered, None),
