@@ -112,6 +112,11 @@ pub const SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// idle timeout when that is shorter); 503 when none has.
 pub const SESSION_EVICT_IDLE: Duration = Duration::from_secs(30);
 
+/// How long a request body may take to arrive, from its head (default
+/// 30 s; [`HttpOptions::body_timeout`] overrides it): a token holder
+/// trickling a body holds one connection slot, not one forever.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How deep a request body's arrays and objects may nest (default 64).
 pub const MAX_BODY_DEPTH: usize = 64;
 
@@ -132,6 +137,8 @@ pub struct HttpOptions {
     pub token: String,
     /// A session idle this long is closed ([`SESSION_IDLE_TIMEOUT`] by default).
     pub session_idle: Duration,
+    /// A request body must arrive within this ([`BODY_TIMEOUT`] by default).
+    pub body_timeout: Duration,
 }
 
 impl HttpOptions {
@@ -140,6 +147,7 @@ impl HttpOptions {
         HttpOptions {
             token: token.into(),
             session_idle: SESSION_IDLE_TIMEOUT,
+            body_timeout: BODY_TIMEOUT,
         }
     }
 }
@@ -287,6 +295,7 @@ struct Shared {
     /// When each session this server created last had a request.
     last_used: Mutex<HashMap<Arc<str>, Instant>>,
     evict_idle: Duration,
+    body_timeout: Duration,
 }
 
 /// Serves the facade on `listener` until `stop` resolves; the Ticks keep
@@ -335,6 +344,7 @@ pub async fn serve(
         gate: gate.clone(),
         last_used: Mutex::new(HashMap::new()),
         evict_idle: SESSION_EVICT_IDLE.min(options.session_idle),
+        body_timeout: options.body_timeout,
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -417,6 +427,8 @@ enum BodyError {
     TooManyValues,
     #[error("cannot read the request body: {0}")]
     Read(String),
+    #[error("request body too slow: not all there {0:?} after its head (the limit)")]
+    Slow(Duration),
 }
 
 /// A scan of JSON text that counts values and nesting without building
@@ -470,7 +482,12 @@ impl Shape {
 
 /// The whole body, within [`MAX_FRAME_BYTES`], [`MAX_BODY_DEPTH`] and
 /// [`MAX_BODY_VALUES`]; refused as soon as a bound is passed.
-async fn read_body(headers: &hyper::HeaderMap, mut body: Incoming) -> Result<Bytes, BodyError> {
+async fn read_body(
+    headers: &hyper::HeaderMap,
+    mut body: Incoming,
+    within: Duration,
+) -> Result<Bytes, BodyError> {
+    let deadline = tokio::time::Instant::now() + within;
     let declared = headers
         .get(hyper::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -480,7 +497,11 @@ async fn read_body(headers: &hyper::HeaderMap, mut body: Incoming) -> Result<Byt
     }
     let mut collected = BytesMut::with_capacity(declared.unwrap_or(0) as usize);
     let mut shape = Shape::default();
-    while let Some(frame) = body.frame().await {
+    loop {
+        let Ok(frame) = tokio::time::timeout_at(deadline, body.frame()).await else {
+            return Err(BodyError::Slow(within));
+        };
+        let Some(frame) = frame else { break };
         let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
         let Ok(data) = frame.into_data() else {
             continue;
@@ -489,7 +510,8 @@ async fn read_body(headers: &hyper::HeaderMap, mut body: Incoming) -> Result<Byt
             return Err(BodyError::TooLarge);
         }
         if let Err(e) = shape.feed(&data) {
-            drain(body, collected.len() + data.len()).await;
+            let _ =
+                tokio::time::timeout_at(deadline, drain(body, collected.len() + data.len())).await;
             return Err(e);
         }
         collected.extend_from_slice(&data);
@@ -558,11 +580,15 @@ impl Shared {
             uri.path_and_query = Some(hyper::http::uri::PathAndQuery::from_static(MCP_PATH));
             parts.uri = hyper::Uri::from_parts(uri).unwrap_or_default();
         }
-        let body = match read_body(&parts.headers, body).await {
+        let body = match read_body(&parts.headers, body, self.body_timeout).await {
             Ok(b) => b,
             Err(e) => {
                 tracing::info!(peer = %conn.peer, "{e}");
-                return closing(StatusCode::PAYLOAD_TOO_LARGE, &e.to_string());
+                let status = match e {
+                    BodyError::Slow(_) => StatusCode::REQUEST_TIMEOUT,
+                    _ => StatusCode::PAYLOAD_TOO_LARGE,
+                };
+                return closing(status, &e.to_string());
             }
         };
         let session = parts

@@ -23,6 +23,9 @@ pub const GUEST_YIELD: &str = "TICKBOX_GUEST_YIELD";
 pub const RUNTIME: &str = "TICKBOX_RUNTIME";
 /// How long an idle MCP HTTP session lives, in milliseconds (tests).
 pub const MCP_HTTP_SESSION_IDLE_MS: &str = "TICKBOX_MCP_HTTP_SESSION_IDLE_MS";
+/// How long an MCP HTTP request body may take to arrive, in milliseconds
+/// (tests).
+pub const MCP_HTTP_BODY_TIMEOUT_MS: &str = "TICKBOX_MCP_HTTP_BODY_TIMEOUT_MS";
 
 /// Overrides where Ticks pulled from registries are kept (default:
 /// `tickbox/oci` beside the compile cache's default).

@@ -263,14 +263,14 @@ fn write_token_file(port: u16, token: &str) -> Result<TokenFile, Exit> {
     Ok(file)
 }
 
-/// The session idle timeout: [`SESSION_IDLE_ENV`] when set (tests), else the default.
-fn session_idle() -> Result<std::time::Duration, Exit> {
-    match std::env::var(SESSION_IDLE_ENV) {
-        Err(_) => Ok(tickbox_runtime::mcp::http::SESSION_IDLE_TIMEOUT),
+/// A duration from the environment in milliseconds (tests), else `default`.
+fn millis_from_env(var: &str, default: std::time::Duration) -> Result<std::time::Duration, Exit> {
+    match std::env::var(var) {
+        Err(_) => Ok(default),
         Ok(v) => match v.parse::<u64>() {
             Ok(ms) if ms > 0 => Ok(std::time::Duration::from_millis(ms)),
             _ => Err(Exit::usage(format!(
-                "{SESSION_IDLE_ENV}={v}: must be a number of milliseconds over 0"
+                "{var}={v}: must be a number of milliseconds over 0"
             ))),
         },
     }
@@ -287,7 +287,14 @@ async fn serve_http(
         .local_addr()
         .map_err(|e| Exit::session(format!("cannot read the bound address: {e}")))?;
     let mut options = tickbox_runtime::mcp::http::HttpOptions::new(String::new());
-    options.session_idle = session_idle()?;
+    options.session_idle = millis_from_env(
+        SESSION_IDLE_ENV,
+        tickbox_runtime::mcp::http::SESSION_IDLE_TIMEOUT,
+    )?;
+    options.body_timeout = millis_from_env(
+        super::env::MCP_HTTP_BODY_TIMEOUT_MS,
+        tickbox_runtime::mcp::http::BODY_TIMEOUT,
+    )?;
     // The token is printed once, on the last line (the one a launcher or a
     // test waits for; port 0 becomes real here), and never logged.
     let (_file, url) = match token {

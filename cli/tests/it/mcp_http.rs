@@ -459,3 +459,28 @@ fn request_bodies_are_bounded_in_bytes_depth_and_values_and_memory_stays_near_th
     let r = echo(&server, &session, json!({"after": "bodies"}));
     assert_eq!(r["structuredContent"], json!({"after": "bodies"}), "{r}");
 }
+
+#[test]
+fn a_token_holder_trickling_a_body_is_cut_off_at_the_body_timeout() {
+    // Bodies must be there 1 s after their head (the default is 30 s).
+    let server = HttpServer::start_with(
+        "127.0.0.1:0",
+        &[],
+        &[("TICKBOX_MCP_HTTP_BODY_TIMEOUT_MS", "1000")],
+    );
+    let session = initialize_http(&server, &[]);
+    // A head for 1000 bytes, then 10, then nothing.
+    let mut s = TcpStream::connect(&server.addr).expect("connect");
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    s.write_all(post_head(&server, Some(&session), 1000).as_bytes())
+        .unwrap();
+    s.write_all(b"{\"jsonrpc\"").unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("request body too slow"), "{answer}");
+    assert!(closed_by_server(&mut s), "the connection is closed");
+    // Positive control: a body sent at once, on the same session.
+    let r = echo(&server, &session, json!({"after": "trickle"}));
+    assert_eq!(r["structuredContent"], json!({"after": "trickle"}), "{r}");
+}
