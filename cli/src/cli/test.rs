@@ -63,6 +63,9 @@ pub struct TestArgs {
     /// Write snapshots (STEM.NAME.snap next to the scenario) instead of comparing them
     #[arg(long)]
     pub update: bool,
+    /// Run only the K-th of N disjoint parts of the suite, split by scenario path (for a CI matrix)
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<String>,
     /// Run only scenarios whose name or file path contains this text (repeatable)
     #[arg(long, value_name = "TEXT")]
     pub filter: Vec<String>,
@@ -387,6 +390,19 @@ pub async fn run(args: TestArgs) -> Result<(), Exit> {
             "no scenario files found (a directory is searched for *.scenario.toml)",
         ));
     }
+    let files = match &args.shard {
+        None => files,
+        Some(text) => {
+            let shard = scenario::Shard::parse(text).map_err(Exit::usage)?;
+            let mine: Vec<PathBuf> = files.into_iter().filter(|f| shard.holds(f)).collect();
+            if mine.is_empty() {
+                // An empty shard of a small suite is not a failure of CI.
+                eprintln!("tickbox: test: shard {text} holds no scenario of this suite");
+                return emit_report(&[], args.format, args.pretty);
+            }
+            mine
+        }
+    };
     let jobs = match args.jobs {
         Some(0) => return Err(Exit::usage("-j must be at least 1")),
         Some(n) if n > MAX_JOBS => {
@@ -426,11 +442,7 @@ pub async fn run(args: TestArgs) -> Result<(), Exit> {
     if results.is_empty() {
         return Err(Exit::usage("--filter matched no scenario"));
     }
-    match format {
-        Format::Text => super::emit_text(report::to_text(&results).trim_end())?,
-        Format::Json => super::emit(&report::to_json(&results), pretty)?,
-        Format::Junit => super::emit_text(report::to_junit(&results).trim_end())?,
-    }
+    emit_report(&results, format, pretty)?;
     let s = report::summary(&results);
     if s.invalid > 0 {
         Err(Exit::usage(format!(
@@ -449,5 +461,14 @@ pub async fn run(args: TestArgs) -> Result<(), Exit> {
         ))
     } else {
         Ok(())
+    }
+}
+
+/// Prints the report in its format on stdout.
+fn emit_report(results: &[ScenarioResult], format: Format, pretty: bool) -> Result<(), Exit> {
+    match format {
+        Format::Text => super::emit_text(report::to_text(results).trim_end()),
+        Format::Json => super::emit(&report::to_json(results), pretty),
+        Format::Junit => super::emit_text(report::to_junit(results).trim_end()),
     }
 }

@@ -643,3 +643,51 @@ fn a_call_that_sleeps_moves_virtual_time() {
     assert_eq!(out.code, 1, "{out:#?}");
     assert!(out.stdout.contains("unknown outcome"), "{out:#?}");
 }
+
+/// `--shard K/N` through the wire: N runs of the same suite report
+/// disjoint sets of scenario files whose union is the whole suite (a CI
+/// matrix's runners), each on its own; an empty shard is not a failure.
+#[test]
+fn shards_split_a_suite_into_disjoint_parts_that_cover_it() {
+    let t = TempDir::new("shards");
+    // Twelve scenarios that are refused before any Tick starts (a native
+    // Tick under --sandboxed-only): the report still names each file.
+    for i in 0..12 {
+        std::fs::write(
+            t.path(&format!("s{i:02}.scenario.toml")),
+            format!("name = \"s{i}\"\n[tick]\ncommand = [\"true\"]\n[[step]]\nkeys = [\"a\"]\n"),
+        )
+        .unwrap();
+    }
+    let dir = t.0.display().to_string();
+    let files = |args: &[&str]| -> Vec<String> {
+        let mut argv = vec![dir.as_str(), "--sandboxed-only", "--format", "json"];
+        argv.extend(args);
+        let out = test(&argv);
+        if out.stdout.trim().is_empty() || out.json()["scenarios"].as_array().unwrap().is_empty() {
+            return Vec::new();
+        }
+        assert_eq!(out.code, 2, "{out:#?}");
+        out.json()["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["file"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let all = files(&[]);
+    assert_eq!(all.len(), 12);
+    for n in [2, 3, 5] {
+        let mut union = Vec::new();
+        for k in 1..=n {
+            let part = files(&["--shard", &format!("{k}/{n}")]);
+            assert!(part.len() < 12 || n == 1, "shard {k}/{n} took everything");
+            union.extend(part);
+        }
+        union.sort();
+        let mut sorted = all.clone();
+        sorted.sort();
+        assert_eq!(union, sorted, "{n} shards: disjoint and complete");
+    }
+    test(&[dir.as_str(), "--shard", "3/2"]).expect(2, "--shard");
+}

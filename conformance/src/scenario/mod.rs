@@ -73,6 +73,39 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     discover_at_most(paths, MAX_SCENARIO_FILES)
 }
 
+/// One of `count` disjoint parts of a suite (`--shard K/N`, `index` from 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+}
+
+impl Shard {
+    /// Parses `K/N` (1 ≤ K ≤ N ≤ 1024).
+    pub fn parse(text: &str) -> Result<Shard, String> {
+        let bad = || format!("--shard {text:?}: give K/N with 1 <= K <= N <= 1024, e.g. 2/4");
+        let (k, n) = text.split_once('/').ok_or_else(bad)?;
+        let (k, n): (u32, u32) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+        if k == 0 || k > n || n > 1024 {
+            return Err(bad());
+        }
+        Ok(Shard { index: k - 1, count: n })
+    }
+
+    /// Whether a scenario file belongs to this shard: decided by its path
+    /// alone (FNV-1a of the path as discovered, which is the same on every
+    /// machine of a CI matrix running from the same checkout), so each file
+    /// is in exactly one shard and adding a file moves no other.
+    pub fn holds(&self, file: &Path) -> bool {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in file.to_string_lossy().bytes() {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h % u64::from(self.count) == u64::from(self.index)
+    }
+}
+
 fn discover_at_most(paths: &[PathBuf], max: usize) -> Result<Vec<PathBuf>, String> {
     let mut out = Vec::new();
     for p in paths {
@@ -123,6 +156,30 @@ fn walk(dir: &Path, depth: usize, max: usize, out: &mut Vec<PathBuf>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shards_are_disjoint_and_cover_the_suite() {
+        let files: Vec<PathBuf> = (0..200).map(|i| PathBuf::from(format!("s/{i}.scenario.toml"))).collect();
+        for n in [1, 2, 3, 7] {
+            let mut seen = vec![0; files.len()];
+            for k in 1..=n {
+                let shard = Shard::parse(&format!("{k}/{n}")).unwrap();
+                for (i, f) in files.iter().enumerate() {
+                    seen[i] += usize::from(shard.holds(f));
+                }
+            }
+            assert!(seen.iter().all(|&c| c == 1), "{n} shards");
+        }
+        // Spread: no shard of 4 is empty or holds most of 200 files.
+        for k in 1..=4 {
+            let s = Shard::parse(&format!("{k}/4")).unwrap();
+            let held = files.iter().filter(|f| s.holds(f)).count();
+            assert!((20..=80).contains(&held), "shard {k}/4 holds {held}");
+        }
+        for bad in ["0/2", "3/2", "1/0", "x/2", "2", "1/2000"] {
+            assert!(Shard::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn discovery_takes_files_and_searches_directories() {
