@@ -63,6 +63,9 @@ pub struct TestArgs {
     /// Write snapshots (STEM.NAME.snap next to the scenario) instead of comparing them
     #[arg(long)]
     pub update: bool,
+    /// Run a scenario that failed or could not start up to N more times, each in a fresh instance; one that passes then is reported flaky, never plain green
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub retries: u32,
     /// Run only the K-th of N disjoint parts of the suite, split by scenario path (for a CI matrix)
     #[arg(long, value_name = "K/N")]
     pub shard: Option<String>,
@@ -97,6 +100,9 @@ pub struct TestArgs {
     #[arg(long, value_name = "DURATION")]
     pub run_timeout: Option<String>,
 }
+
+/// Most retries of one scenario.
+pub const MAX_RETRIES: u32 = 10;
 
 /// Most scenarios run at once.
 pub const MAX_JOBS: usize = 256;
@@ -349,13 +355,25 @@ async fn one(
             return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
         }
     };
-    let opts = RunOptions {
+    let mut opts = RunOptions {
         update: args.update,
         seed: args.seed,
         budget,
         ..RunOptions::default()
     };
-    Some(scenario::run(&s, &prepared, &opts).await)
+    let mut failed = Vec::new();
+    loop {
+        let r = scenario::run(&s, &prepared, &opts).await;
+        let retry = matches!(r.outcome, Outcome::Failed(_) | Outcome::StartFailed(_))
+            && failed.len() < args.retries as usize;
+        match (retry, rules.budget_now()) {
+            (true, Some(budget)) => {
+                failed.push(r);
+                opts.budget = budget;
+            }
+            _ => return Some(r.after_attempts(failed)),
+        }
+    }
 }
 
 /// A private temporary directory, removed on drop.
@@ -403,6 +421,12 @@ pub async fn run(args: TestArgs) -> Result<(), Exit> {
             mine
         }
     };
+    if args.retries > MAX_RETRIES {
+        return Err(Exit::usage(format!(
+            "--retries {} is over the limit of {MAX_RETRIES}",
+            args.retries
+        )));
+    }
     let jobs = match args.jobs {
         Some(0) => return Err(Exit::usage("-j must be at least 1")),
         Some(n) if n > MAX_JOBS => {

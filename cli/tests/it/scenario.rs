@@ -691,3 +691,43 @@ fn shards_split_a_suite_into_disjoint_parts_that_cover_it() {
     }
     test(&[dir.as_str(), "--shard", "3/2"]).expect(2, "--shard");
 }
+
+/// `--retries N`: a scenario that fails and then passes is reported as
+/// flaky in the text and JUnit reports (exit 0, never plain green); without
+/// retries the same first failure fails the run.
+#[test]
+fn a_scenario_that_passes_on_retry_is_reported_flaky() {
+    let t = TempDir::new("flaky");
+    let counter = repo("tests/ticks/counter.py");
+    // The Tick exits at once on its first start, and runs on its second.
+    let scenario = t.path("flaky.scenario.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "name = \"flaky start\"\n[tick]\ncommand = [\"sh\", \"-c\", \"if [ -e started ]; then exec python3 {counter}; else touch started; exit 1; fi\"]\n\n[[step]]\ncall = \"increment\"\nargs = {{ amount = 2 }}\nresult = {{ value = 2 }}\n"
+        ),
+    )
+    .unwrap();
+    let file = scenario.display().to_string();
+    let out = test(&[&file]);
+    assert_eq!(out.code, 3, "{out:#?}");
+    std::fs::remove_file(t.path("started")).unwrap();
+    let out = test(&[&file, "--retries", "1"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(out.stdout.starts_with("FLAKY"), "{out:#?}");
+    assert!(
+        out.stdout.contains("attempt 1 failed (start_failed)"),
+        "{out:#?}"
+    );
+    assert!(out.stdout.contains("1 passed (1 flaky)"), "{out:#?}");
+    std::fs::remove_file(t.path("started")).unwrap();
+    let out = test(&[&file, "--retries", "1", "--format", "junit"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stdout.contains("<flakyFailure message="),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("<failure"), "{}", out.stdout);
+    test(&[&file, "--retries", "11"]).expect(2, "--retries 11 is over the limit");
+}

@@ -85,11 +85,17 @@ impl Shard {
     pub fn parse(text: &str) -> Result<Shard, String> {
         let bad = || format!("--shard {text:?}: give K/N with 1 <= K <= N <= 1024, e.g. 2/4");
         let (k, n) = text.split_once('/').ok_or_else(bad)?;
-        let (k, n): (u32, u32) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+        let (k, n): (u32, u32) = (
+            k.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
         if k == 0 || k > n || n > 1024 {
             return Err(bad());
         }
-        Ok(Shard { index: k - 1, count: n })
+        Ok(Shard {
+            index: k - 1,
+            count: n,
+        })
     }
 
     /// Whether a scenario file belongs to this shard: decided by its path
@@ -159,7 +165,9 @@ mod tests {
 
     #[test]
     fn shards_are_disjoint_and_cover_the_suite() {
-        let files: Vec<PathBuf> = (0..200).map(|i| PathBuf::from(format!("s/{i}.scenario.toml"))).collect();
+        let files: Vec<PathBuf> = (0..200)
+            .map(|i| PathBuf::from(format!("s/{i}.scenario.toml")))
+            .collect();
         for n in [1, 2, 3, 7] {
             let mut seen = vec![0; files.len()];
             for k in 1..=n {

@@ -28,6 +28,8 @@ pub struct Summary {
     pub start_failed: usize,
     /// Scenarios that cannot run as written.
     pub invalid: usize,
+    /// Of the passed, those that failed first (`--retries`).
+    pub flaky: usize,
 }
 
 /// Counts.
@@ -35,7 +37,10 @@ pub fn summary(results: &[ScenarioResult]) -> Summary {
     let mut s = Summary::default();
     for r in results {
         match r.outcome {
-            Outcome::Passed => s.passed += 1,
+            Outcome::Passed => {
+                s.passed += 1;
+                s.flaky += usize::from(r.is_flaky());
+            }
             Outcome::Failed(_) => s.failed += 1,
             Outcome::StartFailed(_) => s.start_failed += 1,
             Outcome::Invalid(_) => s.invalid += 1,
@@ -77,6 +82,12 @@ pub fn to_json(results: &[ScenarioResult]) -> Value {
                 "seed": r.seed,
                 "written": r.written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
                 "notes": r.notes,
+                "flaky": r.is_flaky(),
+                "failed_attempts": r.failed_attempts.iter().map(|(o, seed)| json!({
+                    "status": status(o),
+                    "seed": seed,
+                    "lines": attempt_lines(o),
+                })).collect::<Vec<_>>(),
                 "failure": failure,
                 "error": error,
             })
@@ -91,8 +102,29 @@ pub fn to_json(results: &[ScenarioResult]) -> Value {
 }
 
 /// The failure of one scenario as indented lines (the text report's body).
+/// What a failed attempt was, as report lines (escaped).
+fn attempt_lines(o: &Outcome) -> Vec<String> {
+    let lines = match o {
+        Outcome::Passed => Vec::new(),
+        Outcome::Failed(f) => {
+            let mut v = vec![
+                format!("step {}: {}", f.step, f.action),
+                format!("  expected: {}", f.expected),
+            ];
+            v.extend(f.found.iter().map(|l| format!("  {l}")));
+            v
+        }
+        Outcome::StartFailed(e) | Outcome::Invalid(e) => e.lines().map(String::from).collect(),
+    };
+    lines.iter().map(|l| clean(l)).collect()
+}
+
 fn failure_lines(r: &ScenarioResult) -> Vec<String> {
     let mut out = Vec::new();
+    for (i, (o, _)) in r.failed_attempts.iter().enumerate() {
+        out.push(format!("attempt {} failed ({}):", i + 1, status(o)));
+        out.extend(attempt_lines(o).into_iter().map(|l| format!("  {l}")));
+    }
     match &r.outcome {
         Outcome::Passed => {}
         Outcome::Failed(f) => {
@@ -127,6 +159,7 @@ pub fn to_text(results: &[ScenarioResult]) -> String {
     let mut out = String::new();
     for r in results {
         let tag = match r.outcome {
+            Outcome::Passed if r.is_flaky() => "FLAKY",
             Outcome::Passed => "pass",
             Outcome::Failed(_) => "FAIL",
             Outcome::StartFailed(_) => "START",
@@ -154,9 +187,14 @@ pub fn to_text(results: &[ScenarioResult]) -> String {
     let ok = s.failed + s.start_failed + s.invalid == 0;
     let _ = writeln!(
         out,
-        "{}: {} passed, {} failed, {} could not start, {} invalid",
+        "{}: {} passed{}, {} failed, {} could not start, {} invalid",
         if ok { "PASSED" } else { "FAILED" },
         s.passed,
+        if s.flaky > 0 {
+            format!(" ({} flaky)", s.flaky)
+        } else {
+            String::new()
+        },
         s.failed,
         s.start_failed,
         s.invalid
@@ -192,6 +230,23 @@ pub fn to_junit(results: &[ScenarioResult]) -> String {
             r.duration.as_secs_f64()
         );
         let body = failure_lines(r).join("\n");
+        // Failed attempts of a scenario that passed in the end, in the form
+        // JUnit readers (Surefire, Jenkins, GitLab) show as flaky.
+        if r.outcome == Outcome::Passed {
+            for (o, _) in &r.failed_attempts {
+                let lines = attempt_lines(o);
+                let _ = write!(
+                    out,
+                    "\n      <flakyFailure message=\"{}\" type=\"{}\">{}</flakyFailure>",
+                    xml(lines.first().map_or("", String::as_str)),
+                    status(o),
+                    xml_text(&lines.join("\n"))
+                );
+            }
+            if !r.failed_attempts.is_empty() {
+                out.push_str("\n    ");
+            }
+        }
         match &r.outcome {
             Outcome::Passed => {}
             Outcome::Failed(f) => {
@@ -254,6 +309,45 @@ mod tests {
             Outcome::StartFailed("cannot start the Tick: no such file".into()),
         );
         vec![pass, fail, start]
+    }
+
+    #[test]
+    fn a_pass_after_a_failure_is_flaky_in_every_format_and_on_virtual_time_a_bug() {
+        let first = ScenarioResult::not_run(
+            "f",
+            "f.scenario.toml".into(),
+            2,
+            Outcome::Failed(Failure {
+                step: 1,
+                action: "expect_state".into(),
+                expected: "value 2".into(),
+                found: vec!["value 3".into()],
+            }),
+        );
+        let mut first = first;
+        first.seed = Some(7);
+        let mut pass = ScenarioResult::not_run("f", "f.scenario.toml".into(), 2, Outcome::Passed);
+        pass.seed = Some(7);
+        let r = vec![pass.after_attempts(vec![first])];
+        assert!(r[0].is_flaky());
+        let text = to_text(&r);
+        assert!(text.starts_with("FLAKY"), "{text}");
+        assert!(text.contains("attempt 1 failed (failed):"), "{text}");
+        assert!(text.contains("(1 flaky)"), "{text}");
+        assert!(
+            text.contains("a determinism bug") && text.contains("seed 7"),
+            "{text}"
+        );
+        let j = to_json(&r);
+        assert_eq!(j["scenarios"][0]["flaky"], true);
+        assert_eq!(j["scenarios"][0]["status"], "passed");
+        assert_eq!(j["scenarios"][0]["failed_attempts"][0]["seed"], 7);
+        let x = to_junit(&r);
+        assert!(
+            x.contains("<flakyFailure message=\"step 1: expect_state\" type=\"failed\">"),
+            "{x}"
+        );
+        assert!(!x.contains("<failure"), "{x}");
     }
 
     #[test]

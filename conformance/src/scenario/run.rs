@@ -167,6 +167,9 @@ pub struct ScenarioResult {
     pub written: Vec<PathBuf>,
     /// Remarks (e.g. a guest that did not become idle in time).
     pub notes: Vec<String>,
+    /// Earlier attempts that failed (`--retries`), oldest first, with the
+    /// seed each ran with: a scenario that passes after one is flaky.
+    pub failed_attempts: Vec<(Outcome, Option<u64>)>,
 }
 
 impl ScenarioResult {
@@ -182,7 +185,41 @@ impl ScenarioResult {
             seed: None,
             written: Vec::new(),
             notes: Vec::new(),
+            failed_attempts: Vec::new(),
         }
+    }
+
+    /// Passed, but only after failing: never reported as plain green.
+    pub fn is_flaky(&self) -> bool {
+        self.outcome == Outcome::Passed && !self.failed_attempts.is_empty()
+    }
+
+    /// Records the attempts that failed before this one. A scenario on
+    /// virtual time that passes on a retry with the same seed is not
+    /// flaky by chance: something it depends on is not virtual, which the
+    /// result's notes say, with both seeds and the first attempt's failure.
+    pub fn after_attempts(mut self, failed: Vec<ScenarioResult>) -> ScenarioResult {
+        self.failed_attempts = failed.into_iter().map(|a| (a.outcome, a.seed)).collect();
+        if self.outcome == Outcome::Passed {
+            if let (Some(seed), Some((first, first_seed))) =
+                (self.seed, self.failed_attempts.first())
+            {
+                let what = match first {
+                    Outcome::Failed(f) => {
+                        format!("step {} ({}) expected {}", f.step, f.action, f.expected)
+                    }
+                    Outcome::StartFailed(e) | Outcome::Invalid(e) => {
+                        e.lines().next().unwrap_or("").to_string()
+                    }
+                    Outcome::Passed => String::new(),
+                };
+                self.notes.push(format!(
+                    "a determinism bug: on virtual time this scenario failed with seed {} and passed on retry with seed {seed}; the first difference: attempt 1 failed at {what}",
+                    first_seed.map_or("none".to_string(), |s| s.to_string())
+                ));
+            }
+        }
+        self
     }
 }
 
