@@ -124,9 +124,12 @@ pub fn main() -> ExitCode {
     {
         return tickbox_runtime::backend::wasm::compile::worker_main(&argv[2..]);
     }
-    let cli = match Cli::from_arg_matches(&with_defaults(Cli::command()).get_matches()) {
+    let matches = with_defaults(Cli::command())
+        .try_get_matches()
+        .unwrap_or_else(|e| usage_error(e, &argv));
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
-        Err(e) => e.exit(),
+        Err(e) => usage_error(e, &argv),
     };
     init_logging(cli.verbose);
     tracing::debug!("command line parsed");
@@ -602,4 +605,28 @@ fn report_call(tool: &str, outcome: CallReply, pretty: bool) -> Result<(), Exit>
             format!("unknown outcome for `{tool}`: {reason}; it was not resent"),
         )),
     }
+}
+
+/// A command-line error, as clap prints it, with a hint where a command
+/// line was given as the Tick without `--` (`tickbox describe python3
+/// x.py`): the first word became TICK, the rest is "unexpected".
+fn usage_error(e: clap::Error, argv: &[String]) -> ! {
+    use clap::error::ErrorKind;
+    let takes_tick = [
+        "describe", "read", "call", "screen", "info", "check", "run", "watch", "mcp",
+    ];
+    let sub = argv.get(1).map(String::as_str).unwrap_or_default();
+    if e.kind() == ErrorKind::UnknownArgument
+        && takes_tick.contains(&sub)
+        && !argv.iter().any(|a| a == "--")
+    {
+        let _ = e.print();
+        let rest: Vec<&str> = argv[2..].iter().map(String::as_str).collect();
+        eprintln!(
+            "\ntip: to run a command as the Tick, put it after `--`: tickbox {sub} -- {}",
+            text::escape(&rest.join(" "))
+        );
+        std::process::exit(i32::from(exit::USAGE));
+    }
+    e.exit()
 }

@@ -250,6 +250,23 @@ pub fn is_sandboxed(path: &Path) -> bool {
 /// starts nothing yet.
 pub fn launcher(spec: TickSpec, args: &TickOpts) -> Result<Launcher, Exit> {
     let grant_spec = args.grant_spec()?;
+    if let TickSpec::Path(p) = &spec {
+        let path = Path::new(p);
+        if !tickbox_registry::is_reference(p) {
+            let meta = std::fs::metadata(path);
+            if meta.as_ref().is_ok_and(|m| m.is_dir()) {
+                return Err(Exit::session(format!(
+                    "`{p}` is a directory: give a Tick's executable or .wasm file (or `-- COMMAND`)"
+                )));
+            }
+            // A bare name (no `/`, not .wasm) is looked up on PATH by the
+            // native launcher, which says so itself.
+            let missing = meta.is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+            if missing && (p.contains('/') || p.ends_with(".wasm")) {
+                return Err(Exit::session(format!("`{p}` does not exist")));
+            }
+        }
+    }
     let argv = match spec {
         TickSpec::Path(p) if tickbox_registry::is_reference(&p) => {
             return oci_launcher(&p, grant_spec, args)

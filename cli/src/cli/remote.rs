@@ -1,4 +1,4 @@
-//! `tickbox describe|read|screen|call @ID|@NAME …` and `tickbox stop`: the
+//! `tickbox describe|read|screen|info|call @ID|@NAME …` and `tickbox stop`: the
 //! one-shot commands against a live instance instead of a Tick of their own.
 //!
 //! Output and exit codes are those of the one-shot commands. `call` is
@@ -75,6 +75,33 @@ pub async fn try_run(command: &Command) -> Option<Result<(), Exit>> {
             let target = live(a.spec())?;
             match request(&target, Request::Read).await {
                 Ok(v) => emit(&v, a.opts.pretty),
+                Err(e) => Err(e),
+            }
+        }
+        Command::Info(a) => {
+            let target = live(a.spec())?;
+            match request(&target, Request::Describe).await {
+                Ok(d) => {
+                    // What the live host reports; its grants stay with the
+                    // host that started it (`tickbox ls` names it).
+                    let tools: Vec<Value> = d["tools"]
+                        .as_array()
+                        .map(|t| {
+                            t.iter()
+                                .map(|t| serde_json::json!({"name": t["name"], "mutates": t["mutates"]}))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let v = serde_json::json!({
+                        "backend": "live",
+                        "instance": target,
+                        "kind": d["kind"],
+                        "title": d["title"],
+                        "revision": d["revision"],
+                        "tools": tools,
+                    });
+                    emit(&v, a.opts.pretty)
+                }
                 Err(e) => Err(e),
             }
         }

@@ -152,7 +152,7 @@ fn usage_errors_exit_2() {
 #[test]
 fn a_missing_tick_is_one_clear_line() {
     let out = tickbox(&["read", "/nonexistent/tick"]);
-    out.expect(3, "not found");
+    out.expect(3, "does not exist");
     assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
     tickbox(&["read", "--", "no-such-command-xyz"]).expect(3, "not found");
 }
@@ -347,4 +347,18 @@ fn logs_never_reach_stdout() {
         out.stderr.contains("started native Tick"),
         "logs go to stderr: {out:#?}"
     );
+}
+
+/// Messages that point the right way: a missing file, a directory, and a
+/// command line given as the Tick without `--`.
+#[test]
+fn a_missing_tick_a_directory_and_a_command_without_dashes_get_a_useful_line() {
+    let t = TempDir::new("wrong-way");
+    let missing = t.path("nope.wasm").display().to_string();
+    tickbox(&["read", &missing]).expect(3, "does not exist");
+    tickbox(&["read", &t.0.display().to_string()]).expect(3, "is a directory");
+    let out = tickbox(&["describe", "python3", "x.py"]);
+    out.expect(2, "put it after `--`: tickbox describe -- python3 x.py");
+    // A bare name is still looked up on PATH (the native launcher's line).
+    tickbox(&["read", "tickbox-no-such-command"]).expect(3, "not found");
 }

@@ -333,6 +333,21 @@ fn a_view_shows_the_screen_at_once_and_its_keys_reach_the_tick() {
     let live = w.tickbox(&["describe", "@c"]);
     let started = w.tickbox(&["describe", "--", "python3", &counter]);
     assert_eq!((live.code, &live.stdout), (0, &started.stdout), "{live:#?}");
+    // `info` too, with what the live host reports (its tools), as its help says.
+    let info_live = w.tickbox(&["info", "@c"]);
+    assert_eq!(info_live.code, 0, "{info_live:#?}");
+    let i = info_live.json();
+    assert_eq!(
+        (&i["backend"], &i["instance"]),
+        (&json!("live"), &json!("c")),
+        "{i}"
+    );
+    assert!(
+        i["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "increment")),
+        "{i}"
+    );
     w.tickbox(&["call", "@c", "increment", r#"{"amount":2}"#])
         .expect(2, "approval required");
     let out = w.tickbox(&["call", "@c", "increment", r#"{"amount":2}"#, "--yes"]);
