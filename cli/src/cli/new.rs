@@ -91,9 +91,12 @@ pub struct NewArgs {
     #[arg(long, value_enum, default_value = "rust")]
     lang: Lang,
     /// Rust: depend on the tickbox-guest SDK at this directory (a checkout's
-    /// `guest-sdk/`) instead of the crates.io release
+    /// `guest-sdk/`) [default: the guest-sdk/ of the checkout tickbox was built from, when it is there; else the crates.io release]
     #[arg(long, value_name = "DIR")]
     sdk_path: Option<PathBuf>,
+    /// Print the result as JSON also on a terminal (it is JSON when stdout is not one)
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Debug)]
@@ -113,8 +116,8 @@ Examples:
   tickbox new my-tick --lang js       JavaScript, a component via componentize-js
   tickbox new my-tick --lang go       Go, a wasip1 module via GOOS=wasip1
 
-Prints a JSON object with the files written and the commands that build and
-check the project. Exit codes: 0 created, 2 bad name or PATH exists (nothing
+Prints what was made and the commands that build and check it: sentences on
+a terminal, a JSON object otherwise or with --json. Exit codes: 0 created, 2 bad name or PATH exists (nothing
 written), 1 a file could not be written.";
 
 /// Checks a project name: the rule is strict so that the name is a valid
@@ -162,20 +165,34 @@ fn files(lang: Lang, name: &str, sdk: &str) -> Vec<(&'static str, String, bool)>
         Lang::C => vec![
             (
                 "counter.c",
-                C_SOURCE.replace("example.counter", &format!("local.{kind}")),
+                C_SOURCE
+                    .replace("example.counter", &format!("local.{kind}"))
+                    .replace(C_TITLE, &format!("\\\"title\\\":\\\"{name}\\\"")),
                 false,
             ),
             ("build.sh", C_BUILD.to_string(), true),
             (".gitignore", "/build\n".into(), false),
         ],
         Lang::Python => with_wit(vec![
-            ("app.py", PY_APP.replace(EXAMPLE_KIND, &local_kind), false),
+            (
+                "app.py",
+                PY_APP
+                    .replace(PY_TITLE, &format!("title = {local_kind}, \"{name}\""))
+                    .replace(EXAMPLE_KIND, &local_kind),
+                false,
+            ),
             ("build.sh", PY_BUILD.to_string(), true),
             ("requirements.txt", PY_REQUIREMENTS.to_string(), false),
             (".gitignore", "/build\n__pycache__/\n".into(), false),
         ]),
         Lang::Js => with_wit(vec![
-            ("app.js", JS_APP.replace(EXAMPLE_KIND, &local_kind), false),
+            (
+                "app.js",
+                JS_APP
+                    .replace(EXAMPLE_KIND, &local_kind)
+                    .replace(JS_TITLE, &format!("static title = \"{name}\";")),
+                false,
+            ),
             ("build.sh", JS_BUILD.to_string(), true),
             (
                 "package.json",
@@ -190,7 +207,13 @@ fn files(lang: Lang, name: &str, sdk: &str) -> Vec<(&'static str, String, bool)>
             (".gitignore", "/build\n/node_modules\n".into(), false),
         ]),
         Lang::Go => vec![
-            ("main.go", GO_MAIN.replace(EXAMPLE_KIND, &local_kind), false),
+            (
+                "main.go",
+                GO_MAIN
+                    .replace(EXAMPLE_KIND, &local_kind)
+                    .replace(GO_TITLE, &format!("Title: \"{name}\"")),
+                false,
+            ),
             ("build.sh", GO_BUILD.to_string(), true),
             (
                 "go.mod",
@@ -208,6 +231,12 @@ fn files(lang: Lang, name: &str, sdk: &str) -> Vec<(&'static str, String, bool)>
 
 /// The `kind` string of the examples, replaced by `local.<name>`.
 const EXAMPLE_KIND: &str = "\"example.counter\"";
+/// The examples' titles, replaced by the project's name (the Python one
+/// with its kind, on the same line).
+const C_TITLE: &str = "\\\"title\\\":\\\"Counter\\\"";
+const PY_TITLE: &str = "title = \"example.counter\", \"Counter\"";
+const JS_TITLE: &str = "static title = \"Counter\";";
+const GO_TITLE: &str = "Title: \"Counter\"";
 
 /// A component project's files plus the `tick` world's WIT under `wit/`.
 fn with_wit(mut files: Vec<(&'static str, String, bool)>) -> Vec<(&'static str, String, bool)> {
@@ -235,7 +264,16 @@ pub fn run(args: NewArgs) -> Result<(), Exit> {
             args.path.display()
         )));
     }
-    let sdk = match &args.sdk_path {
+    // Without --sdk-path: the SDK of the checkout this tickbox was built
+    // from, when it is still there (a `cargo install --path cli` or a
+    // `cargo run`), so the project builds with nothing published; else the
+    // crates.io release of the same version.
+    let checkout = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(|r| r.join("guest-sdk"))
+        .filter(|d| d.join("Cargo.toml").is_file() && d.join("src/lib.rs").is_file());
+    let sdk_path = args.sdk_path.clone().or(checkout);
+    let sdk = match &sdk_path {
         None => format!("\"{}\"", env!("CARGO_PKG_VERSION")),
         Some(dir) => {
             let dir = std::path::absolute(dir)
@@ -300,8 +338,19 @@ pub fn run(args: NewArgs) -> Result<(), Exit> {
         "build": format!("cd {dir} && {build}"),
         "check": format!("tickbox check {dir}/{wasm} --allow-mutations"),
     });
-    println!("{result}");
-    Ok(())
+    // A person at a terminal gets sentences; a script (or --json) JSON.
+    use std::io::IsTerminal;
+    if args.json || !std::io::stdout().is_terminal() {
+        return super::emit(&result, false);
+    }
+    let text = format!(
+        "Created a {} Tick in {dir} ({} files).\n\nBuild it:\n  {}\nCheck it:\n  {}",
+        result["lang"].as_str().unwrap_or_default(),
+        files.len(),
+        result["build"].as_str().unwrap_or_default(),
+        result["check"].as_str().unwrap_or_default(),
+    );
+    super::emit_text(&text)
 }
 
 #[cfg(test)]
@@ -324,6 +373,25 @@ mod tests {
             assert!(valid_name(bad).is_err(), "{bad:?}");
         }
         assert!(valid_name(&"a".repeat(MAX_NAME)).is_ok());
+    }
+
+    #[test]
+    fn every_template_takes_the_projects_name_as_its_title() {
+        for (template, title) in [(C_SOURCE, C_TITLE), (JS_APP, JS_TITLE), (GO_MAIN, GO_TITLE)] {
+            assert!(template.contains(title), "{title} moved in its template");
+        }
+        assert!(
+            PY_APP.contains(PY_TITLE),
+            "{PY_TITLE} moved in its template"
+        );
+        for lang in [Lang::C, Lang::Python, Lang::Js, Lang::Go] {
+            let main = &files(lang, "my-tick", "")[0];
+            assert!(main.1.contains("my-tick"), "{lang:?}: {}", main.0);
+            assert!(
+                !main.1.contains("\"Counter\"") && !main.1.contains("\\\"Counter\\\""),
+                "{lang:?}"
+            );
+        }
     }
 
     #[test]

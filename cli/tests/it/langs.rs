@@ -237,7 +237,8 @@ fn tickbox_new_rust_builds_and_passes_check() {
     let project = dir.path("my-tick");
     let p = s(&project);
     let sdk = s(&root().join("guest-sdk"));
-    let out = tickbox(&["new", p.as_str(), "--sdk-path", sdk.as_str()]);
+    // No --sdk-path: the SDK of the checkout tickbox was built from.
+    let out = tickbox(&["new", p.as_str()]);
     assert_eq!(out.code, 0, "{out:#?}");
     let created = out.json();
     assert_eq!(created["lang"], "rust");
@@ -348,4 +349,36 @@ async fn slow_compiles_are_announced_once() {
     }
     let size = std::fs::metadata(&module).expect("stat").len() as usize;
     assert_eq!(*told.lock().unwrap(), vec![(module.clone(), size)]);
+}
+
+/// `tickbox new` at a terminal prints sentences (what was made, how to
+/// build and check it); piped, or with --json, the JSON object.
+#[test]
+fn tickbox_new_speaks_to_a_person_on_a_terminal_and_json_to_a_pipe() {
+    let w = crate::live::World::new("new-tty");
+    let project = w.dir.path("tty-tick");
+    let p = s(&project);
+    let mut pty = w.pty(&["new", p.as_str(), "--lang", "c"], 100, 24);
+    assert_eq!(pty.wait(), 0, "{}", pty.text());
+    let text = pty.text();
+    assert!(text.contains("Created a c Tick in"), "{text}");
+    assert!(
+        text.contains("Build it:") && text.contains("./build.sh"),
+        "{text}"
+    );
+    assert!(!text.contains("{\""), "no JSON on a terminal: {text}");
+    let piped = w.dir.path("piped-tick");
+    let out = tickbox(&["new", s(&piped).as_str(), "--lang", "c"]);
+    assert_eq!(out.json()["lang"], "c", "{out:#?}");
+    let json = w.dir.path("json-tick");
+    let mut pty = w.pty(
+        &["new", s(&json).as_str(), "--lang", "c", "--json"],
+        100,
+        24,
+    );
+    assert_eq!(pty.wait(), 0);
+    assert!(pty.text().contains("\"lang\":\"c\""), "{}", pty.text());
+    // The title is the project's own.
+    let source = std::fs::read_to_string(project.join("counter.c")).unwrap();
+    assert!(source.contains("\\\"title\\\":\\\"tty-tick\\\""), "title");
 }
