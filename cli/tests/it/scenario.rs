@@ -731,3 +731,45 @@ fn a_scenario_that_passes_on_retry_is_reported_flaky() {
     assert!(!out.stdout.contains("<failure"), "{}", out.stdout);
     test(&[&file, "--retries", "11"]).expect(2, "--retries 11 is over the limit");
 }
+
+/// `${NAME:-DEFAULT}`: the example scenarios run as checked out, next to
+/// the documented build's output, without exporting or allowing anything;
+/// a variable the command line allows still wins.
+#[test]
+fn example_scenarios_run_without_exporting_variables() {
+    let t = TempDir::new("defaults");
+    let scenarios = t.path("counter/scenarios");
+    std::fs::create_dir_all(&scenarios).unwrap();
+    for f in [
+        "counter.scenario.toml",
+        "counter.start.snap",
+        "counter.after.snap",
+    ] {
+        std::fs::copy(
+            root().join("examples/counter/scenarios").join(f),
+            scenarios.join(f),
+        )
+        .unwrap();
+    }
+    // Where `cargo build --manifest-path examples/Cargo.toml` puts it,
+    // relative to the scenario.
+    let release = t.path("target/wasm32-wasip2/release");
+    std::fs::create_dir_all(&release).unwrap();
+    std::fs::copy(
+        build_wasm("examples", "counter", "wasm32-wasip2"),
+        release.join("counter.wasm"),
+    )
+    .unwrap();
+    let dir = t.path("counter").display().to_string();
+    let out = tickbox_env(
+        &["test", dir.as_str()],
+        &[("TICKBOX_WASM_DIR", "/nonexistent")],
+    );
+    assert_eq!(out.code, 0, "not allowed, so not read: {out:#?}");
+    let out = tickbox_env(
+        &["test", dir.as_str(), "--allow-env", "TICKBOX_WASM_DIR"],
+        &[("TICKBOX_WASM_DIR", "/nonexistent")],
+    );
+    out.expect(3, "could not start");
+    assert!(out.stdout.contains("/nonexistent/counter.wasm"), "{out:#?}");
+}

@@ -322,6 +322,10 @@ fn bounded_timeout(text: &str) -> Result<Duration, String> {
 
 /// Expands `${NAME}` from the environment, for the variables `policy`
 /// allows; another variable, or an unset one, is an error.
+/// `${NAME:-DEFAULT}` takes DEFAULT (as written; a path in it is relative to
+/// the scenario's file like any other) when NAME is unset or not allowed,
+/// so a scenario can run as checked out without exporting anything, and
+/// never reads a variable the command line did not allow.
 pub fn expand_env(text: &str, policy: &Policy) -> Result<String, String> {
     let mut out = String::new();
     let mut rest = text;
@@ -331,7 +335,19 @@ pub fn expand_env(text: &str, policy: &Policy) -> Result<String, String> {
         let end = after
             .find('}')
             .ok_or_else(|| format!("{text:?}: `${{` without a closing `}}`"))?;
-        let name = &after[..end];
+        let (name, default) = match after[..end].split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (&after[..end], None),
+        };
+        if let Some(d) = default {
+            let value = policy
+                .env_allowed(name)
+                .then(|| std::env::var(name).ok())
+                .flatten();
+            out.push_str(value.as_deref().unwrap_or(d));
+            rest = &after[end + 1..];
+            continue;
+        }
         if !policy.env_allowed(name) {
             return Err(format!(
                 "{text:?}: environment variable {name} is not allowed by the command line (allow it with --allow-env {name})"
@@ -945,6 +961,24 @@ mod tests {
         )
         .is_ok());
         assert!(p("[tick]\npath = \"t.wasm\"\nenv = [\"MODE=fast\"]\n").is_ok());
+        // `${NAME:-DEFAULT}`: the default where the variable is not allowed
+        // (it is not read) or not set; the value where it is both.
+        let tick = |s: Scenario| s.tick.path.unwrap().display().to_string();
+        let d = "[tick]\npath = \"${HOME:-../build}/t.wasm\"\n";
+        assert_eq!(
+            tick(parse(d, f, &Policy::default()).unwrap()),
+            "/s/../build/t.wasm"
+        );
+        let home = std::env::var("HOME").unwrap();
+        assert_eq!(
+            tick(parse(d, f, &allow("HOME")).unwrap()),
+            format!("{home}/t.wasm")
+        );
+        let unset = "[tick]\npath = \"${TICKBOX_SURELY_UNSET_VAR:-/opt/x}/t.wasm\"\n";
+        assert_eq!(
+            tick(parse(unset, f, &allow("TICKBOX_SURELY_UNSET_VAR")).unwrap()),
+            "/opt/x/t.wasm"
+        );
     }
 
     /// `dir` grants are made relative to the scenario and must lie under
