@@ -16,7 +16,7 @@ Ticks pulled from registries are in the store ($TICKBOX_STORE_DIR, else
 empties it too (a pinned reference then pulls again).
 
 Exit codes:
-  0    success (stdout: one JSON document)
+  0    success (stdout: one JSON document; `ls` on a terminal: a table, unless --json)
   2    usage error
   3    the cache or store directory is missing its owner/mode guarantees, or unreadable";
 
@@ -27,6 +27,9 @@ pub struct CacheArgs {
     /// Pretty-print JSON output
     #[arg(long, global = true)]
     pub pretty: bool,
+    /// JSON also on a terminal (`ls` prints a table there otherwise)
+    #[arg(long, global = true)]
+    pub json: bool,
 }
 
 #[derive(Subcommand)]
@@ -48,7 +51,10 @@ pub fn run(args: CacheArgs) -> Result<(), Exit> {
     let cache = Cache::open(dir, 0)
         .map_err(Exit::session)?
         .with_max_bytes(super::env::cache_max_bytes());
+    use std::io::IsTerminal;
+    let table = !args.json && !args.pretty && std::io::stdout().is_terminal();
     let v = match args.command {
+        CacheCommand::Ls if table => return super::emit_text(&ls_table(&cache)?),
         CacheCommand::Ls => {
             let entries = cache.entries();
             let total: u64 = entries.iter().map(|e| e.bytes).sum();
@@ -105,4 +111,58 @@ fn store_listing() -> Result<serde_json::Value, Exit> {
         }
         None => json!({"dir": super::env::store_dir(), "total_bytes": 0, "entries": []}),
     })
+}
+
+/// `cache ls` for a person: sizes in MB, the most recently used first.
+fn ls_table(cache: &Cache) -> Result<String, Exit> {
+    use std::fmt::Write;
+    let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
+    let mut entries = cache.entries();
+    entries.reverse();
+    let total: u64 = entries.iter().map(|e| e.bytes).sum();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "compile cache {}: {} entries, {} of {}",
+        cache.dir().display(),
+        entries.len(),
+        mb(total),
+        mb(cache.max_bytes())
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for e in &entries {
+        let ago = now.saturating_sub(e.last_used);
+        let ago = match ago {
+            s if s < 120 => format!("{s} s ago"),
+            s if s < 7200 => format!("{} min ago", s / 60),
+            s if s < 172_800 => format!("{} h ago", s / 3600),
+            s => format!("{} days ago", s / 86_400),
+        };
+        let compiler = e.compiler.map_or("old".to_string(), |c| c.to_string());
+        let _ = writeln!(
+            out,
+            "  {:.16}…  {compiler:9} {:>10}  used {ago}",
+            e.key,
+            mb(e.bytes)
+        );
+    }
+    match store()? {
+        Some(s) => {
+            let blobs = s.entries();
+            let total: u64 = blobs.iter().map(|b| b.bytes).sum();
+            let _ = writeln!(
+                out,
+                "store {}: {} blobs, {}",
+                s.dir().display(),
+                blobs.len(),
+                mb(total)
+            );
+        }
+        None => {
+            let _ = writeln!(out, "store: empty");
+        }
+    }
+    Ok(out.trim_end().to_string())
 }

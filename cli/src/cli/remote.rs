@@ -121,12 +121,35 @@ pub async fn try_run(command: &Command) -> Option<Result<(), Exit>> {
                 Err(e) => Err(e),
             }
         }
-        Command::Stop(a) => {
-            let target = a.target.trim_start_matches('@');
-            request(target, Request::Stop).await.map(|_| ())
-        }
+        Command::Stop(a) => stop(a.target.trim_start_matches('@')).await,
         _ => return None,
     })
+}
+
+/// How long `tickbox stop` waits for the instance to be gone from `ls`
+/// (its Tick has the session's own shutdown grace within this).
+pub const STOP_WAIT: Duration = Duration::from_secs(15);
+
+/// Stops an instance and returns once `tickbox ls` no longer lists it, so
+/// a script that stops and then lists sees it gone.
+async fn stop(target: &str) -> Result<(), Exit> {
+    let registry = Registry::open().map_err(exit_of)?;
+    let id = client::resolve(&registry, target)
+        .await
+        .map_err(exit_of)?
+        .id;
+    request(&id, Request::Stop).await?;
+    let deadline = tokio::time::Instant::now() + STOP_WAIT;
+    while client::resolve(&registry, &id).await.is_ok() {
+        if tokio::time::Instant::now() > deadline {
+            return Err(Exit::session(format!(
+                "`{target}` was asked to stop but is still listed after {} s",
+                STOP_WAIT.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
 }
 
 async fn call(

@@ -362,3 +362,27 @@ fn a_missing_tick_a_directory_and_a_command_without_dashes_get_a_useful_line() {
     // A bare name is still looked up on PATH (the native launcher's line).
     tickbox(&["read", "tickbox-no-such-command"]).expect(3, "not found");
 }
+
+/// `tickbox cache ls` on a terminal is a table for a person (sizes, the
+/// compiler, when each entry was used, the store's total); piped it is JSON.
+#[test]
+fn cache_ls_is_a_table_on_a_terminal_and_json_in_a_pipe() {
+    let w = crate::live::World::new("cache-tty");
+    let cache = w.dir.path("cache").display().to_string();
+    let store = w.dir.path("store").display().to_string();
+    let env = [
+        ("TICKBOX_CACHE_DIR", cache.as_str()),
+        ("TICKBOX_STORE_DIR", store.as_str()),
+    ];
+    let mut pty = w.pty_env(&["cache", "ls"], 100, 24, &env);
+    assert_eq!(pty.wait(), 0, "{}", pty.text());
+    let text = pty.text();
+    assert!(
+        text.contains(&format!("compile cache {cache}: 0 entries")),
+        "{text}"
+    );
+    assert!(text.contains("store: empty"), "{text}");
+    assert!(!text.contains("{\""), "{text}");
+    let out = tickbox_env(&["cache", "ls"], &env);
+    assert_eq!(out.json()["dir"], json!(cache), "{out:#?}");
+}
