@@ -14,6 +14,7 @@ mod new;
 mod oci;
 mod open;
 mod remote;
+mod review;
 mod run;
 mod stdio;
 mod terminal;

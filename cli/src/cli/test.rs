@@ -3,7 +3,7 @@
 
 use super::exit::{self, Exit};
 use super::open::{launcher as resolve, TickOpts, TickSpec};
-use clap::{Args, Parser, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,7 +50,10 @@ pub enum Format {
 }
 
 #[derive(Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct TestArgs {
+    #[command(subcommand)]
+    pub command: Option<TestCommand>,
     /// Scenario files, or directories searched for *.scenario.toml
     #[arg(value_name = "FILE|DIR", required = true)]
     pub paths: Vec<PathBuf>,
@@ -99,6 +102,13 @@ pub struct TestArgs {
     /// Wall time the whole run may take; scenarios not finished by then fail [default: 30m]
     #[arg(long, value_name = "DURATION")]
     pub run_timeout: Option<String>,
+}
+
+/// What `tickbox test` does besides running scenarios.
+#[derive(Subcommand)]
+pub enum TestCommand {
+    /// Walk the pending snapshots (NAME.snap.new, left by a screen that did not match): each diff, then accept, reject or skip; and list .snap files no scenario uses
+    Review(super::review::ReviewArgs),
 }
 
 /// Most retries of one scenario.
@@ -402,6 +412,9 @@ impl Drop for Scratch {
 
 /// Runs `tickbox test`.
 pub async fn run(args: TestArgs) -> Result<(), Exit> {
+    if let Some(TestCommand::Review(r)) = args.command {
+        return super::review::run(r);
+    }
     let files = scenario::discover(&args.paths).map_err(Exit::usage)?;
     if files.is_empty() {
         return Err(Exit::usage(
@@ -437,6 +450,11 @@ pub async fn run(args: TestArgs) -> Result<(), Exit> {
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     };
+    if args.update && in_ci() {
+        return Err(Exit::usage(
+            "--update: snapshots are never written when CI is set (a mismatch leaves NAME.snap.new for `tickbox test review`)",
+        ));
+    }
     let rules = Arc::new(Rules::from_args(&args)?);
     let format = args.format;
     let pretty = args.pretty;

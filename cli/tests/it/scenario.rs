@@ -264,16 +264,35 @@ fn update_writes_snapshots_trimmed_and_a_changed_screen_then_fails() {
     write("\"+\"");
     let missing = test(&[&file.to_string_lossy()]);
     missing.expect(1, "1 of 1 scenarios failed");
+    // The screen waits beside it for review; nothing else is written.
     assert!(
         missing
             .stdout
-            .contains("run tickbox test --update to write it"),
+            .contains("c.end.snap.new: accept or reject it with `tickbox test review`"),
         "{missing:#?}"
     );
+    assert!(!t.path("c.end.snap").exists());
+    let pending = std::fs::read_to_string(t.path("c.end.snap.new")).unwrap();
+    assert!(pending.contains("Counter: 1"), "{pending}");
 
+    // In CI snapshots are never written.
+    let ci = tickbox_env(
+        &[
+            "test",
+            "--allow-env=TICKBOX_WASM_DIR",
+            &file.to_string_lossy(),
+            "--update",
+        ],
+        &[("TICKBOX_WASM_DIR", wasm_dir().as_str()), ("CI", "true")],
+    );
+    ci.expect(2, "never written when CI is set");
     let out = test(&[&file.to_string_lossy(), "--update"]);
     assert_eq!(out.code, 0, "{out:#?}");
     assert!(out.stdout.contains("wrote "), "{out:#?}");
+    assert!(
+        !t.path("c.end.snap.new").exists(),
+        "--update answers the pending screen"
+    );
     let snap = std::fs::read_to_string(t.path("c.end.snap")).unwrap();
     assert!(snap.contains("Counter: 1"), "{snap}");
     assert!(
@@ -772,4 +791,95 @@ fn example_scenarios_run_without_exporting_variables() {
     );
     out.expect(3, "could not start");
     assert!(out.stdout.contains("/nonexistent/counter.wasm"), "{out:#?}");
+}
+
+/// The review flow: a mismatch leaves NAME.snap.new; `tickbox test review`
+/// lists it when no one can answer, `--accept` makes it the snapshot (the
+/// scenario then passes), `--reject` drops it, and a .snap no scenario
+/// uses is reported.
+#[test]
+fn pending_snapshots_are_reviewed_accepted_or_rejected() {
+    let t = TempDir::new("review");
+    let wasm = format!("{}/counter.wasm", wasm_dir());
+    let file = t.path("c.scenario.toml");
+    let write = |keys: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "[tick]\npath = {wasm:?}\nsize = [30, 5]\n\n[[step]]\nkeys = [{keys}]\n\n[[step]]\nwait_for = {{ contains = \"Counter\" }}\n\n[[step]]\nexpect_screen = {{ snapshot = \"end\" }}\n"
+            ),
+        )
+        .unwrap();
+    };
+    let dir = t.0.display().to_string();
+    let review = |extra: &[&str]| {
+        let mut a = vec!["test", "review", dir.as_str()];
+        a.extend(extra);
+        tickbox(&a)
+    };
+    write("\"+\"");
+    test(&[&file.to_string_lossy()]).expect(1, "failed");
+    std::fs::write(t.path("c.old.snap"), "gone\n").unwrap();
+    let listed = review(&[]);
+    listed.expect(1, "1 snapshots pending");
+    assert!(
+        listed.stdout.contains("pending: ") && listed.stdout.contains("c.end.snap.new"),
+        "{listed:#?}"
+    );
+    let accepted = review(&["--accept"]);
+    assert_eq!(accepted.code, 0, "{accepted:#?}");
+    assert!(
+        accepted.stdout.contains("accepted ")
+            && accepted.stdout.contains("unreferenced: ")
+            && accepted.stdout.contains("c.old.snap"),
+        "{accepted:#?}"
+    );
+    assert!(std::fs::read_to_string(t.path("c.end.snap"))
+        .unwrap()
+        .contains("Counter: 1"));
+    assert!(!t.path("c.end.snap.new").exists());
+    let out = test(&[&file.to_string_lossy()]);
+    assert_eq!(out.code, 0, "the accepted snapshot matches: {out:#?}");
+    // A changed screen, rejected: the snapshot stays as it was.
+    write("\"+\", \"+\"");
+    test(&[&file.to_string_lossy()]).expect(1, "failed");
+    assert!(t.path("c.end.snap.new").exists());
+    let rejected = review(&["--reject"]);
+    assert_eq!(rejected.code, 0, "{rejected:#?}");
+    assert!(!t.path("c.end.snap.new").exists());
+    assert!(std::fs::read_to_string(t.path("c.end.snap"))
+        .unwrap()
+        .contains("Counter: 1"));
+}
+
+/// On a terminal, review shows the diff and asks; the answer is typed.
+#[test]
+fn review_asks_on_a_terminal() {
+    let w = crate::live::World::new("review-tty");
+    let wasm = format!("{}/counter.wasm", wasm_dir());
+    let file = w.dir.path("c.scenario.toml");
+    std::fs::write(
+        &file,
+        format!("[tick]\npath = {wasm:?}\nsize = [30, 5]\n\n[[step]]\nwait_for = {{ contains = \"Counter\" }}\n\n[[step]]\nexpect_screen = {{ snapshot = \"end\" }}\n"),
+    )
+    .unwrap();
+    test(&[&file.to_string_lossy()]).expect(1, "failed");
+    let dir = w.dir.0.display().to_string();
+    let mut pty = w.pty(&["test", "review", &dir], 100, 30);
+    assert!(
+        crate::util::eventually(crate::live::WAIT, || pty
+            .text()
+            .contains("[a]ccept, [r]eject, [s]kip?")),
+        "{}",
+        pty.text()
+    );
+    assert!(
+        pty.text().contains("(new):") && pty.text().contains("Counter: 0"),
+        "{}",
+        pty.text()
+    );
+    pty.type_keys(b"a\r");
+    assert_eq!(pty.wait(), 0, "{}", pty.text());
+    assert!(pty.text().contains("accepted "), "{}", pty.text());
+    assert!(w.dir.path("c.end.snap").exists());
 }

@@ -111,6 +111,16 @@ fn refuse_existing(path: &Path) -> Result<(), FileError> {
     }
 }
 
+/// Removes the regular file `path` if it is one (a link or anything else is
+/// left alone and refused); a missing file is fine.
+pub fn remove_regular(path: &Path) -> Result<(), FileError> {
+    refuse_existing(path)?;
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(FileError::io(path, e)),
+        _ => Ok(()),
+    }
+}
+
 /// Replaces (or creates) the regular file `path` with `text`: written to a
 /// new file in the same directory, then renamed over it. A symbolic link or
 /// a non-file at `path` is refused and left as it is.

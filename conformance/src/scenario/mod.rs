@@ -40,6 +40,7 @@
 //! ```
 
 pub(crate) mod diff;
+pub use diff::screen_diff;
 pub(crate) mod files;
 pub(crate) mod keys;
 pub(crate) mod model;
@@ -48,13 +49,13 @@ pub(crate) mod record;
 pub mod report;
 pub(crate) mod run;
 
-pub use files::FileError;
+pub use files::{read_regular, remove_regular, write_regular, FileError};
 pub use model::{dir_grant, load, parse, parse_duration, stem, Scenario, ScenarioError};
 pub use policy::Policy;
 pub use record::{RecordTick, RecordTime, Recorder, KEY_MERGE};
 pub use run::{
-    run, Failure, Outcome, Prepared, RunOptions, ScenarioResult, TickKind, TimeBudget,
-    DEFAULT_RUN_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, MAX_WAIT_JUMPS,
+    pending_path, run, Failure, Outcome, Prepared, RunOptions, ScenarioResult, TickKind,
+    TimeBudget, DEFAULT_RUN_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, MAX_SNAPSHOT_BYTES, MAX_WAIT_JUMPS,
 };
 
 use std::path::{Path, PathBuf};

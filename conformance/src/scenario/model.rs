@@ -57,6 +57,26 @@ pub struct Scenario {
     pub steps: Vec<Step>,
 }
 
+impl Scenario {
+    /// The snapshot files its steps compare the screen with.
+    pub fn snapshots(&self) -> Vec<PathBuf> {
+        self.steps
+            .iter()
+            .filter_map(|s| match &s.action {
+                Action::WaitFor {
+                    check: Check::Snapshot { path, .. },
+                    ..
+                }
+                | Action::Expect {
+                    check: Check::Snapshot { path, .. },
+                    ..
+                } => Some(path.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
 /// The `[tick]` table.
 #[derive(Debug, Clone, Default)]
 pub struct TickSection {

@@ -460,9 +460,23 @@ impl Runner<'_> {
                 if let Err(found) = self.barrier().await {
                     return Err((describe, found));
                 }
-                self.eventually(check, *timeout)
-                    .await
-                    .map_err(|found| (describe, found))
+                match (self.eventually(check, *timeout).await, check) {
+                    (Ok(()), _) => Ok(()),
+                    // A snapshot that differs (or is missing) is never
+                    // overwritten here: the screen goes beside it as
+                    // NAME.snap.new, for `tickbox test review`.
+                    (Err(mut found), Check::Snapshot { path, .. }) => {
+                        found.push(match self.write_pending(path).await {
+                            Ok(new) => format!(
+                                "the screen is in {}: accept or reject it with `tickbox test review`",
+                                new.display()
+                            ),
+                            Err(e) => e,
+                        });
+                        Err((describe, found))
+                    }
+                    (Err(found), _) => Err((describe, found)),
+                }
             }
             Action::ExpectUpdate { n, timeout } => self.expect_update(*n, *timeout, describe).await,
         }
@@ -764,6 +778,20 @@ impl Runner<'_> {
         }
     }
 
+    /// Writes the settled screen as the pending snapshot `path` + `.new`.
+    async fn write_pending(&mut self, path: &std::path::Path) -> Result<PathBuf, String> {
+        let new = pending_path(path);
+        self.session
+            .view()
+            .settle(SNAPSHOT_QUIET, SNAPSHOT_SETTLE_MAX)
+            .await;
+        let screen = diff::normalize_screen(&self.session.view().screen_text());
+        files::write_regular(&new, &screen)
+            .map_err(|e| format!("cannot write the pending snapshot: {e}"))?;
+        self.result.written.push(new.clone());
+        Ok(new)
+    }
+
     async fn write_snapshot(&mut self, path: &std::path::Path) -> Result<(), String> {
         self.barrier().await.map_err(|e| e.join("; "))?;
         self.session
@@ -782,6 +810,8 @@ impl Runner<'_> {
         }
         files::write_regular(path, &screen)
             .map_err(|e| format!("cannot write the snapshot: {e}"))?;
+        // A pending screen for it is answered by this one.
+        let _ = files::remove_regular(&pending_path(path));
         self.result.written.push(path.to_path_buf());
         Ok(())
     }
@@ -828,12 +858,17 @@ impl Runner<'_> {
     }
 }
 
+/// Where the screen goes when a snapshot does not match: `NAME.snap.new`.
+pub fn pending_path(snapshot: &std::path::Path) -> PathBuf {
+    let mut s = snapshot.as_os_str().to_os_string();
+    s.push(".new");
+    PathBuf::from(s)
+}
+
 fn read_snapshot(path: &std::path::Path, name: &str) -> Result<String, Vec<String>> {
     match files::read_regular(path, MAX_SNAPSHOT_BYTES) {
         Ok(text) => Ok(diff::normalize_screen(&text)),
-        Err(e @ FileError::Missing(_)) => Err(vec![format!(
-            "snapshot {name:?}: {e}; run tickbox test --update to write it"
-        )]),
+        Err(e @ FileError::Missing(_)) => Err(vec![format!("snapshot {name:?}: {e}")]),
         // A link, a FIFO, a big file: refused, naming the file, never
         // showing what it points to.
         Err(e) => Err(vec![format!("snapshot {name:?} refused: {e}")]),
@@ -863,10 +898,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("s.x.snap");
         let missing = read_snapshot(&f, "x").unwrap_err();
-        assert!(
-            missing[0].contains("run tickbox test --update to write it"),
-            "{missing:?}"
-        );
+        assert!(missing[0].starts_with("snapshot \"x\""), "{missing:?}");
         std::fs::write(&f, "a  \nb\n\n").unwrap();
         assert_eq!(read_snapshot(&f, "x").unwrap(), "a\nb\n");
         std::fs::write(&f, vec![b'a'; MAX_SNAPSHOT_BYTES as usize]).unwrap();
