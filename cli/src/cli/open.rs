@@ -256,14 +256,16 @@ pub fn launcher(spec: TickSpec, args: &TickOpts) -> Result<Launcher, Exit> {
             let meta = std::fs::metadata(path);
             if meta.as_ref().is_ok_and(|m| m.is_dir()) {
                 return Err(Exit::session(format!(
-                    "`{p}` is a directory: give a Tick's executable or .wasm file (or `-- COMMAND`)"
+                    "cannot start the Tick: `{p}` is a directory: give a Tick's executable or .wasm file (or `-- COMMAND`)"
                 )));
             }
             // A bare name (no `/`, not .wasm) is looked up on PATH by the
             // native launcher, which says so itself.
             let missing = meta.is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
             if missing && (p.contains('/') || p.ends_with(".wasm")) {
-                return Err(Exit::session(format!("`{p}` does not exist")));
+                return Err(Exit::session(format!(
+                    "cannot start the Tick: `{p}` does not exist"
+                )));
             }
         }
     }

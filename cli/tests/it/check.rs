@@ -321,7 +321,7 @@ fn sample_args_drive_mutating_calls() {
 fn usage_errors_and_unstartable_ticks() {
     cli_check(&["--only", "no.such_rule"], &tick("counter.py")).expect(2, "unknown rule");
     let out = tickbox(&["check", "/nonexistent/tick"]);
-    out.expect(3, "not found");
+    out.expect(3, "does not exist");
     // One line naming the cause, with its context said once.
     assert_eq!(
         out.stderr.matches("cannot start the Tick:").count(),
@@ -330,7 +330,7 @@ fn usage_errors_and_unstartable_ticks() {
         out.stderr
     );
     assert!(
-        out.stderr.contains("`/nonexistent/tick` not found"),
+        out.stderr.contains("`/nonexistent/tick` does not exist"),
         "{}",
         out.stderr
     );
