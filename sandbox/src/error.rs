@@ -41,7 +41,9 @@ pub enum WasmError {
     #[error("cannot start wasmtime: {0}")]
     Engine(String),
     /// The bytes are not the ones pinned ([`crate::WasmSpec::pin`]).
-    #[error("refusing to start {path}: its content is {actual}, not the {expected} it was pinned to")]
+    #[error(
+        "refusing to start {path}: its content is {actual}, not the {expected} it was pinned to"
+    )]
     NotPinned {
         path: PathBuf,
         expected: WasmDigest,
