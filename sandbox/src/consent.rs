@@ -662,8 +662,10 @@ mod tests {
         assert_eq!(requested_guest("/data:rw,max=1MiB"), "/data");
         let e = check_manifest(&spec(&[("dir", "/etc::/etc")])).unwrap_err();
         assert!(e.to_string().contains("guest paths only"), "{e}");
-        let mut ca = GrantSpec::default();
-        ca.http_ca = Some("/tmp/ca.pem".into());
+        let ca = GrantSpec {
+            http_ca: Some("/tmp/ca.pem".into()),
+            ..GrantSpec::default()
+        };
         assert!(check_manifest(&ca).is_err());
     }
 

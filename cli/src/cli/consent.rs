@@ -47,7 +47,7 @@ pub enum Asking {
     Nobody(&'static str),
     /// Decided already, before this process lost its terminal (`tickbox
     /// run` decides before it forks its host); `None`: nothing asked.
-    Decided(Option<Decided>),
+    Decided(Option<Box<Decided>>),
 }
 
 /// What a decision granted: the content it was about and the requests.
@@ -76,7 +76,7 @@ pub struct Subject {
 /// it asks for nothing; otherwise approved now or before (or refused).
 pub fn for_file(path: &Path, asking: &Asking) -> Result<Option<Decided>, Exit> {
     if let Asking::Decided(d) = asking {
-        return Ok(d.clone());
+        return Ok(d.as_deref().cloned());
     }
     let Some(subject) = subject_of(path, None)? else {
         return Ok(None);
@@ -398,8 +398,10 @@ mod tests {
 
     #[test]
     fn unmapped_guest_dirs_are_named() {
-        let mut requested = GrantSpec::default();
-        requested.dir = vec!["/data:ro".into(), "/out".into()];
+        let requested = GrantSpec {
+            dir: vec!["/data:ro".into(), "/out".into()],
+            ..GrantSpec::default()
+        };
         let notes = unmapped_dirs(&requested, &["/data".to_string()]);
         assert_eq!(notes.len(), 1);
         assert!(notes[0].contains("--dir HOST::/out"), "{notes:?}");

@@ -76,7 +76,9 @@ pub fn main(mut args: RunArgs, verbose: u8) -> ExitCode {
     if let TickSpec::Path(p) = &spec {
         if tickbox_runtime::backend::wasm::is_wasm_path(Path::new(p)) {
             match super::consent::for_file(Path::new(p), &args.opts.asking) {
-                Ok(decided) => args.opts.asking = super::consent::Asking::Decided(decided),
+                Ok(decided) => {
+                    args.opts.asking = super::consent::Asking::Decided(decided.map(Box::new))
+                }
                 Err(e) => return super::fail(e),
             }
         }

@@ -354,3 +354,25 @@ fn keys_typed_before_the_prompt_do_not_answer_it() {
     assert_eq!(pty.wait(), 0, "{:?}", pty.text());
     assert!(!pty.text().contains("[y/u/N]"), "{:?}", pty.text());
 }
+
+/// `tickbox run` asks on its terminal before it forks the host that loses
+/// it; the host starts under that decision. `n` starts nothing.
+#[test]
+fn run_asks_before_its_host_starts_and_the_host_keeps_the_answer() {
+    let a = Asker::new("consent-run", "env = [\"CONSENT_GREETING=granted\"]\n");
+    let w = World::new("consent-run-pty");
+    let mut pty = w.pty_env(&["run", "--name", "asker", a.path()], 120, 40, &a.env());
+    pty.expect_since(0, "[y/u/N]");
+    pty.type_keys(b"n\r");
+    assert_eq!(pty.wait(), 2, "{:?}", pty.text());
+    assert!(w.ls().is_empty(), "nothing was started");
+    assert!(a.approvals().is_empty());
+    let mut view = w.pty_env(&["run", "--name", "asker", a.path()], 120, 40, &a.env());
+    view.expect_since(0, "[y/u/N]");
+    view.type_keys(b"y\r");
+    w.wait_for("asker");
+    let out = w.tickbox(&["call", "@asker", "env", r#"{"name":"CONSENT_GREETING"}"#]);
+    assert_eq!(out.json()["value"], "granted", "{out:#?}");
+    assert_eq!(a.approvals().len(), 1);
+    assert_eq!(w.tickbox(&["stop", "asker"]).code, 0);
+}
