@@ -346,8 +346,9 @@ fn policy_files_grant_and_info_shows_grants_and_requests() {
     )
     .unwrap();
     tickbox(&["info", c, "--policy", p]).expect(2, "tickbox trust");
-    let trust = dir.path("trust");
-    let env = [("TICKBOX_TRUST_DIR", trust.to_str().unwrap())];
+    // Apart from the granted directory: no grant may contain the store.
+    let trust = TempDir::new("sandbox-trust");
+    let env = [("TICKBOX_TRUST_DIR", trust.0.to_str().unwrap())];
     assert_eq!(tickbox_env(&["trust", c], &env).code, 0);
     let out = tickbox_env(&["info", c, "--policy", p], &env);
     assert_eq!(out.code, 0, "{out:#?}");
