@@ -21,6 +21,7 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
 use tickbox_runtime::backend::wasm::consent::{
     self, asks_nothing, check_manifest, request_lines, requested_guest, Approval, TrustStore,
     Verdict,
@@ -290,6 +291,8 @@ pub fn prompt_text(subject: &Subject, verdict: &Verdict) -> String {
 /// appeared, and reads one line.
 fn ask(tty: &File, subject: &Subject, verdict: &Verdict) -> Result<Answer, Exit> {
     let cannot = |e: std::io::Error| Exit::usage(format!("cannot ask on the terminal: {e}"));
+    // From before the prompt is drawn until it is answered, Ctrl-C ends it.
+    let interrupt = Interrupt::catch().map_err(cannot)?;
     let mut w = tty;
     w.write_all(prompt_text(subject, verdict).as_bytes())
         .and_then(|()| w.flush())
@@ -300,7 +303,7 @@ fn ask(tty: &File, subject: &Subject, verdict: &Verdict) -> Result<Answer, Exit>
     if unsafe { libc::tcflush(tty.as_raw_fd(), libc::TCIFLUSH) } != 0 {
         return Err(cannot(std::io::Error::last_os_error()));
     }
-    let line = read_line(tty).map_err(|e| {
+    let line = read_line(tty, &interrupt).map_err(|e| {
         if e.kind() == std::io::ErrorKind::Interrupted {
             Exit::new(
                 exit::INTERRUPTED,
@@ -317,21 +320,35 @@ fn ask(tty: &File, subject: &Subject, verdict: &Verdict) -> Result<Answer, Exit>
     })
 }
 
-/// One line from the terminal, at most [`MAX_ANSWER_BYTES`]. Waits with
-/// `poll`, which a signal always interrupts (a `read` would be restarted
-/// under `SA_RESTART`), so Ctrl-C ends the prompt.
-fn read_line(tty: &File) -> std::io::Result<String> {
+/// One line from the terminal, at most [`MAX_ANSWER_BYTES`]; Ctrl-C
+/// (SIGINT), SIGTERM or SIGHUP caught by `interrupt` ends the wait with
+/// `Interrupted`.
+fn read_line(tty: &File, interrupt: &Interrupt) -> std::io::Result<String> {
     let mut line = Vec::new();
     let mut tty = tty;
     while line.len() < MAX_ANSWER_BYTES {
-        let mut fds = libc::pollfd {
-            fd: tty.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: poll on one pollfd we own.
-        if unsafe { libc::poll(&mut fds, 1, -1) } < 0 {
-            return Err(std::io::Error::last_os_error());
+        let mut fds = [
+            libc::pollfd {
+                fd: tty.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: interrupt.read_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: poll on two pollfds we own.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue; // the pipe says whether it was one of ours
+            }
+            return Err(e);
+        }
+        if fds[1].revents != 0 {
+            return Err(std::io::ErrorKind::Interrupted.into());
         }
         let mut buf = [0u8; MAX_ANSWER_BYTES];
         let n = tty.read(&mut buf)?;
@@ -348,6 +365,81 @@ fn read_line(tty: &File) -> std::io::Result<String> {
         .position(|b| *b == b'\n' || *b == b'\r')
         .unwrap_or(line.len());
     Ok(String::from_utf8_lossy(&line[..end]).into_owned())
+}
+
+/// The write end of [`Interrupt`]'s pipe, for its signal handler.
+static INTERRUPT_FD: AtomicI32 = AtomicI32::new(-1);
+
+/// The signals that end a prompt.
+const PROMPT_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+/// While a prompt waits, these signals write a byte to a pipe the wait
+/// polls, whichever thread takes them (the self-pipe trick). Waiting on
+/// the terminal alone would race: a signal handled between drawing the
+/// prompt and entering `poll` (tokio's handler records it for a task that
+/// cannot run while the prompt blocks) leaves `poll` waiting for Enter.
+/// Dropping it puts the previous handlers back, exactly as they were.
+struct Interrupt {
+    read: File,
+    _write: File,
+    previous: Vec<(libc::c_int, libc::sigaction)>,
+}
+
+extern "C" fn on_prompt_signal(_: libc::c_int) {
+    let fd = INTERRUPT_FD.load(Ordering::SeqCst);
+    if fd >= 0 {
+        // SAFETY: write is async-signal-safe; the fd is a non-blocking pipe
+        // kept open until the handlers are restored.
+        unsafe { libc::write(fd, [1u8].as_ptr().cast(), 1) };
+    }
+}
+
+impl Interrupt {
+    fn catch() -> std::io::Result<Interrupt> {
+        use std::os::fd::FromRawFd;
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe2 writes two fds into the array we pass.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: both fds are fresh and owned by these Files alone.
+        let (read, write) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+        INTERRUPT_FD.store(write.as_raw_fd(), Ordering::SeqCst);
+        let mut previous = Vec::new();
+        for sig in PROMPT_SIGNALS {
+            // SAFETY: a zeroed sigaction is a valid value to fill in; the
+            // handler only calls write.
+            unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_prompt_signal as extern "C" fn(libc::c_int) as usize;
+                libc::sigemptyset(&mut action.sa_mask);
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, &action, &mut old) == 0 {
+                    previous.push((sig, old));
+                }
+            }
+        }
+        Ok(Interrupt {
+            read,
+            _write: write,
+            previous,
+        })
+    }
+
+    fn read_fd(&self) -> i32 {
+        self.read.as_raw_fd()
+    }
+}
+
+impl Drop for Interrupt {
+    fn drop(&mut self) {
+        for (sig, old) in &self.previous {
+            // SAFETY: puts back the action sigaction returned for this signal.
+            unsafe { libc::sigaction(*sig, old, std::ptr::null_mut()) };
+        }
+        // After the handlers are back: none can write to a closed fd.
+        INTERRUPT_FD.store(-1, Ordering::SeqCst);
+    }
 }
 
 /// The notices for directories a decision asked for that no `--dir`

@@ -376,3 +376,24 @@ fn run_asks_before_its_host_starts_and_the_host_keeps_the_answer() {
     assert_eq!(a.approvals().len(), 1);
     assert_eq!(w.tickbox(&["stop", "asker"]).code, 0);
 }
+
+/// Ctrl-C at the prompt ends it, however the signal lands (the prompt
+/// catches it into a pipe its wait polls): exit 130, nothing started or
+/// stored. Several rounds, since a lost signal used to depend on timing.
+#[test]
+fn an_interrupt_at_the_prompt_ends_it_and_stores_nothing() {
+    let a = Asker::new(
+        "consent-interrupt",
+        "env = [\"CONSENT_GREETING=granted\"]\n",
+    );
+    let w = World::new("consent-interrupt-pty");
+    let args = ["call", a.path(), "env", r#"{"name":"CONSENT_GREETING"}"#];
+    for _ in 0..5 {
+        let mut pty = w.pty_env(&args, 200, 40, &a.env());
+        pty.expect_since(0, "[y/u/N]");
+        pty.signal(libc::SIGINT);
+        assert_eq!(pty.wait(), 130, "{:?}", pty.text());
+        assert!(pty.text().contains("interrupted at the approval prompt"));
+        assert!(a.approvals().is_empty());
+    }
+}
