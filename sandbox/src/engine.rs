@@ -196,6 +196,8 @@ pub struct WasmEngine {
     /// The executable that compiles under bounds (see [`compile`]); None
     /// compiles in-process.
     pub(crate) worker: Option<PathBuf>,
+    /// More of tickbox's own state no grant may overlap ([`EngineOptions::own_state`]).
+    pub(crate) own_state: Vec<PathBuf>,
     /// Told about compiles that take longer than the duration.
     pub(crate) slow_compile: std::sync::OnceLock<(Duration, SlowCompile)>,
     pub(crate) policy: std::sync::Mutex<CompilePolicy>,
@@ -242,6 +244,9 @@ pub struct EngineOptions {
     pub worker: Option<PathBuf>,
     /// How guests yield at their slice's end (default [`GuestYield::Deferred`]).
     pub guest_yield: GuestYield,
+    /// More of tickbox's own state that no grant may overlap, beyond the
+    /// default places (e.g. a trust store moved elsewhere; default: none).
+    pub own_state: Vec<PathBuf>,
 }
 
 impl Default for EngineOptions {
@@ -251,6 +256,7 @@ impl Default for EngineOptions {
             cache_max_bytes: limits::DEFAULT_CACHE_MAX_BYTES,
             worker: None,
             guest_yield: GuestYield::Deferred,
+            own_state: Vec::new(),
         }
     }
 }
@@ -285,6 +291,7 @@ impl WasmEngine {
             cache_max_bytes,
             worker,
             guest_yield,
+            own_state,
         } = options;
         let e = |x: wasmtime::Error| WasmError::Engine(format!("{x:#}"));
         let cranelift = Tier::new(compile::Compiler::Cranelift).map_err(e)?;
@@ -335,6 +342,7 @@ impl WasmEngine {
             cache,
             cache_refused,
             worker,
+            own_state,
         }))
     }
 

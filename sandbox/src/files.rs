@@ -136,11 +136,15 @@ pub(crate) const P1_ERRNO_PERM: i32 = 63;
 pub(crate) type SlowCompile = Box<dyn Fn(&Path, usize) + Send + Sync>;
 
 /// tickbox's own state directories, which no grant may overlap: the compile
-/// cache and the live-instance directory (which holds the grant area).
-pub(crate) fn own_state(cache_dir: Option<&Path>) -> Vec<PathBuf> {
+/// cache, the live-instance directory (which holds the grant area), the
+/// trust store (a Tick that could write it could approve itself) and
+/// whatever else the engine was told is tickbox's (`more`).
+pub(crate) fn own_state(cache_dir: Option<&Path>, more: &[PathBuf]) -> Vec<PathBuf> {
     let mut own = Vec::new();
     own.extend(cache::default_dir());
     own.extend(cache_dir.map(Path::to_path_buf));
+    own.extend(crate::consent::default_dir());
+    own.extend(more.iter().cloned());
     if let Ok(r) = tickbox_host::live::Registry::open() {
         own.push(r.dir().to_path_buf());
     }

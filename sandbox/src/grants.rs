@@ -23,7 +23,8 @@
 //!
 //! A policy file (`--policy FILE`, TOML) holds the same grants so a user can
 //! keep them per Tick; a manifest shipped beside a Tick (`NAME.tick.toml`)
-//! says what the Tick asks for, and is only ever shown, never applied.
+//! says what the Tick asks for, applied only under a person's approval of
+//! the Tick's content ([`crate::consent`]).
 
 pub use crate::limits::{DEFAULT_MAX_MEMORY, MAX_HANDLES_LIMIT, MIN_COMPILE_MEMORY};
 use serde::{Deserialize, Serialize};

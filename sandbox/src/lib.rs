@@ -56,6 +56,7 @@
 pub mod cache;
 pub mod compile;
 pub mod compiler;
+pub mod consent;
 pub mod digest;
 pub(crate) mod grant_area;
 pub mod grants;

@@ -37,6 +37,8 @@
 //! | [`MAX_ADVANCE`], [`MAX_ADVANCE_FIRINGS`] | 366 days, 100,000 | one `advance` step |
 //! | **compile cache** | | |
 //! | [`DEFAULT_CACHE_MAX_BYTES`], [`MAX_CACHE_ENTRY_BYTES`] | 1 GiB, 2 GiB | the cache's size cap, the largest entry read |
+//! | **trust store** ([`crate::consent`]) | | |
+//! | [`MAX_TRUST_STORE_BYTES`] | 4 MiB | the approvals file read |
 //!
 //! A unit test checks the table's values against the constants.
 use std::time::Duration;
@@ -154,6 +156,12 @@ pub const DEFAULT_CACHE_MAX_BYTES: u64 = 1 << 30;
 /// Largest entry ever read back (larger files are not ours: refused).
 pub const MAX_CACHE_ENTRY_BYTES: u64 = 2 << 30;
 
+// ---- trust store (consent.rs) ----
+
+/// Largest approvals file read: thousands of approvals; a bigger file is
+/// refused with one line rather than read into memory.
+pub const MAX_TRUST_STORE_BYTES: u64 = 4 << 20;
+
 // ---- virtual_time.rs ----
 
 /// Most timer deadlines one `advance` fires before it gives up.
@@ -256,6 +264,10 @@ mod tests {
                     DEFAULT_CACHE_MAX_BYTES >> 30,
                     MAX_CACHE_ENTRY_BYTES >> 30
                 ),
+            ),
+            (
+                "MAX_TRUST_STORE_BYTES",
+                format!("{} MiB", MAX_TRUST_STORE_BYTES / MIB),
             ),
         ];
         for (name, want) in checks {

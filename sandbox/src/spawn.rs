@@ -9,6 +9,7 @@ pub(crate) fn wasi_builder(
     view: &Arc<View>,
     clock: Option<&virtual_time::VirtualClock>,
     cache_dir: Option<&Path>,
+    more_own_state: &[PathBuf],
 ) -> Result<(WasiCtxBuilder, Vec<grant_area::GrantDir>, PreopenQuotas), WasmError> {
     use wasmtime_wasi::sockets::SocketAddrUse;
     let mut b = WasiCtxBuilder::new();
@@ -40,7 +41,7 @@ pub(crate) fn wasi_builder(
     b.max_random_size(limits::MAX_RANDOM_BYTES);
     let mut keep = Vec::new();
     let mut quotas = Vec::new();
-    let own_state = own_state(cache_dir);
+    let own_state = own_state(cache_dir, more_own_state);
     for d in &spec.grants.dirs {
         let perms = if d.read_only {
             wasmtime_wasi::FsPerms::ReadOnly
@@ -149,6 +150,7 @@ pub async fn spawn_with(
         &view,
         clock,
         engine.cache().map(|c| c.dir()),
+        &engine.own_state,
     )?;
     builder.stdin(guest_stdin);
     builder.stdout(guest_stdout);

@@ -3,11 +3,14 @@
 
 use std::path::PathBuf;
 use tickbox_runtime::backend::wasm::{
-    cache, grants::parse_size, limits, CompilePolicy, GuestYield,
+    cache, consent, grants::parse_size, limits, CompilePolicy, GuestYield,
 };
 
 /// Overrides where compiled code is kept (default: [`cache::default_dir`]).
 pub const CACHE_DIR: &str = "TICKBOX_CACHE_DIR";
+/// Overrides where approvals of Ticks' requested grants are kept
+/// (default: [`consent::default_dir`]).
+pub const TRUST_DIR: &str = "TICKBOX_TRUST_DIR";
 /// Overrides the compile cache's size cap (a size such as `512MiB`;
 /// default [`limits::DEFAULT_CACHE_MAX_BYTES`]).
 pub const CACHE_MAX_SIZE: &str = "TICKBOX_CACHE_MAX_SIZE";
@@ -72,6 +75,13 @@ pub fn cache_dir() -> Option<PathBuf> {
     std::env::var_os(CACHE_DIR)
         .map(PathBuf::from)
         .or_else(cache::default_dir)
+}
+
+/// The trust store's directory: `$TICKBOX_TRUST_DIR`, else the XDG default.
+pub fn trust_dir() -> Option<PathBuf> {
+    std::env::var_os(TRUST_DIR)
+        .map(PathBuf::from)
+        .or_else(consent::default_dir)
 }
 
 /// The compile cache's size cap: `$TICKBOX_CACHE_MAX_SIZE` when set and

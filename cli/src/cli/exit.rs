@@ -4,7 +4,8 @@
 pub const OK: u8 = 0;
 /// The tool returned an error (stdout: `{"code","message","data","executed"}`).
 pub const TOOL_ERROR: u8 = 1;
-/// Usage error, bad args, or approval refused (nothing was sent).
+/// Usage error, bad args, or approval refused: a mutating call without
+/// `--yes`, or a manifest's requests not approved (nothing was sent or started).
 pub const USAGE: u8 = 2;
 /// The Tick could not start, failed initialization, or its session ended on a violation.
 pub const SESSION: u8 = 3;
@@ -18,7 +19,9 @@ pub const HELP: &str = "\
 Exit codes:
   0    success
   1    the tool returned an error (stdout: {\"code\",\"message\",\"data\",\"executed\"})
-  2    usage error, invalid args, or a mutating call without --yes (nothing was sent)
+  2    usage error, invalid args, a mutating call without --yes (nothing was sent), or
+       a Tick's manifest asking for grants no one approved for its content (nothing
+       was started; `tickbox trust PATH` approves it)
   3    the Tick could not start, initialization failed, or the session ended on a
        protocol violation (stderr names the rule)
   4    unknown outcome: the call timed out, the Tick died mid-call, or its response

@@ -5,6 +5,7 @@
 //! closes stdin, then stops the Ticks. The facade itself lives in
 //! [`tickbox_runtime::mcp`].
 
+use super::consent::{self, Asking};
 use super::exit::Exit;
 use super::open::{self, TickOpts, TickSpec};
 use clap::Args;
@@ -21,8 +22,10 @@ use tickbox_runtime::session::Session;
 pub const HELP: &str = "\
 Exit codes:
   0    the MCP client closed stdin; every Tick was stopped
-  2    usage or config error, or a tool name MCP cannot take (a clash, or over 64
-       characters); stderr names it
+  2    usage or config error, a tool name MCP cannot take (a clash, or over 64
+       characters), or a wasm Tick whose manifest asks for grants no one approved
+       for its content (tickbox mcp never asks; `tickbox trust PATH` approves);
+       stderr names it
   3    a Tick could not start or failed initialization, the MCP handshake failed, or
        the --http address cannot be bound
   130  interrupted; the Ticks were stopped
@@ -362,10 +365,12 @@ fn plan(args: McpArgs) -> Result<Vec<Planned>, Exit> {
         }
         let spec = args.opts.spec(args.tick)?;
         let grants = args.opts.grant_spec()?;
+        let mut opts = args.opts;
+        opts.asking = Asking::Nobody(consent::NOBODY_MCP);
         return Ok(vec![Planned {
             name: args.name,
             spec,
-            opts: args.opts,
+            opts,
             grants,
         }]);
     };
@@ -417,6 +422,9 @@ fn planned(entry: TickEntry, flags: &TickOpts, config: &std::path::Path) -> Plan
         no_cache: flags.no_cache,
         // References named in the config are locked beside it.
         registry: flags.registry.lock_beside(Some(config)),
+        // No MCP request leads to an approval: a Tick whose manifest asks
+        // for what nobody approved is refused before MCP traffic starts.
+        asking: Asking::Nobody(consent::NOBODY_MCP),
     };
     Planned {
         name: Some(entry.name),

@@ -5,6 +5,7 @@ mod attach;
 mod cache;
 mod check;
 mod compile;
+mod consent;
 mod env;
 mod exit;
 mod logging;
@@ -19,6 +20,7 @@ mod run;
 mod stdio;
 mod terminal;
 mod test;
+mod trust;
 mod watch;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -102,6 +104,9 @@ enum Command {
     /// Create a Tick project that builds and passes `tickbox check`: tickbox new PATH [--lang rust|c]
     #[command(after_help = new::HELP)]
     New(new::NewArgs),
+    /// Approve what a wasm Tick's manifest asks for, for its current content: tickbox trust PATH [--updates] | ls | revoke DIGEST|PATH
+    #[command(after_help = trust::HELP)]
+    Trust(trust::TrustArgs),
 }
 
 #[derive(Args)]
@@ -192,6 +197,12 @@ pub fn main() -> ExitCode {
                 Ok(()) => ExitCode::from(exit::OK),
                 Err(e) => fail(e),
             };
+        }
+        Command::Trust(args) => {
+            return match trust::run(args) {
+                Ok(()) => ExitCode::from(exit::OK),
+                Err(e) => fail(e),
+            }
         }
         other => other,
     };
@@ -421,7 +432,8 @@ async fn run(command: Command) -> Result<(), Exit> {
         | Command::Push(_)
         | Command::Verify(_)
         | Command::Lock(_)
-        | Command::New(_) => Err(Exit::usage("handled before the runtime starts")),
+        | Command::New(_)
+        | Command::Trust(_) => Err(Exit::usage("handled before the runtime starts")),
     }
 }
 

@@ -69,6 +69,10 @@ pub struct TickOpts {
     /// A native Tick's command line, after `--`
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
+    /// Who may approve what a wasm Tick's manifest asks for: set by the
+    /// command (`tickbox mcp` and `tickbox test` never ask), not a flag.
+    #[arg(skip)]
+    pub asking: super::consent::Asking,
 }
 
 /// The other per-Tick bounds of a wasm Tick (see the README's sandbox table).
@@ -316,24 +320,98 @@ fn oci_launcher(reference: &str, grant_spec: GrantSpec, args: &TickOpts) -> Resu
             "--cwd applies to native Ticks; grant a wasm Tick a directory with --dir",
         ));
     }
-    let grants = grant_spec
-        .resolve()
-        .map_err(|e| Exit::usage(e.with_flag()))?;
-    let registry = args.registry.lock_beside(args.policy.as_deref());
-    let pulled = super::oci::resolve(reference, &registry, grants.max_wasm_size)?;
-    if let Some(text) = &pulled.requested {
-        // Shown by `info`, never granted by itself.
-        parse_manifest(text, &pulled.reference.to_string()).map_err(Exit::usage)?;
-    }
+    let (pulled, pin, decided) = pull_and_decide(reference, &grant_spec, args)?;
+    let grants = match &decided {
+        Some(d) => {
+            let grants = with_requested(&d.requested, grant_spec)?;
+            let guests: Vec<String> = grants.dirs.iter().map(|d| d.guest.clone()).collect();
+            for note in super::consent::unmapped_dirs(&d.requested, &guests) {
+                notice(&note);
+            }
+            grants
+        }
+        None => grant_spec
+            .resolve()
+            .map_err(|e| Exit::usage(e.with_flag()))?,
+    };
+    let engine = engine(args.no_cache)?;
+    Ok(Launcher::wasm(engine, pulled.wasm.clone(), grants)
+        .map_err(Exit::session)?
+        .pinned(pin))
+}
+
+/// A reference resolved (once per process), the wasm digest its start is
+/// pinned to, and what its requested-grants layer asks for as a consent
+/// subject (`None`: it asks for nothing).
+pub fn pulled_subject(
+    reference: &str,
+    max_wasm: u64,
+    registry: &super::oci::RegistryOpts,
+) -> Result<
+    (
+        tickbox_registry::Pulled,
+        tickbox_runtime::backend::wasm::WasmDigest,
+        Option<super::consent::Subject>,
+    ),
+    Exit,
+> {
+    let pulled = super::oci::resolve(reference, registry, max_wasm)?;
     let pin: tickbox_runtime::backend::wasm::WasmDigest = pulled
         .wasm_digest
         .to_string()
         .parse()
         .map_err(|e| Exit::session(format!("{}: {e}", pulled.reference)))?;
-    let engine = engine(args.no_cache)?;
-    Ok(Launcher::wasm(engine, pulled.wasm.clone(), grants)
-        .map_err(Exit::session)?
-        .pinned(pin))
+    let subject = match &pulled.requested {
+        None => None,
+        Some(text) => {
+            let requested =
+                parse_manifest(text, &pulled.reference.to_string()).map_err(Exit::usage)?;
+            super::consent::subject_of_pulled(
+                pulled.reference.name(),
+                pulled.reference.to_string(),
+                pin,
+                pulled.signer.clone(),
+                requested,
+            )?
+        }
+    };
+    Ok((pulled, pin, subject))
+}
+
+/// Resolves a reference (once per process) and decides what its
+/// requested-grants layer may add: granted only under an approval of this
+/// content by this signer, as for a local file (`tickbox run` decides
+/// before it forks, then the host takes that decision).
+pub fn pull_and_decide(
+    reference: &str,
+    grant_spec: &GrantSpec,
+    args: &TickOpts,
+) -> Result<
+    (
+        tickbox_registry::Pulled,
+        tickbox_runtime::backend::wasm::WasmDigest,
+        Option<super::consent::Decided>,
+    ),
+    Exit,
+> {
+    let max_wasm = grant_spec
+        .resolve()
+        .map_err(|e| Exit::usage(e.with_flag()))?
+        .max_wasm_size;
+    let registry = args.registry.lock_beside(args.policy.as_deref());
+    let (pulled, pin, subject) = pulled_subject(reference, max_wasm, &registry)?;
+    if let super::consent::Asking::Decided(d) = &args.asking {
+        return Ok((pulled, pin, d.as_deref().cloned()));
+    }
+    let Some(subject) = subject else {
+        return Ok((pulled, pin, None));
+    };
+    super::consent::decide(&subject, &args.asking)?;
+    let decided = super::consent::Decided {
+        digest: pin,
+        requested: subject.requested,
+    };
+    Ok((pulled, pin, Some(decided)))
 }
 
 /// A requested-grants manifest's text, read as a grant file is.
@@ -350,17 +428,41 @@ fn wasm_launcher(path: PathBuf, grant_spec: GrantSpec, args: &TickOpts) -> Resul
             "--cwd applies to native Ticks; grant a wasm Tick a directory with --dir",
         ));
     }
-    let grants = grant_spec
+    let mut grants = grant_spec
         .resolve()
         .map_err(|e| Exit::usage(e.with_flag()))?;
     // Only the header here: the whole file is read when an instance starts.
     if wasm::detect_file(&path).is_none() {
         return Err(Exit::session(LaunchError::NotWasm { path }));
     }
-    // A malformed manifest is a usage error, found before the engine exists.
-    manifest_of(&path).map_err(Exit::usage)?;
+    // What the manifest asks for is granted only under an approval of
+    // these very bytes (asked for here, before anything of the Tick runs);
+    // a malformed manifest is a usage error, found before the engine exists.
+    let decided = super::consent::for_file(&path, &args.asking)?;
+    if let Some(d) = &decided {
+        grants = with_requested(&d.requested, grant_spec)?;
+        let guests: Vec<String> = grants.dirs.iter().map(|d| d.guest.clone()).collect();
+        for note in super::consent::unmapped_dirs(&d.requested, &guests) {
+            notice(&note);
+        }
+    }
     let engine = engine(args.no_cache)?;
-    Launcher::wasm(engine, path, grants).map_err(Exit::session)
+    let launcher = Launcher::wasm(engine, path, grants).map_err(Exit::session)?;
+    // Started only if the bytes are still the ones approved.
+    Ok(match decided {
+        Some(d) => launcher.pinned(d.digest),
+        None => launcher,
+    })
+}
+
+/// The grants of an approved request together with the person's: the
+/// flags and policy win on every bound; a requested directory is only a
+/// guest path, granted where the person maps it (`--dir HOST::GUEST`).
+fn with_requested(requested: &GrantSpec, flags: GrantSpec) -> Result<Grants, Exit> {
+    let mut spec = requested.clone();
+    spec.dir.clear();
+    spec.merge(flags);
+    spec.resolve().map_err(|e| Exit::usage(e.with_flag()))
 }
 
 /// Reads grants written in TOML: a policy file (`--policy`) or a Tick's
@@ -376,7 +478,8 @@ pub fn read_grant_file(path: &Path) -> Result<GrantSpec, GrantError> {
 }
 
 /// The capabilities a Tick asks for, from `NAME.tick.toml` beside
-/// `NAME.wasm` (`None` when there is none). Shown to the user, never granted.
+/// `NAME.wasm` (`None` when there is none). Granted only under a person's
+/// approval of the Tick's content ([`super::consent`]).
 pub fn manifest_of(path: &Path) -> Result<Option<GrantSpec>, GrantError> {
     let manifest = path.with_extension("tick.toml");
     if !manifest.exists() {
@@ -472,6 +575,9 @@ pub fn engine(no_cache: bool) -> Result<Arc<WasmEngine>, Exit> {
         cache_max_bytes: super::env::cache_max_bytes(),
         worker,
         guest_yield: super::env::guest_yield(),
+        // No grant may reach the approvals wherever they are kept: a Tick
+        // that could write them could approve itself.
+        own_state: super::env::trust_dir().into_iter().collect(),
     })
     .map_err(Exit::session)?;
     // How Ticks without optimized code in the cache are compiled.

@@ -69,6 +69,31 @@ pub fn main(mut args: RunArgs, verbose: u8) -> ExitCode {
         Ok(spec) => spec,
         Err(e) => return super::fail(e),
     };
+    // The host loses the terminal (setsid, stdio to /dev/null): what a
+    // manifest asks for is decided here, on this terminal, before the fork
+    // and before anything of the Tick runs; the host starts under that
+    // decision (pinned to the content decided on) and asks nobody.
+    if let TickSpec::Path(p) = &spec {
+        if tickbox_registry::is_reference(p) {
+            let decided = args
+                .opts
+                .grant_spec()
+                .and_then(|g| super::open::pull_and_decide(p, &g, &args.opts));
+            match decided {
+                Ok((_, _, decided)) => {
+                    args.opts.asking = super::consent::Asking::Decided(decided.map(Box::new))
+                }
+                Err(e) => return super::fail(e),
+            }
+        } else if tickbox_runtime::backend::wasm::is_wasm_path(Path::new(p)) {
+            match super::consent::for_file(Path::new(p), &args.opts.asking) {
+                Ok(decided) => {
+                    args.opts.asking = super::consent::Asking::Decided(decided.map(Box::new))
+                }
+                Err(e) => return super::fail(e),
+            }
+        }
+    }
     let registry = match Registry::open() {
         Ok(r) => r,
         Err(e) => return super::fail(exit_of(e)),

@@ -1,6 +1,7 @@
 //! `tickbox test`: run scenario files against fresh instances of their
 //! Ticks, in parallel, and print a report (text, JSON or JUnit) on stdout.
 
+use super::consent::{Asking, NOBODY_TEST};
 use super::exit::{self, Exit};
 use super::open::{launcher as resolve, TickOpts, TickSpec};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -18,7 +19,9 @@ pub const FAILED: u8 = 1;
 /// The exit codes of `tickbox test`.
 pub const HELP: &str = "\
 Exit codes (the first that applies):
-  2    usage error, or a scenario file that is invalid or cannot run as written
+  2    usage error, a scenario file that is invalid or cannot run as written, or a
+       wasm Tick whose manifest asks for grants no one approved for its content
+       (tickbox test never asks; `tickbox trust PATH` approves)
   3    a Tick could not be started or initialized
   1    a step of a scenario failed (the report shows the step, the expectation
        and what was there)
@@ -256,7 +259,7 @@ fn launcher(s: &Scenario, no_cache: bool) -> Result<Launcher, Exit> {
     if no_cache {
         argv.push("--no-cache".into());
     }
-    let line = GrantLine::try_parse_from(&argv).map_err(|e| {
+    let mut line = GrantLine::try_parse_from(&argv).map_err(|e| {
         Exit::usage(
             e.to_string()
                 .lines()
@@ -269,6 +272,9 @@ fn launcher(s: &Scenario, no_cache: bool) -> Result<Launcher, Exit> {
         Some(p) => TickSpec::Path(p.display().to_string()),
         None => TickSpec::Command(t.command.clone()),
     };
+    // A scenario runs unattended: what a manifest asks for must have
+    // been approved beforehand (`tickbox trust`).
+    line.opts.asking = Asking::Nobody(NOBODY_TEST);
     resolve(spec, &line.opts)
 }
 

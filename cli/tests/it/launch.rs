@@ -64,7 +64,8 @@ fn a_file_without_a_wasm_header_is_not_wasm() {
 
 /// A manifest is read by whoever reads files (the CLI; the sandbox takes
 /// grants as values): a malformed one is a usage error that names it, found
-/// before anything starts, and a well-formed one is shown by `info`.
+/// before anything starts, and a well-formed one, once approved (see
+/// `consent`), is shown by `info`.
 #[test]
 fn a_malformed_manifest_is_its_own_error() {
     let dir = TempDir::new("launch-manifest");
@@ -72,7 +73,10 @@ fn a_malformed_manifest_is_its_own_error() {
     std::fs::copy(build_wasm("examples", "counter", "wasm32-wasip2"), &path).expect("copy");
     let w = path.display().to_string();
     std::fs::write(dir.path("counter.tick.toml"), "dir = [\"/data\"]\n").expect("write");
-    let info = tickbox(&["info", w.as_str()]);
+    let trust = dir.path("trust");
+    let env = [("TICKBOX_TRUST_DIR", trust.to_str().unwrap())];
+    assert_eq!(tickbox_env(&["trust", w.as_str()], &env).code, 0);
+    let info = tickbox_env(&["info", w.as_str()], &env);
     assert_eq!(info.code, 0, "{info:#?}");
     assert_eq!(
         info.json()["requested"]["dir"],

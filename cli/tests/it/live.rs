@@ -87,6 +87,20 @@ impl World {
 
     /// [`World::pty`] with more environment (overriding the world's).
     pub(crate) fn pty_env(&self, args: &[&str], cols: u16, rows: u16, env: &[(&str, &str)]) -> Pty {
+        self.pty_typed_ahead(args, cols, rows, env, b"")
+    }
+
+    /// [`World::pty_env`] with `keys` typed on the terminal before
+    /// tickbox starts: they wait in its input queue, as keys a person or a
+    /// script typed ahead would.
+    pub(crate) fn pty_typed_ahead(
+        &self,
+        args: &[&str],
+        cols: u16,
+        rows: u16,
+        env: &[(&str, &str)],
+        keys: &[u8],
+    ) -> Pty {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows,
@@ -99,15 +113,22 @@ impl World {
         cmd.args(args);
         cmd.env("XDG_RUNTIME_DIR", &self.xdg);
         cmd.env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"));
+        cmd.env("TICKBOX_TRUST_DIR", target_dir().join("test-trust-none"));
         cmd.env_remove("RUST_LOG");
         for (k, v) in env {
             cmd.env(k, v);
         }
         cmd.cwd(root());
+        let mut writer = pair.master.take_writer().unwrap();
+        if !keys.is_empty() {
+            // Written while no process reads the terminal: the line
+            // discipline queues them (and echoes them) until one does.
+            writer.write_all(keys).unwrap();
+            writer.flush().unwrap();
+        }
         let child = pair.slave.spawn_command(cmd).unwrap();
         drop(pair.slave);
         let mut reader = pair.master.try_clone_reader().unwrap();
-        let writer = pair.master.take_writer().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let drained = Arc::new(AtomicBool::new(false));
         let (sink, done) = (seen.clone(), drained.clone());

@@ -5,6 +5,10 @@
 //! - `check` — `tickbox check` against conforming and deliberately broken Ticks;
 //! - `docs` — docs/PROTOCOL.md names every rule, limit and cited section;
 //! - `cli` — the one-shot commands and their exit codes, one test per host rule;
+//! - `consent` — a manifest's requests granted only under an approval of the
+//!   Tick's exact bytes: `tickbox trust`, updates, revoking, the trust store's
+//!   walls, the prompt on a real terminal (inert text, typed-ahead keys), and
+//!   refusals where no one can answer (MCP, scenarios);
 //! - `engine` — the session engine through the library API (per-request
 //!   faults that leave the session running, concurrency, events);
 //! - `launch` — the library's `Launcher`: wasm and native Ticks opened by
@@ -63,6 +67,7 @@
 
 mod check;
 mod cli;
+mod consent;
 mod determinism;
 mod docs;
 mod engine;

@@ -1028,3 +1028,59 @@ fn the_lock_pins_tags_and_locked_refuses_drift() {
     let out = run(&["read", &reference, "--lock", &lock, "--locked"], &env);
     assert_eq!(out.code, 0, "{out:#?}");
 }
+
+/// Consent for a pulled Tick: what its requested-grants layer asks for is
+/// granted only under an approval of that content (and signer); with no one
+/// to ask the start is refused naming the `tickbox trust` that approves it;
+/// new content under the same name asks again.
+#[test]
+fn a_pulled_ticks_requests_need_an_approval_of_its_content() {
+    let registry = Registry::start(None);
+    let store = TempDir::new("oci-store");
+    let dir = TempDir::new("oci-consent");
+    let mut env = env(&store);
+    env.push(("TICKBOX_TRUST_DIR", dir.path("trust").display().to_string()));
+    std::fs::write(dir.path("req.toml"), "env = [\"HOME\"]\n").unwrap();
+    let req = dir.path("req.toml").display().to_string();
+    let reference = registry.reference("asks/counter:v1");
+    let pushed = run(
+        &[
+            "push",
+            &reference,
+            &counter().display().to_string(),
+            "--manifest",
+            &req,
+        ],
+        &env,
+    );
+    assert_eq!(pushed.code, 0, "{pushed:#?}");
+    let pinned = pushed.json()["reference"].as_str().unwrap().to_string();
+    let refused = run(&["read", &reference], &env);
+    refused.expect(2, &format!("approve it with `tickbox trust {pinned}`"));
+    assert!(refused.stderr.contains("env HOME"), "{refused:#?}");
+    let trusted = run(&["trust", &pinned], &env);
+    assert_eq!(trusted.code, 0, "{trusted:#?}");
+    let info = run(&["info", &reference], &env);
+    assert_eq!(info.code, 0, "{info:#?}");
+    assert_eq!(info.json()["granted"]["env"], json!(["HOME"]), "{info:#?}");
+    // Other content under the same name (the ticker) asks again.
+    let other = build_wasm("examples", "ticker", "wasm32-wasip2")
+        .display()
+        .to_string();
+    let moved = run(&["push", &reference, &other, "--manifest", &req], &env);
+    assert_eq!(moved.code, 0, "{moved:#?}");
+    run(&["read", &reference], &env).expect(2, "tickbox trust");
+    // An MCP client can never approve: the config's Tick is refused.
+    let config = dir.path("mcp.toml");
+    std::fs::write(
+        &config,
+        format!("[[tick]]\nname = \"t\"\npath = \"{reference}\"\n"),
+    )
+    .unwrap();
+    let out = run(&["mcp", "--config", &config.display().to_string()], &env);
+    assert_ne!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stderr.contains("an MCP client cannot approve"),
+        "{out:#?}"
+    );
+}

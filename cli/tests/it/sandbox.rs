@@ -327,15 +327,30 @@ fn policy_files_grant_and_info_shows_grants_and_requests() {
         &["--policy", p],
     );
     assert_eq!(v["value"], "hello from the host");
-    // A manifest beside the Tick is shown, never granted.
+    // A manifest may not name a host path: refused before anything starts.
     let copy = dir.path("asker.wasm");
     std::fs::copy(hostile(), &copy).unwrap();
+    let c = copy.to_str().unwrap();
     std::fs::write(
         dir.path("asker.tick.toml"),
         "dir = [\"/etc::/etc\"]\nenv = [\"HOME\"]\n",
     )
     .unwrap();
-    let out = tickbox(&["info", copy.to_str().unwrap(), "--policy", p]);
+    tickbox(&["info", c, "--policy", p]).expect(2, "guest paths only");
+    // A guest path is what it may ask for; granted only once approved
+    // (`consent` tests the rest), and even then the host directory is the
+    // person's to map: /etc stays out of reach.
+    std::fs::write(
+        dir.path("asker.tick.toml"),
+        "dir = [\"/etc\"]\nenv = [\"HOME\"]\n",
+    )
+    .unwrap();
+    tickbox(&["info", c, "--policy", p]).expect(2, "tickbox trust");
+    // Apart from the granted directory: no grant may contain the store.
+    let trust = TempDir::new("sandbox-trust");
+    let env = [("TICKBOX_TRUST_DIR", trust.0.to_str().unwrap())];
+    assert_eq!(tickbox_env(&["trust", c], &env).code, 0);
+    let out = tickbox_env(&["info", c, "--policy", p], &env);
     assert_eq!(out.code, 0, "{out:#?}");
     let info = out.json();
     assert_eq!(info["backend"], "wasm");
@@ -343,19 +358,17 @@ fn policy_files_grant_and_info_shows_grants_and_requests() {
     assert_eq!(info["granted"]["max_memory"], 64 << 20);
     assert_eq!(info["granted"]["dirs"][0]["guest"], "/data");
     assert_eq!(info["granted"]["dirs"][0]["read_only"], true);
+    assert_eq!(info["granted"]["dirs"].as_array().unwrap().len(), 1);
+    assert_eq!(info["granted"]["env"], json!(["HOME"]));
     assert_eq!(
         info["granted"]["net"][0],
         json!({"host": "127.0.0.1", "port": 9})
     );
-    assert_eq!(info["requested"]["dir"], json!(["/etc::/etc"]));
-    let v = tickbox(&[
-        "call",
-        copy.to_str().unwrap(),
-        "read_file",
-        r#"{"path":"/etc/passwd"}"#,
-    ])
-    .json();
-    assert!(denied(&v), "the manifest's request was not granted: {v}");
+    assert_eq!(info["requested"]["dir"], json!(["/etc"]));
+    let out = tickbox_env(&["call", c, "read_file", r#"{"path":"/etc/passwd"}"#], &env);
+    assert!(out.stderr.contains("--dir HOST::/etc"), "{out:#?}");
+    let v = out.json();
+    assert!(denied(&v), "the manifest's dir was not mapped: {v}");
 }
 
 #[test]

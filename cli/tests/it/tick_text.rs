@@ -200,6 +200,60 @@ fn one_hostile_corpus_reaches_no_sink_raw() {
     }
 }
 
+/// A manifest's values are the Tick author's text too: through every sink
+/// of consent (the refusal line, `tickbox trust`'s listing and record,
+/// `trust ls`, `info`'s `requested`), none raw, each escaped. The prompt
+/// on a terminal is `consent::the_prompt_shows_hostile_manifest_text_inert_and_no_stores_nothing`.
+#[test]
+fn a_hostile_manifest_reaches_no_consent_sink_raw() {
+    let dir = TempDir::new("tick-text-manifest");
+    let wasm = dir.path("asker.wasm");
+    std::fs::copy(hostile(), &wasm).unwrap();
+    let w = wasm.to_str().unwrap();
+    let manifest = dir.path("asker.tick.toml");
+    let value = toml_escaped(CORPUS_SAMPLE);
+    std::fs::write(
+        &manifest,
+        format!("env = [\"GREETING={value}\"]\ndir = [\"/data{value}\"]\n"),
+    )
+    .unwrap();
+    let trust = dir.path("trust");
+    let env = [("TICKBOX_TRUST_DIR", trust.to_str().unwrap())];
+    let sinks = |what: &str, out: &Output, json: bool| {
+        assert_inert(&format!("{what} stdout"), &out.stdout);
+        assert_inert(&format!("{what} stderr"), &out.stderr);
+        assert_no_forged_line(&format!("{what} stderr"), &out.stderr);
+        let shown = if json { &out.stdout } else { &out.stderr };
+        assert!(
+            shows_escaped(shown),
+            "{what} shows the text escaped: {out:#?}"
+        );
+    };
+    let refused = tickbox_env(&["read", w], &env);
+    assert_eq!(refused.code, 2, "{refused:#?}");
+    sinks("the refusal", &refused, false);
+    let trusted = tickbox_env(&["trust", w], &env);
+    assert_eq!(trusted.code, 0, "{trusted:#?}");
+    sinks("tickbox trust", &trusted, false);
+    sinks("tickbox trust's record", &trusted, true);
+    let ls = tickbox_env(&["trust", "ls"], &env);
+    assert_eq!(ls.code, 0, "{ls:#?}");
+    sinks("trust ls", &ls, true);
+    let info = tickbox_env(&["info", w], &env);
+    assert_eq!(info.code, 0, "{info:#?}");
+    sinks("info", &info, true);
+    // Asking for more: the difference is quoted in the refusal.
+    std::fs::write(
+        &manifest,
+        format!("env = [\"GREETING={value}\", \"OTHER={value}\"]\ndir = [\"/data{value}\"]\n"),
+    )
+    .unwrap();
+    let more = tickbox_env(&["read", w], &env);
+    assert_eq!(more.code, 2, "{more:#?}");
+    assert!(more.stderr.contains("asks for more"), "{more:#?}");
+    sinks("the refusal of more", &more, false);
+}
+
 /// The corpus of `corpus.py`, as a scenario file's author would write it.
 const CORPUS_SAMPLE: &str = "[\u{1b}]2;pwned-title\u{7}\u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{9b}31m\u{7f}\r\nFORGED line\u{202e}\u{2066}\u{200b}\u{ad}\u{34f}\u{115f}\u{3164}\u{fe0f}\u{2028}\u{e0041}]";
 

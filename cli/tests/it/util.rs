@@ -111,7 +111,10 @@ pub fn tickbox_within<S: AsRef<str>>(args: &[S], env: &[(&str, &str)], limit: Du
         // Compiled wasm goes to the build's own cache, not the user's home.
         .env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"))
         // Pulled Ticks too (the registry tests give each test its own).
-        .env("TICKBOX_STORE_DIR", target_dir().join("test-oci-store"));
+        .env("TICKBOX_STORE_DIR", target_dir().join("test-oci-store"))
+        // Approvals are never read from or written to the user's home: a
+        // store no test writes (the consent tests pass a private one each).
+        .env("TICKBOX_TRUST_DIR", target_dir().join("test-trust-none"));
     for (k, v) in env {
         cmd.env(k, v);
     }
