@@ -236,7 +236,6 @@ fn tickbox_new_rust_builds_and_passes_check() {
     let dir = TempDir::new("new-rust");
     let project = dir.path("my-tick");
     let p = s(&project);
-    let sdk = s(&root().join("guest-sdk"));
     // No --sdk-path: the SDK of the checkout tickbox was built from.
     let out = tickbox(&["new", p.as_str()]);
     assert_eq!(out.code, 0, "{out:#?}");
