@@ -339,7 +339,7 @@ fn tickbox_push_writes_the_wasm_artifact_layout_with_the_requested_grants() {
     let dir = TempDir::new("oci-push");
     let wasm = dir.path("counter.wasm");
     std::fs::copy(counter(), &wasm).unwrap();
-    std::fs::write(dir.path("counter.tick.toml"), "env = [\"COUNTER_START\"]\n").unwrap();
+    std::fs::write(dir.path("counter.tick.toml"), "env = [\"HOME\"]\n").unwrap();
     let reference = registry.reference("ticks/counter:1.0");
     let out = run(&["push", &reference, &wasm.display().to_string()], &env);
     assert_eq!(out.code, 0, "{out:#?}");
@@ -388,6 +388,12 @@ fn tickbox_push_writes_the_wasm_artifact_layout_with_the_requested_grants() {
         (Some("wasm"), Some("wasip2"))
     );
 
+    // What it asks for needs an approval (no one to ask here), then runs.
+    let mut env = env;
+    env.push(("TICKBOX_TRUST_DIR", dir.path("trust").display().to_string()));
+    run(&["describe", &reference], &env).expect(2, "tickbox trust");
+    let pinned = pushed["reference"].as_str().unwrap();
+    assert_eq!(run(&["trust", pinned], &env).code, 0);
     let described = run(&["describe", &reference], &env);
     assert_eq!(described.code, 0, "{described:#?}");
     assert_eq!(described.json()["title"], json!("Counter"));

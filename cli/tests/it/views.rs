@@ -744,8 +744,16 @@ fn ended_instances_keep_their_status_and_last_words() {
     let rogue = tick("rogue.py");
     let mut host = w.pty(&["run", "--name", "r", "--", "python3", &rogue], 80, 24);
     w.wait_for("r");
-    // While live, `logs` is its screen, escaped.
-    let out = w.tickbox(&["logs", "r"]);
+    // While live, `logs` is its screen, escaped (once the Tick has drawn it:
+    // live means answering, not drawn yet).
+    let mut out = w.tickbox(&["logs", "r"]);
+    assert!(
+        eventually(WAIT, || {
+            out = w.tickbox(&["logs", "r"]);
+            out.stdout.contains("ROGUE-READY")
+        }),
+        "{out:#?}"
+    );
     assert_eq!(out.code, 0, "{out:#?}");
     assert_inert("logs (live)", &out.stdout);
     assert!(
