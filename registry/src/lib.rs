@@ -1,6 +1,6 @@
 //! tickbox-registry: Ticks named by `oci://` reference.
 //!
-//! - [`reference`]: the reference grammar and content [`Digest`]s;
+//! - [`reference`](mod@reference): the reference grammar and content [`Digest`]s;
 //! - [`client`]: the distribution API (pull, push), every read bounded
 //!   ([`limits`]) and every byte checked against the digest it was asked
 //!   for while it streams;
