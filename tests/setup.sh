@@ -30,6 +30,8 @@ fi
 # The registry tests push to and pull from a real OCI registry (Debian's
 # docker-registry: the CNCF distribution registry), started on loopback.
 command -v docker-registry >/dev/null || apt_install docker-registry
+# The registry bench's anchor.
+command -v curl >/dev/null || apt_install curl
 
 # The view tests check what a real terminal emulator (tmux) is left with.
 command -v tmux >/dev/null || apt_install tmux
