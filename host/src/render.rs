@@ -140,6 +140,11 @@ impl Renderer {
         *self = Renderer::new(cols, rows);
     }
 
+    /// The viewer terminal's width.
+    pub fn cols(&self) -> u16 {
+        self.cols
+    }
+
     /// The rows left for the Tick's screen (one less with a status bar).
     pub fn area_rows(&self, status: bool) -> u16 {
         if status && self.rows > 1 {

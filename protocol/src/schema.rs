@@ -38,6 +38,10 @@ pub struct SchemaCache {
     catalog: HashSet<String>,
     /// Their sum.
     catalog_bytes: usize,
+    /// The catalog being validated already has a pattern past a bound:
+    /// it is refused, and its other patterns are not compiled (each could
+    /// cost as much again, for no different verdict).
+    catalog_refused: bool,
     /// jsonschema's compiled regexes, shared by every schema built here.
     regexes: jsonschema::PatternCache,
 }
@@ -50,6 +54,7 @@ impl Default for SchemaCache {
             pattern_bytes: 0,
             catalog: HashSet::new(),
             catalog_bytes: 0,
+            catalog_refused: false,
             regexes: jsonschema::PatternCache::new(),
         }
     }
@@ -97,6 +102,7 @@ impl SchemaCache {
         }
         self.catalog.clear();
         self.catalog_bytes = 0;
+        self.catalog_refused = false;
     }
 
     /// The schema compiled, from the cache when this exact schema was
@@ -104,6 +110,13 @@ impl SchemaCache {
     pub(crate) fn compile(&mut self, schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
         let mut found = Vec::new();
         collect_patterns(schema, &mut found);
+        if self.catalog_refused && !found.is_empty() {
+            return Err("not compiled: an earlier pattern of this catalog passed its bound".into());
+        }
+        let refused = |cache: &mut SchemaCache, why: String| {
+            cache.catalog_refused = true;
+            Err(why)
+        };
         for p in found {
             if self.catalog.contains(p) {
                 continue;
@@ -111,7 +124,10 @@ impl SchemaCache {
             let cost = match self.patterns.get(p) {
                 Some(c) => *c,
                 None => {
-                    let c = pattern_cost(p)?;
+                    let c = match pattern_cost(p) {
+                        Ok(c) => c,
+                        Err(why) => return refused(self, why),
+                    };
                     self.patterns.insert(p.to_string(), c);
                     self.pattern_bytes += c;
                     c
@@ -120,10 +136,13 @@ impl SchemaCache {
             self.catalog.insert(p.to_string());
             self.catalog_bytes += cost;
             if self.catalog_bytes > MAX_CATALOG_PATTERN_BYTES {
-                return Err(format!(
-                    "the catalog's patterns compile to more than {MAX_CATALOG_PATTERN_BYTES} \
-                     bytes (MAX_CATALOG_PATTERN_BYTES)"
-                ));
+                return refused(
+                    self,
+                    format!(
+                        "the catalog's patterns compile to more than {MAX_CATALOG_PATTERN_BYTES} \
+                         bytes (MAX_CATALOG_PATTERN_BYTES)"
+                    ),
+                );
             }
         }
         let key = schema.to_string();
@@ -240,6 +259,22 @@ mod tests {
         let la = compile(&json!({"type": "string", "pattern": "^(?!admin).*$"})).unwrap();
         assert!(la.is_valid(&json!("user")));
         assert!(!la.is_valid(&json!("admin")));
+    }
+
+    #[test]
+    fn after_one_pattern_past_its_bound_the_catalogs_others_are_not_compiled() {
+        let mut cache = SchemaCache::new();
+        cache.begin_catalog();
+        let first = cache.compile(&costly(5000)).unwrap_err();
+        assert!(first.contains("MAX_PATTERN_BYTES"), "{first}");
+        // Another costly one is not even measured: the catalog is refused.
+        let next = cache.compile(&costly(4999)).unwrap_err();
+        assert!(next.starts_with("not compiled"), "{next}");
+        // Schemas without patterns still compile (their findings are real).
+        assert!(cache.compile(&json!({"type": "object"})).is_ok());
+        // A new catalog is judged afresh (control).
+        cache.begin_catalog();
+        assert!(cache.compile(&costly(2)).is_ok());
     }
 
     #[test]

@@ -244,9 +244,21 @@ fn views_of_a_hostile_native_tick_carry_only_tickbox_sequences() {
         rendered(&view.text())
     );
     assert_eq!(w.wait_for("r")["views"], 2, "Ctrl-] did not detach");
+    // The host's own view counts the new one too, though the Tick drew
+    // nothing since (the status line is not only redrawn with the screen).
+    assert!(
+        eventually(WAIT, || rendered(&host.text()).contains("| 2 view(s) |")),
+        "{}",
+        rendered(&host.text())
+    );
     // Ctrl-B detaches.
     view.type_keys(&[0x02]);
     assert_eq!(view.wait(), 0, "{}", view.text());
+    assert!(
+        eventually(WAIT, || rendered(&host.text()).contains("| 1 view(s) |")),
+        "{}",
+        rendered(&host.text())
+    );
     host.type_keys(&[0x1d]);
     assert_eq!(host.wait(), 0, "{}", host.text());
     for (who, pty, cols, rows) in [("run", &host, 80, 24), ("attach", &view, 100, 30)] {

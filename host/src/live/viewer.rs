@@ -40,6 +40,8 @@ const MARK_QUIET: Duration = Duration::from_millis(50);
 const MARK_SETTLE_MAX: Duration = Duration::from_millis(500);
 /// Longest status-bar hint a client may send (characters).
 pub const MAX_STATUS_HINT_CHARS: usize = 64;
+/// How often a view looks whether its status line changed.
+const STATUS_REFRESH: Duration = Duration::from_millis(250);
 
 /// Checks a size a viewer asked for; 0 × 0 means "unknown".
 pub fn check_size(cols: u16, rows: u16) -> Result<(), String> {
@@ -88,15 +90,53 @@ impl Viewer {
             .observer
             .as_ref()
             .and_then(|o| o.status())
-            .map(|s| format!("{} | ", text::escape(&s)))
-            .unwrap_or_default();
-        Some(format!(
-            " {} | {} | {cols}x{rows} | {} view(s) | {observed}{hint} ",
-            text::escape(&inst.name),
-            text::escape(&inst.backend),
-            inst.views.load(Ordering::Relaxed),
-        ))
+            .map(|s| text::escape(&s));
+        let parts = [
+            Some(text::escape(&inst.name)),
+            Some(text::escape(&inst.backend)),
+            Some(format!("{cols}x{rows}")),
+            Some(format!("{} view(s)", inst.views.load(Ordering::Relaxed))),
+            observed,
+        ];
+        Some(fit_status(parts, hint, usize::from(self.renderer.cols())))
     }
+}
+
+/// The status line within `width` columns: the name, the backend, the
+/// size, the view count, what the observer says (a recording), then the
+/// hint. When it does not fit, parts go from the least needed (the view
+/// count, the backend, the size, the recording's status; the name is cut
+/// last), so the hint that says how to get out is the last thing lost.
+fn fit_status(parts: [Option<String>; 5], hint: &str, width: usize) -> String {
+    let line = |parts: &[Option<String>; 5]| {
+        let mut s = String::from(" ");
+        for p in parts.iter().flatten() {
+            s.push_str(p);
+            s.push_str(" | ");
+        }
+        s.push_str(hint);
+        s.push(' ');
+        s
+    };
+    let mut parts = parts;
+    for drop in [3, 1, 2, 4] {
+        if line(&parts).chars().count() <= width {
+            break;
+        }
+        parts[drop] = None;
+    }
+    let over = line(&parts).chars().count().saturating_sub(width);
+    if over > 0 {
+        let keep = parts[0]
+            .as_ref()
+            .map_or(0, |n| n.chars().count().saturating_sub(over + 1));
+        parts[0] = match (&parts[0], keep) {
+            (Some(name), 1..) => Some(name.chars().take(keep).chain(['…']).collect()),
+            // Not even a letter of it fits beside the hint.
+            _ => None,
+        };
+    }
+    line(&parts)
 }
 
 /// Writes `bytes` as `O` frames of at most [`OUTPUT_CHUNK`] bytes.
@@ -174,11 +214,18 @@ async fn serve_frames(
     }
     let mut next_frame = Instant::now();
     let mut dirty = true;
+    // The status line shows things the screen does not (the view count, a
+    // recording's marks): looked at again every STATUS_REFRESH, redrawn
+    // when it changed, so it is never stale while the Tick draws nothing.
+    let mut shown_status = None;
+    let mut status_check = tokio::time::interval(STATUS_REFRESH);
+    status_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         if dirty && Instant::now() >= next_frame {
             changes.borrow_and_update();
             let screen = view.snapshot();
-            let bytes = me.renderer.render(&screen, me.status(inst).as_deref());
+            shown_status = me.status(inst);
+            let bytes = me.renderer.render(&screen, shown_status.as_deref());
             if !bytes.is_empty() && send_output(w, bytes).await.is_err() {
                 return None;
             }
@@ -193,6 +240,11 @@ async fn serve_frames(
                 dirty = true;
             }
             _ = tokio::time::sleep_until(next_frame), if dirty => {}
+            _ = status_check.tick(), if !dirty => {
+                if me.status(inst) != shown_status {
+                    dirty = true;
+                }
+            }
             frame = from_client.recv() => match frame {
                 Some(Frame::Keys(keys)) => {
                     view.send_input(&keys);
@@ -246,6 +298,35 @@ mod tests {
     use super::*;
     use crate::live::instance::Sizes;
     use crate::live::wire::{read_frame, MAX_FRAME};
+
+    #[test]
+    fn a_narrow_status_line_keeps_the_detach_hint() {
+        let parts = || {
+            [
+                Some("counter".to_string()),
+                Some("wasm component".to_string()),
+                Some("80x23".to_string()),
+                Some("2 view(s)".to_string()),
+                None,
+            ]
+        };
+        let hint = "Ctrl-] detach";
+        let wide = fit_status(parts(), hint, 200);
+        assert_eq!(
+            wide,
+            " counter | wasm component | 80x23 | 2 view(s) | Ctrl-] detach "
+        );
+        for width in [60, 40, 30, 24, 20, 17] {
+            let s = fit_status(parts(), hint, width);
+            assert!(s.contains(hint), "{width}: {s}");
+            assert!(s.chars().count() <= width, "{width}: {s:?}");
+        }
+        assert_eq!(
+            fit_status(parts(), hint, 33),
+            " counter | 80x23 | Ctrl-] detach "
+        );
+        assert_eq!(fit_status(parts(), hint, 32), " counter | Ctrl-] detach ");
+    }
 
     #[tokio::test]
     async fn a_large_repaint_goes_in_several_bounded_frames() {
