@@ -381,27 +381,14 @@ impl Registry {
             Target::Tag(t) => t.clone(),
             Target::Digest(_) => digest.to_string(),
         };
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static(layout::MANIFEST_MEDIA_TYPE),
-        );
-        let path = format!("/v2/{}/manifests/{target}", reference.repository);
-        let answer = self
-            .request(
-                reference,
-                true,
-                Method::PUT,
-                &path,
-                headers,
-                Bytes::from(bytes.clone()),
-            )
-            .await?;
-        if !answer.status.is_success() {
-            return Err(answer
-                .into_error(format!("putting the manifest of {reference}"))
-                .await);
-        }
+        self.put_manifest_bytes(
+            reference,
+            &target,
+            layout::MANIFEST_MEDIA_TYPE,
+            &bytes,
+            format!("putting the manifest of {reference}"),
+        )
+        .await?;
         self.store.put(&bytes)?;
         Ok(digest)
     }
@@ -505,27 +492,15 @@ impl Registry {
         };
         let bytes = serde_json::to_vec(&manifest).expect("a manifest serializes");
         let digest = Digest::of(&bytes);
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static(layout::MANIFEST_MEDIA_TYPE),
-        );
-        let path = format!("/v2/{}/manifests/{digest}", reference.repository);
         let answer = self
-            .request(
+            .put_manifest_bytes(
                 reference,
-                true,
-                Method::PUT,
-                &path,
-                headers,
-                Bytes::from(bytes.clone()),
+                &digest.to_string(),
+                layout::MANIFEST_MEDIA_TYPE,
+                &bytes,
+                format!("putting a signature of {}", subject.digest),
             )
             .await?;
-        if !answer.status.is_success() {
-            return Err(answer
-                .into_error(format!("putting a signature of {}", subject.digest))
-                .await);
-        }
         let indexed = answer.headers.contains_key("oci-subject");
         self.store.put(&bytes)?;
         if !indexed {
@@ -541,33 +516,49 @@ impl Registry {
                 list.push(serde_json::to_value(&entry).expect("a descriptor serializes"));
             }
             let body = serde_json::to_vec(&index).expect("an index serializes");
-            let mut headers = HeaderMap::new();
-            headers.insert(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static(layout::INDEX_MEDIA_TYPE),
-            );
-            let path = format!(
-                "/v2/{}/manifests/{}",
-                reference.repository,
-                subject.digest.tag_form()
-            );
-            let answer = self
-                .request(
-                    reference,
-                    true,
-                    Method::PUT,
-                    &path,
-                    headers,
-                    Bytes::from(body),
-                )
-                .await?;
-            if !answer.status.is_success() {
-                return Err(answer
-                    .into_error(format!("indexing a signature of {}", subject.digest))
-                    .await);
-            }
+            self.put_manifest_bytes(
+                reference,
+                &subject.digest.tag_form(),
+                layout::INDEX_MEDIA_TYPE,
+                &body,
+                format!("indexing a signature of {}", subject.digest),
+            )
+            .await?;
         }
         Ok(digest)
+    }
+
+    /// PUTs a manifest or index (`bytes`, of `media_type`) under `target`
+    /// (a tag or digest) in the reference's repository; `what` names it in
+    /// an error. The answer, when the registry took it.
+    async fn put_manifest_bytes(
+        &self,
+        reference: &Reference,
+        target: &str,
+        media_type: &'static str,
+        bytes: &[u8],
+        what: String,
+    ) -> Result<Answer, RegistryError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static(media_type),
+        );
+        let path = format!("/v2/{}/manifests/{target}", reference.repository);
+        let answer = self
+            .request(
+                reference,
+                true,
+                Method::PUT,
+                &path,
+                headers,
+                Bytes::copy_from_slice(bytes),
+            )
+            .await?;
+        if !answer.status.is_success() {
+            return Err(answer.into_error(what).await);
+        }
+        Ok(answer)
     }
 
     /// The tag-scheme referrers index of a pinned reference, if any.
