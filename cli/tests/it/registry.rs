@@ -1090,3 +1090,29 @@ fn a_pulled_ticks_requests_need_an_approval_of_its_content() {
         "{out:#?}"
     );
 }
+
+/// `tickbox run` takes a reference too: the live instance runs the pulled,
+/// pinned Tick and answers the shell.
+#[test]
+fn a_reference_runs_as_a_live_instance() {
+    let registry = Registry::start(None);
+    let w = crate::live::World::new("oci-run");
+    let store = w.dir.path("store").display().to_string();
+    let env = [("TICKBOX_STORE_DIR", store.as_str())];
+    let reference = registry.reference("live/counter:v1");
+    let pushed = tickbox_env(
+        &["push", &reference, &counter().display().to_string()],
+        &env,
+    );
+    assert_eq!(pushed.code, 0, "{pushed:#?}");
+    let mut host = w.pty_env(&["run", "--name", "oc", &reference], 80, 24, &env);
+    w.wait_for("oc");
+    let out = w.tickbox(&["call", "@oc", "increment", r#"{"amount":3}"#, "--yes"]);
+    assert_eq!(
+        (out.code, out.stdout.trim()),
+        (0, r#"{"value":3}"#),
+        "{out:#?}"
+    );
+    assert_eq!(w.tickbox(&["stop", "oc"]).code, 0);
+    assert_eq!(host.wait(), 0, "{}", host.text());
+}
