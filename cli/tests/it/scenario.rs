@@ -883,3 +883,47 @@ fn review_asks_on_a_terminal() {
     assert!(pty.text().contains("accepted "), "{}", pty.text());
     assert!(w.dir.path("c.end.snap").exists());
 }
+
+/// `expect_screen = { style = … }`: colours and attributes of the cells of
+/// a text (or of a row and column span), with what is there when they
+/// differ.
+#[test]
+fn screen_expectations_check_colours_and_attributes() {
+    let t = TempDir::new("style");
+    let rogue = repo("tests/ticks/rogue.py");
+    let file = t.path("style.scenario.toml");
+    let write = |style: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "[tick]\ncommand = [\"python3\", {rogue:?}]\n\n[[step]]\nwait_for = {{ contains = \"ROGUE-READY\" }}\n\n[[step]]\nexpect_screen = {{ style = {style} }}\ntimeout = \"2s\"\n"
+            ),
+        )
+        .unwrap();
+    };
+    let f = file.display().to_string();
+    // The Tick draws it bold and green.
+    write("{ text = \"ROGUE-READY\", fg = \"green\", bold = true, underline = false }");
+    let out = test(&[&f]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    write("{ text = \"ROGUE-READY\", fg = \"red\" }");
+    let out = test(&[&f]);
+    out.expect(1, "failed");
+    assert!(out.stdout.contains("fg green (not red)"), "{out:#?}");
+    write("{ row = 0, col = 0, len = 3, bg = \"#102030\" }");
+    test(&[&f]).expect(1, "failed");
+    // Mistakes are the scenario's, named in the report.
+    for (style, rule) in [
+        ("{ text = \"ROGUE-READY\" }", "at least one of fg"),
+        ("{ text = \"x\", fg = \"puce\" }", "use default, black"),
+        (
+            "{ text = \"x\", row = 1, bold = true }",
+            "by text, or by row and col",
+        ),
+    ] {
+        write(style);
+        let out = test(&[&f]);
+        out.expect(2, "invalid");
+        assert!(out.stdout.contains(rule), "{style}: {out:#?}");
+    }
+}

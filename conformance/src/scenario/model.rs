@@ -166,6 +166,135 @@ pub enum Check {
     ScreenRegex(Regex),
     /// The screen equals the named snapshot file.
     Snapshot { name: String, path: PathBuf },
+    /// Cells of the screen have these colours and attributes.
+    Style(StyleCheck),
+}
+
+/// Which cells a style expectation is about, and what they must have
+/// (what is not named is not checked).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StyleCheck {
+    /// The first place this text is on the screen (its cells), or
+    pub text: Option<String>,
+    /// `len` cells (default 1) from row and column (0-based).
+    pub at: Option<(u16, u16, u16)>,
+    pub fg: Option<Colour>,
+    pub bg: Option<Colour>,
+    pub bold: Option<bool>,
+    pub italic: Option<bool>,
+    pub underline: Option<bool>,
+    pub inverse: Option<bool>,
+}
+
+/// A cell colour as written in a scenario: `default`, one of the eight
+/// names (`red`, `bright-red`, …, the 16 ANSI colours), an index `0`–`255`,
+/// or `#rrggbb`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Colour {
+    Default,
+    Index(u8),
+    Rgb(u8, u8, u8),
+}
+
+/// The eight ANSI colour names, in index order.
+pub const COLOUR_NAMES: [&str; 8] = [
+    "black", "red", "green", "yellow", "blue", "magenta", "cyan", "white",
+];
+
+impl Colour {
+    /// Parses a colour as written (see [`Colour`]).
+    pub fn parse(text: &str) -> Result<Colour, String> {
+        let t = text.trim().to_ascii_lowercase();
+        if t == "default" {
+            return Ok(Colour::Default);
+        }
+        if let Some(i) = COLOUR_NAMES.iter().position(|n| *n == t) {
+            return Ok(Colour::Index(i as u8));
+        }
+        if let Some(i) = t
+            .strip_prefix("bright-")
+            .and_then(|n| COLOUR_NAMES.iter().position(|c| *c == n))
+        {
+            return Ok(Colour::Index(8 + i as u8));
+        }
+        if let Some(hex) = t.strip_prefix('#').filter(|h| h.len() == 6) {
+            let b = |i: usize| u8::from_str_radix(&hex[i..i + 2], 16);
+            if let (Ok(r), Ok(g), Ok(bl)) = (b(0), b(2), b(4)) {
+                return Ok(Colour::Rgb(r, g, bl));
+            }
+        }
+        if let Ok(i) = t.parse::<u8>() {
+            return Ok(Colour::Index(i));
+        }
+        Err(format!(
+            "colour {text:?}: use default, black … white, bright-black … bright-white, 0-255 or #rrggbb"
+        ))
+    }
+}
+
+impl std::fmt::Display for Colour {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Colour::Default => write!(f, "default"),
+            Colour::Index(i) if i < 8 => write!(f, "{}", COLOUR_NAMES[usize::from(i)]),
+            Colour::Index(i) if i < 16 => write!(f, "bright-{}", COLOUR_NAMES[usize::from(i - 8)]),
+            Colour::Index(i) => write!(f, "{i}"),
+            Colour::Rgb(r, g, b) => write!(f, "#{r:02x}{g:02x}{b:02x}"),
+        }
+    }
+}
+
+/// A style expectation as written.
+#[derive(Deserialize, Default, Debug)]
+#[serde(deny_unknown_fields)]
+struct RawStyle {
+    text: Option<String>,
+    row: Option<u16>,
+    col: Option<u16>,
+    len: Option<u16>,
+    fg: Option<String>,
+    bg: Option<String>,
+    bold: Option<bool>,
+    italic: Option<bool>,
+    underline: Option<bool>,
+    inverse: Option<bool>,
+}
+
+impl RawStyle {
+    fn check(&self) -> Result<StyleCheck, String> {
+        let at = match (&self.text, self.row, self.col) {
+            (Some(t), None, None) if !t.is_empty() && self.len.is_none() => None,
+            (None, Some(r), Some(c)) => Some((r, c, self.len.unwrap_or(1).max(1))),
+            _ => {
+                return Err(
+                    "style names its cells by text, or by row and col (with an optional len)"
+                        .into(),
+                )
+            }
+        };
+        let colour = |c: &Option<String>| c.as_deref().map(Colour::parse).transpose();
+        let s = StyleCheck {
+            text: self.text.clone(),
+            at,
+            fg: colour(&self.fg)?,
+            bg: colour(&self.bg)?,
+            bold: self.bold,
+            italic: self.italic,
+            underline: self.underline,
+            inverse: self.inverse,
+        };
+        if s.fg.is_none()
+            && s.bg.is_none()
+            && [s.bold, s.italic, s.underline, s.inverse]
+                .iter()
+                .all(Option::is_none)
+        {
+            return Err(
+                "style checks at least one of fg, bg, bold, italic, underline, inverse".into(),
+            );
+        }
+        Ok(s)
+    }
 }
 
 impl Action {
@@ -238,6 +367,35 @@ impl Check {
             Check::ScreenLacks(t) => format!("screen does not contain {t:?}"),
             Check::ScreenRegex(r) => format!("screen matches /{}/", r.as_str()),
             Check::Snapshot { name, .. } => format!("screen equals snapshot {name:?}"),
+            Check::Style(s) => {
+                let cells = match (&s.text, s.at) {
+                    (Some(t), _) => format!("{t:?}"),
+                    (None, Some((r, c, n))) => format!("{n} cell(s) at row {r}, col {c}"),
+                    _ => String::new(),
+                };
+                let mut want = Vec::new();
+                if let Some(c) = s.fg {
+                    want.push(format!("fg {c}"));
+                }
+                if let Some(c) = s.bg {
+                    want.push(format!("bg {c}"));
+                }
+                for (name, v) in [
+                    ("bold", s.bold),
+                    ("italic", s.italic),
+                    ("underline", s.underline),
+                    ("inverse", s.inverse),
+                ] {
+                    if let Some(v) = v {
+                        want.push(if v {
+                            name.to_string()
+                        } else {
+                            format!("not {name}")
+                        });
+                    }
+                }
+                format!("screen shows {cells} with {}", want.join(", "))
+            }
         }
     }
 }
@@ -303,6 +461,7 @@ struct RawCheck {
     lacks: Option<String>,
     regex: Option<String>,
     snapshot: Option<String>,
+    style: Option<RawStyle>,
 }
 
 /// Parses a duration: a number and a unit, `ms`, `s`, `m` or `h` (`"250ms"`, `"1.5s"`, `"2m"`).
@@ -739,7 +898,7 @@ fn step(s: RawStep, file: &Path) -> Result<Action, String> {
         "expect_screen" => {
             let check = check(s.expect_screen.as_ref(), "expect_screen", file)?;
             if !check.is_screen() {
-                return Err("expect_screen takes contains, lacks, regex or snapshot".into());
+                return Err("expect_screen takes contains, lacks, regex, snapshot or style".into());
             }
             Action::Expect {
                 check,
@@ -782,11 +941,12 @@ fn check(c: Option<&RawCheck>, kind: &str, file: &Path) -> Result<Check, String>
         ("lacks", c.lacks.is_some()),
         ("regex", c.regex.is_some()),
         ("snapshot", c.snapshot.is_some()),
+        ("style", c.style.is_some()),
     ];
     let given: Vec<&str> = set.iter().filter(|a| a.1).map(|a| a.0).collect();
     let [one] = given.as_slice() else {
         return Err(format!(
-            "{kind} needs exactly one of equals, subset (with an optional pointer), contains, lacks, regex, snapshot; got {}",
+            "{kind} needs exactly one of equals, subset (with an optional pointer), contains, lacks, regex, snapshot, style; got {}",
             if given.is_empty() { "none".to_string() } else { given.join(", ") }
         ));
     };
@@ -825,6 +985,13 @@ fn check(c: Option<&RawCheck>, kind: &str, file: &Path) -> Result<Check, String>
                 .map_err(|e| format!("regex {src:?}: {e}"))?;
             Check::ScreenRegex(re)
         }
+        "style" => Check::Style(
+            c.style
+                .as_ref()
+                .map(RawStyle::check)
+                .transpose()?
+                .unwrap_or_default(),
+        ),
         _ => {
             let name = c.snapshot.clone().unwrap_or_default();
             if !valid_snapshot_name(&name) {
@@ -999,6 +1166,23 @@ mod tests {
             tick(parse(unset, f, &allow("TICKBOX_SURELY_UNSET_VAR")).unwrap()),
             "/opt/x/t.wasm"
         );
+    }
+
+    #[test]
+    fn colours_parse_every_way_they_are_written() {
+        for (text, c) in [
+            ("default", Colour::Default),
+            ("red", Colour::Index(1)),
+            ("bright-white", Colour::Index(15)),
+            ("196", Colour::Index(196)),
+            ("#0a0B0c", Colour::Rgb(10, 11, 12)),
+        ] {
+            assert_eq!(Colour::parse(text), Ok(c), "{text}");
+            assert_eq!(Colour::parse(&c.to_string()), Ok(c), "{c}");
+        }
+        for bad in ["puce", "#12345", "256", "bright-", ""] {
+            assert!(Colour::parse(bad).is_err(), "{bad}");
+        }
     }
 
     /// `dir` grants are made relative to the scenario and must lie under

@@ -764,6 +764,7 @@ impl Runner<'_> {
                     Err(screen_lines(&screen))
                 }
             }
+            Check::Style(want) => style_holds(&self.session.view().snapshot(), want),
             Check::Snapshot { .. } => {
                 let screen = diff::normalize_screen(&self.session.view().screen_text());
                 let want = snapshot.unwrap_or_default();
@@ -855,6 +856,81 @@ impl Runner<'_> {
             }
             tokio::time::sleep(POLL).await;
         }
+    }
+}
+
+/// Whether the cells a style expectation names have what it asks; the
+/// error says, per differing cell, what is there.
+fn style_holds(
+    screen: &vt100::Screen,
+    want: &crate::scenario::model::StyleCheck,
+) -> Result<(), Vec<String>> {
+    use crate::scenario::model::Colour;
+    let (rows, cols) = screen.size();
+    let (rows, cols) = (rows.get(), cols.get());
+    let cells: Vec<(u16, u16)> = match (&want.text, want.at) {
+        (Some(text), _) => {
+            // The first row holding the text, by characters (a wide
+            // character is one cell here, as the screen text has it).
+            let found = (0..rows).find_map(|r| {
+                let line: Vec<char> = screen.contents_between(r, 0, r, cols).chars().collect();
+                let needle: Vec<char> = text.chars().collect();
+                line.windows(needle.len())
+                    .position(|w| w == needle.as_slice())
+                    .map(|c| (r, c as u16, needle.len() as u16))
+            });
+            match found {
+                Some((r, c, n)) => (c..c + n).map(|c| (r, c)).collect(),
+                None => return Err(vec![format!("{text:?} is not on the screen")]),
+            }
+        }
+        (None, Some((r, c, n))) => (c..c.saturating_add(n)).map(|c| (r, c)).collect(),
+        _ => Vec::new(),
+    };
+    let colour = |c: vt100::Color| match c {
+        vt100::Color::Default => Colour::Default,
+        vt100::Color::Idx(i) => Colour::Index(i),
+        vt100::Color::Rgb(r, g, b) => Colour::Rgb(r, g, b),
+    };
+    let mut found = Vec::new();
+    for (r, c) in cells {
+        let Some(cell) = screen.cell(r, c) else {
+            found.push(format!("row {r}, col {c} is off the {cols}x{rows} screen"));
+            continue;
+        };
+        let mut wrong = Vec::new();
+        if let Some(w) = want.fg.filter(|w| *w != colour(cell.fgcolor())) {
+            wrong.push(format!("fg {} (not {w})", colour(cell.fgcolor())));
+        }
+        if let Some(w) = want.bg.filter(|w| *w != colour(cell.bgcolor())) {
+            wrong.push(format!("bg {} (not {w})", colour(cell.bgcolor())));
+        }
+        for (name, w, is) in [
+            ("bold", want.bold, cell.bold()),
+            ("italic", want.italic, cell.italic()),
+            ("underline", want.underline, cell.underline()),
+            ("inverse", want.inverse, cell.inverse()),
+        ] {
+            if w.is_some_and(|w| w != is) {
+                wrong.push(if is {
+                    name.to_string()
+                } else {
+                    format!("not {name}")
+                });
+            }
+        }
+        if !wrong.is_empty() {
+            found.push(format!(
+                "row {r}, col {c} {:?}: {}",
+                cell.contents(),
+                wrong.join(", ")
+            ));
+        }
+    }
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(found)
     }
 }
 
