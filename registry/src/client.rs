@@ -8,7 +8,7 @@
 
 use crate::auth::{query_escape, Basic, Challenge, Credentials};
 use crate::error::RegistryError;
-use crate::http::{Answer, Endpoint, Transport};
+use crate::http::{lock, Answer, Endpoint, Transport};
 use crate::layout::{self, Descriptor, Manifest, TickArtifact};
 use crate::limits::{MAX_MANIFEST_BYTES, MAX_REDIRECTS, MAX_TICK_MANIFEST_BYTES, MAX_TOKEN_BYTES};
 use crate::reference::{Digest, Reference, Target};
@@ -795,7 +795,7 @@ impl Registry {
         let retried = send(Some(auth.clone())).await?;
         if retried.status == StatusCode::UNAUTHORIZED || retried.status == StatusCode::FORBIDDEN {
             return Err(unauthorized(
-                if basic_present(&self.credentials, &reference.registry) {
+                if self.credentials.for_registry(&reference.registry).is_some() {
                     "the credentials were refused".into()
                 } else {
                     no_credentials(&reference.registry)
@@ -878,14 +878,6 @@ fn no_credentials(registry: &str) -> String {
     format!(
         "no credentials for {registry} in the Docker config file (docker login, or DOCKER_CONFIG)"
     )
-}
-
-fn basic_present(c: &Credentials, registry: &str) -> bool {
-    c.for_registry(registry).is_some()
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn parse_manifest(reference: &Reference, bytes: &[u8]) -> Result<Manifest, RegistryError> {

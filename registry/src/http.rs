@@ -399,6 +399,8 @@ impl Answer {
     }
 }
 
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// A mutex's guard, also after a panic elsewhere poisoned it (the guarded
+/// maps are caches: any state they hold is usable).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -397,6 +397,38 @@ pub fn resolve(reference: &str, opts: &RegistryOpts, max_wasm: u64) -> Result<Pu
     {
         return Ok(p.clone());
     }
+    let (mut pulled, entry) = fetch(reference, opts, max_wasm)?;
+    pulled.signer = check_signers(&pulled, opts)?;
+    if let Some(e) = &entry {
+        if e.signer.is_some() && e.signer != pulled.signer {
+            let drift = format!(
+                "{reference}: the lock records signer {}, the signature now checked is by {}",
+                e.signer.as_deref().unwrap_or("none"),
+                pulled
+                    .signer
+                    .as_deref()
+                    .unwrap_or("nobody (no signers policy applies)")
+            );
+            if opts.locked {
+                return Err(Exit::session(format!("--locked: {drift}")));
+            }
+            tracing::warn!("{drift}");
+        }
+    }
+    tickbox_runtime::util::lock(&RESOLVED)
+        .get_or_insert_with(HashMap::new)
+        .insert(reference.to_string(), pulled.clone());
+    Ok(pulled)
+}
+
+/// The pull itself, under the lock file (a locked tag runs its locked
+/// digest; `--locked` refuses a moved tag), before any signers policy is
+/// applied; with the lock's entry for the reference.
+fn fetch(
+    reference: &str,
+    opts: &RegistryOpts,
+    max_wasm: u64,
+) -> Result<(Pulled, Option<lock::Entry>), Exit> {
     let parsed = parse(reference)?;
     let entry = locked_target(reference, opts)?;
     let config = opts.config()?;
@@ -437,28 +469,7 @@ pub fn resolve(reference: &str, opts: &RegistryOpts, max_wasm: u64) -> Result<Pu
     if pulled.fetched {
         tracing::info!(reference = %pulled.reference, wasm = %pulled.wasm_digest, "pulled");
     }
-    let mut pulled = pulled;
-    pulled.signer = check_signers(&pulled, opts)?;
-    if let Some(e) = &entry {
-        if e.signer.is_some() && e.signer != pulled.signer {
-            let drift = format!(
-                "{reference}: the lock records signer {}, the signature now checked is by {}",
-                e.signer.as_deref().unwrap_or("none"),
-                pulled
-                    .signer
-                    .as_deref()
-                    .unwrap_or("nobody (no signers policy applies)")
-            );
-            if opts.locked {
-                return Err(Exit::session(format!("--locked: {drift}")));
-            }
-            tracing::warn!("{drift}");
-        }
-    }
-    tickbox_runtime::util::lock(&RESOLVED)
-        .get_or_insert_with(HashMap::new)
-        .insert(reference.to_string(), pulled.clone());
-    Ok(pulled)
+    Ok((pulled, entry))
 }
 
 /// The pinned form of a reference this process resolved.
@@ -488,7 +499,7 @@ pub fn describe(p: &Pulled) -> Value {
             "bytes": std::fs::metadata(&p.wasm).map(|m| m.len()).unwrap_or(0),
             "path": p.wasm,
         },
-        "requested": p.requested.as_ref().map(|_| true).unwrap_or(false),
+        "requested": p.requested.is_some(),
         "fetched": p.fetched,
         "signer": p.signer,
     })
@@ -595,15 +606,11 @@ pub struct VerifyArgs {
 /// allowed signer is over this manifest; exit 3 otherwise.
 pub fn verify(args: VerifyArgs) -> Result<Value, Exit> {
     let parsed = parse(&args.reference)?;
-    // The signers policy is applied below, with its verdicts shown, rather
-    // than refusing inside the pull.
-    let quiet = RegistryOpts {
-        signers: Some(PathBuf::from("/dev/null")),
-        ..args.registry.clone()
-    };
-    let pulled = resolve(
+    // The pull alone: the signers policy is applied below, with its
+    // verdicts shown, rather than refusing inside a resolve.
+    let (pulled, _) = fetch(
         &args.reference,
-        &quiet,
+        &args.registry,
         tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM,
     )?;
     let (allowed, rule) = match &args.allowed_signers {

@@ -320,7 +320,10 @@ fn oci_launcher(reference: &str, grant_spec: GrantSpec, args: &TickOpts) -> Resu
             "--cwd applies to native Ticks; grant a wasm Tick a directory with --dir",
         ));
     }
-    let (pulled, pin, decided) = pull_and_decide(reference, &grant_spec, args)?;
+    let flags = grant_spec
+        .resolve()
+        .map_err(|e| Exit::usage(e.with_flag()))?;
+    let (pulled, pin, decided) = pull_and_decide(reference, flags.max_wasm_size, args)?;
     let grants = match &decided {
         Some(d) => {
             let grants = with_requested(&d.requested, grant_spec)?;
@@ -330,9 +333,7 @@ fn oci_launcher(reference: &str, grant_spec: GrantSpec, args: &TickOpts) -> Resu
             }
             grants
         }
-        None => grant_spec
-            .resolve()
-            .map_err(|e| Exit::usage(e.with_flag()))?,
+        None => flags,
     };
     let engine = engine(args.no_cache)?;
     Ok(Launcher::wasm(engine, pulled.wasm.clone(), grants)
@@ -384,7 +385,7 @@ pub fn pulled_subject(
 /// before it forks, then the host takes that decision).
 pub fn pull_and_decide(
     reference: &str,
-    grant_spec: &GrantSpec,
+    max_wasm: u64,
     args: &TickOpts,
 ) -> Result<
     (
@@ -394,10 +395,6 @@ pub fn pull_and_decide(
     ),
     Exit,
 > {
-    let max_wasm = grant_spec
-        .resolve()
-        .map_err(|e| Exit::usage(e.with_flag()))?
-        .max_wasm_size;
     let registry = args.registry.lock_beside(args.policy.as_deref());
     let (pulled, pin, subject) = pulled_subject(reference, max_wasm, &registry)?;
     if let super::consent::Asking::Decided(d) = &args.asking {

@@ -689,20 +689,8 @@ fn plain_http_elsewhere_than_loopback_is_refused_unless_named() {
 
 /// A CA, a certificate for 127.0.0.1 signed by it, and an htpasswd file.
 fn secure(dir: &TempDir, user: &str, password: &str) -> (Secure, PathBuf) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "tickbox registry test CA");
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    std::fs::write(dir.path("ca.pem"), ca.pem()).unwrap();
+    let (ca, leaf, key) = crate::util::loopback_pki("tickbox registry test CA");
+    std::fs::write(dir.path("ca.pem"), ca).unwrap();
     std::fs::write(dir.path("cert.pem"), leaf.pem()).unwrap();
     std::fs::write(dir.path("key.pem"), key.serialize_pem()).unwrap();
     // bcrypt, which the registry's htpasswd wants, from the C library.
