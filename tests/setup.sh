@@ -73,3 +73,11 @@ tests/mcp-clients/.venv/bin/pip install -q --disable-pip-version-check \
 [ tests/mcp-clients/node_modules/.package-lock.json -nt tests/mcp-clients/package-lock.json ] \
     || (cd tests/mcp-clients && npm ci --no-audit --no-fund --loglevel=error)
 # ---- end of the MCP clients ----
+
+# ---- trace players (cli/tests/it/traces.rs) ----
+# asciinema's own CLI (PyPI, pinned in tests/players/requirements.txt, into
+# a venv there, gitignored): the trace tests play every trace with it.
+[ -x tests/players/.venv/bin/python3 ] || python3 -m venv tests/players/.venv
+tests/players/.venv/bin/pip install -q --disable-pip-version-check \
+    -r tests/players/requirements.txt
+# ---- end of the trace players ----

@@ -17,6 +17,7 @@ mod open;
 mod remote;
 mod review;
 mod run;
+mod show_trace;
 mod stdio;
 mod terminal;
 mod test;

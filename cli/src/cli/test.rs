@@ -5,11 +5,12 @@ use super::consent::{Asking, NOBODY_TEST};
 use super::exit::{self, Exit};
 use super::open::{launcher as resolve, TickOpts, TickSpec};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickbox_runtime::scenario::{
-    self, report, Outcome, Policy, Prepared, RunOptions, Scenario, ScenarioResult, TimeBudget,
+    self, report, trace, Outcome, Policy, Prepared, RunOptions, Scenario, ScenarioResult,
+    TimeBudget,
 };
 use tickbox_runtime::Launcher;
 
@@ -39,7 +40,28 @@ snapshot files are never read or written through a symbolic link. When the
 CI environment variable is set (to anything but \"\", 0 or false), only
 sandboxed (wasm) Ticks run, as with --sandboxed-only; --allow-native runs
 native ones too. Each scenario has --timeout (default 5m), the whole run
---run-timeout (default 30m).";
+--run-timeout (default 30m).
+
+--trace on-failure|always writes a trace per scenario into --trace-dir
+(default target/tickbox-traces): NAME.trace.cast, an asciicast v2 file that
+asciinema plays as it is, with the protocol frames, each state and each
+step's outcome in it (at most 4 MiB; a cut trace says so in the report).
+`tickbox test show-trace FILE` replays one step by step.";
+
+/// When `tickbox test` writes a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TraceMode {
+    /// Never
+    Off,
+    /// For each scenario that failed, could not start, or was flaky (its first failed attempt)
+    OnFailure,
+    /// For every scenario that ran
+    Always,
+}
+
+/// Where traces go unless --trace-dir says otherwise (relative to the
+/// current directory, like cargo's own output).
+pub const DEFAULT_TRACE_DIR: &str = "target/tickbox-traces";
 
 /// Report formats.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -105,6 +127,12 @@ pub struct TestArgs {
     /// Wall time the whole run may take; scenarios not finished by then fail [default: 30m]
     #[arg(long, value_name = "DURATION")]
     pub run_timeout: Option<String>,
+    /// Write a trace of each scenario (NAME.trace.cast: an asciinema cast with the protocol frames, states and step outcomes)
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = TraceMode::Off)]
+    pub trace: TraceMode,
+    /// The directory traces are written to [default: target/tickbox-traces]
+    #[arg(long, value_name = "DIR")]
+    pub trace_dir: Option<PathBuf>,
 }
 
 /// What `tickbox test` does besides running scenarios.
@@ -112,6 +140,8 @@ pub struct TestArgs {
 pub enum TestCommand {
     /// Walk the pending snapshots (NAME.snap.new, left by a screen that did not match): each diff, then accept, reject or skip; and list .snap files no scenario uses
     Review(super::review::ReviewArgs),
+    /// Replay a trace written by --trace, step by step: each step's outcome, the screen after it, the state and the protocol frames
+    ShowTrace(super::show_trace::ShowTraceArgs),
 }
 
 /// Most retries of one scenario.
@@ -375,6 +405,7 @@ async fn one(
         update: args.update,
         seed: args.seed,
         budget,
+        trace: args.trace != TraceMode::Off,
         ..RunOptions::default()
     };
     let mut failed = Vec::new();
@@ -387,7 +418,18 @@ async fn one(
                 failed.push(r);
                 opts.budget = budget;
             }
-            _ => return Some(r.after_attempts(failed)),
+            _ => {
+                // A flaky scenario's trace is of where it failed.
+                let first_failed = failed.first().and_then(|f| f.trace.clone());
+                let mut r = r.after_attempts(failed);
+                r.trace = match args.trace {
+                    TraceMode::Off => None,
+                    _ if r.is_flaky() => first_failed,
+                    TraceMode::OnFailure if r.outcome == Outcome::Passed => None,
+                    TraceMode::OnFailure | TraceMode::Always => r.trace,
+                };
+                return Some(r);
+            }
         }
     }
 }
@@ -418,8 +460,10 @@ impl Drop for Scratch {
 
 /// Runs `tickbox test`.
 pub async fn run(args: TestArgs) -> Result<(), Exit> {
-    if let Some(TestCommand::Review(r)) = args.command {
-        return super::review::run(r);
+    match args.command {
+        Some(TestCommand::Review(r)) => return super::review::run(r),
+        Some(TestCommand::ShowTrace(t)) => return super::show_trace::run(t),
+        None => {}
     }
     let files = scenario::discover(&args.paths).map_err(Exit::usage)?;
     if files.is_empty() {
@@ -462,6 +506,20 @@ pub async fn run(args: TestArgs) -> Result<(), Exit> {
         ));
     }
     let rules = Arc::new(Rules::from_args(&args)?);
+    let trace_dir = args
+        .trace_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_TRACE_DIR));
+    if args.trace != TraceMode::Off {
+        // Made before anything runs, so a directory that cannot be is one
+        // line now rather than a note per scenario later.
+        std::fs::create_dir_all(&trace_dir).map_err(|e| {
+            Exit::usage(format!(
+                "--trace-dir {}: cannot make the directory: {e}",
+                trace_dir.display()
+            ))
+        })?;
+    }
     let format = args.format;
     let pretty = args.pretty;
     let filter = Arc::new(args.filter.clone());
@@ -486,7 +544,8 @@ pub async fn run(args: TestArgs) -> Result<(), Exit> {
         }
     }
     results.sort_by_key(|r| r.0);
-    let results: Vec<ScenarioResult> = results.into_iter().map(|r| r.1).collect();
+    let mut results: Vec<ScenarioResult> = results.into_iter().map(|r| r.1).collect();
+    write_traces(&mut results, &trace_dir);
     if results.is_empty() {
         return Err(Exit::usage("--filter matched no scenario"));
     }
@@ -509,6 +568,33 @@ pub async fn run(args: TestArgs) -> Result<(), Exit> {
         ))
     } else {
         Ok(())
+    }
+}
+
+/// Writes each result's trace as `NAME.trace.cast` in `dir` (names made
+/// unique within the run, in the report's order, so a rerun overwrites
+/// the same files), never through a link; the report notes each file,
+/// each write that failed and each trace that was cut.
+fn write_traces(results: &mut [ScenarioResult], dir: &Path) {
+    let mut taken = std::collections::HashSet::new();
+    for r in results {
+        let Some(t) = r.trace.take() else { continue };
+        let base = trace::file_name(&r.name);
+        let mut name = base.clone();
+        let mut n = 2;
+        while !taken.insert(name.clone()) {
+            let stem = base.trim_end_matches(trace::TRACE_SUFFIX);
+            name = format!("{stem}-{n}{}", trace::TRACE_SUFFIX);
+            n += 1;
+        }
+        let path = dir.join(&name);
+        match scenario::write_regular(&path, &t.text) {
+            Ok(()) => r.notes.push(format!("trace: {}", path.display())),
+            Err(e) => r.notes.push(format!("the trace was not written: {e}")),
+        }
+        if let Some(why) = t.cut {
+            r.notes.push(why);
+        }
     }
 }
 

@@ -62,6 +62,10 @@
 //!   in every run;
 //! - `layers` — each crate's dependency tree has only what its layer is
 //!   for, and only the CLI reads `TICKBOX_*` variables;
+//! - `traces` — `tickbox test --trace` and `show-trace`: which scenarios
+//!   get a trace, asciinema plays it, frames, states and outcomes in it,
+//!   the same file on every run, a hostile Tick's trace inert, the size
+//!   bound, and trace files as untrusted input;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
 //!   natively, each driven through a scripted session on both backends.
 
@@ -93,6 +97,7 @@ mod sdks;
 mod tick_text;
 mod tiers;
 mod toolchains;
+mod traces;
 mod util;
 mod views;
 mod walls;

@@ -18,7 +18,7 @@ fn corpus() -> Vec<String> {
 
 /// Panics naming the sink and the first raw character, if any; line
 /// breaks between lines are the sink's own.
-fn assert_inert(sink: &str, s: &str) {
+pub(crate) fn assert_inert(sink: &str, s: &str) {
     if let Some((i, c)) = s.char_indices().find(|(_, c)| is_unsafe(*c) && *c != '\n') {
         let from = s[..i].char_indices().rev().nth(40).map_or(0, |(j, _)| j);
         panic!(
@@ -66,7 +66,7 @@ fn assert_inert_value(sink: &str, v: &Value) {
 }
 
 /// The corpus's bidi override, escaped visibly: the text got through.
-fn shows_escaped(s: &str) -> bool {
+pub(crate) fn shows_escaped(s: &str) -> bool {
     s.contains("\\u{202e}") || s.contains("\\u202e") || s.contains("\\u{202E}")
 }
 
@@ -255,11 +255,11 @@ fn a_hostile_manifest_reaches_no_consent_sink_raw() {
 }
 
 /// The corpus of `corpus.py`, as a scenario file's author would write it.
-const CORPUS_SAMPLE: &str = "[\u{1b}]2;pwned-title\u{7}\u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{9b}31m\u{7f}\r\nFORGED line\u{202e}\u{2066}\u{200b}\u{ad}\u{34f}\u{115f}\u{3164}\u{fe0f}\u{2028}\u{e0041}]";
+pub(crate) const CORPUS_SAMPLE: &str = "[\u{1b}]2;pwned-title\u{7}\u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{9b}31m\u{7f}\r\nFORGED line\u{202e}\u{2066}\u{200b}\u{ad}\u{34f}\u{115f}\u{3164}\u{fe0f}\u{2028}\u{e0041}]";
 
 /// A TOML basic string's content with every character outside printable
 /// ASCII as a `\UXXXXXXXX` escape.
-fn toml_escaped(s: &str) -> String {
+pub(crate) fn toml_escaped(s: &str) -> String {
     s.chars()
         .map(|c| match c {
             '"' | '\\' => format!("\\{c}"),

@@ -16,9 +16,12 @@
 //! - `diff` — state and screen comparisons, bounded and escaped;
 //! - [`report`] — text, JSON and JUnit;
 //! - `record` — a live session recorded as a scenario ([`Recorder`],
-//!   `tickbox run --record`).
+//!   `tickbox run --record`);
+//! - [`trace`] — a run's trace (`tickbox test --trace`): the screen as an
+//!   asciicast v2 cast with the protocol frames, states and step outcomes
+//!   in it, bounded; and reading one back (`tickbox test show-trace`).
 //!
-//! The submodules other than [`report`] are private; what a user of the
+//! The submodules other than [`report`] and [`trace`] are private; what a user of the
 //! library needs is re-exported here.
 //!
 //! A wasm Tick runs with virtual time and seeded randomness by default
@@ -48,6 +51,7 @@ pub(crate) mod policy;
 pub(crate) mod record;
 pub mod report;
 pub(crate) mod run;
+pub mod trace;
 
 pub use files::{read_regular, remove_regular, write_regular, FileError};
 pub use model::{dir_grant, load, parse, parse_duration, stem, Scenario, ScenarioError};

@@ -18,6 +18,7 @@
 use super::diff;
 use super::files::{self, FileError};
 use super::model::{Action, CallExpect, Check, Scenario, DEFAULT_SEED};
+use super::trace::{self, Direction, Recorder, StepRecord, Tap, Trace};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -106,6 +107,8 @@ pub struct RunOptions {
     pub max_wait_jumps: u64,
     /// Wall time the whole scenario may take ([`DEFAULT_SCENARIO_TIMEOUT`]).
     pub budget: TimeBudget,
+    /// Record a trace of the run ([`ScenarioResult::trace`]).
+    pub trace: bool,
 }
 
 impl Default for RunOptions {
@@ -116,6 +119,7 @@ impl Default for RunOptions {
             session: SessionConfig::default(),
             max_wait_jumps: MAX_WAIT_JUMPS,
             budget: TimeBudget::default(),
+            trace: false,
         }
     }
 }
@@ -170,6 +174,9 @@ pub struct ScenarioResult {
     /// Earlier attempts that failed (`--retries`), oldest first, with the
     /// seed each ran with: a scenario that passes after one is flaky.
     pub failed_attempts: Vec<(Outcome, Option<u64>)>,
+    /// The run's trace, when [`RunOptions::trace`] asked for one and the
+    /// Tick was started (see [`trace`](super::trace)).
+    pub trace: Option<Trace>,
 }
 
 impl ScenarioResult {
@@ -186,6 +193,7 @@ impl ScenarioResult {
             written: Vec::new(),
             notes: Vec::new(),
             failed_attempts: Vec::new(),
+            trace: None,
         }
     }
 
@@ -225,6 +233,83 @@ impl ScenarioResult {
 
 /// Runs a scenario in a fresh instance of its Tick.
 pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) -> ScenarioResult {
+    let mut tracer = None;
+    let mut result = run_traced(scenario, prepared, opts, &mut tracer).await;
+    if let Some(t) = tracer {
+        result.trace = Some(t.finish(&result));
+    }
+    result
+}
+
+/// The trace of one run: its recorder, and the clock its timeline follows
+/// (virtual time on a deterministic Tick, else the run's real time).
+struct Tracer {
+    rec: Arc<Recorder>,
+    clock: Option<VirtualClock>,
+    started: Instant,
+}
+
+impl Tracer {
+    fn now(&self, step: usize) -> Duration {
+        let t = self
+            .clock
+            .as_ref()
+            .map_or_else(|| self.started.elapsed(), VirtualClock::elapsed);
+        trace::timeline(step, t)
+    }
+
+    /// Step `step` begins: its marker.
+    fn begin(&self, step: usize, action: &str) {
+        self.rec.at(self.now(step));
+        self.rec.marker(&format!("step {step}: {action}"));
+    }
+
+    /// Step `step` ended: the screen (rendered from the model once the
+    /// view has parsed what it was sent; the Tick is not asked anything,
+    /// so tracing changes nothing it sees), the step's outcome and state.
+    async fn end(
+        &self,
+        step: usize,
+        view: &tickbox_host::View,
+        record: StepRecord<'_>,
+        state: Option<Value>,
+        last: bool,
+    ) {
+        view.settle(Duration::ZERO, SNAPSHOT_SETTLE_MAX).await;
+        self.rec.at(self.now(step));
+        self.rec.screen(&view.snapshot());
+        self.rec
+            .step(&record, &view.screen_text(), state.as_ref(), last);
+    }
+
+    fn finish(self, r: &ScenarioResult) -> Trace {
+        self.rec.finish(&trace::Summary {
+            scenario: &r.name,
+            file: &r.file.display().to_string(),
+            seed: r.seed,
+            outcome: outcome_name(&r.outcome),
+            steps: r.steps,
+            passed_steps: r.passed_steps,
+        })
+    }
+}
+
+/// How a trace names an outcome.
+fn outcome_name(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Passed => "passed",
+        Outcome::Failed(_) => "failed",
+        Outcome::StartFailed(_) => "start failed",
+        Outcome::Invalid(_) => "invalid",
+    }
+}
+
+async fn run_traced(
+    scenario: &Scenario,
+    prepared: &Prepared,
+    opts: &RunOptions,
+    tracer: &mut Option<Tracer>,
+) -> ScenarioResult {
     let started = Instant::now();
     // Past this, the current step is abandoned and the Tick shut down; a
     // budget too large for the clock is no bound at all.
@@ -277,7 +362,7 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
         .then(|| VirtualClock::new(opts.seed.or(scenario.tick.seed).unwrap_or(DEFAULT_SEED)));
     result.seed = clock.as_ref().map(VirtualClock::seed);
 
-    let io = match tokio::time::timeout_at(deadline, prepared.launch.launch(clock.clone())).await {
+    let mut io = match tokio::time::timeout_at(deadline, prepared.launch.launch(clock.clone())).await {
         Ok(Ok(io)) => io,
         Ok(Err(e)) => {
             result.outcome = Outcome::StartFailed(format!("cannot start the Tick: {e}"));
@@ -292,6 +377,48 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
     if let Some((cols, rows)) = scenario.tick.size {
         io.view.resize(cols, rows);
     }
+    let view = io.view.clone();
+    if opts.trace {
+        // Every frame either way passes the taps, which copy whole lines
+        // into the trace and change nothing they carry.
+        let (cols, rows) = view.size();
+        let rec = Recorder::new(cols, rows);
+        io.stdin = Box::new(Tap::new(io.stdin, rec.clone(), Direction::ToTick));
+        io.stdout = Box::new(Tap::new(io.stdout, rec.clone(), Direction::FromTick));
+        let t = Tracer {
+            rec,
+            clock: clock.clone(),
+            started,
+        };
+        t.begin(0, "start");
+        *tracer = Some(t);
+    }
+    // The start's record, when the start is where the run ends.
+    let start_failed = |tracer: &Option<Tracer>, why: &Outcome| {
+        let found: Vec<String> = match why {
+            Outcome::Failed(f) => f.found.clone(),
+            Outcome::StartFailed(e) | Outcome::Invalid(e) => e.lines().map(String::from).collect(),
+            Outcome::Passed => Vec::new(),
+        };
+        let t = tracer.as_ref().map(|t| (t.rec.clone(), t.now(0)));
+        let view = view.clone();
+        let outcome = outcome_name(why);
+        async move {
+            if let Some((rec, now)) = t {
+                view.settle(Duration::ZERO, SNAPSHOT_SETTLE_MAX).await;
+                rec.at(now);
+                rec.screen(&view.snapshot());
+                let record = StepRecord {
+                    step: 0,
+                    action: "start",
+                    outcome,
+                    expected: "the Tick to start and initialize",
+                    found: &found,
+                };
+                rec.step(&record, &view.screen_text(), None, true);
+            }
+        }
+    };
     let mut config = opts.session.clone();
     if let Some(t) = scenario.tick.call_timeout {
         config.call_timeout = t;
@@ -301,11 +428,13 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             result.outcome = Outcome::StartFailed(e.to_string());
+            start_failed(tracer, &result.outcome).await;
             result.duration = started.elapsed();
             return result;
         }
         Err(_) => {
             result.outcome = over_at_start();
+            start_failed(tracer, &result.outcome).await;
             result.duration = started.elapsed();
             return result;
         }
@@ -331,15 +460,48 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
             .settle(SNAPSHOT_QUIET, SNAPSHOT_SETTLE_MAX)
             .await;
     }
+    if let Some(t) = tracer.as_ref() {
+        let record = StepRecord {
+            step: 0,
+            action: "start",
+            outcome: "passed",
+            expected: "",
+            found: &[],
+        };
+        let last = scenario.steps.is_empty();
+        t.end(0, &view, record, runner.data(), last).await;
+    }
     let mut outcome = Outcome::Passed;
-    for s in &scenario.steps {
+    for (n, s) in scenario.steps.iter().enumerate() {
         let label = match &s.name {
             Some(n) => format!("{} ({n})", s.action.kind()),
             None => s.action.kind().to_string(),
         };
+        let what = match &s.name {
+            Some(n) => format!("{} ({n})", s.action.describe()),
+            None => s.action.describe(),
+        };
+        if let Some(t) = tracer.as_ref() {
+            t.begin(s.index, &what);
+        }
         let done = tokio::time::timeout_at(deadline, runner.step(&s.action))
             .await
             .unwrap_or_else(|_| Err((s.action.describe(), vec![over()])));
+        if let Some(t) = tracer.as_ref() {
+            let (outcome, expected, found) = match &done {
+                Ok(()) => ("passed", "", &[][..]),
+                Err((e, f)) => ("failed", e.as_str(), f.as_slice()),
+            };
+            let record = StepRecord {
+                step: s.index,
+                action: &what,
+                outcome,
+                expected,
+                found,
+            };
+            let last = done.is_err() || n + 1 == scenario.steps.len();
+            t.end(s.index, &view, record, runner.data(), last).await;
+        }
         if let Err((expected, found)) = done {
             outcome = Outcome::Failed(Failure {
                 step: s.index,
