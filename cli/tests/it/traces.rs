@@ -334,7 +334,7 @@ fn a_hostile_ticks_trace_and_its_replay_carry_no_raw_control_character() {
     let path = traces.join(&written[0]);
     let bytes = std::fs::read(&path).unwrap();
     assert!(
-        bytes.iter().all(|&b| b >= 0x20 && b != 0x7f || b == b'\n'),
+        bytes.iter().all(|&b| (b >= 0x20 && b != 0x7f) || b == b'\n'),
         "no raw control byte in the file"
     );
     let text = String::from_utf8(bytes).unwrap();

@@ -47,6 +47,10 @@ pub const CALL_IDLE_SLICE: Duration = Duration::from_millis(100);
 /// long the runner waits for an answer already written before it moves the
 /// clock.
 pub const CALL_ANSWER_GRACE: Duration = Duration::from_millis(20);
+/// How long no frame may pass before a traced step's record is written.
+pub const TRACE_QUIET: Duration = Duration::from_millis(5);
+/// Bound on that wait.
+pub const TRACE_QUIET_MAX: Duration = Duration::from_millis(500);
 /// Largest snapshot file read.
 pub const MAX_SNAPSHOT_BYTES: u64 = 1024 * 1024;
 /// Default wall-time budget of one scenario, from its Tick's start to its
@@ -276,6 +280,18 @@ impl Tracer {
         last: bool,
     ) {
         view.settle(Duration::ZERO, SNAPSHOT_SETTLE_MAX).await;
+        // The guest may have written a frame just before it went idle that
+        // the session's reader has not read yet: give the reader until no
+        // frame has passed for TRACE_QUIET, so that frame is in this step
+        // and not the next (and the trace the same on every run).
+        let until = Instant::now() + TRACE_QUIET_MAX;
+        loop {
+            let seen = self.rec.frames_seen();
+            tokio::time::sleep(TRACE_QUIET).await;
+            if self.rec.frames_seen() == seen || Instant::now() >= until {
+                break;
+            }
+        }
         self.rec.at(self.now(step));
         self.rec.screen(&view.snapshot());
         self.rec
@@ -428,13 +444,13 @@ async fn run_traced(
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             result.outcome = Outcome::StartFailed(e.to_string());
-            start_failed(tracer, &result.outcome).await;
+            start_failed(&*tracer, &result.outcome).await;
             result.duration = started.elapsed();
             return result;
         }
         Err(_) => {
             result.outcome = over_at_start();
-            start_failed(tracer, &result.outcome).await;
+            start_failed(&*tracer, &result.outcome).await;
             result.duration = started.elapsed();
             return result;
         }
@@ -472,7 +488,7 @@ async fn run_traced(
         t.end(0, &view, record, runner.data(), last).await;
     }
     let mut outcome = Outcome::Passed;
-    for (n, s) in scenario.steps.iter().enumerate() {
+    for (i, s) in scenario.steps.iter().enumerate() {
         let label = match &s.name {
             Some(n) => format!("{} ({n})", s.action.kind()),
             None => s.action.kind().to_string(),
@@ -499,7 +515,7 @@ async fn run_traced(
                 expected,
                 found,
             };
-            let last = done.is_err() || n + 1 == scenario.steps.len();
+            let last = done.is_err() || i + 1 == scenario.steps.len();
             t.end(s.index, &view, record, runner.data(), last).await;
         }
         if let Err((expected, found)) = done {

@@ -142,6 +142,8 @@ struct Inner {
     renderer: Renderer,
     /// Frames, screens and steps left out since the trace filled up.
     left_out: u64,
+    /// Frames seen in all, kept or not.
+    seen: u64,
     cut: bool,
 }
 
@@ -157,6 +159,7 @@ impl Recorder {
                 now: Duration::ZERO,
                 renderer: Renderer::new(cols, rows),
                 left_out: 0,
+                seen: 0,
                 cut: false,
             }),
         })
@@ -164,6 +167,11 @@ impl Recorder {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         tickbox_host::util::lock(&self.inner)
+    }
+
+    /// How many frames have passed the taps so far.
+    pub(crate) fn frames_seen(&self) -> u64 {
+        self.lock().seen
     }
 
     /// Events from now on happen at `t` (never earlier than the last).
@@ -182,15 +190,16 @@ impl Recorder {
     /// bytes of which `kept` were held.
     fn frame(&self, dir: Direction, kept: &[u8], len: usize) {
         let mut i = self.lock();
+        i.seen += 1;
         if i.cut {
             // Not even escaped: past the bound a chatty Tick costs only a count.
             i.left_out += 1;
             return;
         }
-        let text = String::from_utf8_lossy(kept);
-        let shown = truncate(&text, MAX_TRACE_FRAME_CHARS);
+        let whole = String::from_utf8_lossy(kept);
+        let shown = truncate(&whole, MAX_TRACE_FRAME_CHARS);
         let mut text = escape(shown);
-        if shown.len() < len {
+        if kept.len() < len || shown.len() < whole.len() {
             text.push_str(&format!(" … ({len} bytes in all)"));
         }
         let record = json!({"kind": "frame", "dir": dir.name(), "text": text});
@@ -419,8 +428,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Tap<T> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = polled {
-            let new = buf.filled()[before..].to_vec();
-            this.see(&new);
+            this.see(&buf.filled()[before..]);
         }
         polled
     }
@@ -764,7 +772,7 @@ mod tests {
     #[test]
     fn trace_file_names_are_sanitised() {
         assert_eq!(file_name("counter"), "counter.trace.cast");
-        assert_eq!(file_name("../x/\u{1b}]0;y"), "_.._x____0_y.trace.cast");
+        assert_eq!(file_name("../x/\u{1b}]0;y"), "_._x___0_y.trace.cast");
         assert_eq!(file_name(""), "scenario.trace.cast");
         assert_eq!(file_name(&"a".repeat(300)).len(), 100 + TRACE_SUFFIX.len());
     }
