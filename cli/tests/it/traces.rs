@@ -292,7 +292,7 @@ fn a_trace_plays_in_asciinema_and_holds_frames_states_and_outcomes_the_same_on_e
         "outcome: passed; virtual time, seed 0",
         "step 0: start — passed",
         "step 2: expect state /value == 2 — passed",
-        "|Counter: 2",
+        "|│Counter: 2",
         "state: {",
         "to tick: {",
         "from tick: {",
