@@ -67,7 +67,10 @@ mod tests {
             out
         };
         let checks: &[(&str, String)] = &[
-            ("MAX_TRACE_BYTES", format!("| {} MiB |", MAX_TRACE_BYTES >> 20)),
+            (
+                "MAX_TRACE_BYTES",
+                format!("| {} MiB |", MAX_TRACE_BYTES >> 20),
+            ),
             (
                 "TRACE_RESERVE_BYTES",
                 format!("| {} KiB |", TRACE_RESERVE_BYTES >> 10),

@@ -73,9 +73,9 @@ pub fn run(args: ShowTraceArgs) -> Result<(), Exit> {
 
 /// What the trace is of.
 fn header(v: &trace::TraceView) -> Vec<String> {
-    let seed = v
-        .seed
-        .map_or("real time".to_string(), |s| format!("virtual time, seed {s}"));
+    let seed = v.seed.map_or("real time".to_string(), |s| {
+        format!("virtual time, seed {s}")
+    });
     vec![
         format!("trace of {} ({})", v.scenario, v.file),
         format!(
@@ -90,7 +90,10 @@ fn header(v: &trace::TraceView) -> Vec<String> {
 
 /// One step, every string escaped (`TickText`'s `Display`).
 fn step_lines(s: &trace::TraceStep) -> Vec<String> {
-    let mut out = vec![String::new(), format!("step {}: {} — {}", s.step, s.action, s.outcome)];
+    let mut out = vec![
+        String::new(),
+        format!("step {}: {} — {}", s.step, s.action, s.outcome),
+    ];
     if !s.expected.is_empty() {
         out.push(format!("  expected: {}", s.expected));
     }
@@ -104,7 +107,11 @@ fn step_lines(s: &trace::TraceStep) -> Vec<String> {
     }
     if !s.frames.is_empty() {
         out.push(format!("  frames ({}):", s.frames.len()));
-        out.extend(s.frames.iter().map(|(dir, text)| format!("    {dir}: {text}")));
+        out.extend(
+            s.frames
+                .iter()
+                .map(|(dir, text)| format!("    {dir}: {text}")),
+        );
     }
     out
 }

@@ -167,6 +167,28 @@ fn on_failure_traces_only_the_failing_scenario_and_always_traces_both() {
     let out = test_traced(&[&pass], "off", &traces, &[]);
     assert_eq!(out.code, 0, "{out:#?}");
     assert!(!traces.exists(), "--trace off writes nothing");
+
+    // A Tick that never started still leaves a trace saying why.
+    let missing = dir.path("missing.scenario.toml");
+    std::fs::write(
+        &missing,
+        "name = \"missing\"\n[tick]\npath = \"nowhere/absent.wasm\"\n\n[[step]]\nkey = \"+\"\n",
+    )
+    .unwrap();
+    let traces = dir.path("unstarted");
+    let out = test_traced(&[&missing], "on-failure", &traces, &[]);
+    assert_eq!(out.code, 3, "{out:#?}");
+    let (header, evs) =
+        events(&std::fs::read_to_string(traces.join("missing.trace.cast")).unwrap());
+    assert_eq!(header["tickbox"]["outcome"], "start failed");
+    let start = records(&evs, "step").pop().unwrap();
+    assert!(
+        start["found"][0]
+            .as_str()
+            .unwrap()
+            .contains("does not exist"),
+        "{start}"
+    );
 }
 
 #[test]
@@ -281,7 +303,10 @@ fn a_trace_plays_in_asciinema_and_holds_frames_states_and_outcomes_the_same_on_e
     for name in ["passing.trace.cast", "failing.trace.cast"] {
         let again = std::fs::read_to_string(second.join(name)).unwrap();
         let before = std::fs::read_to_string(first.join(name)).unwrap();
-        assert!(again == before, "{name} differs between runs:\n{before}\n---\n{again}");
+        assert!(
+            again == before,
+            "{name} differs between runs:\n{before}\n---\n{again}"
+        );
     }
 
     // show-trace replays it: off a terminal, every step.
@@ -334,7 +359,9 @@ fn a_hostile_ticks_trace_and_its_replay_carry_no_raw_control_character() {
     let path = traces.join(&written[0]);
     let bytes = std::fs::read(&path).unwrap();
     assert!(
-        bytes.iter().all(|&b| (b >= 0x20 && b != 0x7f) || b == b'\n'),
+        bytes
+            .iter()
+            .all(|&b| (b >= 0x20 && b != 0x7f) || b == b'\n'),
         "no raw control byte in the file"
     );
     let text = String::from_utf8(bytes).unwrap();
@@ -358,8 +385,10 @@ fn a_hostile_ticks_trace_and_its_replay_carry_no_raw_control_character() {
     // The positive control: the corpus is in the trace, escaped.
     let frames = records(&evs, "frame");
     assert!(
-        frames.iter().any(|f| f["text"].as_str().unwrap().contains("\\u202e")
-            || f["text"].as_str().unwrap().contains("\\u{202e}")),
+        frames
+            .iter()
+            .any(|f| f["text"].as_str().unwrap().contains("\\u202e")
+                || f["text"].as_str().unwrap().contains("\\u{202e}")),
         "the frames carry the corpus escaped: {frames:?}"
     );
     assert!(shows_escaped(&header["tickbox"]["scenario"].to_string()));
@@ -370,7 +399,10 @@ fn a_hostile_ticks_trace_and_its_replay_carry_no_raw_control_character() {
     assert_inert("show-trace stderr", &shown.stderr);
     assert!(shows_escaped(&shown.stdout), "{shown:#?}");
     assert!(
-        !shown.stdout.lines().any(|l| l.trim_start().starts_with("FORGED")),
+        !shown
+            .stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("FORGED")),
         "no line the corpus began: {shown:#?}"
     );
 }
@@ -420,7 +452,9 @@ fn a_chatty_ticks_trace_stops_at_its_bound_and_the_report_says_so() {
         big.len()
     );
     let (header, evs) = events(&big);
-    let cut = header["tickbox"]["cut"].as_str().expect("the header says it was cut");
+    let cut = header["tickbox"]["cut"]
+        .as_str()
+        .expect("the header says it was cut");
     assert!(cut.contains("MAX_TRACE_BYTES"), "{cut}");
     assert_eq!(records(&evs, "cut").len(), 1);
     assert!(
@@ -429,7 +463,8 @@ fn a_chatty_ticks_trace_stops_at_its_bound_and_the_report_says_so() {
         &big[big.len().saturating_sub(2000)..]
     );
     assert!(
-        out.stdout.contains("note: the trace was cut at its bound of 4194304 bytes"),
+        out.stdout
+            .contains("note: the trace was cut at its bound of 4194304 bytes"),
         "the report says so: {}",
         out.stdout
     );
@@ -439,7 +474,11 @@ fn a_chatty_ticks_trace_stops_at_its_bound_and_the_report_says_so() {
         traces.join("burst_100000.trace.cast").to_str().unwrap(),
     ]);
     assert_eq!(shown.code, 0, "{shown:#?}");
-    assert!(shown.stdout.contains("cut: the trace was cut"), "{}", shown.stdout);
+    assert!(
+        shown.stdout.contains("cut: the trace was cut"),
+        "{}",
+        shown.stdout
+    );
 
     // The positive control: ten updates are all there, nothing cut.
     let small = std::fs::read_to_string(traces.join("burst_10.trace.cast")).unwrap();
@@ -485,12 +524,18 @@ fn show_trace_prints_a_tampered_trace_escaped() {
     assert_inert("show-trace stdout", &shown.stdout);
     assert_inert("show-trace stderr", &shown.stderr);
     assert!(
-        !shown.stdout.lines().any(|l| l.trim_start().starts_with("FORGED")),
+        !shown
+            .stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("FORGED")),
         "{shown:#?}"
     );
     // Each field got through, escaped (the positive control).
     let escaped = shown.stdout.matches("\\x1b]52;c;").count();
-    assert!(escaped >= 10, "every field is shown escaped ({escaped}): {shown:#?}");
+    assert!(
+        escaped >= 10,
+        "every field is shown escaped ({escaped}): {shown:#?}"
+    );
     assert!(shows_escaped(&shown.stdout));
 }
 
@@ -504,8 +549,14 @@ fn show_trace_refuses_a_symlink_and_a_file_that_is_not_a_trace_with_one_line() {
     let out = tickbox(&["test", "show-trace", link.to_str().unwrap()]);
     out.expect(2, "is a symbolic link; a trace is never read through one");
     assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
-    assert!(out.stderr.contains(link.to_str().unwrap()), "names the file");
-    assert!(out.stdout.is_empty() && !out.stderr.contains("52;c"), "{out:#?}");
+    assert!(
+        out.stderr.contains(link.to_str().unwrap()),
+        "names the file"
+    );
+    assert!(
+        out.stdout.is_empty() && !out.stderr.contains("52;c"),
+        "{out:#?}"
+    );
     // The positive control: the file itself is read.
     let ok = tickbox(&["test", "show-trace", real.to_str().unwrap()]);
     assert_eq!(ok.code, 0, "{ok:#?}");
@@ -516,7 +567,10 @@ fn show_trace_refuses_a_symlink_and_a_file_that_is_not_a_trace_with_one_line() {
     let out = tickbox(&["test", "show-trace", other.to_str().unwrap()]);
     out.expect(2, "line 1 is not the header of a tickbox trace");
     assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
-    assert!(!out.stderr.contains("secret") && out.stdout.is_empty(), "{out:#?}");
+    assert!(
+        !out.stderr.contains("secret") && out.stdout.is_empty(),
+        "{out:#?}"
+    );
     let broken = dir.path("broken.trace.cast");
     let mut text = tampered();
     text.push_str("[1.0, \"t\", \"secret\"]\n");

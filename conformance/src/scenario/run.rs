@@ -262,6 +262,28 @@ impl Tracer {
         trace::timeline(step, t)
     }
 
+    /// The trace of a Tick that never started: no frame and no screen,
+    /// only why (of the scenario's size, or 80x24).
+    fn unlaunched(scenario: &Scenario, why: &Outcome) -> Tracer {
+        let (cols, rows) = scenario.tick.size.unwrap_or((80, 24));
+        let t = Tracer {
+            rec: Recorder::new(cols, rows),
+            clock: None,
+            started: Instant::now(),
+        };
+        t.rec.marker("step 0: start");
+        let found = outcome_lines(why);
+        let record = StepRecord {
+            step: 0,
+            action: "start",
+            outcome: outcome_name(why),
+            expected: "the Tick to start and initialize",
+            found: &found,
+        };
+        t.rec.step(&record, "", None, true);
+        t
+    }
+
     /// Step `step` begins: its marker.
     fn begin(&self, step: usize, action: &str) {
         self.rec.at(self.now(step));
@@ -307,6 +329,15 @@ impl Tracer {
             steps: r.steps,
             passed_steps: r.passed_steps,
         })
+    }
+}
+
+/// What a start that failed found, one line each.
+fn outcome_lines(o: &Outcome) -> Vec<String> {
+    match o {
+        Outcome::Failed(f) => f.found.clone(),
+        Outcome::StartFailed(e) | Outcome::Invalid(e) => e.lines().map(String::from).collect(),
+        Outcome::Passed => Vec::new(),
     }
 }
 
@@ -378,18 +409,25 @@ async fn run_traced(
         .then(|| VirtualClock::new(opts.seed.or(scenario.tick.seed).unwrap_or(DEFAULT_SEED)));
     result.seed = clock.as_ref().map(VirtualClock::seed);
 
-    let mut io = match tokio::time::timeout_at(deadline, prepared.launch.launch(clock.clone())).await {
-        Ok(Ok(io)) => io,
-        Ok(Err(e)) => {
-            result.outcome = Outcome::StartFailed(format!("cannot start the Tick: {e}"));
-            return result;
-        }
-        Err(_) => {
-            result.outcome = over_at_start();
-            result.duration = started.elapsed();
-            return result;
-        }
-    };
+    let mut io =
+        match tokio::time::timeout_at(deadline, prepared.launch.launch(clock.clone())).await {
+            Ok(Ok(io)) => io,
+            Ok(Err(e)) => {
+                result.outcome = Outcome::StartFailed(format!("cannot start the Tick: {e}"));
+                *tracer = opts
+                    .trace
+                    .then(|| Tracer::unlaunched(scenario, &result.outcome));
+                return result;
+            }
+            Err(_) => {
+                result.outcome = over_at_start();
+                *tracer = opts
+                    .trace
+                    .then(|| Tracer::unlaunched(scenario, &result.outcome));
+                result.duration = started.elapsed();
+                return result;
+            }
+        };
     if let Some((cols, rows)) = scenario.tick.size {
         io.view.resize(cols, rows);
     }
@@ -411,11 +449,7 @@ async fn run_traced(
     }
     // The start's record, when the start is where the run ends.
     let start_failed = |tracer: &Option<Tracer>, why: &Outcome| {
-        let found: Vec<String> = match why {
-            Outcome::Failed(f) => f.found.clone(),
-            Outcome::StartFailed(e) | Outcome::Invalid(e) => e.lines().map(String::from).collect(),
-            Outcome::Passed => Vec::new(),
-        };
+        let found = outcome_lines(why);
         let t = tracer.as_ref().map(|t| (t.rec.clone(), t.now(0)));
         let view = view.clone();
         let outcome = outcome_name(why);

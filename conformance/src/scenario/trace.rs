@@ -238,13 +238,7 @@ impl Recorder {
     /// A step's outcome with the screen and state after it; `last` is the
     /// scenario's last record, which always fits (the reserve is for it),
     /// cut down to what does.
-    pub(crate) fn step(
-        &self,
-        r: &StepRecord<'_>,
-        screen: &str,
-        state: Option<&Value>,
-        last: bool,
-    ) {
+    pub(crate) fn step(&self, r: &StepRecord<'_>, screen: &str, state: Option<&Value>, last: bool) {
         let found = clip_lines(r.found, MAX_TRACE_FOUND_CHARS);
         let rows: Vec<&str> = screen.lines().collect();
         let screen = clip_lines(&rows, MAX_TRACE_SCREEN_CHARS);
@@ -512,7 +506,9 @@ pub enum TraceError {
     #[error("line {0} is not an asciicast event [time, code, data]")]
     Event(usize),
     /// A tickbox record is not a JSON object with a known `kind`.
-    #[error("line {0} is not a tickbox record (a JSON object with a \"kind\", encoded as a string)")]
+    #[error(
+        "line {0} is not a tickbox record (a JSON object with a \"kind\", encoded as a string)"
+    )]
     Record(usize),
 }
 
@@ -683,7 +679,9 @@ mod tests {
         let t = rec.finish(&summary());
         assert!(t.cut.is_none());
         assert!(
-            !t.text.chars().any(|c| tickbox_protocol::text::is_unsafe(c) && c != '\n'),
+            !t.text
+                .chars()
+                .any(|c| tickbox_protocol::text::is_unsafe(c) && c != '\n'),
             "nothing unsafe raw: {}",
             t.text
         );
@@ -694,10 +692,10 @@ mod tests {
         assert_eq!(s.frames[0].1.wire(), "{\"a\":\"\\x1b]52;c;x\\x07\"}");
         assert_eq!(s.frames[1].1.wire(), "{\"b\":1}");
         assert!(
-            s.frames[2].1.wire().ends_with(&format!(
-                " … ({} bytes in all)",
-                FRAME_HOLD_BYTES * 3
-            )),
+            s.frames[2]
+                .1
+                .wire()
+                .ends_with(&format!(" … ({} bytes in all)", FRAME_HOLD_BYTES * 3)),
             "a long frame is clipped and says so"
         );
         assert_eq!(s.screen[1].wire(), "\\u{202e}x");
@@ -735,7 +733,11 @@ mod tests {
         assert!(why.contains("MAX_TRACE_BYTES"), "{why}");
         let v = parse(&t.text).unwrap();
         assert!(v.cut.is_some());
-        let last = v.steps.iter().find(|s| s.step == 3).expect("the last step is kept");
+        let last = v
+            .steps
+            .iter()
+            .find(|s| s.step == 3)
+            .expect("the last step is kept");
         assert_eq!(last.outcome.wire(), "failed");
         assert!(last.screen.last().unwrap().wire().starts_with("… ("));
         // The positive control: a few frames are all kept, nothing cut.
@@ -753,7 +755,10 @@ mod tests {
     fn files_that_are_not_traces_are_refused_by_rule_without_their_content() {
         for (text, want) in [
             ("", TraceError::Header),
-            ("{\"version\":2,\"width\":1,\"height\":1}", TraceError::Header),
+            (
+                "{\"version\":2,\"width\":1,\"height\":1}",
+                TraceError::Header,
+            ),
             (
                 "{\"version\":2,\"tickbox\":{\"trace\":1}}\n[1,\"o\"]\n",
                 TraceError::Event(2),
