@@ -398,7 +398,11 @@ async fn one(
             } else {
                 Outcome::StartFailed(e.message)
             };
-            return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
+            let mut r = ScenarioResult::not_run(&s.name, file, s.steps.len(), o);
+            if args.trace != TraceMode::Off {
+                r.trace = Some(scenario::unstarted_trace(&s, &r));
+            }
+            return Some(r);
         }
     };
     let mut opts = RunOptions {

@@ -58,8 +58,9 @@ pub use model::{dir_grant, load, parse, parse_duration, stem, Scenario, Scenario
 pub use policy::Policy;
 pub use record::{RecordTick, RecordTime, Recorder, KEY_MERGE};
 pub use run::{
-    pending_path, run, Failure, Outcome, Prepared, RunOptions, ScenarioResult, TickKind,
-    TimeBudget, DEFAULT_RUN_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, MAX_SNAPSHOT_BYTES, MAX_WAIT_JUMPS,
+    pending_path, run, unstarted_trace, Failure, Outcome, Prepared, RunOptions, ScenarioResult,
+    TickKind, TimeBudget, DEFAULT_RUN_TIMEOUT, DEFAULT_SCENARIO_TIMEOUT, MAX_SNAPSHOT_BYTES,
+    MAX_WAIT_JUMPS,
 };
 
 use std::path::{Path, PathBuf};

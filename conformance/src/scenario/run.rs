@@ -332,6 +332,13 @@ impl Tracer {
     }
 }
 
+/// The trace of a scenario whose Tick was never started (the command line
+/// could not make its launcher, e.g. a missing file): the start's record
+/// and why, so `--trace on-failure` leaves one for every failure.
+pub fn unstarted_trace(scenario: &Scenario, result: &ScenarioResult) -> Trace {
+    Tracer::unlaunched(scenario, &result.outcome).finish(result)
+}
+
 /// What a start that failed found, one line each.
 fn outcome_lines(o: &Outcome) -> Vec<String> {
     match o {
