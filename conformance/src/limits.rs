@@ -59,7 +59,7 @@ mod tests {
             let s = n.to_string();
             let mut out = String::new();
             for (i, c) in s.chars().enumerate() {
-                if i > 0 && (s.len() - i) % 3 == 0 && s.len() > 4 {
+                if i > 0 && (s.len() - i).is_multiple_of(3) && s.len() > 4 {
                     out.push(',');
                 }
                 out.push(c);
