@@ -555,7 +555,7 @@ fn wide_state() -> (
     .expect("a valid descriptor");
     let state = tickbox_runtime::protocol::TickState {
         seq: 1,
-        data,
+        data: data.into(),
         at: None,
     };
     (state, descriptor)
@@ -567,7 +567,7 @@ fn trim_rows(quick: bool) -> Vec<Row> {
     use tickbox_runtime::delivery::{item_budget, Delivery};
     use tickbox_runtime::protocol::message::encoded_len;
     let (state, descriptor) = wide_state();
-    let bytes = encoded_len(&state.data);
+    let bytes = encoded_len(state.data.wire());
     let n = if smoke() {
         3
     } else if quick {

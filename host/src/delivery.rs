@@ -62,7 +62,7 @@ use std::time::Duration;
 use tickbox_protocol::descriptor::{Descriptor, Series};
 use tickbox_protocol::limits::{DELIVERY_BUDGET_BYTES, DELIVERY_ITEM_BUDGET_BYTES};
 use tickbox_protocol::message::encoded_len;
-use tickbox_protocol::TickState;
+use tickbox_protocol::{TickData, TickState};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -80,8 +80,9 @@ pub struct Delivery {
     pub recover_with: Option<String>,
     /// What trimming cut from `data`; empty when `data` is whole.
     pub trimmed: Vec<Trimmed>,
-    /// The state data, trimmed to the budget.
-    pub data: Value,
+    /// The state data, trimmed to the budget (the Tick's: out through
+    /// [`TickData`]'s escaped ways only).
+    pub data: TickData,
 }
 
 /// One cut made by trimming. Paths are JSON Pointers into the delivered data.
@@ -131,11 +132,11 @@ impl Delivery {
     pub fn new(state: &TickState, merged: u64, descriptor: &Descriptor, budget: usize) -> Delivery {
         let mut d = Delivery::envelope(state, merged, descriptor);
         let envelope = d.encoded_len();
-        let (data, trimmed) = fit(&state.data, &descriptor.series, budget, |data, cuts| {
+        let (data, trimmed) = fit(state.data.wire(), &descriptor.series, budget, |data, cuts| {
             // The envelope was measured with `"data":null` and `"trimmed":[]`.
             envelope - "null".len() - "[]".len() + encoded_len(data) + cuts_len(cuts)
         });
-        d.data = data;
+        d.data = TickData::new(data);
         d.trimmed = trimmed;
         d
     }
@@ -148,7 +149,7 @@ impl Delivery {
         budget: usize,
     ) -> Delivery {
         let fallback = Delivery {
-            trimmed: vec![nothing(encoded_len(&state.data))],
+            trimmed: vec![nothing(encoded_len(state.data.wire()))],
             ..Delivery::envelope(&state, merged, &descriptor)
         };
         tokio::task::spawn_blocking(move || Delivery::new(&state, merged, &descriptor, budget))
@@ -163,7 +164,7 @@ impl Delivery {
             merged,
             recover_with: descriptor.recover_with.clone(),
             trimmed: Vec::new(),
-            data: Value::Null,
+            data: TickData::default(),
         }
     }
 
@@ -228,8 +229,8 @@ pub async fn fit_blocking<F>(
 where
     F: FnMut(&Value, &[Trimmed]) -> usize + Send + 'static,
 {
-    let bytes = encoded_len(&data.data);
-    tokio::task::spawn_blocking(move || fit(&data.data, &series, budget, size))
+    let bytes = encoded_len(data.data.wire());
+    tokio::task::spawn_blocking(move || fit(data.data.wire(), &series, budget, size))
         .await
         .unwrap_or_else(|_| (Value::Null, vec![nothing(bytes)]))
 }
@@ -546,7 +547,7 @@ mod tests {
         let undeclared: Vec<Value> = (0..3000).map(|i| json!(i)).collect();
         let state = TickState {
             seq: 9,
-            data: json!({"recent": recent, "other": undeclared}),
+            data: TickData::new(json!({"recent": recent, "other": undeclared})),
             at: None,
         };
         for items in [1, 2, 4, 10] {
@@ -560,7 +561,7 @@ mod tests {
             let paths: Vec<&str> = delivery.trimmed.iter().map(|t| t.path.as_str()).collect();
             assert!(paths.contains(&"/recent"), "{paths:?}");
             assert_eq!(
-                delivery.data["recent"].as_array().unwrap().last().unwrap()["seq"],
+                delivery.data.wire()["recent"].as_array().unwrap().last().unwrap()["seq"],
                 4999
             );
         }

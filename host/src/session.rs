@@ -48,6 +48,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tickbox_protocol::codes;
+use tickbox_protocol::TickText;
 use tickbox_protocol::limits::{
     CALL_TIMEOUT, INIT_TIMEOUT, MAX_CALL_RESULT_BYTES, MAX_IN_FLIGHT, MAX_LINE_BYTES,
     REQUEST_TIMEOUT, REVISION_BURST, REVISION_INTERVAL, SCREEN_EXCERPT_CHARS,
@@ -145,14 +146,13 @@ pub struct InitError {
     /// another reason, e.g. the Tick exited, has none).
     pub rule: Option<&'static Rule>,
     /// The first characters of the view screen, whitespace folded.
-    pub screen: String,
+    pub screen: TickText,
     /// The Tick's last words: the last non-blank lines of its screen (at
-    /// most [`crate::view::LAST_WORDS_LINES`]), as drawn; escape them
-    /// before printing ([`crate::text`]).
-    pub last_words: Vec<String>,
+    /// most [`crate::view::LAST_WORDS_LINES`]), as drawn.
+    pub last_words: Vec<TickText>,
 }
 
-fn screen_suffix(screen: &str) -> String {
+fn screen_suffix(screen: &TickText) -> String {
     if screen.is_empty() {
         String::new()
     } else {
@@ -253,6 +253,34 @@ pub enum SessionEvent {
     CatalogChanged(Arc<Descriptor>),
     /// The session is over.
     Ended(EndReason),
+}
+
+/// Raises its flag when dropped undisarmed: a describe that was abandoned
+/// (its future dropped at a deadline) tells its compile on the pool to stop.
+struct AbandonOnDrop {
+    flag: Arc<std::sync::atomic::AtomicBool>,
+    armed: bool,
+}
+
+impl AbandonOnDrop {
+    fn new() -> AbandonOnDrop {
+        AbandonOnDrop {
+            flag: Arc::default(),
+            armed: true,
+        }
+    }
+
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        if self.armed {
+            self.flag.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The latest state and how many updates the session has accepted in all.
@@ -641,7 +669,13 @@ impl Session {
         // Its cost is bounded (the pattern limits) and cached per Tick; a
         // start whose deadline passes stops waiting for it at once.
         let schemas = self.shared.schemas.clone();
+        // Raised if this describe is dropped before the compile ends (a
+        // start deadline passed): the compile on the pool then stops
+        // before its next pattern instead of running on for nobody.
+        let abandon = AbandonOnDrop::new();
+        let flag = abandon.flag.clone();
         let parse = move |raw: Value, cache: &mut SchemaCache| {
+            cache.abandon_with(flag.clone());
             let parsed = Descriptor::parse_with(raw, cache);
             (parsed, cache.pattern_bytes())
         };
@@ -666,6 +700,7 @@ impl Session {
                     rule: None,
                 })?
         };
+        abandon.disarm();
         let d = parsed.map_err(|e| RequestError::Invalid {
             method: M,
             reason: e.to_string(),

@@ -35,6 +35,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use tickbox_protocol::limits::{INITIAL_COLS, INITIAL_ROWS};
+use tickbox_protocol::TickText;
 use tokio::sync::watch;
 
 /// Bytes a Tick may have drawn that its view has not parsed yet; past this
@@ -274,10 +275,10 @@ impl View {
         }
     }
 
-    /// The screen as plain text, rows separated by newlines (as the Tick
-    /// wrote it: escape it before printing, see [`crate::text`]).
-    pub fn screen_text(&self) -> String {
-        self.lock().parser.screen().contents()
+    /// The screen as plain text, rows separated by newlines: the Tick's
+    /// text, so out only through [`TickText`]'s escaped ways.
+    pub fn screen_text(&self) -> TickText {
+        TickText::new(self.lock().parser.screen().contents())
     }
 
     /// The screen's rows as text, `width` cells from column `start` each
@@ -349,24 +350,24 @@ impl View {
     }
 
     /// The first `n` characters of the screen with blank runs folded, for one-line reports.
-    pub fn excerpt(&self, n: usize) -> String {
+    pub fn excerpt(&self, n: usize) -> TickText {
         let text = self.screen_text();
-        let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        folded.chars().take(n).collect()
+        let folded = text.wire().split_whitespace().collect::<Vec<_>>().join(" ");
+        TickText::new(folded.chars().take(n).collect::<String>())
     }
 
-    /// The last `n` non-blank lines of the screen, for a Tick's last words
-    /// (unescaped: escape them before printing).
-    pub fn last_lines(&self, n: usize) -> Vec<String> {
+    /// The last `n` non-blank lines of the screen, for a Tick's last words.
+    pub fn last_lines(&self, n: usize) -> Vec<TickText> {
         let text = self.screen_text();
         let lines: Vec<&str> = text
+            .wire()
             .lines()
             .map(str::trim_end)
             .filter(|l| !l.is_empty())
             .collect();
         lines[lines.len().saturating_sub(n)..]
             .iter()
-            .map(|l| l.to_string())
+            .map(|l| TickText::from(*l))
             .collect()
     }
 }
@@ -468,8 +469,8 @@ mod tests {
         let v = View::new(Box::new(NoInput));
         v.feed(b"hello\r\nworld\x1b[1;1Hj");
         parsed(&v);
-        assert_eq!(v.screen_text(), "jello\nworld");
-        assert_eq!(v.last_lines(1), vec!["world".to_string()]);
+        assert_eq!(v.screen_text().wire(), "jello\nworld");
+        assert_eq!(v.last_lines(1), vec![TickText::from("world")]);
         assert_eq!(v.size(), (120, 30));
         v.resize(40, 10);
         assert_eq!(v.size(), (40, 10));

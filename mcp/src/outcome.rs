@@ -16,6 +16,7 @@
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{json, Map, Value};
 use tickbox_protocol::message::encoded_len;
+use tickbox_protocol::TickText;
 
 /// The largest `tools/call` result the facade sends, encoded (text and
 /// structured content together).
@@ -29,7 +30,7 @@ pub enum CallError {
     Tool {
         tool: String,
         code: i64,
-        message: String,
+        message: TickText,
         data: Option<Value>,
         executed: bool,
     },
@@ -141,7 +142,7 @@ impl CallError {
                 ..
             } => {
                 e.insert("code".into(), json!(code));
-                e.insert("tick_message".into(), json!(message));
+                e.insert("tick_message".into(), json!(message.data()));
                 if let Some(d) = data {
                     e.insert("data".into(), d.clone());
                 }
@@ -344,7 +345,7 @@ mod tests {
             let r = CallError::Tool {
                 tool: "bump".into(),
                 code: -32000,
-                message,
+                message: message.into(),
                 data,
                 executed: false,
             }
@@ -364,7 +365,7 @@ mod tests {
         let r = CallError::Tool {
             tool: "bump".into(),
             code: -32000,
-            message: message.clone(),
+            message: message.as_str().into(),
             data: None,
             executed: true,
         }

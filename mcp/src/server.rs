@@ -811,8 +811,7 @@ impl Connection {
             CallOutcome::Failed { error, executed } => Err(CallError::Tool {
                 tool: tool.into(),
                 code: error.code,
-                // Made inert with the whole result (`outcome::inert`).
-                message: error.message.wire().to_string(),
+                message: error.message,
                 data: error.data,
                 executed,
             }),
@@ -907,7 +906,7 @@ impl Connection {
                         now_rfc3339()
                     }
                 });
-                (json!(s.seq), s.data.clone(), json!(at))
+                (json!(s.seq), s.data.inert(), json!(at))
             }
             None => (Value::Null, Value::Null, Value::Null),
         };

@@ -63,4 +63,4 @@ pub use finding::Finding;
 pub use message::{Incoming, RequestId, ResponseBody, RpcError, Violation};
 #[cfg(feature = "validate")]
 pub use state::TickState;
-pub use text::TickText;
+pub use text::{TickData, TickText};

@@ -9,13 +9,18 @@
 //! measured and bounded together ([`MAX_CATALOG_PATTERN_BYTES`]), matching
 //! is bounded ([`PATTERN_DFA_BYTES`], [`PATTERN_BACKTRACK_LIMIT`]), and a
 //! [`SchemaCache`] keeps compiled schemas by content, so a Tick that
-//! changes its revision without changing a schema costs a lookup.
+//! changes its revision without changing a schema costs a lookup. A
+//! compile can be abandoned ([`SchemaCache::abandon_with`]): whoever
+//! stopped waiting for it (a start deadline) raises a flag, and the compile
+//! stops before its next pattern or schema, so the work outlives its
+//! deadline by one pattern's compile at most, which the bounds above cap.
 
 use crate::limits::{
     MAX_CATALOG_PATTERN_BYTES, MAX_PATTERN_BYTES, PATTERN_BACKTRACK_LIMIT, PATTERN_DFA_BYTES,
 };
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Schemas kept by a [`SchemaCache`] (default 256); past it the cache starts
@@ -44,6 +49,8 @@ pub struct SchemaCache {
     catalog_refused: bool,
     /// jsonschema's compiled regexes, shared by every schema built here.
     regexes: jsonschema::PatternCache,
+    /// Raised when nobody waits for the compile in progress any more.
+    abandoned: Arc<AtomicBool>,
 }
 
 impl Default for SchemaCache {
@@ -56,6 +63,7 @@ impl Default for SchemaCache {
             catalog_bytes: 0,
             catalog_refused: false,
             regexes: jsonschema::PatternCache::new(),
+            abandoned: Arc::default(),
         }
     }
 }
@@ -98,16 +106,32 @@ impl SchemaCache {
         if self.pattern_bytes > MAX_CATALOG_PATTERN_BYTES
             || self.schemas.len() >= MAX_CACHED_SCHEMAS
         {
+            let abandoned = self.abandoned.clone();
             *self = SchemaCache::default();
+            self.abandoned = abandoned;
         }
         self.catalog.clear();
         self.catalog_bytes = 0;
         self.catalog_refused = false;
     }
 
+    /// The compiles that follow stop, before their next pattern or schema,
+    /// once `flag` is raised: the caller raises it when it stops waiting.
+    pub fn abandon_with(&mut self, flag: Arc<AtomicBool>) {
+        self.abandoned = flag;
+    }
+
+    fn check_abandoned(&self) -> Result<(), String> {
+        match self.abandoned.load(Ordering::Relaxed) {
+            true => Err("not compiled: the describe was abandoned (its deadline passed)".into()),
+            false => Ok(()),
+        }
+    }
+
     /// The schema compiled, from the cache when this exact schema was
     /// compiled before; or why it cannot be (one sentence naming the bound).
     pub(crate) fn compile(&mut self, schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
+        self.check_abandoned()?;
         let mut found = Vec::new();
         collect_patterns(schema, &mut found);
         if self.catalog_refused && !found.is_empty() {
@@ -124,6 +148,7 @@ impl SchemaCache {
             let cost = match self.patterns.get(p) {
                 Some(c) => *c,
                 None => {
+                    self.check_abandoned()?;
                     let c = match pattern_cost(p) {
                         Ok(c) => c,
                         Err(why) => return refused(self, why),
@@ -149,6 +174,7 @@ impl SchemaCache {
         if let Some(c) = self.schemas.get(&key) {
             return Ok(c.clone());
         }
+        self.check_abandoned()?;
         let options = jsonschema::PatternOptions::fancy_regex()
             .size_limit(MAX_PATTERN_BYTES)
             .dfa_size_limit(PATTERN_DFA_BYTES)
@@ -275,6 +301,52 @@ mod tests {
         // A new catalog is judged afresh (control).
         cache.begin_catalog();
         assert!(cache.compile(&costly(2)).is_ok());
+    }
+
+    /// `n` distinct legal patterns, each a Unicode class a few times.
+    fn catalog_schemas(n: usize) -> Vec<Value> {
+        (0..n)
+            .map(|i| json!({"type": "string", "pattern": format!("^\\p{{L}}{{3}}-{i}$")}))
+            .collect()
+    }
+
+    /// Compiles `schemas` as one catalog; the first error, if any.
+    fn compile_all(cache: &mut SchemaCache, schemas: &[Value]) -> Result<(), String> {
+        cache.begin_catalog();
+        schemas.iter().try_for_each(|s| cache.compile(s).map(|_| ()))
+    }
+
+    #[test]
+    fn an_abandoned_compile_stops_before_its_next_pattern() {
+        let schemas = catalog_schemas(24);
+        // Raised before: nothing is compiled at all.
+        let mut cache = SchemaCache::new();
+        let flag = Arc::new(AtomicBool::new(true));
+        cache.abandon_with(flag.clone());
+        let e = compile_all(&mut cache, &schemas).unwrap_err();
+        assert!(e.contains("abandoned"), "{e}");
+        assert_eq!((cache.len(), cache.pattern_bytes()), (0, 0));
+        // The positive control, timed: the whole catalog compiles.
+        let mut full = SchemaCache::new();
+        let t0 = std::time::Instant::now();
+        compile_all(&mut full, &schemas).unwrap();
+        let whole = t0.elapsed();
+        assert_eq!(full.len(), schemas.len());
+        // Raised a tenth of the way through, from another thread (as a
+        // start deadline does): the compile stops there, with part of the
+        // catalog compiled.
+        let mut cache = SchemaCache::new();
+        let flag = Arc::new(AtomicBool::new(false));
+        cache.abandon_with(flag.clone());
+        let worker = std::thread::spawn(move || {
+            let r = compile_all(&mut cache, &catalog_schemas(24));
+            (r, cache.len())
+        });
+        std::thread::sleep(whole / 10);
+        flag.store(true, Ordering::Relaxed);
+        let (r, compiled) = worker.join().unwrap();
+        assert!(r.unwrap_err().contains("abandoned"));
+        assert!(compiled < schemas.len(), "{compiled} of {}", schemas.len());
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::finding::Finding;
 use crate::limits::{MAX_UINTEGER, MAX_UPDATE_BYTES};
 use crate::message::encoded_len;
 use crate::rules::{self, Rule};
+use crate::text::TickData;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -17,8 +18,9 @@ use serde_json::Value;
 pub struct TickState {
     /// Sequence number; grows with every update.
     pub seq: u64,
-    /// The complete business state, or null while there is none yet.
-    pub data: Value,
+    /// The complete business state, or null while there is none yet
+    /// (the Tick's: out through [`TickData`]'s escaped ways only).
+    pub data: TickData,
     /// When the state was observed (RFC 3339), if the Tick said.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub at: Option<String>,
@@ -50,7 +52,7 @@ pub fn parse_state(v: &Value) -> Result<TickState, String> {
     };
     Ok(TickState {
         seq,
-        data: data.clone(),
+        data: TickData::new(data.clone()),
         at,
     })
 }
@@ -178,7 +180,7 @@ mod tests {
     #[test]
     fn reads_may_carry_null_data() {
         assert_eq!(
-            parse_state(&json!({"seq":0,"data":null})).unwrap().data,
+            parse_state(&json!({"seq":0,"data":null})).unwrap().data.into_wire(),
             Value::Null
         );
         assert!(parse_state(&json!({"seq":0})).is_err());

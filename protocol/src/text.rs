@@ -290,6 +290,80 @@ impl fmt::Debug for TickText {
     }
 }
 
+/// A JSON value a Tick controls: its state (`tick/update`, `tick/read`),
+/// the part of it a delivery carries, an error's `data`.
+///
+/// The value counterpart of [`TickText`]: no `Deref` to the value, and
+/// every way out is made for its sink. [`json`](Self::json) is JSON text
+/// for a terminal or a file (the same value, unsafe characters written as
+/// `\uXXXX`: [`json_safe`]); `Display` is that text on one line;
+/// [`inert`](Self::inert) is a copy for a reader that decodes JSON before
+/// showing it (an MCP client, a model's context: [`inert_value`]).
+/// [`wire`](Self::wire) is the raw value, for the protocol, trimming,
+/// comparisons and assertions, never for a person.
+#[derive(Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct TickData(serde_json::Value);
+
+impl TickData {
+    /// Wraps a value that came from a Tick.
+    pub fn new(v: serde_json::Value) -> TickData {
+        TickData(v)
+    }
+
+    /// The raw value: protocol, trimming, comparisons; never a person.
+    pub fn wire(&self) -> &serde_json::Value {
+        &self.0
+    }
+
+    /// The raw value, taken out (for the protocol, as [`wire`](Self::wire)).
+    pub fn into_wire(self) -> serde_json::Value {
+        self.0
+    }
+
+    /// JSON text for a terminal, a file or a log: the same value, encoded
+    /// inert ([`json_safe`]).
+    pub fn json(&self) -> String {
+        json_safe(&self.0.to_string())
+    }
+
+    /// Indented JSON text, inert as [`json`](Self::json).
+    pub fn json_pretty(&self) -> String {
+        json_safe(&serde_json::to_string_pretty(&self.0).unwrap_or_default())
+    }
+
+    /// A copy for a reader that decodes JSON before showing it: every
+    /// string and key through [`escape_data`].
+    pub fn inert(&self) -> serde_json::Value {
+        let mut v = self.0.clone();
+        inert_value(&mut v);
+        v
+    }
+
+    /// Whether the value is JSON `null` (no state yet).
+    pub fn is_null(&self) -> bool {
+        self.0.is_null()
+    }
+}
+
+impl From<serde_json::Value> for TickData {
+    fn from(v: serde_json::Value) -> TickData {
+        TickData(v)
+    }
+}
+
+impl fmt::Display for TickData {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.json())
+    }
+}
+
+impl fmt::Debug for TickData {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.json())
+    }
+}
+
 /// One line for XML text or an attribute value: [`escape`] first (XML 1.0
 /// cannot carry most controls at all), then [`xml_markup`].
 pub fn xml(s: &str) -> String {

@@ -17,6 +17,7 @@ use clap::Args;
 use std::process::ExitCode;
 use tickbox_runtime::live::wire::{read_frame, write_frame, write_json, Frame, Reply, Request};
 use tickbox_runtime::live::{client, InstanceInfo, LiveError, Registry};
+use tickbox_runtime::protocol::TickText;
 use tokio::io::AsyncWriteExt;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
@@ -103,7 +104,7 @@ pub enum Ending {
     /// The person pressed the detach key.
     Detached,
     /// The Tick's session ended, for this reason, with its last words.
-    Ended(String, Vec<String>),
+    Ended(String, Vec<TickText>),
     /// A signal asked this view to stop.
     Signal(&'static str),
 }
@@ -159,7 +160,7 @@ pub fn finish(ending: Ending) -> Result<(), Exit> {
             if !last_words.is_empty() {
                 eprintln!("  the Tick's last words (the end of its screen):");
                 for line in &last_words {
-                    eprintln!("  | {}", escape(line));
+                    eprintln!("  | {line}");
                 }
             }
             Ok(())

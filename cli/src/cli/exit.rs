@@ -29,6 +29,8 @@ Exit codes:
   130  interrupted; the Tick was stopped
 A closed stdout (e.g. `| head -1`) ends any command at once with exit 0.";
 
+use tickbox_runtime::protocol::TickText;
+
 /// A failed command: its exit code and the line for stderr.
 #[derive(Debug)]
 pub struct Exit {
@@ -36,7 +38,7 @@ pub struct Exit {
     pub message: String,
     /// The Tick's last words (the last lines of its screen), printed under
     /// the error line, escaped.
-    pub last_words: Vec<String>,
+    pub last_words: Vec<TickText>,
 }
 
 impl Exit {
@@ -48,7 +50,7 @@ impl Exit {
         }
     }
     /// The same failure, with the Tick's last words.
-    pub fn with_last_words(mut self, lines: Vec<String>) -> Self {
+    pub fn with_last_words(mut self, lines: Vec<TickText>) -> Self {
         self.last_words = lines;
         self
     }

@@ -8,6 +8,7 @@ use clap::Args;
 use tickbox_runtime::live::ended::{self, EndedInstance};
 use tickbox_runtime::live::wire::Request;
 use tickbox_runtime::live::{client, InstanceInfo, Registry};
+use tickbox_runtime::protocol::TickText;
 use tickbox_runtime::text::escape;
 
 #[derive(Args)]
@@ -64,13 +65,14 @@ pub async fn logs(args: LogsArgs) -> Result<(), Exit> {
     match client::connect(&registry, target).await {
         Ok(conn) => {
             let text = conn.request(Request::Screen).await.map_err(exit_of)?;
-            let text = text.as_str().unwrap_or_default();
-            let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+            // The live host's screen text: the Tick's, typed again here.
+            let text = TickText::from(text.as_str().unwrap_or_default());
+            let lines: Vec<&str> = text.wire().lines().map(str::trim_end).collect();
             let end = lines
                 .iter()
                 .rposition(|l| !l.is_empty())
                 .map_or(0, |i| i + 1);
-            super::emit_text(&lines[..end].join("\n"))
+            super::emit_tick_text(&TickText::from(lines[..end].join("\n")))
         }
         Err(live) => match ended::find(&registry, target) {
             Some(r) => {
@@ -80,7 +82,8 @@ pub async fn logs(args: LogsArgs) -> Result<(), Exit> {
                     escape(&r.ended),
                     escape(&r.status)
                 );
-                super::emit_text(&r.last_lines.join("\n"))
+                let lines: Vec<&str> = r.last_lines.iter().map(TickText::wire).collect();
+                super::emit_tick_text(&TickText::from(lines.join("\n")))
             }
             None => Err(exit_of(live)),
         },

@@ -32,7 +32,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 use tickbox_runtime::live::wire::CallReply;
-use tickbox_runtime::protocol::{Descriptor, PreparedCall};
+use tickbox_runtime::protocol::{Descriptor, PreparedCall, TickText};
 use tickbox_runtime::text;
 
 #[derive(Parser)]
@@ -308,7 +308,7 @@ fn fail(e: Exit) -> ExitCode {
     if !e.last_words.is_empty() {
         eprintln!("  the Tick's last words (the end of its screen):");
         for line in &e.last_words {
-            eprintln!("  | {}", text::escape(line));
+            eprintln!("  | {line}");
         }
     }
     ExitCode::from(e.code)
@@ -362,6 +362,11 @@ fn emit_text(text: &str) -> Result<(), Exit> {
     write_stdout(&text::escape_lines(text))
 }
 
+/// [`emit_text`] for text a Tick controls (its screen), by its own way out.
+pub(crate) fn emit_tick_text(text: &TickText) -> Result<(), Exit> {
+    write_stdout(&text.lines())
+}
+
 fn write_stdout(text: &str) -> Result<(), Exit> {
     let mut out = std::io::stdout().lock();
     match writeln!(out, "{text}").and_then(|_| out.flush()) {
@@ -409,7 +414,7 @@ async fn run(command: Command) -> Result<(), Exit> {
                 .await;
             let text = t.session.view().screen_text();
             t.close().await;
-            emit_text(&text)
+            emit_tick_text(&text)
         }
         Command::Call(args) => call(args).await,
         Command::Info(args) => {

@@ -18,14 +18,14 @@
 use super::attach::exit_of;
 use super::exit::{self, Exit};
 use super::open::TickSpec;
-use super::{approve, emit, emit_text, report_call, Command};
+use super::{approve, emit, emit_tick_text, report_call, Command};
 use clap::Args;
 use serde_json::Value;
 use std::time::Duration;
 use tickbox_runtime::live::wire::{CallReply, ErrorKind, Request};
 use tickbox_runtime::live::{client, LiveError, Registry};
 use tickbox_runtime::protocol::limits::REQUEST_TIMEOUT;
-use tickbox_runtime::protocol::Descriptor;
+use tickbox_runtime::protocol::{Descriptor, TickText};
 
 /// How much longer than the host's own deadline a client waits for its
 /// reply: the host answers a timeout itself, so this only runs out when the
@@ -108,7 +108,8 @@ pub async fn try_run(command: &Command) -> Option<Result<(), Exit>> {
         Command::Screen(a) => {
             let target = live(a.spec())?;
             match request(&target, Request::Screen).await {
-                Ok(v) => emit_text(v.as_str().unwrap_or_default()),
+                // The live host's screen text: the Tick's, so typed again here.
+                Ok(v) => emit_tick_text(&TickText::from(v.as_str().unwrap_or_default())),
                 Err(e) => Err(e),
             }
         }

@@ -175,13 +175,13 @@ async fn counter_keys_and_tools_share_one_value() {
                 .is_some_and(|l| l.chars().count() == 50 && l.ends_with('┐'))
                 && lines.get(7).is_some_and(|l| l.ends_with('┘'))
         };
-        let mut screen = s.view().screen_text();
+        let mut screen = s.view().screen_text().wire().to_string();
         for _ in 0..(PATIENCE.as_millis() / 20) {
             if repainted(&screen) {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
-            screen = s.view().screen_text();
+            screen = s.view().screen_text().wire().to_string();
         }
         assert!(repainted(&screen), "{b:?}: not redrawn at 50x8:\n{screen}");
         assert_eq!(s.read().await.unwrap().seq, 3, "{b:?}");
@@ -250,7 +250,7 @@ async fn notes_are_durable_across_restarts_and_kills() {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(left, vec!["todo.txt"], "{b:?}: no temp files remain");
-        let data = s.read().await.unwrap().data.clone();
+        let data = s.read().await.unwrap().data.wire().clone();
         assert_eq!(
             data["notes"],
             json!([{"name": "todo", "bytes": 4}]),

@@ -27,12 +27,12 @@ async fn a_wasm_tick_opens_through_the_launcher() {
         other => panic!("increment: {other:?}"),
     }
     let state = session.read().await.expect("read");
-    assert_eq!(state.data["value"], 2, "{state:?}");
+    assert_eq!(state.data.wire()["value"], 2, "{state:?}");
     session.shutdown().await;
 
     // The same launcher starts a fresh instance each time.
     let again = launcher.open(SessionConfig::default()).await.expect("open");
-    assert_eq!(again.read().await.expect("read").data["value"], 0);
+    assert_eq!(again.read().await.expect("read").data.wire()["value"], 0);
     again.shutdown().await;
 }
 

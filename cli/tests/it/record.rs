@@ -293,7 +293,7 @@ async fn the_native_counter_keeps_keys_typed_while_it_starts() {
     let deadline = std::time::Instant::now() + WAIT;
     let mut value = serde_json::Value::Null;
     while std::time::Instant::now() < deadline {
-        value = s.read().await.expect("read").data["value"].clone();
+        value = s.read().await.expect("read").data.wire()["value"].clone();
         if value == json!(3) {
             break;
         }

@@ -586,6 +586,7 @@ async fn the_terminal_bridge_carries_drawing_keys_and_resizes() {
         eventually_async(PATIENCE, || s
             .view()
             .screen_text()
+            .wire()
             .contains("hostile ready"))
         .await,
         "drawn through the terminal interface"

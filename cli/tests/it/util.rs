@@ -447,8 +447,8 @@ pub async fn update_where(
     let wait = async {
         loop {
             match events.recv().await {
-                Ok(SessionEvent::Updated(st)) if want(&st.data) => {
-                    return (st.seq, st.data.clone())
+                Ok(SessionEvent::Updated(st)) if want(st.data.wire()) => {
+                    return (st.seq, st.data.wire().clone())
                 }
                 Ok(SessionEvent::Ended(why)) => panic!("session ended waiting for {what}: {why:?}"),
                 Ok(_) => {}
@@ -478,7 +478,7 @@ pub async fn value_reaches(
 pub async fn timer_runs_between_requests(s: &Session) {
     let mut events = s.events();
     let first = s.read().await.unwrap();
-    let start = first.data["value"].as_i64().unwrap();
+    let start = first.data.wire()["value"].as_i64().unwrap();
     assert_eq!(
         call_ok(s, "auto", serde_json::json!({"every_ms": 20})).await,
         serde_json::json!({"every_ms": 20})
@@ -507,7 +507,7 @@ pub async fn timer_runs_between_requests(s: &Session) {
 /// Waits until the view's screen shows `needle`.
 pub async fn screen_shows(s: &Session, needle: &str) -> String {
     for _ in 0..(PATIENCE.as_millis() / 20) {
-        let text = s.view().screen_text();
+        let text = s.view().screen_text().wire().to_string();
         if text.contains(needle) {
             return text;
         }

@@ -53,6 +53,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tickbox_host::session::CallOutcome;
 use tickbox_host::util::lock;
+use tickbox_protocol::TickText;
 use tickbox_sandbox::grants::GrantSpec;
 
 /// Most steps a recording holds (advances included).
@@ -708,8 +709,10 @@ impl tickbox_host::live::Observer for Recorder {
     fn called(&self, tool: &str, args: &Value, started: Instant, outcome: &CallOutcome) {
         self.called(tool, args, started, outcome)
     }
-    fn mark(&self, screen: &str) {
-        self.mark(screen)
+    fn mark(&self, screen: &TickText) {
+        // A snapshot file holds the screen as drawn: it is compared byte
+        // for byte later, and shown only through the diff's escaping.
+        self.mark(screen.wire())
     }
     fn view_left(&self) {
         self.view_left()

@@ -596,8 +596,16 @@ impl Runner<'_> {
         self.session.state().state.map_or(0, |s| s.seq)
     }
 
+    /// The state's raw value, for comparisons; every report line shows
+    /// it through `diff::render`, which escapes it.
     fn data(&self) -> Option<Value> {
-        self.session.state().state.map(|s| s.data.clone())
+        self.session.state().state.map(|s| s.data.wire().clone())
+    }
+
+    /// The screen's raw text, for comparisons and snapshot files; reports
+    /// show it through `screen_lines` and the diff, which escape it.
+    fn screen(&self) -> String {
+        self.session.view().screen_text().wire().to_string()
     }
 
     /// Waits for a deterministic guest to be idle (woken since `mark`, when given).
@@ -967,7 +975,7 @@ impl Runner<'_> {
                 }
             }
             Check::ScreenContains(t) | Check::ScreenLacks(t) => {
-                let screen = self.session.view().screen_text();
+                let screen = self.screen();
                 let want = matches!(check, Check::ScreenContains(_));
                 if screen.contains(t.as_str()) == want {
                     Ok(())
@@ -976,7 +984,7 @@ impl Runner<'_> {
                 }
             }
             Check::ScreenRegex(re) => {
-                let screen = self.session.view().screen_text();
+                let screen = self.screen();
                 if re.is_match(&screen) {
                     Ok(())
                 } else {
@@ -985,7 +993,7 @@ impl Runner<'_> {
             }
             Check::Style(want) => style_holds(&self.session.view().snapshot(), want),
             Check::Snapshot { .. } => {
-                let screen = diff::normalize_screen(&self.session.view().screen_text());
+                let screen = diff::normalize_screen(&self.screen());
                 let want = snapshot.unwrap_or_default();
                 if screen == want {
                     Ok(())
@@ -1005,7 +1013,7 @@ impl Runner<'_> {
             .view()
             .settle(SNAPSHOT_QUIET, SNAPSHOT_SETTLE_MAX)
             .await;
-        let screen = diff::normalize_screen(&self.session.view().screen_text());
+        let screen = diff::normalize_screen(&self.screen());
         files::write_regular(&new, &screen)
             .map_err(|e| format!("cannot write the pending snapshot: {e}"))?;
         self.result.written.push(new.clone());
@@ -1018,7 +1026,7 @@ impl Runner<'_> {
             .view()
             .settle(SNAPSHOT_QUIET, SNAPSHOT_SETTLE_MAX)
             .await;
-        let screen = diff::normalize_screen(&self.session.view().screen_text());
+        let screen = diff::normalize_screen(&self.screen());
         // Never through a link: a link (even dangling) at the snapshot's
         // name is refused before anything is read or written.
         match files::read_regular(path, MAX_SNAPSHOT_BYTES) {

@@ -4,7 +4,7 @@
 //! When a [`super::Published`] handle drops, it leaves a record
 //! `<id>.ended.json` in the registry directory: the instance's info, when
 //! and why it ended, and its last words (the last non-blank lines of its
-//! screen, as drawn; escape them before printing). Records are kept for
+//! screen, as drawn, typed as the Tick's text). Records are kept for
 //! [`ENDED_RETENTION`]; listing removes older ones and keeps at most
 //! [`MAX_ENDED_RECORDS`]. The directory is the registry's (0700, ours), and
 //! each record is written to a temporary file and renamed into place.
@@ -17,6 +17,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
+use tickbox_protocol::TickText;
 
 /// How long an ended instance stays listed.
 pub const ENDED_RETENTION: Duration = Duration::from_secs(60 * 60);
@@ -41,7 +42,7 @@ pub struct EndedInstance {
     pub status: String,
     /// The last lines of its screen, as the Tick drew them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub last_lines: Vec<String>,
+    pub last_lines: Vec<TickText>,
 }
 
 fn path(registry_dir: &std::path::Path, id: &str) -> PathBuf {
@@ -54,12 +55,12 @@ pub(super) fn record(
     registry_dir: &std::path::Path,
     mut info: InstanceInfo,
     status: String,
-    last_lines: Vec<String>,
+    last_lines: Vec<TickText>,
 ) {
     info.views = 0;
     let last_lines = last_lines
         .into_iter()
-        .map(|l| crate::text::truncate(&l, RETAINED_LINE_CHARS).to_string())
+        .map(|l| TickText::from(crate::text::truncate(l.wire(), RETAINED_LINE_CHARS)))
         .collect();
     let record = EndedInstance {
         ended: rfc3339(SystemTime::now()),

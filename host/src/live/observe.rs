@@ -10,6 +10,7 @@
 use crate::session::CallOutcome;
 use serde_json::Value;
 use std::time::Instant;
+use tickbox_protocol::TickText;
 
 /// Told about what reaches one instance from its views and clients.
 pub trait Observer: Send + Sync + std::fmt::Debug {
@@ -23,7 +24,7 @@ pub trait Observer: Send + Sync + std::fmt::Debug {
     /// catalog revision, are not reported.
     fn called(&self, _tool: &str, _args: &Value, _started: Instant, _outcome: &CallOutcome) {}
     /// A view set a mark; `screen` is the Tick's screen as text.
-    fn mark(&self, _screen: &str) {}
+    fn mark(&self, _screen: &TickText) {}
     /// A view left.
     fn view_left(&self) {}
     /// A few words for the views' status bars (e.g. that a recording is

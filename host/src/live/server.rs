@@ -323,7 +323,8 @@ async fn serve(conn: UnixStream, inst: Arc<Instance>) {
             Ok(state) => json_ok(&*state),
             Err(e) => error(ErrorKind::Session, e),
         },
-        Request::Screen => Reply::Ok(session.view().screen_text().into()),
+        // To our own client over the socket, which types it again.
+        Request::Screen => Reply::Ok(session.view().screen_text().wire().into()),
         Request::Call {
             tool,
             args,
@@ -376,13 +377,14 @@ fn deliverable(reply: Reply, limit: usize) -> Reply {
             executed,
             ..
         }) => {
+            let message = message.wire();
             let mut end = message.len().min(limit / 4);
             while !message.is_char_boundary(end) {
                 end -= 1;
             }
             json_ok(&CallReply::Failed {
                 code,
-                message: format!("{}… ({too_large})", &message[..end]),
+                message: format!("{}… ({too_large})", &message[..end]).into(),
                 data: None,
                 executed,
             })
@@ -536,7 +538,7 @@ mod tests {
         ));
         let failed = json_ok(&CallReply::Failed {
             code: -32000,
-            message: big.clone(),
+            message: big.as_str().into(),
             data: Some(json!(big)),
             executed: true,
         });

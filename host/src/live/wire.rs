@@ -34,6 +34,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tickbox_protocol::TickText;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Largest frame either side accepts: a call result (8 MiB) plus room.
@@ -116,7 +117,8 @@ pub enum CallReply {
     /// The tool's error; `executed` says whether it may have had effects.
     Failed {
         code: i64,
-        message: String,
+        /// The Tick's words (raw on the socket, typed at both ends).
+        message: TickText,
         data: Option<Value>,
         executed: bool,
     },
@@ -131,8 +133,7 @@ impl From<crate::session::CallOutcome> for CallReply {
             CallOutcome::Ok(result) => CallReply::Ok { result },
             CallOutcome::Failed { error, executed } => CallReply::Failed {
                 code: error.code,
-                // Raw over the socket: the client escapes it for its sink.
-                message: error.message.wire().to_string(),
+                message: error.message,
                 data: error.data,
                 executed,
             },
@@ -157,7 +158,7 @@ pub enum Reply {
     Ended {
         reason: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        last_words: Vec<String>,
+        last_words: Vec<TickText>,
     },
     /// One watch delivery ([`crate::delivery::Delivery`]).
     Delivery(Value),

@@ -345,11 +345,11 @@ impl<'a> Suite<'a> {
                     self.tally.pass(rules::READ_VALID, "");
                 }
                 if !s.data.is_null() {
-                    self.state_sizes.push(encoded_len(&s.data));
+                    self.state_sizes.push(encoded_len(s.data.wire()));
                 }
                 Some(Read {
                     seq: s.seq,
-                    data: s.data,
+                    data: s.data.into_wire(),
                 })
             }
             Err(why) => {

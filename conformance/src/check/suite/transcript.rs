@@ -202,7 +202,7 @@ impl Suite<'_> {
             }
             let Some(state) = state else { continue };
             if !state.data.is_null() {
-                self.state_sizes.push(encoded_len(&state.data));
+                self.state_sizes.push(encoded_len(state.data.wire()));
             }
             last_update = Some(last_update.map_or(state.seq, |p| p.max(state.seq)));
         }
