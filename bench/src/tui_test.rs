@@ -38,6 +38,9 @@ const RUN_LIMIT: Duration = Duration::from_secs(600);
 /// The counter's path as both suite files give it (relative to
 /// `bench/tui-test/`), made absolute in the copies.
 const COUNTER_REL: &str = "../../tests/ticks/counter.py";
+/// How each suite file runs the counter's interpreter (the TOML's command,
+/// the shell command the test types).
+const PYTHON_COMMANDS: [&str; 2] = ["[\"python3\", ", "| python3 "];
 /// The suite files, as committed.
 const SCENARIO: &str = include_str!("../tui-test/counter.scenario.toml");
 const TEST_TS: &str = include_str!("../tui-test/counter.test.ts");
@@ -85,12 +88,41 @@ fn tui_test_package() -> Result<PathBuf> {
     Ok(pkg)
 }
 
+/// The interpreter that `python3` on PATH runs. A version manager's shim
+/// (pyenv's is a shell script that starts another process or two) would
+/// add its own start, the same for both tools, to every figure; the suite
+/// copies name the interpreter itself.
+fn python() -> Result<String> {
+    let out = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .context("python3 (it runs the counter)")?;
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || path.is_empty() {
+        bail!("python3 does not say where its interpreter is");
+    }
+    Ok(path)
+}
+
 /// Writes `copies` copies of a suite file into `dir`, the counter's path
-/// made absolute.
-fn write_suite(dir: &Path, text: &str, ext: &str, copies: usize) -> Result<()> {
+/// made absolute and `python3` the interpreter itself (`python`).
+fn write_suite(dir: &Path, text: &str, ext: &str, copies: usize, python: &str) -> Result<()> {
     std::fs::create_dir_all(dir)?;
-    let counter = root().join("tests/ticks/counter.py");
-    let text = text.replace(COUNTER_REL, &counter.display().to_string());
+    let counter = root().join("tests/ticks/counter.py").display().to_string();
+    // Both go into a TOML string, a JavaScript string and a shell word
+    // unquoted: paths that need quoting in any of them are refused.
+    for p in [&counter, python] {
+        if p.contains(|c: char| c.is_whitespace() || "'\"\\$`".contains(c)) {
+            bail!("{p:?}: the bench writes this path into its suite unquoted");
+        }
+    }
+    let mut text = text.replace(COUNTER_REL, &counter);
+    for command in PYTHON_COMMANDS {
+        text = text.replace(command, &command.replace("python3", python));
+    }
+    if text.matches(python).count() != 1 {
+        bail!("the suite file no longer runs the counter as {PYTHON_COMMANDS:?} says");
+    }
     for i in 0..copies {
         std::fs::write(dir.join(format!("counter-{i}.{ext}")), &text)?;
     }
@@ -205,11 +237,12 @@ pub(crate) fn rows(tickbox: &Path, sizes: &Sizes) -> Result<Vec<Anchored>> {
     let one_tui = scratch.0.join("one-tui-test");
     let suite_tb = scratch.0.join("suite-tickbox");
     let suite_tui = scratch.0.join("suite-tui-test");
-    write_suite(&one_tb, SCENARIO, "scenario.toml", 1)?;
-    write_suite(&one_tui, TEST_TS, "test.ts", 1)?;
-    write_suite(&suite_tb, SCENARIO, "scenario.toml", sizes.suite)?;
+    let py = python()?;
+    write_suite(&one_tb, SCENARIO, "scenario.toml", 1, &py)?;
+    write_suite(&one_tui, TEST_TS, "test.ts", 1, &py)?;
+    write_suite(&suite_tb, SCENARIO, "scenario.toml", sizes.suite, &py)?;
     if sizes.anchor_suites {
-        write_suite(&suite_tui, TEST_TS, "test.ts", sizes.suite)?;
+        write_suite(&suite_tui, TEST_TS, "test.ts", sizes.suite, &py)?;
     }
 
     // One unmeasured run each: node's and Python's caches, the page cache.
