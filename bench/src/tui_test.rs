@@ -77,9 +77,7 @@ impl Drop for Scratch {
 fn tui_test_package() -> Result<PathBuf> {
     let pkg = root().join("bench/tui-test/node_modules/@microsoft/tui-test");
     if !pkg.join("index.js").is_file() {
-        bail!(
-            "tui-test is not installed in bench/tui-test (tests/setup.sh runs `npm ci` there)"
-        );
+        bail!("tui-test is not installed in bench/tui-test (tests/setup.sh runs `npm ci` there)");
     }
     let node = Command::new("node").arg("--version").output();
     if !node.is_ok_and(|o| o.status.success()) {
@@ -143,8 +141,14 @@ fn timed(mut cmd: Command, what: &str) -> Result<f64> {
     let mut child = cmd.spawn().with_context(|| format!("starting {what}"))?;
     let pid = child.id() as i32;
     let mut pipes = [
-        child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
-        child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>),
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
     ];
     // Both pipes are drained while it runs: a full pipe would stall it.
     let readers: Vec<_> = pipes

@@ -226,7 +226,11 @@ fn files(lang: Lang, name: &str, sdk: &str) -> Vec<(String, String, bool)> {
                 false,
             ),
             ("build.sh".into(), build_script(PY_BUILD, name), true),
-            ("requirements.txt".into(), PY_REQUIREMENTS.to_string(), false),
+            (
+                "requirements.txt".into(),
+                PY_REQUIREMENTS.to_string(),
+                false,
+            ),
             (".gitignore".into(), "/build\n__pycache__/\n".into(), false),
         ]),
         Lang::Js => with_wit(vec![
@@ -266,7 +270,11 @@ fn files(lang: Lang, name: &str, sdk: &str) -> Vec<(String, String, bool)> {
                     .replace(GO_MODULE, &format!("module local/{name}")),
                 false,
             ),
-            ("requirements.txt".into(), GO_REQUIREMENTS.to_string(), false),
+            (
+                "requirements.txt".into(),
+                GO_REQUIREMENTS.to_string(),
+                false,
+            ),
             (".gitignore".into(), "/build\n".into(), false),
         ],
     };

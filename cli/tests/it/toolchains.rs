@@ -426,7 +426,12 @@ fn tickbox_new_python_builds_keeps_keys_typed_while_compiling_and_passes_check()
     let out = tickbox_slow(&["check", w.as_str(), "--allow-mutations"], &cache);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("PASSED"), "{}", out.stdout);
-    project_scenario_passes(&project, "py-tick", &[], &[("TICKBOX_CACHE_DIR", c.as_str())]);
+    project_scenario_passes(
+        &project,
+        "py-tick",
+        &[],
+        &[("TICKBOX_CACHE_DIR", c.as_str())],
+    );
 }
 
 /// A generated JavaScript project builds (with the componentize-js that

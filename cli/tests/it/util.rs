@@ -451,7 +451,10 @@ pub fn project_scenario_passes(project: &Path, name: &str, extra: &[&str], env: 
     assert_eq!(ran.len(), 1, "{report}");
     assert_eq!(ran[0]["status"], "passed", "{report}");
     assert!(
-        ran[0]["name"].as_str().unwrap_or("").starts_with(&format!("{name}: ")),
+        ran[0]["name"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with(&format!("{name}: ")),
         "the scenario is named after the project: {report}"
     );
     assert_eq!(ran[0]["steps"], ran[0]["passed_steps"], "{report}");
