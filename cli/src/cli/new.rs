@@ -30,10 +30,12 @@
 //! `scenarios/NAME.scenario.toml` (from `templates/scenarios/`, which has
 //! no example twin) drives the built Tick: `tickbox test scenarios`. The
 //! entry files keep the names their toolchains expect (`src/main.rs`,
-//! `main.go`, and `app.py` and `app.js`, which the SDK glue imports by
-//! that name). Names are already safe for every toolchain and the shell
-//! (lowercase letters, digits, `-` and `_`, starting with a letter), so
-//! nothing is rewritten.
+//! `main.go`, `app.py`, which `build.sh` gives componentize-py as the
+//! module `app`, and `app.js`, which the SDK's `component.js` imports). The names `valid_name` accepts (lowercase letters,
+//! digits, `-` and `_`, starting with a letter) are already valid file,
+//! Cargo package, npm package and Go module names and shell words, so file
+//! names take the name as it is (only the `kind` turns `-` and `_` into
+//! `.`).
 
 use super::exit::Exit;
 use clap::{Args, ValueEnum};
@@ -136,8 +138,10 @@ Examples:
   tickbox new my-tick --lang js       JavaScript, a component via componentize-js
   tickbox new my-tick --lang go       Go, a wasip1 module via GOOS=wasip1
 
-Prints what was made and the commands that build and check it: sentences on
-a terminal, a JSON object otherwise or with --json. Exit codes: 0 created, 2 bad name or PATH exists (nothing
+Files and outputs take the project's name: the build makes NAME.wasm, and
+scenarios/NAME.scenario.toml runs it (`tickbox test scenarios`). Prints what
+was made and the commands that build, check and test it: sentences on a
+terminal, a JSON object otherwise or with --json. Exit codes: 0 created, 2 bad name or PATH exists (nothing
 written), 1 a file could not be written.";
 
 /// Checks a project name: the rule is strict so that the name is a valid
