@@ -81,3 +81,11 @@ tests/mcp-clients/.venv/bin/pip install -q --disable-pip-version-check \
 tests/players/.venv/bin/pip install -q --disable-pip-version-check \
     -r tests/players/requirements.txt
 # ---- end of the trace players ----
+
+# ---- the bench's tui-test anchor (bench/src/tui_test.rs) ----
+# Microsoft's tui-test, pinned by bench/tui-test/package-lock.json, into
+# bench/tui-test/node_modules (gitignored); its node-pty ships a prebuilt
+# linux-x64 binary inside the npm package.
+[ bench/tui-test/node_modules/.package-lock.json -nt bench/tui-test/package-lock.json ] \
+    || (cd bench/tui-test && npm ci --no-audit --no-fund --loglevel=error)
+# ---- end of the tui-test anchor ----

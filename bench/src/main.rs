@@ -19,7 +19,9 @@
 //! `TICKBOX_BENCH_ONLY_FIRST=1` (first starts and whole-process starts only),
 //! `TICKBOX_BENCH_ONLY_TRIM=1` (trimming only, no guests built),
 //! `TICKBOX_BENCH_ONLY_SOAK=1` (the live-call soak only),
-//! `TICKBOX_BENCH_ONLY_MCP=1` (the MCP rows only, see `mcp.rs`);
+//! `TICKBOX_BENCH_ONLY_MCP=1` (the MCP rows only, see `mcp.rs`),
+//! `TICKBOX_BENCH_ONLY_TUITEST=1` (`tickbox test` against tui-test only,
+//! every size of the full run; see `tui_test.rs`);
 //! `TICKBOX_BENCH_WORKERS=N` changes the runtime's worker threads (0: a
 //! current-thread runtime).
 
@@ -29,6 +31,7 @@ mod floor;
 mod mcp;
 mod registry;
 mod round_trips;
+mod tui_test;
 
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
@@ -774,6 +777,12 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
         print_table(&mcp::rows(quick).await?);
         return Ok(());
     }
+    if std::env::var_os("TICKBOX_BENCH_ONLY_TUITEST").is_some() {
+        // The full sizes even with --quick: this switch is for the figures.
+        let rows = tui_test::rows(&tickbox_binary()?, &tui_test_sizes(false))?;
+        print_anchored(&rows);
+        return Ok(());
+    }
     eprintln!("building the bench guest (native and wasm32-wasip2)…");
     let guests = build_guests()?;
     if std::env::var_os("TICKBOX_BENCH_ONLY_SOAK").is_some() {
@@ -1075,13 +1084,28 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
         15
     };
     anchored.extend(registry::rows(&tickbox, &bench.guests.wasm, n)?);
+    eprintln!("tickbox test against tui-test…");
+    // The anchor is a Node package that tests/setup.sh installs: where it
+    // cannot run, the other figures still stand, and the table says why
+    // these are missing (so a broken install is seen, not hidden).
+    let tui_test_missing = match tui_test::rows(&tickbox, &tui_test_sizes(quick)) {
+        Ok(rows) => {
+            anchored.extend(rows);
+            None
+        }
+        Err(e) => Some(format!("{e:#}")),
+    };
 
     if smoke() {
         println!("smoke run (--smoke): every measurement ran once at its smallest size; the figures mean nothing");
     }
     print_table(&rows);
     print_anchored(&anchored);
+    if let Some(why) = &tui_test_missing {
+        println!("\ntickbox test against tui-test: not measured: {why}");
+    }
     let doc = json!({
+        "tui_test_not_measured": tui_test_missing,
         "machine": machine(),
         "quick": quick,
         "smoke": smoke(),
@@ -1108,6 +1132,35 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
     eprintln!("figures written to {}", json_path.display());
     let _ = std::fs::remove_dir_all(&cache_dir);
     Ok(())
+}
+
+/// How much of `tickbox test` against tui-test to measure: the quick run
+/// (and CI's smoke) keeps the one-scenario pair and `tickbox test`'s own
+/// `-j 2` against `-j 1`, and leaves tui-test's suites (a minute) to the
+/// full run.
+fn tui_test_sizes(quick: bool) -> tui_test::Sizes {
+    if smoke() {
+        tui_test::Sizes {
+            one: 1,
+            suite: 2,
+            suite_runs: 1,
+            anchor_suites: false,
+        }
+    } else if quick {
+        tui_test::Sizes {
+            one: 3,
+            suite: 4,
+            suite_runs: 1,
+            anchor_suites: false,
+        }
+    } else {
+        tui_test::Sizes {
+            one: 7,
+            suite: 8,
+            suite_runs: 3,
+            anchor_suites: true,
+        }
+    }
 }
 
 /// First starts with an empty cache, tiered (Winch, then Cranelift in the

@@ -23,6 +23,19 @@
 //! `tools/sync --check`). Each project carries its SDK, so it builds from a
 //! fresh directory. Python and JavaScript projects also get the WIT package
 //! of the `tick` world in `wit/` (from the sandbox's copy).
+//!
+//! A project is named after its directory: the build makes `NAME.wasm`
+//! (the Cargo package is NAME; each `build.sh` has a `name=` line, which
+//! the examples set to `counter`), the C source is `NAME.c`, and
+//! `scenarios/NAME.scenario.toml` (from `templates/scenarios/`, which has
+//! no example twin) drives the built Tick: `tickbox test scenarios`. The
+//! entry files keep the names their toolchains expect (`src/main.rs`,
+//! `main.go`, `app.py`, which `build.sh` gives componentize-py as the
+//! module `app`, and `app.js`, which the SDK's `component.js` imports). The names `valid_name` accepts (lowercase letters,
+//! digits, `-` and `_`, starting with a letter) are already valid file,
+//! Cargo package, npm package and Go module names and shell words, so file
+//! names take the name as it is (only the `kind` turns `-` and `_` into
+//! `.`).
 
 use super::exit::Exit;
 use clap::{Args, ValueEnum};
@@ -36,6 +49,15 @@ const RUST_MAIN: &str = include_str!("templates/main.rs.tmpl");
 const RUST_CARGO: &str = include_str!("templates/Cargo.toml.tmpl");
 const C_SOURCE: &str = include_str!("templates/counter.c");
 const C_BUILD: &str = include_str!("templates/build.sh");
+/// The line of every `build.sh` that names its outputs (and the C
+/// source); a project's has its own name there.
+const BUILD_NAME: &str = "\nname=counter\n";
+/// A project's scenario, by the kind of Tick it drives: the Rust counter
+/// (`add`, `/count`), a component with keys (Python, JavaScript), a
+/// preview-1 module without keys (C, Go). `{{name}}` is the project's name.
+const SCENARIO_RUST: &str = include_str!("templates/scenarios/rust.scenario.toml.tmpl");
+const SCENARIO_COMPONENT: &str = include_str!("templates/scenarios/component.scenario.toml.tmpl");
+const SCENARIO_MODULE: &str = include_str!("templates/scenarios/module.scenario.toml.tmpl");
 const PY_APP: &str = include_str!("templates/python/app.py");
 const PY_BUILD: &str = include_str!("templates/python/build.sh");
 const PY_REQUIREMENTS: &str = include_str!("templates/python/requirements.txt");
@@ -116,8 +138,10 @@ Examples:
   tickbox new my-tick --lang js       JavaScript, a component via componentize-js
   tickbox new my-tick --lang go       Go, a wasip1 module via GOOS=wasip1
 
-Prints what was made and the commands that build and check it: sentences on
-a terminal, a JSON object otherwise or with --json. Exit codes: 0 created, 2 bad name or PATH exists (nothing
+Files and outputs take the project's name: the build makes NAME.wasm, and
+scenarios/NAME.scenario.toml runs it (`tickbox test scenarios`). Prints what
+was made and the commands that build, check and test it: sentences on a
+terminal, a JSON object otherwise or with --json. Exit codes: 0 created, 2 bad name or PATH exists (nothing
 written), 1 a file could not be written.";
 
 /// Checks a project name: the rule is strict so that the name is a valid
@@ -137,96 +161,132 @@ fn valid_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A project's `build.sh`: the example's, naming its outputs after `name`.
+fn build_script(example: &str, name: &str) -> String {
+    example.replacen(BUILD_NAME, &format!("\nname={name}\n"), 1)
+}
+
+/// Where `lang`'s build puts the Tick, relative to the project (Rust: with
+/// cargo's default target directory).
+fn wasm_path(lang: Lang, name: &str) -> String {
+    match lang {
+        Lang::Rust => format!("target/wasm32-wasip2/release/{name}.wasm"),
+        _ => format!("build/{name}.wasm"),
+    }
+}
+
 /// The files of a project, as (relative path, contents, executable).
-fn files(lang: Lang, name: &str, sdk: &str) -> Vec<(&'static str, String, bool)> {
+fn files(lang: Lang, name: &str, sdk: &str) -> Vec<(String, String, bool)> {
     let kind = name.replace(['-', '_'], ".");
     let local_kind = format!("\"local.{kind}\"");
     let sdk_files = SDK_FILES
         .iter()
         .filter(|(l, ..)| *l == lang)
-        .map(|(_, rel, text, _)| (*rel, text.to_string(), false));
-    let project = match lang {
+        .map(|(_, rel, text, _)| (rel.to_string(), text.to_string(), false));
+    let scenario = match lang {
+        Lang::Rust => SCENARIO_RUST,
+        Lang::Python | Lang::Js => SCENARIO_COMPONENT,
+        Lang::C | Lang::Go => SCENARIO_MODULE,
+    };
+    let scenario = (
+        format!("scenarios/{name}.scenario.toml"),
+        scenario.replace("{{name}}", name),
+        false,
+    );
+    let project: Vec<(String, String, bool)> = match lang {
         Lang::Rust => vec![
             (
-                "Cargo.toml",
+                "Cargo.toml".into(),
                 RUST_CARGO.replace("{{name}}", name).replace("{{sdk}}", sdk),
                 false,
             ),
             (
-                "src/main.rs",
+                "src/main.rs".into(),
                 RUST_MAIN
                     .replace("{{name}}", name)
                     .replace("{{kind}}", &kind)
                     .replace("{{title}}", name),
                 false,
             ),
-            (".gitignore", "/target\n".into(), false),
+            (".gitignore".into(), "/target\n".into(), false),
         ],
         Lang::C => vec![
             (
-                "counter.c",
+                format!("{name}.c"),
                 C_SOURCE
                     .replace("example.counter", &format!("local.{kind}"))
                     .replace(C_TITLE, &format!("\\\"title\\\":\\\"{name}\\\"")),
                 false,
             ),
-            ("build.sh", C_BUILD.to_string(), true),
-            (".gitignore", "/build\n".into(), false),
+            ("build.sh".into(), build_script(C_BUILD, name), true),
+            (".gitignore".into(), "/build\n".into(), false),
         ],
         Lang::Python => with_wit(vec![
             (
-                "app.py",
+                "app.py".into(),
                 PY_APP
                     .replace(PY_TITLE, &format!("title = {local_kind}, \"{name}\""))
                     .replace(EXAMPLE_KIND, &local_kind),
                 false,
             ),
-            ("build.sh", PY_BUILD.to_string(), true),
-            ("requirements.txt", PY_REQUIREMENTS.to_string(), false),
-            (".gitignore", "/build\n__pycache__/\n".into(), false),
+            ("build.sh".into(), build_script(PY_BUILD, name), true),
+            (
+                "requirements.txt".into(),
+                PY_REQUIREMENTS.to_string(),
+                false,
+            ),
+            (".gitignore".into(), "/build\n__pycache__/\n".into(), false),
         ]),
         Lang::Js => with_wit(vec![
             (
-                "app.js",
+                "app.js".into(),
                 JS_APP
                     .replace(EXAMPLE_KIND, &local_kind)
                     .replace(JS_TITLE, &format!("static title = \"{name}\";")),
                 false,
             ),
-            ("build.sh", JS_BUILD.to_string(), true),
+            ("build.sh".into(), build_script(JS_BUILD, name), true),
             (
-                "package.json",
+                "package.json".into(),
                 JS_PACKAGE.replace(JS_PACKAGE_NAME, name),
                 false,
             ),
             (
-                "package-lock.json",
+                "package-lock.json".into(),
                 JS_LOCK.replace(JS_PACKAGE_NAME, name),
                 false,
             ),
-            (".gitignore", "/build\n/node_modules\n".into(), false),
+            (".gitignore".into(), "/build\n/node_modules\n".into(), false),
         ]),
         Lang::Go => vec![
             (
-                "main.go",
+                "main.go".into(),
                 GO_MAIN
                     .replace(EXAMPLE_KIND, &local_kind)
                     .replace(GO_TITLE, &format!("Title: \"{name}\"")),
                 false,
             ),
-            ("build.sh", GO_BUILD.to_string(), true),
+            ("build.sh".into(), build_script(GO_BUILD, name), true),
             (
-                "go.mod",
+                "go.mod".into(),
                 GO_MOD
                     .replace(GO_SDK_REPLACE.0, GO_SDK_REPLACE.1)
                     .replace(GO_MODULE, &format!("module local/{name}")),
                 false,
             ),
-            ("requirements.txt", GO_REQUIREMENTS.to_string(), false),
-            (".gitignore", "/build\n".into(), false),
+            (
+                "requirements.txt".into(),
+                GO_REQUIREMENTS.to_string(),
+                false,
+            ),
+            (".gitignore".into(), "/build\n".into(), false),
         ],
     };
-    project.into_iter().chain(sdk_files).collect()
+    project
+        .into_iter()
+        .chain(std::iter::once(scenario))
+        .chain(sdk_files)
+        .collect()
 }
 
 /// The `kind` string of the examples, replaced by `local.<name>`.
@@ -239,12 +299,12 @@ const JS_TITLE: &str = "static title = \"Counter\";";
 const GO_TITLE: &str = "Title: \"Counter\"";
 
 /// A component project's files plus the `tick` world's WIT under `wit/`.
-fn with_wit(mut files: Vec<(&'static str, String, bool)>) -> Vec<(&'static str, String, bool)> {
+fn with_wit(mut files: Vec<(String, String, bool)>) -> Vec<(String, String, bool)> {
     use tickbox_runtime::backend::wasm::wit_files::TICK_WORLD;
     files.extend(
         TICK_WORLD
             .iter()
-            .map(|(rel, text)| (*rel, text.to_string(), false)),
+            .map(|(rel, text)| (rel.to_string(), text.to_string(), false)),
     );
     files
 }
@@ -312,31 +372,21 @@ pub fn run(args: NewArgs) -> Result<(), Exit> {
         }
     }
     let dir = args.path.display().to_string();
-    let (build, wasm) = match args.lang {
-        Lang::Rust => (
-            "cargo build --release --target wasm32-wasip2".to_string(),
-            format!("target/wasm32-wasip2/release/{name}.wasm"),
-        ),
-        Lang::C => ("./build.sh".to_string(), "build/counter.wasm".to_string()),
-        Lang::Python => (
-            "pip install -r requirements.txt && ./build.sh".to_string(),
-            "build/counter.wasm".to_string(),
-        ),
-        Lang::Js => (
-            "npm ci && ./build.sh".to_string(),
-            "build/counter.wasm".to_string(),
-        ),
-        Lang::Go => (
-            "pip install -r requirements.txt && ./build.sh".to_string(),
-            "build/counter.wasm".to_string(),
-        ),
+    let build = match args.lang {
+        Lang::Rust => "cargo build --release --target wasm32-wasip2",
+        Lang::C => "./build.sh",
+        Lang::Python | Lang::Go => "pip install -r requirements.txt && ./build.sh",
+        Lang::Js => "npm ci && ./build.sh",
     };
+    let wasm = wasm_path(args.lang, &name);
     let result = json!({
         "created": dir,
         "lang": format!("{:?}", args.lang).to_lowercase(),
         "files": files.iter().map(|(rel, _, _)| rel).collect::<Vec<_>>(),
         "build": format!("cd {dir} && {build}"),
+        "wasm": format!("{dir}/{wasm}"),
         "check": format!("tickbox check {dir}/{wasm} --allow-mutations"),
+        "test": format!("tickbox test {dir}/scenarios"),
     });
     // A person at a terminal gets sentences; a script (or --json) JSON.
     use std::io::IsTerminal;
@@ -344,11 +394,12 @@ pub fn run(args: NewArgs) -> Result<(), Exit> {
         return super::emit(&result, false);
     }
     let text = format!(
-        "Created a {} Tick in {dir} ({} files).\n\nBuild it:\n  {}\nCheck it:\n  {}",
+        "Created a {} Tick in {dir} ({} files).\n\nBuild it:\n  {}\nCheck it:\n  {}\nRun its scenario:\n  {}",
         result["lang"].as_str().unwrap_or_default(),
         files.len(),
         result["build"].as_str().unwrap_or_default(),
         result["check"].as_str().unwrap_or_default(),
+        result["test"].as_str().unwrap_or_default(),
     );
     super::emit_text(&text)
 }
@@ -392,6 +443,50 @@ mod tests {
                 "{lang:?}"
             );
         }
+    }
+
+    #[test]
+    fn files_and_outputs_are_named_after_the_project() {
+        for build in [C_BUILD, PY_BUILD, JS_BUILD, GO_BUILD] {
+            assert_eq!(build.matches(BUILD_NAME).count(), 1, "{build}");
+        }
+        for lang in [Lang::Rust, Lang::C, Lang::Python, Lang::Js, Lang::Go] {
+            let files = files(lang, "my-tick", "\"0.1.0\"");
+            let get = |rel: &str| {
+                files
+                    .iter()
+                    .find(|(r, _, _)| r == rel)
+                    .map(|(_, text, _)| text.clone())
+                    .unwrap_or_else(|| panic!("{lang:?}: no {rel}"))
+            };
+            let scenario = get("scenarios/my-tick.scenario.toml");
+            assert!(!scenario.contains("{{"), "{lang:?}: {scenario}");
+            // The scenario's Tick is the build's output, seen from scenarios/.
+            let wasm = wasm_path(lang, "my-tick");
+            let from_scenarios = match lang {
+                Lang::Rust => wasm.replacen("target/", "${CARGO_TARGET_DIR:-../target}/", 1),
+                _ => format!("../{wasm}"),
+            };
+            assert!(
+                scenario.contains(&format!("path = \"{from_scenarios}\"")),
+                "{lang:?}: {scenario}"
+            );
+            if lang != Lang::Rust {
+                let build = get("build.sh");
+                assert!(build.contains("\nname=my-tick\n"), "{lang:?}");
+                // No file of the example's name is left (the comments may
+                // still call the Tick a counter: it is one).
+                assert!(!build.contains("counter."), "{lang:?}: {build}");
+                assert_eq!(wasm, "build/my-tick.wasm");
+            }
+            assert!(
+                files.iter().all(|(rel, _, _)| !rel.contains("counter")),
+                "{lang:?}"
+            );
+        }
+        assert!(files(Lang::C, "my-tick", "")
+            .iter()
+            .any(|(rel, _, _)| rel == "my-tick.c"));
     }
 
     #[test]

@@ -7,8 +7,9 @@
 //! - a component importing what tickbox does not provide (here the
 //!   server side of `wasi:http`) is refused before anything is compiled,
 //!   naming the import; outgoing `wasi:http` passes the check;
-//! - `tickbox new` projects (Rust and C) build and pass `tickbox check` as
-//!   generated.
+//! - `tickbox new` projects (Rust and C) build, named after the project
+//!   (`NAME.wasm`), and pass `tickbox check` and their own scenario
+//!   (`scenarios/NAME.scenario.toml`) as generated.
 //!
 //! The C toolchain is not optional here: `.ci/run` installs it, and a
 //! missing one fails the test with the command that installs it.
@@ -272,14 +273,24 @@ fn tickbox_new_rust_builds_and_passes_check() {
     assert_eq!(out.json(), json!({"count": 5}), "{out:#?}");
     let out = tickbox(&["describe", wasm.as_str()]);
     assert_eq!(out.json()["kind"], "local.my.tick");
+    // Its scenario finds the build where cargo put it: CARGO_TARGET_DIR,
+    // which the scenario reads only because the command line allows it.
+    let g = s(&guests);
+    project_scenario_passes(
+        &project,
+        "my-tick",
+        &["--allow-env", "CARGO_TARGET_DIR"],
+        &[("CARGO_TARGET_DIR", g.as_str())],
+    );
 
     // It never overwrites: the same path again is a usage error.
     let out = tickbox(&["new", p.as_str()]);
     out.expect(2, "exists");
 }
 
-/// `tickbox new --lang c`: the project's own build.sh builds it, and the
-/// wasip1 module passes `tickbox check` as generated.
+/// `tickbox new --lang c`: the project's own build.sh builds `c-tick.c`
+/// into `build/c-tick.wasm` (and the native `build/c-tick`), which passes
+/// `tickbox check` and the project's scenario as generated.
 #[test]
 fn tickbox_new_c_builds_and_passes_check() {
     let dir = TempDir::new("new-c");
@@ -297,7 +308,10 @@ fn tickbox_new_c_builds_and_passes_check() {
          wasi-libc libclang-rt-14-dev-wasm32):\n{}",
         String::from_utf8_lossy(&result.stderr)
     );
-    let wasm = s(&project.join("build/counter.wasm"));
+    assert!(project.join("c-tick.c").is_file());
+    assert!(!project.join("counter.c").exists());
+    assert!(project.join("build/c-tick").is_file(), "the native build");
+    let wasm = s(&project.join("build/c-tick.wasm"));
     let out = tickbox(&["check", wasm.as_str(), "--allow-mutations"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("PASSED"), "{}", out.stdout);
@@ -305,6 +319,7 @@ fn tickbox_new_c_builds_and_passes_check() {
         tickbox(&["describe", wasm.as_str()]).json()["kind"],
         "local.c.tick"
     );
+    project_scenario_passes(&project, "c-tick", &[], &[]);
 }
 
 #[test]
@@ -365,10 +380,21 @@ fn tickbox_new_speaks_to_a_person_on_a_terminal_and_json_to_a_pipe() {
         text.contains("Build it:") && text.contains("./build.sh"),
         "{text}"
     );
+    assert!(text.contains("tty-tick/build/tty-tick.wasm"), "{text}");
+    assert!(text.contains("Run its scenario:"), "{text}");
     assert!(!text.contains("{\""), "no JSON on a terminal: {text}");
     let piped = w.dir.path("piped-tick");
     let out = tickbox(&["new", s(&piped).as_str(), "--lang", "c"]);
     assert_eq!(out.json()["lang"], "c", "{out:#?}");
+    assert_eq!(
+        out.json()["wasm"],
+        format!("{}/build/piped-tick.wasm", s(&piped)),
+        "{out:#?}"
+    );
+    assert_eq!(
+        out.json()["test"],
+        format!("tickbox test {}/scenarios", s(&piped))
+    );
     let json = w.dir.path("json-tick");
     let mut pty = w.pty(
         &["new", s(&json).as_str(), "--lang", "c", "--json"],
@@ -378,6 +404,6 @@ fn tickbox_new_speaks_to_a_person_on_a_terminal_and_json_to_a_pipe() {
     assert_eq!(pty.wait(), 0);
     assert!(pty.text().contains("\"lang\":\"c\""), "{}", pty.text());
     // The title is the project's own.
-    let source = std::fs::read_to_string(project.join("counter.c")).unwrap();
+    let source = std::fs::read_to_string(project.join("tty-tick.c")).unwrap();
     assert!(source.contains("\\\"title\\\":\\\"tty-tick\\\""), "title");
 }

@@ -9,7 +9,8 @@
 //!   (componentize-js), components of the `tick` world: `tickbox check`,
 //!   keys and resizes through `tickbox:terminal`, the timer;
 //! - `tickbox new --lang python|js|go`: the projects (each carrying its
-//!   SDK) build and pass `tickbox check` as generated, and keys typed into
+//!   SDK) build into `build/NAME.wasm` and pass `tickbox check` and their
+//!   own scenario (`scenarios/NAME.scenario.toml`) as generated, and keys typed into
 //!   `tickbox run` while a big component compiles on its first start reach
 //!   it afterwards.
 //!
@@ -146,9 +147,10 @@ pub(crate) fn with_pip_scripts(path: String) -> String {
     }
 }
 
-/// Runs a project's `build.sh` into `out`; panics with one line naming
-/// what to install when the toolchain is missing or the build fails.
-fn build(script: &Path, out: &Path, lang: Lang, path: Option<&str>) -> PathBuf {
+/// Runs a project's `build.sh` into `out`, where it makes `NAME.wasm`;
+/// panics with one line naming what to install when the toolchain is
+/// missing or the build fails.
+fn build(script: &Path, out: &Path, name: &str, lang: Lang, path: Option<&str>) -> PathBuf {
     let path = with_pip_scripts(
         path.map(str::to_string)
             .unwrap_or_else(|| std::env::var("PATH").unwrap_or_default()),
@@ -171,7 +173,7 @@ fn build(script: &Path, out: &Path, lang: Lang, path: Option<&str>) -> PathBuf {
         );
     }
     eprintln!("built {} in {:?}", script.display(), result.elapsed);
-    out.join("counter.wasm")
+    out.join(format!("{name}.wasm"))
 }
 
 /// `examples/<lang>` built into `$CARGO_TARGET_DIR/guests/<lang>` and
@@ -192,6 +194,7 @@ pub(crate) fn example(lang: Lang) -> PathBuf {
         let wasm = build(
             &script,
             &target_dir().join("guests").join(lang.dir),
+            "counter",
             lang,
             None,
         );
@@ -323,7 +326,7 @@ async fn the_js_counter_takes_keys_and_resizes_through_tickbox_terminal() {
 }
 
 /// `tickbox new PATH --lang L` in a temp dir, then its build.sh; the
-/// project dir and its component.
+/// project dir and its Tick, `build/NAME.wasm`.
 fn new_project(dir: &TempDir, name: &str, lang: Lang, path: Option<&str>) -> (PathBuf, PathBuf) {
     let project = dir.path(name);
     let p = s(&project);
@@ -338,9 +341,11 @@ fn new_project(dir: &TempDir, name: &str, lang: Lang, path: Option<&str>) -> (Pa
     let wasm = build(
         &project.join("build.sh"),
         &project.join("build"),
+        name,
         lang,
         path,
     );
+    assert_eq!(created["wasm"], s(&wasm), "{created}");
     (project, wasm)
 }
 
@@ -351,7 +356,7 @@ fn new_project(dir: &TempDir, name: &str, lang: Lang, path: Option<&str>) -> (Pa
 #[test]
 fn tickbox_new_python_builds_keeps_keys_typed_while_compiling_and_passes_check() {
     let dir = TempDir::new("new-python");
-    let (_, wasm) = new_project(&dir, "py-tick", PYTHON, None);
+    let (project, wasm) = new_project(&dir, "py-tick", PYTHON, None);
     let w = s(&wasm);
     let cache = dir.path("cache");
     let c = s(&cache);
@@ -417,10 +422,16 @@ fn tickbox_new_python_builds_keeps_keys_typed_while_compiling_and_passes_check()
     world.tickbox(&["stop", "@py"]);
     drop(host);
 
-    // Now cached: check passes on the project as generated.
+    // Now cached: check and the project's scenario pass as generated.
     let out = tickbox_slow(&["check", w.as_str(), "--allow-mutations"], &cache);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("PASSED"), "{}", out.stdout);
+    project_scenario_passes(
+        &project,
+        "py-tick",
+        &[],
+        &[("TICKBOX_CACHE_DIR", c.as_str())],
+    );
 }
 
 /// A generated JavaScript project builds (with the componentize-js that
@@ -453,6 +464,7 @@ fn tickbox_new_js_builds_and_passes_check() {
     eprintln!("js project: check (cold compile) in {:?}", out.elapsed);
     let out = tickbox(&["describe", w.as_str()]);
     assert_eq!(out.json()["kind"], "local.js.tick");
+    project_scenario_passes(&project, "js-tick", &[], &[]);
 }
 
 /// A generated Go project, carrying its SDK in `tick/`, builds from its
@@ -474,6 +486,7 @@ fn tickbox_new_go_builds_from_its_own_directory_and_passes_check() {
         tickbox(&["describe", w.as_str()]).json()["kind"],
         "local.go.tick"
     );
+    project_scenario_passes(&project, "go-tick", &[], &[]);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

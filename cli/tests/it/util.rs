@@ -428,6 +428,39 @@ pub fn assert_counter_catalog(d: &Value) {
     assert_eq!(names, ["increment", "history", "auto"]);
 }
 
+/// How long `tickbox test` may take on a `tickbox new` project's scenario:
+/// a big component (Python, JavaScript) that is not in the compile cache
+/// yet compiles for minutes on a loaded 2-core machine.
+pub const PROJECT_SCENARIO_LIMIT: Duration = Duration::from_secs(600);
+
+/// `tickbox test PROJECT/scenarios` (plus `extra` args, with `env`) on a
+/// `tickbox new` project named `name` that was built: its one scenario,
+/// `scenarios/NAME.scenario.toml`, runs the build's `NAME.wasm` and passes
+/// every step.
+pub fn project_scenario_passes(project: &Path, name: &str, extra: &[&str], env: &[(&str, &str)]) {
+    let scenarios = project.join("scenarios");
+    let file = scenarios.join(format!("{name}.scenario.toml"));
+    assert!(file.is_file(), "no {}", file.display());
+    let dir = scenarios.to_string_lossy().into_owned();
+    let mut args = vec!["test", dir.as_str(), "--format", "json"];
+    args.extend(extra);
+    let out = tickbox_within(&args, env, PROJECT_SCENARIO_LIMIT);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let report = out.json();
+    let ran = report["scenarios"].as_array().expect("scenarios");
+    assert_eq!(ran.len(), 1, "{report}");
+    assert_eq!(ran[0]["status"], "passed", "{report}");
+    assert!(
+        ran[0]["name"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with(&format!("{name}: ")),
+        "the scenario is named after the project: {report}"
+    );
+    assert_eq!(ran[0]["steps"], ran[0]["passed_steps"], "{report}");
+    assert!(ran[0]["steps"].as_u64() > Some(3), "{report}");
+}
+
 /// Calls `tool` and returns its result; any other outcome fails the test.
 pub async fn call_ok(s: &Session, tool: &str, args: Value) -> Value {
     let c = s.descriptor().unwrap().prepare(tool, args).unwrap();

@@ -2,7 +2,7 @@
 # Builds the JavaScript counter Tick (app.js, on the tickbox.js SDK) into a
 # WASI 0.2 component with componentize-js, against the `tick` world (WASI
 # command + tickbox:terminal); the component bundles the SDK:
-#   OUTDIR/counter.wasm
+#   OUTDIR/NAME.wasm
 #
 #   usage: ./build.sh [OUTDIR]      (default: ./build)
 #
@@ -18,6 +18,9 @@
 # what tickbox does not grant is refused.
 # An output newer than every source is kept, so repeated builds are free.
 set -eu
+# The Tick's name, which names its output: `tickbox new` writes the
+# project's name on this line.
+name=counter
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/build}
 mkdir -p "$out"
@@ -25,9 +28,9 @@ wit="$here/wit"
 [ -d "$wit" ] || wit="$here/../../wit"
 
 fresh=yes
-[ -f "$out/counter.wasm" ] || fresh=no
+[ -f "$out/$name.wasm" ] || fresh=no
 for f in "$here/app.js" "$here/tickbox.js" "$here/component.js" "$here/build.sh" "$here/package-lock.json" "$wit"/*.wit "$wit"/deps/*/*.wit; do
-    [ "$fresh" = no ] || [ "$out/counter.wasm" -nt "$f" ] || fresh=no
+    [ "$fresh" = no ] || [ "$out/$name.wasm" -nt "$f" ] || fresh=no
 done
 [ "$fresh" = yes ] && exit 0
 
@@ -42,5 +45,5 @@ fi
 rm -rf "$out/src" && mkdir -p "$out/src"
 cp "$here/app.js" "$here/tickbox.js" "$here/component.js" "$out/src/"
 "$cjs" "$out/src/component.js" --wit "$wit" --world-name tick -d http fetch-event \
-    -o "$out/counter.wasm.tmp" >&2
-mv "$out/counter.wasm.tmp" "$out/counter.wasm"
+    -o "$out/$name.wasm.tmp" >&2
+mv "$out/$name.wasm.tmp" "$out/$name.wasm"

@@ -2,7 +2,7 @@
 # Builds the Python counter Tick (app.py, on the tickbox_tick SDK) into a
 # WASI 0.2 component with componentize-py, against the `tick` world (WASI
 # command + tickbox:terminal); the component bundles the SDK:
-#   OUTDIR/counter.wasm
+#   OUTDIR/NAME.wasm
 #
 #   usage: ./build.sh [OUTDIR]      (default: ./build)
 #
@@ -12,6 +12,9 @@
 # SDK is ./tickbox_tick (in examples/python, a link to sdks/python's).
 # An output newer than every source is kept, so repeated builds are free.
 set -eu
+# The Tick's name, which names its output: `tickbox new` writes the
+# project's name on this line.
+name=counter
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here/build}
 mkdir -p "$out"
@@ -20,9 +23,9 @@ wit="$here/wit"
 sdk="$here/tickbox_tick"
 
 fresh=yes
-[ -f "$out/counter.wasm" ] || fresh=no
+[ -f "$out/$name.wasm" ] || fresh=no
 for f in "$here/app.py" "$here/build.sh" "$here/requirements.txt" "$sdk"/*.py "$wit"/*.wit "$wit"/deps/*/*.wit; do
-    [ "$fresh" = no ] || [ "$out/counter.wasm" -nt "$f" ] || fresh=no
+    [ "$fresh" = no ] || [ "$out/$name.wasm" -nt "$f" ] || fresh=no
 done
 [ "$fresh" = yes ] && exit 0
 
@@ -35,5 +38,5 @@ fi
 rm -rf "$out/src" && mkdir -p "$out/src/tickbox_tick" && cp "$here/app.py" "$out/src/"
 cp "$sdk"/*.py "$out/src/tickbox_tick/"
 cd "$out/src"
-componentize-py -d "$wit" -w tick componentize app -p "$out/src" -o "$out/counter.wasm.tmp" >&2
-mv "$out/counter.wasm.tmp" "$out/counter.wasm"
+componentize-py -d "$wit" -w tick componentize app -p "$out/src" -o "$out/$name.wasm.tmp" >&2
+mv "$out/$name.wasm.tmp" "$out/$name.wasm"
