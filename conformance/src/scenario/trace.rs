@@ -238,9 +238,16 @@ impl Recorder {
     /// A step's outcome with the screen and state after it; `last` is the
     /// scenario's last record, which always fits (the reserve is for it),
     /// cut down to what does.
-    pub(crate) fn step(&self, r: &StepRecord<'_>, screen: &str, state: Option<&Value>, last: bool) {
+    pub(crate) fn step(
+        &self,
+        r: &StepRecord<'_>,
+        screen: &TickText,
+        state: Option<&Value>,
+        last: bool,
+    ) {
         let found = clip_lines(r.found, MAX_TRACE_FOUND_CHARS);
-        let rows: Vec<&str> = screen.lines().collect();
+        // Each row is escaped by `clip_lines` on its way into the record.
+        let rows: Vec<&str> = screen.wire().lines().collect();
         let screen = clip_lines(&rows, MAX_TRACE_SCREEN_CHARS);
         let state = state.map(|v| {
             let text = json_safe(&v.to_string());
