@@ -345,7 +345,14 @@ async fn one(
                 let o = Outcome::Invalid("[tick] scratch applies to wasm Ticks".into());
                 return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
             }
-            match Scratch::new() {
+            // `[files]` are written into it before the Tick starts.
+            let made = Scratch::new().map_err(|e| format!("cannot make the scratch directory: {e}"));
+            let seeded = made.and_then(|dir| {
+                scenario::seed_files(&dir.0, &s.files)
+                    .map(|()| dir)
+                    .map_err(|e| format!("cannot seed the scratch directory ([files]): {e}"))
+            });
+            match seeded {
                 Ok(dir) => {
                     s.tick
                         .grants
@@ -354,7 +361,7 @@ async fn one(
                     Some(dir)
                 }
                 Err(e) => {
-                    let o = Outcome::StartFailed(format!("cannot make the scratch directory: {e}"));
+                    let o = Outcome::StartFailed(e);
                     return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
                 }
             }

@@ -17,6 +17,7 @@
 
 use super::diff;
 use super::files::{self, FileError};
+use super::fixtures::{self as fixture, FixtureTable};
 use super::model::{Action, CallExpect, Check, Scenario, DEFAULT_SEED};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -82,7 +83,7 @@ impl Default for TimeBudget {
 /// How a scenario's Tick runs, which decides what can be virtual: the
 /// host's one name for it.
 pub use tickbox_host::TickKind;
-use tickbox_sandbox::launch::Launch;
+use tickbox_sandbox::launch::{Launch, LaunchOptions};
 
 /// A scenario's Tick, ready to start.
 #[derive(Clone)]
@@ -273,11 +274,25 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
             return result;
         }
     }
+    if !scenario.http.is_empty() && prepared.kind != TickKind::WasmComponent {
+        result.outcome = Outcome::Invalid(
+            "[[http]] fixtures answer wasi:http requests, which only a wasm component (wasm32-wasip2) makes".into(),
+        );
+        return result;
+    }
     let clock = deterministic
         .then(|| VirtualClock::new(opts.seed.or(scenario.tick.seed).unwrap_or(DEFAULT_SEED)));
     result.seed = clock.as_ref().map(VirtualClock::seed);
+    // A fresh table per run: a retry starts with no misses of its own.
+    let fixtures = (!scenario.http.is_empty()).then(|| Arc::new(FixtureTable::new(scenario.http.clone())));
+    let launch = LaunchOptions {
+        clock: clock.clone(),
+        http_fixtures: fixtures
+            .clone()
+            .map(|f| f as Arc<dyn tickbox_sandbox::http::HttpFixtures>),
+    };
 
-    let io = match tokio::time::timeout_at(deadline, prepared.launch.launch(clock.clone())).await {
+    let io = match tokio::time::timeout_at(deadline, prepared.launch.launch(launch)).await {
         Ok(Ok(io)) => io,
         Ok(Err(e)) => {
             result.outcome = Outcome::StartFailed(format!("cannot start the Tick: {e}"));
@@ -318,6 +333,7 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
         call_timeout,
         base_seq: 0,
         result: &mut result,
+        fixtures,
     };
     runner.base_seq = runner.seq();
     if runner.clock.is_some() {
@@ -332,7 +348,19 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
             .await;
     }
     let mut outcome = Outcome::Passed;
+    // A request made while the Tick started: no step made it.
+    if let Some(miss) = runner.missed() {
+        outcome = Outcome::Failed(Failure {
+            step: 0,
+            action: "start".into(),
+            expected: "every HTTP request the Tick makes to be answered by a [[http]] fixture".into(),
+            found: vec![miss],
+        });
+    }
     for s in &scenario.steps {
+        if outcome != Outcome::Passed {
+            break;
+        }
         let label = match &s.name {
             Some(n) => format!("{} ({n})", s.action.kind()),
             None => s.action.kind().to_string(),
@@ -340,6 +368,14 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
         let done = tokio::time::timeout_at(deadline, runner.step(&s.action))
             .await
             .unwrap_or_else(|_| Err((s.action.describe(), vec![over()])));
+        // A request no fixture answered fails the step it was made in,
+        // first among what was found: whatever else the step saw followed
+        // from it.
+        let done = match (runner.missed(), done) {
+            (None, done) => done,
+            (Some(miss), Ok(())) => Err((s.action.describe(), vec![miss])),
+            (Some(miss), Err((expected, found))) => Err((expected, [vec![miss], found].concat())),
+        };
         if let Err((expected, found)) = done {
             outcome = Outcome::Failed(Failure {
                 step: s.index,
@@ -370,9 +406,17 @@ struct Runner<'a> {
     call_timeout: Duration,
     base_seq: u64,
     result: &'a mut ScenarioResult,
+    /// The run's `[[http]]` answers, whose misses fail the step.
+    fixtures: Option<Arc<FixtureTable>>,
 }
 
 impl Runner<'_> {
+    /// One line for the requests no fixture answered since the last look.
+    fn missed(&self) -> Option<String> {
+        let (shown, count) = self.fixtures.as_ref()?.take_misses();
+        (count > 0).then(|| fixture::miss_line(&shown, count))
+    }
+
     fn seq(&self) -> u64 {
         self.session.state().state.map_or(0, |s| s.seq)
     }
