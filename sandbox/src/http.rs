@@ -449,20 +449,22 @@ async fn bounded_body(headers: &http::HeaderMap, body: WasiBody) -> Result<Bytes
         tracing::info!(n, "refused an HTTP request body over the bound");
         return Err(Error::HttpRequestBodySize(Some(MAX_REQUEST_BODY)));
     }
-    Ok(http_body_util::Limited::new(body, MAX_REQUEST_BODY as usize)
-        .collect()
-        .await
-        .map_err(|e| {
-            if e.is::<http_body_util::LengthLimitError>() {
-                Error::HttpRequestBodySize(Some(MAX_REQUEST_BODY))
-            } else {
-                match e.downcast::<Error>() {
-                    Ok(e) => *e,
-                    Err(e) => Error::InternalError(Some(e.to_string())),
+    Ok(
+        http_body_util::Limited::new(body, MAX_REQUEST_BODY as usize)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    Error::HttpRequestBodySize(Some(MAX_REQUEST_BODY))
+                } else {
+                    match e.downcast::<Error>() {
+                        Ok(e) => *e,
+                        Err(e) => Error::InternalError(Some(e.to_string())),
+                    }
                 }
-            }
-        })?
-        .to_bytes())
+            })?
+            .to_bytes(),
+    )
 }
 
 /// Answers one request from fixtures: nothing leaves the host.
@@ -487,12 +489,14 @@ async fn answer_from(
         path_and_query: parts.uri.path_and_query().map_or("/", |p| p.as_str()),
     };
     let Some(fixed) = fixtures.answer(&asked) else {
-        tracing::info!(method = %parts.method, url, "no HTTP fixture answers a request; refused");
+        tracing::info!(method = %parts.method, url = %url, "no HTTP fixture answers a request; refused");
         return Err(Error::HttpRequestDenied);
     };
     let bad = |what: String| Error::InternalError(Some(format!("HTTP fixture: {what}")));
-    let mut response = http::Response::builder()
-        .status(http::StatusCode::from_u16(fixed.status).map_err(|_| bad(format!("status {}", fixed.status)))?);
+    let mut response = http::Response::builder().status(
+        http::StatusCode::from_u16(fixed.status)
+            .map_err(|_| bad(format!("status {}", fixed.status)))?,
+    );
     for (name, value) in &fixed.headers {
         let name = http::HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| bad(format!("header name {name:?}")))?;
@@ -508,9 +512,7 @@ async fn answer_from(
     let body = http_body_util::Full::new(body)
         .map_err(|never: std::convert::Infallible| -> Error { match never {} })
         .boxed_unsync();
-    let response = response
-        .body(body)
-        .map_err(|e| bad(e.to_string()))?;
+    let response = response.body(body).map_err(|e| bad(e.to_string()))?;
     let io: IoFuture = Box::new(async move {
         let _slot: OwnedSemaphorePermit = permit;
         Ok(())

@@ -20,6 +20,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A start can take [`LaunchOptions`] beyond the launcher's grants: a
+//! virtual clock, and `wasi:http` fixtures that answer the guest's requests
+//! in place of the network ([`crate::http::HttpFixtures`]; `tickbox test`'s
+//! `[[http]]`).
+//!
 //! Errors are [`LaunchError`]s: why the Tick could not be started (or, from
 //! [`Launcher::open`], initialized), each naming the Tick's file or program.
 

@@ -78,10 +78,7 @@ impl Witness {
 fn scenario(file: &Path, fixtures: &str, steps: &str) {
     std::fs::write(
         file,
-        format!(
-            "[tick]\npath = {:?}\n\n{fixtures}\n{steps}",
-            httpget()
-        ),
+        format!("[tick]\npath = {:?}\n\n{fixtures}\n{steps}", httpget()),
     )
     .unwrap();
 }
@@ -173,7 +170,15 @@ body = "no TLS, no name lookup"
     let wasm = httpget();
     let args = json!({"url": format!("{origin}/inline"), "first_byte_timeout_ms": 300}).to_string();
     let out = tickbox_within(
-        &["call", &wasm, "get", &args, "--yes", "--allow-http", &origin],
+        &[
+            "call",
+            &wasm,
+            "get",
+            &args,
+            "--yes",
+            "--allow-http",
+            &origin,
+        ],
         &[],
         Duration::from_secs(120),
     );
@@ -194,7 +199,10 @@ fn an_unmatched_request_fails_its_step_with_one_escaped_line() {
     // What a URL can carry past wasi:http's checks: bidi overrides, C1
     // controls and line separators (C0 controls are refused earlier).
     let hostile = "http://127.0.0.1:9/\u{202e}gpj.exe\u{85}?q=\u{2028}end";
-    let mut steps = get("http://127.0.0.1:9/known", "{ status = 200, body = \"known\" }");
+    let mut steps = get(
+        "http://127.0.0.1:9/known",
+        "{ status = 200, body = \"known\" }",
+    );
     steps += &get(hostile, "{ error = \"HttpRequestDenied\" }");
     scenario(&file, fixtures, &steps);
     let escaped = "GET http://127.0.0.1:9/\\u{202e}gpj.exe\\x85?q=\\u{2028}end";
@@ -253,7 +261,10 @@ fn fixture_files_are_read_only_beside_the_scenario_and_never_through_a_link() {
     let cases = [
         ("link.txt", "is a symbolic link"),
         ("linkdir/secret.txt", "is a symbolic link"),
-        ("../outside/secret.txt", "`..`, `.` and empty parts are refused"),
+        (
+            "../outside/secret.txt",
+            "`..`, `.` and empty parts are refused",
+        ),
         (secret.to_str().unwrap(), "an absolute path is refused"),
         ("ok/missing.txt", "does not exist"),
     ];
@@ -339,7 +350,10 @@ fn fixtures_over_their_bounds_are_refused_and_at_them_run() {
     scenario(
         &file,
         big,
-        &get("http://h/big", &format!("{{ body_len = {MAX_FIXTURE_BODY} }}")),
+        &get(
+            "http://h/big",
+            &format!("{{ body_len = {MAX_FIXTURE_BODY} }}"),
+        ),
     );
     let out = test(&[&s(&file)]);
     assert_eq!(out.code, 0, "{out:#?}");
@@ -413,9 +427,15 @@ fn files_seed_the_scratch_directory_the_tick_reads() {
     assert!(out.stdout.contains("no note named"), "{out:#?}");
 
     for (files, why) in [
-        ("\"../escape.txt\" = \"x\"\n", "`..`, `.` and empty parts are refused"),
+        (
+            "\"../escape.txt\" = \"x\"\n",
+            "`..`, `.` and empty parts are refused",
+        ),
         ("\"/etc/x.txt\" = \"x\"\n", "an absolute path is refused"),
-        ("\"a/./b.txt\" = \"x\"\n", "`..`, `.` and empty parts are refused"),
+        (
+            "\"a/./b.txt\" = \"x\"\n",
+            "`..`, `.` and empty parts are refused",
+        ),
         ("\"a.txt\" = 3\n", "give text or { file = \"PATH\" }"),
         ("\"a\" = \"x\"\n\"a/b\" = \"y\"\n", "cannot be under it"),
     ] {
@@ -474,13 +494,17 @@ fn fixtures_replace_the_network_and_only_for_wasm_components() {
     let out = test(&[&s(&file), "--allow-native"]);
     out.expect(2, "1 scenarios are invalid");
     assert!(
-        out.stdout.contains("only a wasm component (wasm32-wasip2) makes"),
+        out.stdout
+            .contains("only a wasm component (wasm32-wasip2) makes"),
         "{out:#?}"
     );
     // Positive control: the native Tick without fixtures runs.
     std::fs::write(
         &file,
-        format!("[tick]\ncommand = [\"python3\", {:?}]\n", tick("counter.py")),
+        format!(
+            "[tick]\ncommand = [\"python3\", {:?}]\n",
+            tick("counter.py")
+        ),
     )
     .unwrap();
     let out = test(&[&s(&file), "--allow-native"]);

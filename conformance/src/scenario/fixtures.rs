@@ -33,9 +33,7 @@ use super::files::{self, FileError};
 use bytes::Bytes;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use tickbox_sandbox::http::{
-    parse_origin, FixtureRequest, FixtureResponse, HttpFixtures, Origin,
-};
+use tickbox_sandbox::http::{parse_origin, FixtureRequest, FixtureResponse, HttpFixtures, Origin};
 
 /// Most `[[http]]` entries in one scenario.
 pub const MAX_HTTP_FIXTURES: usize = 256;
@@ -174,7 +172,10 @@ pub fn relative_path(text: &str) -> Result<PathBuf, String> {
     if text.starts_with('/') {
         return Err("an absolute path is refused: give a path relative to the scenario".into());
     }
-    if text.chars().any(|c| c == '\0' || tickbox_host::text::is_unsafe(c)) {
+    if text
+        .chars()
+        .any(|c| c == '\0' || tickbox_host::text::is_unsafe(c))
+    {
         return Err("a control or invisible character in a path is refused".into());
     }
     let parts: Vec<&str> = text.split('/').collect();
@@ -228,7 +229,9 @@ pub fn is_token(name: &str) -> bool {
 /// Whether `value` is a header value tickbox sends as it is: visible ASCII,
 /// spaces and tabs (no line break, which would split the header).
 pub fn is_header_value(value: &str) -> bool {
-    value.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
+    value
+        .bytes()
+        .all(|b| b == b'\t' || (b' '..=b'~').contains(&b))
 }
 
 /// Reads `rel` beside the scenario (in `base`), through the file walls,

@@ -55,8 +55,8 @@ pub(crate) mod run;
 pub use files::{read_regular, remove_regular, write_regular, FileError};
 pub use fixtures::{
     seed as seed_files, FixtureTable, HttpFixture, SeedFile, MAX_FIXTURE_BODY, MAX_FIXTURE_HEADERS,
-    MAX_FIXTURE_PATH, MAX_FIXTURE_PATH_PARTS, MAX_FIXTURE_TOTAL, MAX_FIXTURE_URL, MAX_HTTP_FIXTURES,
-    MAX_SEED_FILE, MAX_SEED_FILES,
+    MAX_FIXTURE_PATH, MAX_FIXTURE_PATH_PARTS, MAX_FIXTURE_TOTAL, MAX_FIXTURE_URL,
+    MAX_HTTP_FIXTURES, MAX_SEED_FILE, MAX_SEED_FILES,
 };
 pub use model::{dir_grant, load, parse, parse_duration, stem, Scenario, ScenarioError};
 pub use policy::Policy;

@@ -708,7 +708,11 @@ fn charge(total: &mut u64, n: u64, what: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn http_fixtures(raw: Vec<RawHttp>, base: &Path, total: &mut u64) -> Result<Vec<HttpFixture>, String> {
+fn http_fixtures(
+    raw: Vec<RawHttp>,
+    base: &Path,
+    total: &mut u64,
+) -> Result<Vec<HttpFixture>, String> {
     if raw.len() > fixtures::MAX_HTTP_FIXTURES {
         return Err(format!(
             "{} [[http]] entries, over the {}-entry limit",
@@ -726,7 +730,8 @@ fn http_fixtures(raw: Vec<RawHttp>, base: &Path, total: &mut u64) -> Result<Vec<
             _ => return Err(at("give exactly one of url and url_prefix".into())),
         };
         let key = if prefix { "url_prefix" } else { "url" };
-        let (origin, path) = fixtures::parse_url(text).map_err(|e| at(format!("{key} {text:?}: {e}")))?;
+        let (origin, path) =
+            fixtures::parse_url(text).map_err(|e| at(format!("{key} {text:?}: {e}")))?;
         let method = h.method.unwrap_or_else(|| "GET".into());
         if !fixtures::is_token(&method) || method.len() > 64 {
             return Err(at(format!(
@@ -750,14 +755,20 @@ fn http_fixtures(raw: Vec<RawHttp>, base: &Path, total: &mut u64) -> Result<Vec<
                 return Err(at(format!("header {name:?}: give its value as a string")));
             };
             if !fixtures::is_token(&name) {
-                return Err(at(format!("header name {name:?} is not a token (RFC 9110)")));
+                return Err(at(format!(
+                    "header name {name:?} is not a token (RFC 9110)"
+                )));
             }
             if !fixtures::is_header_value(&value) || value.len() > 8192 {
                 return Err(at(format!(
                     "header {name:?}: a value is visible ASCII, spaces and tabs, at most 8192 bytes"
                 )));
             }
-            charge(total, (name.len() + value.len()) as u64, &at("headers".into()))?;
+            charge(
+                total,
+                (name.len() + value.len()) as u64,
+                &at("headers".into()),
+            )?;
             headers.push((name.to_ascii_lowercase(), value));
         }
         let body = match (h.body, h.body_file) {
@@ -772,8 +783,10 @@ fn http_fixtures(raw: Vec<RawHttp>, base: &Path, total: &mut u64) -> Result<Vec<
                 }
                 b.into_bytes()
             }
-            (None, Some(f)) => fixtures::read_source(base, &f, fixtures::MAX_FIXTURE_BODY, "body_file")
-                .map_err(at)?,
+            (None, Some(f)) => {
+                fixtures::read_source(base, &f, fixtures::MAX_FIXTURE_BODY, "body_file")
+                    .map_err(at)?
+            }
             (None, None) => Vec::new(),
         };
         charge(total, body.len() as u64, &at("body".into()))?;
@@ -807,11 +820,15 @@ fn seed_files(table: toml::Table, base: &Path, total: &mut u64) -> Result<Vec<Se
         let path = fixtures::relative_path(&name).map_err(at)?;
         let content = match value {
             toml::Value::String(text) => text.into_bytes(),
-            toml::Value::Table(t) => {
-                let src: RawSeed = t
-                    .try_into()
-                    .map_err(|e: toml::de::Error| at(format!("give text or {{ file = \"PATH\" }}: {}", e.message())))?;
-                fixtures::read_source(base, &src.file, fixtures::MAX_SEED_FILE, "file").map_err(at)?
+            v @ toml::Value::Table(_) => {
+                let src: RawSeed = v.try_into().map_err(|e: toml::de::Error| {
+                    at(format!(
+                        "give text or {{ file = \"PATH\" }}: {}",
+                        e.message()
+                    ))
+                })?;
+                fixtures::read_source(base, &src.file, fixtures::MAX_SEED_FILE, "file")
+                    .map_err(at)?
             }
             _ => return Err(at("give text or { file = \"PATH\" }".into())),
         };
@@ -1347,6 +1364,86 @@ mod tests {
             tick(parse(unset, f, &allow("TICKBOX_SURELY_UNSET_VAR")).unwrap()),
             "/opt/x/t.wasm"
         );
+    }
+
+    #[test]
+    fn http_fixtures_and_files_parse_and_their_mistakes_name_the_entry() {
+        let tick = "[tick]\npath = \"t.wasm\"\nscratch = \"/data\"\n";
+        let s = p(&format!(
+            "{tick}[[http]]\nurl = \"https://API.example.com/a?b=1\"\nstatus = 404\nheaders = {{ Content-Type = \"text/plain\" }}\nbody = \"x\"\n\n[[http]]\nmethod = \"POST\"\nurl_prefix = \"http://127.0.0.1:8080\"\n\n[files]\n\"a/b.txt\" = \"hi\"\n"
+        ))
+        .unwrap();
+        assert_eq!(s.http.len(), 2);
+        assert_eq!(s.http[0].origin.to_string(), "https://api.example.com:443");
+        assert_eq!(s.http[0].path, "/a?b=1");
+        assert_eq!(s.http[0].method, "GET", "the default method");
+        assert_eq!(s.http[0].response.status, 404);
+        assert_eq!(
+            s.http[0].response.headers,
+            [("content-type".to_string(), "text/plain".to_string())]
+        );
+        assert!(s.http[1].prefix && s.http[1].path == "/");
+        assert_eq!(s.files[0].path, Path::new("a/b.txt"));
+        assert_eq!(s.files[0].content, b"hi");
+        let cases = [
+            (
+                "[[http]]\nbody = \"x\"\n",
+                "[[http]] 1: give exactly one of url and url_prefix",
+            ),
+            (
+                "[[http]]\nurl = \"ftp://h/\"\n",
+                "[[http]] 1: url \"ftp://h/\": the scheme must be http or https",
+            ),
+            (
+                "[[http]]\nurl = \"http://h/\"\nstatus = 99\n",
+                "status 99: give 100-599",
+            ),
+            (
+                "[[http]]\nurl = \"http://h/\"\nmethod = \"G T\"\n",
+                "give an HTTP method",
+            ),
+            (
+                "[[http]]\nurl = \"http://h/\"\nheaders = { \"a b\" = \"v\" }\n",
+                "is not a token",
+            ),
+            (
+                "[[http]]\nurl = \"http://h/\"\nheaders = { a = \"v\\r\\nx: y\" }\n",
+                "a value is visible ASCII",
+            ),
+            (
+                "[[http]]\nurl = \"http://h/\"\nbody = \"x\"\nbody_file = \"f\"\n",
+                "not both",
+            ),
+            (
+                "[[http]]\nurl = \"http://h/\"\nbogus = 1\n",
+                "unknown field `bogus`",
+            ),
+            ("[files]\n\"../x\" = \"y\"\n", "[files] \"../x\": `..`"),
+            (
+                "[files]\n\"x\" = { path = \"y\" }\n",
+                "give text or { file = \"PATH\" }",
+            ),
+        ];
+        for (rest, want) in cases {
+            let e = p(&format!("{tick}{rest}")).unwrap_err();
+            assert!(e.contains(want), "{rest:?}: {e}");
+        }
+        let e = p("[tick]\npath = \"t.wasm\"\nallow_http = [\"http://h\"]\n[[http]]\nurl = \"http://h/\"\n")
+            .unwrap_err();
+        assert!(e.contains("cannot be given with them"), "{e}");
+        let e = p("[tick]\npath = \"t.wasm\"\n[files]\n\"a\" = \"b\"\n").unwrap_err();
+        assert!(e.contains("give [tick] scratch"), "{e}");
+        // The body bound, inline: at it and one past.
+        let body = |n: usize| {
+            format!(
+                "{tick}[[http]]\nurl = \"http://h/\"\nbody = \"{}\"\n",
+                "b".repeat(n)
+            )
+        };
+        assert!(p(&body(fixtures::MAX_FIXTURE_BODY as usize)).is_ok());
+        assert!(p(&body(fixtures::MAX_FIXTURE_BODY as usize + 1))
+            .unwrap_err()
+            .contains("over the 1048576-byte limit"));
     }
 
     #[test]

@@ -284,7 +284,8 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
         .then(|| VirtualClock::new(opts.seed.or(scenario.tick.seed).unwrap_or(DEFAULT_SEED)));
     result.seed = clock.as_ref().map(VirtualClock::seed);
     // A fresh table per run: a retry starts with no misses of its own.
-    let fixtures = (!scenario.http.is_empty()).then(|| Arc::new(FixtureTable::new(scenario.http.clone())));
+    let fixtures =
+        (!scenario.http.is_empty()).then(|| Arc::new(FixtureTable::new(scenario.http.clone())));
     let launch = LaunchOptions {
         clock: clock.clone(),
         http_fixtures: fixtures
@@ -353,7 +354,8 @@ pub async fn run(scenario: &Scenario, prepared: &Prepared, opts: &RunOptions) ->
         outcome = Outcome::Failed(Failure {
             step: 0,
             action: "start".into(),
-            expected: "every HTTP request the Tick makes to be answered by a [[http]] fixture".into(),
+            expected: "every HTTP request the Tick makes to be answered by a [[http]] fixture"
+                .into(),
             found: vec![miss],
         });
     }

@@ -185,9 +185,11 @@ impl<'a> Suite<'a> {
     }
 
     async fn start(&mut self) -> Result<Driver, CheckError> {
-        let io = self.launch
+        let io = self
+            .launch
             .launch(tickbox_sandbox::LaunchOptions::default())
-            .await.map_err(CheckError::Start)?;
+            .await
+            .map_err(CheckError::Start)?;
         self.measurements.sessions += 1;
         Ok(Driver::new(io))
     }
