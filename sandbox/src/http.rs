@@ -37,6 +37,17 @@
 //!
 //! Only HTTP/1.1 is spoken; there is no proxy support and no connection
 //! reuse (each request opens its own connection).
+//!
+//! **Fixtures** ([`HttpFixtures`], `tickbox test`'s `[[http]]` entries):
+//! a start given fixtures ([`crate::launch::LaunchOptions`]) answers every
+//! request from them *instead of* the network: no name is looked up and no
+//! socket is opened, whatever origins are granted. A request a fixture
+//! answers gets that answer as if its origin were granted (the fixture is
+//! the grant of a fake answer); one no fixture answers fails with
+//! `HTTP-request-denied`, as an ungranted origin would. The request body is
+//! still read under [`MAX_REQUEST_BODY`], the requests in flight still
+//! count against [`MAX_CONCURRENT_REQUESTS`], and a fixture's body is cut
+//! at [`MAX_RESPONSE_BODY`] like a server's.
 
 pub use crate::limits::{
     BETWEEN_BYTES_TIMEOUT, CONNECT_TIMEOUT, FIRST_BYTE_TIMEOUT, MAX_CA_FILE,
@@ -262,11 +273,52 @@ fn tls_config(extra: Vec<CertificateDer<'static>>) -> Result<rustls::ClientConfi
     Ok(config)
 }
 
+/// A request as a fixture sees it: what the guest asked for, parsed the
+/// way the origin check parses it.
+#[derive(Debug, Clone, Copy)]
+pub struct FixtureRequest<'a> {
+    /// The method, as sent (`GET`, `POST`, ...).
+    pub method: &'a str,
+    /// The whole URL the guest gave (scheme, authority, path and query).
+    /// The guest chose it: escape it before showing it to anyone.
+    pub url: &'a str,
+    /// Its origin, normalized as for `--allow-http` (default port filled
+    /// in, host lowercase); `None` when it cannot be one (another scheme,
+    /// user info, no host).
+    pub origin: Option<&'a Origin>,
+    /// The path and query (`/` when the guest gave none).
+    pub path_and_query: &'a str,
+}
+
+/// A canned answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FixtureResponse {
+    /// The status code (100-999, else the guest gets an internal error).
+    pub status: u16,
+    /// Header names and values, in order (an invalid one fails the request
+    /// with an internal error rather than being dropped silently).
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Bytes,
+}
+
+/// Answers a wasm Tick's `wasi:http` requests in place of the network (see
+/// the module docs). Whoever supplies it decides the matching and keeps
+/// note of requests it did not answer (`tickbox test` fails the step that
+/// made one).
+pub trait HttpFixtures: Send + Sync {
+    /// The answer to `request`, or `None`: the guest then gets
+    /// `HTTP-request-denied` and nothing is sent anywhere.
+    fn answer(&self, request: &FixtureRequest<'_>) -> Option<FixtureResponse>;
+}
+
 /// What one Tick's requests may reach and how many may be in flight.
 pub struct HttpPolicy {
     origins: Vec<Origin>,
     tls: Option<Arc<rustls::ClientConfig>>,
     permits: Arc<Semaphore>,
+    /// When set, the only source of answers: see the module docs.
+    fixtures: Option<Arc<dyn HttpFixtures>>,
 }
 
 impl HttpPolicy {
@@ -286,7 +338,19 @@ impl HttpPolicy {
             origins,
             tls,
             permits: Arc::new(Semaphore::new(MAX_CONCURRENT_REQUESTS)),
+            fixtures: None,
         })
+    }
+
+    /// The policy that answers every request from `fixtures` and sends
+    /// nothing to the network (no origin is reached, no TLS is set up).
+    pub fn fixtures_only(fixtures: Arc<dyn HttpFixtures>) -> HttpPolicy {
+        HttpPolicy {
+            origins: Vec::new(),
+            tls: None,
+            permits: Arc::new(Semaphore::new(MAX_CONCURRENT_REQUESTS)),
+            fixtures: Some(fixtures),
+        }
     }
 
     /// The granted origin this URI addresses, if any.
@@ -378,12 +442,93 @@ impl Timeouts {
 trait Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Stream for T {}
 
+/// Reads a request body under [`MAX_REQUEST_BODY`] (a declared length over
+/// it is refused without reading a byte).
+async fn bounded_body(headers: &http::HeaderMap, body: WasiBody) -> Result<Bytes, Error> {
+    if let Some(n) = declared_length(headers).filter(|&n| n > MAX_REQUEST_BODY) {
+        tracing::info!(n, "refused an HTTP request body over the bound");
+        return Err(Error::HttpRequestBodySize(Some(MAX_REQUEST_BODY)));
+    }
+    Ok(
+        http_body_util::Limited::new(body, MAX_REQUEST_BODY as usize)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    Error::HttpRequestBodySize(Some(MAX_REQUEST_BODY))
+                } else {
+                    match e.downcast::<Error>() {
+                        Ok(e) => *e,
+                        Err(e) => Error::InternalError(Some(e.to_string())),
+                    }
+                }
+            })?
+            .to_bytes(),
+    )
+}
+
+/// Answers one request from fixtures: nothing leaves the host.
+async fn answer_from(
+    fixtures: &dyn HttpFixtures,
+    permits: &Arc<Semaphore>,
+    request: http::Request<WasiBody>,
+) -> Result<(http::Response<WasiBody>, IoFuture), Error> {
+    let Ok(permit) = permits.clone().try_acquire_owned() else {
+        return Err(Error::ConnectionLimitReached);
+    };
+    let (parts, body) = request.into_parts();
+    // Read (and bound) the body as a server would, so a guest that writes
+    // one behaves as it does against the network; the fixture ignores it.
+    bounded_body(&parts.headers, body).await?;
+    let url = parts.uri.to_string();
+    let origin = origin_of(&parts.uri);
+    let asked = FixtureRequest {
+        method: parts.method.as_str(),
+        url: &url,
+        origin: origin.as_ref(),
+        path_and_query: parts.uri.path_and_query().map_or("/", |p| p.as_str()),
+    };
+    let Some(fixed) = fixtures.answer(&asked) else {
+        tracing::info!(method = %parts.method, url = %url, "no HTTP fixture answers a request; refused");
+        return Err(Error::HttpRequestDenied);
+    };
+    let bad = |what: String| Error::InternalError(Some(format!("HTTP fixture: {what}")));
+    let mut response = http::Response::builder().status(
+        http::StatusCode::from_u16(fixed.status)
+            .map_err(|_| bad(format!("status {}", fixed.status)))?,
+    );
+    for (name, value) in &fixed.headers {
+        let name = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| bad(format!("header name {name:?}")))?;
+        let value = http::HeaderValue::from_str(value)
+            .map_err(|_| bad(format!("the value of header {name}")))?;
+        response = response.header(name, value);
+    }
+    let mut body = fixed.body;
+    if body.len() as u64 > MAX_RESPONSE_BODY {
+        tracing::info!("cut an HTTP fixture's body at the bound");
+        body.truncate(MAX_RESPONSE_BODY as usize);
+    }
+    let body = http_body_util::Full::new(body)
+        .map_err(|never: std::convert::Infallible| -> Error { match never {} })
+        .boxed_unsync();
+    let response = response.body(body).map_err(|e| bad(e.to_string()))?;
+    let io: IoFuture = Box::new(async move {
+        let _slot: OwnedSemaphorePermit = permit;
+        Ok(())
+    });
+    Ok((response, io))
+}
+
 /// Sends one request under the policy. Errors are what the guest sees.
 async fn send(
     policy: Arc<HttpPolicy>,
     request: http::Request<WasiBody>,
     options: Option<RequestOptions>,
 ) -> Result<(http::Response<WasiBody>, IoFuture), Error> {
+    if let Some(fixtures) = &policy.fixtures {
+        return answer_from(fixtures.as_ref(), &policy.permits, request).await;
+    }
     let Some(origin) = policy.allowed(request.uri()) else {
         tracing::info!(uri = %request.uri(), "refused an HTTP request to an origin that was not granted");
         return Err(Error::HttpRequestDenied);
@@ -397,24 +542,7 @@ async fn send(
     // The body, bounded, before connecting: a declared length over the
     // bound is refused without reading a byte.
     let (mut parts, body) = request.into_parts();
-    if let Some(n) = declared_length(&parts.headers).filter(|&n| n > MAX_REQUEST_BODY) {
-        tracing::info!(%origin, n, "refused an HTTP request body over the bound");
-        return Err(Error::HttpRequestBodySize(Some(MAX_REQUEST_BODY)));
-    }
-    let body = http_body_util::Limited::new(body, MAX_REQUEST_BODY as usize)
-        .collect()
-        .await
-        .map_err(|e| {
-            if e.is::<http_body_util::LengthLimitError>() {
-                Error::HttpRequestBodySize(Some(MAX_REQUEST_BODY))
-            } else {
-                match e.downcast::<Error>() {
-                    Ok(e) => *e,
-                    Err(e) => Error::InternalError(Some(e.to_string())),
-                }
-            }
-        })?
-        .to_bytes();
+    let body = bounded_body(&parts.headers, body).await?;
     // The request line carries only the path: the authority went into
     // `Host` (wasmtime-wasi-http sets it from the guest's authority).
     parts.uri = http::Uri::builder()
@@ -676,6 +804,84 @@ mod tests {
         // Its slot came back.
         assert_eq!(policy.permits.available_permits(), MAX_CONCURRENT_REQUESTS);
         hold.abort();
+    }
+
+    struct OneFixture;
+
+    impl HttpFixtures for OneFixture {
+        fn answer(&self, r: &FixtureRequest<'_>) -> Option<FixtureResponse> {
+            (r.method == "GET" && r.path_and_query == "/hello").then(|| FixtureResponse {
+                status: 203,
+                headers: vec![("x-fixture".into(), "yes".into())],
+                body: Bytes::from_static(b"canned"),
+            })
+        }
+    }
+
+    fn empty_get(url: &str) -> http::Request<WasiBody> {
+        http::Request::get(url)
+            .body(
+                http_body_util::Empty::<Bytes>::new()
+                    .map_err(|never: std::convert::Infallible| -> Error { match never {} })
+                    .boxed_unsync(),
+            )
+            .unwrap()
+    }
+
+    /// With fixtures, a request to a granted-looking loopback origin is
+    /// answered without a connection; an unmatched one is denied. The
+    /// listener is the witness: it must see no connection.
+    #[tokio::test]
+    async fn fixtures_answer_without_a_connection_and_deny_the_rest() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let policy = Arc::new(HttpPolicy::fixtures_only(Arc::new(OneFixture)));
+        let (response, io) = send(
+            policy.clone(),
+            empty_get(&format!("http://127.0.0.1:{port}/hello")),
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(response.status(), 203);
+        assert_eq!(response.headers()["x-fixture"], "yes");
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"canned");
+        Pin::from(io).await.unwrap();
+        let err = send(
+            policy.clone(),
+            empty_get(&format!("http://127.0.0.1:{port}/other")),
+            None,
+        )
+        .await
+        .err()
+        .unwrap();
+        assert!(matches!(err, Error::HttpRequestDenied), "{err}");
+        assert_eq!(policy.permits.available_permits(), MAX_CONCURRENT_REQUESTS);
+        let accepted = listener.accept();
+        assert!(
+            accepted
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+            "a connection reached the listener: {accepted:?}"
+        );
+        // Positive control: without fixtures, the granted origin is reached.
+        let origin = format!("http://127.0.0.1:{port}");
+        let real = Arc::new(HttpPolicy::new(vec![parse_origin(&origin).unwrap()], None).unwrap());
+        let sent = tokio::spawn(send(real, empty_get(&format!("{origin}/hello")), None));
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match listener.accept() {
+                Ok(_) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    assert!(std::time::Instant::now() < deadline, "no connection came");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        sent.abort();
     }
 
     #[test]

@@ -20,10 +20,16 @@
 //! # Ok(()) }
 //! ```
 //!
+//! A start can take [`LaunchOptions`] beyond the launcher's grants: a
+//! virtual clock, and `wasi:http` fixtures that answer the guest's requests
+//! in place of the network ([`crate::http::HttpFixtures`]; `tickbox test`'s
+//! `[[http]]`).
+//!
 //! Errors are [`LaunchError`]s: why the Tick could not be started (or, from
 //! [`Launcher::open`], initialized), each naming the Tick's file or program.
 
 use crate::grants::Grants;
+use crate::http::HttpFixtures;
 use crate::virtual_time::VirtualClock;
 use crate::{WasmEngine, WasmError, WasmKind, WasmSpec};
 use std::path::PathBuf;
@@ -52,6 +58,39 @@ pub enum LaunchError {
     /// carries its last words.
     #[error(transparent)]
     Init(Box<InitError>),
+}
+
+/// What one start of a Tick gets besides its launcher's file and grants.
+#[derive(Clone, Default)]
+pub struct LaunchOptions {
+    /// Virtual time and seeded randomness for a wasm guest (`tickbox
+    /// test`); a native Tick has no virtual time and ignores it.
+    pub clock: Option<VirtualClock>,
+    /// Canned answers to a wasm component's `wasi:http` requests, consulted
+    /// *instead of* the network: with them no request leaves the host,
+    /// whatever origins are granted (see [`crate::http`]). A native Tick
+    /// is not sandboxed and cannot take them; a preview-1 module has no
+    /// `wasi:http` and is refused with them.
+    pub http_fixtures: Option<Arc<dyn HttpFixtures>>,
+}
+
+impl LaunchOptions {
+    /// Options with this clock only.
+    pub fn clock(clock: Option<VirtualClock>) -> LaunchOptions {
+        LaunchOptions {
+            clock,
+            http_fixtures: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for LaunchOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaunchOptions")
+            .field("clock", &self.clock.as_ref().map(VirtualClock::seed))
+            .field("http_fixtures", &self.http_fixtures.is_some())
+            .finish()
+    }
 }
 
 /// A Tick ready to be started, as often as needed.
@@ -127,11 +166,22 @@ impl Launcher {
     /// Starts one instance; a wasm Tick's clocks and randomness are
     /// `clock`'s when given (a native Tick has no virtual time and ignores it).
     pub async fn spawn_with(&self, clock: Option<&VirtualClock>) -> Result<TickIo, LaunchError> {
+        self.start(&LaunchOptions::clock(clock.cloned())).await
+    }
+
+    /// Starts one instance with these options (see [`LaunchOptions`]).
+    pub async fn start(&self, opts: &LaunchOptions) -> Result<TickIo, LaunchError> {
         match self {
-            Launcher::Native(spec) => Ok(native::spawn(spec)?),
-            Launcher::Wasm { engine, spec, .. } => {
-                Ok(crate::spawn_with(engine, spec, clock).await?)
+            Launcher::Native(_) if opts.http_fixtures.is_some() => {
+                Err(LaunchError::Wasm(WasmError::Grant(
+                    crate::GrantRefused::NeedsComponent {
+                        grant: "HTTP fixtures",
+                        why: "a native Tick is not sandboxed: its requests cannot be answered in place of the network",
+                    },
+                )))
             }
+            Launcher::Native(spec) => Ok(native::spawn(spec)?),
+            Launcher::Wasm { engine, spec, .. } => Ok(crate::spawn_with_options(engine, spec, opts).await?),
         }
     }
 
@@ -153,14 +203,16 @@ impl Launcher {
 /// that is a task of a test (a closure has no virtual time and ignores
 /// the clock).
 pub trait Launch: Send + Sync {
-    /// Starts one instance; a wasm Tick's clocks and randomness are
-    /// `clock`'s when given. Says why it cannot be started otherwise.
-    fn launch(&self, clock: Option<VirtualClock>) -> BoxFuture<'_, Result<TickIo, LaunchError>>;
+    /// Starts one instance with `opts` (a wasm Tick's clocks and
+    /// randomness are its clock's when given; its `wasi:http` requests are
+    /// answered by its fixtures when given). Says why it cannot be started
+    /// otherwise.
+    fn launch(&self, opts: LaunchOptions) -> BoxFuture<'_, Result<TickIo, LaunchError>>;
 }
 
 impl Launch for Launcher {
-    fn launch(&self, clock: Option<VirtualClock>) -> BoxFuture<'_, Result<TickIo, LaunchError>> {
-        Box::pin(async move { self.spawn_with(clock.as_ref()).await })
+    fn launch(&self, opts: LaunchOptions) -> BoxFuture<'_, Result<TickIo, LaunchError>> {
+        Box::pin(async move { self.start(&opts).await })
     }
 }
 
@@ -169,7 +221,19 @@ where
     F: Fn() -> Fut + Send + Sync,
     Fut: std::future::Future<Output = Result<TickIo, LaunchError>> + Send + 'static,
 {
-    fn launch(&self, _clock: Option<VirtualClock>) -> BoxFuture<'_, Result<TickIo, LaunchError>> {
+    /// A closure has no virtual time and no `wasi:http`: it ignores the
+    /// clock, and fixtures (which it could not honour) are refused.
+    fn launch(&self, opts: LaunchOptions) -> BoxFuture<'_, Result<TickIo, LaunchError>> {
+        if opts.http_fixtures.is_some() {
+            return Box::pin(async {
+                Err(LaunchError::Wasm(WasmError::Grant(
+                    crate::GrantRefused::NeedsComponent {
+                        grant: "HTTP fixtures",
+                        why: "this Tick is not a wasm component",
+                    },
+                )))
+            });
+        }
         Box::pin(self())
     }
 }

@@ -94,7 +94,7 @@ pub use spawn::*;
 pub use crate::limits::{EXIT_GRACE, SLOW_COMPILE};
 pub use digest::WasmDigest;
 pub use grants::{GrantSpec, Grants};
-pub use launch::{Launch, LaunchError, Launcher, ProcessHygiene};
+pub use launch::{Launch, LaunchError, LaunchOptions, Launcher, ProcessHygiene};
 
 use tickbox_host::backend::MemoryCharge;
 use tickbox_host::session::{BoxFuture, TickIo, TickProcess};

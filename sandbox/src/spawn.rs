@@ -123,6 +123,18 @@ pub async fn spawn_with(
     spec: &WasmSpec,
     clock: Option<&virtual_time::VirtualClock>,
 ) -> Result<TickIo, WasmError> {
+    spawn_with_options(engine, spec, &launch::LaunchOptions::clock(clock.cloned())).await
+}
+
+/// Starts a wasm Tick with these options: its clock (see [`spawn_with`])
+/// and, when given, the fixtures that answer its `wasi:http` requests
+/// instead of the network ([`http::HttpFixtures`]).
+pub async fn spawn_with_options(
+    engine: &Arc<WasmEngine>,
+    spec: &WasmSpec,
+    opts: &launch::LaunchOptions,
+) -> Result<TickIo, WasmError> {
+    let clock = opts.clock.as_ref();
     let wasm = read_bounded(&spec.path, spec.grants.max_wasm_size).await?;
     tracing::debug!(bytes = wasm.len(), "wasm read");
     if let Some(expected) = spec.pin {
@@ -159,9 +171,13 @@ pub async fn spawn_with(
     }
     let memory = MemoryCharge::new(spec.grants.max_memory);
     let limiter = memory::Budget::charging(memory.clone());
-    let http_policy =
-        http::HttpPolicy::new(spec.grants.http.clone(), spec.grants.http_ca.as_deref())
-            .map_err(|e| WasmError::Grant(GrantRefused::HttpCa(e)))?;
+    // Fixtures replace the network whole: the origin grants (and their CA
+    // file) are not consulted, so nothing can reach past them.
+    let http_policy = match &opts.http_fixtures {
+        Some(f) => http::HttpPolicy::fixtures_only(f.clone()),
+        None => http::HttpPolicy::new(spec.grants.http.clone(), spec.grants.http_ca.as_deref())
+            .map_err(|e| WasmError::Grant(GrantRefused::HttpCa(e)))?,
+    };
     let max_handles = spec.grants.max_handles;
     let bounds = compile::Bounds {
         timeout: spec.grants.compile_timeout,
@@ -210,6 +226,12 @@ pub async fn spawn_with(
                     Err(e) => describe_error(&e, max_handles),
                 }
             })
+        }
+        Loaded::Module(_) if opts.http_fixtures.is_some() => {
+            return Err(WasmError::Grant(GrantRefused::NeedsComponent {
+                grant: "HTTP fixtures",
+                why: "a preview-1 module cannot import wasi:http",
+            }));
         }
         Loaded::Module(_) if !spec.grants.http.is_empty() => {
             return Err(WasmError::Grant(GrantRefused::NeedsComponent {

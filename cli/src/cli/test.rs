@@ -36,7 +36,10 @@ and seeded randomness unless the scenario sets deterministic = false.
 Scenario files are untrusted input. A scenario may grant directories only
 under its own directory (or --grant-root DIR) and read environment variables
 (${NAME}, env = [\"NAME\"]) only if --allow-env NAME names them; scenario and
-snapshot files are never read or written through a symbolic link. When the
+snapshot files are never read or written through a symbolic link. [[http]]
+fixtures answer a wasm Tick's HTTP requests in place of the network (no
+socket is opened; a request none answers fails its step), and [files] seeds
+the scratch directory; both read files only beside the scenario. When the
 CI environment variable is set (to anything but \"\", 0 or false), only
 sandboxed (wasm) Ticks run, as with --sandboxed-only; --allow-native runs
 native ones too. Each scenario has --timeout (default 5m), the whole run
@@ -375,7 +378,15 @@ async fn one(
                 let o = Outcome::Invalid("[tick] scratch applies to wasm Ticks".into());
                 return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
             }
-            match Scratch::new() {
+            // `[files]` are written into it before the Tick starts.
+            let made =
+                Scratch::new().map_err(|e| format!("cannot make the scratch directory: {e}"));
+            let seeded = made.and_then(|dir| {
+                scenario::seed_files(&dir.0, &s.files)
+                    .map(|()| dir)
+                    .map_err(|e| format!("cannot seed the scratch directory ([files]): {e}"))
+            });
+            match seeded {
                 Ok(dir) => {
                     s.tick
                         .grants
@@ -384,7 +395,7 @@ async fn one(
                     Some(dir)
                 }
                 Err(e) => {
-                    let o = Outcome::StartFailed(format!("cannot make the scratch directory: {e}"));
+                    let o = Outcome::StartFailed(e);
                     return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
                 }
             }

@@ -144,7 +144,9 @@ fn a_preview1_modules_file_times_are_virtual_too() {
 }
 
 /// Copies every example scenario into `into` (snapshots left behind, so
-/// `--update` writes them all), each under its example's name.
+/// `--update` writes them all), each under its example's name, with the
+/// fixture files beside it (`body_file`, `[files]` sources); returns how
+/// many scenarios.
 fn copy_example_scenarios(into: &Path) -> usize {
     let mut n = 0;
     for example in std::fs::read_dir(root().join("examples")).unwrap() {
@@ -155,10 +157,11 @@ fn copy_example_scenarios(into: &Path) -> usize {
         for f in files {
             let f = f.unwrap().path();
             let name = f.file_name().unwrap().to_string_lossy().into_owned();
-            if name.ends_with(".scenario.toml") {
-                std::fs::copy(&f, into.join(&name)).unwrap();
-                n += 1;
+            if name.ends_with(".snap") || name.ends_with(".snap.new") || !f.is_file() {
+                continue;
             }
+            std::fs::copy(&f, into.join(&name)).unwrap();
+            n += usize::from(name.ends_with(".scenario.toml"));
         }
     }
     n

@@ -46,6 +46,9 @@
 //! - `scenario_walls` — scenario files as untrusted input: native Ticks only
 //!   when allowed, grant roots, allowed environment variables, no symbolic
 //!   links, names that forge no report line, time budgets;
+//! - `fixtures` — scenarios' `[[http]]` answers with no socket opened (a
+//!   loopback witness), unmatched requests as one escaped line, fixture
+//!   files' walls and bounds, `[files]` seeding the scratch directory;
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
 //!   drawn from the screen model only, escaped text in every command,
 //!   drawing floods that stall nothing, bounded view sizes;
@@ -77,6 +80,7 @@ mod docs;
 mod engine;
 mod entries;
 mod examples;
+mod fixtures;
 mod http;
 mod langs;
 mod launch;

@@ -148,7 +148,7 @@ pub struct FakeLaunch(pub Fault);
 impl Launch for FakeLaunch {
     fn launch(
         &self,
-        _clock: Option<tickbox_sandbox::virtual_time::VirtualClock>,
+        _opts: tickbox_sandbox::LaunchOptions,
     ) -> BoxFuture<'_, Result<TickIo, LaunchError>> {
         let fault = self.0;
         Box::pin(async move { Ok(start(fault)) })

@@ -67,11 +67,18 @@ impl FileError {
 /// Reads a regular file of at most `max` bytes, refusing symbolic links,
 /// FIFOs and devices without blocking on them.
 pub fn read_regular(path: &Path, max: u64) -> Result<String, FileError> {
-    let mut f = std::fs::OpenOptions::new()
+    let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| FileError::io(path, e))?;
+    let bytes = read_open(f, path, max)?;
+    String::from_utf8(bytes).map_err(|_| FileError::NotText(path.to_path_buf()))
+}
+
+/// Reads the opened file `path` if it is a regular file of at most `max`
+/// bytes.
+fn read_open(mut f: std::fs::File, path: &Path, max: u64) -> Result<Vec<u8>, FileError> {
     let meta = f.metadata().map_err(|e| FileError::io(path, e))?;
     if !meta.is_file() {
         return Err(FileError::NotRegular(path.to_path_buf()));
@@ -96,7 +103,68 @@ pub fn read_regular(path: &Path, max: u64) -> Result<String, FileError> {
             max,
         });
     }
-    String::from_utf8(bytes).map_err(|_| FileError::NotText(path.to_path_buf()))
+    Ok(bytes)
+}
+
+/// Reads `rel` (plain names, checked by the caller) below the directory
+/// `base` as bytes, at most `max`: each directory on the way is opened
+/// with `O_NOFOLLOW` relative to the one before (`openat`), so no symbolic
+/// link at any level below `base` is followed, and the file itself must be
+/// a regular file. An error names the path up to the part refused.
+pub fn read_beside(base: &Path, rel: &Path, max: u64) -> Result<Vec<u8>, FileError> {
+    use std::ffi::CString;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    let parts: Vec<&std::ffi::OsStr> = rel.iter().collect();
+    let Some((last, dirs)) = parts.split_last() else {
+        return Err(FileError::NotRegular(base.to_path_buf()));
+    };
+    // The scenario's own directory is opened as named: the walls are below it.
+    let mut dir: OwnedFd = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(base)
+        .map_err(|e| FileError::io(base, e))?
+        .into();
+    let mut at = base.to_path_buf();
+    let open_at = |dir: &OwnedFd, name: &std::ffi::OsStr, flags: libc::c_int, at: &Path| {
+        let c = CString::new(name.as_bytes()).map_err(|_| FileError::NotRegular(at.into()))?;
+        // SAFETY: openat on a directory descriptor we own and a
+        // NUL-terminated name; the result is checked before use.
+        let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(FileError::io(at, std::io::Error::last_os_error()));
+        }
+        // SAFETY: a fresh descriptor that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    };
+    for d in dirs {
+        at.push(d);
+        dir = open_at(
+            &dir,
+            d,
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            &at,
+        )
+        .map_err(|e| match e {
+            // O_NOFOLLOW with O_DIRECTORY on a link: ELOOP, or ENOTDIR on
+            // some systems; either way, say what it is.
+            FileError::Io { .. } if is_link(&at) => FileError::Symlink(at.clone()),
+            e => e,
+        })?;
+    }
+    at.push(last);
+    let f = open_at(
+        &dir,
+        last,
+        libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+        &at,
+    )?;
+    read_open(std::fs::File::from(f), &at, max)
+}
+
+fn is_link(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 /// Whether `path` is there but not a regular file we may replace: a
@@ -220,5 +288,42 @@ mod tests {
             .collect();
         assert!(left.is_empty(), "no temporary file left behind");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `read_beside` follows no link at any level below the base, and
+    /// reads regular files there (the positive control).
+    #[test]
+    fn reading_beside_refuses_links_at_every_level() {
+        let root = std::env::temp_dir().join(format!("tickbox-beside-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (base, outside) = (root.join("base"), root.join("outside"));
+        std::fs::create_dir_all(base.join("sub")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("secret"), "secret").unwrap();
+        std::fs::write(base.join("sub/ok.txt"), b"\xffok").unwrap();
+        std::os::unix::fs::symlink(&outside, base.join("linkdir")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), base.join("sub/link")).unwrap();
+        assert_eq!(
+            read_beside(&base, Path::new("sub/ok.txt"), 100).unwrap(),
+            b"\xffok"
+        );
+        for rel in ["linkdir/secret", "sub/link"] {
+            let e = read_beside(&base, Path::new(rel), 100).unwrap_err();
+            assert!(matches!(e, FileError::Symlink(_)), "{rel}: {e}");
+            assert!(!e.to_string().contains("secret\n"), "{e}");
+        }
+        assert!(matches!(
+            read_beside(&base, Path::new("sub"), 100),
+            Err(FileError::NotRegular(_))
+        ));
+        assert!(matches!(
+            read_beside(&base, Path::new("sub/ok.txt"), 2),
+            Err(FileError::TooLarge { len: 3, max: 2, .. })
+        ));
+        assert!(matches!(
+            read_beside(&base, Path::new("sub/none"), 2),
+            Err(FileError::Missing(_))
+        ));
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

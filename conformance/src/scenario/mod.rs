@@ -11,6 +11,8 @@
 //!   grant roots, allowed environment variables);
 //! - `files` — scenario and snapshot files read and written only as
 //!   regular files, never through a symbolic link;
+//! - `fixtures` — `[[http]]` answers in place of the network and `[files]`
+//!   seeding the scratch directory ([`FixtureTable`], [`seed_files`]);
 //! - `keys` — key names to terminal bytes;
 //! - `run` — one scenario against one fresh instance ([`run()`]);
 //! - `diff` — state and screen comparisons, bounded and escaped;
@@ -45,6 +47,7 @@
 pub(crate) mod diff;
 pub use diff::screen_diff;
 pub(crate) mod files;
+pub(crate) mod fixtures;
 pub(crate) mod keys;
 pub(crate) mod model;
 pub(crate) mod policy;
@@ -54,6 +57,11 @@ pub(crate) mod run;
 pub mod trace;
 
 pub use files::{read_regular, remove_regular, write_regular, FileError};
+pub use fixtures::{
+    seed as seed_files, FixtureTable, HttpFixture, SeedFile, MAX_FIXTURE_BODY, MAX_FIXTURE_HEADERS,
+    MAX_FIXTURE_PATH, MAX_FIXTURE_PATH_PARTS, MAX_FIXTURE_TOTAL, MAX_FIXTURE_URL,
+    MAX_HTTP_FIXTURES, MAX_SEED_FILE, MAX_SEED_FILES,
+};
 pub use model::{dir_grant, load, parse, parse_duration, stem, Scenario, ScenarioError};
 pub use policy::Policy;
 pub use record::{RecordTick, RecordTime, Recorder, KEY_MERGE};

@@ -5,6 +5,7 @@
 //! reported with the file, the step number and what is wrong.
 
 use super::files::FileError;
+use super::fixtures::{self, HttpFixture, SeedFile};
 use super::keys;
 use super::policy::Policy;
 use regex::Regex;
@@ -55,6 +56,11 @@ pub struct Scenario {
     pub tick: TickSection,
     /// The steps, in order.
     pub steps: Vec<Step>,
+    /// `[[http]]`: answers to the Tick's `wasi:http` requests, in place of
+    /// the network (see `fixtures`); empty: none.
+    pub http: Vec<HttpFixture>,
+    /// `[files]`: what the scratch directory holds when the Tick starts.
+    pub files: Vec<SeedFile>,
 }
 
 impl Scenario {
@@ -411,6 +417,30 @@ struct RawFile {
     tick: toml::Table,
     #[serde(default)]
     step: Vec<RawStep>,
+    #[serde(default)]
+    http: Vec<RawHttp>,
+    files: Option<toml::Table>,
+}
+
+/// One `[[http]]` entry as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHttp {
+    method: Option<String>,
+    url: Option<String>,
+    url_prefix: Option<String>,
+    status: Option<u16>,
+    #[serde(default)]
+    headers: toml::Table,
+    body: Option<String>,
+    body_file: Option<String>,
+}
+
+/// A `[files]` entry given as a table.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSeed {
+    file: String,
 }
 
 #[derive(Deserialize, Default)]
@@ -640,12 +670,180 @@ pub fn parse(text: &str, file: &Path, policy: &Policy) -> Result<Scenario, Strin
             action,
         });
     }
+    if !raw.http.is_empty() && (!tick.grants.allow_http.is_empty() || tick.grants.http_ca.is_some())
+    {
+        return Err("[[http]] fixtures replace the network, so [tick] allow_http and http_ca cannot be given with them (a fixture answers its URL without any grant)".into());
+    }
+    let mut total = 0u64;
+    let http = http_fixtures(raw.http, base, &mut total)?;
+    let files = match raw.files {
+        None => Vec::new(),
+        Some(_) if tick.scratch.is_none() => {
+            return Err(
+                "[files] seeds the scratch directory: give [tick] scratch, the guest path the files appear under (e.g. scratch = \"/data\")"
+                    .into(),
+            )
+        }
+        Some(table) => seed_files(table, base, &mut total)?,
+    };
     Ok(Scenario {
         name: raw.name.unwrap_or_else(|| stem(file)),
         file: file.to_path_buf(),
         tick,
         steps,
+        http,
+        files,
     })
+}
+
+/// Adds `n` bytes to the fixtures' running total, refusing past its bound.
+fn charge(total: &mut u64, n: u64, what: &str) -> Result<(), String> {
+    *total = total.saturating_add(n);
+    if *total > fixtures::MAX_FIXTURE_TOTAL {
+        return Err(format!(
+            "{what}: the fixtures' bodies and files come to over the {}-byte limit together",
+            fixtures::MAX_FIXTURE_TOTAL
+        ));
+    }
+    Ok(())
+}
+
+fn http_fixtures(
+    raw: Vec<RawHttp>,
+    base: &Path,
+    total: &mut u64,
+) -> Result<Vec<HttpFixture>, String> {
+    if raw.len() > fixtures::MAX_HTTP_FIXTURES {
+        return Err(format!(
+            "{} [[http]] entries, over the {}-entry limit",
+            raw.len(),
+            fixtures::MAX_HTTP_FIXTURES
+        ));
+    }
+    let mut out = Vec::with_capacity(raw.len());
+    for (i, h) in raw.into_iter().enumerate() {
+        let index = i + 1;
+        let at = |m: String| format!("[[http]] {index}: {m}");
+        let (text, prefix) = match (&h.url, &h.url_prefix) {
+            (Some(u), None) => (u, false),
+            (None, Some(u)) => (u, true),
+            _ => return Err(at("give exactly one of url and url_prefix".into())),
+        };
+        let key = if prefix { "url_prefix" } else { "url" };
+        let (origin, path) =
+            fixtures::parse_url(text).map_err(|e| at(format!("{key} {text:?}: {e}")))?;
+        let method = h.method.unwrap_or_else(|| "GET".into());
+        if !fixtures::is_token(&method) || method.len() > 64 {
+            return Err(at(format!(
+                "method {method:?}: give an HTTP method as sent, e.g. GET or POST"
+            )));
+        }
+        let status = h.status.unwrap_or(200);
+        if !(100..=599).contains(&status) {
+            return Err(at(format!("status {status}: give 100-599")));
+        }
+        if h.headers.len() > fixtures::MAX_FIXTURE_HEADERS {
+            return Err(at(format!(
+                "{} headers, over the {}-header limit",
+                h.headers.len(),
+                fixtures::MAX_FIXTURE_HEADERS
+            )));
+        }
+        let mut headers = Vec::with_capacity(h.headers.len());
+        for (name, value) in h.headers {
+            let toml::Value::String(value) = value else {
+                return Err(at(format!("header {name:?}: give its value as a string")));
+            };
+            if !fixtures::is_token(&name) {
+                return Err(at(format!(
+                    "header name {name:?} is not a token (RFC 9110)"
+                )));
+            }
+            if !fixtures::is_header_value(&value) || value.len() > 8192 {
+                return Err(at(format!(
+                    "header {name:?}: a value is visible ASCII, spaces and tabs, at most 8192 bytes"
+                )));
+            }
+            charge(
+                total,
+                (name.len() + value.len()) as u64,
+                &at("headers".into()),
+            )?;
+            headers.push((name.to_ascii_lowercase(), value));
+        }
+        let body = match (h.body, h.body_file) {
+            (Some(_), Some(_)) => return Err(at("give body or body_file, not both".into())),
+            (Some(b), None) => {
+                if b.len() as u64 > fixtures::MAX_FIXTURE_BODY {
+                    return Err(at(format!(
+                        "body is {} bytes, over the {}-byte limit",
+                        b.len(),
+                        fixtures::MAX_FIXTURE_BODY
+                    )));
+                }
+                b.into_bytes()
+            }
+            (None, Some(f)) => {
+                fixtures::read_source(base, &f, fixtures::MAX_FIXTURE_BODY, "body_file")
+                    .map_err(at)?
+            }
+            (None, None) => Vec::new(),
+        };
+        charge(total, body.len() as u64, &at("body".into()))?;
+        out.push(HttpFixture {
+            index,
+            method,
+            origin,
+            path,
+            prefix,
+            response: tickbox_sandbox::http::FixtureResponse {
+                status,
+                headers,
+                body: fixtures::body(body),
+            },
+        });
+    }
+    Ok(out)
+}
+
+fn seed_files(table: toml::Table, base: &Path, total: &mut u64) -> Result<Vec<SeedFile>, String> {
+    if table.len() > fixtures::MAX_SEED_FILES {
+        return Err(format!(
+            "[files]: {} files, over the {}-file limit",
+            table.len(),
+            fixtures::MAX_SEED_FILES
+        ));
+    }
+    let mut out = Vec::with_capacity(table.len());
+    for (name, value) in table {
+        let at = |m: String| format!("[files] {name:?}: {m}");
+        let path = fixtures::relative_path(&name).map_err(at)?;
+        let content = match value {
+            toml::Value::String(text) => text.into_bytes(),
+            v @ toml::Value::Table(_) => {
+                let src: RawSeed = v.try_into().map_err(|e: toml::de::Error| {
+                    at(format!(
+                        "give text or {{ file = \"PATH\" }}: {}",
+                        e.message()
+                    ))
+                })?;
+                fixtures::read_source(base, &src.file, fixtures::MAX_SEED_FILE, "file")
+                    .map_err(at)?
+            }
+            _ => return Err(at("give text or { file = \"PATH\" }".into())),
+        };
+        if content.len() as u64 > fixtures::MAX_SEED_FILE {
+            return Err(at(format!(
+                "{} bytes, over the {}-byte limit",
+                content.len(),
+                fixtures::MAX_SEED_FILE
+            )));
+        }
+        charge(total, content.len() as u64, &format!("[files] {name:?}"))?;
+        out.push(SeedFile { path, content });
+    }
+    fixtures::check_seed_paths(&out)?;
+    Ok(out)
 }
 
 fn tick_section(table: toml::Table, base: &Path, policy: &Policy) -> Result<TickSection, String> {
@@ -1166,6 +1364,86 @@ mod tests {
             tick(parse(unset, f, &allow("TICKBOX_SURELY_UNSET_VAR")).unwrap()),
             "/opt/x/t.wasm"
         );
+    }
+
+    #[test]
+    fn http_fixtures_and_files_parse_and_their_mistakes_name_the_entry() {
+        let tick = "[tick]\npath = \"t.wasm\"\nscratch = \"/data\"\n";
+        let s = p(&format!(
+            "{tick}[[http]]\nurl = \"https://API.example.com/a?b=1\"\nstatus = 404\nheaders = {{ Content-Type = \"text/plain\" }}\nbody = \"x\"\n\n[[http]]\nmethod = \"POST\"\nurl_prefix = \"http://127.0.0.1:8080\"\n\n[files]\n\"a/b.txt\" = \"hi\"\n"
+        ))
+        .unwrap();
+        assert_eq!(s.http.len(), 2);
+        assert_eq!(s.http[0].origin.to_string(), "https://api.example.com:443");
+        assert_eq!(s.http[0].path, "/a?b=1");
+        assert_eq!(s.http[0].method, "GET", "the default method");
+        assert_eq!(s.http[0].response.status, 404);
+        assert_eq!(
+            s.http[0].response.headers,
+            [("content-type".to_string(), "text/plain".to_string())]
+        );
+        assert!(s.http[1].prefix && s.http[1].path == "/");
+        assert_eq!(s.files[0].path, Path::new("a/b.txt"));
+        assert_eq!(s.files[0].content, b"hi");
+        let cases = [
+            (
+                "[[http]]\nbody = \"x\"\n",
+                "[[http]] 1: give exactly one of url and url_prefix",
+            ),
+            (
+                "[[http]]\nurl = \"ftp://h/\"\n",
+                "[[http]] 1: url \"ftp://h/\": the scheme must be http or https",
+            ),
+            (
+                "[[http]]\nurl = \"http://h/\"\nstatus = 99\n",
+                "status 99: give 100-599",
+            ),
+            (
+                "[[http]]\nurl = \"http://h/\"\nmethod = \"G T\"\n",
+                "give an HTTP method",
+            ),
+            (
+                "[[http]]\nurl = \"http://h/\"\nheaders = { \"a b\" = \"v\" }\n",
+                "is not a token",
+            ),
+            (
+                "[[http]]\nurl = \"http://h/\"\nheaders = { a = \"v\\r\\nx: y\" }\n",
+                "a value is visible ASCII",
+            ),
+            (
+                "[[http]]\nurl = \"http://h/\"\nbody = \"x\"\nbody_file = \"f\"\n",
+                "not both",
+            ),
+            (
+                "[[http]]\nurl = \"http://h/\"\nbogus = 1\n",
+                "unknown field `bogus`",
+            ),
+            ("[files]\n\"../x\" = \"y\"\n", "[files] \"../x\": `..`"),
+            (
+                "[files]\n\"x\" = { path = \"y\" }\n",
+                "give text or { file = \"PATH\" }",
+            ),
+        ];
+        for (rest, want) in cases {
+            let e = p(&format!("{tick}{rest}")).unwrap_err();
+            assert!(e.contains(want), "{rest:?}: {e}");
+        }
+        let e = p("[tick]\npath = \"t.wasm\"\nallow_http = [\"http://h\"]\n[[http]]\nurl = \"http://h/\"\n")
+            .unwrap_err();
+        assert!(e.contains("cannot be given with them"), "{e}");
+        let e = p("[tick]\npath = \"t.wasm\"\n[files]\n\"a\" = \"b\"\n").unwrap_err();
+        assert!(e.contains("give [tick] scratch"), "{e}");
+        // The body bound, inline: at it and one past.
+        let body = |n: usize| {
+            format!(
+                "{tick}[[http]]\nurl = \"http://h/\"\nbody = \"{}\"\n",
+                "b".repeat(n)
+            )
+        };
+        assert!(p(&body(fixtures::MAX_FIXTURE_BODY as usize)).is_ok());
+        assert!(p(&body(fixtures::MAX_FIXTURE_BODY as usize + 1))
+            .unwrap_err()
+            .contains("over the 1048576-byte limit"));
     }
 
     #[test]

@@ -17,6 +17,7 @@
 
 use super::diff;
 use super::files::{self, FileError};
+use super::fixtures::{self as fixture, FixtureTable};
 use super::model::{Action, CallExpect, Check, Scenario, DEFAULT_SEED};
 use super::trace::{self, Direction, Recorder, StepRecord, Tap, Trace};
 use serde_json::Value;
@@ -87,7 +88,7 @@ impl Default for TimeBudget {
 /// How a scenario's Tick runs, which decides what can be virtual: the
 /// host's one name for it.
 pub use tickbox_host::TickKind;
-use tickbox_sandbox::launch::Launch;
+use tickbox_sandbox::launch::{Launch, LaunchOptions};
 
 /// A scenario's Tick, ready to start.
 #[derive(Clone)]
@@ -412,12 +413,27 @@ async fn run_traced(
             return result;
         }
     }
+    if !scenario.http.is_empty() && prepared.kind != TickKind::WasmComponent {
+        result.outcome = Outcome::Invalid(
+            "[[http]] fixtures answer wasi:http requests, which only a wasm component (wasm32-wasip2) makes".into(),
+        );
+        return result;
+    }
     let clock = deterministic
         .then(|| VirtualClock::new(opts.seed.or(scenario.tick.seed).unwrap_or(DEFAULT_SEED)));
     result.seed = clock.as_ref().map(VirtualClock::seed);
+    // A fresh table per run: a retry starts with no misses of its own.
+    let fixtures =
+        (!scenario.http.is_empty()).then(|| Arc::new(FixtureTable::new(scenario.http.clone())));
+    let launch = LaunchOptions {
+        clock: clock.clone(),
+        http_fixtures: fixtures
+            .clone()
+            .map(|f| f as Arc<dyn tickbox_sandbox::http::HttpFixtures>),
+    };
 
     let mut io =
-        match tokio::time::timeout_at(deadline, prepared.launch.launch(clock.clone())).await {
+        match tokio::time::timeout_at(deadline, prepared.launch.launch(launch)).await {
             Ok(Ok(io)) => io,
             Ok(Err(e)) => {
                 result.outcome = Outcome::StartFailed(format!("cannot start the Tick: {e}"));
@@ -504,6 +520,7 @@ async fn run_traced(
         call_timeout,
         base_seq: 0,
         result: &mut result,
+        fixtures,
     };
     runner.base_seq = runner.seq();
     if runner.clock.is_some() {
@@ -529,7 +546,20 @@ async fn run_traced(
         t.end(0, &view, record, runner.data(), last).await;
     }
     let mut outcome = Outcome::Passed;
+    // A request made while the Tick started: no step made it.
+    if let Some(miss) = runner.missed() {
+        outcome = Outcome::Failed(Failure {
+            step: 0,
+            action: "start".into(),
+            expected: "every HTTP request the Tick makes to be answered by a [[http]] fixture"
+                .into(),
+            found: vec![miss],
+        });
+    }
     for (i, s) in scenario.steps.iter().enumerate() {
+        if outcome != Outcome::Passed {
+            break;
+        }
         let label = match &s.name {
             Some(n) => format!("{} ({n})", s.action.kind()),
             None => s.action.kind().to_string(),
@@ -544,6 +574,14 @@ async fn run_traced(
         let done = tokio::time::timeout_at(deadline, runner.step(&s.action))
             .await
             .unwrap_or_else(|_| Err((s.action.describe(), vec![over()])));
+        // A request no fixture answered fails the step it was made in,
+        // first among what was found: whatever else the step saw followed
+        // from it.
+        let done = match (runner.missed(), done) {
+            (None, done) => done,
+            (Some(miss), Ok(())) => Err((s.action.describe(), vec![miss])),
+            (Some(miss), Err((expected, found))) => Err((expected, [vec![miss], found].concat())),
+        };
         if let Some(t) = tracer.as_ref() {
             let (outcome, expected, found) = match &done {
                 Ok(()) => ("passed", "", &[][..]),
@@ -589,9 +627,17 @@ struct Runner<'a> {
     call_timeout: Duration,
     base_seq: u64,
     result: &'a mut ScenarioResult,
+    /// The run's `[[http]]` answers, whose misses fail the step.
+    fixtures: Option<Arc<FixtureTable>>,
 }
 
 impl Runner<'_> {
+    /// One line for the requests no fixture answered since the last look.
+    fn missed(&self) -> Option<String> {
+        let (shown, count) = self.fixtures.as_ref()?.take_misses();
+        (count > 0).then(|| fixture::miss_line(&shown, count))
+    }
+
     fn seq(&self) -> u64 {
         self.session.state().state.map_or(0, |s| s.seq)
     }

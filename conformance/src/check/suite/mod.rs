@@ -185,7 +185,11 @@ impl<'a> Suite<'a> {
     }
 
     async fn start(&mut self) -> Result<Driver, CheckError> {
-        let io = self.launch.launch(None).await.map_err(CheckError::Start)?;
+        let io = self
+            .launch
+            .launch(tickbox_sandbox::LaunchOptions::default())
+            .await
+            .map_err(CheckError::Start)?;
         self.measurements.sessions += 1;
         Ok(Driver::new(io))
     }

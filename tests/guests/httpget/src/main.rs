@@ -5,7 +5,7 @@
 //! any scheme), optional `body_bytes` (a body of that many `x`, sent with
 //! POST), `first_byte_timeout_ms` (a `request-options` wish) and `count`
 //! (that many requests at once, all started before any is awaited). The
-//! result is `{status, body_len, body, error}` for one request, or
+//! result is `{status, headers, body_len, body, error}` for one request, or
 //! `{results: [...]}` for several; `error` is the wasi:http error code
 //! (`HttpRequestDenied`, ...) or, for a failed body stream whose error
 //! carries no code, the stream error's text. It follows no redirects.
@@ -127,6 +127,13 @@ mod client {
             Err(()) => return failed("the response was taken twice".into()),
         };
         let status = response.status();
+        // Response headers, name to value (the last of repeated names).
+        let headers: serde_json::Map<String, Value> = response
+            .headers()
+            .entries()
+            .into_iter()
+            .map(|(k, v)| (k, json!(String::from_utf8_lossy(&v))))
+            .collect();
         let mut body = Vec::new();
         let mut error = Value::Null;
         if let Ok(incoming) = response.consume() {
@@ -147,7 +154,7 @@ mod client {
             }
         }
         let shown = String::from_utf8_lossy(&body[..body.len().min(SHOWN)]).into_owned();
-        json!({"status": status, "body_len": body.len(), "body": shown, "error": error})
+        json!({"status": status, "headers": headers, "body_len": body.len(), "body": shown, "error": error})
     }
 }
 
