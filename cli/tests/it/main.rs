@@ -63,8 +63,13 @@
 //! - `layers` — each crate's dependency tree has only what its layer is
 //!   for, and only the CLI reads `TICKBOX_*` variables;
 //! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
-//!   natively, each driven through a scripted session on both backends.
+//!   natively, each driven through a scripted session on both backends;
+//! - `audit` — the audit stream (`--audit`): each start, call, approval,
+//!   denial, limit and end once with what was attempted, a hostile Tick's
+//!   names only escaped, `-` on stderr only, the live host's rotating
+//!   file, the policy and MCP-config keys.
 
+mod audit;
 mod check;
 mod cli;
 mod consent;
