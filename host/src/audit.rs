@@ -705,7 +705,13 @@ mod tests {
             .for_session();
         // One long string is cut to its bound; many of them pass the line's.
         let long = json!({"x": "y".repeat(MAX_AUDIT_TEXT_CHARS * 2)});
-        audit.call("t", false, &long, &CallOutcome::Ok(json!(1)), Duration::ZERO);
+        audit.call(
+            "t",
+            false,
+            &long,
+            &CallOutcome::Ok(json!(1)),
+            Duration::ZERO,
+        );
         let big: Map<String, Value> = (0..100)
             .map(|i| (format!("k{i}"), json!("z".repeat(MAX_AUDIT_TEXT_CHARS))))
             .collect();
@@ -721,9 +727,17 @@ mod tests {
         let v = parsed(&lines);
         assert_eq!(v[0]["cut"], true);
         let kept = v[0]["args"]["x"].as_str().unwrap();
-        assert_eq!(kept.chars().count(), MAX_AUDIT_TEXT_CHARS + 1, "cut, with …");
+        assert_eq!(
+            kept.chars().count(),
+            MAX_AUDIT_TEXT_CHARS + 1,
+            "cut, with …"
+        );
         assert_eq!(v[1]["cut"], true);
-        assert_eq!(v[1]["args"], Value::Null, "too long whole: only the hash stays");
+        assert_eq!(
+            v[1]["args"],
+            Value::Null,
+            "too long whole: only the hash stays"
+        );
         assert_eq!(v[1]["args_sha256"], sha256_hex(big.to_string().as_bytes()));
         assert_eq!(v[2]["event"], "start");
         assert_eq!(v[2]["cut"], true);

@@ -59,7 +59,10 @@ mod tests {
                 "MAX_AUDIT_LINE_BYTES",
                 format!("| {} KiB |", MAX_AUDIT_LINE_BYTES / 1024),
             ),
-            ("MAX_AUDIT_TEXT_CHARS", format!("| {MAX_AUDIT_TEXT_CHARS} |")),
+            (
+                "MAX_AUDIT_TEXT_CHARS",
+                format!("| {MAX_AUDIT_TEXT_CHARS} |"),
+            ),
             ("AUDIT_QUEUE_EVENTS", format!("| {AUDIT_QUEUE_EVENTS} |")),
             (
                 "AUDIT_FLUSH_WAIT",

@@ -65,7 +65,11 @@ pub(crate) fn open_at_capped(
                     tracing::info!("a guest at its handle cap tried to open a file");
                     if let Some(audit) = &s.audit {
                         let cap = s.table.max_capacity() as u64;
-                        audit.limit("max_handles", cap, "the guest tried to open a file at its handle cap");
+                        audit.limit(
+                            "max_handles",
+                            cap,
+                            "the guest tried to open a file at its handle cap",
+                        );
                     }
                     Ok((Err(FsErrorCode::InsufficientMemory),))
                 }

@@ -342,7 +342,11 @@ impl WasiHttpHooks for Hooks {
         if let Some(audit) = &self.audit {
             if policy.allowed(request.uri()).is_none() {
                 let denied = tickbox_host::audit::DenialKind::HttpOrigin;
-                audit.denied(denied, &request.uri().to_string(), "no allow_http grant names its origin");
+                audit.denied(
+                    denied,
+                    &request.uri().to_string(),
+                    "no allow_http grant names its origin",
+                );
             }
         }
         Box::new(async move { send(policy, request, options).await })

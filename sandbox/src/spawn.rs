@@ -109,7 +109,11 @@ pub(crate) fn wasi_builder(
                 tracing::info!(%addr, ?usage, "refused a socket use that was not granted");
                 if let Some(audit) = &audit {
                     let how = format!("{usage:?} is not covered by an allow_net grant");
-                    audit.denied(tickbox_host::audit::DenialKind::Socket, &addr.to_string(), &how);
+                    audit.denied(
+                        tickbox_host::audit::DenialKind::Socket,
+                        &addr.to_string(),
+                        &how,
+                    );
                 }
             }
             Box::pin(async move { ok })
@@ -182,7 +186,12 @@ async fn spawn_audited(
         };
         let grants = serde_json::to_value(&spec.grants).unwrap_or_default();
         let digest = WasmDigest::of(&wasm).to_string();
-        audit.start(&spec.path.display().to_string(), backend, Some(digest), grants);
+        audit.start(
+            &spec.path.display().to_string(),
+            backend,
+            Some(digest),
+            grants,
+        );
     }
 
     let (term, guest_term) = terminal::pair(INITIAL_COLS, INITIAL_ROWS);

@@ -34,14 +34,20 @@ pub struct Wanted {
 }
 
 /// The writer for `to` (`-` is stderr), opened once per process.
-fn writer(to: &str, open: impl FnOnce() -> std::io::Result<Box<dyn LineOut>>) -> Result<Arc<QueuedWriter>, Exit> {
+fn writer(
+    to: &str,
+    open: impl FnOnce() -> std::io::Result<Box<dyn LineOut>>,
+) -> Result<Arc<QueuedWriter>, Exit> {
     let mut writers = tickbox_runtime::util::lock(&WRITERS);
     if let Some((_, w)) = writers.iter().find(|(k, _)| k == to) {
         return Ok(w.clone());
     }
-    let w = open()
-        .and_then(QueuedWriter::spawn)
-        .map_err(|e| Exit::usage(format!("--audit {}: cannot open it: {e}", tickbox_runtime::text::escape(to))))?;
+    let w = open().and_then(QueuedWriter::spawn).map_err(|e| {
+        Exit::usage(format!(
+            "--audit {}: cannot open it: {e}",
+            tickbox_runtime::text::escape(to)
+        ))
+    })?;
     writers.push((to.to_string(), w.clone()));
     Ok(w)
 }
@@ -95,7 +101,9 @@ pub fn live_host_sink(state: &Path) -> Result<Arc<dyn AuditSink>, Exit> {
     let max = super::env::live_audit_max_bytes();
     let keep = tickbox_runtime::audit::LIVE_AUDIT_KEEP;
     let key = path.display().to_string();
-    let w = writer(&key, move || Ok(Box::new(RotatingFile::open(&path, max, keep)?)))?;
+    let w = writer(&key, move || {
+        Ok(Box::new(RotatingFile::open(&path, max, keep)?))
+    })?;
     Ok(w)
 }
 

@@ -12,11 +12,11 @@ use clap::Args;
 use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tickbox_runtime::audit::Origin;
 use tickbox_runtime::live;
 use tickbox_runtime::mcp::{
     valid_tick_name, Config, Facade, Grants, HostedTick, TickEntry, TickSource,
 };
-use tickbox_runtime::audit::Origin;
 use tickbox_runtime::session::Session;
 
 /// Exit codes of `tickbox mcp`.

@@ -88,7 +88,11 @@ fn each_start_call_approval_denial_limit_and_end_is_recorded_once() {
     };
 
     // A read inside the grant (the positive control) and one leading out.
-    let inside = call("read_file", json!({"path": "/data/hello.txt"}), &["--dir", &grant]);
+    let inside = call(
+        "read_file",
+        json!({"path": "/data/hello.txt"}),
+        &["--dir", &grant],
+    );
     assert_eq!(inside.json()["value"], "hello", "{inside:#?}");
     let escape = "/data/../../../../etc/passwd";
     let out = call("read_file", json!({"path": escape}), &["--dir", &grant]);
@@ -102,8 +106,12 @@ fn each_start_call_approval_denial_limit_and_end_is_recorded_once() {
     );
     assert_eq!(out.json()["ok"], true, "{out:#?}");
     // And one refused: no --yes.
-    call("write_file", json!({"path": "/data/no.txt", "text": "x"}), &["--dir", &grant])
-        .expect(2, "approval required");
+    call(
+        "write_file",
+        json!({"path": "/data/no.txt", "text": "x"}),
+        &["--dir", &grant],
+    )
+    .expect(2, "approval required");
 
     // Sockets: the granted address works, another port is refused.
     let granted = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -122,7 +130,11 @@ fn each_start_call_approval_denial_limit_and_end_is_recorded_once() {
     assert_eq!(out.json()["value"], "hi", "positive control: {out:#?}");
     server.join().unwrap();
     let refused_addr = format!("127.0.0.1:{other}");
-    let out = call("connect", json!({"addr": refused_addr}), &["--allow-net", &net]);
+    let out = call(
+        "connect",
+        json!({"addr": refused_addr}),
+        &["--allow-net", &net],
+    );
     assert_eq!(out.json()["ok"], false, "{out:#?}");
 
     // An HTTP origin not granted (refused before anything connects).
@@ -130,7 +142,15 @@ fn each_start_call_approval_denial_limit_and_end_is_recorded_once() {
     let url = "http://127.0.0.1:1/secret";
     let args = json!({"url": url}).to_string();
     let out = tickbox(&[
-        "call", &http, "get", &args, "--yes", "--allow-http", "http://127.0.0.1:9", "--audit", audit,
+        "call",
+        &http,
+        "get",
+        &args,
+        "--yes",
+        "--allow-http",
+        "http://127.0.0.1:9",
+        "--audit",
+        audit,
     ]);
     assert_eq!(out.json()["error"], "HttpRequestDenied", "{out:#?}");
 
@@ -141,7 +161,10 @@ fn each_start_call_approval_denial_limit_and_end_is_recorded_once() {
     let all = events(&file);
     let raw = std::fs::read_to_string(&file).unwrap();
     assert!(!raw.chars().any(|c| is_unsafe(c) && c != '\n'));
-    assert!(all.iter().all(|e| e["v"] == 1 && e["ts"].is_string()), "{all:#?}");
+    assert!(
+        all.iter().all(|e| e["v"] == 1 && e["ts"].is_string()),
+        "{all:#?}"
+    );
     // Every run is one session with one start and one end.
     assert_eq!(of(&all, "start", None).len(), 8, "{all:#?}");
     assert_eq!(of(&all, "end", None).len(), 8, "{all:#?}");
@@ -150,12 +173,17 @@ fn each_start_call_approval_denial_limit_and_end_is_recorded_once() {
     let paths = of(&all, "denied", Some("path"));
     assert_eq!(paths.len(), 1, "{paths:#?}");
     assert!(
-        paths[0]["attempted"].as_str().unwrap().ends_with("../etc/passwd"),
+        paths[0]["attempted"]
+            .as_str()
+            .unwrap()
+            .ends_with("../etc/passwd"),
         "{paths:#?}"
     );
     assert_eq!(paths[0]["detail"], "leads out of its granted directory");
     let s = session_of(&all, |e| {
-        e["grants"]["dirs"].as_array().is_some_and(|d| !d.is_empty())
+        e["grants"]["dirs"]
+            .as_array()
+            .is_some_and(|d| !d.is_empty())
     });
     assert_eq!(s[0]["event"], "start");
     assert_eq!(s[0]["origin"], "cli");
@@ -170,18 +198,34 @@ fn each_start_call_approval_denial_limit_and_end_is_recorded_once() {
     let reads: Vec<_> = calls.iter().filter(|c| c["tool"] == "read_file").collect();
     assert_eq!(reads.len(), 2);
     assert_eq!(reads[1]["mutates"], false);
-    assert_eq!(reads[1]["outcome"], "ok", "the tool answered (with its error)");
+    assert_eq!(
+        reads[1]["outcome"], "ok",
+        "the tool answered (with its error)"
+    );
     assert_eq!(reads[1]["args"], Value::Null, "arguments only as a hash");
     assert_eq!(reads[1]["args_sha256"].as_str().unwrap().len(), 64);
-    assert!(!raw.contains("etc/passwd\"}"), "the path is not in a call's arguments");
+    assert!(
+        !raw.contains("etc/passwd\"}"),
+        "the path is not in a call's arguments"
+    );
     let writes: Vec<_> = calls.iter().filter(|c| c["tool"] == "write_file").collect();
-    assert_eq!(writes.len(), 1, "the refused call was never sent: {calls:#?}");
+    assert_eq!(
+        writes.len(),
+        1,
+        "the refused call was never sent: {calls:#?}"
+    );
     assert_eq!(writes[0]["mutates"], true);
     assert_eq!(writes[0]["args"]["text"], "written");
     assert!(writes[0]["duration_ms"].as_f64().unwrap() >= 0.0);
 
-    // Approvals: one granted by --yes, one refused.
-    let approvals = of(&all, "approval", None);
+    // Approvals: `write_file` granted by --yes, then refused; httpget's
+    // `get` (it mutates) granted by --yes.
+    let all_approvals = of(&all, "approval", None);
+    assert_eq!(all_approvals.len(), 3, "{all_approvals:#?}");
+    let approvals: Vec<_> = all_approvals
+        .iter()
+        .filter(|a| a["subject"] == "write_file")
+        .collect();
     assert_eq!(approvals.len(), 2, "{approvals:#?}");
     assert_eq!(approvals[0]["granted"], true);
     assert_eq!(approvals[0]["subject"], "write_file");
@@ -208,7 +252,13 @@ fn each_start_call_approval_denial_limit_and_end_is_recorded_once() {
     assert!(kinds(&grown).contains(&"limit".to_string()), "{grown:#?}");
     let end = grown.iter().find(|e| e["event"] == "end").unwrap();
     assert_eq!(end["reason"], "exited");
-    assert!(end["detail"].as_str().unwrap().contains("memory limit exceeded"), "{end}");
+    assert!(
+        end["detail"]
+            .as_str()
+            .unwrap()
+            .contains("memory limit exceeded"),
+        "{end}"
+    );
     let call = grown.iter().find(|e| e["event"] == "call").unwrap();
     assert_eq!(call["outcome"], "unknown");
 }
@@ -251,7 +301,16 @@ fn a_hostile_ticks_names_reach_the_audit_file_only_escaped() {
     let args = json!({"x": c}).to_string();
     let script = tick("corpus.py");
     let out = tickbox(&[
-        "call", "fail", &args, "--audit", audit, "--audit-args", "--", "python3", &script, &c,
+        "call",
+        "fail",
+        &args,
+        "--audit",
+        audit,
+        "--audit-args",
+        "--",
+        "python3",
+        &script,
+        &c,
     ]);
     assert_eq!(out.code, 1, "{out:#?}");
     // A wasm Tick: a path with the corpus leading out of its grant, a
@@ -262,21 +321,47 @@ fn a_hostile_ticks_names_reach_the_audit_file_only_escaped() {
     let path = format!("/data/../{c}");
     let args = json!({"path": path, "text": c}).to_string();
     let out = tickbox(&[
-        "call", &wasm, "write_file", &args, "--yes", "--dir", &grant, "--audit", audit,
-        "--audit-args", "--max-memory", "16MiB",
+        "call",
+        &wasm,
+        "write_file",
+        &args,
+        "--yes",
+        "--dir",
+        &grant,
+        "--audit",
+        audit,
+        "--audit-args",
+        "--max-memory",
+        "16MiB",
     ]);
     assert_eq!(out.code, 0, "{out:#?}");
     let out = tickbox(&[
-        "call", &wasm, "grow", r#"{"mb": 64}"#, "--audit", audit, "--max-memory", "16MiB",
+        "call",
+        &wasm,
+        "grow",
+        r#"{"mb": 64}"#,
+        "--audit",
+        audit,
+        "--max-memory",
+        "16MiB",
     ]);
     assert_eq!(out.code, 4, "{out:#?}");
 
     let raw = std::fs::read_to_string(&file).unwrap();
-    if let Some((i, ch)) = raw.char_indices().find(|(_, ch)| is_unsafe(*ch) && *ch != '\n') {
+    if let Some((i, ch)) = raw
+        .char_indices()
+        .find(|(_, ch)| is_unsafe(*ch) && *ch != '\n')
+    {
         panic!("a raw U+{:04X} at byte {i} of the audit file", ch as u32);
     }
-    assert!(!raw.lines().any(|l| l.starts_with("FORGED")), "a forged line");
-    assert!(raw.contains("\\u202e") && raw.contains("\\u001b"), "escaped, not dropped");
+    assert!(
+        !raw.lines().any(|l| l.starts_with("FORGED")),
+        "a forged line"
+    );
+    assert!(
+        raw.contains("\\u202e") && raw.contains("\\u001b"),
+        "escaped, not dropped"
+    );
     let all = events(&file);
     let kinds: Vec<&str> = all.iter().filter_map(|e| e["event"].as_str()).collect();
     for k in ["start", "call", "approval", "denied", "limit", "end"] {
@@ -284,7 +369,11 @@ fn a_hostile_ticks_names_reach_the_audit_file_only_escaped() {
     }
     // Decoded, the values are the corpus itself.
     let native = session_of(&all, |e| e["backend"] == "native");
-    assert!(native[0]["tick"].as_str().unwrap().ends_with(&c), "{}", native[0]);
+    assert!(
+        native[0]["tick"].as_str().unwrap().ends_with(&c),
+        "{}",
+        native[0]
+    );
     let failed = native.iter().find(|e| e["event"] == "call").unwrap();
     assert_eq!(failed["message"], c.as_str());
     assert_eq!(failed["args"]["x"], c.as_str());
@@ -329,12 +418,13 @@ fn the_live_hosts_audit_file_rotates_at_its_bound() {
     let count_calls = || -> usize {
         files()
             .iter()
-            .flat_map(events)
+            .flat_map(|p| events(p))
             .filter(|e| e["event"] == "call")
             .count()
     };
     assert!(
-        eventually(std::time::Duration::from_secs(30), || count_calls() == calls),
+        eventually(std::time::Duration::from_secs(30), || count_calls()
+            == calls),
         "{} calls recorded in {:?}",
         count_calls(),
         files()
@@ -349,10 +439,17 @@ fn the_live_hosts_audit_file_rotates_at_its_bound() {
     assert!(rotated.exists(), "rotated at the bound: {found:?}");
     for f in &found {
         let size = std::fs::metadata(f).unwrap().len();
-        assert!(size <= bound, "{} is {size} bytes, over {bound}", f.display());
+        assert!(
+            size <= bound,
+            "{} is {size} bytes, over {bound}",
+            f.display()
+        );
     }
-    let all: Vec<Value> = found.iter().flat_map(events).collect();
-    let start = all.iter().find(|e| e["event"] == "start").expect("the start kept");
+    let all: Vec<Value> = found.iter().flat_map(|p| events(p)).collect();
+    let start = all
+        .iter()
+        .find(|e| e["event"] == "start")
+        .expect("the start kept");
     assert_eq!(start["origin"], "live_host");
 }
 
@@ -417,10 +514,24 @@ fn a_policy_names_the_stream_and_a_bad_destination_is_one_line() {
     // A link planted where the file goes is not followed.
     let link = dir.path("link.jsonl");
     std::os::unix::fs::symlink(dir.path("elsewhere"), &link).unwrap();
-    let out = tickbox(&["call", &wasm, "echo", "{}", "--audit", link.to_str().unwrap()]);
+    let out = tickbox(&[
+        "call",
+        &wasm,
+        "echo",
+        "{}",
+        "--audit",
+        link.to_str().unwrap(),
+    ]);
     out.expect(2, "--audit");
     assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
     assert!(!dir.path("elsewhere").exists());
-    let out = tickbox(&["call", &wasm, "echo", "{}", "--audit", "/nonexistent/dir/a.jsonl"]);
+    let out = tickbox(&[
+        "call",
+        &wasm,
+        "echo",
+        "{}",
+        "--audit",
+        "/nonexistent/dir/a.jsonl",
+    ]);
     out.expect(2, "cannot open");
 }
