@@ -38,7 +38,7 @@ fn of<'a>(all: &'a [Value], event: &str, what: Option<&str>) -> Vec<&'a Value> {
 }
 
 /// The events of one session: the one whose `start` satisfies `pick`.
-fn session_of<'a>(all: &'a [Value], pick: impl Fn(&Value) -> bool) -> Vec<&'a Value> {
+fn session_of(all: &[Value], pick: impl Fn(&Value) -> bool) -> Vec<&Value> {
     let start = all
         .iter()
         .find(|e| e["event"] == "start" && pick(e))
