@@ -24,7 +24,7 @@
 //!
 //! **Never raw.** Each line is built as a JSON value, every string cut at
 //! [`MAX_AUDIT_TEXT_CHARS`], encoded, and passed through
-//! [`text::json_safe`](tickbox_protocol::text::json_safe): every control,
+//! [`text::json_safe`]: every control,
 //! line break, bidi or other unsafe character inside a string becomes a
 //! `\uXXXX` escape, so a line is the same JSON value and no Tick can forge
 //! a line or reach a terminal that shows the file. A line is at most
