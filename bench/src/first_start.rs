@@ -29,6 +29,7 @@ pub async fn start_wasm(engine: &Arc<WasmEngine>, path: &Path) -> Result<Session
         instance_id: None,
         exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
         pin: None,
+        audit: None,
     };
     let io = wasm::spawn(engine, &spec).await?;
     Ok(Session::start(io, SessionConfig::default()).await?)

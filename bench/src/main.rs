@@ -243,6 +243,7 @@ impl Bench {
                     instance_id: None,
                     exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
                     pin: None,
+                    audit: None,
                 };
                 wasm::spawn(engine, &spec).await?
             }

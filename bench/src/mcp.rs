@@ -257,6 +257,7 @@ async fn in_process(wasm: PathBuf, cache: PathBuf, n: usize) -> Result<Stat> {
         instance_id: None,
         exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
         pin: None,
+        audit: None,
     };
     let s = Session::start(wasm::spawn(&engine, &spec).await?, SessionConfig::default()).await?;
     let c = s

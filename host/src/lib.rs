@@ -17,6 +17,9 @@
 //! - [`text`] — Tick-supplied text and its escaped ways out;
 //! - [`delivery`] — subscriptions: latest state, merged counts, trimming (§6.4);
 //! - [`util`] — the poison-tolerant lock and RFC 3339 timestamps;
+//! - [`audit`] — the audit stream: typed events (start, call, approval,
+//!   denied, limit, end) as escaped JSON lines, and its bounded writers
+//!   ([`limits`] has its bounds);
 //! - [`live`] — live instances: publishing Ticks on Unix sockets, clients
 //!   (views, one-shot requests, watches) in other processes, and the state
 //!   directory every part of tickbox keeps its files in.
@@ -38,9 +41,11 @@
 //! # Ok(()) }
 //! ```
 
+pub mod audit;
 pub mod backend;
 pub mod delivery;
 pub mod framing;
+pub mod limits;
 pub mod live;
 pub mod render;
 pub mod session;

@@ -324,6 +324,12 @@ struct Shared {
     /// The Tick's memory bound, when its backend has one: its compiled
     /// schemas are charged to it.
     memory: Option<Arc<crate::backend::MemoryCharge>>,
+    /// Where this session records its calls and its end, when its
+    /// starter keeps an audit stream ([`crate::audit`]).
+    audit: Option<crate::audit::Audit>,
+    /// Whether its `end` was recorded (once: by a failed start or the
+    /// first end). A call still in flight then is recorded after it.
+    audit_ended: std::sync::atomic::AtomicBool,
     ended: watch::Sender<Option<EndReason>>,
     events: tokio::sync::broadcast::Sender<SessionEvent>,
     next_id: AtomicU64,
@@ -380,8 +386,17 @@ impl Shared {
             // Dropping the senders wakes every waiting request, which then
             // reads the reason from `ended`.
             lock(&self.pending).clear();
+            if let Some(audit) = self.audit_end() {
+                audit.end(&reason);
+            }
             let _ = self.events.send(SessionEvent::Ended(reason));
         }
+    }
+
+    /// The audit handle, the first time the session's end is recorded.
+    fn audit_end(&self) -> Option<&crate::audit::Audit> {
+        let first = !self.audit_ended.swap(true, Ordering::Relaxed);
+        self.audit.as_ref().filter(|_| first)
     }
 
     fn end_reason(&self) -> Option<EndReason> {
@@ -451,6 +466,11 @@ impl Session {
         match result {
             Ok(_) => Ok(session),
             Err((reason, rule)) => {
+                // The audit's `end` says why the start failed, not that
+                // the host then shut the Tick down.
+                if let Some(audit) = session.shared.audit_end() {
+                    audit.end_failed(&reason);
+                }
                 // Whatever the Tick drew on the way out (a version message,
                 // a panic) is the most useful context; let it reach the screen.
                 session
@@ -484,6 +504,8 @@ impl Session {
             schemas: Arc::new(Mutex::new(SchemaCache::new())),
             revisions: Mutex::new(RevisionBucket::new()),
             memory: io.process.memory(),
+            audit: io.process.audit(),
+            audit_ended: std::sync::atomic::AtomicBool::new(false),
             ended,
             events,
             next_id: AtomicU64::new(1),
@@ -782,6 +804,22 @@ impl Session {
 
     /// tick/call with its own timeout (a client's `--call-timeout`).
     pub async fn call_within(&self, call: &PreparedCall, timeout: Duration) -> CallOutcome {
+        let started = std::time::Instant::now();
+        let outcome = self.call_once(call, timeout).await;
+        if let Some(audit) = &self.shared.audit {
+            let took = started.elapsed();
+            audit.call(&call.tool, call.mutates, &call.args, &outcome, took);
+        }
+        outcome
+    }
+
+    /// The audit handle this session records into, if any (the CLI adds
+    /// its approvals).
+    pub fn audit(&self) -> Option<&crate::audit::Audit> {
+        self.shared.audit.as_ref()
+    }
+
+    async fn call_once(&self, call: &PreparedCall, timeout: Duration) -> CallOutcome {
         let params = CallParams {
             tool: &call.tool,
             args: &call.args,

@@ -19,6 +19,11 @@
 //!                                  # compile_timeout, compile_memory, max_write)
 //! ```
 //!
+//! Two top-level keys, before the first `[[tick]]`, ask for an audit
+//! stream of every Tick the server hosts (`docs/AUDIT.md`): `audit =
+//! "audit.jsonl"` (a file, relative to the config's directory, or `-` for
+//! stderr; `--audit` wins) and `audit_args = true` (`--audit-args`).
+//!
 //! The grant keys are [`Grants`] (the sandbox's `GrantSpec`), the same keys
 //! as policy files, scenario `[tick]` tables and recordings, each the
 //! sandbox flag of the same name, so an entry says exactly what
@@ -91,6 +96,11 @@ pub struct TickEntry {
 pub struct Config {
     /// The Ticks, in file order.
     pub ticks: Vec<TickEntry>,
+    /// Where the audit stream goes: `-` (stderr) or a file, resolved
+    /// against the config's directory.
+    pub audit: Option<String>,
+    /// Whether call arguments are recorded whole in the audit stream.
+    pub audit_args: bool,
 }
 
 #[derive(Deserialize)]
@@ -99,6 +109,11 @@ struct RawConfig {
     /// Each split into a [`RawEntry`] and its grant keys.
     #[serde(default)]
     tick: Vec<serde_json::Map<String, serde_json::Value>>,
+    /// The audit stream's destination.
+    audit: Option<String>,
+    /// Whether the audit stream records call arguments.
+    #[serde(default)]
+    audit_args: bool,
 }
 
 #[derive(Deserialize)]
@@ -250,7 +265,15 @@ impl Config {
                 grants,
             });
         }
-        Ok(Config { ticks })
+        let audit = raw.audit.map(|a| match a.as_str() {
+            "-" => a,
+            _ => base.join(&a).display().to_string(),
+        });
+        Ok(Config {
+            ticks,
+            audit,
+            audit_args: raw.audit_args,
+        })
     }
 }
 

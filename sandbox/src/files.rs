@@ -38,6 +38,8 @@ pub(crate) fn open_at_capped(
         let cap = s.table.max_capacity();
         s.table
             .set_max_capacity(cap.saturating_sub(handles::HANDLE_RESERVE));
+        // Kept for the audit only when there is one (the path is the guest's).
+        let attempted = s.audit.as_ref().map(|_| path.clone());
         let mut view = s.filesystem();
         let opened =
             fs_types::HostDescriptor::open_at(&mut view, fd, path_flags, path, open_flags, flags)
@@ -53,15 +55,67 @@ pub(crate) fn open_at_capped(
                 Ok((Ok(r),))
             }
             Err(err) => match err.downcast() {
-                Ok(code) => Ok((Err(code),)),
+                Ok(code) => {
+                    if let (Some(audit), Some(path)) = (&s.audit, &attempted) {
+                        audit_refused_path(audit, path, &code);
+                    }
+                    Ok((Err(code),))
+                }
                 Err(trap) if handles::is_table_full(&trap) => {
                     tracing::info!("a guest at its handle cap tried to open a file");
+                    if let Some(audit) = &s.audit {
+                        let cap = s.table.max_capacity() as u64;
+                        audit.limit(
+                            "max_handles",
+                            cap,
+                            "the guest tried to open a file at its handle cap",
+                        );
+                    }
                     Ok((Err(FsErrorCode::InsufficientMemory),))
                 }
                 Err(trap) => Err(trap),
             },
         }
     })
+}
+
+/// Records an `open-at` the grant refused: `not-permitted` is what a
+/// path leading out of its directory (`..`, an absolute path, a link
+/// pointing out) and a write through a read-only grant come back as
+/// (cap-std's escape check, wasmtime-wasi's permission check). A file
+/// that is merely missing is not a denial.
+fn audit_refused_path(audit: &tickbox_host::audit::Audit, path: &str, code: &FsErrorCode) {
+    if !matches!(code, FsErrorCode::NotPermitted | FsErrorCode::Access) {
+        return;
+    }
+    let detail = if leads_out(path) {
+        "leads out of its granted directory"
+    } else {
+        "refused by its grant (read-only, or a link leading out)"
+    };
+    audit.denied(tickbox_host::audit::DenialKind::Path, path, detail);
+}
+
+/// Whether a path taken relative to a granted directory climbs above it
+/// by its own components (a link that points out is found by the open).
+pub(crate) fn leads_out(path: &str) -> bool {
+    if path.starts_with('/') {
+        return true;
+    }
+    let mut depth: i64 = 0;
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                depth -= 1;
+                if depth < 0 {
+                    return true;
+                }
+            }
+            _ => depth += 1,
+        }
+    }
+    false
 }
 
 /// `descriptor.write`, refused with `quota` past the Tick's write quota or

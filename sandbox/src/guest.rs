@@ -22,6 +22,9 @@ pub struct WasmSpec {
     /// on the very buffer that is compiled; `None` runs whatever the file
     /// holds.
     pub pin: Option<WasmDigest>,
+    /// The audit stream its instances record their start, denials and
+    /// limits into (each start gets its own session); `None`: none.
+    pub audit: Option<tickbox_host::audit::Audit>,
 }
 
 /// Store data of a component guest.
@@ -39,6 +42,8 @@ pub struct GuestState {
     /// `wasi:http` state and the origin policy its requests go through.
     pub(crate) http_ctx: wasmtime_wasi_http::WasiHttpCtx,
     pub(crate) http_hooks: http::Hooks,
+    /// This instance's audit session (denials are recorded there).
+    pub(crate) audit: Option<tickbox_host::audit::Audit>,
 }
 
 impl wasmtime_wasi_http::WasiHttpView for GuestState {

@@ -363,6 +363,8 @@ impl HttpPolicy {
 /// [`HttpPolicy`].
 pub struct Hooks {
     policy: Arc<HttpPolicy>,
+    /// Where a request to an origin not granted is recorded.
+    audit: Option<tickbox_host::audit::Audit>,
 }
 
 impl Hooks {
@@ -370,7 +372,14 @@ impl Hooks {
     pub fn new(policy: HttpPolicy) -> Hooks {
         Hooks {
             policy: Arc::new(policy),
+            audit: None,
         }
+    }
+
+    /// Records each request refused for its origin in `audit`.
+    pub fn audited(mut self, audit: Option<tickbox_host::audit::Audit>) -> Hooks {
+        self.audit = audit;
+        self
     }
 }
 
@@ -392,6 +401,18 @@ impl WasiHttpHooks for Hooks {
         _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> SendFuture {
         let policy = self.policy.clone();
+        // The same check `send` makes, here where the audit handle is: the
+        // refusal is recorded with the URI the guest asked for.
+        if let Some(audit) = &self.audit {
+            if policy.allowed(request.uri()).is_none() {
+                let denied = tickbox_host::audit::DenialKind::HttpOrigin;
+                audit.denied(
+                    denied,
+                    &request.uri().to_string(),
+                    "no allow_http grant names its origin",
+                );
+            }
+        }
         Box::new(async move { send(policy, request, options).await })
     }
 

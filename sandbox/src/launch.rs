@@ -132,6 +132,7 @@ impl Launcher {
                 instance_id: None,
                 exit_grace: crate::EXIT_GRACE,
                 pin: None,
+                audit: None,
             },
             kind,
         })
@@ -147,6 +148,17 @@ impl Launcher {
         self
     }
 
+    /// Records every instance this launcher starts in `audit`: each gets
+    /// its own audit session with a `start` (a wasm Tick's with its
+    /// digest), its denials and limits, its calls and its `end`.
+    pub fn audited(mut self, audit: Option<tickbox_host::audit::Audit>) -> Launcher {
+        match &mut self {
+            Launcher::Native(spec) => spec.audit = audit,
+            Launcher::Wasm { spec, .. } => spec.audit = audit,
+        }
+        self
+    }
+
     /// How the Tick this launcher starts runs.
     pub fn kind(&self) -> tickbox_host::TickKind {
         match self {
@@ -157,10 +169,7 @@ impl Launcher {
 
     /// Starts one instance.
     pub async fn spawn(&self) -> Result<TickIo, LaunchError> {
-        match self {
-            Launcher::Native(spec) => Ok(native::spawn(spec)?),
-            Launcher::Wasm { engine, spec, .. } => Ok(crate::spawn(engine, spec).await?),
-        }
+        self.spawn_with(None).await
     }
 
     /// Starts one instance; a wasm Tick's clocks and randomness are
@@ -180,8 +189,10 @@ impl Launcher {
                     },
                 )))
             }
-            Launcher::Native(spec) => Ok(native::spawn(spec)?),
-            Launcher::Wasm { engine, spec, .. } => Ok(crate::spawn_with_options(engine, spec, opts).await?),
+            Launcher::Native(spec) => spawn_native(spec),
+            Launcher::Wasm { engine, spec, .. } => {
+                Ok(crate::spawn_with_options(engine, spec, opts).await?)
+            }
         }
     }
 
@@ -191,6 +202,34 @@ impl Launcher {
         Session::start(io, config)
             .await
             .map_err(|e| LaunchError::Init(Box::new(e)))
+    }
+}
+
+/// Starts a native Tick, recorded in its spec's audit stream when it has
+/// one (the sandbox records a wasm Tick's start itself, where it has the
+/// bytes to hash).
+fn spawn_native(spec: &NativeSpec) -> Result<TickIo, LaunchError> {
+    let Some(root) = &spec.audit else {
+        return Ok(native::spawn(spec)?);
+    };
+    let audit = root.for_session();
+    // What a native Tick is given: the user's permissions, and these
+    // variables (names only: values may be secrets).
+    let env: Vec<&str> = spec.env.iter().map(|(k, _)| k.as_str()).collect();
+    let grants = serde_json::json!({"sandboxed": false, "env": env, "cwd": spec.cwd});
+    audit.start(&spec.argv.join(" "), "native", None, grants);
+    match native::spawn(spec) {
+        Ok(mut io) => {
+            io.process = Box::new(tickbox_host::backend::Audited {
+                inner: io.process,
+                audit,
+            });
+            Ok(io)
+        }
+        Err(e) => {
+            audit.end_failed(&e.to_string());
+            Err(e.into())
+        }
     }
 }
 

@@ -93,6 +93,8 @@ pub struct Budget {
     /// The last approved growth, given back if wasmtime then fails it.
     last_memory: usize,
     last_table: usize,
+    /// Where running into the bound is recorded (`limit`).
+    audit: Option<tickbox_host::audit::Audit>,
 }
 
 impl Budget {
@@ -108,7 +110,14 @@ impl Budget {
             used: 0,
             last_memory: 0,
             last_table: 0,
+            audit: None,
         }
+    }
+
+    /// Records running into the bound in `audit` (a `limit` event).
+    pub fn audited(mut self, audit: Option<tickbox_host::audit::Audit>) -> Budget {
+        self.audit = audit;
+        self
     }
 
     /// The bound this budget counts against.
@@ -125,6 +134,10 @@ impl Budget {
         let total = self.used.saturating_add(delta);
         let host = self.charge.host();
         if total.saturating_add(host) > self.charge.max() {
+            if let Some(audit) = &self.audit {
+                let max = self.charge.max() as u64;
+                audit.limit("max_memory", max, &format!("the guest asked to {what}"));
+            }
             // An error (not `Ok(false)`) traps the guest with this message,
             // which then becomes the session's end reason.
             wasmtime::bail!(

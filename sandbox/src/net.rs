@@ -20,17 +20,23 @@ pub(crate) mod lookup {
     pub struct FilteredView<'a> {
         inner: WasiSocketsCtxView<'a>,
         names: &'a [String],
+        audit: Option<&'a tickbox_host::audit::Audit>,
     }
 
     pub fn filtered_view(s: &mut GuestState) -> FilteredView<'_> {
         let names = &s.lookup_names;
+        let audit = s.audit.as_ref();
         // Split borrows: the sockets view borrows ctx and table, the filter
         // borrows the names; all three are distinct fields.
         let inner = WasiSocketsCtxView {
             ctx: s.ctx.sockets(),
             table: &mut s.table,
         };
-        FilteredView { inner, names }
+        FilteredView {
+            inner,
+            names,
+            audit,
+        }
     }
 
     impl Host for FilteredView<'_> {
@@ -44,6 +50,10 @@ pub(crate) mod lookup {
         > {
             if !self.names.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
                 tracing::info!(%name, "refused a name lookup that was not granted");
+                if let Some(audit) = self.audit {
+                    let denied = tickbox_host::audit::DenialKind::Lookup;
+                    audit.denied(denied, &name, "no allow_net grant names it");
+                }
                 return Err(ErrorCode::AccessDenied.into());
             }
             self.inner.resolve_addresses(network, name)

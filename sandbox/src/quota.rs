@@ -59,6 +59,8 @@ pub struct Quota {
     max: u64,
     /// The bound's name for logs: `--max-write` or the grant's.
     name: Arc<str>,
+    /// Where a write refused past it is recorded (`denied`, `quota`).
+    audit: Option<tickbox_host::audit::Audit>,
 }
 
 impl Quota {
@@ -73,7 +75,14 @@ impl Quota {
             left: Arc::new(AtomicU64::new(max)),
             max,
             name: name.into(),
+            audit: None,
         }
+    }
+
+    /// Records each write refused past this quota in `audit`.
+    pub fn audited(mut self, audit: Option<tickbox_host::audit::Audit>) -> Quota {
+        self.audit = audit;
+        self
     }
 
     /// Gives back `n` bytes taken by [`Quota::take`].
@@ -100,6 +109,10 @@ impl Quota {
     /// `quota` error code.
     pub fn exceeded(&self) -> std::io::Error {
         tracing::info!(max = self.max, bound = %self.name, "a guest ran into a write quota");
+        if let Some(audit) = &self.audit {
+            let detail = format!("{} of {} bytes", self.name, self.max);
+            audit.denied(tickbox_host::audit::DenialKind::Quota, "a write", &detail);
+        }
         std::io::Error::from_raw_os_error(libc::EDQUOT)
     }
 }

@@ -10,6 +10,7 @@ pub(crate) fn wasi_builder(
     clock: Option<&virtual_time::VirtualClock>,
     cache_dir: Option<&Path>,
     more_own_state: &[PathBuf],
+    audit: Option<&tickbox_host::audit::Audit>,
 ) -> Result<(WasiCtxBuilder, Vec<grant_area::GrantDir>, PreopenQuotas), WasmError> {
     use wasmtime_wasi::sockets::SocketAddrUse;
     let mut b = WasiCtxBuilder::new();
@@ -59,7 +60,8 @@ pub(crate) fn wasi_builder(
             .map_err(|e| WasmError::Grant(GrantRefused::OwnState(e)))?;
         let quota = d
             .max_write
-            .map(|max| quota::Quota::named(max, &format!("--dir …::{}:max", d.guest)));
+            .map(|max| quota::Quota::named(max, &format!("--dir …::{}:max", d.guest)))
+            .map(|q| q.audited(audit.cloned()));
         if meta.is_dir() {
             b.preopened_dir(&d.host, &d.guest, perms).map_err(|e| {
                 WasmError::Grant(GrantRefused::Path {
@@ -87,6 +89,7 @@ pub(crate) fn wasi_builder(
     if spec.grants.has_network() {
         let grants = Arc::new(spec.grants.clone());
         let resolved = Arc::new(resolved);
+        let audit = audit.cloned();
         b.allow_tcp(true)
             .allow_udp(true)
             .allow_ip_name_lookup(!spec.grants.lookup_names().is_empty());
@@ -104,6 +107,14 @@ pub(crate) fn wasi_builder(
             };
             if !ok {
                 tracing::info!(%addr, ?usage, "refused a socket use that was not granted");
+                if let Some(audit) = &audit {
+                    let how = format!("{usage:?} is not covered by an allow_net grant");
+                    audit.denied(
+                        tickbox_host::audit::DenialKind::Socket,
+                        &addr.to_string(),
+                        &how,
+                    );
+                }
             }
             Box::pin(async move { ok })
         });
@@ -118,6 +129,12 @@ pub async fn spawn(engine: &Arc<WasmEngine>, spec: &WasmSpec) -> Result<TickIo, 
 
 /// Starts a wasm Tick whose clocks and randomness are `clock`'s (see
 /// [`virtual_time`]); `None` is [`spawn`].
+///
+/// With [`WasmSpec::audit`], the instance gets its own audit session: a
+/// `start` (with the SHA-256 of the very bytes compiled, every grant and
+/// bound) once the file is read and known to be wasm, its denials and
+/// limits, and an `end` when it cannot be started (the session records
+/// the end of a started one).
 pub async fn spawn_with(
     engine: &Arc<WasmEngine>,
     spec: &WasmSpec,
@@ -133,6 +150,30 @@ pub async fn spawn_with_options(
     engine: &Arc<WasmEngine>,
     spec: &WasmSpec,
     opts: &launch::LaunchOptions,
+) -> Result<TickIo, WasmError> {
+    let audit = spec.audit.as_ref().map(|a| a.for_session());
+    let started = spawn_audited(engine, spec, opts, audit.as_ref()).await;
+    match (started, audit) {
+        (Err(e), Some(audit)) => {
+            audit.end_failed(&e.to_string());
+            Err(e)
+        }
+        (Ok(mut io), Some(audit)) => {
+            io.process = Box::new(tickbox_host::backend::Audited {
+                inner: io.process,
+                audit,
+            });
+            Ok(io)
+        }
+        (started, None) => started,
+    }
+}
+
+async fn spawn_audited(
+    engine: &Arc<WasmEngine>,
+    spec: &WasmSpec,
+    opts: &launch::LaunchOptions,
+    audit: Option<&tickbox_host::audit::Audit>,
 ) -> Result<TickIo, WasmError> {
     let clock = opts.clock.as_ref();
     let wasm = read_bounded(&spec.path, spec.grants.max_wasm_size).await?;
@@ -150,6 +191,20 @@ pub async fn spawn_with_options(
     let kind = detect(&wasm).ok_or_else(|| WasmError::NotWasm {
         path: spec.path.clone(),
     })?;
+    if let Some(audit) = audit {
+        let backend = match kind {
+            WasmKind::Component => "wasm component",
+            WasmKind::Module => "wasm module",
+        };
+        let grants = serde_json::to_value(&spec.grants).unwrap_or_default();
+        let digest = WasmDigest::of(&wasm).to_string();
+        audit.start(
+            &spec.path.display().to_string(),
+            backend,
+            Some(digest),
+            grants,
+        );
+    }
 
     let (term, guest_term) = terminal::pair(INITIAL_COLS, INITIAL_ROWS);
     let view = View::new(Box::new(term));
@@ -163,6 +218,7 @@ pub async fn spawn_with_options(
         clock,
         engine.cache().map(|c| c.dir()),
         &engine.own_state,
+        audit,
     )?;
     builder.stdin(guest_stdin);
     builder.stdout(guest_stdout);
@@ -170,7 +226,7 @@ pub async fn spawn_with_options(
         c.install(&mut builder);
     }
     let memory = MemoryCharge::new(spec.grants.max_memory);
-    let limiter = memory::Budget::charging(memory.clone());
+    let limiter = memory::Budget::charging(memory.clone()).audited(audit.cloned());
     // Fixtures replace the network whole: the origin grants (and their CA
     // file) are not consulted, so nothing can reach past them.
     let http_policy = match &opts.http_fixtures {
@@ -202,12 +258,16 @@ pub async fn spawn_with_options(
                 },
                 term: guest_term(view.clone()),
                 limiter,
-                quota: spec.grants.max_write.map(quota::Quota::new),
+                quota: spec
+                    .grants
+                    .max_write
+                    .map(|max| quota::Quota::new(max).audited(audit.cloned())),
                 grant_quotas: quota::GrantQuotas::new(grant_quotas),
                 lookup_names: spec.grants.lookup_names(),
                 clock: clock.cloned(),
                 http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
-                http_hooks: http::Hooks::new(http_policy),
+                http_hooks: http::Hooks::new(http_policy).audited(audit.cloned()),
+                audit: audit.cloned(),
             };
             // The engine the code was made for (Cranelift's or Winch's).
             let mut store = Store::new(pre.instance_pre().engine(), state);

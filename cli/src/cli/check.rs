@@ -109,7 +109,9 @@ pub async fn run(args: CheckArgs) -> Result<(), Exit> {
     };
     // The same launcher every other command uses, so `.wasm` Ticks and the
     // sandbox flags work here too.
-    let launch = super::open::launcher(spec, &args.opts)?;
+    let mut opts = args.opts;
+    opts.audit_origin = tickbox_runtime::audit::Origin::Check;
+    let launch = super::open::launcher(spec, &opts)?;
     let report = match check::run(&launch, &name, &options).await {
         Ok(r) => r,
         Err(e @ CheckError::Start(_)) => return Err(Exit::new(exit::SESSION, e)),
@@ -119,7 +121,7 @@ pub async fn run(args: CheckArgs) -> Result<(), Exit> {
     };
     match args.format {
         Format::Text => super::emit_text(report.to_text().trim_end())?,
-        Format::Json => super::emit(&report.to_json(), args.opts.pretty)?,
+        Format::Json => super::emit(&report.to_json(), opts.pretty)?,
         Format::Junit => super::emit_text(report.to_junit().trim_end())?,
     }
     if report.passed() {

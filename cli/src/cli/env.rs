@@ -30,6 +30,10 @@ pub const MCP_HTTP_SESSION_IDLE_MS: &str = "TICKBOX_MCP_HTTP_SESSION_IDLE_MS";
 /// (tests).
 pub const MCP_HTTP_BODY_TIMEOUT_MS: &str = "TICKBOX_MCP_HTTP_BODY_TIMEOUT_MS";
 
+/// Overrides the size at which a live host's audit file is rotated (a
+/// size such as `64KiB`; default `LIVE_AUDIT_MAX_BYTES`, 4 MiB).
+pub const LIVE_AUDIT_MAX_SIZE: &str = "TICKBOX_LIVE_AUDIT_MAX_SIZE";
+
 /// Overrides where Ticks pulled from registries are kept (default:
 /// `tickbox/oci` beside the compile cache's default).
 pub const STORE_DIR: &str = "TICKBOX_STORE_DIR";
@@ -100,6 +104,17 @@ pub fn compile_policy() -> Option<Result<CompilePolicy, String>> {
         CompilePolicy::parse(&v)
             .ok_or_else(|| format!("{COMPILER}={v}: expected tiered, cranelift or winch")),
     )
+}
+
+/// The size a live host's audit file is rotated at:
+/// `$TICKBOX_LIVE_AUDIT_MAX_SIZE` when set and valid (at least 1 KiB),
+/// else the default.
+pub fn live_audit_max_bytes() -> u64 {
+    std::env::var(LIVE_AUDIT_MAX_SIZE)
+        .ok()
+        .and_then(|s| parse_size(&s))
+        .map(|n| n.max(1024))
+        .unwrap_or(tickbox_runtime::audit::LIVE_AUDIT_MAX_BYTES)
 }
 
 /// Whether `$TICKBOX_NO_CGROUP` is set.

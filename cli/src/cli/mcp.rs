@@ -12,6 +12,7 @@ use clap::Args;
 use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tickbox_runtime::audit::Origin;
 use tickbox_runtime::live;
 use tickbox_runtime::mcp::{
     valid_tick_name, Config, Facade, Grants, HostedTick, TickEntry, TickSource,
@@ -367,6 +368,7 @@ fn plan(args: McpArgs) -> Result<Vec<Planned>, Exit> {
         let grants = args.opts.grant_spec()?;
         let mut opts = args.opts;
         opts.asking = Asking::Nobody(consent::NOBODY_MCP);
+        opts.audit_origin = Origin::Mcp;
         return Ok(vec![Planned {
             name: args.name,
             spec,
@@ -380,10 +382,16 @@ fn plan(args: McpArgs) -> Result<Vec<Planned>, Exit> {
         ));
     }
     let config = Config::load(&path).map_err(Exit::usage)?;
+    let mut flags = args.opts;
+    // The config's audit keys, unless the command line names a stream.
+    if flags.audit.is_none() {
+        flags.audit = config.audit.clone();
+        flags.audit_args |= config.audit_args;
+    }
     Ok(config
         .ticks
         .into_iter()
-        .map(|entry| planned(entry, &args.opts, &path))
+        .map(|entry| planned(entry, &flags, &path))
         .collect())
 }
 
@@ -411,6 +419,10 @@ fn planned(entry: TickEntry, flags: &TickOpts, config: &std::path::Path) -> Plan
         http_ca: entry.grants.http_ca.clone(),
         env: entry.grants.env.clone(),
         policy: None,
+        // The config's audit keys (or the flags), for every Tick it names.
+        audit: flags.audit.clone(),
+        audit_args: flags.audit_args,
+        audit_origin: Origin::Mcp,
         max_memory: entry.grants.max_memory.clone(),
         bounds: super::open::BoundOpts {
             max_handles: entry.grants.max_handles.clone(),

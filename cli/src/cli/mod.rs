@@ -2,6 +2,7 @@
 //! one-shot commands.
 
 mod attach;
+mod audit;
 mod cache;
 mod check;
 mod compile;
@@ -227,6 +228,8 @@ pub fn main() -> ExitCode {
     });
     // Dropping the runtime drops every task; backends kill their Tick on drop.
     runtime.shutdown_timeout(Duration::from_secs(2));
+    // Every session has recorded its end by now: what is queued is written.
+    audit::finish();
     hygiene.finish();
     code
 }
@@ -524,7 +527,7 @@ async fn call_opened(
         .session
         .descriptor()
         .ok_or_else(|| Exit::session("no descriptor after initialization"))?;
-    let prepared = approve(&catalog, tool, call_args, yes)?;
+    let prepared = approve(&catalog, tool, call_args, yes, t.session.audit())?;
     let outcome = t.session.call(&prepared).await;
     let reply = report_call(tool, outcome.into(), pretty);
     match reply {
@@ -540,12 +543,14 @@ async fn call_opened(
     }
 }
 
-/// Prepares a call against `catalog`; a mutating tool needs `yes`.
+/// Prepares a call against `catalog`; a mutating tool needs `yes`. The
+/// decision on a mutating tool is recorded in `audit`.
 fn approve(
     catalog: &Descriptor,
     tool: &str,
     call_args: Value,
     yes: bool,
+    audit: Option<&tickbox_runtime::audit::Audit>,
 ) -> Result<PreparedCall, Exit> {
     let prepared = catalog.prepare(tool, call_args).map_err(Exit::usage)?;
     // The host's output is bounded like the Tick's: refused before sending.
@@ -555,6 +560,14 @@ fn approve(
         return Err(Exit::usage(format!(
             "the call's request line would be {line} bytes, over the {limit}-byte line limit (§3.6); nothing was sent"
         )));
+    }
+    if let Some(audit) = audit.filter(|_| prepared.mutates) {
+        let by = if yes {
+            "the command line (--yes)"
+        } else {
+            "nobody: --yes was not given"
+        };
+        audit.approval("call", tool, yes, by);
     }
     if prepared.mutates && !yes {
         let description = catalog

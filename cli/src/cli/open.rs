@@ -53,9 +53,18 @@ pub struct TickOpts {
     /// Pass an environment variable (repeatable; the value comes from tickbox's environment when omitted)
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     pub env: Vec<String>,
-    /// Read grants from a TOML policy file (keys: dir, allow_net, allow_http, http_ca, env, max_memory, max_handles, max_wasm_size, compile_timeout, compile_memory, max_write)
+    /// Read grants from a TOML policy file (keys: dir, allow_net, allow_http, http_ca, env, max_memory, max_handles, max_wasm_size, compile_timeout, compile_memory, max_write; and audit, audit_args)
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
+    /// Append an audit stream to FILE (`-`: stderr): one JSON line per start, call, approval, denial, limit and end (docs/AUDIT.md)
+    #[arg(long, value_name = "FILE")]
+    pub audit: Option<String>,
+    /// Record call arguments in the audit stream (only their SHA-256 otherwise)
+    #[arg(long)]
+    pub audit_args: bool,
+    /// Who starts the Ticks, for the audit stream: set by the command, not a flag.
+    #[arg(skip)]
+    pub audit_origin: tickbox_runtime::audit::Origin,
     /// Bound on a wasm Tick's linear memories and tables, all together
     #[arg(long, value_name = "SIZE")]
     pub max_memory: Option<String>,
@@ -173,7 +182,7 @@ impl TickOpts {
     /// The grants from the policy file and the flags.
     pub fn grant_spec(&self) -> Result<GrantSpec, Exit> {
         let mut spec = match &self.policy {
-            Some(p) => read_grant_file(p).map_err(Exit::usage)?,
+            Some(p) => read_policy(p).map_err(Exit::usage)?.0,
             None => GrantSpec::default(),
         };
         spec.merge(GrantSpec {
@@ -190,6 +199,23 @@ impl TickOpts {
             max_write: self.bounds.max_write.clone(),
         });
         Ok(spec)
+    }
+
+    /// Where the audit stream goes: `--audit` (with `--audit-args`), else
+    /// the policy file's `audit` key (with its `audit_args`).
+    pub fn audit_wanted(&self) -> Result<super::audit::Wanted, Exit> {
+        if let Some(to) = &self.audit {
+            return Ok(super::audit::Wanted {
+                to: Some(to.clone()),
+                args: self.audit_args,
+            });
+        }
+        let mut wanted = match &self.policy {
+            Some(p) => read_policy(p).map_err(Exit::usage)?.1,
+            None => super::audit::Wanted::default(),
+        };
+        wanted.args |= self.audit_args;
+        Ok(wanted)
     }
 
     fn config(&self) -> Result<SessionConfig, Exit> {
@@ -250,9 +276,15 @@ pub fn is_sandboxed(path: &Path) -> bool {
     path.to_str().is_some_and(tickbox_registry::is_reference) || wasm::is_wasm_path(path)
 }
 
-/// Resolves the TICK and the sandbox flags into the library's launcher;
-/// starts nothing yet.
+/// Resolves the TICK and the sandbox flags into the library's launcher,
+/// recording its starts in the audit stream the flags or the policy ask
+/// for; starts nothing yet.
 pub fn launcher(spec: TickSpec, args: &TickOpts) -> Result<Launcher, Exit> {
+    let audit = super::audit::handle(args.audit_origin, &args.audit_wanted()?)?;
+    Ok(unaudited(spec, args)?.audited(audit))
+}
+
+fn unaudited(spec: TickSpec, args: &TickOpts) -> Result<Launcher, Exit> {
     let grant_spec = args.grant_spec()?;
     if let TickSpec::Path(p) = &spec {
         let path = Path::new(p);
@@ -460,6 +492,38 @@ fn with_requested(requested: &GrantSpec, flags: GrantSpec) -> Result<Grants, Exi
     spec.dir.clear();
     spec.merge(flags);
     spec.resolve().map_err(|e| Exit::usage(e.with_flag()))
+}
+
+/// Reads a policy file (`--policy`): its grants, and where it asks the
+/// audit stream to go (`audit`, relative to the file's directory, and
+/// `audit_args`). Only a policy has these keys: a manifest is the Tick
+/// author's, and an author does not choose where its audit goes.
+pub fn read_policy(path: &Path) -> Result<(GrantSpec, super::audit::Wanted), GrantError> {
+    let err = |why: String| GrantError::Policy {
+        path: path.display().to_string(),
+        why,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    let mut table: toml::Table = toml::from_str(&text).map_err(|e| err(e.message().to_string()))?;
+    if !table.contains_key("audit") && !table.contains_key("audit_args") {
+        // The grants alone, parsed from the text so errors keep their place.
+        let spec = toml::from_str(&text).map_err(|e| err(e.message().to_string()))?;
+        return Ok((spec, super::audit::Wanted::default()));
+    }
+    let audit = match table.remove("audit") {
+        None => None,
+        Some(toml::Value::String(s)) => Some(s),
+        Some(_) => return Err(err("audit must be a string: a file, or - for stderr".into())),
+    };
+    let args = match table.remove("audit_args") {
+        None => false,
+        Some(toml::Value::Boolean(b)) => b,
+        Some(_) => return Err(err("audit_args must be true or false".into())),
+    };
+    let spec = toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| err(e.message().to_string()))?;
+    Ok((spec, super::audit::from_keys(audit.as_deref(), args, path)))
 }
 
 /// Reads grants written in TOML: a policy file (`--policy`) or a Tick's

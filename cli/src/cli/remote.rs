@@ -167,7 +167,8 @@ async fn call(
     let raw = request(target, Request::Describe).await?;
     let catalog = Descriptor::parse(raw)
         .map_err(|e| Exit::session(format!("the live Tick's catalog is invalid: {e}")))?;
-    let prepared = approve(&catalog, tool, args, yes)?;
+    // The live host records the call in its own audit stream.
+    let prepared = approve(&catalog, tool, args, yes, None)?;
     let registry = Registry::open().map_err(exit_of)?;
     let mut conn = tokio::time::timeout(REQUEST_TIMEOUT, client::connect(&registry, target))
         .await

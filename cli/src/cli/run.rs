@@ -300,7 +300,7 @@ async fn save(recorder: Option<&Recorder>) {
 /// The host process: start, publish, serve. Returns its exit code.
 fn host(
     spec: TickSpec,
-    args: RunArgs,
+    mut args: RunArgs,
     registry: Registry,
     mut ready: File,
     parent: i32,
@@ -321,6 +321,13 @@ fn host(
             .join(format!("host-{}.log", std::process::id()))
     });
     detach_stdio(log);
+    // A live host always keeps its own audit stream, in the state
+    // directory (rotated at its bound), besides any --audit.
+    args.opts.audit_origin = tickbox_runtime::audit::Origin::LiveHost;
+    match super::audit::live_host_sink(registry.dir()) {
+        Ok(sink) => super::audit::also_into(sink),
+        Err(e) => return ready_failed(&mut ready, &e),
+    }
     let runtime = match super::new_runtime(2) {
         Ok(rt) => rt,
         Err(e) => return ready_failed(&mut ready, &e),
@@ -408,5 +415,6 @@ fn host(
         0
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    super::audit::finish();
     code
 }

@@ -109,6 +109,12 @@ pub struct TestArgs {
     /// Do not read or write the compile cache for wasm Ticks
     #[arg(long)]
     pub no_cache: bool,
+    /// Append an audit stream of every scenario's Tick to FILE (`-`: stderr; docs/AUDIT.md)
+    #[arg(long, value_name = "FILE")]
+    pub audit: Option<String>,
+    /// Record call arguments in the audit stream (only their SHA-256 otherwise)
+    #[arg(long)]
+    pub audit_args: bool,
     /// Pretty-print the JSON report
     #[arg(long)]
     pub pretty: bool,
@@ -268,7 +274,8 @@ struct GrantLine {
     opts: TickOpts,
 }
 
-fn launcher(s: &Scenario, no_cache: bool) -> Result<Launcher, Exit> {
+fn launcher(s: &Scenario, args: &TestArgs) -> Result<Launcher, Exit> {
+    let no_cache = args.no_cache;
     let t = &s.tick;
     // Every grant and bound of the one grant type, as the flags give them.
     let mut argv: Vec<String> = t.grants.to_args();
@@ -308,6 +315,10 @@ fn launcher(s: &Scenario, no_cache: bool) -> Result<Launcher, Exit> {
     // A scenario runs unattended: what a manifest asks for must have
     // been approved beforehand (`tickbox trust`).
     line.opts.asking = Asking::Nobody(NOBODY_TEST);
+    // The audit stream is the command line's, never the scenario file's.
+    line.opts.audit = args.audit.clone();
+    line.opts.audit_args = args.audit_args;
+    line.opts.audit_origin = tickbox_runtime::audit::Origin::Scenario;
     resolve(spec, &line.opts)
 }
 
@@ -401,7 +412,7 @@ async fn one(
             }
         }
     };
-    let prepared = match launcher(&s, args.no_cache) {
+    let prepared = match launcher(&s, &args) {
         Ok(l) => prepare(l),
         Err(e) => {
             let o = if e.code == exit::USAGE {

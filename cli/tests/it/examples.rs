@@ -75,6 +75,7 @@ async fn open(b: Backend, name: &str, grants: GrantSpec, env: &[(&str, &str)]) -
                 instance_id: None,
                 exit_grace: wasm::EXIT_GRACE,
                 pin: None,
+                audit: None,
             };
             wasm::spawn(&engine(), &spec).await.expect("spawn wasm")
         }

@@ -354,6 +354,7 @@ async fn slow_compiles_are_announced_once() {
             instance_id: None,
             exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
             pin: None,
+            audit: None,
         };
         let io = wasm::spawn(&engine, &spec).await.expect("spawn wasm");
         let s = Session::start(io, SessionConfig::default())

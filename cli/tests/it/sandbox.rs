@@ -485,6 +485,7 @@ async fn start(engine: &Arc<WasmEngine>, config: SessionConfig) -> Session {
         instance_id: None,
         exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
         pin: None,
+        audit: None,
     };
     Session::start(spawn(engine, &spec).await.expect("spawn"), config)
         .await

@@ -565,6 +565,7 @@ async fn wait_for_stops_at_the_jump_bound() {
         instance_id: None,
         exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
         pin: None,
+        audit: None,
     };
     let launcher = Launcher::Wasm {
         engine,

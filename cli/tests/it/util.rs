@@ -408,6 +408,7 @@ pub async fn open_wasm_session(
         instance_id: None,
         exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
         pin: None,
+        audit: None,
     };
     let io = wasm::spawn(engine, &spec).await.expect("spawn wasm");
     Session::start(io, SessionConfig::default())

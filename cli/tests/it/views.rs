@@ -310,6 +310,7 @@ async fn hostile_session(engine: &Arc<WasmEngine>) -> Session {
         instance_id: None,
         exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
         pin: None,
+        audit: None,
     };
     Session::start(
         spawn(engine, &spec).await.expect("spawn"),

@@ -490,6 +490,7 @@ fn spec(path: &str, grants: GrantSpec) -> WasmSpec {
         instance_id: None,
         exit_grace: tickbox_runtime::backend::wasm::EXIT_GRACE,
         pin: None,
+        audit: None,
     }
 }
 

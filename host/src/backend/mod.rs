@@ -74,6 +74,38 @@ pub trait TickProcess: Send {
     fn memory(&self) -> Option<Arc<MemoryCharge>> {
         None
     }
+    /// The audit handle of this Tick's session, when its starter keeps
+    /// an audit stream: the session records its calls and its end there.
+    fn audit(&self) -> Option<crate::audit::Audit> {
+        None
+    }
+}
+
+/// A process with an audit handle attached (what `Launcher::audited`
+/// hands the session); everything else is the inner process's.
+pub struct Audited {
+    /// The process itself.
+    pub inner: Box<dyn TickProcess>,
+    /// Its session's audit handle.
+    pub audit: crate::audit::Audit,
+}
+
+impl TickProcess for Audited {
+    fn exited(&mut self) -> BoxFuture<'_, String> {
+        self.inner.exited()
+    }
+    fn terminate(&mut self, graceful: bool) -> BoxFuture<'_, ()> {
+        self.inner.terminate(graceful)
+    }
+    fn sigterm(&mut self) -> bool {
+        self.inner.sigterm()
+    }
+    fn memory(&self) -> Option<Arc<MemoryCharge>> {
+        self.inner.memory()
+    }
+    fn audit(&self) -> Option<crate::audit::Audit> {
+        Some(self.audit.clone())
+    }
 }
 
 /// One Tick's memory bound (`--max-memory`), shared by its guest's memories

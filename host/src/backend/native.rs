@@ -61,6 +61,10 @@ pub struct NativeSpec {
     pub exit_grace: Duration,
     /// How long after SIGTERM before SIGKILL ([`TERM_GRACE`]).
     pub term_grace: Duration,
+    /// The audit stream its starts are recorded in, by whoever starts it
+    /// (`tickbox_sandbox::Launcher` records them); [`spawn`] itself
+    /// records nothing.
+    pub audit: Option<crate::audit::Audit>,
 }
 
 impl Default for NativeSpec {
@@ -72,6 +76,7 @@ impl Default for NativeSpec {
             instance_id: None,
             exit_grace: EXIT_GRACE,
             term_grace: TERM_GRACE,
+            audit: None,
         }
     }
 }

@@ -1,0 +1,134 @@
+//! Where the audit stream goes: the CLI's half of
+//! [`tickbox_runtime::audit`] (the events and writers are the host
+//! crate's, `docs/AUDIT.md` the schema).
+//!
+//! The CLI owns every way of asking for one: `--audit FILE` (appended,
+//! `-` for stderr) and `--audit-args` on every command that runs a Tick,
+//! the `audit` and `audit_args` keys of a `--policy` file and of a
+//! `tickbox mcp --config` file, and the live host's own file, which
+//! `tickbox run` always keeps in the state directory
+//! (`$XDG_RUNTIME_DIR/tickbox/audit/host-PID.jsonl`), rotated at
+//! `LIVE_AUDIT_MAX_BYTES` (or `TICKBOX_LIVE_AUDIT_MAX_SIZE`). Each
+//! destination is opened once per process, so Ticks of one `tickbox mcp`
+//! share a file and its writer; [`finish`] gives every writer its bounded
+//! time to empty its queue on the way out.
+
+use super::exit::Exit;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tickbox_runtime::audit::{
+    AppendFile, Audit, AuditSink, LineOut, Origin, Plain, QueuedWriter, RotatingFile,
+};
+
+/// Every writer this process opened, by destination (`-` or a path).
+static WRITERS: Mutex<Vec<(String, Arc<QueuedWriter>)>> = Mutex::new(Vec::new());
+
+/// Where audit lines were asked to go: a path or `-` (stderr), and
+/// whether call arguments are recorded whole.
+#[derive(Debug, Clone, Default)]
+pub struct Wanted {
+    /// `-` or a file.
+    pub to: Option<String>,
+    /// `--audit-args` / `audit_args = true`.
+    pub args: bool,
+}
+
+/// The writer for `to` (`-` is stderr), opened once per process.
+fn writer(
+    to: &str,
+    open: impl FnOnce() -> std::io::Result<Box<dyn LineOut>>,
+) -> Result<Arc<QueuedWriter>, Exit> {
+    let mut writers = tickbox_runtime::util::lock(&WRITERS);
+    if let Some((_, w)) = writers.iter().find(|(k, _)| k == to) {
+        return Ok(w.clone());
+    }
+    let w = open().and_then(QueuedWriter::spawn).map_err(|e| {
+        Exit::usage(format!(
+            "--audit {}: cannot open it: {e}",
+            tickbox_runtime::text::escape(to)
+        ))
+    })?;
+    writers.push((to.to_string(), w.clone()));
+    Ok(w)
+}
+
+/// The sink for an `--audit` destination.
+fn sink(to: &str) -> Result<Arc<dyn AuditSink>, Exit> {
+    let w = if to == "-" {
+        writer(to, || Ok(Box::new(Plain(std::io::stderr()))))?
+    } else {
+        let path = PathBuf::from(to);
+        writer(to, move || Ok(Box::new(AppendFile::open(&path)?)))?
+    };
+    Ok(w)
+}
+
+/// Sinks every audit handle of this process writes to besides the one
+/// asked for: the live host's own file.
+static EXTRA: Mutex<Vec<Arc<dyn AuditSink>>> = Mutex::new(Vec::new());
+
+/// Adds `sink` to every audit handle made from now on.
+pub fn also_into(sink: Arc<dyn AuditSink>) {
+    tickbox_runtime::util::lock(&EXTRA).push(sink);
+}
+
+/// The audit handle for Ticks started by `origin` with what `wanted`
+/// asks (and [`also_into`]'s sinks); `None` when nothing is audited.
+pub fn handle(origin: Origin, wanted: &Wanted) -> Result<Option<Audit>, Exit> {
+    let mut sinks = tickbox_runtime::util::lock(&EXTRA).clone();
+    if let Some(to) = &wanted.to {
+        sinks.push(sink(to)?);
+    }
+    if sinks.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Audit::new(origin, sinks).with_args(wanted.args)))
+}
+
+/// The live host's own audit file, in the state directory `state`:
+/// `audit/host-PID.jsonl`, created 0700/0600, rotated at its bound.
+pub fn live_host_sink(state: &Path) -> Result<Arc<dyn AuditSink>, Exit> {
+    let dir = state.join("audit");
+    let made = {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+    };
+    made.map_err(|e| Exit::session(format!("cannot create {}: {e}", dir.display())))?;
+    let path = dir.join(format!("host-{}.jsonl", std::process::id()));
+    let max = super::env::live_audit_max_bytes();
+    let keep = tickbox_runtime::audit::LIVE_AUDIT_KEEP;
+    let key = path.display().to_string();
+    let w = writer(&key, move || {
+        Ok(Box::new(RotatingFile::open(&path, max, keep)?))
+    })?;
+    Ok(w)
+}
+
+/// Gives every writer this process opened its bounded time to write what
+/// is queued; call once on the way out.
+pub fn finish() {
+    let writers = std::mem::take(&mut *tickbox_runtime::util::lock(&WRITERS));
+    for (_, w) in writers {
+        w.finish();
+    }
+}
+
+/// Reads the audit keys of a policy or MCP-config file: `audit` (a path,
+/// relative to the file's directory, or `-`) and `audit_args`.
+pub fn from_keys(audit: Option<&str>, args: bool, file: &Path) -> Wanted {
+    let to = audit.map(|a| {
+        if a == "-" || Path::new(a).is_absolute() {
+            a.to_string()
+        } else {
+            file.parent()
+                .unwrap_or(Path::new("."))
+                .join(a)
+                .display()
+                .to_string()
+        }
+    });
+    Wanted { to, args }
+}

@@ -1,0 +1,817 @@
+//! The audit stream: what every Tick was granted, which tools were called
+//! with what outcome, what was approved, and what a Tick tried and was
+//! refused, as JSON lines (one typed event per line, schema in
+//! `docs/AUDIT.md`, version [`AUDIT_VERSION`]).
+//!
+//! **Why here, below the CLI.** The events happen in three layers: the
+//! sandbox sees denials and limits (a socket address, a name, an HTTP
+//! origin, a path leading out of a grant, a quota, the memory bound), the
+//! session sees calls and the end, the CLI sees approvals and who started
+//! the Tick. So the event types and the writer live in the lowest crate
+//! they all share, and each layer is handed an [`Audit`] value (through
+//! `Launcher::audited`, the `TickProcess`, the session): none of them knows
+//! a file name or a flag. The CLI decides where lines go (`--audit FILE`,
+//! `-` for stderr, the policy and MCP-config keys, a live host's rotating
+//! file in the state directory) and opens the files through
+//! [`QueuedWriter`], [`AppendFile`] and [`RotatingFile`].
+//!
+//! **Never in the way.** An event is one `try_send` into a bounded queue
+//! ([`AUDIT_QUEUE_EVENTS`]) that one writer thread empties; a queue that is
+//! full (a stalled stderr, a slow disk) never makes a Tick or the host
+//! wait: the event is counted, and the count goes out as `"lost": N` on
+//! the next line written. A process on its way out gives the writer
+//! [`AUDIT_FLUSH_WAIT`] to finish ([`QueuedWriter::finish`]).
+//!
+//! **Never raw.** Each line is built as a JSON value, every string cut at
+//! [`MAX_AUDIT_TEXT_CHARS`], encoded, and passed through
+//! [`text::json_safe`]: every control,
+//! line break, bidi or other unsafe character inside a string becomes a
+//! `\uXXXX` escape, so a line is the same JSON value and no Tick can forge
+//! a line or reach a terminal that shows the file. A line is at most
+//! [`MAX_AUDIT_LINE_BYTES`]: a longer event loses its recorded arguments,
+//! then has its strings shortened, and says `"cut": true`.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use tickbox_host::audit::{Audit, AuditSink, DenialKind, Origin};
+//! struct Print;
+//! impl AuditSink for Print {
+//!     fn offer(&self, line: String) -> bool {
+//!         assert!(line.contains(r#""event":"denied""#));
+//!         assert!(line.contains(r"\u001b")); // the escape, never the byte
+//!         true
+//!     }
+//! }
+//! let audit = Audit::new(Origin::Cli, vec![Arc::new(Print)]).for_session();
+//! audit.denied(DenialKind::Path, "../\x1b]2;x\x07", "leads out of the grant /data");
+//! ```
+
+use crate::limits::{
+    AUDIT_FLUSH_WAIT, AUDIT_QUEUE_EVENTS, MAX_AUDIT_LINE_BYTES, MAX_AUDIT_TEXT_CHARS,
+};
+use crate::session::{CallOutcome, EndReason};
+
+pub use crate::limits::{LIVE_AUDIT_KEEP, LIVE_AUDIT_MAX_BYTES};
+use serde_json::{json, Map, Value};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tickbox_protocol::text;
+
+/// The version every event carries (`"v"`): it changes when a field
+/// changes meaning or goes; new fields and events do not change it.
+pub const AUDIT_VERSION: u64 = 1;
+
+/// Room kept on each line for the `"lost": N` the writer may add.
+const LOST_ROOM: usize = 32;
+
+/// Who started a Tick (`start`'s `origin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Origin {
+    /// A one-shot command (`describe`, `read`, `call`, `screen`, `info`, `watch`).
+    #[default]
+    Cli,
+    /// A live host (`tickbox run`).
+    LiveHost,
+    /// The MCP facade (`tickbox mcp`).
+    Mcp,
+    /// A scenario run (`tickbox test`).
+    Scenario,
+    /// The checker (`tickbox check`).
+    Check,
+}
+
+impl Origin {
+    /// The name events use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Origin::Cli => "cli",
+            Origin::LiveHost => "live_host",
+            Origin::Mcp => "mcp",
+            Origin::Scenario => "scenario",
+            Origin::Check => "check",
+        }
+    }
+}
+
+/// What a Tick attempted that the host refused (`denied`'s `what`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DenialKind {
+    /// A path that leads out of a granted directory (`..`, a link), or a
+    /// write through a read-only grant.
+    Path,
+    /// A socket address no `allow_net` grant covers (connect, send, bind).
+    Socket,
+    /// A name lookup of a name no `allow_net` grant names.
+    Lookup,
+    /// An HTTP request to an origin no `allow_http` grant names.
+    HttpOrigin,
+    /// A write past a write quota (`max_write`, a grant's `max=`).
+    Quota,
+}
+
+impl DenialKind {
+    /// The name events use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DenialKind::Path => "path",
+            DenialKind::Socket => "socket",
+            DenialKind::Lookup => "lookup",
+            DenialKind::HttpOrigin => "http_origin",
+            DenialKind::Quota => "quota",
+        }
+    }
+}
+
+/// Where event lines go. The host calls [`offer`](AuditSink::offer) on
+/// the paths of Ticks and requests, so it must not block.
+pub trait AuditSink: Send + Sync {
+    /// Takes one complete line (no newline), or returns false at once
+    /// when it cannot take it now.
+    fn offer(&self, line: String) -> bool;
+}
+
+/// The audit handle layers pass down: where lines go, who started the
+/// Tick, whether call arguments are recorded, and (after
+/// [`for_session`](Audit::for_session)) which Tick session events belong
+/// to. Cheap to clone.
+#[derive(Clone)]
+pub struct Audit {
+    shared: Arc<Shared>,
+    session: Option<Arc<str>>,
+}
+
+struct Shared {
+    sinks: Vec<Arc<dyn AuditSink>>,
+    origin: Origin,
+    args: bool,
+    next: AtomicU64,
+}
+
+impl std::fmt::Debug for Audit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Audit")
+            .field("origin", &self.shared.origin)
+            .field("sinks", &self.shared.sinks.len())
+            .field("session", &self.session)
+            .finish()
+    }
+}
+
+impl Audit {
+    /// An audit stream into `sinks` (each line goes to every one) for
+    /// Ticks started by `origin`; arguments are recorded as a hash.
+    pub fn new(origin: Origin, sinks: Vec<Arc<dyn AuditSink>>) -> Audit {
+        Audit {
+            shared: Arc::new(Shared {
+                sinks,
+                origin,
+                args: false,
+                next: AtomicU64::new(1),
+            }),
+            session: None,
+        }
+    }
+
+    /// Records call arguments whole (escaped) instead of as their SHA-256.
+    pub fn with_args(self, args: bool) -> Audit {
+        let shared = Shared {
+            sinks: self.shared.sinks.clone(),
+            origin: self.shared.origin,
+            args,
+            next: AtomicU64::new(self.shared.next.load(Ordering::Relaxed)),
+        };
+        Audit {
+            shared: Arc::new(shared),
+            session: self.session,
+        }
+    }
+
+    /// Who starts the Ticks of this stream.
+    pub fn origin(&self) -> Origin {
+        self.shared.origin
+    }
+
+    /// Whether call arguments are recorded whole.
+    pub fn records_args(&self) -> bool {
+        self.shared.args
+    }
+
+    /// A handle for one new Tick session: every event it writes carries
+    /// the same `session` id, unique to this process and time.
+    pub fn for_session(&self) -> Audit {
+        let n = self.shared.next.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{}-{n}", crate::backend::new_instance_id());
+        Audit {
+            shared: self.shared.clone(),
+            session: Some(id.into()),
+        }
+    }
+
+    /// This handle's session id, when it has one.
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+
+    /// `start`: a Tick was started. `tick` names it (a path, an argv),
+    /// `backend` how it runs, `sha256` its wasm's digest, `grants` every
+    /// grant and bound in force.
+    pub fn start(&self, tick: &str, backend: &str, sha256: Option<String>, grants: Value) {
+        self.emit(
+            "start",
+            json!({
+                "origin": self.shared.origin.as_str(),
+                "tick": tick,
+                "backend": backend,
+                "sha256": sha256,
+                "grants": grants,
+            }),
+        );
+    }
+
+    /// `call`: a tool call and its outcome.
+    pub fn call(
+        &self,
+        tool: &str,
+        mutates: bool,
+        args: &Value,
+        outcome: &CallOutcome,
+        took: Duration,
+    ) {
+        let mut fields = json!({
+            "tool": tool,
+            "mutates": mutates,
+            "duration_ms": took.as_secs_f64() * 1000.0,
+            "args_sha256": sha256_hex(args.to_string().as_bytes()),
+        });
+        if self.shared.args {
+            fields["args"] = args.clone();
+        }
+        match outcome {
+            CallOutcome::Ok(_) => fields["outcome"] = json!("ok"),
+            CallOutcome::Failed { error, executed } => {
+                fields["outcome"] = json!("error");
+                fields["code"] = json!(error.code);
+                fields["message"] = json!(error.message.wire());
+                fields["executed"] = json!(executed);
+            }
+            CallOutcome::Unknown(why) => {
+                fields["outcome"] = json!("unknown");
+                fields["reason"] = json!(why.to_string());
+            }
+        }
+        self.emit("call", fields);
+    }
+
+    /// `approval`: `what` (a call, a manifest's requests) about `subject`
+    /// (a tool, a digest) was granted or refused, `by` whom.
+    pub fn approval(&self, what: &str, subject: &str, granted: bool, by: &str) {
+        self.emit(
+            "approval",
+            json!({"what": what, "subject": subject, "granted": granted, "by": by}),
+        );
+    }
+
+    /// `denied`: the Tick attempted `attempted` and the host refused it;
+    /// `detail` says where or why.
+    pub fn denied(&self, what: DenialKind, attempted: &str, detail: &str) {
+        self.emit(
+            "denied",
+            json!({"what": what.as_str(), "attempted": attempted, "detail": detail}),
+        );
+    }
+
+    /// `limit`: the Tick ran into `bound` (the grant key) of `value`;
+    /// `detail` says what it asked for.
+    pub fn limit(&self, bound: &str, value: u64, detail: &str) {
+        self.emit(
+            "limit",
+            json!({"bound": bound, "value": value, "detail": detail}),
+        );
+    }
+
+    /// `end`: the session ended, and why. `exit_code` is the Tick's exit
+    /// status when it exited with one.
+    pub fn end(&self, reason: &EndReason) {
+        let (kind, exit_code) = match reason {
+            EndReason::Violation(_) => ("violation", None),
+            EndReason::Exited(how) => ("exited", exit_status(how)),
+            EndReason::Io(_) => ("io", None),
+            EndReason::StdinStalled(_) => ("stdin_stalled", None),
+            EndReason::Shutdown => ("shutdown", None),
+        };
+        self.emit(
+            "end",
+            json!({"reason": kind, "detail": reason.to_string(), "exit_code": exit_code}),
+        );
+    }
+
+    /// `end` for a Tick that never got as far as a session (it could not
+    /// be started or failed before its first request).
+    pub fn end_failed(&self, why: &str) {
+        self.emit(
+            "end",
+            json!({"reason": "start_failed", "detail": why, "exit_code": null}),
+        );
+    }
+
+    fn emit(&self, event: &str, fields: Value) {
+        if self.shared.sinks.is_empty() {
+            return;
+        }
+        let mut head = Map::new();
+        head.insert("v".into(), json!(AUDIT_VERSION));
+        head.insert(
+            "ts".into(),
+            json!(crate::util::rfc3339_millis(SystemTime::now())),
+        );
+        head.insert("event".into(), json!(event));
+        head.insert("session".into(), json!(self.session.as_deref()));
+        if let Value::Object(map) = fields {
+            head.extend(map);
+        }
+        let line = encode(Value::Object(head));
+        for sink in &self.shared.sinks {
+            sink.offer(line.clone());
+        }
+    }
+}
+
+/// `"exit status N"` (how backends say a Tick exited) as N.
+fn exit_status(how: &str) -> Option<i64> {
+    how.strip_prefix("exit status ")?
+        .split(|c: char| !c.is_ascii_digit() && c != '-')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// One event as its line: strings cut, encoded, escaped, within the
+/// line bound.
+fn encode(mut v: Value) -> String {
+    if cut_strings(&mut v, MAX_AUDIT_TEXT_CHARS) {
+        v["cut"] = json!(true);
+    }
+    let limit = MAX_AUDIT_LINE_BYTES - LOST_ROOM;
+    let line = safe_line(&v);
+    if line.len() <= limit {
+        return line;
+    }
+    // Too long: the recorded arguments go first (their hash stays), then
+    // every string is shortened until the line fits.
+    v["cut"] = json!(true);
+    if let Some(args) = v.get_mut("args") {
+        *args = Value::Null;
+    }
+    for chars in [256, 64, 16] {
+        cut_strings(&mut v, chars);
+        let line = safe_line(&v);
+        if line.len() <= limit {
+            return line;
+        }
+    }
+    // Only a structure too large for any string cut (thousands of grants):
+    // the event's head is what is left.
+    let mut head = Map::new();
+    for key in ["v", "ts", "event", "session", "cut"] {
+        if let Some(x) = v.get(key) {
+            head.insert(key.into(), x.clone());
+        }
+    }
+    safe_line(&Value::Object(head))
+}
+
+fn safe_line(v: &Value) -> String {
+    text::json_safe(&v.to_string())
+}
+
+/// Cuts every string (and key) in `v` to at most `max` characters;
+/// whether anything was cut.
+fn cut_strings(v: &mut Value, max: usize) -> bool {
+    match v {
+        Value::String(s) => {
+            let cut = text::truncate(s, max);
+            if cut.len() < s.len() {
+                *s = format!("{cut}…");
+                return true;
+            }
+            false
+        }
+        Value::Array(items) => items.iter_mut().fold(false, |c, i| cut_strings(i, max) | c),
+        Value::Object(map) => {
+            let mut cut = false;
+            if map.keys().any(|k| k.chars().count() > max) {
+                let old = std::mem::take(map);
+                for (k, x) in old {
+                    map.insert(text::truncate(&k, max).to_string(), x);
+                }
+                cut = true;
+            }
+            map.values_mut().fold(cut, |c, x| cut_strings(x, max) | c)
+        }
+        _ => false,
+    }
+}
+
+/// Where a [`QueuedWriter`]'s thread writes its lines.
+pub trait LineOut: Send {
+    /// Writes one line and its newline, whole.
+    fn write_line(&mut self, line: &str) -> std::io::Result<()>;
+}
+
+/// Lines into any writer (stderr), flushed after each.
+pub struct Plain<W: Write + Send>(pub W);
+
+impl<W: Write + Send> LineOut for Plain<W> {
+    fn write_line(&mut self, line: &str) -> std::io::Result<()> {
+        // One write for the line and its newline, so a line is never
+        // interleaved with another writer's (a log line on stderr).
+        let mut buf = Vec::with_capacity(line.len() + 1);
+        buf.extend_from_slice(line.as_bytes());
+        buf.push(b'\n');
+        self.0.write_all(&buf)?;
+        self.0.flush()
+    }
+}
+
+/// Opens `path` for appending audit lines: created 0600 if missing, never
+/// through a symbolic link, and only a regular file (a Tick granted the
+/// directory cannot turn it into a link to something else).
+pub fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// Lines appended to one file ([`open_append`]).
+pub struct AppendFile(std::fs::File);
+
+impl AppendFile {
+    /// Opens `path` ([`open_append`]).
+    pub fn open(path: &Path) -> std::io::Result<AppendFile> {
+        open_append(path).map(AppendFile)
+    }
+}
+
+impl LineOut for AppendFile {
+    fn write_line(&mut self, line: &str) -> std::io::Result<()> {
+        Plain(&mut self.0).write_line(line)
+    }
+}
+
+/// Lines appended to a file that is rotated when the next line would take
+/// it past `max` bytes: `FILE` becomes `FILE.1`, `FILE.1` becomes
+/// `FILE.2`, … up to `keep` files; the oldest goes.
+pub struct RotatingFile {
+    path: PathBuf,
+    max: u64,
+    keep: usize,
+    file: std::fs::File,
+    size: u64,
+}
+
+impl RotatingFile {
+    /// Opens (or continues) `path`, rotated at `max` bytes with `keep`
+    /// old files.
+    pub fn open(path: &Path, max: u64, keep: usize) -> std::io::Result<RotatingFile> {
+        let file = open_append(path)?;
+        let size = file.metadata()?.len();
+        Ok(RotatingFile {
+            path: path.to_path_buf(),
+            max,
+            keep,
+            file,
+            size,
+        })
+    }
+
+    fn numbered(&self, n: usize) -> PathBuf {
+        let mut name = self.path.clone().into_os_string();
+        name.push(format!(".{n}"));
+        PathBuf::from(name)
+    }
+
+    fn rotate(&mut self) -> std::io::Result<()> {
+        if self.keep == 0 {
+            let _ = std::fs::remove_file(&self.path);
+        } else {
+            for n in (1..self.keep).rev() {
+                let from = self.numbered(n);
+                if from.exists() {
+                    std::fs::rename(&from, self.numbered(n + 1))?;
+                }
+            }
+            std::fs::rename(&self.path, self.numbered(1))?;
+        }
+        self.file = open_append(&self.path)?;
+        self.size = 0;
+        Ok(())
+    }
+}
+
+impl LineOut for RotatingFile {
+    fn write_line(&mut self, line: &str) -> std::io::Result<()> {
+        let len = line.len() as u64 + 1;
+        if self.size > 0 && self.size + len > self.max {
+            self.rotate()?;
+        }
+        Plain(&mut self.file).write_line(line)?;
+        self.size += len;
+        Ok(())
+    }
+}
+
+/// An [`AuditSink`] that queues lines (at most [`AUDIT_QUEUE_EVENTS`]) for
+/// one writer thread; lines offered to a full queue are counted and the
+/// count is written as `"lost": N` on the next line.
+pub struct QueuedWriter {
+    tx: Mutex<Option<SyncSender<String>>>,
+    lost: Arc<AtomicU64>,
+    done: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+}
+
+impl QueuedWriter {
+    /// Starts the writer thread over `out`.
+    pub fn spawn(out: Box<dyn LineOut>) -> std::io::Result<Arc<QueuedWriter>> {
+        QueuedWriter::with_queue(out, AUDIT_QUEUE_EVENTS)
+    }
+
+    /// [`spawn`](Self::spawn) with a queue of `events` lines (tests).
+    pub fn with_queue(
+        mut out: Box<dyn LineOut>,
+        events: usize,
+    ) -> std::io::Result<Arc<QueuedWriter>> {
+        let (tx, rx) = sync_channel::<String>(events);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let lost = Arc::new(AtomicU64::new(0));
+        let counted = lost.clone();
+        std::thread::Builder::new()
+            .name("tickbox-audit".into())
+            .spawn(move || {
+                let mut failed = false;
+                for mut line in rx {
+                    let n = counted.swap(0, Ordering::Relaxed);
+                    if n > 0 && line.ends_with('}') {
+                        line.pop();
+                        line.push_str(&format!(",\"lost\":{n}}}"));
+                    }
+                    if let Err(e) = out.write_line(&line) {
+                        // Once, not per line: a full disk would flood the log.
+                        if !failed {
+                            tracing::warn!(error = %e, "cannot write the audit stream");
+                            failed = true;
+                        }
+                    }
+                }
+                let _ = done_tx.send(());
+            })?;
+        Ok(Arc::new(QueuedWriter {
+            tx: Mutex::new(Some(tx)),
+            lost,
+            done: Mutex::new(Some(done_rx)),
+        }))
+    }
+
+    /// Closes the queue and waits at most [`AUDIT_FLUSH_WAIT`] for what is
+    /// in it to be written. Lines offered afterwards are dropped.
+    pub fn finish(&self) {
+        self.finish_within(AUDIT_FLUSH_WAIT)
+    }
+
+    /// [`finish`](Self::finish) with its own wait.
+    pub fn finish_within(&self, wait: Duration) {
+        crate::util::lock(&self.tx).take();
+        if let Some(done) = crate::util::lock(&self.done).take() {
+            let _ = done.recv_timeout(wait);
+        }
+    }
+}
+
+impl AuditSink for QueuedWriter {
+    fn offer(&self, line: String) -> bool {
+        let tx = crate::util::lock(&self.tx);
+        let Some(tx) = tx.as_ref() else {
+            return false;
+        };
+        match tx.try_send(line) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.lost.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines kept in memory.
+    #[derive(Default)]
+    struct Lines(Mutex<Vec<String>>);
+    impl AuditSink for Lines {
+        fn offer(&self, line: String) -> bool {
+            crate::util::lock(&self.0).push(line);
+            true
+        }
+    }
+
+    fn parsed(lines: &Lines) -> Vec<Value> {
+        crate::util::lock(&lines.0)
+            .iter()
+            .map(|l| serde_json::from_str(l).expect("a line is JSON"))
+            .collect()
+    }
+
+    #[test]
+    fn every_event_is_one_safe_json_line_with_a_version() {
+        let lines = Arc::new(Lines::default());
+        let audit = Audit::new(Origin::Mcp, vec![lines.clone()]).for_session();
+        let hostile = "a\x1b]2;t\x07\r\nFORGED \u{202e}\u{2028}b";
+        audit.start(hostile, "native", None, json!({"env": [hostile]}));
+        audit.approval("call", hostile, false, "--yes absent");
+        audit.denied(DenialKind::Lookup, hostile, hostile);
+        audit.limit("max_memory", 1 << 20, hostile);
+        audit.end(&EndReason::Exited(format!("exit status 3 {hostile}")));
+        let raw = crate::util::lock(&lines.0).clone();
+        assert_eq!(raw.len(), 5);
+        for line in &raw {
+            assert!(
+                !line.chars().any(text::is_unsafe),
+                "a raw unsafe character: {line}"
+            );
+            assert!(line.len() <= MAX_AUDIT_LINE_BYTES);
+        }
+        let v = parsed(&lines);
+        // Positive control: the text is all there, the same JSON value.
+        assert_eq!(v[0]["tick"], hostile);
+        assert_eq!(v[0]["origin"], "mcp");
+        assert_eq!(v[2]["attempted"], hostile);
+        assert_eq!(v[4]["exit_code"], 3);
+        assert!(v.iter().all(|e| e["v"] == AUDIT_VERSION));
+        assert!(v.iter().all(|e| e["session"] == v[0]["session"]));
+        let events: Vec<&str> = v.iter().map(|e| e["event"].as_str().unwrap()).collect();
+        assert_eq!(events, ["start", "approval", "denied", "limit", "end"]);
+    }
+
+    #[test]
+    fn arguments_are_a_hash_unless_recorded() {
+        let lines = Arc::new(Lines::default());
+        let args = json!({"secret": "hunter2"});
+        let outcome = CallOutcome::Ok(json!(1));
+        let hashed = Audit::new(Origin::Cli, vec![lines.clone()]).for_session();
+        hashed.call("t", false, &args, &outcome, Duration::from_millis(3));
+        let whole = Audit::new(Origin::Cli, vec![lines.clone()])
+            .with_args(true)
+            .for_session();
+        whole.call("t", true, &args, &outcome, Duration::from_millis(3));
+        let v = parsed(&lines);
+        assert!(!crate::util::lock(&lines.0)[0].contains("hunter2"));
+        assert_eq!(v[0]["args_sha256"], sha256_hex(args.to_string().as_bytes()));
+        assert_eq!(v[0]["args"], Value::Null);
+        assert_eq!(v[1]["args"], args, "positive control: recorded when asked");
+        assert_eq!(v[1]["mutates"], true);
+        assert_eq!(v[1]["outcome"], "ok");
+    }
+
+    #[test]
+    fn a_long_event_is_cut_to_the_line_bound_not_split() {
+        let lines = Arc::new(Lines::default());
+        let audit = Audit::new(Origin::Cli, vec![lines.clone()])
+            .with_args(true)
+            .for_session();
+        // One long string is cut to its bound; many of them pass the line's.
+        let long = json!({"x": "y".repeat(MAX_AUDIT_TEXT_CHARS * 2)});
+        audit.call(
+            "t",
+            false,
+            &long,
+            &CallOutcome::Ok(json!(1)),
+            Duration::ZERO,
+        );
+        let big: Map<String, Value> = (0..100)
+            .map(|i| (format!("k{i}"), json!("z".repeat(MAX_AUDIT_TEXT_CHARS))))
+            .collect();
+        let big = Value::Object(big);
+        audit.call("t", false, &big, &CallOutcome::Ok(json!(1)), Duration::ZERO);
+        let many: Vec<String> = (0..5000).map(|i| format!("/d{i}")).collect();
+        audit.start("t", "wasm", None, json!({"dir": many}));
+        let raw = crate::util::lock(&lines.0).clone();
+        assert_eq!(raw.len(), 3);
+        for line in &raw {
+            assert!(line.len() <= MAX_AUDIT_LINE_BYTES, "{}", line.len());
+        }
+        let v = parsed(&lines);
+        assert_eq!(v[0]["cut"], true);
+        let kept = v[0]["args"]["x"].as_str().unwrap();
+        assert_eq!(
+            kept.chars().count(),
+            MAX_AUDIT_TEXT_CHARS + 1,
+            "cut, with …"
+        );
+        assert_eq!(v[1]["cut"], true);
+        assert_eq!(
+            v[1]["args"],
+            Value::Null,
+            "too long whole: only the hash stays"
+        );
+        assert_eq!(v[1]["args_sha256"], sha256_hex(big.to_string().as_bytes()));
+        assert_eq!(v[2]["event"], "start");
+        assert_eq!(v[2]["cut"], true);
+    }
+
+    /// A writer that waits until told, like a stalled stderr.
+    struct Stalled(Arc<Mutex<Vec<String>>>, std::sync::mpsc::Receiver<()>);
+    impl LineOut for Stalled {
+        fn write_line(&mut self, line: &str) -> std::io::Result<()> {
+            let _ = self.1.recv();
+            crate::util::lock(&self.0).push(line.to_string());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_full_queue_never_waits_and_counts_what_it_lost() {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let (go, wait) = std::sync::mpsc::channel();
+        let w = QueuedWriter::with_queue(Box::new(Stalled(written.clone(), wait)), 2).unwrap();
+        let audit = Audit::new(Origin::Cli, vec![w.clone()]).for_session();
+        let started = std::time::Instant::now();
+        for i in 0..50 {
+            audit.limit("max_memory", i, "");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "offering never waits for the writer"
+        );
+        for _ in 0..100 {
+            let _ = go.send(());
+        }
+        audit.end(&EndReason::Shutdown);
+        w.finish_within(Duration::from_secs(20));
+        let lines = crate::util::lock(&written).clone();
+        let lost: u64 = lines
+            .iter()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter_map(|v| v["lost"].as_u64())
+            .sum();
+        // What was written and what was counted lost add up to what was offered.
+        assert_eq!(lines.len() as u64 + lost, 51, "{lines:?}");
+        assert!(lost > 0, "a queue of 2 behind a stalled writer loses lines");
+    }
+
+    #[test]
+    fn a_rotating_file_keeps_its_bound_and_its_old_files() {
+        let dir = std::env::temp_dir().join(format!("tickbox-audit-rot-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.jsonl");
+        let mut f = RotatingFile::open(&path, 100, 2).unwrap();
+        for i in 0..20 {
+            f.write_line(&format!("{{\"n\":{i:030}}}")).unwrap();
+        }
+        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        assert!(size(&path) <= 100 && size(&path) > 0);
+        assert!(size(&dir.join("a.jsonl.1")) > 0 && size(&dir.join("a.jsonl.2")) > 0);
+        assert!(!dir.join("a.jsonl.3").exists(), "only `keep` old files");
+        let newest = std::fs::read_to_string(&path).unwrap();
+        assert!(newest.contains(&format!("{:030}", 19)), "{newest}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn audit_files_are_not_opened_through_a_link() {
+        let dir = std::env::temp_dir().join(format!("tickbox-audit-link-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("target");
+        std::fs::write(&target, "").unwrap();
+        std::os::unix::fs::symlink(&target, dir.join("link")).unwrap();
+        assert!(open_append(&dir.join("link")).is_err());
+        assert!(open_append(&dir.join("plain")).is_ok(), "positive control");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
