@@ -132,10 +132,15 @@ impl Delivery {
     pub fn new(state: &TickState, merged: u64, descriptor: &Descriptor, budget: usize) -> Delivery {
         let mut d = Delivery::envelope(state, merged, descriptor);
         let envelope = d.encoded_len();
-        let (data, trimmed) = fit(state.data.wire(), &descriptor.series, budget, |data, cuts| {
-            // The envelope was measured with `"data":null` and `"trimmed":[]`.
-            envelope - "null".len() - "[]".len() + encoded_len(data) + cuts_len(cuts)
-        });
+        let (data, trimmed) = fit(
+            state.data.wire(),
+            &descriptor.series,
+            budget,
+            |data, cuts| {
+                // The envelope was measured with `"data":null` and `"trimmed":[]`.
+                envelope - "null".len() - "[]".len() + encoded_len(data) + cuts_len(cuts)
+            },
+        );
         d.data = TickData::new(data);
         d.trimmed = trimmed;
         d
@@ -561,7 +566,11 @@ mod tests {
             let paths: Vec<&str> = delivery.trimmed.iter().map(|t| t.path.as_str()).collect();
             assert!(paths.contains(&"/recent"), "{paths:?}");
             assert_eq!(
-                delivery.data.wire()["recent"].as_array().unwrap().last().unwrap()["seq"],
+                delivery.data.wire()["recent"]
+                    .as_array()
+                    .unwrap()
+                    .last()
+                    .unwrap()["seq"],
                 4999
             );
         }

@@ -48,7 +48,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tickbox_protocol::codes;
-use tickbox_protocol::TickText;
 use tickbox_protocol::limits::{
     CALL_TIMEOUT, INIT_TIMEOUT, MAX_CALL_RESULT_BYTES, MAX_IN_FLIGHT, MAX_LINE_BYTES,
     REQUEST_TIMEOUT, REVISION_BURST, REVISION_INTERVAL, SCREEN_EXCERPT_CHARS,
@@ -57,6 +56,7 @@ use tickbox_protocol::message::{encode_request, encoded_len, method, parse_line}
 use tickbox_protocol::rules::{self, Rule};
 use tickbox_protocol::schema::{self, SchemaCache};
 use tickbox_protocol::state::{check_read_floor, check_update, parse_state};
+use tickbox_protocol::TickText;
 use tickbox_protocol::{
     Descriptor, Incoming, PreparedCall, RequestId, ResponseBody, RpcError, TickState, Violation,
 };

@@ -313,7 +313,9 @@ mod tests {
     /// Compiles `schemas` as one catalog; the first error, if any.
     fn compile_all(cache: &mut SchemaCache, schemas: &[Value]) -> Result<(), String> {
         cache.begin_catalog();
-        schemas.iter().try_for_each(|s| cache.compile(s).map(|_| ()))
+        schemas
+            .iter()
+            .try_for_each(|s| cache.compile(s).map(|_| ()))
     }
 
     #[test]

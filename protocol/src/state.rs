@@ -180,7 +180,10 @@ mod tests {
     #[test]
     fn reads_may_carry_null_data() {
         assert_eq!(
-            parse_state(&json!({"seq":0,"data":null})).unwrap().data.into_wire(),
+            parse_state(&json!({"seq":0,"data":null}))
+                .unwrap()
+                .data
+                .into_wire(),
             Value::Null
         );
         assert!(parse_state(&json!({"seq":0})).is_err());

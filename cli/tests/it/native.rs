@@ -46,7 +46,12 @@ async fn the_tick_gets_a_pty_its_own_session_and_its_environment() {
     assert_eq!(env["size"], json!([120, 30]));
     // The PTY reader thread may still be delivering what the probe drew.
     assert!(
-        eventually_async(PATIENCE, || s.view().screen_text().wire().contains("probe ready")).await,
+        eventually_async(PATIENCE, || s
+            .view()
+            .screen_text()
+            .wire()
+            .contains("probe ready"))
+        .await,
         "{}",
         s.view().screen_text()
     );

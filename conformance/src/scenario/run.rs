@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickbox_host::session::{CallOutcome, Session, SessionConfig};
 use tickbox_protocol::codes;
+use tickbox_protocol::TickText;
 use tickbox_sandbox::virtual_time::VirtualClock;
 
 /// Stands in for a budget too large to add to the clock: a year.
@@ -281,7 +282,7 @@ impl Tracer {
             expected: "the Tick to start and initialize",
             found: &found,
         };
-        t.rec.step(&record, "", None, true);
+        t.rec.step(&record, &TickText::default(), None, true);
         t
     }
 
@@ -432,25 +433,24 @@ async fn run_traced(
             .map(|f| f as Arc<dyn tickbox_sandbox::http::HttpFixtures>),
     };
 
-    let mut io =
-        match tokio::time::timeout_at(deadline, prepared.launch.launch(launch)).await {
-            Ok(Ok(io)) => io,
-            Ok(Err(e)) => {
-                result.outcome = Outcome::StartFailed(format!("cannot start the Tick: {e}"));
-                *tracer = opts
-                    .trace
-                    .then(|| Tracer::unlaunched(scenario, &result.outcome));
-                return result;
-            }
-            Err(_) => {
-                result.outcome = over_at_start();
-                *tracer = opts
-                    .trace
-                    .then(|| Tracer::unlaunched(scenario, &result.outcome));
-                result.duration = started.elapsed();
-                return result;
-            }
-        };
+    let mut io = match tokio::time::timeout_at(deadline, prepared.launch.launch(launch)).await {
+        Ok(Ok(io)) => io,
+        Ok(Err(e)) => {
+            result.outcome = Outcome::StartFailed(format!("cannot start the Tick: {e}"));
+            *tracer = opts
+                .trace
+                .then(|| Tracer::unlaunched(scenario, &result.outcome));
+            return result;
+        }
+        Err(_) => {
+            result.outcome = over_at_start();
+            *tracer = opts
+                .trace
+                .then(|| Tracer::unlaunched(scenario, &result.outcome));
+            result.duration = started.elapsed();
+            return result;
+        }
+    };
     if let Some((cols, rows)) = scenario.tick.size {
         io.view.resize(cols, rows);
     }

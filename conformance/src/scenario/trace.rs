@@ -679,7 +679,7 @@ mod tests {
                 expected: "",
                 found: &[],
             },
-            "hello\n\u{202e}x",
+            &TickText::from("hello\n\u{202e}x"),
             Some(&json!({"n": "\u{9b}31m"})),
             true,
         );
@@ -730,7 +730,7 @@ mod tests {
                 expected: "something",
                 found: &["what was there".to_string()],
             },
-            &big_screen,
+            &TickText::from(big_screen.as_str()),
             None,
             true,
         );
