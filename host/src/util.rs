@@ -24,6 +24,19 @@ pub fn rfc3339_millis(t: SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// The rows of a `limits.rs` module's doc table (`//! | [`NAME`] | … |`):
+/// each layer's limits table is checked against its constants by a unit
+/// test, and this is the one reading of that table.
+pub fn limits_rows(doc: &str) -> Vec<&str> {
+    doc.lines().filter(|l| l.starts_with("//! | [`")).collect()
+}
+
+/// The row of [`limits_rows`] that names `name`.
+pub fn limits_row<'a>(doc: &'a str, name: &str) -> Option<&'a str> {
+    let link = format!("[`{name}`]");
+    limits_rows(doc).into_iter().find(|l| l.contains(&link))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
