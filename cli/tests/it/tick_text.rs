@@ -174,16 +174,7 @@ fn one_hostile_corpus_reaches_no_sink_raw() {
     // result (text from the Tick).
     let dir = TempDir::new("tick-text-report");
     let file = dir.0.join("corpus.scenario.toml");
-    std::fs::write(
-        &file,
-        format!(
-            "name = \"{}\"\n[tick]\ncommand = [\"python3\", {:?}]\n\n\
-             [[step]]\ncall = \"echo\"\nresult = {{ said = \"something else\" }}\n",
-            toml_escaped(CORPUS_SAMPLE),
-            crate::util::tick("corpus.py"),
-        ),
-    )
-    .unwrap();
+    write_corpus_scenario(&file);
     for format in ["text", "json", "junit"] {
         let f = file.to_string_lossy().into_owned();
         let out = tickbox(&["test", &f, "--allow-native", "--format", format]);
@@ -267,4 +258,19 @@ pub(crate) fn toml_escaped(s: &str) -> String {
             c => format!("\\U{:08X}", c as u32),
         })
         .collect()
+}
+
+/// A scenario named by the corpus whose one step fails quoting the
+/// corpus Tick's result: text from a file and from the Tick in one report.
+pub(crate) fn write_corpus_scenario(file: &std::path::Path) {
+    std::fs::write(
+        file,
+        format!(
+            "name = \"{}\"\n[tick]\ncommand = [\"python3\", {:?}]\n\n\
+             [[step]]\ncall = \"echo\"\nresult = {{ said = \"something else\" }}\n",
+            toml_escaped(CORPUS_SAMPLE),
+            crate::util::tick("corpus.py"),
+        ),
+    )
+    .unwrap();
 }

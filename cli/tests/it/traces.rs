@@ -8,7 +8,7 @@
 //! untrusted input (escaped when tampered with, no symbolic links, one
 //! line for a file that is not a trace).
 
-use crate::tick_text::{assert_inert, shows_escaped, toml_escaped, CORPUS_SAMPLE};
+use crate::tick_text::{assert_inert, shows_escaped};
 use crate::util::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -336,16 +336,7 @@ fn a_trace_plays_in_asciinema_and_holds_frames_states_and_outcomes_the_same_on_e
 fn a_hostile_ticks_trace_and_its_replay_carry_no_raw_control_character() {
     let dir = TempDir::new("trace-hostile");
     let file = dir.path("corpus.scenario.toml");
-    std::fs::write(
-        &file,
-        format!(
-            "name = \"{}\"\n[tick]\ncommand = [\"python3\", {:?}]\n\n\
-             [[step]]\ncall = \"echo\"\nresult = {{ said = \"something else\" }}\n",
-            toml_escaped(CORPUS_SAMPLE),
-            tick("corpus.py"),
-        ),
-    )
-    .unwrap();
+    crate::tick_text::write_corpus_scenario(&file);
     let traces = dir.path("traces");
     let out = test_traced(&[&file], "on-failure", &traces, &["--allow-native"]);
     assert_eq!(out.code, 1, "the step fails: {out:#?}");
