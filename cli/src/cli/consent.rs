@@ -7,7 +7,7 @@
 //! the digest, so a file swapped after the decision cannot run under it.
 //! Not covered: on a terminal, tickbox draws its own prompt on `/dev/tty`
 //! before anything of the Tick runs, throws away whatever was typed before
-//! it appeared (`tcflush`), and reads y/u/N; with nobody to ask (no
+//! it appeared (`tcflush`, just before drawing it), and reads y/u/N; with nobody to ask (no
 //! terminal, `tickbox mcp`, `tickbox test`) it refuses with one line that
 //! names `tickbox trust PATH` (exit 2). Every string from the manifest is
 //! printed through the one text policy (`text::escape`).
@@ -327,16 +327,19 @@ fn ask(tty: &File, subject: &Subject, verdict: &Verdict) -> Result<Answer, Exit>
     let cannot = |e: std::io::Error| Exit::usage(format!("cannot ask on the terminal: {e}"));
     // From before the prompt is drawn until it is answered, Ctrl-C ends it.
     let interrupt = Interrupt::catch().map_err(cannot)?;
-    let mut w = tty;
-    w.write_all(prompt_text(subject, verdict).as_bytes())
-        .and_then(|()| w.flush())
-        .map_err(cannot)?;
     // Keys typed before the prompt was drawn (a `y` meant for something
-    // else, or typed ahead by a script) must not answer it.
+    // else, or typed ahead by a script) must not answer it. The flush comes
+    // before the drawing: flushing after it would also throw away an answer
+    // typed the moment the prompt appeared, and the prompt would then wait
+    // for a second answer nobody knows to give.
     // SAFETY: tcflush on a terminal fd we hold.
     if unsafe { libc::tcflush(tty.as_raw_fd(), libc::TCIFLUSH) } != 0 {
         return Err(cannot(std::io::Error::last_os_error()));
     }
+    let mut w = tty;
+    w.write_all(prompt_text(subject, verdict).as_bytes())
+        .and_then(|()| w.flush())
+        .map_err(cannot)?;
     let line = read_line(tty, &interrupt).map_err(|e| {
         if e.kind() == std::io::ErrorKind::Interrupted {
             Exit::new(
