@@ -1,9 +1,14 @@
 //! Every bound of the host crate's own making, in one table (the protocol's
 //! numbers are `tickbox_protocol::limits`, the sandbox's its own
-//! `limits`). Today these are the audit stream's ([`crate::audit`]).
+//! `limits`).
 //!
 //! | constant | value | bounds |
 //! |---|---|---|
+//! | **stopping a Tick** (either kind) | | |
+//! | [`EXIT_GRACE`] | 500 ms | a Tick's time to exit by itself after its stdin closed (a native one's process, a wasm guest's `run`) |
+//! | [`TERM_GRACE`] | 500 ms | a native Tick's time after SIGTERM before SIGKILL |
+//! | **a person's keys** | | |
+//! | [`KEY_QUEUE`] | 256 | key chunks queued for a Tick that does not read its terminal (either kind) |
 //! | **audit stream** ([`crate::audit`]) | | |
 //! | [`MAX_AUDIT_LINE_BYTES`] | 16 KiB | one event line, newline excluded; a longer event is cut (`"cut": true`) |
 //! | [`MAX_AUDIT_TEXT_CHARS`] | 1024 | one string an event carries (a path, a message, a name) |
@@ -15,6 +20,19 @@
 //! A unit test checks the table's values against the constants.
 
 use std::time::Duration;
+
+/// How long a Tick whose stdin was closed may take to exit by itself
+/// before it is stopped, by default: one grace for both kinds, since a
+/// Tick's author cannot tell which kind a host runs it as.
+pub const EXIT_GRACE: Duration = Duration::from_millis(500);
+
+/// How long after SIGTERM before SIGKILL, for a native Tick's process
+/// group, by default.
+pub const TERM_GRACE: Duration = Duration::from_millis(500);
+
+/// Key chunks queued for a Tick that does not read its terminal; past it a
+/// view's keys are dropped, never buffered without bound.
+pub const KEY_QUEUE: usize = 256;
 
 /// One audit event line, newline excluded. An event longer than this is
 /// written with its strings shortened and `"cut": true`, never split.
@@ -53,6 +71,9 @@ mod tests {
             crate::util::limits_row(doc, name).unwrap_or_else(|| panic!("{name} has no row"))
         };
         let checks: &[(&str, String)] = &[
+            ("EXIT_GRACE", format!("| {} ms |", EXIT_GRACE.as_millis())),
+            ("TERM_GRACE", format!("| {} ms |", TERM_GRACE.as_millis())),
+            ("KEY_QUEUE", format!("| {KEY_QUEUE} |")),
             (
                 "MAX_AUDIT_LINE_BYTES",
                 format!("| {} KiB |", MAX_AUDIT_LINE_BYTES / 1024),

@@ -743,7 +743,7 @@ impl Session {
                     method: M,
                     reason: format!(
                         "the catalog's compiled patterns take {kept} bytes, more than the {free} \
-                         bytes the Tick's memory bound (--max-memory, {} bytes) leaves beside \
+                         bytes the Tick's memory bound (max_memory, {} bytes) leaves beside \
                          what its guest uses",
                         memory.max()
                     ),

@@ -910,7 +910,7 @@ fn check_wasm_size(
     if artifact.wasm.size > max {
         return Err(RegistryError::TooLarge {
             what: format!("{reference}: the wasm layer ({} bytes)", artifact.wasm.size),
-            bound: "--max-wasm-size",
+            bound: "max_wasm_size",
             max,
         });
     }

@@ -13,7 +13,7 @@ pub enum RegistryError {
     #[error("{0}")]
     Reference(String),
     /// Plain HTTP to a registry that is neither loopback nor named insecure.
-    #[error("{host} is not a loopback registry: tickbox speaks HTTPS to it (pass --insecure-registry {host} to allow plain HTTP)")]
+    #[error("{host} is not a loopback registry: tickbox speaks HTTPS to it (name it an insecure registry to allow plain HTTP)")]
     Insecure { host: String },
     /// Could not connect, or the TLS handshake failed.
     #[error("cannot reach the registry {host}: {why}")]

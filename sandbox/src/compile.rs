@@ -421,13 +421,13 @@ fn set_limits(mem: u64, cpu_secs: u64) -> std::io::Result<()> {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum CompileError {
     /// The wall-time bound passed.
-    #[error("compiling took longer than --compile-timeout ({secs} s); the worker was killed")]
+    #[error("compiling took longer than compile_timeout ({secs} s); the worker was killed")]
     Timeout { secs: f64 },
     /// The memory bound was hit (or the code was larger than it).
-    #[error("compiling needed more than --compile-memory ({bytes} bytes); the worker was stopped")]
+    #[error("compiling needed more than compile_memory ({bytes} bytes); the worker was stopped")]
     Memory { bytes: u64 },
     /// The CPU backstop fired.
-    #[error("compiling used more CPU than --compile-timeout allows; the worker was stopped")]
+    #[error("compiling used more CPU than compile_timeout allows; the worker was stopped")]
     Cpu,
     /// The compiler refused the wasm (invalid, unsupported features).
     #[error("{0}")]

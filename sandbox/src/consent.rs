@@ -82,11 +82,11 @@ pub enum TrustError {
 pub enum ManifestError {
     /// A `dir` request names a host path (`HOST::GUEST`): a Tick asks for
     /// a guest path; the person picks the host directory.
-    #[error("dir {spec}: a manifest names guest paths only (GUEST[:ro|:rw]); the host directory comes from the person, with --dir HOST::GUEST")]
+    #[error("dir {spec}: a manifest names guest paths only (GUEST[:ro|:rw]); the host directory comes from the person, in a dir grant HOST::GUEST")]
     HostDir { spec: String },
     /// An `http_ca` request: a host file to trust is the person's choice.
     #[error(
-        "http_ca {spec}: a manifest cannot name a host file; the person gives a CA with --http-ca"
+        "http_ca {spec}: a manifest cannot name a host file; the person gives a CA in their own http_ca grant"
     )]
     HostCa { spec: String },
 }

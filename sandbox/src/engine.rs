@@ -293,7 +293,10 @@ impl WasmEngine {
             guest_yield,
             own_state,
         } = options;
-        let e = |x: wasmtime::Error| WasmError::Engine(format!("{x:#}"));
+        let e = |x: wasmtime::Error| WasmError::Engine {
+            stage: EngineStage::Build,
+            why: format!("{x:#}"),
+        };
         let cranelift = Tier::new(compile::Compiler::Cranelift).map_err(e)?;
         let engine = &cranelift.engine;
         let module_linker = &cranelift.module_linker;
@@ -328,7 +331,10 @@ impl WasmEngine {
         let pacer = slices::Pacer::new(guest_yield);
         pacer
             .start_ticker(weak, winch_epoch.clone())
-            .map_err(|x| WasmError::Engine(x.to_string()))?;
+            .map_err(|x| WasmError::Engine {
+                stage: EngineStage::Pacer,
+                why: x.to_string(),
+            })?;
         Ok(Arc::new(WasmEngine {
             loaded: Default::default(),
             optimizing: Default::default(),
@@ -386,7 +392,10 @@ impl WasmEngine {
                     Ok(tier)
                 })
                 .as_ref()
-                .map_err(|e| WasmError::Engine(e.clone())),
+                .map_err(|e| WasmError::Engine {
+                    stage: EngineStage::Build,
+                    why: e.clone(),
+                }),
         }
     }
 
@@ -524,7 +533,10 @@ impl WasmEngine {
                 }
             }
         };
-        let loaded = loaded.ok_or_else(|| WasmError::Engine("no code was produced".into()))?;
+        let loaded = loaded.ok_or_else(|| WasmError::Engine {
+            stage: EngineStage::NoCode,
+            why: "the compile reported success".into(),
+        })?;
         if let Some(k) = key {
             self.loaded
                 .lock()

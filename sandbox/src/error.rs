@@ -37,9 +37,11 @@ pub enum WasmError {
     /// A grant could not be applied.
     #[error("cannot apply grants: {0}")]
     Grant(GrantRefused),
-    /// The engine could not be built.
-    #[error("cannot start wasmtime: {0}")]
-    Engine(String),
+    /// wasmtime or the host's machinery around it failed at `stage`: not
+    /// about this Tick's bytes or grants (those have variants of their
+    /// own), so a caller tells them apart by the stage, never the text.
+    #[error("cannot start wasmtime ({stage}): {why}")]
+    Engine { stage: EngineStage, why: String },
     /// The bytes are not the ones pinned ([`crate::WasmSpec::pin`]).
     #[error(
         "refusing to start {path}: its content is {actual}, not the {expected} it was pinned to"
@@ -49,8 +51,8 @@ pub enum WasmError {
         expected: WasmDigest,
         actual: WasmDigest,
     },
-    /// The file is larger than `--max-wasm-size`.
-    #[error("cannot load {path}: it is larger than --max-wasm-size ({max} bytes)")]
+    /// The file is larger than `max_wasm_size`.
+    #[error("cannot load {path}: it is larger than max_wasm_size ({max} bytes)")]
     TooLarge { path: PathBuf, max: u64 },
     /// It defines more memories or tables than a Tick may have.
     #[error("cannot load {path}: {why}")]
@@ -61,6 +63,32 @@ pub enum WasmError {
         path: PathBuf,
         source: compile::CompileError,
     },
+}
+
+/// Where [`WasmError::Engine`] happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EngineStage {
+    /// Building an engine and its linkers (a compiler tier).
+    Build,
+    /// Starting the thread that paces guests' CPU slices.
+    Pacer,
+    /// The blocking task that reads or compiles a file did not finish
+    /// (it panicked or the runtime shut down).
+    Task,
+    /// A compile that reported success left no code behind.
+    NoCode,
+}
+
+impl std::fmt::Display for EngineStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EngineStage::Build => "building the engine",
+            EngineStage::Pacer => "starting the CPU pacer",
+            EngineStage::Task => "a blocking task",
+            EngineStage::NoCode => "no code was produced",
+        })
+    }
 }
 
 /// Why a grant that parsed cannot be applied to this Tick.

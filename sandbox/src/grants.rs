@@ -33,11 +33,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Why a grant could not be parsed or applied.
 /// Why grants in their textual form cannot be resolved. Each names the
 /// grant key it is about (the key of a policy file, a config entry or a
-/// scenario's `[tick]`); [`GrantError::with_flag`] is the same message with
-/// the command-line flag instead, for the CLI.
+/// scenario's `[tick]`, also [`GrantError::key`]), never a command-line
+/// flag: the CLI spells the flag.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum GrantError {
@@ -87,20 +86,6 @@ impl GrantError {
             GrantError::Policy { .. } => return None,
         })
     }
-
-    /// The message with the grant key written as the command-line flag
-    /// that gives it (`dir …` → `--dir …`): how the CLI, which knows the
-    /// flags, says it.
-    pub fn with_flag(&self) -> String {
-        let message = self.to_string();
-        match self.key() {
-            Some(key) => match message.strip_prefix(key) {
-                Some(rest) => format!("--{}{rest}", key.replace('_', "-")),
-                None => message,
-            },
-            None => message,
-        }
-    }
 }
 
 /// One directory (or file) grant.
@@ -136,8 +121,11 @@ pub struct NetGrant {
     pub port: Option<u16>,
 }
 
-/// Everything a sandboxed Tick was granted.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Everything a sandboxed Tick was granted: what it may reach, and
+/// (apart, in [`Limits`]) how much it may spend, as wasmtime keeps
+/// `WasiCtxBuilder` apart from `StoreLimits`. Serialized as one flat
+/// table, the keys policy files, reports and audit `start` events use.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Grants {
     /// Preopened directories and files.
     pub dirs: Vec<DirGrant>,
@@ -150,6 +138,15 @@ pub struct Grants {
     /// Environment variables, with the values the Tick will see.
     #[serde(serialize_with = "env_names")]
     pub env: Vec<(String, String)>,
+    /// How much it may spend.
+    #[serde(flatten)]
+    pub limits: Limits,
+}
+
+/// How much a sandboxed Tick may spend and how long the host waits for its
+/// compile; the defaults are in [`crate::limits`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Limits {
     /// Bound on all linear memories and tables together, in bytes.
     pub max_memory: u64,
     /// Bound on the guest's WASI handles (resource table entries).
@@ -161,7 +158,8 @@ pub struct Grants {
     pub compile_timeout: Duration,
     /// Memory bound of the compile worker, in bytes.
     pub compile_memory: u64,
-    /// Bytes the guest may write to files, all grants together (None: no quota).
+    /// Bytes the guest may write to files, all grants together (None: no
+    /// quota; a directory grant's own `max=` is in its [`DirGrant`]).
     pub max_write: Option<u64>,
 }
 
@@ -174,14 +172,9 @@ fn env_names<S: serde::Serializer>(env: &[(String, String)], s: S) -> Result<S::
     s.collect_seq(env.iter().map(|(k, _)| k))
 }
 
-impl Default for Grants {
+impl Default for Limits {
     fn default() -> Self {
-        Grants {
-            dirs: Vec::new(),
-            net: Vec::new(),
-            http: Vec::new(),
-            http_ca: None,
-            env: Vec::new(),
+        Limits {
             max_memory: DEFAULT_MAX_MEMORY,
             max_handles: super::limits::DEFAULT_MAX_HANDLES,
             max_wasm_size: crate::limits::DEFAULT_MAX_WASM,
@@ -247,31 +240,6 @@ impl GrantSpec {
         "compile_memory",
         "max_write",
     ];
-
-    /// The spec as the command-line flags that give it (`--dir X`,
-    /// `--max-write 1MiB`, …): every field, from the serialized spec, so a
-    /// field added here reaches every caller.
-    pub fn to_args(&self) -> Vec<String> {
-        let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(self) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (key, value) in fields {
-            let flag = format!("--{}", key.replace('_', "-"));
-            let values = match value {
-                serde_json::Value::Array(items) => items,
-                serde_json::Value::Null => Vec::new(),
-                one => vec![one],
-            };
-            for v in values {
-                if let serde_json::Value::String(v) = v {
-                    // `--flag=VALUE`: a value starting with `-` stays a value.
-                    out.push(format!("{flag}={v}"));
-                }
-            }
-        }
-        out
-    }
 
     /// Splits a table that holds grant keys beside keys of its own (an MCP
     /// config entry, a scenario's `[tick]`): the grant keys ([`Self::KEYS`])
@@ -362,7 +330,7 @@ impl GrantSpec {
             super::http::read_ca_file(Path::new(ca)).map_err(|why| GrantError::HttpCa { why })?;
             if g.http.is_empty() {
                 return Err(GrantError::HttpCa {
-                    why: format!("{ca}: a CA is for https origins; grant one with --allow-http"),
+                    why: format!("{ca}: a CA is for https origins; grant one with allow_http"),
                 });
             }
             g.http_ca = Some(PathBuf::from(ca));
@@ -371,7 +339,8 @@ impl GrantSpec {
             g.env.push(parse_env(e, |k| std::env::var(k).ok())?);
         }
         if let Some(m) = &self.max_memory {
-            g.max_memory = parse_size(m).ok_or_else(|| GrantError::Memory { spec: m.clone() })?;
+            g.limits.max_memory =
+                parse_size(m).ok_or_else(|| GrantError::Memory { spec: m.clone() })?;
         }
         let bound = |key, spec: &String, expected| GrantError::Bound {
             key,
@@ -379,7 +348,7 @@ impl GrantSpec {
             expected,
         };
         if let Some(n) = &self.max_handles {
-            g.max_handles = n
+            g.limits.max_handles = n
                 .trim()
                 .parse::<usize>()
                 .ok()
@@ -387,11 +356,11 @@ impl GrantSpec {
                 .ok_or_else(|| bound("max_handles", n, "a count from 1 to 1000000"))?;
         }
         if let Some(m) = &self.max_wasm_size {
-            g.max_wasm_size =
+            g.limits.max_wasm_size =
                 parse_size(m).ok_or_else(|| bound("max_wasm_size", m, "a size such as 64MiB"))?;
         }
         if let Some(t) = &self.compile_timeout {
-            g.compile_timeout = t
+            g.limits.compile_timeout = t
                 .trim()
                 .parse::<f64>()
                 .ok()
@@ -400,11 +369,11 @@ impl GrantSpec {
                 .ok_or_else(|| bound("compile_timeout", t, "seconds, more than 0"))?;
         }
         if let Some(m) = &self.max_write {
-            g.max_write =
+            g.limits.max_write =
                 Some(parse_size(m).ok_or_else(|| bound("max_write", m, "a size such as 100MiB"))?);
         }
         if let Some(m) = &self.compile_memory {
-            g.compile_memory = parse_size(m)
+            g.limits.compile_memory = parse_size(m)
                 .filter(|&b| b >= MIN_COMPILE_MEMORY)
                 .ok_or_else(|| bound("compile_memory", m, "a size of at least 64MiB"))?;
         }
@@ -615,22 +584,6 @@ mod tests {
         keys.sort_unstable();
         want.sort_unstable();
         assert_eq!(keys, want);
-        let spec = GrantSpec {
-            dir: vec!["a".into(), "b:ro".into()],
-            http_ca: Some("ca.pem".into()),
-            max_write: Some("1MiB".into()),
-            ..GrantSpec::default()
-        };
-        let args = spec.to_args();
-        for arg in [
-            "--dir=a",
-            "--dir=b:ro",
-            "--http-ca=ca.pem",
-            "--max-write=1MiB",
-        ] {
-            assert!(args.iter().any(|a| a == arg), "{arg} in {args:?}");
-        }
-        assert_eq!(args.len(), 4, "{args:?}");
     }
 
     #[test]
@@ -740,17 +693,20 @@ mod tests {
         )
         .unwrap();
         let g = spec.resolve().unwrap();
-        assert_eq!((g.dirs.len(), g.net.len(), g.max_memory), (1, 1, 32 << 20));
+        assert_eq!(
+            (g.dirs.len(), g.net.len(), g.limits.max_memory),
+            (1, 1, 32 << 20)
+        );
         assert!(
             toml::from_str::<GrantSpec>("network = true").is_err(),
             "unknown keys are refused"
         );
     }
 
-    /// The library names grant keys (what policy files, config entries and
-    /// scenarios write); the CLI's rendering names the flags.
+    /// The library names grant keys (what policy files, config entries,
+    /// manifests and scenarios write), never a command-line flag.
     #[test]
-    fn errors_name_the_grant_key_and_the_cli_the_flag() {
+    fn errors_name_the_grant_key() {
         let spec = |f: fn(&mut GrantSpec)| {
             let mut g = GrantSpec::default();
             f(&mut g);
@@ -760,36 +716,28 @@ mod tests {
             (
                 spec(|g| g.dir = vec!["/no/such/dir".into()]),
                 "dir /no/such/dir",
-                "--dir /no/such/dir",
+                "dir",
             ),
             (
                 spec(|g| g.max_memory = Some("lots".into())),
                 "max_memory lots",
-                "--max-memory lots",
+                "max_memory",
             ),
             (
                 spec(|g| g.max_handles = Some("0".into())),
                 "max_handles 0",
-                "--max-handles 0",
+                "max_handles",
             ),
             (
                 spec(|g| g.allow_net = vec!["*:80".into()]),
                 "allow_net *:80",
-                "--allow-net *:80",
+                "allow_net",
             ),
         ];
-        for (e, library, cli) in cases {
-            assert!(e.to_string().starts_with(library), "{e}");
-            assert!(e.with_flag().starts_with(cli), "{}", e.with_flag());
+        for (e, message, key) in cases {
+            assert!(e.to_string().starts_with(message), "{e}");
+            assert_eq!(e.key(), Some(key));
             assert!(!e.to_string().contains("--"), "{e}");
         }
-        let policy = GrantError::Policy {
-            path: "p.toml".into(),
-            why: "bad".into(),
-        };
-        assert_eq!(
-            (policy.key(), policy.with_flag()),
-            (None, policy.to_string())
-        );
     }
 }

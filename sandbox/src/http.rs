@@ -261,7 +261,7 @@ fn tls_config(extra: Vec<CertificateDer<'static>>) -> Result<rustls::ClientConfi
     for cert in extra {
         roots
             .add(cert)
-            .map_err(|e| format!("--http-ca: a certificate is not a usable CA: {e}"))?;
+            .map_err(|e| format!("http_ca: a certificate is not a usable CA: {e}"))?;
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(provider)

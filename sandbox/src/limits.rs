@@ -120,8 +120,9 @@ pub const ENTRY_COST: u64 = 4096;
 // ---- lib.rs ----
 
 /// How long a guest whose stdin closed may take to return by itself, by
-/// default ([`crate::WasmSpec::exit_grace`]).
-pub const EXIT_GRACE: Duration = Duration::from_millis(500);
+/// default ([`crate::WasmSpec::exit_grace`]): the host's one grace for
+/// both kinds of Tick.
+pub use tickbox_host::limits::EXIT_GRACE;
 /// How long a compile may run before a command says it is compiling (the
 /// `after` the CLI passes to [`crate::WasmEngine::on_slow_compile`]).
 pub const SLOW_COMPILE: Duration = Duration::from_secs(1);
@@ -133,8 +134,9 @@ pub const PIPE_CAPACITY: usize = 64 * 1024;
 
 // ---- terminal.rs ----
 
-/// Key chunks queued for a guest that does not read its keys.
-pub const KEY_QUEUE: usize = 256;
+/// Key chunks queued for a guest that does not read its keys: the host's
+/// one bound for both kinds of Tick.
+pub use tickbox_host::limits::KEY_QUEUE;
 
 // ---- slices.rs ----
 

@@ -141,7 +141,7 @@ impl Budget {
             // An error (not `Ok(false)`) traps the guest with this message,
             // which then becomes the session's end reason.
             wasmtime::bail!(
-                "memory limit exceeded: the guest asked to {what}, which would bring its memories and tables to {total} bytes; --max-memory is {} bytes for all of them together and the {host} bytes the host keeps for this Tick (its compiled catalog)",
+                "memory limit exceeded: the guest asked to {what}, which would bring its memories and tables to {total} bytes; max_memory is {} bytes for all of them together and the {host} bytes the host keeps for this Tick (its compiled catalog)",
                 self.charge.max()
             );
         }
@@ -222,7 +222,7 @@ mod tests {
         assert!(b.memory_growing(0, 40 << 20, None).unwrap());
         assert!(b.memory_growing(0, 40 << 20, None).unwrap());
         let e = b.memory_growing(0, 40 << 20, None).unwrap_err().to_string();
-        assert!(e.contains("--max-memory is 104857600 bytes"), "{e}");
+        assert!(e.contains("max_memory is 104857600 bytes"), "{e}");
         assert_eq!(b.used(), 80 << 20);
         // Tables count too: 20 MiB left is 2.6M elements.
         assert!(b.table_growing(0, 2 << 20, None).unwrap());

@@ -57,16 +57,16 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 pub struct Quota {
     left: Arc<AtomicU64>,
     max: u64,
-    /// The bound's name for logs: `--max-write` or the grant's.
+    /// The bound's name for logs: `max_write` or the grant's.
     name: Arc<str>,
     /// Where a write refused past it is recorded (`denied`, `quota`).
     audit: Option<tickbox_host::audit::Audit>,
 }
 
 impl Quota {
-    /// The Tick's quota (`--max-write`) of `max` bytes.
+    /// The Tick's quota (`max_write`) of `max` bytes.
     pub fn new(max: u64) -> Quota {
-        Quota::named(max, "--max-write")
+        Quota::named(max, "max_write")
     }
 
     /// A quota of `max` bytes called `name` in logs.

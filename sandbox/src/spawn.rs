@@ -60,7 +60,7 @@ pub(crate) fn wasi_builder(
             .map_err(|e| WasmError::Grant(GrantRefused::OwnState(e)))?;
         let quota = d
             .max_write
-            .map(|max| quota::Quota::named(max, &format!("--dir …::{}:max", d.guest)))
+            .map(|max| quota::Quota::named(max, &format!("the max= of dir {}", d.guest)))
             .map(|q| q.audited(audit.cloned()));
         if meta.is_dir() {
             b.preopened_dir(&d.host, &d.guest, perms).map_err(|e| {
@@ -176,7 +176,7 @@ async fn spawn_audited(
     audit: Option<&tickbox_host::audit::Audit>,
 ) -> Result<TickIo, WasmError> {
     let clock = opts.clock.as_ref();
-    let wasm = read_bounded(&spec.path, spec.grants.max_wasm_size).await?;
+    let wasm = read_bounded(&spec.path, spec.grants.limits.max_wasm_size).await?;
     tracing::debug!(bytes = wasm.len(), "wasm read");
     if let Some(expected) = spec.pin {
         let actual = WasmDigest::of(&wasm);
@@ -225,7 +225,7 @@ async fn spawn_audited(
     if let Some(c) = clock {
         c.install(&mut builder);
     }
-    let memory = MemoryCharge::new(spec.grants.max_memory);
+    let memory = MemoryCharge::new(spec.grants.limits.max_memory);
     let limiter = memory::Budget::charging(memory.clone()).audited(audit.cloned());
     // Fixtures replace the network whole: the origin grants (and their CA
     // file) are not consulted, so nothing can reach past them.
@@ -234,10 +234,10 @@ async fn spawn_audited(
         None => http::HttpPolicy::new(spec.grants.http.clone(), spec.grants.http_ca.as_deref())
             .map_err(|e| WasmError::Grant(GrantRefused::HttpCa(e)))?,
     };
-    let max_handles = spec.grants.max_handles;
+    let max_handles = spec.grants.limits.max_handles;
     let bounds = compile::Bounds {
-        timeout: spec.grants.compile_timeout,
-        memory: spec.grants.compile_memory,
+        timeout: spec.grants.limits.compile_timeout,
+        memory: spec.grants.limits.compile_memory,
     };
 
     // Compiling is CPU-bound (and may wait for a worker): keep it off the
@@ -246,7 +246,10 @@ async fn spawn_audited(
     let eng = engine.clone();
     let loaded = tokio::task::spawn_blocking(move || eng.load(&path, &wasm, kind, bounds))
         .await
-        .map_err(|e| WasmError::Engine(e.to_string()))??;
+        .map_err(|e| WasmError::Engine {
+            stage: EngineStage::Task,
+            why: e.to_string(),
+        })??;
     let task = match loaded {
         Loaded::Component(pre) => {
             let state = GuestState {
@@ -260,6 +263,7 @@ async fn spawn_audited(
                 limiter,
                 quota: spec
                     .grants
+                    .limits
                     .max_write
                     .map(|max| quota::Quota::new(max).audited(audit.cloned())),
                 grant_quotas: quota::GrantQuotas::new(grant_quotas),
@@ -295,19 +299,19 @@ async fn spawn_audited(
         }
         Loaded::Module(_) if !spec.grants.http.is_empty() => {
             return Err(WasmError::Grant(GrantRefused::NeedsComponent {
-                grant: "--allow-http",
+                grant: "allow_http",
                 why: "a preview-1 module cannot import wasi:http",
             }));
         }
-        Loaded::Module(_) if spec.grants.max_write.is_some() => {
+        Loaded::Module(_) if spec.grants.limits.max_write.is_some() => {
             return Err(WasmError::Grant(GrantRefused::NeedsComponent {
-                grant: "--max-write",
+                grant: "max_write",
                 why: "a preview-1 module's writes cannot be metered",
             }));
         }
         Loaded::Module(_) if spec.grants.dirs.iter().any(|d| d.max_write.is_some()) => {
             return Err(WasmError::Grant(GrantRefused::NeedsComponent {
-                grant: "a --dir write quota (max=)",
+                grant: "a dir write quota (max=)",
                 why: "a preview-1 module's writes cannot be metered",
             }));
         }
@@ -359,10 +363,13 @@ pub(crate) async fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, WasmE
     let owned = path.to_path_buf();
     tokio::task::spawn_blocking(move || read_bounded_blocking(&owned, max))
         .await
-        .map_err(|e| WasmError::Engine(e.to_string()))?
+        .map_err(|e| WasmError::Engine {
+            stage: EngineStage::Task,
+            why: e.to_string(),
+        })?
 }
 
-/// Reads a wasm file of at most `max` bytes (`--max-wasm-size`), as a
+/// Reads a wasm file of at most `max` bytes (`max_wasm_size`), as a
 /// start does.
 pub fn read_wasm(path: &Path, max: u64) -> Result<Vec<u8>, WasmError> {
     read_bounded_blocking(path, max)
@@ -409,7 +416,7 @@ pub(crate) fn describe_error(e: &wasmtime::Error, max_handles: usize) -> String 
         // wasmtime-wasi traps when a guest's resource table is full.
         if text.contains("resource table has no free keys") {
             return format!(
-                "handle limit exceeded: the guest holds {max_handles} WASI handles (open files, sockets, streams); --max-handles is {max_handles}"
+                "handle limit exceeded: the guest holds {max_handles} WASI handles (open files, sockets, streams); max_handles is {max_handles}"
             );
         }
     }

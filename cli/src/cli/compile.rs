@@ -43,10 +43,10 @@ pub fn run(args: CompileArgs) -> Result<(), Exit> {
         ..GrantSpec::default()
     }
     .resolve()
-    .map_err(|e| Exit::usage(e.with_flag()))?;
+    .map_err(|e| Exit::usage(super::open::grant_error_line(&e)))?;
     let bounds = Bounds {
-        timeout: grants.compile_timeout,
-        memory: grants.compile_memory,
+        timeout: grants.limits.compile_timeout,
+        memory: grants.limits.compile_memory,
     };
     let engine = open::engine(false)?;
     if engine.cache().is_none() {
@@ -57,11 +57,13 @@ pub fn run(args: CompileArgs) -> Result<(), Exit> {
     let mut results = Vec::new();
     let mut first_error = None;
     for path in &args.ticks {
-        let done = read_bounded(path, grants.max_wasm_size).and_then(|wasm| {
-            engine
-                .precompile(path, &wasm, bounds)
-                .map_err(|e| e.to_string())
-        });
+        let done = tickbox_runtime::backend::wasm::read_wasm(path, grants.limits.max_wasm_size)
+            .map_err(|e| e.to_string())
+            .and_then(|wasm| {
+                engine
+                    .precompile(path, &wasm, bounds)
+                    .map_err(|e| e.to_string())
+            });
         match done {
             Ok(p) => results.push(json!({
                 "path": path,
@@ -82,28 +84,4 @@ pub fn run(args: CompileArgs) -> Result<(), Exit> {
         None => Ok(()),
         Some(e) => Err(Exit::new(exit::SESSION, e)),
     }
-}
-
-/// The file's bytes, refused past `max` (`--max-wasm-size`) before reading.
-fn read_bounded(path: &std::path::Path, max: u64) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    let f =
-        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let too_large = || {
-        format!(
-            "cannot load {}: it is larger than --max-wasm-size ({max} bytes)",
-            path.display()
-        )
-    };
-    if f.metadata().map(|m| m.len()).unwrap_or(0) > max {
-        return Err(too_large());
-    }
-    let mut wasm = Vec::new();
-    f.take(max.saturating_add(1))
-        .read_to_end(&mut wasm)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if wasm.len() as u64 > max {
-        return Err(too_large());
-    }
-    Ok(wasm)
 }

@@ -27,7 +27,9 @@ Exit codes:
   4    unknown outcome: the call timed out, the Tick died mid-call, or its response
        was malformed; the call is never resent
   130  interrupted; the Tick was stopped
-A closed stdout (e.g. `| head -1`) ends any command at once with exit 0.";
+A closed stdout (e.g. `| head -1`) ends any command at once with exit 0.
+Messages name a grant, bound or setting by its key, as policy files, manifests
+and scenarios write it; its flag is the key with dashes (max_memory: --max-memory).";
 
 use tickbox_runtime::protocol::TickText;
 

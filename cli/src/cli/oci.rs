@@ -129,6 +129,11 @@ pub fn parse(reference: &str) -> Result<Reference, Exit> {
 fn registry_failure(e: RegistryError) -> Exit {
     match e {
         RegistryError::Reference(_) => Exit::usage(e),
+        // The library names the setting; the command line names its flag.
+        RegistryError::Insecure { ref host } => {
+            let flag = format!("pass --insecure-registry {host} to allow plain HTTP");
+            Exit::session(format!("{e}; {}", tickbox_runtime::text::escape(&flag)))
+        }
         e => Exit::session(e),
     }
 }

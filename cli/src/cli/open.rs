@@ -106,6 +106,50 @@ pub struct BoundOpts {
 
 /// The defaults `--help` shows for the sandbox bounds, from the sandbox's
 /// limits table (so help and behaviour cannot disagree): (argument id, text).
+/// The command-line flag of a grant key: the key with dashes
+/// (`max_memory` is `--max-memory`). The one place that spells it; the
+/// libraries name keys only.
+pub fn flag_of(key: &str) -> String {
+    format!("--{}", key.replace('_', "-"))
+}
+
+/// A grant error as a person on the command line reads it: its key
+/// written as the flag that gives it (`dir …` → `--dir …`).
+pub fn grant_error_line(e: &GrantError) -> String {
+    let message = e.to_string();
+    match e
+        .key()
+        .and_then(|key| Some((key, message.strip_prefix(key)?)))
+    {
+        Some((key, rest)) => format!("{}{rest}", flag_of(key)),
+        None => message,
+    }
+}
+
+/// A spec as the flags that give it (`--dir=X`, `--max-write=1MiB`, …):
+/// every field, from the serialized spec, so a field added to the spec
+/// reaches this without a change here.
+pub fn spec_args(spec: &GrantSpec) -> Vec<String> {
+    let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(spec) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (key, value) in fields {
+        let values = match value {
+            serde_json::Value::Array(items) => items,
+            serde_json::Value::Null => Vec::new(),
+            one => vec![one],
+        };
+        for v in values {
+            if let serde_json::Value::String(v) = v {
+                // `--flag=VALUE`: a value starting with `-` stays a value.
+                out.push(format!("{}={v}", flag_of(&key)));
+            }
+        }
+    }
+    out
+}
+
 pub fn bound_defaults() -> Vec<(&'static str, String)> {
     use tickbox_runtime::backend::wasm::limits;
     vec![
@@ -335,7 +379,7 @@ fn unaudited(spec: TickSpec, args: &TickOpts) -> Result<Launcher, Exit> {
     }
     let grants = grant_spec
         .resolve()
-        .map_err(|e| Exit::usage(e.with_flag()))?;
+        .map_err(|e| Exit::usage(grant_error_line(&e)))?;
     Ok(Launcher::native(NativeSpec {
         argv,
         cwd: args.cwd.clone(),
@@ -354,8 +398,8 @@ fn oci_launcher(reference: &str, grant_spec: GrantSpec, args: &TickOpts) -> Resu
     }
     let flags = grant_spec
         .resolve()
-        .map_err(|e| Exit::usage(e.with_flag()))?;
-    let (pulled, pin, decided) = pull_and_decide(reference, flags.max_wasm_size, args)?;
+        .map_err(|e| Exit::usage(grant_error_line(&e)))?;
+    let (pulled, pin, decided) = pull_and_decide(reference, flags.limits.max_wasm_size, args)?;
     let grants = match &decided {
         Some(d) => {
             let grants = with_requested(&d.requested, grant_spec)?;
@@ -459,7 +503,7 @@ fn wasm_launcher(path: PathBuf, grant_spec: GrantSpec, args: &TickOpts) -> Resul
     }
     let mut grants = grant_spec
         .resolve()
-        .map_err(|e| Exit::usage(e.with_flag()))?;
+        .map_err(|e| Exit::usage(grant_error_line(&e)))?;
     // Only the header here: the whole file is read when an instance starts.
     if wasm::detect_file(&path).is_none() {
         return Err(Exit::session(LaunchError::NotWasm { path }));
@@ -491,7 +535,8 @@ fn with_requested(requested: &GrantSpec, flags: GrantSpec) -> Result<Grants, Exi
     let mut spec = requested.clone();
     spec.dir.clear();
     spec.merge(flags);
-    spec.resolve().map_err(|e| Exit::usage(e.with_flag()))
+    spec.resolve()
+        .map_err(|e| Exit::usage(grant_error_line(&e)))
 }
 
 /// Reads a policy file (`--policy`): its grants, and where it asks the
@@ -664,4 +709,68 @@ pub fn engine(no_cache: bool) -> Result<Arc<WasmEngine>, Exit> {
         });
     });
     Ok(cell.get_or_init(|| e).clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spec_becomes_the_flags_that_give_it() {
+        let spec = GrantSpec {
+            dir: vec!["a".into(), "b:ro".into()],
+            http_ca: Some("ca.pem".into()),
+            max_write: Some("-1MiB".into()),
+            ..GrantSpec::default()
+        };
+        let args = spec_args(&spec);
+        for arg in [
+            "--dir=a",
+            "--dir=b:ro",
+            "--http-ca=ca.pem",
+            "--max-write=-1MiB",
+        ] {
+            assert!(args.iter().any(|a| a == arg), "{arg} in {args:?}");
+        }
+        assert_eq!(args.len(), 4, "{args:?}");
+    }
+
+    /// The library's message names the key; the command line's, the flag.
+    #[test]
+    fn grant_errors_name_the_flag_on_the_command_line() {
+        let spec = |f: fn(&mut GrantSpec)| {
+            let mut g = GrantSpec::default();
+            f(&mut g);
+            g.resolve().unwrap_err()
+        };
+        for (e, cli) in [
+            (
+                spec(|g| g.dir = vec!["/no/such/dir".into()]),
+                "--dir /no/such/dir",
+            ),
+            (
+                spec(|g| g.max_memory = Some("lots".into())),
+                "--max-memory lots",
+            ),
+            (
+                spec(|g| g.max_handles = Some("0".into())),
+                "--max-handles 0",
+            ),
+            (
+                spec(|g| g.allow_net = vec!["*:80".into()]),
+                "--allow-net *:80",
+            ),
+        ] {
+            assert!(
+                grant_error_line(&e).starts_with(cli),
+                "{}",
+                grant_error_line(&e)
+            );
+        }
+        let policy = GrantError::Policy {
+            path: "p.toml".into(),
+            why: "bad".into(),
+        };
+        assert_eq!(grant_error_line(&policy), policy.to_string());
+    }
 }

@@ -78,8 +78,11 @@ pub fn main(mut args: RunArgs, verbose: u8) -> ExitCode {
             let decided = args
                 .opts
                 .grant_spec()
-                .and_then(|g| g.resolve().map_err(|e| Exit::usage(e.with_flag())))
-                .and_then(|g| super::open::pull_and_decide(p, g.max_wasm_size, &args.opts));
+                .and_then(|g| {
+                    g.resolve()
+                        .map_err(|e| Exit::usage(super::open::grant_error_line(&e)))
+                })
+                .and_then(|g| super::open::pull_and_decide(p, g.limits.max_wasm_size, &args.opts));
             match decided {
                 Ok((_, _, decided)) => {
                     args.opts.asking = super::consent::Asking::Decided(decided.map(Box::new))

@@ -278,7 +278,7 @@ fn launcher(s: &Scenario, args: &TestArgs) -> Result<Launcher, Exit> {
     let no_cache = args.no_cache;
     let t = &s.tick;
     // Every grant and bound of the one grant type, as the flags give them.
-    let mut argv: Vec<String> = t.grants.to_args();
+    let mut argv: Vec<String> = super::open::spec_args(&t.grants);
     let mut flag = |name: &str, v: &str| {
         argv.push(format!("--{name}"));
         argv.push(v.to_string());

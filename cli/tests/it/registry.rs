@@ -613,7 +613,7 @@ fn what_a_registry_sends_that_does_not_match_is_refused_before_anything_starts_a
             "a declared size over --max-wasm-size",
             fake_content(&wasm, &wasm, None),
             vec!["--max-wasm-size", "64KiB"],
-            "larger than --max-wasm-size",
+            "larger than max_wasm_size",
             false,
         ),
         (

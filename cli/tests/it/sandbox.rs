@@ -246,7 +246,7 @@ fn memory_past_the_limit_ends_the_session_naming_it() {
     let out = attempt_raw("grow", json!({"mb": 100}), &["--max-memory", "32MiB"]);
     out.expect(4, "memory limit exceeded");
     assert!(
-        out.stderr.contains("--max-memory is 33554432 bytes"),
+        out.stderr.contains("max_memory is 33554432 bytes"),
         "{out:#?}"
     );
     let v = attempt("grow", json!({"mb": 8}), &["--max-memory", "32MiB"]);

@@ -157,7 +157,7 @@ fn a_wrong_expectation_fails_with_a_readable_diff() {
         "/recent/0/value: expected 3, found 1",
         "/value: expected 3, found 1",
         "state: {\"recent\":[{\"seq\":1,\"value\":1}],\"value\":1}",
-        "(virtual time, seed 0: rerun with --seed 0 to reproduce)",
+        "(virtual time, seed 0: rerun with that seed to reproduce)",
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }
@@ -709,7 +709,7 @@ fn shards_split_a_suite_into_disjoint_parts_that_cover_it() {
         sorted.sort();
         assert_eq!(union, sorted, "{n} shards: disjoint and complete");
     }
-    test(&[dir.as_str(), "--shard", "3/2"]).expect(2, "--shard");
+    test(&[dir.as_str(), "--shard", "3/2"]).expect(2, "shard \"3/2\": give K/N");
 }
 
 /// `--retries N`: a scenario that fails and then passes is reported as

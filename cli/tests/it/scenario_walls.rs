@@ -123,7 +123,7 @@ fn environment_variables_are_read_only_when_allowed() {
     out.expect(2, "1 scenarios are invalid");
     assert!(
         out.stdout
-            .contains("environment variable WALLS_SECRET is not allowed by the command line"),
+            .contains("environment variable WALLS_SECRET is not allowed by the run"),
         "{out:#?}"
     );
     assert!(!format!("{out:?}").contains(secret.1), "{out:#?}");
@@ -133,8 +133,7 @@ fn environment_variables_are_read_only_when_allowed() {
     let out = test(&[&s(&file)], &[secret]);
     out.expect(2, "1 scenarios are invalid");
     assert!(
-        out.stdout
-            .contains("allow it with --allow-env WALLS_SECRET"),
+        out.stdout.contains("allow it with allow_env WALLS_SECRET"),
         "{out:#?}"
     );
     assert!(!format!("{out:?}").contains(secret.1), "{out:#?}");

@@ -65,7 +65,7 @@ fn a_catalogs_compiled_patterns_are_charged_to_the_ticks_memory_bound() {
     // Forty patterns of about 190 KiB each do not fit a 6 MiB bound beside
     // the guest's own memory.
     let out = describe_bomb(4, 40, Some("6MiB"));
-    out.expect(3, "--max-memory");
+    out.expect(3, "memory bound (max_memory");
     assert!(out.stderr.contains("compiled patterns take"), "{out:#?}");
     // Positive controls: ten of them fit the same bound, and forty fit a
     // larger one.

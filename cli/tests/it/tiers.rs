@@ -95,7 +95,7 @@ fn tickbox_compile_puts_optimized_code_in_the_cache_and_a_start_loads_it() {
     tickbox_env(&["compile", &junk], &env).expect(3, "not a wasm component or module");
     tickbox_env(&["compile", "/nonexistent/x.wasm"], &env).expect(3, "cannot read");
     tickbox_env(&["compile", &wasm, "--max-wasm-size", "1KiB"], &env)
-        .expect(3, "larger than --max-wasm-size (1024 bytes)");
+        .expect(3, "larger than max_wasm_size (1024 bytes)");
     tickbox_env(&["compile", &wasm, "--compile-timeout", "0"], &env)
         .expect(2, "--compile-timeout 0");
 }
@@ -220,7 +220,7 @@ fn the_baseline_worker_started_ahead_of_its_engine_keeps_the_bounds() {
     let wasm = counter();
     // No worker reads, compiles and writes a component within a millisecond.
     let out = tickbox_env(&["describe", &wasm, "--compile-timeout", "0.001"], &env);
-    out.expect(3, "compiling took longer than --compile-timeout (0.001 s)");
+    out.expect(3, "compiling took longer than compile_timeout (0.001 s)");
     assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
     assert_eq!(compilers(&cache), Vec::<String>::new());
     // Positive control: the same start within the default bounds.

@@ -334,7 +334,7 @@ fn memories_and_tables_share_one_budget_and_rss_stays_bounded() {
     let (hit, hit_rss) = tickbox_rss(&["describe", &mems, "--max-memory", "40MiB"], &cache.0);
     hit.expect(3, "memory limit exceeded");
     assert!(
-        hit.stderr.contains("--max-memory is 41943040 bytes"),
+        hit.stderr.contains("max_memory is 41943040 bytes"),
         "{hit:#?}"
     );
     eprintln!(
@@ -354,7 +354,7 @@ fn memories_and_tables_share_one_budget_and_rss_stays_bounded() {
     let out = tickbox(&["describe", &tables, "--max-memory", "32MiB", "--no-cache"]);
     out.expect(3, "grow a table");
     assert!(
-        out.stderr.contains("--max-memory is 33554432 bytes"),
+        out.stderr.contains("max_memory is 33554432 bytes"),
         "{out:#?}"
     );
     let out = tickbox(&["describe", &tables, "--max-memory", "256MiB", "--no-cache"]);
@@ -385,7 +385,7 @@ fn every_memory_and_table_at_once_keeps_host_rss_within_the_bound() {
     let (hit, hit_rss) = tickbox_rss(&["describe", &walls, "--max-memory", "64MiB"], &cache.0);
     hit.expect(3, "grow a table from 0 to 1048576 elements");
     assert!(
-        hit.stderr.contains("--max-memory is 67108864 bytes"),
+        hit.stderr.contains("max_memory is 67108864 bytes"),
         "{hit:#?}"
     );
     let overhead_kib = tickbox_runtime::backend::wasm::limits::HOST_OVERHEAD / 1024;
@@ -408,7 +408,7 @@ fn every_memory_and_table_at_once_keeps_host_rss_within_the_bound() {
 #[test]
 fn a_wasm_larger_than_the_size_bound_is_refused_before_reading() {
     tickbox(&["describe", &hostile(), "--max-wasm-size", "1KiB"])
-        .expect(3, "larger than --max-wasm-size (1024 bytes)");
+        .expect(3, "larger than max_wasm_size (1024 bytes)");
     assert_eq!(
         tickbox(&["describe", &hostile(), "--max-wasm-size", "64MiB"]).code,
         0
@@ -423,7 +423,7 @@ fn a_compile_bomb_ends_at_the_compile_timeout() {
     let start = Instant::now();
     let out = tickbox(&["describe", &bomb, "--no-cache", "--compile-timeout", "0.5"]);
     let took = start.elapsed();
-    out.expect(3, "compiling took longer than --compile-timeout (0.5 s)");
+    out.expect(3, "compiling took longer than compile_timeout (0.5 s)");
     assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
     assert!(
         took < Duration::from_secs(20),
@@ -451,7 +451,7 @@ fn a_compile_past_the_memory_bound_ends_naming_it() {
     );
     out.expect(
         3,
-        "compiling needed more than --compile-memory (67108864 bytes)",
+        "compiling needed more than compile_memory (67108864 bytes)",
     );
     // One line for the failure; a compile slow enough for the progress
     // notice (over a second, likely on a loaded machine) adds that notice.
@@ -541,7 +541,7 @@ async fn a_compile_bomb_costs_only_its_own_start() {
         .await
         .unwrap()
         .expect_err("the bomb must not start");
-    assert!(err.to_string().contains("--compile-timeout (3 s)"), "{err}");
+    assert!(err.to_string().contains("compile_timeout (3 s)"), "{err}");
     assert!(
         answered > 5,
         "the neighbour was served meanwhile ({answered} calls)"
@@ -1180,7 +1180,7 @@ fn writes_past_the_quota_are_the_guests_error() {
     assert!(written <= 64 * 1024, "{written} bytes landed");
     // A preview-1 module cannot be metered: the quota is refused for it.
     tickbox(&["describe", &hostile_p1(), "--max-write", "1MiB"])
-        .expect(3, "--max-write needs a component");
+        .expect(3, "max_write needs a component");
     tickbox(&["describe", &hostile(), "--max-write", "much"]).expect(2, "--max-write much");
 }
 
@@ -1243,7 +1243,7 @@ fn writes_past_a_grants_own_quota_are_the_guests_error() {
     assert_eq!(v["ok"], true, "{v}");
     // A preview-1 module cannot be metered: refused at start.
     tickbox(&["describe", &hostile_p1(), "--dir", &quota_grant])
-        .expect(3, "a --dir write quota (max=) needs a component");
+        .expect(3, "a dir write quota (max=) needs a component");
     let bad = format!("{}::/q:rw,max=lots", q.0.display());
     tickbox(&["describe", &hostile(), "--dir", &bad]).expect(2, "max= expects a size");
     let ro = format!("{}::/q:ro,max=1MiB", q.0.display());

@@ -57,9 +57,12 @@ pub use tickbox_sandbox::launch::Launch;
 pub const QUIET_PERIOD: Duration = Duration::from_millis(500);
 /// How long after a call the checker keeps watching for its effects.
 pub const SETTLE: Duration = Duration::from_millis(200);
-/// How long a Tick may take to exit after stdin EOF (once in-flight requests
-/// are answered) or after SIGTERM.
-pub const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// How long the checker waits for a Tick to exit after stdin EOF (once
+/// in-flight requests are answered) or after SIGTERM before it reports the
+/// §4.5 finding. Not the host's `EXIT_GRACE` (500 ms, after which a host
+/// stops a Tick): a checker is a judge, and waits longer so that a Tick
+/// that exits on a slow machine is not failed for the machine.
+pub const EXIT_WAIT: Duration = Duration::from_secs(2);
 
 /// The checker's waits for things that send no answer: whether a Tick
 /// changes by itself, what a call did, whether it exits. Longer waits see
@@ -71,8 +74,8 @@ pub struct Timings {
     /// Watching for a call's effects after its answer ([`SETTLE`]).
     pub settle: Duration,
     /// How long a Tick may take to exit after stdin EOF or SIGTERM
-    /// ([`EXIT_GRACE`]).
-    pub exit_grace: Duration,
+    /// ([`EXIT_WAIT`]).
+    pub exit_wait: Duration,
 }
 
 impl Default for Timings {
@@ -80,7 +83,7 @@ impl Default for Timings {
         Timings {
             quiet_period: QUIET_PERIOD,
             settle: SETTLE,
-            exit_grace: EXIT_GRACE,
+            exit_wait: EXIT_WAIT,
         }
     }
 }

@@ -97,7 +97,7 @@ pub struct Shard {
 impl Shard {
     /// Parses `K/N` (1 ≤ K ≤ N ≤ 1024).
     pub fn parse(text: &str) -> Result<Shard, String> {
-        let bad = || format!("--shard {text:?}: give K/N with 1 <= K <= N <= 1024, e.g. 2/4");
+        let bad = || format!("shard {text:?}: give K/N with 1 <= K <= N <= 1024, e.g. 2/4");
         let (k, n) = text.split_once('/').ok_or_else(bad)?;
         let (k, n): (u32, u32) = (
             k.trim().parse().map_err(|_| bad())?,

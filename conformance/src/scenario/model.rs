@@ -559,7 +559,7 @@ pub fn expand_env(text: &str, policy: &Policy) -> Result<String, String> {
         }
         if !policy.env_allowed(name) {
             return Err(format!(
-                "{text:?}: environment variable {name} is not allowed by the command line (allow it with --allow-env {name})"
+                "{text:?}: environment variable {name} is not allowed by the run (allow it with allow_env {name})"
             ));
         }
         let value = std::env::var(name)
@@ -1322,7 +1322,7 @@ mod tests {
         // read, and an allowed one must be set.
         assert!(p("[tick]\npath = \"${HOME}/t.wasm\"\n")
             .unwrap_err()
-            .contains("HOME is not allowed by the command line (allow it with --allow-env HOME)"));
+            .contains("HOME is not allowed by the run (allow it with allow_env HOME)"));
         let allow = |name: &str| Policy {
             allow_env: vec![name.into()],
             ..Policy::default()
@@ -1338,7 +1338,7 @@ mod tests {
         .contains("TICKBOX_SURELY_UNSET_VAR is not set"));
         assert!(p("[tick]\npath = \"t.wasm\"\nenv = [\"HOME\"]\n")
             .unwrap_err()
-            .contains("allow it with --allow-env HOME"));
+            .contains("allow it with allow_env HOME"));
         assert!(parse(
             "[tick]\npath = \"t.wasm\"\nenv = [\"HOME\"]\n",
             f,

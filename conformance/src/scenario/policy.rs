@@ -42,7 +42,7 @@ impl Policy {
         let (roots, named) = if self.grant_roots.is_empty() {
             (vec![base.to_path_buf()], "the scenario's directory")
         } else {
-            (self.grant_roots.clone(), "--grant-root")
+            (self.grant_roots.clone(), "grant_root")
         };
         for root in &roots {
             if root.canonicalize().is_ok_and(|r| real.starts_with(r)) {
@@ -51,7 +51,7 @@ impl Policy {
         }
         let shown: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
         Err(format!(
-            "[tick] {key} {:?} is outside the grant root ({named}: {}); a scenario may grant only paths under it (name another with --grant-root DIR)",
+            "[tick] {key} {:?} is outside the grant root ({named}: {}); a scenario may grant only paths under it (name another in grant_root)",
             host.display().to_string(),
             shown.join(", ")
         ))
@@ -64,7 +64,7 @@ impl Policy {
             return Ok(());
         }
         Err(format!(
-            "[tick] env {spec:?} reads the host's environment variable {spec}, which the command line does not allow (allow it with --allow-env {spec})"
+            "[tick] env {spec:?} reads the host's environment variable {spec}, which the run does not allow (allow it with allow_env {spec})"
         ))
     }
 }

@@ -135,7 +135,7 @@ fn failure_lines(r: &ScenarioResult) -> Vec<String> {
             }
             if let Some(seed) = r.seed {
                 out.push(format!(
-                    "  (virtual time, seed {seed}: rerun with --seed {seed} to reproduce)"
+                    "  (virtual time, seed {seed}: rerun with that seed to reproduce)"
                 ));
             }
         }
@@ -356,7 +356,7 @@ mod tests {
         let t = to_text(&r);
         assert!(t.contains("FAIL    bad <one>"), "{t}");
         assert!(t.contains("step 2: expect_screen"), "{t}");
-        assert!(t.contains("rerun with --seed 4"), "{t}");
+        assert!(t.contains("seed 4: rerun with that seed"), "{t}");
         assert!(
             t.contains("FAILED: 1 passed, 1 failed, 1 could not start, 0 invalid"),
             "{t}"

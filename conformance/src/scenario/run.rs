@@ -70,7 +70,7 @@ pub struct TimeBudget {
     /// The wall time, from the Tick's start to the end of the last step.
     pub limit: Duration,
     /// The bound as the report names it, e.g. "the scenario's time budget
-    /// of 5m (--timeout)".
+    /// of 5m (timeout)".
     pub bound: String,
 }
 
@@ -79,7 +79,7 @@ impl Default for TimeBudget {
         TimeBudget {
             limit: DEFAULT_SCENARIO_TIMEOUT,
             bound: format!(
-                "the scenario's time budget of {}s (--timeout)",
+                "the scenario's time budget of {}s (timeout)",
                 DEFAULT_SCENARIO_TIMEOUT.as_secs()
             ),
         }

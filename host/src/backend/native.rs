@@ -35,14 +35,10 @@ use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 use std::time::Duration;
 use tickbox_protocol::limits::{INITIAL_COLS, INITIAL_ROWS, INSTANCE_ID_VAR, TERM_VALUE};
 
-/// How long a Tick whose stdin was closed may take to exit by itself, by
-/// default ([`NativeSpec::exit_grace`]).
-pub const EXIT_GRACE: Duration = Duration::from_millis(500);
-/// How long after SIGTERM before SIGKILL, by default
-/// ([`NativeSpec::term_grace`]).
-pub const TERM_GRACE: Duration = Duration::from_millis(500);
-/// Key chunks queued for a Tick that does not read its terminal.
-const KEY_QUEUE: usize = 256;
+use crate::limits::KEY_QUEUE;
+/// The defaults of [`NativeSpec::exit_grace`] and [`NativeSpec::term_grace`]
+/// (the host's limits table).
+pub use crate::limits::{EXIT_GRACE, TERM_GRACE};
 
 /// What to run.
 #[derive(Debug, Clone)]

@@ -111,7 +111,9 @@ pub enum LiveError {
     #[error("invalid instance name `{0}`: use letters, digits, `.`, `_` and `-`")]
     BadName(String),
     /// Another live instance already has this name.
-    #[error("the name `{0}` is taken by another live instance (see `tickbox ls`); choose another with --name")]
+    #[error(
+        "the name `{0}` is taken by another live instance (see `tickbox ls`); choose another name"
+    )]
     NameTaken(String),
     /// No live instance has this id or name.
     #[error("no live instance named `{target}`{}", available_suffix(.available))]

@@ -688,7 +688,7 @@ impl<'a> Suite<'a> {
                 if catalog.tools.is_empty() {
                     "the catalog has no tools".to_string()
                 } else {
-                    "every tool mutates; pass --allow-mutations to call them".to_string()
+                    "every tool mutates, and allow_mutations is off".to_string()
                 },
             ),
             Some((tool, args)) => {
@@ -733,7 +733,7 @@ impl<'a> Suite<'a> {
             self.tally.na(
                 rules::CALL_INVALID_ARGS,
                 if eligible.is_empty() {
-                    "no tool may be called (mutating tools need --allow-mutations)".to_string()
+                    "no tool may be called (mutating tools need allow_mutations)".to_string()
                 } else {
                     format!(
                         "no schema rejects any args the checker can build ({})",
@@ -785,7 +785,7 @@ impl<'a> Suite<'a> {
                     "the catalog has no query tools".to_string()
                 } else {
                     format!(
-                        "no args known for {} (give them with --sample-args)",
+                        "no args known for {} (give them in sample_args)",
                         skipped.join(", ")
                     )
                 },
@@ -832,7 +832,7 @@ impl<'a> Suite<'a> {
         {
             let Some(args) = args else {
                 self.measurements.notes.push(format!(
-                    "`{}` was not called: no args known (give them with --sample-args)",
+                    "`{}` was not called: no args known (give them in sample_args)",
                     tool.name
                 ));
                 continue;
@@ -1088,7 +1088,7 @@ impl<'a> Suite<'a> {
         let closed = d.now();
         d.wait_until(limit, |d| ids.iter().all(|id| d.response(*id).is_some()))
             .await;
-        let exit = d.wait_exit(self.opts.timings.exit_grace).await;
+        let exit = d.wait_exit(self.opts.timings.exit_wait).await;
         let sent: Vec<String> = d
             .sent
             .iter()
@@ -1108,7 +1108,7 @@ impl<'a> Suite<'a> {
                 rules::LIFECYCLE_STDIN_EOF,
                 format!(
                     "the Tick was still running {}s after stdin EOF{}",
-                    secs(self.opts.timings.exit_grace),
+                    secs(self.opts.timings.exit_wait),
                     if missing.is_empty() {
                         " and its in-flight requests were answered".to_string()
                     } else {
@@ -1153,7 +1153,7 @@ impl<'a> Suite<'a> {
             );
             return;
         }
-        match d.wait_exit(self.opts.timings.exit_grace).await {
+        match d.wait_exit(self.opts.timings.exit_wait).await {
             Some(how) => {
                 let after = d.now().saturating_sub(sent_at);
                 self.measurements.exit_after_sigterm_ms = Some(ms(after));
@@ -1166,7 +1166,7 @@ impl<'a> Suite<'a> {
                 rules::LIFECYCLE_SIGTERM,
                 format!(
                     "the Tick was still running {}s after SIGTERM to its process group",
-                    secs(self.opts.timings.exit_grace)
+                    secs(self.opts.timings.exit_wait)
                 ),
                 vec!["(SIGTERM to the process group)".into()],
                 vec!["(no exit)".into()],

@@ -254,7 +254,7 @@ impl Suite<'_> {
             let why = if self.opts.allow_mutations {
                 "the Tick sent no tick/update"
             } else {
-                "the Tick sent no tick/update (mutating tools are called only with --allow-mutations)"
+                "the Tick sent no tick/update (mutating tools are called only with allow_mutations)"
             };
             for r in [
                 rules::STATE_UPDATE_SEQ,
