@@ -129,19 +129,6 @@ pub enum CheckError {
     SampleArgs(String),
 }
 
-/// The rule a host's error message names: its `(§S, group.name)`, or the
-/// §4.3 version refusal, whose wording the protocol fixes. For tests and
-/// tools that hold the host's words, not its error value.
-pub fn rule_named_in(message: &str) -> Option<&'static Rule> {
-    if message.contains("unsupported Tick protocol version") {
-        return Some(rules::DESCRIBE_PROTOCOL);
-    }
-    rules::ALL
-        .iter()
-        .copied()
-        .find(|r| message.contains(&format!(", {})", r.id)))
-}
-
 /// Parses a sample-args document: a JSON object mapping tool name → args object.
 pub fn parse_sample_args(text: &str) -> Result<BTreeMap<String, Value>, CheckError> {
     let v: Value = serde_json::from_str(text)
