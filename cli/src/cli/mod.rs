@@ -70,7 +70,7 @@ enum Command {
     #[command(after_help = check::HELP)]
     Check(check::CheckArgs),
     /// Run scenario files against fresh instances of their Ticks: tickbox test FILE|DIR... [--format text|json|junit]
-    #[command(after_help = test::HELP)]
+    #[command(after_help = test::HELP.as_str())]
     Test(test::TestArgs),
     /// Host a Tick with this terminal as its view, published as a live instance (Ctrl-] detaches)
     Run(run::RunArgs),

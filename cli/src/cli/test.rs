@@ -17,8 +17,12 @@ use tickbox_runtime::Launcher;
 /// Exit code when a step of a scenario failed.
 pub const FAILED: u8 = 1;
 
-/// The exit codes of `tickbox test`.
-pub const HELP: &str = "\
+/// `tickbox test`'s help after the options: its exit codes and rules, the
+/// defaults and bounds read from their constants.
+pub static HELP: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let minutes = |d: Duration| format!("{}m", d.as_secs() / 60);
+    format!(
+        "\
 Exit codes (the first that applies):
   2    usage error, a scenario file that is invalid or cannot run as written, or a
        wasm Tick whose manifest asks for grants no one approved for its content
@@ -35,21 +39,26 @@ and seeded randomness unless the scenario sets deterministic = false.
 
 Scenario files are untrusted input. A scenario may grant directories only
 under its own directory (or --grant-root DIR) and read environment variables
-(${NAME}, env = [\"NAME\"]) only if --allow-env NAME names them; scenario and
+(${{NAME}}, env = [\"NAME\"]) only if --allow-env NAME names them; scenario and
 snapshot files are never read or written through a symbolic link. [[http]]
 fixtures answer a wasm Tick's HTTP requests in place of the network (no
 socket is opened; a request none answers fails its step), and [files] seeds
 the scratch directory; both read files only beside the scenario. When the
 CI environment variable is set (to anything but \"\", 0 or false), only
 sandboxed (wasm) Ticks run, as with --sandboxed-only; --allow-native runs
-native ones too. Each scenario has --timeout (default 5m), the whole run
---run-timeout (default 30m).
+native ones too. Each scenario has --timeout (default {scenario_timeout}), the whole
+run --run-timeout (default {run_timeout}).
 
 --trace on-failure|always writes a trace per scenario into --trace-dir
 (default target/tickbox-traces): NAME.trace.cast, an asciicast v2 file that
 asciinema plays as it is, with the protocol frames, each state and each
-step's outcome in it (at most 4 MiB; a cut trace says so in the report).
-`tickbox test show-trace FILE` replays one step by step.";
+step's outcome in it (at most {trace_max}; a cut trace says so in the report).
+`tickbox test show-trace FILE` replays one step by step.",
+        scenario_timeout = minutes(scenario::DEFAULT_SCENARIO_TIMEOUT),
+        run_timeout = minutes(scenario::DEFAULT_RUN_TIMEOUT),
+        trace_max = format!("{} MiB", trace::MAX_TRACE_BYTES >> 20),
+    )
+});
 
 /// When `tickbox test` writes a trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -377,7 +386,7 @@ async fn one(
     };
     // A fresh empty directory for `scratch`, removed when the run is over.
     let mut s = s;
-    let _scratch = match s.tick.scratch.clone() {
+    let scratch = match s.tick.scratch.clone() {
         None => None,
         Some(guest) => {
             if !s
@@ -441,6 +450,11 @@ async fn one(
             && failed.len() < args.retries as usize;
         match (retry, rules.budget_now()) {
             (true, Some(budget)) => {
+                if let Some(Err(e)) = scratch.as_ref().map(|d| d.reset(&s.files)) {
+                    let mut r = r.after_attempts(failed);
+                    r.outcome = Outcome::StartFailed(e);
+                    return Some(r);
+                }
                 failed.push(r);
                 opts.budget = budget;
             }
@@ -475,6 +489,18 @@ impl Scratch {
         ));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         Ok(Scratch(dir))
+    }
+
+    /// Empties the directory and seeds it again, for a retry: each attempt
+    /// starts from what `[files]` says, not from what the failed attempt
+    /// left (which could make a retry pass for a reason of its own).
+    fn reset(&self, files: &[scenario::SeedFile]) -> Result<(), String> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::remove_dir_all(&self.0)
+            .and_then(|()| std::fs::DirBuilder::new().mode(0o700).create(&self.0))
+            .map_err(|e| format!("cannot empty the scratch directory for a retry: {e}"))?;
+        scenario::seed_files(&self.0, files)
+            .map_err(|e| format!("cannot seed the scratch directory ([files]): {e}"))
     }
 }
 

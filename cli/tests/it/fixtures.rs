@@ -510,3 +510,36 @@ fn fixtures_replace_the_network_and_only_for_wasm_components() {
     let out = test(&[&s(&file), "--allow-native"]);
     assert_eq!(out.code, 0, "{out:#?}");
 }
+
+/// A retry starts from what `[files]` seeds, not from what the failed
+/// attempt wrote: the first step reads the seeded text, the second
+/// overwrites it, the third always fails. A retry in the same directory
+/// would fail at step 1; a fresh one fails at step 3 again. The positive
+/// control is the first attempt itself (it passes steps 1 and 2).
+#[test]
+fn a_retry_starts_from_the_seeded_files_not_the_failed_attempts() {
+    let t = TempDir::new("fixtures-retry-scratch");
+    let file = t.path("retry.scenario.toml");
+    let text = format!(
+        "[tick]\npath = {:?}\nscratch = \"/notes\"\n\n[files]\n\"todo.txt\" = \"milk\"\n\n\
+         [[step]]\ncall = \"read\"\nargs = {{ name = \"todo\" }}\nresult = {{ name = \"todo\", text = \"milk\" }}\n\n\
+         [[step]]\ncall = \"write\"\nargs = {{ name = \"todo\", text = \"eggs\" }}\n\n\
+         [[step]]\ncall = \"read\"\nargs = {{ name = \"todo\" }}\nresult = {{ name = \"todo\", text = \"never\" }}\n",
+        notes()
+    );
+    std::fs::write(&file, text).unwrap();
+    let out = test(&[&s(&file), "--retries", "1", "--format", "json"]);
+    assert_eq!(out.code, 1, "{out:#?}");
+    let r = &out.json()["scenarios"][0];
+    let earlier = r["failed_attempts"].as_array().expect("failed_attempts");
+    assert_eq!(earlier.len(), 1, "one retry: {out:#?}");
+    assert!(
+        earlier[0]["lines"].to_string().contains("step 3"),
+        "the first attempt passed steps 1 and 2: {out:#?}"
+    );
+    assert_eq!(
+        r["passed_steps"], 2,
+        "the retry read the seeded text: {out:#?}"
+    );
+    assert_eq!(r["failure"]["step"], 3, "{out:#?}");
+}

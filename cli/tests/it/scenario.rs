@@ -144,9 +144,30 @@ fn a_native_scenario_runs_on_real_time() {
     );
 }
 
+/// `tests/scenarios/failing` copied into a fresh directory: a failing
+/// snapshot step writes `NAME.snap.new` beside its snapshot when `CI` is
+/// set (as on a CI runner), and a test must not write into the source tree.
+fn failing_copy() -> (TempDir, String) {
+    let t = TempDir::new("failing-copy");
+    for name in [
+        "counter-wrong-screen.scenario.toml",
+        "counter-wrong-screen.one.snap",
+        "counter-wrong-state.scenario.toml",
+    ] {
+        std::fs::copy(
+            root().join("tests/scenarios/failing").join(name),
+            t.path(name),
+        )
+        .expect("copy a failing scenario");
+    }
+    let dir = t.0.to_string_lossy().into_owned();
+    (t, dir)
+}
+
 #[test]
 fn a_wrong_expectation_fails_with_a_readable_diff() {
-    let out = test(&[&repo("tests/scenarios/failing")]);
+    let (_t, failing) = failing_copy();
+    let out = test(&[&failing]);
     out.expect(1, "test: 2 of 2 scenarios failed");
     let text = &out.stdout;
     // The state diff: the step, the expectation, each difference, the value.
@@ -174,7 +195,7 @@ fn a_wrong_expectation_fails_with_a_readable_diff() {
     }
     assert!(text.contains("FAILED: 0 passed, 2 failed"), "{text}");
     // The same failure in JUnit: one <failure> per scenario.
-    let junit = test(&[&repo("tests/scenarios/failing"), "--format", "junit"]);
+    let junit = test(&[&failing, "--format", "junit"]);
     assert_eq!(junit.code, 1);
     assert!(junit.stdout.starts_with("<?xml"), "{junit:#?}");
     assert!(
