@@ -52,11 +52,11 @@ run --run-timeout (default {run_timeout}).
 --trace on-failure|always writes a trace per scenario into --trace-dir
 (default target/tickbox-traces): NAME.trace.cast, an asciicast v2 file that
 asciinema plays as it is, with the protocol frames, each state and each
-step's outcome in it (at most {trace_max}; a cut trace says so in the report).
+step's outcome in it (at most {trace_max_mib} MiB; a cut trace says so in the report).
 `tickbox test show-trace FILE` replays one step by step.",
         scenario_timeout = minutes(scenario::DEFAULT_SCENARIO_TIMEOUT),
         run_timeout = minutes(scenario::DEFAULT_RUN_TIMEOUT),
-        trace_max = format!("{} MiB", trace::MAX_TRACE_BYTES >> 20),
+        trace_max_mib = trace::MAX_TRACE_BYTES >> 20,
     )
 });
 
