@@ -977,7 +977,14 @@ impl Runner<'_> {
             Check::Snapshot { path, name } => Some(read_snapshot(path, name)?),
             _ => None,
         };
+        // Woken by a new state or a screen change, so a wait ends as soon as
+        // its condition can hold; POLL stays the longest sleep, for what
+        // neither announces (the session's end, the deadline).
+        let mut state = self.session.watch_state();
+        let mut screen = self.session.view().changes();
         loop {
+            state.borrow_and_update();
+            screen.borrow_and_update();
             let found = match self.holds(check, snapshot.as_deref()) {
                 Ok(()) => return Ok(()),
                 Err(found) => found,
@@ -988,7 +995,11 @@ impl Runner<'_> {
             if Instant::now() >= deadline {
                 return Err(found);
             }
-            tokio::time::sleep(POLL).await;
+            tokio::select! {
+                _ = changed(&mut state) => {}
+                _ = changed(&mut screen) => {}
+                _ = tokio::time::sleep(POLL) => {}
+            }
         }
     }
 
@@ -1129,6 +1140,14 @@ impl Runner<'_> {
             }
             tokio::time::sleep(POLL).await;
         }
+    }
+}
+
+/// Resolves when `rx` sees a new value; never, once its sender is gone (the
+/// caller's poll takes over), so a closed channel cannot spin a loop.
+async fn changed<T>(rx: &mut tokio::sync::watch::Receiver<T>) {
+    if rx.changed().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
