@@ -144,22 +144,28 @@ fn a_native_scenario_runs_on_real_time() {
     );
 }
 
+/// Copies the files `names` of the repository's directory `from` into `to`.
+fn copy_into(from: &str, names: &[&str], to: &Path) {
+    for name in names {
+        std::fs::copy(root().join(from).join(name), to.join(name))
+            .unwrap_or_else(|e| panic!("copy {from}/{name}: {e}"));
+    }
+}
+
 /// `tests/scenarios/failing` copied into a fresh directory: a failing
 /// snapshot step writes `NAME.snap.new` beside its snapshot when `CI` is
 /// set (as on a CI runner), and a test must not write into the source tree.
 fn failing_copy() -> (TempDir, String) {
     let t = TempDir::new("failing-copy");
-    for name in [
-        "counter-wrong-screen.scenario.toml",
-        "counter-wrong-screen.one.snap",
-        "counter-wrong-state.scenario.toml",
-    ] {
-        std::fs::copy(
-            root().join("tests/scenarios/failing").join(name),
-            t.path(name),
-        )
-        .expect("copy a failing scenario");
-    }
+    copy_into(
+        "tests/scenarios/failing",
+        &[
+            "counter-wrong-screen.scenario.toml",
+            "counter-wrong-screen.one.snap",
+            "counter-wrong-state.scenario.toml",
+        ],
+        &t.0,
+    );
     let dir = t.0.to_string_lossy().into_owned();
     (t, dir)
 }
@@ -781,17 +787,15 @@ fn example_scenarios_run_without_exporting_variables() {
     let t = TempDir::new("defaults");
     let scenarios = t.path("counter/scenarios");
     std::fs::create_dir_all(&scenarios).unwrap();
-    for f in [
-        "counter.scenario.toml",
-        "counter.start.snap",
-        "counter.after.snap",
-    ] {
-        std::fs::copy(
-            root().join("examples/counter/scenarios").join(f),
-            scenarios.join(f),
-        )
-        .unwrap();
-    }
+    copy_into(
+        "examples/counter/scenarios",
+        &[
+            "counter.scenario.toml",
+            "counter.start.snap",
+            "counter.after.snap",
+        ],
+        &scenarios,
+    );
     // Where `cargo build --manifest-path examples/Cargo.toml` puts it,
     // relative to the scenario.
     let release = t.path("target/wasm32-wasip2/release");
