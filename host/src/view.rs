@@ -54,6 +54,9 @@ pub const MAX_VIEW_COLS: u16 = 1000;
 /// Tallest view terminal (rows) a viewer may ask for.
 pub const MAX_VIEW_ROWS: u16 = 500;
 
+/// How often [`View::settle_for_keys`] asks whether the terminal takes keys.
+const KEYS_READY_POLL: Duration = Duration::from_millis(2);
+
 /// Lines of a Tick's screen kept as its last words when it fails to start
 /// or ends mid-call.
 pub const LAST_WORDS_LINES: usize = 8;
@@ -68,6 +71,14 @@ pub trait Terminal: Send + Sync {
     /// buffer); backends that feed the view directly have none.
     fn output_pending(&self) -> bool {
         false
+    }
+    /// Whether the Tick's terminal takes keys as they are typed: `Some(true)`
+    /// once a PTY's line discipline has left canonical mode (the Tick set
+    /// raw or cbreak mode, so a key is neither held for a line nor echoed),
+    /// `Some(false)` while it is canonical, `None` where there is no line
+    /// discipline to ask (a wasm key stream, which queues keys until read).
+    fn takes_keys_as_typed(&self) -> Option<bool> {
+        None
     }
 }
 
@@ -349,6 +360,33 @@ impl View {
         }
     }
 
+    /// Whether the Tick's terminal takes keys as typed ([`Terminal::takes_keys_as_typed`]).
+    pub fn takes_keys_as_typed(&self) -> Option<bool> {
+        self.shared.terminal.takes_keys_as_typed()
+    }
+
+    /// [`View::settle`] for a Tick about to be sent keys on real time: ends
+    /// as soon as its terminal takes keys as typed and nothing drawn is on
+    /// its way; where the terminal cannot say (or stays canonical), once
+    /// nothing was drawn for `quiet`, as `settle` does. So a Tick that puts
+    /// its PTY in raw mode first thing is not waited for a quiet period.
+    pub async fn settle_for_keys(&self, quiet: Duration, max: Duration) {
+        let start = Instant::now();
+        let deadline = start + max;
+        loop {
+            let since = self.lock().last_output.max(start).elapsed();
+            let now = Instant::now();
+            let pending = self.parsing() || self.shared.terminal.output_pending();
+            let ready = self.takes_keys_as_typed() == Some(true);
+            if now >= deadline || (!pending && (ready || since >= quiet)) {
+                return;
+            }
+            // Short steps: the mode can change at any moment, and asking
+            // costs one ioctl.
+            tokio::time::sleep(KEYS_READY_POLL.min(deadline - now)).await;
+        }
+    }
+
     /// The first `n` characters of the screen with blank runs folded, for one-line reports.
     pub fn excerpt(&self, n: usize) -> TickText {
         let text = self.screen_text();
@@ -476,6 +514,38 @@ mod tests {
         assert_eq!(v.size(), (40, 10));
         v.resize(u16::MAX, 0);
         assert_eq!(v.size(), (MAX_VIEW_COLS, 1), "sizes are bounded");
+    }
+
+    /// A terminal whose line discipline answers as given.
+    struct Mode(Option<bool>);
+
+    impl Terminal for Mode {
+        fn send_input(&self, _: &[u8]) {}
+        fn resize(&self, _: u16, _: u16) {}
+        fn takes_keys_as_typed(&self) -> Option<bool> {
+            self.0
+        }
+    }
+
+    /// A terminal in raw mode ends the wait at once; a canonical one, or one
+    /// that cannot say, waits for the quiet period (the control).
+    #[tokio::test]
+    async fn settling_for_keys_ends_when_the_terminal_takes_keys_as_typed() {
+        let quiet = Duration::from_millis(300);
+        let ready = View::new(Box::new(Mode(Some(true))));
+        ready.feed(b"drawn");
+        let t = Instant::now();
+        ready
+            .settle_for_keys(Duration::from_secs(30), Duration::from_secs(60))
+            .await;
+        assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+        assert!(!ready.parsing(), "what was drawn is parsed first");
+        for mode in [Some(false), None] {
+            let v = View::new(Box::new(Mode(mode)));
+            let t = Instant::now();
+            v.settle_for_keys(quiet, Duration::from_secs(60)).await;
+            assert!(t.elapsed() >= quiet, "{mode:?}: {:?}", t.elapsed());
+        }
     }
 
     #[test]

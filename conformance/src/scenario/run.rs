@@ -528,10 +528,11 @@ async fn run_traced(
     } else {
         // On real time there is no idle signal: give the Tick a moment after
         // initialization (it may still be setting up its terminal, and keys
-        // typed before that can be lost) until its screen is quiet.
+        // typed before that can be lost or echoed) until its PTY takes keys
+        // as typed, or else until its screen is quiet.
         session
             .view()
-            .settle(SNAPSHOT_QUIET, SNAPSHOT_SETTLE_MAX)
+            .settle_for_keys(SNAPSHOT_QUIET, SNAPSHOT_SETTLE_MAX)
             .await;
     }
     if let Some(t) = tracer.as_ref() {

@@ -193,6 +193,20 @@ impl Terminal for PtyTerminal {
         ok && n > 0
     }
 
+    fn takes_keys_as_typed(&self) -> Option<bool> {
+        let master = lock(&self.master);
+        let fd = master.as_raw_fd()?;
+        // SAFETY: a zeroed termios is a valid value for tcgetattr to fill.
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        // On Linux a PTY master's terminal ioctls act on its slave, whose
+        // modes are the ones the Tick set.
+        // SAFETY: tcgetattr writes one termios through the pointer we pass.
+        if unsafe { libc::tcgetattr(fd, &mut t) } != 0 {
+            return None;
+        }
+        Some(t.c_lflag & libc::ICANON == 0)
+    }
+
     fn resize(&self, cols: u16, rows: u16) {
         let size = PtySize {
             rows,
@@ -480,5 +494,34 @@ impl Drop for NativeProcess {
             // Reaped: the pid may now be reused by anyone.
             super::reaper::forget(self.pgid as u32);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A PTY says when its Tick leaves canonical mode: canonical at start
+    /// (the control), then, once the Tick ran `stty -icanon` on its
+    /// terminal, keys are taken as typed.
+    #[tokio::test]
+    async fn the_pty_says_when_the_tick_takes_keys_as_typed() {
+        let mut io = spawn(&NativeSpec::new([
+            "sh",
+            "-c",
+            "read go < /dev/tty; stty -icanon < /dev/tty; exec sleep 60",
+        ]))
+        .expect("sh starts");
+        assert_eq!(io.view.takes_keys_as_typed(), Some(false));
+        io.view.send_input(b"go\n");
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while io.view.takes_keys_as_typed() != Some(true) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never left canonical mode"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        io.process.terminate(false).await;
     }
 }
