@@ -402,15 +402,21 @@ impl WasiHttpHooks for Hooks {
     ) -> SendFuture {
         let policy = self.policy.clone();
         // The same check `send` makes, here where the audit handle is: the
-        // refusal is recorded with the URI the guest asked for.
+        // refusal is recorded with the URI the guest asked for, a use with
+        // the granted origin (never the guest's spelling of it).
         if let Some(audit) = &self.audit {
-            if policy.allowed(request.uri()).is_none() {
-                let denied = tickbox_host::audit::DenialKind::HttpOrigin;
-                audit.denied(
-                    denied,
-                    &request.uri().to_string(),
-                    "no allow_http grant names its origin",
-                );
+            match policy.allowed(request.uri()) {
+                Some(origin) => audit.used(tickbox_host::audit::Use::HttpOrigin {
+                    origin: &origin.to_string(),
+                }),
+                None => {
+                    let denied = tickbox_host::audit::DenialKind::HttpOrigin;
+                    audit.denied(
+                        denied,
+                        &request.uri().to_string(),
+                        "no allow_http grant names its origin",
+                    );
+                }
             }
         }
         Box::new(async move { send(policy, request, options).await })
