@@ -146,9 +146,10 @@ impl DenialKind {
 #[non_exhaustive]
 pub enum Use<'a> {
     /// The directory (or file) grant `host` → `guest` was reached; `write`
-    /// when something was done through it that a read-only grant refuses
-    /// (a file opened for writing, created or truncated; an entry created,
-    /// renamed, linked or removed; times set).
+    /// when the Tick asked to change something through it, which a
+    /// read-only grant refuses (a file opened for writing, created or
+    /// truncated; an entry created, renamed, linked or removed; times
+    /// set), whether or not the change then succeeded.
     Dir {
         /// The host path, as granted.
         host: &'a str,

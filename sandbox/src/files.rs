@@ -5,13 +5,19 @@
 //! `grants::DirGrant`; the grant area is `grant_area`, the quotas `quota`.
 //!
 //! **Which grants were used** (a `used` event of kind `dir`, once per
-//! grant and kind): a grant is *read* when a call through one of its
-//! descriptors reaches the filesystem (it succeeds, or fails for another
-//! reason than the grant's refusal: a missing file was still looked for
-//! there), and *written* when a call succeeds that a read-only grant
-//! refuses: `open-at` creating, truncating or opening for writing,
-//! `create-directory-at`, `rename-at`, `link-at`, `unlink-file-at`,
-//! `remove-directory-at`, `set-times(-at)`. The calls that read are
+//! grant and kind): a grant is used when a call through one of its
+//! descriptors reaches the filesystem, that is, succeeds or fails for
+//! another reason than the grant's refusal (a missing file was still
+//! looked for there). It is *written* when that call is one a read-only
+//! grant refuses before trying: `open-at` creating, truncating or opening
+//! for writing, `create-directory-at`, `rename-at`, `link-at`,
+//! `unlink-file-at`, `remove-directory-at`, `set-times(-at)`. A write that
+//! failed counts too: `create_dir_all` on a directory that exists fails
+//! with `exist` through a writable grant and `not-permitted` through a
+//! read-only one, and a Tick may take another path on each (the notes
+//! example does), so only a grant the Tick never asked to change
+//! anything through is one it would run the same under read-only. The
+//! calls that read are
 //! `open-at`, `stat(-at)`, `readlink-at` and `read-directory`; the rest
 //! (`get-type`, `metadata-hash`, `sync`, `advise`, `is-same-object`) work
 //! only on a descriptor one of those made or on the preopen itself, and
@@ -77,7 +83,7 @@ pub(crate) fn open_at_capped(
                         audit_refused_path(audit, path, &code);
                     }
                     if !refused(&code) {
-                        note_use(s, parent, false);
+                        note_use(s, parent, opens_for_writing(open_flags, flags));
                     }
                     Ok((Err(code),))
                 }
@@ -129,9 +135,8 @@ pub(crate) fn note_use(s: &mut GuestState, rep: u32, write: bool) {
 }
 
 /// The guest's answer to a filesystem call through the handles `reps`,
-/// recording the use of their grants: written when it succeeded and
-/// `write`, read when it reached the filesystem at all (see the module
-/// docs).
+/// recording the use of their grants when it reached the filesystem
+/// (`write`: a call a read-only grant refuses; see the module docs).
 pub(crate) fn noted<T>(
     s: &mut GuestState,
     reps: &[u32],
@@ -142,12 +147,11 @@ pub(crate) fn noted<T>(
         Ok(v) => Ok(v),
         Err(err) => Err(err.downcast()?),
     };
-    let used = match &answer {
-        Ok(_) => Some(write),
-        Err(code) if !refused(code) => Some(false),
-        Err(_) => None,
+    let reached = match &answer {
+        Ok(_) => true,
+        Err(code) => !refused(code),
     };
-    if let Some(write) = used {
+    if reached {
         for &rep in reps {
             note_use(s, rep, write);
         }
