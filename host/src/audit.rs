@@ -175,10 +175,15 @@ pub enum Use<'a> {
         /// The grant that allowed the lookup.
         allow_net: &'a str,
     },
-    /// A granted origin an outgoing HTTP request went to.
+    /// A granted origin an outgoing HTTP request went to; or, with
+    /// `fixture`, the origin of a request a scenario's HTTP fixture
+    /// answered in place of the network (no grant was in force, and no
+    /// connection was made).
     HttpOrigin {
         /// `scheme://host:port`.
         origin: &'a str,
+        /// Answered by a fixture.
+        fixture: bool,
     },
 }
 
@@ -199,7 +204,7 @@ impl Use<'_> {
             Use::Dir { host, guest, write } => format!("dir\0{host}\0{guest}\0{write}"),
             Use::Socket { allow_net, .. } => format!("socket\0{allow_net}"),
             Use::Lookup { name, .. } => format!("lookup\0{name}"),
-            Use::HttpOrigin { origin } => format!("http\0{origin}"),
+            Use::HttpOrigin { origin, fixture } => format!("http\0{origin}\0{fixture}"),
         }
     }
 
@@ -215,7 +220,9 @@ impl Use<'_> {
             Use::Lookup { name, allow_net } => {
                 json!({"what": self.as_str(), "name": name, "allow_net": allow_net})
             }
-            Use::HttpOrigin { origin } => json!({"what": self.as_str(), "origin": origin}),
+            Use::HttpOrigin { origin, fixture } => {
+                json!({"what": self.as_str(), "origin": origin, "fixture": fixture})
+            }
         }
     }
 }
@@ -839,6 +846,7 @@ mod tests {
             audit.clone().used(dir(true));
             audit.used(Use::HttpOrigin {
                 origin: "http://127.0.0.1:8080",
+                fixture: false,
             });
         }
         // Another session records its own uses again.

@@ -178,7 +178,8 @@ pub(crate) fn add_use_notes(
             Box::new(async move {
                 let s = store.data_mut();
                 let rep = fd.rep();
-                let r = fs_types::HostDescriptor::unlink_file_at(&mut s.filesystem(), fd, path).await;
+                let r =
+                    fs_types::HostDescriptor::unlink_file_at(&mut s.filesystem(), fd, path).await;
                 noted(s, &[rep], true, r)
             })
         },

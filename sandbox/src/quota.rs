@@ -227,11 +227,7 @@ impl GrantHandles {
     pub fn first_use(&mut self, rep: u32, write: bool) -> Option<&Preopen> {
         let i = *self.handles.get(&rep)?;
         let p = self.preopens.get_mut(i)?;
-        let new = if write {
-            !p.write_noted
-        } else {
-            !p.read_noted
-        };
+        let new = if write { !p.write_noted } else { !p.read_noted };
         p.read_noted = true;
         p.write_noted |= write;
         new.then_some(&*p)
@@ -407,7 +403,8 @@ fn rename_within_grant(
             return Ok((Err(cross_grant("rename")),));
         }
         let reps = [fd.rep(), new_fd.rep()];
-        let r = HostDescriptor::rename_at(&mut s.filesystem(), fd, old_path, new_fd, new_path).await;
+        let r =
+            HostDescriptor::rename_at(&mut s.filesystem(), fd, old_path, new_fd, new_path).await;
         crate::files::noted(s, &reps, true, r)
     })
 }

@@ -910,8 +910,8 @@ mod files {
                 virtual_now(s.clock.as_ref(), mtim),
             );
             let rep = fd.rep();
-            let r =
-                HostDescriptor::set_times_at(&mut s.filesystem(), fd, flags, path, atim, mtim).await;
+            let r = HostDescriptor::set_times_at(&mut s.filesystem(), fd, flags, path, atim, mtim)
+                .await;
             crate::files::noted(s, &[rep], true, r)
         })
     }

@@ -6,8 +6,10 @@
 //! **What it reads.** Audit files (`--audit FILE`, a policy's `audit`
 //! key, a live host's `host-PID.jsonl` and its rotated `.1`…), any number,
 //! merged: sessions from several files and several runs are one union.
-//! A recorded scenario is run with `tickbox test FILE --audit AUDIT` and
-//! its audit read like any other. Each file is read as untrusted input: a
+//! A recorded scenario (`tickbox run --record`) is run with `tickbox test
+//! FILE --audit AUDIT` and its audit read like any other; the recording
+//! itself holds the grants in force, not what was used, so it is not read
+//! here. Each file is read as untrusted input: a
 //! regular file, never through a symbolic link, at most
 //! `MAX_AUDIT_READ_BYTES`, each line one JSON object of schema version 1
 //! and at most `MAX_AUDIT_LINE_BYTES`; anything else is one line naming
@@ -26,7 +28,10 @@
 //!   host, the port used), and for a name only looked up the grant that
 //!   named it;
 //! - `allow_http`: each origin requested; `http_ca` kept when an `https`
-//!   origin was used under one;
+//!   origin was used under one. In a scenario run with HTTP fixtures no
+//!   origin is granted and none is reached: the origins the fixtures
+//!   answered are what the Tick needs for real, and are suggested (and
+//!   said to be fixtures') even though no grant was in force;
 //! - `env`: every name the Tick was given. WASI hands a Tick its whole
 //!   environment at start (`wasi:cli/environment` returns every variable
 //!   at once), so the host cannot see which ones it reads: given counts as
@@ -54,6 +59,7 @@
 //! they stand for.
 
 use super::exit::Exit;
+use super::open::size;
 use clap::{Args, Subcommand};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -186,6 +192,8 @@ struct Session {
 struct Start {
     tick: String,
     backend: String,
+    /// Who started it (`scenario` for `tickbox test`).
+    origin: String,
     sha256: Option<String>,
     grants: Value,
 }
@@ -206,6 +214,8 @@ enum Used {
     },
     Http {
         origin: String,
+        /// Answered by a scenario's HTTP fixture, not the network.
+        fixture: bool,
     },
 }
 
@@ -268,15 +278,15 @@ impl Record {
         }
         let s = self.sessions.entry(id.to_string()).or_default();
         match event {
-            "start" => {
-                if s.start.is_none() {
-                    s.start = Some(Start {
-                        tick: string(&e, "tick", event)?,
-                        backend: string(&e, "backend", event)?,
-                        sha256: e["sha256"].as_str().map(str::to_string),
-                        grants: e["grants"].clone(),
-                    });
-                }
+            // The first start of a session is the one in force.
+            "start" if s.start.is_none() => {
+                s.start = Some(Start {
+                    tick: string(&e, "tick", event)?,
+                    backend: string(&e, "backend", event)?,
+                    origin: e["origin"].as_str().unwrap_or_default().to_string(),
+                    sha256: e["sha256"].as_str().map(str::to_string),
+                    grants: e["grants"].clone(),
+                });
             }
             "used" => {
                 let what = string(&e, "what", event)?;
@@ -300,6 +310,7 @@ impl Record {
                     }),
                     "http_origin" => s.uses.push(Used::Http {
                         origin: u("origin")?,
+                        fixture: e["fixture"] == true,
                     }),
                     "unrecorded" => s.unrecorded = true,
                     // A kind of use a later tickbox records.
@@ -368,6 +379,9 @@ impl Record {
                 Some(d) => format!("{} ({})", comment_text(&start.tick), comment_text(d)),
                 None => comment_text(&start.tick),
             });
+            if start.origin == "scenario" && !granted_dirs(&start.grants).is_empty() {
+                out.scenario_dirs = true;
+            }
             let g = &start.grants;
             wasm_sessions.push(g);
             let dirs = granted_dirs(g);
@@ -426,7 +440,17 @@ impl Record {
                             out.not_granted(id, "allow_net", allow_net);
                         }
                     }
-                    Used::Http { origin } => {
+                    Used::Http {
+                        origin,
+                        fixture: true,
+                    } => {
+                        // No grant is in force beside fixtures: the
+                        // origin is what the Tick needs for real, checked
+                        // as a grant when the policy is written.
+                        out.http.insert(origin.clone());
+                        out.fixtures.insert(origin.clone());
+                    }
+                    Used::Http { origin, .. } => {
                         if origins.contains(&origin.as_str()) {
                             out.http.insert(origin.clone());
                             if origin.starts_with("https://") {
@@ -453,9 +477,10 @@ impl Record {
             }
         }
         for (name, grant) in looked_up {
-            let covered = out.net.iter().any(|n| {
-                NetSpec::parse(n).is_some_and(|n| n.host.eq_ignore_ascii_case(&name))
-            });
+            let covered = out
+                .net
+                .iter()
+                .any(|n| NetSpec::parse(n).is_some_and(|n| n.host.eq_ignore_ascii_case(&name)));
             if !covered {
                 out.net.insert(grant);
             }
@@ -471,10 +496,8 @@ impl Record {
             ));
         }
         if self.cut > 0 {
-            out.incomplete.push(format!(
-                "{} events were written shortened (cut)",
-                self.cut
-            ));
+            out.incomplete
+                .push(format!("{} events were written shortened (cut)", self.cut));
         }
         out
     }
@@ -605,16 +628,6 @@ fn bounds_in_force(sessions: &[&Value]) -> Vec<(&'static str, String)> {
     out
 }
 
-/// A size as `parse_size` reads it, in the largest whole binary unit.
-fn size(bytes: u64) -> String {
-    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
-            return format!("{}{unit}", bytes >> shift);
-        }
-    }
-    bytes.to_string()
-}
-
 /// A directory chosen: written anywhere, and its quotas in force.
 struct DirChoice {
     grant: DirGrant,
@@ -636,6 +649,10 @@ struct Suggestion {
     granted: BTreeSet<(&'static str, String)>,
     ticks: BTreeSet<String>,
     native: BTreeSet<String>,
+    /// Origins a scenario's fixtures answered.
+    fixtures: BTreeSet<String>,
+    /// A scenario run had directories (its scratch one is temporary).
+    scenario_dirs: bool,
     /// Each refusal line (already escaped) and how often.
     refusals: BTreeMap<String, u64>,
     /// What was not taken and why (already escaped), at most [`MAX_LISTED`].
@@ -705,8 +722,17 @@ impl Suggestion {
                 "# Not sandboxed, so no policy applies (a native Tick): {n}"
             );
         }
+        if self.scenario_dirs {
+            o.push_str(
+                "# Some sessions are scenario runs (tickbox test): a scratch directory they were\n\
+                 # granted was temporary; map a directory of yours in its place.\n",
+            );
+        }
         for why in &self.incomplete {
-            let _ = writeln!(o, "# INCOMPLETE RECORD: {why}; this policy may allow too little.");
+            let _ = writeln!(
+                o,
+                "# INCOMPLETE RECORD: {why}; this policy may allow too little."
+            );
         }
         let mut skipped = Vec::new();
         let mut dirs = Vec::new();
@@ -758,9 +784,25 @@ impl Suggestion {
             })
             .cloned()
             .collect();
-        array(&mut o, "dir", &dirs, None);
+        let relative = self.dirs.keys().any(|(host, _)| !host.starts_with('/'));
+        let why = relative.then_some(
+            "# A relative host path is as it was given: relative to the directory tickbox\n\
+             # runs in, not to this file.\n",
+        );
+        array(&mut o, "dir", &dirs, why);
         array(&mut o, "allow_net", &net, None);
-        array(&mut o, "allow_http", &http, None);
+        let fixtures: String = http
+            .iter()
+            .filter(|h| self.fixtures.contains(*h))
+            .map(|h| format!("#   {}\n", quoted(h)))
+            .collect();
+        let why = (!fixtures.is_empty()).then(|| {
+            format!(
+                "# Answered by a scenario's HTTP fixtures in the recorded runs, never reached;\n\
+                 # granted here so the Tick reaches them for real:\n{fixtures}"
+            )
+        });
+        array(&mut o, "allow_http", &http, why.as_deref());
         if let Some(ca) = self.http_ca.first() {
             o.push('\n');
             o.push_str("# The CA file the https origins above were reached under.\n");
@@ -804,7 +846,7 @@ impl Suggestion {
         );
         comments(
             &mut o,
-            "Refused in the recorded runs (and refused under this policy too):",
+            "Refused in the recorded runs:",
             self.refusals.iter().map(|(r, n)| (r.clone(), *n)),
             0,
         );
@@ -854,12 +896,7 @@ fn array(o: &mut String, key: &str, values: &[String], why: Option<&str>) {
 
 /// A block of `#` lines under `title`: at most [`MAX_LISTED`] entries
 /// (each already escaped), with a count of the rest.
-fn comments(
-    o: &mut String,
-    title: &str,
-    lines: impl Iterator<Item = (String, u64)>,
-    past: usize,
-) {
+fn comments(o: &mut String, title: &str, lines: impl Iterator<Item = (String, u64)>, past: usize) {
     let lines: Vec<(String, u64)> = lines.collect();
     if lines.is_empty() && past == 0 {
         return;
@@ -924,9 +961,11 @@ mod tests {
     }
 
     fn start(session: &str, grants: Value) -> String {
-        line(json!({"v": 1, "ts": "t", "event": "start", "session": session,
+        line(
+            json!({"v": 1, "ts": "t", "event": "start", "session": session,
             "origin": "cli", "tick": "notes.wasm", "backend": "wasm component",
-            "sha256": "sha256:ab", "grants": grants}))
+            "sha256": "sha256:ab", "grants": grants}),
+        )
     }
 
     fn used(session: &str, fields: Value) -> String {
@@ -1038,8 +1077,14 @@ mod tests {
         assert_eq!(keys, ["allow_http", "allow_net", "dir", "env"], "{text}");
         // What was granted and unused, and what was not taken, is said.
         assert!(text.contains("#   dir \"/x::/x:ro\""), "{text}");
-        assert!(text.contains("#   allow_http \"http://127.0.0.1:9\""), "{text}");
-        assert!(text.contains("a write through the read-only \"/x::/x\""), "{text}");
+        assert!(
+            text.contains("#   allow_http \"http://127.0.0.1:9\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("a write through the read-only \"/x::/x\""),
+            "{text}"
+        );
         assert!(text.contains("allow_http \"http://evil.example:80\" that its start did not grant"));
         assert!(text.contains("session c: its start is not in these files"));
         // The suggested spec parses as the policy reader parses it.
@@ -1053,13 +1098,19 @@ mod tests {
         let mut g = grants(json!([]), json!([]), json!([]));
         g["env"] = json!([]);
         let lines = [
-            line(json!({"v": 1, "ts": "t", "event": "start", "session": hostile,
+            line(
+                json!({"v": 1, "ts": "t", "event": "start", "session": hostile,
                 "origin": "cli", "tick": hostile, "backend": "wasm component",
-                "sha256": hostile, "grants": g})),
-            line(json!({"v": 1, "ts": "t", "event": "denied", "session": hostile,
-                "what": hostile, "attempted": hostile, "detail": hostile})),
-            line(json!({"v": 1, "ts": "t", "event": "limit", "session": hostile,
-                "bound": hostile, "value": 1, "detail": hostile})),
+                "sha256": hostile, "grants": g}),
+            ),
+            line(
+                json!({"v": 1, "ts": "t", "event": "denied", "session": hostile,
+                "what": hostile, "attempted": hostile, "detail": hostile}),
+            ),
+            line(
+                json!({"v": 1, "ts": "t", "event": "limit", "session": hostile,
+                "bound": hostile, "value": 1, "detail": hostile}),
+            ),
             used(
                 hostile,
                 json!({"what": "dir", "host": hostile, "guest": hostile, "access": "read"}),
@@ -1069,17 +1120,20 @@ mod tests {
         assert!(t.is_empty(), "no key at all: {t:?}\n{text}");
         for l in text.lines() {
             assert!(l.is_empty() || l.starts_with('#'), "{l:?}");
-            assert!(!l.chars().any(|c| text::is_unsafe(c)), "{l:?}");
+            assert!(!l.chars().any(text::is_unsafe), "{l:?}");
         }
         // Positive control: the refusal is there, escaped, whole.
         let escaped = text::escape(hostile);
-        assert!(text.contains(&format!("denied {escaped} \"{escaped}\": {escaped}")), "{text}");
+        assert!(
+            text.contains(&format!("denied {escaped} \"{escaped}\": {escaped}")),
+            "{text}"
+        );
         // And a value (a grant's path) with the same characters is a TOML
         // string of the same value.
         let v = toml_string(hostile);
         let back: toml::Table = toml::from_str(&format!("k = {v}")).unwrap();
         assert_eq!(back["k"].as_str(), Some(hostile));
-        assert!(!v.chars().any(|c| text::is_unsafe(c)));
+        assert!(!v.chars().any(text::is_unsafe));
     }
 
     #[test]
@@ -1104,9 +1158,10 @@ mod tests {
             .contains("without its string field host"));
         // Positive controls: blank lines and events of a later tickbox pass.
         let mut r = Record::default();
-        r.add(
-            &format!("{ok}\n\n{}\n", r#"{"v":1,"event":"future","session":"a","x":1}"#),
-        )
+        r.add(&format!(
+            "{ok}\n\n{}\n",
+            r#"{"v":1,"event":"future","session":"a","x":1}"#
+        ))
         .unwrap();
         assert_eq!(r.sessions.len(), 1);
     }
@@ -1156,16 +1211,60 @@ mod tests {
     }
 
     #[test]
+    fn origins_a_scenarios_fixtures_answered_are_suggested_and_said_to_be() {
+        let mut g = grants(json!([]), json!([]), json!([]));
+        g["env"] = json!([]);
+        let mut start = start("s", g);
+        start = start.replace("\"origin\":\"cli\"", "\"origin\":\"scenario\"");
+        let lines = [
+            start,
+            used(
+                "s",
+                json!({"what": "http_origin", "origin": "https://api.example.com:443", "fixture": true}),
+            ),
+            // Positive control: a use that no fixture answered and no grant allowed.
+            used(
+                "s",
+                json!({"what": "http_origin", "origin": "http://elsewhere.example:80", "fixture": false}),
+            ),
+        ];
+        let (text, t) = suggest(&lines);
+        assert_eq!(
+            t["allow_http"].as_array().unwrap(),
+            &[toml::Value::from("https://api.example.com:443")],
+            "{text}"
+        );
+        assert!(
+            text.contains("# Answered by a scenario's HTTP fixtures"),
+            "{text}"
+        );
+        assert!(
+            text.contains("#   \"https://api.example.com:443\""),
+            "{text}"
+        );
+        assert!(text.contains("\"http://elsewhere.example:80\" that its start did not grant"));
+    }
+
+    #[test]
     fn an_incomplete_record_says_so() {
         let g = grants(json!([]), json!([]), json!([]));
         let lines = [
             start("a", g),
-            used("a", json!({"what": "unrecorded", "bound": 256, "detail": "…"})),
+            used(
+                "a",
+                json!({"what": "unrecorded", "bound": 256, "detail": "…"}),
+            ),
             line(json!({"v": 1, "ts": "t", "event": "end", "session": "a", "lost": 3})),
         ];
         let (text, _) = suggest(&lines);
-        assert!(text.contains("# INCOMPLETE RECORD: session a used more than"), "{text}");
-        assert!(text.contains("# INCOMPLETE RECORD: 3 events were dropped"), "{text}");
+        assert!(
+            text.contains("# INCOMPLETE RECORD: session a used more than"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# INCOMPLETE RECORD: 3 events were dropped"),
+            "{text}"
+        );
         // Positive control: a complete record says nothing of the kind.
         let (text, _) = suggest(&[start("b", grants(json!([]), json!([]), json!([])))]);
         assert!(!text.contains("INCOMPLETE"), "{text}");

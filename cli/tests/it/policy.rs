@@ -41,17 +41,32 @@ fn notes_script(grants: &[String]) -> Vec<Ran> {
     let n = notes.as_str();
     vec![
         run(
-            &["call", n, "write", r#"{"name":"todo","text":"milk"}"#, "--yes"],
+            &[
+                "call",
+                n,
+                "write",
+                r#"{"name":"todo","text":"milk"}"#,
+                "--yes",
+            ],
             grants,
         ),
         run(
-            &["call", n, "write", r#"{"name":"ideas","text":"more"}"#, "--yes"],
+            &[
+                "call",
+                n,
+                "write",
+                r#"{"name":"ideas","text":"more"}"#,
+                "--yes",
+            ],
             grants,
         ),
         run(&["read", n], grants),
         run(&["call", n, "read", r#"{"name":"todo"}"#], grants),
         run(&["call", n, "read", r#"{"name":"nope"}"#], grants),
-        run(&["call", n, "delete", r#"{"name":"ideas"}"#, "--yes"], grants),
+        run(
+            &["call", n, "delete", r#"{"name":"ideas"}"#, "--yes"],
+            grants,
+        ),
         run(&["read", n], grants),
     ]
 }
@@ -146,16 +161,15 @@ fn a_suggested_policy_reproduces_the_notes_and_fetch_examples() {
     let files_before = files_in(&notes_dir.0);
     // The scripts did what they say (so the comparison below means something).
     assert_eq!(notes_before[0].0, 0, "{notes_before:#?}");
-    assert!(
-        notes_before[3].1.contains("milk"),
-        "{:#?}",
-        notes_before[3]
-    );
+    assert!(notes_before[3].1.contains("milk"), "{:#?}", notes_before[3]);
     assert_eq!(notes_before[4].0, 1, "no such note: a tool error");
     assert_eq!(files_before, [("todo.txt".into(), "milk".into())]);
     assert_eq!(fetch_before[0].0, 0, "{fetch_before:#?}");
     assert!(fetch_before[0].1.contains("hello from the test server"));
-    assert_eq!(fetch_before[1].0, 1, "the ungranted origin: {fetch_before:#?}");
+    assert_eq!(
+        fetch_before[1].0, 1,
+        "the ungranted origin: {fetch_before:#?}"
+    );
 
     let policy = suggest(&[&notes_audit, &fetch_audit]);
     let table: toml::Table =
@@ -190,7 +204,11 @@ fn a_suggested_policy_reproduces_the_notes_and_fetch_examples() {
     // Negative control: one line less, and the rerun no longer matches.
     let without = |line: &str, name: &str| {
         let kept: Vec<&str> = policy.lines().filter(|l| l.trim() != line).collect();
-        assert_eq!(kept.len() + 1, policy.lines().count(), "{line} in:\n{policy}");
+        assert_eq!(
+            kept.len() + 1,
+            policy.lines().count(),
+            "{line} in:\n{policy}"
+        );
         let f = work.path(name);
         std::fs::write(&f, kept.join("\n")).unwrap();
         vec!["--policy".to_string(), f.display().to_string()]
@@ -234,7 +252,12 @@ fn a_grant_only_read_is_suggested_read_only() {
                 grants,
             ),
             run(
-                &["call", &wasm, "read_file", r#"{"path":"/data/missing.txt"}"#],
+                &[
+                    "call",
+                    &wasm,
+                    "read_file",
+                    r#"{"path":"/data/missing.txt"}"#,
+                ],
                 grants,
             ),
         ]
@@ -264,7 +287,10 @@ fn a_grant_only_read_is_suggested_read_only() {
         ],
         &only,
     );
-    assert!(refused(&write), "a write through the suggested grant: {write:#?}");
+    assert!(
+        refused(&write),
+        "a write through the suggested grant: {write:#?}"
+    );
     assert!(!data.path("new.txt").exists());
 }
 
@@ -341,7 +367,12 @@ fn a_hostile_ticks_strings_reach_the_suggestion_only_inside_comments() {
     let injected = "x\"]\n[evil]\nallow_net = [\"0.0.0.0:1\"]\r\ndir = [\"/::/\"] # \u{2028}\u{202e}\x1b]2;t\x07";
     let read = |path: &str| {
         run(
-            &["call", &wasm, "read_file", &json!({ "path": path }).to_string()],
+            &[
+                "call",
+                &wasm,
+                "read_file",
+                &json!({ "path": path }).to_string(),
+            ],
             &grants,
         )
     };
@@ -384,6 +415,67 @@ fn a_hostile_ticks_strings_reach_the_suggestion_only_inside_comments() {
     assert!(refusal.contains(&escaped), "{refusal}");
 }
 
+/// A scenario run (`tickbox test --audit`), here the fetch and notes
+/// examples' own: the origins the fetch scenario's HTTP fixtures answered
+/// are suggested (no grant was in force, nothing was reached; the comment
+/// says they were fixtures'), the request no fixture answered is a
+/// refusal, and the notes scenario's scratch directory is said to be
+/// temporary.
+#[test]
+fn a_scenario_runs_audit_suggests_the_origins_its_fixtures_answered() {
+    let work = TempDir::new("policy-scenario");
+    let audit = work.path("a.jsonl");
+    let wasm_dir = crate::scenario::wasm_dir();
+    let scenarios = root().join("examples");
+    let out = tickbox_env(
+        &[
+            "test",
+            "--allow-env=TICKBOX_WASM_DIR",
+            "--audit",
+            audit.to_str().unwrap(),
+            scenarios.join("fetch/scenarios").to_str().unwrap(),
+            scenarios
+                .join("notes/scenarios/notes.scenario.toml")
+                .to_str()
+                .unwrap(),
+        ],
+        &[("TICKBOX_WASM_DIR", wasm_dir.as_str())],
+    );
+    assert_eq!(out.code, 0, "{out:#?}");
+    let policy = suggest(&[&audit]);
+    let table: toml::Table = toml::from_str(&policy).unwrap();
+    let http: Vec<&str> = table["allow_http"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(toml::Value::as_str)
+        .collect();
+    assert_eq!(
+        http,
+        ["http://127.0.0.1:9", "https://api.example.com:443"],
+        "{policy}"
+    );
+    assert!(
+        policy.contains("# Answered by a scenario's HTTP fixtures"),
+        "{policy}"
+    );
+    assert!(policy.contains("scratch directory"), "{policy}");
+    assert!(
+        table["dir"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d.as_str().is_some_and(|d| d.ends_with("::/notes:rw"))),
+        "{policy}"
+    );
+    // The no-grant scenario's request: refused, and listed as such (it
+    // runs without fixtures, so its origin is not suggested).
+    assert!(
+        policy.contains("#   denied http_origin \"http://127.0.0.1:9/"),
+        "{policy}"
+    );
+}
+
 /// Input that is not an audit file: one line on stderr naming the file
 /// and the rule (never the content), exit 2, nothing on stdout. Each case
 /// beside the positive control, a real audit file that is read.
@@ -391,12 +483,7 @@ fn a_hostile_ticks_strings_reach_the_suggestion_only_inside_comments() {
 fn bad_audit_files_are_one_line_and_exit_2() {
     let work = TempDir::new("policy-bad");
     let good = work.path("good.jsonl");
-    let out = tickbox(&[
-        "describe",
-        &hostile(),
-        "--audit",
-        good.to_str().unwrap(),
-    ]);
+    let out = tickbox(&["describe", &hostile(), "--audit", good.to_str().unwrap()]);
     assert_eq!(out.code, 0, "{out:#?}");
     assert!(suggest(&[&good]).starts_with("# A least-privilege policy"));
 
