@@ -45,8 +45,9 @@
 //!   directory grants are kept as they were in force.
 //!
 //! A use counts only if the session's `start` granted it (a write only
-//! through a writable grant): the suggestion is never more than the runs
-//! had, whatever else a file says. A session whose `start` is not in the
+//! through a writable grant), or, for an origin, if a scenario run's
+//! fixture answered it: the suggestion is never more than the runs had,
+//! whatever else a file says. A session whose `start` is not in the
 //! files, a native Tick (not sandboxed, so no policy applies) and a
 //! record cut short (`unrecorded`, `lost`) are said in comments.
 //!
@@ -348,7 +349,7 @@ impl Record {
         // Names only looked up: their grant, unless an address used covers them.
         let mut looked_up: BTreeMap<String, String> = BTreeMap::new();
         let mut used_https = false;
-        let mut cas: BTreeMap<String, bool> = BTreeMap::new();
+        let mut cas: BTreeSet<String> = BTreeSet::new();
         let mut wasm_sessions = Vec::new();
         for id in &self.order {
             let s = &self.sessions[id];
@@ -430,8 +431,9 @@ impl Record {
                         }
                     }
                     Used::Lookup { name, allow_net } => {
-                        let named = nets.iter().any(|n| n.host.eq_ignore_ascii_case(name))
-                            && nets.iter().any(|n| n.spec == *allow_net);
+                        let named = nets
+                            .iter()
+                            .any(|n| n.spec == *allow_net && n.host.eq_ignore_ascii_case(name));
                         if named {
                             looked_up
                                 .entry(name.to_ascii_lowercase())
@@ -444,11 +446,16 @@ impl Record {
                         origin,
                         fixture: true,
                     } => {
-                        // No grant is in force beside fixtures: the
-                        // origin is what the Tick needs for real, checked
-                        // as a grant when the policy is written.
-                        out.http.insert(origin.clone());
-                        out.fixtures.insert(origin.clone());
+                        // No grant is in force beside fixtures, and only a
+                        // scenario run has them: the origin is what the
+                        // Tick needs for real, checked as a grant when the
+                        // policy is written.
+                        if start.origin == "scenario" {
+                            out.http.insert(origin.clone());
+                            out.fixtures.insert(origin.clone());
+                        } else {
+                            out.not_granted(id, "allow_http", origin);
+                        }
                     }
                     Used::Http { origin, .. } => {
                         if origins.contains(&origin.as_str()) {
@@ -456,7 +463,7 @@ impl Record {
                             if origin.starts_with("https://") {
                                 used_https = true;
                                 if let Some(ca) = ca {
-                                    cas.insert(ca.to_string(), true);
+                                    cas.insert(ca.to_string());
                                 }
                             }
                         } else {
@@ -486,7 +493,7 @@ impl Record {
             }
         }
         if used_https {
-            out.http_ca = cas.into_keys().collect();
+            out.http_ca = cas.into_iter().collect();
         }
         out.bounds = bounds_in_force(&wasm_sessions);
         if self.lost > 0 {
@@ -867,7 +874,12 @@ impl Suggestion {
     /// Whether a grant in force covers something suggested.
     fn is_used(&self, key: &str, value: &str, suggested: &BTreeSet<(&str, String)>) -> bool {
         match key {
-            "dir" => self.dirs.values().any(|c| c.grant.key() == value),
+            // Whatever its mode in the run that had it.
+            "dir" => self.dirs.keys().any(|(host, guest)| {
+                [":ro", ":rw"]
+                    .iter()
+                    .any(|mode| value == format!("{host}::{guest}{mode}"))
+            }),
             "allow_net" => NetSpec::parse(value).is_some_and(|g| {
                 suggested
                     .iter()
@@ -1243,6 +1255,13 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("\"http://elsewhere.example:80\" that its start did not grant"));
+        // Only a scenario run has fixtures: the same use in another is not taken.
+        let cli = [
+            lines[0].replace("\"origin\":\"scenario\"", "\"origin\":\"cli\""),
+            lines[1].clone(),
+        ];
+        let (text, t) = suggest(&cli);
+        assert!(t.get("allow_http").is_none(), "{text}");
     }
 
     #[test]

@@ -171,6 +171,21 @@ fn a_suggested_policy_reproduces_the_notes_and_fetch_examples() {
         "the ungranted origin: {fetch_before:#?}"
     );
 
+    // Each use is in the stream once per session, however often the Tick
+    // did it (the notes Tick stats, lists and opens its directory many
+    // times in each run).
+    for audit in [&notes_audit, &fetch_audit] {
+        let mut seen = std::collections::BTreeSet::new();
+        for line in std::fs::read_to_string(audit).unwrap().lines() {
+            let e: Value = serde_json::from_str(line).unwrap();
+            if e["event"] == "used" {
+                let mut key = e.clone();
+                key["ts"] = Value::Null;
+                assert!(seen.insert(key.to_string()), "twice: {line}");
+            }
+        }
+        assert!(!seen.is_empty(), "uses recorded in {}", audit.display());
+    }
     let policy = suggest(&[&notes_audit, &fetch_audit]);
     let table: toml::Table =
         toml::from_str(&policy).unwrap_or_else(|e| panic!("not TOML ({e}):\n{policy}"));
