@@ -85,9 +85,9 @@ pub const HELP: &str = "\
 `tickbox policy suggest AUDIT...` reads audit files (--audit FILE, a live host's
 host-PID.jsonl and its rotated .1 ...), merges every session in them, and prints
 the least policy that allows what the wasm Ticks used: the directories they
-reached (:ro where nothing was written), the addresses, names and HTTP origins
-they used, the environment variables they were given, and bounds set in the
-runs. What they were refused is listed as comments. Use it with --policy FILE,
+reached (:ro where they asked to change nothing), the addresses, names and HTTP
+origins they used, the environment variables they were given, and bounds set in
+the runs. What they were refused is listed as comments. Use it with --policy FILE,
 after reading it: a run that takes another path may need more.
 
 A recorded scenario: `tickbox test REC.scenario.toml --audit A`, then suggest
