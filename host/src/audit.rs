@@ -15,6 +15,15 @@
 //! file in the state directory) and opens the files through
 //! [`QueuedWriter`], [`AppendFile`] and [`RotatingFile`].
 //!
+//! **What was used, once.** Besides what a Tick was refused, the sandbox
+//! records what it used of what it was granted ([`Audit::used`]): a
+//! directory grant reached (and whether anything was changed through it),
+//! a granted address connected to, a granted name looked up, a granted
+//! origin requested. Each distinct use is one `used` event per session,
+//! remembered in a set of at most [`MAX_AUDIT_USES`]; past it one
+//! `unrecorded` event says the record is incomplete. That record is what
+//! `tickbox policy suggest` turns into the least policy that allows it.
+//!
 //! **Never in the way.** An event is one `try_send` into a bounded queue
 //! ([`AUDIT_QUEUE_EVENTS`]) that one writer thread empties; a queue that is
 //! full (a stalled stderr, a slow disk) never makes a Tick or the host
@@ -46,13 +55,15 @@
 //! audit.denied(DenialKind::Path, "../\x1b]2;x\x07", "leads out of the grant /data");
 //! ```
 
-use crate::limits::{
-    AUDIT_FLUSH_WAIT, AUDIT_QUEUE_EVENTS, MAX_AUDIT_LINE_BYTES, MAX_AUDIT_TEXT_CHARS,
-};
+use crate::limits::{AUDIT_FLUSH_WAIT, AUDIT_QUEUE_EVENTS, MAX_AUDIT_TEXT_CHARS};
 use crate::session::{CallOutcome, EndReason};
 
-pub use crate::limits::{LIVE_AUDIT_KEEP, LIVE_AUDIT_MAX_BYTES};
+pub use crate::limits::{
+    LIVE_AUDIT_KEEP, LIVE_AUDIT_MAX_BYTES, MAX_AUDIT_LINE_BYTES, MAX_AUDIT_READ_BYTES,
+    MAX_AUDIT_USES,
+};
 use serde_json::{json, Map, Value};
+use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -128,6 +139,102 @@ impl DenialKind {
     }
 }
 
+/// What a Tick used of what it was granted (`used`'s `what` and fields).
+/// Every value is the host's or the person's (a grant, an address the
+/// host formatted), never a string the Tick chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Use<'a> {
+    /// The directory (or file) grant `host` → `guest` was reached; `write`
+    /// when the Tick asked to change something through it, which a
+    /// read-only grant refuses (a file opened for writing, created or
+    /// truncated; an entry created, renamed, linked or removed; times
+    /// set), whether or not the change then succeeded.
+    Dir {
+        /// The host path, as granted.
+        host: &'a str,
+        /// The path the guest sees.
+        guest: &'a str,
+        /// Changed through it, not only read.
+        write: bool,
+    },
+    /// A socket address the Tick connected or sent to (or received from);
+    /// `allow_net` is the narrowest grant that allows it: the granted
+    /// host (an address or a name) with the port used.
+    Socket {
+        /// The address, `IP:PORT`.
+        address: &'a str,
+        /// `HOST:PORT` as an `allow_net` grant writes it.
+        allow_net: &'a str,
+    },
+    /// A name the Tick looked up, which `allow_net` names (lowercase);
+    /// `allow_net` is the grant that names it.
+    Lookup {
+        /// The name.
+        name: &'a str,
+        /// The grant that allowed the lookup.
+        allow_net: &'a str,
+    },
+    /// A granted origin an outgoing HTTP request went to; or, with
+    /// `fixture`, the origin of a request a scenario's HTTP fixture
+    /// answered in place of the network (no grant was in force, and no
+    /// connection was made).
+    HttpOrigin {
+        /// `scheme://host:port`.
+        origin: &'a str,
+        /// Answered by a fixture.
+        fixture: bool,
+    },
+}
+
+impl Use<'_> {
+    /// The name events use.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Use::Dir { .. } => "dir",
+            Use::Socket { .. } => "socket",
+            Use::Lookup { .. } => "lookup",
+            Use::HttpOrigin { .. } => "http_origin",
+        }
+    }
+
+    /// What makes two uses the same (so each is recorded once).
+    fn key(&self) -> String {
+        match self {
+            Use::Dir { host, guest, write } => format!("dir\0{host}\0{guest}\0{write}"),
+            Use::Socket { allow_net, .. } => format!("socket\0{allow_net}"),
+            Use::Lookup { name, .. } => format!("lookup\0{name}"),
+            Use::HttpOrigin { origin, fixture } => format!("http\0{origin}\0{fixture}"),
+        }
+    }
+
+    fn fields(&self) -> Value {
+        match self {
+            Use::Dir { host, guest, write } => json!({
+                "what": self.as_str(), "host": host, "guest": guest,
+                "access": if *write { "write" } else { "read" },
+            }),
+            Use::Socket { address, allow_net } => {
+                json!({"what": self.as_str(), "address": address, "allow_net": allow_net})
+            }
+            Use::Lookup { name, allow_net } => {
+                json!({"what": self.as_str(), "name": name, "allow_net": allow_net})
+            }
+            Use::HttpOrigin { origin, fixture } => {
+                json!({"what": self.as_str(), "origin": origin, "fixture": fixture})
+            }
+        }
+    }
+}
+
+/// The uses one session has recorded (see [`Audit::used`]).
+#[derive(Default)]
+struct Uses {
+    seen: HashSet<String>,
+    /// The bound was reached and said so.
+    full: bool,
+}
+
 /// Where event lines go. The host calls [`offer`](AuditSink::offer) on
 /// the paths of Ticks and requests, so it must not block.
 pub trait AuditSink: Send + Sync {
@@ -144,6 +251,9 @@ pub trait AuditSink: Send + Sync {
 pub struct Audit {
     shared: Arc<Shared>,
     session: Option<Arc<str>>,
+    /// What this session recorded as used; every clone of a session's
+    /// handle shares it (the sandbox holds several).
+    uses: Arc<Mutex<Uses>>,
 }
 
 struct Shared {
@@ -175,6 +285,7 @@ impl Audit {
                 next: AtomicU64::new(1),
             }),
             session: None,
+            uses: Arc::default(),
         }
     }
 
@@ -189,6 +300,7 @@ impl Audit {
         Audit {
             shared: Arc::new(shared),
             session: self.session,
+            uses: self.uses,
         }
     }
 
@@ -210,6 +322,7 @@ impl Audit {
         Audit {
             shared: self.shared.clone(),
             session: Some(id.into()),
+            uses: Arc::default(),
         }
     }
 
@@ -284,6 +397,47 @@ impl Audit {
             "denied",
             json!({"what": what.as_str(), "attempted": attempted, "detail": detail}),
         );
+    }
+
+    /// `used`: the Tick used this of what it was granted. Each distinct
+    /// use is recorded once per session; after [`MAX_AUDIT_USES`] of them
+    /// one `used` event of kind `unrecorded` says the record is
+    /// incomplete, and later uses are neither kept nor written, so a Tick
+    /// touching ever new addresses grows neither the host's memory nor the
+    /// file.
+    pub fn used(&self, what: Use<'_>) {
+        if self.shared.sinks.is_empty() {
+            return;
+        }
+        let key = what.key();
+        let cut = {
+            let mut uses = crate::util::lock(&self.uses);
+            if uses.seen.contains(&key) {
+                return;
+            }
+            if uses.seen.len() >= MAX_AUDIT_USES {
+                if uses.full {
+                    return;
+                }
+                uses.full = true;
+                true
+            } else {
+                uses.seen.insert(key);
+                false
+            }
+        };
+        if cut {
+            self.emit(
+                "used",
+                json!({
+                    "what": "unrecorded",
+                    "bound": MAX_AUDIT_USES,
+                    "detail": format!("more than {MAX_AUDIT_USES} distinct uses in this session: the later ones are not recorded"),
+                }),
+            );
+        } else {
+            self.emit("used", what.fields());
+        }
     }
 
     /// `limit`: the Tick ran into `bound` (the grant key) of `value`;
@@ -675,6 +829,81 @@ mod tests {
         assert!(v.iter().all(|e| e["session"] == v[0]["session"]));
         let events: Vec<&str> = v.iter().map(|e| e["event"].as_str().unwrap()).collect();
         assert_eq!(events, ["start", "approval", "denied", "limit", "end"]);
+    }
+
+    #[test]
+    fn each_use_is_recorded_once_per_session_and_the_set_is_bounded() {
+        let lines = Arc::new(Lines::default());
+        let root = Audit::new(Origin::Cli, vec![lines.clone()]);
+        let audit = root.for_session();
+        let dir = |write| Use::Dir {
+            host: "/srv/notes",
+            guest: "/notes",
+            write,
+        };
+        for _ in 0..3 {
+            audit.used(dir(false));
+            audit.clone().used(dir(true));
+            audit.used(Use::HttpOrigin {
+                origin: "http://127.0.0.1:8080",
+                fixture: false,
+            });
+        }
+        // Another session records its own uses again.
+        root.for_session().used(dir(false));
+        let v = parsed(&lines);
+        let kinds: Vec<(&str, &str)> = v
+            .iter()
+            .map(|e| {
+                (
+                    e["what"].as_str().unwrap(),
+                    e["access"].as_str().unwrap_or(""),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("dir", "read"),
+                ("dir", "write"),
+                ("http_origin", ""),
+                ("dir", "read")
+            ]
+        );
+        assert!(v.iter().all(|e| e["event"] == "used"));
+        assert_eq!(v[0]["host"], "/srv/notes");
+        assert_eq!(v[0]["guest"], "/notes");
+        assert_ne!(v[3]["session"], v[0]["session"]);
+
+        // A Tick connecting to ever new ports of a `HOST:*` grant: the
+        // bound, one `unrecorded`, then nothing more.
+        crate::util::lock(&lines.0).clear();
+        let busy = root.for_session();
+        for port in 0..(MAX_AUDIT_USES as u32 * 3) {
+            let address = format!("127.0.0.1:{port}");
+            busy.used(Use::Socket {
+                address: &address,
+                allow_net: &address,
+            });
+        }
+        let v = parsed(&lines);
+        assert_eq!(v.len(), MAX_AUDIT_USES + 1, "the bound and one more line");
+        assert!(v[..MAX_AUDIT_USES].iter().all(|e| e["what"] == "socket"));
+        let last = &v[MAX_AUDIT_USES];
+        assert_eq!(last["what"], "unrecorded");
+        assert_eq!(last["bound"], MAX_AUDIT_USES);
+        assert_eq!(
+            crate::util::lock(&busy.uses).seen.len(),
+            MAX_AUDIT_USES,
+            "nothing is kept past the bound"
+        );
+        // Positive control: a use already recorded is not a new one.
+        crate::util::lock(&lines.0).clear();
+        busy.used(Use::Socket {
+            address: "127.0.0.1:0",
+            allow_net: "127.0.0.1:0",
+        });
+        assert!(crate::util::lock(&lines.0).is_empty());
     }
 
     #[test]

@@ -16,6 +16,8 @@
 //! | [`AUDIT_FLUSH_WAIT`] | 2 s | how long the end of a process waits for queued events to be written |
 //! | [`LIVE_AUDIT_MAX_BYTES`] | 4 MiB | a live host's audit file before it is rotated |
 //! | [`LIVE_AUDIT_KEEP`] | 3 | rotated files kept beside it (`.1` newest) |
+//! | [`MAX_AUDIT_USES`] | 256 | distinct uses (`used` events) recorded per Tick session; past it one `unrecorded` event says the record is incomplete |
+//! | [`MAX_AUDIT_READ_BYTES`] | 64 MiB | one audit file read back (`tickbox policy suggest`) |
 //!
 //! A unit test checks the table's values against the constants.
 
@@ -57,6 +59,21 @@ pub const LIVE_AUDIT_MAX_BYTES: u64 = 4 * 1024 * 1024;
 /// Rotated audit files a live host keeps (`FILE.1` is the newest).
 pub const LIVE_AUDIT_KEEP: usize = 3;
 
+/// Distinct uses one Tick session records (`used` events: a grant read or
+/// written, an address, a name, an origin). Each is recorded once; most
+/// are bounded by the grants themselves, but a grant of every port
+/// (`HOST:*`) or a name with many addresses is not, so the set that
+/// remembers what was recorded is capped: past it, one `used` event of
+/// kind `unrecorded` says the record is incomplete, and nothing else is
+/// kept or written for that session's uses.
+pub const MAX_AUDIT_USES: usize = 256;
+
+/// The largest audit file read back (`tickbox policy suggest`): four times
+/// a live host's rotated set, and far more than a one-shot command writes.
+/// A file a Tick could grow (one in a directory it may write) cannot make
+/// the reader hold more than this.
+pub const MAX_AUDIT_READ_BYTES: u64 = 64 * 1024 * 1024;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,6 +109,11 @@ mod tests {
                 format!("| {} MiB |", LIVE_AUDIT_MAX_BYTES >> 20),
             ),
             ("LIVE_AUDIT_KEEP", format!("| {LIVE_AUDIT_KEEP} |")),
+            ("MAX_AUDIT_USES", format!("| {MAX_AUDIT_USES} |")),
+            (
+                "MAX_AUDIT_READ_BYTES",
+                format!("| {} MiB |", MAX_AUDIT_READ_BYTES >> 20),
+            ),
         ];
         for (name, value) in checks {
             assert!(

@@ -123,6 +123,8 @@ impl Tier {
             })?;
         // Entries a guest creates are charged, moves between grants checked.
         quota::add_to_linker(&mut component_linker)?;
+        // The other calls that reach a grant, so its use is recorded.
+        files::add_use_notes(&mut component_linker)?;
         // Preopens are tied to their grant's write quota as the guest gets them.
         component_linker
             .instance("wasi:filesystem/preopens@0.2.12")
@@ -132,7 +134,7 @@ impl Tier {
                     let mut view = s.filesystem();
                     let dirs = wasmtime_wasi::p2::bindings::filesystem::preopens::Host::get_directories(&mut view)?;
                     for (i, (fd, guest)) in dirs.iter().enumerate() {
-                        s.grant_quotas.preopened(i, fd.rep(), guest);
+                        s.grant_handles.preopened(i, fd.rep(), guest);
                     }
                     Ok((dirs,))
                 })

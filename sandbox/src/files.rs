@@ -1,8 +1,30 @@
 //! Files: the linker shadows that keep file access within its bounds
-//! (`open-at` at the handle cap, writes metered against the quotas) and
-//! the rule that no grant reaches tickbox's own state. The grants
-//! themselves are `grants::DirGrant`; the grant area is `grant_area`, the
-//! quotas `quota`.
+//! (`open-at` at the handle cap, writes metered against the quotas), the
+//! audit's record of which grants were used, and the rule that no grant
+//! reaches tickbox's own state. The grants themselves are
+//! `grants::DirGrant`; the grant area is `grant_area`, the quotas `quota`.
+//!
+//! **Which grants were used** (a `used` event of kind `dir`, once per
+//! grant and kind): a grant is used when a call through one of its
+//! descriptors reaches the filesystem, that is, succeeds or fails for
+//! another reason than the grant's refusal (a missing file was still
+//! looked for there). It is *written* when that call is one a read-only
+//! grant refuses before trying: `open-at` creating, truncating or opening
+//! for writing, `create-directory-at`, `rename-at`, `link-at`,
+//! `unlink-file-at`, `remove-directory-at`, `set-times(-at)`. A write that
+//! failed counts too: `create_dir_all` on a directory that exists fails
+//! with `exist` through a writable grant and `not-permitted` through a
+//! read-only one, and a Tick may take another path on each (the notes
+//! example does), so only a grant the Tick never asked to change
+//! anything through is one it would run the same under read-only. The
+//! calls that read are
+//! `open-at`, `stat(-at)`, `readlink-at` and `read-directory`; the rest
+//! (`get-type`, `metadata-hash`, `sync`, `advise`, `is-same-object`) work
+//! only on a descriptor one of those made or on the preopen itself, and
+//! are not counted alone. Reads and writes of file data go through a
+//! descriptor `open-at` made, so its grant is already recorded. A
+//! preview-1 module's file calls go through wasmtime-wasi's internals and
+//! are not seen: its grants are not recorded.
 
 use super::*;
 
@@ -51,13 +73,17 @@ pub(crate) fn open_at_capped(
         match opened {
             Ok(r) => {
                 // The new descriptor writes under its parent's grant quota.
-                s.grant_quotas.opened(parent, r.rep());
+                s.grant_handles.opened(parent, r.rep());
+                note_use(s, parent, opens_for_writing(open_flags, flags));
                 Ok((Ok(r),))
             }
             Err(err) => match err.downcast() {
                 Ok(code) => {
                     if let (Some(audit), Some(path)) = (&s.audit, &attempted) {
                         audit_refused_path(audit, path, &code);
+                    }
+                    if !refused(&code) {
+                        note_use(s, parent, opens_for_writing(open_flags, flags));
                     }
                     Ok((Err(code),))
                 }
@@ -79,13 +105,136 @@ pub(crate) fn open_at_capped(
     })
 }
 
+/// Whether an `open-at` with these flags is one a read-only grant refuses
+/// (wasmtime-wasi's rule: creating, truncating, or opening for writing).
+fn opens_for_writing(open: fs_types::OpenFlags, flags: fs_types::DescriptorFlags) -> bool {
+    open.intersects(fs_types::OpenFlags::CREATE | fs_types::OpenFlags::TRUNCATE)
+        || flags.contains(fs_types::DescriptorFlags::WRITE)
+}
+
+/// Whether an error is the grant's refusal (a path leading out, a write
+/// through a read-only grant) rather than the filesystem's answer.
+fn refused(code: &FsErrorCode) -> bool {
+    matches!(code, FsErrorCode::NotPermitted | FsErrorCode::Access)
+}
+
+/// Records in the audit that the grant behind handle `rep` was used
+/// (`write`: changed through), the first time per grant and kind (see the
+/// module docs). Nothing when there is no audit or `rep` is under no grant.
+pub(crate) fn note_use(s: &mut GuestState, rep: u32, write: bool) {
+    let Some(audit) = &s.audit else {
+        return;
+    };
+    if let Some(p) = s.grant_handles.first_use(rep, write) {
+        audit.used(tickbox_host::audit::Use::Dir {
+            host: &p.host,
+            guest: &p.guest,
+            write,
+        });
+    }
+}
+
+/// The guest's answer to a filesystem call through the handles `reps`,
+/// recording the use of their grants when it reached the filesystem
+/// (`write`: a call a read-only grant refuses; see the module docs).
+pub(crate) fn noted<T>(
+    s: &mut GuestState,
+    reps: &[u32],
+    write: bool,
+    r: wasmtime_wasi::p2::FsResult<T>,
+) -> wasmtime::Result<(Result<T, FsErrorCode>,)> {
+    let answer = match r {
+        Ok(v) => Ok(v),
+        Err(err) => Err(err.downcast()?),
+    };
+    let reached = match &answer {
+        Ok(_) => true,
+        Err(code) => !refused(code),
+    };
+    if reached {
+        for &rep in reps {
+            note_use(s, rep, write);
+        }
+    }
+    Ok((answer,))
+}
+
+/// What a shadowed `wasi:filesystem` method returns to the linker.
+type FsCall<'a, T> =
+    Box<dyn std::future::Future<Output = wasmtime::Result<(Result<T, FsErrorCode>,)>> + Send + 'a>;
+
+/// Shadows the `wasi:filesystem` methods whose only change is that their
+/// grant's use is recorded (see the module docs). Needs `allow_shadowing`.
+pub(crate) fn add_use_notes(
+    linker: &mut wasmtime::component::Linker<GuestState>,
+) -> wasmtime::Result<()> {
+    use wasmtime_wasi::filesystem::Descriptor;
+    let mut fs = linker.instance("wasi:filesystem/types@0.2.12")?;
+    fs.func_wrap_async(
+        "[method]descriptor.unlink-file-at",
+        |mut store: wasmtime::StoreContextMut<'_, GuestState>,
+         (fd, path): (Resource<Descriptor>, String)|
+         -> FsCall<'_, ()> {
+            Box::new(async move {
+                let s = store.data_mut();
+                let rep = fd.rep();
+                let r =
+                    fs_types::HostDescriptor::unlink_file_at(&mut s.filesystem(), fd, path).await;
+                noted(s, &[rep], true, r)
+            })
+        },
+    )?;
+    fs.func_wrap_async(
+        "[method]descriptor.remove-directory-at",
+        |mut store: wasmtime::StoreContextMut<'_, GuestState>,
+         (fd, path): (Resource<Descriptor>, String)|
+         -> FsCall<'_, ()> {
+            Box::new(async move {
+                let s = store.data_mut();
+                let rep = fd.rep();
+                let r =
+                    fs_types::HostDescriptor::remove_directory_at(&mut s.filesystem(), fd, path)
+                        .await;
+                noted(s, &[rep], true, r)
+            })
+        },
+    )?;
+    fs.func_wrap_async(
+        "[method]descriptor.readlink-at",
+        |mut store: wasmtime::StoreContextMut<'_, GuestState>,
+         (fd, path): (Resource<Descriptor>, String)|
+         -> FsCall<'_, String> {
+            Box::new(async move {
+                let s = store.data_mut();
+                let rep = fd.rep();
+                let r = fs_types::HostDescriptor::readlink_at(&mut s.filesystem(), fd, path).await;
+                noted(s, &[rep], false, r)
+            })
+        },
+    )?;
+    fs.func_wrap_async(
+        "[method]descriptor.read-directory",
+        |mut store: wasmtime::StoreContextMut<'_, GuestState>,
+         (fd,): (Resource<Descriptor>,)|
+         -> FsCall<'_, Resource<fs_types::DirectoryEntryStream>> {
+            Box::new(async move {
+                let s = store.data_mut();
+                let rep = fd.rep();
+                let r = fs_types::HostDescriptor::read_directory(&mut s.filesystem(), fd).await;
+                noted(s, &[rep], false, r)
+            })
+        },
+    )?;
+    Ok(())
+}
+
 /// Records an `open-at` the grant refused: `not-permitted` is what a
 /// path leading out of its directory (`..`, an absolute path, a link
 /// pointing out) and a write through a read-only grant come back as
 /// (cap-std's escape check, wasmtime-wasi's permission check). A file
 /// that is merely missing is not a denial.
 fn audit_refused_path(audit: &tickbox_host::audit::Audit, path: &str, code: &FsErrorCode) {
-    if !matches!(code, FsErrorCode::NotPermitted | FsErrorCode::Access) {
+    if !refused(code) {
         return;
     }
     let detail = if leads_out(path) {
@@ -132,7 +281,7 @@ pub(crate) fn write_metered(
 {
     Box::new(async move {
         let s = store.data_mut();
-        let quotas = s.grant_quotas.for_write(s.quota.as_ref(), fd.rep());
+        let quotas = s.grant_handles.for_write(s.quota.as_ref(), fd.rep());
         if let Err(q) = quota::take_all(&quotas, buf.len() as u64) {
             q.exceeded();
             return Ok((Err(FsErrorCode::Quota),));
@@ -162,7 +311,7 @@ pub(crate) fn stream_metered(
 > {
     Box::new(async move {
         let s = store.data_mut();
-        let quotas = s.grant_quotas.for_write(s.quota.as_ref(), fd.rep());
+        let quotas = s.grant_handles.for_write(s.quota.as_ref(), fd.rep());
         let mut view = s.filesystem();
         let opened = match offset {
             Some(o) => fs_types::HostDescriptor::write_via_stream(&mut view, fd, o),

@@ -121,6 +121,22 @@ pub struct NetGrant {
     pub port: Option<u16>,
 }
 
+impl std::fmt::Display for NetGrant {
+    /// As an `allow_net` grant writes it: `HOST:PORT`, `[V6]:PORT`, `*`
+    /// for any port.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.host {
+            NetHost::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]")?,
+            NetHost::Ip(ip) => write!(f, "{ip}")?,
+            NetHost::Name(name) => write!(f, "{name}")?,
+        }
+        match self.port {
+            Some(p) => write!(f, ":{p}"),
+            None => write!(f, ":*"),
+        }
+    }
+}
+
 /// Everything a sandboxed Tick was granted: what it may reach, and
 /// (apart, in [`Limits`]) how much it may spend, as wasmtime keeps
 /// `WasiCtxBuilder` apart from `StoreLimits`. Serialized as one flat
@@ -551,7 +567,27 @@ impl Grants {
     /// The per-address rule: is this (resolved) address granted? `resolved`
     /// holds what each granted name resolved to when the Tick started.
     pub fn allows(&self, addr: SocketAddr, resolved: &[(String, Vec<IpAddr>)]) -> bool {
-        self.net.iter().any(|g| {
+        self.covering(addr, resolved).is_some()
+    }
+
+    /// The narrowest grant that allows this (resolved) address: the host
+    /// of the first grant covering it (an address or a name), with the
+    /// port used. What the audit records as used, and what a suggested
+    /// policy grants.
+    pub fn narrowest(
+        &self,
+        addr: SocketAddr,
+        resolved: &[(String, Vec<IpAddr>)],
+    ) -> Option<NetGrant> {
+        self.covering(addr, resolved).map(|g| NetGrant {
+            host: g.host.clone(),
+            port: Some(addr.port()),
+        })
+    }
+
+    /// The first grant covering this (resolved) address.
+    fn covering(&self, addr: SocketAddr, resolved: &[(String, Vec<IpAddr>)]) -> Option<&NetGrant> {
+        self.net.iter().find(|g| {
             let port_ok = g.port.is_none_or(|p| p == addr.port());
             let ip_ok = match &g.host {
                 NetHost::Ip(ip) => same_ip(*ip, addr.ip()),
@@ -561,6 +597,13 @@ impl Grants {
             };
             port_ok && ip_ok
         })
+    }
+
+    /// The first grant that names `name` (a lookup of it is allowed).
+    pub fn naming(&self, name: &str) -> Option<&NetGrant> {
+        self.net
+            .iter()
+            .find(|g| matches!(&g.host, NetHost::Name(n) if n.eq_ignore_ascii_case(name)))
     }
 }
 
@@ -651,6 +694,27 @@ mod tests {
             "IPv4-mapped is the same host"
         );
         assert!(ok("93.184.216.34:443") && !ok("93.184.216.34:80"));
+        // What the audit records as used: the covering grant's host, the
+        // port used, written as a grant is.
+        let narrowest = |s: &str| {
+            g.narrowest(s.parse().unwrap(), &resolved)
+                .map(|n| n.to_string())
+        };
+        assert_eq!(narrowest("[::1]:8443").as_deref(), Some("[::1]:8443"));
+        assert_eq!(
+            narrowest("93.184.216.34:443").as_deref(),
+            Some("example.com:443"),
+            "a name's address is used under the name"
+        );
+        assert_eq!(narrowest("127.0.0.2:8080"), None);
+        assert_eq!(parse_net("[::1]:*").unwrap().to_string(), "[::1]:*");
+        assert_eq!(
+            g.naming("EXAMPLE.com").map(|n| n.to_string()).as_deref(),
+            Some("example.com:443")
+        );
+        for written in ["127.0.0.1:8080", "[::1]:*", "example.com:443"] {
+            assert_eq!(parse_net(written).unwrap().to_string(), written);
+        }
         assert_eq!(g.lookup_names(), vec!["example.com"]);
         for bad in [
             "localhost",

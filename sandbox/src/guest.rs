@@ -34,9 +34,11 @@ pub struct GuestState {
     pub(crate) term: terminal::TermState,
     pub(crate) limiter: memory::Budget,
     pub(crate) quota: Option<quota::Quota>,
-    /// The grants' own write quotas (`--dir …:max=SIZE`).
-    pub(crate) grant_quotas: quota::GrantQuotas,
-    pub(crate) lookup_names: Vec<String>,
+    /// Which grant each descriptor is under: its write quota (`--dir …:max=SIZE`) and its recorded uses.
+    pub(crate) grant_handles: quota::GrantHandles,
+    /// The names it may look up, each with the grant that names it (for
+    /// the audit's record of the lookup).
+    pub(crate) lookup_names: Vec<(String, String)>,
     /// Virtual time and seeded randomness (`tickbox test`), or real ones.
     pub(crate) clock: Option<virtual_time::VirtualClock>,
     /// `wasi:http` state and the origin policy its requests go through.

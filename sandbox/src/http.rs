@@ -401,16 +401,35 @@ impl WasiHttpHooks for Hooks {
         _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
     ) -> SendFuture {
         let policy = self.policy.clone();
+        if policy.fixtures.is_some() {
+            // Whether a fixture answers is known once `send` has asked
+            // them: recorded then, with the URI taken now.
+            let audited = self.audit.clone().map(|a| (a, request.uri().clone()));
+            return Box::new(async move {
+                let sent = send(policy, request, options).await;
+                if let Some((audit, uri)) = audited {
+                    audit_fixture(&audit, &uri, &sent);
+                }
+                sent
+            });
+        }
         // The same check `send` makes, here where the audit handle is: the
-        // refusal is recorded with the URI the guest asked for.
+        // refusal is recorded with the URI the guest asked for, a use with
+        // the granted origin (never the guest's spelling of it).
         if let Some(audit) = &self.audit {
-            if policy.allowed(request.uri()).is_none() {
-                let denied = tickbox_host::audit::DenialKind::HttpOrigin;
-                audit.denied(
-                    denied,
-                    &request.uri().to_string(),
-                    "no allow_http grant names its origin",
-                );
+            match policy.allowed(request.uri()) {
+                Some(origin) => audit.used(tickbox_host::audit::Use::HttpOrigin {
+                    origin: &origin.to_string(),
+                    fixture: false,
+                }),
+                None => {
+                    let denied = tickbox_host::audit::DenialKind::HttpOrigin;
+                    audit.denied(
+                        denied,
+                        &request.uri().to_string(),
+                        "no allow_http grant names its origin",
+                    );
+                }
             }
         }
         Box::new(async move { send(policy, request, options).await })
@@ -427,6 +446,28 @@ impl WasiHttpHooks for Hooks {
         } else {
             ErrorCode::TlsProtocolError
         }
+    }
+}
+
+/// Records a request sent to fixtures: a use of its origin when one
+/// answered it, a refusal when none did (nothing is granted beside
+/// fixtures, so that is the only refusal there is).
+fn audit_fixture<T>(audit: &tickbox_host::audit::Audit, uri: &http::Uri, sent: &Result<T, Error>) {
+    match sent {
+        Ok(_) => {
+            if let Some(origin) = origin_of(uri) {
+                audit.used(tickbox_host::audit::Use::HttpOrigin {
+                    origin: &origin.to_string(),
+                    fixture: true,
+                });
+            }
+        }
+        Err(Error::HttpRequestDenied) => audit.denied(
+            tickbox_host::audit::DenialKind::HttpOrigin,
+            &uri.to_string(),
+            "no HTTP fixture answers it",
+        ),
+        Err(_) => {}
     }
 }
 

@@ -19,7 +19,7 @@ pub(crate) mod lookup {
 
     pub struct FilteredView<'a> {
         inner: WasiSocketsCtxView<'a>,
-        names: &'a [String],
+        names: &'a [(String, String)],
         audit: Option<&'a tickbox_host::audit::Audit>,
     }
 
@@ -48,13 +48,24 @@ pub(crate) mod lookup {
             Resource<wasmtime_wasi::p2::bindings::sockets::ip_name_lookup::ResolveAddressStream>,
             SocketError,
         > {
-            if !self.names.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
+            let Some((granted, grant)) = self
+                .names
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(&name))
+            else {
                 tracing::info!(%name, "refused a name lookup that was not granted");
                 if let Some(audit) = self.audit {
                     let denied = tickbox_host::audit::DenialKind::Lookup;
                     audit.denied(denied, &name, "no allow_net grant names it");
                 }
                 return Err(ErrorCode::AccessDenied.into());
+            };
+            if let Some(audit) = self.audit {
+                // The grant's spelling, not the guest's: the name as granted.
+                audit.used(tickbox_host::audit::Use::Lookup {
+                    name: granted,
+                    allow_net: grant,
+                });
             }
             self.inner.resolve_addresses(network, name)
         }
@@ -116,5 +127,6 @@ pub(crate) async fn resolve_names(grants: &Grants) -> Vec<(String, Vec<IpAddr>)>
     out
 }
 
-/// Every preopen's guest path and write quota, in order (see `quota`).
-pub(crate) type PreopenQuotas = Vec<(String, Option<quota::Quota>)>;
+/// Every preopen, in order: its guest path, write quota and grant (see
+/// `quota`).
+pub(crate) type Preopens = Vec<quota::Preopen>;

@@ -5,7 +5,7 @@
 //! of them has too little left.
 //!
 //! Which grant a descriptor belongs to is followed from handle to handle
-//! ([`GrantQuotas`]): a preopen is tied to its grant when the guest gets it
+//! ([`GrantHandles`], which the audit's record of used grants shares): a preopen is tied to its grant when the guest gets it
 //! (`get-directories`), and every descriptor `open-at` makes inherits its
 //! parent's grant. Those two are the only ways a component gets a
 //! descriptor, and each records (or clears) the entry for the handle it
@@ -139,30 +139,61 @@ pub fn take_all(quotas: &[Quota], n: u64) -> Result<(), &Quota> {
     Ok(())
 }
 
-/// The grant quotas of a Tick and which descriptor handle falls under
-/// which (see the module docs).
-#[derive(Default)]
-pub struct GrantQuotas {
-    /// Every preopen, in order, by the path the guest sees, with its quota.
-    preopens: Vec<(String, Option<Quota>)>,
-    /// Each descriptor handle under such a preopen.
-    handles: HashMap<u32, Quota>,
+/// One preopen of a Tick: the path the guest sees it at, the quota of
+/// its grant, the grant as the audit names it, and which of its uses were
+/// recorded.
+pub struct Preopen {
+    /// The guest path of the preopened directory (a single-file grant's
+    /// is the file's directory).
+    pub at: String,
+    /// The grant's own write quota (`max=`).
+    pub quota: Option<Quota>,
+    /// The grant's host path, as granted.
+    pub host: String,
+    /// The grant's guest path (a single file's own).
+    pub guest: String,
+    read_noted: bool,
+    write_noted: bool,
 }
 
-impl GrantQuotas {
-    /// Every preopen in the order the WASI context lists them (guest
-    /// path, quota).
-    pub fn new(preopens: Vec<(String, Option<Quota>)>) -> GrantQuotas {
-        GrantQuotas {
+impl Preopen {
+    /// A preopen at `at` of the grant `host` → `guest`.
+    pub fn new(at: &str, quota: Option<Quota>, host: &str, guest: &str) -> Preopen {
+        Preopen {
+            at: at.to_string(),
+            quota,
+            host: host.to_string(),
+            guest: guest.to_string(),
+            read_noted: false,
+            write_noted: false,
+        }
+    }
+}
+
+/// Which grant each descriptor handle of a Tick falls under (see the
+/// module docs): for the grant's write quota, and for the audit's record
+/// of which grants were used (`files::note_use`).
+#[derive(Default)]
+pub struct GrantHandles {
+    /// Every preopen, in order.
+    preopens: Vec<Preopen>,
+    /// Each descriptor handle under a preopen: the preopen's index.
+    handles: HashMap<u32, usize>,
+}
+
+impl GrantHandles {
+    /// Every preopen in the order the WASI context lists them.
+    pub fn new(preopens: Vec<Preopen>) -> GrantHandles {
+        GrantHandles {
             preopens,
             handles: HashMap::new(),
         }
     }
 
-    /// Whether no grant has a quota (nothing to follow).
+    /// Whether no grant has a quota (nothing to meter).
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.preopens.iter().all(|(_, q)| q.is_none())
+        self.preopens.iter().all(|p| p.quota.is_none())
     }
 
     /// The guest got handle `rep` for the `index`th preopen, at `guest`.
@@ -170,22 +201,36 @@ impl GrantQuotas {
     /// decides; the path is checked as well.
     pub fn preopened(&mut self, index: usize, rep: u32, guest: &str) {
         match self.preopens.get(index) {
-            Some((p, Some(q))) if p == guest => self.handles.insert(rep, q.clone()),
+            Some(p) if p.at == guest => self.handles.insert(rep, index),
             _ => self.handles.remove(&rep),
         };
     }
 
     /// `open-at` on handle `parent` made handle `child`.
     pub fn opened(&mut self, parent: u32, child: u32) {
-        match self.handles.get(&parent).cloned() {
-            Some(q) => self.handles.insert(child, q),
+        match self.handles.get(&parent).copied() {
+            Some(i) => self.handles.insert(child, i),
             None => self.handles.remove(&child),
         };
     }
 
     /// The grant quota handle `rep` writes under, if any.
     pub fn of(&self, rep: u32) -> Option<&Quota> {
-        self.handles.get(&rep)
+        let i = *self.handles.get(&rep)?;
+        self.preopens.get(i)?.quota.as_ref()
+    }
+
+    /// The grant behind handle `rep`, the first time it is used this way
+    /// (`write`: changed through; a write counts as a read too), so the
+    /// caller records it; `None` when it was already recorded or `rep` is
+    /// under no grant.
+    pub fn first_use(&mut self, rep: u32, write: bool) -> Option<&Preopen> {
+        let i = *self.handles.get(&rep)?;
+        let p = self.preopens.get_mut(i)?;
+        let new = if write { !p.write_noted } else { !p.read_noted };
+        p.read_noted = true;
+        p.write_noted |= write;
+        new.then_some(&*p)
     }
 
     /// Whether a rename or hard link between the directories behind
@@ -293,7 +338,7 @@ pub(super) async fn charge_create(
     if !open_flags.contains(OpenFlags::CREATE) {
         return Ok(Vec::new());
     }
-    let quotas = s.grant_quotas.for_write(s.quota.as_ref(), parent);
+    let quotas = s.grant_handles.for_write(s.quota.as_ref(), parent);
     if quotas.is_empty() {
         return Ok(quotas);
     }
@@ -325,18 +370,16 @@ fn create_directory_metered(
 ) -> FsCall<'_, ()> {
     Box::new(async move {
         let s = store.data_mut();
-        let quotas = s.grant_quotas.for_write(s.quota.as_ref(), fd.rep());
+        let quotas = s.grant_handles.for_write(s.quota.as_ref(), fd.rep());
         if let Err(code) = charge_entry(&quotas) {
             return Ok((Err(code),));
         }
-        let mut view = s.filesystem();
-        match HostDescriptor::create_directory_at(&mut view, fd, path).await {
-            Ok(()) => Ok((Ok(()),)),
-            Err(err) => {
-                give_back_all(&quotas, ENTRY_COST);
-                err.downcast().map(|code| (Err(code),))
-            }
+        let rep = fd.rep();
+        let r = HostDescriptor::create_directory_at(&mut s.filesystem(), fd, path).await;
+        if r.is_err() {
+            give_back_all(&quotas, ENTRY_COST);
         }
+        crate::files::noted(s, &[rep], true, r)
     })
 }
 
@@ -354,16 +397,15 @@ fn rename_within_grant(
 ) -> FsCall<'_, ()> {
     Box::new(async move {
         let s = store.data_mut();
-        if s.grant_quotas
+        if s.grant_handles
             .crosses_a_metered_grant(fd.rep(), new_fd.rep())
         {
             return Ok((Err(cross_grant("rename")),));
         }
-        let mut view = s.filesystem();
-        match HostDescriptor::rename_at(&mut view, fd, old_path, new_fd, new_path).await {
-            Ok(()) => Ok((Ok(()),)),
-            Err(err) => err.downcast().map(|code| (Err(code),)),
-        }
+        let reps = [fd.rep(), new_fd.rep()];
+        let r =
+            HostDescriptor::rename_at(&mut s.filesystem(), fd, old_path, new_fd, new_path).await;
+        crate::files::noted(s, &reps, true, r)
     })
 }
 
@@ -382,23 +424,29 @@ fn link_metered(
 ) -> FsCall<'_, ()> {
     Box::new(async move {
         let s = store.data_mut();
-        if s.grant_quotas
+        if s.grant_handles
             .crosses_a_metered_grant(fd.rep(), new_fd.rep())
         {
             return Ok((Err(cross_grant("hard link")),));
         }
-        let quotas = s.grant_quotas.for_write(s.quota.as_ref(), new_fd.rep());
+        let quotas = s.grant_handles.for_write(s.quota.as_ref(), new_fd.rep());
         if let Err(code) = charge_entry(&quotas) {
             return Ok((Err(code),));
         }
-        let mut view = s.filesystem();
-        match HostDescriptor::link_at(&mut view, fd, old_flags, old_path, new_fd, new_path).await {
-            Ok(()) => Ok((Ok(()),)),
-            Err(err) => {
-                give_back_all(&quotas, ENTRY_COST);
-                err.downcast().map(|code| (Err(code),))
-            }
+        let reps = [fd.rep(), new_fd.rep()];
+        let r = HostDescriptor::link_at(
+            &mut s.filesystem(),
+            fd,
+            old_flags,
+            old_path,
+            new_fd,
+            new_path,
+        )
+        .await;
+        if r.is_err() {
+            give_back_all(&quotas, ENTRY_COST);
         }
+        crate::files::noted(s, &reps, true, r)
     })
 }
 
@@ -431,9 +479,9 @@ mod tests {
 
     #[test]
     fn descriptors_inherit_their_grants_quota() {
-        let mut g = GrantQuotas::new(vec![
-            ("/data".into(), Some(Quota::named(10, "/data"))),
-            ("/other".into(), None),
+        let mut g = GrantHandles::new(vec![
+            Preopen::new("/data", Some(Quota::named(10, "/data")), "d", "/data"),
+            Preopen::new("/other", None, "o", "/other"),
         ]);
         assert!(!g.is_empty());
         g.preopened(0, 3, "/data");
@@ -448,12 +496,39 @@ mod tests {
     }
 
     #[test]
+    fn each_grant_is_used_first_once_per_kind_whatever_the_handle() {
+        let mut g = GrantHandles::new(vec![
+            Preopen::new("/data", None, "/srv/data", "/data"),
+            Preopen::new("/etc", None, "/srv/etc", "/etc/app.toml"),
+        ]);
+        g.preopened(0, 3, "/data");
+        g.preopened(1, 4, "/etc");
+        g.opened(3, 7);
+        let first = |g: &mut GrantHandles, rep, write| {
+            g.first_use(rep, write)
+                .map(|p| (p.host.clone(), p.guest.clone()))
+        };
+        assert_eq!(
+            first(&mut g, 7, false),
+            Some(("/srv/data".into(), "/data".into())),
+            "a descriptor opened under a grant names the grant"
+        );
+        assert_eq!(first(&mut g, 3, false), None, "the same grant, read again");
+        assert!(first(&mut g, 3, true).is_some(), "its first write");
+        assert_eq!(first(&mut g, 7, true), None);
+        // A write first counts as the read too.
+        assert!(first(&mut g, 4, true).is_some());
+        assert_eq!(first(&mut g, 4, false), None);
+        assert_eq!(first(&mut g, 99, false), None, "a handle under no grant");
+    }
+
+    #[test]
     fn moves_are_cross_grant_only_when_a_metered_grant_is_on_one_side() {
-        let mut g = GrantQuotas::new(vec![
-            ("/q".into(), Some(Quota::named(10, "/q"))),
-            ("/r".into(), Some(Quota::named(10, "/r"))),
-            ("/free".into(), None),
-            ("/free2".into(), None),
+        let mut g = GrantHandles::new(vec![
+            Preopen::new("/q", Some(Quota::named(10, "/q")), "q", "/q"),
+            Preopen::new("/r", Some(Quota::named(10, "/r")), "r", "/r"),
+            Preopen::new("/free", None, "f", "/free"),
+            Preopen::new("/free2", None, "f2", "/free2"),
         ]);
         g.preopened(0, 1, "/q");
         g.preopened(1, 2, "/r");

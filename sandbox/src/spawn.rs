@@ -11,7 +11,7 @@ pub(crate) fn wasi_builder(
     cache_dir: Option<&Path>,
     more_own_state: &[PathBuf],
     audit: Option<&tickbox_host::audit::Audit>,
-) -> Result<(WasiCtxBuilder, Vec<grant_area::GrantDir>, PreopenQuotas), WasmError> {
+) -> Result<(WasiCtxBuilder, Vec<grant_area::GrantDir>, Preopens), WasmError> {
     use wasmtime_wasi::sockets::SocketAddrUse;
     let mut b = WasiCtxBuilder::new();
     let name = spec
@@ -41,7 +41,7 @@ pub(crate) fn wasi_builder(
     // The host allocates what the guest asks for here: keep it small.
     b.max_random_size(limits::MAX_RANDOM_BYTES);
     let mut keep = Vec::new();
-    let mut quotas = Vec::new();
+    let mut preopens = Vec::new();
     let own_state = own_state(cache_dir, more_own_state);
     for d in &spec.grants.dirs {
         let perms = if d.read_only {
@@ -58,6 +58,8 @@ pub(crate) fn wasi_builder(
         // Files too: a single-file grant of the cache's key would be as bad.
         grant_area::check_not_own_state(&d.host, &own_state)
             .map_err(|e| WasmError::Grant(GrantRefused::OwnState(e)))?;
+        // The grant as the audit names it (a `used` event), as it was given.
+        let host = d.host.display().to_string();
         let quota = d
             .max_write
             .map(|max| quota::Quota::named(max, &format!("the max= of dir {}", d.guest)))
@@ -69,7 +71,7 @@ pub(crate) fn wasi_builder(
                     why: format!("{e:#}"),
                 })
             })?;
-            quotas.push((d.guest.clone(), quota));
+            preopens.push(quota::Preopen::new(&d.guest, quota, &host, &d.guest));
         } else {
             // A single file: preopen a private directory that holds only
             // it, under its own name (see `grant_area`).
@@ -82,7 +84,7 @@ pub(crate) fn wasi_builder(
                         why: format!("{e:#}"),
                     })
                 })?;
-            quotas.push((guest_dir.clone(), quota));
+            preopens.push(quota::Preopen::new(&guest_dir, quota, &host, &d.guest));
             keep.push(dir);
         }
     }
@@ -101,7 +103,18 @@ pub(crate) fn wasi_builder(
                     addr.ip().is_unspecified() && addr.port() == 0
                 }
                 SocketAddrUse::TcpConnect | SocketAddrUse::UdpSend | SocketAddrUse::UdpReceive => {
-                    grants.allows(addr, &resolved)
+                    match grants.narrowest(addr, &resolved) {
+                        Some(grant) => {
+                            if let Some(audit) = &audit {
+                                audit.used(tickbox_host::audit::Use::Socket {
+                                    address: &addr.to_string(),
+                                    allow_net: &grant.to_string(),
+                                });
+                            }
+                            true
+                        }
+                        None => false,
+                    }
                 }
                 _ => false,
             };
@@ -119,7 +132,7 @@ pub(crate) fn wasi_builder(
             Box::pin(async move { ok })
         });
     }
-    Ok((b, keep, quotas))
+    Ok((b, keep, preopens))
 }
 
 /// Starts a wasm Tick.
@@ -211,7 +224,7 @@ async fn spawn_audited(
     let (host_stdin, guest_stdin) = pipe::stdin();
     let (guest_stdout, host_stdout) = pipe::stdout();
     let resolved = resolve_names(&spec.grants).await;
-    let (mut builder, keep, grant_quotas) = wasi_builder(
+    let (mut builder, keep, preopens) = wasi_builder(
         spec,
         resolved,
         &view,
@@ -266,8 +279,16 @@ async fn spawn_audited(
                     .limits
                     .max_write
                     .map(|max| quota::Quota::new(max).audited(audit.cloned())),
-                grant_quotas: quota::GrantQuotas::new(grant_quotas),
-                lookup_names: spec.grants.lookup_names(),
+                grant_handles: quota::GrantHandles::new(preopens),
+                lookup_names: spec
+                    .grants
+                    .lookup_names()
+                    .into_iter()
+                    .map(|name| {
+                        let grant = spec.grants.naming(&name).map(|g| g.to_string());
+                        (name, grant.unwrap_or_default())
+                    })
+                    .collect(),
                 clock: clock.cloned(),
                 http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
                 http_hooks: http::Hooks::new(http_policy).audited(audit.cloned()),

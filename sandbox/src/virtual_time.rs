@@ -805,7 +805,6 @@ mod files {
     use wasmtime_wasi::p2::bindings::filesystem::types::{
         DescriptorStat, ErrorCode, HostDescriptor, NewTimestamp, PathFlags,
     };
-    use wasmtime_wasi::p2::FsResult;
 
     type FsCall<'a, T> = Box<
         dyn std::future::Future<Output = wasmtime::Result<(Result<T, ErrorCode>,)>> + Send + 'a,
@@ -849,14 +848,6 @@ mod files {
         }
     }
 
-    /// Splits a wasmtime-wasi result into the guest's error or a trap.
-    fn answer<T>(r: FsResult<T>) -> wasmtime::Result<(Result<T, ErrorCode>,)> {
-        match r {
-            Ok(v) => Ok((Ok(v),)),
-            Err(err) => err.downcast().map(|code| (Err(code),)),
-        }
-    }
-
     fn stat(
         mut store: StoreContextMut<'_, GuestState>,
         (fd,): (Resource<Descriptor>,),
@@ -864,9 +855,10 @@ mod files {
         Box::new(async move {
             let s = store.data_mut();
             let virt = s.clock.is_some();
-            let mut view = s.filesystem();
-            let r = HostDescriptor::stat(&mut view, fd).await;
-            answer(r.map(|st| if virt { epoch_stat(st) } else { st }))
+            let rep = fd.rep();
+            let r = HostDescriptor::stat(&mut s.filesystem(), fd).await;
+            let r = r.map(|st| if virt { epoch_stat(st) } else { st });
+            crate::files::noted(s, &[rep], false, r)
         })
     }
 
@@ -877,9 +869,10 @@ mod files {
         Box::new(async move {
             let s = store.data_mut();
             let virt = s.clock.is_some();
-            let mut view = s.filesystem();
-            let r = HostDescriptor::stat_at(&mut view, fd, flags, path).await;
-            answer(r.map(|st| if virt { epoch_stat(st) } else { st }))
+            let rep = fd.rep();
+            let r = HostDescriptor::stat_at(&mut s.filesystem(), fd, flags, path).await;
+            let r = r.map(|st| if virt { epoch_stat(st) } else { st });
+            crate::files::noted(s, &[rep], false, r)
         })
     }
 
@@ -893,8 +886,9 @@ mod files {
                 virtual_now(s.clock.as_ref(), atim),
                 virtual_now(s.clock.as_ref(), mtim),
             );
-            let mut view = s.filesystem();
-            answer(HostDescriptor::set_times(&mut view, fd, atim, mtim).await)
+            let rep = fd.rep();
+            let r = HostDescriptor::set_times(&mut s.filesystem(), fd, atim, mtim).await;
+            crate::files::noted(s, &[rep], true, r)
         })
     }
 
@@ -915,8 +909,10 @@ mod files {
                 virtual_now(s.clock.as_ref(), atim),
                 virtual_now(s.clock.as_ref(), mtim),
             );
-            let mut view = s.filesystem();
-            answer(HostDescriptor::set_times_at(&mut view, fd, flags, path, atim, mtim).await)
+            let rep = fd.rep();
+            let r = HostDescriptor::set_times_at(&mut s.filesystem(), fd, flags, path, atim, mtim)
+                .await;
+            crate::files::noted(s, &[rep], true, r)
         })
     }
 }

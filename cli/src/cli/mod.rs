@@ -15,6 +15,7 @@ mod mcp;
 mod new;
 mod oci;
 mod open;
+mod policy;
 mod remote;
 mod review;
 mod run;
@@ -109,6 +110,9 @@ enum Command {
     /// Approve what a wasm Tick's manifest asks for, for its current content: tickbox trust PATH [--updates] | ls | revoke DIGEST|PATH
     #[command(after_help = trust::HELP)]
     Trust(trust::TrustArgs),
+    /// Suggest the least policy file that allows what Ticks used, from audit files: tickbox policy suggest AUDIT...
+    #[command(after_help = policy::HELP)]
+    Policy(policy::PolicyArgs),
 }
 
 #[derive(Args)]
@@ -202,6 +206,13 @@ pub fn main() -> ExitCode {
         }
         Command::Trust(args) => {
             return match trust::run(args) {
+                Ok(()) => ExitCode::from(exit::OK),
+                Err(e) => fail(e),
+            }
+        }
+        // Reads files and prints; no Tick runs, so no async runtime.
+        Command::Policy(args) => {
+            return match policy::run(args) {
                 Ok(()) => ExitCode::from(exit::OK),
                 Err(e) => fail(e),
             }
@@ -442,7 +453,8 @@ async fn run(command: Command) -> Result<(), Exit> {
         | Command::Verify(_)
         | Command::Lock(_)
         | Command::New(_)
-        | Command::Trust(_) => Err(Exit::usage("handled before the runtime starts")),
+        | Command::Trust(_)
+        | Command::Policy(_) => Err(Exit::usage("handled before the runtime starts")),
     }
 }
 

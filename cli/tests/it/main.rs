@@ -74,7 +74,11 @@
 //! - `audit` — the audit stream (`--audit`): each start, call, approval,
 //!   denial, limit and end once with what was attempted, a hostile Tick's
 //!   names only escaped, `-` on stderr only, the live host's rotating
-//!   file, the policy and MCP-config keys.
+//!   file, the policy and MCP-config keys;
+//! - `policy` — `tickbox policy suggest`: the notes and fetch examples
+//!   rerun the same under only the suggested policy (and fail with a line
+//!   of it taken out), read-only and one-port narrowing, a hostile Tick's
+//!   strings only in comments, bad audit files as one line.
 
 mod audit;
 mod check;
@@ -96,6 +100,7 @@ mod mcp_clients;
 mod mcp_http;
 mod mcp_wire;
 mod native;
+mod policy;
 mod record;
 mod registry;
 mod sandbox;
