@@ -1,6 +1,7 @@
 //! Every bound of the host crate's own making, in one table (the protocol's
 //! numbers are `tickbox_protocol::limits`, the sandbox's its own
-//! `limits`). Today these are the audit stream's ([`crate::audit`]).
+//! `limits`): the audit stream's ([`crate::audit`]) and the metrics'
+//! ([`crate::metrics`]).
 //!
 //! | constant | value | bounds |
 //! |---|---|---|
@@ -11,6 +12,9 @@
 //! | [`AUDIT_FLUSH_WAIT`] | 2 s | how long the end of a process waits for queued events to be written |
 //! | [`LIVE_AUDIT_MAX_BYTES`] | 4 MiB | a live host's audit file before it is rotated |
 //! | [`LIVE_AUDIT_KEEP`] | 3 | rotated files kept beside it (`.1` newest) |
+//! | **metrics** ([`crate::metrics`]) | | |
+//! | [`MAX_METRIC_TOOLS_PER_TICK`] | 64 | distinct `tool` label values one Tick's series carry (and as many `bound` values); calls of any other tool are counted under `tool="(other)"` |
+//! | [`MAX_METRIC_LABEL_CHARS`] | 128 | characters of one label value a Tick chose (a tool name), before escaping; a longer one is cut and ends in `…` |
 //!
 //! A unit test checks the table's values against the constants.
 
@@ -38,6 +42,18 @@ pub const LIVE_AUDIT_MAX_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Rotated audit files a live host keeps (`FILE.1` is the newest).
 pub const LIVE_AUDIT_KEEP: usize = 3;
+
+/// The distinct tool names one Tick's metrics keep a series for (and,
+/// separately, the distinct bounds). Tool names are the Tick's to choose
+/// and a catalog may change as often as it likes, so without this a Tick
+/// publishing thousands of names would grow the host's memory and every
+/// scrape without end; past it, calls are counted under `tool="(other)"`.
+pub const MAX_METRIC_TOOLS_PER_TICK: usize = 64;
+
+/// The characters of one label value a Tick chose (a tool name), cut
+/// before it is escaped: with [`MAX_METRIC_TOOLS_PER_TICK`] it bounds what
+/// one Tick's series cost in memory and on the page.
+pub const MAX_METRIC_LABEL_CHARS: usize = 128;
 
 #[cfg(test)]
 mod tests {
@@ -71,6 +87,14 @@ mod tests {
                 format!("| {} MiB |", LIVE_AUDIT_MAX_BYTES >> 20),
             ),
             ("LIVE_AUDIT_KEEP", format!("| {LIVE_AUDIT_KEEP} |")),
+            (
+                "MAX_METRIC_TOOLS_PER_TICK",
+                format!("| {MAX_METRIC_TOOLS_PER_TICK} |"),
+            ),
+            (
+                "MAX_METRIC_LABEL_CHARS",
+                format!("| {MAX_METRIC_LABEL_CHARS} |"),
+            ),
         ];
         for (name, value) in checks {
             assert!(
