@@ -40,7 +40,7 @@
 //! ```
 
 use crate::audit::{outcome_name, AuditObserver, DenialKind, Event};
-use crate::limits::{MAX_METRIC_LABEL_CHARS, MAX_METRIC_TOOLS_PER_TICK};
+pub use crate::limits::{MAX_METRIC_LABEL_CHARS, MAX_METRIC_TOOLS_PER_TICK};
 use crate::util::lock;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

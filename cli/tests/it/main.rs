@@ -74,7 +74,10 @@
 //! - `audit` — the audit stream (`--audit`): each start, call, approval,
 //!   denial, limit and end once with what was attempted, a hostile Tick's
 //!   names only escaped, `-` on stderr only, the live host's rotating
-//!   file, the policy and MCP-config keys.
+//!   file, the policy and MCP-config keys;
+//! - `metrics` — `tickbox mcp --metrics`: a real Prometheus server scrapes
+//!   calls, durations, refusals, limits, live Ticks, sessions and memory;
+//!   the page's own token; tool names past the cap fold into `(other)`.
 
 mod audit;
 mod check;
@@ -95,6 +98,7 @@ mod mcp;
 mod mcp_clients;
 mod mcp_http;
 mod mcp_wire;
+mod metrics;
 mod native;
 mod record;
 mod registry;
