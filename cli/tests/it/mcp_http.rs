@@ -159,7 +159,7 @@ fn a_token_file_group_or_others_may_read_is_refused_and_a_private_one_works() {
 }
 
 /// Whether the server closed `s` (EOF or reset) within [`PATIENCE`].
-fn closed_by_server(s: &mut TcpStream) -> bool {
+pub(crate) fn closed_by_server(s: &mut TcpStream) -> bool {
     s.set_read_timeout(Some(PATIENCE)).unwrap();
     let mut buf = [0u8; 256];
     loop {

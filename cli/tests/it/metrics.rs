@@ -2,18 +2,25 @@
 //! `prometheus`, installed by `tests/setup.sh`) scrapes the page and its
 //! query API gives back the calls, durations, refusals, limits, live Ticks,
 //! sessions and memory the host counted; the page's door (its own token,
-//! header only, in neither direction the MCP token; its one path); and a
+//! header only, in neither direction the MCP token; its one path; its own
+//! bounded connections, which take no MCP slot); and a
 //! Tick publishing more tool names than the cap keeps a bounded page, the
 //! first names each with their series (the positive control).
 
+use crate::mcp_http::closed_by_server;
 use crate::mcp_wire::{initialize_http, HttpServer};
 use crate::registry::{free_port, http};
+use crate::tick_text::{assert_inert, shows_escaped};
 use crate::util::*;
 use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use tickbox_runtime::metrics::MAX_METRIC_TOOLS_PER_TICK;
+use tickbox_runtime::mcp::http::metrics::{METRICS_MAX_CONNECTIONS, METRICS_MAX_UNAUTHENTICATED};
+use tickbox_runtime::metrics::{label_value, MAX_METRIC_TOOLS_PER_TICK};
+use tickbox_runtime::text::escape;
 
 /// How long to wait for Prometheus to start and scrape: generous, since
 /// the machine may be loaded; only reached when the test is failing.
@@ -179,10 +186,17 @@ impl Prometheus {
     /// Waits until `q` gives one series whose value satisfies `ok`; panics
     /// with what it last gave (and Prometheus's log) otherwise.
     fn wait_for(&self, q: &str, ok: impl Fn(f64) -> bool) -> Value {
+        let found = self.wait_until(q, |r| r.len() == 1 && ok(r[0].1));
+        found[0].0.clone()
+    }
+
+    /// Waits until what `q` gives satisfies `ok`, and returns it; panics
+    /// with what it last gave (and Prometheus's log) otherwise.
+    fn wait_until(&self, q: &str, ok: impl Fn(&[(Value, f64)]) -> bool) -> Vec<(Value, f64)> {
         let mut last = Vec::new();
         let found = eventually(PROMETHEUS_PATIENCE, || {
             last = self.query(q);
-            last.len() == 1 && ok(last[0].1)
+            ok(&last)
         });
         assert!(
             found,
@@ -190,7 +204,7 @@ impl Prometheus {
             self.targets(),
             self.log()
         );
-        last[0].0.clone()
+        last
     }
 
     fn targets(&self) -> String {
@@ -497,4 +511,154 @@ fn a_tick_publishing_thousands_of_tool_names_keeps_a_bounded_page() {
         .filter(|l| l.starts_with("tickbox_call_duration_seconds_count{"))
         .count();
     assert_eq!(histograms, MAX_METRIC_TOOLS_PER_TICK + 1);
+}
+
+/// Opens a keep-alive connection to the page's port and sends one
+/// request with the token for a path it does not serve (a short answer);
+/// the connection and the answer's text.
+fn held_connection(page: &Page, token: &str) -> (TcpStream, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", page.port)).expect("connect");
+    s.set_read_timeout(Some(PROMETHEUS_PATIENCE)).unwrap();
+    let head = format!(
+        "GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    // Both answers (404, 503) end their text with a newline.
+    while !got.ends_with(b"\n") || !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    (s, String::from_utf8_lossy(&got).to_string())
+}
+
+/// The page's door is its own: half-sent heads past its bound are closed
+/// (the oldest first, the rest at the authentication timeout) and do not
+/// keep out a scraper with the token; authenticated connections stop at
+/// `METRICS_MAX_CONNECTIONS` (503, closed), and while they are all held
+/// MCP still takes a client: the page's connections take no MCP slot.
+#[test]
+fn the_pages_door_is_bounded_and_takes_no_mcp_slot() {
+    let server = HttpServer::start(&["--metrics", "0"]);
+    let page = Page::of(&server);
+    let token = page.token();
+    let mut heads: Vec<TcpStream> = (0..METRICS_MAX_UNAUTHENTICATED * 3)
+        .map(|_| {
+            let mut s = TcpStream::connect(("127.0.0.1", page.port)).expect("connect");
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthoriz")
+                .unwrap();
+            s
+        })
+        .collect();
+    // Positive control: a scraper sending its request at once gets in.
+    assert!(page.scrape().contains("tickbox_ticks_live{tick=\"shifty\"} 1\n"));
+    for (i, s) in heads.iter_mut().enumerate() {
+        assert!(closed_by_server(s), "half-sent head {i} is still open");
+    }
+
+    let mut held = Vec::new();
+    for i in 0..METRICS_MAX_CONNECTIONS {
+        let (s, text) = held_connection(&page, &token);
+        assert!(text.starts_with("HTTP/1.1 404"), "connection {i}: {text}");
+        held.push(s);
+    }
+    let (mut extra, text) = held_connection(&page, &token);
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    assert!(
+        text.contains(&format!("{METRICS_MAX_CONNECTIONS} authenticated metrics connections")),
+        "{text}"
+    );
+    assert!(closed_by_server(&mut extra), "refused connections are closed");
+    // Every page slot is held, and MCP still serves a new client.
+    let session = initialize_http(&server, &[]);
+    let r = call(&server, &session, "echo", json!({"while": "held"}));
+    assert_eq!(r["structuredContent"], json!({"while": "held"}), "{r}");
+    // One held connection ends: its slot is free again.
+    drop(held.pop());
+    assert!(
+        eventually(PROMETHEUS_PATIENCE, || held_connection(&page, &token)
+            .1
+            .starts_with("HTTP/1.1 404")),
+        "a slot given back"
+    );
+}
+
+/// A tool name with the corpus's kinds of characters (terminal controls,
+/// a line break, bidi and separator characters) and the format's own
+/// (quotes, a backslash), shaped to forge a sample of another Tick.
+const HOSTILE_TOOL: &str = "x\"} 1e9\ntickbox_calls_total{tick=\"forged\",tool=\"t\",outcome=\"ok\"} 7\r\n\x1b]2;pwned\x07\u{9b}31m\u{202e}\u{2028}\u{e0041}\\";
+
+/// A Tick publishes [`HOSTILE_TOOL`] and a live client calls it (MCP
+/// withholds a name it cannot take; a live instance's clients call tools
+/// by their own names): the page carries no raw unsafe character and no
+/// forged sample, only the name escaped (the positive control), and a
+/// real Prometheus parses the page (`up` is 1) and reads the label back as
+/// the escaped text, with no series of the forged Tick.
+#[test]
+fn a_hostile_tool_name_reaches_the_page_and_prometheus_only_escaped() {
+    let state = TempDir::new("metrics-hostile");
+    let runtime = state.0.join("run");
+    std::fs::create_dir_all(&runtime).unwrap();
+    std::fs::set_permissions(
+        &runtime,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let runtime = runtime.to_str().unwrap();
+    let env = [("XDG_RUNTIME_DIR", runtime)];
+    let shifty = tick("shifty.py");
+    let server = HttpServer::start_args(
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--metrics",
+            "0",
+            "--name",
+            "shifty",
+            "--",
+            "python3",
+            &shifty,
+        ],
+        &env,
+    );
+    let page = Page::of(&server);
+    let session = initialize_http(&server, &[]);
+    call(&server, &session, "reshape", json!({"tools": [HOSTILE_TOOL]}));
+    let out = tickbox_env(&["call", "@shifty", HOSTILE_TOOL, r#"{"n":1}"#], &env);
+    assert_eq!(out.code, 0, "{out:#?}");
+
+    let scraped = page.scrape();
+    assert_inert("/metrics", &scraped);
+    assert!(shows_escaped(&scraped), "{scraped}");
+    for line in scraped.lines().filter(|l| !l.starts_with('#')) {
+        assert!(
+            !line.starts_with(r#"tickbox_calls_total{tick="forged""#),
+            "a forged sample: {line}"
+        );
+    }
+    let series = format!(
+        r#"tickbox_calls_total{{tick="shifty",tool="{}",outcome="ok"}}"#,
+        label_value(HOSTILE_TOOL)
+    );
+    assert_eq!(sample(&scraped, &series), Some(1.0), "{series} in:\n{scraped}");
+    assert!(
+        !label_value(HOSTILE_TOOL).contains('\n'),
+        "one line per sample"
+    );
+
+    let prometheus = Prometheus::start(page.port, &page.token_file);
+    prometheus.wait_for(r#"up{job="tickbox"}"#, |v| v == 1.0);
+    let shown = escape(HOSTILE_TOOL);
+    prometheus.wait_until(r#"tickbox_calls_total{tick="shifty",outcome="ok"}"#, |r| {
+        r.iter()
+            .any(|(m, v)| m["tool"] == shown.as_str() && *v == 1.0)
+    });
+    assert_eq!(
+        prometheus.query(r#"tickbox_calls_total{tick="forged"}"#),
+        Vec::new(),
+        "no series of the forged Tick"
+    );
 }
