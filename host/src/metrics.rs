@@ -302,7 +302,10 @@ impl AuditObserver for TickMetrics {
             Event::Start { .. } => c.started += 1,
             Event::End { .. } => c.ended += 1,
             Event::Call {
-                tool, outcome, took, ..
+                tool,
+                outcome,
+                took,
+                ..
             } => c.tools.entry(tool).observe(outcome_name(outcome), took),
             Event::Denied { what, .. } => {
                 if let Some(i) = DenialKind::ALL.iter().position(|k| *k == what) {
@@ -519,8 +522,12 @@ mod tests {
         has(r#"tickbox_calls_total{tick="counter",tool="increment",outcome="error"} 0"#);
         has(r#"tickbox_calls_total{tick="counter",tool="history",outcome="unknown"} 1"#);
         // Cumulative buckets: 3 ms is in le=0.005 and up, 700 ms from le=1.
-        has(r#"tickbox_call_duration_seconds_bucket{tick="counter",tool="increment",le="0.0025"} 0"#);
-        has(r#"tickbox_call_duration_seconds_bucket{tick="counter",tool="increment",le="0.005"} 1"#);
+        has(
+            r#"tickbox_call_duration_seconds_bucket{tick="counter",tool="increment",le="0.0025"} 0"#,
+        );
+        has(
+            r#"tickbox_call_duration_seconds_bucket{tick="counter",tool="increment",le="0.005"} 1"#,
+        );
         has(r#"tickbox_call_duration_seconds_bucket{tick="counter",tool="increment",le="0.5"} 1"#);
         has(r#"tickbox_call_duration_seconds_bucket{tick="counter",tool="increment",le="1"} 2"#);
         has(r#"tickbox_call_duration_seconds_bucket{tick="counter",tool="increment",le="+Inf"} 2"#);
@@ -532,10 +539,16 @@ mod tests {
         has(r#"tickbox_ticks_live{tick="counter"} 1"#);
         audit.end(&EndReason::Shutdown);
         let page = metrics.page();
-        assert!(page.contains("tickbox_ticks_live{tick=\"counter\"} 0\n"), "{page}");
+        assert!(
+            page.contains("tickbox_ticks_live{tick=\"counter\"} 0\n"),
+            "{page}"
+        );
         let rss = lines(&page, "tickbox_host_resident_memory_bytes ")[0];
         let bytes: u64 = rss.rsplit(' ').next().unwrap().parse().unwrap();
-        assert!(bytes > 1 << 20, "a running test has over 1 MiB resident: {rss}");
+        assert!(
+            bytes > 1 << 20,
+            "a running test has over 1 MiB resident: {rss}"
+        );
         // Every line is a comment or `name{labels} value`, and the page ends
         // in a newline, as the format asks.
         assert!(page.ends_with('\n'));
@@ -593,7 +606,8 @@ mod tests {
         let ok_lines: Vec<_> = ok_lines.iter().filter(|l| l.contains("\"ok\"")).collect();
         assert_eq!(ok_lines.len(), MAX_METRIC_TOOLS_PER_TICK + 1, "{page}");
         let count_of = |tool: &str| -> u64 {
-            let line = format!("tickbox_calls_total{{tick=\"many\",tool=\"{tool}\",outcome=\"ok\"}} ");
+            let line =
+                format!("tickbox_calls_total{{tick=\"many\",tool=\"{tool}\",outcome=\"ok\"}} ");
             page.lines()
                 .find_map(|l| l.strip_prefix(line.as_str()))
                 .unwrap_or_else(|| panic!("no {tool} in {page}"))
@@ -602,7 +616,10 @@ mod tests {
         };
         // Positive control: the first names each have their series.
         assert_eq!(count_of("tool00000"), 2);
-        assert_eq!(count_of(&format!("tool{:05}", MAX_METRIC_TOOLS_PER_TICK - 1)), 1);
+        assert_eq!(
+            count_of(&format!("tool{:05}", MAX_METRIC_TOOLS_PER_TICK - 1)),
+            1
+        );
         let folded = (MAX_METRIC_TOOLS_PER_TICK * 19 + 1) as u64;
         assert_eq!(count_of(OTHER), folded);
         assert!(!page.contains(&format!("tool{:05}\"", MAX_METRIC_TOOLS_PER_TICK)));

@@ -36,6 +36,12 @@
 //!   is what bounds the memory a body costs;
 //! - a session ended with `DELETE` is answered 204 (rmcp says 202).
 //!
+//! The first four walls are the door every HTTP server of tickbox shares
+//! (`http/door.rs`: accepting, the token check, slots, timeouts), each
+//! server with its own counts and bounds: [`metrics`] serves `/metrics`
+//! through its own (`HttpOptions::metrics`, `tickbox mcp --metrics`), so a
+//! flood at one takes no slot at the other.
+//!
 //! Each session is its own [`Connection`] (listing, subscriptions, read
 //! marks); all of them share the hosted Ticks. Sessions that negotiate
 //! 2026-07-28 are served without a session by rmcp, so each of their
@@ -372,7 +378,7 @@ impl Shared {
             );
         }
         if let Err(refused) = self.gate.admit(conn) {
-            return refused;
+            return *refused;
         }
         if req.uri().path() != MCP_PATH {
             return plain(StatusCode::NOT_FOUND, "not found: MCP is served on /mcp");

@@ -17,8 +17,7 @@ use super::exit::Exit;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tickbox_runtime::audit::{
-    AppendFile, Audit, AuditObserver, AuditSink, LineOut, Origin, Plain, QueuedWriter,
-    RotatingFile,
+    AppendFile, Audit, AuditObserver, AuditSink, LineOut, Origin, Plain, QueuedWriter, RotatingFile,
 };
 
 /// Every writer this process opened, by destination (`-` or a path).
@@ -90,9 +89,11 @@ pub fn handle(
         return Ok(None);
     }
     let audit = Audit::new(origin, sinks).with_args(wanted.args);
-    Ok(Some(observers.iter().fold(audit, |audit, o| {
-        audit.observed_by(o.clone())
-    })))
+    Ok(Some(
+        observers
+            .iter()
+            .fold(audit, |audit, o| audit.observed_by(o.clone())),
+    ))
 }
 
 /// The live host's own audit file, in the state directory `state`:

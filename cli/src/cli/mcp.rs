@@ -15,10 +15,10 @@ use std::sync::Arc;
 use tickbox_runtime::audit::Origin;
 use tickbox_runtime::live;
 use tickbox_runtime::mcp::http::metrics::MetricsEndpoint;
-use tickbox_runtime::metrics::{Metrics, TickMetrics};
 use tickbox_runtime::mcp::{
     valid_tick_name, Config, Facade, Grants, HostedTick, TickEntry, TickSource,
 };
+use tickbox_runtime::metrics::{Metrics, TickMetrics};
 use tickbox_runtime::session::Session;
 
 /// Exit codes of `tickbox mcp`.
@@ -128,7 +128,10 @@ struct Planned {
 pub async fn run(args: McpArgs) -> Result<(), Exit> {
     default_logging();
     let http = match args.http {
-        Some(addr) => Some((addr, http_token(args.token_file.as_deref(), "--token-file")?)),
+        Some(addr) => Some((
+            addr,
+            http_token(args.token_file.as_deref(), "--token-file")?,
+        )),
         None => None,
     };
     let metrics_token = match args.metrics {
@@ -172,9 +175,7 @@ pub async fn run(args: McpArgs) -> Result<(), Exit> {
         let label = p.name.clone().unwrap_or_else(|| describe_spec(&p.spec));
         // The Tick's audit events are counted from its first (its start);
         // the count is named once the Tick has its name.
-        let counts = metrics
-            .as_ref()
-            .map(|_| Arc::new(TickMetrics::default()));
+        let counts = metrics.as_ref().map(|_| Arc::new(TickMetrics::default()));
         if let Some(c) = &counts {
             p.opts.audit_observers.push(c.clone());
         }

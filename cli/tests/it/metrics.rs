@@ -133,7 +133,10 @@ impl Prometheus {
             let stderr = std::fs::File::create(dir.path("prometheus.log")).unwrap();
             let mut child = Command::new("prometheus")
                 .arg(format!("--config.file={}", config.display()))
-                .arg(format!("--storage.tsdb.path={}", dir.path("data").display()))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.path("data").display()
+                ))
                 .arg(format!("--web.listen-address=127.0.0.1:{port}"))
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -303,16 +306,17 @@ max_memory = "16MiB"
     // The page itself first, so a failure here says so without Prometheus.
     let scraped = page.scrape();
     let has = |series: &str, value: f64| {
-        assert_eq!(sample(&scraped, series), Some(value), "{series} in:\n{scraped}");
+        assert_eq!(
+            sample(&scraped, series),
+            Some(value),
+            "{series} in:\n{scraped}"
+        );
     };
     has(
         r#"tickbox_calls_total{tick="counter",tool="increment",outcome="ok"}"#,
         3.0,
     );
-    has(
-        r#"tickbox_refusals_total{tick="hostile",kind="path"}"#,
-        1.0,
-    );
+    has(r#"tickbox_refusals_total{tick="hostile",kind="path"}"#, 1.0);
     has(
         r#"tickbox_limits_total{tick="hostile",bound="max_memory"}"#,
         1.0,
@@ -357,9 +361,7 @@ max_memory = "16MiB"
     prometheus.wait_for(r#"tickbox_ticks_live{tick="counter"}"#, |v| v == 1.0);
     prometheus.wait_for(r#"tickbox_ticks_live{tick="hostile"}"#, |v| v == 0.0);
     prometheus.wait_for("tickbox_mcp_sessions", |v| v == 1.0);
-    prometheus.wait_for("tickbox_host_resident_memory_bytes", |v| {
-        v > 1_048_576.0
-    });
+    prometheus.wait_for("tickbox_host_resident_memory_bytes", |v| v > 1_048_576.0);
     drop(prometheus);
     drop(server);
     assert!(
@@ -396,8 +398,15 @@ fn the_page_needs_its_own_token_and_serves_only_its_path() {
 
     let (status, headers, _) = page.get("/metrics", None);
     assert_eq!(status, 401, "{headers:?}");
-    assert_eq!(crate::mcp_wire::header(&headers, "www-authenticate"), Some("Bearer"));
-    assert_eq!(page.get("/metrics", Some(&mcp_token)).0, 401, "not the MCP token");
+    assert_eq!(
+        crate::mcp_wire::header(&headers, "www-authenticate"),
+        Some("Bearer")
+    );
+    assert_eq!(
+        page.get("/metrics", Some(&mcp_token)).0,
+        401,
+        "not the MCP token"
+    );
     assert_eq!(page.get("/metrics", Some("0123456789abcdef")).0, 401);
     let in_query = format!("/metrics?token={token}");
     assert_eq!(page.get(&in_query, None).0, 401, "the header only");
@@ -456,8 +465,7 @@ fn the_page_needs_its_own_token_and_serves_only_its_path() {
         args.extend(["--", "python3", &shifty]);
         tickbox(&args)
     };
-    with(&["--token-file", same, "--metrics-token-file", same])
-        .expect(2, "holds the MCP token");
+    with(&["--token-file", same, "--metrics-token-file", same]).expect(2, "holds the MCP token");
     with(&["--metrics-token-file", open]).expect(2, "--metrics-token-file");
 }
 
@@ -489,8 +497,17 @@ fn a_tick_publishing_thousands_of_tool_names_keeps_a_bounded_page() {
     let scraped = page.scrape();
     let tools: Vec<&str> = scraped
         .lines()
-        .filter(|l| l.starts_with(r#"tickbox_calls_total{tick="shifty","#) && l.contains(r#"outcome="ok""#))
-        .map(|l| l.split("tool=\"").nth(1).unwrap().split('"').next().unwrap())
+        .filter(|l| {
+            l.starts_with(r#"tickbox_calls_total{tick="shifty","#) && l.contains(r#"outcome="ok""#)
+        })
+        .map(|l| {
+            l.split("tool=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+        })
         .collect();
     assert_eq!(tools.len(), MAX_METRIC_TOOLS_PER_TICK + 1, "{scraped}");
     assert!(tools.contains(&"(other)"), "{tools:?}");
@@ -554,7 +571,9 @@ fn the_pages_door_is_bounded_and_takes_no_mcp_slot() {
         })
         .collect();
     // Positive control: a scraper sending its request at once gets in.
-    assert!(page.scrape().contains("tickbox_ticks_live{tick=\"shifty\"} 1\n"));
+    assert!(page
+        .scrape()
+        .contains("tickbox_ticks_live{tick=\"shifty\"} 1\n"));
     for (i, s) in heads.iter_mut().enumerate() {
         assert!(closed_by_server(s), "half-sent head {i} is still open");
     }
@@ -568,10 +587,15 @@ fn the_pages_door_is_bounded_and_takes_no_mcp_slot() {
     let (mut extra, text) = held_connection(&page, &token);
     assert!(text.starts_with("HTTP/1.1 503"), "{text}");
     assert!(
-        text.contains(&format!("{METRICS_MAX_CONNECTIONS} authenticated metrics connections")),
+        text.contains(&format!(
+            "{METRICS_MAX_CONNECTIONS} authenticated metrics connections"
+        )),
         "{text}"
     );
-    assert!(closed_by_server(&mut extra), "refused connections are closed");
+    assert!(
+        closed_by_server(&mut extra),
+        "refused connections are closed"
+    );
     // Every page slot is held, and MCP still serves a new client.
     let session = initialize_http(&server, &[]);
     let r = call(&server, &session, "echo", json!({"while": "held"}));
@@ -626,7 +650,12 @@ fn a_hostile_tool_name_reaches_the_page_and_prometheus_only_escaped() {
     );
     let page = Page::of(&server);
     let session = initialize_http(&server, &[]);
-    call(&server, &session, "reshape", json!({"tools": [HOSTILE_TOOL]}));
+    call(
+        &server,
+        &session,
+        "reshape",
+        json!({"tools": [HOSTILE_TOOL]}),
+    );
     let out = tickbox_env(&["call", "@shifty", HOSTILE_TOOL, r#"{"n":1}"#], &env);
     assert_eq!(out.code, 0, "{out:#?}");
 
@@ -643,7 +672,11 @@ fn a_hostile_tool_name_reaches_the_page_and_prometheus_only_escaped() {
         r#"tickbox_calls_total{{tick="shifty",tool="{}",outcome="ok"}}"#,
         label_value(HOSTILE_TOOL)
     );
-    assert_eq!(sample(&scraped, &series), Some(1.0), "{series} in:\n{scraped}");
+    assert_eq!(
+        sample(&scraped, &series),
+        Some(1.0),
+        "{series} in:\n{scraped}"
+    );
     assert!(
         !label_value(HOSTILE_TOOL).contains('\n'),
         "one line per sample"

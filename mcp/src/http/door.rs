@@ -147,8 +147,9 @@ impl Gate {
     }
 
     /// Gives `conn`, which has just sent the token, its slot (once), or
-    /// the refusal (503, the connection closed) when none is free.
-    pub(super) fn admit(self: &Arc<Self>, conn: &Conn) -> Result<(), Response<Body>> {
+    /// the refusal (503, the connection closed) when none is free, boxed:
+    /// it is the rare path.
+    pub(super) fn admit(self: &Arc<Self>, conn: &Conn) -> Result<(), Box<Response<Body>>> {
         if conn.admitted() {
             return Ok(());
         }
@@ -160,7 +161,7 @@ impl Gate {
             }
             Err(why) => {
                 tracing::warn!(peer = %conn.peer, "{why}");
-                Err(closing(StatusCode::SERVICE_UNAVAILABLE, &why))
+                Err(Box::new(closing(StatusCode::SERVICE_UNAVAILABLE, &why)))
             }
         }
     }

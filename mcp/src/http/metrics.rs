@@ -9,7 +9,7 @@
 //! and processes than an agent's, and reading counts must not let anyone
 //! call a tool. The walls, in the order a connection meets them:
 //!
-//! - its own door ([`super::door`]): at most
+//! - its own door (`http/door.rs`, the code MCP's uses): at most
 //!   [`METRICS_MAX_UNAUTHENTICATED`] connections that have not sent the
 //!   token (a new one past that closes the oldest), each with
 //!   [`super::AUTH_TIMEOUT`] to send a request carrying it, heads of at
@@ -111,7 +111,7 @@ impl Shared {
             );
         }
         if let Err(refused) = self.gate.admit(conn) {
-            return refused;
+            return *refused;
         }
         if req.uri().path() != METRICS_PATH {
             return door::plain(
@@ -130,7 +130,11 @@ impl Shared {
             return r;
         }
         let page = self.page().await;
-        let body = if head { Bytes::new() } else { Bytes::from(page) };
+        let body = if head {
+            Bytes::new()
+        } else {
+            Bytes::from(page)
+        };
         let mut r = Response::new(Full::new(body).boxed());
         r.headers_mut().insert(
             hyper::header::CONTENT_TYPE,
