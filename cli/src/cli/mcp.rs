@@ -26,11 +26,12 @@ pub const HELP: &str = "\
 Exit codes:
   0    the MCP client closed stdin; every Tick was stopped
   2    usage or config error, a tool name MCP cannot take (a clash, or over 64
-       characters), or a wasm Tick whose manifest asks for grants no one approved
-       for its content (tickbox mcp never asks; `tickbox trust PATH` approves);
-       stderr names it
+       characters), a wasm Tick whose manifest asks for grants no one approved
+       for its content (tickbox mcp never asks; `tickbox trust PATH` approves),
+       or a token file others may read (or a metrics token that is the MCP
+       token); stderr names it
   3    a Tick could not start or failed initialization, the MCP handshake failed, or
-       the --http address cannot be bound
+       the --http or --metrics address cannot be bound
   130  interrupted; the Ticks were stopped
 
 Stdout carries only MCP frames; diagnostics go to stderr (-v for more).
