@@ -16,7 +16,8 @@
 //!   always a token: the CLI generates one when none is given;
 //! - a browser `Origin` must be a loopback one (403 otherwise), and the
 //!   `Host` must name the bound address (rmcp's DNS-rebinding check);
-//!   only [`MCP_PATH`] is served (404 elsewhere);
+//!   only [`MCP_PATH`] is served (404 elsewhere; the two probes below are
+//!   answered before the token is checked);
 //! - the first authenticated request takes the connection's slot: at most
 //!   [`MAX_CONNECTIONS_PER_PEER`] per peer address and [`MAX_CONNECTIONS`]
 //!   in all (503 and the connection is closed past them). An authenticated
@@ -35,6 +36,15 @@
 //!   bytes however short its text, so the value cap, not the byte size,
 //!   is what bounds the memory a body costs;
 //! - a session ended with `DELETE` is answered 204 (rmcp says 202).
+//!
+//! Two probes for load balancers and orchestrators are answered before
+//! the token is checked, with one line and no slot taken (a prober's
+//! connection is an unauthenticated one, bounded like any other):
+//! `GET` [`HEALTH_PATH`] is 200 while the process serves, and `GET`
+//! [`READY_PATH`] is 200 while it can take a new session: every hosted
+//! Tick still runs (the facade never restarts one) and a new session
+//! would get in under [`MAX_SESSIONS`]; 503 naming which is not so
+//! otherwise. Neither names a Tick or a tool.
 //!
 //! The first four walls are the door every HTTP server of tickbox shares
 //! (`http/door.rs`: accepting, the token check, slots, timeouts), each
@@ -70,6 +80,13 @@ use tokio_util::sync::CancellationToken;
 
 /// The one path the server answers on.
 pub const MCP_PATH: &str = "/mcp";
+
+/// The liveness probe: 200 while the process serves (no token needed).
+pub const HEALTH_PATH: &str = "/healthz";
+
+/// The readiness probe: 200 while a new session can be taken, else 503
+/// (no token needed).
+pub const READY_PATH: &str = "/readyz";
 
 /// Authenticated connections at once (default 64); an authenticated
 /// request on a new connection past it gets 503 and the connection closes.
@@ -162,6 +179,7 @@ impl HttpOptions {
 
 /// What every request handler shares.
 struct Shared {
+    facade: Facade,
     service: StreamableHttpService<Connection, LocalSessionManager>,
     sessions: Arc<LocalSessionManager>,
     token: Box<str>,
@@ -219,6 +237,7 @@ pub async fn serve(
     );
     let gate = Arc::new(door::Gate::new("HTTP", MCP_DOOR));
     let shared = Arc::new(Shared {
+        facade: facade.clone(),
         service,
         sessions: sessions.clone(),
         token: options.token.into_boxed_str(),
@@ -371,6 +390,9 @@ const SESSION_HEADER: &str = "mcp-session-id";
 
 impl Shared {
     async fn handle(&self, req: Request<Incoming>, conn: &door::Conn) -> Response<Body> {
+        if let Some(answer) = self.probe(&req).await {
+            return answer;
+        }
         if !door::authorized(&req, &self.token, door::TokenIn::HeaderOrQuery) {
             tracing::info!(peer = %conn.peer, "refused a request without the token");
             return door::unauthorized(
@@ -446,6 +468,60 @@ impl Shared {
             *response.status_mut() = StatusCode::NO_CONTENT;
         }
         response
+    }
+
+    /// The answer to a liveness or readiness probe (`GET`/`HEAD` of
+    /// [`HEALTH_PATH`] or [`READY_PATH`]), or None for any other request.
+    /// One line of the host's own words: no Tick text, nothing a token
+    /// would protect.
+    async fn probe<B>(&self, req: &Request<B>) -> Option<Response<Body>> {
+        if req.method() != hyper::Method::GET && req.method() != hyper::Method::HEAD {
+            return None;
+        }
+        match req.uri().path() {
+            HEALTH_PATH => Some(plain(StatusCode::OK, "alive")),
+            READY_PATH => Some(match self.not_ready().await {
+                None => plain(StatusCode::OK, "ready"),
+                Some(why) => plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!("not ready: {why}"),
+                ),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Why a new session could not be served now, if it could not: a
+    /// hosted Tick has ended, or the sessions are at their cap with none
+    /// idle long enough to give way. Reads only; closes nothing.
+    async fn not_ready(&self) -> Option<String> {
+        let ended = self.facade.ended_ticks();
+        if ended > 0 {
+            return Some(format!(
+                "{ended} of the hosted Ticks ended; tickbox does not restart them"
+            ));
+        }
+        let open: Vec<Arc<str>> = self
+            .sessions
+            .sessions
+            .read()
+            .await
+            .keys()
+            .cloned()
+            .collect();
+        if open.len() < MAX_SESSIONS {
+            return None;
+        }
+        let used = lock(&self.last_used);
+        let evictable = open
+            .iter()
+            .any(|id| used.get(id).is_some_and(|t| t.elapsed() >= self.evict_idle));
+        (!evictable).then(|| {
+            format!(
+                "{MAX_SESSIONS} MCP sessions are open (the limit) and none has been idle for {:?}",
+                self.evict_idle
+            )
+        })
     }
 
     /// Whether a new session may open: under [`MAX_SESSIONS`], or after

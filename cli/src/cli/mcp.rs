@@ -37,12 +37,14 @@ Exit codes:
 Stdout carries only MCP frames; diagnostics go to stderr (-v for more).
 
 With --http ADDR it serves MCP Streamable HTTP on http://ADDR/mcp instead of
-stdio, until interrupted (SIGTERM or SIGINT: exit 130). Every request needs a
-token, also on loopback, as `Authorization: Bearer TOKEN` or `?token=TOKEN`:
+stdio, until interrupted (SIGTERM or SIGINT: exit 130). Every MCP request needs
+a token, also on loopback, as `Authorization: Bearer TOKEN` or `?token=TOKEN`:
 read from --token-file (a file only you may read: mode 0600 or stricter, else
 exit 2), or generated at start, written to a 0600 file in tickbox's per-user
 directory (its path is printed to stderr; removed at exit) and printed once,
-in the URL of the `serving MCP on` line.
+in the URL of the `serving MCP on` line. GET /healthz (200 while serving) and
+GET /readyz (200 while a new session can be taken: every Tick runs and the
+session cap is not reached; else 503) answer without the token.
 
 With --metrics ADDR (beside --http) it also serves Prometheus metrics on
 http://ADDR/metrics: calls and their durations per Tick and tool, refusals by

@@ -28,7 +28,8 @@
 //!   Streamable HTTP;
 //! - `mcp_http` — `tickbox mcp --http`'s walls: the token (always), token
 //!   file modes, half-sent heads, slots per peer, the session cap and idle
-//!   expiry, bounded request bodies and the host memory they cost;
+//!   expiry, bounded request bodies and the host memory they cost, the
+//!   health and readiness probes;
 //! - `mcp_clients` — real MCP clients (Python SDK, TypeScript SDK, MCP
 //!   Inspector) over stdio and HTTP, and the conformance suite's baseline;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
