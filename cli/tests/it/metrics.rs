@@ -105,7 +105,7 @@ fn call(server: &HttpServer, session: &str, name: &str, args: Value) -> Value {
 }
 
 /// A running Prometheus server on loopback scraping one target every
-/// 500 ms, its storage in a temp dir; killed on drop.
+/// second (a slow scrape has 900 ms), its storage in a temp dir; killed on drop.
 struct Prometheus {
     child: Child,
     port: u16,
@@ -119,7 +119,7 @@ impl Prometheus {
         std::fs::write(
             &config,
             format!(
-                "global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\n\
+                "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n\
                  scrape_configs:\n  - job_name: tickbox\n    authorization:\n      \
                  credentials_file: {}\n    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n",
                 token_file.display()
