@@ -30,6 +30,9 @@ fi
 # The registry tests push to and pull from a real OCI registry (Debian's
 # docker-registry: the CNCF distribution registry), started on loopback.
 command -v docker-registry >/dev/null || apt_install docker-registry
+# The metrics test has a real Prometheus server (Debian's) scrape
+# `tickbox mcp --metrics` on loopback (cli/tests/it/metrics.rs).
+command -v prometheus >/dev/null || apt_install prometheus
 # The registry bench's anchor.
 command -v curl >/dev/null || apt_install curl
 

@@ -24,6 +24,13 @@
 //! `unrecorded` event says the record is incomplete. That record is what
 //! `tickbox policy suggest` turns into the least policy that allows it.
 //!
+//! **Counted as well as written.** Besides line sinks, a handle may carry
+//! [`AuditObserver`]s, which get each event as typed facts ([`Event`])
+//! instead of a line: the MCP server's `/metrics` counts calls, refusals
+//! and limits this way ([`crate::metrics`]), so an event is noticed in one
+//! place whichever of the two is asked for. A handle with observers and no
+//! sink builds no line at all.
+//!
 //! **Never in the way.** An event is one `try_send` into a bounded queue
 //! ([`AUDIT_QUEUE_EVENTS`]) that one writer thread empties; a queue that is
 //! full (a stalled stderr, a slow disk) never makes a Tick or the host
@@ -127,6 +134,15 @@ pub enum DenialKind {
 }
 
 impl DenialKind {
+    /// Every kind, in the order the docs list them.
+    pub const ALL: [DenialKind; 5] = [
+        DenialKind::Path,
+        DenialKind::Socket,
+        DenialKind::Lookup,
+        DenialKind::HttpOrigin,
+        DenialKind::Quota,
+    ];
+
     /// The name events use.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -243,6 +259,69 @@ pub trait AuditSink: Send + Sync {
     fn offer(&self, line: String) -> bool;
 }
 
+/// One event as typed facts, for an [`AuditObserver`]: what its line
+/// says, borrowed, before any text is cut or escaped (an observer that
+/// shows Tick text escapes it for its own sink).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Event<'a> {
+    /// A Tick was started (`start`).
+    Start {
+        /// Its path or command line.
+        tick: &'a str,
+        /// How it runs (`wasm component`, `wasm module`, `native`).
+        backend: &'a str,
+    },
+    /// A tool call ended (`call`).
+    Call {
+        /// The tool, as the Tick's catalog names it (Tick text).
+        tool: &'a str,
+        /// Whether the tool mutates.
+        mutates: bool,
+        /// How it ended.
+        outcome: &'a CallOutcome,
+        /// How long it took.
+        took: Duration,
+    },
+    /// Something was approved or refused (`approval`).
+    Approval {
+        /// What (`call`).
+        what: &'a str,
+        /// About what (a tool).
+        subject: &'a str,
+        /// Whether it was granted.
+        granted: bool,
+    },
+    /// The host refused what a Tick attempted (`denied`).
+    Denied {
+        /// What kind of thing.
+        what: DenialKind,
+        /// What was attempted (Tick text).
+        attempted: &'a str,
+    },
+    /// A Tick ran into a bound (`limit`).
+    Limit {
+        /// The grant key (`max_memory`, `max_handles`).
+        bound: &'a str,
+        /// Its value.
+        value: u64,
+    },
+    /// The session ended, or its start failed (`end`).
+    End {
+        /// The reason's name (`exited`, …, `start_failed`).
+        reason: &'a str,
+    },
+}
+
+/// Gets every event of the handles it was added to
+/// ([`Audit::observed_by`]) as typed facts. Called on the paths of Ticks
+/// and requests, like [`AuditSink::offer`], so it must not block: count,
+/// do not wait.
+pub trait AuditObserver: Send + Sync {
+    /// One event, as it happens, in the session of `session`.
+    fn observe(&self, session: Option<&str>, event: &Event<'_>);
+}
+
 /// The audit handle layers pass down: where lines go, who started the
 /// Tick, whether call arguments are recorded, and (after
 /// [`for_session`](Audit::for_session)) which Tick session events belong
@@ -258,6 +337,7 @@ pub struct Audit {
 
 struct Shared {
     sinks: Vec<Arc<dyn AuditSink>>,
+    observers: Vec<Arc<dyn AuditObserver>>,
     origin: Origin,
     args: bool,
     next: AtomicU64,
@@ -268,6 +348,7 @@ impl std::fmt::Debug for Audit {
         f.debug_struct("Audit")
             .field("origin", &self.shared.origin)
             .field("sinks", &self.shared.sinks.len())
+            .field("observers", &self.shared.observers.len())
             .field("session", &self.session)
             .finish()
     }
@@ -280,6 +361,7 @@ impl Audit {
         Audit {
             shared: Arc::new(Shared {
                 sinks,
+                observers: Vec::new(),
                 origin,
                 args: false,
                 next: AtomicU64::new(1),
@@ -291,12 +373,26 @@ impl Audit {
 
     /// Records call arguments whole (escaped) instead of as their SHA-256.
     pub fn with_args(self, args: bool) -> Audit {
-        let shared = Shared {
+        self.remade(|s| s.args = args)
+    }
+
+    /// Also hands every event to `observer`, as typed facts.
+    pub fn observed_by(self, observer: Arc<dyn AuditObserver>) -> Audit {
+        self.remade(|s| s.observers.push(observer))
+    }
+
+    /// This handle with its shared part copied and changed by `change`
+    /// (before any session is made from it: sessions made earlier keep
+    /// the old one).
+    fn remade(self, change: impl FnOnce(&mut Shared)) -> Audit {
+        let mut shared = Shared {
             sinks: self.shared.sinks.clone(),
+            observers: self.shared.observers.clone(),
             origin: self.shared.origin,
-            args,
+            args: self.shared.args,
             next: AtomicU64::new(self.shared.next.load(Ordering::Relaxed)),
         };
+        change(&mut shared);
         Audit {
             shared: Arc::new(shared),
             session: self.session,
@@ -335,6 +431,7 @@ impl Audit {
     /// `backend` how it runs, `sha256` its wasm's digest, `grants` every
     /// grant and bound in force.
     pub fn start(&self, tick: &str, backend: &str, sha256: Option<String>, grants: Value) {
+        self.notify(Event::Start { tick, backend });
         self.emit(
             "start",
             json!({
@@ -356,6 +453,16 @@ impl Audit {
         outcome: &CallOutcome,
         took: Duration,
     ) {
+        self.notify(Event::Call {
+            tool,
+            mutates,
+            outcome,
+            took,
+        });
+        if !self.writes_lines() {
+            // Hashing the arguments is the costly part of a line.
+            return;
+        }
         let mut fields = json!({
             "tool": tool,
             "mutates": mutates,
@@ -365,16 +472,15 @@ impl Audit {
         if self.shared.args {
             fields["args"] = args.clone();
         }
+        fields["outcome"] = json!(outcome_name(outcome));
         match outcome {
-            CallOutcome::Ok(_) => fields["outcome"] = json!("ok"),
+            CallOutcome::Ok(_) => {}
             CallOutcome::Failed { error, executed } => {
-                fields["outcome"] = json!("error");
                 fields["code"] = json!(error.code);
                 fields["message"] = json!(error.message.wire());
                 fields["executed"] = json!(executed);
             }
             CallOutcome::Unknown(why) => {
-                fields["outcome"] = json!("unknown");
                 fields["reason"] = json!(why.to_string());
             }
         }
@@ -384,6 +490,11 @@ impl Audit {
     /// `approval`: `what` (a call, a manifest's requests) about `subject`
     /// (a tool, a digest) was granted or refused, `by` whom.
     pub fn approval(&self, what: &str, subject: &str, granted: bool, by: &str) {
+        self.notify(Event::Approval {
+            what,
+            subject,
+            granted,
+        });
         self.emit(
             "approval",
             json!({"what": what, "subject": subject, "granted": granted, "by": by}),
@@ -393,6 +504,7 @@ impl Audit {
     /// `denied`: the Tick attempted `attempted` and the host refused it;
     /// `detail` says where or why.
     pub fn denied(&self, what: DenialKind, attempted: &str, detail: &str) {
+        self.notify(Event::Denied { what, attempted });
         self.emit(
             "denied",
             json!({"what": what.as_str(), "attempted": attempted, "detail": detail}),
@@ -406,7 +518,8 @@ impl Audit {
     /// touching ever new addresses grows neither the host's memory nor the
     /// file.
     pub fn used(&self, what: Use<'_>) {
-        if self.shared.sinks.is_empty() {
+        // Not counted by observers (metrics): uses are for the record.
+        if !self.writes_lines() {
             return;
         }
         let key = what.key();
@@ -443,6 +556,7 @@ impl Audit {
     /// `limit`: the Tick ran into `bound` (the grant key) of `value`;
     /// `detail` says what it asked for.
     pub fn limit(&self, bound: &str, value: u64, detail: &str) {
+        self.notify(Event::Limit { bound, value });
         self.emit(
             "limit",
             json!({"bound": bound, "value": value, "detail": detail}),
@@ -459,6 +573,7 @@ impl Audit {
             EndReason::StdinStalled(_) => ("stdin_stalled", None),
             EndReason::Shutdown => ("shutdown", None),
         };
+        self.notify(Event::End { reason: kind });
         self.emit(
             "end",
             json!({"reason": kind, "detail": reason.to_string(), "exit_code": exit_code}),
@@ -468,14 +583,29 @@ impl Audit {
     /// `end` for a Tick that never got as far as a session (it could not
     /// be started or failed before its first request).
     pub fn end_failed(&self, why: &str) {
+        self.notify(Event::End {
+            reason: "start_failed",
+        });
         self.emit(
             "end",
             json!({"reason": "start_failed", "detail": why, "exit_code": null}),
         );
     }
 
+    /// Whether any line sink takes this handle's events (observers alone
+    /// need no line).
+    fn writes_lines(&self) -> bool {
+        !self.shared.sinks.is_empty()
+    }
+
+    fn notify(&self, event: Event<'_>) {
+        for o in &self.shared.observers {
+            o.observe(self.session(), &event);
+        }
+    }
+
     fn emit(&self, event: &str, fields: Value) {
-        if self.shared.sinks.is_empty() {
+        if !self.writes_lines() {
             return;
         }
         let mut head = Map::new();
@@ -493,6 +623,15 @@ impl Audit {
         for sink in &self.shared.sinks {
             sink.offer(line.clone());
         }
+    }
+}
+
+/// A call outcome's name in events and metrics: `ok`, `error`, `unknown`.
+pub fn outcome_name(outcome: &CallOutcome) -> &'static str {
+    match outcome {
+        CallOutcome::Ok(_) => "ok",
+        CallOutcome::Failed { .. } => "error",
+        CallOutcome::Unknown(_) => "unknown",
     }
 }
 

@@ -20,6 +20,9 @@
 //! - [`audit`] — the audit stream: typed events (start, call, approval,
 //!   denied, limit, end) as escaped JSON lines, and its bounded writers
 //!   ([`limits`] has its bounds);
+//! - [`metrics`] — the same events counted for Prometheus (calls and
+//!   durations per Tick and tool, refusals, limits, live Ticks, host RSS)
+//!   and the text exposition format they are written in;
 //! - [`live`] — live instances: publishing Ticks on Unix sockets, clients
 //!   (views, one-shot requests, watches) in other processes, and the state
 //!   directory every part of tickbox keeps its files in.
@@ -47,6 +50,7 @@ pub mod delivery;
 pub mod framing;
 pub mod limits;
 pub mod live;
+pub mod metrics;
 pub mod render;
 pub mod session;
 pub mod text;

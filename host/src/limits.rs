@@ -1,6 +1,7 @@
 //! Every bound of the host crate's own making, in one table (the protocol's
 //! numbers are `tickbox_protocol::limits`, the sandbox's its own
-//! `limits`).
+//! `limits`): the audit stream's ([`crate::audit`]) and the metrics'
+//! ([`crate::metrics`]).
 //!
 //! | constant | value | bounds |
 //! |---|---|---|
@@ -18,6 +19,9 @@
 //! | [`LIVE_AUDIT_KEEP`] | 3 | rotated files kept beside it (`.1` newest) |
 //! | [`MAX_AUDIT_USES`] | 256 | distinct uses (`used` events) recorded per Tick session; past it one `unrecorded` event says the record is incomplete |
 //! | [`MAX_AUDIT_READ_BYTES`] | 64 MiB | one audit file read back (`tickbox policy suggest`) |
+//! | **metrics** ([`crate::metrics`]) | | |
+//! | [`MAX_METRIC_TOOLS_PER_TICK`] | 64 | distinct `tool` label values one Tick's series carry (and as many `bound` values); calls of any other tool are counted under `tool="(other)"` |
+//! | [`MAX_METRIC_LABEL_CHARS`] | 128 | characters of one label value a Tick chose (a tool name), before escaping; a longer one is cut and ends in `…` |
 //!
 //! A unit test checks the table's values against the constants.
 
@@ -73,6 +77,17 @@ pub const MAX_AUDIT_USES: usize = 256;
 /// A file a Tick could grow (one in a directory it may write) cannot make
 /// the reader hold more than this.
 pub const MAX_AUDIT_READ_BYTES: u64 = 64 * 1024 * 1024;
+/// The distinct tool names one Tick's metrics keep a series for (and,
+/// separately, the distinct bounds). Tool names are the Tick's to choose
+/// and a catalog may change as often as it likes, so without this a Tick
+/// publishing thousands of names would grow the host's memory and every
+/// scrape without end; past it, calls are counted under `tool="(other)"`.
+pub const MAX_METRIC_TOOLS_PER_TICK: usize = 64;
+
+/// The characters of one label value a Tick chose (a tool name), cut
+/// before it is escaped: with [`MAX_METRIC_TOOLS_PER_TICK`] it bounds what
+/// one Tick's series cost in memory and on the page.
+pub const MAX_METRIC_LABEL_CHARS: usize = 128;
 
 #[cfg(test)]
 mod tests {
@@ -113,6 +128,14 @@ mod tests {
             (
                 "MAX_AUDIT_READ_BYTES",
                 format!("| {} MiB |", MAX_AUDIT_READ_BYTES >> 20),
+            ),
+            (
+                "MAX_METRIC_TOOLS_PER_TICK",
+                format!("| {MAX_METRIC_TOOLS_PER_TICK} |"),
+            ),
+            (
+                "MAX_METRIC_LABEL_CHARS",
+                format!("| {MAX_METRIC_LABEL_CHARS} |"),
             ),
         ];
         for (name, value) in checks {

@@ -16,7 +16,8 @@
 //!   always a token: the CLI generates one when none is given;
 //! - a browser `Origin` must be a loopback one (403 otherwise), and the
 //!   `Host` must name the bound address (rmcp's DNS-rebinding check);
-//!   only [`MCP_PATH`] is served (404 elsewhere);
+//!   only [`MCP_PATH`] is served (404 elsewhere; the two probes below are
+//!   answered before the token is checked);
 //! - the first authenticated request takes the connection's slot: at most
 //!   [`MAX_CONNECTIONS_PER_PEER`] per peer address and [`MAX_CONNECTIONS`]
 //!   in all (503 and the connection is closed past them). An authenticated
@@ -36,27 +37,41 @@
 //!   is what bounds the memory a body costs;
 //! - a session ended with `DELETE` is answered 204 (rmcp says 202).
 //!
+//! Two probes for load balancers and orchestrators are answered before
+//! the token is checked, with one line and no slot taken (a prober's
+//! connection is an unauthenticated one, bounded like any other):
+//! `GET` [`HEALTH_PATH`] is 200 while the process serves, and `GET`
+//! [`READY_PATH`] is 200 while it can take a new session: every hosted
+//! Tick still runs (the facade never restarts one) and a new session
+//! would get in under [`MAX_SESSIONS`]; 503 naming which is not so
+//! otherwise. Neither names a Tick or a tool.
+//!
+//! The first four walls are the door every HTTP server of tickbox shares
+//! (`http/door.rs`: accepting, the token check, slots, timeouts), each
+//! server with its own counts and bounds: [`metrics`] serves `/metrics`
+//! through its own (`HttpOptions::metrics`, `tickbox mcp --metrics`), so a
+//! flood at one takes no slot at the other.
+//!
 //! Each session is its own [`Connection`] (listing, subscriptions, read
 //! marks); all of them share the hosted Ticks. Sessions that negotiate
 //! 2026-07-28 are served without a session by rmcp, so each of their
 //! requests is bound to the catalog current at that request.
 
+mod door;
+pub mod metrics;
+
 use super::server::{Connection, Facade};
 use super::transport::{Tracking, MAX_FRAME_BYTES};
 use bytes::{Bytes, BytesMut};
-use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use door::{closing, plain, Body};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONNECTION};
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use std::collections::{BTreeMap, HashMap};
-use std::convert::Infallible;
+use std::collections::HashMap;
 use std::future::Future;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tickbox_host::util::lock;
@@ -65,6 +80,13 @@ use tokio_util::sync::CancellationToken;
 
 /// The one path the server answers on.
 pub const MCP_PATH: &str = "/mcp";
+
+/// The liveness probe: 200 while the process serves (no token needed).
+pub const HEALTH_PATH: &str = "/healthz";
+
+/// The readiness probe: 200 while a new session can be taken, else 503
+/// (no token needed).
+pub const READY_PATH: &str = "/readyz";
 
 /// Authenticated connections at once (default 64); an authenticated
 /// request on a new connection past it gets 503 and the connection closes.
@@ -130,7 +152,7 @@ pub const MAX_BODY_DEPTH: usize = 64;
 pub const MAX_BODY_VALUES: usize = 16_384;
 
 /// How a facade is served over HTTP.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct HttpOptions {
     /// Every request must carry it, as `Authorization: Bearer TOKEN` or
     /// `?token=TOKEN`.
@@ -139,6 +161,8 @@ pub struct HttpOptions {
     pub session_idle: Duration,
     /// A request body must arrive within this ([`BODY_TIMEOUT`] by default).
     pub body_timeout: Duration,
+    /// Also serve `/metrics` on a listener of its own ([`metrics`]).
+    pub metrics: Option<metrics::MetricsEndpoint>,
 }
 
 impl HttpOptions {
@@ -148,155 +172,30 @@ impl HttpOptions {
             token: token.into(),
             session_idle: SESSION_IDLE_TIMEOUT,
             body_timeout: BODY_TIMEOUT,
+            metrics: None,
         }
-    }
-}
-
-type Body = BoxBody<Bytes, Infallible>;
-
-fn plain(status: StatusCode, text: &str) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(format!("{text}\n"))).boxed());
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
-}
-
-/// A refusal after which the connection is not reused (a body left
-/// unread, or no slot for it).
-fn closing(status: StatusCode, text: &str) -> Response<Body> {
-    let mut r = plain(status, text);
-    r.headers_mut()
-        .insert(CONNECTION, HeaderValue::from_static("close"));
-    r
-}
-
-/// Constant-time equality, so a wrong token's timing says nothing.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Whether the request carries the token, in the `Authorization` header or
-/// as the `token` query parameter.
-fn authorized<B>(req: &Request<B>, token: &str) -> bool {
-    let header = req
-        .headers()
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-        .is_some_and(|given| same(given, token.as_bytes()));
-    let query = req.uri().query().is_some_and(|q| {
-        q.split('&')
-            .filter_map(|pair| pair.strip_prefix("token="))
-            .any(|given| same(given.as_bytes(), token.as_bytes()))
-    });
-    header | query
-}
-
-/// Who holds the connection slots.
-#[derive(Default)]
-struct Gate {
-    next_id: AtomicU64,
-    /// Connections not yet authenticated, oldest first, each with the
-    /// token that closes it.
-    unauthenticated: Mutex<BTreeMap<u64, CancellationToken>>,
-    admitted: Mutex<Admitted>,
-}
-
-#[derive(Default)]
-struct Admitted {
-    total: usize,
-    per_peer: HashMap<IpAddr, usize>,
-}
-
-impl Gate {
-    /// A new connection: its id and what closes it, closing the oldest
-    /// unauthenticated connection when there are too many.
-    fn arrive(&self) -> (u64, CancellationToken) {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let close = CancellationToken::new();
-        let mut waiting = lock(&self.unauthenticated);
-        while waiting.len() >= MAX_UNAUTHENTICATED {
-            match waiting.pop_first() {
-                Some((_, oldest)) => oldest.cancel(),
-                None => break,
-            }
-        }
-        waiting.insert(id, close.clone());
-        (id, close)
-    }
-
-    fn forget(&self, id: u64) {
-        lock(&self.unauthenticated).remove(&id);
-    }
-
-    /// A slot for an authenticated connection from `peer`, or why not.
-    fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Slot, String> {
-        let mut a = lock(&self.admitted);
-        if a.total >= MAX_CONNECTIONS {
-            return Err(format!(
-                "busy: {MAX_CONNECTIONS} authenticated HTTP connections are open (the limit)"
-            ));
-        }
-        let mine = a.per_peer.entry(peer).or_default();
-        if *mine >= MAX_CONNECTIONS_PER_PEER {
-            return Err(format!(
-                "busy: {MAX_CONNECTIONS_PER_PEER} HTTP connections from {peer} are open (the limit per peer)"
-            ));
-        }
-        *mine += 1;
-        a.total += 1;
-        Ok(Slot {
-            gate: self.clone(),
-            peer,
-        })
-    }
-}
-
-/// An authenticated connection's slot, given back when the connection ends.
-struct Slot {
-    gate: Arc<Gate>,
-    peer: IpAddr,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut a = lock(&self.gate.admitted);
-        a.total -= 1;
-        if let Some(n) = a.per_peer.get_mut(&self.peer) {
-            *n -= 1;
-            if *n == 0 {
-                a.per_peer.remove(&self.peer);
-            }
-        }
-    }
-}
-
-/// One TCP connection.
-struct Conn {
-    id: u64,
-    peer: SocketAddr,
-    slot: Mutex<Option<Slot>>,
-}
-
-impl Conn {
-    fn admitted(&self) -> bool {
-        lock(&self.slot).is_some()
     }
 }
 
 /// What every request handler shares.
 struct Shared {
+    facade: Facade,
     service: StreamableHttpService<Connection, LocalSessionManager>,
     sessions: Arc<LocalSessionManager>,
     token: Box<str>,
-    gate: Arc<Gate>,
+    gate: Arc<door::Gate>,
     /// When each session this server created last had a request.
     last_used: Mutex<HashMap<Arc<str>, Instant>>,
     evict_idle: Duration,
     body_timeout: Duration,
 }
+
+/// The MCP door's bounds.
+const MCP_DOOR: door::Bounds = door::Bounds {
+    connections: MAX_CONNECTIONS,
+    per_peer: MAX_CONNECTIONS_PER_PEER,
+    unauthenticated: MAX_UNAUTHENTICATED,
+};
 
 /// Serves the facade on `listener` until `stop` resolves; the Ticks keep
 /// running (the caller shuts the facade down).
@@ -336,80 +235,25 @@ pub async fn serve(
         sessions.clone(),
         config,
     );
-    let gate = Arc::new(Gate::default());
+    let gate = Arc::new(door::Gate::new("HTTP", MCP_DOOR));
     let shared = Arc::new(Shared {
+        facade: facade.clone(),
         service,
-        sessions,
+        sessions: sessions.clone(),
         token: options.token.into_boxed_str(),
         gate: gate.clone(),
         last_used: Mutex::new(HashMap::new()),
         evict_idle: SESSION_EVICT_IDLE.min(options.session_idle),
         body_timeout: options.body_timeout,
     });
-    let mut builder = hyper::server::conn::http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(IDLE_TIMEOUT)
-        .max_buf_size(MAX_HEADER_BYTES);
-    tokio::pin!(stop);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    // Out of descriptors, say: give the others a moment.
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-            _ = &mut stop => break,
-        };
-        let (id, evicted) = gate.arrive();
-        let conn = Arc::new(Conn {
-            id,
-            peer,
-            slot: Mutex::new(None),
-        });
-        let handler = {
-            let (shared, conn) = (shared.clone(), conn.clone());
-            hyper::service::service_fn(move |req: Request<Incoming>| {
-                let (shared, conn) = (shared.clone(), conn.clone());
-                async move { Ok::<_, Infallible>(shared.handle(req, &conn).await) }
-            })
-        };
-        let (ct, gate, builder) = (ct.clone(), gate.clone(), builder.clone());
-        tokio::spawn(async move {
-            let serving = builder.serve_connection(TokioIo::new(stream), handler);
-            tokio::pin!(serving);
-            let deadline = tokio::time::sleep(AUTH_TIMEOUT);
-            tokio::pin!(deadline);
-            let mut waiting_for_auth = true;
-            loop {
-                tokio::select! {
-                    r = serving.as_mut() => {
-                        if let Err(e) = r {
-                            tracing::debug!(%peer, "HTTP connection ended: {e}");
-                        }
-                        break;
-                    }
-                    _ = evicted.cancelled() => {
-                        tracing::debug!(%peer, "closed: the oldest of {MAX_UNAUTHENTICATED} unauthenticated connections");
-                        break;
-                    }
-                    _ = &mut deadline, if waiting_for_auth => {
-                        if !conn.admitted() {
-                            tracing::debug!(%peer, "closed: no request with the token within {AUTH_TIMEOUT:?}");
-                            break;
-                        }
-                        waiting_for_auth = false;
-                    }
-                    _ = ct.cancelled() => break,
-                }
-            }
-            gate.forget(id);
-        });
+    if let Some(endpoint) = options.metrics {
+        tokio::spawn(metrics::serve(endpoint, sessions, ct.clone()));
     }
+    let handle = move |req: Request<Incoming>, conn: Arc<door::Conn>| {
+        let shared = shared.clone();
+        async move { shared.handle(req, &conn).await }
+    };
+    door::accept(listener, gate, handle, ct.clone(), stop).await;
     ct.cancel();
     Ok(())
 }
@@ -545,30 +389,18 @@ fn method_of(body: &[u8]) -> Option<String> {
 const SESSION_HEADER: &str = "mcp-session-id";
 
 impl Shared {
-    async fn handle(&self, req: Request<Incoming>, conn: &Conn) -> Response<Body> {
-        if !authorized(&req, &self.token) {
+    async fn handle(&self, req: Request<Incoming>, conn: &door::Conn) -> Response<Body> {
+        if let Some(answer) = self.probe(&req).await {
+            return answer;
+        }
+        if !door::authorized(&req, &self.token, door::TokenIn::HeaderOrQuery) {
             tracing::info!(peer = %conn.peer, "refused a request without the token");
-            let mut r = plain(
-                StatusCode::UNAUTHORIZED,
+            return door::unauthorized(
                 "unauthorized: send Authorization: Bearer TOKEN (tickbox printed it at start)",
             );
-            r.headers_mut().insert(
-                hyper::header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer"),
-            );
-            return r;
         }
-        if !conn.admitted() {
-            match self.gate.admit(conn.peer.ip()) {
-                Ok(slot) => {
-                    *lock(&conn.slot) = Some(slot);
-                    self.gate.forget(conn.id);
-                }
-                Err(why) => {
-                    tracing::warn!(peer = %conn.peer, "{why}");
-                    return closing(StatusCode::SERVICE_UNAVAILABLE, &why);
-                }
-            }
+        if let Err(refused) = self.gate.admit(conn) {
+            return *refused;
         }
         if req.uri().path() != MCP_PATH {
             return plain(StatusCode::NOT_FOUND, "not found: MCP is served on /mcp");
@@ -636,6 +468,60 @@ impl Shared {
             *response.status_mut() = StatusCode::NO_CONTENT;
         }
         response
+    }
+
+    /// The answer to a liveness or readiness probe (`GET`/`HEAD` of
+    /// [`HEALTH_PATH`] or [`READY_PATH`]), or None for any other request.
+    /// One line of the host's own words: no Tick text, nothing a token
+    /// would protect.
+    async fn probe<B>(&self, req: &Request<B>) -> Option<Response<Body>> {
+        if req.method() != hyper::Method::GET && req.method() != hyper::Method::HEAD {
+            return None;
+        }
+        match req.uri().path() {
+            HEALTH_PATH => Some(plain(StatusCode::OK, "alive")),
+            READY_PATH => Some(match self.not_ready().await {
+                None => plain(StatusCode::OK, "ready"),
+                Some(why) => plain(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!("not ready: {why}"),
+                ),
+            }),
+            _ => None,
+        }
+    }
+
+    /// Why a new session could not be served now, if it could not: a
+    /// hosted Tick has ended, or the sessions are at their cap with none
+    /// idle long enough to give way. Reads only; closes nothing.
+    async fn not_ready(&self) -> Option<String> {
+        let ended = self.facade.ended_ticks();
+        if ended > 0 {
+            return Some(format!(
+                "{ended} of the hosted Ticks ended; tickbox does not restart them"
+            ));
+        }
+        let open: Vec<Arc<str>> = self
+            .sessions
+            .sessions
+            .read()
+            .await
+            .keys()
+            .cloned()
+            .collect();
+        if open.len() < MAX_SESSIONS {
+            return None;
+        }
+        let used = lock(&self.last_used);
+        let evictable = open
+            .iter()
+            .any(|id| used.get(id).is_some_and(|t| t.elapsed() >= self.evict_idle));
+        (!evictable).then(|| {
+            format!(
+                "{MAX_SESSIONS} MCP sessions are open (the limit) and none has been idle for {:?}",
+                self.evict_idle
+            )
+        })
     }
 
     /// Whether a new session may open: under [`MAX_SESSIONS`], or after

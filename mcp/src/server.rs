@@ -190,6 +190,16 @@ impl Facade {
         self.inner.ticks.iter().map(|s| s.name.clone()).collect()
     }
 
+    /// How many hosted Ticks have ended (crashed, exited, hit a bound): the
+    /// facade never restarts one, so their tools stay unusable.
+    pub fn ended_ticks(&self) -> usize {
+        self.inner
+            .ticks
+            .iter()
+            .filter(|t| t.session.end_reason().is_some())
+            .count()
+    }
+
     /// Serves one MCP client over this reader and writer until it goes
     /// away (end of input), then stops every Tick.
     pub async fn serve<R, W>(self, read: R, write: W) -> Result<(), FacadeError>

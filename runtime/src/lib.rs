@@ -37,7 +37,9 @@
 /// The Tick protocol: the `tickbox-protocol` crate.
 pub use tickbox_protocol as protocol;
 
-pub use tickbox_host::{audit, delivery, framing, live, render, session, text, util, view};
+pub use tickbox_host::{
+    audit, delivery, framing, live, metrics, render, session, text, util, view,
+};
 
 /// Ways to run a Tick: `tickbox-host`'s backends, and the sandbox as `wasm`.
 pub mod backend {

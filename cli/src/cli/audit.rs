@@ -17,7 +17,7 @@ use super::exit::Exit;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tickbox_runtime::audit::{
-    AppendFile, Audit, AuditSink, LineOut, Origin, Plain, QueuedWriter, RotatingFile,
+    AppendFile, Audit, AuditObserver, AuditSink, LineOut, Origin, Plain, QueuedWriter, RotatingFile,
 };
 
 /// Every writer this process opened, by destination (`-` or a path).
@@ -73,16 +73,27 @@ pub fn also_into(sink: Arc<dyn AuditSink>) {
 }
 
 /// The audit handle for Ticks started by `origin` with what `wanted`
-/// asks (and [`also_into`]'s sinks); `None` when nothing is audited.
-pub fn handle(origin: Origin, wanted: &Wanted) -> Result<Option<Audit>, Exit> {
+/// asks (and [`also_into`]'s sinks), its events also handed to
+/// `observers` (the MCP server's metrics); `None` when nothing is
+/// audited or observed.
+pub fn handle(
+    origin: Origin,
+    wanted: &Wanted,
+    observers: &[Arc<dyn AuditObserver>],
+) -> Result<Option<Audit>, Exit> {
     let mut sinks = tickbox_runtime::util::lock(&EXTRA).clone();
     if let Some(to) = &wanted.to {
         sinks.push(sink(to)?);
     }
-    if sinks.is_empty() {
+    if sinks.is_empty() && observers.is_empty() {
         return Ok(None);
     }
-    Ok(Some(Audit::new(origin, sinks).with_args(wanted.args)))
+    let audit = Audit::new(origin, sinks).with_args(wanted.args);
+    Ok(Some(
+        observers
+            .iter()
+            .fold(audit, |audit, o| audit.observed_by(o.clone())),
+    ))
 }
 
 /// The live host's own audit file, in the state directory `state`:

@@ -14,9 +14,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tickbox_runtime::audit::Origin;
 use tickbox_runtime::live;
+use tickbox_runtime::mcp::http::metrics::MetricsEndpoint;
 use tickbox_runtime::mcp::{
     valid_tick_name, Config, Facade, Grants, HostedTick, TickEntry, TickSource,
 };
+use tickbox_runtime::metrics::{Metrics, TickMetrics};
 use tickbox_runtime::session::Session;
 
 /// Exit codes of `tickbox mcp`.
@@ -24,22 +26,34 @@ pub const HELP: &str = "\
 Exit codes:
   0    the MCP client closed stdin; every Tick was stopped
   2    usage or config error, a tool name MCP cannot take (a clash, or over 64
-       characters), or a wasm Tick whose manifest asks for grants no one approved
-       for its content (tickbox mcp never asks; `tickbox trust PATH` approves);
-       stderr names it
+       characters), a wasm Tick whose manifest asks for grants no one approved
+       for its content (tickbox mcp never asks; `tickbox trust PATH` approves),
+       or a token file others may read (or a metrics token that is the MCP
+       token); stderr names it
   3    a Tick could not start or failed initialization, the MCP handshake failed, or
-       the --http address cannot be bound
+       the --http or --metrics address cannot be bound
   130  interrupted; the Ticks were stopped
 
 Stdout carries only MCP frames; diagnostics go to stderr (-v for more).
 
 With --http ADDR it serves MCP Streamable HTTP on http://ADDR/mcp instead of
-stdio, until interrupted (SIGTERM or SIGINT: exit 130). Every request needs a
-token, also on loopback, as `Authorization: Bearer TOKEN` or `?token=TOKEN`:
+stdio, until interrupted (SIGTERM or SIGINT: exit 130). Every MCP request needs
+a token, also on loopback, as `Authorization: Bearer TOKEN` or `?token=TOKEN`:
 read from --token-file (a file only you may read: mode 0600 or stricter, else
 exit 2), or generated at start, written to a 0600 file in tickbox's per-user
 directory (its path is printed to stderr; removed at exit) and printed once,
-in the URL of the `serving MCP on` line.";
+in the URL of the `serving MCP on` line. GET /healthz (200 while serving) and
+GET /readyz (200 while a new session can be taken: every Tick runs and the
+session cap is not reached; else 503) answer without the token.
+
+With --metrics ADDR (beside --http) it also serves Prometheus metrics on
+http://ADDR/metrics: calls and their durations per Tick and tool, refusals by
+kind, limits hit, live Ticks, the host's resident memory and the MCP sessions
+open. A bare PORT means 127.0.0.1:PORT; any other interface only when named.
+A scraper needs a token of its own (never the MCP token), sent as
+`Authorization: Bearer TOKEN`: read from --metrics-token-file (mode 0600 or
+stricter, else exit 2), or generated into a 0600 file whose path the
+`serving metrics on` line names (removed at exit).";
 
 #[derive(Args)]
 pub struct McpArgs {
@@ -60,6 +74,14 @@ pub struct McpArgs {
     /// (mode 0600 or stricter); without it a token is generated
     #[arg(long, value_name = "FILE", requires = "http")]
     pub token_file: Option<PathBuf>,
+    /// With --http: also serve Prometheus metrics on http://ADDR/metrics (a
+    /// bare PORT is 127.0.0.1:PORT)
+    #[arg(long, value_name = "ADDR", requires = "http", value_parser = metrics_addr)]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// With --metrics: the token a scraper must send, read from this file
+    /// (mode 0600 or stricter; not the MCP token); without it one is generated
+    #[arg(long, value_name = "FILE", requires = "metrics")]
+    pub metrics_token_file: Option<PathBuf>,
     /// Threads that run the host and its wasm Ticks: 1 (the default over
     /// stdio) answers fastest, more run CPU-bound tools of different Ticks
     /// in parallel (default with --http: 2)
@@ -67,6 +89,17 @@ pub struct McpArgs {
     pub workers: Option<u16>,
     #[command(flatten)]
     pub opts: TickOpts,
+}
+
+/// `--metrics`: `HOST:PORT`, or a bare `PORT` on loopback (127.0.0.1), so
+/// that serving the page elsewhere takes naming the interface.
+fn metrics_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse().map_err(|_| {
+        "give PORT (on 127.0.0.1) or an address HOST:PORT, e.g. 127.0.0.1:9464".to_string()
+    })
 }
 
 /// The most `--workers` a host may ask for.
@@ -98,18 +131,40 @@ struct Planned {
 pub async fn run(args: McpArgs) -> Result<(), Exit> {
     default_logging();
     let http = match args.http {
-        Some(addr) => Some((addr, http_token(args.token_file.as_deref())?)),
+        Some(addr) => Some((
+            addr,
+            http_token(args.token_file.as_deref(), "--token-file")?,
+        )),
         None => None,
     };
+    let metrics_token = match args.metrics {
+        Some(_) => Some(http_token(
+            args.metrics_token_file.as_deref(),
+            "--metrics-token-file",
+        )?),
+        None => None,
+    };
+    if let (Some((_, mcp)), Some(metrics)) = (&http, &metrics_token) {
+        if mcp.token() == metrics.token() {
+            return Err(Exit::usage(
+                "--metrics-token-file holds the MCP token: give the scraper a token of its own, \
+                 so reading metrics never lets anyone call a tool",
+            ));
+        }
+    }
+    let metrics_at = args.metrics;
     let planned = plan(args)?;
     // Bound before any Tick starts, so a taken port costs nothing.
     let listener = match &http {
-        Some((addr, _)) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|e| Exit::session(format!("cannot listen on {addr}: {e}")))?,
-        ),
+        Some((addr, _)) => Some(bind(addr).await?),
         None => None,
+    };
+    let metrics = match (metrics_at, metrics_token) {
+        (Some(addr), Some(token)) => {
+            let listener = bind(&addr).await?;
+            Some((listener, token, Arc::new(Metrics::new())))
+        }
+        _ => None,
     };
     // Before any Tick starts (a child could inherit fd 1) and before any
     // frame is written.
@@ -119,11 +174,20 @@ pub async fn run(args: McpArgs) -> Result<(), Exit> {
     // Each Tick is also a live instance (`tickbox ls`, `attach`, `@NAME`)
     // for as long as the facade serves it.
     let mut published = Vec::new();
-    for p in planned {
+    for mut p in planned {
         let label = p.name.clone().unwrap_or_else(|| describe_spec(&p.spec));
+        // The Tick's audit events are counted from its first (its start);
+        // the count is named once the Tick has its name.
+        let counts = metrics.as_ref().map(|_| Arc::new(TickMetrics::default()));
+        if let Some(c) = &counts {
+            p.opts.audit_observers.push(c.clone());
+        }
         match open::open(p.spec, &p.opts).await {
             Ok(t) => {
                 let name = p.name.unwrap_or_else(|| default_name(&t.session));
+                if let (Some((_, _, registry)), Some(c)) = (&metrics, counts) {
+                    registry.add_tick(&name, c);
+                }
                 let session = Arc::new(t.session);
                 published.extend(publish_live(&session, &name, t.kind).await);
                 hosted.push(HostedTick {
@@ -142,7 +206,7 @@ pub async fn run(args: McpArgs) -> Result<(), Exit> {
     }
     let facade = Facade::new(hosted).await.map_err(Exit::usage)?;
     if let (Some(listener), Some((_, token))) = (listener, http) {
-        let served = serve_http(&facade, listener, token).await;
+        let served = serve_http(&facade, listener, token, metrics).await;
         facade.shutdown().await;
         drop(published);
         return served;
@@ -158,12 +222,27 @@ pub async fn run(args: McpArgs) -> Result<(), Exit> {
     served
 }
 
-/// Where the --http token comes from.
+/// Where the --http (or --metrics) token comes from.
 enum HttpToken {
     /// Read from --token-file (the person has it already).
     Given { token: String, file: PathBuf },
     /// Generated at start; written to a file once the port is known.
     Generated(String),
+}
+
+impl HttpToken {
+    fn token(&self) -> &str {
+        match self {
+            HttpToken::Given { token, .. } | HttpToken::Generated(token) => token,
+        }
+    }
+}
+
+/// A listener on `addr`, or exit 3 saying why not.
+async fn bind(addr: &std::net::SocketAddr) -> Result<tokio::net::TcpListener, Exit> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Exit::session(format!("cannot listen on {addr}: {e}")))
 }
 
 /// The most of a --token-file that is read (a token is far shorter).
@@ -176,9 +255,10 @@ const MIN_TOKEN_CHARS: usize = 16;
 /// `http::SESSION_IDLE_TIMEOUT`. Read only here, in the CLI.
 use super::env::MCP_HTTP_SESSION_IDLE_MS as SESSION_IDLE_ENV;
 
-/// The token for --http: read from the file (which only its owner, the
-/// current user, may read or write), or generated.
-fn http_token(file: Option<&std::path::Path>) -> Result<HttpToken, Exit> {
+/// The token for --http (or --metrics): read from the file `flag` names
+/// (which only its owner, the current user, may read or write), or
+/// generated.
+fn http_token(file: Option<&std::path::Path>, flag: &str) -> Result<HttpToken, Exit> {
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
     let Some(path) = file else {
@@ -191,7 +271,7 @@ fn http_token(file: Option<&std::path::Path>) -> Result<HttpToken, Exit> {
         ));
     };
     let shown = path.display();
-    let cannot = |e: std::io::Error| Exit::usage(format!("cannot read --token-file {shown}: {e}"));
+    let cannot = |e: std::io::Error| Exit::usage(format!("cannot read {flag} {shown}: {e}"));
     let f = std::fs::File::open(path).map_err(cannot)?;
     // The opened file's own metadata: what was checked is what is read.
     let meta = f.metadata().map_err(cannot)?;
@@ -199,13 +279,13 @@ fn http_token(file: Option<&std::path::Path>) -> Result<HttpToken, Exit> {
     let uid = unsafe { libc::geteuid() };
     if meta.uid() != uid {
         return Err(Exit::usage(format!(
-            "--token-file {shown} is owned by uid {}, not by you (uid {uid}): its owner knows the token",
+            "{flag} {shown} is owned by uid {}, not by you (uid {uid}): its owner knows the token",
             meta.uid()
         )));
     }
     if meta.mode() & 0o077 != 0 {
         return Err(Exit::usage(format!(
-            "--token-file {shown} has mode {:03o}: group or others may read or change it; `chmod 600` it",
+            "{flag} {shown} has mode {:03o}: group or others may read or change it; `chmod 600` it",
             meta.mode() & 0o777
         )));
     }
@@ -216,7 +296,7 @@ fn http_token(file: Option<&std::path::Path>) -> Result<HttpToken, Exit> {
     let token = text.trim().to_string();
     if token.len() < MIN_TOKEN_CHARS || !token.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(Exit::usage(format!(
-            "--token-file {shown}: the token must be {MIN_TOKEN_CHARS} to {MAX_TOKEN_FILE_BYTES} printable ASCII characters"
+            "{flag} {shown}: the token must be {MIN_TOKEN_CHARS} to {MAX_TOKEN_FILE_BYTES} printable ASCII characters"
         )));
     }
     Ok(HttpToken::Given {
@@ -235,10 +315,11 @@ impl Drop for TokenFile {
     }
 }
 
-/// Writes a generated token to `mcp-http-PORT.token` (0600) in the
-/// current user's live-instance directory, which tickbox keeps 0700 and
-/// owned by the user, so a launcher of the same user finds it there.
-fn write_token_file(port: u16, token: &str) -> Result<TokenFile, Exit> {
+/// Writes a generated token to `NAME` (`mcp-http-PORT.token`,
+/// `mcp-metrics-PORT.token`; 0600) in the current user's live-instance
+/// directory, which tickbox keeps 0700 and owned by the user, so a
+/// launcher of the same user finds it there.
+fn write_token_file(name: &str, token: &str) -> Result<TokenFile, Exit> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let registry = live::Registry::open().map_err(|e| {
@@ -246,7 +327,7 @@ fn write_token_file(port: u16, token: &str) -> Result<TokenFile, Exit> {
             "cannot open the per-user directory for the token file: {e}"
         ))
     })?;
-    let path = registry.dir().join(format!("mcp-http-{port}.token"));
+    let path = registry.dir().join(name);
     // One left by a server on this port that was killed; the directory is
     // the user's alone, so nobody else put it there.
     let _ = std::fs::remove_file(&path);
@@ -286,6 +367,7 @@ async fn serve_http(
     facade: &Facade,
     listener: tokio::net::TcpListener,
     token: HttpToken,
+    metrics: Option<(tokio::net::TcpListener, HttpToken, Arc<Metrics>)>,
 ) -> Result<(), Exit> {
     let addr = listener
         .local_addr()
@@ -312,7 +394,7 @@ async fn serve_http(
             (None, format!("http://{addr}/mcp"))
         }
         HttpToken::Generated(token) => {
-            let file = write_token_file(addr.port(), &token)?;
+            let file = write_token_file(&format!("mcp-http-{}.token", addr.port()), &token)?;
             eprintln!(
                 "tickbox mcp: every request needs the token, as `Authorization: Bearer TOKEN` \
                  or ?token=TOKEN; it is in {} (mode 0600, removed at exit)",
@@ -323,10 +405,60 @@ async fn serve_http(
             (Some(file), url)
         }
     };
+    let _metrics_file = match metrics {
+        Some((listener, token, metrics)) => {
+            let (file, endpoint) = metrics_endpoint(listener, token, metrics)?;
+            options.metrics = Some(endpoint);
+            file
+        }
+        None => None,
+    };
     eprintln!("tickbox mcp: serving MCP on {url}");
     tickbox_runtime::mcp::http::serve(facade.clone(), listener, options, std::future::pending())
         .await
         .map_err(|e| Exit::session(format!("HTTP serving failed: {e}")))
+}
+
+/// The `/metrics` endpoint on `listener`, its token written to a file
+/// when generated (the file is removed when it is dropped), and one
+/// stderr line saying where the page and its token are. The token itself
+/// is never printed: a scraper reads it from a file.
+fn metrics_endpoint(
+    listener: tokio::net::TcpListener,
+    token: HttpToken,
+    metrics: Arc<Metrics>,
+) -> Result<(Option<TokenFile>, MetricsEndpoint), Exit> {
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Exit::session(format!("cannot read the metrics address: {e}")))?;
+    let (file, token, where_) = match token {
+        HttpToken::Given { token, file } => {
+            let shown = file.display().to_string();
+            (None, token, shown)
+        }
+        HttpToken::Generated(token) => {
+            let file = write_token_file(&format!("mcp-metrics-{}.token", addr.port()), &token)?;
+            let shown = format!("{}, mode 0600, removed at exit", file.0.display());
+            (Some(file), token, shown)
+        }
+    };
+    if !addr.ip().is_loopback() {
+        tracing::warn!(
+            %addr,
+            "metrics are served beyond loopback, in plain HTTP: whoever can reach the address and \
+             sees the traffic can read the token and the page"
+        );
+    }
+    eprintln!(
+        "tickbox mcp: serving metrics on http://{addr}/metrics (token in {where_}; a scraper \
+         sends it as `Authorization: Bearer TOKEN`)"
+    );
+    let endpoint = MetricsEndpoint {
+        listener,
+        token,
+        metrics,
+    };
+    Ok((file, endpoint))
 }
 
 /// Publishes a hosted Tick as a live instance under its MCP name (or, if a
@@ -423,6 +555,8 @@ fn planned(entry: TickEntry, flags: &TickOpts, config: &std::path::Path) -> Plan
         audit: flags.audit.clone(),
         audit_args: flags.audit_args,
         audit_origin: Origin::Mcp,
+        // `run` adds the Tick's metrics, when asked for.
+        audit_observers: Vec::new(),
         max_memory: entry.grants.max_memory.clone(),
         bounds: super::open::BoundOpts {
             max_handles: entry.grants.max_handles.clone(),

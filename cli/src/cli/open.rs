@@ -65,6 +65,10 @@ pub struct TickOpts {
     /// Who starts the Ticks, for the audit stream: set by the command, not a flag.
     #[arg(skip)]
     pub audit_origin: tickbox_runtime::audit::Origin,
+    /// Who else counts the Tick's audit events (`tickbox mcp --metrics`):
+    /// set by the command, not a flag.
+    #[arg(skip)]
+    pub audit_observers: Vec<Arc<dyn tickbox_runtime::audit::AuditObserver>>,
     /// Bound on a wasm Tick's linear memories and tables, all together
     #[arg(long, value_name = "SIZE")]
     pub max_memory: Option<String>,
@@ -324,7 +328,11 @@ pub fn is_sandboxed(path: &Path) -> bool {
 /// recording its starts in the audit stream the flags or the policy ask
 /// for; starts nothing yet.
 pub fn launcher(spec: TickSpec, args: &TickOpts) -> Result<Launcher, Exit> {
-    let audit = super::audit::handle(args.audit_origin, &args.audit_wanted()?)?;
+    let audit = super::audit::handle(
+        args.audit_origin,
+        &args.audit_wanted()?,
+        &args.audit_observers,
+    )?;
     Ok(unaudited(spec, args)?.audited(audit))
 }
 

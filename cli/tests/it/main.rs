@@ -28,7 +28,8 @@
 //!   Streamable HTTP;
 //! - `mcp_http` — `tickbox mcp --http`'s walls: the token (always), token
 //!   file modes, half-sent heads, slots per peer, the session cap and idle
-//!   expiry, bounded request bodies and the host memory they cost;
+//!   expiry, bounded request bodies and the host memory they cost, the
+//!   health and readiness probes;
 //! - `mcp_clients` — real MCP clients (Python SDK, TypeScript SDK, MCP
 //!   Inspector) over stdio and HTTP, and the conformance suite's baseline;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
@@ -79,6 +80,9 @@
 //!   rerun the same under only the suggested policy (and fail with a line
 //!   of it taken out), read-only and one-port narrowing, a hostile Tick's
 //!   strings only in comments, bad audit files as one line.
+//! - `metrics` — `tickbox mcp --metrics`: a real Prometheus server scrapes
+//!   calls, durations, refusals, limits, live Ticks, sessions and memory;
+//!   the page's own token; tool names past the cap fold into `(other)`.
 
 mod audit;
 mod check;
@@ -99,6 +103,7 @@ mod mcp;
 mod mcp_clients;
 mod mcp_http;
 mod mcp_wire;
+mod metrics;
 mod native;
 mod policy;
 mod record;

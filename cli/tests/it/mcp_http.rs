@@ -2,7 +2,8 @@
 //! server process, raw TCP sockets) next to a client that still gets in:
 //! the token (always, also on loopback), token files others may read,
 //! half-sent request heads, connection slots per peer, the session cap and
-//! idle expiry, and request bodies bounded in bytes, depth and values.
+//! idle expiry, request bodies bounded in bytes, depth and values, and the
+//! probes answered without the token (`/healthz`, `/readyz`).
 
 use crate::mcp_wire::{initialize_http, HttpServer};
 use crate::util::*;
@@ -159,7 +160,7 @@ fn a_token_file_group_or_others_may_read_is_refused_and_a_private_one_works() {
 }
 
 /// Whether the server closed `s` (EOF or reset) within [`PATIENCE`].
-fn closed_by_server(s: &mut TcpStream) -> bool {
+pub(crate) fn closed_by_server(s: &mut TcpStream) -> bool {
     s.set_read_timeout(Some(PATIENCE)).unwrap();
     let mut buf = [0u8; 256];
     loop {
@@ -483,4 +484,87 @@ fn a_token_holder_trickling_a_body_is_cut_off_at_the_body_timeout() {
     // Positive control: a body sent at once, on the same session.
     let r = echo(&server, &session, json!({"after": "trickle"}));
     assert_eq!(r["structuredContent"], json!({"after": "trickle"}), "{r}");
+}
+
+/// `GET path` without a token: the status and the response text.
+fn probe(server: &HttpServer, path: &str) -> (u16, String) {
+    let head = format!(
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        server.addr
+    );
+    raw(server, &head, Vec::new())
+}
+
+/// The probes answer without the token (a load balancer's check sends
+/// none) and open nothing else: `/healthz` while the process serves,
+/// `/readyz` while a new session could get in. At the session cap with
+/// none idle enough to give way it is 503 saying so (the liveness probe
+/// still 200), and an ended session makes it ready again.
+#[test]
+fn health_probes_need_no_token_and_readiness_follows_the_session_cap() {
+    let server = HttpServer::start(&[]);
+    let (status, text) = probe(&server, "/healthz");
+    assert_eq!(status, 200, "{text}");
+    assert!(text.ends_with("alive\n"), "{text}");
+    let (status, text) = probe(&server, "/readyz");
+    assert_eq!(status, 200, "{text}");
+    assert!(text.ends_with("ready\n"), "{text}");
+    // The probes open no other door: MCP, and a probe path by another
+    // method, still need the token.
+    let (status, _) = probe(&server, "/mcp");
+    assert_eq!(status, 401);
+    let head = format!(
+        "POST /readyz HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Length: 2\r\n\r\n",
+        server.addr
+    );
+    assert_eq!(raw(&server, &head, b"{}".to_vec()).0, 401);
+
+    let sessions: Vec<String> = (0..MAX_SESSIONS)
+        .map(|_| initialize_http(&server, &[]))
+        .collect();
+    let (status, text) = probe(&server, "/readyz");
+    assert_eq!(status, 503, "{text}");
+    assert!(
+        text.contains(&format!("{MAX_SESSIONS} MCP sessions are open (the limit)")),
+        "{text}"
+    );
+    assert_eq!(probe(&server, "/healthz").0, 200, "alive at the cap");
+    // What readiness said: a new session is refused now.
+    assert_eq!(try_initialize(&server).0, 503);
+    assert_eq!(delete(&server, &sessions[0]), 204);
+    let (status, text) = probe(&server, "/readyz");
+    assert_eq!(status, 200, "one ended: ready again: {text}");
+}
+
+/// A hosted Tick that ends (here: past its memory bound) is never
+/// restarted, so the host stops being ready for new sessions while it
+/// stays alive; before that it was ready (the control).
+#[test]
+fn readiness_ends_when_a_hosted_tick_ends() {
+    let wasm = hostile();
+    let server = HttpServer::start_args(
+        &["--http", "127.0.0.1:0", "--max-memory", "16MiB", &wasm],
+        &[],
+    );
+    assert_eq!(probe(&server, "/readyz").0, 200, "ready while it runs");
+    let session = initialize_http(&server, &[]);
+    let (status, _, m) = server.post(
+        "/mcp",
+        &[("Mcp-Session-Id", &session)],
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "grow", "arguments": {"mb": 64}}}),
+    );
+    assert_eq!(status, 200, "{m:?}");
+    let mut last = (0, String::new());
+    let unready = eventually(PATIENCE, || {
+        last = probe(&server, "/readyz");
+        last.0 == 503
+    });
+    assert!(unready, "{last:?}");
+    assert!(last.1.contains("1 of the hosted Ticks ended"), "{}", last.1);
+    assert_eq!(
+        probe(&server, "/healthz").0,
+        200,
+        "the process still serves"
+    );
 }

@@ -696,10 +696,18 @@ impl HttpServer {
     }
 
     pub(crate) fn start_with(bind: &str, extra: &[&str], env: &[(&str, &str)]) -> HttpServer {
+        let shifty = tick("shifty.py");
+        let mut args = vec!["--http", bind];
+        args.extend_from_slice(extra);
+        args.extend(["--", "python3", &shifty]);
+        HttpServer::start_args(&args, env)
+    }
+
+    /// `tickbox mcp ARGS` (which must serve HTTP: `--http ADDR`).
+    pub(crate) fn start_args(args: &[&str], env: &[(&str, &str)]) -> HttpServer {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
-            .args(["mcp", "--http", bind])
-            .args(extra)
-            .args(["--", "python3", &tick("shifty.py")])
+            .arg("mcp")
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -29,7 +29,7 @@ fn counter() -> PathBuf {
     build_wasm("examples", "counter", "wasm32-wasip2")
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -115,7 +115,7 @@ impl Drop for Registry {
 }
 
 /// One plain HTTP/1.1 exchange: (status, headers lowercased, body).
-fn http(
+pub(crate) fn http(
     port: u16,
     method: &str,
     path: &str,
