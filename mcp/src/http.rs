@@ -152,8 +152,6 @@ impl HttpOptions {
     }
 }
 
-type Body = BoxBody<Bytes, Infallible>;
-
 fn plain(status: StatusCode, text: &str) -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from(format!("{text}\n"))).boxed());
     *r.status_mut() = status;
@@ -173,8 +171,9 @@ fn closing(status: StatusCode, text: &str) -> Response<Body> {
     r
 }
 
-/// Constant-time equality, so a wrong token's timing says nothing.
-fn same(a: &[u8], b: &[u8]) -> bool {
+/// Constant-time equality, so a wrong token's timing says nothing (also
+/// the inspector's token check, `tickbox inspect`).
+pub fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -194,9 +193,13 @@ fn authorized<B>(req: &Request<B>, token: &str) -> bool {
     header | query
 }
 
-/// Who holds the connection slots.
+/// Who holds the connection slots: [`MAX_UNAUTHENTICATED`] connections
+/// waiting for their first request with the token (the oldest closed past
+/// it), then [`MAX_CONNECTIONS`] authenticated ones, [`MAX_CONNECTIONS_PER_PEER`]
+/// per peer address. Shared with `tickbox inspect`'s server, which has the
+/// same door.
 #[derive(Default)]
-struct Gate {
+pub struct Gate {
     next_id: AtomicU64,
     /// Connections not yet authenticated, oldest first, each with the
     /// token that closes it.
@@ -213,7 +216,7 @@ struct Admitted {
 impl Gate {
     /// A new connection: its id and what closes it, closing the oldest
     /// unauthenticated connection when there are too many.
-    fn arrive(&self) -> (u64, CancellationToken) {
+    pub fn arrive(&self) -> (u64, CancellationToken) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let close = CancellationToken::new();
         let mut waiting = lock(&self.unauthenticated);
@@ -227,12 +230,14 @@ impl Gate {
         (id, close)
     }
 
-    fn forget(&self, id: u64) {
+    /// Connection `id` is authenticated or gone: no longer one of the
+    /// unauthenticated ones.
+    pub fn forget(&self, id: u64) {
         lock(&self.unauthenticated).remove(&id);
     }
 
     /// A slot for an authenticated connection from `peer`, or why not.
-    fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Slot, String> {
+    pub fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Slot, String> {
         let mut a = lock(&self.admitted);
         if a.total >= MAX_CONNECTIONS {
             return Err(format!(
@@ -255,7 +260,7 @@ impl Gate {
 }
 
 /// An authenticated connection's slot, given back when the connection ends.
-struct Slot {
+pub struct Slot {
     gate: Arc<Gate>,
     peer: IpAddr,
 }
@@ -273,16 +278,34 @@ impl Drop for Slot {
     }
 }
 
-/// One TCP connection.
-struct Conn {
+/// One TCP connection, as [`accept`] hands it to a handler.
+pub struct Conn {
     id: u64,
     peer: SocketAddr,
+    gate: Arc<Gate>,
     slot: Mutex<Option<Slot>>,
 }
 
 impl Conn {
-    fn admitted(&self) -> bool {
+    /// Whether a request on it carried the token and it holds a slot.
+    pub fn admitted(&self) -> bool {
         lock(&self.slot).is_some()
+    }
+
+    /// Who is on the other end.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// Takes a slot for this connection, once a request on it carried the
+    /// token (a no-op when it has one); why not when the bounds are full.
+    pub fn admit(&self) -> Result<(), String> {
+        let mut slot = lock(&self.slot);
+        if slot.is_none() {
+            *slot = Some(self.gate.admit(self.peer.ip())?);
+            self.gate.forget(self.id);
+        }
+        Ok(())
     }
 }
 
@@ -291,7 +314,6 @@ struct Shared {
     service: StreamableHttpService<Connection, LocalSessionManager>,
     sessions: Arc<LocalSessionManager>,
     token: Box<str>,
-    gate: Arc<Gate>,
     /// When each session this server created last had a request.
     last_used: Mutex<HashMap<Arc<str>, Instant>>,
     evict_idle: Duration,
@@ -341,11 +363,40 @@ pub async fn serve(
         service,
         sessions,
         token: options.token.into_boxed_str(),
-        gate: gate.clone(),
         last_used: Mutex::new(HashMap::new()),
         evict_idle: SESSION_EVICT_IDLE.min(options.session_idle),
         body_timeout: options.body_timeout,
     });
+    let handle = move |req: Request<Incoming>, conn: Arc<Conn>| {
+        let shared = shared.clone();
+        async move { shared.handle(req, &conn).await }
+    };
+    accept(listener, gate, ct.clone(), stop, handle).await;
+    ct.cancel();
+    Ok(())
+}
+
+/// A response body: whole, or a stream (the inspector's event stream).
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// Accepts connections on `listener` until `stop` resolves (or `ct` is
+/// cancelled, which also closes every open connection), each served by
+/// `handle` behind the door [`Gate`] keeps: a connection that has not been
+/// admitted (`handle` calls [`Conn::admit`] once a request carries the
+/// token) within [`AUTH_TIMEOUT`] is closed, and so is the oldest
+/// unauthenticated one past [`MAX_UNAUTHENTICATED`]; request heads are at
+/// most [`MAX_HEADER_BYTES`] and must arrive within [`IDLE_TIMEOUT`].
+/// `tickbox mcp --http` and `tickbox inspect` both serve through it.
+pub async fn accept<F, Fut>(
+    listener: TcpListener,
+    gate: Arc<Gate>,
+    ct: CancellationToken,
+    stop: impl Future<Output = ()>,
+    handle: F,
+) where
+    F: Fn(Request<Incoming>, Arc<Conn>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<Body>> + Send + 'static,
+{
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -364,23 +415,25 @@ pub async fn serve(
                 }
             },
             _ = &mut stop => break,
+            _ = ct.cancelled() => break,
         };
         let (id, evicted) = gate.arrive();
         let conn = Arc::new(Conn {
             id,
             peer,
+            gate: gate.clone(),
             slot: Mutex::new(None),
         });
-        let handler = {
-            let (shared, conn) = (shared.clone(), conn.clone());
+        let service = {
+            let (handle, conn) = (handle.clone(), conn.clone());
             hyper::service::service_fn(move |req: Request<Incoming>| {
-                let (shared, conn) = (shared.clone(), conn.clone());
-                async move { Ok::<_, Infallible>(shared.handle(req, &conn).await) }
+                let answer = handle(req, conn.clone());
+                async move { Ok::<_, Infallible>(answer.await) }
             })
         };
         let (ct, gate, builder) = (ct.clone(), gate.clone(), builder.clone());
         tokio::spawn(async move {
-            let serving = builder.serve_connection(TokioIo::new(stream), handler);
+            let serving = builder.serve_connection(TokioIo::new(stream), service);
             tokio::pin!(serving);
             let deadline = tokio::time::sleep(AUTH_TIMEOUT);
             tokio::pin!(deadline);
@@ -410,23 +463,27 @@ pub async fn serve(
             gate.forget(id);
         });
     }
-    ct.cancel();
-    Ok(())
 }
 
 /// Why a request body is refused.
 #[derive(Debug, thiserror::Error)]
-enum BodyError {
-    #[error("request body too large: over {MAX_FRAME_BYTES} bytes (the limit)")]
-    TooLarge,
+#[non_exhaustive]
+pub enum BodyError {
+    /// Over the byte bound given to [`read_body`].
+    #[error("request body too large: over {0} bytes (the limit)")]
+    TooLarge(usize),
+    /// Nested deeper than [`MAX_BODY_DEPTH`].
     #[error(
         "request body too deep: arrays and objects nest over {MAX_BODY_DEPTH} levels (the limit)"
     )]
     TooDeep,
+    /// More than [`MAX_BODY_VALUES`] JSON values.
     #[error("request body too large: over {MAX_BODY_VALUES} JSON values (the limit)")]
     TooManyValues,
+    /// The connection failed while the body was read.
     #[error("cannot read the request body: {0}")]
     Read(String),
+    /// Not all there within the time given to [`read_body`].
     #[error("request body too slow: not all there {0:?} after its head (the limit)")]
     Slow(Duration),
 }
@@ -480,20 +537,22 @@ impl Shape {
     }
 }
 
-/// The whole body, within [`MAX_FRAME_BYTES`], [`MAX_BODY_DEPTH`] and
-/// [`MAX_BODY_VALUES`]; refused as soon as a bound is passed.
-async fn read_body(
+/// The whole body, within `max` bytes ([`MAX_FRAME_BYTES`] for MCP),
+/// [`MAX_BODY_DEPTH`] and [`MAX_BODY_VALUES`] and `within` of its head;
+/// refused as soon as a bound is passed.
+pub async fn read_body(
     headers: &hyper::HeaderMap,
     mut body: Incoming,
     within: Duration,
+    max: usize,
 ) -> Result<Bytes, BodyError> {
     let deadline = tokio::time::Instant::now() + within;
     let declared = headers
         .get(hyper::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_FRAME_BYTES as u64) {
-        return Err(BodyError::TooLarge);
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(BodyError::TooLarge(max));
     }
     let mut collected = BytesMut::with_capacity(declared.unwrap_or(0) as usize);
     let mut shape = Shape::default();
@@ -506,12 +565,13 @@ async fn read_body(
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        if data.len() > MAX_FRAME_BYTES - collected.len() {
-            return Err(BodyError::TooLarge);
+        if data.len() > max - collected.len() {
+            return Err(BodyError::TooLarge(max));
         }
         if let Err(e) = shape.feed(&data) {
             let _ =
-                tokio::time::timeout_at(deadline, drain(body, collected.len() + data.len())).await;
+                tokio::time::timeout_at(deadline, drain(body, collected.len() + data.len(), max))
+                    .await;
             return Err(e);
         }
         collected.extend_from_slice(&data);
@@ -519,14 +579,14 @@ async fn read_body(
     Ok(collected.freeze())
 }
 
-/// Reads and drops the rest of a refused body, up to [`MAX_FRAME_BYTES`]
-/// in all: closing a socket with unread data resets it, and the client
-/// could lose the answer that says why.
-async fn drain(mut body: Incoming, mut seen: usize) {
+/// Reads and drops the rest of a refused body, up to `max` bytes in all:
+/// closing a socket with unread data resets it, and the client could lose
+/// the answer that says why.
+async fn drain(mut body: Incoming, mut seen: usize, max: usize) {
     while let Some(Ok(frame)) = body.frame().await {
         if let Ok(data) = frame.into_data() {
             seen += data.len();
-            if seen > MAX_FRAME_BYTES {
+            if seen > max {
                 return;
             }
         }
@@ -558,17 +618,9 @@ impl Shared {
             );
             return r;
         }
-        if !conn.admitted() {
-            match self.gate.admit(conn.peer.ip()) {
-                Ok(slot) => {
-                    *lock(&conn.slot) = Some(slot);
-                    self.gate.forget(conn.id);
-                }
-                Err(why) => {
-                    tracing::warn!(peer = %conn.peer, "{why}");
-                    return closing(StatusCode::SERVICE_UNAVAILABLE, &why);
-                }
-            }
+        if let Err(why) = conn.admit() {
+            tracing::warn!(peer = %conn.peer, "{why}");
+            return closing(StatusCode::SERVICE_UNAVAILABLE, &why);
         }
         if req.uri().path() != MCP_PATH {
             return plain(StatusCode::NOT_FOUND, "not found: MCP is served on /mcp");
@@ -580,7 +632,7 @@ impl Shared {
             uri.path_and_query = Some(hyper::http::uri::PathAndQuery::from_static(MCP_PATH));
             parts.uri = hyper::Uri::from_parts(uri).unwrap_or_default();
         }
-        let body = match read_body(&parts.headers, body, self.body_timeout).await {
+        let body = match read_body(&parts.headers, body, self.body_timeout, MAX_FRAME_BYTES).await {
             Ok(b) => b,
             Err(e) => {
                 tracing::info!(peer = %conn.peer, "{e}");

@@ -9,6 +9,7 @@ mod compile;
 mod consent;
 mod env;
 mod exit;
+mod inspect;
 mod logging;
 mod ls;
 mod mcp;
@@ -80,6 +81,8 @@ enum Command {
     Ls(ls::LsArgs),
     /// Print an instance's retained output: a live one's screen, an ended one's last lines
     Logs(ls::LogsArgs),
+    /// Serve a web page on loopback that shows the Tick live (screen, state, tools, protocol frames) and drives it
+    Inspect(inspect::InspectArgs),
     /// Print the Tick's state as one JSON line per delivery (latest only, merged count, trimmed to 16 KiB)
     #[command(after_help = exit::HELP)]
     Watch(watch::WatchArgs),
@@ -432,6 +435,7 @@ async fn run(command: Command) -> Result<(), Exit> {
         Command::Ls(args) => ls::run(args).await,
         Command::Logs(args) => ls::logs(args).await,
         Command::Watch(args) => watch::run(args).await,
+        Command::Inspect(args) => inspect::run(args).await,
         Command::Run(_)
         | Command::Attach(_)
         | Command::Stop(_)
