@@ -316,8 +316,8 @@ pub fn runs(screen: &vt100::Screen) -> (Vec<Vec<Run>>, Option<(u16, u16)>) {
         out.push(row);
     }
     let (crow, ccol) = screen.cursor_position();
-    let cursor = (!screen.hide_cursor() && crow < rows.get() && ccol < cols.get())
-        .then_some((crow, ccol));
+    let cursor =
+        (!screen.hide_cursor() && crow < rows.get() && ccol < cols.get()).then_some((crow, ccol));
     (out, cursor)
 }
 
@@ -340,8 +340,14 @@ mod tests {
         let line: String = rows[0].iter().map(|r| r.text.as_str()).collect();
         // The bidi override is gone, the title never reached a cell, and
         // markup is text like any other (the page inserts it as text).
-        assert!(line.starts_with("red ok") && line.contains("<b>"), "{line:?}");
-        assert!(!line.contains('\u{202e}') && !line.contains("title"), "{line:?}");
+        assert!(
+            line.starts_with("red ok") && line.contains("<b>"),
+            "{line:?}"
+        );
+        assert!(
+            !line.contains('\u{202e}') && !line.contains("title"),
+            "{line:?}"
+        );
         assert_eq!(rows[1][0].fg, Some(serde_json::json!([1, 2, 3])));
         assert_eq!(cursor, Some((1, 3)));
     }

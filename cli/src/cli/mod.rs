@@ -649,7 +649,7 @@ fn report_call(tool: &str, outcome: CallReply, pretty: bool) -> Result<(), Exit>
 fn usage_error(e: clap::Error, argv: &[String]) -> ! {
     use clap::error::ErrorKind;
     let takes_tick = [
-        "describe", "read", "call", "screen", "info", "check", "run", "watch", "mcp",
+        "describe", "read", "call", "screen", "info", "check", "run", "watch", "mcp", "inspect",
     ];
     let sub = argv.get(1).map(String::as_str).unwrap_or_default();
     if e.kind() == ErrorKind::UnknownArgument

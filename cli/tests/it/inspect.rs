@@ -75,11 +75,20 @@ impl Inspect {
 
     /// One raw HTTP/1.1 request with these extra header lines (and `Host`
     /// unless one is given); the status, the head and the body.
-    fn request(&self, method: &str, path: &str, headers: &[String], body: &str) -> (u16, String, String) {
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[String],
+        body: &str,
+    ) -> (u16, String, String) {
         let mut s = TcpStream::connect(&self.addr).expect("connect");
         s.set_read_timeout(Some(PATIENCE)).unwrap();
         let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
-        if !headers.iter().any(|h| h.to_ascii_lowercase().starts_with("host:")) {
+        if !headers
+            .iter()
+            .any(|h| h.to_ascii_lowercase().starts_with("host:"))
+        {
             head.push_str(&format!("Host: {}\r\n", self.addr));
         }
         for h in headers {
@@ -157,9 +166,12 @@ fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
     let wrong = "0".repeat(64);
     for h in [
         format!("Authorization: Bearer {wrong}"),
-        format!("Cookie: tickbox-inspect-{}={wrong}", i.addr.rsplit(':').next().unwrap()),
+        format!(
+            "Cookie: tickbox-inspect-{}={wrong}",
+            i.addr.rsplit(':').next().unwrap()
+        ),
     ] {
-        let (status, _, _) = i.request("GET", "/api/snapshot", &[h.clone()], "");
+        let (status, _, _) = i.request("GET", "/api/snapshot", std::slice::from_ref(&h), "");
         assert_eq!(status, 401, "{h}");
     }
     let (status, _, _) = i.request("GET", &format!("/?token={wrong}"), &[], "");
@@ -172,7 +184,10 @@ fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
     assert_eq!(status, 303, "{head}");
     assert_eq!(header(&head, "location"), Some("/"));
     let cookie = header(&head, "set-cookie").expect("a cookie");
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
     let pair = cookie.split(';').next().unwrap().to_string();
     // The cookie alone opens the page (positive control), with the CSP.
     let (status, head, body) = i.request("GET", "/", &[format!("Cookie: {pair}")], "");
@@ -193,22 +208,38 @@ fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
     assert_eq!(header(&head, "referrer-policy"), Some("no-referrer"));
 
     // A foreign Host (a rebound name) is refused even with the token.
-    for host in ["evil.example", &format!("evil.example:{}", i.addr.rsplit(':').next().unwrap()), "127.0.0.1:1"] {
-        let (status, _, body) =
-            i.request("GET", "/api/snapshot", &[i.bearer(), format!("Host: {host}")], "");
+    for host in [
+        "evil.example",
+        &format!("evil.example:{}", i.addr.rsplit(':').next().unwrap()),
+        "127.0.0.1:1",
+    ] {
+        let (status, _, body) = i.request(
+            "GET",
+            "/api/snapshot",
+            &[i.bearer(), format!("Host: {host}")],
+            "",
+        );
         assert_eq!(status, 403, "Host {host}: {body}");
     }
     let (status, _, _) = i.request(
         "GET",
         "/api/snapshot",
-        &[i.bearer(), format!("Host: localhost:{}", i.addr.rsplit(':').next().unwrap())],
+        &[
+            i.bearer(),
+            format!("Host: localhost:{}", i.addr.rsplit(':').next().unwrap()),
+        ],
         "",
     );
     assert_eq!(status, 200, "localhost with our port is ours");
 
     // Actions: another site's Origin, or none, is refused; ours gets in.
     let key = r#"{"bytes": "+"}"#;
-    for origin in [Some("http://evil.example".to_string()), Some("null".into()), Some("http://127.0.0.1:1".into()), None] {
+    for origin in [
+        Some("http://evil.example".to_string()),
+        Some("null".into()),
+        Some("http://127.0.0.1:1".into()),
+        None,
+    ] {
         let mut headers = vec![i.bearer(), "Content-Type: application/json".to_string()];
         if let Some(o) = &origin {
             headers.push(format!("Origin: {o}"));
@@ -223,7 +254,11 @@ fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
         "",
     );
     assert_eq!(status, 403, "a cross-origin read too");
-    assert_eq!(i.snapshot()["state"]["data"]["value"], 0, "nothing refused reached the Tick");
+    assert_eq!(
+        i.snapshot()["state"]["data"]["value"],
+        0,
+        "nothing refused reached the Tick"
+    );
     let (status, body) = i.act("/api/keys", key);
     assert_eq!(status, 200, "{body}");
     assert!(
@@ -235,7 +270,11 @@ fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
     let (status, _, _) = i.request(
         "POST",
         "/api/keys",
-        &[i.bearer(), format!("Origin: {}", i.origin()), "Content-Type: application/x-www-form-urlencoded".into()],
+        &[
+            i.bearer(),
+            format!("Origin: {}", i.origin()),
+            "Content-Type: application/x-www-form-urlencoded".into(),
+        ],
         "bytes=%2B",
     );
     assert_eq!(status, 415);
@@ -244,10 +283,19 @@ fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
 #[test]
 fn calls_are_validated_by_the_host_and_mutating_ones_confirmed_for_the_revision() {
     let i = Inspect::start(&native_counter());
-    let (status, body) = i.act("/api/call", r#"{"tool": "increment", "args": {"amount": "x"}}"#);
+    let (status, body) = i.act(
+        "/api/call",
+        r#"{"tool": "increment", "args": {"amount": "x"}}"#,
+    );
     assert_eq!(status, 400, "{body}");
-    assert!(body.contains("is not of type"), "the host's message: {body}");
-    let (status, body) = i.act("/api/call", r#"{"tool": "increment", "args": {"amount": 2}}"#);
+    assert!(
+        body.contains("is not of type"),
+        "the host's message: {body}"
+    );
+    let (status, body) = i.act(
+        "/api/call",
+        r#"{"tool": "increment", "args": {"amount": 2}}"#,
+    );
     assert_eq!(status, 409, "a mutating call needs a confirmation: {body}");
     let asked: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(asked["confirm"]["tool"], "increment");
@@ -256,8 +304,15 @@ fn calls_are_validated_by_the_host_and_mutating_ones_confirmed_for_the_revision(
         "/api/call",
         r#"{"tool": "increment", "args": {"amount": 2}, "confirm": {"tool": "increment", "revision": "0"}}"#,
     );
-    assert_eq!(status, 409, "a confirmation for another revision is none: {body}");
-    assert_eq!(i.snapshot()["state"]["data"]["value"], 0, "nothing unconfirmed ran");
+    assert_eq!(
+        status, 409,
+        "a confirmation for another revision is none: {body}"
+    );
+    assert_eq!(
+        i.snapshot()["state"]["data"]["value"],
+        0,
+        "nothing unconfirmed ran"
+    );
     let (status, body) = i.act(
         "/api/call",
         r#"{"tool": "increment", "args": {"amount": 2}, "confirm": {"tool": "increment", "revision": "1"}}"#,
@@ -286,14 +341,24 @@ fn calls_are_validated_by_the_host_and_mutating_ones_confirmed_for_the_revision(
     // approval and the call.
     let (status, _, scenario) = i.request("GET", "/api/export/scenario", &[i.bearer()], "");
     assert_eq!(status, 200);
-    assert!(scenario.contains("call = \"increment\"") && scenario.contains("amount = 2"), "{scenario}");
+    assert!(
+        scenario.contains("call = \"increment\"") && scenario.contains("amount = 2"),
+        "{scenario}"
+    );
     let (status, _, audit) = i.request("GET", "/api/export/audit", &[i.bearer()], "");
     assert_eq!(status, 200);
-    assert!(audit.contains("\"event\":\"approval\"") && audit.contains("\"event\":\"call\""), "{audit}");
+    assert!(
+        audit.contains("\"event\":\"approval\"") && audit.contains("\"event\":\"call\""),
+        "{audit}"
+    );
 }
 
 /// The markup the hostile Tick puts in every string.
-const MARKUP: [&str; 3] = ["<script>window.__pwned", "<img src=x onerror=", "<svg onload="];
+const MARKUP: [&str; 3] = [
+    "<script>window.__pwned",
+    "<img src=x onerror=",
+    "<svg onload=",
+];
 
 #[test]
 fn a_hostile_ticks_markup_reaches_the_page_only_as_data() {
@@ -312,24 +377,50 @@ fn a_hostile_ticks_markup_reaches_the_page_only_as_data() {
     for m in MARKUP {
         // Carried as data: in the catalog, the state, the screen, an error.
         for part in ["catalog", "state", "screen"] {
-            assert!(snap[part].to_string().contains(m), "{part} lacks {m}: {}", snap[part]);
+            assert!(
+                snap[part].to_string().contains(m),
+                "{part} lacks {m}: {}",
+                snap[part]
+            );
         }
         assert!(body.contains(m), "the error carries {m}: {body}");
     }
     // Terminal controls are escaped visibly, never raw, anywhere.
     for (what, text) in [("snapshot", &raw), ("call", &body)] {
-        assert!(!text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains('\u{202e}'), "{what}: {text}");
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains('\u{202e}'),
+            "{what}: {text}"
+        );
     }
-    assert!(snap["catalog"]["title"].as_str().unwrap().contains("\\x1b]2;pwned-title"), "{}", snap["catalog"]);
+    assert!(
+        snap["catalog"]["title"]
+            .as_str()
+            .unwrap()
+            .contains("\\x1b]2;pwned-title"),
+        "{}",
+        snap["catalog"]
+    );
     // The event stream's first event carries the same data.
     let mut s = TcpStream::connect(&i.addr).unwrap();
     s.set_read_timeout(Some(PATIENCE)).unwrap();
-    write!(s, "GET /events HTTP/1.1\r\nHost: {}\r\n{}\r\n\r\n", i.addr, i.bearer()).unwrap();
+    write!(
+        s,
+        "GET /events HTTP/1.1\r\nHost: {}\r\n{}\r\n\r\n",
+        i.addr,
+        i.bearer()
+    )
+    .unwrap();
     let mut seen = Vec::new();
     let mut buf = [0u8; 8192];
-    while !String::from_utf8_lossy(&seen).contains("\n\n") || !String::from_utf8_lossy(&seen).contains("event: hello") {
+    while !String::from_utf8_lossy(&seen).contains("\n\n")
+        || !String::from_utf8_lossy(&seen).contains("event: hello")
+    {
         let n = s.read(&mut buf).expect("the event stream");
-        assert!(n > 0, "the stream ended: {}", String::from_utf8_lossy(&seen));
+        assert!(
+            n > 0,
+            "the stream ended: {}",
+            String::from_utf8_lossy(&seen)
+        );
         seen.extend_from_slice(&buf[..n]);
     }
     let stream = String::from_utf8_lossy(&seen);
@@ -340,7 +431,16 @@ fn a_hostile_ticks_markup_reaches_the_page_only_as_data() {
     let (status, _, js) = i.request("GET", "/inspect.js", &[i.bearer()], "");
     assert_eq!(status, 200);
     assert!(js.contains("textContent"), "the script as served: {js}");
-    for sink in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "setTimeout(\"", "srcdoc"] {
+    for sink in [
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+        "new Function",
+        "setTimeout(\"",
+        "srcdoc",
+    ] {
         assert!(!js.contains(sink), "the page's script uses {sink}");
     }
 }
@@ -349,7 +449,9 @@ fn a_hostile_ticks_markup_reaches_the_page_only_as_data() {
 fn browser_python() -> std::path::PathBuf {
     let py = root().join("tests/browser/.venv/bin/python3");
     assert!(
-        py.exists() && std::path::Path::new("/usr/bin/chromium").exists() && std::path::Path::new("/usr/bin/chromedriver").exists(),
+        py.exists()
+            && std::path::Path::new("/usr/bin/chromium").exists()
+            && std::path::Path::new("/usr/bin/chromedriver").exists(),
         "the browser tests need tests/setup.sh (chromium, chromium-driver, tests/browser/.venv)"
     );
     py
@@ -366,7 +468,11 @@ fn drive(args: &[String]) -> Value {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let out = finish_within_group(cmd, Duration::from_secs(400));
-    assert_eq!(out.code, 0, "the page driver failed: {}\n{}", out.stdout, out.stderr);
+    assert_eq!(
+        out.code, 0,
+        "the page driver failed: {}\n{}",
+        out.stdout, out.stderr
+    );
     serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
 }
 
@@ -400,7 +506,10 @@ fn finish_within_group(mut cmd: Command, limit: Duration) -> Output {
         if let Some(status) = child.try_wait().expect("wait") {
             break status;
         }
-        assert!(start.elapsed() < limit, "the page driver did not finish within {limit:?}");
+        assert!(
+            start.elapsed() < limit,
+            "the page driver did not finish within {limit:?}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     Output {
@@ -419,22 +528,44 @@ fn the_counter_in_headless_chromium() {
     let shot = std::env::var("INSPECT_SCREENSHOT")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| dir.path("inspect.png"));
-    let seen = drive(&["counter".into(), i.url(), shot.to_string_lossy().into_owned()]);
+    let seen = drive(&[
+        "counter".into(),
+        i.url(),
+        shot.to_string_lossy().into_owned(),
+    ]);
     let s = |k: &str| seen[k].as_str().unwrap_or_default().to_string();
-    assert!(!s("address_bar").contains("token"), "the token left the address bar: {seen}");
+    assert!(
+        !s("address_bar").contains("token"),
+        "the token left the address bar: {seen}"
+    );
     assert!(s("first_screen").contains("Counter: 0"), "{seen}");
     let confirm = s("confirm_text");
-    assert!(confirm.contains("increment") && confirm.contains("revision 1"), "{seen}");
+    assert!(
+        confirm.contains("increment") && confirm.contains("revision 1"),
+        "{seen}"
+    );
     assert!(s("increment_outcome").contains("\"value\": 3"), "{seen}");
     assert!(s("state_meta_after_call").contains("seq 1"), "{seen}");
-    assert!(seen["changed_after_call"].to_string().contains("value"), "{seen}");
+    assert!(
+        seen["changed_after_call"].to_string().contains("value"),
+        "{seen}"
+    );
     assert!(s("screen_after_key").contains("Counter: 4"), "{seen}");
-    assert!(s("bad_args_outcome").contains("is not of type"), "the host's message: {seen}");
+    assert!(
+        s("bad_args_outcome").contains("is not of type"),
+        "the host's message: {seen}"
+    );
     assert_eq!(seen["confirm_shown_for_bad_args"], false, "{seen}");
-    assert!(s("timeline").contains("tick/call") && s("timeline").contains("tick/update"), "{seen}");
+    assert!(
+        s("timeline").contains("tick/call") && s("timeline").contains("tick/update"),
+        "{seen}"
+    );
     assert_eq!(s("title"), "tickbox inspect");
     let png = std::fs::read(&shot).expect("the screenshot");
-    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000, "a PNG of the page");
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
+        "a PNG of the page"
+    );
     assert_eq!(i.snapshot()["state"]["data"]["value"], 4);
 }
 
@@ -445,7 +576,13 @@ fn a_hostile_tick_runs_nothing_in_headless_chromium() {
     let s = |k: &str| seen[k].as_str().unwrap_or_default().to_string();
     // The payloads are on the page, as text ...
     for m in MARKUP {
-        for part in ["title_shown", "tools_text", "state_text", "screen_text", "fail_outcome"] {
+        for part in [
+            "title_shown",
+            "tools_text",
+            "state_text",
+            "screen_text",
+            "fail_outcome",
+        ] {
             assert!(s(part).contains(m), "{part} shows {m} as text: {seen}");
         }
     }

@@ -23,8 +23,8 @@
 //! `/api/keys`, `/api/resize`. Every response carries the
 //! Content-Security-Policy [`CSP`], `nosniff`, `no-referrer` and `no-store`.
 
+use super::{Exit, SCREEN_INTERVAL};
 use super::{Inspector, EVENT_QUEUE, MAX_ACTION_BODY_BYTES, MAX_EVENT_CLIENTS, MAX_KEY_BYTES};
-use super::{SCREEN_INTERVAL, Exit};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Frame, Incoming};
@@ -86,7 +86,9 @@ pub async fn serve(
     token: String,
     stop: impl Future<Output = ()>,
 ) {
-    let local = listener.local_addr().unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
+    let local = listener
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
     let port = local.port();
     let mut hosts = Vec::new();
     if local.ip().is_loopback() || local.ip().is_unspecified() {
@@ -113,7 +115,14 @@ pub async fn serve(
         let shared = shared.clone();
         async move { shared.handle(req, &conn).await }
     };
-    accept(listener, Arc::new(Gate::default()), ct.clone(), stop, handle).await;
+    accept(
+        listener,
+        Arc::new(Gate::default()),
+        ct.clone(),
+        stop,
+        handle,
+    )
+    .await;
     ct.cancel();
     let _ = pump.await;
 }
@@ -198,7 +207,11 @@ impl hyper::body::Body for ChannelBody {
     }
 }
 
-fn respond(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
+fn respond(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Body> {
     let mut r = Response::new(Full::new(body.into()).boxed());
     *r.status_mut() = status;
     r.headers_mut()
@@ -211,18 +224,17 @@ fn plain(status: StatusCode, text: &str) -> Response<Body> {
 }
 
 fn json_response(status: StatusCode, v: &Value) -> Response<Body> {
-    respond(
-        status,
-        "application/json",
-        text::json_safe(&v.to_string()),
-    )
+    respond(status, "application/json", text::json_safe(&v.to_string()))
 }
 
 /// The headers every answer carries, whatever it is.
 fn harden(mut r: Response<Body>) -> Response<Body> {
     let h = r.headers_mut();
     h.insert("content-security-policy", HeaderValue::from_static(CSP));
-    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
     h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
     h.insert("x-frame-options", HeaderValue::from_static("DENY"));
     h.insert("cache-control", HeaderValue::from_static("no-store"));
@@ -299,9 +311,15 @@ impl Shared {
             .get(hyper::header::ORIGIN)
             .map(|o| o.to_str().unwrap_or("?").to_string());
         let own = format!("http://{host}");
-        if origin.as_ref().is_some_and(|o| !o.eq_ignore_ascii_case(&own)) {
+        if origin
+            .as_ref()
+            .is_some_and(|o| !o.eq_ignore_ascii_case(&own))
+        {
             tracing::info!(peer = %conn.peer(), "refused a request from another origin");
-            return plain(StatusCode::FORBIDDEN, "forbidden: a request from another origin");
+            return plain(
+                StatusCode::FORBIDDEN,
+                "forbidden: a request from another origin",
+            );
         }
         if let Err(why) = conn.admit() {
             tracing::warn!(peer = %conn.peer(), "{why}");
@@ -330,10 +348,11 @@ impl Shared {
                 );
             }
             let (parts, body) = req.into_parts();
-            let body = match read_body(&parts.headers, body, BODY_TIMEOUT, MAX_ACTION_BODY_BYTES).await {
-                Ok(b) => b,
-                Err(e) => return plain(StatusCode::PAYLOAD_TOO_LARGE, &e.to_string()),
-            };
+            let body =
+                match read_body(&parts.headers, body, BODY_TIMEOUT, MAX_ACTION_BODY_BYTES).await {
+                    Ok(b) => b,
+                    Err(e) => return plain(StatusCode::PAYLOAD_TOO_LARGE, &e.to_string()),
+                };
             let body: Value = match serde_json::from_slice(&body) {
                 Ok(v) => v,
                 Err(e) => return plain(StatusCode::BAD_REQUEST, &format!("not JSON: {e}")),
@@ -432,10 +451,8 @@ impl Shared {
             }
         });
         let mut r = Response::new(ChannelBody(rx).boxed());
-        r.headers_mut().insert(
-            CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
         r
     }
 
@@ -446,7 +463,10 @@ impl Shared {
     async fn call(&self, body: &Value) -> Response<Body> {
         let session = &self.inspector.session;
         let Some(catalog) = session.descriptor() else {
-            return json_response(StatusCode::CONFLICT, &json!({"error": {"kind": "ended", "message": "the Tick has no catalog"}}));
+            return json_response(
+                StatusCode::CONFLICT,
+                &json!({"error": {"kind": "ended", "message": "the Tick has no catalog"}}),
+            );
         };
         let tool = body["tool"].as_str().unwrap_or_default().to_string();
         let args = body.get("args").cloned().unwrap_or_else(|| json!({}));
@@ -488,7 +508,9 @@ impl Shared {
         let started = Instant::now();
         let outcome = session.call(&prepared).await;
         let latency_ms = started.elapsed().as_millis() as u64;
-        self.inspector.recorder.called(&tool, &args, started, &outcome);
+        self.inspector
+            .recorder
+            .called(&tool, &args, started, &outcome);
         let answer = match outcome {
             CallOutcome::Ok(v) => json!({"ok": TickData::new(v).inert(), "latency_ms": latency_ms}),
             CallOutcome::Failed { error, executed } => json!({
@@ -535,7 +557,8 @@ impl Shared {
                 .filter(|n| (1..=u64::from(max)).contains(n))
                 .map(|n| n as u16)
         };
-        let (Some(cols), Some(rows)) = (dim("cols", MAX_VIEW_COLS), dim("rows", MAX_VIEW_ROWS)) else {
+        let (Some(cols), Some(rows)) = (dim("cols", MAX_VIEW_COLS), dim("rows", MAX_VIEW_ROWS))
+        else {
             return plain(
                 StatusCode::BAD_REQUEST,
                 &format!("a resize needs cols 1..={MAX_VIEW_COLS} and rows 1..={MAX_VIEW_ROWS}"),
@@ -570,7 +593,10 @@ pub fn open_in_browser(url: &str, port: u16) -> Option<RemoveOnDrop> {
         .open(&path)
         .and_then(|mut f| f.write_all(page.as_bytes()));
     if let Err(e) = written {
-        eprintln!("tickbox inspect: cannot write {}: {e}; open the URL yourself", path.display());
+        eprintln!(
+            "tickbox inspect: cannot write {}: {e}; open the URL yourself",
+            path.display()
+        );
         return None;
     }
     let guard = RemoveOnDrop(path.clone());

@@ -257,18 +257,28 @@ mod tests {
         let mut from = Tap::new(Vec::<u8>::new(), t.clone(), Dir::FromTick);
         to.see(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tick/read\"}\n");
         from.see(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"res");
-        from.see(b"ult\":{\"seq\":0,\"data\":\"\x1b]2;x\x07\"}}\n");
+        from.see(b"ult\":{\"seq\":0,\"data\":\"x\"}}\n");
+        // Not JSON, with raw controls: kept, escaped, with no method or id.
+        from.see(b"\x1b]2;title\x07\xe2\x80\xae\n");
         let (frames, dropped) = t.snapshot();
-        assert_eq!((frames.len(), dropped), (2, 0));
+        assert_eq!((frames.len(), dropped), (3, 0));
         assert_eq!(frames[0].method, "tick/read");
         assert_eq!(frames[1].id.as_deref(), Some("1"));
         assert!(frames[1].latency_ms.is_some(), "{frames:?}");
-        assert!(!frames[1].preview.contains('\x1b'), "{frames:?}");
+        assert_eq!(
+            (frames[2].method.as_str(), frames[2].id.as_deref()),
+            ("", None)
+        );
+        assert!(
+            !frames[2].preview.contains(['\x1b', '\x07', '\u{202e}']),
+            "{frames:?}"
+        );
+        assert!(frames[2].preview.contains("title"), "{frames:?}");
         for _ in 0..super::super::MAX_TIMELINE_FRAMES {
             from.see(b"{\"method\":\"tick/update\"}\n");
         }
         let (frames, dropped) = t.snapshot();
         assert_eq!(frames.len(), super::super::MAX_TIMELINE_FRAMES);
-        assert_eq!(dropped, 2);
+        assert_eq!(dropped, 3);
     }
 }
