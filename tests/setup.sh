@@ -77,6 +77,17 @@ tests/mcp-clients/.venv/bin/pip install -q --disable-pip-version-check \
     || (cd tests/mcp-clients && npm ci --no-audit --no-fund --loglevel=error)
 # ---- end of the MCP clients ----
 
+# ---- the inspector's browser tests (cli/tests/it/inspect.rs) ----
+# Headless Chromium and its WebDriver (Debian's chromium, chromium-driver),
+# driven by Selenium's Python bindings (PyPI, pinned in
+# tests/browser/requirements.txt, into a venv there, gitignored).
+command -v chromium >/dev/null && command -v chromedriver >/dev/null \
+    || apt_install chromium chromium-driver
+[ -x tests/browser/.venv/bin/python3 ] || python3 -m venv tests/browser/.venv
+tests/browser/.venv/bin/pip install -q --disable-pip-version-check \
+    -r tests/browser/requirements.txt
+# ---- end of the inspector's browser tests ----
+
 # ---- trace players (cli/tests/it/traces.rs) ----
 # asciinema's own CLI (PyPI, pinned in tests/players/requirements.txt, into
 # a venv there, gitignored): the trace tests play every trace with it.

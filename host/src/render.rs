@@ -243,9 +243,114 @@ impl Renderer {
     }
 }
 
+/// One run of cells with the same attributes, for a viewer that is not a
+/// terminal (the inspector's web page): the text has every control, bidi
+/// and format character removed exactly as [`Renderer`] removes them, and
+/// colors are numbers, never text the Tick chose.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Run {
+    /// The cells' text (a blank for a cell with nothing printable).
+    pub text: String,
+    /// Foreground: `null` (default), 0–255 (indexed) or `[r, g, b]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fg: Option<serde_json::Value>,
+    /// Background, as `fg`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bg: Option<serde_json::Value>,
+    /// Bold, dim, italic, underline, inverse, as set.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub bold: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub dim: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub italic: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub underline: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub inverse: bool,
+}
+
+fn color_value(c: Color) -> Option<serde_json::Value> {
+    match c {
+        Color::Default => None,
+        Color::Idx(i) => Some(i.into()),
+        Color::Rgb(r, g, b) => Some(serde_json::json!([r, g, b])),
+    }
+}
+
+/// The whole screen as rows of styled [`Run`]s, and the cursor (row, column)
+/// when it is shown: the same model, the same cell filter and the same wide
+/// character handling as [`Renderer`]'s frames, for viewers that draw
+/// their own cells (text nodes in a browser) instead of a terminal.
+pub fn runs(screen: &vt100::Screen) -> (Vec<Vec<Run>>, Option<(u16, u16)>) {
+    let (rows, cols) = screen.size();
+    let mut out = Vec::with_capacity(usize::from(rows.get()));
+    for r in 0..rows.get() {
+        let mut row: Vec<Run> = Vec::new();
+        let mut current: Option<Attrs> = None;
+        for c in 0..cols.get() {
+            let Some(cell) = screen.cell(r, c) else { break };
+            if cell.is_wide_continuation() {
+                continue;
+            }
+            let attrs = Attrs::of(cell);
+            if current != Some(attrs) {
+                row.push(Run {
+                    text: String::new(),
+                    fg: color_value(attrs.fg),
+                    bg: color_value(attrs.bg),
+                    bold: attrs.bold,
+                    dim: attrs.dim,
+                    italic: attrs.italic,
+                    underline: attrs.underline,
+                    inverse: attrs.inverse,
+                });
+                current = Some(attrs);
+            }
+            let mut bytes = Vec::new();
+            cell_text(&mut bytes, cell.contents());
+            if let Some(run) = row.last_mut() {
+                run.text.push_str(&String::from_utf8_lossy(&bytes));
+            }
+        }
+        out.push(row);
+    }
+    let (crow, ccol) = screen.cursor_position();
+    let cursor =
+        (!screen.hide_cursor() && crow < rows.get() && ccol < cols.get()).then_some((crow, ccol));
+    (out, cursor)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_carry_text_and_colors_and_nothing_the_tick_chose_raw() {
+        let p = screen(
+            12,
+            2,
+            b"\x1b[1;31mred\x1b[0m ok\x1b]0;title\x07\xe2\x80\xae<b>\r\n\x1b[38;2;1;2;3mrgb",
+        );
+        let (rows, cursor) = runs(p.screen());
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0][0].text, "red");
+        assert!(rows[0][0].bold);
+        assert_eq!(rows[0][0].fg, Some(serde_json::json!(1)));
+        let line: String = rows[0].iter().map(|r| r.text.as_str()).collect();
+        // The bidi override is gone, the title never reached a cell, and
+        // markup is text like any other (the page inserts it as text).
+        assert!(
+            line.starts_with("red ok") && line.contains("<b>"),
+            "{line:?}"
+        );
+        assert!(
+            !line.contains('\u{202e}') && !line.contains("title"),
+            "{line:?}"
+        );
+        assert_eq!(rows[1][0].fg, Some(serde_json::json!([1, 2, 3])));
+        assert_eq!(cursor, Some((1, 3)));
+    }
 
     fn screen(cols: u16, rows: u16, bytes: &[u8]) -> vt100::Parser {
         let nz = |n| std::num::NonZeroU16::new(n).unwrap();

@@ -57,7 +57,7 @@
 //! 2026-07-28 are served without a session by rmcp, so each of their
 //! requests is bound to the catalog current at that request.
 
-mod door;
+pub mod door;
 pub mod metrics;
 
 use super::server::{Connection, Facade};
@@ -260,17 +260,23 @@ pub async fn serve(
 
 /// Why a request body is refused.
 #[derive(Debug, thiserror::Error)]
-enum BodyError {
-    #[error("request body too large: over {MAX_FRAME_BYTES} bytes (the limit)")]
-    TooLarge,
+#[non_exhaustive]
+pub enum BodyError {
+    /// Over the byte bound given to [`read_body`].
+    #[error("request body too large: over {0} bytes (the limit)")]
+    TooLarge(usize),
+    /// Nested deeper than [`MAX_BODY_DEPTH`].
     #[error(
         "request body too deep: arrays and objects nest over {MAX_BODY_DEPTH} levels (the limit)"
     )]
     TooDeep,
+    /// More than [`MAX_BODY_VALUES`] JSON values.
     #[error("request body too large: over {MAX_BODY_VALUES} JSON values (the limit)")]
     TooManyValues,
+    /// The connection failed while the body was read.
     #[error("cannot read the request body: {0}")]
     Read(String),
+    /// Not all there within the time given to [`read_body`].
     #[error("request body too slow: not all there {0:?} after its head (the limit)")]
     Slow(Duration),
 }
@@ -324,20 +330,24 @@ impl Shape {
     }
 }
 
-/// The whole body, within [`MAX_FRAME_BYTES`], [`MAX_BODY_DEPTH`] and
-/// [`MAX_BODY_VALUES`]; refused as soon as a bound is passed.
-async fn read_body(
+/// The whole body, within `max` bytes (the MCP server's is
+/// [`MAX_FRAME_BYTES`]), [`MAX_BODY_DEPTH`] and [`MAX_BODY_VALUES`], all
+/// there within `within`; refused as soon as a bound is passed. Shared by
+/// every server behind the [`door`] that takes JSON bodies (MCP, `tickbox
+/// inspect`'s actions).
+pub async fn read_body(
     headers: &hyper::HeaderMap,
     mut body: Incoming,
     within: Duration,
+    max: usize,
 ) -> Result<Bytes, BodyError> {
     let deadline = tokio::time::Instant::now() + within;
     let declared = headers
         .get(hyper::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_FRAME_BYTES as u64) {
-        return Err(BodyError::TooLarge);
+    if declared.is_some_and(|n| n > max as u64) {
+        return Err(BodyError::TooLarge(max));
     }
     let mut collected = BytesMut::with_capacity(declared.unwrap_or(0) as usize);
     let mut shape = Shape::default();
@@ -350,8 +360,8 @@ async fn read_body(
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        if data.len() > MAX_FRAME_BYTES - collected.len() {
-            return Err(BodyError::TooLarge);
+        if data.len() > max - collected.len() {
+            return Err(BodyError::TooLarge(max));
         }
         if let Err(e) = shape.feed(&data) {
             let _ =
@@ -412,7 +422,7 @@ impl Shared {
             uri.path_and_query = Some(hyper::http::uri::PathAndQuery::from_static(MCP_PATH));
             parts.uri = hyper::Uri::from_parts(uri).unwrap_or_default();
         }
-        let body = match read_body(&parts.headers, body, self.body_timeout).await {
+        let body = match read_body(&parts.headers, body, self.body_timeout, MAX_FRAME_BYTES).await {
             Ok(b) => b,
             Err(e) => {
                 tracing::info!(peer = %conn.peer, "{e}");

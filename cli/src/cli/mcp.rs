@@ -255,6 +255,17 @@ const MIN_TOKEN_CHARS: usize = 16;
 /// `http::SESSION_IDLE_TIMEOUT`. Read only here, in the CLI.
 use super::env::MCP_HTTP_SESSION_IDLE_MS as SESSION_IDLE_ENV;
 
+/// A new token: 32 random bytes from the kernel, as 64 hex digits (also
+/// `tickbox inspect`'s).
+pub(super) fn random_token() -> Result<String, Exit> {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| Exit::session(format!("cannot make a token: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 /// The token for --http (or --metrics): read from the file `flag` names
 /// (which only its owner, the current user, may read or write), or
 /// generated.
@@ -262,13 +273,7 @@ fn http_token(file: Option<&std::path::Path>, flag: &str) -> Result<HttpToken, E
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
     let Some(path) = file else {
-        let mut bytes = [0u8; 32];
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut bytes))
-            .map_err(|e| Exit::session(format!("cannot make a token: {e}")))?;
-        return Ok(HttpToken::Generated(
-            bytes.iter().map(|b| format!("{b:02x}")).collect(),
-        ));
+        return Ok(HttpToken::Generated(random_token()?));
     };
     let shown = path.display();
     let cannot = |e: std::io::Error| Exit::usage(format!("cannot read {flag} {shown}: {e}"));

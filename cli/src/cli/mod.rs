@@ -9,6 +9,7 @@ mod compile;
 mod consent;
 mod env;
 mod exit;
+mod inspect;
 mod logging;
 mod ls;
 mod mcp;
@@ -81,6 +82,8 @@ enum Command {
     Ls(ls::LsArgs),
     /// Print an instance's retained output: a live one's screen, an ended one's last lines
     Logs(ls::LogsArgs),
+    /// Serve a web page on loopback that shows the Tick live (screen, state, tools, protocol frames) and drives it
+    Inspect(inspect::InspectArgs),
     /// Print the Tick's state as one JSON line per delivery (latest only, merged count, trimmed to 16 KiB)
     #[command(after_help = exit::HELP)]
     Watch(watch::WatchArgs),
@@ -443,6 +446,7 @@ async fn run(command: Command) -> Result<(), Exit> {
         Command::Ls(args) => ls::run(args).await,
         Command::Logs(args) => ls::logs(args).await,
         Command::Watch(args) => watch::run(args).await,
+        Command::Inspect(args) => inspect::run(args).await,
         Command::Run(_)
         | Command::Attach(_)
         | Command::Stop(_)
@@ -657,7 +661,7 @@ fn report_call(tool: &str, outcome: CallReply, pretty: bool) -> Result<(), Exit>
 fn usage_error(e: clap::Error, argv: &[String]) -> ! {
     use clap::error::ErrorKind;
     let takes_tick = [
-        "describe", "read", "call", "screen", "info", "check", "run", "watch", "mcp",
+        "describe", "read", "call", "screen", "info", "check", "run", "watch", "mcp", "inspect",
     ];
     let sub = argv.get(1).map(String::as_str).unwrap_or_default();
     if e.kind() == ErrorKind::UnknownArgument

@@ -266,7 +266,7 @@ impl TickOpts {
         Ok(wanted)
     }
 
-    fn config(&self) -> Result<SessionConfig, Exit> {
+    pub fn config(&self) -> Result<SessionConfig, Exit> {
         Ok(SessionConfig {
             call_timeout: call_timeout(self.call_timeout)?,
             ..SessionConfig::default()

@@ -204,11 +204,16 @@ fn record_target(file: &Path) -> Result<PathBuf, Exit> {
 
 /// The `[tick]` table of a recording: the Tick as this command started it,
 /// paths made absolute so the scenario runs from anywhere.
-fn record_tick(spec: &TickSpec, opts: &open::TickOpts, opened: &open::Opened) -> RecordTick {
+pub(super) fn record_tick(
+    spec: &TickSpec,
+    opts: &open::TickOpts,
+    kind: TickKind,
+    size: (u16, u16),
+) -> RecordTick {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let grants = opts.grant_spec().unwrap_or_default();
-    let time = match opened.kind {
+    let time = match kind {
         TickKind::Native => RecordTime::Native,
         TickKind::WasmComponent => RecordTime::Virtual,
         TickKind::WasmModule => RecordTime::RealWasm,
@@ -244,7 +249,7 @@ fn record_tick(spec: &TickSpec, opts: &open::TickOpts, opened: &open::Opened) ->
                 .map(|c| abs(Path::new(c)).display().to_string()),
             ..grants.clone()
         },
-        size: opened.session.view().size(),
+        size,
         time,
     }
 }
@@ -362,7 +367,7 @@ fn host(
         let recorder = args
             .record
             .clone()
-            .map(|f| Arc::new(Recorder::new(f, &record_tick(&spec, &args.opts, &opened))));
+            .map(|f| Arc::new(Recorder::new(f, &record_tick(&spec, &args.opts, opened.kind, opened.session.view().size()))));
         let session = Arc::new(opened.session);
         let mut options = PublishOptions::new(opened.kind.label());
         options.name = args.name;

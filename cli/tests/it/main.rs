@@ -26,6 +26,11 @@
 //! - `mcp_wire` — `tickbox mcp` frame by frame: revisions, bad frames, bounds,
 //!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests,
 //!   Streamable HTTP;
+//! - `inspect` — `tickbox inspect`'s door (token, Host, Origin, CSP) over
+//!   raw HTTP, host-validated and confirmed calls, the exports, a hostile
+//!   Tick's markup carried only as data, and the page in headless Chromium
+//!   (`tests/browser/inspect_page.py`: the counter, and the hostile Tick
+//!   running nothing);
 //! - `mcp_http` — `tickbox mcp --http`'s walls: the token (always), token
 //!   file modes, half-sent heads, slots per peer, the session cap and idle
 //!   expiry, bounded request bodies and the host memory they cost, the
@@ -95,6 +100,7 @@ mod entries;
 mod examples;
 mod fixtures;
 mod http;
+mod inspect;
 mod langs;
 mod launch;
 mod layers;

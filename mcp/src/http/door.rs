@@ -23,7 +23,8 @@ use tickbox_host::util::lock;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub(super) type Body = BoxBody<Bytes, Infallible>;
+/// A response body: whole, or a stream (`tickbox inspect`'s events).
+pub type Body = BoxBody<Bytes, Infallible>;
 
 pub(super) fn plain(status: StatusCode, text: &str) -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from(format!("{text}\n"))).boxed());
@@ -55,7 +56,7 @@ pub(super) fn unauthorized(how: &str) -> Response<Body> {
 }
 
 /// Constant-time equality, so a wrong token's timing says nothing.
-fn same(a: &[u8], b: &[u8]) -> bool {
+pub fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
@@ -87,7 +88,7 @@ pub(super) fn authorized<B>(req: &Request<B>, token: &str, within: TokenIn) -> b
 
 /// How many connections a door lets in.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Bounds {
+pub struct Bounds {
     /// Authenticated connections at once.
     pub connections: usize,
     /// Authenticated connections from one peer address at once.
@@ -98,7 +99,7 @@ pub(super) struct Bounds {
 }
 
 /// Who holds a door's connection slots.
-pub(super) struct Gate {
+pub struct Gate {
     bounds: Bounds,
     /// What the door serves, for refusals (`HTTP`, `metrics`).
     what: &'static str,
@@ -116,7 +117,8 @@ struct Admitted {
 }
 
 impl Gate {
-    pub(super) fn new(what: &'static str, bounds: Bounds) -> Gate {
+    /// A door for `what` (named in refusals) with these bounds.
+    pub fn new(what: &'static str, bounds: Bounds) -> Gate {
         Gate {
             bounds,
             what,
@@ -149,7 +151,7 @@ impl Gate {
     /// Gives `conn`, which has just sent the token, its slot (once), or
     /// the refusal (503, the connection closed) when none is free, boxed:
     /// it is the rare path.
-    pub(super) fn admit(self: &Arc<Self>, conn: &Conn) -> Result<(), Box<Response<Body>>> {
+    pub fn admit(self: &Arc<Self>, conn: &Conn) -> Result<(), Box<Response<Body>>> {
         if conn.admitted() {
             return Ok(());
         }
@@ -214,8 +216,8 @@ impl Drop for Slot {
     }
 }
 
-/// One TCP connection.
-pub(super) struct Conn {
+/// One TCP connection, as [`accept`] hands it to a handler.
+pub struct Conn {
     id: u64,
     pub(super) peer: SocketAddr,
     slot: Mutex<Option<Slot>>,
@@ -225,6 +227,11 @@ impl Conn {
     fn admitted(&self) -> bool {
         lock(&self.slot).is_some()
     }
+
+    /// Who is on the other end.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
 }
 
 /// Serves connections from `listener` through `handle` until `stop`
@@ -233,7 +240,7 @@ impl Conn {
 /// a request head of at most [`MAX_HEADER_BYTES`], read within
 /// [`IDLE_TIMEOUT`], and must send a request `handle` admits through
 /// `gate` within [`AUTH_TIMEOUT`] of being accepted.
-pub(super) async fn accept<H, F>(
+pub async fn accept<H, F>(
     listener: TcpListener,
     gate: Arc<Gate>,
     handle: H,

@@ -1,0 +1,630 @@
+//! The inspector's HTTP server: the page, its event stream and its actions,
+//! behind the MCP HTTP server's door (`tickbox_runtime::mcp::http::accept`).
+//!
+//! Every request meets, in order:
+//! 1. **`Host`** must name the listen address (`127.0.0.1:PORT`,
+//!    `localhost:PORT`, `[::1]:PORT` on loopback; the address itself
+//!    otherwise): a page that rebinds its own name to 127.0.0.1 sends its
+//!    own name, and is refused (403, DNS rebinding);
+//! 2. **the token**, as the cookie `tickbox-inspect-PORT` (set by the first
+//!    load of `/?token=TOKEN`, which then redirects to `/` so the token
+//!    leaves the address bar and history), `Authorization: Bearer TOKEN`
+//!    or `?token=TOKEN`; compared in constant time; 401 without it;
+//! 3. **`Origin`**, when present, must be this server's own (403); every
+//!    POST must have one and a JSON body (`Content-Type: application/json`),
+//!    so no other site's form or script can act, even one that got the
+//!    cookie sent (a page on another loopback port is the same site);
+//! 4. the MCP server's connection slots, head bounds and timeouts.
+//!
+//! Routes: `GET /` (the page), `/inspect.js`, `/inspect.css`, `/events`
+//! (Server-Sent Events: `hello` with everything, then `state`, `screen`,
+//! `catalog`, `frame` and `ended`), `/api/snapshot` (the `hello` as JSON),
+//! `/api/export/scenario`, `/api/export/audit`; `POST /api/call`,
+//! `/api/keys`, `/api/resize`. Every response carries the
+//! Content-Security-Policy [`CSP`], `nosniff`, `no-referrer` and `no-store`.
+
+use super::{Exit, SCREEN_INTERVAL};
+use super::{Inspector, EVENT_QUEUE, MAX_ACTION_BODY_BYTES, MAX_EVENT_CLIENTS, MAX_KEY_BYTES};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tickbox_runtime::mcp::http::door::{accept, same, Body, Bounds, Conn, Gate};
+use tickbox_runtime::mcp::http::{
+    read_body, BODY_TIMEOUT, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER, MAX_UNAUTHENTICATED,
+};
+use tickbox_runtime::session::{CallOutcome, SessionEvent};
+use tickbox_runtime::text::{self, TickData};
+use tokio::sync::{broadcast, mpsc, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// The Content-Security-Policy of every response: tickbox's own script
+/// and style only, no inline script, no frames, nothing from elsewhere.
+pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
+connect-src 'self'; img-src 'self'; object-src 'none'; base-uri 'none'; \
+form-action 'self'; frame-ancestors 'none'";
+
+const PAGE_HTML: &str = include_str!("page.html");
+const PAGE_JS: &str = include_str!("page.js");
+const PAGE_CSS: &str = include_str!("page.css");
+
+/// How often an idle event stream is sent a comment, so a closed one is
+/// noticed and gives its slot back.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+
+/// A new token, as `tickbox mcp --http` makes one.
+pub fn new_token() -> Result<String, Exit> {
+    super::super::mcp::random_token()
+}
+
+/// What every handler shares.
+struct Shared {
+    inspector: Arc<Inspector>,
+    token: String,
+    cookie: String,
+    /// `Host` values this server answers to.
+    hosts: Vec<String>,
+    /// Whether any IP literal with our port is a good `Host` (listening on
+    /// an unspecified address: a name is still refused, so no rebinding).
+    any_ip: bool,
+    port: u16,
+    streams: Arc<Semaphore>,
+    /// Events for every open stream, as SSE text.
+    events: broadcast::Sender<Arc<str>>,
+    /// The connection slots of this server's door.
+    gate: Arc<Gate>,
+}
+
+/// Serves the page until `stop` resolves.
+pub async fn serve(
+    inspector: Arc<Inspector>,
+    listener: tokio::net::TcpListener,
+    token: String,
+    stop: impl Future<Output = ()>,
+) {
+    let local = listener
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
+    let port = local.port();
+    let mut hosts = Vec::new();
+    if local.ip().is_loopback() || local.ip().is_unspecified() {
+        for name in ["127.0.0.1", "localhost", "[::1]"] {
+            hosts.push(format!("{name}:{port}"));
+        }
+    }
+    if !local.ip().is_unspecified() {
+        hosts.push(local.to_string());
+    }
+    let ct = CancellationToken::new();
+    // The door's bounds are the MCP server's (its own counts).
+    let gate = Arc::new(Gate::new(
+        "inspect",
+        Bounds {
+            connections: MAX_CONNECTIONS,
+            per_peer: MAX_CONNECTIONS_PER_PEER,
+            unauthenticated: MAX_UNAUTHENTICATED,
+        },
+    ));
+    let shared = Arc::new(Shared {
+        inspector: inspector.clone(),
+        cookie: format!("tickbox-inspect-{port}"),
+        token,
+        hosts,
+        any_ip: local.ip().is_unspecified(),
+        port,
+        streams: Arc::new(Semaphore::new(MAX_EVENT_CLIENTS)),
+        events: broadcast::channel(EVENT_QUEUE).0,
+        gate: gate.clone(),
+    });
+    let pump = tokio::spawn(pump(inspector, shared.events.clone(), ct.clone()));
+    let handle = move |req: Request<Incoming>, conn: Arc<Conn>| {
+        let shared = shared.clone();
+        async move { shared.handle(req, &conn).await }
+    };
+    accept(listener, gate, handle, ct.clone(), stop).await;
+    ct.cancel();
+    let _ = pump.await;
+}
+
+/// One SSE event's text.
+fn sse(event: &str, data: &Value) -> Arc<str> {
+    // serde_json escapes line breaks, so `data` is one line; json_safe
+    // takes care of U+2028/2029 and the rest of the one policy.
+    let data = text::json_safe(&data.to_string());
+    Arc::from(format!("event: {event}\ndata: {data}\n\n"))
+}
+
+/// Turns what happens to the Tick into events for every stream: new
+/// frames, states, screens (at most one per [`SCREEN_INTERVAL`]), catalog
+/// changes and the end.
+async fn pump(inspector: Arc<Inspector>, out: broadcast::Sender<Arc<str>>, ct: CancellationToken) {
+    let session = inspector.session.clone();
+    let mut frames = inspector.timeline.subscribe();
+    let mut states = session.watch_state();
+    let mut screens = session.view().changes();
+    let mut events = session.events();
+    let (mut states_open, mut screens_open, mut events_open) = (true, true, true);
+    let mut last_screen = Instant::now() - SCREEN_INTERVAL;
+    loop {
+        tokio::select! {
+            _ = ct.cancelled() => return,
+            f = frames.recv() => match f {
+                Ok(f) => {
+                    let _ = out.send(sse("frame", &json!(f)));
+                }
+                // Fell behind: the ring has them; every page starts over.
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    let _ = out.send(sse("hello", &inspector.hello()));
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            },
+            changed = states.changed(), if states_open => match changed {
+                Ok(()) => {
+                    let snap = states.borrow_and_update().clone();
+                    let _ = out.send(sse("state", &inspector.state_event(&snap)));
+                }
+                Err(_) => states_open = false,
+            },
+            changed = screens.changed(), if screens_open => match changed {
+                Ok(()) => {
+                    // A Tick drawing constantly costs one snapshot per interval.
+                    tokio::time::sleep_until((last_screen + SCREEN_INTERVAL).into()).await;
+                    screens.borrow_and_update();
+                    last_screen = Instant::now();
+                    let _ = out.send(sse("screen", &inspector.screen()));
+                }
+                Err(_) => screens_open = false,
+            },
+            ev = events.recv(), if events_open => match ev {
+                Ok(SessionEvent::CatalogChanged(_)) => {
+                    let _ = out.send(sse("catalog", &inspector.catalog()));
+                }
+                Ok(SessionEvent::Ended(reason)) => {
+                    let reason = text::escape(&reason.to_string());
+                    let _ = out.send(sse("ended", &json!({"reason": reason})));
+                }
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Err(broadcast::error::RecvError::Closed) => events_open = false,
+            },
+        }
+    }
+}
+
+/// A streamed response body fed from a channel: the event stream.
+struct ChannelBody(mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+fn respond(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Body> {
+    let mut r = Response::new(Full::new(body.into()).boxed());
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+fn plain(status: StatusCode, text: &str) -> Response<Body> {
+    respond(status, "text/plain; charset=utf-8", format!("{text}\n"))
+}
+
+fn json_response(status: StatusCode, v: &Value) -> Response<Body> {
+    respond(status, "application/json", text::json_safe(&v.to_string()))
+}
+
+/// The headers every answer carries, whatever it is.
+fn harden(mut r: Response<Body>) -> Response<Body> {
+    let h = r.headers_mut();
+    h.insert("content-security-policy", HeaderValue::from_static(CSP));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    h.insert("x-frame-options", HeaderValue::from_static("DENY"));
+    h.insert("cache-control", HeaderValue::from_static("no-store"));
+    r
+}
+
+impl Shared {
+    async fn handle(&self, req: Request<Incoming>, conn: &Conn) -> Response<Body> {
+        harden(self.route(req, conn).await)
+    }
+
+    fn host_ok(&self, host: &str) -> bool {
+        if self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+            return true;
+        }
+        // Listening on every address: any IP literal with our port (a name
+        // could be rebound; an address cannot).
+        self.any_ip
+            && host
+                .parse::<SocketAddr>()
+                .is_ok_and(|a| a.port() == self.port)
+    }
+
+    /// The token in the cookie, the `Authorization` header or the query.
+    fn authorized<B>(&self, req: &Request<B>) -> bool {
+        let want = self.token.as_bytes();
+        let bearer = req
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+            .is_some_and(|given| same(given, want));
+        let cookie = req
+            .headers()
+            .get_all(hyper::header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|c| c.trim().split_once('='))
+            .any(|(k, v)| k == self.cookie && same(v.as_bytes(), want));
+        bearer | cookie | self.query_token(req)
+    }
+
+    fn query_token<B>(&self, req: &Request<B>) -> bool {
+        req.uri().query().is_some_and(|q| {
+            q.split('&')
+                .filter_map(|pair| pair.strip_prefix("token="))
+                .any(|given| same(given.as_bytes(), self.token.as_bytes()))
+        })
+    }
+
+    async fn route(&self, req: Request<Incoming>, conn: &Conn) -> Response<Body> {
+        let host = req
+            .headers()
+            .get(hyper::header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        if !self.host_ok(&host) {
+            tracing::info!(peer = %conn.peer(), host = %text::escape(&host), "refused a request for another host");
+            return plain(
+                StatusCode::FORBIDDEN,
+                "forbidden: the Host header does not name this server (DNS rebinding?)",
+            );
+        }
+        if !self.authorized(&req) {
+            tracing::info!(peer = %conn.peer(), "refused a request without the token");
+            return plain(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized: open the URL tickbox inspect printed at start (it carries the token)",
+            );
+        }
+        let origin = req
+            .headers()
+            .get(hyper::header::ORIGIN)
+            .map(|o| o.to_str().unwrap_or("?").to_string());
+        let own = format!("http://{host}");
+        if origin
+            .as_ref()
+            .is_some_and(|o| !o.eq_ignore_ascii_case(&own))
+        {
+            tracing::info!(peer = %conn.peer(), "refused a request from another origin");
+            return plain(
+                StatusCode::FORBIDDEN,
+                "forbidden: a request from another origin",
+            );
+        }
+        if let Err(refused) = self.gate.admit(conn) {
+            return *refused;
+        }
+        let path = req.uri().path().to_string();
+        if req.method() == Method::POST {
+            if origin.is_none() {
+                return plain(
+                    StatusCode::FORBIDDEN,
+                    "forbidden: an action needs the Origin header (browsers send it)",
+                );
+            }
+            let json = req
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("application/json"));
+            if !json {
+                return plain(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "an action's body must be application/json",
+                );
+            }
+            let (parts, body) = req.into_parts();
+            let body =
+                match read_body(&parts.headers, body, BODY_TIMEOUT, MAX_ACTION_BODY_BYTES).await {
+                    Ok(b) => b,
+                    Err(e) => return plain(StatusCode::PAYLOAD_TOO_LARGE, &e.to_string()),
+                };
+            let body: Value = match serde_json::from_slice(&body) {
+                Ok(v) => v,
+                Err(e) => return plain(StatusCode::BAD_REQUEST, &format!("not JSON: {e}")),
+            };
+            return match path.as_str() {
+                "/api/call" => self.call(&body).await,
+                "/api/keys" => self.keys(&body),
+                "/api/resize" => self.resize(&body),
+                _ => plain(StatusCode::NOT_FOUND, "not found"),
+            };
+        }
+        if req.method() != Method::GET {
+            return plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and POST");
+        }
+        match path.as_str() {
+            "/" if self.query_token(&req) => {
+                // The token moves into a cookie only this server's pages
+                // send, and out of the address bar (and the history).
+                let mut r = plain(StatusCode::SEE_OTHER, "to the page");
+                let cookie = format!(
+                    "{}={}; Path=/; HttpOnly; SameSite=Strict",
+                    self.cookie, self.token
+                );
+                if let Ok(v) = HeaderValue::from_str(&cookie) {
+                    r.headers_mut().insert(hyper::header::SET_COOKIE, v);
+                }
+                r.headers_mut()
+                    .insert(hyper::header::LOCATION, HeaderValue::from_static("/"));
+                r
+            }
+            "/" => respond(StatusCode::OK, "text/html; charset=utf-8", PAGE_HTML),
+            "/inspect.js" => respond(StatusCode::OK, "text/javascript; charset=utf-8", PAGE_JS),
+            "/inspect.css" => respond(StatusCode::OK, "text/css; charset=utf-8", PAGE_CSS),
+            "/events" => self.events(),
+            "/api/snapshot" => json_response(StatusCode::OK, &self.inspector.hello()),
+            "/api/export/scenario" => {
+                let mut r = respond(
+                    StatusCode::OK,
+                    "application/toml; charset=utf-8",
+                    self.inspector.scenario(),
+                );
+                r.headers_mut().insert(
+                    hyper::header::CONTENT_DISPOSITION,
+                    HeaderValue::from_static("attachment; filename=\"inspect.scenario.toml\""),
+                );
+                r
+            }
+            "/api/export/audit" => {
+                let mut r = respond(
+                    StatusCode::OK,
+                    "application/jsonl; charset=utf-8",
+                    self.inspector.audit_lines(),
+                );
+                r.headers_mut().insert(
+                    hyper::header::CONTENT_DISPOSITION,
+                    HeaderValue::from_static("attachment; filename=\"inspect.audit.jsonl\""),
+                );
+                r
+            }
+            _ => plain(StatusCode::NOT_FOUND, "not found"),
+        }
+    }
+
+    /// The event stream: `hello` with everything, then what the pump sends;
+    /// a stream that falls behind gets `hello` again.
+    fn events(&self) -> Response<Body> {
+        let Ok(permit) = self.streams.clone().try_acquire_owned() else {
+            return plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("busy: {MAX_EVENT_CLIENTS} event streams are open (the limit)"),
+            );
+        };
+        let (tx, rx) = mpsc::channel::<Bytes>(EVENT_QUEUE);
+        let mut events = self.events.subscribe();
+        let inspector = self.inspector.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let hello = sse("hello", &inspector.hello());
+            if tx.send(Bytes::from(hello.to_string())).await.is_err() {
+                return;
+            }
+            loop {
+                let next = tokio::select! {
+                    e = events.recv() => e,
+                    _ = tokio::time::sleep(KEEPALIVE) => Ok(Arc::from(": keep-alive\n\n")),
+                };
+                let text = match next {
+                    Ok(t) => t,
+                    Err(broadcast::error::RecvError::Lagged(_)) => sse("hello", &inspector.hello()),
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                // The page closed the stream: its slot comes free.
+                if tx.send(Bytes::from(text.to_string())).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let mut r = Response::new(ChannelBody(rx).boxed());
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        r
+    }
+
+    /// `POST /api/call {tool, args, confirm?: {tool, revision}}`: the
+    /// host's validation first (400 with its message), then, for a tool
+    /// that mutates, a confirmation naming this tool and the current
+    /// catalog revision (409 says what to confirm), then the call once.
+    async fn call(&self, body: &Value) -> Response<Body> {
+        let session = &self.inspector.session;
+        let Some(catalog) = session.descriptor() else {
+            return json_response(
+                StatusCode::CONFLICT,
+                &json!({"error": {"kind": "ended", "message": "the Tick has no catalog"}}),
+            );
+        };
+        let tool = body["tool"].as_str().unwrap_or_default().to_string();
+        let args = body.get("args").cloned().unwrap_or_else(|| json!({}));
+        let refused = |kind: &str, message: String| {
+            json_response(
+                StatusCode::BAD_REQUEST,
+                &json!({"error": {"kind": kind, "message": message}}),
+            )
+        };
+        if !args.is_object() {
+            return refused("invalid", "the args must be a JSON object (§7.1)".into());
+        }
+        let prepared = match catalog.prepare(&tool, args.clone()) {
+            Ok(p) => p,
+            Err(e) => return refused("invalid", text::escape(&e.to_string())),
+        };
+        let line = tickbox_runtime::session::call_line_len(&prepared);
+        let limit = tickbox_runtime::protocol::limits::MAX_LINE_BYTES;
+        if line > limit {
+            return refused(
+                "invalid",
+                format!("the call's request line would be {line} bytes, over the {limit}-byte line limit (§3.6); nothing was sent"),
+            );
+        }
+        if prepared.mutates {
+            let confirmed = body["confirm"]["tool"].as_str() == Some(tool.as_str())
+                && body["confirm"]["revision"].as_str() == Some(catalog.revision.as_str());
+            if !confirmed {
+                return json_response(
+                    StatusCode::CONFLICT,
+                    &json!({"confirm": {"tool": text::escape(&tool), "revision": text::escape(&catalog.revision)},
+                            "message": format!("`{}` mutates: confirm the call for catalog revision {}", text::escape(&tool), text::escape(&catalog.revision))}),
+                );
+            }
+            if let Some(audit) = session.audit() {
+                audit.approval("call", &tool, true, "the inspector page (confirmed)");
+            }
+        }
+        let started = Instant::now();
+        let outcome = session.call(&prepared).await;
+        let latency_ms = started.elapsed().as_millis() as u64;
+        self.inspector
+            .recorder
+            .called(&tool, &args, started, &outcome);
+        let answer = match outcome {
+            CallOutcome::Ok(v) => json!({"ok": TickData::new(v).inert(), "latency_ms": latency_ms}),
+            CallOutcome::Failed { error, executed } => json!({
+                "error": {
+                    "kind": "tool",
+                    "code": error.code,
+                    "message": error.message.line(),
+                    "data": TickData::new(error.data.unwrap_or(Value::Null)).inert(),
+                    "executed": executed,
+                },
+                "latency_ms": latency_ms,
+            }),
+            CallOutcome::Unknown(why) => json!({
+                "error": {"kind": "unknown", "message": format!("unknown outcome: {}; it was not resent", text::escape(&why.to_string()))},
+                "latency_ms": latency_ms,
+            }),
+        };
+        json_response(StatusCode::OK, &answer)
+    }
+
+    /// `POST /api/keys {bytes}`: key bytes to the Tick's terminal.
+    fn keys(&self, body: &Value) -> Response<Body> {
+        let Some(bytes) = body["bytes"].as_str() else {
+            return plain(StatusCode::BAD_REQUEST, "keys need {\"bytes\": \"...\"}");
+        };
+        if bytes.len() > MAX_KEY_BYTES {
+            return plain(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("at most {MAX_KEY_BYTES} key bytes at once (the limit)"),
+            );
+        }
+        self.inspector.session.view().send_input(bytes.as_bytes());
+        self.inspector.recorder.keys(bytes.as_bytes());
+        json_response(StatusCode::OK, &json!({"sent": bytes.len()}))
+    }
+
+    /// `POST /api/resize {cols, rows}`: the Tick's terminal size, within
+    /// the view's bounds.
+    fn resize(&self, body: &Value) -> Response<Body> {
+        use tickbox_runtime::view::{MAX_VIEW_COLS, MAX_VIEW_ROWS};
+        let dim = |k: &str, max: u16| {
+            body[k]
+                .as_u64()
+                .filter(|n| (1..=u64::from(max)).contains(n))
+                .map(|n| n as u16)
+        };
+        let (Some(cols), Some(rows)) = (dim("cols", MAX_VIEW_COLS), dim("rows", MAX_VIEW_ROWS))
+        else {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                &format!("a resize needs cols 1..={MAX_VIEW_COLS} and rows 1..={MAX_VIEW_ROWS}"),
+            );
+        };
+        let view = self.inspector.session.view();
+        if view.size() != (cols, rows) {
+            view.resize(cols, rows);
+            self.inspector.recorder.resized(cols, rows);
+        }
+        json_response(StatusCode::OK, &json!({"cols": cols, "rows": rows}))
+    }
+}
+
+/// `--open`: the default browser opens a 0600 file in the per-user state
+/// directory that forwards to the URL, so the token appears on no command
+/// line (which other local users can read in /proc). The file is removed
+/// when the returned guard drops.
+pub fn open_in_browser(url: &str, port: u16) -> Option<RemoveOnDrop> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let registry = tickbox_runtime::live::Registry::open().ok()?;
+    let path = registry.dir().join(format!("inspect-{port}-open.html"));
+    let page = format!(
+        "<!doctype html><meta charset=utf-8><meta http-equiv=refresh content=\"0;url={url}\"><title>tickbox inspect</title>\n"
+    );
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .and_then(|mut f| f.write_all(page.as_bytes()));
+    if let Err(e) = written {
+        eprintln!(
+            "tickbox inspect: cannot write {}: {e}; open the URL yourself",
+            path.display()
+        );
+        return None;
+    }
+    let guard = RemoveOnDrop(path.clone());
+    match std::process::Command::new("xdg-open")
+        .arg(&path)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    {
+        // xdg-open hands the file over and exits; reap it off this thread.
+        Ok(mut child) => {
+            std::thread::spawn(move || child.wait());
+        }
+        Err(e) => eprintln!("tickbox inspect: cannot run xdg-open ({e}); open the URL yourself"),
+    }
+    Some(guard)
+}
+
+/// A file removed when this drops.
+pub struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}

@@ -1,0 +1,284 @@
+//! The protocol timeline: every frame between the host and the Tick, seen
+//! by taps on the Tick's stdin and stdout and kept in a bounded ring.
+//!
+//! A tap changes nothing it carries: it copies each whole line's head (at
+//! most [`super::FRAME_HOLD_BYTES`]) and counts the rest, so a Tick's huge
+//! frame costs the timeline a bounded amount. What is kept of a frame is
+//! its direction, method, id, size, time, the latency of a response (from
+//! the request with its id) and a preview escaped by the one character
+//! policy; the ring holds [`super::MAX_TIMELINE_FRAMES`] and counts what it
+//! dropped.
+
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Instant;
+use tickbox_runtime::text;
+use tickbox_runtime::util::lock;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::broadcast;
+
+/// Which way a frame went.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum Dir {
+    /// Host → Tick (its stdin).
+    #[serde(rename = "to tick")]
+    ToTick,
+    /// Tick → host (its stdout).
+    #[serde(rename = "from tick")]
+    FromTick,
+}
+
+/// One frame as the page shows it. Every string is the Tick's and escaped.
+#[derive(Debug, Clone, Serialize)]
+pub struct FrameRecord {
+    /// Its number since the start (the first is 1).
+    pub n: u64,
+    pub dir: Dir,
+    /// `method` of a request or notification; empty for a response.
+    pub method: String,
+    /// `id`, as JSON text, when it has one.
+    pub id: Option<String>,
+    /// The line's size in bytes, newline excluded.
+    pub size: usize,
+    /// Milliseconds since the inspector started.
+    pub t_ms: u64,
+    /// For a response: milliseconds since the request with its id.
+    pub latency_ms: Option<u64>,
+    /// The start of the line, escaped.
+    pub preview: String,
+}
+
+/// The ring of frames and the stream of new ones.
+pub struct Timeline {
+    started: Instant,
+    /// Held by a tap on stdin from before its write until the frame is
+    /// recorded, and by a tap on stdout before it records: the Tick cannot
+    /// answer a request before the request is written, so its response is
+    /// never recorded before the request (which would lose its latency).
+    order: Mutex<()>,
+    inner: Mutex<Ring>,
+    events: broadcast::Sender<FrameRecord>,
+}
+
+#[derive(Default)]
+struct Ring {
+    next: u64,
+    frames: VecDeque<FrameRecord>,
+    dropped: u64,
+    /// Requests waiting for a response, by direction and id text, with
+    /// when they were sent (bounded like the ring).
+    pending: HashMap<(bool, String), Instant>,
+}
+
+impl Timeline {
+    pub fn new() -> Arc<Timeline> {
+        Arc::new(Timeline {
+            started: Instant::now(),
+            order: Mutex::new(()),
+            inner: Mutex::new(Ring::default()),
+            events: broadcast::channel(super::EVENT_QUEUE).0,
+        })
+    }
+
+    /// Frames kept now (oldest first) and how many were dropped before them.
+    pub fn snapshot(&self) -> (Vec<FrameRecord>, u64) {
+        let ring = lock(&self.inner);
+        (ring.frames.iter().cloned().collect(), ring.dropped)
+    }
+
+    /// New frames as they pass.
+    pub fn subscribe(&self) -> broadcast::Receiver<FrameRecord> {
+        self.events.subscribe()
+    }
+
+    /// One whole frame of `len` bytes whose head is `head`.
+    fn frame(&self, dir: Dir, head: &[u8], len: usize) {
+        #[derive(serde::Deserialize)]
+        struct Head {
+            method: Option<String>,
+            id: Option<Value>,
+        }
+        let now = Instant::now();
+        let parsed = serde_json::from_slice::<Head>(head).ok();
+        let method = parsed
+            .as_ref()
+            .and_then(|h| h.method.as_deref())
+            .map(|m| text::escape(text::truncate(m, super::FRAME_PREVIEW_CHARS)))
+            .unwrap_or_default();
+        let id = parsed
+            .as_ref()
+            .and_then(|h| h.id.as_ref())
+            .map(|id| text::escape(text::truncate(&id.to_string(), 64)));
+        let preview = text::escape(text::truncate(
+            &String::from_utf8_lossy(head),
+            super::FRAME_PREVIEW_CHARS,
+        ));
+        let mut ring = lock(&self.inner);
+        let mut latency_ms = None;
+        if let Some(id) = &id {
+            let key_of = |d: Dir| (d == Dir::ToTick, id.clone());
+            if method.is_empty() {
+                // A response answers a request that went the other way.
+                let asked = match dir {
+                    Dir::FromTick => Dir::ToTick,
+                    Dir::ToTick => Dir::FromTick,
+                };
+                latency_ms = ring
+                    .pending
+                    .remove(&key_of(asked))
+                    .map(|t| now.duration_since(t).as_millis() as u64);
+            } else {
+                if ring.pending.len() >= super::MAX_TIMELINE_FRAMES {
+                    ring.pending.clear();
+                }
+                ring.pending.insert(key_of(dir), now);
+            }
+        }
+        ring.next += 1;
+        let record = FrameRecord {
+            n: ring.next,
+            dir,
+            method,
+            id,
+            size: len,
+            t_ms: now.duration_since(self.started).as_millis() as u64,
+            latency_ms,
+            preview,
+        };
+        if ring.frames.len() >= super::MAX_TIMELINE_FRAMES {
+            ring.frames.pop_front();
+            ring.dropped += 1;
+        }
+        ring.frames.push_back(record.clone());
+        drop(ring);
+        // No subscriber (no page open) is not an error.
+        let _ = self.events.send(record);
+    }
+}
+
+/// A Tick's stdin or stdout with each whole line it carries recorded in a
+/// [`Timeline`]; the bytes pass unchanged.
+pub struct Tap<T> {
+    inner: T,
+    timeline: Arc<Timeline>,
+    dir: Dir,
+    head: Vec<u8>,
+    len: usize,
+}
+
+impl<T> Tap<T> {
+    pub fn new(inner: T, timeline: Arc<Timeline>, dir: Dir) -> Tap<T> {
+        Tap {
+            inner,
+            timeline,
+            dir,
+            head: Vec::new(),
+            len: 0,
+        }
+    }
+
+    fn see(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let (part, rest, whole) = match bytes.iter().position(|&b| b == b'\n') {
+                Some(n) => (&bytes[..n], &bytes[n + 1..], true),
+                None => (bytes, &[][..], false),
+            };
+            let room = super::FRAME_HOLD_BYTES.saturating_sub(self.head.len());
+            self.head.extend_from_slice(&part[..part.len().min(room)]);
+            self.len += part.len();
+            if whole {
+                self.timeline.frame(self.dir, &self.head, self.len);
+                self.head.clear();
+                self.len = 0;
+            }
+            bytes = rest;
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Tap<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = polled {
+            let timeline = this.timeline.clone();
+            let _order = lock(&timeline.order);
+            this.see(&buf.filled()[before..]);
+        }
+        polled
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Tap<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        // A write to a pipe never blocks here (it is polled), so holding
+        // the order lock across it costs the reader at most this write.
+        let timeline = this.timeline.clone();
+        let _order = lock(&timeline.order);
+        let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = polled {
+            this.see(&buf[..n]);
+        }
+        polled
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_kept_with_latency_escaped_and_bounded() {
+        let t = Timeline::new();
+        let mut to = Tap::new(Vec::<u8>::new(), t.clone(), Dir::ToTick);
+        let mut from = Tap::new(Vec::<u8>::new(), t.clone(), Dir::FromTick);
+        to.see(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tick/read\"}\n");
+        from.see(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"res");
+        from.see(b"ult\":{\"seq\":0,\"data\":\"x\"}}\n");
+        // Not JSON, with raw controls: kept, escaped, with no method or id.
+        from.see(b"\x1b]2;title\x07\xe2\x80\xae\n");
+        let (frames, dropped) = t.snapshot();
+        assert_eq!((frames.len(), dropped), (3, 0));
+        assert_eq!(frames[0].method, "tick/read");
+        assert_eq!(frames[1].id.as_deref(), Some("1"));
+        assert!(frames[1].latency_ms.is_some(), "{frames:?}");
+        assert_eq!(
+            (frames[2].method.as_str(), frames[2].id.as_deref()),
+            ("", None)
+        );
+        assert!(
+            !frames[2].preview.contains(['\x1b', '\x07', '\u{202e}']),
+            "{frames:?}"
+        );
+        assert!(frames[2].preview.contains("title"), "{frames:?}");
+        for _ in 0..super::super::MAX_TIMELINE_FRAMES {
+            from.see(b"{\"method\":\"tick/update\"}\n");
+        }
+        let (frames, dropped) = t.snapshot();
+        assert_eq!(frames.len(), super::super::MAX_TIMELINE_FRAMES);
+        assert_eq!(dropped, 3);
+    }
+}

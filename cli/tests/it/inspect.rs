@@ -1,0 +1,595 @@
+//! `tickbox inspect`: its door attacked through the wire (raw HTTP on
+//! loopback: no token, a wrong token, a foreign `Host`, a foreign or
+//! missing `Origin`, each beside a request that gets in), a hostile Tick's
+//! markup carried only as data, and the page driven in headless Chromium
+//! (Debian's chromium and chromedriver through Selenium,
+//! `tests/browser/inspect_page.py`): the counter's screen, a confirmed
+//! call, a key typed into the screen, the host's refusal of bad arguments,
+//! and the hostile Tick running nothing.
+//!
+//! The screenshot in README (`docs/inspect.png`) is the counter test's:
+//! `INSPECT_SCREENSHOT=$PWD/docs/inspect.png cargo test --workspace --test it inspect::the_counter`.
+
+use crate::util::*;
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Generous: the machine may be loaded (two busy cores).
+const PATIENCE: Duration = Duration::from_secs(90);
+
+/// `tickbox inspect` on a random loopback port, killed (with its Tick) on drop.
+struct Inspect {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    addr: String,
+    token: String,
+}
+
+impl Inspect {
+    fn start(args: &[String]) -> Inspect {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+            .arg("inspect")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .env_remove("RUST_LOG")
+            .env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"))
+            .env("TICKBOX_TRUST_DIR", target_dir().join("test-trust-none"))
+            .spawn()
+            .expect("spawn tickbox inspect");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let url = loop {
+            let line = lines
+                .next()
+                .expect("stderr ended before the URL")
+                .expect("stderr");
+            if let Some(url) = line.strip_prefix("tickbox inspect: serving the page on ") {
+                break url.to_string();
+            }
+        };
+        // Keep draining stderr so the server never blocks on it.
+        std::thread::spawn(move || for _ in lines {});
+        let rest = url.strip_prefix("http://").expect("an http URL");
+        let (addr, token) = rest.split_once("/?token=").expect("a token in the URL");
+        assert!(addr.starts_with("127.0.0.1:"), "loopback by default: {url}");
+        assert_eq!(token.len(), 64, "32 random bytes as hex: {url}");
+        Inspect {
+            child,
+            addr: addr.to_string(),
+            token: token.to_string(),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/?token={}", self.addr, self.token)
+    }
+
+    fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// One raw HTTP/1.1 request with these extra header lines (and `Host`
+    /// unless one is given); the status, the head and the body.
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[String],
+        body: &str,
+    ) -> (u16, String, String) {
+        let mut s = TcpStream::connect(&self.addr).expect("connect");
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+        if !headers
+            .iter()
+            .any(|h| h.to_ascii_lowercase().starts_with("host:"))
+        {
+            head.push_str(&format!("Host: {}\r\n", self.addr));
+        }
+        for h in headers {
+            head.push_str(h);
+            head.push_str("\r\n");
+        }
+        head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(body.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        let text = String::from_utf8_lossy(&raw).to_string();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+        (status, head.to_string(), body.to_string())
+    }
+
+    fn bearer(&self) -> String {
+        format!("Authorization: Bearer {}", self.token)
+    }
+
+    /// `GET /api/snapshot` with the token: everything the page is shown.
+    fn snapshot(&self) -> Value {
+        let (status, _, body) = self.request("GET", "/api/snapshot", &[self.bearer()], "");
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).expect("snapshot JSON")
+    }
+
+    /// A POST action as the page sends it (token, own Origin, JSON).
+    fn act(&self, path: &str, body: &str) -> (u16, String) {
+        let (status, _, body) = self.request(
+            "POST",
+            path,
+            &[
+                self.bearer(),
+                format!("Origin: {}", self.origin()),
+                "Content-Type: application/json".into(),
+            ],
+            body,
+        );
+        (status, body)
+    }
+}
+
+impl Drop for Inspect {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn native_counter() -> Vec<String> {
+    vec!["--".into(), "python3".into(), tick("counter.py")]
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+#[test]
+fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
+    let i = Inspect::start(&native_counter());
+    // No token, a wrong one (as every carrier): 401.
+    let (status, _, _) = i.request("GET", "/", &[], "");
+    assert_eq!(status, 401, "no token");
+    let (status, _, _) = i.request("GET", "/api/snapshot", &[], "");
+    assert_eq!(status, 401, "no token");
+    let wrong = "0".repeat(64);
+    for h in [
+        format!("Authorization: Bearer {wrong}"),
+        format!(
+            "Cookie: tickbox-inspect-{}={wrong}",
+            i.addr.rsplit(':').next().unwrap()
+        ),
+    ] {
+        let (status, _, _) = i.request("GET", "/api/snapshot", std::slice::from_ref(&h), "");
+        assert_eq!(status, 401, "{h}");
+    }
+    let (status, _, _) = i.request("GET", &format!("/?token={wrong}"), &[], "");
+    assert_eq!(status, 401, "a wrong token in the URL");
+    let (status, _, _) = i.request("GET", "/events", &[], "");
+    assert_eq!(status, 401, "the event stream wants the token too");
+
+    // The URL's token: a cookie, and the token leaves the address bar.
+    let (status, head, _) = i.request("GET", &format!("/?token={}", i.token), &[], "");
+    assert_eq!(status, 303, "{head}");
+    assert_eq!(header(&head, "location"), Some("/"));
+    let cookie = header(&head, "set-cookie").expect("a cookie");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap().to_string();
+    // The cookie alone opens the page (positive control), with the CSP.
+    let (status, head, body) = i.request("GET", "/", &[format!("Cookie: {pair}")], "");
+    assert_eq!(status, 200, "{head}");
+    assert!(body.contains("<script src=\"/inspect.js\""), "{body}");
+    let csp = header(&head, "content-security-policy").expect("a CSP");
+    for part in [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+    ] {
+        assert!(csp.contains(part), "{csp}");
+    }
+    assert!(!csp.contains("unsafe"), "{csp}");
+    assert_eq!(header(&head, "x-content-type-options"), Some("nosniff"));
+    assert_eq!(header(&head, "referrer-policy"), Some("no-referrer"));
+
+    // A foreign Host (a rebound name) is refused even with the token.
+    for host in [
+        "evil.example",
+        &format!("evil.example:{}", i.addr.rsplit(':').next().unwrap()),
+        "127.0.0.1:1",
+    ] {
+        let (status, _, body) = i.request(
+            "GET",
+            "/api/snapshot",
+            &[i.bearer(), format!("Host: {host}")],
+            "",
+        );
+        assert_eq!(status, 403, "Host {host}: {body}");
+    }
+    let (status, _, _) = i.request(
+        "GET",
+        "/api/snapshot",
+        &[
+            i.bearer(),
+            format!("Host: localhost:{}", i.addr.rsplit(':').next().unwrap()),
+        ],
+        "",
+    );
+    assert_eq!(status, 200, "localhost with our port is ours");
+
+    // Actions: another site's Origin, or none, is refused; ours gets in.
+    let key = r#"{"bytes": "+"}"#;
+    for origin in [
+        Some("http://evil.example".to_string()),
+        Some("null".into()),
+        Some("http://127.0.0.1:1".into()),
+        None,
+    ] {
+        let mut headers = vec![i.bearer(), "Content-Type: application/json".to_string()];
+        if let Some(o) = &origin {
+            headers.push(format!("Origin: {o}"));
+        }
+        let (status, _, body) = i.request("POST", "/api/keys", &headers, key);
+        assert_eq!(status, 403, "Origin {origin:?}: {body}");
+    }
+    let (status, _, _) = i.request(
+        "GET",
+        "/api/snapshot",
+        &[i.bearer(), "Origin: http://evil.example".into()],
+        "",
+    );
+    assert_eq!(status, 403, "a cross-origin read too");
+    assert_eq!(
+        i.snapshot()["state"]["data"]["value"],
+        0,
+        "nothing refused reached the Tick"
+    );
+    let (status, body) = i.act("/api/keys", key);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        eventually(PATIENCE, || i.snapshot()["state"]["data"]["value"] == 1),
+        "the key reached the Tick: {}",
+        i.snapshot()
+    );
+    // A form post (not JSON) is refused even from our own origin.
+    let (status, _, _) = i.request(
+        "POST",
+        "/api/keys",
+        &[
+            i.bearer(),
+            format!("Origin: {}", i.origin()),
+            "Content-Type: application/x-www-form-urlencoded".into(),
+        ],
+        "bytes=%2B",
+    );
+    assert_eq!(status, 415);
+}
+
+#[test]
+fn calls_are_validated_by_the_host_and_mutating_ones_confirmed_for_the_revision() {
+    let i = Inspect::start(&native_counter());
+    let (status, body) = i.act(
+        "/api/call",
+        r#"{"tool": "increment", "args": {"amount": "x"}}"#,
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.contains("is not of type"),
+        "the host's message: {body}"
+    );
+    let (status, body) = i.act(
+        "/api/call",
+        r#"{"tool": "increment", "args": {"amount": 2}}"#,
+    );
+    assert_eq!(status, 409, "a mutating call needs a confirmation: {body}");
+    let asked: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(asked["confirm"]["tool"], "increment");
+    assert_eq!(asked["confirm"]["revision"], "1");
+    let (status, body) = i.act(
+        "/api/call",
+        r#"{"tool": "increment", "args": {"amount": 2}, "confirm": {"tool": "increment", "revision": "0"}}"#,
+    );
+    assert_eq!(
+        status, 409,
+        "a confirmation for another revision is none: {body}"
+    );
+    assert_eq!(
+        i.snapshot()["state"]["data"]["value"],
+        0,
+        "nothing unconfirmed ran"
+    );
+    let (status, body) = i.act(
+        "/api/call",
+        r#"{"tool": "increment", "args": {"amount": 2}, "confirm": {"tool": "increment", "revision": "1"}}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let done: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(done["ok"]["value"], 2, "{done}");
+    assert!(done["latency_ms"].is_u64(), "{done}");
+    let snap = i.snapshot();
+    assert_eq!(snap["state"]["data"]["value"], 2, "{snap}");
+    assert!(snap["state"]["seq"].as_u64() >= Some(1), "{snap}");
+    let changed = snap["state"]["changed"].as_array().unwrap();
+    assert!(changed.iter().any(|p| p == "/value"), "{snap}");
+    // The timeline has the call both ways, the response with its latency.
+    let frames = snap["frames"].as_array().unwrap();
+    let call = frames
+        .iter()
+        .find(|f| f["method"] == "tick/call" && f["dir"] == "to tick")
+        .unwrap_or_else(|| panic!("no call in {frames:?}"));
+    let answer = frames
+        .iter()
+        .find(|f| f["id"] == call["id"] && f["dir"] == "from tick" && f["method"] == "")
+        .unwrap_or_else(|| panic!("no answer in {frames:?}"));
+    assert!(answer["latency_ms"].is_u64(), "{answer}");
+    // The exports: a scenario with the call, the audit stream with the
+    // approval and the call.
+    let (status, _, scenario) = i.request("GET", "/api/export/scenario", &[i.bearer()], "");
+    assert_eq!(status, 200);
+    assert!(
+        scenario.contains("call = \"increment\"") && scenario.contains("amount = 2"),
+        "{scenario}"
+    );
+    let (status, _, audit) = i.request("GET", "/api/export/audit", &[i.bearer()], "");
+    assert_eq!(status, 200);
+    assert!(
+        audit.contains("\"event\":\"approval\"") && audit.contains("\"event\":\"call\""),
+        "{audit}"
+    );
+}
+
+/// The markup the hostile Tick puts in every string.
+const MARKUP: [&str; 3] = [
+    "<script>window.__pwned",
+    "<img src=x onerror=",
+    "<svg onload=",
+];
+
+#[test]
+fn a_hostile_ticks_markup_reaches_the_page_only_as_data() {
+    let i = Inspect::start(&["--".into(), "python3".into(), tick("webhostile.py")]);
+    assert!(
+        eventually(PATIENCE, || {
+            let s = i.snapshot();
+            s["screen"]["lines"].to_string().contains("SCREEN")
+        }),
+        "the screen"
+    );
+    let (status, body) = i.act("/api/call", r#"{"tool": "fail", "args": {}}"#);
+    assert_eq!(status, 200, "{body}");
+    let snap = i.snapshot();
+    let raw = serde_json::to_string(&snap).unwrap();
+    for m in MARKUP {
+        // Carried as data: in the catalog, the state, the screen, an error.
+        for part in ["catalog", "state", "screen"] {
+            assert!(
+                snap[part].to_string().contains(m),
+                "{part} lacks {m}: {}",
+                snap[part]
+            );
+        }
+        assert!(body.contains(m), "the error carries {m}: {body}");
+    }
+    // Terminal controls are escaped visibly, never raw, anywhere.
+    for (what, text) in [("snapshot", &raw), ("call", &body)] {
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains('\u{202e}'),
+            "{what}: {text}"
+        );
+    }
+    assert!(
+        snap["catalog"]["title"]
+            .as_str()
+            .unwrap()
+            .contains("\\x1b]2;pwned-title"),
+        "{}",
+        snap["catalog"]
+    );
+    // The event stream's first event carries the same data.
+    let mut s = TcpStream::connect(&i.addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(
+        s,
+        "GET /events HTTP/1.1\r\nHost: {}\r\n{}\r\n\r\n",
+        i.addr,
+        i.bearer()
+    )
+    .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 8192];
+    while !String::from_utf8_lossy(&seen).contains("\n\n")
+        || !String::from_utf8_lossy(&seen).contains("event: hello")
+    {
+        let n = s.read(&mut buf).expect("the event stream");
+        assert!(
+            n > 0,
+            "the stream ended: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let stream = String::from_utf8_lossy(&seen);
+    assert!(stream.contains("text/event-stream"), "{stream}");
+    assert!(stream.contains("<img src=x onerror="), "{stream}");
+    assert!(!stream.contains('\u{1b}'), "{stream}");
+    // The page never parses text as markup: no sink that would in its script.
+    let (status, _, js) = i.request("GET", "/inspect.js", &[i.bearer()], "");
+    assert_eq!(status, 200);
+    assert!(js.contains("textContent"), "the script as served: {js}");
+    for sink in [
+        "innerHTML",
+        "outerHTML",
+        "insertAdjacentHTML",
+        "document.write",
+        "eval(",
+        "new Function",
+        "setTimeout(\"",
+        "srcdoc",
+    ] {
+        assert!(!js.contains(sink), "the page's script uses {sink}");
+    }
+}
+
+/// The browser test's Python, or why it cannot run.
+fn browser_python() -> std::path::PathBuf {
+    let py = root().join("tests/browser/.venv/bin/python3");
+    assert!(
+        py.exists()
+            && std::path::Path::new("/usr/bin/chromium").exists()
+            && std::path::Path::new("/usr/bin/chromedriver").exists(),
+        "the browser tests need tests/setup.sh (chromium, chromium-driver, tests/browser/.venv)"
+    );
+    py
+}
+
+/// Runs the page driver in its own process group, killed whole (driver,
+/// chromedriver, chromium) if it outlives its deadline; what it saw.
+fn drive(args: &[String]) -> Value {
+    let mut cmd = Command::new(browser_python());
+    cmd.arg(root().join("tests/browser/inspect_page.py"))
+        .args(args)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = finish_within_group(cmd, Duration::from_secs(400));
+    assert_eq!(
+        out.code, 0,
+        "the page driver failed: {}\n{}",
+        out.stdout, out.stderr
+    );
+    serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
+}
+
+/// Runs `cmd` (stdout and stderr piped) to its end within `limit`, then
+/// kills its whole process group: a browser a failing driver left behind
+/// goes too, and so does everything when the test fails on the way.
+fn finish_within_group(mut cmd: Command, limit: Duration) -> Output {
+    struct Group(i32);
+    impl Drop for Group {
+        fn drop(&mut self) {
+            // SAFETY: kill(2) on the process group this test created.
+            unsafe { libc::kill(-self.0, libc::SIGKILL) };
+        }
+    }
+    let start = std::time::Instant::now();
+    let mut child = cmd.spawn().expect("start the page driver");
+    let _group = Group(child.id() as i32);
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "the page driver did not finish within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Output {
+        code: status.code().unwrap_or(-1),
+        stdout: out_t.join().unwrap_or_default(),
+        stderr: err_t.join().unwrap_or_default(),
+        elapsed: start.elapsed(),
+    }
+}
+
+#[test]
+fn the_counter_in_headless_chromium() {
+    let wasm = build_wasm("examples", "counter", "wasm32-wasip2");
+    let i = Inspect::start(&[wasm.to_string_lossy().into_owned()]);
+    let dir = TempDir::new("inspect-shot");
+    let shot = std::env::var("INSPECT_SCREENSHOT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| dir.path("inspect.png"));
+    let seen = drive(&[
+        "counter".into(),
+        i.url(),
+        shot.to_string_lossy().into_owned(),
+    ]);
+    let s = |k: &str| seen[k].as_str().unwrap_or_default().to_string();
+    assert!(
+        !s("address_bar").contains("token"),
+        "the token left the address bar: {seen}"
+    );
+    assert!(s("first_screen").contains("Counter: 0"), "{seen}");
+    let confirm = s("confirm_text");
+    assert!(
+        confirm.contains("increment") && confirm.contains("revision 1"),
+        "{seen}"
+    );
+    assert!(s("increment_outcome").contains("\"value\": 3"), "{seen}");
+    assert!(s("state_meta_after_call").contains("seq 1"), "{seen}");
+    assert!(
+        seen["changed_after_call"].to_string().contains("value"),
+        "{seen}"
+    );
+    assert!(s("screen_after_key").contains("Counter: 4"), "{seen}");
+    assert!(
+        s("bad_args_outcome").contains("is not of type"),
+        "the host's message: {seen}"
+    );
+    assert_eq!(seen["confirm_shown_for_bad_args"], false, "{seen}");
+    assert!(
+        s("timeline").contains("tick/call") && s("timeline").contains("tick/update"),
+        "{seen}"
+    );
+    assert_eq!(s("title"), "tickbox inspect");
+    let png = std::fs::read(&shot).expect("the screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
+        "a PNG of the page"
+    );
+    assert_eq!(i.snapshot()["state"]["data"]["value"], 4);
+}
+
+#[test]
+fn a_hostile_tick_runs_nothing_in_headless_chromium() {
+    let i = Inspect::start(&["--".into(), "python3".into(), tick("webhostile.py")]);
+    let seen = drive(&["hostile".into(), i.url()]);
+    let s = |k: &str| seen[k].as_str().unwrap_or_default().to_string();
+    // The payloads are on the page, as text ...
+    for m in MARKUP {
+        for part in [
+            "title_shown",
+            "tools_text",
+            "state_text",
+            "screen_text",
+            "fail_outcome",
+        ] {
+            assert!(s(part).contains(m), "{part} shows {m} as text: {seen}");
+        }
+    }
+    // ... and nothing of them ran or became an element.
+    assert_eq!(seen["pwned"], Value::Null, "{seen}");
+    assert_eq!(s("document_title"), "tickbox inspect", "{seen}");
+    assert_eq!(seen["scripts"], 1, "only the page's own script: {seen}");
+    assert_eq!(seen["imgs"], 0, "{seen}");
+    assert_eq!(seen["svgs"], 0, "{seen}");
+}

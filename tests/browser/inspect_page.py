@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Drives `tickbox inspect`'s page in headless Chromium (Debian's chromium
+and chromedriver, through Selenium) and prints what it saw as one JSON
+object on stdout; cli/tests/it/inspect.rs makes the assertions.
+
+    inspect_page.py counter URL SCREENSHOT.png
+    inspect_page.py hostile URL
+
+Every wait is for something to appear, with a generous deadline (the
+machine may be loaded); chromedriver and chromium end with the script
+(driver.quit() in a finally, and the test kills the process group).
+"""
+import json, sys, tempfile
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+PATIENCE = 90
+
+
+def browser():
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--no-first-run", "--disable-extensions", "--window-size=1400,1000",
+              "--user-data-dir=" + tempfile.mkdtemp(prefix="tickbox-inspect-chromium-")]:
+        opts.add_argument(a)
+    # The driver Debian installs: Selenium Manager downloads nothing.
+    return webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=opts)
+
+
+def wait(d, what, cond):
+    try:
+        return WebDriverWait(d, PATIENCE, poll_frequency=0.1).until(lambda _: cond())
+    except Exception as e:
+        raise SystemExit(f"timed out waiting for {what}: {e!r}; screen: {text(d, '#screen')!r}; "
+                         f"state: {text(d, '#state')!r}; status: {text(d, '#status')!r}")
+
+
+def text(d, css):
+    try:
+        return d.find_element(By.CSS_SELECTOR, css).text
+    except Exception:
+        return ""
+
+
+def wait_text(d, css, needle):
+    """The text of `css` once it contains `needle` (a screen may be read
+    between a Tick's clear and its redraw: the text that matched is kept)."""
+    def seen():
+        t = text(d, css)
+        return t if needle in t else None
+    return wait(d, f"{needle!r} in {css}", seen)
+
+
+def outcome(d, tool):
+    return text(d, f'form[data-tool="{tool}"] .outcome')
+
+
+def call(d, tool):
+    d.find_element(By.CSS_SELECTOR, f'form[data-tool="{tool}"] button.call').click()
+
+
+def counter(d, url, shot):
+    seen = {}
+    d.get(url)
+    seen["first_screen"] = wait_text(d, "#screen", "Counter: 0")
+    seen["address_bar"] = d.current_url
+    # increment through its form: a mutating tool asks to confirm first.
+    amount = d.find_element(By.CSS_SELECTOR, 'form[data-tool="increment"] input[name="amount"]')
+    amount.send_keys("3")
+    call(d, "increment")
+    wait(d, "the confirmation", lambda: d.find_element(By.ID, "confirm").is_displayed())
+    seen["confirm_text"] = text(d, "#confirm-text")
+    d.find_element(By.ID, "confirm-yes").click()
+    wait(d, "the result", lambda: "ok in" in outcome(d, "increment"))
+    seen["increment_outcome"] = outcome(d, "increment")
+    wait(d, "the screen to show 3", lambda: "Counter: 3" in text(d, "#screen"))
+    wait(d, "the state to show 3", lambda: '"value": 3' in text(d, "#state"))
+    seen["state_after_call"] = text(d, "#state")
+    seen["state_meta_after_call"] = text(d, "#state-meta")
+    seen["changed_after_call"] = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#state li.changed")]
+    # A key typed into the screen panel goes to the Tick.
+    d.find_element(By.ID, "screen").click()
+    d.find_element(By.ID, "screen").send_keys("+")
+    seen["screen_after_key"] = wait_text(d, "#screen", "Counter: 4")
+    wait(d, "the state to show 4", lambda: '"value": 4' in text(d, "#state"))
+    # Bad args: the host refuses them and the form shows its message.
+    amount.clear()
+    d.find_element(By.CSS_SELECTOR, 'form[data-tool="increment"] input.as-json').click()
+    area = d.find_element(By.CSS_SELECTOR, 'form[data-tool="increment"] textarea.args-json')
+    area.clear()
+    area.send_keys('{"amount": "many"}')
+    call(d, "increment")
+    wait(d, "the host's refusal", lambda: "refused" in outcome(d, "increment"))
+    seen["bad_args_outcome"] = outcome(d, "increment")
+    seen["confirm_shown_for_bad_args"] = d.find_element(By.ID, "confirm").is_displayed()
+    wait(d, "the call in the timeline", lambda: "tick/call" in text(d, "#frames"))
+    seen["timeline"] = text(d, "#frames")
+    seen["title"] = d.title
+    d.save_screenshot(shot)
+    return seen
+
+
+def hostile(d, url):
+    seen = {}
+    d.get(url)
+    wait(d, "the hostile Tick's tools", lambda: d.find_elements(By.CSS_SELECTOR, 'form[data-tool="echo"]'))
+    wait(d, "the hostile screen", lambda: "SCREEN" in text(d, "#screen"))
+    d.find_element(By.CSS_SELECTOR, 'form[data-tool="echo"] input[name="x"]').send_keys("hi")
+    call(d, "echo")
+    wait(d, "echo's result", lambda: "ok in" in outcome(d, "echo"))
+    call(d, "fail")
+    wait(d, "fail's error", lambda: "error -32000" in outcome(d, "fail"))
+    seen["title_shown"] = text(d, "#tick-title")
+    seen["tools_text"] = text(d, "#tools")
+    seen["state_text"] = text(d, "#state")
+    seen["screen_text"] = text(d, "#screen")
+    seen["fail_outcome"] = outcome(d, "fail")
+    seen["pwned"] = d.execute_script("return window.__pwned === undefined ? null : String(window.__pwned)")
+    seen["document_title"] = d.title
+    seen["scripts"] = d.execute_script("return document.scripts.length")
+    seen["imgs"] = d.execute_script("return document.images.length")
+    seen["svgs"] = d.execute_script("return document.getElementsByTagName('svg').length")
+    return seen
+
+
+def main():
+    mode, url = sys.argv[1], sys.argv[2]
+    d = browser()
+    try:
+        seen = counter(d, url, sys.argv[3]) if mode == "counter" else hostile(d, url)
+    finally:
+        d.quit()
+    print(json.dumps(seen))
+
+
+main()
