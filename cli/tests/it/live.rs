@@ -1151,7 +1151,7 @@ fn a_long_first_compile_under_run_says_so_on_the_terminal() {
         host.text()
     );
     assert!(
-        host.text().contains("--compile-timeout"),
+        host.text().contains("compile_timeout (5 s)"),
         "{:?}",
         host.text()
     );

@@ -80,9 +80,10 @@ async fn a_timed_out_call_keeps_its_slot_until_the_tick_answers() {
     let config = SessionConfig {
         call_timeout: Duration::from_millis(300),
         // Also initialization's bound: python3 must start and answer
-        // describe within it on a loaded machine (0.6 s was not always
-        // enough). The slots stay busy for 30 s whatever this is.
-        request_timeout: Duration::from_secs(3),
+        // describe within it on a loaded machine (0.6 s, then 3 s, were
+        // not always enough at a load average of 12). The ninth request
+        // waits this long for a slot; the slots stay busy for 30 s.
+        request_timeout: Duration::from_secs(10),
         ..Default::default()
     };
     let s = Arc::new(start_with(faulty("slow"), config).await);

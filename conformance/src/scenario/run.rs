@@ -300,7 +300,7 @@ impl Tracer {
         step: usize,
         view: &tickbox_host::View,
         record: StepRecord<'_>,
-        state: Option<Value>,
+        state: impl Fn() -> (Option<Value>, u64),
         last: bool,
     ) {
         view.settle(Duration::ZERO, SNAPSHOT_SETTLE_MAX).await;
@@ -316,10 +316,20 @@ impl Tracer {
                 break;
             }
         }
+        // The reader has read every update the taps passed; the session
+        // takes each right after, so wait (as long) until it has: the state
+        // recorded is then the one those frames made, on every run. An
+        // update the session refused never counts, and the bound ends that
+        // wait.
+        let (mut data, mut taken) = state();
+        while taken < self.rec.updates_seen() && Instant::now() < until {
+            tokio::time::sleep(TRACE_QUIET).await;
+            (data, taken) = state();
+        }
         self.rec.at(self.now(step));
         self.rec.screen(&view.snapshot());
         self.rec
-            .step(&record, &view.screen_text(), state.as_ref(), last);
+            .step(&record, &view.screen_text(), data.as_ref(), last);
     }
 
     fn finish(self, r: &ScenarioResult) -> Trace {
@@ -544,7 +554,7 @@ async fn run_traced(
             found: &[],
         };
         let last = scenario.steps.is_empty();
-        t.end(0, &view, record, runner.data(), last).await;
+        t.end(0, &view, record, || runner.data_taken(), last).await;
     }
     let mut outcome = Outcome::Passed;
     // A request made while the Tick started: no step made it.
@@ -596,7 +606,8 @@ async fn run_traced(
                 found,
             };
             let last = done.is_err() || i + 1 == scenario.steps.len();
-            t.end(s.index, &view, record, runner.data(), last).await;
+            t.end(s.index, &view, record, || runner.data_taken(), last)
+                .await;
         }
         if let Err((expected, found)) = done {
             outcome = Outcome::Failed(Failure {
@@ -647,6 +658,13 @@ impl Runner<'_> {
     /// it through `diff::render`, which escapes it.
     fn data(&self) -> Option<Value> {
         self.session.state().state.map(|s| s.data.wire().clone())
+    }
+
+    /// The state and how many updates the session has taken.
+    fn data_taken(&self) -> (Option<Value>, u64) {
+        let snapshot = self.session.state();
+        let data = snapshot.state.map(|s| s.data.wire().clone());
+        (data, snapshot.updates)
     }
 
     /// The screen's raw text, for comparisons and snapshot files; reports

@@ -144,7 +144,18 @@ struct Inner {
     left_out: u64,
     /// Frames seen in all, kept or not.
     seen: u64,
+    /// `tick/update` notifications among the frames from the Tick.
+    updates: u64,
     cut: bool,
+}
+
+/// Whether a whole frame from the Tick is a `tick/update` notification
+/// (parsed only when the method's name appears in it).
+fn is_update(frame: &[u8]) -> bool {
+    const METHOD: &[u8] = b"tick/update";
+    frame.windows(METHOD.len()).any(|w| w == METHOD)
+        && serde_json::from_slice::<Value>(frame)
+            .is_ok_and(|v| v.get("method").and_then(Value::as_str) == Some("tick/update"))
 }
 
 impl Recorder {
@@ -160,6 +171,7 @@ impl Recorder {
                 renderer: Renderer::new(cols, rows),
                 left_out: 0,
                 seen: 0,
+                updates: 0,
                 cut: false,
             }),
         })
@@ -172,6 +184,12 @@ impl Recorder {
     /// How many frames have passed the taps so far.
     pub(crate) fn frames_seen(&self) -> u64 {
         self.lock().seen
+    }
+
+    /// How many `tick/update` notifications came from the Tick so far: a
+    /// step's state is recorded once the session has taken that many.
+    pub(crate) fn updates_seen(&self) -> u64 {
+        self.lock().updates
     }
 
     /// Events from now on happen at `t` (never earlier than the last).
@@ -189,8 +207,10 @@ impl Recorder {
     /// One whole protocol frame (a line without its newline), of `len`
     /// bytes of which `kept` were held.
     fn frame(&self, dir: Direction, kept: &[u8], len: usize) {
+        let update = dir == Direction::FromTick && is_update(kept);
         let mut i = self.lock();
         i.seen += 1;
+        i.updates += u64::from(update);
         if i.cut {
             // Not even escaped: past the bound a chatty Tick costs only a count.
             i.left_out += 1;
@@ -640,6 +660,21 @@ pub fn file_name(scenario: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only a frame whose method is `tick/update` counts, wherever the
+    /// words appear otherwise.
+    #[test]
+    fn updates_are_told_by_their_method() {
+        let update = br#"{"jsonrpc":"2.0","method":"tick/update","params":{"seq":1,"data":{}}}"#;
+        assert!(is_update(update));
+        for other in [
+            &br#"{"jsonrpc":"2.0","id":1,"result":{"note":"tick/update"}}"#[..],
+            br#"{"jsonrpc":"2.0","method":"tick/log","params":{"m":"tick/update"}}"#,
+            br#"not json tick/update"#,
+        ] {
+            assert!(!is_update(other), "{}", String::from_utf8_lossy(other));
+        }
+    }
 
     fn summary() -> Summary<'static> {
         Summary {
