@@ -537,7 +537,8 @@ const DRAINING_NEW_SESSION: &str =
     "draining: this host is shutting down and takes no new MCP sessions; start one on another host";
 
 /// The refusal of a new request of an open session while draining.
-const DRAINING_NEW_REQUEST: &str = "draining: this host is shutting down and takes no new requests; \
+const DRAINING_NEW_REQUEST: &str =
+    "draining: this host is shutting down and takes no new requests; \
      the calls in flight finish, then the session ends: start a new one on another host";
 
 const SESSION_HEADER: &str = "mcp-session-id";

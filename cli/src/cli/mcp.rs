@@ -8,13 +8,13 @@
 use super::consent::{self, Asking};
 use super::exit::Exit;
 use super::open::{self, TickOpts, TickSpec};
+use super::signals::Signals;
 use clap::Args;
 use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tickbox_runtime::audit::Origin;
 use tickbox_runtime::live;
-use super::signals::Signals;
 use tickbox_runtime::mcp::http::metrics::MetricsEndpoint;
 use tickbox_runtime::mcp::http::Drained;
 use tickbox_runtime::mcp::{

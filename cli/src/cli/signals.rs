@@ -32,10 +32,7 @@ impl Signals {
     /// runs. If the handlers cannot be installed, no signal is ever seen
     /// here (the process then ends as the default action says).
     pub fn listen() -> Signals {
-        let (tx, seen) = watch::channel(Seen {
-            count: 0,
-            last: "",
-        });
+        let (tx, seen) = watch::channel(Seen { count: 0, last: "" });
         match (
             signal(SignalKind::interrupt()),
             signal(SignalKind::terminate()),

@@ -48,7 +48,10 @@ fn call_until(server: &HttpServer, session: &str, until: &Path) -> JoinHandle<St
 
 /// The status of a raw response text (0 when there is none).
 fn status_of(text: &str) -> u16 {
-    text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0)
+    text.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
 }
 
 /// Waits until the Tick has started a `sleep` call (logged by shifty).
@@ -113,7 +116,10 @@ fn sigterm_drains_a_call_in_flight_refuses_new_work_and_exits_0() {
 
     server.signal(libc::SIGTERM);
     let (_, ready) = wait_until_draining(&server);
-    assert!(body_of(&ready).ends_with("not ready: draining\n"), "{ready}");
+    assert!(
+        body_of(&ready).ends_with("not ready: draining\n"),
+        "{ready}"
+    );
     assert_eq!(probe(&server, "/healthz").0, 200, "alive while draining");
     // A new session: refused, with one line saying why.
     let (status, text) = try_initialize(&server);
@@ -208,7 +214,10 @@ impl Haproxy {
         let documented = std::fs::read_to_string(root().join("docs/deploy/haproxy.cfg"))
             .expect("docs/deploy/haproxy.cfg");
         for placeholder in ["127.0.0.1:8700", "127.0.0.1:8701", "127.0.0.1:8702"] {
-            assert!(documented.contains(placeholder), "{placeholder} in the config");
+            assert!(
+                documented.contains(placeholder),
+                "{placeholder} in the config"
+            );
         }
         // A port taken between choosing and binding makes it exit: try another.
         for _ in 0..5 {
@@ -322,8 +331,7 @@ fn haproxy_keeps_each_session_on_its_host_while_the_other_drains() {
     let token = "deployment-token-0123456789abcdef";
     let file = t.path("token");
     std::fs::write(&file, format!("{token}\n")).unwrap();
-    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
-        .unwrap();
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let counter = crate::mcp_clients::counter_wasm();
     let cache = crate::mcp_clients::cache_dir();
     let host = || {
@@ -372,7 +380,10 @@ fn haproxy_keeps_each_session_on_its_host_while_the_other_drains() {
     let stdout = client.stdout.take().unwrap();
     std::thread::spawn(move || {
         use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
             let _ = tx.send(line);
         }
     });
@@ -411,12 +422,7 @@ fn haproxy_keeps_each_session_on_its_host_while_the_other_drains() {
     assert_eq!(hosts[other].wait_exit(), 0, "{:?}", hosts[other].stderr());
 
     // The session goes on where it was: 5, 6, 7, 8.
-    client
-        .stdin
-        .as_mut()
-        .unwrap()
-        .write_all(b"go\n")
-        .unwrap();
+    client.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
     next("done", &mut values);
     let status = client.wait().unwrap();
     let errors = errors.join().unwrap();
