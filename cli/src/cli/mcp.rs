@@ -26,14 +26,13 @@ use tickbox_runtime::session::Session;
 /// Exit codes of `tickbox mcp`.
 pub const HELP: &str = "\
 Exit codes:
-  0    the MCP client closed stdin; every Tick was stopped
+  0    the MCP client closed stdin, or (with --http) a drain after SIGTERM or
+       SIGINT answered every request in flight; every Tick was stopped
   2    usage or config error, a tool name MCP cannot take (a clash, or over 64
        characters), a wasm Tick whose manifest asks for grants no one approved
        for its content (tickbox mcp never asks; `tickbox trust PATH` approves),
        or a token file others may read (or a metrics token that is the MCP
        token); stderr names it
-  0    with --http: drained after SIGTERM or SIGINT (every request in flight was
-       answered); every Tick was stopped
   3    a Tick could not start or failed initialization, the MCP handshake failed, or
        the --http or --metrics address cannot be bound
   130  interrupted; the Ticks were stopped. With --http: a signal before serving
