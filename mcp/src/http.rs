@@ -745,3 +745,27 @@ impl Shared {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::asks_for_work;
+
+    /// What a drain refuses (new work) and lets through (a notification
+    /// such as a cancel, a response to the server's own request).
+    #[test]
+    fn only_requests_and_unreadable_bodies_ask_for_work() {
+        let call = br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}}"#;
+        assert!(asks_for_work(call));
+        assert!(asks_for_work(
+            br#"{"jsonrpc":"2.0","id":"x","method":"ping"}"#
+        ));
+        assert!(asks_for_work(
+            br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#
+        ));
+        assert!(asks_for_work(b"{not json"));
+        let cancel =
+            br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#;
+        assert!(!asks_for_work(cancel));
+        assert!(!asks_for_work(br#"{"jsonrpc":"2.0","id":9,"result":{}}"#));
+    }
+}
