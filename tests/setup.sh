@@ -33,6 +33,9 @@ command -v docker-registry >/dev/null || apt_install docker-registry
 # The metrics test has a real Prometheus server (Debian's) scrape
 # `tickbox mcp --metrics` on loopback (cli/tests/it/metrics.rs).
 command -v prometheus >/dev/null || apt_install prometheus
+# The drain test puts two `tickbox mcp --http` hosts behind a real HAProxy
+# (Debian's), with docs/deploy/haproxy.cfg, on loopback (cli/tests/it/drain.rs).
+command -v haproxy >/dev/null || apt_install haproxy
 # The registry bench's anchor.
 command -v curl >/dev/null || apt_install curl
 

@@ -52,6 +52,22 @@
 //! through its own (`HttpOptions::metrics`, `tickbox mcp --metrics`), so a
 //! flood at one takes no slot at the other.
 //!
+//! **Draining.** When the `stop` future given to [`serve`] resolves (the
+//! CLI resolves it on SIGTERM or SIGINT), the server drains instead of
+//! closing: `/readyz` answers 503 `not ready: draining` at once (so a load
+//! balancer sends no new session here), a new session and every new
+//! request of an open session are refused with 503 and a one-line reason,
+//! and the requests already in flight (a `tools/call` still running
+//! included) finish and are answered. Notifications (a client cancelling
+//! its call) and `DELETE` of a session are still taken. As soon as no
+//! request is in flight, or when [`HttpOptions::drain_timeout`] (default
+//! [`DRAIN_TIMEOUT`]) has passed, the listener closes and [`serve`] returns
+//! [`Drained`], saying whether anything was cut off. New requests are
+//! refused rather than served because the host is about to exit: a request
+//! taken in the drain would either hold the exit to the bound or be cut
+//! off by it, and a clear 503 tells the client to start a session
+//! elsewhere now.
+//!
 //! Each session is its own [`Connection`] (listing, subscriptions, read
 //! marks); all of them share the hosted Ticks. Sessions that negotiate
 //! 2026-07-28 are served without a session by rmcp, so each of their
@@ -72,10 +88,12 @@ use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use std::collections::HashMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tickbox_host::util::lock;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// The one path the server answers on.
@@ -139,6 +157,14 @@ pub const SESSION_EVICT_IDLE: Duration = Duration::from_secs(30);
 /// trickling a body holds one connection slot, not one forever.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a drain waits for the requests in flight (default 30 s;
+/// [`HttpOptions::drain_timeout`] overrides it). Past it the listener
+/// closes and what is still running is cut off. Longer than most tool
+/// calls, shorter than the 90 s a service manager (systemd's
+/// `TimeoutStopSec`) gives a stop by default, so the host exits on its own
+/// before it is killed.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How deep a request body's arrays and objects may nest (default 64).
 pub const MAX_BODY_DEPTH: usize = 64;
 
@@ -163,6 +189,22 @@ pub struct HttpOptions {
     pub body_timeout: Duration,
     /// Also serve `/metrics` on a listener of its own ([`metrics`]).
     pub metrics: Option<metrics::MetricsEndpoint>,
+    /// How long a drain waits for the requests in flight
+    /// ([`DRAIN_TIMEOUT`] by default).
+    pub drain_timeout: Duration,
+}
+
+/// How a drain ended (what [`serve`] returns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drained {
+    /// Every request in flight when the drain began was answered.
+    Finished,
+    /// The drain timeout passed with this many requests still in flight;
+    /// they were cut off.
+    TimedOut {
+        /// Requests still in flight at the bound.
+        in_flight: usize,
+    },
 }
 
 impl HttpOptions {
@@ -173,6 +215,7 @@ impl HttpOptions {
             session_idle: SESSION_IDLE_TIMEOUT,
             body_timeout: BODY_TIMEOUT,
             metrics: None,
+            drain_timeout: DRAIN_TIMEOUT,
         }
     }
 }
@@ -188,6 +231,56 @@ struct Shared {
     last_used: Mutex<HashMap<Arc<str>, Instant>>,
     evict_idle: Duration,
     body_timeout: Duration,
+    /// Set once when the drain begins; never cleared.
+    draining: AtomicBool,
+    /// POST requests being handled or answered, counted from their head to
+    /// the end of their response body (a `tools/call`'s answer comes on an
+    /// SSE body that ends once the result is sent).
+    in_flight: Arc<watch::Sender<usize>>,
+}
+
+/// One POST in flight, counted in [`Shared::in_flight`] until dropped (with
+/// the response body it rides on, or with the handler when it returns early).
+struct InFlight(Arc<watch::Sender<usize>>);
+
+impl InFlight {
+    fn new(count: &Arc<watch::Sender<usize>>) -> InFlight {
+        count.send_modify(|n| *n += 1);
+        InFlight(count.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
+/// A response body that keeps its request counted in flight until hyper
+/// has taken its last frame and drops it.
+struct Counted {
+    body: Body,
+    _in_flight: InFlight,
+}
+
+impl hyper::body::Body for Counted {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// The MCP door's bounds.
@@ -197,14 +290,15 @@ const MCP_DOOR: door::Bounds = door::Bounds {
     unauthenticated: MAX_UNAUTHENTICATED,
 };
 
-/// Serves the facade on `listener` until `stop` resolves; the Ticks keep
+/// Serves the facade on `listener` until `stop` resolves, then drains
+/// (see the module doc) and returns how the drain ended; the Ticks keep
 /// running (the caller shuts the facade down).
 pub async fn serve(
     facade: Facade,
     listener: TcpListener,
     options: HttpOptions,
     stop: impl Future<Output = ()>,
-) -> std::io::Result<()> {
+) -> std::io::Result<Drained> {
     let local = listener.local_addr()?;
     let ct = CancellationToken::new();
     let mut hosts = vec![
@@ -245,17 +339,43 @@ pub async fn serve(
         last_used: Mutex::new(HashMap::new()),
         evict_idle: SESSION_EVICT_IDLE.min(options.session_idle),
         body_timeout: options.body_timeout,
+        draining: AtomicBool::new(false),
+        in_flight: Arc::new(watch::channel(0).0),
     });
     if let Some(endpoint) = options.metrics {
         tokio::spawn(metrics::serve(endpoint, sessions, ct.clone()));
     }
-    let handle = move |req: Request<Incoming>, conn: Arc<door::Conn>| {
+    let drained = {
         let shared = shared.clone();
-        async move { shared.handle(req, &conn).await }
+        let bound = options.drain_timeout;
+        async move {
+            stop.await;
+            shared.draining.store(true, Ordering::SeqCst);
+            let mut in_flight = shared.in_flight.subscribe();
+            tracing::info!(
+                in_flight = *in_flight.borrow(),
+                "draining: no new sessions or requests; waiting up to {bound:?} for those in flight"
+            );
+            // The listener stays open meanwhile: a prober sees 503 and a
+            // late client a clear refusal rather than a refused connection.
+            let _ = tokio::time::timeout(bound, in_flight.wait_for(|n| *n == 0)).await;
+        }
     };
-    door::accept(listener, gate, handle, ct.clone(), stop).await;
+    let handle = {
+        let shared = shared.clone();
+        move |req: Request<Incoming>, conn: Arc<door::Conn>| {
+            let shared = shared.clone();
+            async move { shared.handle(req, &conn).await }
+        }
+    };
+    door::accept(listener, gate, handle, ct.clone(), drained).await;
+    let left = *shared.in_flight.borrow();
     ct.cancel();
-    Ok(())
+    Ok(if left == 0 {
+        Drained::Finished
+    } else {
+        Drained::TimedOut { in_flight: left }
+    })
 }
 
 /// Why a request body is refused.
@@ -396,6 +516,31 @@ fn method_of(body: &[u8]) -> Option<String> {
     serde_json::from_slice::<Method>(body).ok()?.method
 }
 
+/// Whether a body asks for new work: a JSON-RPC request (a `method` and an
+/// `id`), or anything not read as one message (a batch, a malformed body).
+/// A notification (`notifications/cancelled` for a call in flight) or a
+/// response to the server's own request does not.
+fn asks_for_work(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Shape {
+        method: Option<serde::de::IgnoredAny>,
+        id: Option<serde::de::IgnoredAny>,
+    }
+    match serde_json::from_slice::<Shape>(body) {
+        Ok(m) => m.method.is_some() && m.id.is_some(),
+        Err(_) => true,
+    }
+}
+
+/// The refusal of a new session while draining.
+const DRAINING_NEW_SESSION: &str =
+    "draining: this host is shutting down and takes no new MCP sessions; start one on another host";
+
+/// The refusal of a new request of an open session while draining.
+const DRAINING_NEW_REQUEST: &str =
+    "draining: this host is shutting down and takes no new requests; \
+     the calls in flight finish, then the session ends: start a new one on another host";
+
 const SESSION_HEADER: &str = "mcp-session-id";
 
 impl Shared {
@@ -415,6 +560,16 @@ impl Shared {
         if req.uri().path() != MCP_PATH {
             return plain(StatusCode::NOT_FOUND, "not found: MCP is served on /mcp");
         }
+        let draining = self.draining.load(Ordering::SeqCst);
+        // A GET opens a server-to-client stream that would never end on
+        // its own: nothing to finish, so nothing to start while draining.
+        if draining && req.method() == hyper::Method::GET {
+            return closing(StatusCode::SERVICE_UNAVAILABLE, DRAINING_NEW_REQUEST);
+        }
+        // Counted before its body is read, so a drain that begins while it
+        // arrives still waits for it.
+        let in_flight =
+            (req.method() == hyper::Method::POST).then(|| InFlight::new(&self.in_flight));
         let (mut parts, body) = req.into_parts();
         // The token goes no further than this check (rmcp's logs included).
         if parts.uri.query().is_some() {
@@ -446,6 +601,17 @@ impl Shared {
         let opens_session = session.is_none()
             && parts.method == hyper::Method::POST
             && method_of(&body).as_deref() == Some("initialize");
+        // A request that was in flight when the drain began is served
+        // (checked as it began); one that begins after is refused.
+        if draining && parts.method == hyper::Method::POST && asks_for_work(&body) {
+            let why = if session.is_none() {
+                DRAINING_NEW_SESSION
+            } else {
+                DRAINING_NEW_REQUEST
+            };
+            tracing::info!(peer = %conn.peer, "refused a request: draining");
+            return closing(StatusCode::SERVICE_UNAVAILABLE, why);
+        }
         if opens_session && !self.room_for_a_session().await {
             return plain(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -477,7 +643,16 @@ impl Shared {
         if delete && response.status() == StatusCode::ACCEPTED {
             *response.status_mut() = StatusCode::NO_CONTENT;
         }
-        response
+        match in_flight {
+            Some(counted) => response.map(|body| {
+                Counted {
+                    body,
+                    _in_flight: counted,
+                }
+                .boxed()
+            }),
+            None => response,
+        }
     }
 
     /// The answer to a liveness or readiness probe (`GET`/`HEAD` of
@@ -490,6 +665,10 @@ impl Shared {
         }
         match req.uri().path() {
             HEALTH_PATH => Some(plain(StatusCode::OK, "alive")),
+            READY_PATH if self.draining.load(Ordering::SeqCst) => Some(plain(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not ready: draining",
+            )),
             READY_PATH => Some(match self.not_ready().await {
                 None => plain(StatusCode::OK, "ready"),
                 Some(why) => plain(
@@ -564,5 +743,29 @@ impl Shared {
         lock(&self.last_used).remove(&id);
         let _ = self.sessions.close_session(&id).await;
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::asks_for_work;
+
+    /// What a drain refuses (new work) and lets through (a notification
+    /// such as a cancel, a response to the server's own request).
+    #[test]
+    fn only_requests_and_unreadable_bodies_ask_for_work() {
+        let call = br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{}}"#;
+        assert!(asks_for_work(call));
+        assert!(asks_for_work(
+            br#"{"jsonrpc":"2.0","id":"x","method":"ping"}"#
+        ));
+        assert!(asks_for_work(
+            br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#
+        ));
+        assert!(asks_for_work(b"{not json"));
+        let cancel =
+            br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#;
+        assert!(!asks_for_work(cancel));
+        assert!(!asks_for_work(br#"{"jsonrpc":"2.0","id":9,"result":{}}"#));
     }
 }

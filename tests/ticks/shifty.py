@@ -4,8 +4,8 @@
 Tools: `echo` (query: returns its args), `reshape` (mutating: the next
 revision offers the tools named in args.tools and takes args.title as its
 title), `fail_big` (fails with a message of args.bytes bytes), `sleep`
-(mutating: answers after args.seconds, with how many calls it finished so
-far), `count` (query: how many `sleep` calls finished). It draws a short
+(mutating: answers after args.seconds, or once the file args.until exists
+(at most 120 s), with how many calls it finished so far), `count` (query: how many `sleep` calls finished). It draws a short
 screen on its terminal (stderr) at start. With SHIFTY_LOG set, each
 `sleep` call appends a line to that file as it starts, so a test knows the
 calls reached the Tick.
@@ -43,9 +43,16 @@ def send(frame):
         sys.stdout.flush()
 
 
-def sleeper(rid, seconds):
+def sleeper(rid, seconds, until=None):
     global finished
-    time.sleep(seconds)
+    if until:
+        # A test holds the call in flight for as long as it needs, then
+        # lets it end by creating the file: no guess at how slow the host is.
+        deadline = time.monotonic() + 120
+        while not os.path.exists(until) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    else:
+        time.sleep(seconds)
     finished += 1
     send({"id": rid, "result": {"slept": seconds, "finished": finished}})
 
@@ -80,7 +87,8 @@ for line in sys.stdin:
             if os.environ.get("SHIFTY_LOG"):
                 with open(os.environ["SHIFTY_LOG"], "a") as f:
                     f.write("sleep %s\n" % rid)
-            threading.Thread(target=sleeper, args=(rid, float(args.get("seconds", 1))), daemon=True).start()
+            threading.Thread(target=sleeper, args=(rid, float(args.get("seconds", 1)), args.get("until")),
+                             daemon=True).start()
         elif tool == "count":
             send({"id": rid, "result": {"finished": finished}})
         elif tool in ("echo",) or tool in extra:

@@ -8,6 +8,7 @@
 use super::consent::{self, Asking};
 use super::exit::Exit;
 use super::open::{self, TickOpts, TickSpec};
+use super::signals::Signals;
 use clap::Args;
 use std::os::fd::FromRawFd;
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use tickbox_runtime::audit::Origin;
 use tickbox_runtime::live;
 use tickbox_runtime::mcp::http::metrics::MetricsEndpoint;
+use tickbox_runtime::mcp::http::Drained;
 use tickbox_runtime::mcp::{
     valid_tick_name, Config, Facade, Grants, HostedTick, TickEntry, TickSource,
 };
@@ -24,7 +26,8 @@ use tickbox_runtime::session::Session;
 /// Exit codes of `tickbox mcp`.
 pub const HELP: &str = "\
 Exit codes:
-  0    the MCP client closed stdin; every Tick was stopped
+  0    the MCP client closed stdin, or (with --http) a drain after SIGTERM or
+       SIGINT answered every request in flight; every Tick was stopped
   2    usage or config error, a tool name MCP cannot take (a clash, or over 64
        characters), a wasm Tick whose manifest asks for grants no one approved
        for its content (tickbox mcp never asks; `tickbox trust PATH` approves),
@@ -32,12 +35,18 @@ Exit codes:
        token); stderr names it
   3    a Tick could not start or failed initialization, the MCP handshake failed, or
        the --http or --metrics address cannot be bound
-  130  interrupted; the Ticks were stopped
+  130  interrupted; the Ticks were stopped. With --http: a signal before serving
+       began, a second signal while draining, or requests still in flight when
+       the drain timeout passed (they were cut off)
 
 Stdout carries only MCP frames; diagnostics go to stderr (-v for more).
 
 With --http ADDR it serves MCP Streamable HTTP on http://ADDR/mcp instead of
-stdio, until interrupted (SIGTERM or SIGINT: exit 130). Every MCP request needs
+stdio, until SIGTERM or SIGINT, and then drains: /readyz answers 503 at once,
+a new session and every new request of an open one get 503 (notifications and
+DELETE still pass), the requests in flight finish and are answered, and it
+exits 0 as soon as none is left, or 130 when --drain-timeout (default 30 s)
+passes first or a second signal comes. Every MCP request needs
 a token, also on loopback, as `Authorization: Bearer TOKEN` or `?token=TOKEN`:
 read from --token-file (a file only you may read: mode 0600 or stricter, else
 exit 2), or generated at start, written to a 0600 file in tickbox's per-user
@@ -82,6 +91,11 @@ pub struct McpArgs {
     /// (mode 0600 or stricter; not the MCP token); without it one is generated
     #[arg(long, value_name = "FILE", requires = "metrics")]
     pub metrics_token_file: Option<PathBuf>,
+    /// With --http: after SIGTERM or SIGINT, wait at most this many seconds
+    /// for the requests in flight before exiting (default 30)
+    #[arg(long, value_name = "SECONDS", requires = "http",
+          value_parser = clap::value_parser!(u64).range(1..=MAX_DRAIN_SECS))]
+    pub drain_timeout: Option<u64>,
     /// Threads that run the host and its wasm Ticks: 1 (the default over
     /// stdio) answers fastest, more run CPU-bound tools of different Ticks
     /// in parallel (default with --http: 2)
@@ -105,6 +119,10 @@ fn metrics_addr(s: &str) -> Result<std::net::SocketAddr, String> {
 /// The most `--workers` a host may ask for.
 pub const MAX_WORKERS: u16 = 64;
 
+/// The longest `--drain-timeout`, in seconds (an hour): a drain longer
+/// than that is a host that never stops.
+pub const MAX_DRAIN_SECS: u64 = 3600;
+
 impl McpArgs {
     /// The threads this server runs on. Over stdio there is one client,
     /// whose requests mostly come one at a time: one thread keeps every
@@ -127,9 +145,14 @@ struct Planned {
     grants: Grants,
 }
 
-/// Runs the MCP server until the client goes away.
-pub async fn run(args: McpArgs) -> Result<(), Exit> {
+/// Runs the MCP server until the client goes away (stdio) or a signal has
+/// drained it (HTTP).
+pub async fn run(args: McpArgs, signals: Signals) -> Result<(), Exit> {
     default_logging();
+    let drain_timeout = args
+        .drain_timeout
+        .map(std::time::Duration::from_secs)
+        .unwrap_or(tickbox_runtime::mcp::http::DRAIN_TIMEOUT);
     let http = match args.http {
         Some(addr) => Some((
             addr,
@@ -206,7 +229,7 @@ pub async fn run(args: McpArgs) -> Result<(), Exit> {
     }
     let facade = Facade::new(hosted).await.map_err(Exit::usage)?;
     if let (Some(listener), Some((_, token))) = (listener, http) {
-        let served = serve_http(&facade, listener, token, metrics).await;
+        let served = serve_http(&facade, listener, token, metrics, drain_timeout, signals).await;
         facade.shutdown().await;
         drop(published);
         return served;
@@ -366,13 +389,17 @@ fn millis_from_env(var: &str, default: std::time::Duration) -> Result<std::time:
     }
 }
 
-/// Serves MCP Streamable HTTP until the process is interrupted (the
-/// command loop's signal handling stops the Ticks and exits 130).
+/// Serves MCP Streamable HTTP until SIGTERM or SIGINT, then drains (see
+/// `tickbox_runtime::mcp::http`): Ok once every request in flight was
+/// answered, exit 130 when the drain timeout cut some off. A second signal
+/// while draining is `main`'s: it stops everything at once (130).
 async fn serve_http(
     facade: &Facade,
     listener: tokio::net::TcpListener,
     token: HttpToken,
     metrics: Option<(tokio::net::TcpListener, HttpToken, Arc<Metrics>)>,
+    drain_timeout: std::time::Duration,
+    signals: Signals,
 ) -> Result<(), Exit> {
     let addr = listener
         .local_addr()
@@ -418,10 +445,40 @@ async fn serve_http(
         }
         None => None,
     };
+    options.drain_timeout = drain_timeout;
+    // From here a first signal drains; before, it stopped the Ticks while
+    // they started (nothing was served yet, so nothing to finish).
+    signals.drain_on_first();
+    let signal = std::sync::OnceLock::new();
+    let stop = async {
+        let sig = signals.nth(1).await;
+        let _ = signal.set(sig);
+        eprintln!(
+            "tickbox mcp: {sig}: draining: no new sessions or requests; waiting up to {}s for \
+             the requests in flight (a second signal stops at once)",
+            drain_timeout.as_secs()
+        );
+    };
     eprintln!("tickbox mcp: serving MCP on {url}");
-    tickbox_runtime::mcp::http::serve(facade.clone(), listener, options, std::future::pending())
+    let drained = tickbox_runtime::mcp::http::serve(facade.clone(), listener, options, stop)
         .await
-        .map_err(|e| Exit::session(format!("HTTP serving failed: {e}")))
+        .map_err(|e| Exit::session(format!("HTTP serving failed: {e}")))?;
+    let sig = signal.get().copied().unwrap_or("a signal");
+    match drained {
+        Drained::Finished => {
+            eprintln!("tickbox mcp: drained after {sig}; stopping the Ticks");
+            Ok(())
+        }
+        Drained::TimedOut { in_flight } => Err(Exit::new(
+            super::exit::INTERRUPTED,
+            format!(
+                "drained after {sig}, but the drain timeout ({}s, --drain-timeout) passed with \
+                 {in_flight} request(s) still in flight; they were cut off and the Ticks were \
+                 stopped",
+                drain_timeout.as_secs()
+            ),
+        )),
+    }
 }
 
 /// The `/metrics` endpoint on `listener`, its token written to a file

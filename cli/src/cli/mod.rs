@@ -21,6 +21,7 @@ mod remote;
 mod review;
 mod run;
 mod show_trace;
+mod signals;
 mod stdio;
 mod terminal;
 mod test;
@@ -232,12 +233,13 @@ pub fn main() -> ExitCode {
         Err(e) => return fail(e),
     };
     let code = runtime.block_on(async {
+        let signals = signals::Signals::listen();
         tokio::select! {
-            r = run(command) => match r {
+            r = run(command, signals.clone()) => match r {
                 Ok(()) => ExitCode::from(exit::OK),
                 Err(e) => fail(e),
             },
-            sig = interrupted() => fail(Exit::new(exit::INTERRUPTED, format!("interrupted by {sig}; the Tick was stopped"))),
+            sig = signals.stopping() => fail(Exit::new(exit::INTERRUPTED, format!("interrupted by {sig}; the Tick was stopped"))),
         }
     });
     // Dropping the runtime drops every task; backends kill their Tick on drop.
@@ -331,20 +333,6 @@ fn fail(e: Exit) -> ExitCode {
     ExitCode::from(e.code)
 }
 
-async fn interrupted() -> &'static str {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => "SIGINT",
-        _ = term.recv() => "SIGTERM",
-    }
-}
-
 fn init_logging(verbose: u8) {
     use tracing_subscriber::EnvFilter;
     let filter = match (verbose, std::env::var("RUST_LOG")) {
@@ -395,7 +383,7 @@ fn write_stdout(text: &str) -> Result<(), Exit> {
     }
 }
 
-async fn run(command: Command) -> Result<(), Exit> {
+async fn run(command: Command, signals: signals::Signals) -> Result<(), Exit> {
     if let Some(done) = remote::try_run(&command).await {
         return done;
     }
@@ -440,7 +428,7 @@ async fn run(command: Command) -> Result<(), Exit> {
             t.close().await;
             emit(&v, args.opts.pretty)
         }
-        Command::Mcp(args) => mcp::run(args).await,
+        Command::Mcp(args) => mcp::run(args, signals).await,
         Command::Check(args) => check::run(args).await,
         Command::Test(args) => test::run(args).await,
         Command::Ls(args) => ls::run(args).await,

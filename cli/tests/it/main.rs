@@ -88,6 +88,11 @@
 //! - `metrics` — `tickbox mcp --metrics`: a real Prometheus server scrapes
 //!   calls, durations, refusals, limits, live Ticks, sessions and memory;
 //!   the page's own token; tool names past the cap fold into `(other)`.
+//! - `drain` — `tickbox mcp --http` on SIGTERM or SIGINT: a call in flight
+//!   answered while readiness says draining and new sessions and requests
+//!   are refused, exit 0; the drain timeout (130), a second signal (130);
+//!   two hosts behind a real HAProxy that keeps each MCP session on its
+//!   host while the other is drained.
 
 mod audit;
 mod check;
@@ -95,6 +100,7 @@ mod cli;
 mod consent;
 mod determinism;
 mod docs;
+mod drain;
 mod engine;
 mod entries;
 mod examples;

@@ -32,7 +32,7 @@ const SDK_CHECKS: &[&str] = &[
     "resources/read",
 ];
 
-fn clients_dir() -> PathBuf {
+pub(crate) fn clients_dir() -> PathBuf {
     root().join("tests/mcp-clients")
 }
 
@@ -41,7 +41,7 @@ const PY_INSTALL: &str = "python3 -m venv tests/mcp-clients/.venv && \
      tests/mcp-clients/.venv/bin/pip install -r tests/mcp-clients/requirements.txt (see tests/setup.sh)";
 
 /// The venv's Python with the `mcp` SDK; fails the test when it is missing.
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     let py = clients_dir().join(".venv/bin/python3");
     let ok = Command::new(&py)
         .args(["-c", "import mcp.client"])
@@ -69,13 +69,13 @@ fn npm_package(name: &str) -> PathBuf {
     dir
 }
 
-fn counter_wasm() -> String {
+pub(crate) fn counter_wasm() -> String {
     build_wasm("examples", "counter", "wasm32-wasip2")
         .to_string_lossy()
         .into_owned()
 }
 
-fn cache_dir() -> PathBuf {
+pub(crate) fn cache_dir() -> PathBuf {
     target_dir().join("test-wasm-cache")
 }
 

@@ -28,7 +28,7 @@ fn ping() -> Value {
 /// One raw HTTP/1.1 request (`Connection: close`), its body written by a
 /// second thread so an early answer is read while the body still goes
 /// out; the status and the response text.
-fn raw(server: &HttpServer, head: &str, body: Vec<u8>) -> (u16, String) {
+pub(crate) fn raw(server: &HttpServer, head: &str, body: Vec<u8>) -> (u16, String) {
     let mut s = TcpStream::connect(&server.addr).expect("connect");
     s.set_read_timeout(Some(PATIENCE)).unwrap();
     s.write_all(head.as_bytes()).unwrap();
@@ -49,7 +49,7 @@ fn raw(server: &HttpServer, head: &str, body: Vec<u8>) -> (u16, String) {
 }
 
 /// A POST head for `body_len` bytes of JSON to /mcp with the server's token.
-fn post_head(server: &HttpServer, session: Option<&str>, body_len: usize) -> String {
+pub(crate) fn post_head(server: &HttpServer, session: Option<&str>, body_len: usize) -> String {
     let mut head = format!(
         "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nConnection: close\r\n\
@@ -263,7 +263,7 @@ fn delete(server: &HttpServer, session: &str) -> u16 {
     raw(server, &head, Vec::new()).0
 }
 
-fn try_initialize(server: &HttpServer) -> (u16, String) {
+pub(crate) fn try_initialize(server: &HttpServer) -> (u16, String) {
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                    "clientInfo": {"name": "late", "version": "0"}}})
@@ -487,7 +487,7 @@ fn a_token_holder_trickling_a_body_is_cut_off_at_the_body_timeout() {
 }
 
 /// `GET path` without a token: the status and the response text.
-fn probe(server: &HttpServer, path: &str) -> (u16, String) {
+pub(crate) fn probe(server: &HttpServer, path: &str) -> (u16, String) {
     let head = format!(
         "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
         server.addr

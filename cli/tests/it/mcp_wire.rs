@@ -675,7 +675,7 @@ async fn a_repeat_describe_reuses_the_compiled_catalog() {
     s.shutdown().await;
 }
 
-/// `tickbox mcp --http` on a loopback port, stopped with SIGTERM on drop.
+/// `tickbox mcp --http` on a loopback port, drained with SIGTERM on drop.
 pub(crate) struct HttpServer {
     child: Child,
     pub(crate) addr: String,
@@ -684,6 +684,10 @@ pub(crate) struct HttpServer {
     pub(crate) token: Option<String>,
     /// The stderr lines before the address line.
     pub(crate) banner: Vec<String>,
+    /// The stderr lines after it, as they come.
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The exit code, once a test has waited for it.
+    exited: Option<i32>,
 }
 
 impl HttpServer {
@@ -729,14 +733,46 @@ impl HttpServer {
             }
             banner.push(line);
         };
-        // Keep draining stderr so the server never blocks on it.
-        std::thread::spawn(move || for _ in lines {});
+        // Keep reading stderr so the server never blocks on it.
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                kept.lock().unwrap().push(line);
+            }
+        });
         HttpServer {
             child,
             addr,
             token,
             banner,
+            log,
+            exited: None,
         }
+    }
+
+    /// Sends `signal` to the server.
+    pub(crate) fn signal(&self, signal: i32) {
+        // SAFETY: a plain kill(2) to our own child, not yet waited for.
+        unsafe { libc::kill(self.child.id() as i32, signal) };
+    }
+
+    /// Whether the server has exited (without waiting).
+    pub(crate) fn has_exited(&mut self) -> bool {
+        self.exited.is_some() || self.child.try_wait().expect("wait").is_some()
+    }
+
+    /// Waits for the server to exit (it must, within the tests' patience)
+    /// and returns its exit code.
+    pub(crate) fn wait_exit(&mut self) -> i32 {
+        let code = wait_for(&mut self.child);
+        self.exited = Some(code);
+        code
+    }
+
+    /// Its stderr after the address line, so far.
+    pub(crate) fn stderr(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
     }
 
     /// The server's pid.
@@ -842,11 +878,15 @@ fn dechunk(mut rest: &str) -> String {
 
 impl Drop for HttpServer {
     fn drop(&mut self) {
-        // SAFETY: a plain kill(2) to our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        if self.exited.is_some() {
+            return;
+        }
+        self.signal(libc::SIGTERM);
         let code = wait_for(&mut self.child);
+        // Drained (0), or calls a test left running cut off at the drain
+        // timeout (130).
         assert!(
-            code == 130 || std::thread::panicking(),
+            code == 0 || code == 130 || std::thread::panicking(),
             "exit {code} after SIGTERM"
         );
     }

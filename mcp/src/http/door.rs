@@ -290,6 +290,7 @@ pub async fn accept<H, F>(
             let deadline = tokio::time::sleep(AUTH_TIMEOUT);
             tokio::pin!(deadline);
             let mut waiting_for_auth = true;
+            let mut closing = false;
             loop {
                 tokio::select! {
                     r = serving.as_mut() => {
@@ -309,7 +310,16 @@ pub async fn accept<H, F>(
                         }
                         waiting_for_auth = false;
                     }
-                    _ = close.cancelled() => break,
+                    // Closing lets a response hyper is still writing go
+                    // out whole (a drain's last answers: their bodies have
+                    // ended, but the bytes may not be flushed yet), and
+                    // closes an idle keep-alive connection at once. A
+                    // stream that never ends (an SSE GET) holds its task
+                    // until the process exits, as before.
+                    _ = close.cancelled(), if !closing => {
+                        closing = true;
+                        serving.as_mut().graceful_shutdown();
+                    }
                 }
             }
             gate.forget(id);
