@@ -231,7 +231,12 @@ impl Haproxy {
                     .replace("127.0.0.1:8702", b),
             )
             .unwrap();
-            let mut child = std::process::Command::new("haproxy")
+            // Debian installs it in /usr/sbin, which a non-root PATH may lack.
+            let program = ["/usr/sbin/haproxy", "/usr/bin/haproxy"]
+                .into_iter()
+                .find(|p| std::path::Path::new(p).exists())
+                .unwrap_or("haproxy");
+            let mut child = std::process::Command::new(program)
                 .args(["-db", "-f"])
                 .arg(&config)
                 .stdin(std::process::Stdio::null())
