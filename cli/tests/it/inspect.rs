@@ -479,7 +479,7 @@ fn drive(args: &[String]) -> Value {
 /// Runs `cmd` (stdout and stderr piped) to its end within `limit`, then
 /// kills its whole process group: a browser a failing driver left behind
 /// goes too, and so does everything when the test fails on the way.
-fn finish_within_group(mut cmd: Command, limit: Duration) -> Output {
+fn finish_within_group(cmd: Command, limit: Duration) -> Output {
     struct Group(i32);
     impl Drop for Group {
         fn drop(&mut self) {
@@ -487,37 +487,7 @@ fn finish_within_group(mut cmd: Command, limit: Duration) -> Output {
             unsafe { libc::kill(-self.0, libc::SIGKILL) };
         }
     }
-    let start = std::time::Instant::now();
-    let mut child = cmd.spawn().expect("start the page driver");
-    let _group = Group(child.id() as i32);
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "the page driver did not finish within {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    Output {
-        code: status.code().unwrap_or(-1),
-        stdout: out_t.join().unwrap_or_default(),
-        stderr: err_t.join().unwrap_or_default(),
-        elapsed: start.elapsed(),
-    }
+    finish_within_guarded(cmd, "the page driver", limit, |pid| Group(pid as i32))
 }
 
 #[test]

@@ -127,11 +127,24 @@ pub fn tickbox_within<S: AsRef<str>>(args: &[S], env: &[(&str, &str)], limit: Du
 
 /// Starts `cmd` (stdout and stderr piped), collects both, and waits for it
 /// to end; after `limit` it is killed and the test fails naming `shown`.
-pub fn finish_within(mut cmd: Command, shown: &str, limit: Duration) -> Output {
+pub fn finish_within(cmd: Command, shown: &str, limit: Duration) -> Output {
+    finish_within_guarded(cmd, shown, limit, |_| ())
+}
+
+/// [`finish_within`], holding `guard(pid)` from the start until it returns
+/// or the test fails: for a child whose own children must go with it (a
+/// guard that kills its process group on drop).
+pub fn finish_within_guarded<G>(
+    mut cmd: Command,
+    shown: &str,
+    limit: Duration,
+    guard: impl FnOnce(u32) -> G,
+) -> Output {
     let start = Instant::now();
     let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
+    let _guard = guard(child.id());
     let mut out = child.stdout.take().expect("stdout");
     let mut err = child.stderr.take().expect("stderr");
     let out_t = std::thread::spawn(move || {
