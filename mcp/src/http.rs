@@ -690,14 +690,7 @@ impl Shared {
                 "{ended} of the hosted Ticks ended; tickbox does not restart them"
             ));
         }
-        let open: Vec<Arc<str>> = self
-            .sessions
-            .sessions
-            .read()
-            .await
-            .keys()
-            .cloned()
-            .collect();
+        let open = self.open_sessions().await;
         if open.len() < MAX_SESSIONS {
             return None;
         }
@@ -713,17 +706,21 @@ impl Shared {
         })
     }
 
-    /// Whether a new session may open: under [`MAX_SESSIONS`], or after
-    /// closing the least recently used session idle for `evict_idle`.
-    async fn room_for_a_session(&self) -> bool {
-        let open: Vec<Arc<str>> = self
-            .sessions
+    /// The ids of the sessions open now.
+    async fn open_sessions(&self) -> Vec<Arc<str>> {
+        self.sessions
             .sessions
             .read()
             .await
             .keys()
             .cloned()
-            .collect();
+            .collect()
+    }
+
+    /// Whether a new session may open: under [`MAX_SESSIONS`], or after
+    /// closing the least recently used session idle for `evict_idle`.
+    async fn room_for_a_session(&self) -> bool {
+        let open = self.open_sessions().await;
         let victim = {
             let mut used = lock(&self.last_used);
             // Forget sessions that ended (idle expiry, DELETE).
