@@ -208,17 +208,24 @@ fn authenticated_connection(server: &HttpServer) -> (TcpStream, String) {
         server.token.as_deref().unwrap(),
         server.addr
     );
+    let got = send_for_short_answer(&mut s, &head);
+    (s, got)
+}
+
+/// Sends one request `head` on `s` and reads its answer, a head and a
+/// short text that ends with a newline (as every refusal and 404 of the
+/// door does), keeping the connection open.
+pub(crate) fn send_for_short_answer(s: &mut TcpStream, head: &str) -> String {
     s.write_all(head.as_bytes()).unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 1024];
-    // Both answers end their text with a newline.
     while !got.ends_with(b"\n") || !got.windows(4).any(|w| w == b"\r\n\r\n") {
         match s.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => got.extend_from_slice(&buf[..n]),
         }
     }
-    (s, String::from_utf8_lossy(&got).to_string())
+    String::from_utf8_lossy(&got).to_string()
 }
 
 #[test]

@@ -7,13 +7,13 @@
 //! Tick publishing more tool names than the cap keeps a bounded page, the
 //! first names each with their series (the positive control).
 
-use crate::mcp_http::closed_by_server;
+use crate::mcp_http::{closed_by_server, send_for_short_answer};
 use crate::mcp_wire::{initialize_http, HttpServer};
 use crate::registry::{free_port, http};
 use crate::tick_text::{assert_inert, shows_escaped};
 use crate::util::*;
 use serde_json::{json, Value};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -539,17 +539,9 @@ fn held_connection(page: &Page, token: &str) -> (TcpStream, String) {
     let head = format!(
         "GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n\r\n"
     );
-    s.write_all(head.as_bytes()).unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 1024];
     // Both answers (404, 503) end their text with a newline.
-    while !got.ends_with(b"\n") || !got.windows(4).any(|w| w == b"\r\n\r\n") {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
-        }
-    }
-    (s, String::from_utf8_lossy(&got).to_string())
+    let got = send_for_short_answer(&mut s, &head);
+    (s, got)
 }
 
 /// The page's door is its own: half-sent heads past its bound are closed
