@@ -231,6 +231,11 @@ pub enum UnknownReason {
     /// The result is larger than the limit (§3.6); it is never clipped.
     #[error("response_too_large: the result is {observed} bytes encoded, over the {limit}-byte limit (§3.6)")]
     TooLarge { observed: usize, limit: usize },
+    /// Reported by another party that ran the call: a live instance's host
+    /// (its words, over the live socket), or a client of that socket that
+    /// lost the answer on the way.
+    #[error("{0}")]
+    Reported(String),
 }
 
 /// How a tick/call ended, as the host classifies it (§3.4, §7.3).

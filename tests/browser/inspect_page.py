@@ -5,12 +5,18 @@ object on stdout; cli/tests/it/inspect.rs makes the assertions.
 
     inspect_page.py counter URL SCREENSHOT.png
     inspect_page.py hostile URL
+    inspect_page.py trimmed URL CONTROL_URL
+    inspect_page.py live URL TICKBOX NAME
+
+`live` inspects the live instance NAME and, at the end, stops it with
+`TICKBOX stop NAME` (the test gives the instance's XDG_RUNTIME_DIR) to see
+the page say how it ended.
 
 Every wait is for something to appear, with a generous deadline (the
 machine may be loaded); chromedriver and chromium end with the script
 (driver.quit() in a finally, and the test kills the process group).
 """
-import json, sys, tempfile
+import json, subprocess, sys, tempfile
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -126,11 +132,63 @@ def hostile(d, url):
     return seen
 
 
+def trimmed(d, url, control):
+    seen = {}
+    d.get(url)
+    seen["trimmed_note"] = wait_text(d, "#state-trimmed", "/log")
+    seen["trimmed_marks"] = len(d.find_elements(By.CSS_SELECTOR, "#state li.trimmed"))
+    # The counter's whole state: its panel shows no note.
+    d.get(control)
+    wait(d, "the counter's state", lambda: '"value": 0' in text(d, "#state"))
+    seen["control_note_shown"] = d.find_element(By.ID, "state-trimmed").is_displayed()
+    return seen
+
+
+def live(d, url, tickbox, name):
+    seen = {}
+    d.get(url)
+    seen["first_screen"] = wait_text(d, "#screen", "Counter: 0")
+    seen["target"] = wait_text(d, "#target", "@" + name)
+    seen["timeline_title"] = text(d, "#timeline-title")
+    seen["timeline_note"] = text(d, "#timeline-note")
+    seen["audit_link_shown"] = d.find_element(By.ID, "export-audit").is_displayed()
+    seen["no_audit"] = text(d, "#no-audit")
+    # increment through its form, confirmed.
+    d.find_element(By.CSS_SELECTOR, 'form[data-tool="increment"] input[name="amount"]').send_keys("3")
+    call(d, "increment")
+    wait(d, "the confirmation", lambda: d.find_element(By.ID, "confirm").is_displayed())
+    seen["confirm_text"] = text(d, "#confirm-text")
+    d.find_element(By.ID, "confirm-yes").click()
+    wait(d, "the result", lambda: "ok in" in outcome(d, "increment"))
+    seen["increment_outcome"] = outcome(d, "increment")
+    wait(d, "the screen to show 3", lambda: "Counter: 3" in text(d, "#screen"))
+    seen["state_after_call"] = wait_text(d, "#state", '"value": 3')
+    # A key typed into the screen panel goes to the live Tick.
+    d.find_element(By.ID, "screen").click()
+    d.find_element(By.ID, "screen").send_keys("+")
+    seen["screen_after_key"] = wait_text(d, "#screen", "Counter: 4")
+    seen["state_after_key"] = wait_text(d, "#state", '"value": 4')
+    wait(d, "the call in the timeline", lambda: "call" in text(d, "#frames"))
+    seen["timeline"] = text(d, "#frames")
+    # The end: the instance is stopped from outside, the page says so.
+    subprocess.run([tickbox, "stop", name], check=True, timeout=PATIENCE,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen["ended"] = wait_text(d, "#status", "ended")
+    return seen
+
+
 def main():
     mode, url = sys.argv[1], sys.argv[2]
     d = browser()
     try:
-        seen = counter(d, url, sys.argv[3]) if mode == "counter" else hostile(d, url)
+        if mode == "counter":
+            seen = counter(d, url, sys.argv[3])
+        elif mode == "trimmed":
+            seen = trimmed(d, url, sys.argv[3])
+        elif mode == "live":
+            seen = live(d, url, sys.argv[3], sys.argv[4])
+        else:
+            seen = hostile(d, url)
     finally:
         d.quit()
     print(json.dumps(seen))

@@ -1,17 +1,26 @@
-//! `tickbox inspect TICK [--listen ADDR] [--open]`: one web page that shows
-//! a Tick live (its screen, state, tools and protocol frames) and drives it.
+//! `tickbox inspect TICK|@NAME [--listen ADDR] [--open]`: one web page that
+//! shows a Tick live (its screen, state, tools and frames) and drives it.
 //!
-//! The command starts the Tick as the one-shot commands do (same flags,
-//! grants and consent), with taps on its stdin and stdout
-//! ([`timeline`]), and serves the page on loopback ([`server`]); it runs
-//! until SIGINT or SIGTERM, and keeps serving after the Tick ends so the
-//! page can still show how it ended and export the session.
+//! What the page drives is a [`Target`]: either a Tick this command starts
+//! (`TICK`: same flags, grants and consent as the one-shot commands, with
+//! taps on its stdin and stdout, [`timeline`]), or a live instance another
+//! tickbox process hosts (`@NAME`, [`live`]: the per-user socket's attach,
+//! watch, describe and call requests). Everything else is one code path:
+//! the target feeds the [`Inspector`]'s picture (state, catalog, ending,
+//! a screen model and the timeline), the server ([`server`]) sends that
+//! picture to the page, and the page's actions go back through the target.
+//! The command runs until SIGINT or SIGTERM, and keeps serving after the
+//! Tick ends so the page can still show how it ended and export the session.
 //!
 //! What reaches the browser is data the page inserts as text:
-//! - the **screen** as rows of styled runs drawn from the host's screen
-//!   model (`tickbox_runtime::render::runs`, the cell filter views use):
-//!   no byte the Tick wrote reaches the page as markup or terminal input;
-//! - the **state**, the **catalog**, call results and errors, and frame
+//! - the **screen** as rows of styled runs drawn from a screen model
+//!   (`tickbox_runtime::render::runs`, the cell filter views use): the
+//!   host's own model for a Tick started here; for a live instance a model
+//!   of ours fed only the frames the instance's host re-rendered from its
+//!   model. No byte the Tick wrote reaches the page as markup or terminal
+//!   input;
+//! - the **state** (as a subscriber gets it: trimmed to the delivery budget,
+//!   with what was cut), the **catalog**, call results and errors, and frame
 //!   previews, every string and key through the one character policy for
 //!   a reader that decodes JSON (`TickData::inert`);
 //! - the page itself, its script and its style are tickbox's, in the
@@ -25,15 +34,15 @@
 //! connections, head sizes and timeouts.
 //!
 //! Why a module of the CLI and not a crate: it is one command's surface,
-//! made of pieces other layers own (the session, the renderer, the MCP
-//! server's door, the scenario recorder); only the page's assets and the
-//! routes are its own.
+//! made of pieces other layers own (the session, the live socket's client,
+//! the renderer, the MCP server's door, the scenario recorder); only the
+//! page's assets, the routes and the glue are its own.
 //!
 //! Every bound, in one table (a unit test checks it against the constants):
 //!
 //! | constant | value | bounds |
 //! |---|---|---|
-//! | [`MAX_TIMELINE_FRAMES`] | 1000 | protocol frames kept for the page (older ones are dropped and counted) |
+//! | [`MAX_TIMELINE_FRAMES`] | 1000 | frames kept for the page (older ones are dropped and counted) |
 //! | [`FRAME_HOLD_BYTES`] | 4096 | bytes of one frame kept to read its method and id |
 //! | [`FRAME_PREVIEW_CHARS`] | 240 | characters of a frame shown in the timeline |
 //! | [`MAX_EVENT_CLIENTS`] | 8 | event streams open at once (503 past it) |
@@ -41,9 +50,12 @@
 //! | [`MAX_ACTION_BODY_BYTES`] | 256 KiB | one POST body (a call's args, keys, a resize) |
 //! | [`MAX_KEY_BYTES`] | 4096 | key bytes in one POST |
 //! | [`SCREEN_INTERVAL`] | 50 ms | the shortest time between two screens sent |
+//! | [`STATE_INTERVAL`] | 50 ms | the shortest time between two states sent (the subscription's interval) |
 //! | [`MAX_AUDIT_KEPT`] | 1000 | audit lines kept for the export |
 //! | [`MAX_CHANGED_PATHS`] | 256 | paths of the state one update marks as changed |
+//! | [`LIVE_SEND_QUEUE`] | 64 | key and resize frames waiting for a live instance's socket (503 past it) |
 
+mod live;
 mod server;
 mod timeline;
 
@@ -54,15 +66,19 @@ use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tickbox_runtime::audit::AuditSink;
+use tickbox_runtime::delivery::{item_budget, Delivery, Subscription};
+use tickbox_runtime::protocol::{Descriptor, PreparedCall, TickText};
 use tickbox_runtime::scenario::Recorder;
-use tickbox_runtime::session::{Session, StateSnapshot};
-use tickbox_runtime::text::TickData;
+use tickbox_runtime::session::{CallOutcome, Session, SessionEvent};
+use tickbox_runtime::text::{self, TickData};
 use tickbox_runtime::util::lock;
+use tickbox_runtime::view::View;
 use timeline::{Dir, Tap, Timeline};
+use tokio::sync::watch;
 
-/// Protocol frames kept for the page; older ones are dropped and counted.
+/// Frames kept for the page; older ones are dropped and counted.
 pub const MAX_TIMELINE_FRAMES: usize = 1000;
 /// Bytes of one frame kept to read its method and id (and its preview).
 pub const FRAME_HOLD_BYTES: usize = 4096;
@@ -80,35 +96,54 @@ pub const MAX_KEY_BYTES: usize = 4096;
 /// The shortest time between two screens sent to the page: a Tick that
 /// draws constantly costs one snapshot per interval.
 pub const SCREEN_INTERVAL: Duration = Duration::from_millis(50);
+/// The shortest time between two states sent to the page: a Tick that
+/// updates constantly costs one trimmed delivery per interval (updates in
+/// between are merged and counted, as for `tickbox watch`).
+pub const STATE_INTERVAL: Duration = Duration::from_millis(50);
 /// Audit lines kept for the page's export (the oldest dropped first).
 pub const MAX_AUDIT_KEPT: usize = 1000;
 /// Paths of the state listed as changed by one update; past it the page
 /// highlights the first ones only.
 pub const MAX_CHANGED_PATHS: usize = 256;
+/// Key and resize frames waiting to be written to a live instance's socket;
+/// a host that stops reading them makes the page's keys fail (503) instead
+/// of piling up here.
+pub const LIVE_SEND_QUEUE: usize = 64;
 
 pub const HELP: &str = "\
 Serves one page on loopback that shows the Tick live and drives it: its screen
 (keys typed there go to the Tick; the panel's size is its terminal's), its state
-(fields changed by the last update highlighted), a form per tool (mutating tools
-ask to confirm, naming the tool and the catalog revision), the protocol frames,
-and exports of the session as a `tickbox test` scenario and as the audit stream.
+(as a subscriber gets it: fields changed by the last update highlighted, what
+trimming cut named), a form per tool (mutating tools ask to confirm, naming the
+tool and the catalog revision), the frames, and exports of the session as a
+`tickbox test` scenario and as the audit stream.
+
+TICK is started here, as the one-shot commands start it, and the timeline shows
+the host<->Tick protocol. @NAME (or @ID) is a live instance another tickbox
+process hosts (`tickbox run --name NAME`), reached through the per-user socket
+as `tickbox attach`, `watch` and `call @NAME` reach it: the inspector is one
+more view of it (the Tick's terminal is as large as the smallest view), the
+timeline shows the frames of that socket (the host<->Tick protocol belongs to
+the other process), and there is no audit export (the hosting process writes
+the audit stream; give it --audit). Ending the inspector leaves it running.
 
 The URL is printed on stderr, with a random token that every request needs (the
 page moves it into a cookie and out of the address bar). Requests whose Host is
 not the listen address, or whose Origin is another site, are refused. --listen
 names another address (the token is still required). Ctrl-C stops the server
-and the Tick.
+(and a Tick started here).
 
 Exit codes:
   130  stopped by SIGINT or SIGTERM (the usual way to end it)
-  2    usage error (a bad --listen, a live instance: not supported yet)
-  3    the Tick could not start or initialize, or the address cannot be bound";
+  2    usage error (a bad --listen, no Tick named)
+  3    the Tick could not start or initialize, the live instance cannot be
+       reached, or the address cannot be bound";
 
 #[derive(Args)]
 #[command(after_help = HELP)]
 pub struct InspectArgs {
-    /// The Tick: a path, a .wasm file, an oci:// reference, or a command after --
-    #[arg(value_name = "TICK")]
+    /// The Tick: a path, a .wasm file, an oci:// reference, a live instance as @NAME or @ID, or a command after --
+    #[arg(value_name = "TICK|@NAME")]
     pub tick: Option<String>,
     /// Where to listen: HOST:PORT (default 127.0.0.1 on a random port)
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
@@ -135,28 +170,134 @@ impl AuditSink for AuditRing {
     }
 }
 
-/// What the server shares: the Tick's session and what the page sees of it.
+/// What the page drives. The page, the server and the exports see only
+/// this (through [`Inspector`]), so both kinds share every code path but
+/// the few below.
+enum Target {
+    /// A Tick this command started: its session, and its audit stream.
+    Local {
+        session: Arc<Session>,
+        audit: Arc<AuditRing>,
+    },
+    /// A live instance another process hosts, through its socket.
+    Live(live::LiveTick),
+}
+
+/// Why a call was not sent (nothing ran).
+pub enum NotSent {
+    /// The arguments or the call itself are wrong (400).
+    Invalid(String),
+    /// The Tick cannot take calls: it ended, or its host cannot be reached (409).
+    Unavailable(String),
+}
+
+impl Target {
+    /// The screen model the page's screen is drawn from.
+    fn view(&self) -> &Arc<View> {
+        match self {
+            Target::Local { session, .. } => session.view(),
+            Target::Live(l) => l.view(),
+        }
+    }
+
+    /// The catalog to check a call against, as the Tick reports it now.
+    async fn catalog(&self) -> Result<Arc<Descriptor>, NotSent> {
+        match self {
+            Target::Local { session, .. } => session
+                .descriptor()
+                .ok_or_else(|| NotSent::Unavailable("the Tick has no catalog".into())),
+            // Described again, as `tickbox call @NAME` does: the live Tick's
+            // catalog may have changed since the page last saw it.
+            Target::Live(l) => l.describe().await,
+        }
+    }
+
+    /// Sends a prepared (and, for a mutating tool, confirmed) call once.
+    async fn call(&self, prepared: &PreparedCall) -> Result<CallOutcome, NotSent> {
+        match self {
+            Target::Local { session, .. } => {
+                if let Some(audit) = session.audit().filter(|_| prepared.mutates) {
+                    audit.approval(
+                        "call",
+                        &prepared.tool,
+                        true,
+                        "the inspector page (confirmed)",
+                    );
+                }
+                Ok(session.call(prepared).await)
+            }
+            // The live host records the call in its own audit stream.
+            Target::Live(l) => l.call(prepared).await,
+        }
+    }
+
+    /// Key bytes for the Tick's terminal.
+    fn keys(&self, bytes: &[u8]) -> Result<(), String> {
+        match self {
+            Target::Local { session, .. } => {
+                session.view().send_input(bytes);
+                Ok(())
+            }
+            Target::Live(l) => l.keys(bytes),
+        }
+    }
+
+    /// The audit lines kept so far, or why there are none.
+    fn audit_lines(&self) -> Result<String, &'static str> {
+        match self {
+            Target::Local { audit, .. } => {
+                let lines = lock(&audit.0);
+                let mut out = String::new();
+                for l in lines.iter() {
+                    out.push_str(l);
+                    out.push('\n');
+                }
+                Ok(out)
+            }
+            Target::Live(_) => Err(live::NO_AUDIT),
+        }
+    }
+
+    /// What the page says about the target (strings inert).
+    fn describe(&self) -> Value {
+        match self {
+            Target::Local { .. } => json!({
+                "kind": "local",
+                "timeline": "the protocol between the host and the Tick (its stdin and stdout)",
+                "audit": true,
+            }),
+            Target::Live(l) => l.describe_target(),
+        }
+    }
+}
+
+/// What the server shares: the target and the picture the page is shown.
+/// The target's drivers keep the picture current; the server only reads
+/// it (and subscribes to it) and sends actions to the target.
 pub struct Inspector {
-    session: Arc<Session>,
+    target: Target,
     timeline: Arc<Timeline>,
     recorder: Recorder,
-    audit: Arc<AuditRing>,
-    /// The state last sent and the changed paths it was sent with.
+    /// A live target's scenario export names no Tick: this says so.
+    scenario_note: Option<String>,
+    /// The state event last made (see [`Inspector::set_state`]).
+    state: watch::Sender<Value>,
+    /// The catalog as the page reads it, or null.
+    catalog: watch::Sender<Value>,
+    /// How the Tick ended, once it has.
+    ended: watch::Sender<Option<Value>>,
+    /// The state data last shown, the paths its update changed, and the
+    /// updates counted so far.
     last_state: Mutex<(Value, Vec<String>, u64)>,
 }
 
 /// Runs the command until a signal.
 pub async fn run(mut args: InspectArgs) -> Result<(), Exit> {
     let spec = args.opts.spec(args.tick.clone())?;
-    if let TickSpec::Live(name) = &spec {
-        return Err(Exit::usage(format!(
-            "inspect cannot show a live instance yet (`@{name}`): start the Tick with `tickbox inspect TICK` instead"
-        )));
-    }
     let addr: SocketAddr = args.listen.parse().map_err(|_| {
         Exit::usage(format!(
             "--listen {}: not an address like 127.0.0.1:0 or [::1]:8080",
-            tickbox_runtime::text::escape(&args.listen)
+            text::escape(&args.listen)
         ))
     })?;
     if !addr.ip().is_loopback() {
@@ -164,31 +305,47 @@ pub async fn run(mut args: InspectArgs) -> Result<(), Exit> {
             "tickbox inspect: warning: listening on {addr}, reachable from other machines; every request still needs the token"
         );
     }
-    let audit = Arc::new(AuditRing::default());
-    super::audit::also_into(audit.clone());
-    args.opts.audit_origin = tickbox_runtime::audit::Origin::Cli;
-    let launcher = open::launcher(spec.clone(), &args.opts)?;
-    let config = args.opts.config()?;
-    let mut io = launcher.spawn().await.map_err(Exit::session)?;
     let timeline = Timeline::new();
-    io.stdin = Box::new(Tap::new(io.stdin, timeline.clone(), Dir::ToTick));
-    io.stdout = Box::new(Tap::new(io.stdout, timeline.clone(), Dir::FromTick));
-    let session = Session::start(io, config).await.map_err(|e| {
-        let last_words = e.last_words.clone();
-        Exit::session(e).with_last_words(last_words)
-    })?;
-    let session = Arc::new(session);
-    let record = super::run::record_tick(&spec, &args.opts, launcher.kind(), session.view().size());
-    // The recorder only ever renders text here (the page's export); the
-    // path names the file in the replay hint, as the download is named.
-    let scratch = std::env::temp_dir().join("inspect.scenario.toml");
-    let inspector = Arc::new(Inspector {
-        session: session.clone(),
-        timeline,
-        recorder: Recorder::new(scratch, &record),
-        audit,
-        last_state: Mutex::new((Value::Null, Vec::new(), 0)),
-    });
+    let (inspector, session) = match &spec {
+        TickSpec::Live(target) => {
+            let call_timeout = open::call_timeout(args.opts.call_timeout)?;
+            let (tick, streams) = live::LiveTick::connect(target, timeline.clone(), call_timeout).await?;
+            let record = tick.record_tick();
+            let note = tick.scenario_note();
+            let catalog = streams.catalog.clone();
+            let inspector = Arc::new(Inspector::new(Target::Live(tick), timeline, &record, Some(note)));
+            inspector.set_catalog(&catalog);
+            live::drive(inspector.clone(), streams);
+            (inspector, None)
+        }
+        _ => {
+            let audit = Arc::new(AuditRing::default());
+            super::audit::also_into(audit.clone());
+            args.opts.audit_origin = tickbox_runtime::audit::Origin::Cli;
+            let launcher = open::launcher(spec.clone(), &args.opts)?;
+            let config = args.opts.config()?;
+            let mut io = launcher.spawn().await.map_err(Exit::session)?;
+            io.stdin = Box::new(Tap::new(io.stdin, timeline.clone(), Dir::ToTick));
+            io.stdout = Box::new(Tap::new(io.stdout, timeline.clone(), Dir::FromTick));
+            let session = Session::start(io, config).await.map_err(|e| {
+                let last_words = e.last_words.clone();
+                Exit::session(e).with_last_words(last_words)
+            })?;
+            let session = Arc::new(session);
+            let record =
+                super::run::record_tick(&spec, &args.opts, launcher.kind(), session.view().size());
+            let target = Target::Local {
+                session: session.clone(),
+                audit,
+            };
+            let inspector = Arc::new(Inspector::new(target, timeline, &record, None));
+            if let Some(d) = session.descriptor() {
+                inspector.set_catalog(&d);
+            }
+            tokio::spawn(drive_local(inspector.clone(), session.clone()));
+            (inspector, Some(session))
+        }
+    };
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Exit::session(format!("cannot listen on {addr}: {e}")))?;
@@ -205,70 +362,171 @@ pub async fn run(mut args: InspectArgs) -> Result<(), Exit> {
         None
     };
     // SIGINT and SIGTERM end the command from `main` (exit 130), which
-    // drops this future: the server's tasks go with the runtime, the Tick
-    // is stopped, and the `--open` file is removed.
+    // drops this future: the server's tasks go with the runtime, a Tick
+    // started here is stopped (a live instance is only detached from: its
+    // socket connections close), and the `--open` file is removed.
     server::serve(inspector, listener, token, std::future::pending()).await;
-    session.shutdown().await;
+    if let Some(session) = session {
+        session.shutdown().await;
+    }
     Ok(())
 }
 
-impl Inspector {
-    /// The catalog as the page reads it (strings inert), or null.
-    fn catalog(&self) -> Value {
-        let Some(d) = self.session.descriptor() else {
-            return Value::Null;
-        };
-        let tools: Vec<Value> = d
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "name": t.name.wire(),
-                    "description": t.description.wire(),
-                    "input_schema": t.input_schema,
-                    "mutates": t.mutates,
-                })
+/// Keeps the picture of a Tick started here current: its state as a
+/// subscriber gets it, catalog changes, and how it ended.
+async fn drive_local(inspector: Arc<Inspector>, session: Arc<Session>) {
+    let mut sub = Subscription::new(&session, STATE_INTERVAL, true);
+    let mut events = session.events();
+    let mut events_open = true;
+    loop {
+        tokio::select! {
+            next = sub.next(&session) => {
+                // None: the session ended and its last state went out.
+                let Some((state, merged)) = next else { break };
+                let Some(catalog) = session.descriptor() else { continue };
+                // Trimmed as `tickbox watch` trims (on the blocking pool).
+                let delivery = Delivery::build(state, merged, catalog, item_budget(1)).await;
+                match serde_json::to_value(&delivery) {
+                    Ok(d) => inspector.set_state(&d),
+                    Err(e) => tracing::warn!(error = %e, "a delivery did not serialize"),
+                }
+            }
+            ev = events.recv(), if events_open => match ev {
+                Ok(SessionEvent::CatalogChanged(d)) => inspector.set_catalog(&d),
+                Ok(_) => {}
+                // Missed some: the session has the newest catalog anyway.
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    if let Some(d) = session.descriptor() {
+                        inspector.set_catalog(&d);
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => events_open = false,
+            },
+        }
+    }
+    let reason = session.ended().await;
+    let last_words = session
+        .view()
+        .last_lines(tickbox_runtime::view::LAST_WORDS_LINES);
+    inspector.set_ended(&reason.to_string(), &last_words);
+}
+
+/// The catalog as the page reads it (strings inert).
+fn catalog_json(d: &Descriptor) -> Value {
+    let tools: Vec<Value> = d
+        .tools
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t.name.wire(),
+                "description": t.description.wire(),
+                "input_schema": t.input_schema,
+                "mutates": t.mutates,
             })
-            .collect();
-        TickData::new(json!({
-            "kind": d.kind.wire(),
-            "title": d.title.wire(),
-            "description": d.description.wire(),
-            "revision": d.revision,
-            "tools": tools,
-        }))
-        .inert()
+        })
+        .collect();
+    TickData::new(json!({
+        "kind": d.kind.wire(),
+        "title": d.title.wire(),
+        "description": d.description.wire(),
+        "revision": d.revision,
+        "tools": tools,
+    }))
+    .inert()
+}
+
+impl Inspector {
+    fn new(
+        target: Target,
+        timeline: Arc<Timeline>,
+        record: &tickbox_runtime::scenario::RecordTick,
+        scenario_note: Option<String>,
+    ) -> Inspector {
+        // The recorder only ever renders text here (the page's export); the
+        // path names the file in the replay hint, as the download is named.
+        let scratch = std::env::temp_dir().join("inspect.scenario.toml");
+        Inspector {
+            target,
+            timeline,
+            recorder: Recorder::new(scratch, record),
+            scenario_note,
+            state: watch::channel(
+                json!({"seq": null, "data": null, "merged": 0, "changed": [], "updates": 0, "trimmed": []}),
+            )
+            .0,
+            catalog: watch::channel(Value::Null).0,
+            ended: watch::channel(None).0,
+            last_state: Mutex::new((Value::Null, Vec::new(), 0)),
+        }
     }
 
-    /// The state as the page reads it: seq, data (inert), updates merged
-    /// since the previous one sent, and the paths that changed.
-    fn state_event(&self, snap: &StateSnapshot) -> Value {
-        let Some(state) = &snap.state else {
-            return json!({"seq": null, "data": null, "merged": 0, "changed": [], "updates": 0});
-        };
-        let data = state.data.inert();
+    /// A new catalog for the page (unchanged ones are not resent).
+    fn set_catalog(&self, d: &Descriptor) {
+        let c = catalog_json(d);
+        self.catalog.send_if_modified(|old| {
+            let changed = *old != c;
+            if changed {
+                *old = c;
+            }
+            changed
+        });
+    }
+
+    /// A delivery of the state (`tickbox watch`'s JSON: seq, at, merged,
+    /// recover_with, trimmed, data) made into the page's state event: the
+    /// data and everything the Tick named inert, the updates counted, and
+    /// the paths that changed since the previous one.
+    fn set_state(&self, delivery: &Value) {
+        let inert = |v: &Value| TickData::new(v.clone()).inert();
+        let data = inert(&delivery["data"]);
+        let merged = delivery["merged"].as_u64().unwrap_or(0);
         let mut last = lock(&self.last_state);
-        let merged = snap.updates.saturating_sub(last.2);
+        last.2 += merged;
         if data != last.0 {
             let mut changed = Vec::new();
             changed_paths(&last.0, &data, String::new(), &mut changed);
-            *last = (data.clone(), changed, snap.updates);
-        } else {
-            last.2 = snap.updates;
+            last.0 = data.clone();
+            last.1 = changed;
         }
-        json!({
-            "seq": state.seq,
-            "at": state.at,
+        let event = json!({
+            "seq": delivery["seq"],
+            "at": inert(&delivery["at"]),
             "data": data,
             "merged": merged,
-            "updates": snap.updates,
+            "updates": last.2,
             "changed": last.1,
-        })
+            // Paths name the Tick's keys; a cut's counts are numbers.
+            "trimmed": inert(&delivery["trimmed"]),
+            "recover_with": inert(&delivery["recover_with"]),
+        });
+        drop(last);
+        self.state.send_replace(event);
+    }
+
+    /// The Tick ended: the reason (a host's words, which may quote the
+    /// Tick) and the last lines of its screen, escaped. A later ending
+    /// only replaces one without last words (a live instance's watch
+    /// stream may say it first, its view then says it with them).
+    fn set_ended(&self, reason: &str, last_words: &[TickText]) {
+        let words: Vec<String> = last_words.iter().map(|l| text::escape(l.wire())).collect();
+        let e = json!({"reason": text::escape(reason), "last_words": words});
+        self.ended.send_if_modified(|old| {
+            let better = match old {
+                None => true,
+                Some(o) => {
+                    o["last_words"].as_array().is_none_or(Vec::is_empty) && !words.is_empty()
+                }
+            };
+            if better {
+                *old = Some(e);
+            }
+            better
+        });
     }
 
     /// The screen as rows of styled runs, its size and the cursor.
     fn screen(&self) -> Value {
-        let view = self.session.view();
+        let view = self.target.view();
         let snap = view.snapshot();
         let (rows, cursor) = tickbox_runtime::render::runs(&snap);
         let (cols, height) = view.size();
@@ -279,32 +537,68 @@ impl Inspector {
     /// behind).
     fn hello(&self) -> Value {
         let (frames, dropped) = self.timeline.snapshot();
-        let snap = self.session.state();
+        // Cloned out, so no watch is held while the rest is gathered.
+        let catalog = self.catalog.borrow().clone();
+        let state = self.state.borrow().clone();
+        let ended = self.ended.borrow().clone();
         json!({
-            "catalog": self.catalog(),
-            "state": self.state_event(&snap),
+            "target": self.target.describe(),
+            "catalog": catalog,
+            "state": state,
             "screen": self.screen(),
             "frames": frames,
             "frames_dropped": dropped,
-            "ended": self.session.end_reason().map(|r| tickbox_runtime::text::escape(&r.to_string())),
+            "ended": ended,
             "limits": {"timeline_frames": MAX_TIMELINE_FRAMES},
         })
     }
 
-    /// The session so far as a `tickbox test` scenario (TOML).
-    fn scenario(&self) -> String {
-        self.recorder.text()
+    /// The catalog a call is checked against (the page's is updated if
+    /// the Tick's changed).
+    async fn catalog_for_call(&self) -> Result<Arc<Descriptor>, NotSent> {
+        let d = self.target.catalog().await?;
+        self.set_catalog(&d);
+        Ok(d)
     }
 
-    /// The audit lines kept so far (JSON lines).
-    fn audit_lines(&self) -> String {
-        let lines = lock(&self.audit.0);
-        let mut out = String::new();
-        for l in lines.iter() {
-            out.push_str(l);
-            out.push('\n');
+    /// Sends a call and records it for the scenario export; the outcome
+    /// and the latency.
+    async fn call(
+        &self,
+        prepared: &PreparedCall,
+        args: &Value,
+    ) -> Result<(CallOutcome, u64), NotSent> {
+        let started = Instant::now();
+        let outcome = self.target.call(prepared).await?;
+        let latency_ms = started.elapsed().as_millis() as u64;
+        self.recorder
+            .called(&prepared.tool, args, started, &outcome);
+        Ok((outcome, latency_ms))
+    }
+
+    /// Keys from the page, recorded for the scenario export once sent.
+    fn keys(&self, bytes: &[u8]) -> Result<(), String> {
+        self.target.keys(bytes)?;
+        self.recorder.keys(bytes);
+        Ok(())
+    }
+
+    /// The page's screen panel changed size: the Tick's terminal follows
+    /// (for a live instance, through its view: the smallest view wins).
+    fn resize(&self, cols: u16, rows: u16) {
+        let view = self.target.view();
+        if view.size() != (cols, rows) {
+            view.resize(cols, rows);
+            self.recorder.resized(cols, rows);
         }
-        out
+    }
+
+    /// The session so far as a `tickbox test` scenario (TOML).
+    fn scenario(&self) -> String {
+        match &self.scenario_note {
+            Some(note) => format!("{note}{}", self.recorder.text()),
+            None => self.recorder.text(),
+        }
     }
 }
 
@@ -384,7 +678,12 @@ mod tests {
             "SCREEN_INTERVAL",
             &format!("{} ms", SCREEN_INTERVAL.as_millis()),
         );
+        row(
+            "STATE_INTERVAL",
+            &format!("{} ms", STATE_INTERVAL.as_millis()),
+        );
         row("MAX_AUDIT_KEPT", &MAX_AUDIT_KEPT.to_string());
+        row("LIVE_SEND_QUEUE", &LIVE_SEND_QUEUE.to_string());
         row("MAX_CHANGED_PATHS", &MAX_CHANGED_PATHS.to_string());
     }
 }

@@ -1,17 +1,21 @@
 //! `tickbox inspect`: its door attacked through the wire (raw HTTP on
 //! loopback: no token, a wrong token, a foreign `Host`, a foreign or
-//! missing `Origin`, each beside a request that gets in), a hostile Tick's
-//! markup carried only as data, and the page driven in headless Chromium
-//! (Debian's chromium and chromedriver through Selenium,
-//! `tests/browser/inspect_page.py`): the counter's screen, a confirmed
-//! call, a key typed into the screen, the host's refusal of bad arguments,
-//! and the hostile Tick running nothing.
+//! missing `Origin`, each beside a request that gets in), its bounds (event
+//! streams, action bodies) hit and passed back under, a hostile Tick's
+//! markup carried only as data, a trimmed state shown as trimmed, a live
+//! instance (`@NAME`, hosted by `tickbox run`) inspected through its socket
+//! to its end, and the page driven in headless Chromium (Debian's chromium
+//! and chromedriver through Selenium, `tests/browser/inspect_page.py`): the
+//! counter's screen, a confirmed call, a key typed into the screen, the
+//! host's refusal of bad arguments, the hostile Tick running nothing, and
+//! the same for a live instance.
 //!
 //! The screenshot in README (`docs/inspect.png`) is the counter test's:
 //! `INSPECT_SCREENSHOT=$PWD/docs/inspect.png cargo test --workspace --test it inspect::the_counter`.
 
+use crate::live::World;
 use crate::util::*;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
@@ -31,9 +35,15 @@ struct Inspect {
 
 impl Inspect {
     fn start(args: &[String]) -> Inspect {
+        Inspect::start_env(args, &[])
+    }
+
+    /// [`Inspect::start`] with more environment (a live-instance world's).
+    fn start_env(args: &[String], env: &[(&str, &str)]) -> Inspect {
         let mut child = Command::new(env!("CARGO_BIN_EXE_tickbox"))
             .arg("inspect")
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -158,6 +168,12 @@ fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
 #[test]
 fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
     let i = Inspect::start(&native_counter());
+    // The page's picture has the first state (sent as a subscriber gets it).
+    assert!(
+        eventually(PATIENCE, || i.snapshot()["state"]["data"]["value"] == 0),
+        "{}",
+        i.snapshot()["state"]
+    );
     // No token, a wrong one (as every carrier): 401.
     let (status, _, _) = i.request("GET", "/", &[], "");
     assert_eq!(status, 401, "no token");
@@ -283,6 +299,11 @@ fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
 #[test]
 fn calls_are_validated_by_the_host_and_mutating_ones_confirmed_for_the_revision() {
     let i = Inspect::start(&native_counter());
+    assert!(
+        eventually(PATIENCE, || i.snapshot()["state"]["data"]["value"] == 0),
+        "{}",
+        i.snapshot()["state"]
+    );
     let (status, body) = i.act(
         "/api/call",
         r#"{"tool": "increment", "args": {"amount": "x"}}"#,
@@ -321,8 +342,15 @@ fn calls_are_validated_by_the_host_and_mutating_ones_confirmed_for_the_revision(
     let done: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(done["ok"]["value"], 2, "{done}");
     assert!(done["latency_ms"].is_u64(), "{done}");
-    let snap = i.snapshot();
-    assert_eq!(snap["state"]["data"]["value"], 2, "{snap}");
+    // The state follows as a subscriber's delivery (within an interval).
+    let mut snap = Value::Null;
+    assert!(
+        eventually(PATIENCE, || {
+            snap = i.snapshot();
+            snap["state"]["data"]["value"] == 2
+        }),
+        "{snap}"
+    );
     assert!(snap["state"]["seq"].as_u64() >= Some(1), "{snap}");
     let changed = snap["state"]["changed"].as_array().unwrap();
     assert!(changed.iter().any(|p| p == "/value"), "{snap}");
@@ -366,9 +394,9 @@ fn a_hostile_ticks_markup_reaches_the_page_only_as_data() {
     assert!(
         eventually(PATIENCE, || {
             let s = i.snapshot();
-            s["screen"]["lines"].to_string().contains("SCREEN")
+            s["screen"]["lines"].to_string().contains("SCREEN") && s["state"]["seq"].is_u64()
         }),
-        "the screen"
+        "the screen and the state"
     );
     let (status, body) = i.act("/api/call", r#"{"tool": "fail", "args": {}}"#);
     assert_eq!(status, 200, "{body}");
@@ -460,9 +488,16 @@ fn browser_python() -> std::path::PathBuf {
 /// Runs the page driver in its own process group, killed whole (driver,
 /// chromedriver, chromium) if it outlives its deadline; what it saw.
 fn drive(args: &[String]) -> Value {
+    drive_env(args, &[])
+}
+
+/// [`drive`] with more environment (a live-instance world's, for the
+/// `tickbox stop` the driver runs).
+fn drive_env(args: &[String], env: &[(&str, &str)]) -> Value {
     let mut cmd = Command::new(browser_python());
     cmd.arg(root().join("tests/browser/inspect_page.py"))
         .args(args)
+        .envs(env.iter().copied())
         .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -562,4 +597,388 @@ fn a_hostile_tick_runs_nothing_in_headless_chromium() {
     assert_eq!(seen["scripts"], 1, "only the page's own script: {seen}");
     assert_eq!(seen["imgs"], 0, "{seen}");
     assert_eq!(seen["svgs"], 0, "{seen}");
+}
+
+/// An event stream opened by hand: the status, and the connection (open,
+/// with the `hello` read when the status is 200).
+fn open_events(i: &Inspect) -> (u16, TcpStream) {
+    let mut s = TcpStream::connect(&i.addr).expect("connect");
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(
+        s,
+        "GET /events HTTP/1.1\r\nHost: {}\r\n{}\r\n\r\n",
+        i.addr,
+        i.bearer()
+    )
+    .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let text = String::from_utf8_lossy(&seen).to_string();
+        if let Some(status) = text
+            .split_once("\r\n")
+            .and_then(|(line, _)| line.split(' ').nth(1))
+            .and_then(|c| c.parse::<u16>().ok())
+        {
+            if status != 200 || text.contains("event: hello") {
+                return (status, s);
+            }
+        }
+        let n = s.read(&mut buf).expect("the event stream");
+        assert!(n > 0, "the stream ended: {text}");
+        seen.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[test]
+fn event_streams_and_action_bodies_are_bounded_and_the_bound_still_works() {
+    let i = Inspect::start(&native_counter());
+    // MAX_EVENT_CLIENTS (8) streams get in ...
+    let mut open: Vec<TcpStream> = (0..8)
+        .map(|n| {
+            let (status, s) = open_events(&i);
+            assert_eq!(status, 200, "stream {n} is within the bound");
+            s
+        })
+        .collect();
+    // ... the ninth is refused ...
+    let (status, _) = open_events(&i);
+    assert_eq!(status, 503, "a ninth stream");
+    // ... and once one closes, its slot comes back (the server notices the
+    // close when it next writes to it: the keys below make events).
+    drop(open.pop());
+    let mut admitted = None;
+    assert!(
+        eventually(PATIENCE, || {
+            let (status, s) = open_events(&i);
+            if status == 200 {
+                admitted = Some(s);
+                return true;
+            }
+            let _ = i.act("/api/keys", r#"{"bytes": "+"}"#);
+            false
+        }),
+        "a closed stream's slot never came back"
+    );
+    drop(open);
+
+    // MAX_ACTION_BODY_BYTES (256 KiB): a body of exactly that many bytes
+    // is taken (a resize whose padding the action ignores) ...
+    let limit = 256 * 1024;
+    let body_of = |len: usize| {
+        let head = r#"{"cols": 70, "rows": 20, "pad": ""#;
+        let tail = r#""}"#;
+        format!("{head}{}{tail}", "x".repeat(len - head.len() - tail.len()))
+    };
+    let at = body_of(limit);
+    assert_eq!(at.len(), limit);
+    let (status, body) = i.act("/api/resize", &at);
+    assert_eq!(status, 200, "a body at the bound: {body}");
+    assert!(
+        eventually(PATIENCE, || i.snapshot()["screen"]["cols"] == 70),
+        "the resize at the bound reached the Tick: {}",
+        i.snapshot()["screen"]["cols"]
+    );
+    // ... one byte more is refused, whether its length is declared (the
+    // answer comes before any of the body is sent) ...
+    let over = body_of(limit + 1);
+    let head = |framing: &str| {
+        format!(
+            "POST /api/resize HTTP/1.1\r\nHost: {}\r\n{}\r\nOrigin: {}\r\nContent-Type: application/json\r\nConnection: close\r\n{framing}\r\n",
+            i.addr,
+            i.bearer(),
+            i.origin()
+        )
+    };
+    let answer = |s: &mut TcpStream| {
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        String::from_utf8_lossy(&raw).to_string()
+    };
+    let mut s = TcpStream::connect(&i.addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    s.write_all(head(&format!("Content-Length: {}\r\n", over.len())).as_bytes())
+        .unwrap();
+    let text = answer(&mut s);
+    assert!(text.starts_with("HTTP/1.1 413"), "declared over: {text}");
+    // ... or only found out as it arrives (chunked: the chunk's end and the
+    // body's are held back until the answer is read, so the server has read
+    // everything sent when it answers and closes).
+    let mut s = TcpStream::connect(&i.addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    s.write_all(head("Transfer-Encoding: chunked\r\n").as_bytes())
+        .unwrap();
+    s.write_all(format!("{:x}\r\n{over}", over.len()).as_bytes())
+        .unwrap();
+    let text = answer(&mut s);
+    assert!(text.starts_with("HTTP/1.1 413"), "streamed over: {text}");
+    assert_eq!(
+        i.snapshot()["screen"]["cols"],
+        70,
+        "nothing refused was applied"
+    );
+    drop(admitted);
+}
+
+#[test]
+fn the_state_panel_says_what_trimming_cut() {
+    // The faulty Tick's wide state (about 480 KB) is trimmed as a
+    // subscriber gets it, with the cuts named; the page shows them.
+    let mut wide = vec!["--".to_string()];
+    wide.extend(faulty("wide"));
+    let i = Inspect::start(&wide);
+    let mut snap = Value::Null;
+    assert!(
+        eventually(PATIENCE, || {
+            snap = i.snapshot();
+            snap["state"]["seq"].is_u64()
+        }),
+        "no state: {snap}"
+    );
+    let state = &snap["state"];
+    assert!(
+        state.to_string().len() <= 17 * 1024,
+        "within the delivery budget: {} bytes",
+        state.to_string().len()
+    );
+    let log = state["data"]["log"].as_array().unwrap();
+    assert_eq!(
+        log.last().unwrap(),
+        "entry number 14999 of the log",
+        "the series keeps its newest end"
+    );
+    let trimmed = state["trimmed"].as_array().unwrap();
+    assert!(
+        trimmed
+            .iter()
+            .any(|c| c["path"] == "/log" && c["kept"] == "newest" && c["of"] == 15000),
+        "{trimmed:?}"
+    );
+    // The counter's small state is whole, and says so (the control).
+    let c = Inspect::start(&native_counter());
+    assert!(eventually(PATIENCE, || c.snapshot()["state"]["seq"].is_u64()));
+    assert_eq!(c.snapshot()["state"]["trimmed"], json!([]));
+    let seen = drive(&["trimmed".into(), i.url(), c.url()]);
+    let note = seen["trimmed_note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("/log: kept its newest") && note.contains("of 15000"),
+        "{seen}"
+    );
+    assert!(seen["trimmed_marks"].as_u64() >= Some(1), "{seen}");
+    assert_eq!(
+        seen["control_note_shown"], false,
+        "no note for a whole state: {seen}"
+    );
+}
+
+/// `tickbox run --name NAME` hosting the native counter in a world of its
+/// own, listed. Bound as `let (_host, w)`, the world drops first: it stops
+/// the instance (and kills its host if it does not stop), then the host's
+/// terminal goes.
+fn live_counter(tag: &str, name: &str) -> (crate::live::Pty, World) {
+    let w = World::new(tag);
+    let counter = tick("counter.py");
+    let host = w.pty(&["run", "--name", name, "--", "python3", &counter], 100, 30);
+    w.wait_for(name);
+    (host, w)
+}
+
+#[test]
+fn a_live_instance_is_inspected_through_its_socket_to_its_end() {
+    let w = World::new("inspect-live-none");
+    // Nothing by that name: refused at once (exit 3), no page served.
+    let out = tickbox_within(&["inspect", "@c"], &w.env(), PATIENCE);
+    assert_eq!(out.code, 3, "{out:#?}");
+    assert!(out.stderr.contains("no live instance"), "{out:#?}");
+    drop(w);
+
+    let (_host, w) = live_counter("inspect-live", "c");
+    let i = Inspect::start_env(&["@c".into()], &w.env());
+    // The door is the same: the token is wanted (and the control gets in).
+    let (status, _, _) = i.request("GET", "/api/snapshot", &[], "");
+    assert_eq!(status, 401);
+    let snap = i.snapshot();
+    assert_eq!(snap["target"]["kind"], "live", "{}", snap["target"]);
+    assert_eq!(snap["target"]["name"], "c");
+    assert_eq!(snap["target"]["audit"], false);
+    assert!(
+        eventually(PATIENCE, || w.wait_for("c")["views"] == 2),
+        "the inspector is one more view: {}",
+        w.wait_for("c")
+    );
+    // The screen (from the host's frames) and the state (its watch).
+    let screen_has = |needle: &str| i.snapshot()["screen"]["lines"].to_string().contains(needle);
+    assert!(
+        eventually(PATIENCE, || screen_has("Counter: 0")),
+        "{}",
+        i.snapshot()["screen"]
+    );
+    assert!(
+        eventually(PATIENCE, || i.snapshot()["state"]["data"]["value"] == 0),
+        "{}",
+        i.snapshot()["state"]
+    );
+    assert_eq!(i.snapshot()["state"]["trimmed"], json!([]));
+    // Calls: the host's validation, then a confirmation for the revision.
+    let (status, body) = i.act(
+        "/api/call",
+        r#"{"tool": "increment", "args": {"amount": "x"}}"#,
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("is not of type"), "{body}");
+    let (status, body) = i.act(
+        "/api/call",
+        r#"{"tool": "increment", "args": {"amount": 2}}"#,
+    );
+    assert_eq!(status, 409, "{body}");
+    let asked: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(asked["confirm"], json!({"tool": "increment", "revision": "1"}));
+    let (status, body) = i.act(
+        "/api/call",
+        r#"{"tool": "increment", "args": {"amount": 2}, "confirm": {"tool": "increment", "revision": "0"}}"#,
+    );
+    assert_eq!(status, 409, "another revision's confirmation: {body}");
+    assert_eq!(
+        w.tickbox(&["read", "@c"]).json()["data"]["value"],
+        0,
+        "nothing unconfirmed ran"
+    );
+    let (status, body) = i.act(
+        "/api/call",
+        r#"{"tool": "increment", "args": {"amount": 2}, "confirm": {"tool": "increment", "revision": "1"}}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let done: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(done["ok"]["value"], 2, "{done}");
+    assert!(done["latency_ms"].is_u64(), "{done}");
+    assert!(
+        eventually(PATIENCE, || i.snapshot()["state"]["data"]["value"] == 2),
+        "{}",
+        i.snapshot()["state"]
+    );
+    assert!(eventually(PATIENCE, || screen_has("Counter: 2")));
+    // A key typed on the page reaches the Tick through the view stream.
+    let (status, body) = i.act("/api/keys", r#"{"bytes": "+"}"#);
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        eventually(PATIENCE, || screen_has("Counter: 3")),
+        "{}",
+        i.snapshot()["screen"]
+    );
+    assert!(eventually(PATIENCE, || i.snapshot()["state"]["data"]["value"] == 3));
+    let read = w.tickbox(&["read", "@c"]);
+    assert_eq!(read.json()["data"]["value"], 3, "the instance agrees: {read:#?}");
+    // The panel's size becomes the view's (our model follows at once).
+    let (status, _) = i.act("/api/resize", r#"{"cols": 60, "rows": 20}"#);
+    assert_eq!(status, 200);
+    let snap = i.snapshot();
+    assert_eq!((&snap["screen"]["cols"], &snap["screen"]["rows"]), (&json!(60), &json!(20)));
+    // The timeline is the socket's: the call asked and answered (with its
+    // latency), and no host↔Tick frame (another process has those).
+    let frames = snap["frames"].as_array().unwrap();
+    let call = frames
+        .iter()
+        .find(|f| f["method"] == "call" && f["dir"] == "to host")
+        .unwrap_or_else(|| panic!("no call in {frames:?}"));
+    let answer = frames
+        .iter()
+        .find(|f| f["id"] == call["id"] && f["dir"] == "from host" && f["method"] == "")
+        .unwrap_or_else(|| panic!("no answer in {frames:?}"));
+    assert!(answer["latency_ms"].is_u64(), "{answer}");
+    for method in ["attach", "watch", "describe", "keys", "output", "delivery"] {
+        assert!(
+            frames.iter().any(|f| f["method"] == method),
+            "no {method} frame in {frames:?}"
+        );
+    }
+    assert!(
+        !frames
+            .iter()
+            .any(|f| f["dir"] == "to tick" || f["dir"] == "from tick"),
+        "{frames:?}"
+    );
+    // Exports: the scenario has the call and the key, and says it names no
+    // Tick; the audit stream is the host's, and the page is told why.
+    let (status, _, scenario) = i.request("GET", "/api/export/scenario", &[i.bearer()], "");
+    assert_eq!(status, 200);
+    assert!(
+        scenario.contains("call = \"increment\"")
+            && scenario.contains("amount = 2")
+            && scenario.contains("key = \"+\"")
+            && scenario.contains("names no Tick"),
+        "{scenario}"
+    );
+    let (status, _, why) = i.request("GET", "/api/export/audit", &[i.bearer()], "");
+    assert_eq!(status, 404, "{why}");
+    assert!(why.contains("--audit"), "{why}");
+    assert_eq!(snap["ended"], Value::Null, "not ended yet");
+    // A second inspector that goes away leaves the instance as it was.
+    let other = Inspect::start_env(&["@c".into()], &w.env());
+    assert!(eventually(PATIENCE, || w.wait_for("c")["views"] == 3));
+    drop(other);
+    assert!(
+        eventually(PATIENCE, || w.wait_for("c")["views"] == 2),
+        "its view left with it"
+    );
+    assert_eq!(w.tickbox(&["read", "@c"]).json()["data"]["value"], 3);
+    // The end: the page is told how it ended and keeps serving.
+    let stopped = w.tickbox(&["stop", "c"]);
+    assert_eq!(stopped.code, 0, "{stopped:#?}");
+    // The view stream's ending carries the last words (the watch stream's,
+    // which may come first, does not).
+    let mut ended = Value::Null;
+    assert!(
+        eventually(PATIENCE, || {
+            ended = i.snapshot()["ended"].clone();
+            ended["last_words"].to_string().contains("Counter: 3")
+        }),
+        "the page was never told, with the last words: {ended}"
+    );
+    assert!(
+        ended["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "{ended}"
+    );
+    let (status, body) = i.act(
+        "/api/call",
+        r#"{"tool": "history", "args": {}}"#,
+    );
+    assert_eq!(status, 409, "no calls after the end: {body}");
+}
+
+#[test]
+fn a_live_counter_in_headless_chromium() {
+    let (_host, w) = live_counter("inspect-live-page", "lc");
+    let i = Inspect::start_env(&["@lc".into()], &w.env());
+    let seen = drive_env(
+        &[
+            "live".into(),
+            i.url(),
+            env!("CARGO_BIN_EXE_tickbox").into(),
+            "lc".into(),
+        ],
+        &w.env(),
+    );
+    let s = |k: &str| seen[k].as_str().unwrap_or_default().to_string();
+    assert!(s("first_screen").contains("Counter: 0"), "{seen}");
+    assert!(s("target").contains("live instance @lc"), "{seen}");
+    assert_eq!(s("timeline_title"), "Live socket", "{seen}");
+    assert!(s("timeline_note").contains("live socket"), "{seen}");
+    assert_eq!(seen["audit_link_shown"], false, "{seen}");
+    assert!(s("no_audit").contains("host"), "{seen}");
+    let confirm = s("confirm_text");
+    assert!(
+        confirm.contains("increment") && confirm.contains("revision 1"),
+        "{seen}"
+    );
+    assert!(s("increment_outcome").contains("\"value\": 3"), "{seen}");
+    assert!(s("state_after_call").contains("\"value\": 3"), "{seen}");
+    assert!(s("screen_after_key").contains("Counter: 4"), "{seen}");
+    assert!(s("state_after_key").contains("\"value\": 4"), "{seen}");
+    let timeline = s("timeline");
+    assert!(
+        timeline.contains("→ host") && timeline.contains("call") && !timeline.contains("tick/call"),
+        "{seen}"
+    );
+    assert!(s("ended").contains("ended"), "{seen}");
+    assert_eq!(i.snapshot()["state"]["data"]["value"], 4);
 }

@@ -27,10 +27,12 @@
 //!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests,
 //!   Streamable HTTP;
 //! - `inspect` — `tickbox inspect`'s door (token, Host, Origin, CSP) over
-//!   raw HTTP, host-validated and confirmed calls, the exports, a hostile
-//!   Tick's markup carried only as data, and the page in headless Chromium
-//!   (`tests/browser/inspect_page.py`: the counter, and the hostile Tick
-//!   running nothing);
+//!   raw HTTP, its bounds (event streams, action bodies), host-validated and
+//!   confirmed calls, the exports, a hostile Tick's markup carried only as
+//!   data, a trimmed state, a live instance (`@NAME`) to its end, and the
+//!   page in headless Chromium (`tests/browser/inspect_page.py`: the
+//!   counter, the hostile Tick running nothing, the trimming note, a live
+//!   counter);
 //! - `mcp_http` — `tickbox mcp --http`'s walls: the token (always), token
 //!   file modes, half-sent heads, slots per peer, the session cap and idle
 //!   expiry, bounded request bodies and the host memory they cost, the

@@ -136,15 +136,16 @@ function pointerChild(path, key) {
   return path + "/" + String(key).replace(/~/g, "~0").replace(/\//g, "~1");
 }
 
-function tree(value, path, changed) {
+function tree(value, path, changed, trimmed) {
   const li = el("li");
   const hit = changed.some((c) => c === path || c.startsWith(path + "/"));
   if (changed.includes(path)) li.classList.add("changed");
+  if (trimmed.includes(path)) li.classList.add("trimmed");
   if (value !== null && typeof value === "object") {
     const ul = el("ul");
     const entries = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
     for (const [k, v] of entries) {
-      const child = tree(v, pointerChild(path, k), hit ? changed : []);
+      const child = tree(v, pointerChild(path, k), hit ? changed : [], trimmed);
       child.insertBefore(el("span", "key", Array.isArray(value) ? `${k}: ` : `${JSON.stringify(k)}: `), child.firstChild);
       ul.appendChild(child);
     }
@@ -157,14 +158,40 @@ function tree(value, path, changed) {
   return li;
 }
 
+/** One cut trimming made, in words (its path and counts are data). */
+function cutText(c) {
+  const where = c.path === "" ? "the whole state" : c.path;
+  switch (c.kept) {
+    case "newest": return `${where}: kept its newest ${c.count} of ${c.of}`;
+    case "ends": return `${where}: kept its first ${c.first} and last ${c.last} of ${c.of}`;
+    case "prefix": return `${where}: kept its first ${c.bytes} of ${c.of} bytes`;
+    case "members": return `${where}: kept its first ${c.count} of ${c.of} members`;
+    case "nothing": return `${where}: nothing fit (${c.bytes} bytes), shown as null`;
+    default: return `${where}: cut`;
+  }
+}
+
 function drawState(s) {
   const root = $("state");
   clear(root);
   const meta = s.seq === null ? "no state yet" :
     `seq ${s.seq} · ${s.updates} updates · ${s.merged} merged into this one` + (s.at ? ` · at ${s.at}` : "");
   $("state-meta").textContent = meta;
+  const cuts = Array.isArray(s.trimmed) ? s.trimmed : [];
+  const note = $("state-trimmed");
+  clear(note);
+  note.hidden = cuts.length === 0;
+  if (cuts.length > 0) {
+    note.appendChild(el("div", "", "Trimmed to the delivery budget (what a subscriber gets); cut:"));
+    const ul = el("ul");
+    for (const c of cuts) ul.appendChild(el("li", "", cutText(c)));
+    note.appendChild(ul);
+    if (typeof s.recover_with === "string") {
+      note.appendChild(el("div", "", `The rest: call ${s.recover_with}, or read the state whole.`));
+    }
+  }
   const ul = el("ul");
-  ul.appendChild(tree(s.data, "", s.changed || []));
+  ul.appendChild(tree(s.data, "", s.changed || [], cuts.map((c) => c.path)));
   root.appendChild(ul);
 }
 
@@ -349,9 +376,11 @@ function drawTools(c) {
 
 // ---- timeline ----
 
+const DIRS = { "to tick": "→ tick", "from tick": "← tick", "to host": "→ host", "from host": "← host" };
+
 function frameRow(f) {
-  const tr = el("tr", f.dir === "to tick" ? "to-tick" : "from-tick");
-  const cells = [f.n, (f.t_ms / 1000).toFixed(3), f.dir === "to tick" ? "→ tick" : "← tick", f.method || "(response)",
+  const tr = el("tr", String(f.dir).replace(" ", "-"));
+  const cells = [f.n, (f.t_ms / 1000).toFixed(3), DIRS[f.dir] || f.dir, f.method || "(response)",
     f.id === null || f.id === undefined ? "" : f.id, f.size, f.latency_ms === null || f.latency_ms === undefined ? "" : `${f.latency_ms} ms`];
   for (const c of cells) tr.appendChild(el("td", "", c));
   const p = el("td", "preview", f.preview);
@@ -376,7 +405,21 @@ function addFrame(f) {
 
 // ---- the event stream ----
 
+/** What the page drives: a Tick started here, or a live instance. */
+function drawTarget(t) {
+  if (!t) return;
+  const live = t.kind === "live";
+  $("target").textContent = live ? `live instance @${t.name} (${t.backend}, pid ${t.pid})` : "";
+  $("timeline-title").textContent = live ? "Live socket" : "Protocol";
+  $("timeline-note").textContent = `Frames: ${t.timeline}.`;
+  const link = $("export-audit");
+  link.hidden = !t.audit;
+  $("no-audit").hidden = !!t.audit;
+  $("no-audit").title = t.audit_note || "";
+}
+
 function hello(h) {
+  drawTarget(h.target);
   catalog = h.catalog;
   maxFrames = (h.limits && h.limits.timeline_frames) || maxFrames;
   drawTools(catalog);
@@ -385,13 +428,21 @@ function hello(h) {
   clear($("frames").tBodies[0]);
   h.frames.forEach(addFrame);
   if (h.frames_dropped) $("timeline-meta").textContent += ` · ${h.frames_dropped} older dropped`;
-  if (h.ended) ended({ reason: h.ended });
+  if (h.ended) ended(h.ended);
 }
 
 function ended(e) {
   const s = $("status");
-  s.textContent = `the Tick ended: ${e.reason}`;
+  s.textContent = `ended: ${e.reason}`;
   s.className = "ended";
+  const words = $("last-words");
+  clear(words);
+  const lines = Array.isArray(e.last_words) ? e.last_words : [];
+  words.hidden = lines.length === 0;
+  if (lines.length > 0) {
+    words.appendChild(el("div", "", "The Tick's last words (the end of its screen):"));
+    words.appendChild(el("pre", "", lines.join("\n")));
+  }
 }
 
 function connect() {

@@ -19,12 +19,17 @@
 //! Routes: `GET /` (the page), `/inspect.js`, `/inspect.css`, `/events`
 //! (Server-Sent Events: `hello` with everything, then `state`, `screen`,
 //! `catalog`, `frame` and `ended`), `/api/snapshot` (the `hello` as JSON),
-//! `/api/export/scenario`, `/api/export/audit`; `POST /api/call`,
-//! `/api/keys`, `/api/resize`. Every response carries the
+//! `/api/export/scenario`, `/api/export/audit` (404 with the reason for a
+//! live instance, whose host keeps the audit stream); `POST /api/call`,
+//! `/api/keys`, `/api/resize`. Routes and events are the same whatever the
+//! target (a Tick started here or a live instance): the server reads the
+//! [`Inspector`]'s picture and hands actions to it. Every response carries the
 //! Content-Security-Policy [`CSP`], `nosniff`, `no-referrer` and `no-store`.
 
 use super::{Exit, SCREEN_INTERVAL};
-use super::{Inspector, EVENT_QUEUE, MAX_ACTION_BODY_BYTES, MAX_EVENT_CLIENTS, MAX_KEY_BYTES};
+use super::{
+    Inspector, NotSent, EVENT_QUEUE, MAX_ACTION_BODY_BYTES, MAX_EVENT_CLIENTS, MAX_KEY_BYTES,
+};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Frame, Incoming};
@@ -42,7 +47,7 @@ use tickbox_runtime::mcp::http::door::{accept, same, Body, Bounds, Conn, Gate};
 use tickbox_runtime::mcp::http::{
     read_body, BODY_TIMEOUT, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER, MAX_UNAUTHENTICATED,
 };
-use tickbox_runtime::session::{CallOutcome, SessionEvent};
+use tickbox_runtime::session::CallOutcome;
 use tickbox_runtime::text::{self, TickData};
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -143,16 +148,17 @@ fn sse(event: &str, data: &Value) -> Arc<str> {
     Arc::from(format!("event: {event}\ndata: {data}\n\n"))
 }
 
-/// Turns what happens to the Tick into events for every stream: new
-/// frames, states, screens (at most one per [`SCREEN_INTERVAL`]), catalog
-/// changes and the end.
+/// Turns changes of the inspector's picture into events for every stream:
+/// new frames, states, screens (at most one per [`SCREEN_INTERVAL`]),
+/// catalogs and the ending. The picture is the same for every target, so
+/// this loop does not know which one it shows.
 async fn pump(inspector: Arc<Inspector>, out: broadcast::Sender<Arc<str>>, ct: CancellationToken) {
-    let session = inspector.session.clone();
     let mut frames = inspector.timeline.subscribe();
-    let mut states = session.watch_state();
-    let mut screens = session.view().changes();
-    let mut events = session.events();
-    let (mut states_open, mut screens_open, mut events_open) = (true, true, true);
+    let mut states = inspector.state.subscribe();
+    let mut catalogs = inspector.catalog.subscribe();
+    let mut endings = inspector.ended.subscribe();
+    let mut screens = inspector.target.view().changes();
+    let mut screens_open = true;
     let mut last_screen = Instant::now() - SCREEN_INTERVAL;
     loop {
         tokio::select! {
@@ -167,12 +173,20 @@ async fn pump(inspector: Arc<Inspector>, out: broadcast::Sender<Arc<str>>, ct: C
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             },
-            changed = states.changed(), if states_open => match changed {
-                Ok(()) => {
-                    let snap = states.borrow_and_update().clone();
-                    let _ = out.send(sse("state", &inspector.state_event(&snap)));
+            // The inspector holds every sender: these never close.
+            Ok(()) = states.changed() => {
+                let state = states.borrow_and_update().clone();
+                let _ = out.send(sse("state", &state));
+            },
+            Ok(()) = catalogs.changed() => {
+                let catalog = catalogs.borrow_and_update().clone();
+                let _ = out.send(sse("catalog", &catalog));
+            },
+            Ok(()) = endings.changed() => {
+                let ended = endings.borrow_and_update().clone();
+                if let Some(e) = ended {
+                    let _ = out.send(sse("ended", &e));
                 }
-                Err(_) => states_open = false,
             },
             changed = screens.changed(), if screens_open => match changed {
                 Ok(()) => {
@@ -183,18 +197,6 @@ async fn pump(inspector: Arc<Inspector>, out: broadcast::Sender<Arc<str>>, ct: C
                     let _ = out.send(sse("screen", &inspector.screen()));
                 }
                 Err(_) => screens_open = false,
-            },
-            ev = events.recv(), if events_open => match ev {
-                Ok(SessionEvent::CatalogChanged(_)) => {
-                    let _ = out.send(sse("catalog", &inspector.catalog()));
-                }
-                Ok(SessionEvent::Ended(reason)) => {
-                    let reason = text::escape(&reason.to_string());
-                    let _ = out.send(sse("ended", &json!({"reason": reason})));
-                }
-                Ok(_) => {}
-                Err(broadcast::error::RecvError::Lagged(_)) => {}
-                Err(broadcast::error::RecvError::Closed) => events_open = false,
             },
         }
     }
@@ -405,11 +407,11 @@ impl Shared {
                 r
             }
             "/api/export/audit" => {
-                let mut r = respond(
-                    StatusCode::OK,
-                    "application/jsonl; charset=utf-8",
-                    self.inspector.audit_lines(),
-                );
+                let lines = match self.inspector.target.audit_lines() {
+                    Ok(lines) => lines,
+                    Err(why) => return plain(StatusCode::NOT_FOUND, why),
+                };
+                let mut r = respond(StatusCode::OK, "application/jsonl; charset=utf-8", lines);
                 r.headers_mut().insert(
                     hyper::header::CONTENT_DISPOSITION,
                     HeaderValue::from_static("attachment; filename=\"inspect.audit.jsonl\""),
@@ -461,36 +463,43 @@ impl Shared {
     }
 
     /// `POST /api/call {tool, args, confirm?: {tool, revision}}`: the
-    /// host's validation first (400 with its message), then, for a tool
-    /// that mutates, a confirmation naming this tool and the current
-    /// catalog revision (409 says what to confirm), then the call once.
+    /// host's validation first (400 with its message), against the catalog
+    /// the Tick reports now, then, for a tool that mutates, a confirmation
+    /// naming this tool and that catalog's revision (409 says what to
+    /// confirm), then the call once.
     async fn call(&self, body: &Value) -> Response<Body> {
-        let session = &self.inspector.session;
-        let Some(catalog) = session.descriptor() else {
-            return json_response(
-                StatusCode::CONFLICT,
-                &json!({"error": {"kind": "ended", "message": "the Tick has no catalog"}}),
-            );
+        let refused = |status: StatusCode, kind: &str, message: String| {
+            json_response(
+                status,
+                &json!({"error": {"kind": kind, "message": text::escape(&message)}}),
+            )
+        };
+        let not_sent = |e: NotSent| match e {
+            NotSent::Invalid(m) => refused(StatusCode::BAD_REQUEST, "invalid", m),
+            NotSent::Unavailable(m) => refused(StatusCode::CONFLICT, "ended", m),
         };
         let tool = body["tool"].as_str().unwrap_or_default().to_string();
         let args = body.get("args").cloned().unwrap_or_else(|| json!({}));
-        let refused = |kind: &str, message: String| {
-            json_response(
-                StatusCode::BAD_REQUEST,
-                &json!({"error": {"kind": kind, "message": message}}),
-            )
-        };
         if !args.is_object() {
-            return refused("invalid", "the args must be a JSON object (§7.1)".into());
+            return refused(
+                StatusCode::BAD_REQUEST,
+                "invalid",
+                "the args must be a JSON object (§7.1)".into(),
+            );
         }
+        let catalog = match self.inspector.catalog_for_call().await {
+            Ok(c) => c,
+            Err(e) => return not_sent(e),
+        };
         let prepared = match catalog.prepare(&tool, args.clone()) {
             Ok(p) => p,
-            Err(e) => return refused("invalid", text::escape(&e.to_string())),
+            Err(e) => return refused(StatusCode::BAD_REQUEST, "invalid", e.to_string()),
         };
         let line = tickbox_runtime::session::call_line_len(&prepared);
         let limit = tickbox_runtime::protocol::limits::MAX_LINE_BYTES;
         if line > limit {
             return refused(
+                StatusCode::BAD_REQUEST,
                 "invalid",
                 format!("the call's request line would be {line} bytes, over the {limit}-byte line limit (§3.6); nothing was sent"),
             );
@@ -505,16 +514,11 @@ impl Shared {
                             "message": format!("`{}` mutates: confirm the call for catalog revision {}", text::escape(&tool), text::escape(&catalog.revision))}),
                 );
             }
-            if let Some(audit) = session.audit() {
-                audit.approval("call", &tool, true, "the inspector page (confirmed)");
-            }
         }
-        let started = Instant::now();
-        let outcome = session.call(&prepared).await;
-        let latency_ms = started.elapsed().as_millis() as u64;
-        self.inspector
-            .recorder
-            .called(&tool, &args, started, &outcome);
+        let (outcome, latency_ms) = match self.inspector.call(&prepared, &args).await {
+            Ok(o) => o,
+            Err(e) => return not_sent(e),
+        };
         let answer = match outcome {
             CallOutcome::Ok(v) => json!({"ok": TickData::new(v).inert(), "latency_ms": latency_ms}),
             CallOutcome::Failed { error, executed } => json!({
@@ -546,8 +550,9 @@ impl Shared {
                 &format!("at most {MAX_KEY_BYTES} key bytes at once (the limit)"),
             );
         }
-        self.inspector.session.view().send_input(bytes.as_bytes());
-        self.inspector.recorder.keys(bytes.as_bytes());
+        if let Err(why) = self.inspector.keys(bytes.as_bytes()) {
+            return plain(StatusCode::SERVICE_UNAVAILABLE, &text::escape(&why));
+        }
         json_response(StatusCode::OK, &json!({"sent": bytes.len()}))
     }
 
@@ -568,11 +573,7 @@ impl Shared {
                 &format!("a resize needs cols 1..={MAX_VIEW_COLS} and rows 1..={MAX_VIEW_ROWS}"),
             );
         };
-        let view = self.inspector.session.view();
-        if view.size() != (cols, rows) {
-            view.resize(cols, rows);
-            self.inspector.recorder.resized(cols, rows);
-        }
+        self.inspector.resize(cols, rows);
         json_response(StatusCode::OK, &json!({"cols": cols, "rows": rows}))
     }
 }

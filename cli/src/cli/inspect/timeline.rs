@@ -1,5 +1,10 @@
-//! The protocol timeline: every frame between the host and the Tick, seen
-//! by taps on the Tick's stdin and stdout and kept in a bounded ring.
+//! The timeline: the frames the inspector can see, kept in a bounded ring.
+//!
+//! For a Tick the inspector started, that is every frame between the host
+//! and the Tick, seen by taps on the Tick's stdin and stdout. For a live
+//! instance it is the frames of the live socket between the inspector and
+//! the instance's host ([`Timeline::record`], from `live`): the host↔Tick
+//! protocol belongs to the other process and is not visible here.
 //!
 //! A tap changes nothing it carries: it copies each whole line's head (at
 //! most [`super::FRAME_HOLD_BYTES`]) and counts the rest, so a Tick's huge
@@ -23,7 +28,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::broadcast;
 
 /// Which way a frame went.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum Dir {
     /// Host → Tick (its stdin).
     #[serde(rename = "to tick")]
@@ -31,6 +36,35 @@ pub enum Dir {
     /// Tick → host (its stdout).
     #[serde(rename = "from tick")]
     FromTick,
+    /// Inspector → a live instance's host (its socket).
+    #[serde(rename = "to host")]
+    ToHost,
+    /// A live instance's host → inspector.
+    #[serde(rename = "from host")]
+    FromHost,
+}
+
+impl Dir {
+    /// The way an answer to a request sent this way comes back.
+    fn back(self) -> Dir {
+        match self {
+            Dir::ToTick => Dir::FromTick,
+            Dir::FromTick => Dir::ToTick,
+            Dir::ToHost => Dir::FromHost,
+            Dir::FromHost => Dir::ToHost,
+        }
+    }
+}
+
+/// What a frame is to the pairing of requests and responses.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind {
+    /// It asks and waits for an answer with its id.
+    Request,
+    /// It answers the request with its id, which went the other way.
+    Response,
+    /// Neither (a notification, a frame of a stream).
+    Other,
 }
 
 /// One frame as the page shows it. Every string is the Tick's and escaped.
@@ -72,7 +106,7 @@ struct Ring {
     dropped: u64,
     /// Requests waiting for a response, by direction and id text, with
     /// when they were sent (bounded like the ring).
-    pending: HashMap<(bool, String), Instant>,
+    pending: HashMap<(Dir, String), Instant>,
 }
 
 impl Timeline {
@@ -96,47 +130,71 @@ impl Timeline {
         self.events.subscribe()
     }
 
-    /// One whole frame of `len` bytes whose head is `head`.
+    /// One whole protocol line of `len` bytes whose head is `head`: its
+    /// method and id are read from the JSON, if it is JSON.
     fn frame(&self, dir: Dir, head: &[u8], len: usize) {
         #[derive(serde::Deserialize)]
         struct Head {
             method: Option<String>,
             id: Option<Value>,
         }
-        let now = Instant::now();
         let parsed = serde_json::from_slice::<Head>(head).ok();
         let method = parsed
             .as_ref()
             .and_then(|h| h.method.as_deref())
-            .map(|m| text::escape(text::truncate(m, super::FRAME_PREVIEW_CHARS)))
             .unwrap_or_default();
         let id = parsed
             .as_ref()
             .and_then(|h| h.id.as_ref())
-            .map(|id| text::escape(text::truncate(&id.to_string(), 64)));
-        let preview = text::escape(text::truncate(
+            .map(Value::to_string);
+        let kind = match (method.is_empty(), &id) {
+            (false, Some(_)) => Kind::Request,
+            (true, Some(_)) => Kind::Response,
+            _ => Kind::Other,
+        };
+        self.record(
+            dir,
+            kind,
+            method,
+            id.as_deref(),
+            len,
             &String::from_utf8_lossy(head),
-            super::FRAME_PREVIEW_CHARS,
-        ));
+        );
+    }
+
+    /// Records one frame. `method`, `id` and `preview` may be the Tick's
+    /// (or carry its text): they are cut and escaped here, so every caller
+    /// gets the same policy.
+    pub fn record(
+        &self,
+        dir: Dir,
+        kind: Kind,
+        method: &str,
+        id: Option<&str>,
+        size: usize,
+        preview: &str,
+    ) {
+        let now = Instant::now();
+        let method = text::escape(text::truncate(method, super::FRAME_PREVIEW_CHARS));
+        let id = id.map(|id| text::escape(text::truncate(id, 64)));
+        let preview = text::escape(text::truncate(preview, super::FRAME_PREVIEW_CHARS));
         let mut ring = lock(&self.inner);
         let mut latency_ms = None;
         if let Some(id) = &id {
-            let key_of = |d: Dir| (d == Dir::ToTick, id.clone());
-            if method.is_empty() {
-                // A response answers a request that went the other way.
-                let asked = match dir {
-                    Dir::FromTick => Dir::ToTick,
-                    Dir::ToTick => Dir::FromTick,
-                };
-                latency_ms = ring
-                    .pending
-                    .remove(&key_of(asked))
-                    .map(|t| now.duration_since(t).as_millis() as u64);
-            } else {
-                if ring.pending.len() >= super::MAX_TIMELINE_FRAMES {
-                    ring.pending.clear();
+            match kind {
+                Kind::Response => {
+                    latency_ms = ring
+                        .pending
+                        .remove(&(dir.back(), id.clone()))
+                        .map(|t| now.duration_since(t).as_millis() as u64);
                 }
-                ring.pending.insert(key_of(dir), now);
+                Kind::Request => {
+                    if ring.pending.len() >= super::MAX_TIMELINE_FRAMES {
+                        ring.pending.clear();
+                    }
+                    ring.pending.insert((dir, id.clone()), now);
+                }
+                Kind::Other => {}
             }
         }
         ring.next += 1;
@@ -145,7 +203,7 @@ impl Timeline {
             dir,
             method,
             id,
-            size: len,
+            size,
             t_ms: now.duration_since(self.started).as_millis() as u64,
             latency_ms,
             preview,
