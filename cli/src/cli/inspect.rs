@@ -179,8 +179,9 @@ enum Target {
         session: Arc<Session>,
         audit: Arc<AuditRing>,
     },
-    /// A live instance another process hosts, through its socket.
-    Live(live::LiveTick),
+    /// A live instance another process hosts, through its socket (boxed:
+    /// it is the larger of the two, and there is one per process).
+    Live(Box<live::LiveTick>),
 }
 
 /// Why a call was not sent (nothing ran).
@@ -263,7 +264,7 @@ impl Target {
         match self {
             Target::Local { .. } => json!({
                 "kind": "local",
-                "timeline": "the protocol between the host and the Tick (its stdin and stdout)",
+                "timeline": "Every frame between the host and the Tick (its stdin and stdout).",
                 "audit": true,
             }),
             Target::Live(l) => l.describe_target(),
@@ -309,11 +310,17 @@ pub async fn run(mut args: InspectArgs) -> Result<(), Exit> {
     let (inspector, session) = match &spec {
         TickSpec::Live(target) => {
             let call_timeout = open::call_timeout(args.opts.call_timeout)?;
-            let (tick, streams) = live::LiveTick::connect(target, timeline.clone(), call_timeout).await?;
+            let (tick, streams) =
+                live::LiveTick::connect(target, timeline.clone(), call_timeout).await?;
             let record = tick.record_tick();
             let note = tick.scenario_note();
             let catalog = streams.catalog.clone();
-            let inspector = Arc::new(Inspector::new(Target::Live(tick), timeline, &record, Some(note)));
+            let inspector = Arc::new(Inspector::new(
+                Target::Live(Box::new(tick)),
+                timeline,
+                &record,
+                Some(note),
+            ));
             inspector.set_catalog(&catalog);
             live::drive(inspector.clone(), streams);
             (inspector, None)

@@ -832,7 +832,10 @@ fn a_live_instance_is_inspected_through_its_socket_to_its_end() {
     );
     assert_eq!(status, 409, "{body}");
     let asked: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(asked["confirm"], json!({"tool": "increment", "revision": "1"}));
+    assert_eq!(
+        asked["confirm"],
+        json!({"tool": "increment", "revision": "1"})
+    );
     let (status, body) = i.act(
         "/api/call",
         r#"{"tool": "increment", "args": {"amount": 2}, "confirm": {"tool": "increment", "revision": "0"}}"#,
@@ -865,14 +868,23 @@ fn a_live_instance_is_inspected_through_its_socket_to_its_end() {
         "{}",
         i.snapshot()["screen"]
     );
-    assert!(eventually(PATIENCE, || i.snapshot()["state"]["data"]["value"] == 3));
+    assert!(eventually(PATIENCE, || i.snapshot()["state"]["data"]
+        ["value"]
+        == 3));
     let read = w.tickbox(&["read", "@c"]);
-    assert_eq!(read.json()["data"]["value"], 3, "the instance agrees: {read:#?}");
+    assert_eq!(
+        read.json()["data"]["value"],
+        3,
+        "the instance agrees: {read:#?}"
+    );
     // The panel's size becomes the view's (our model follows at once).
     let (status, _) = i.act("/api/resize", r#"{"cols": 60, "rows": 20}"#);
     assert_eq!(status, 200);
     let snap = i.snapshot();
-    assert_eq!((&snap["screen"]["cols"], &snap["screen"]["rows"]), (&json!(60), &json!(20)));
+    assert_eq!(
+        (&snap["screen"]["cols"], &snap["screen"]["rows"]),
+        (&json!(60), &json!(20))
+    );
     // The timeline is the socket's: the call asked and answered (with its
     // latency), and no host↔Tick frame (another process has those).
     let frames = snap["frames"].as_array().unwrap();
@@ -938,10 +950,7 @@ fn a_live_instance_is_inspected_through_its_socket_to_its_end() {
         ended["reason"].as_str().is_some_and(|r| !r.is_empty()),
         "{ended}"
     );
-    let (status, body) = i.act(
-        "/api/call",
-        r#"{"tool": "history", "args": {}}"#,
-    );
+    let (status, body) = i.act("/api/call", r#"{"tool": "history", "args": {}}"#);
     assert_eq!(status, 409, "no calls after the end: {body}");
 }
 

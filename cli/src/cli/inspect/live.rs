@@ -49,7 +49,8 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 
 /// What the audit export says for a live instance.
-pub const NO_AUDIT: &str = "a live instance's audit stream is written by the process that hosts it \
+pub const NO_AUDIT: &str =
+    "a live instance's audit stream is written by the process that hosts it \
 (start it with `tickbox run --audit FILE`); the inspector of a live instance has none of its own";
 
 /// Why a view's stream ended without the host saying the Tick ended.
@@ -96,7 +97,9 @@ impl Terminal for HostTerminal {
             return;
         };
         if self.0.try_send(Frame::Json(v)).is_err() {
-            tracing::warn!("the live instance's host is not reading this view's frames: a resize was dropped");
+            tracing::warn!(
+                "the live instance's host is not reading this view's frames: a resize was dropped"
+            );
         }
     }
 }
@@ -160,7 +163,9 @@ fn first_reply(frame: Option<Frame>) -> Result<Value, Failure> {
             Err(e) => Err(Failure::Lost(format!("an unreadable reply: {e}"))),
         },
         Some(_) => Err(Failure::Lost("an unexpected frame".into())),
-        None => Err(Failure::Lost("the host closed the connection before answering".into())),
+        None => Err(Failure::Lost(
+            "the host closed the connection before answering".into(),
+        )),
     }
 }
 
@@ -295,18 +300,23 @@ impl LiveTick {
             conn.send(&frame)
                 .await
                 .map_err(|e| Failure::Lost(e.to_string()))?;
-            let reply = conn.next().await.map_err(|e| Failure::Lost(e.to_string()))?;
+            let reply = conn
+                .next()
+                .await
+                .map_err(|e| Failure::Lost(e.to_string()))?;
             if let Some(f) = &reply {
                 note(&self.timeline, Dir::FromHost, &id, f, Kind::Response);
             }
             first_reply(reply)
         };
-        tokio::time::timeout(limit, asked).await.unwrap_or_else(|_| {
-            Err(Failure::Lost(format!(
-                "the live instance did not answer within {}s",
-                limit.as_secs()
-            )))
-        })
+        tokio::time::timeout(limit, asked)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Failure::Lost(format!(
+                    "the live instance did not answer within {}s",
+                    limit.as_secs()
+                )))
+            })
     }
 
     /// The Tick's catalog as it reports it now (a fresh tick/describe).
@@ -375,7 +385,9 @@ impl LiveTick {
             },
             // The host refused before sending anything to the Tick.
             Err(f @ Failure::Answered(..)) => Err(f.not_sent()),
-            Err(Failure::Lost(why)) => unknown(format!("the host did not deliver the outcome ({why})")),
+            Err(Failure::Lost(why)) => {
+                unknown(format!("the host did not deliver the outcome ({why})"))
+            }
         }
     }
 
@@ -400,8 +412,8 @@ impl LiveTick {
             "id": self.info.id,
             "backend": self.info.backend,
             "pid": self.info.pid,
-            "timeline": "the frames of the live socket between this inspector and the instance's host \
-(c1, c2, … are its connections); the protocol between that host and the Tick is the other process's and is not shown",
+            "timeline": "The frames of the live socket between this inspector and the instance's host \
+(c1, c2, … are its connections). The protocol between that host and the Tick belongs to the other process and is not shown.",
             "audit": false,
             "audit_note": NO_AUDIT,
         }))

@@ -411,7 +411,7 @@ function drawTarget(t) {
   const live = t.kind === "live";
   $("target").textContent = live ? `live instance @${t.name} (${t.backend}, pid ${t.pid})` : "";
   $("timeline-title").textContent = live ? "Live socket" : "Protocol";
-  $("timeline-note").textContent = `Frames: ${t.timeline}.`;
+  $("timeline-note").textContent = t.timeline;
   const link = $("export-audit");
   link.hidden = !t.audit;
   $("no-audit").hidden = !!t.audit;
