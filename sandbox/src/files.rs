@@ -18,7 +18,9 @@
 //! example does), so only a grant the Tick never asked to change
 //! anything through is one it would run the same under read-only. The
 //! calls that read are
-//! `open-at`, `stat(-at)`, `readlink-at` and `read-directory`; the rest
+//! `open-at`, `stat(-at)`, `readlink-at` and `read-directory` (the
+//! shadows of `stat(-at)`, `set-times(-at)` and `read-directory` are
+//! virtual time's, which note uses through the same `noted`); the rest
 //! (`get-type`, `metadata-hash`, `sync`, `advise`, `is-same-object`) work
 //! only on a descriptor one of those made or on the preopen itself, and
 //! are not counted alone. Reads and writes of file data go through a
@@ -208,19 +210,6 @@ pub(crate) fn add_use_notes(
                 let s = store.data_mut();
                 let rep = fd.rep();
                 let r = fs_types::HostDescriptor::readlink_at(&mut s.filesystem(), fd, path).await;
-                noted(s, &[rep], false, r)
-            })
-        },
-    )?;
-    fs.func_wrap_async(
-        "[method]descriptor.read-directory",
-        |mut store: wasmtime::StoreContextMut<'_, GuestState>,
-         (fd,): (Resource<Descriptor>,)|
-         -> FsCall<'_, Resource<fs_types::DirectoryEntryStream>> {
-            Box::new(async move {
-                let s = store.data_mut();
-                let rep = fd.rep();
-                let r = fs_types::HostDescriptor::read_directory(&mut s.filesystem(), fd).await;
                 noted(s, &[rep], false, r)
             })
         },

@@ -41,6 +41,8 @@ pub struct GuestState {
     pub(crate) lookup_names: Vec<(String, String)>,
     /// Virtual time and seeded randomness (`tickbox test`), or real ones.
     pub(crate) clock: Option<virtual_time::VirtualClock>,
+    /// Under virtual time, the directory listings it is reading, sorted.
+    pub(crate) listings: virtual_time::listing::Listings,
     /// `wasi:http` state and the origin policy its requests go through.
     pub(crate) http_ctx: wasmtime_wasi_http::WasiHttpCtx,
     pub(crate) http_hooks: http::Hooks,

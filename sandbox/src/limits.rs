@@ -35,6 +35,7 @@
 //! | [`EXIT_GRACE`] | 500 ms | a guest's time to return after its stdin closed |
 //! | **virtual time** (`tickbox test`) | | |
 //! | [`MAX_ADVANCE`], [`MAX_ADVANCE_FIRINGS`] | 366 days, 100,000 | one `advance` step |
+//! | [`MAX_SORTED_LISTINGS`] | 4 MiB | directory entries held to be read in name order, per Tick (within [`HOST_OVERHEAD`]) |
 //! | **compile cache** | | |
 //! | [`DEFAULT_CACHE_MAX_BYTES`], [`MAX_CACHE_ENTRY_BYTES`] | 1 GiB, 2 GiB | the cache's size cap, the largest entry read |
 //! | **trust store** ([`crate::consent`]) | | |
@@ -170,6 +171,13 @@ pub const MAX_TRUST_STORE_BYTES: u64 = 4 << 20;
 pub const MAX_ADVANCE_FIRINGS: u64 = 100_000;
 /// Longest single `advance`.
 pub const MAX_ADVANCE: Duration = Duration::from_secs(366 * 24 * 3600);
+/// Under virtual time, the directory entries the host holds for one Tick
+/// to give it in name order (each entry's name plus
+/// `virtual_time::listing::ENTRY_BYTES`), over every listing it has not
+/// finished reading; a listing that would pass it fails with
+/// `insufficient-memory` (`nomem` for preview 1). About 60,000 entries of
+/// 16-byte names.
+pub const MAX_SORTED_LISTINGS: usize = 4 << 20;
 
 #[cfg(test)]
 mod tests {
@@ -255,6 +263,10 @@ mod tests {
             (
                 "MAX_ADVANCE",
                 format!("{} days", MAX_ADVANCE.as_secs() / 86_400),
+            ),
+            (
+                "MAX_SORTED_LISTINGS",
+                format!("{} MiB", MAX_SORTED_LISTINGS as u64 / MIB),
             ),
             (
                 "DEFAULT_CACHE_MAX_BYTES",

@@ -290,6 +290,7 @@ async fn spawn_audited(
                     })
                     .collect(),
                 clock: clock.cloned(),
+                listings: Default::default(),
                 http_ctx: wasmtime_wasi_http::WasiHttpCtx::new(),
                 http_hooks: http::Hooks::new(http_policy).audited(audit.cloned()),
                 audit: audit.cloned(),

@@ -45,11 +45,17 @@
 //!   times would differ on every run, and lie in the future of the guest's
 //!   clock); `set-times`/`set-times-at` with `now` set the virtual wall
 //!   clock's time on the host's file rather than the host's. A preview-1
-//!   module's `fd_filestat_get`/`path_filestat_get` read the same epoch.
+//!   module's `fd_filestat_get`/`path_filestat_get` read the same epoch
+//!   (its `fd_filestat_set_times` with `now` still sets the host's time on
+//!   the host's file, which the guest never reads back);
+//! - **directory order**: a listing comes in name order, not the host
+//!   file system's ([`listing`]).
 //!
 //! Everything a guest controls is bounded: an `advance` fires at most
 //! [`MAX_ADVANCE_FIRINGS`] timer deadlines, and a single `advance` spans at
 //! most [`MAX_ADVANCE`].
+
+pub(crate) mod listing;
 
 use super::GuestState;
 pub use crate::limits::{MAX_ADVANCE, MAX_ADVANCE_FIRINGS};
@@ -726,7 +732,8 @@ pub(super) fn add_to_linker(l: &mut Linker<GuestState>) -> wasmtime::Result<()> 
 
 /// Preview 1's `fd_filestat_get` and `path_filestat_get` for a module
 /// under virtual time: wasmtime-wasi's own, then the three timestamps of
-/// the `filestat` it wrote overwritten with [`FILE_TIME`].
+/// the `filestat` it wrote overwritten with [`FILE_TIME`]; and its
+/// `fd_readdir`, in name order ([`listing`]).
 pub(super) fn add_p1_to_linker(
     l: &mut wasmtime::Linker<super::ModuleState>,
 ) -> wasmtime::Result<()> {
@@ -790,12 +797,42 @@ pub(super) fn add_p1_to_linker(
             })
         },
     )?;
+    l.func_wrap_async(
+        "wasi_snapshot_preview1",
+        "fd_readdir",
+        |mut caller: Caller<'_, super::ModuleState>,
+         (fd, buf, len, cookie, used): (i32, i32, i32, i64, i32)| {
+            Box::new(async move {
+                let fuel = caller.as_context_mut().hostcall_fuel();
+                let export = caller.get_export("memory");
+                let (mut mem, st) = match &export {
+                    Some(Extern::Memory(m)) => {
+                        let (mem, st) = m.data_and_store_mut(&mut caller);
+                        (wiggle::GuestMemory::Unshared(mem), st)
+                    }
+                    Some(Extern::SharedMemory(m)) => {
+                        (wiggle::GuestMemory::Shared(m.data()), caller.data_mut())
+                    }
+                    _ => wasmtime::bail!("missing required memory export"),
+                };
+                let wasi = &mut st.wasi;
+                p1::WasiSnapshotPreview1::set_hostcall_fuel(wasi, fuel);
+                if st.virtual_files {
+                    listing::p1_readdir(wasi, &mut mem, fd, buf, len, cookie, used).await
+                } else {
+                    p1::fd_readdir(&mut *wasi, &mut mem, fd, buf, len, cookie, used).await
+                }
+            })
+        },
+    )?;
     Ok(())
 }
 
-/// File timestamps under virtual time (see the module docs): `stat`,
-/// `stat-at`, `set-times` and `set-times-at` of `wasi:filesystem`, which
-/// are wasmtime-wasi's own when the store has no [`VirtualClock`].
+/// File timestamps and directory order under virtual time (see the module
+/// docs): `stat`, `stat-at`, `set-times`, `set-times-at`,
+/// `read-directory` and `read-directory-entry` of `wasi:filesystem`, which
+/// are wasmtime-wasi's own (with the grant's use noted) when the store has
+/// no [`VirtualClock`].
 mod files {
     use super::{GuestState, VirtualClock, FILE_TIME};
     use wasmtime::component::{Linker, Resource};
@@ -803,7 +840,8 @@ mod files {
     use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
     use wasmtime_wasi::p2::bindings::clocks::wall_clock::Datetime;
     use wasmtime_wasi::p2::bindings::filesystem::types::{
-        DescriptorStat, ErrorCode, HostDescriptor, NewTimestamp, PathFlags,
+        DescriptorStat, DirectoryEntry, DirectoryEntryStream, ErrorCode, HostDescriptor,
+        HostDirectoryEntryStream, NewTimestamp, PathFlags,
     };
 
     type FsCall<'a, T> = Box<
@@ -816,7 +854,46 @@ mod files {
         fs.func_wrap_async("[method]descriptor.stat-at", stat_at)?;
         fs.func_wrap_async("[method]descriptor.set-times", set_times)?;
         fs.func_wrap_async("[method]descriptor.set-times-at", set_times_at)?;
+        fs.func_wrap_async("[method]descriptor.read-directory", read_directory)?;
+        fs.func_wrap_async(
+            "[method]directory-entry-stream.read-directory-entry",
+            read_directory_entry,
+        )?;
         Ok(())
+    }
+
+    fn read_directory(
+        mut store: StoreContextMut<'_, GuestState>,
+        (fd,): (Resource<Descriptor>,),
+    ) -> FsCall<'_, Resource<DirectoryEntryStream>> {
+        Box::new(async move {
+            let s = store.data_mut();
+            let rep = fd.rep();
+            let r = HostDescriptor::read_directory(&mut s.filesystem(), fd).await;
+            let r = match r {
+                Ok(stream) if s.clock.is_some() => super::listing::sort(s, stream).await,
+                r => r,
+            };
+            crate::files::noted(s, &[rep], false, r)
+        })
+    }
+
+    fn read_directory_entry(
+        mut store: StoreContextMut<'_, GuestState>,
+        (stream,): (Resource<DirectoryEntryStream>,),
+    ) -> FsCall<'_, Option<DirectoryEntry>> {
+        Box::new(async move {
+            let s = store.data_mut();
+            if let Some(next) = s.listings.next(stream.rep()) {
+                return Ok((Ok(next),));
+            }
+            let r =
+                HostDirectoryEntryStream::read_directory_entry(&mut s.filesystem(), stream).await;
+            Ok((match r {
+                Ok(v) => Ok(v),
+                Err(e) => Err(e.downcast()?),
+            },))
+        })
     }
 
     fn datetime(d: std::time::Duration) -> Datetime {

@@ -1,7 +1,9 @@
 //! Deterministic by construction: under `tickbox test`'s virtual time
 //! nothing a wasm guest can read differs from one run to the next, not its
 //! `TICKLOOP_INSTANCE_ID` (the seed's, not the host's pid and clock), not
-//! the timestamps of its files (the virtual epoch, not the host's clock).
+//! the timestamps of its files (the virtual epoch, not the host's clock),
+//! not the order of a directory's entries (by name, not the host file
+//! system's order).
 //! Each run is its own `tickbox test` process, so pids and real times
 //! differ between them; reports are compared byte for byte with only the
 //! wall-clock field `duration_ms` removed.
@@ -91,6 +93,11 @@ fn instance_id_and_file_times_are_the_same_in_every_run() {
     }
     assert_eq!(r["set_error"], Value::Null, "{r}");
     assert_eq!(r["file"]["len"], 4, "sizes stay real: {r}");
+    assert_eq!(
+        r["names"],
+        serde_json::json!(SORTED),
+        "entries by name, not as the host's file system keeps them: {r}"
+    );
     // Two processes (other pids, other real times): the same report.
     assert_eq!(
         without_durations(&first.stdout),
@@ -116,31 +123,87 @@ fn instance_id_and_file_times_are_the_same_in_every_run() {
         a["file"]["modified"][0].as_u64().unwrap() > 1_700_000_000,
         "real file times: {a}"
     );
+    assert_host_order(&a["names"]);
+}
+
+/// The nine names the guests create (`f` first, then eight in an order
+/// that is neither this one nor its reverse), by name.
+const SORTED: [&str; 9] = ["a", "c", "e", "f", "h", "m", "q", "x", "z"];
+
+/// Positive control for the entry order: on real time a listing holds the
+/// same names in the host file system's own order, which is not by name
+/// (ext4 keeps a hash order, tmpfs and others creation order; the guests
+/// create in neither the names' order nor its reverse), so the check of
+/// the sorted order above can fail.
+fn assert_host_order(names: &Value) {
+    let names: Vec<&str> = names
+        .as_array()
+        .unwrap_or_else(|| panic!("a listing: {names}"))
+        .iter()
+        .map(|n| n.as_str().expect("a name"))
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, SORTED, "the same names: {names:?}");
+    assert_ne!(names, SORTED, "the host's order is not by name: {names:?}");
+}
+
+/// A scenario for the hostile guest built for preview 1: it writes
+/// `/data/f`, then (with `list`) eight more files in an order that is not
+/// their names', and its last step expects an empty result from `stat` of
+/// the file, or (with `list`) from `list_dir` of the directory, so the
+/// report shows what the module read.
+fn preview1_scenario(t: &TempDir, name: &str, extra: &str, list: bool) -> std::path::PathBuf {
+    let wasm = hostile_p1();
+    let write = |path: &str| {
+        format!("[[step]]\ncall = \"write_file\"\nargs = {{ path = \"/data/{path}\", text = \"x\" }}\nresult_subset = {{ ok = true }}\n\n")
+    };
+    let mut steps = write("f");
+    let last = if list {
+        for n in ["m", "c", "x", "a", "q", "h", "z", "e"] {
+            steps.push_str(&write(n));
+        }
+        "[[step]]\ncall = \"list_dir\"\nargs = { path = \"/data\" }\nresult = {}\n"
+    } else {
+        "[[step]]\ncall = \"stat\"\nargs = { path = \"/data/f\" }\nresult = {}\n"
+    };
+    let file = t.path(&format!("{name}.scenario.toml"));
+    std::fs::write(
+        &file,
+        format!("[tick]\npath = {wasm:?}\nscratch = \"/data\"\n{extra}\n\n{steps}{last}"),
+    )
+    .unwrap();
+    file
 }
 
 #[test]
 fn a_preview1_modules_file_times_are_virtual_too() {
-    let wasm = hostile_p1();
     let t = TempDir::new("determinism-p1");
-    let write = |name: &str, extra: &str| {
-        let file = t.path(&format!("{name}.scenario.toml"));
-        std::fs::write(
-            &file,
-            format!(
-                "[tick]\npath = {wasm:?}\nscratch = \"/data\"\n{extra}\n\n[[step]]\ncall = \"write_file\"\nargs = {{ path = \"/data/f\", text = \"x\" }}\nresult_subset = {{ ok = true }}\n\n[[step]]\ncall = \"stat\"\nargs = {{ path = \"/data/f\" }}\nresult = {{}}\n"
-            ),
-        )
-        .unwrap();
-        file
-    };
-    let virt = found(&run(&write("p1", ""), &[]));
+    let virt = found(&run(&preview1_scenario(&t, "p1", "", false), &[]));
     assert_eq!(virt["ok"], true, "{virt}");
     assert_eq!(virt["modified"], EPOCH, "{virt}");
     assert_eq!(virt["accessed"], EPOCH, "{virt}");
     assert_eq!(virt["len"], 1, "{virt}");
     // Positive control: real time shows the host's clock.
-    let real = found(&run(&write("p1-real", "deterministic = false"), &[]));
+    let real = found(&run(
+        &preview1_scenario(&t, "p1-real", "deterministic = false", false),
+        &[],
+    ));
     assert!(real["modified"].as_u64().unwrap() > 1_700_000_000, "{real}");
+}
+
+#[test]
+fn a_preview1_modules_directory_lists_by_name_too() {
+    let t = TempDir::new("determinism-p1-dir");
+    let virt = found(&run(&preview1_scenario(&t, "p1-dir", "", true), &[]));
+    assert_eq!(virt["ok"], true, "{virt}");
+    assert_eq!(virt["value"], serde_json::json!(SORTED), "{virt}");
+    // Positive control: real time lists in the host file system's order.
+    let real = found(&run(
+        &preview1_scenario(&t, "p1-dir-real", "deterministic = false", true),
+        &[],
+    ));
+    assert_host_order(&real["value"]);
 }
 
 /// Copies every example scenario into `into` (snapshots left behind, so

@@ -13,8 +13,9 @@
 //! Tool `files` (`{"dir": "/data"}`): its `TICKLOOP_INSTANCE_ID`, then
 //! writes `<dir>/f` and reads back the file's and the directory's
 //! timestamps (`stat`), then sets the file's modification time to "now"
-//! and reads it again: what a guest can learn about the host from its
-//! environment and its files.
+//! and reads it again, then creates eight more files in a fixed order that
+//! is not the names' order and lists the directory (`names`, as read): what
+//! a guest can learn about the host from its environment and its files.
 //!
 //! It waits for input in `wasi:io/poll` (not a blocking read), like the SDK
 //! does, so a host can see when it is idle.
@@ -134,6 +135,22 @@ fn stat(path: &str) -> Value {
     }
 }
 
+/// Creates eight files in an order that is neither the names' order nor
+/// its reverse, then lists `dir` in the order the host gave the entries.
+fn names(dir: &str) -> Value {
+    for name in ["m", "c", "x", "a", "q", "h", "z", "e"] {
+        if let Err(e) = std::fs::write(format!("{dir}/{name}"), b"") {
+            return json!(e.to_string());
+        }
+    }
+    match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()).unwrap_or_else(|e| e.to_string()))
+            .collect(),
+        Err(e) => json!(e.to_string()),
+    }
+}
+
 fn files(dir: &str) -> Value {
     let file = format!("{dir}/f");
     let written = std::fs::write(&file, b"tick").map_err(|e| e.to_string()).err();
@@ -151,5 +168,6 @@ fn files(dir: &str) -> Value {
         "dir": stat(dir),
         "set_error": set,
         "after_set": stat(&file),
+        "names": names(dir),
     })
 }
