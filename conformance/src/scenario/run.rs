@@ -19,7 +19,7 @@ use super::diff;
 use super::files::{self, FileError};
 use super::fixtures::{self as fixture, FixtureTable};
 use super::model::{Action, CallExpect, Check, Scenario, DEFAULT_SEED};
-use super::trace::{self, Direction, Recorder, StepRecord, Tap, Trace};
+use super::trace::{self, Direction, Recorder, StepRecord, Trace};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -470,8 +470,8 @@ async fn run_traced(
         // into the trace and change nothing they carry.
         let (cols, rows) = view.size();
         let rec = Recorder::new(cols, rows);
-        io.stdin = Box::new(Tap::new(io.stdin, rec.clone(), Direction::ToTick));
-        io.stdout = Box::new(Tap::new(io.stdout, rec.clone(), Direction::FromTick));
+        io.stdin = Box::new(rec.tap(io.stdin, Direction::ToTick));
+        io.stdout = Box::new(rec.tap(io.stdout, Direction::FromTick));
         let t = Tracer {
             rec,
             clock: clock.clone(),
