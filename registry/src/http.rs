@@ -2,8 +2,8 @@
 //! are a few requests; keeping connections would buy little and cost
 //! state), every wait and every body bounded ([`crate::limits`]).
 //!
-//! Plain HTTP only to a loopback registry or one the person named with
-//! `--insecure-registry`, and even there HTTPS is tried first (as Docker
+//! Plain HTTP only to a loopback registry or one the person named insecure
+//! ([`crate::RegistryConfig::insecure`]), and even there HTTPS is tried first (as Docker
 //! does), falling back to plain HTTP when the TLS handshake fails;
 //! elsewhere HTTPS only, verified against the webpki roots plus a CA file
 //! when one is given. Credentials never follow a redirect to another host.

@@ -359,7 +359,7 @@ impl Cache {
         self.evict_to(self.max_bytes, keep)
     }
 
-    /// Like [`Cache::evict`] with an explicit cap (`tickbox cache clean --keep`).
+    /// Like [`Cache::evict`] with an explicit cap (a cap the person chose).
     pub fn evict_to(&self, cap: u64, keep: Option<&str>) -> (usize, u64) {
         let now = SystemTime::now();
         for name in self.names() {

@@ -18,8 +18,8 @@
 //!   [`Verdict::Again`]; never seen: [`Verdict::New`].
 //!
 //! **Directory requests name guest paths only** ([`check_manifest`]): the
-//! host directory behind one always comes from the person (`--dir
-//! HOST::GUEST`), so a manifest cannot point a Tick at a host path. A
+//! host directory behind one always comes from the person (their own `dir`
+//! grant `HOST::GUEST`), so a manifest cannot point a Tick at a host path. A
 //! manifest's `http_ca` (a host file to trust) is refused for the same
 //! reason.
 //!

@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 /// Bounds the command line puts on scenario files.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Policy {
-    /// Environment variables a scenario may read (`--allow-env NAME`);
-    /// default none.
+    /// Environment variables a scenario may read (an `env` grant `NAME`
+    /// alone); default none.
     pub allow_env: Vec<String>,
     /// Directories under which a scenario's `dir` grants may lie
-    /// (`--grant-root DIR`); empty: the scenario file's own directory tree.
+    /// (grant roots); empty: the scenario file's own directory tree.
     pub grant_roots: Vec<PathBuf>,
 }
 

@@ -1,4 +1,4 @@
-//! Traces of scenario runs (`tickbox test --trace`): one file per scenario
+//! Traces of scenario runs ([`super::RunOptions::trace`]): one file per scenario
 //! that asciinema's players play as it is, and that `tickbox test
 //! show-trace` replays step by step.
 //!
