@@ -193,7 +193,10 @@ mod tests {
         const HOLD_BYTES: usize = 8;
         fn frame(&self, head: &[u8], len: usize) {
             let inside = self.inside.load(Ordering::SeqCst);
-            self.frames.lock().unwrap().push((head.to_vec(), len, inside));
+            self.frames
+                .lock()
+                .unwrap()
+                .push((head.to_vec(), len, inside));
         }
         fn in_order<R>(&self, f: impl FnOnce() -> R) -> R {
             assert!(!self.inside.swap(true, Ordering::SeqCst), "not nested");
