@@ -74,21 +74,7 @@ impl Transport {
         insecure: Vec<String>,
         extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
     ) -> Result<Transport, String> {
-        let mut roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        for cert in extra_roots {
-            roots
-                .add(cert)
-                .map_err(|e| format!("a certificate is not a usable CA: {e}"))?;
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS setup: {e}"))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let config = tickbox_trust::tls::client_config(extra_roots).map_err(|e| e.to_string())?;
         Ok(Transport {
             insecure,
             tls: Arc::new(config),

@@ -253,24 +253,13 @@ pub fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, String>
     Ok(certs)
 }
 
-/// The TLS client configuration: webpki roots plus `extra` CAs.
+/// The TLS client configuration (`tickbox_trust::tls`): webpki roots plus
+/// `extra` CAs, a refused CA named as the `http_ca` grant's.
 fn tls_config(extra: Vec<CertificateDer<'static>>) -> Result<rustls::ClientConfig, String> {
-    let mut roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    for cert in extra {
-        roots
-            .add(cert)
-            .map_err(|e| format!("http_ca: a certificate is not a usable CA: {e}"))?;
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
+    tickbox_trust::tls::client_config(extra).map_err(|e| match e {
+        tickbox_trust::tls::TlsError::Ca(_) => format!("http_ca: {e}"),
+        _ => e.to_string(),
+    })
 }
 
 /// A request as a fixture sees it: what the guest asked for, parsed the
