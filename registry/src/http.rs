@@ -386,7 +386,10 @@ impl Answer {
 }
 
 /// A mutex's guard, also after a panic elsewhere poisoned it (the guarded
-/// maps are caches: any state they hold is usable).
+/// maps are caches: any state they hold is usable). The host's
+/// `util::lock` in two lines: the registry may not depend on the host, and
+/// the one crate both reach besides the protocol, `tickbox-trust`, holds
+/// trust checks, not helpers.
 pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
