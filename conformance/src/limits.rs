@@ -1,11 +1,11 @@
 //! Bounds of `tickbox-conformance` that are not part of a scenario file's
-//! grammar: what a trace of a scenario run (`tickbox test --trace`) may
+//! grammar: what a trace of a scenario run (`RunOptions::trace`) may
 //! hold. (The bounds of the file format itself are beside its parser in
 //! `scenario/model.rs`; the runner's waits in `scenario/run.rs`.)
 //!
 //! | constant | value | bounds |
 //! |---|---|---|
-//! | **traces** (`tickbox test --trace`, `show-trace`) | | |
+//! | **traces** (`RunOptions::trace`, `trace::parse`) | | |
 //! | [`MAX_TRACE_BYTES`] | 4 MiB | one trace file, written and read (`show-trace` refuses a larger one) |
 //! | [`TRACE_RESERVE_BYTES`] | 64 KiB | kept back for the header, the last step's outcome and the note that the trace was cut |
 //! | [`MAX_TRACE_FRAME_CHARS`] | 4096 | one protocol frame as recorded (the rest is counted, not kept) |

@@ -7,6 +7,8 @@
 //! - [`session`] — the engine: initialization, multiplexed requests, state,
 //!   violations, call outcomes;
 //! - [`framing`] — async line reading over the protocol crate's framer;
+//! - [`tap`] — a Tick's stream that hands each whole frame it carries to a
+//!   watcher (a scenario's trace, the inspector's timeline), within a bound;
 //! - [`backend`] — the [`TickIo`]/[`TickProcess`] contract every backend
 //!   yields, native Ticks (a subprocess on a real PTY, [`backend::native`]),
 //!   both ends in memory for tests ([`backend::memory`]), and the process
@@ -53,6 +55,7 @@ pub mod live;
 pub mod metrics;
 pub mod render;
 pub mod session;
+pub mod tap;
 pub mod text;
 pub mod util;
 pub mod view;

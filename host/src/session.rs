@@ -807,7 +807,7 @@ impl Session {
         self.call_within(call, self.config.call_timeout).await
     }
 
-    /// tick/call with its own timeout (a client's `--call-timeout`).
+    /// tick/call with its own timeout (a client's `call_timeout` setting).
     pub async fn call_within(&self, call: &PreparedCall, timeout: Duration) -> CallOutcome {
         let started = std::time::Instant::now();
         let outcome = self.call_once(call, timeout).await;

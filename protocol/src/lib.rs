@@ -5,9 +5,9 @@
 //! constant, the line framer, and the validators for the descriptor (§5.3),
 //! state and reads (§6.2, §6.3) and updates (§8.2). Validators return
 //! [`Finding`]s naming a [`rules::Rule`] by its stable id (the ids
-//! `tickbox check --list-rules` prints), so the host (which turns a finding
-//! into a refusal or a violation) and the checker (which turns it into a
-//! verdict) share one implementation. The guest SDK uses the codes, limits
+//! [`rules::ALL`] lists), so the host (which turns a finding into a
+//! refusal or a violation) and the checker (which turns it into a verdict)
+//! share one implementation. The guest SDK uses the codes, limits
 //! and framing with the default `validate` feature off, which drops the JSON
 //! Schema engine.
 //!

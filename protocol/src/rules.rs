@@ -1,7 +1,7 @@
 //! The table of Tick-side rules `tickbox check` examines.
 //!
-//! Every rule has a stable id (`group.name`, used by `--only` and in every
-//! report format), the section of the protocol text it comes from, and a
+//! Every rule has a stable id (`group.name`, used to select rules ([`select`]) and
+//! in every report format), the section of the protocol text it comes from, and a
 //! severity: [`Severity::Must`] for the spec's MUST / MUST NOT (a failure makes
 //! the check fail), [`Severity::Advisory`] for SHOULDs, the informative
 //! guidance and heuristics (reported, never fatal).
@@ -168,7 +168,7 @@ pub fn lookup(id: &str) -> Option<&'static Rule> {
     ALL.iter().copied().find(|r| r.id == id)
 }
 
-/// The rules an `--only` list selects: each entry is a rule id or a group
+/// The rules a selection (`only`) picks: each entry is a rule id or a group
 /// (`framing` selects every `framing.*` rule). Empty selects all.
 pub fn select(only: &[String]) -> Result<Vec<&'static Rule>, String> {
     if only.is_empty() {

@@ -61,7 +61,14 @@ pub enum RegistryError {
     /// A manifest that is not a Tick artifact.
     #[error("{reference} is not a wasm Tick artifact: {why}")]
     Layout { reference: String, why: String },
-    /// The store cannot be trusted or written.
+    /// The store's directory breaks the private-directory rule: someone
+    /// else could plant blobs in it.
+    #[error("the Tick store {path}: {rule}")]
+    NotPrivate {
+        path: PathBuf,
+        rule: tickbox_trust::NotPrivate,
+    },
+    /// The store cannot be written, or a blob in it is not what its name says.
     #[error("the Tick store {path}: {why}")]
     Store { path: PathBuf, why: String },
     /// A pinned reference is not in the store and the network is not to

@@ -2,8 +2,8 @@
 //! are a few requests; keeping connections would buy little and cost
 //! state), every wait and every body bounded ([`crate::limits`]).
 //!
-//! Plain HTTP only to a loopback registry or one the person named with
-//! `--insecure-registry`, and even there HTTPS is tried first (as Docker
+//! Plain HTTP only to a loopback registry or one the person named insecure
+//! ([`crate::RegistryConfig::insecure`]), and even there HTTPS is tried first (as Docker
 //! does), falling back to plain HTTP when the TLS handshake fails;
 //! elsewhere HTTPS only, verified against the webpki roots plus a CA file
 //! when one is given. Credentials never follow a redirect to another host.
@@ -74,21 +74,7 @@ impl Transport {
         insecure: Vec<String>,
         extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
     ) -> Result<Transport, String> {
-        let mut roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        for cert in extra_roots {
-            roots
-                .add(cert)
-                .map_err(|e| format!("a certificate is not a usable CA: {e}"))?;
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS setup: {e}"))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let config = tickbox_trust::tls::client_config(extra_roots).map_err(|e| e.to_string())?;
         Ok(Transport {
             insecure,
             tls: Arc::new(config),
@@ -400,7 +386,10 @@ impl Answer {
 }
 
 /// A mutex's guard, also after a panic elsewhere poisoned it (the guarded
-/// maps are caches: any state they hold is usable).
+/// maps are caches: any state they hold is usable). The host's
+/// `util::lock` in two lines: the registry may not depend on the host, and
+/// the one crate both reach besides the protocol, `tickbox-trust`, holds
+/// trust checks, not helpers.
 pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }

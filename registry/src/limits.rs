@@ -10,7 +10,7 @@
 //! | [`MAX_TOKEN_BYTES`] | 64 KiB | a bearer-token answer |
 //! | [`MAX_ERROR_BYTES`] | 16 KiB | an error answer's body, read for its message |
 //! | [`MAX_CREDENTIALS_BYTES`] | 1 MiB | the Docker config file read |
-//! | [`MAX_CA_BYTES`] | 1 MiB | the `--registry-ca` file read |
+//! | [`MAX_CA_BYTES`] | 1 MiB | the CA file read (`RegistryConfig::ca_file`) |
 //! | [`MAX_REDIRECTS`] | 3 | redirects followed for one blob |
 //! | [`CONNECT_TIMEOUT`] | 10 s | TCP connect and TLS handshake |
 //! | [`RESPONSE_TIMEOUT`] | 30 s | from a request sent to its answer's head |

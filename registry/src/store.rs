@@ -3,8 +3,9 @@
 //! only its owner can write.
 //!
 //! The trust rules are the compile cache's: the directory is created 0700
-//! and refused (one line) when it is a symlink, not the user's, or writable
-//! by group or others; blobs are written to a fresh `O_EXCL|O_NOFOLLOW`
+//! and refused (one line, [`RegistryError::NotPrivate`]) when it breaks the
+//! private-directory rule of `tickbox_trust::private_dir` (a symlink, not the
+//! user's, or writable by group or others); blobs are written to a fresh `O_EXCL|O_NOFOLLOW`
 //! file, checked against their digest as they stream, and renamed into
 //! place only when they match, so the store never holds a blob under the
 //! wrong name, nor half a blob. Reads use `O_NOFOLLOW` and check the digest
@@ -15,9 +16,10 @@ use crate::error::RegistryError;
 use crate::reference::{Digest, Hasher};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use tickbox_trust::private_dir;
 
 /// Where pulled Ticks are kept.
 #[derive(Debug, Clone)]
@@ -39,32 +41,15 @@ impl Store {
         let dir = dir.into();
         std::fs::DirBuilder::new()
             .recursive(true)
-            .mode(0o700)
+            .mode(private_dir::CREATE_MODE)
             .create(&dir)
             .map_err(|e| RegistryError::store(&dir, e))?;
+        // The path's own metadata (lstat): a symlink is refused, not followed.
         let meta = std::fs::symlink_metadata(&dir).map_err(|e| RegistryError::store(&dir, e))?;
-        if !meta.is_dir() {
-            return Err(RegistryError::store(
-                &dir,
-                "it is a symlink or not a directory",
-            ));
-        }
-        let euid = unsafe { libc::geteuid() };
-        if meta.uid() != euid {
-            return Err(RegistryError::store(
-                &dir,
-                format!("it is owned by uid {}, not by you (uid {euid})", meta.uid()),
-            ));
-        }
-        if meta.mode() & 0o022 != 0 {
-            return Err(RegistryError::store(
-                &dir,
-                format!(
-                    "it has mode {:o}: group or others can write to it",
-                    meta.mode() & 0o777
-                ),
-            ));
-        }
+        private_dir::check(&meta).map_err(|rule| RegistryError::NotPrivate {
+            path: dir.clone(),
+            rule,
+        })?;
         Ok(Store { dir })
     }
 

@@ -6,7 +6,7 @@
 //! | path | crate |
 //! |---|---|
 //! | [`protocol`] | `tickbox-protocol`: the wire, limits, rule ids, validators |
-//! | [`session`], [`framing`], [`view`], [`render`], [`text`], [`delivery`], [`live`], [`backend`] (native, memory) | `tickbox-host` |
+//! | [`session`], [`framing`], [`tap`], [`view`], [`render`], [`text`], [`delivery`], [`live`], [`backend`] (native, memory) | `tickbox-host` |
 //! | `backend::wasm`, `launch` | `tickbox-sandbox` (feature `wasm`) |
 //! | `mcp` | `tickbox-mcp` (feature `wasm`) |
 //! | `check`, `scenario` | `tickbox-conformance` (feature `wasm`) |
@@ -38,7 +38,7 @@
 pub use tickbox_protocol as protocol;
 
 pub use tickbox_host::{
-    audit, delivery, framing, live, metrics, render, session, text, util, view,
+    audit, delivery, framing, live, metrics, render, session, tap, text, util, view,
 };
 
 /// Ways to run a Tick: `tickbox-host`'s backends, and the sandbox as `wasm`.

@@ -7,7 +7,9 @@
 //! - **The directory** must be a real directory (not a symlink) owned by the
 //!   current user and not writable by group or others. It is created 0700
 //!   when missing; an existing one that fails the check is refused with a
-//!   one-line reason ([`CacheError::Unsafe`]) and tickbox runs **without the
+//!   one-line reason ([`CacheError::NotPrivate`], the rule of
+//!   `tickbox_trust::private_dir`, which the trust store and the store of
+//!   pulled Ticks share) and tickbox runs **without the
 //!   cache** (compiling every time) rather than failing: the cache is an
 //!   optimisation, and refusing it keeps every guarantee. The directory is
 //!   opened once and every later operation is relative to that handle
@@ -47,9 +49,11 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
+use tickbox_trust::private_dir::{self, euid, OpenError};
+use tickbox_trust::NotPrivate;
 
 use crate::compiler::Compiler;
 
@@ -70,7 +74,12 @@ type HmacSha256 = Hmac<Sha256>;
 /// Why the cache cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
-    /// The directory or key file could be written or read by someone else.
+    /// The directory breaks the private-directory rule: someone else could
+    /// plant code in it.
+    #[error("compile cache {path} refused: {rule}")]
+    NotPrivate { path: PathBuf, rule: NotPrivate },
+    /// The key file could be read or written by someone else, or is not a
+    /// key.
     #[error("compile cache {path} refused: {why}")]
     Unsafe { path: PathBuf, why: String },
     /// The directory or key file could not be created or read.
@@ -93,11 +102,6 @@ pub fn default_dir() -> Option<PathBuf> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
 }
 
 fn random_bytes<const N: usize>() -> std::io::Result<[u8; N]> {
@@ -359,7 +363,7 @@ impl Cache {
         self.evict_to(self.max_bytes, keep)
     }
 
-    /// Like [`Cache::evict`] with an explicit cap (`tickbox cache clean --keep`).
+    /// Like [`Cache::evict`] with an explicit cap (a cap the person chose).
     pub fn evict_to(&self, cap: u64, keep: Option<&str>) -> (usize, u64) {
         let now = SystemTime::now();
         for name in self.names() {
@@ -552,46 +556,23 @@ impl Cache {
 }
 
 /// Creates `dir` 0700 if missing, opens it without following a symlink,
-/// and checks it is a directory of ours that nobody else can write.
+/// and checks it by the private-directory rule (`tickbox_trust::private_dir`).
 fn open_private_dir(dir: &Path) -> Result<File, CacheError> {
     let io = |source| CacheError::Io {
         path: dir.to_path_buf(),
         source,
     };
-    let refuse = |why: String| CacheError::Unsafe {
-        path: dir.to_path_buf(),
-        why,
-    };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(io)?;
-    let handle = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(dir)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
-                refuse("it is a symlink or not a directory".into())
-            }
-            _ => io(e),
-        })?;
-    let meta = handle.metadata().map_err(io)?;
-    if meta.uid() != euid() {
-        return Err(refuse(format!(
-            "it is owned by uid {}, not by you (uid {})",
-            meta.uid(),
-            euid()
-        )));
+    match private_dir::open(dir, true) {
+        Ok(Some(handle)) => Ok(handle),
+        // With `create`, a missing directory is made, not reported missing.
+        Ok(None) => Err(io(std::io::ErrorKind::NotFound.into())),
+        Err(OpenError::NotPrivate(rule)) => Err(CacheError::NotPrivate {
+            path: dir.to_path_buf(),
+            rule,
+        }),
+        Err(OpenError::Io(e)) => Err(io(e)),
+        Err(e) => Err(io(std::io::Error::other(e))),
     }
-    if meta.mode() & 0o022 != 0 {
-        return Err(refuse(format!(
-            "it has mode {:o}: group or others can write to it",
-            meta.mode() & 0o777
-        )));
-    }
-    Ok(handle)
 }
 
 /// Reads a file path's bytes only if it exists; used by tests of the format.

@@ -12,7 +12,7 @@
 //!   writable private mapping: an allocation past it fails and the child
 //!   aborts) and `RLIMIT_CPU` (a backstop: the timeout × the CPUs, plus one
 //!   second), and `PR_SET_PDEATHSIG` so it dies with the host;
-//! - the parent kills it when [`Bounds::timeout`] (`--compile-timeout`) of
+//! - the parent kills it when [`Bounds::timeout`] (`compile_timeout`) of
 //!   wall time has passed.
 //!
 //! Whichever bound ends it, the Tick fails to start with one line naming the
@@ -45,10 +45,10 @@ const POLL: Duration = Duration::from_millis(10);
 /// The limits one compile runs under.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Bounds {
-    /// Wall time (`--compile-timeout`).
+    /// Wall time (`compile_timeout`).
     pub timeout: Duration,
     /// Writable memory of the worker, and the largest code it may return
-    /// (`--compile-memory`).
+    /// (`compile_memory`).
     pub memory: u64,
 }
 
@@ -320,7 +320,7 @@ pub fn optimize_detached(
 /// priority adds (a compile stopped there is tried again at the next start).
 const BACKGROUND_NICE: libc::c_int = 10;
 
-/// How many times `--compile-timeout` the detached worker may take.
+/// How many times `compile_timeout` the detached worker may take.
 const BACKGROUND_WALL_FACTOR: u64 = 4;
 
 /// The wasm a worker reads on its stdin: a memory file made once from the

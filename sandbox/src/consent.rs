@@ -18,8 +18,8 @@
 //!   [`Verdict::Again`]; never seen: [`Verdict::New`].
 //!
 //! **Directory requests name guest paths only** ([`check_manifest`]): the
-//! host directory behind one always comes from the person (`--dir
-//! HOST::GUEST`), so a manifest cannot point a Tick at a host path. A
+//! host directory behind one always comes from the person (their own `dir`
+//! grant `HOST::GUEST`), so a manifest cannot point a Tick at a host path. A
 //! manifest's `http_ca` (a host file to trust) is refused for the same
 //! reason.
 //!
@@ -32,7 +32,9 @@
 //! (`O_CREAT|O_EXCL|O_NOFOLLOW`) renamed into place under an exclusive
 //! lock on the directory, so two writers never lose each other's record.
 //! Every operation is relative to the directory opened once. A store that
-//! fails a check is refused with one line ([`TrustError::Unsafe`]): unlike
+//! fails a check is refused with one line ([`TrustError::NotPrivate`] for
+//! the rule of `tickbox_trust::private_dir`, [`TrustError::Unsafe`] for a
+//! file that is a symlink or not a regular file): unlike
 //! the cache, it cannot be skipped, because its records grant.
 //!
 //! The trust store is tickbox's own state: no grant may overlap it (the
@@ -48,8 +50,9 @@ use std::ffi::CString;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use tickbox_trust::private_dir::{self, OpenError};
+use tickbox_trust::NotPrivate;
 
 /// The approvals file's name inside the trust directory.
 pub const STORE_FILE: &str = "approvals.json";
@@ -61,8 +64,12 @@ const TMP_PREFIX: &str = ".tmp-";
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TrustError {
-    /// The directory or file could be written by someone else, is not the
-    /// user's, or is a symlink: its records could grant anything.
+    /// The directory breaks the private-directory rule, or the file its
+    /// owner and mode part: someone else could write records that grant
+    /// anything.
+    #[error("trust store {} refused: {rule}", path.display())]
+    NotPrivate { path: PathBuf, rule: NotPrivate },
+    /// The file is a symlink or not a regular file.
     #[error("trust store {} refused: {why}", path.display())]
     Unsafe { path: PathBuf, why: String },
     /// The file is not an approvals file of this version, or too large.
@@ -276,11 +283,6 @@ pub fn digest_file(path: &Path) -> std::io::Result<WasmDigest> {
     Ok(WasmDigest::from_bytes(hasher.finalize().into()))
 }
 
-fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
 /// The approvals in a trust directory, read once.
 #[derive(Debug, Clone)]
 pub struct TrustStore {
@@ -442,62 +444,22 @@ impl TrustStore {
     }
 }
 
-/// Opens the trust directory without following a symlink and checks it is
-/// a directory of ours nobody else can write; `None` when it does not
-/// exist and `create` is false (created 0700 otherwise).
+/// Opens the trust directory without following a symlink and checks it by
+/// the private-directory rule (`tickbox_trust::private_dir`); `None` when
+/// it does not exist and `create` is false (created 0700 otherwise).
 fn open_dir(dir: &Path, create: bool) -> Result<Option<File>, TrustError> {
     let io = |source| TrustError::Io {
         path: dir.to_path_buf(),
         source,
     };
-    let refuse = |why: String| TrustError::Unsafe {
-        path: dir.to_path_buf(),
-        why,
-    };
-    if create {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io)?;
-    }
-    let handle = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(dir)
-    {
-        Ok(h) => h,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => return Ok(None),
-        Err(e) => {
-            return Err(match e.raw_os_error() {
-                Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
-                    refuse("it is a symlink or not a directory".into())
-                }
-                _ => io(e),
-            })
-        }
-    };
-    let meta = handle.metadata().map_err(io)?;
-    check_owner(&meta, "it").map_err(refuse)?;
-    Ok(Some(handle))
-}
-
-/// The owner and mode rule, for the directory and the file alike.
-fn check_owner(meta: &std::fs::Metadata, what: &str) -> Result<(), String> {
-    if meta.uid() != euid() {
-        return Err(format!(
-            "{what} is owned by uid {}, not by you (uid {})",
-            meta.uid(),
-            euid()
-        ));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(format!(
-            "{what} has mode {:o}: group or others can write to it",
-            meta.mode() & 0o777
-        ));
-    }
-    Ok(())
+    private_dir::open(dir, create).map_err(|e| match e {
+        OpenError::NotPrivate(rule) => TrustError::NotPrivate {
+            path: dir.to_path_buf(),
+            rule,
+        },
+        OpenError::Io(e) => io(e),
+        e => io(std::io::Error::other(e)),
+    })
 }
 
 /// Reads the approvals file in the opened directory (none when missing).
@@ -526,9 +488,10 @@ fn read_approvals(dir: &Path, handle: &File) -> Result<Vec<Approval>, TrustError
             why: "it is not a regular file".into(),
         });
     }
-    check_owner(&meta, "it").map_err(|why| TrustError::Unsafe {
+    // The file is held to the directory's owner and mode rule.
+    private_dir::check_owned(&meta).map_err(|rule| TrustError::NotPrivate {
         path: path.clone(),
-        why,
+        rule,
     })?;
     let mut text = Vec::new();
     f.take(MAX_TRUST_STORE_BYTES + 1)
@@ -601,7 +564,7 @@ fn unlink_at(dir: &File, name: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn spec(toml_like: &[(&str, &str)]) -> GrantSpec {
         let mut s = GrantSpec::default();

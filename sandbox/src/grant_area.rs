@@ -16,7 +16,7 @@
 //! host to grant a file removes every directory whose pid is no longer
 //! running ([`recover`]).
 //!
-//! **Invariant:** no Tick can be granted tickbox's own state: a `--dir`
+//! **Invariant:** no Tick can be granted tickbox's own state: a `dir` grant
 //! that contains, or lies inside, the grant area, the live-instance
 //! directory or the compile cache is refused ([`check_not_own_state`]). So
 //! no Tick can reach another Tick's granted file through its own grant, nor

@@ -1,27 +1,28 @@
-//! What a sandboxed Tick may reach: parsed from flags or a policy file,
+//! What a sandboxed Tick may reach: parsed from grants in their textual form
+//! (a policy file, a manifest, a scenario, or the CLI's flags for the keys),
 //! applied to a WASI context, and shown to the user.
 //!
 //! Denied unless granted, each grant by itself:
 //!
-//! | capability | default | grant |
+//! | capability | default | grant key |
 //! |---|---|---|
-//! | files | none | `--dir HOST[::GUEST][:ro\|:rw[,max=SIZE]]`, a directory or a single file |
-//! | TCP connect / UDP | none | `--allow-net HOST:PORT` per address (`*` for any port) |
-//! | name lookup | none | only names given to `--allow-net` |
-//! | outgoing HTTP (`wasi:http`) | none: every request fails with `HTTP-request-denied` | `--allow-http http[s]://HOST[:PORT]` per origin (see [`super::http`] for its bounds); `--http-ca FILE` adds CAs |
+//! | files | none | `dir`: `HOST[::GUEST][:ro\|:rw[,max=SIZE]]`, a directory or a single file |
+//! | TCP connect / UDP | none | `allow_net`: `HOST:PORT` per address (`*` for any port) |
+//! | name lookup | none | only names given in `allow_net` |
+//! | outgoing HTTP (`wasi:http`) | none: every request fails with `HTTP-request-denied` | `allow_http`: `http[s]://HOST[:PORT]` per origin (see [`super::http`] for its bounds); `http_ca`: a `FILE` of CAs to add |
 //! | listening sockets | never | — |
-//! | environment | `TICKLOOP_INSTANCE_ID`, `TERM` | `--env NAME[=VALUE]` |
+//! | environment | `TICKLOOP_INSTANCE_ID`, `TERM` | `env`: `NAME[=VALUE]` |
 //! | args, clocks, random | yes | — |
 //! | creating symlinks | never | — |
-//! | memory and tables, all together | 256 MiB | `--max-memory SIZE` |
-//! | WASI handles (files, sockets, streams) | 1024 | `--max-handles N` |
-//! | wasm file size | 64 MiB | `--max-wasm-size SIZE` |
-//! | compile time (wall) | 60 s | `--compile-timeout SECONDS` |
-//! | compile memory | 4 GiB | `--compile-memory SIZE` |
-//! | bytes written to files, 4 KiB per entry created (components) | unbounded | `--max-write SIZE` |
-//! | the same through one grant; no rename or link across it (components) | unbounded | `--dir …:rw,max=SIZE` |
+//! | memory and tables, all together | 256 MiB | `max_memory`: `SIZE` |
+//! | WASI handles (files, sockets, streams) | 1024 | `max_handles`: `N` |
+//! | wasm file size | 64 MiB | `max_wasm_size`: `SIZE` |
+//! | compile time (wall) | 60 s | `compile_timeout`: `SECONDS` |
+//! | compile memory | 4 GiB | `compile_memory`: `SIZE` |
+//! | bytes written to files, 4 KiB per entry created (components) | unbounded | `max_write`: `SIZE` |
+//! | the same through one grant; no rename or link across it (components) | unbounded | `dir`: `…:rw,max=SIZE` |
 //!
-//! A policy file (`--policy FILE`, TOML) holds the same grants so a user can
+//! A policy file (TOML, under these keys) holds the same grants so a user can
 //! keep them per Tick; a manifest shipped beside a Tick (`NAME.tick.toml`)
 //! says what the Tick asks for, applied only under a person's approval of
 //! the Tick's content ([`crate::consent`]).
@@ -112,7 +113,7 @@ pub enum NetHost {
     Name(String),
 }
 
-/// One `--allow-net` grant.
+/// One `allow_net` grant.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct NetGrant {
     /// The host.
@@ -201,41 +202,42 @@ impl Default for Limits {
     }
 }
 
-/// Grants in their textual form, as flags, a policy file and a manifest give them.
+/// Grants in their textual form, under the keys a policy file, a manifest
+/// and a scenario use (the CLI's flags are these keys with dashes).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct GrantSpec {
-    /// `--dir` values.
+    /// `dir` grants: `HOST[::GUEST][:ro|:rw[,max=SIZE]]`.
     #[serde(default)]
     pub dir: Vec<String>,
-    /// `--allow-net` values.
+    /// `allow_net` grants: `HOST:PORT`.
     #[serde(default)]
     pub allow_net: Vec<String>,
-    /// `--allow-http` values.
+    /// `allow_http` origins: `http[s]://HOST[:PORT]`.
     #[serde(default)]
     pub allow_http: Vec<String>,
-    /// `--http-ca` value.
+    /// `http_ca`: a PEM file of CAs to trust for `allow_http`.
     #[serde(default)]
     pub http_ca: Option<String>,
-    /// `--env` values.
+    /// `env`: `NAME[=VALUE]`.
     #[serde(default)]
     pub env: Vec<String>,
-    /// `--max-memory` value.
+    /// `max_memory`: a size.
     #[serde(default)]
     pub max_memory: Option<String>,
-    /// `--max-handles` value.
+    /// `max_handles`: a count.
     #[serde(default)]
     pub max_handles: Option<String>,
-    /// `--max-wasm-size` value.
+    /// `max_wasm_size`: a size.
     #[serde(default)]
     pub max_wasm_size: Option<String>,
-    /// `--compile-timeout` value (seconds).
+    /// `compile_timeout`: seconds.
     #[serde(default)]
     pub compile_timeout: Option<String>,
-    /// `--compile-memory` value.
+    /// `compile_memory`: a size.
     #[serde(default)]
     pub compile_memory: Option<String>,
-    /// `--max-write` value.
+    /// `max_write`: a size.
     #[serde(default)]
     pub max_write: Option<String>,
 }
@@ -319,7 +321,8 @@ impl GrantSpec {
             && self.env.is_empty()
     }
 
-    /// Parses every grant, resolving `--env NAME` from this process's environment.
+    /// Parses every grant, resolving an `env` grant `NAME` from this process's
+    /// environment.
     pub fn resolve(&self) -> Result<Grants, GrantError> {
         let mut g = Grants::default();
         for d in &self.dir {
@@ -449,14 +452,14 @@ fn parse_dir(spec: &str) -> Result<DirGrant, GrantError> {
     })
 }
 
-/// The host path of a `--dir` value (`HOST[::GUEST][:OPTIONS]`), as given:
+/// The host path of a `dir` grant (`HOST[::GUEST][:OPTIONS]`), as given:
 /// what a caller bounding grants (a scenario's grant root) must check.
 pub fn dir_host(spec: &str) -> &str {
     let rest = dir_options(spec).map_or(spec, |(rest, _)| rest);
     rest.split_once("::").map_or(rest, |(host, _)| host)
 }
 
-/// Splits a `--dir` value into the path part and its options (`ro`, `rw`,
+/// Splits a `dir` grant into the path part and its options (`ro`, `rw`,
 /// `max=SIZE`, comma-separated after the last `:`), when it has options.
 fn dir_options(spec: &str) -> Option<(&str, &str)> {
     let (rest, opts) = spec.rsplit_once(':')?;

@@ -34,7 +34,7 @@ pub struct GuestState {
     pub(crate) term: terminal::TermState,
     pub(crate) limiter: memory::Budget,
     pub(crate) quota: Option<quota::Quota>,
-    /// Which grant each descriptor is under: its write quota (`--dir …:max=SIZE`) and its recorded uses.
+    /// Which grant each descriptor is under: its write quota (`max=SIZE` on a `dir` grant) and its recorded uses.
     pub(crate) grant_handles: quota::GrantHandles,
     /// The names it may look up, each with the grant that names it (for
     /// the audit's record of the lookup).

@@ -1,4 +1,4 @@
-//! What a guest at its handle cap (`--max-handles`) gets: an error it can
+//! What a guest at its handle cap (`max_handles`) gets: an error it can
 //! handle, never a trap, and enough headroom to keep answering.
 //!
 //! wasmtime-wasi traps a guest whose resource table is full, wherever the

@@ -8,7 +8,7 @@
 //!
 //! - **origins**: a request goes out only when its scheme, host and port
 //!   (the port defaults to 80 or 443 by scheme) equal an origin granted
-//!   with `--allow-http` ([`Origin`]). The check reads the scheme and
+//!   in `allow_http` ([`Origin`]). The check reads the scheme and
 //!   authority the guest gave, not an address the name resolves to, so
 //!   `http://localhost:8080` and `http://127.0.0.1:8080` are different
 //!   origins; an authority with user info is refused. Everything else
@@ -32,7 +32,7 @@
 //!   `connection-limit-reached`). A guest may ask for shorter timeouts with
 //!   `request-options`; longer ones are cut to the bounds.
 //! - **TLS** is the host's: rustls with the webpki roots (Mozilla's), plus
-//!   the PEM certificates of `--http-ca FILE` for private CAs and tests.
+//!   the PEM certificates of the `http_ca` file for private CAs and tests.
 //!   A certificate that does not verify is `TLS-certificate-error`.
 //!
 //! Only HTTP/1.1 is spoken; there is no proxy support and no connection
@@ -156,7 +156,7 @@ fn normal_host(host: &str) -> Option<String> {
     name_like.then(|| bare.to_ascii_lowercase())
 }
 
-/// Parses an `--allow-http` value: `http[s]://HOST[:PORT]`, with at most a
+/// Parses an `allow_http` origin: `http[s]://HOST[:PORT]`, with at most a
 /// trailing `/`; no path, query, user info or wildcard.
 pub fn parse_origin(spec: &str) -> Result<Origin, String> {
     let (scheme, rest) = spec
@@ -226,7 +226,7 @@ fn origin_of(uri: &http::Uri) -> Option<Origin> {
     Some(Origin { scheme, host, port })
 }
 
-/// Reads the PEM certificates of an `--http-ca` file (at most
+/// Reads the PEM certificates of an `http_ca` file (at most
 /// [`MAX_CA_FILE`] bytes, at least one certificate).
 pub fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     use rustls::pki_types::pem::PemObject;
@@ -253,24 +253,13 @@ pub fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, String>
     Ok(certs)
 }
 
-/// The TLS client configuration: webpki roots plus `extra` CAs.
+/// The TLS client configuration (`tickbox_trust::tls`): webpki roots plus
+/// `extra` CAs, a refused CA named as the `http_ca` grant's.
 fn tls_config(extra: Vec<CertificateDer<'static>>) -> Result<rustls::ClientConfig, String> {
-    let mut roots = rustls::RootCertStore {
-        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-    };
-    for cert in extra {
-        roots
-            .add(cert)
-            .map_err(|e| format!("http_ca: a certificate is not a usable CA: {e}"))?;
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
+    tickbox_trust::tls::client_config(extra).map_err(|e| match e {
+        tickbox_trust::tls::TlsError::Ca(_) => format!("http_ca: {e}"),
+        _ => e.to_string(),
+    })
 }
 
 /// A request as a fixture sees it: what the guest asked for, parsed the
@@ -282,7 +271,7 @@ pub struct FixtureRequest<'a> {
     /// The whole URL the guest gave (scheme, authority, path and query).
     /// The guest chose it: escape it before showing it to anyone.
     pub url: &'a str,
-    /// Its origin, normalized as for `--allow-http` (default port filled
+    /// Its origin, normalized as for `allow_http` (default port filled
     /// in, host lowercase); `None` when it cannot be one (another scheme,
     /// user info, no host).
     pub origin: Option<&'a Origin>,
@@ -322,7 +311,7 @@ pub struct HttpPolicy {
 }
 
 impl HttpPolicy {
-    /// The policy for these origins; `ca` is the `--http-ca` file, if any.
+    /// The policy for these origins; `ca` is the `http_ca` file, if any.
     /// The TLS configuration is built only when an `https` origin is granted.
     pub fn new(origins: Vec<Origin>, ca: Option<&Path>) -> Result<HttpPolicy, String> {
         let tls = if origins.iter().any(|o| o.scheme == HttpScheme::Https) {

@@ -15,7 +15,7 @@
 //!   at any `0.2.x`, which wasmtime links as semver-compatible,
 //!   `wasi:http/types` and `wasi:http/outgoing-handler` at any `0.2.x`
 //!   ([`HTTP_INTERFACES`]: always linked, each request checked against the
-//!   Tick's `--allow-http` origins, so componentize-js output starts without
+//!   Tick's `allow_http` origins, so componentize-js output starts without
 //!   a grant), and `tickbox:terminal/terminal` at any `0.1.x`;
 //! - **core modules** (wasip1): the `wasi_snapshot_preview1` functions the
 //!   engine's preview-1 linker defines, read from that linker.

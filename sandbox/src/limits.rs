@@ -1,6 +1,6 @@
 //! Every default and bound of the sandbox, in one table. Grants say what
 //! a Tick may reach; these say how much it may spend and how long the
-//! host waits. The CLI's `--help` shows the defaults from these constants.
+//! host waits. The CLI's help shows the defaults from these constants.
 //!
 //! | constant | value | bounds |
 //! |---|---|---|
@@ -55,14 +55,14 @@ pub const MAX_TABLES: usize = 16;
 /// Core instances a Tick's store may create. The most measured is 14
 /// (componentize-py 0.25.1).
 pub const MAX_INSTANCES: usize = 64;
-/// Bytes one table element counts against `--max-memory` (a pointer).
+/// Bytes one table element counts against `max_memory` (a pointer).
 pub const TABLE_ELEMENT_BYTES: usize = 8;
 /// Default bound on a Tick's WASI handles (open files, directories,
-/// sockets, streams, pollables): `--max-handles`.
+/// sockets, streams, pollables): `max_handles`.
 pub const DEFAULT_MAX_HANDLES: usize = 1024;
 /// Largest `get-random-bytes` request; larger ones trap.
 pub const MAX_RANDOM_BYTES: u64 = 1 << 20;
-/// Host memory per Tick beyond `--max-memory`, as documented: pipes, the
+/// Host memory per Tick beyond `max_memory`, as documented: pipes, the
 /// screen model, the handle table at its cap, compiled code aside.
 pub const HOST_OVERHEAD: u64 = 16 << 20;
 
@@ -70,18 +70,18 @@ pub const HOST_OVERHEAD: u64 = 16 << 20;
 
 /// Default bound on a guest's linear memories and tables, all together.
 pub const DEFAULT_MAX_MEMORY: u64 = 256 * 1024 * 1024;
-/// Highest `--max-handles` accepted (wasmtime's own table default).
+/// Highest `max_handles` accepted (wasmtime's own table default).
 pub const MAX_HANDLES_LIMIT: usize = 1_000_000;
-/// Lowest `--compile-memory` accepted: below it no real Tick compiles.
+/// Lowest `compile_memory` accepted: below it no real Tick compiles.
 pub const MIN_COMPILE_MEMORY: u64 = 64 << 20;
 
 // ---- compile.rs ----
 
-/// Default `--compile-timeout`.
+/// Default `compile_timeout`.
 pub const DEFAULT_COMPILE_TIMEOUT: Duration = Duration::from_secs(60);
-/// Default `--compile-memory`.
+/// Default `compile_memory`.
 pub const DEFAULT_COMPILE_MEMORY: u64 = 4 << 30;
-/// Default `--max-wasm-size` (componentize-py output is about 40 MiB).
+/// Default `max_wasm_size` (componentize-py output is about 40 MiB).
 pub const DEFAULT_MAX_WASM: u64 = 64 << 20;
 
 // ---- http.rs ----
@@ -100,7 +100,7 @@ pub const BETWEEN_BYTES_TIMEOUT: Duration = Duration::from_secs(30);
 /// Requests one Tick may have in flight (from `handle` until the response
 /// body is finished or dropped).
 pub const MAX_CONCURRENT_REQUESTS: usize = 8;
-/// Largest `--http-ca` file read.
+/// Largest `http_ca` file read.
 pub const MAX_CA_FILE: u64 = 1 << 20;
 
 // ---- handles.rs ----
@@ -115,7 +115,7 @@ pub const HANDLE_RESERVE: usize = 16;
 /// against a write quota, in bytes: 4 KiB, about what the entry costs on
 /// disk (an inode and its share of a directory block on common
 /// filesystems), so a quota bounds inodes as well as bytes. With
-/// `--max-write N` a Tick creates at most N / 4 KiB entries.
+/// `max_write` N a Tick creates at most N / 4 KiB entries.
 pub const ENTRY_COST: u64 = 4096;
 
 // ---- lib.rs ----

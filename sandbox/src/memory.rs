@@ -1,11 +1,11 @@
 //! One memory budget per Tick, and the counts a Tick may declare.
 //!
-//! `--max-memory` bounds the **sum** of everything a Tick's store holds in
+//! `max_memory` bounds the **sum** of everything a Tick's store holds in
 //! linear memories and tables (each table element counted as
 //! [`TABLE_ELEMENT_BYTES`]), not each memory by itself: a guest declaring
 //! several memories or tables cannot multiply its bound. The [`Budget`]
 //! limiter sees every creation and growth (creation is growth from 0) and
-//! traps the guest with a message naming `--max-memory` when the sum would
+//! traps the guest with a message naming `max_memory` when the sum would
 //! pass it. Growth that wasmtime approves but then fails is given back.
 //!
 //! Before compiling, [`check_declared`] counts the memories and tables that
@@ -30,11 +30,11 @@
 //! instances) for a module instantiated more than once.
 //!
 //! What the host allocates on the guest's behalf is bounded by constants
-//! outside `--max-memory`: WASI handles by `--max-handles` (default
+//! outside `max_memory`: WASI handles by `max_handles` (default
 //! [`crate::limits::DEFAULT_MAX_HANDLES`]), one random-bytes call by [`crate::limits::MAX_RANDOM_BYTES`],
 //! each stdio pipe by `pipe::PIPE_CAPACITY` (64 KiB), the view by its
 //! fixed-size screen model. A Tick's host-side footprint is therefore
-//! `--max-memory` plus about [`crate::limits::HOST_OVERHEAD`], which the docs state.
+//! `max_memory` plus about [`crate::limits::HOST_OVERHEAD`], which the docs state.
 
 use crate::limits::{MAX_INSTANCES, MAX_MEMORIES, MAX_TABLES, TABLE_ELEMENT_BYTES};
 use std::sync::Arc;

@@ -1,6 +1,7 @@
-//! The write quotas of a Tick: `--max-write`, how many bytes it may write
+//! The write quotas of a Tick: `max_write`, how many bytes it may write
 //! to files through its writable grants, all together; and a grant's own
-//! (`--dir HOST::GUEST:rw,max=SIZE`), how many through that grant. A write
+//! (`max=SIZE` on a `dir` grant, `HOST::GUEST:rw,max=SIZE`), how many
+//! through that grant. A write
 //! is counted against every quota that applies, and refused whole if any
 //! of them has too little left.
 //!
@@ -32,8 +33,8 @@
 //! existing file with `create`, as `std::fs::write` does, costs nothing),
 //! `create-directory-at`, and `link-at`. Past the quota the guest gets
 //! `quota`. Like bytes, entries are a budget: removing one gives nothing
-//! back. Under `--max-write 40KiB` a Tick may create 10 empty entries, under
-//! `--max-write 1KiB` none (it may still write into files that exist).
+//! back. Under `max_write = "40KiB"` a Tick may create 10 empty entries,
+//! under `max_write = "1KiB"` none (it may still write into files that exist).
 //!
 //! **Moves between grants.** A file written where no quota (or another
 //! one) applies and then renamed or hard-linked into a metered grant would

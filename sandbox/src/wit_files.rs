@@ -1,5 +1,5 @@
 //! The WIT files a Tick's own build needs, carried in the binary so that
-//! `tickbox new --lang python|js` can write a project that builds on its
+//! the CLI's new-project command can write a Python or JavaScript project that builds on its
 //! own: `terminal.wit` (`tickbox:terminal`, the `tick` world) and the WASI
 //! 0.2 packages it resolves against, exactly as vendored in `wit/`.
 

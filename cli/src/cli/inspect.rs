@@ -75,7 +75,7 @@ use tickbox_runtime::session::{CallOutcome, Session, SessionEvent};
 use tickbox_runtime::text::{self, TickData};
 use tickbox_runtime::util::lock;
 use tickbox_runtime::view::View;
-use timeline::{Dir, Tap, Timeline};
+use timeline::{Dir, Timeline};
 use tokio::sync::watch;
 
 /// Frames kept for the page; older ones are dropped and counted.
@@ -332,8 +332,8 @@ pub async fn run(mut args: InspectArgs) -> Result<(), Exit> {
             let launcher = open::launcher(spec.clone(), &args.opts)?;
             let config = args.opts.config()?;
             let mut io = launcher.spawn().await.map_err(Exit::session)?;
-            io.stdin = Box::new(Tap::new(io.stdin, timeline.clone(), Dir::ToTick));
-            io.stdout = Box::new(Tap::new(io.stdout, timeline.clone(), Dir::FromTick));
+            io.stdin = Box::new(timeline.tap(io.stdin, Dir::ToTick));
+            io.stdout = Box::new(timeline.tap(io.stdout, Dir::FromTick));
             let session = Session::start(io, config).await.map_err(|e| {
                 let last_words = e.last_words.clone();
                 Exit::session(e).with_last_words(last_words)

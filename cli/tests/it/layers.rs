@@ -141,6 +141,33 @@ fn each_layer_depends_only_on_what_it_is_for() {
             "reqwest",
         ],
     );
+    // The trust checks the sandbox and the registry share are a leaf: no
+    // other tickbox crate, no runtime, no HTTP stack, so neither user
+    // gains an arrow up or a dependency through it.
+    let trust = tree("tickbox-trust", &[]);
+    assert!(
+        trust.contains("rustls"),
+        "positive control: the leaf's own dependency is seen"
+    );
+    none(
+        &trust,
+        "tickbox-trust",
+        &[
+            "tickbox-protocol",
+            "tickbox-host",
+            "tickbox-sandbox",
+            "tickbox-registry",
+            "tokio",
+            "hyper",
+            "serde",
+        ],
+    );
+    for user in ["tickbox-sandbox", "tickbox-registry"] {
+        assert!(
+            tree(user, &["--depth", "1"]).contains("tickbox-trust"),
+            "{user} checks directories and TLS servers through tickbox-trust"
+        );
+    }
     // Regular expressions reach the host and the sandbox only inside the
     // protocol's schema validation (jsonschema, bounded there); neither
     // has a regex engine of its own.

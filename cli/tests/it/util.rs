@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 /// layers the CLI builds on; the SDKs are apart).
 pub const LIBRARY_SOURCES: &[&str] = &[
     "protocol/src",
+    "trust/src",
     "host/src",
     "sandbox/src",
     "mcp/src",

@@ -6,7 +6,7 @@
 //! `url_prefix`) with a status, headers and a body (inline, `body`, or read
 //! from a file beside the scenario, `body_file`). The first entry in file
 //! order that matches answers. A URL matches when its origin is the entry's
-//! (scheme, host and port, normalized as `--allow-http` normalizes them, so
+//! (scheme, host and port, normalized as `allow_http` normalizes them, so
 //! `https://API.example.com` and `https://api.example.com:443` are one) and
 //! its path and query equal the entry's (or start with it, for a prefix),
 //! byte for byte: `%7E` and `~` differ. The method is compared as sent

@@ -17,11 +17,10 @@
 //! - `run` — one scenario against one fresh instance ([`run()`]);
 //! - `diff` — state and screen comparisons, bounded and escaped;
 //! - [`report`] — text, JSON and JUnit;
-//! - `record` — a live session recorded as a scenario ([`Recorder`],
-//!   `tickbox run --record`);
-//! - [`trace`] — a run's trace (`tickbox test --trace`): the screen as an
+//! - `record` — a live session recorded as a scenario ([`Recorder`]);
+//! - [`trace`] — a run's trace ([`RunOptions::trace`]): the screen as an
 //!   asciicast v2 cast with the protocol frames, states and step outcomes
-//!   in it, bounded; and reading one back (`tickbox test show-trace`).
+//!   in it, bounded; and reading one back ([`trace::parse`]).
 //!
 //! The submodules other than [`report`] and [`trace`] are private; what a user of the
 //! library needs is re-exported here.
@@ -87,7 +86,8 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
     discover_at_most(paths, MAX_SCENARIO_FILES)
 }
 
-/// One of `count` disjoint parts of a suite (`--shard K/N`, `index` from 0).
+/// One of `count` disjoint parts of a suite (part `K/N` is `index` K-1 of
+/// `count` N).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
     pub index: u32,

@@ -32,7 +32,7 @@ pub const DEFAULT_EXPECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_WAIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest regex source accepted (the compiled size is bounded too).
 pub const MAX_REGEX_LEN: usize = 4096;
-/// Seed used when neither the file nor `--seed` gives one.
+/// Seed used when neither the file nor the run's `seed` setting gives one.
 pub const DEFAULT_SEED: u64 = 0;
 
 /// A scenario file that cannot be used.
@@ -583,7 +583,7 @@ fn relative_to(base: &Path, p: &str) -> PathBuf {
     }
 }
 
-/// Makes the host part of a `--dir` grant relative to `base` (the
+/// Makes the host part of a `dir` grant relative to `base` (the
 /// scenario's directory).
 pub fn dir_grant(base: &Path, grant: &str) -> String {
     // The host part is a prefix of the grant: what follows (`::GUEST`,

@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 /// Bounds the command line puts on scenario files.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Policy {
-    /// Environment variables a scenario may read (`--allow-env NAME`);
-    /// default none.
+    /// Environment variables a scenario's `env` grants may read from this
+    /// process (an `env` grant `NAME` with no value); default none.
     pub allow_env: Vec<String>,
-    /// Directories under which a scenario's `dir` grants may lie
-    /// (`--grant-root DIR`); empty: the scenario file's own directory tree.
+    /// Directories under which a scenario's `dir` grants (and `http_ca`)
+    /// may lie; empty: the scenario file's own directory tree.
     pub grant_roots: Vec<PathBuf>,
 }
 

@@ -1,4 +1,4 @@
-//! Recording a live session as a scenario (`tickbox run --record FILE`).
+//! Recording a live session as a scenario file.
 //!
 //! A [`Recorder`] watches one published instance (it is the instance's
 //! [`tickbox_host::live::Observer`]) and turns what happens into scenario steps:
@@ -24,8 +24,8 @@
 //!   recorded;
 //! - **marks** the person sets (the view's mark chord) as `expect_screen`
 //!   snapshot steps: the screen at that moment is written next to the
-//!   scenario as `STEM.mark-N.snap`, trimmed as `tickbox test --update`
-//!   trims it.
+//!   scenario as `STEM.mark-N.snap`, trimmed as a run with
+//!   [`super::RunOptions::update`] trims it.
 //!
 //! **Time.** A wasm component is recorded as `deterministic = true`: the
 //! real time that passed between two events becomes an `advance` step, so

@@ -28,7 +28,7 @@ pub struct Summary {
     pub start_failed: usize,
     /// Scenarios that cannot run as written.
     pub invalid: usize,
-    /// Of the passed, those that failed first (`--retries`).
+    /// Of the passed, those that failed first (and passed on a retry).
     pub flaky: usize,
 }
 

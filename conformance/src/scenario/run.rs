@@ -19,7 +19,7 @@ use super::diff;
 use super::files::{self, FileError};
 use super::fixtures::{self as fixture, FixtureTable};
 use super::model::{Action, CallExpect, Check, Scenario, DEFAULT_SEED};
-use super::trace::{self, Direction, Recorder, StepRecord, Tap, Trace};
+use super::trace::{self, Direction, Recorder, StepRecord, Trace};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,7 +35,8 @@ const MAX_TIMEOUT_CLAMP: Duration = Duration::from_secs(365 * 24 * 3600);
 pub const POLL: Duration = Duration::from_millis(20);
 /// Bound on waiting for a deterministic guest to be idle after a step.
 pub const IDLE_MAX: Duration = Duration::from_secs(5);
-/// How long the screen must be quiet before `--update` takes a snapshot.
+/// How long the screen must be quiet before [`RunOptions::update`] takes a
+/// snapshot.
 pub const SNAPSHOT_QUIET: Duration = Duration::from_millis(200);
 /// Bound on that wait.
 pub const SNAPSHOT_SETTLE_MAX: Duration = Duration::from_secs(3);
@@ -56,11 +57,11 @@ pub const TRACE_QUIET_MAX: Duration = Duration::from_millis(500);
 /// Largest snapshot file read.
 pub const MAX_SNAPSHOT_BYTES: u64 = 1024 * 1024;
 /// Default wall-time budget of one scenario, from its Tick's start to its
-/// last step (`tickbox test --timeout`): 5 minutes. A legal file could
+/// last step ([`RunOptions::budget`]): 5 minutes. A legal file could
 /// otherwise run for weeks (10,000 steps of 10 minutes each).
 pub const DEFAULT_SCENARIO_TIMEOUT: Duration = Duration::from_secs(5 * 60);
-/// Default wall-time budget of a whole `tickbox test` run
-/// (`--run-timeout`): 30 minutes.
+/// Default wall-time budget of a whole suite's run, all its scenarios
+/// together: 30 minutes.
 pub const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// The wall time one scenario may take, and how the report names that
@@ -173,11 +174,11 @@ pub struct ScenarioResult {
     pub duration: Duration,
     /// The seed, when time and randomness were virtual.
     pub seed: Option<u64>,
-    /// Snapshots written (`--update`).
+    /// Snapshots written ([`RunOptions::update`]).
     pub written: Vec<PathBuf>,
     /// Remarks (e.g. a guest that did not become idle in time).
     pub notes: Vec<String>,
-    /// Earlier attempts that failed (`--retries`), oldest first, with the
+    /// Earlier attempts that failed (when a failed scenario is retried), oldest first, with the
     /// seed each ran with: a scenario that passes after one is flaky.
     pub failed_attempts: Vec<(Outcome, Option<u64>)>,
     /// The run's trace, when [`RunOptions::trace`] asked for one and the
@@ -346,7 +347,7 @@ impl Tracer {
 
 /// The trace of a scenario whose Tick was never started (the command line
 /// could not make its launcher, e.g. a missing file): the start's record
-/// and why, so `--trace on-failure` leaves one for every failure.
+/// and why, so traces kept on failure leave one for every failure.
 pub fn unstarted_trace(scenario: &Scenario, result: &ScenarioResult) -> Trace {
     Tracer::unlaunched(scenario, &result.outcome).finish(result)
 }
@@ -470,8 +471,8 @@ async fn run_traced(
         // into the trace and change nothing they carry.
         let (cols, rows) = view.size();
         let rec = Recorder::new(cols, rows);
-        io.stdin = Box::new(Tap::new(io.stdin, rec.clone(), Direction::ToTick));
-        io.stdout = Box::new(Tap::new(io.stdout, rec.clone(), Direction::FromTick));
+        io.stdin = Box::new(rec.tap(io.stdin, Direction::ToTick));
+        io.stdout = Box::new(rec.tap(io.stdout, Direction::FromTick));
         let t = Tracer {
             rec,
             clock: clock.clone(),

@@ -1,4 +1,4 @@
-//! Traces of scenario runs (`tickbox test --trace`): one file per scenario
+//! Traces of scenario runs ([`super::RunOptions::trace`]): one file per scenario
 //! that asciinema's players play as it is, and that `tickbox test
 //! show-trace` replays step by step.
 //!
@@ -55,14 +55,11 @@ use crate::limits::{
     TRACE_RESERVE_BYTES, TRACE_STEP_PACE,
 };
 use serde_json::{json, Value};
-use std::io;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tickbox_host::render::Renderer;
+use tickbox_host::tap::{FrameSink, FrameTap};
 use tickbox_protocol::text::{escape, json_safe, truncate, TickText};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// This trace format's version (the header's `tickbox.trace`).
 pub const TRACE_FORMAT: u64 = 1;
@@ -397,84 +394,32 @@ pub(crate) fn timeline(step: usize, t: Duration) -> Duration {
     t + TRACE_STEP_PACE * u32::try_from(step).unwrap_or(u32::MAX)
 }
 
-/// A Tick's stdin or stdout with every whole line it carries recorded as
-/// a frame; what passes through is not changed.
-pub(crate) struct Tap<T> {
-    inner: T,
+/// The trace's end of a tap on one of a Tick's streams: each whole frame
+/// that passes one way ([`Recorder::tap`]).
+pub(crate) struct Frames {
     recorder: Arc<Recorder>,
     dir: Direction,
-    /// The current line's first bytes (at most [`FRAME_HOLD_BYTES`]).
-    line: Vec<u8>,
-    /// The current line's length so far.
-    len: usize,
 }
 
-impl<T> Tap<T> {
-    pub(crate) fn new(inner: T, recorder: Arc<Recorder>, dir: Direction) -> Tap<T> {
-        Tap {
+impl FrameSink for Frames {
+    const HOLD_BYTES: usize = FRAME_HOLD_BYTES;
+
+    fn frame(&self, head: &[u8], len: usize) {
+        self.recorder.frame(self.dir, head, len);
+    }
+}
+
+impl Recorder {
+    /// A Tick's stdin or stdout with every whole line it carries recorded
+    /// as a frame going `dir`; what passes through is not changed.
+    pub(crate) fn tap<T>(self: &Arc<Recorder>, inner: T, dir: Direction) -> FrameTap<T, Frames> {
+        FrameTap::new(
             inner,
-            recorder,
-            dir,
-            line: Vec::new(),
-            len: 0,
-        }
-    }
-
-    fn see(&mut self, mut bytes: &[u8]) {
-        while !bytes.is_empty() {
-            let (part, rest, whole) = match bytes.iter().position(|&b| b == b'\n') {
-                Some(n) => (&bytes[..n], &bytes[n + 1..], true),
-                None => (bytes, &[][..], false),
-            };
-            let room = FRAME_HOLD_BYTES.saturating_sub(self.line.len());
-            self.line.extend_from_slice(&part[..part.len().min(room)]);
-            self.len += part.len();
-            if whole {
-                self.recorder.frame(self.dir, &self.line, self.len);
-                self.line.clear();
-                self.len = 0;
-            }
-            bytes = rest;
-        }
-    }
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Tap<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = polled {
-            this.see(&buf.filled()[before..]);
-        }
-        polled
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Tap<T> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = polled {
-            this.see(&buf[..n]);
-        }
-        polled
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+            Frames {
+                recorder: self.clone(),
+                dir,
+            },
+        )
     }
 }
 
@@ -698,7 +643,7 @@ mod tests {
     fn a_trace_round_trips_escaped_and_bounded_per_frame() {
         let rec = Recorder::new(20, 4);
         rec.marker("step 1: keys \u{1b}]0;x\u{7}");
-        let mut tap = Tap::new(Vec::<u8>::new(), rec.clone(), Direction::FromTick);
+        let mut tap = rec.tap(Vec::<u8>::new(), Direction::FromTick);
         tap.see(b"{\"a\":\"\x1b]52;c;x\x07\"}\n{\"b\"");
         tap.see(b":1}\n");
         let long = vec![b'x'; FRAME_HOLD_BYTES * 3];
@@ -751,7 +696,7 @@ mod tests {
     #[test]
     fn a_chatty_tick_fills_the_trace_to_its_bound_and_the_last_step_still_fits() {
         let rec = Recorder::new(20, 4);
-        let mut tap = Tap::new(Vec::<u8>::new(), rec.clone(), Direction::FromTick);
+        let mut tap = rec.tap(Vec::<u8>::new(), Direction::FromTick);
         let frame = format!("{{\"jsonrpc\":\"2.0\",\"pad\":\"{}\"}}\n", "y".repeat(1000));
         for _ in 0..(MAX_TRACE_BYTES / 1000 + 10) {
             tap.see(frame.as_bytes());
@@ -784,7 +729,7 @@ mod tests {
         assert!(last.screen.last().unwrap().wire().starts_with("… ("));
         // The positive control: a few frames are all kept, nothing cut.
         let rec = Recorder::new(20, 4);
-        let mut tap = Tap::new(Vec::<u8>::new(), rec.clone(), Direction::ToTick);
+        let mut tap = rec.tap(Vec::<u8>::new(), Direction::ToTick);
         for _ in 0..100 {
             tap.see(frame.as_bytes());
         }

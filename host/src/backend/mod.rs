@@ -108,7 +108,7 @@ impl TickProcess for Audited {
     }
 }
 
-/// One Tick's memory bound (`--max-memory`), shared by its guest's memories
+/// One Tick's memory bound (the `max_memory` grant key), shared by its guest's memories
 /// and tables (charged by the sandbox's limiter) and what the host keeps
 /// on the Tick's behalf (charged by the session: its compiled schemas). A
 /// Tick whose catalog costs the host memory has that much less to grow.

@@ -116,7 +116,7 @@ pub enum SpawnError {
 static ORIGINAL_NOFILE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Raises this process's soft open-file limit to the hard one: every wasm
-/// Tick is capped by `--max-handles`, and the host's own sockets and files
+/// Tick is capped by its `max_handles` bound, and the host's own sockets and files
 /// should not be what runs out first when several Ticks share the process.
 /// Native Ticks still start with the limit as it was.
 pub fn raise_fd_limit() {

@@ -2,7 +2,7 @@
 //! instant cannot both get it.
 //!
 //! Listing the live instances and then binding is a check-then-act race
-//! (two `tickbox run --name same` started together both got the name). A
+//! (two Ticks published together under the same name both got it). A
 //! name is therefore claimed first: `<name>.name` in the registry directory,
 //! opened and locked with `flock(LOCK_EX | LOCK_NB)`. The kernel holds the
 //! lock for as long as the claiming process keeps the file open, and drops

@@ -16,7 +16,7 @@
 //!   keys, resizes, and the smallest-view size policy;
 //! - [`client`] — listing, resolving `ID|NAME`, one-shot requests and streams;
 //! - [`observe`] — [`Observer`]: keys, resizes, calls and marks as they
-//!   reach an instance (what `tickbox run --record` records);
+//!   reach an instance (what recording a session as a scenario records);
 //! - [`ended`] — records of ended instances (`ls -a`, `logs`): exit status
 //!   and last words, kept for an hour.
 //!

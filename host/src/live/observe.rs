@@ -1,7 +1,6 @@
 //! Watching what reaches a published instance from outside: keys from
-//! views, resizes, calls through the socket, and marks a view sets. `tickbox
-//! run --record` records a scenario this way
-//! (`scenario::record::Recorder`).
+//! views, resizes, calls through the socket, and marks a view sets. A session
+//! is recorded as a scenario this way (`scenario::record::Recorder`).
 //!
 //! Observers are called on the serving tasks, in the order things reach the
 //! Tick, and must return quickly (no I/O): a slow observer delays the view

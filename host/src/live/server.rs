@@ -47,7 +47,8 @@ pub struct PublishOptions {
     /// The uid allowed to connect; the current user's by default. Tests set
     /// another to see a peer refused.
     pub owner_uid: Option<u32>,
-    /// Told about keys, resizes, calls and marks (`tickbox run --record`).
+    /// Told about keys, resizes, calls and marks (a session being recorded
+    /// as a scenario).
     pub observer: Option<Arc<dyn super::Observer>>,
 }
 

@@ -6,8 +6,9 @@
 //! the instance's host ([`Timeline::record`], from `live`): the host↔Tick
 //! protocol belongs to the other process and is not visible here.
 //!
-//! A tap changes nothing it carries: it copies each whole line's head (at
-//! most [`super::FRAME_HOLD_BYTES`]) and counts the rest, so a Tick's huge
+//! A tap (the host's [`FrameTap`], handing [`Frames`] each whole line)
+//! changes nothing it carries: it copies each whole line's head (at most
+//! [`super::FRAME_HOLD_BYTES`]) and counts the rest, so a Tick's huge
 //! frame costs the timeline a bounded amount. What is kept of a frame is
 //! its direction, method, id, size, time, the latency of a response (from
 //! the request with its id) and a preview escaped by the one character
@@ -17,14 +18,11 @@
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
-use std::io;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Instant;
+use tickbox_runtime::tap::{FrameSink, FrameTap};
 use tickbox_runtime::text;
 use tickbox_runtime::util::lock;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::broadcast;
 
 /// Which way a frame went.
@@ -219,88 +217,39 @@ impl Timeline {
     }
 }
 
-/// A Tick's stdin or stdout with each whole line it carries recorded in a
-/// [`Timeline`]; the bytes pass unchanged.
-pub struct Tap<T> {
-    inner: T,
+/// The timeline's end of a tap on one of a Tick's streams: each whole
+/// frame that passes one way ([`Timeline::tap`]).
+pub struct Frames {
     timeline: Arc<Timeline>,
     dir: Dir,
-    head: Vec<u8>,
-    len: usize,
 }
 
-impl<T> Tap<T> {
-    pub fn new(inner: T, timeline: Arc<Timeline>, dir: Dir) -> Tap<T> {
-        Tap {
+impl FrameSink for Frames {
+    const HOLD_BYTES: usize = super::FRAME_HOLD_BYTES;
+
+    fn frame(&self, head: &[u8], len: usize) {
+        self.timeline.frame(self.dir, head, len);
+    }
+
+    /// Under the timeline's order lock (see [`Timeline`]'s `order`): a
+    /// response is never recorded before its request.
+    fn in_order<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _order = lock(&self.timeline.order);
+        f()
+    }
+}
+
+impl Timeline {
+    /// A Tick's stdin or stdout with each whole line it carries recorded
+    /// here as going `dir`; the bytes pass unchanged.
+    pub fn tap<T>(self: &Arc<Timeline>, inner: T, dir: Dir) -> FrameTap<T, Frames> {
+        FrameTap::new(
             inner,
-            timeline,
-            dir,
-            head: Vec::new(),
-            len: 0,
-        }
-    }
-
-    fn see(&mut self, mut bytes: &[u8]) {
-        while !bytes.is_empty() {
-            let (part, rest, whole) = match bytes.iter().position(|&b| b == b'\n') {
-                Some(n) => (&bytes[..n], &bytes[n + 1..], true),
-                None => (bytes, &[][..], false),
-            };
-            let room = super::FRAME_HOLD_BYTES.saturating_sub(self.head.len());
-            self.head.extend_from_slice(&part[..part.len().min(room)]);
-            self.len += part.len();
-            if whole {
-                self.timeline.frame(self.dir, &self.head, self.len);
-                self.head.clear();
-                self.len = 0;
-            }
-            bytes = rest;
-        }
-    }
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Tap<T> {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = polled {
-            let timeline = this.timeline.clone();
-            let _order = lock(&timeline.order);
-            this.see(&buf.filled()[before..]);
-        }
-        polled
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Tap<T> {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        // A write to a pipe never blocks here (it is polled), so holding
-        // the order lock across it costs the reader at most this write.
-        let timeline = this.timeline.clone();
-        let _order = lock(&timeline.order);
-        let polled = Pin::new(&mut this.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(n)) = polled {
-            this.see(&buf[..n]);
-        }
-        polled
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+            Frames {
+                timeline: self.clone(),
+                dir,
+            },
+        )
     }
 }
 
@@ -311,8 +260,8 @@ mod tests {
     #[test]
     fn frames_are_kept_with_latency_escaped_and_bounded() {
         let t = Timeline::new();
-        let mut to = Tap::new(Vec::<u8>::new(), t.clone(), Dir::ToTick);
-        let mut from = Tap::new(Vec::<u8>::new(), t.clone(), Dir::FromTick);
+        let mut to = t.tap(Vec::<u8>::new(), Dir::ToTick);
+        let mut from = t.tap(Vec::<u8>::new(), Dir::FromTick);
         to.see(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tick/read\"}\n");
         from.see(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"res");
         from.see(b"ult\":{\"seq\":0,\"data\":\"x\"}}\n");

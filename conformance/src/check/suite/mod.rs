@@ -7,7 +7,7 @@
 //!    repeated describes and reads (side effects, latency, revision
 //!    stability); calls that must not execute (stale revision, unknown tool,
 //!    invalid args, unknown method); a terminal resize; each query tool (the
-//!    mutates heuristic); mutating tools with `--allow-mutations`; garbage
+//!    mutates heuristic); mutating tools with `allow_mutations`; garbage
 //!    lines last, since a Tick may not survive them;
 //! 2. **concurrent** — 8 requests in one write;
 //! 3. **eof** — requests in flight, then stdin closed;
@@ -621,7 +621,7 @@ impl<'a> Suite<'a> {
     }
 
     /// Tools the checker may call: queries always, mutating tools only with
-    /// `--allow-mutations`; each with args its schema accepts, if any are known.
+    /// `allow_mutations`; each with args its schema accepts, if any are known.
     fn callable<'c>(
         &self,
         catalog: &'c Descriptor,
