@@ -731,7 +731,12 @@ impl HttpPeer {
                 headers.push((k.trim().to_lowercase(), v.trim().to_string()));
             }
         }
-        let header = |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
         let mut body = Vec::new();
         if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
             loop {
@@ -764,8 +769,9 @@ impl HttpPeer {
         for _ in 0..n {
             let id = *next_id;
             *next_id += 1;
-            let frame = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
-                .to_string();
+            let frame =
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+                    .to_string();
             let t = Instant::now();
             let (_, body) = self.post(&frame)?;
             let elapsed = t.elapsed();
@@ -864,9 +870,9 @@ fn otlp_sink() -> Result<String> {
 
 /// The cost rows (issue 27's item 6): a read-only `tools/call history`
 /// over Streamable HTTP with the audit stream (to a file) and `/metrics`
-/// on, and with those and OpenTelemetry (OTLP to a loopback sink) on,
-/// against the same host with all of them off, sampled in alternating
-/// blocks in one run.
+/// on, each alone and together, and with OpenTelemetry (OTLP to a
+/// loopback sink) on as well, against the same host with all of them
+/// off, sampled in alternating blocks in one run.
 pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
     let n = if crate::smoke() {
         20
@@ -884,21 +890,21 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
     let stats = tokio::task::spawn_blocking({
         let cache = cache.clone();
         move || -> Result<Vec<Stat>> {
-            let observed: [&OsStr; 4] = [
-                OsStr::new("--audit"),
-                audit.as_os_str(),
-                OsStr::new("--metrics"),
-                OsStr::new("0"),
-            ];
+            let audited: [&OsStr; 2] = [OsStr::new("--audit"), audit.as_os_str()];
+            let counted: [&OsStr; 2] = [OsStr::new("--metrics"), OsStr::new("0")];
+            let both: Vec<&OsStr> = audited.iter().chain(counted.iter()).copied().collect();
             let otel = vec![
                 ("OTEL_EXPORTER_OTLP_ENDPOINT", sink),
                 ("OTEL_BSP_SCHEDULE_DELAY", "1000".to_string()),
                 ("OTEL_METRIC_EXPORT_INTERVAL", "1000".to_string()),
             ];
-            let off = HttpPeer::start(&tickbox, &wasm, &cache, &[], &[])?;
-            let on = HttpPeer::start(&tickbox, &wasm, &cache, &observed, &[])?;
-            let all = HttpPeer::start(&tickbox, &wasm, &cache, &observed, &otel)?;
-            let mut peers = [off, on, all];
+            let mut peers = vec![
+                HttpPeer::start(&tickbox, &wasm, &cache, &[], &[])?,
+                HttpPeer::start(&tickbox, &wasm, &cache, &audited, &[])?,
+                HttpPeer::start(&tickbox, &wasm, &cache, &counted, &[])?,
+                HttpPeer::start(&tickbox, &wasm, &cache, &both, &[])?,
+                HttpPeer::start(&tickbox, &wasm, &cache, &both, &otel)?,
+            ];
             let history = json!({"name": "history", "arguments": {}});
             let stats = interleaved_http(&mut peers, n, &history)?;
             for p in peers {
@@ -909,9 +915,9 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
     })
     .await??;
     let _ = std::fs::remove_dir_all(&cache);
-    let [off, on, all]: [Stat; 3] = stats
+    let [off, audit_only, metrics_only, on, all]: [Stat; 5] = stats
         .try_into()
-        .map_err(|_| anyhow::anyhow!("three stats"))?;
+        .map_err(|_| anyhow::anyhow!("five stats"))?;
     let goal = |with: &Stat, without: &Stat| {
         let r = with.median() / without.median();
         (
@@ -923,8 +929,10 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
         )
     };
     eprintln!(
-        "mcp cost: tools/call over HTTP off {}, audit + metrics {}, + OpenTelemetry {}",
+        "mcp cost: tools/call over HTTP off {}, audit {}, metrics {}, audit + metrics {}, + OpenTelemetry {}",
         off.show(),
+        audit_only.show(),
+        metrics_only.show(),
         on.show(),
         all.show()
     );
@@ -936,6 +944,18 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
             wasm: Some(on),
             native: Some(off.clone()),
             target: Some(on_target),
+        },
+        Row {
+            name: "MCP tools/call read-only over HTTP, audit only | off (same run)",
+            wasm: Some(audit_only),
+            native: Some(off.clone()),
+            target: None,
+        },
+        Row {
+            name: "MCP tools/call read-only over HTTP, metrics only | off (same run)",
+            wasm: Some(metrics_only),
+            native: Some(off.clone()),
+            target: None,
         },
         Row {
             name: "MCP tools/call read-only over HTTP, audit + metrics + OpenTelemetry on | all off (same run)",

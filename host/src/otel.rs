@@ -50,8 +50,8 @@
 use crate::audit::{outcome_name, AuditObserver, DenialKind, Event, McpCall, McpTransport, Origin};
 pub use crate::limits::{
     MAX_OTEL_OPEN_SESSIONS, MAX_OTEL_RESPONSE_BYTES, MAX_OTEL_SERIES, MAX_OTEL_TEXT_CHARS,
-    OTEL_BATCH_SPANS, OTEL_DEFAULT_METRIC_INTERVAL, OTEL_DEFAULT_SPAN_DELAY,
-    OTEL_DEFAULT_TIMEOUT, OTEL_FLUSH_WAIT, OTEL_QUEUE_SPANS, OTEL_WARN_INTERVAL,
+    OTEL_BATCH_SPANS, OTEL_DEFAULT_METRIC_INTERVAL, OTEL_DEFAULT_SPAN_DELAY, OTEL_DEFAULT_TIMEOUT,
+    OTEL_FLUSH_WAIT, OTEL_QUEUE_SPANS, OTEL_WARN_INTERVAL,
 };
 use crate::metrics::CALL_SECONDS_BUCKETS;
 use crate::session::{CallOutcome, UnknownReason};
@@ -406,7 +406,9 @@ impl Inner {
     fn next_id(&self) -> u64 {
         loop {
             let n = self.ids.fetch_add(1, Ordering::Relaxed);
-            let mut z = self.seed.wrapping_add(n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let mut z = self
+                .seed
+                .wrapping_add(n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
             z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
             z ^= z >> 31;
@@ -483,7 +485,10 @@ impl Inner {
         let Some(open) = open.filter(|_| self.traces()) else {
             return;
         };
-        let failed = matches!(reason, "violation" | "io" | "stdin_stalled" | "start_failed");
+        let failed = matches!(
+            reason,
+            "violation" | "io" | "stdin_stalled" | "start_failed"
+        );
         let mut attrs = vec![
             ("tickbox.tick", json!(open.tick)),
             ("tickbox.backend", json!(open.backend)),
@@ -578,7 +583,10 @@ impl Inner {
         let (name, kind) = match mcp {
             Some(m) => {
                 attrs.push(("mcp.method.name", json!(bounded(m.method))));
-                attrs.push(("jsonrpc.request.id", json!(bounded(&m.request_id.to_string()))));
+                attrs.push((
+                    "jsonrpc.request.id",
+                    json!(bounded(&m.request_id.to_string())),
+                ));
                 if let Some(s) = m.session {
                     attrs.push(("mcp.session.id", json!(bounded(s))));
                 }
@@ -667,7 +675,9 @@ impl AuditObserver for Otel {
 fn failure(outcome: &CallOutcome) -> (Option<&'static str>, Option<String>) {
     match outcome {
         CallOutcome::Ok(_) => (None, None),
-        CallOutcome::Failed { error, .. } => (Some("tool_error"), Some(bounded(error.message.wire()))),
+        CallOutcome::Failed { error, .. } => {
+            (Some("tool_error"), Some(bounded(error.message.wire())))
+        }
         CallOutcome::Unknown(why) => {
             let kind = match why {
                 UnknownReason::TimedOut(_) => "timeout",
@@ -705,8 +715,14 @@ pub fn bounded(raw: &str) -> String {
 /// when well-formed and not all zero.
 fn traceparent(s: &str) -> Option<([u8; 16], [u8; 8])> {
     let mut parts = s.trim().split('-');
-    let (version, trace, span, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    if version.len() != 2 || version == "ff" || flags.len() != 2 || !hex_ok(version) || !hex_ok(flags) {
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if version.len() != 2
+        || version == "ff"
+        || flags.len() != 2
+        || !hex_ok(version)
+        || !hex_ok(flags)
+    {
         return None;
     }
     if version == "00" && parts.next().is_some() {
@@ -720,7 +736,8 @@ fn traceparent(s: &str) -> Option<([u8; 16], [u8; 8])> {
 }
 
 fn hex_ok(s: &str) -> bool {
-    s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 fn unhex(s: &str, out: &mut [u8]) -> Option<()> {
@@ -833,9 +850,7 @@ fn traces_body(config: &OtelConfig, spans: &[SpanRecord]) -> Vec<u8> {
 fn metrics_body(inner: &Inner) -> Vec<u8> {
     let now = now_nanos().to_string();
     let since = inner.since.to_string();
-    let point = |attrs: Vec<(&'static str, Value)>| {
-        json!({"attributes": attributes(&attrs), "startTimeUnixNano": since, "timeUnixNano": now})
-    };
+    let point = |attrs: Vec<(&'static str, Value)>| json!({"attributes": attributes(&attrs), "startTimeUnixNano": since, "timeUnixNano": now});
     let hist_points = |c: &Capped<Hist>| -> Vec<Value> {
         c.each()
             .map(|(attrs, h)| {
@@ -1101,13 +1116,18 @@ mod tests {
     #[test]
     fn endpoints_parse_as_the_variables_give_them() {
         let e = Endpoint::with_signal("http://collector:4318", "v1/traces").unwrap();
-        assert_eq!((e.host.as_str(), e.port, e.path.as_str()), ("collector", 4318, "/v1/traces"));
+        assert_eq!(
+            (e.host.as_str(), e.port, e.path.as_str()),
+            ("collector", 4318, "/v1/traces")
+        );
         let e = Endpoint::with_signal("http://127.0.0.1:4318/", "v1/metrics").unwrap();
         assert_eq!(e.path, "/v1/metrics");
         let e = Endpoint::parse("http://[::1]:9/x").unwrap();
         assert_eq!((e.host.as_str(), e.port), ("::1", 9));
         assert_eq!(Endpoint::parse("http://h").unwrap().port, 80);
-        assert!(Endpoint::parse("https://h:4318").unwrap_err().contains("https"));
+        assert!(Endpoint::parse("https://h:4318")
+            .unwrap_err()
+            .contains("https"));
         assert!(Endpoint::parse("ftp://h").is_err());
         assert!(Endpoint::parse("http://u:p@h/").is_err());
         assert!(Endpoint::parse("http://h:x/").is_err());
@@ -1145,27 +1165,60 @@ mod tests {
             },
             executed: false,
         };
-        audit.call("history", false, &json!({}), &failed, Duration::from_millis(1));
+        audit.call(
+            "history",
+            false,
+            &json!({}),
+            &failed,
+            Duration::from_millis(1),
+        );
         audit.denied(DenialKind::Path, "../x", "out");
         audit.end(&EndReason::Shutdown);
         otel.finish_within(Duration::from_secs(20));
         let s = spans(&kept);
         assert_eq!(s.len(), 3, "{s:?}");
         let session = s.iter().find(|x| x["name"] == "tick session").unwrap();
-        let call = s.iter().find(|x| x["name"] == "tools/call counter_increment").unwrap();
-        let plain = s.iter().find(|x| x["name"] == "execute_tool history").unwrap();
+        let call = s
+            .iter()
+            .find(|x| x["name"] == "tools/call counter_increment")
+            .unwrap();
+        let plain = s
+            .iter()
+            .find(|x| x["name"] == "execute_tool history")
+            .unwrap();
         assert_eq!(call["kind"], 2);
         assert_eq!(call["traceId"], session["traceId"]);
         assert_eq!(call["parentSpanId"], session["spanId"]);
-        assert_eq!(attr(call, "mcp.method.name").unwrap()["stringValue"], "tools/call");
-        assert_eq!(attr(call, "gen_ai.tool.name").unwrap()["stringValue"], "counter_increment");
-        assert_eq!(attr(call, "tickbox.tool").unwrap()["stringValue"], "increment");
-        assert_eq!(attr(call, "mcp.session.id").unwrap()["stringValue"], "sess-1");
-        assert_eq!(attr(call, "jsonrpc.request.id").unwrap()["stringValue"], "7");
-        assert_eq!(attr(call, "gen_ai.operation.name").unwrap()["stringValue"], "execute_tool");
+        assert_eq!(
+            attr(call, "mcp.method.name").unwrap()["stringValue"],
+            "tools/call"
+        );
+        assert_eq!(
+            attr(call, "gen_ai.tool.name").unwrap()["stringValue"],
+            "counter_increment"
+        );
+        assert_eq!(
+            attr(call, "tickbox.tool").unwrap()["stringValue"],
+            "increment"
+        );
+        assert_eq!(
+            attr(call, "mcp.session.id").unwrap()["stringValue"],
+            "sess-1"
+        );
+        assert_eq!(
+            attr(call, "jsonrpc.request.id").unwrap()["stringValue"],
+            "7"
+        );
+        assert_eq!(
+            attr(call, "gen_ai.operation.name").unwrap()["stringValue"],
+            "execute_tool"
+        );
         assert_eq!(call["status"]["code"], 0);
         assert_eq!(plain["status"]["code"], 2);
-        assert_eq!(attr(plain, "error.type").unwrap()["stringValue"], "tool_error");
+        assert_eq!(
+            attr(plain, "error.type").unwrap()["stringValue"],
+            "tool_error"
+        );
         let message = plain["status"]["message"].as_str().unwrap();
         assert!(!message.chars().any(text::is_unsafe), "{message:?}");
         assert_eq!(message, r"bad\x1b]2;x\x07\nline", "escaped, all there");
@@ -1182,7 +1235,10 @@ mod tests {
             .iter()
             .map(|m| m["name"].as_str().unwrap())
             .collect();
-        assert!(names.contains(&"mcp.server.operation.duration"), "{names:?}");
+        assert!(
+            names.contains(&"mcp.server.operation.duration"),
+            "{names:?}"
+        );
         assert!(names.contains(&"tickbox.refusals"), "{names:?}");
     }
 
@@ -1204,13 +1260,27 @@ mod tests {
             transport: McpTransport::Stdio,
             traceparent: Some(&tp),
         };
-        audit.call_via("t", false, &json!({}), &CallOutcome::Ok(json!(1)), Duration::ZERO, Some(&mcp));
+        audit.call_via(
+            "t",
+            false,
+            &json!({}),
+            &CallOutcome::Ok(json!(1)),
+            Duration::ZERO,
+            Some(&mcp),
+        );
         // Positive control: a malformed one is ignored.
         let bad = McpCall {
             traceparent: Some("00-zz-b7ad6b7169203331-01"),
             ..mcp
         };
-        audit.call_via("t", false, &json!({}), &CallOutcome::Ok(json!(1)), Duration::ZERO, Some(&bad));
+        audit.call_via(
+            "t",
+            false,
+            &json!({}),
+            &CallOutcome::Ok(json!(1)),
+            Duration::ZERO,
+            Some(&bad),
+        );
         audit.end(&EndReason::Shutdown);
         otel.finish_within(Duration::from_secs(20));
         let s = spans(&kept);
@@ -1219,7 +1289,10 @@ mod tests {
         assert_eq!(calls[0]["traceId"], trace);
         assert_eq!(calls[0]["parentSpanId"], "b7ad6b7169203331");
         assert_eq!(calls[0]["links"][0]["spanId"], session["spanId"]);
-        assert_eq!(attr(calls[0], "network.transport").unwrap()["stringValue"], "pipe");
+        assert_eq!(
+            attr(calls[0], "network.transport").unwrap()["stringValue"],
+            "pipe"
+        );
         assert_eq!(calls[1]["traceId"], session["traceId"]);
         assert_eq!(calls[1]["parentSpanId"], session["spanId"]);
     }
@@ -1227,7 +1300,13 @@ mod tests {
     /// An exporter that never answers, like a stalled receiver.
     struct Stalled(Receiver<()>);
     impl OtlpPost for Stalled {
-        fn post(&mut self, _: &Endpoint, _: &[(String, String)], _: Vec<u8>, _: Duration) -> Result<(), String> {
+        fn post(
+            &mut self,
+            _: &Endpoint,
+            _: &[(String, String)],
+            _: Vec<u8>,
+            _: Duration,
+        ) -> Result<(), String> {
             let _ = self.0.recv();
             Err("stalled".into())
         }
@@ -1244,7 +1323,13 @@ mod tests {
             .for_session();
         let started = Instant::now();
         for _ in 0..1000 {
-            audit.call("t", false, &json!({}), &CallOutcome::Ok(json!(1)), Duration::ZERO);
+            audit.call(
+                "t",
+                false,
+                &json!({}),
+                &CallOutcome::Ok(json!(1)),
+                Duration::ZERO,
+            );
         }
         assert!(started.elapsed() < Duration::from_secs(10), "never waits");
         assert!(otel.dropped() > 900, "{}", otel.dropped());
@@ -1262,13 +1347,22 @@ mod tests {
             .observed_by(otel.clone())
             .for_session();
         for i in 0..MAX_OTEL_SERIES * 3 {
-            audit.call(&format!("t{i}"), false, &json!({}), &CallOutcome::Ok(json!(1)), Duration::ZERO);
+            audit.call(
+                &format!("t{i}"),
+                false,
+                &json!({}),
+                &CallOutcome::Ok(json!(1)),
+                Duration::ZERO,
+            );
         }
         let long = "n".repeat(MAX_OTEL_TEXT_CHARS * 10);
         assert_eq!(bounded(&long).chars().count(), MAX_OTEL_TEXT_CHARS + 1);
         otel.finish_within(Duration::from_secs(20));
         let kept = lock(&kept.0);
-        assert!(kept.iter().all(|(p, _)| p == "/v1/metrics"), "no traces asked for");
+        assert!(
+            kept.iter().all(|(p, _)| p == "/v1/metrics"),
+            "no traces asked for"
+        );
         let metrics = &kept.last().unwrap().1["resourceMetrics"][0]["scopeMetrics"][0]["metrics"];
         let calls = metrics
             .as_array()

@@ -20,11 +20,10 @@ use super::transport::{LineTransport, Tracking, SUPPORTED_VERSIONS};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeRequestParams, InitializeResult, JsonObject, ListResourcesResult, ListToolsResult,
-    NumberOrString,
-    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, RequestId, Resource, ResourceContents, ResourceUpdatedNotificationParam,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
-    ToolAnnotations, UnsubscribeRequestParams,
+    NumberOrString, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, RequestId, Resource, ResourceContents,
+    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::{
     Peer, RequestContext, RoleServer, ServerInitializeError, SubscriptionContext, SubscriptionSink,
@@ -1103,8 +1102,7 @@ impl ServerHandler for Connection {
         // Every result passes one wall on its way out: whatever a Tick put
         // in it (values, messages, screen text) reaches the client inert.
         let from = Requester::of(&context);
-        let mut result =
-            outcome::inert(self.call(request, &context.id, &context.ct, &from).await?);
+        let mut result = outcome::inert(self.call(request, &context.id, &context.ct, &from).await?);
         if Tracking::take_cancelled(&self.inner.tracking, &context.id) {
             result.content.push(ContentBlock::text(CANCELLED_TOO_LATE));
         }

@@ -25,7 +25,7 @@ use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE, HOST};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tickbox_runtime::otel::{
-    Endpoint, OtelConfig, OtlpPost, Otel, MAX_OTEL_RESPONSE_BYTES, OTEL_DEFAULT_METRIC_INTERVAL,
+    Endpoint, Otel, OtelConfig, OtlpPost, MAX_OTEL_RESPONSE_BYTES, OTEL_DEFAULT_METRIC_INTERVAL,
     OTEL_DEFAULT_SPAN_DELAY, OTEL_DEFAULT_TIMEOUT,
 };
 use tickbox_runtime::util::lock;
@@ -81,7 +81,9 @@ pub fn config() -> Result<Option<OtelConfig>, Exit> {
         }
         let endpoint = match (var(own), &base) {
             (Some(url), _) => Endpoint::parse(url.trim()).map_err(|e| bad(own, e))?,
-            (None, Some(b)) => Endpoint::with_signal(b.trim(), path).map_err(|e| bad(ENDPOINT, e))?,
+            (None, Some(b)) => {
+                Endpoint::with_signal(b.trim(), path).map_err(|e| bad(ENDPOINT, e))?
+            }
             (None, None) => return Ok(None),
         };
         for name in [protocol, PROTOCOL] {
@@ -97,8 +99,18 @@ pub fn config() -> Result<Option<OtelConfig>, Exit> {
         }
         Ok(Some(endpoint))
     };
-    let traces = signal(TRACES_ENDPOINT, TRACES_EXPORTER, "v1/traces", TRACES_PROTOCOL)?;
-    let metrics = signal(METRICS_ENDPOINT, METRICS_EXPORTER, "v1/metrics", METRICS_PROTOCOL)?;
+    let traces = signal(
+        TRACES_ENDPOINT,
+        TRACES_EXPORTER,
+        "v1/traces",
+        TRACES_PROTOCOL,
+    )?;
+    let metrics = signal(
+        METRICS_ENDPOINT,
+        METRICS_EXPORTER,
+        "v1/metrics",
+        METRICS_PROTOCOL,
+    )?;
     if traces.is_none() && metrics.is_none() {
         return Ok(None);
     }
@@ -124,7 +136,10 @@ pub fn config() -> Result<Option<OtelConfig>, Exit> {
         .unwrap_or_else(|| "tickbox".into());
     resource.retain(|(k, _)| k != "service.name" && k != "service.version");
     resource.insert(0, ("service.name".into(), service));
-    resource.insert(1, ("service.version".into(), env!("CARGO_PKG_VERSION").into()));
+    resource.insert(
+        1,
+        ("service.version".into(), env!("CARGO_PKG_VERSION").into()),
+    );
     config.resource = resource;
     Ok(Some(config))
 }
@@ -170,9 +185,11 @@ fn headers(name: &str) -> Result<Vec<(String, String)>, Exit> {
     };
     let list = pairs(&v).map_err(|e| bad(name, e))?;
     for (k, val) in &list {
-        HeaderName::from_bytes(k.as_bytes()).map_err(|_| bad(name, format!("`{k}` is not a header name")))?;
+        HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| bad(name, format!("`{k}` is not a header name")))?;
         // The value is a credential, often: never echoed.
-        HeaderValue::from_str(val).map_err(|_| bad(name, format!("the value of `{k}` cannot be a header value")))?;
+        HeaderValue::from_str(val)
+            .map_err(|_| bad(name, format!("the value of `{k}` cannot be a header value")))?;
     }
     Ok(list)
 }
@@ -194,7 +211,10 @@ fn millis(name: &str, default: Duration) -> Result<Duration, Exit> {
         None => Ok(default),
         Some(v) => match v.trim().parse::<u64>() {
             Ok(ms) if ms > 0 => Ok(Duration::from_millis(ms)),
-            _ => Err(bad(name, format!("`{v}` is not a number of milliseconds over 0"))),
+            _ => Err(bad(
+                name,
+                format!("`{v}` is not a number of milliseconds over 0"),
+            )),
         },
     }
 }
@@ -323,7 +343,10 @@ mod tests {
     fn pairs_are_split_and_percent_decoded() {
         assert_eq!(
             pairs("a=1, b = x%20y ,").unwrap(),
-            [("a".to_string(), "1".to_string()), ("b".into(), "x y".into())]
+            [
+                ("a".to_string(), "1".to_string()),
+                ("b".into(), "x y".into())
+            ]
         );
         assert!(pairs("novalue").is_err());
         assert!(pairs("a=%zz").is_err());
@@ -331,8 +354,17 @@ mod tests {
 
     #[test]
     fn a_signal_header_replaces_the_common_one() {
-        let common = vec![("Authorization".to_string(), "a".to_string()), ("x".into(), "1".into())];
+        let common = vec![
+            ("Authorization".to_string(), "a".to_string()),
+            ("x".into(), "1".into()),
+        ];
         let m = merged(&common, vec![("authorization".into(), "b".into())]);
-        assert_eq!(m, [("x".to_string(), "1".to_string()), ("authorization".into(), "b".into())]);
+        assert_eq!(
+            m,
+            [
+                ("x".to_string(), "1".to_string()),
+                ("authorization".into(), "b".into())
+            ]
+        );
     }
 }

@@ -175,7 +175,13 @@ fn each_layer_depends_only_on_what_it_is_for() {
     none(
         &cli,
         "tickbox",
-        &["tonic", "prost", "reqwest", "opentelemetry", "opentelemetry_sdk"],
+        &[
+            "tonic",
+            "prost",
+            "reqwest",
+            "opentelemetry",
+            "opentelemetry_sdk",
+        ],
     );
     assert!(
         own_features("tickbox", "hyper").is_some_and(|f| f.contains(&"client".to_string())),

@@ -104,7 +104,11 @@ impl Receiver {
         let mut out = Vec::new();
         for r in self.requests() {
             assert_eq!(r.get("error"), None, "the receiver refused a request: {r}");
-            for rs in r["message"]["resourceSpans"].as_array().into_iter().flatten() {
+            for rs in r["message"]["resourceSpans"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
                 for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
                     out.extend(ss["spans"].as_array().cloned().unwrap_or_default());
                 }
@@ -119,9 +123,17 @@ impl Receiver {
         let Some(last) = requests.iter().rev().find(|r| r["path"] == "/v1/metrics") else {
             return Vec::new();
         };
-        assert_eq!(last.get("error"), None, "the receiver refused a request: {last}");
+        assert_eq!(
+            last.get("error"),
+            None,
+            "the receiver refused a request: {last}"
+        );
         let mut out = Vec::new();
-        for rm in last["message"]["resourceMetrics"].as_array().into_iter().flatten() {
+        for rm in last["message"]["resourceMetrics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             for sm in rm["scopeMetrics"].as_array().into_iter().flatten() {
                 out.extend(sm["metrics"].as_array().cloned().unwrap_or_default());
             }
@@ -202,7 +214,10 @@ fn http_call(server: &HttpServer, session: &str, id: u64, name: &str, args: Valu
 /// The names of the threads of process `pid`.
 fn threads(pid: u32) -> Vec<String> {
     let mut out = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten() {
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+    {
         let Ok(t) = t else { continue };
         if let Ok(name) = std::fs::read_to_string(t.path().join("comm")) {
             out.push(name.trim().to_string());
@@ -216,7 +231,13 @@ fn shifty_args(http: bool) -> Vec<String> {
     if http {
         v.extend(["--http".into(), "127.0.0.1:0".into()]);
     }
-    v.extend(["--name".into(), "shifty".into(), "--".into(), "python3".into(), tick("shifty.py")]);
+    v.extend([
+        "--name".into(),
+        "shifty".into(),
+        "--".into(),
+        "python3".into(),
+        tick("shifty.py"),
+    ]);
     v
 }
 
@@ -251,8 +272,16 @@ fn mcp_http_calls_are_server_spans_under_the_session_span_and_metrics() {
         assert_eq!(s["kind"], "SPAN_KIND_SERVER", "{s}");
         assert_eq!(string_attr(s, "mcp.method.name"), Some("tools/call"), "{s}");
         assert_eq!(string_attr(s, "gen_ai.tool.name"), Some("echo"), "{s}");
-        assert_eq!(string_attr(s, "gen_ai.operation.name"), Some("execute_tool"), "{s}");
-        assert_eq!(string_attr(s, "mcp.session.id"), Some(session.as_str()), "{s}");
+        assert_eq!(
+            string_attr(s, "gen_ai.operation.name"),
+            Some("execute_tool"),
+            "{s}"
+        );
+        assert_eq!(
+            string_attr(s, "mcp.session.id"),
+            Some(session.as_str()),
+            "{s}"
+        );
         assert_eq!(string_attr(s, "network.transport"), Some("tcp"), "{s}");
         assert_eq!(string_attr(s, "network.protocol.name"), Some("http"), "{s}");
         assert_eq!(attr(s, "error.type"), None, "{s}");
@@ -261,7 +290,11 @@ fn mcp_http_calls_are_server_spans_under_the_session_span_and_metrics() {
     ids.sort();
     assert_eq!(ids, ["11", "12"]);
     let failed = named(&spans, "tools/call fail_big")[0];
-    assert_eq!(string_attr(failed, "error.type"), Some("tool_error"), "{failed}");
+    assert_eq!(
+        string_attr(failed, "error.type"),
+        Some("tool_error"),
+        "{failed}"
+    );
     assert_eq!(failed["status"]["code"], "STATUS_CODE_ERROR", "{failed}");
     let message = failed["status"]["message"].as_str().unwrap();
     assert!(
@@ -281,9 +314,9 @@ fn mcp_http_calls_are_server_spans_under_the_session_span_and_metrics() {
             .is_some_and(|points| {
                 points.iter().any(|p| {
                     p["count"] == "2"
-                        && p["attributes"]
-                            .as_array()
-                            .is_some_and(|a| a.iter().any(|kv| kv["value"]["stringValue"] == "echo"))
+                        && p["attributes"].as_array().is_some_and(|a| {
+                            a.iter().any(|kv| kv["value"]["stringValue"] == "echo")
+                        })
                 })
             })
     });
@@ -304,7 +337,10 @@ fn mcp_http_calls_are_server_spans_under_the_session_span_and_metrics() {
     assert_eq!(string_attr(tick_session, "tickbox.origin"), Some("mcp"));
     for s in named(&spans, "tools/call echo") {
         assert_eq!(s["traceId"], tick_session["traceId"], "one trace");
-        assert_eq!(s["parentSpanId"], tick_session["spanId"], "a child of the session");
+        assert_eq!(
+            s["parentSpanId"], tick_session["spanId"],
+            "a child of the session"
+        );
     }
     assert!(
         !server.stderr().iter().any(|l| l.contains("cannot export")),
@@ -321,7 +357,10 @@ fn mcp_stdio_calls_are_spans_too_and_the_exporter_is_a_thread() {
     let receiver = Receiver::start();
     let endpoint = receiver.endpoint();
     let env = otel_env(&endpoint);
-    let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (*k, Path::new(v.as_str()))).collect();
+    let env: Vec<(&str, &Path)> = env
+        .iter()
+        .map(|(k, v)| (*k, Path::new(v.as_str())))
+        .collect();
     let mut mcp = Raw::start_env(&shifty_args(false), &env);
     mcp.initialize("2025-11-25");
     let r = mcp.call(5, "echo", json!({"a": 1}));
@@ -340,7 +379,11 @@ fn mcp_stdio_calls_are_spans_too_and_the_exporter_is_a_thread() {
     let session = named(&spans, "tick session")[0];
     assert_eq!(string_attr(call, "network.transport"), Some("pipe"));
     assert_eq!(string_attr(call, "jsonrpc.request.id"), Some("5"));
-    assert_eq!(attr(call, "mcp.session.id"), None, "stdio has no MCP session");
+    assert_eq!(
+        attr(call, "mcp.session.id"),
+        None,
+        "stdio has no MCP session"
+    );
     assert_eq!(call["parentSpanId"], session["spanId"]);
     // The audit session id ties the spans to the audit stream's lines.
     assert!(string_attr(session, "tickbox.session.id").is_some_and(|s| !s.is_empty()));
@@ -357,7 +400,10 @@ fn a_one_shot_call_exports_its_spans_before_it_exits() {
     let receiver = Receiver::start();
     let env = otel_env(&receiver.endpoint());
     let shifty = vec!["python3".to_string(), tick("shifty.py")];
-    let out = tickbox_env(&with_command(&["call", "echo", r#"{"x":1}"#], &shifty), &borrowed(&env));
+    let out = tickbox_env(
+        &with_command(&["call", "echo", r#"{"x":1}"#], &shifty),
+        &borrowed(&env),
+    );
     assert_eq!(out.code, 0, "{out:#?}");
     let spans = receiver.spans();
     let call = named(&spans, "execute_tool echo");
@@ -369,7 +415,10 @@ fn a_one_shot_call_exports_its_spans_before_it_exits() {
     assert_eq!(string_attr(session[0], "tickbox.origin"), Some("cli"));
     assert_eq!(call[0]["parentSpanId"], session[0]["spanId"]);
     assert!(
-        receiver.requests().iter().any(|r| r["path"] == "/v1/metrics"),
+        receiver
+            .requests()
+            .iter()
+            .any(|r| r["path"] == "/v1/metrics"),
         "the metrics are sent at exit too"
     );
 }
@@ -408,7 +457,10 @@ fn without_the_variables_nothing_is_sent_and_no_thread_runs() {
 
     let endpoint = receiver.endpoint();
     let (set_threads, _) = run(&[("OTEL_EXPORTER_OTLP_ENDPOINT", Path::new(&endpoint))]);
-    assert!(set_threads.iter().any(|t| t == THREAD_NAME), "{set_threads:?}");
+    assert!(
+        set_threads.iter().any(|t| t == THREAD_NAME),
+        "{set_threads:?}"
+    );
     receiver.spans_until("the positive control's spans", |s| {
         named(s, "tools/call echo").len() == 3
     });
@@ -417,7 +469,8 @@ fn without_the_variables_nothing_is_sent_and_no_thread_runs() {
 /// A tool name with terminal controls, a line break, bidi and separator
 /// characters, and quotes (the metrics test's, which MCP withholds: a
 /// live client calls it by its own name).
-const HOSTILE_TOOL: &str = "x\"} 1e9\nforged\r\n\x1b]2;pwned\x07\u{9b}31m\u{202e}\u{2028}\u{e0041}\\";
+const HOSTILE_TOOL: &str =
+    "x\"} 1e9\nforged\r\n\x1b]2;pwned\x07\u{9b}31m\u{202e}\u{2028}\u{e0041}\\";
 
 /// A hostile tool name reaches the receiver only escaped: in the span's
 /// name and in `gen_ai.tool.name`, all there (the positive control), and
@@ -427,8 +480,11 @@ fn a_hostile_tool_name_arrives_escaped() {
     let state = TempDir::new("otel-hostile");
     let runtime = state.0.join("run");
     std::fs::create_dir_all(&runtime).unwrap();
-    std::fs::set_permissions(&runtime, std::os::unix::fs::PermissionsExt::from_mode(0o700))
-        .unwrap();
+    std::fs::set_permissions(
+        &runtime,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
     let runtime = runtime.to_str().unwrap().to_string();
     let receiver = Receiver::start();
     let mut env = otel_env(&receiver.endpoint());
@@ -437,7 +493,13 @@ fn a_hostile_tool_name_arrives_escaped() {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let server = HttpServer::start_args(&args, &borrowed(&env));
     let session = initialize_http(&server, &[]);
-    http_call(&server, &session, 1, "reshape", json!({"tools": [HOSTILE_TOOL]}));
+    http_call(
+        &server,
+        &session,
+        1,
+        "reshape",
+        json!({"tools": [HOSTILE_TOOL]}),
+    );
     let out = tickbox_env(
         &["call", "@shifty", HOSTILE_TOOL, r#"{"n":1}"#],
         &[("XDG_RUNTIME_DIR", runtime.as_str())],
@@ -453,7 +515,11 @@ fn a_hostile_tool_name_arrives_escaped() {
         assert_inert("an OTLP request", raw);
         assert!(!raw.contains("\nforged"), "no raw line break");
     }
-    let all: String = receiver.requests().iter().map(|r| r["raw"].as_str().unwrap().to_string()).collect();
+    let all: String = receiver
+        .requests()
+        .iter()
+        .map(|r| r["raw"].as_str().unwrap().to_string())
+        .collect();
     assert!(shows_escaped(&all), "the bidi override, escaped: {all}");
 }
 
@@ -466,7 +532,10 @@ fn a_stalled_receiver_never_slows_calls() {
     let endpoint = format!("http://{}", stalled.local_addr().unwrap());
     let mut env = otel_env(&endpoint);
     env.push(("OTEL_EXPORTER_OTLP_TIMEOUT", "30000".into()));
-    let env: Vec<(&str, &Path)> = env.iter().map(|(k, v)| (*k, Path::new(v.as_str()))).collect();
+    let env: Vec<(&str, &Path)> = env
+        .iter()
+        .map(|(k, v)| (*k, Path::new(v.as_str())))
+        .collect();
     let mut mcp = Raw::start_env(&shifty_args(false), &env);
     mcp.initialize("2025-11-25");
     let started = Instant::now();
@@ -509,7 +578,10 @@ fn a_stopped_receiver_is_one_warning_and_its_losses_are_counted() {
     let warned = eventually(PATIENCE, || {
         http_call(&server, &session, id, "echo", json!({}));
         id += 1;
-        server.stderr().iter().any(|l| l.contains("cannot export telemetry over OTLP"))
+        server
+            .stderr()
+            .iter()
+            .any(|l| l.contains("cannot export telemetry over OTLP"))
     });
     assert!(warned, "{:?}", server.stderr());
     for _ in 0..20 {
@@ -536,5 +608,10 @@ fn a_stopped_receiver_is_one_warning_and_its_losses_are_counted() {
         .iter()
         .filter(|l| l.contains("cannot export telemetry over OTLP"))
         .count();
-    assert_eq!(warnings, 1, "one rate-limited warning: {:?}", server.stderr());
+    assert_eq!(
+        warnings,
+        1,
+        "one rate-limited warning: {:?}",
+        server.stderr()
+    );
 }
