@@ -68,6 +68,14 @@ python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore 
     || (cd sdks/js && npm ci --no-audit --no-fund --loglevel=error)
 # ---- end of the SDKs' property tests ----
 
+# ---- the OTLP receiver (cli/tests/it/otel.rs) ----
+# A small receiver decodes what `tickbox` exports with the official OTLP
+# classes (PyPI's opentelemetry-proto, pinned), into a venv there
+# (gitignored).
+[ -x tests/otel/.venv/bin/python3 ] || python3 -m venv tests/otel/.venv
+tests/otel/.venv/bin/pip install -q --disable-pip-version-check -r tests/otel/requirements.txt
+# ---- end of the OTLP receiver ----
+
 # ---- MCP clients (cli/tests/it/mcp_clients.rs, and the bench's FastMCP row) ----
 # Real MCP clients the tests drive against `tickbox mcp`, pinned in
 # tests/mcp-clients/: the Python SDK (requirements.txt, into a venv there)

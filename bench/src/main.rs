@@ -20,6 +20,8 @@
 //! `TICKBOX_BENCH_ONLY_TRIM=1` (trimming only, no guests built),
 //! `TICKBOX_BENCH_ONLY_SOAK=1` (the live-call soak only),
 //! `TICKBOX_BENCH_ONLY_MCP=1` (the MCP rows only, see `mcp.rs`),
+//! `TICKBOX_BENCH_ONLY_COST=1` (the cost of audit, metrics and
+//! OpenTelemetry on an MCP call, `mcp::cost_rows`),
 //! `TICKBOX_BENCH_ONLY_TUITEST=1` (`tickbox test` against tui-test only,
 //! every size of the full run; see `tui_test.rs`);
 //! `TICKBOX_BENCH_WORKERS=N` changes the runtime's worker threads (0: a
@@ -778,6 +780,10 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
         print_table(&mcp::rows(quick).await?);
         return Ok(());
     }
+    if std::env::var_os("TICKBOX_BENCH_ONLY_COST").is_some() {
+        print_table(&mcp::cost_rows(quick).await?);
+        return Ok(());
+    }
     if std::env::var_os("TICKBOX_BENCH_ONLY_TUITEST").is_some() {
         // The full sizes even with --quick: this switch is for the figures.
         let rows = tui_test::rows(&tickbox_binary()?, &tui_test_sizes(false))?;
@@ -1073,6 +1079,8 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
     rows.extend(soak(&bench.guests, quick).await?);
     eprintln!("mcp…");
     rows.extend(mcp::rows(quick).await?);
+    eprintln!("cost of audit, metrics and OpenTelemetry…");
+    rows.extend(mcp::cost_rows(quick).await?);
 
     eprintln!("process starts…");
     anchored.extend(process_rows(&tickbox, &bench)?);

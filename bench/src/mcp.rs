@@ -624,3 +624,344 @@ pub async fn rows(quick: bool) -> Result<Vec<Row>> {
     rows.extend(fair);
     Ok(rows)
 }
+
+/// A `tickbox mcp --http` server driven by a keep-alive HTTP/1.1 client of
+/// this program's own (one connection, one request at a time), for the
+/// rows that need the HTTP transport: `--metrics` is served beside it only.
+struct HttpPeer {
+    child: Child,
+    reader: BufReader<std::net::TcpStream>,
+    writer: std::net::TcpStream,
+    addr: String,
+    token: String,
+    session: String,
+}
+
+impl HttpPeer {
+    /// Starts `tickbox mcp --http 127.0.0.1:0 EXTRA… COUNTER` and opens an
+    /// MCP session.
+    fn start(
+        tickbox: &std::path::Path,
+        wasm: &std::path::Path,
+        cache: &std::path::Path,
+        extra: &[&OsStr],
+        env: &[(&str, String)],
+    ) -> Result<HttpPeer> {
+        let mut cmd = mcp_command(tickbox, &[], cache);
+        cmd.args(["--http", "127.0.0.1:0"])
+            .args(extra)
+            .arg(wasm)
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().with_context(|| format!("starting {cmd:?}"))?;
+        let mut lines = BufReader::new(child.stderr.take().context("stderr")?).lines();
+        let url = loop {
+            let Some(line) = lines.next() else {
+                bail!("tickbox mcp --http ended before serving");
+            };
+            let line = line?;
+            if let Some(rest) = line.strip_prefix("tickbox mcp: serving MCP on http://") {
+                break rest.to_string();
+            }
+        };
+        // Keep its stderr read, so the server never blocks on it.
+        std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+        let (addr, token) = url
+            .split_once("/mcp?token=")
+            .context("no generated token in the serving line")?;
+        let writer = std::net::TcpStream::connect(addr)?;
+        writer.set_nodelay(true)?;
+        let reader = BufReader::new(writer.try_clone()?);
+        let mut peer = HttpPeer {
+            child,
+            reader,
+            writer,
+            addr: addr.to_string(),
+            token: token.to_string(),
+            session: String::new(),
+        };
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "tickbox-bench", "version": "0"}}});
+        let (headers, _) = peer.post(&init.to_string())?;
+        peer.session = headers
+            .iter()
+            .find(|(k, _)| k == "mcp-session-id")
+            .map(|(_, v)| v.clone())
+            .context("no Mcp-Session-Id")?;
+        peer.post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)?;
+        Ok(peer)
+    }
+
+    /// One POST to /mcp on the kept connection: the headers (lower-case
+    /// names) and the body.
+    fn post(&mut self, body: &str) -> Result<(Vec<(String, String)>, String)> {
+        let mut req = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: {}\r\n",
+            self.addr,
+            self.token,
+            body.len()
+        );
+        if !self.session.is_empty() {
+            req.push_str(&format!("Mcp-Session-Id: {}\r\n", self.session));
+        }
+        req.push_str("\r\n");
+        req.push_str(body);
+        self.writer.write_all(req.as_bytes())?;
+        let mut line = String::new();
+        self.reader.read_line(&mut line)?;
+        let status: u16 = line
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .with_context(|| format!("not an HTTP status line: {line:?}"))?;
+        let mut headers = Vec::new();
+        loop {
+            line.clear();
+            self.reader.read_line(&mut line)?;
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':') {
+                headers.push((k.trim().to_lowercase(), v.trim().to_string()));
+            }
+        }
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        };
+        let mut body = Vec::new();
+        if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+            loop {
+                line.clear();
+                self.reader.read_line(&mut line)?;
+                let size = usize::from_str_radix(line.trim(), 16)
+                    .with_context(|| format!("a bad chunk size {line:?}"))?;
+                let mut chunk = vec![0u8; size + 2];
+                std::io::Read::read_exact(&mut self.reader, &mut chunk)?;
+                if size == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..size]);
+            }
+        } else if let Some(n) = header("content-length").and_then(|v| v.parse::<usize>().ok()) {
+            let mut chunk = vec![0u8; n];
+            std::io::Read::read_exact(&mut self.reader, &mut chunk)?;
+            body = chunk;
+        }
+        let body = String::from_utf8(body)?;
+        if !(200..300).contains(&status) {
+            bail!("HTTP {status}: {body}");
+        }
+        Ok((headers, body))
+    }
+
+    /// µs per `tools/call` round trip, `n` of them; ids from `next_id`.
+    fn samples(&mut self, n: usize, params: &Value, next_id: &mut u64) -> Result<Vec<f64>> {
+        let mut samples = Vec::with_capacity(n);
+        for _ in 0..n {
+            let id = *next_id;
+            *next_id += 1;
+            let frame =
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+                    .to_string();
+            let t = Instant::now();
+            let (_, body) = self.post(&frame)?;
+            let elapsed = t.elapsed();
+            let answer = body
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:").or(Some(l)))
+                .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+                .find(|m| m["id"] == id)
+                .with_context(|| format!("no answer to {id} in {body:?}"))?;
+            if answer["result"]["isError"] != false {
+                bail!("tools/call answered {answer}");
+            }
+            samples.push(elapsed.as_secs_f64() * 1e6);
+        }
+        Ok(samples)
+    }
+
+    fn stop(mut self) {
+        // SAFETY: a plain kill(2) to our own child, not yet waited for.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `n` `tools/call` round trips of each peer, in ten rounds of blocks whose
+/// order turns each round (after a tenth of warm-up each), so every peer
+/// sees the same load.
+fn interleaved_http(peers: &mut [HttpPeer], n: usize, params: &Value) -> Result<Vec<Stat>> {
+    let mut ids = vec![1_000_000u64; peers.len()];
+    let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(n); peers.len()];
+    for (p, id) in peers.iter_mut().zip(ids.iter_mut()) {
+        p.samples(n / 10, params, id)?;
+    }
+    let k = peers.len();
+    for round in 0..10 {
+        for j in 0..k {
+            let i = (round + j) % k;
+            samples[i].extend(peers[i].samples(n / 10, params, &mut ids[i])?);
+        }
+    }
+    Ok(samples.into_iter().map(|s| Stat::new("µs", s)).collect())
+}
+
+/// An OTLP receiver for the OpenTelemetry row: answers every request
+/// `200 {}` and keeps nothing (the row measures the host's side).
+fn otlp_sink() -> Result<String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(match stream.try_clone() {
+                    Ok(s) => s,
+                    Err(_) => return,
+                });
+                let mut writer = stream;
+                loop {
+                    let mut line = String::new();
+                    let mut length = 0usize;
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let l = line.trim_end().to_ascii_lowercase();
+                        if l.is_empty() {
+                            break;
+                        }
+                        if let Some(v) = l.strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; length];
+                    if std::io::Read::read_exact(&mut reader, &mut body).is_err() {
+                        return;
+                    }
+                    let answer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}";
+                    if writer.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    Ok(format!("http://{addr}"))
+}
+
+/// The cost rows (issue 27's item 6): a read-only `tools/call history`
+/// over Streamable HTTP with the audit stream (to a file) and `/metrics`
+/// on, each alone and together, and with OpenTelemetry (OTLP to a
+/// loopback sink) on as well, against the same host with all of them
+/// off, sampled in alternating blocks in one run.
+pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
+    let n = if crate::smoke() {
+        20
+    } else if quick {
+        300
+    } else {
+        3000
+    };
+    let wasm = counter_wasm()?;
+    let cache = std::env::temp_dir().join(format!("tickbox-bench-cost-{}", std::process::id()));
+    std::fs::create_dir_all(&cache)?;
+    let tickbox = tickbox_binary()?;
+    let audit = cache.join("audit.jsonl");
+    let sink = otlp_sink()?;
+    let stats = tokio::task::spawn_blocking({
+        let cache = cache.clone();
+        move || -> Result<Vec<Stat>> {
+            let audited: [&OsStr; 2] = [OsStr::new("--audit"), audit.as_os_str()];
+            let counted: [&OsStr; 2] = [OsStr::new("--metrics"), OsStr::new("0")];
+            let both: Vec<&OsStr> = audited.iter().chain(counted.iter()).copied().collect();
+            let otel = vec![
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", sink),
+                ("OTEL_BSP_SCHEDULE_DELAY", "1000".to_string()),
+                ("OTEL_METRIC_EXPORT_INTERVAL", "1000".to_string()),
+            ];
+            let mut peers = vec![
+                HttpPeer::start(&tickbox, &wasm, &cache, &[], &[])?,
+                HttpPeer::start(&tickbox, &wasm, &cache, &audited, &[])?,
+                HttpPeer::start(&tickbox, &wasm, &cache, &counted, &[])?,
+                HttpPeer::start(&tickbox, &wasm, &cache, &both, &[])?,
+                HttpPeer::start(&tickbox, &wasm, &cache, &both, &otel)?,
+            ];
+            let history = json!({"name": "history", "arguments": {}});
+            let stats = interleaved_http(&mut peers, n, &history)?;
+            for p in peers {
+                p.stop();
+            }
+            Ok(stats)
+        }
+    })
+    .await??;
+    let _ = std::fs::remove_dir_all(&cache);
+    let [off, audit_only, metrics_only, on, all]: [Stat; 5] = stats
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("five stats"))?;
+    let goal = |with: &Stat, without: &Stat| {
+        let r = with.median() / without.median();
+        (
+            format!(
+                "≤ 1.05× (#27): {} (got {r:.3}×)",
+                if r <= 1.05 { "met" } else { "not met" }
+            ),
+            r <= 1.05,
+        )
+    };
+    eprintln!(
+        "mcp cost: tools/call over HTTP off {}, audit {}, metrics {}, audit + metrics {}, + OpenTelemetry {}",
+        off.show(),
+        audit_only.show(),
+        metrics_only.show(),
+        on.show(),
+        all.show()
+    );
+    let on_target = goal(&on, &off);
+    let all_target = goal(&all, &off);
+    Ok(vec![
+        Row {
+            name: "MCP tools/call read-only over HTTP, audit + metrics on | both off (one run, alternating blocks)",
+            wasm: Some(on),
+            native: Some(off.clone()),
+            target: Some(on_target),
+        },
+        Row {
+            name: "MCP tools/call read-only over HTTP, audit only | off (same run)",
+            wasm: Some(audit_only),
+            native: Some(off.clone()),
+            target: None,
+        },
+        Row {
+            name: "MCP tools/call read-only over HTTP, metrics only | off (same run)",
+            wasm: Some(metrics_only),
+            native: Some(off.clone()),
+            target: None,
+        },
+        Row {
+            name: "MCP tools/call read-only over HTTP, audit + metrics + OpenTelemetry on | all off (same run)",
+            wasm: Some(all),
+            native: Some(off),
+            target: Some(all_target),
+        },
+    ])
+}

@@ -271,6 +271,8 @@ pub enum Event<'a> {
         tick: &'a str,
         /// How it runs (`wasm component`, `wasm module`, `native`).
         backend: &'a str,
+        /// Who started it.
+        origin: Origin,
     },
     /// A tool call ended (`call`).
     Call {
@@ -282,6 +284,8 @@ pub enum Event<'a> {
         outcome: &'a CallOutcome,
         /// How long it took.
         took: Duration,
+        /// The MCP request it answered, when it came through MCP.
+        mcp: Option<&'a McpCall<'a>>,
     },
     /// Something was approved or refused (`approval`).
     Approval {
@@ -311,6 +315,63 @@ pub enum Event<'a> {
         /// The reason's name (`exited`, …, `start_failed`).
         reason: &'a str,
     },
+}
+
+/// The MCP request a call answered (`call`'s `mcp`): what OpenTelemetry's
+/// MCP conventions name a server span by ([`crate::otel`]). Borrowed from
+/// the request as it is served, so making one costs nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct McpCall<'a> {
+    /// The JSON-RPC method (`tools/call`).
+    pub method: &'a str,
+    /// The tool name the client called (the facade's, which may differ
+    /// from the Tick's own name of the tool).
+    pub tool: &'a str,
+    /// The `Mcp-Session-Id` the request came with (Streamable HTTP).
+    pub session: Option<&'a str>,
+    /// The JSON-RPC request id.
+    pub request_id: RequestId<'a>,
+    /// The transport it came over.
+    pub transport: McpTransport,
+    /// A W3C `traceparent` the client sent in the request's `_meta`.
+    pub traceparent: Option<&'a str>,
+}
+
+/// A JSON-RPC request id, borrowed.
+#[derive(Debug, Clone, Copy)]
+pub enum RequestId<'a> {
+    /// A number.
+    Number(i64),
+    /// A string (the client's text).
+    Text(&'a str),
+}
+
+impl std::fmt::Display for RequestId<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestId::Number(n) => write!(f, "{n}"),
+            RequestId::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+/// The MCP transport a request came over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McpTransport {
+    /// Newline-delimited JSON-RPC on stdin and stdout.
+    Stdio,
+    /// Streamable HTTP.
+    Http,
+}
+
+impl McpTransport {
+    /// The name events use (`stdio`, `http`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            McpTransport::Stdio => "stdio",
+            McpTransport::Http => "http",
+        }
+    }
 }
 
 /// Gets every event of the handles it was added to
@@ -431,7 +492,11 @@ impl Audit {
     /// `backend` how it runs, `sha256` its wasm's digest, `grants` every
     /// grant and bound in force.
     pub fn start(&self, tick: &str, backend: &str, sha256: Option<String>, grants: Value) {
-        self.notify(Event::Start { tick, backend });
+        self.notify(Event::Start {
+            tick,
+            backend,
+            origin: self.shared.origin,
+        });
         self.emit(
             "start",
             json!({
@@ -453,11 +518,26 @@ impl Audit {
         outcome: &CallOutcome,
         took: Duration,
     ) {
+        self.call_via(tool, mutates, args, outcome, took, None)
+    }
+
+    /// [`call`](Self::call) for a call that answered an MCP request `mcp`
+    /// (the line gets an `mcp` object).
+    pub fn call_via(
+        &self,
+        tool: &str,
+        mutates: bool,
+        args: &Value,
+        outcome: &CallOutcome,
+        took: Duration,
+        mcp: Option<&McpCall<'_>>,
+    ) {
         self.notify(Event::Call {
             tool,
             mutates,
             outcome,
             took,
+            mcp,
         });
         if !self.writes_lines() {
             // Hashing the arguments is the costly part of a line.
@@ -483,6 +563,15 @@ impl Audit {
             CallOutcome::Unknown(why) => {
                 fields["reason"] = json!(why.to_string());
             }
+        }
+        if let Some(m) = mcp {
+            fields["mcp"] = json!({
+                "method": m.method,
+                "tool": m.tool,
+                "session": m.session,
+                "request_id": m.request_id.to_string(),
+                "transport": m.transport.as_str(),
+            });
         }
         self.emit("call", fields);
     }

@@ -25,6 +25,9 @@
 //! - [`metrics`] — the same events counted for Prometheus (calls and
 //!   durations per Tick and tool, refusals, limits, live Ticks, host RSS)
 //!   and the text exposition format they are written in;
+//! - [`otel`] — the same events as OpenTelemetry spans (one per Tick
+//!   session and per call, MCP's conventions for MCP calls) and metrics,
+//!   exported over OTLP/HTTP through a bounded queue;
 //! - [`live`] — live instances: publishing Ticks on Unix sockets, clients
 //!   (views, one-shot requests, watches) in other processes, and the state
 //!   directory every part of tickbox keeps its files in.
@@ -53,6 +56,7 @@ pub mod framing;
 pub mod limits;
 pub mod live;
 pub mod metrics;
+pub mod otel;
 pub mod render;
 pub mod session;
 pub mod tap;

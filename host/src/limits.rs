@@ -1,7 +1,7 @@
 //! Every bound of the host crate's own making, in one table (the protocol's
 //! numbers are `tickbox_protocol::limits`, the sandbox's its own
-//! `limits`): the audit stream's ([`crate::audit`]) and the metrics'
-//! ([`crate::metrics`]).
+//! `limits`): the audit stream's ([`crate::audit`]), the metrics'
+//! ([`crate::metrics`]) and OpenTelemetry's ([`crate::otel`]).
 //!
 //! | constant | value | bounds |
 //! |---|---|---|
@@ -22,6 +22,18 @@
 //! | **metrics** ([`crate::metrics`]) | | |
 //! | [`MAX_METRIC_TOOLS_PER_TICK`] | 64 | distinct `tool` label values one Tick's series carry (and as many `bound` values); calls of any other tool are counted under `tool="(other)"` |
 //! | [`MAX_METRIC_LABEL_CHARS`] | 128 | characters of one label value a Tick chose (a tool name), before escaping; a longer one is cut and ends in `…` |
+//! | **OpenTelemetry** ([`crate::otel`]) | | |
+//! | [`OTEL_QUEUE_SPANS`] | 2048 | finished spans waiting for the exporter; past it a span is dropped and counted (`tickbox.telemetry.dropped`) |
+//! | [`OTEL_BATCH_SPANS`] | 512 | spans in one export request |
+//! | [`MAX_OTEL_TEXT_CHARS`] | 256 | characters of one string a Tick or client chose (a tool name, an error message), before escaping; a longer one is cut and ends in `…` |
+//! | [`MAX_OTEL_SERIES`] | 256 | attribute sets one metric keeps; the rest fold into one series marked `otel.metric.overflow` |
+//! | [`MAX_OTEL_OPEN_SESSIONS`] | 1024 | Tick sessions whose span waits for its end; later sessions' calls start traces of their own |
+//! | [`MAX_OTEL_RESPONSE_BYTES`] | 64 KiB | a receiver's answer the exporter reads |
+//! | [`OTEL_DEFAULT_TIMEOUT`] | 10 s | one export request, unless `OTEL_EXPORTER_OTLP_TIMEOUT` says otherwise |
+//! | [`OTEL_DEFAULT_SPAN_DELAY`] | 5 s | how long spans wait to be batched, unless `OTEL_BSP_SCHEDULE_DELAY` says otherwise |
+//! | [`OTEL_DEFAULT_METRIC_INTERVAL`] | 60 s | how often metrics are exported, unless `OTEL_METRIC_EXPORT_INTERVAL` says otherwise |
+//! | [`OTEL_WARN_INTERVAL`] | 60 s | at most one warning about failed exports per interval (the first at once) |
+//! | [`OTEL_FLUSH_WAIT`] | 5 s | how long the end of a process waits for the last export |
 //!
 //! A unit test checks the table's values against the constants.
 
@@ -89,6 +101,45 @@ pub const MAX_METRIC_TOOLS_PER_TICK: usize = 64;
 /// one Tick's series cost in memory and on the page.
 pub const MAX_METRIC_LABEL_CHARS: usize = 128;
 
+/// Finished spans waiting for the OTLP exporter's thread. A receiver that
+/// is slow or down never makes a call wait: past this a span is dropped
+/// and counted.
+pub const OTEL_QUEUE_SPANS: usize = 2048;
+
+/// Spans sent in one OTLP export request.
+pub const OTEL_BATCH_SPANS: usize = 512;
+
+/// The characters of one string a Tick or an MCP client chose that
+/// telemetry carries (a tool name, an error message), cut before it is
+/// escaped.
+pub const MAX_OTEL_TEXT_CHARS: usize = 256;
+
+/// Attribute sets (series) one OpenTelemetry metric keeps; past it,
+/// observations are added to one series marked `otel.metric.overflow`.
+pub const MAX_OTEL_SERIES: usize = 256;
+
+/// Tick sessions whose span is kept open until their end; a host past it
+/// still traces the calls, each in a trace of its own.
+pub const MAX_OTEL_OPEN_SESSIONS: usize = 1024;
+
+/// The most of an OTLP receiver's answer that is read.
+pub const MAX_OTEL_RESPONSE_BYTES: usize = 64 * 1024;
+
+/// One OTLP export request's time, by default.
+pub const OTEL_DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long finished spans wait to be sent together, by default.
+pub const OTEL_DEFAULT_SPAN_DELAY: Duration = Duration::from_secs(5);
+
+/// How often metrics are exported, by default.
+pub const OTEL_DEFAULT_METRIC_INTERVAL: Duration = Duration::from_secs(60);
+
+/// At most one warning about failed OTLP exports per this interval.
+pub const OTEL_WARN_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How long a process on its way out waits for its last OTLP export.
+pub const OTEL_FLUSH_WAIT: Duration = Duration::from_secs(5);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,6 +187,38 @@ mod tests {
             (
                 "MAX_METRIC_LABEL_CHARS",
                 format!("| {MAX_METRIC_LABEL_CHARS} |"),
+            ),
+            ("OTEL_QUEUE_SPANS", format!("| {OTEL_QUEUE_SPANS} |")),
+            ("OTEL_BATCH_SPANS", format!("| {OTEL_BATCH_SPANS} |")),
+            ("MAX_OTEL_TEXT_CHARS", format!("| {MAX_OTEL_TEXT_CHARS} |")),
+            ("MAX_OTEL_SERIES", format!("| {MAX_OTEL_SERIES} |")),
+            (
+                "MAX_OTEL_OPEN_SESSIONS",
+                format!("| {MAX_OTEL_OPEN_SESSIONS} |"),
+            ),
+            (
+                "MAX_OTEL_RESPONSE_BYTES",
+                format!("| {} KiB |", MAX_OTEL_RESPONSE_BYTES / 1024),
+            ),
+            (
+                "OTEL_DEFAULT_TIMEOUT",
+                format!("| {} s |", OTEL_DEFAULT_TIMEOUT.as_secs()),
+            ),
+            (
+                "OTEL_DEFAULT_SPAN_DELAY",
+                format!("| {} s |", OTEL_DEFAULT_SPAN_DELAY.as_secs()),
+            ),
+            (
+                "OTEL_DEFAULT_METRIC_INTERVAL",
+                format!("| {} s |", OTEL_DEFAULT_METRIC_INTERVAL.as_secs()),
+            ),
+            (
+                "OTEL_WARN_INTERVAL",
+                format!("| {} s |", OTEL_WARN_INTERVAL.as_secs()),
+            ),
+            (
+                "OTEL_FLUSH_WAIT",
+                format!("| {} s |", OTEL_FLUSH_WAIT.as_secs()),
             ),
         ];
         for (name, value) in checks {

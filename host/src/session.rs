@@ -809,11 +809,31 @@ impl Session {
 
     /// tick/call with its own timeout (a client's `call_timeout` setting).
     pub async fn call_within(&self, call: &PreparedCall, timeout: Duration) -> CallOutcome {
+        self.call_recorded(call, timeout, None).await
+    }
+
+    /// tick/call for an MCP request: the audit's `call` event (and what
+    /// observes it, OpenTelemetry's spans) says which request it answered.
+    pub async fn call_via(
+        &self,
+        call: &PreparedCall,
+        mcp: &crate::audit::McpCall<'_>,
+    ) -> CallOutcome {
+        self.call_recorded(call, self.config.call_timeout, Some(mcp))
+            .await
+    }
+
+    async fn call_recorded(
+        &self,
+        call: &PreparedCall,
+        timeout: Duration,
+        mcp: Option<&crate::audit::McpCall<'_>>,
+    ) -> CallOutcome {
         let started = std::time::Instant::now();
         let outcome = self.call_once(call, timeout).await;
         if let Some(audit) = &self.shared.audit {
             let took = started.elapsed();
-            audit.call(&call.tool, call.mutates, &call.args, &outcome, took);
+            audit.call_via(&call.tool, call.mutates, &call.args, &outcome, took, mcp);
         }
         outcome
     }

@@ -541,7 +541,7 @@ const DRAINING_NEW_REQUEST: &str =
     "draining: this host is shutting down and takes no new requests; \
      the calls in flight finish, then the session ends: start a new one on another host";
 
-const SESSION_HEADER: &str = "mcp-session-id";
+pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 
 impl Shared {
     async fn handle(&self, req: Request<Incoming>, conn: &door::Conn) -> Response<Body> {

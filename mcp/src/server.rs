@@ -20,10 +20,10 @@ use super::transport::{LineTransport, Tracking, SUPPORTED_VERSIONS};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     InitializeRequestParams, InitializeResult, JsonObject, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, RequestId, Resource, ResourceContents, ResourceUpdatedNotificationParam,
-    ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
-    ToolAnnotations, UnsubscribeRequestParams,
+    NumberOrString, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, RequestId, Resource, ResourceContents,
+    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::{
     Peer, RequestContext, RoleServer, ServerInitializeError, SubscriptionContext, SubscriptionSink,
@@ -35,6 +35,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tickbox_host::audit::{McpCall, McpTransport, RequestId as AuditRequestId};
 use tickbox_host::delivery::{fit, item_budget};
 use tickbox_host::session::{CallOutcome, EndReason, Session, UnknownReason};
 use tickbox_host::util::lock;
@@ -689,6 +690,7 @@ impl Connection {
         params: CallToolRequestParams,
         id: &RequestId,
         cancelled: &CancellationToken,
+        from: &Requester<'_>,
     ) -> Result<CallToolResult, McpError> {
         let name = params.name.to_string();
         let mapped: Mapped = lock(&self.inner.mapping)
@@ -723,7 +725,14 @@ impl Connection {
             }),
             Target::Tick(tool) => Ok(
                 match self
-                    .call_tick(mapped.tick, &tool, Value::Object(args), id, cancelled)
+                    .call_tick(
+                        mapped.tick,
+                        &tool,
+                        Value::Object(args),
+                        id,
+                        cancelled,
+                        &from.request(&name, id),
+                    )
                     .await
                 {
                     Ok(v) => outcome::success(&name, v),
@@ -771,6 +780,7 @@ impl Connection {
         args: Value,
         id: &RequestId,
         cancelled: &CancellationToken,
+        mcp: &McpCall<'_>,
     ) -> Result<Value, CallError> {
         let t = self.hosted(index);
         if let Some(reason) = t.session.end_reason() {
@@ -807,7 +817,7 @@ impl Connection {
         // honoured (nothing was sent); after that the call runs to its end
         // (see `transport`).
         let _turn = self.turn(t, tool, id, cancelled).await?;
-        match t.session.call(&prepared).await {
+        match t.session.call_via(&prepared, mcp).await {
             CallOutcome::Ok(v) => Ok(v),
             CallOutcome::Failed { error, .. } if error.code == REVISION_MISMATCH => {
                 // The Tick moved on before our poll noticed: learn the new
@@ -1091,7 +1101,8 @@ impl ServerHandler for Connection {
     ) -> Result<CallToolResponse, McpError> {
         // Every result passes one wall on its way out: whatever a Tick put
         // in it (values, messages, screen text) reaches the client inert.
-        let mut result = outcome::inert(self.call(request, &context.id, &context.ct).await?);
+        let from = Requester::of(&context);
+        let mut result = outcome::inert(self.call(request, &context.id, &context.ct, &from).await?);
         if Tracking::take_cancelled(&self.inner.tracking, &context.id) {
             result.content.push(ContentBlock::text(CANCELLED_TOO_LATE));
         }
@@ -1205,5 +1216,50 @@ impl ServerHandler for Connection {
         context.cancelled().await;
         drop(tasks);
         Ok(())
+    }
+}
+
+/// Where a request came from, as the audit's `call` event (and
+/// OpenTelemetry's MCP spans) name it: borrowed from the request's
+/// context, so nothing is allocated for a call that nobody records.
+struct Requester<'a> {
+    transport: McpTransport,
+    /// The `Mcp-Session-Id` header of a Streamable HTTP request.
+    session: Option<&'a str>,
+    /// A W3C `traceparent` in the request's `_meta`.
+    traceparent: Option<&'a str>,
+}
+
+impl<'a> Requester<'a> {
+    /// rmcp's HTTP transport puts the request's head into the context's
+    /// extensions; stdio has none.
+    fn of(context: &'a RequestContext<RoleServer>) -> Requester<'a> {
+        let parts = context.extensions.get::<::http::request::Parts>();
+        Requester {
+            transport: if parts.is_some() {
+                McpTransport::Http
+            } else {
+                McpTransport::Stdio
+            },
+            session: parts
+                .and_then(|p| p.headers.get(crate::http::SESSION_HEADER))
+                .and_then(|v| v.to_str().ok()),
+            traceparent: context.meta.get_traceparent(),
+        }
+    }
+
+    /// The `tools/call` of `tool` (the client's name for it) with `id`.
+    fn request<'b>(&'b self, tool: &'b str, id: &'b RequestId) -> McpCall<'b> {
+        McpCall {
+            method: "tools/call",
+            tool,
+            session: self.session,
+            request_id: match id {
+                NumberOrString::Number(n) => AuditRequestId::Number(*n),
+                NumberOrString::String(s) => AuditRequestId::Text(s),
+            },
+            transport: self.transport,
+            traceparent: self.traceparent,
+        }
     }
 }

@@ -38,7 +38,7 @@
 pub use tickbox_protocol as protocol;
 
 pub use tickbox_host::{
-    audit, delivery, framing, live, metrics, render, session, tap, text, util, view,
+    audit, delivery, framing, live, metrics, otel, render, session, tap, text, util, view,
 };
 
 /// Ways to run a Tick: `tickbox-host`'s backends, and the sandbox as `wasm`.

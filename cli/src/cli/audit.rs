@@ -74,7 +74,8 @@ pub fn also_into(sink: Arc<dyn AuditSink>) {
 
 /// The audit handle for Ticks started by `origin` with what `wanted`
 /// asks (and [`also_into`]'s sinks), its events also handed to
-/// `observers` (the MCP server's metrics); `None` when nothing is
+/// `observers` (the MCP server's metrics) and to OpenTelemetry when the
+/// `OTEL_*` variables ask for it (`super::otel`); `None` when nothing is
 /// audited or observed.
 pub fn handle(
     origin: Origin,
@@ -85,15 +86,20 @@ pub fn handle(
     if let Some(to) = &wanted.to {
         sinks.push(sink(to)?);
     }
-    if sinks.is_empty() && observers.is_empty() {
+    // OpenTelemetry, when the standard variables ask for it: one more
+    // observer of the same events.
+    let otel = super::otel::observer()?;
+    if sinks.is_empty() && observers.is_empty() && otel.is_none() {
         return Ok(None);
     }
     let audit = Audit::new(origin, sinks).with_args(wanted.args);
-    Ok(Some(
-        observers
-            .iter()
-            .fold(audit, |audit, o| audit.observed_by(o.clone())),
-    ))
+    let audit = observers
+        .iter()
+        .fold(audit, |audit, o| audit.observed_by(o.clone()));
+    Ok(Some(match otel {
+        Some(o) => audit.observed_by(o),
+        None => audit,
+    }))
 }
 
 /// The live host's own audit file, in the state directory `state`:

@@ -16,6 +16,7 @@ mod mcp;
 mod new;
 mod oci;
 mod open;
+mod otel;
 mod policy;
 mod remote;
 mod review;
@@ -246,6 +247,8 @@ pub fn main() -> ExitCode {
     runtime.shutdown_timeout(Duration::from_secs(2));
     // Every session has recorded its end by now: what is queued is written.
     audit::finish();
+    // Every session span has ended too: what is queued is exported.
+    otel::finish();
     hygiene.finish();
     code
 }

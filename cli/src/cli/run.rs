@@ -424,5 +424,6 @@ fn host(
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     super::audit::finish();
+    super::otel::finish();
     code
 }

@@ -197,6 +197,23 @@ fn each_layer_depends_only_on_what_it_is_for() {
         &["rmcp", "clap", "tickbox-mcp"],
     );
     none(&mcp, "tickbox-mcp", &["clap", "tickbox-conformance"]);
+    // OpenTelemetry is OTLP/JSON over hyper's client (ARCHITECTURE.md):
+    // no gRPC stack, no protobuf code generator, no second HTTP client.
+    none(
+        &cli,
+        "tickbox",
+        &[
+            "tonic",
+            "prost",
+            "reqwest",
+            "opentelemetry",
+            "opentelemetry_sdk",
+        ],
+    );
+    assert!(
+        own_features("tickbox", "hyper").is_some_and(|f| f.contains(&"client".to_string())),
+        "positive control: the CLI's OTLP client is hyper's"
+    );
     let facade = tree("tickbox-runtime", &["--no-default-features"]);
     none(
         &facade,

@@ -119,6 +119,7 @@ mod mcp_http;
 mod mcp_wire;
 mod metrics;
 mod native;
+mod otel;
 mod policy;
 mod record;
 mod registry;

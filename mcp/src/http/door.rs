@@ -269,6 +269,11 @@ pub async fn accept<H, F>(
             },
             _ = &mut stop => break,
         };
+        // A response goes out in several writes (the head, then each
+        // chunk of an SSE stream): with Nagle's algorithm on, each write
+        // after the first waits for the client's delayed ACK, 40 ms on
+        // Linux, on every request of a kept-alive connection.
+        let _ = stream.set_nodelay(true);
         let (id, evicted) = gate.arrive();
         let conn = Arc::new(Conn {
             id,

@@ -1,0 +1,1379 @@
+//! OpenTelemetry: traces and metrics of what Ticks do, exported over OTLP
+//! (HTTP, JSON encoding) to whatever collector `OTEL_EXPORTER_OTLP_*`
+//! names.
+//!
+//! **One place notices an event.** Like [`crate::metrics`], an [`Otel`]
+//! is an [`AuditObserver`]: the audit stream's events are its only input,
+//! so the sandbox and the session are not instrumented a second time. A
+//! `start` event opens a *session span* (one per Tick session, ended by
+//! the session's `end`); each `call` event becomes a *call span*, a child
+//! of its session's span. A call that answered an MCP request (the event
+//! carries [`McpCall`]) follows OpenTelemetry's MCP semantic conventions:
+//! a server span named `tools/call {tool}` with `mcp.method.name`,
+//! `gen_ai.tool.name`, `gen_ai.operation.name` (`execute_tool`),
+//! `mcp.session.id` (over HTTP), `jsonrpc.request.id`,
+//! `network.transport`, and on failure `error.type` and an error status
+//! whose description is the tool's message. A `traceparent` the client
+//! sent in the request's `_meta` makes the call span a child of the
+//! client's span (linked to the session span). Metrics are aggregated
+//! here and exported every interval, cumulative: the MCP convention's
+//! `mcp.server.operation.duration`, and tickbox's own call durations,
+//! refusals, limits, live Ticks and the spans this exporter dropped.
+//!
+//! **Off and free when not asked for.** The CLI makes an [`Otel`] only
+//! when an OTLP endpoint is configured; without one, no observer is added
+//! to any audit handle, no thread runs and nothing is allocated per call.
+//!
+//! **Never in the way.** Observing a call builds its span and offers it
+//! to a bounded queue ([`OTEL_QUEUE_SPANS`]) with `try_send`; a full queue
+//! (a receiver that is slow or down) drops the span and counts it
+//! (`tickbox.telemetry.dropped`), never making a Tick, a call or the
+//! host wait. One thread (`tickbox-otlp`) batches spans, exports them and
+//! the metrics, each request bounded by the configured timeout. An export
+//! that fails is one `tracing` warning, then at most one more every
+//! [`OTEL_WARN_INTERVAL`] (with the count of failures in between). A
+//! process on its way out gives the thread [`OTEL_FLUSH_WAIT`] to send
+//! what is left ([`Otel::finish`]).
+//!
+//! **Never raw, always bounded.** Every string a Tick chose (a tool name,
+//! an error message, an end reason's detail) is cut at
+//! [`MAX_OTEL_TEXT_CHARS`] and escaped by the one character policy
+//! ([`TickText::line`]) before it becomes an attribute, a span name or a
+//! status message. Metric series are capped per instrument at
+//! [`MAX_OTEL_SERIES`] (the rest fold into one series marked
+//! `otel.metric.overflow`), and session spans waiting for their end at
+//! [`MAX_OTEL_OPEN_SESSIONS`].
+//!
+//! The HTTP client is not here: the CLI hands [`Otel::start`] an
+//! [`OtlpPost`] (hyper), so this crate needs no HTTP stack.
+
+use crate::audit::{outcome_name, AuditObserver, DenialKind, Event, McpCall, McpTransport, Origin};
+pub use crate::limits::{
+    MAX_OTEL_OPEN_SESSIONS, MAX_OTEL_RESPONSE_BYTES, MAX_OTEL_SERIES, MAX_OTEL_TEXT_CHARS,
+    OTEL_BATCH_SPANS, OTEL_DEFAULT_METRIC_INTERVAL, OTEL_DEFAULT_SPAN_DELAY, OTEL_DEFAULT_TIMEOUT,
+    OTEL_FLUSH_WAIT, OTEL_QUEUE_SPANS, OTEL_WARN_INTERVAL,
+};
+use crate::metrics::CALL_SECONDS_BUCKETS;
+use crate::session::{CallOutcome, UnknownReason};
+use crate::util::lock;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tickbox_protocol::text::{self, TickText};
+
+/// The name of the exporter's thread (a test looks for it in
+/// `/proc/PID/task`).
+pub const THREAD_NAME: &str = "tickbox-otlp";
+
+/// Where one signal is sent: an `http://` URL, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The URL as configured (for messages).
+    pub url: String,
+    /// The host to connect to.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// The request target (`/v1/traces`).
+    pub path: String,
+}
+
+impl Endpoint {
+    /// Parses `http://HOST[:PORT][/PATH]`; other schemes are refused with
+    /// a one-line reason (the exporter speaks plain HTTP: TLS belongs to a
+    /// collector beside the host).
+    pub fn parse(url: &str) -> Result<Endpoint, String> {
+        let rest = url.strip_prefix("http://").ok_or_else(|| {
+            if url.starts_with("https://") {
+                "an https:// endpoint: tickbox exports over plain http:// only (send to a local \
+                 OpenTelemetry Collector, which can forward over TLS)"
+                    .to_string()
+            } else {
+                "not an http:// URL".to_string()
+            }
+        })?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        if authority.is_empty() || authority.contains('@') {
+            return Err("no host, or credentials in the URL (give them as headers)".into());
+        }
+        let (host, port) = match authority.strip_prefix('[') {
+            Some(v6) => {
+                let (h, after) = v6.split_once(']').ok_or("an unclosed [IPv6] host")?;
+                let port = match after.strip_prefix(':') {
+                    Some(p) => p.parse().map_err(|_| "a bad port")?,
+                    None if after.is_empty() => 80,
+                    None => return Err("a bad port".into()),
+                };
+                (h.to_string(), port)
+            }
+            None => match authority.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), p.parse().map_err(|_| "a bad port")?),
+                None => (authority.to_string(), 80),
+            },
+        };
+        if !path.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err("a path with spaces or non-ASCII characters".into());
+        }
+        Ok(Endpoint {
+            url: url.to_string(),
+            host,
+            port,
+            path: path.to_string(),
+        })
+    }
+
+    /// `base` (`OTEL_EXPORTER_OTLP_ENDPOINT`) with a signal's path
+    /// (`v1/traces`) appended, as the OTLP exporter specification says.
+    pub fn with_signal(base: &str, signal: &str) -> Result<Endpoint, String> {
+        let sep = if base.ends_with('/') { "" } else { "/" };
+        Endpoint::parse(&format!("{base}{sep}{signal}"))
+    }
+}
+
+/// What to export and where: made by the CLI from the standard variables.
+#[derive(Debug, Clone)]
+pub struct OtelConfig {
+    /// Where spans go (none: no traces).
+    pub traces: Option<Endpoint>,
+    /// Where metrics go (none: no metrics).
+    pub metrics: Option<Endpoint>,
+    /// Headers sent with traces (`OTEL_EXPORTER_OTLP_HEADERS` and the
+    /// signal's own).
+    pub trace_headers: Vec<(String, String)>,
+    /// Headers sent with metrics.
+    pub metric_headers: Vec<(String, String)>,
+    /// Resource attributes (`service.name` among them).
+    pub resource: Vec<(String, String)>,
+    /// The longest one export request may take.
+    pub timeout: Duration,
+    /// How long spans wait to be sent in a batch.
+    pub span_delay: Duration,
+    /// How often metrics are exported.
+    pub metric_interval: Duration,
+}
+
+impl OtelConfig {
+    /// A config sending both signals to `traces` and `metrics` with the
+    /// defaults (tests, the bench).
+    pub fn new(traces: Option<Endpoint>, metrics: Option<Endpoint>) -> OtelConfig {
+        OtelConfig {
+            traces,
+            metrics,
+            trace_headers: Vec::new(),
+            metric_headers: Vec::new(),
+            resource: vec![("service.name".into(), "tickbox".into())],
+            timeout: OTEL_DEFAULT_TIMEOUT,
+            span_delay: OTEL_DEFAULT_SPAN_DELAY,
+            metric_interval: OTEL_DEFAULT_METRIC_INTERVAL,
+        }
+    }
+}
+
+/// Sends one OTLP request. Runs on the exporter's thread only, so it may
+/// block, within `timeout`.
+pub trait OtlpPost: Send {
+    /// POSTs `body` (OTLP JSON) to `to` with `headers`; `Err` with a
+    /// one-line reason when the receiver did not accept it.
+    fn post(
+        &mut self,
+        to: &Endpoint,
+        headers: &[(String, String)],
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<(), String>;
+}
+
+/// One finished span, waiting in the queue.
+#[derive(Debug)]
+struct SpanRecord {
+    trace: [u8; 16],
+    id: [u8; 8],
+    parent: Option<[u8; 8]>,
+    /// A link to another span of this host (the session's, when the call
+    /// has the client's parent).
+    link: Option<([u8; 16], [u8; 8])>,
+    name: String,
+    /// 1 internal, 2 server (OTLP's `SpanKind`).
+    kind: u8,
+    start: u64,
+    end: u64,
+    attrs: Vec<(&'static str, Value)>,
+    /// An error status and its description.
+    error: Option<String>,
+}
+
+/// A session span waiting for its `end`.
+struct OpenSession {
+    trace: [u8; 16],
+    id: [u8; 8],
+    start: u64,
+    tick: String,
+    backend: String,
+    origin: Origin,
+}
+
+/// A histogram's cumulative state.
+#[derive(Debug, Clone, Default)]
+struct Hist {
+    count: u64,
+    sum: f64,
+    min: f64,
+    max: f64,
+    buckets: [u64; CALL_SECONDS_BUCKETS.len() + 1],
+}
+
+impl Hist {
+    fn record(&mut self, secs: f64) {
+        if self.count == 0 || secs < self.min {
+            self.min = secs;
+        }
+        if self.count == 0 || secs > self.max {
+            self.max = secs;
+        }
+        self.count += 1;
+        self.sum += secs;
+        let i = CALL_SECONDS_BUCKETS
+            .iter()
+            .position(|b| secs <= *b)
+            .unwrap_or(CALL_SECONDS_BUCKETS.len());
+        self.buckets[i] += 1;
+    }
+}
+
+/// A series' attributes: names are the host's, values already bounded
+/// and escaped.
+type Attrs = Vec<(&'static str, String)>;
+
+/// Series of one instrument, at most [`MAX_OTEL_SERIES`] of them besides
+/// the overflow series.
+#[derive(Debug)]
+struct Capped<V> {
+    series: BTreeMap<Attrs, V>,
+    overflow: Option<V>,
+}
+
+impl<V> Default for Capped<V> {
+    fn default() -> Self {
+        Capped {
+            series: BTreeMap::new(),
+            overflow: None,
+        }
+    }
+}
+
+impl<V: Default> Capped<V> {
+    fn entry(&mut self, attrs: Attrs) -> &mut V {
+        if self.series.contains_key(&attrs) || self.series.len() < MAX_OTEL_SERIES {
+            self.series.entry(attrs).or_default()
+        } else {
+            self.overflow.get_or_insert_with(V::default)
+        }
+    }
+
+    /// Every series, the overflow one last with `otel.metric.overflow`.
+    fn each(&self) -> impl Iterator<Item = (Vec<(&'static str, Value)>, &V)> + '_ {
+        let named = self.series.iter().map(|(a, v)| {
+            let attrs = a.iter().map(|(k, s)| (*k, json!(s))).collect();
+            (attrs, v)
+        });
+        let overflow = self
+            .overflow
+            .iter()
+            .map(|v| (vec![("otel.metric.overflow", json!(true))], v));
+        named.chain(overflow)
+    }
+}
+
+/// What the metrics add up to so far.
+#[derive(Debug, Default)]
+struct Aggregates {
+    calls: Capped<Hist>,
+    mcp: Capped<Hist>,
+    refusals: Capped<u64>,
+    limits: Capped<u64>,
+    live: Capped<i64>,
+}
+
+/// State the observer and the exporter's thread share.
+struct Inner {
+    config: OtelConfig,
+    tx: Mutex<Option<SyncSender<SpanRecord>>>,
+    sessions: Mutex<HashMap<Box<str>, OpenSession>>,
+    aggregates: Mutex<Aggregates>,
+    dropped: AtomicU64,
+    /// Sessions not traced as a parent because [`MAX_OTEL_OPEN_SESSIONS`]
+    /// were open.
+    untracked: AtomicU64,
+    ids: AtomicU64,
+    seed: u64,
+    /// When the metrics began (their start time).
+    since: u64,
+}
+
+/// The OpenTelemetry observer and its exporter thread; see the module
+/// docs. Add it to audit handles with
+/// [`Audit::observed_by`](crate::audit::Audit::observed_by).
+pub struct Otel {
+    inner: Arc<Inner>,
+    done: Mutex<Option<Receiver<()>>>,
+}
+
+impl std::fmt::Debug for Otel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Otel")
+            .field("traces", &self.inner.config.traces)
+            .field("metrics", &self.inner.config.metrics)
+            .finish()
+    }
+}
+
+impl Otel {
+    /// Starts the exporter's thread, which sends through `post`.
+    pub fn start(config: OtelConfig, post: Box<dyn OtlpPost>) -> std::io::Result<Arc<Otel>> {
+        Otel::with_queue(config, post, OTEL_QUEUE_SPANS)
+    }
+
+    /// [`start`](Self::start) with a queue of `spans` (tests).
+    pub fn with_queue(
+        config: OtelConfig,
+        post: Box<dyn OtlpPost>,
+        spans: usize,
+    ) -> std::io::Result<Arc<Otel>> {
+        let (tx, rx) = sync_channel(spans);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let inner = Arc::new(Inner {
+            config,
+            tx: Mutex::new(Some(tx)),
+            sessions: Mutex::new(HashMap::new()),
+            aggregates: Mutex::new(Aggregates::default()),
+            dropped: AtomicU64::new(0),
+            untracked: AtomicU64::new(0),
+            ids: AtomicU64::new(0),
+            seed: seed(),
+            since: now_nanos(),
+        });
+        let shared = inner.clone();
+        std::thread::Builder::new()
+            .name(THREAD_NAME.into())
+            .spawn(move || {
+                Exporter::new(shared, post).run(rx);
+                let _ = done_tx.send(());
+            })?;
+        Ok(Arc::new(Otel {
+            inner,
+            done: Mutex::new(Some(done_rx)),
+        }))
+    }
+
+    /// Closes the queue, and waits at most [`OTEL_FLUSH_WAIT`] for the
+    /// thread to send what is queued and the metrics once more.
+    pub fn finish(&self) {
+        self.finish_within(OTEL_FLUSH_WAIT)
+    }
+
+    /// [`finish`](Self::finish) with its own wait.
+    pub fn finish_within(&self, wait: Duration) {
+        lock(&self.inner.tx).take();
+        if let Some(done) = lock(&self.done).take() {
+            let _ = done.recv_timeout(wait);
+        }
+    }
+
+    /// Spans dropped so far because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.inner.dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl Inner {
+    fn traces(&self) -> bool {
+        self.config.traces.is_some()
+    }
+
+    fn metrics(&self) -> bool {
+        self.config.metrics.is_some()
+    }
+
+    /// A new non-zero id: splitmix64 of a per-process random seed and a
+    /// counter (unique within the process; unpredictable enough for ids,
+    /// which are not secrets).
+    fn next_id(&self) -> u64 {
+        loop {
+            let n = self.ids.fetch_add(1, Ordering::Relaxed);
+            let mut z = self
+                .seed
+                .wrapping_add(n.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^= z >> 31;
+            if z != 0 {
+                return z;
+            }
+        }
+    }
+
+    fn trace_id(&self) -> [u8; 16] {
+        let mut t = [0u8; 16];
+        t[..8].copy_from_slice(&self.next_id().to_be_bytes());
+        t[8..].copy_from_slice(&self.next_id().to_be_bytes());
+        t
+    }
+
+    fn span_id(&self) -> [u8; 8] {
+        self.next_id().to_be_bytes()
+    }
+
+    fn offer(&self, span: SpanRecord) {
+        let tx = lock(&self.tx);
+        let Some(tx) = tx.as_ref() else {
+            return;
+        };
+        match tx.try_send(span) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn start(&self, session: Option<&str>, tick: &str, backend: &str, origin: Origin) {
+        let tick = bounded(tick);
+        if self.metrics() {
+            *lock(&self.aggregates)
+                .live
+                .entry(vec![("tickbox.tick", tick.clone())]) += 1;
+        }
+        // Kept whichever signals are on: calls and refusals are named by
+        // their session's Tick, and the session span needs its start.
+        let Some(session) = session else {
+            return;
+        };
+        let mut open = lock(&self.sessions);
+        if open.len() >= MAX_OTEL_OPEN_SESSIONS {
+            self.untracked.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        open.insert(
+            session.into(),
+            OpenSession {
+                trace: self.trace_id(),
+                id: self.span_id(),
+                start: now_nanos(),
+                tick,
+                backend: bounded(backend),
+                origin,
+            },
+        );
+    }
+
+    fn end(&self, session: Option<&str>, reason: &str) {
+        let open = session.and_then(|s| lock(&self.sessions).remove(s));
+        if self.metrics() {
+            let tick = open.as_ref().map(|o| o.tick.clone());
+            if let Some(tick) = tick {
+                *lock(&self.aggregates)
+                    .live
+                    .entry(vec![("tickbox.tick", tick)]) -= 1;
+            }
+        }
+        let Some(open) = open.filter(|_| self.traces()) else {
+            return;
+        };
+        let failed = matches!(
+            reason,
+            "violation" | "io" | "stdin_stalled" | "start_failed"
+        );
+        let mut attrs = vec![
+            ("tickbox.tick", json!(open.tick)),
+            ("tickbox.backend", json!(open.backend)),
+            ("tickbox.origin", json!(open.origin.as_str())),
+            ("tickbox.session.id", json!(bounded(session.unwrap_or("")))),
+            ("tickbox.end.reason", json!(reason)),
+        ];
+        if failed {
+            attrs.push(("error.type", json!(reason)));
+        }
+        self.offer(SpanRecord {
+            trace: open.trace,
+            id: open.id,
+            parent: None,
+            link: None,
+            name: "tick session".into(),
+            kind: 1,
+            start: open.start,
+            end: now_nanos(),
+            attrs,
+            error: failed.then(|| format!("the Tick's session ended: {reason}")),
+        });
+    }
+
+    fn call(
+        &self,
+        session: Option<&str>,
+        tool: &str,
+        mutates: bool,
+        outcome: &CallOutcome,
+        took: Duration,
+        mcp: Option<&McpCall<'_>>,
+    ) {
+        let (error_type, message) = failure(outcome);
+        let tool_shown = bounded(tool);
+        let called = mcp.map_or_else(|| tool_shown.clone(), |m| bounded(m.tool));
+        let parent_of = session.and_then(|s| {
+            lock(&self.sessions)
+                .get(s)
+                .map(|o| (o.trace, o.id, o.tick.clone()))
+        });
+        let tick = parent_of.as_ref().map(|p| p.2.clone());
+        if self.metrics() {
+            let secs = took.as_secs_f64();
+            let mut a = lock(&self.aggregates);
+            let mut attrs = vec![
+                ("gen_ai.tool.name", tool_shown.clone()),
+                ("tickbox.call.outcome", outcome_name(outcome).to_string()),
+            ];
+            if let Some(t) = &tick {
+                attrs.push(("tickbox.tick", t.clone()));
+            }
+            a.calls.entry(attrs).record(secs);
+            if let Some(m) = mcp {
+                let mut attrs = vec![
+                    ("mcp.method.name", bounded(m.method)),
+                    ("gen_ai.tool.name", called.clone()),
+                    ("gen_ai.operation.name", "execute_tool".to_string()),
+                    ("network.transport", transport_name(m.transport).to_string()),
+                ];
+                if let Some(e) = error_type {
+                    attrs.push(("error.type", e.to_string()));
+                }
+                a.mcp.entry(attrs).record(secs);
+            }
+        }
+        if !self.traces() {
+            return;
+        }
+        let end = now_nanos();
+        let start = end.saturating_sub(took.as_nanos().min(u64::MAX as u128) as u64);
+        let session_span = parent_of.as_ref().map(|p| (p.0, p.1));
+        let client = mcp.and_then(|m| m.traceparent).and_then(traceparent);
+        let (trace, parent, link) = match (client, session_span) {
+            (Some((t, p)), s) => (t, Some(p), s),
+            (None, Some((t, p))) => (t, Some(p), None),
+            (None, None) => (self.trace_id(), None, None),
+        };
+        let mut attrs = vec![
+            ("gen_ai.operation.name", json!("execute_tool")),
+            ("gen_ai.tool.name", json!(called)),
+            ("tickbox.tool", json!(tool_shown)),
+            ("tickbox.call.mutates", json!(mutates)),
+            ("tickbox.call.outcome", json!(outcome_name(outcome))),
+        ];
+        if let Some(s) = session {
+            attrs.push(("tickbox.session.id", json!(bounded(s))));
+        }
+        if let Some(t) = tick {
+            attrs.push(("tickbox.tick", json!(t)));
+        }
+        let (name, kind) = match mcp {
+            Some(m) => {
+                attrs.push(("mcp.method.name", json!(bounded(m.method))));
+                attrs.push((
+                    "jsonrpc.request.id",
+                    json!(bounded(&m.request_id.to_string())),
+                ));
+                if let Some(s) = m.session {
+                    attrs.push(("mcp.session.id", json!(bounded(s))));
+                }
+                attrs.push(("network.transport", json!(transport_name(m.transport))));
+                if m.transport == McpTransport::Http {
+                    attrs.push(("network.protocol.name", json!("http")));
+                }
+                (format!("{} {called}", bounded(m.method)), 2)
+            }
+            None => (format!("execute_tool {called}"), 1),
+        };
+        if let Some(e) = error_type {
+            attrs.push(("error.type", json!(e)));
+        }
+        if let CallOutcome::Failed { error, .. } = outcome {
+            attrs.push(("tickbox.error.code", json!(error.code)));
+        }
+        self.offer(SpanRecord {
+            trace,
+            id: self.span_id(),
+            parent,
+            link,
+            name,
+            kind,
+            start,
+            end,
+            attrs,
+            error: message,
+        });
+    }
+
+    fn refused(&self, session: Option<&str>, what: DenialKind) {
+        if !self.metrics() {
+            return;
+        }
+        let mut attrs = vec![("tickbox.refusal.kind", what.as_str().to_string())];
+        if let Some(t) = self.tick_of(session) {
+            attrs.push(("tickbox.tick", t));
+        }
+        *lock(&self.aggregates).refusals.entry(attrs) += 1;
+    }
+
+    fn limit(&self, session: Option<&str>, bound: &str) {
+        if !self.metrics() {
+            return;
+        }
+        let mut attrs = vec![("tickbox.limit.bound", bounded(bound))];
+        if let Some(t) = self.tick_of(session) {
+            attrs.push(("tickbox.tick", t));
+        }
+        *lock(&self.aggregates).limits.entry(attrs) += 1;
+    }
+
+    fn tick_of(&self, session: Option<&str>) -> Option<String> {
+        session.and_then(|s| lock(&self.sessions).get(s).map(|o| o.tick.clone()))
+    }
+}
+
+impl AuditObserver for Otel {
+    fn observe(&self, session: Option<&str>, event: &Event<'_>) {
+        let inner = &self.inner;
+        match *event {
+            Event::Start {
+                tick,
+                backend,
+                origin,
+            } => inner.start(session, tick, backend, origin),
+            Event::End { reason } => inner.end(session, reason),
+            Event::Call {
+                tool,
+                mutates,
+                outcome,
+                took,
+                mcp,
+            } => inner.call(session, tool, mutates, outcome, took, mcp),
+            Event::Denied { what, .. } => inner.refused(session, what),
+            Event::Limit { bound, .. } => inner.limit(session, bound),
+            _ => {}
+        }
+    }
+}
+
+/// `error.type` and the status description of a call that failed: a
+/// tool's error is `tool_error` (MCP's convention for a result with
+/// `isError`) with its message; an unknown outcome is named by why.
+fn failure(outcome: &CallOutcome) -> (Option<&'static str>, Option<String>) {
+    match outcome {
+        CallOutcome::Ok(_) => (None, None),
+        CallOutcome::Failed { error, .. } => {
+            (Some("tool_error"), Some(bounded(error.message.wire())))
+        }
+        CallOutcome::Unknown(why) => {
+            let kind = match why {
+                UnknownReason::TimedOut(_) => "timeout",
+                UnknownReason::SessionEnded(_) => "session_ended",
+                UnknownReason::Malformed(_) => "malformed_response",
+                UnknownReason::TooLarge { .. } => "response_too_large",
+            };
+            (Some(kind), Some(bounded(&why.to_string())))
+        }
+    }
+}
+
+/// `network.transport` for an MCP transport (`pipe` for stdio, `tcp` for
+/// HTTP, as the convention says).
+fn transport_name(t: McpTransport) -> &'static str {
+    match t {
+        McpTransport::Stdio => "pipe",
+        McpTransport::Http => "tcp",
+    }
+}
+
+/// Text a Tick (or a client) may have chosen, as telemetry carries it:
+/// cut at [`MAX_OTEL_TEXT_CHARS`] (ending in `…`) and escaped by the one
+/// character policy.
+pub fn bounded(raw: &str) -> String {
+    let cut = text::truncate(raw, MAX_OTEL_TEXT_CHARS);
+    if cut.len() < raw.len() {
+        TickText::new(format!("{cut}…")).line()
+    } else {
+        TickText::new(raw).line()
+    }
+}
+
+/// A W3C `traceparent` (`00-TRACE-SPAN-FLAGS`): its trace and span ids,
+/// when well-formed and not all zero.
+fn traceparent(s: &str) -> Option<([u8; 16], [u8; 8])> {
+    let mut parts = s.trim().split('-');
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if version.len() != 2
+        || version == "ff"
+        || flags.len() != 2
+        || !hex_ok(version)
+        || !hex_ok(flags)
+    {
+        return None;
+    }
+    if version == "00" && parts.next().is_some() {
+        return None;
+    }
+    let mut t = [0u8; 16];
+    let mut p = [0u8; 8];
+    unhex(trace, &mut t)?;
+    unhex(span, &mut p)?;
+    (t != [0; 16] && p != [0; 8]).then_some((t, p))
+}
+
+fn hex_ok(s: &str) -> bool {
+    s.bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn unhex(s: &str, out: &mut [u8]) -> Option<()> {
+    if s.len() != out.len() * 2 || !hex_ok(s) {
+        return None;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn now_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos().min(u64::MAX as u128) as u64)
+        .unwrap_or(0)
+}
+
+/// A per-process seed for ids: from the kernel, else the time and pid.
+fn seed() -> u64 {
+    use std::io::Read;
+    let mut b = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok()
+    {
+        return u64::from_le_bytes(b);
+    }
+    now_nanos() ^ (u64::from(std::process::id()) << 32)
+}
+
+/// OTLP/JSON attributes (`KeyValue`s).
+fn attributes(attrs: &[(&str, Value)]) -> Value {
+    Value::Array(
+        attrs
+            .iter()
+            .map(|(k, v)| {
+                let value = match v {
+                    Value::Bool(b) => json!({"boolValue": b}),
+                    Value::Number(n) if n.is_i64() || n.is_u64() => {
+                        json!({"intValue": n.to_string()})
+                    }
+                    Value::Number(n) => json!({"doubleValue": n.as_f64()}),
+                    Value::String(s) => json!({"stringValue": s}),
+                    other => json!({"stringValue": other.to_string()}),
+                };
+                json!({"key": k, "value": value})
+            })
+            .collect(),
+    )
+}
+
+/// The resource and scope every request carries.
+fn resource(config: &OtelConfig) -> Value {
+    let attrs: Vec<(&str, Value)> = config
+        .resource
+        .iter()
+        .map(|(k, v)| (k.as_str(), json!(v)))
+        .collect();
+    json!({"attributes": attributes(&attrs)})
+}
+
+fn scope() -> Value {
+    json!({"name": "tickbox", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// An `ExportTraceServiceRequest` for `spans`, as OTLP/JSON.
+fn traces_body(config: &OtelConfig, spans: &[SpanRecord]) -> Vec<u8> {
+    let spans: Vec<Value> = spans
+        .iter()
+        .map(|s| {
+            let mut v = json!({
+                "traceId": hex(&s.trace),
+                "spanId": hex(&s.id),
+                "name": s.name,
+                "kind": s.kind,
+                "startTimeUnixNano": s.start.to_string(),
+                "endTimeUnixNano": s.end.to_string(),
+                "attributes": attributes(&s.attrs),
+                "status": match &s.error {
+                    Some(m) => json!({"code": 2, "message": m}),
+                    None => json!({"code": 0}),
+                },
+            });
+            if let Some(p) = s.parent {
+                v["parentSpanId"] = json!(hex(&p));
+            }
+            if let Some((t, p)) = s.link {
+                v["links"] = json!([{"traceId": hex(&t), "spanId": hex(&p)}]);
+            }
+            v
+        })
+        .collect();
+    let body = json!({"resourceSpans": [{
+        "resource": resource(config),
+        "scopeSpans": [{"scope": scope(), "spans": spans}],
+    }]});
+    // Every string was escaped already; the wall runs once more on the
+    // whole body, so nothing unsafe can reach a collector's UI raw.
+    text::json_safe(&body.to_string()).into_bytes()
+}
+
+/// An `ExportMetricsServiceRequest` of everything aggregated so far
+/// (cumulative), as OTLP/JSON.
+fn metrics_body(inner: &Inner) -> Vec<u8> {
+    let now = now_nanos().to_string();
+    let since = inner.since.to_string();
+    let point = |attrs: Vec<(&'static str, Value)>| json!({"attributes": attributes(&attrs), "startTimeUnixNano": since, "timeUnixNano": now});
+    let hist_points = |c: &Capped<Hist>| -> Vec<Value> {
+        c.each()
+            .map(|(attrs, h)| {
+                let mut p = point(attrs);
+                p["count"] = json!(h.count.to_string());
+                p["sum"] = json!(h.sum);
+                p["min"] = json!(h.min);
+                p["max"] = json!(h.max);
+                p["bucketCounts"] = json!(h.buckets.iter().map(u64::to_string).collect::<Vec<_>>());
+                p["explicitBounds"] = json!(CALL_SECONDS_BUCKETS);
+                p
+            })
+            .collect()
+    };
+    let int_points = |c: &Capped<u64>| -> Vec<Value> {
+        c.each()
+            .map(|(attrs, n)| {
+                let mut p = point(attrs);
+                p["asInt"] = json!(n.to_string());
+                p
+            })
+            .collect()
+    };
+    let histogram = |name: &str, description: &str, points: Vec<Value>| {
+        json!({"name": name, "unit": "s", "description": description,
+               "histogram": {"aggregationTemporality": 2, "dataPoints": points}})
+    };
+    let sum = |name: &str, unit: &str, description: &str, monotonic: bool, points: Vec<Value>| {
+        json!({"name": name, "unit": unit, "description": description,
+               "sum": {"aggregationTemporality": 2, "isMonotonic": monotonic, "dataPoints": points}})
+    };
+    let mut metrics = Vec::new();
+    {
+        let a = lock(&inner.aggregates);
+        metrics.push(histogram(
+            "mcp.server.operation.duration",
+            "MCP request duration as observed on the server, for tools/call requests that reached a Tick.",
+            hist_points(&a.mcp),
+        ));
+        metrics.push(histogram(
+            "tickbox.call.duration",
+            "How long tool calls took, from sending to the outcome, by tool and outcome.",
+            hist_points(&a.calls),
+        ));
+        metrics.push(sum(
+            "tickbox.refusals",
+            "{refusal}",
+            "What Ticks attempted and the host refused, by kind.",
+            true,
+            int_points(&a.refusals),
+        ));
+        metrics.push(sum(
+            "tickbox.limits",
+            "{limit}",
+            "Times a Tick ran into a bound, by bound.",
+            true,
+            int_points(&a.limits),
+        ));
+        let live: Vec<Value> = a
+            .live
+            .each()
+            .map(|(attrs, n)| {
+                let mut p = point(attrs);
+                p["asInt"] = json!((*n).to_string());
+                p
+            })
+            .collect();
+        metrics.push(sum(
+            "tickbox.ticks.live",
+            "{tick}",
+            "Tick sessions running.",
+            false,
+            live,
+        ));
+    }
+    let mut dropped = point(vec![("tickbox.telemetry.signal", json!("spans"))]);
+    dropped["asInt"] = json!(inner.dropped.load(Ordering::Relaxed).to_string());
+    metrics.push(sum(
+        "tickbox.telemetry.dropped",
+        "{span}",
+        "Spans dropped because the export queue was full (a slow or stopped receiver).",
+        true,
+        vec![dropped],
+    ));
+    let body = json!({"resourceMetrics": [{
+        "resource": resource(&inner.config),
+        "scopeMetrics": [{"scope": scope(), "metrics": metrics}],
+    }]});
+    text::json_safe(&body.to_string()).into_bytes()
+}
+
+/// The exporter's thread: batches spans, exports them and the metrics,
+/// and warns about failures at a bounded rate.
+struct Exporter {
+    inner: Arc<Inner>,
+    post: Box<dyn OtlpPost>,
+    warned: Option<Instant>,
+    /// Failures since the last warning.
+    failed: u64,
+}
+
+impl Exporter {
+    fn new(inner: Arc<Inner>, post: Box<dyn OtlpPost>) -> Exporter {
+        Exporter {
+            inner,
+            post,
+            warned: None,
+            failed: 0,
+        }
+    }
+
+    fn run(mut self, rx: Receiver<SpanRecord>) {
+        let config = self.inner.config.clone();
+        let mut batch: Vec<SpanRecord> = Vec::new();
+        let mut spans_due = Instant::now() + config.span_delay;
+        let mut metrics_due = Instant::now() + config.metric_interval;
+        loop {
+            let now = Instant::now();
+            let mut next = spans_due;
+            if config.metrics.is_some() {
+                next = next.min(metrics_due);
+            }
+            match rx.recv_timeout(next.saturating_duration_since(now)) {
+                Ok(span) => {
+                    batch.push(span);
+                    if batch.len() >= OTEL_BATCH_SPANS {
+                        self.send_spans(&mut batch);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.send_spans(&mut batch);
+                    self.send_metrics();
+                    return;
+                }
+            }
+            let now = Instant::now();
+            if now >= spans_due {
+                self.send_spans(&mut batch);
+                spans_due = now + config.span_delay;
+            }
+            if config.metrics.is_some() && now >= metrics_due {
+                self.send_metrics();
+                metrics_due = now + config.metric_interval;
+            }
+        }
+    }
+
+    fn send_spans(&mut self, batch: &mut Vec<SpanRecord>) {
+        let Some(to) = self.inner.config.traces.clone() else {
+            batch.clear();
+            return;
+        };
+        if batch.is_empty() {
+            return;
+        }
+        let body = traces_body(&self.inner.config, batch);
+        let n = batch.len();
+        batch.clear();
+        let result = self.post.post(
+            &to,
+            &self.inner.config.trace_headers,
+            body,
+            self.inner.config.timeout,
+        );
+        if let Err(e) = result {
+            // The spans are lost with the request: counted as dropped.
+            self.inner.dropped.fetch_add(n as u64, Ordering::Relaxed);
+            self.warn(&to, &e);
+        }
+    }
+
+    fn send_metrics(&mut self) {
+        let Some(to) = self.inner.config.metrics.clone() else {
+            return;
+        };
+        let body = metrics_body(&self.inner);
+        let result = self.post.post(
+            &to,
+            &self.inner.config.metric_headers,
+            body,
+            self.inner.config.timeout,
+        );
+        if let Err(e) = result {
+            self.warn(&to, &e);
+        }
+    }
+
+    /// One warning now, then at most one per [`OTEL_WARN_INTERVAL`].
+    fn warn(&mut self, to: &Endpoint, why: &str) {
+        self.failed += 1;
+        if self
+            .warned
+            .is_some_and(|w| w.elapsed() < OTEL_WARN_INTERVAL)
+        {
+            return;
+        }
+        tracing::warn!(
+            endpoint = %text::escape(&to.url),
+            failed_exports = self.failed,
+            dropped_spans = self.inner.dropped.load(Ordering::Relaxed),
+            "cannot export telemetry over OTLP: {}; tickbox keeps serving and tries again (at most one such warning every {}s)",
+            text::escape(why),
+            OTEL_WARN_INTERVAL.as_secs()
+        );
+        self.warned = Some(Instant::now());
+        self.failed = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::{Audit, RequestId};
+    use crate::session::EndReason;
+    use tickbox_protocol::RpcError;
+
+    /// Bodies posted, by path.
+    #[derive(Clone, Default)]
+    struct Kept(Arc<Mutex<Vec<(String, Value)>>>);
+    impl OtlpPost for Kept {
+        fn post(
+            &mut self,
+            to: &Endpoint,
+            _: &[(String, String)],
+            body: Vec<u8>,
+            _: Duration,
+        ) -> Result<(), String> {
+            let v = serde_json::from_slice(&body).expect("JSON");
+            lock(&self.0).push((to.path.clone(), v));
+            Ok(())
+        }
+    }
+
+    fn config() -> OtelConfig {
+        OtelConfig::new(
+            Some(Endpoint::parse("http://127.0.0.1:1/v1/traces").unwrap()),
+            Some(Endpoint::parse("http://127.0.0.1:1/v1/metrics").unwrap()),
+        )
+    }
+
+    fn spans(kept: &Kept) -> Vec<Value> {
+        lock(&kept.0)
+            .iter()
+            .filter(|(p, _)| p == "/v1/traces")
+            .flat_map(|(_, v)| {
+                v["resourceSpans"][0]["scopeSpans"][0]["spans"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .collect()
+    }
+
+    fn attr<'a>(span: &'a Value, key: &str) -> Option<&'a Value> {
+        span["attributes"]
+            .as_array()?
+            .iter()
+            .find(|a| a["key"] == key)
+            .map(|a| &a["value"])
+    }
+
+    #[test]
+    fn endpoints_parse_as_the_variables_give_them() {
+        let e = Endpoint::with_signal("http://collector:4318", "v1/traces").unwrap();
+        assert_eq!(
+            (e.host.as_str(), e.port, e.path.as_str()),
+            ("collector", 4318, "/v1/traces")
+        );
+        let e = Endpoint::with_signal("http://127.0.0.1:4318/", "v1/metrics").unwrap();
+        assert_eq!(e.path, "/v1/metrics");
+        let e = Endpoint::parse("http://[::1]:9/x").unwrap();
+        assert_eq!((e.host.as_str(), e.port), ("::1", 9));
+        assert_eq!(Endpoint::parse("http://h").unwrap().port, 80);
+        assert!(Endpoint::parse("https://h:4318")
+            .unwrap_err()
+            .contains("https"));
+        assert!(Endpoint::parse("ftp://h").is_err());
+        assert!(Endpoint::parse("http://u:p@h/").is_err());
+        assert!(Endpoint::parse("http://h:x/").is_err());
+    }
+
+    #[test]
+    fn sessions_and_mcp_calls_become_spans_with_the_conventions() {
+        let kept = Kept::default();
+        let otel = Otel::start(config(), Box::new(kept.clone())).unwrap();
+        let audit = Audit::new(Origin::Mcp, vec![])
+            .observed_by(otel.clone())
+            .for_session();
+        audit.start("counter.wasm", "wasm component", None, json!({}));
+        let mcp = McpCall {
+            method: "tools/call",
+            tool: "counter_increment",
+            session: Some("sess-1"),
+            request_id: RequestId::Number(7),
+            transport: McpTransport::Http,
+            traceparent: None,
+        };
+        audit.call_via(
+            "increment",
+            true,
+            &json!({}),
+            &CallOutcome::Ok(json!(1)),
+            Duration::from_millis(2),
+            Some(&mcp),
+        );
+        let failed = CallOutcome::Failed {
+            error: RpcError {
+                code: -32000,
+                message: "bad\x1b]2;x\x07\nline".into(),
+                data: None,
+            },
+            executed: false,
+        };
+        audit.call(
+            "history",
+            false,
+            &json!({}),
+            &failed,
+            Duration::from_millis(1),
+        );
+        audit.denied(DenialKind::Path, "../x", "out");
+        audit.end(&EndReason::Shutdown);
+        otel.finish_within(Duration::from_secs(20));
+        let s = spans(&kept);
+        assert_eq!(s.len(), 3, "{s:?}");
+        let session = s.iter().find(|x| x["name"] == "tick session").unwrap();
+        let call = s
+            .iter()
+            .find(|x| x["name"] == "tools/call counter_increment")
+            .unwrap();
+        let plain = s
+            .iter()
+            .find(|x| x["name"] == "execute_tool history")
+            .unwrap();
+        assert_eq!(call["kind"], 2);
+        assert_eq!(call["traceId"], session["traceId"]);
+        assert_eq!(call["parentSpanId"], session["spanId"]);
+        assert_eq!(
+            attr(call, "mcp.method.name").unwrap()["stringValue"],
+            "tools/call"
+        );
+        assert_eq!(
+            attr(call, "gen_ai.tool.name").unwrap()["stringValue"],
+            "counter_increment"
+        );
+        assert_eq!(
+            attr(call, "tickbox.tool").unwrap()["stringValue"],
+            "increment"
+        );
+        assert_eq!(
+            attr(call, "mcp.session.id").unwrap()["stringValue"],
+            "sess-1"
+        );
+        assert_eq!(
+            attr(call, "jsonrpc.request.id").unwrap()["stringValue"],
+            "7"
+        );
+        assert_eq!(
+            attr(call, "gen_ai.operation.name").unwrap()["stringValue"],
+            "execute_tool"
+        );
+        assert_eq!(call["status"]["code"], 0);
+        assert_eq!(plain["status"]["code"], 2);
+        assert_eq!(
+            attr(plain, "error.type").unwrap()["stringValue"],
+            "tool_error"
+        );
+        let message = plain["status"]["message"].as_str().unwrap();
+        assert!(!message.chars().any(text::is_unsafe), "{message:?}");
+        assert_eq!(message, r"bad\x1b]2;x\x07\nline", "escaped, all there");
+        assert!(attr(plain, "mcp.method.name").is_none(), "not an MCP call");
+        let metrics: Vec<Value> = lock(&kept.0)
+            .iter()
+            .filter(|(p, _)| p == "/v1/metrics")
+            .map(|(_, v)| v.clone())
+            .collect();
+        let last = metrics.last().expect("metrics sent at the end");
+        let names: Vec<&str> = last["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["name"].as_str().unwrap())
+            .collect();
+        assert!(
+            names.contains(&"mcp.server.operation.duration"),
+            "{names:?}"
+        );
+        assert!(names.contains(&"tickbox.refusals"), "{names:?}");
+    }
+
+    #[test]
+    fn a_client_traceparent_is_the_parent_and_the_session_a_link() {
+        let kept = Kept::default();
+        let otel = Otel::start(config(), Box::new(kept.clone())).unwrap();
+        let audit = Audit::new(Origin::Mcp, vec![])
+            .observed_by(otel.clone())
+            .for_session();
+        audit.start("t", "native", None, json!({}));
+        let trace = "0af7651916cd43dd8448eb211c80319c";
+        let tp = format!("00-{trace}-b7ad6b7169203331-01");
+        let mcp = McpCall {
+            method: "tools/call",
+            tool: "t",
+            session: None,
+            request_id: RequestId::Text("a"),
+            transport: McpTransport::Stdio,
+            traceparent: Some(&tp),
+        };
+        audit.call_via(
+            "t",
+            false,
+            &json!({}),
+            &CallOutcome::Ok(json!(1)),
+            Duration::ZERO,
+            Some(&mcp),
+        );
+        // Positive control: a malformed one is ignored.
+        let bad = McpCall {
+            traceparent: Some("00-zz-b7ad6b7169203331-01"),
+            ..mcp
+        };
+        audit.call_via(
+            "t",
+            false,
+            &json!({}),
+            &CallOutcome::Ok(json!(1)),
+            Duration::ZERO,
+            Some(&bad),
+        );
+        audit.end(&EndReason::Shutdown);
+        otel.finish_within(Duration::from_secs(20));
+        let s = spans(&kept);
+        let session = s.iter().find(|x| x["name"] == "tick session").unwrap();
+        let calls: Vec<&Value> = s.iter().filter(|x| x["name"] == "tools/call t").collect();
+        assert_eq!(calls[0]["traceId"], trace);
+        assert_eq!(calls[0]["parentSpanId"], "b7ad6b7169203331");
+        assert_eq!(calls[0]["links"][0]["spanId"], session["spanId"]);
+        assert_eq!(
+            attr(calls[0], "network.transport").unwrap()["stringValue"],
+            "pipe"
+        );
+        assert_eq!(calls[1]["traceId"], session["traceId"]);
+        assert_eq!(calls[1]["parentSpanId"], session["spanId"]);
+    }
+
+    /// An exporter that never answers, like a stalled receiver.
+    struct Stalled(Receiver<()>);
+    impl OtlpPost for Stalled {
+        fn post(
+            &mut self,
+            _: &Endpoint,
+            _: &[(String, String)],
+            _: Vec<u8>,
+            _: Duration,
+        ) -> Result<(), String> {
+            let _ = self.0.recv();
+            Err("stalled".into())
+        }
+    }
+
+    #[test]
+    fn a_stalled_receiver_never_makes_a_call_wait_and_drops_are_counted() {
+        let (go, wait) = std::sync::mpsc::channel();
+        let mut c = config();
+        c.span_delay = Duration::from_millis(1);
+        let otel = Otel::with_queue(c, Box::new(Stalled(wait)), 4).unwrap();
+        let audit = Audit::new(Origin::Cli, vec![])
+            .observed_by(otel.clone())
+            .for_session();
+        let started = Instant::now();
+        for _ in 0..1000 {
+            audit.call(
+                "t",
+                false,
+                &json!({}),
+                &CallOutcome::Ok(json!(1)),
+                Duration::ZERO,
+            );
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "never waits");
+        assert!(otel.dropped() > 900, "{}", otel.dropped());
+        drop(go);
+        otel.finish_within(Duration::from_secs(20));
+    }
+
+    #[test]
+    fn series_are_capped_and_names_bounded() {
+        let kept = Kept::default();
+        let mut c = config();
+        c.traces = None;
+        let otel = Otel::start(c, Box::new(kept.clone())).unwrap();
+        let audit = Audit::new(Origin::Cli, vec![])
+            .observed_by(otel.clone())
+            .for_session();
+        for i in 0..MAX_OTEL_SERIES * 3 {
+            audit.call(
+                &format!("t{i}"),
+                false,
+                &json!({}),
+                &CallOutcome::Ok(json!(1)),
+                Duration::ZERO,
+            );
+        }
+        let long = "n".repeat(MAX_OTEL_TEXT_CHARS * 10);
+        assert_eq!(bounded(&long).chars().count(), MAX_OTEL_TEXT_CHARS + 1);
+        otel.finish_within(Duration::from_secs(20));
+        let kept = lock(&kept.0);
+        assert!(
+            kept.iter().all(|(p, _)| p == "/v1/metrics"),
+            "no traces asked for"
+        );
+        let metrics = &kept.last().unwrap().1["resourceMetrics"][0]["scopeMetrics"][0]["metrics"];
+        let calls = metrics
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "tickbox.call.duration")
+            .unwrap();
+        let points = calls["histogram"]["dataPoints"].as_array().unwrap();
+        assert_eq!(points.len(), MAX_OTEL_SERIES + 1);
+        let overflow = points.last().unwrap();
+        assert_eq!(overflow["attributes"][0]["key"], "otel.metric.overflow");
+        assert_eq!(overflow["count"], (MAX_OTEL_SERIES * 2).to_string());
+    }
+}
