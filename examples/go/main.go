@@ -9,7 +9,6 @@ package main
 
 import (
 	"fmt"
-	"math"
 	"time"
 
 	"tickbox.dev/tick"
@@ -17,59 +16,41 @@ import (
 
 const history, inState = 256, 32 // changes kept; changes the state carries (§6.4)
 
-type change struct {
-	Seq   int64 `json:"seq"`
-	Value int64 `json:"value"`
-}
-
 type counter struct {
-	value, changes, autoMs int64
-	log                    []change
-	timer                  tick.TimerID
+	value int64
+	log   *tick.History[int64]
+	timer tick.TimerID // auto's; 0 when off
 }
 
-type incrementArgs struct {
-	Amount int64 `json:"amount"`
-}
-type autoArgs struct {
-	EveryMs int64 `json:"every_ms" tick:"min=0,max=60000"`
-}
-
-// add is the one place the value changes; false when it would leave int64.
-func (c *counter) add(by int64) bool {
-	if (by > 0 && c.value > math.MaxInt64-by) || (by < 0 && c.value < math.MinInt64-by) {
-		return false
+// add is the one place the value changes; false (and no change) when the
+// sum would leave int64.
+func (c *counter) add(by int64) (ok bool) {
+	if c.value, ok = tick.CheckedAdd(c.value, by); ok {
+		c.log.Record(c.value)
 	}
-	c.value, c.changes = c.value+by, c.changes+1
-	c.log = append(c.log, change{c.changes, c.value})[max(0, len(c.log)+1-history):]
-	return true
+	return ok
 }
 
-func (c *counter) State() any {
-	return map[string]any{"value": c.value, "recent": c.log[max(0, len(c.log)-inState):]}
-}
+func (c *counter) State() any { return tick.M{"value": c.value, "recent": c.log.Last(inState)} }
 
-func (c *counter) increment(_ *tick.Ctx, a incrementArgs) (any, error) {
+// Argument structs need no tags: Amount is the argument "amount".
+func (c *counter) increment(_ *tick.Ctx, a struct{ Amount int64 }) (any, error) {
 	if !c.add(a.Amount) {
 		return nil, tick.Rejected("the counter would overflow")
 	}
-	return map[string]any{"value": c.value}, nil
+	return tick.M{"value": c.value}, nil
 }
 
-func (c *counter) recent(*tick.Ctx, tick.NoArgs) (any, error) {
-	return map[string]any{"recent": c.log}, nil
-}
+func (c *counter) recent(*tick.Ctx) (any, error) { return tick.M{"recent": c.log.Last(history)}, nil }
 
-func (c *counter) auto(ctx *tick.Ctx, a autoArgs) (any, error) {
+func (c *counter) auto(ctx *tick.Ctx, a struct {
+	EveryMs int64 `tick:"min=0,max=60000"`
+}) (any, error) {
 	if a.EveryMs > 0 && a.EveryMs < 20 {
 		return nil, tick.Rejected("every_ms is 0 or 20..60000")
 	}
-	ctx.Cancel(c.timer)
-	c.autoMs, c.timer = a.EveryMs, 0
-	if a.EveryMs > 0 {
-		c.timer = ctx.Every(time.Duration(a.EveryMs) * time.Millisecond)
-	}
-	return map[string]any{"every_ms": a.EveryMs}, nil
+	c.timer = ctx.Reset(c.timer, time.Duration(a.EveryMs)*time.Millisecond) // 0 stops
+	return tick.M{"every_ms": a.EveryMs}, nil
 }
 
 func (c *counter) OnTimer(*tick.Ctx, tick.TimerID) { c.add(1) }
@@ -82,18 +63,18 @@ func (c *counter) OnKey(_ *tick.Ctx, key string) {
 
 func (c *counter) View(ctx *tick.Ctx) []string {
 	auto := "off"
-	if c.autoMs > 0 {
-		auto = fmt.Sprintf("+1 every %d ms", c.autoMs)
+	if every := ctx.Period(c.timer); every > 0 {
+		auto = fmt.Sprintf("+1 every %d ms", every.Milliseconds())
 	}
-	return tick.Box("Counter (Go)", []string{fmt.Sprint("Counter: ", c.value), "auto: " + auto,
-		fmt.Sprintf("view: %dx%d", ctx.Cols, ctx.Rows)}, "[+] add one  [-] subtract one", 33)
+	rows := []string{fmt.Sprint("Counter: ", c.value), "auto: " + auto, fmt.Sprintf("view: %dx%d", ctx.Cols, ctx.Rows)}
+	return tick.Box("Counter (Go)", rows, "[+] add one  [-] subtract one", 33)
 }
 
 func main() {
-	c := &counter{log: []change{}}
+	c := &counter{log: tick.NewHistory[int64](history)}
 	tick.Run(tick.Info{Kind: "example.counter", Title: "Counter", Description: "Keyboard and tool calls share one value.",
 		RecoverWith: "history", Series: map[string]string{"/recent": "last"}}, c,
 		tick.Tool("increment", "Add an integer to the counter.", tick.Mutates, c.increment),
-		tick.Tool("history", "Read the last 256 changes.", tick.ReadOnly, c.recent),
+		tick.ToolNoArgs("history", "Read the last 256 changes.", tick.ReadOnly, c.recent),
 		tick.Tool("auto", "Add one every every_ms milliseconds (20 to 60000); 0 stops.", tick.Mutates, c.auto))
 }

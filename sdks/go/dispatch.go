@@ -85,19 +85,25 @@ type ToolDef struct {
 	name, description string
 	mutates           bool
 	schema            map[string]any
-	run               func(ctx *Ctx, raw []byte) (any, error)
+	run               func(ctx *Ctx, args any) (any, error)
 }
 
 // Tool declares a tool whose arguments are A (a struct: schema.go); fn runs it.
 func Tool[A any](name, description string, effect Effect, fn func(ctx *Ctx, args A) (any, error)) ToolDef {
 	return ToolDef{name, description, bool(effect), schemaOf(reflect.TypeOf((*A)(nil)).Elem()),
-		func(ctx *Ctx, raw []byte) (any, error) {
+		func(ctx *Ctx, decoded any) (any, error) {
 			var args A
-			if err := json.Unmarshal(raw, &args); err != nil {
+			if err := decode(decoded, reflect.ValueOf(&args).Elem()); err != nil {
 				return nil, Rejected("args: %v", err)
 			}
 			return fn(ctx, args)
 		}}
+}
+
+// ToolNoArgs declares a tool that takes no arguments (its schema is an
+// object with no properties, so any argument is refused before fn runs).
+func ToolNoArgs(name, description string, effect Effect, fn func(ctx *Ctx) (any, error)) ToolDef {
+	return Tool(name, description, effect, func(ctx *Ctx, _ NoArgs) (any, error) { return fn(ctx) })
 }
 
 // Info describes the Tick in tick/describe. Series maps a JSON Pointer to
@@ -150,6 +156,26 @@ func (c *Ctx) add(delay, period time.Duration) TimerID {
 
 // Cancel stops a timer; an unknown or finished one is ignored.
 func (c *Ctx) Cancel(id TimerID) { delete(c.timers, id) }
+
+// Reset cancels timer id and, when period is positive, starts Every(period)
+// in its place: the new timer, or 0 (no timer, which Cancel ignores). It is
+// the "change the interval; 0 stops" of a tool that sets a refresh rate.
+func (c *Ctx) Reset(id TimerID, period time.Duration) TimerID {
+	c.Cancel(id)
+	if period <= 0 {
+		return 0
+	}
+	return c.Every(period)
+}
+
+// Period is how often timer id fires: 0 when it is not a running Every
+// (unknown, cancelled, or a one-shot After), so a view can say what runs.
+func (c *Ctx) Period(id TimerID) time.Duration {
+	if t, live := c.timers[id]; live {
+		return t.period
+	}
+	return 0
+}
 
 // Redraw: a read-only tool that changed only what the view shows asks for one.
 func (c *Ctx) Redraw() { c.redraw = true }
@@ -389,7 +415,6 @@ func (d *Dispatcher) call(params any) (result any, err error) {
 	if why := problem(t.schema, args, "args"); why != "" {
 		return nil, Rejected("%s", why)
 	}
-	raw, _ := json.Marshal(args)
 	defer func() {
 		if r := recover(); r != nil {
 			result, err = nil, Failed("%s failed: %v", name, r)
@@ -399,7 +424,7 @@ func (d *Dispatcher) call(params any) (result any, err error) {
 			d.dirty = true
 		}
 	}()
-	return t.run(d.ctx, raw)
+	return t.run(d.ctx, args)
 }
 
 func (d *Dispatcher) describe() (any, error) {

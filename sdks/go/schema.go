@@ -1,19 +1,23 @@
 package tick
 
 // A tool's argument schema, derived from its Go struct: each exported
-// field is a property named by its `json` tag; `omitempty` (or a pointer)
-// makes it optional, every other field is required; `tick:"min=0,max=60000"`
-// adds bounds (min, max, minLength, maxLength, minItems, maxItems), and
-// `tick:"desc=..."` must be last when used. Arguments the struct does not
-// name are refused.
+// field is a property named by its `json` tag, or without one by its Go
+// name in snake_case (EveryMs is every_ms, UserID user_id), the way
+// tools' arguments are usually spelled, so a struct needs no tags to be a
+// tool's arguments; `omitempty` (or a pointer) makes it optional, every
+// other field is required; `tick:"min=0,max=60000"` adds bounds (min, max,
+// minLength, maxLength, minItems, maxItems), and `tick:"desc=..."` must be
+// last when used. Arguments the struct does not name are refused.
 
 import (
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -45,15 +49,9 @@ func schemaOf(t reflect.Type) map[string]any {
 		props, required := map[string]any{}, []any{}
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
-			if !f.IsExported() {
+			name, opts, ok := fieldName(f)
+			if !ok {
 				continue
-			}
-			name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "-" {
-				continue
-			}
-			if name == "" {
-				name = f.Name
 			}
 			s := schemaOf(f.Type)
 			for _, kv := range strings.Split(f.Tag.Get("tick"), ",") {
@@ -85,6 +83,168 @@ func schemaOf(t reflect.Type) map[string]any {
 		return s
 	}
 	return map[string]any{}
+}
+
+// fieldName is the argument a struct field stands for (ok false: none).
+func fieldName(f reflect.StructField) (name, opts string, ok bool) {
+	if !f.IsExported() {
+		return "", "", false
+	}
+	name, opts, _ = strings.Cut(f.Tag.Get("json"), ",")
+	if name == "-" {
+		return "", "", false
+	}
+	if name == "" {
+		name = snake(f.Name)
+	}
+	return name, opts, true
+}
+
+// snake spells a Go name in snake_case: an underscore before each capital
+// that starts a word (after a lower-case letter or digit, or the last
+// capital of an acronym before a lower-case letter), all in lower case.
+func snake(name string) string {
+	rs := []rune(name)
+	var b strings.Builder
+	for i, r := range rs {
+		if unicode.IsUpper(r) && i > 0 {
+			prev := rs[i-1]
+			nextLower := i+1 < len(rs) && unicode.IsLower(rs[i+1])
+			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && nextLower) {
+				b.WriteByte('_')
+			}
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
+// decode stores v (decoded with UseNumber and already checked against the
+// schema of dst's type) in dst, naming fields as schemaOf does. It walks the
+// decoded value once, where re-encoding it for encoding/json cost a second
+// parse on every call (BENCHMARKS.md, issue 30). Types that decode
+// themselves (json.Unmarshaler, encoding.TextUnmarshaler), interfaces and
+// other kinds it has no rule for go through encoding/json.
+func decode(v any, dst reflect.Value) error {
+	if dst.CanAddr() {
+		switch dst.Addr().Interface().(type) {
+		case json.Unmarshaler, encoding.TextUnmarshaler:
+			return viaJSON(v, dst)
+		}
+	}
+	if v == nil {
+		return nil // null leaves the zero value, as encoding/json does
+	}
+	mismatch := func() error { return fmt.Errorf("cannot use %s as %s", kindOf(v), dst.Type()) }
+	switch dst.Kind() {
+	case reflect.Pointer:
+		p := reflect.New(dst.Type().Elem())
+		if err := decode(v, p.Elem()); err != nil {
+			return err
+		}
+		dst.Set(p)
+	case reflect.Bool:
+		b, ok := v.(bool)
+		if !ok {
+			return mismatch()
+		}
+		dst.SetBool(b)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, ok := v.(json.Number)
+		i, err := strconv.ParseInt(string(n), 10, 64)
+		if !ok || err != nil || dst.OverflowInt(i) {
+			return fmt.Errorf("%s does not fit %s", kindOf(v), dst.Type())
+		}
+		dst.SetInt(i)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		n, ok := v.(json.Number)
+		u, err := strconv.ParseUint(string(n), 10, 64)
+		if !ok || err != nil || dst.OverflowUint(u) {
+			return fmt.Errorf("%s does not fit %s", kindOf(v), dst.Type())
+		}
+		dst.SetUint(u)
+	case reflect.Float32, reflect.Float64:
+		n, ok := v.(json.Number)
+		f, err := n.Float64()
+		if !ok || err != nil || dst.OverflowFloat(f) {
+			return fmt.Errorf("%s does not fit %s", kindOf(v), dst.Type())
+		}
+		dst.SetFloat(f)
+	case reflect.String:
+		s, ok := v.(string)
+		if !ok {
+			return mismatch()
+		}
+		dst.SetString(s)
+	case reflect.Slice:
+		items, ok := v.([]any)
+		if !ok {
+			return mismatch()
+		}
+		out := reflect.MakeSlice(dst.Type(), len(items), len(items))
+		for i, item := range items {
+			if err := decode(item, out.Index(i)); err != nil {
+				return err
+			}
+		}
+		dst.Set(out)
+	case reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok || dst.Type().Key().Kind() != reflect.String {
+			return viaJSON(v, dst)
+		}
+		out := reflect.MakeMapWithSize(dst.Type(), len(m))
+		for k, item := range m {
+			elem := reflect.New(dst.Type().Elem()).Elem()
+			if err := decode(item, elem); err != nil {
+				return err
+			}
+			out.SetMapIndex(reflect.ValueOf(k).Convert(dst.Type().Key()), elem)
+		}
+		dst.Set(out)
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return mismatch()
+		}
+		for i := 0; i < dst.NumField(); i++ {
+			name, _, ok := fieldName(dst.Type().Field(i))
+			if item, present := m[name]; ok && present {
+				if err := decode(item, dst.Field(i)); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+			}
+		}
+	default:
+		return viaJSON(v, dst)
+	}
+	return nil
+}
+
+// viaJSON decodes v into dst with encoding/json (dst is addressable: decode
+// starts from a new value and only ever descends into its parts).
+func viaJSON(v any, dst reflect.Value) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, dst.Addr().Interface())
+}
+
+func kindOf(v any) string {
+	switch v.(type) {
+	case json.Number:
+		return "the number " + string(v.(json.Number))
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return "null"
 }
 
 func isInteger(n json.Number) bool {

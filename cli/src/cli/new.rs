@@ -96,7 +96,7 @@ const SDK_FILES: &[(Lang, &str, &str, &str)] = &sdk_files![
     Js: "" <= "sdks/js/" ["tickbox.js", "tickbox.d.ts", "component.js", "native.js"],
     Go: "tick/" <= "sdks/go/" [
         "go.mod", "dispatch.go", "draw.go", "keys.go", "loop_native.go", "loop_wasip1.go",
-        "run.go", "schema.go", "term_linux.go", "term_other.go",
+        "run.go", "schema.go", "state.go", "term_linux.go", "term_other.go",
     ],
 ];
 
