@@ -684,6 +684,7 @@ fn failure(outcome: &CallOutcome) -> (Option<&'static str>, Option<String>) {
                 UnknownReason::SessionEnded(_) => "session_ended",
                 UnknownReason::Malformed(_) => "malformed_response",
                 UnknownReason::TooLarge { .. } => "response_too_large",
+                UnknownReason::Reported(_) => "reported",
             };
             (Some(kind), Some(bounded(&why.to_string())))
         }

@@ -233,9 +233,10 @@ pub enum UnknownReason {
     TooLarge { observed: usize, limit: usize },
     /// Reported by another party that ran the call: a live instance's host
     /// (its words, over the live socket), or a client of that socket that
-    /// lost the answer on the way.
+    /// lost the answer on the way. Text from another process, which may
+    /// carry the Tick's words: a `TickText`, escaped on every way out.
     #[error("{0}")]
-    Reported(String),
+    Reported(tickbox_protocol::TickText),
 }
 
 /// How a tick/call ended, as the host classifies it (§3.4, §7.3).

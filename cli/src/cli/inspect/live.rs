@@ -186,7 +186,9 @@ fn outcome_of(reply: CallReply) -> CallOutcome {
             },
             executed,
         },
-        CallReply::Unknown { reason } => CallOutcome::Unknown(UnknownReason::Reported(reason)),
+        CallReply::Unknown { reason } => {
+            CallOutcome::Unknown(UnknownReason::Reported(reason.into()))
+        }
     }
 }
 
@@ -358,9 +360,9 @@ impl LiveTick {
             .map_err(|_| unreachable("the request could not be written".into()))?
             .map_err(|e| unreachable(e.to_string()))?;
         let unknown = |why: String| {
-            Ok(CallOutcome::Unknown(UnknownReason::Reported(format!(
-                "{why}; it was not resent"
-            ))))
+            Ok(CallOutcome::Unknown(UnknownReason::Reported(
+                format!("{why}; it was not resent").into(),
+            )))
         };
         // The host answers its own timeout; ours is for a host that cannot.
         let t = self.call_timeout;
