@@ -55,7 +55,7 @@
 //! [`MAX_ADVANCE_FIRINGS`] timer deadlines, and a single `advance` spans at
 //! most [`MAX_ADVANCE`].
 
-pub(crate) mod listing;
+pub mod listing;
 
 use super::GuestState;
 pub use crate::limits::{MAX_ADVANCE, MAX_ADVANCE_FIRINGS};

@@ -8,7 +8,7 @@
 //! by name (the names' UTF-8 bytes) and gives it out in that order:
 //!
 //! - **components**: `read-directory` drains wasmtime-wasi's stream into a
-//!   sorted queue the host holds for that stream ([`Listings`]), and
+//!   sorted queue the host holds for that stream (`Listings`), and
 //!   `read-directory-entry` takes from the queue;
 //! - **preview-1 modules**: wasmtime-wasi answers `fd_readdir` from the
 //!   whole listing on every call (its cookie is an index into it), so the
