@@ -37,6 +37,27 @@ pub fn is_table_full(e: &wasmtime::Error) -> bool {
     })
 }
 
+/// The preamble of wiggle's generated glue, for the preview-1 shadows that
+/// call wasmtime-wasi's own ABI functions: the guest's memory (`export`, the
+/// caller's `memory` export) and the store's state, with this call's
+/// hostcall fuel handed to its WASI context.
+pub(crate) fn preview1_call<'a>(
+    caller: &'a mut Caller<'_, ModuleState>,
+    export: &'a Option<Extern>,
+) -> wasmtime::Result<(wiggle::GuestMemory<'a>, &'a mut ModuleState)> {
+    let fuel = caller.as_context_mut().hostcall_fuel();
+    let (mem, st) = match export {
+        Some(Extern::Memory(m)) => {
+            let (mem, st) = m.data_and_store_mut(caller);
+            (wiggle::GuestMemory::Unshared(mem), st)
+        }
+        Some(Extern::SharedMemory(m)) => (wiggle::GuestMemory::Shared(m.data()), caller.data_mut()),
+        _ => wasmtime::bail!("missing required memory export"),
+    };
+    p1::WasiSnapshotPreview1::set_hostcall_fuel(&mut st.wasi, fuel);
+    Ok((mem, st))
+}
+
 /// Shadows preview 1's `path_open` with one that keeps the reserve and
 /// answers `mfile` at the cap. It calls wasmtime-wasi's own `path_open`
 /// (the ABI-level function the linker would have called), so everything
@@ -49,21 +70,9 @@ pub fn add_path_open(linker: &mut Linker<ModuleState>) -> wasmtime::Result<()> {
         |mut caller: Caller<'_, ModuleState>,
          (fd, dirflags, path, len, oflags, base, inh, fdflags, out): Args| {
             Box::new(async move {
-                // The same preamble as wiggle's generated glue.
-                let fuel = caller.as_context_mut().hostcall_fuel();
                 let export = caller.get_export("memory");
-                let (mut mem, st) = match &export {
-                    Some(Extern::Memory(m)) => {
-                        let (mem, st) = m.data_and_store_mut(&mut caller);
-                        (wiggle::GuestMemory::Unshared(mem), st)
-                    }
-                    Some(Extern::SharedMemory(m)) => {
-                        (wiggle::GuestMemory::Shared(m.data()), caller.data_mut())
-                    }
-                    _ => wasmtime::bail!("missing required memory export"),
-                };
+                let (mut mem, st) = preview1_call(&mut caller, &export)?;
                 let wasi = &mut st.wasi;
-                p1::WasiSnapshotPreview1::set_hostcall_fuel(wasi, fuel);
                 let cap = wasi.ctx().table.max_capacity();
                 wasi.ctx()
                     .table

@@ -737,7 +737,7 @@ pub(super) fn add_to_linker(l: &mut Linker<GuestState>) -> wasmtime::Result<()> 
 pub(super) fn add_p1_to_linker(
     l: &mut wasmtime::Linker<super::ModuleState>,
 ) -> wasmtime::Result<()> {
-    use wasmtime::{AsContextMut, Caller, Extern};
+    use wasmtime::Caller;
     use wasmtime_wasi::p1::wasi_snapshot_preview1 as p1;
     /// Where `atim`, `mtim` and `ctim` lie in a preview-1 `filestat`
     /// (dev, ino, filetype, nlink and size come first, 8 bytes each).
@@ -745,24 +745,13 @@ pub(super) fn add_p1_to_linker(
     /// Runs `$call` (wasmtime-wasi's ABI function, given `$wasi` and
     /// `$mem`) with the guest's memory, then writes the epoch into the
     /// `filestat` at `$buf` if it succeeded under virtual time. The
-    /// preamble is wiggle's, as in `handles`.
+    /// preamble is wiggle's (`handles::preview1_call`).
     macro_rules! with_epoch {
         ($caller:ident, $buf:expr, |$wasi:ident, $mem:ident| $call:expr) => {{
-            let fuel = $caller.as_context_mut().hostcall_fuel();
             let export = $caller.get_export("memory");
-            let (mut $mem, st) = match &export {
-                Some(Extern::Memory(m)) => {
-                    let (mem, st) = m.data_and_store_mut(&mut $caller);
-                    (wiggle::GuestMemory::Unshared(mem), st)
-                }
-                Some(Extern::SharedMemory(m)) => {
-                    (wiggle::GuestMemory::Shared(m.data()), $caller.data_mut())
-                }
-                _ => wasmtime::bail!("missing required memory export"),
-            };
+            let (mut $mem, st) = crate::handles::preview1_call(&mut $caller, &export)?;
             let virt = st.virtual_files;
             let $wasi = &mut st.wasi;
-            p1::WasiSnapshotPreview1::set_hostcall_fuel($wasi, fuel);
             let errno: i32 = $call.await?;
             if errno == 0 && virt {
                 let nanos = u64::try_from(FILE_TIME.as_nanos()).unwrap_or(u64::MAX);
@@ -803,20 +792,9 @@ pub(super) fn add_p1_to_linker(
         |mut caller: Caller<'_, super::ModuleState>,
          (fd, buf, len, cookie, used): (i32, i32, i32, i64, i32)| {
             Box::new(async move {
-                let fuel = caller.as_context_mut().hostcall_fuel();
                 let export = caller.get_export("memory");
-                let (mut mem, st) = match &export {
-                    Some(Extern::Memory(m)) => {
-                        let (mem, st) = m.data_and_store_mut(&mut caller);
-                        (wiggle::GuestMemory::Unshared(mem), st)
-                    }
-                    Some(Extern::SharedMemory(m)) => {
-                        (wiggle::GuestMemory::Shared(m.data()), caller.data_mut())
-                    }
-                    _ => wasmtime::bail!("missing required memory export"),
-                };
+                let (mut mem, st) = crate::handles::preview1_call(&mut caller, &export)?;
                 let wasi = &mut st.wasi;
-                p1::WasiSnapshotPreview1::set_hostcall_fuel(wasi, fuel);
                 if st.virtual_files {
                     listing::p1_readdir(wasi, &mut mem, fd, buf, len, cookie, used).await
                 } else {
