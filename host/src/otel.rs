@@ -1333,7 +1333,12 @@ mod tests {
             );
         }
         assert!(started.elapsed() < Duration::from_secs(10), "never waits");
-        assert!(otel.dropped() > 900, "{}", otel.dropped());
+        // The thread takes at most one batch before its first export
+        // stalls (how many depends on scheduling: 104 in one run, fewer
+        // under load); the queue holds 4; every other span is dropped and
+        // counted.
+        let least = 1000 - OTEL_BATCH_SPANS - 4;
+        assert!(otel.dropped() >= least as u64, "{}", otel.dropped());
         drop(go);
         otel.finish_within(Duration::from_secs(20));
     }
