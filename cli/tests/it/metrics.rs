@@ -616,13 +616,7 @@ const HOSTILE_TOOL: &str = "x\"} 1e9\ntickbox_calls_total{tick=\"forged\",tool=\
 #[test]
 fn a_hostile_tool_name_reaches_the_page_and_prometheus_only_escaped() {
     let state = TempDir::new("metrics-hostile");
-    let runtime = state.0.join("run");
-    std::fs::create_dir_all(&runtime).unwrap();
-    std::fs::set_permissions(
-        &runtime,
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
+    let runtime = state.private_dir("run");
     let runtime = runtime.to_str().unwrap();
     let env = [("XDG_RUNTIME_DIR", runtime)];
     let shifty = tick("shifty.py");

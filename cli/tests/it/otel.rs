@@ -478,13 +478,7 @@ const HOSTILE_TOOL: &str =
 #[test]
 fn a_hostile_tool_name_arrives_escaped() {
     let state = TempDir::new("otel-hostile");
-    let runtime = state.0.join("run");
-    std::fs::create_dir_all(&runtime).unwrap();
-    std::fs::set_permissions(
-        &runtime,
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
+    let runtime = state.private_dir("run");
     let runtime = runtime.to_str().unwrap().to_string();
     let receiver = Receiver::start();
     let mut env = otel_env(&receiver.endpoint());

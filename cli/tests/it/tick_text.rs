@@ -102,13 +102,7 @@ fn one_hostile_corpus_reaches_no_sink_raw() {
     // request is one), every frame decoded as a client decodes it, and
     // the `ls` table of the live instance it publishes.
     let state = TempDir::new("tick-text-live");
-    let runtime = state.0.join("run");
-    std::fs::create_dir_all(&runtime).unwrap();
-    std::fs::set_permissions(
-        &runtime,
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .unwrap();
+    let runtime = state.private_dir("run");
     let mut args = vec!["--name".to_string(), "corpus".into()];
     args.extend(tick.iter().cloned());
     let mut mcp = Raw::start_env(&args, &[("XDG_RUNTIME_DIR", runtime.as_path())]);

@@ -57,6 +57,16 @@ impl TempDir {
     pub fn path(&self, name: &str) -> PathBuf {
         self.0.join(name)
     }
+    /// A new 0700 directory `name` inside: a runtime directory
+    /// (`XDG_RUNTIME_DIR`) tickbox accepts for its live instances.
+    pub fn private_dir(&self, name: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = self.path(name);
+        std::fs::create_dir_all(&dir).expect("create private dir");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .expect("make it private");
+        dir
+    }
 }
 
 impl Drop for TempDir {
