@@ -429,29 +429,8 @@ fn a_hostile_ticks_markup_reaches_the_page_only_as_data() {
         snap["catalog"]
     );
     // The event stream's first event carries the same data.
-    let mut s = TcpStream::connect(&i.addr).unwrap();
-    s.set_read_timeout(Some(PATIENCE)).unwrap();
-    write!(
-        s,
-        "GET /events HTTP/1.1\r\nHost: {}\r\n{}\r\n\r\n",
-        i.addr,
-        i.bearer()
-    )
-    .unwrap();
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 8192];
-    while !String::from_utf8_lossy(&seen).contains("\n\n")
-        || !String::from_utf8_lossy(&seen).contains("event: hello")
-    {
-        let n = s.read(&mut buf).expect("the event stream");
-        assert!(
-            n > 0,
-            "the stream ended: {}",
-            String::from_utf8_lossy(&seen)
-        );
-        seen.extend_from_slice(&buf[..n]);
-    }
-    let stream = String::from_utf8_lossy(&seen);
+    let (status, _s, stream) = open_events(&i);
+    assert_eq!(status, 200, "{stream}");
     assert!(stream.contains("text/event-stream"), "{stream}");
     assert!(stream.contains("<img src=x onerror="), "{stream}");
     assert!(!stream.contains('\u{1b}'), "{stream}");
@@ -599,9 +578,9 @@ fn a_hostile_tick_runs_nothing_in_headless_chromium() {
     assert_eq!(seen["svgs"], 0, "{seen}");
 }
 
-/// An event stream opened by hand: the status, and the connection (open,
-/// with the `hello` read when the status is 200).
-fn open_events(i: &Inspect) -> (u16, TcpStream) {
+/// An event stream opened by hand: the status, the connection (open, with
+/// the whole `hello` event read when the status is 200) and what was read.
+fn open_events(i: &Inspect) -> (u16, TcpStream, String) {
     let mut s = TcpStream::connect(&i.addr).expect("connect");
     s.set_read_timeout(Some(PATIENCE)).unwrap();
     write!(
@@ -620,8 +599,9 @@ fn open_events(i: &Inspect) -> (u16, TcpStream) {
             .and_then(|(line, _)| line.split(' ').nth(1))
             .and_then(|c| c.parse::<u16>().ok())
         {
-            if status != 200 || text.contains("event: hello") {
-                return (status, s);
+            let hello = text.split_once("event: hello").map(|(_, rest)| rest);
+            if status != 200 || hello.is_some_and(|rest| rest.contains("\n\n")) {
+                return (status, s, text);
             }
         }
         let n = s.read(&mut buf).expect("the event stream");
@@ -636,13 +616,13 @@ fn event_streams_and_action_bodies_are_bounded_and_the_bound_still_works() {
     // MAX_EVENT_CLIENTS (8) streams get in ...
     let mut open: Vec<TcpStream> = (0..8)
         .map(|n| {
-            let (status, s) = open_events(&i);
+            let (status, s, _) = open_events(&i);
             assert_eq!(status, 200, "stream {n} is within the bound");
             s
         })
         .collect();
     // ... the ninth is refused ...
-    let (status, _) = open_events(&i);
+    let (status, _, _) = open_events(&i);
     assert_eq!(status, 503, "a ninth stream");
     // ... and once one closes, its slot comes back (the server notices the
     // close when it next writes to it: the keys below make events).
@@ -650,7 +630,7 @@ fn event_streams_and_action_bodies_are_bounded_and_the_bound_still_works() {
     let mut admitted = None;
     assert!(
         eventually(PATIENCE, || {
-            let (status, s) = open_events(&i);
+            let (status, s, _) = open_events(&i);
             if status == 200 {
                 admitted = Some(s);
                 return true;
