@@ -64,16 +64,10 @@ def outcome(d, tool):
     return text(d, f'form[data-tool="{tool}"] .outcome')
 
 
-def call(d, tool):
-    d.find_element(By.CSS_SELECTOR, f'form[data-tool="{tool}"] button.call').click()
-
-
-def counter(d, url, shot):
-    seen = {}
-    d.get(url)
-    seen["first_screen"] = wait_text(d, "#screen", "Counter: 0")
-    seen["address_bar"] = d.current_url
-    # increment through its form: a mutating tool asks to confirm first.
+def increment_by_three(d, seen):
+    """Adds 3 through the increment form: a mutating tool asks to confirm
+    first; records the confirmation's text and the outcome, and waits for
+    the screen to show it. Returns the form's amount field."""
     amount = d.find_element(By.CSS_SELECTOR, 'form[data-tool="increment"] input[name="amount"]')
     amount.send_keys("3")
     call(d, "increment")
@@ -83,6 +77,19 @@ def counter(d, url, shot):
     wait(d, "the result", lambda: "ok in" in outcome(d, "increment"))
     seen["increment_outcome"] = outcome(d, "increment")
     wait(d, "the screen to show 3", lambda: "Counter: 3" in text(d, "#screen"))
+    return amount
+
+
+def call(d, tool):
+    d.find_element(By.CSS_SELECTOR, f'form[data-tool="{tool}"] button.call').click()
+
+
+def counter(d, url, shot):
+    seen = {}
+    d.get(url)
+    seen["first_screen"] = wait_text(d, "#screen", "Counter: 0")
+    seen["address_bar"] = d.current_url
+    amount = increment_by_three(d, seen)
     wait(d, "the state to show 3", lambda: '"value": 3' in text(d, "#state"))
     seen["state_after_call"] = text(d, "#state")
     seen["state_meta_after_call"] = text(d, "#state-meta")
@@ -153,15 +160,7 @@ def live(d, url, tickbox, name):
     seen["timeline_note"] = text(d, "#timeline-note")
     seen["audit_link_shown"] = d.find_element(By.ID, "export-audit").is_displayed()
     seen["no_audit"] = text(d, "#no-audit")
-    # increment through its form, confirmed.
-    d.find_element(By.CSS_SELECTOR, 'form[data-tool="increment"] input[name="amount"]').send_keys("3")
-    call(d, "increment")
-    wait(d, "the confirmation", lambda: d.find_element(By.ID, "confirm").is_displayed())
-    seen["confirm_text"] = text(d, "#confirm-text")
-    d.find_element(By.ID, "confirm-yes").click()
-    wait(d, "the result", lambda: "ok in" in outcome(d, "increment"))
-    seen["increment_outcome"] = outcome(d, "increment")
-    wait(d, "the screen to show 3", lambda: "Counter: 3" in text(d, "#screen"))
+    increment_by_three(d, seen)
     seen["state_after_call"] = wait_text(d, "#state", '"value": 3')
     # A key typed into the screen panel goes to the live Tick.
     d.find_element(By.ID, "screen").click()
