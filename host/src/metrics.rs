@@ -662,8 +662,8 @@ mod tests {
         #[derive(Default)]
         struct Lines(Mutex<Vec<String>>);
         impl crate::audit::AuditSink for Lines {
-            fn offer(&self, line: String) -> bool {
-                lock(&self.0).push(line);
+            fn offer(&self, event: crate::audit::AuditLine) -> bool {
+                lock(&self.0).push(event.into_line());
                 true
             }
         }

@@ -67,7 +67,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tickbox_runtime::audit::AuditSink;
+use tickbox_runtime::audit::{AuditLine, AuditSink};
 use tickbox_runtime::delivery::{item_budget, Delivery, Subscription};
 use tickbox_runtime::protocol::{Descriptor, PreparedCall, TickText};
 use tickbox_runtime::scenario::Recorder;
@@ -160,7 +160,8 @@ pub struct InspectArgs {
 struct AuditRing(Mutex<VecDeque<String>>);
 
 impl AuditSink for AuditRing {
-    fn offer(&self, line: String) -> bool {
+    fn offer(&self, event: AuditLine) -> bool {
+        let line = event.into_line();
         let mut lines = lock(&self.0);
         if lines.len() >= MAX_AUDIT_KEPT {
             lines.pop_front();
