@@ -176,7 +176,9 @@ type Ctx struct {
 // Every runs fn every period (at least 10 ms) as the timer called name,
 // replacing any timer of that name; a period of 0 or less stops it instead
 // (the "0 stops" of a tool that sets a rate). A Tick that falls behind gets
-// one call, not a burst.
+// one call, not a burst. After fn the state is compared (one tick/update
+// if it changed) and the view redrawn, as after a key; fn may be nil, for
+// a timer that only redraws (a clock in the view).
 func (c *Ctx) Every(name string, period time.Duration, fn func(ctx *Ctx)) {
 	if period <= 0 {
 		c.Stop(name)
@@ -186,8 +188,8 @@ func (c *Ctx) Every(name string, period time.Duration, fn func(ctx *Ctx)) {
 	c.set(name, period, period, fn)
 }
 
-// After runs fn once after delay as the timer called name, replacing any
-// timer of that name.
+// After runs fn once after delay (at the next turn when delay is 0 or
+// less) as the timer called name, replacing any timer of that name.
 func (c *Ctx) After(name string, delay time.Duration, fn func(ctx *Ctx)) {
 	c.set(name, max(delay, 0), 0, fn)
 }
