@@ -122,6 +122,15 @@ func TestNamedTimersReplaceStopAndSayTheirPeriod(t *testing.T) {
 	if p := ctx.Period("auto"); p != 0 || len(ctx.timers) != 0 {
 		t.Fatalf("Every 0 left period %v, %d timers", p, len(ctx.timers))
 	}
+	// A timer with no fn only redraws.
+	d.View()
+	ctx.After("redraw", 0, nil)
+	if out := d.Timers(); len(out) != 0 {
+		t.Fatalf("a timer that changed nothing sent %s", out)
+	}
+	if _, redraw := d.View(); !redraw {
+		t.Fatal("a timer with no fn did not redraw")
+	}
 	// A timer's fn that replaces another due one: the replaced one does not run.
 	ran = nil
 	ctx.After("a", 0, func(c *Ctx) { c.After("b", time.Hour, tick("b2")); ran = append(ran, "a") })
