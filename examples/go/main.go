@@ -9,65 +9,53 @@ package main
 
 import (
 	"fmt"
-	"time"
 
 	"tickbox.dev/tick"
 )
 
 const history, inState = 256, 32 // changes kept; changes the state carries (§6.4)
 
-type counter struct {
-	value int64
-	log   *tick.History[int64]
-	timer tick.TimerID // auto's; 0 when off
-}
+// The counter's value is the newest of its changes (0 before the first).
+type counter struct{ log *tick.History[int64] }
 
 // add is the one place the value changes; false (and no change) when the
 // sum would leave int64.
-func (c *counter) add(by int64) (ok bool) {
-	if c.value, ok = tick.CheckedAdd(c.value, by); ok {
-		c.log.Record(c.value)
+func (c *counter) add(by int64) bool {
+	if sum, ok := tick.CheckedAdd(c.log.Newest(), by); ok {
+		c.log.Record(sum)
+		return true
 	}
-	return ok
+	return false
 }
 
-func (c *counter) State() any { return tick.M{"value": c.value, "recent": c.log.Last(inState)} }
+func (c *counter) State() any { return tick.M{"value": c.log.Newest(), "recent": c.log.Last(inState)} }
 
 // Argument structs need no tags: Amount is the argument "amount".
 func (c *counter) increment(_ *tick.Ctx, a struct{ Amount int64 }) (any, error) {
 	if !c.add(a.Amount) {
 		return nil, tick.Rejected("the counter would overflow")
 	}
-	return tick.M{"value": c.value}, nil
+	return tick.M{"value": c.log.Newest()}, nil
 }
 
 func (c *counter) recent(*tick.Ctx) (any, error) { return tick.M{"recent": c.log.Last(history)}, nil }
 
+// The tag is the rule, 0 or 20 to 60000: the schema says it, and the SDK
+// refuses the rest before auto runs.
 func (c *counter) auto(ctx *tick.Ctx, a struct {
-	EveryMs int64 `tick:"min=0,max=60000"`
+	EveryMs tick.Millis `tick:"min=20,max=60000,or=0"`
 }) (any, error) {
-	if a.EveryMs > 0 && a.EveryMs < 20 {
-		return nil, tick.Rejected("every_ms is 0 or 20..60000")
-	}
-	c.timer = ctx.Reset(c.timer, time.Duration(a.EveryMs)*time.Millisecond) // 0 stops
+	ctx.Every("auto", a.EveryMs.Duration(), func(*tick.Ctx) { c.add(1) }) // 0 stops it
 	return tick.M{"every_ms": a.EveryMs}, nil
-}
-
-func (c *counter) OnTimer(*tick.Ctx, tick.TimerID) { c.add(1) }
-
-func (c *counter) OnKey(_ *tick.Ctx, key string) {
-	if by, ok := map[string]int64{"+": 1, "-": -1}[key]; ok {
-		c.add(by)
-	}
 }
 
 func (c *counter) View(ctx *tick.Ctx) []string {
 	auto := "off"
-	if every := ctx.Period(c.timer); every > 0 {
+	if every := ctx.Period("auto"); every > 0 {
 		auto = fmt.Sprintf("+1 every %d ms", every.Milliseconds())
 	}
-	rows := []string{fmt.Sprint("Counter: ", c.value), "auto: " + auto, fmt.Sprintf("view: %dx%d", ctx.Cols, ctx.Rows)}
-	return tick.Box("Counter (Go)", rows, "[+] add one  [-] subtract one", 33)
+	rows := []string{fmt.Sprint("Counter: ", c.log.Newest()), "auto: " + auto, fmt.Sprintf("view: %dx%d", ctx.Cols, ctx.Rows)}
+	return tick.Box("Counter (Go)", rows, ctx.KeyHelp(), 33)
 }
 
 func main() {
@@ -76,5 +64,7 @@ func main() {
 		RecoverWith: "history", Series: map[string]string{"/recent": "last"}}, c,
 		tick.Tool("increment", "Add an integer to the counter.", tick.Mutates, c.increment),
 		tick.ToolNoArgs("history", "Read the last 256 changes.", tick.ReadOnly, c.recent),
-		tick.Tool("auto", "Add one every every_ms milliseconds (20 to 60000); 0 stops.", tick.Mutates, c.auto))
+		tick.Tool("auto", "Add one every every_ms milliseconds (20 to 60000); 0 stops.", tick.Mutates, c.auto),
+		tick.Key("+", "add one", func(*tick.Ctx) { c.add(1) }),
+		tick.Key("-", "subtract one", func(*tick.Ctx) { c.add(-1) }))
 }

@@ -85,12 +85,14 @@ type ToolDef struct {
 	name, description string
 	mutates           bool
 	schema            map[string]any
+	problem           string // what in A's tick tags cannot be read
 	run               func(ctx *Ctx, args any) (any, error)
 }
 
 // Tool declares a tool whose arguments are A (a struct: schema.go); fn runs it.
 func Tool[A any](name, description string, effect Effect, fn func(ctx *Ctx, args A) (any, error)) ToolDef {
-	return ToolDef{name, description, bool(effect), schemaOf(reflect.TypeOf((*A)(nil)).Elem()),
+	schema, problem := schemaOf(reflect.TypeOf((*A)(nil)).Elem())
+	return ToolDef{name, description, bool(effect), schema, problem,
 		func(ctx *Ctx, decoded any) (any, error) {
 			var args A
 			if err := decode(decoded, reflect.ValueOf(&args).Elem()); err != nil {
@@ -114,67 +116,113 @@ type Info struct {
 }
 
 // Tick is the author's program: its business state. It may also implement
-// Viewer, KeyHandler and TimerHandler.
+// Viewer and KeyHandler, and OnStart(ctx).
 type Tick interface{ State() any }
 
 type Viewer interface{ View(ctx *Ctx) []string }
-type KeyHandler interface{ OnKey(ctx *Ctx, key string) }
-type TimerHandler interface{ OnTimer(ctx *Ctx, id TimerID) }
 
-// TimerID names a timer set with Every or After.
-type TimerID uint64
+// KeyHandler gets every key that no Key declaration binds.
+type KeyHandler interface{ OnKey(ctx *Ctx, key string) }
+
+// Decl is what NewDispatcher and Run take after the Tick: a Tool or a Key.
+type Decl interface{ declare(d *Dispatcher) }
+
+// KeyDef binds one key, made by Key.
+type KeyDef struct {
+	key, help string
+	fn        func(ctx *Ctx)
+}
+
+// Key binds key (a name as KeyDecoder gives it: "+", "enter", "ctrl-a") to
+// fn; help says what it does in ctx.KeyHelp, the footer of a view. A bound
+// key runs fn instead of OnKey. Like OnKey, fn is followed by one state
+// comparison per read of keys and a redraw.
+func Key(key, help string, fn func(ctx *Ctx)) KeyDef { return KeyDef{key, help, fn} }
+
+func (k KeyDef) declare(d *Dispatcher) {
+	if _, twice := d.keys[k.key]; twice {
+		d.declaredTwice = fmt.Sprintf("tick: the key %q is bound twice", k.key)
+	}
+	d.keys[k.key] = k
+	d.ctx.bound = append(d.ctx.bound, k)
+}
+
+func (t ToolDef) declare(d *Dispatcher) {
+	if _, twice := d.tools[t.name]; twice {
+		d.declaredTwice = "tick: a tool is declared twice (§5.3)"
+	} else {
+		d.order = append(d.order, t.name)
+	}
+	d.tools[t.name] = t
+}
 
 type timer struct {
 	due    time.Duration
 	period time.Duration // 0: once
+	fn     func(ctx *Ctx)
+	set    uint64 // when it was set, among timers: the tie-break of equal dues
 }
 
 // Ctx is what a handler may ask: timers, the view size, a redraw, quitting.
 type Ctx struct {
 	Cols, Rows   int
 	clock        func() time.Duration
-	timers       map[TimerID]*timer
-	next         TimerID
+	timers       map[string]*timer
+	sets         uint64
+	bound        []KeyDef
 	quit, redraw bool
 }
 
-// Every calls OnTimer every period (at least 10 ms) until cancelled; a
-// Tick that falls behind gets one call, not a burst.
-func (c *Ctx) Every(period time.Duration) TimerID {
-	period = max(period, minPeriod)
-	return c.add(period, period)
-}
-
-// After calls OnTimer once after delay.
-func (c *Ctx) After(delay time.Duration) TimerID { return c.add(max(delay, 0), 0) }
-
-func (c *Ctx) add(delay, period time.Duration) TimerID {
-	c.next++
-	c.timers[c.next] = &timer{c.clock() + delay, period}
-	return c.next
-}
-
-// Cancel stops a timer; an unknown or finished one is ignored.
-func (c *Ctx) Cancel(id TimerID) { delete(c.timers, id) }
-
-// Reset cancels timer id and, when period is positive, starts Every(period)
-// in its place: the new timer, or 0 (no timer, which Cancel ignores). It is
-// the "change the interval; 0 stops" of a tool that sets a refresh rate.
-func (c *Ctx) Reset(id TimerID, period time.Duration) TimerID {
-	c.Cancel(id)
+// Every runs fn every period (at least 10 ms) as the timer called name,
+// replacing any timer of that name; a period of 0 or less stops it instead
+// (the "0 stops" of a tool that sets a rate). A Tick that falls behind gets
+// one call, not a burst. After fn the state is compared (one tick/update
+// if it changed) and the view redrawn, as after a key; fn may be nil, for
+// a timer that only redraws (a clock in the view).
+func (c *Ctx) Every(name string, period time.Duration, fn func(ctx *Ctx)) {
 	if period <= 0 {
-		return 0
+		c.Stop(name)
+		return
 	}
-	return c.Every(period)
+	period = max(period, minPeriod)
+	c.set(name, period, period, fn)
 }
 
-// Period is how often timer id fires: 0 when it is not a running Every
-// (unknown, cancelled, or a one-shot After), so a view can say what runs.
-func (c *Ctx) Period(id TimerID) time.Duration {
-	if t, live := c.timers[id]; live {
+// After runs fn once after delay (at the next turn when delay is 0 or
+// less) as the timer called name, replacing any timer of that name.
+func (c *Ctx) After(name string, delay time.Duration, fn func(ctx *Ctx)) {
+	c.set(name, max(delay, 0), 0, fn)
+}
+
+func (c *Ctx) set(name string, delay, period time.Duration, fn func(ctx *Ctx)) {
+	c.sets++
+	c.timers[name] = &timer{c.clock() + delay, period, fn, c.sets}
+}
+
+// Stop stops the timer called name; no such timer (or one that finished) is
+// ignored.
+func (c *Ctx) Stop(name string) { delete(c.timers, name) }
+
+// Period is how often the timer called name runs: 0 when it is not a
+// running Every (none, stopped, or a one-shot After), so a view can say
+// what runs without a field of its own.
+func (c *Ctx) Period(name string) time.Duration {
+	if t, live := c.timers[name]; live {
 		return t.period
 	}
 	return 0
+}
+
+// KeyHelp is the keys bound with Key, in their order, as a view's footer:
+// "[+] add one  [-] subtract one" (a key bound with no help is left out).
+func (c *Ctx) KeyHelp() string {
+	var help []string
+	for _, k := range c.bound {
+		if k.help != "" {
+			help = append(help, "["+k.key+"] "+k.help)
+		}
+	}
+	return strings.Join(help, "  ")
 }
 
 // Redraw: a read-only tool that changed only what the view shows asks for one.
@@ -196,24 +244,21 @@ type Dispatcher struct {
 	data          json.RawMessage
 	out, line     bytes.Buffer
 	discarding    bool
-	declaredTwice bool
-	keys          KeyDecoder
+	declaredTwice string // the problem of a tool or key declared twice
+	keys          map[string]KeyDef
+	decoder       KeyDecoder
 	dirty         bool
 	Report        func(problem string)
 }
 
-// NewDispatcher starts tick with its tools; nothing is sent until asked.
-func NewDispatcher(info Info, tick Tick, clock func() time.Duration, cols, rows int, tools ...ToolDef) *Dispatcher {
-	d := &Dispatcher{info: info, tick: tick, tools: map[string]ToolDef{}, dirty: true,
-		ctx:    &Ctx{Cols: cols, Rows: rows, clock: clock, timers: map[TimerID]*timer{}},
+// NewDispatcher starts tick with its tools and keys; nothing is sent until
+// asked.
+func NewDispatcher(info Info, tick Tick, clock func() time.Duration, cols, rows int, decls ...Decl) *Dispatcher {
+	d := &Dispatcher{info: info, tick: tick, tools: map[string]ToolDef{}, keys: map[string]KeyDef{}, dirty: true,
+		ctx:    &Ctx{Cols: cols, Rows: rows, clock: clock, timers: map[string]*timer{}},
 		Report: func(string) {}}
-	for _, t := range tools {
-		if _, twice := d.tools[t.name]; twice {
-			d.declaredTwice = true
-		} else {
-			d.order = append(d.order, t.name)
-		}
-		d.tools[t.name] = t
+	for _, decl := range decls {
+		decl.declare(d)
 	}
 	if s, ok := tick.(interface{ OnStart(*Ctx) }); ok {
 		s.OnStart(d.ctx)
@@ -266,9 +311,12 @@ func (d *Dispatcher) Feed(data []byte) []byte {
 
 // Keys handles key bytes typed in a view.
 func (d *Dispatcher) Keys(data []byte) []byte {
-	keys := d.keys.Feed(data)
-	if h, ok := d.tick.(KeyHandler); ok {
-		for _, k := range keys {
+	keys := d.decoder.Feed(data)
+	h, _ := d.tick.(KeyHandler)
+	for _, k := range keys {
+		if b, bound := d.keys[k]; bound {
+			d.guarded("the key "+k, func() { b.fn(d.ctx) })
+		} else if h != nil {
 			d.guarded("OnKey", func() { h.OnKey(d.ctx, k) })
 		}
 	}
@@ -285,34 +333,36 @@ func (d *Dispatcher) Resize(cols, rows int) []byte {
 	return d.flush()
 }
 
-// Timers runs every timer due now.
+// Timers runs every timer due now, the earliest due first.
 func (d *Dispatcher) Timers() []byte {
 	now := d.ctx.clock()
-	var due []TimerID
-	for id, t := range d.ctx.timers {
+	type named struct {
+		name string
+		t    *timer
+	}
+	var due []named
+	for name, t := range d.ctx.timers {
 		if t.due <= now {
-			due = append(due, id)
+			due = append(due, named{name, t})
 		}
 	}
 	sort.Slice(due, func(i, j int) bool {
-		a, b := d.ctx.timers[due[i]], d.ctx.timers[due[j]]
-		return a.due < b.due || (a.due == b.due && due[i] < due[j])
+		a, b := due[i].t, due[j].t
+		return a.due < b.due || (a.due == b.due && a.set < b.set)
 	})
-	h, _ := d.tick.(TimerHandler)
-	for _, id := range due {
-		t, live := d.ctx.timers[id]
-		if !live {
-			continue // cancelled by an earlier handler
+	for _, n := range due {
+		if d.ctx.timers[n.name] != n.t {
+			continue // stopped or replaced by an earlier one's fn
 		}
-		if t.period == 0 {
-			delete(d.ctx.timers, id)
+		if n.t.period == 0 {
+			delete(d.ctx.timers, n.name)
 		} else {
-			for t.due <= now { // skip missed periods: no burst
-				t.due += t.period
+			for n.t.due <= now { // skip missed periods: no burst
+				n.t.due += n.t.period
 			}
 		}
-		if h != nil {
-			d.guarded("OnTimer", func() { h.OnTimer(d.ctx, id) })
+		if n.t.fn != nil {
+			d.guarded("the timer "+n.name, func() { n.t.fn(d.ctx) })
 		}
 		d.sync()
 		d.dirty = true
@@ -465,12 +515,15 @@ func (d *Dispatcher) declarationProblem() string {
 	if strings.TrimSpace(d.info.Kind) == "" || strings.TrimSpace(d.info.Title) == "" {
 		return "tick: Info.Kind and Info.Title must not be empty (§5.3)"
 	}
-	if d.declaredTwice {
-		return "tick: a tool is declared twice (§5.3)"
+	if d.declaredTwice != "" {
+		return d.declaredTwice
 	}
 	for _, name := range d.order {
 		if strings.TrimSpace(name) == "" {
 			return "tick: a tool has an empty name (§5.3)"
+		}
+		if p := d.tools[name].problem; p != "" {
+			return fmt.Sprintf("tick: tool %s: %s", name, p)
 		}
 	}
 	if r := d.info.RecoverWith; r != "" && (d.tools[r].run == nil || d.tools[r].mutates) {

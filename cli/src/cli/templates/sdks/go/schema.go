@@ -5,9 +5,24 @@ package tick
 // name in snake_case (EveryMs is every_ms, UserID user_id), the way
 // tools' arguments are usually spelled, so a struct needs no tags to be a
 // tool's arguments; `omitempty` (or a pointer) makes it optional, every
-// other field is required; `tick:"min=0,max=60000"` adds bounds (min, max,
-// minLength, maxLength, minItems, maxItems), and `tick:"desc=..."` must be
-// last when used. Arguments the struct does not name are refused.
+// other field is required. Arguments the struct does not name are refused.
+//
+// A `tick` tag adds rules, comma-separated:
+//
+//	min=N, max=N              a number's bounds (minimum, maximum)
+//	minLength=N, maxLength=N  a string's length in characters
+//	minItems=N, maxItems=N    a slice's length
+//	or=V                      V is allowed too, whatever the rules above say
+//	                          (repeatable): "min=20,max=60000,or=0" is 0 or
+//	                          20 to 60000
+//	desc=TEXT                 the argument's description (last: TEXT may
+//	                          hold commas)
+//
+// The schema says each rule (or= as an anyOf of the values and the rules,
+// with a number's bounds widened to take the values in), and a call that
+// breaks one is refused (-32602) before the tool runs. A tag the SDK cannot
+// read is a declaration problem: tick/describe fails with it, so `tickbox
+// check` and the Tick's stderr say which field.
 
 import (
 	"encoding"
@@ -27,49 +42,43 @@ const maxInteger = 1<<53 - 1
 // NoArgs is the argument type of a tool that takes none.
 type NoArgs struct{}
 
-func schemaOf(t reflect.Type) map[string]any {
+// schemaOf is t's schema, and what in its tags cannot be read ("" when all can).
+func schemaOf(t reflect.Type) (map[string]any, string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	switch t.Kind() {
 	case reflect.Bool:
-		return map[string]any{"type": "boolean"}
+		return map[string]any{"type": "boolean"}, ""
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return map[string]any{"type": "integer"}
+		return map[string]any{"type": "integer"}, ""
 	case reflect.Float32, reflect.Float64:
-		return map[string]any{"type": "number"}
+		return map[string]any{"type": "number"}, ""
 	case reflect.String:
-		return map[string]any{"type": "string"}
+		return map[string]any{"type": "string"}, ""
 	case reflect.Slice, reflect.Array:
-		return map[string]any{"type": "array", "items": schemaOf(t.Elem())}
+		items, bad := schemaOf(t.Elem())
+		return map[string]any{"type": "array", "items": items}, bad
 	case reflect.Map:
-		return map[string]any{"type": "object"}
+		return map[string]any{"type": "object"}, ""
 	case reflect.Struct:
-		props, required := map[string]any{}, []any{}
+		props, required, problem := map[string]any{}, []any{}, ""
 		for i := 0; i < t.NumField(); i++ {
 			f := t.Field(i)
 			name, opts, ok := fieldName(f)
 			if !ok {
 				continue
 			}
-			s := schemaOf(f.Type)
-			for _, kv := range strings.Split(f.Tag.Get("tick"), ",") {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok {
-					continue
+			s, bad := schemaOf(f.Type)
+			if bad == "" {
+				bad = applyTag(s, f.Tag.Get("tick"))
+				if bad != "" {
+					bad = fmt.Sprintf("the tick tag of %s.%s: %s", t, f.Name, bad)
 				}
-				if k == "desc" {
-					s["description"] = v
-					continue
-				}
-				if n, err := strconv.ParseFloat(v, 64); err == nil {
-					key := map[string]string{"min": "minimum", "max": "maximum"}[k]
-					if key == "" {
-						key = k
-					}
-					s[key] = n
-				}
+			}
+			if problem == "" {
+				problem = bad
 			}
 			props[name] = s
 			if !strings.Contains(opts, "omitempty") && f.Type.Kind() != reflect.Pointer {
@@ -80,9 +89,118 @@ func schemaOf(t reflect.Type) map[string]any {
 		if len(required) > 0 {
 			s["required"] = required
 		}
-		return s
+		return s, problem
 	}
-	return map[string]any{}
+	return map[string]any{}, ""
+}
+
+// tagRules: the schema keyword of each bound a tick tag may set, and the
+// type it applies to.
+var tagRules = map[string]struct{ keyword, kind string }{
+	"min": {"minimum", "number"}, "max": {"maximum", "number"},
+	"minLength": {"minLength", "string"}, "maxLength": {"maxLength", "string"},
+	"minItems": {"minItems", "array"}, "maxItems": {"maxItems", "array"},
+}
+
+// applyTag adds the rules of a field's tick tag to its schema s; what cannot
+// be read, or "".
+func applyTag(s map[string]any, tag string) string {
+	kind, _ := s["type"].(string)
+	if kind == "integer" {
+		kind = "number"
+	}
+	rules, alsoAllowed := map[string]any{}, []any{}
+	for tag != "" {
+		var kv string
+		if strings.HasPrefix(tag, "desc=") {
+			kv, tag = tag, "" // the rest, commas and all
+		} else {
+			kv, tag, _ = strings.Cut(tag, ",")
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		rule, known := tagRules[k]
+		switch {
+		case !ok:
+			return fmt.Sprintf("%q is not key=value", kv)
+		case k == "desc":
+			s["description"] = v
+		case k == "or":
+			value, bad := tagValue(s, v)
+			if bad != "" {
+				return bad
+			}
+			alsoAllowed = append(alsoAllowed, value)
+		case !known:
+			return fmt.Sprintf("%q is not a rule (min, max, minLength, maxLength, minItems, maxItems, or, desc)", k)
+		case rule.kind != kind:
+			return fmt.Sprintf("%s is for a %s, not %s", k, rule.kind, article(s["type"]))
+		default:
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil || math.IsInf(n, 0) || math.IsNaN(n) || (rule.kind != "number" && (n < 0 || n != math.Trunc(n))) {
+				return fmt.Sprintf("%s=%s is not a bound", k, v)
+			}
+			rules[rule.keyword] = n
+		}
+	}
+	if len(alsoAllowed) == 0 {
+		for k, v := range rules {
+			s[k] = v
+		}
+		return ""
+	}
+	// anyOf: one of the values, or the rules. A number's bounds stay at
+	// the top too, widened to take the values in, for a reader that
+	// looks only at minimum and maximum.
+	anyOf := []any{}
+	for _, v := range alsoAllowed {
+		anyOf = append(anyOf, map[string]any{"const": v})
+	}
+	if len(rules) > 0 {
+		anyOf = append(anyOf, rules)
+	}
+	s["anyOf"] = anyOf
+	for k, widen := range map[string]func(a, b float64) float64{"minimum": math.Min, "maximum": math.Max} {
+		bound, has := rules[k].(float64)
+		if !has {
+			continue
+		}
+		for _, v := range alsoAllowed {
+			bound = widen(bound, v.(float64))
+		}
+		s[k] = bound
+	}
+	return ""
+}
+
+// tagValue is v, a value an or= rule allows, as its field's type reads it.
+func tagValue(s map[string]any, v string) (any, string) {
+	switch s["type"] {
+	case "integer":
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= -maxInteger && n <= maxInteger {
+			return float64(n), ""
+		}
+	case "number":
+		if n, err := strconv.ParseFloat(v, 64); err == nil && !math.IsInf(n, 0) && !math.IsNaN(n) {
+			return n, ""
+		}
+	case "string":
+		return v, ""
+	default:
+		return nil, fmt.Sprintf("or= is for a number or a string, not %s", article(s["type"]))
+	}
+	return nil, fmt.Sprintf("or=%s is not %s", v, article(s["type"]))
+}
+
+// article: "an integer", "a string", ... for a schema's type.
+func article(kind any) string {
+	k, _ := kind.(string)
+	if k == "" {
+		return "a value of any type"
+	}
+	if strings.ContainsAny(k[:min(1, len(k))], "aeiou") {
+		return "an " + k
+	}
+	return "a " + k
 }
 
 // fieldName is the argument a struct field stands for (ok false: none).
@@ -338,5 +456,60 @@ func problem(schema map[string]any, v any, where string) string {
 			return fmt.Sprintf("%s breaks %s %v", where, k, m)
 		}
 	}
+	if c, has := schema["const"]; has && !equal(c, v) {
+		return fmt.Sprintf("%s must be %s", where, literal(c))
+	}
+	if anyOf, has := schema["anyOf"].([]any); has {
+		var forms []string
+		for _, branch := range anyOf {
+			b, _ := branch.(map[string]any)
+			if problem(b, v, where) == "" {
+				return ""
+			}
+			forms = append(forms, form(b))
+		}
+		return fmt.Sprintf("%s must be %s", where, strings.Join(forms, " or "))
+	}
 	return ""
+}
+
+// equal: whether v (decoded with UseNumber) is c, a const of a schema
+// made by applyTag (a float64 or a string).
+func equal(c, v any) bool {
+	if f, isNum := c.(float64); isNum {
+		n, ok := number(v)
+		return ok && n == f
+	}
+	return c == v
+}
+
+func literal(c any) string {
+	if s, isStr := c.(string); isStr {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprint(c)
+}
+
+// form says in words what one anyOf branch of applyTag allows.
+func form(b map[string]any) string {
+	if c, has := b["const"]; has {
+		return literal(c)
+	}
+	lo, hasLo := b["minimum"]
+	hi, hasHi := b["maximum"]
+	switch {
+	case hasLo && hasHi:
+		return fmt.Sprintf("from %v to %v", lo, hi)
+	case hasLo:
+		return fmt.Sprintf("at least %v", lo)
+	case hasHi:
+		return fmt.Sprintf("at most %v", hi)
+	}
+	var rules []string
+	for _, k := range []string{"minLength", "maxLength", "minItems", "maxItems"} {
+		if m, has := b[k]; has {
+			rules = append(rules, fmt.Sprintf("%s %v", k, m))
+		}
+	}
+	return "within " + strings.Join(rules, ", ")
 }

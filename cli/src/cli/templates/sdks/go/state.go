@@ -6,7 +6,10 @@ package tick
 // SDKs get both from their languages: Python's integers do not wrap, and a
 // list slice keeps the last n).
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Integer is every Go integer type.
 type Integer interface {
@@ -70,6 +73,16 @@ func (h *History[T]) Last(n int) []Change[T] {
 	return h.entries[max(0, len(h.entries)-max(n, 0)):]
 }
 
+// Newest is the value of the last change recorded, or T's zero value before
+// the first: a Tick whose value starts at zero can keep it here alone, so
+// the value and its history never disagree.
+func (h *History[T]) Newest() (v T) {
+	if n := len(h.entries); n > 0 {
+		v = h.entries[n-1].Value
+	}
+	return v
+}
+
 // Seq is how many changes were recorded (the last one's Seq).
 func (h *History[T]) Seq() int64 { return h.seq }
 
@@ -81,3 +94,12 @@ func (h *History[T]) MarshalJSON() ([]byte, error) {
 // M is a JSON object, for a tool's result or a Tick's state:
 // tick.M{"value": 3} encodes as {"value":3}.
 type M = map[string]any
+
+// Millis is a whole number of milliseconds, the way a tool's argument or
+// result usually carries a duration: an integer in the schema and in JSON
+// (`EveryMs tick.Millis` is the argument every_ms), and a time.Duration for
+// ctx.Every and ctx.After through Duration.
+type Millis int64
+
+// Duration is m as a time.Duration.
+func (m Millis) Duration() time.Duration { return time.Duration(m) * time.Millisecond }
