@@ -1363,6 +1363,11 @@ mod tests {
             attr(call, "gen_ai.operation.name").unwrap()["stringValue"],
             "execute_tool"
         );
+        assert_eq!(
+            attr(call, "mcp.protocol.version").unwrap()["stringValue"],
+            "2025-11-25"
+        );
+        assert!(attr(plain, "mcp.protocol.version").is_none());
         assert_eq!(call["status"]["code"], 0);
         assert_eq!(plain["status"]["code"], 2);
         assert_eq!(
@@ -1446,6 +1451,154 @@ mod tests {
         );
         assert_eq!(calls[1]["traceId"], session["traceId"]);
         assert_eq!(calls[1]["parentSpanId"], session["spanId"]);
+    }
+
+    /// The points of the metric `name` in the last metrics request.
+    fn points(kept: &Kept, name: &str) -> Vec<Value> {
+        let kept = lock(&kept.0);
+        let last = &kept
+            .iter()
+            .rev()
+            .find(|(p, _)| p == "/v1/metrics")
+            .expect("metrics sent")
+            .1;
+        last["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))["histogram"]["dataPoints"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn facade_answers_and_mcp_session_ends_follow_the_conventions() {
+        let kept = Kept::default();
+        let otel = Otel::start(config(), Box::new(kept.clone())).unwrap();
+        let base = Audit::new(Origin::Mcp, vec![]).observed_by(otel.clone());
+        let audit = base.for_session();
+        audit.start("counter.wasm", "wasm component", None, json!({}));
+        let state = McpCall {
+            method: "tools/call",
+            tool: "tick_state",
+            session: Some("sess-1"),
+            request_id: RequestId::Number(3),
+            transport: McpTransport::Http,
+            traceparent: None,
+            protocol_version: Some("2025-06-18"),
+        };
+        audit.mcp_request(&state, "ok", None, None, Duration::from_millis(1));
+        let screen = McpCall {
+            tool: "tick_screen",
+            request_id: RequestId::Number(4),
+            ..state
+        };
+        audit.mcp_request(
+            &screen,
+            "invalid_arguments",
+            Some("tool_error"),
+            Some("bad `rows`\x1b[2J"),
+            Duration::from_millis(1),
+        );
+        let unknown = McpCall {
+            tool: "made\nup",
+            request_id: RequestId::Number(5),
+            ..state
+        };
+        base.without_session().mcp_request(
+            &unknown,
+            "unknown_tool",
+            Some("-32602"),
+            Some("unknown tool"),
+            Duration::ZERO,
+        );
+        // Positive control for the session metric: one ended in error,
+        // one not, over both transports.
+        base.without_session().mcp_session_end(
+            McpTransport::Http,
+            Some("2025-06-18"),
+            Duration::from_secs(2),
+            None,
+        );
+        base.without_session().mcp_session_end(
+            McpTransport::Stdio,
+            Some("2025-11-25"),
+            Duration::from_millis(30),
+            Some("internal_error"),
+        );
+        audit.end(&EndReason::Shutdown);
+        otel.finish_within(Duration::from_secs(20));
+        let s = spans(&kept);
+        let session = s.iter().find(|x| x["name"] == "tick session").unwrap();
+        let state = s
+            .iter()
+            .find(|x| x["name"] == "tools/call tick_state")
+            .unwrap();
+        assert_eq!(state["kind"], 2);
+        assert_eq!(state["parentSpanId"], session["spanId"]);
+        assert_eq!(state["status"]["code"], 0);
+        for (k, v) in [
+            ("mcp.method.name", "tools/call"),
+            ("gen_ai.tool.name", "tick_state"),
+            ("gen_ai.operation.name", "execute_tool"),
+            ("mcp.protocol.version", "2025-06-18"),
+            ("mcp.session.id", "sess-1"),
+            ("jsonrpc.request.id", "3"),
+            ("network.transport", "tcp"),
+            ("tickbox.call.outcome", "ok"),
+        ] {
+            assert_eq!(attr(state, k).unwrap()["stringValue"], v, "{k}");
+        }
+        let screen = s
+            .iter()
+            .find(|x| x["name"] == "tools/call tick_screen")
+            .unwrap();
+        assert_eq!(screen["status"]["code"], 2);
+        assert_eq!(screen["status"]["message"], "bad `rows`\\x1b[2J");
+        assert_eq!(
+            attr(screen, "error.type").unwrap()["stringValue"],
+            "tool_error"
+        );
+        let unknown = s.iter().find(|x| x["name"] == "tools/call").unwrap();
+        assert_eq!(attr(unknown, "error.type").unwrap()["stringValue"], "-32602");
+        assert!(unknown.get("parentSpanId").is_none(), "no Tick session");
+        let ops = points(&kept, "mcp.server.operation.duration");
+        assert_eq!(ops.len(), 3, "{ops:?}");
+        assert!(
+            ops.iter().all(|p| !p.to_string().contains("made")),
+            "an unknown tool's name makes no series: {ops:?}"
+        );
+        let sessions = points(&kept, "mcp.server.session.duration");
+        assert_eq!(sessions.len(), 2, "{sessions:?}");
+        let http = sessions
+            .iter()
+            .find(|p| p.to_string().contains("\"tcp\""))
+            .unwrap();
+        assert_eq!(http["count"], "1");
+        assert_eq!(http["sum"], 2.0);
+        assert_eq!(
+            attr(http, "mcp.protocol.version").unwrap()["stringValue"],
+            "2025-06-18"
+        );
+        assert_eq!(
+            attr(http, "network.protocol.name").unwrap()["stringValue"],
+            "http"
+        );
+        assert!(attr(http, "error.type").is_none());
+        assert_eq!(
+            http["explicitBounds"].as_array().unwrap().len(),
+            MCP_SESSION_SECONDS_BUCKETS.len()
+        );
+        let stdio = sessions
+            .iter()
+            .find(|p| p.to_string().contains("\"pipe\""))
+            .unwrap();
+        assert_eq!(
+            attr(stdio, "error.type").unwrap()["stringValue"],
+            "internal_error"
+        );
     }
 
     /// An exporter that never answers, like a stalled receiver.
