@@ -11,14 +11,20 @@
 //! carries [`McpCall`]) follows OpenTelemetry's MCP semantic conventions:
 //! a server span named `tools/call {tool}` with `mcp.method.name`,
 //! `gen_ai.tool.name`, `gen_ai.operation.name` (`execute_tool`),
-//! `mcp.session.id` (over HTTP), `jsonrpc.request.id`,
-//! `network.transport`, and on failure `error.type` and an error status
-//! whose description is the tool's message. A `traceparent` the client
-//! sent in the request's `_meta` makes the call span a child of the
-//! client's span (linked to the session span). Metrics are aggregated
+//! `mcp.session.id` (over HTTP), `mcp.protocol.version`,
+//! `jsonrpc.request.id`, `network.transport`, and on failure `error.type`
+//! and an error status whose description is the tool's message. A
+//! `tools/call` the facade answered itself (an
+//! [`Event::McpRequest`](crate::audit::Event::McpRequest): its own tools,
+//! or a call refused before it was sent) is the same kind of server span,
+//! so every `tools/call` a client makes shows up. A `traceparent` the
+//! client sent in the request's `_meta` makes the call span a child of
+//! the client's span (linked to the session span). Metrics are aggregated
 //! here and exported every interval, cumulative: the MCP convention's
-//! `mcp.server.operation.duration`, and tickbox's own call durations,
-//! refusals, limits, live Ticks and the spans this exporter dropped.
+//! `mcp.server.operation.duration` and `mcp.server.session.duration` (a
+//! point per [`Event::McpSessionEnd`](crate::audit::Event::McpSessionEnd)),
+//! and tickbox's own call durations, refusals, limits, live Ticks and the
+//! spans this exporter dropped.
 //!
 //! **Off and free when not asked for.** The CLI makes an [`Otel`] only
 //! when an OTLP endpoint is configured; without one, no observer is added
