@@ -15,14 +15,14 @@
 //! `jsonrpc.request.id`, `network.transport`, and on failure `error.type`
 //! and an error status whose description is the tool's message. A
 //! `tools/call` the facade answered itself (an
-//! [`Event::McpRequest`](crate::audit::Event::McpRequest): its own tools,
+//! [`Event::McpRequest`]: its own tools,
 //! or a call refused before it was sent) is the same kind of server span,
 //! so every `tools/call` a client makes shows up. A `traceparent` the
 //! client sent in the request's `_meta` makes the call span a child of
 //! the client's span (linked to the session span). Metrics are aggregated
 //! here and exported every interval, cumulative: the MCP convention's
 //! `mcp.server.operation.duration` and `mcp.server.session.duration` (a
-//! point per [`Event::McpSessionEnd`](crate::audit::Event::McpSessionEnd)),
+//! point per [`Event::McpSessionEnd`]),
 //! and tickbox's own call durations, refusals, limits, live Ticks and the
 //! spans this exporter dropped.
 //!
@@ -1568,7 +1568,10 @@ mod tests {
             "tool_error"
         );
         let unknown = s.iter().find(|x| x["name"] == "tools/call").unwrap();
-        assert_eq!(attr(unknown, "error.type").unwrap()["stringValue"], "-32602");
+        assert_eq!(
+            attr(unknown, "error.type").unwrap()["stringValue"],
+            "-32602"
+        );
         assert!(unknown.get("parentSpanId").is_none(), "no Tick session");
         let ops = points(&kept, "mcp.server.operation.duration");
         assert_eq!(ops.len(), 3, "{ops:?}");

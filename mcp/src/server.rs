@@ -384,6 +384,15 @@ impl Facade {
     }
 }
 
+/// A Tick call checked and holding its turn ([`Connection::ready_call`]).
+struct ReadyCall {
+    prepared: tickbox_protocol::PreparedCall,
+    /// The catalog revision it is bound to.
+    listed: String,
+    /// The turn at the Tick, held until the call ends.
+    _turn: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
 /// What one client knows about one Tick.
 struct ClientTick {
     /// The catalog this client last listed; calls are bound to it.
@@ -825,19 +834,16 @@ impl Connection {
                         &name,
                         CallToolResult::success(vec![ContentBlock::text(text)]),
                     ),
-                    Err(reason) => {
-                        CallError::InvalidArguments {
-                            tool: name.clone(),
-                            reason,
-                        }
-                        .into_result()
+                    Err(reason) => CallError::InvalidArguments {
+                        tool: name.clone(),
+                        reason,
                     }
+                    .into_result(),
                 },
                 false,
             ),
             Target::Tick(tool) => {
-                let mut sent = false;
-                let result = match self
+                let (called, sent) = self
                     .call_tick(
                         mapped.tick,
                         &tool,
@@ -845,10 +851,9 @@ impl Connection {
                         id,
                         cancelled,
                         &request,
-                        &mut sent,
                     )
-                    .await
-                {
+                    .await;
+                let result = match called {
                     Ok(v) => outcome::success(&name, v),
                     Err(e) => {
                         tracing::info!(tick = %self.hosted(mapped.tick).name, "{}: {e}", e.kind());
@@ -900,7 +905,9 @@ impl Connection {
         Ok(lines.join("\n"))
     }
 
-    /// Exactly one tick/call, bound to the catalog this client last listed.
+    /// Exactly one tick/call, bound to the catalog this client last
+    /// listed; and whether it was sent to the Tick (one refused before was
+    /// not, and has no audit event).
     async fn call_tick(
         &self,
         index: usize,
@@ -909,8 +916,23 @@ impl Connection {
         id: &RequestId,
         cancelled: &CancellationToken,
         mcp: &McpCall<'_>,
-        sent: &mut bool,
-    ) -> Result<Value, CallError> {
+    ) -> (Result<Value, CallError>, bool) {
+        match self.ready_call(index, tool, args, id, cancelled).await {
+            Ok(ready) => (self.send_call(index, tool, ready, mcp).await, true),
+            Err(e) => (Err(e), false),
+        }
+    }
+
+    /// A call checked (the Tick runs, the catalog is the one listed, the
+    /// arguments fit) and holding its turn at the Tick; nothing sent yet.
+    async fn ready_call(
+        &self,
+        index: usize,
+        tool: &str,
+        args: Value,
+        id: &RequestId,
+        cancelled: &CancellationToken,
+    ) -> Result<ReadyCall, CallError> {
         let t = self.hosted(index);
         if let Some(reason) = t.session.end_reason() {
             return Err(CallError::TickEnded {
@@ -920,16 +942,15 @@ impl Connection {
             });
         }
         let listed = lock(&self.inner.ticks[index].listed).clone();
-        let changed = |current: String| CallError::CatalogChanged {
-            tick: t.name.clone(),
-            tool: tool.into(),
-            listed: listed.revision.clone(),
-            current,
-        };
         if let Some(current) = t.session.descriptor() {
             if current.revision != listed.revision {
                 self.inner.facade.catalog_seen(index, &current);
-                return Err(changed(current.revision.clone()));
+                return Err(CallError::CatalogChanged {
+                    tick: t.name.clone(),
+                    tool: tool.into(),
+                    listed: listed.revision.clone(),
+                    current: current.revision.clone(),
+                });
             }
         }
         let prepared = listed.prepare(tool, args).map_err(|e| match e {
@@ -945,9 +966,31 @@ impl Connection {
         // A cancellation that comes while the call waits for its turn is
         // honoured (nothing was sent); after that the call runs to its end
         // (see `transport`).
-        let _turn = self.turn(t, tool, id, cancelled).await?;
-        *sent = true;
-        match t.session.call_via(&prepared, mcp).await {
+        let turn = self.turn(t, tool, id, cancelled).await?;
+        Ok(ReadyCall {
+            prepared,
+            listed: listed.revision.clone(),
+            _turn: turn,
+        })
+    }
+
+    /// Sends a ready call to the Tick and makes its outcome the client's.
+    async fn send_call(
+        &self,
+        index: usize,
+        tool: &str,
+        ready: ReadyCall,
+        mcp: &McpCall<'_>,
+    ) -> Result<Value, CallError> {
+        let t = self.hosted(index);
+        let prepared = &ready.prepared;
+        let changed = |current: String| CallError::CatalogChanged {
+            tick: t.name.clone(),
+            tool: tool.into(),
+            listed: ready.listed.clone(),
+            current,
+        };
+        match t.session.call_via(prepared, mcp).await {
             CallOutcome::Ok(v) => Ok(v),
             CallOutcome::Failed { error, .. } if error.code == REVISION_MISMATCH => {
                 // The Tick moved on before our poll noticed: learn the new

@@ -659,9 +659,7 @@ fn metrics_until(
 
 /// A point whose attribute `key` is `value`.
 fn point_with<'a>(points: &'a [Value], key: &str, value: &str) -> Option<&'a Value> {
-    points
-        .iter()
-        .find(|p| string_attr(p, key) == Some(value))
+    points.iter().find(|p| string_attr(p, key) == Some(value))
 }
 
 /// Over HTTP: the facade's own tools (`tick_state`, `tick_screen`) and a
@@ -732,7 +730,10 @@ fn facade_tools_are_spans_and_an_http_session_is_timed_when_it_ends() {
     );
     let unknown = named(&spans, "tools/call")[0];
     assert_eq!(string_attr(unknown, "error.type"), Some("-32602"));
-    assert_eq!(string_attr(unknown, "gen_ai.tool.name"), Some("no_such_tool"));
+    assert_eq!(
+        string_attr(unknown, "gen_ai.tool.name"),
+        Some("no_such_tool")
+    );
 
     // A Tick tool refused before it was sent (the catalog changed since
     // the session listed it) is a span too, though no Tick call was made.
@@ -765,7 +766,11 @@ fn facade_tools_are_spans_and_an_http_session_is_timed_when_it_ends() {
         "{refused}"
     );
     assert_eq!(string_attr(refused, "error.type"), Some("tool_error"));
-    assert_eq!(attr(refused, "tickbox.tool"), None, "never sent to the Tick");
+    assert_eq!(
+        attr(refused, "tickbox.tool"),
+        None,
+        "never sent to the Tick"
+    );
 
     // Every call's point has arrived, and no session has ended: none.
     let metrics = metrics_until(
@@ -784,8 +789,7 @@ fn facade_tools_are_spans_and_an_http_session_is_timed_when_it_ends() {
         Some("2025-06-18")
     );
     assert!(
-        !ops.iter()
-            .any(|p| p.to_string().contains("no_such_tool")),
+        !ops.iter().any(|p| p.to_string().contains("no_such_tool")),
         "a tool the client made up is no series: {ops:#?}"
     );
     assert!(
