@@ -315,16 +315,20 @@ pub enum Event<'a> {
         /// The reason's name (`exited`, …, `start_failed`).
         reason: &'a str,
     },
-    /// An MCP `tools/call` the facade answered without a Tick call: its
-    /// own tools (`tick_state`, `tick_screen`), and a call refused before
-    /// it was sent (an unknown tool, arguments that do not fit, a catalog
-    /// that changed, a cancellation, a Tick that ended). Observers only:
-    /// no audit line, as nothing reached a Tick.
+    /// An MCP request the facade answered without a Tick call: a
+    /// `tools/call` of its own tools (`tick_state`, `tick_screen`) or one
+    /// refused before it was sent (an unknown tool, arguments that do not
+    /// fit, a catalog that changed, a cancellation, a Tick that ended),
+    /// and the other methods it serves (`initialize`, `tools/list`,
+    /// `resources/list`, `resources/read`, `resources/subscribe`,
+    /// `resources/unsubscribe`). Observers only: no audit line, as nothing
+    /// reached a Tick.
     McpRequest {
         /// The request.
         request: &'a McpCall<'a>,
-        /// How it ended: `ok`, or the facade's kind of refusal
-        /// (`invalid_arguments`, `unknown_tool`, …; the host's words).
+        /// How it ended: `ok`, the facade's kind of refusal of a
+        /// `tools/call` (`invalid_arguments`, `unknown_tool`, …), or
+        /// `error` for another method's error answer (the host's words).
         outcome: &'a str,
         /// OpenTelemetry's `error.type` when it failed (`tool_error` for a
         /// result with `isError`, the JSON-RPC code for an error answer).
@@ -356,7 +360,8 @@ pub struct McpCall<'a> {
     /// The JSON-RPC method (`tools/call`).
     pub method: &'a str,
     /// The tool name the client called (the facade's, which may differ
-    /// from the Tick's own name of the tool).
+    /// from the Tick's own name of the tool); empty for a method other
+    /// than `tools/call`.
     pub tool: &'a str,
     /// The `Mcp-Session-Id` the request came with (Streamable HTTP).
     pub session: Option<&'a str>,

@@ -14,10 +14,10 @@
 //! `mcp.session.id` (over HTTP), `mcp.protocol.version`,
 //! `jsonrpc.request.id`, `network.transport`, and on failure `error.type`
 //! and an error status whose description is the tool's message. A
-//! `tools/call` the facade answered itself (an
-//! [`Event::McpRequest`]: its own tools,
-//! or a call refused before it was sent) is the same kind of server span,
-//! so every `tools/call` a client makes shows up. A `traceparent` the
+//! request the facade answered itself (an [`Event::McpRequest`]: a
+//! `tools/call` of its own tools or refused before it was sent, and
+//! `initialize`, `tools/list` and the `resources/*` methods) is the same
+//! kind of server span, so every `tools/call` a client makes shows up. A `traceparent` the
 //! client sent in the request's `_meta` makes the call span a child of
 //! the client's span (linked to the session span). Metrics are aggregated
 //! here and exported every interval, cumulative: the MCP convention's
@@ -614,9 +614,10 @@ impl Inner {
         });
     }
 
-    /// A `tools/call` the facade answered without a Tick call: a server
+    /// An MCP request the facade answered without a Tick call: a server
     /// span and an operation-duration point like a Tick call's, a child
-    /// of the session span of the Tick it was about.
+    /// of the session span of the Tick it was about. Only a `tools/call`
+    /// names a tool (and is `execute_tool`).
     fn mcp_request(
         &self,
         session: Option<&str>,
@@ -628,7 +629,8 @@ impl Inner {
     ) {
         // A tool the facade does not have is the client's word: not a
         // name a metric series or a span name is made of.
-        let known = outcome != "unknown_tool";
+        let tool_call = m.method == "tools/call";
+        let known = tool_call && outcome != "unknown_tool";
         let called = bounded(m.tool);
         let parent_of = session.and_then(|s| {
             lock(&self.sessions)
@@ -653,11 +655,12 @@ impl Inner {
             (None, Some((t, p))) => (t, Some(p), None),
             (None, None) => (self.trace_id(), None, None),
         };
-        let mut attrs = vec![
-            ("gen_ai.operation.name", json!("execute_tool")),
-            ("gen_ai.tool.name", json!(called)),
-            ("tickbox.call.outcome", json!(bounded(outcome))),
-        ];
+        let mut attrs = Vec::new();
+        if tool_call {
+            attrs.push(("gen_ai.operation.name", json!("execute_tool")));
+            attrs.push(("gen_ai.tool.name", json!(called)));
+            attrs.push(("tickbox.call.outcome", json!(bounded(outcome))));
+        }
         if let Some(s) = session {
             attrs.push(("tickbox.session.id", json!(bounded(s))));
         }
@@ -809,7 +812,9 @@ fn mcp_metric_attrs(m: &McpCall<'_>, tool: Option<&String>, error_type: Option<&
     if let Some(t) = tool {
         attrs.push(("gen_ai.tool.name", t.clone()));
     }
-    attrs.push(("gen_ai.operation.name", "execute_tool".to_string()));
+    if m.method == "tools/call" {
+        attrs.push(("gen_ai.operation.name", "execute_tool".to_string()));
+    }
     attrs.push(("network.transport", transport_name(m.transport).to_string()));
     if let Some(v) = m.protocol_version {
         attrs.push(("mcp.protocol.version", bounded(v)));
@@ -1520,6 +1525,14 @@ mod tests {
             Some("unknown tool"),
             Duration::ZERO,
         );
+        let list = McpCall {
+            method: "tools/list",
+            tool: "",
+            request_id: RequestId::Number(6),
+            ..state
+        };
+        base.without_session()
+            .mcp_request(&list, "ok", None, None, Duration::ZERO);
         // Positive control for the session metric: one ended in error,
         // one not, over both transports.
         base.without_session().mcp_session_end(
@@ -1573,8 +1586,24 @@ mod tests {
             "-32602"
         );
         assert!(unknown.get("parentSpanId").is_none(), "no Tick session");
+        let list = s.iter().find(|x| x["name"] == "tools/list").unwrap();
+        assert_eq!(list["kind"], 2);
+        assert!(
+            attr(list, "gen_ai.operation.name").is_none(),
+            "not a tool call"
+        );
+        assert!(attr(list, "gen_ai.tool.name").is_none());
+        assert_eq!(
+            attr(list, "mcp.protocol.version").unwrap()["stringValue"],
+            "2025-06-18"
+        );
         let ops = points(&kept, "mcp.server.operation.duration");
-        assert_eq!(ops.len(), 3, "{ops:?}");
+        assert_eq!(ops.len(), 4, "{ops:?}");
+        let listed = ops
+            .iter()
+            .find(|p| p.to_string().contains("tools/list"))
+            .unwrap();
+        assert!(attr(listed, "gen_ai.operation.name").is_none(), "{listed}");
         assert!(
             ops.iter().all(|p| !p.to_string().contains("made")),
             "an unknown tool's name makes no series: {ops:?}"

@@ -791,7 +791,7 @@ impl Connection {
     ) -> Result<CallToolResult, McpError> {
         let began = Instant::now();
         let name = params.name.to_string();
-        let request = from.request(&name, id);
+        let request = from.request("tools/call", &name, id);
         let found = lock(&self.inner.mapping)
             .names
             .iter()
@@ -1138,6 +1138,65 @@ impl Connection {
             .map(|m| m.name.clone())
     }
 
+    /// `resources/read` of the state of the Tick at `index` (none: the URI
+    /// names no hosted Tick).
+    async fn read_state(
+        &self,
+        request: ReadResourceRequestParams,
+        index: Option<usize>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let index = match index {
+            Some(i) => i,
+            None => self.slot_for_uri(&request.uri)?,
+        };
+        let text = self.state_view(index).await.to_string();
+        if text.len() > MAX_RESULT_BYTES {
+            return Err(McpError::internal_error(
+                format!(
+                    "response_too_large: the state is {} bytes encoded, over the {MAX_RESULT_BYTES}-byte limit; it was not clipped",
+                    text.len()
+                ),
+                Some(json!({"observed_bytes": text.len(), "limit_bytes": MAX_RESULT_BYTES})),
+            ));
+        }
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, request.uri).with_mime_type("application/json")
+        ])
+        .into())
+    }
+
+    /// Hands observers (OpenTelemetry) a request other than `tools/call`
+    /// the facade answered: `method`, about the Tick at `index` if any,
+    /// begun at `began`, and the error it was answered with, if any.
+    fn served(
+        &self,
+        context: &RequestContext<RoleServer>,
+        method: &str,
+        index: Option<usize>,
+        began: Instant,
+        failed: Option<&McpError>,
+    ) {
+        let audit = index.and_then(|i| self.hosted(i).session.audit()).or(self
+            .inner
+            .facade
+            .inner
+            .observed
+            .as_ref());
+        let Some(audit) = audit else {
+            return;
+        };
+        let from = Requester::of(context, self.inner.version_of(context));
+        let request = from.request(method, "", &context.id);
+        let code = failed.map(|e| e.code.0.to_string());
+        audit.mcp_request(
+            &request,
+            if failed.is_some() { "error" } else { "ok" },
+            code.as_deref(),
+            failed.map(|e| e.message.as_ref()),
+            began.elapsed(),
+        );
+    }
+
     fn slot_for_uri(&self, uri: &str) -> Result<usize, McpError> {
         self.inner
             .facade
@@ -1255,6 +1314,7 @@ impl ServerHandler for Connection {
         context.peer.set_peer_info(request.clone());
         let tasks = self.notifications(Notifier::Legacy(context.peer.clone()), None);
         *lock(&self.inner.legacy) = Some(tasks);
+        let began = Instant::now();
         let negotiated = self.negotiate_initialize(&request);
         if let Ok(result) = &negotiated {
             let mut session = lock(&self.inner.session);
@@ -1262,16 +1322,26 @@ impl ServerHandler for Connection {
                 *session = Some((result.protocol_version.clone(), Instant::now()));
             }
         }
+        self.served(
+            &context,
+            "initialize",
+            None,
+            began,
+            negotiated.as_ref().err(),
+        );
         negotiated
     }
 
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        let began = Instant::now();
         self.relist().await;
-        Ok(ListToolsResult::with_all_items(self.tool_list()))
+        let listed = ListToolsResult::with_all_items(self.tool_list());
+        self.served(&context, "tools/list", None, began, None);
+        Ok(listed)
     }
 
     async fn call_tool(
@@ -1292,8 +1362,9 @@ impl ServerHandler for Connection {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        let began = Instant::now();
         let resources = self
             .inner
             .ticks
@@ -1318,55 +1389,69 @@ impl ServerHandler for Connection {
                     .with_mime_type("application/json")
             })
             .collect();
+        self.served(&context, "resources/list", None, began, None);
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let index = self.slot_for_uri(&request.uri)?;
-        let text = self.state_view(index).await.to_string();
-        if text.len() > MAX_RESULT_BYTES {
-            return Err(McpError::internal_error(
-                format!(
-                    "response_too_large: the state is {} bytes encoded, over the {MAX_RESULT_BYTES}-byte limit; it was not clipped",
-                    text.len()
-                ),
-                Some(json!({"observed_bytes": text.len(), "limit_bytes": MAX_RESULT_BYTES})),
-            ));
-        }
-        Ok(ReadResourceResult::new(vec![
-            ResourceContents::text(text, request.uri).with_mime_type("application/json")
-        ])
-        .into())
+        let began = Instant::now();
+        let index = self.slot_for_uri(&request.uri).ok();
+        let read = self.read_state(request, index).await;
+        self.served(
+            &context,
+            "resources/read",
+            index,
+            began,
+            read.as_ref().err(),
+        );
+        read
     }
 
     #[allow(deprecated)]
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let index = self.slot_for_uri(&request.uri)?;
-        self.inner.ticks[index]
-            .subscribed
-            .store(true, Ordering::Relaxed);
-        Ok(())
+        let began = Instant::now();
+        let slot = self.slot_for_uri(&request.uri);
+        if let Ok(index) = slot {
+            self.inner.ticks[index]
+                .subscribed
+                .store(true, Ordering::Relaxed);
+        }
+        let index = slot.as_ref().ok().copied();
+        self.served(
+            &context,
+            "resources/subscribe",
+            index,
+            began,
+            slot.as_ref().err(),
+        );
+        slot.map(|_| ())
     }
 
     #[allow(deprecated)]
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let index = self.slot_for_uri(&request.uri)?;
-        self.inner.ticks[index]
-            .subscribed
-            .store(false, Ordering::Relaxed);
-        Ok(())
+        let began = Instant::now();
+        let slot = self.slot_for_uri(&request.uri);
+        if let Ok(index) = slot {
+            self.inner.ticks[index]
+                .subscribed
+                .store(false, Ordering::Relaxed);
+        }
+        let index = slot.as_ref().ok().copied();
+        let failed = slot.as_ref().err();
+        self.served(&context, "resources/unsubscribe", index, began, failed);
+        slot.map(|_| ())
     }
 
     fn accepted_subscription_filter(
@@ -1434,10 +1519,11 @@ impl<'a> Requester<'a> {
         }
     }
 
-    /// The `tools/call` of `tool` (the client's name for it) with `id`.
-    fn request<'b>(&'b self, tool: &'b str, id: &'b RequestId) -> McpCall<'b> {
+    /// The request `method` with `id`, of `tool` (the client's name for
+    /// it) for a `tools/call`, empty for any other method.
+    fn request<'b>(&'b self, method: &'b str, tool: &'b str, id: &'b RequestId) -> McpCall<'b> {
         McpCall {
-            method: "tools/call",
+            method,
             tool,
             session: self.session,
             request_id: match id {

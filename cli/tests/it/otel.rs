@@ -734,6 +734,37 @@ fn facade_tools_are_spans_and_an_http_session_is_timed_when_it_ends() {
         string_attr(unknown, "gen_ai.tool.name"),
         Some("no_such_tool")
     );
+    // The other methods the facade serves are server spans too.
+    let initialized = receiver.spans_until("both initialize spans", |s| {
+        named(s, "initialize").len() == 2
+    });
+    let versions: Vec<_> = named(&initialized, "initialize")
+        .iter()
+        .map(|s| string_attr(s, "mcp.protocol.version"))
+        .collect();
+    assert!(versions.contains(&Some("2025-06-18")), "{versions:?}");
+    assert!(versions.contains(&Some("2025-11-25")), "{versions:?}");
+    let (_, _, m) = server.post(
+        "/mcp",
+        &[("Mcp-Session-Id", &new)],
+        &json!({"jsonrpc": "2.0", "id": 8, "method": "resources/read",
+                "params": {"uri": "tick://nowhere/state"}}),
+    );
+    assert!(m[0]["error"]["code"].is_i64(), "{m:?}");
+    let spans = receiver.spans_until("the resources/read span", |s| {
+        !named(s, "resources/read").is_empty()
+    });
+    let read = named(&spans, "resources/read")[0];
+    assert_eq!(
+        string_attr(read, "error.type").map(str::to_string),
+        Some(m[0]["error"]["code"].to_string()),
+        "{read}"
+    );
+    assert_eq!(attr(read, "gen_ai.operation.name"), None, "not a tool call");
+    assert_eq!(
+        string_attr(read, "mcp.protocol.version"),
+        Some("2025-11-25")
+    );
 
     // A Tick tool refused before it was sent (the catalog changed since
     // the session listed it) is a span too, though no Tick call was made.
