@@ -129,8 +129,9 @@ struct Inner {
     /// when the host stops are recorded as ended ([`Facade::shutdown`]).
     connections: Mutex<Vec<Weak<ConnInner>>>,
     /// The handle MCP-level telemetry goes to, outside any Tick session:
-    /// the first hosted Tick's audit stream, without its session (every
-    /// Tick's stream has the same observers).
+    /// the first hosted Tick's audit stream, without its session
+    /// (OpenTelemetry, the observer these events are for, is on every
+    /// Tick's stream; none when nothing is audited or observed).
     observed: Option<Audit>,
 }
 
@@ -1351,7 +1352,15 @@ impl ServerHandler for Connection {
     ) -> Result<CallToolResponse, McpError> {
         // Every result passes one wall on its way out: whatever a Tick put
         // in it (values, messages, screen text) reaches the client inert.
-        let from = Requester::of(&context, self.inner.version_of(&context));
+        // The version is for observers only: not looked up without any.
+        let version = self
+            .inner
+            .facade
+            .inner
+            .observed
+            .as_ref()
+            .and_then(|_| self.inner.version_of(&context));
+        let from = Requester::of(&context, version);
         let mut result = outcome::inert(self.call(request, &context.id, &context.ct, &from).await?);
         if Tracking::take_cancelled(&self.inner.tracking, &context.id) {
             result.content.push(ContentBlock::text(CANCELLED_TOO_LATE));
