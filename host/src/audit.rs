@@ -338,6 +338,41 @@ pub enum Event<'a> {
         /// The reason's name (`exited`, …, `start_failed`).
         reason: &'a str,
     },
+    /// An MCP request the facade answered without a Tick call: a
+    /// `tools/call` of its own tools (`tick_state`, `tick_screen`) or one
+    /// refused before it was sent (an unknown tool, arguments that do not
+    /// fit, a catalog that changed, a cancellation, a Tick that ended),
+    /// and the other methods it serves (`initialize`, `tools/list`,
+    /// `resources/list`, `resources/read`, `resources/subscribe`,
+    /// `resources/unsubscribe`). Observers only: no audit line, as nothing
+    /// reached a Tick.
+    McpRequest {
+        /// The request.
+        request: &'a McpCall<'a>,
+        /// How it ended: `ok`, the facade's kind of refusal of a
+        /// `tools/call` (`invalid_arguments`, `unknown_tool`, …), or
+        /// `error` for another method's error answer (the host's words).
+        outcome: &'a str,
+        /// OpenTelemetry's `error.type` when it failed (`tool_error` for a
+        /// result with `isError`, the JSON-RPC code for an error answer).
+        error: Option<&'a str>,
+        /// What the client was told when it failed (may hold Tick text).
+        message: Option<&'a str>,
+        /// How long it took.
+        took: Duration,
+    },
+    /// An MCP session ended: an HTTP session deleted, expired, evicted or
+    /// closed with the host, or a stdio client gone. Observers only.
+    McpSessionEnd {
+        /// The transport it came over.
+        transport: McpTransport,
+        /// The protocol version it negotiated.
+        protocol_version: Option<&'a str>,
+        /// How long it lasted.
+        lasted: Duration,
+        /// OpenTelemetry's `error.type` when it ended in an error.
+        error: Option<&'a str>,
+    },
 }
 
 /// The MCP request a call answered (`call`'s `mcp`): what OpenTelemetry's
@@ -348,7 +383,8 @@ pub struct McpCall<'a> {
     /// The JSON-RPC method (`tools/call`).
     pub method: &'a str,
     /// The tool name the client called (the facade's, which may differ
-    /// from the Tick's own name of the tool).
+    /// from the Tick's own name of the tool); empty for a method other
+    /// than `tools/call`.
     pub tool: &'a str,
     /// The `Mcp-Session-Id` the request came with (Streamable HTTP).
     pub session: Option<&'a str>,
@@ -358,6 +394,9 @@ pub struct McpCall<'a> {
     pub transport: McpTransport,
     /// A W3C `traceparent` the client sent in the request's `_meta`.
     pub traceparent: Option<&'a str>,
+    /// The MCP protocol version of the request: the one negotiated at
+    /// `initialize`, or the request's own (2026-07-28).
+    pub protocol_version: Option<&'a str>,
 }
 
 /// A JSON-RPC request id, borrowed.
@@ -502,6 +541,16 @@ impl Audit {
         Audit {
             shared: self.shared.clone(),
             session: Some(id.into()),
+            uses: Arc::default(),
+        }
+    }
+
+    /// This handle without its session: events about no one Tick session
+    /// (an MCP session's end) go to the same sinks and observers.
+    pub fn without_session(&self) -> Audit {
+        Audit {
+            shared: self.shared.clone(),
+            session: None,
             uses: Arc::default(),
         }
     }
@@ -702,6 +751,42 @@ impl Audit {
             "end",
             json!({"reason": "start_failed", "detail": why, "exit_code": null}),
         );
+    }
+
+    /// An MCP request the facade answered itself ([`Event::McpRequest`]):
+    /// handed to observers only, no line is written.
+    pub fn mcp_request(
+        &self,
+        request: &McpCall<'_>,
+        outcome: &str,
+        error: Option<&str>,
+        message: Option<&str>,
+        took: Duration,
+    ) {
+        self.notify(Event::McpRequest {
+            request,
+            outcome,
+            error,
+            message,
+            took,
+        });
+    }
+
+    /// An MCP session ended ([`Event::McpSessionEnd`]): handed to
+    /// observers only, no line is written.
+    pub fn mcp_session_end(
+        &self,
+        transport: McpTransport,
+        protocol_version: Option<&str>,
+        lasted: Duration,
+        error: Option<&str>,
+    ) {
+        self.notify(Event::McpSessionEnd {
+            transport,
+            protocol_version,
+            lasted,
+            error,
+        });
     }
 
     /// Whether any line sink takes this handle's events (observers alone

@@ -11,14 +11,20 @@
 //! carries [`McpCall`]) follows OpenTelemetry's MCP semantic conventions:
 //! a server span named `tools/call {tool}` with `mcp.method.name`,
 //! `gen_ai.tool.name`, `gen_ai.operation.name` (`execute_tool`),
-//! `mcp.session.id` (over HTTP), `jsonrpc.request.id`,
-//! `network.transport`, and on failure `error.type` and an error status
-//! whose description is the tool's message. A `traceparent` the client
-//! sent in the request's `_meta` makes the call span a child of the
-//! client's span (linked to the session span). Metrics are aggregated
+//! `mcp.session.id` (over HTTP), `mcp.protocol.version`,
+//! `jsonrpc.request.id`, `network.transport`, and on failure `error.type`
+//! and an error status whose description is the tool's message. A
+//! request the facade answered itself (an [`Event::McpRequest`]: a
+//! `tools/call` of its own tools or refused before it was sent, and
+//! `initialize`, `tools/list` and the `resources/*` methods) is the same
+//! kind of server span, so every `tools/call` a client makes shows up. A `traceparent` the
+//! client sent in the request's `_meta` makes the call span a child of
+//! the client's span (linked to the session span). Metrics are aggregated
 //! here and exported every interval, cumulative: the MCP convention's
-//! `mcp.server.operation.duration`, and tickbox's own call durations,
-//! refusals, limits, live Ticks and the spans this exporter dropped.
+//! `mcp.server.operation.duration` and `mcp.server.session.duration` (a
+//! point per [`Event::McpSessionEnd`]),
+//! and tickbox's own call durations, refusals, limits, live Ticks and the
+//! spans this exporter dropped.
 //!
 //! **Off and free when not asked for.** The CLI makes an [`Otel`] only
 //! when an OTLP endpoint is configured; without one, no observer is added
@@ -218,18 +224,25 @@ struct OpenSession {
     origin: Origin,
 }
 
-/// A histogram's cumulative state.
+/// The upper bounds (seconds) of `mcp.server.session.duration`'s
+/// buckets, besides `+Inf`: the ones the MCP convention gives.
+pub const MCP_SESSION_SECONDS_BUCKETS: [f64; 14] = [
+    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+
+/// A histogram's cumulative state, over the bounds its instrument gives.
 #[derive(Debug, Clone, Default)]
 struct Hist {
     count: u64,
     sum: f64,
     min: f64,
     max: f64,
-    buckets: [u64; CALL_SECONDS_BUCKETS.len() + 1],
+    /// One count per bound and one past them (sized at the first record).
+    buckets: Vec<u64>,
 }
 
 impl Hist {
-    fn record(&mut self, secs: f64) {
+    fn record(&mut self, secs: f64, bounds: &[f64]) {
         if self.count == 0 || secs < self.min {
             self.min = secs;
         }
@@ -238,10 +251,11 @@ impl Hist {
         }
         self.count += 1;
         self.sum += secs;
-        let i = CALL_SECONDS_BUCKETS
+        self.buckets.resize(bounds.len() + 1, 0);
+        let i = bounds
             .iter()
             .position(|b| secs <= *b)
-            .unwrap_or(CALL_SECONDS_BUCKETS.len());
+            .unwrap_or(bounds.len());
         self.buckets[i] += 1;
     }
 }
@@ -295,6 +309,7 @@ impl<V: Default> Capped<V> {
 struct Aggregates {
     calls: Capped<Hist>,
     mcp: Capped<Hist>,
+    mcp_sessions: Capped<Hist>,
     refusals: Capped<u64>,
     limits: Capped<u64>,
     live: Capped<i64>,
@@ -541,18 +556,10 @@ impl Inner {
             if let Some(t) = &tick {
                 attrs.push(("tickbox.tick", t.clone()));
             }
-            a.calls.entry(attrs).record(secs);
+            a.calls.entry(attrs).record(secs, &CALL_SECONDS_BUCKETS);
             if let Some(m) = mcp {
-                let mut attrs = vec![
-                    ("mcp.method.name", bounded(m.method)),
-                    ("gen_ai.tool.name", called.clone()),
-                    ("gen_ai.operation.name", "execute_tool".to_string()),
-                    ("network.transport", transport_name(m.transport).to_string()),
-                ];
-                if let Some(e) = error_type {
-                    attrs.push(("error.type", e.to_string()));
-                }
-                a.mcp.entry(attrs).record(secs);
+                let attrs = mcp_metric_attrs(m, Some(&called), error_type);
+                a.mcp.entry(attrs).record(secs, &CALL_SECONDS_BUCKETS);
             }
         }
         if !self.traces() {
@@ -582,18 +589,7 @@ impl Inner {
         }
         let (name, kind) = match mcp {
             Some(m) => {
-                attrs.push(("mcp.method.name", json!(bounded(m.method))));
-                attrs.push((
-                    "jsonrpc.request.id",
-                    json!(bounded(&m.request_id.to_string())),
-                ));
-                if let Some(s) = m.session {
-                    attrs.push(("mcp.session.id", json!(bounded(s))));
-                }
-                attrs.push(("network.transport", json!(transport_name(m.transport))));
-                if m.transport == McpTransport::Http {
-                    attrs.push(("network.protocol.name", json!("http")));
-                }
+                mcp_span_attrs(m, &mut attrs);
                 (format!("{} {called}", bounded(m.method)), 2)
             }
             None => (format!("execute_tool {called}"), 1),
@@ -616,6 +612,110 @@ impl Inner {
             attrs,
             error: message,
         });
+    }
+
+    /// An MCP request the facade answered without a Tick call: a server
+    /// span and an operation-duration point like a Tick call's, a child
+    /// of the session span of the Tick it was about. Only a `tools/call`
+    /// names a tool (and is `execute_tool`).
+    fn mcp_request(
+        &self,
+        session: Option<&str>,
+        m: &McpCall<'_>,
+        outcome: &str,
+        error_type: Option<&str>,
+        message: Option<&str>,
+        took: Duration,
+    ) {
+        // A tool the facade does not have is the client's word: not a
+        // name a metric series or a span name is made of.
+        let tool_call = m.method == "tools/call";
+        let known = tool_call && outcome != "unknown_tool";
+        let called = bounded(m.tool);
+        let parent_of = session.and_then(|s| {
+            lock(&self.sessions)
+                .get(s)
+                .map(|o| (o.trace, o.id, o.tick.clone()))
+        });
+        if self.metrics() {
+            let attrs = mcp_metric_attrs(m, known.then_some(&called), error_type);
+            lock(&self.aggregates)
+                .mcp
+                .entry(attrs)
+                .record(took.as_secs_f64(), &CALL_SECONDS_BUCKETS);
+        }
+        if !self.traces() {
+            return;
+        }
+        let end = now_nanos();
+        let start = end.saturating_sub(took.as_nanos().min(u64::MAX as u128) as u64);
+        let session_span = parent_of.as_ref().map(|p| (p.0, p.1));
+        let (trace, parent, link) = match (m.traceparent.and_then(traceparent), session_span) {
+            (Some((t, p)), s) => (t, Some(p), s),
+            (None, Some((t, p))) => (t, Some(p), None),
+            (None, None) => (self.trace_id(), None, None),
+        };
+        let mut attrs = Vec::new();
+        if tool_call {
+            attrs.push(("gen_ai.operation.name", json!("execute_tool")));
+            attrs.push(("gen_ai.tool.name", json!(called)));
+            attrs.push(("tickbox.call.outcome", json!(bounded(outcome))));
+        }
+        if let Some(s) = session {
+            attrs.push(("tickbox.session.id", json!(bounded(s))));
+        }
+        if let Some((_, _, tick)) = parent_of {
+            attrs.push(("tickbox.tick", json!(tick)));
+        }
+        mcp_span_attrs(m, &mut attrs);
+        if let Some(e) = error_type {
+            attrs.push(("error.type", json!(bounded(e))));
+        }
+        let method = bounded(m.method);
+        let name = if known {
+            format!("{method} {called}")
+        } else {
+            method
+        };
+        self.offer(SpanRecord {
+            trace,
+            id: self.span_id(),
+            parent,
+            link,
+            name,
+            kind: 2,
+            start,
+            end,
+            attrs,
+            error: error_type.map(|_| bounded(message.unwrap_or(""))),
+        });
+    }
+
+    /// An MCP session ended: a point of `mcp.server.session.duration`.
+    fn mcp_session_end(
+        &self,
+        transport: McpTransport,
+        version: Option<&str>,
+        lasted: Duration,
+        error_type: Option<&str>,
+    ) {
+        if !self.metrics() {
+            return;
+        }
+        let mut attrs = vec![("network.transport", transport_name(transport).to_string())];
+        if transport == McpTransport::Http {
+            attrs.push(("network.protocol.name", "http".to_string()));
+        }
+        if let Some(v) = version {
+            attrs.push(("mcp.protocol.version", bounded(v)));
+        }
+        if let Some(e) = error_type {
+            attrs.push(("error.type", bounded(e)));
+        }
+        lock(&self.aggregates)
+            .mcp_sessions
+            .entry(attrs)
+            .record(lasted.as_secs_f64(), &MCP_SESSION_SECONDS_BUCKETS);
     }
 
     fn refused(&self, session: Option<&str>, what: DenialKind) {
@@ -664,6 +764,19 @@ impl AuditObserver for Otel {
             } => inner.call(session, tool, mutates, outcome, took, mcp),
             Event::Denied { what, .. } => inner.refused(session, what),
             Event::Limit { bound, .. } => inner.limit(session, bound),
+            Event::McpRequest {
+                request,
+                outcome,
+                error,
+                message,
+                took,
+            } => inner.mcp_request(session, request, outcome, error, message, took),
+            Event::McpSessionEnd {
+                transport,
+                protocol_version,
+                lasted,
+                error,
+            } => inner.mcp_session_end(transport, protocol_version, lasted, error),
             _ => {}
         }
     }
@@ -688,6 +801,47 @@ fn failure(outcome: &CallOutcome) -> (Option<&'static str>, Option<String>) {
             };
             (Some(kind), Some(bounded(&why.to_string())))
         }
+    }
+}
+
+/// The attributes of an MCP request's `mcp.server.operation.duration`
+/// point: the method, the tool (when one is named), `execute_tool`, the
+/// transport, the protocol version and `error.type`.
+fn mcp_metric_attrs(m: &McpCall<'_>, tool: Option<&String>, error_type: Option<&str>) -> Attrs {
+    let mut attrs = vec![("mcp.method.name", bounded(m.method))];
+    if let Some(t) = tool {
+        attrs.push(("gen_ai.tool.name", t.clone()));
+    }
+    if m.method == "tools/call" {
+        attrs.push(("gen_ai.operation.name", "execute_tool".to_string()));
+    }
+    attrs.push(("network.transport", transport_name(m.transport).to_string()));
+    if let Some(v) = m.protocol_version {
+        attrs.push(("mcp.protocol.version", bounded(v)));
+    }
+    if let Some(e) = error_type {
+        attrs.push(("error.type", bounded(e)));
+    }
+    attrs
+}
+
+/// The MCP attributes of a server span: the method, the request id, the
+/// session id, the transport and the protocol version.
+fn mcp_span_attrs(m: &McpCall<'_>, attrs: &mut Vec<(&'static str, Value)>) {
+    attrs.push(("mcp.method.name", json!(bounded(m.method))));
+    attrs.push((
+        "jsonrpc.request.id",
+        json!(bounded(&m.request_id.to_string())),
+    ));
+    if let Some(s) = m.session {
+        attrs.push(("mcp.session.id", json!(bounded(s))));
+    }
+    attrs.push(("network.transport", json!(transport_name(m.transport))));
+    if m.transport == McpTransport::Http {
+        attrs.push(("network.protocol.name", json!("http")));
+    }
+    if let Some(v) = m.protocol_version {
+        attrs.push(("mcp.protocol.version", json!(bounded(v))));
     }
 }
 
@@ -852,7 +1006,7 @@ fn metrics_body(inner: &Inner) -> Vec<u8> {
     let now = now_nanos().to_string();
     let since = inner.since.to_string();
     let point = |attrs: Vec<(&'static str, Value)>| json!({"attributes": attributes(&attrs), "startTimeUnixNano": since, "timeUnixNano": now});
-    let hist_points = |c: &Capped<Hist>| -> Vec<Value> {
+    let hist_points = |c: &Capped<Hist>, bounds: &[f64]| -> Vec<Value> {
         c.each()
             .map(|(attrs, h)| {
                 let mut p = point(attrs);
@@ -861,7 +1015,7 @@ fn metrics_body(inner: &Inner) -> Vec<u8> {
                 p["min"] = json!(h.min);
                 p["max"] = json!(h.max);
                 p["bucketCounts"] = json!(h.buckets.iter().map(u64::to_string).collect::<Vec<_>>());
-                p["explicitBounds"] = json!(CALL_SECONDS_BUCKETS);
+                p["explicitBounds"] = json!(bounds);
                 p
             })
             .collect()
@@ -888,13 +1042,18 @@ fn metrics_body(inner: &Inner) -> Vec<u8> {
         let a = lock(&inner.aggregates);
         metrics.push(histogram(
             "mcp.server.operation.duration",
-            "MCP request duration as observed on the server, for tools/call requests that reached a Tick.",
-            hist_points(&a.mcp),
+            "MCP request duration as observed on the server, for every tools/call request.",
+            hist_points(&a.mcp, &CALL_SECONDS_BUCKETS),
+        ));
+        metrics.push(histogram(
+            "mcp.server.session.duration",
+            "The duration of the MCP session as observed on the MCP server, recorded when it ends.",
+            hist_points(&a.mcp_sessions, &MCP_SESSION_SECONDS_BUCKETS),
         ));
         metrics.push(histogram(
             "tickbox.call.duration",
             "How long tool calls took, from sending to the outcome, by tool and outcome.",
-            hist_points(&a.calls),
+            hist_points(&a.calls, &CALL_SECONDS_BUCKETS),
         ));
         metrics.push(sum(
             "tickbox.refusals",
@@ -1149,6 +1308,7 @@ mod tests {
             request_id: RequestId::Number(7),
             transport: McpTransport::Http,
             traceparent: None,
+            protocol_version: Some("2025-11-25"),
         };
         audit.call_via(
             "increment",
@@ -1214,6 +1374,11 @@ mod tests {
             attr(call, "gen_ai.operation.name").unwrap()["stringValue"],
             "execute_tool"
         );
+        assert_eq!(
+            attr(call, "mcp.protocol.version").unwrap()["stringValue"],
+            "2025-11-25"
+        );
+        assert!(attr(plain, "mcp.protocol.version").is_none());
         assert_eq!(call["status"]["code"], 0);
         assert_eq!(plain["status"]["code"], 2);
         assert_eq!(
@@ -1260,6 +1425,7 @@ mod tests {
             request_id: RequestId::Text("a"),
             transport: McpTransport::Stdio,
             traceparent: Some(&tp),
+            protocol_version: None,
         };
         audit.call_via(
             "t",
@@ -1296,6 +1462,181 @@ mod tests {
         );
         assert_eq!(calls[1]["traceId"], session["traceId"]);
         assert_eq!(calls[1]["parentSpanId"], session["spanId"]);
+    }
+
+    /// The points of the metric `name` in the last metrics request.
+    fn points(kept: &Kept, name: &str) -> Vec<Value> {
+        let kept = lock(&kept.0);
+        let last = &kept
+            .iter()
+            .rev()
+            .find(|(p, _)| p == "/v1/metrics")
+            .expect("metrics sent")
+            .1;
+        last["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))["histogram"]["dataPoints"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn facade_answers_and_mcp_session_ends_follow_the_conventions() {
+        let kept = Kept::default();
+        let otel = Otel::start(config(), Box::new(kept.clone())).unwrap();
+        let base = Audit::new(Origin::Mcp, vec![]).observed_by(otel.clone());
+        let audit = base.for_session();
+        audit.start("counter.wasm", "wasm component", None, json!({}));
+        let state = McpCall {
+            method: "tools/call",
+            tool: "tick_state",
+            session: Some("sess-1"),
+            request_id: RequestId::Number(3),
+            transport: McpTransport::Http,
+            traceparent: None,
+            protocol_version: Some("2025-06-18"),
+        };
+        audit.mcp_request(&state, "ok", None, None, Duration::from_millis(1));
+        let screen = McpCall {
+            tool: "tick_screen",
+            request_id: RequestId::Number(4),
+            ..state
+        };
+        audit.mcp_request(
+            &screen,
+            "invalid_arguments",
+            Some("tool_error"),
+            Some("bad `rows`\x1b[2J"),
+            Duration::from_millis(1),
+        );
+        let unknown = McpCall {
+            tool: "made\nup",
+            request_id: RequestId::Number(5),
+            ..state
+        };
+        base.without_session().mcp_request(
+            &unknown,
+            "unknown_tool",
+            Some("-32602"),
+            Some("unknown tool"),
+            Duration::ZERO,
+        );
+        let list = McpCall {
+            method: "tools/list",
+            tool: "",
+            request_id: RequestId::Number(6),
+            ..state
+        };
+        base.without_session()
+            .mcp_request(&list, "ok", None, None, Duration::ZERO);
+        // Positive control for the session metric: one ended in error,
+        // one not, over both transports.
+        base.without_session().mcp_session_end(
+            McpTransport::Http,
+            Some("2025-06-18"),
+            Duration::from_secs(2),
+            None,
+        );
+        base.without_session().mcp_session_end(
+            McpTransport::Stdio,
+            Some("2025-11-25"),
+            Duration::from_millis(30),
+            Some("internal_error"),
+        );
+        audit.end(&EndReason::Shutdown);
+        otel.finish_within(Duration::from_secs(20));
+        let s = spans(&kept);
+        let session = s.iter().find(|x| x["name"] == "tick session").unwrap();
+        let state = s
+            .iter()
+            .find(|x| x["name"] == "tools/call tick_state")
+            .unwrap();
+        assert_eq!(state["kind"], 2);
+        assert_eq!(state["parentSpanId"], session["spanId"]);
+        assert_eq!(state["status"]["code"], 0);
+        for (k, v) in [
+            ("mcp.method.name", "tools/call"),
+            ("gen_ai.tool.name", "tick_state"),
+            ("gen_ai.operation.name", "execute_tool"),
+            ("mcp.protocol.version", "2025-06-18"),
+            ("mcp.session.id", "sess-1"),
+            ("jsonrpc.request.id", "3"),
+            ("network.transport", "tcp"),
+            ("tickbox.call.outcome", "ok"),
+        ] {
+            assert_eq!(attr(state, k).unwrap()["stringValue"], v, "{k}");
+        }
+        let screen = s
+            .iter()
+            .find(|x| x["name"] == "tools/call tick_screen")
+            .unwrap();
+        assert_eq!(screen["status"]["code"], 2);
+        assert_eq!(screen["status"]["message"], "bad `rows`\\x1b[2J");
+        assert_eq!(
+            attr(screen, "error.type").unwrap()["stringValue"],
+            "tool_error"
+        );
+        let unknown = s.iter().find(|x| x["name"] == "tools/call").unwrap();
+        assert_eq!(
+            attr(unknown, "error.type").unwrap()["stringValue"],
+            "-32602"
+        );
+        assert!(unknown.get("parentSpanId").is_none(), "no Tick session");
+        let list = s.iter().find(|x| x["name"] == "tools/list").unwrap();
+        assert_eq!(list["kind"], 2);
+        assert!(
+            attr(list, "gen_ai.operation.name").is_none(),
+            "not a tool call"
+        );
+        assert!(attr(list, "gen_ai.tool.name").is_none());
+        assert_eq!(
+            attr(list, "mcp.protocol.version").unwrap()["stringValue"],
+            "2025-06-18"
+        );
+        let ops = points(&kept, "mcp.server.operation.duration");
+        assert_eq!(ops.len(), 4, "{ops:?}");
+        let listed = ops
+            .iter()
+            .find(|p| p.to_string().contains("tools/list"))
+            .unwrap();
+        assert!(attr(listed, "gen_ai.operation.name").is_none(), "{listed}");
+        assert!(
+            ops.iter().all(|p| !p.to_string().contains("made")),
+            "an unknown tool's name makes no series: {ops:?}"
+        );
+        let sessions = points(&kept, "mcp.server.session.duration");
+        assert_eq!(sessions.len(), 2, "{sessions:?}");
+        let http = sessions
+            .iter()
+            .find(|p| p.to_string().contains("\"tcp\""))
+            .unwrap();
+        assert_eq!(http["count"], "1");
+        assert_eq!(http["sum"], 2.0);
+        assert_eq!(
+            attr(http, "mcp.protocol.version").unwrap()["stringValue"],
+            "2025-06-18"
+        );
+        assert_eq!(
+            attr(http, "network.protocol.name").unwrap()["stringValue"],
+            "http"
+        );
+        assert!(attr(http, "error.type").is_none());
+        assert_eq!(
+            http["explicitBounds"].as_array().unwrap().len(),
+            MCP_SESSION_SECONDS_BUCKETS.len()
+        );
+        let stdio = sessions
+            .iter()
+            .find(|p| p.to_string().contains("\"pipe\""))
+            .unwrap();
+        assert_eq!(
+            attr(stdio, "error.type").unwrap()["stringValue"],
+            "internal_error"
+        );
     }
 
     /// An exporter that never answers, like a stalled receiver.

@@ -325,7 +325,13 @@ pub async fn serve(
     let sessions = Arc::new(manager);
     let factory = facade.clone();
     let service = StreamableHttpService::new(
-        move || Ok(Connection::new(factory.clone(), Tracking::shared())),
+        move || {
+            Ok(Connection::new(
+                factory.clone(),
+                Tracking::shared(),
+                tickbox_host::audit::McpTransport::Http,
+            ))
+        },
         sessions.clone(),
         config,
     );

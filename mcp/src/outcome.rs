@@ -251,6 +251,32 @@ pub fn facade(tool: &str, structured: Value, text: String) -> CallToolResult {
     bounded(tool, r)
 }
 
+/// The kind of a failed result (`invalid_arguments`, …: the
+/// [`CallError::kind`] it was made from) and its sentence; `(None, None)`
+/// for a success. What telemetry records of a call the facade answered.
+pub fn failure_of(result: &CallToolResult) -> (Option<&'static str>, Option<&str>) {
+    if result.is_error != Some(true) {
+        return (None, None);
+    }
+    let error = result.structured_content.as_ref().map(|v| &v["error"]);
+    let kind = error.and_then(|e| e["kind"].as_str());
+    const KINDS: [&str; 7] = [
+        "tool_error",
+        "catalog_changed",
+        "invalid_arguments",
+        "cancelled",
+        "tick_ended",
+        "unknown_outcome",
+        "response_too_large",
+    ];
+    let kind = KINDS
+        .into_iter()
+        .find(|k| Some(*k) == kind)
+        .unwrap_or("tool_error");
+    let message = error.and_then(|e| e["message"].as_str());
+    (Some(kind), message)
+}
+
 /// The encoded size of a result, without encoding it into memory.
 pub fn result_len(result: &CallToolResult) -> usize {
     struct Counter(usize);

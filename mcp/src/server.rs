@@ -13,7 +13,7 @@
 
 use super::config::Grants;
 use super::delivery::{deliver_latest_from, DELIVERY_INTERVAL};
-use super::names::{map_tools, Mapped, Mapping, NameError, Target};
+use super::names::{map_tools, Mapping, NameError, Target};
 use super::outcome::{self, CallError, MAX_RESULT_BYTES};
 use super::text;
 use super::transport::{LineTransport, Tracking, SUPPORTED_VERSIONS};
@@ -33,9 +33,9 @@ use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-use tickbox_host::audit::{McpCall, McpTransport, RequestId as AuditRequestId};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use tickbox_host::audit::{Audit, McpCall, McpTransport, RequestId as AuditRequestId};
 use tickbox_host::delivery::{fit, item_budget};
 use tickbox_host::session::{CallOutcome, EndReason, Session, UnknownReason};
 use tickbox_host::util::lock;
@@ -125,6 +125,14 @@ struct Inner {
     catalogs: watch::Sender<u64>,
     background: Mutex<Vec<JoinHandle<()>>>,
     options: FacadeOptions,
+    /// Every client connection made (weakly), so the sessions still open
+    /// when the host stops are recorded as ended ([`Facade::shutdown`]).
+    connections: Mutex<Vec<Weak<ConnInner>>>,
+    /// The handle MCP-level telemetry goes to, outside any Tick session:
+    /// the first hosted Tick's audit stream, without its session
+    /// (OpenTelemetry, the observer these events are for, is on every
+    /// Tick's stream; none when nothing is audited or observed).
+    observed: Option<Audit>,
 }
 
 /// The MCP facade over a set of hosted Ticks. Cheap to clone.
@@ -167,6 +175,10 @@ impl Facade {
                 turns: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
             });
         }
+        let observed = hosted
+            .iter()
+            .find_map(|t| t.session.audit())
+            .map(Audit::without_session);
         let facade = Facade {
             inner: Arc::new(Inner {
                 ticks: hosted,
@@ -174,6 +186,8 @@ impl Facade {
                 catalogs: watch::channel(0).0,
                 background: Mutex::new(Vec::new()),
                 options,
+                connections: Mutex::new(Vec::new()),
+                observed,
             }),
         };
         let catalogs = facade.current_catalogs();
@@ -223,7 +237,7 @@ impl Facade {
         let tracking = Tracking::shared();
         let (transport, writer) = LineTransport::new(read, write, tracking.clone());
         let writer = tokio::spawn(writer);
-        let connection = Connection::new(self.clone(), tracking);
+        let connection = Connection::new(self.clone(), tracking, McpTransport::Stdio);
         let result = match connection
             .clone()
             .serve_with_ct(transport, Default::default())
@@ -232,6 +246,11 @@ impl Facade {
             Ok(running) => {
                 let quit = running.waiting().await;
                 tracing::info!(?quit, "the MCP client went away");
+                let error = match quit {
+                    Ok(rmcp::service::QuitReason::JoinError(_)) | Err(_) => Some("internal_error"),
+                    Ok(_) => None,
+                };
+                connection.inner.end_session(error);
                 Ok(())
             }
             Err(ServerInitializeError::ConnectionClosed(_)) => {
@@ -245,8 +264,16 @@ impl Facade {
         result
     }
 
-    /// Stops every hosted Tick and waits until they are gone.
+    /// Stops every hosted Tick and waits until they are gone; the MCP
+    /// sessions still open end with it.
     pub async fn shutdown(&self) {
+        let open: Vec<_> = lock(&self.inner.connections)
+            .drain(..)
+            .filter_map(|c| c.upgrade())
+            .collect();
+        for c in open {
+            c.end_session(None);
+        }
         for t in lock(&self.inner.background).drain(..) {
             t.abort();
         }
@@ -358,6 +385,15 @@ impl Facade {
     }
 }
 
+/// A Tick call checked and holding its turn ([`Connection::ready_call`]).
+struct ReadyCall {
+    prepared: tickbox_protocol::PreparedCall,
+    /// The catalog revision it is bound to.
+    listed: String,
+    /// The turn at the Tick, held until the call ends.
+    _turn: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
 /// What one client knows about one Tick.
 struct ClientTick {
     /// The catalog this client last listed; calls are bound to it.
@@ -378,6 +414,56 @@ struct ConnInner {
     tracking: Arc<std::sync::Mutex<Tracking>>,
     /// The notification tasks of a session that began with `initialize`.
     legacy: Mutex<Option<JoinSet<()>>>,
+    /// How the client came.
+    transport: McpTransport,
+    /// The MCP session, once one began (`initialize`, or over stdio a
+    /// first request carrying 2026-07-28 metadata): its protocol version
+    /// and when it began.
+    session: Mutex<Option<(ProtocolVersion, Instant)>>,
+    /// Its end was recorded (once: by the transport, the host's stop or
+    /// the drop).
+    ended: AtomicBool,
+}
+
+impl ConnInner {
+    /// Records the end of this client's MCP session, once
+    /// (`mcp.server.session.duration`); nothing when no session began.
+    fn end_session(&self, error: Option<&str>) {
+        if self.ended.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Some((version, began)) = lock(&self.session).clone() else {
+            return;
+        };
+        if let Some(audit) = &self.facade.inner.observed {
+            audit.mcp_session_end(
+                self.transport,
+                Some(version.as_str()),
+                began.elapsed(),
+                error,
+            );
+        }
+    }
+
+    /// The protocol version of a request: its own (2026-07-28), else the
+    /// session's. Over stdio, a first request with a version of its own
+    /// begins the session when `initialize` did not.
+    fn version_of(&self, context: &RequestContext<RoleServer>) -> Option<ProtocolVersion> {
+        let own = context.meta.protocol_version();
+        let mut session = lock(&self.session);
+        if let (Some(v), None, McpTransport::Stdio) = (&own, &*session, self.transport) {
+            *session = Some((v.clone(), Instant::now()));
+        }
+        own.or_else(|| session.as_ref().map(|(v, _)| v.clone()))
+    }
+}
+
+/// An HTTP session's connection is dropped by rmcp when the session ends
+/// (`DELETE`, idle expiry, eviction); a stdio one when its client left.
+impl Drop for ConnInner {
+    fn drop(&mut self) {
+        self.end_session(None);
+    }
 }
 
 /// One MCP client's view of the facade: its rmcp [`ServerHandler`].
@@ -426,8 +512,13 @@ impl Notifier {
 }
 
 impl Connection {
-    /// A new client of `facade`; `tracking` is shared with its transport.
-    pub fn new(facade: Facade, tracking: Arc<std::sync::Mutex<Tracking>>) -> Connection {
+    /// A new client of `facade` over `transport`; `tracking` is shared
+    /// with its transport.
+    pub fn new(
+        facade: Facade,
+        tracking: Arc<std::sync::Mutex<Tracking>>,
+        transport: McpTransport,
+    ) -> Connection {
         let catalogs = facade.current_catalogs();
         let mapping = facade.map(&catalogs, &vec![false; catalogs.len()]);
         let ticks = catalogs
@@ -439,15 +530,22 @@ impl Connection {
                 read_mark: AtomicU64::new(0),
             })
             .collect();
-        Connection {
-            inner: Arc::new(ConnInner {
-                facade,
-                ticks,
-                mapping: Mutex::new(mapping),
-                tracking,
-                legacy: Mutex::new(None),
-            }),
+        let inner = Arc::new(ConnInner {
+            facade,
+            ticks,
+            mapping: Mutex::new(mapping),
+            tracking,
+            legacy: Mutex::new(None),
+            transport,
+            session: Mutex::new(None),
+            ended: AtomicBool::new(false),
+        });
+        {
+            let mut all = lock(&inner.facade.inner.connections);
+            all.retain(|c| c.strong_count() > 0);
+            all.push(Arc::downgrade(&inner));
         }
+        Connection { inner }
     }
 
     fn hosted(&self, index: usize) -> &Hosted {
@@ -692,57 +790,93 @@ impl Connection {
         cancelled: &CancellationToken,
         from: &Requester<'_>,
     ) -> Result<CallToolResult, McpError> {
+        let began = Instant::now();
         let name = params.name.to_string();
-        let mapped: Mapped = lock(&self.inner.mapping)
+        let request = from.request("tools/call", &name, id);
+        let found = lock(&self.inner.mapping)
             .names
             .iter()
             .find(|m| m.name == name)
-            .cloned()
-            .ok_or_else(|| {
-                McpError::invalid_params(
-                    format!("unknown tool `{name}`; list the tools again"),
-                    None,
-                )
-            })?;
-        let args = params.arguments.unwrap_or_default();
-        match mapped.target {
-            Target::State if !args.is_empty() => Ok(CallError::InvalidArguments {
-                tool: name,
-                reason: "this tool takes no arguments".into(),
+            .cloned();
+        let Some(mapped) = found else {
+            let message = format!("unknown tool `{name}`; list the tools again");
+            if let Some(audit) = &self.inner.facade.inner.observed {
+                let code = rmcp::model::ErrorCode::INVALID_PARAMS.0.to_string();
+                audit.mcp_request(
+                    &request,
+                    "unknown_tool",
+                    Some(&code),
+                    Some(&message),
+                    began.elapsed(),
+                );
             }
-            .into_result()),
+            return Err(McpError::invalid_params(message, None));
+        };
+        let args = params.arguments.unwrap_or_default();
+        // Answered here (the facade's own tools, or a Tick call refused
+        // before it was sent) or by the Tick (its audit event is the span).
+        let (result, sent) = match mapped.target {
+            Target::State if !args.is_empty() => (
+                CallError::InvalidArguments {
+                    tool: name.clone(),
+                    reason: "this tool takes no arguments".into(),
+                }
+                .into_result(),
+                false,
+            ),
             Target::State => {
                 let view = self.state_view(mapped.tick).await;
                 let text = view.to_string();
-                Ok(outcome::facade(&name, view, text))
+                (outcome::facade(&name, view, text), false)
             }
-            Target::Screen => Ok(match self.screen(mapped.tick, &args).await {
-                Ok(text) => outcome::bounded(
-                    &name,
-                    CallToolResult::success(vec![ContentBlock::text(text)]),
-                ),
-                Err(reason) => CallError::InvalidArguments { tool: name, reason }.into_result(),
-            }),
-            Target::Tick(tool) => Ok(
-                match self
+            Target::Screen => (
+                match self.screen(mapped.tick, &args).await {
+                    Ok(text) => outcome::bounded(
+                        &name,
+                        CallToolResult::success(vec![ContentBlock::text(text)]),
+                    ),
+                    Err(reason) => CallError::InvalidArguments {
+                        tool: name.clone(),
+                        reason,
+                    }
+                    .into_result(),
+                },
+                false,
+            ),
+            Target::Tick(tool) => {
+                let (called, sent) = self
                     .call_tick(
                         mapped.tick,
                         &tool,
                         Value::Object(args),
                         id,
                         cancelled,
-                        &from.request(&name, id),
+                        &request,
                     )
-                    .await
-                {
+                    .await;
+                let result = match called {
                     Ok(v) => outcome::success(&name, v),
                     Err(e) => {
                         tracing::info!(tick = %self.hosted(mapped.tick).name, "{}: {e}", e.kind());
                         e.into_result()
                     }
-                },
-            ),
+                };
+                (result, sent)
+            }
+        };
+        if !sent {
+            if let Some(audit) = self.hosted(mapped.tick).session.audit() {
+                let (kind, message) = outcome::failure_of(&result);
+                audit.mcp_request(
+                    &request,
+                    kind.unwrap_or("ok"),
+                    kind.map(|_| "tool_error"),
+                    message,
+                    began.elapsed(),
+                );
+            }
         }
+        Ok(result)
     }
 
     /// The screen as text: the window asked for, trailing blanks and empty
@@ -772,7 +906,9 @@ impl Connection {
         Ok(lines.join("\n"))
     }
 
-    /// Exactly one tick/call, bound to the catalog this client last listed.
+    /// Exactly one tick/call, bound to the catalog this client last
+    /// listed; and whether it was sent to the Tick (one refused before was
+    /// not, and has no audit event).
     async fn call_tick(
         &self,
         index: usize,
@@ -781,7 +917,23 @@ impl Connection {
         id: &RequestId,
         cancelled: &CancellationToken,
         mcp: &McpCall<'_>,
-    ) -> Result<Value, CallError> {
+    ) -> (Result<Value, CallError>, bool) {
+        match self.ready_call(index, tool, args, id, cancelled).await {
+            Ok(ready) => (self.send_call(index, tool, ready, mcp).await, true),
+            Err(e) => (Err(e), false),
+        }
+    }
+
+    /// A call checked (the Tick runs, the catalog is the one listed, the
+    /// arguments fit) and holding its turn at the Tick; nothing sent yet.
+    async fn ready_call(
+        &self,
+        index: usize,
+        tool: &str,
+        args: Value,
+        id: &RequestId,
+        cancelled: &CancellationToken,
+    ) -> Result<ReadyCall, CallError> {
         let t = self.hosted(index);
         if let Some(reason) = t.session.end_reason() {
             return Err(CallError::TickEnded {
@@ -791,16 +943,15 @@ impl Connection {
             });
         }
         let listed = lock(&self.inner.ticks[index].listed).clone();
-        let changed = |current: String| CallError::CatalogChanged {
-            tick: t.name.clone(),
-            tool: tool.into(),
-            listed: listed.revision.clone(),
-            current,
-        };
         if let Some(current) = t.session.descriptor() {
             if current.revision != listed.revision {
                 self.inner.facade.catalog_seen(index, &current);
-                return Err(changed(current.revision.clone()));
+                return Err(CallError::CatalogChanged {
+                    tick: t.name.clone(),
+                    tool: tool.into(),
+                    listed: listed.revision.clone(),
+                    current: current.revision.clone(),
+                });
             }
         }
         let prepared = listed.prepare(tool, args).map_err(|e| match e {
@@ -816,8 +967,31 @@ impl Connection {
         // A cancellation that comes while the call waits for its turn is
         // honoured (nothing was sent); after that the call runs to its end
         // (see `transport`).
-        let _turn = self.turn(t, tool, id, cancelled).await?;
-        match t.session.call_via(&prepared, mcp).await {
+        let turn = self.turn(t, tool, id, cancelled).await?;
+        Ok(ReadyCall {
+            prepared,
+            listed: listed.revision.clone(),
+            _turn: turn,
+        })
+    }
+
+    /// Sends a ready call to the Tick and makes its outcome the client's.
+    async fn send_call(
+        &self,
+        index: usize,
+        tool: &str,
+        ready: ReadyCall,
+        mcp: &McpCall<'_>,
+    ) -> Result<Value, CallError> {
+        let t = self.hosted(index);
+        let prepared = &ready.prepared;
+        let changed = |current: String| CallError::CatalogChanged {
+            tick: t.name.clone(),
+            tool: tool.into(),
+            listed: ready.listed.clone(),
+            current,
+        };
+        match t.session.call_via(prepared, mcp).await {
             CallOutcome::Ok(v) => Ok(v),
             CallOutcome::Failed { error, .. } if error.code == REVISION_MISMATCH => {
                 // The Tick moved on before our poll noticed: learn the new
@@ -965,6 +1139,65 @@ impl Connection {
             .map(|m| m.name.clone())
     }
 
+    /// `resources/read` of the state of the Tick at `index` (none: the URI
+    /// names no hosted Tick).
+    async fn read_state(
+        &self,
+        request: ReadResourceRequestParams,
+        index: Option<usize>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let index = match index {
+            Some(i) => i,
+            None => self.slot_for_uri(&request.uri)?,
+        };
+        let text = self.state_view(index).await.to_string();
+        if text.len() > MAX_RESULT_BYTES {
+            return Err(McpError::internal_error(
+                format!(
+                    "response_too_large: the state is {} bytes encoded, over the {MAX_RESULT_BYTES}-byte limit; it was not clipped",
+                    text.len()
+                ),
+                Some(json!({"observed_bytes": text.len(), "limit_bytes": MAX_RESULT_BYTES})),
+            ));
+        }
+        Ok(ReadResourceResult::new(vec![
+            ResourceContents::text(text, request.uri).with_mime_type("application/json")
+        ])
+        .into())
+    }
+
+    /// Hands observers (OpenTelemetry) a request other than `tools/call`
+    /// the facade answered: `method`, about the Tick at `index` if any,
+    /// begun at `began`, and the error it was answered with, if any.
+    fn served(
+        &self,
+        context: &RequestContext<RoleServer>,
+        method: &str,
+        index: Option<usize>,
+        began: Instant,
+        failed: Option<&McpError>,
+    ) {
+        let audit = index.and_then(|i| self.hosted(i).session.audit()).or(self
+            .inner
+            .facade
+            .inner
+            .observed
+            .as_ref());
+        let Some(audit) = audit else {
+            return;
+        };
+        let from = Requester::of(context, self.inner.version_of(context));
+        let request = from.request(method, "", &context.id);
+        let code = failed.map(|e| e.code.0.to_string());
+        audit.mcp_request(
+            &request,
+            if failed.is_some() { "error" } else { "ok" },
+            code.as_deref(),
+            failed.map(|e| e.message.as_ref()),
+            began.elapsed(),
+        );
+    }
+
     fn slot_for_uri(&self, uri: &str) -> Result<usize, McpError> {
         self.inner
             .facade
@@ -1082,16 +1315,34 @@ impl ServerHandler for Connection {
         context.peer.set_peer_info(request.clone());
         let tasks = self.notifications(Notifier::Legacy(context.peer.clone()), None);
         *lock(&self.inner.legacy) = Some(tasks);
-        self.negotiate_initialize(&request)
+        let began = Instant::now();
+        let negotiated = self.negotiate_initialize(&request);
+        if let Ok(result) = &negotiated {
+            let mut session = lock(&self.inner.session);
+            if session.is_none() {
+                *session = Some((result.protocol_version.clone(), Instant::now()));
+            }
+        }
+        self.served(
+            &context,
+            "initialize",
+            None,
+            began,
+            negotiated.as_ref().err(),
+        );
+        negotiated
     }
 
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        let began = Instant::now();
         self.relist().await;
-        Ok(ListToolsResult::with_all_items(self.tool_list()))
+        let listed = ListToolsResult::with_all_items(self.tool_list());
+        self.served(&context, "tools/list", None, began, None);
+        Ok(listed)
     }
 
     async fn call_tool(
@@ -1101,7 +1352,15 @@ impl ServerHandler for Connection {
     ) -> Result<CallToolResponse, McpError> {
         // Every result passes one wall on its way out: whatever a Tick put
         // in it (values, messages, screen text) reaches the client inert.
-        let from = Requester::of(&context);
+        // The version is for observers only: not looked up without any.
+        let version = self
+            .inner
+            .facade
+            .inner
+            .observed
+            .as_ref()
+            .and_then(|_| self.inner.version_of(&context));
+        let from = Requester::of(&context, version);
         let mut result = outcome::inert(self.call(request, &context.id, &context.ct, &from).await?);
         if Tracking::take_cancelled(&self.inner.tracking, &context.id) {
             result.content.push(ContentBlock::text(CANCELLED_TOO_LATE));
@@ -1112,8 +1371,9 @@ impl ServerHandler for Connection {
     async fn list_resources(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
+        let began = Instant::now();
         let resources = self
             .inner
             .ticks
@@ -1138,55 +1398,69 @@ impl ServerHandler for Connection {
                     .with_mime_type("application/json")
             })
             .collect();
+        self.served(&context, "resources/list", None, began, None);
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        let index = self.slot_for_uri(&request.uri)?;
-        let text = self.state_view(index).await.to_string();
-        if text.len() > MAX_RESULT_BYTES {
-            return Err(McpError::internal_error(
-                format!(
-                    "response_too_large: the state is {} bytes encoded, over the {MAX_RESULT_BYTES}-byte limit; it was not clipped",
-                    text.len()
-                ),
-                Some(json!({"observed_bytes": text.len(), "limit_bytes": MAX_RESULT_BYTES})),
-            ));
-        }
-        Ok(ReadResourceResult::new(vec![
-            ResourceContents::text(text, request.uri).with_mime_type("application/json")
-        ])
-        .into())
+        let began = Instant::now();
+        let index = self.slot_for_uri(&request.uri).ok();
+        let read = self.read_state(request, index).await;
+        self.served(
+            &context,
+            "resources/read",
+            index,
+            began,
+            read.as_ref().err(),
+        );
+        read
     }
 
     #[allow(deprecated)]
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let index = self.slot_for_uri(&request.uri)?;
-        self.inner.ticks[index]
-            .subscribed
-            .store(true, Ordering::Relaxed);
-        Ok(())
+        let began = Instant::now();
+        let slot = self.slot_for_uri(&request.uri);
+        if let Ok(index) = slot {
+            self.inner.ticks[index]
+                .subscribed
+                .store(true, Ordering::Relaxed);
+        }
+        let index = slot.as_ref().ok().copied();
+        self.served(
+            &context,
+            "resources/subscribe",
+            index,
+            began,
+            slot.as_ref().err(),
+        );
+        slot.map(|_| ())
     }
 
     #[allow(deprecated)]
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let index = self.slot_for_uri(&request.uri)?;
-        self.inner.ticks[index]
-            .subscribed
-            .store(false, Ordering::Relaxed);
-        Ok(())
+        let began = Instant::now();
+        let slot = self.slot_for_uri(&request.uri);
+        if let Ok(index) = slot {
+            self.inner.ticks[index]
+                .subscribed
+                .store(false, Ordering::Relaxed);
+        }
+        let index = slot.as_ref().ok().copied();
+        let failed = slot.as_ref().err();
+        self.served(&context, "resources/unsubscribe", index, began, failed);
+        slot.map(|_| ())
     }
 
     fn accepted_subscription_filter(
@@ -1228,12 +1502,17 @@ struct Requester<'a> {
     session: Option<&'a str>,
     /// A W3C `traceparent` in the request's `_meta`.
     traceparent: Option<&'a str>,
+    /// The request's protocol version (see [`ConnInner::version_of`]).
+    version: Option<ProtocolVersion>,
 }
 
 impl<'a> Requester<'a> {
     /// rmcp's HTTP transport puts the request's head into the context's
     /// extensions; stdio has none.
-    fn of(context: &'a RequestContext<RoleServer>) -> Requester<'a> {
+    fn of(
+        context: &'a RequestContext<RoleServer>,
+        version: Option<ProtocolVersion>,
+    ) -> Requester<'a> {
         let parts = context.extensions.get::<::http::request::Parts>();
         Requester {
             transport: if parts.is_some() {
@@ -1245,13 +1524,15 @@ impl<'a> Requester<'a> {
                 .and_then(|p| p.headers.get(crate::http::SESSION_HEADER))
                 .and_then(|v| v.to_str().ok()),
             traceparent: context.meta.get_traceparent(),
+            version,
         }
     }
 
-    /// The `tools/call` of `tool` (the client's name for it) with `id`.
-    fn request<'b>(&'b self, tool: &'b str, id: &'b RequestId) -> McpCall<'b> {
+    /// The request `method` with `id`, of `tool` (the client's name for
+    /// it) for a `tools/call`, empty for any other method.
+    fn request<'b>(&'b self, method: &'b str, tool: &'b str, id: &'b RequestId) -> McpCall<'b> {
         McpCall {
-            method: "tools/call",
+            method,
             tool,
             session: self.session,
             request_id: match id {
@@ -1260,6 +1541,7 @@ impl<'a> Requester<'a> {
             },
             transport: self.transport,
             traceparent: self.traceparent,
+            protocol_version: self.version.as_ref().map(ProtocolVersion::as_str),
         }
     }
 }

@@ -260,7 +260,7 @@ fn authenticated_connections_are_bounded_per_peer() {
 }
 
 /// DELETE of a session; the status.
-fn delete(server: &HttpServer, session: &str) -> u16 {
+pub(crate) fn delete(server: &HttpServer, session: &str) -> u16 {
     let head = format!(
         "DELETE /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\
          Authorization: Bearer {}\r\nMcp-Session-Id: {session}\r\n\r\n",

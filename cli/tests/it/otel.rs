@@ -609,3 +609,358 @@ fn a_stopped_receiver_is_one_warning_and_its_losses_are_counted() {
         server.stderr()
     );
 }
+
+/// `initialize` over HTTP asking for `version`; the session id.
+fn initialize_http_at(server: &HttpServer, version: &str) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": version, "capabilities": {},
+                   "clientInfo": {"name": "otel-test", "version": "0"}}});
+    let (status, headers, messages) = server.post("/mcp", &[], &init);
+    assert_eq!(status, 200, "{messages:?}");
+    assert_eq!(messages[0]["result"]["protocolVersion"], version);
+    let session = crate::mcp_wire::header(&headers, "mcp-session-id")
+        .expect("a session id")
+        .to_string();
+    let (status, _, _) = server.post(
+        "/mcp",
+        &[("Mcp-Session-Id", &session)],
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    assert_eq!(status, 202);
+    session
+}
+
+/// The data points of the histogram `name` in the latest metrics request.
+fn histogram_points(metrics: &[Value], name: &str) -> Vec<Value> {
+    metrics
+        .iter()
+        .find(|m| m["name"] == name)
+        .and_then(|m| m["histogram"]["dataPoints"].as_array())
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Waits for a metrics request whose histogram `name` satisfies `ok`;
+/// returns that request's metrics.
+fn metrics_until(
+    receiver: &Receiver,
+    what: &str,
+    name: &str,
+    ok: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let mut last = Vec::new();
+    let found = eventually(PATIENCE, || {
+        last = receiver.latest_metrics();
+        ok(&histogram_points(&last, name))
+    });
+    assert!(found, "{what}: not within {PATIENCE:?}; metrics: {last:#?}");
+    last
+}
+
+/// A point whose attribute `key` is `value`.
+fn point_with<'a>(points: &'a [Value], key: &str, value: &str) -> Option<&'a Value> {
+    points.iter().find(|p| string_attr(p, key) == Some(value))
+}
+
+/// Over HTTP: the facade's own tools (`tick_state`, `tick_screen`) and a
+/// call of a tool the facade does not have are server spans like a Tick
+/// call's, and every span and operation-duration point carries the
+/// version the session negotiated. `mcp.server.session.duration` gets a
+/// point when a session ends, with its version and transport: none while
+/// both sessions are open (the negative control, after the calls' points
+/// arrived), one when the client deletes its session, the other's when
+/// the host stops.
+#[test]
+fn facade_tools_are_spans_and_an_http_session_is_timed_when_it_ends() {
+    let receiver = Receiver::start();
+    let env = otel_env(&receiver.endpoint());
+    let args = shifty_args(true);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut server = HttpServer::start_args(&args, &borrowed(&env));
+    let old = initialize_http_at(&server, "2025-06-18");
+    let new = initialize_http_at(&server, "2025-11-25");
+    let r = http_call(&server, &old, 1, "tick_state", json!({}));
+    assert_eq!(r["isError"], false, "{r}");
+    let r = http_call(&server, &old, 2, "tick_screen", json!({"rows": "x"}));
+    assert_eq!(r["isError"], true, "a refused argument: {r}");
+    let r = http_call(&server, &new, 3, "echo", json!({"n": 3}));
+    assert_eq!(r["isError"], false, "{r}");
+    let (status, _, m) = server.post(
+        "/mcp",
+        &[("Mcp-Session-Id", &new)],
+        &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                "params": {"name": "no_such_tool", "arguments": {}}}),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(m[0]["error"]["code"], -32602, "{m:?}");
+
+    let spans = receiver.spans_until("four tools/call spans", |s| {
+        named(s, "tools/call tick_state").len() == 1
+            && named(s, "tools/call tick_screen").len() == 1
+            && named(s, "tools/call echo").len() == 1
+            && named(s, "tools/call").len() == 1
+    });
+    let state = named(&spans, "tools/call tick_state")[0];
+    assert_eq!(state["kind"], "SPAN_KIND_SERVER", "{state}");
+    for (k, v) in [
+        ("mcp.method.name", "tools/call"),
+        ("gen_ai.tool.name", "tick_state"),
+        ("gen_ai.operation.name", "execute_tool"),
+        ("mcp.protocol.version", "2025-06-18"),
+        ("mcp.session.id", old.as_str()),
+        ("jsonrpc.request.id", "1"),
+        ("network.transport", "tcp"),
+        ("network.protocol.name", "http"),
+    ] {
+        assert_eq!(string_attr(state, k), Some(v), "{k}: {state}");
+    }
+    assert_eq!(attr(state, "error.type"), None, "{state}");
+    let screen = named(&spans, "tools/call tick_screen")[0];
+    assert_eq!(string_attr(screen, "error.type"), Some("tool_error"));
+    assert_eq!(
+        string_attr(screen, "tickbox.call.outcome"),
+        Some("invalid_arguments")
+    );
+    assert_eq!(screen["status"]["code"], "STATUS_CODE_ERROR", "{screen}");
+    let echo = named(&spans, "tools/call echo")[0];
+    assert_eq!(
+        string_attr(echo, "mcp.protocol.version"),
+        Some("2025-11-25"),
+        "a Tick call carries its session's version: {echo}"
+    );
+    let unknown = named(&spans, "tools/call")[0];
+    assert_eq!(string_attr(unknown, "error.type"), Some("-32602"));
+    assert_eq!(
+        string_attr(unknown, "gen_ai.tool.name"),
+        Some("no_such_tool")
+    );
+    // The other methods the facade serves are server spans too.
+    let initialized = receiver.spans_until("both initialize spans", |s| {
+        named(s, "initialize").len() == 2
+    });
+    let versions: Vec<_> = named(&initialized, "initialize")
+        .iter()
+        .map(|s| string_attr(s, "mcp.protocol.version"))
+        .collect();
+    assert!(versions.contains(&Some("2025-06-18")), "{versions:?}");
+    assert!(versions.contains(&Some("2025-11-25")), "{versions:?}");
+    let (_, _, m) = server.post(
+        "/mcp",
+        &[("Mcp-Session-Id", &new)],
+        &json!({"jsonrpc": "2.0", "id": 8, "method": "resources/read",
+                "params": {"uri": "tick://nowhere/state"}}),
+    );
+    assert!(m[0]["error"]["code"].is_i64(), "{m:?}");
+    let spans = receiver.spans_until("the resources/read span", |s| {
+        !named(s, "resources/read").is_empty()
+    });
+    let read = named(&spans, "resources/read")[0];
+    assert_eq!(
+        string_attr(read, "error.type").map(str::to_string),
+        Some(m[0]["error"]["code"].to_string()),
+        "{read}"
+    );
+    assert_eq!(attr(read, "gen_ai.operation.name"), None, "not a tool call");
+    assert_eq!(
+        string_attr(read, "mcp.protocol.version"),
+        Some("2025-11-25")
+    );
+
+    // A Tick tool refused before it was sent (the catalog changed since
+    // the session listed it) is a span too, though no Tick call was made.
+    let r = http_call(&server, &old, 5, "reshape", json!({"tools": ["extra_one"]}));
+    assert_eq!(r["isError"], false, "{r}");
+    let relisted = eventually(PATIENCE, || {
+        let (_, _, m) = server.post(
+            "/mcp",
+            &[("Mcp-Session-Id", &old)],
+            &json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}),
+        );
+        m.iter().any(|m| m.to_string().contains("extra_one"))
+    });
+    assert!(relisted, "the new catalog is seen");
+    let r = http_call(&server, &new, 7, "echo", json!({"n": 7}));
+    assert_eq!(r["isError"], true, "{r}");
+    assert_eq!(r["structuredContent"]["error"]["kind"], "catalog_changed");
+    let spans = receiver.spans_until("the refused call's span", |s| {
+        named(s, "tools/call echo")
+            .iter()
+            .any(|e| string_attr(e, "jsonrpc.request.id") == Some("7"))
+    });
+    let refused = named(&spans, "tools/call echo")
+        .into_iter()
+        .find(|e| string_attr(e, "jsonrpc.request.id") == Some("7"))
+        .unwrap();
+    assert_eq!(
+        string_attr(refused, "tickbox.call.outcome"),
+        Some("catalog_changed"),
+        "{refused}"
+    );
+    assert_eq!(string_attr(refused, "error.type"), Some("tool_error"));
+    assert_eq!(
+        attr(refused, "tickbox.tool"),
+        None,
+        "never sent to the Tick"
+    );
+
+    // Every call's point has arrived, and no session has ended: none.
+    let metrics = metrics_until(
+        &receiver,
+        "the calls' operation points",
+        "mcp.server.operation.duration",
+        |p| {
+            point_with(p, "gen_ai.tool.name", "tick_state").is_some()
+                && point_with(p, "gen_ai.tool.name", "echo").is_some()
+        },
+    );
+    let ops = histogram_points(&metrics, "mcp.server.operation.duration");
+    let state_point = point_with(&ops, "gen_ai.tool.name", "tick_state").unwrap();
+    assert_eq!(
+        string_attr(state_point, "mcp.protocol.version"),
+        Some("2025-06-18")
+    );
+    assert!(
+        !ops.iter().any(|p| p.to_string().contains("no_such_tool")),
+        "a tool the client made up is no series: {ops:#?}"
+    );
+    assert!(
+        metrics
+            .iter()
+            .any(|m| m["name"] == "mcp.server.session.duration"),
+        "the instrument is there: {metrics:#?}"
+    );
+    assert_eq!(
+        histogram_points(&metrics, "mcp.server.session.duration"),
+        Vec::<Value>::new(),
+        "no session has ended"
+    );
+
+    // The client ends one session.
+    assert_eq!(crate::mcp_http::delete(&server, &old), 204);
+    let metrics = metrics_until(
+        &receiver,
+        "the deleted session's duration",
+        "mcp.server.session.duration",
+        |p| !p.is_empty(),
+    );
+    let sessions = histogram_points(&metrics, "mcp.server.session.duration");
+    assert_eq!(sessions.len(), 1, "only the deleted one: {sessions:#?}");
+    let ended = &sessions[0];
+    assert_eq!(ended["count"], "1", "{ended}");
+    assert_eq!(
+        string_attr(ended, "mcp.protocol.version"),
+        Some("2025-06-18")
+    );
+    assert_eq!(string_attr(ended, "network.transport"), Some("tcp"));
+    assert_eq!(string_attr(ended, "network.protocol.name"), Some("http"));
+    assert_eq!(attr(ended, "error.type"), None, "{ended}");
+    assert!(ended["sum"].as_f64().unwrap() > 0.0, "{ended}");
+    assert_eq!(
+        string_attr(&sessions[0], "mcp.protocol.version"),
+        Some("2025-06-18"),
+        "not the open one"
+    );
+
+    // The other ends with the host.
+    server.signal(libc::SIGTERM);
+    assert_eq!(server.wait_exit(), 0, "{:?}", server.stderr());
+    let metrics = metrics_until(
+        &receiver,
+        "the open session's duration at the host's stop",
+        "mcp.server.session.duration",
+        |p| p.len() == 2,
+    );
+    let sessions = histogram_points(&metrics, "mcp.server.session.duration");
+    let at_stop = point_with(&sessions, "mcp.protocol.version", "2025-11-25")
+        .unwrap_or_else(|| panic!("{sessions:#?}"));
+    assert_eq!(at_stop["count"], "1", "{at_stop}");
+    // The facade's spans are children of the Tick's session span.
+    let spans = receiver.spans_until("the session span", |s| !named(s, "tick session").is_empty());
+    let tick_session = named(&spans, "tick session")[0];
+    let state = named(&spans, "tools/call tick_state")[0];
+    assert_eq!(state["parentSpanId"], tick_session["spanId"]);
+}
+
+/// Over stdio: `tick_state` is a span with `pipe` and the negotiated
+/// version; `mcp.server.session.duration` has no point while the client
+/// is there (after the call's point arrived) and one, `pipe`, with the
+/// version, when it leaves.
+#[test]
+fn a_stdio_session_is_timed_when_its_client_leaves() {
+    let receiver = Receiver::start();
+    let env = otel_env(&receiver.endpoint());
+    let env: Vec<(&str, &Path)> = env
+        .iter()
+        .map(|(k, v)| (*k, Path::new(v.as_str())))
+        .collect();
+    let mut mcp = Raw::start_env(&shifty_args(false), &env);
+    mcp.initialize("2025-06-18");
+    let r = mcp.call(7, "tick_state", json!({}));
+    assert_eq!(r["isError"], false, "{r}");
+    let metrics = metrics_until(
+        &receiver,
+        "the call's operation point",
+        "mcp.server.operation.duration",
+        |p| point_with(p, "gen_ai.tool.name", "tick_state").is_some(),
+    );
+    assert_eq!(
+        histogram_points(&metrics, "mcp.server.session.duration"),
+        Vec::<Value>::new(),
+        "the client is still there"
+    );
+    let (code, stderr) = mcp.close();
+    assert_eq!(code, 0, "{stderr}");
+    let metrics = metrics_until(
+        &receiver,
+        "the session's duration at exit",
+        "mcp.server.session.duration",
+        |p| !p.is_empty(),
+    );
+    let sessions = histogram_points(&metrics, "mcp.server.session.duration");
+    assert_eq!(sessions.len(), 1, "{metrics:#?}");
+    assert_eq!(sessions[0]["count"], "1");
+    assert_eq!(
+        string_attr(&sessions[0], "mcp.protocol.version"),
+        Some("2025-06-18")
+    );
+    assert_eq!(string_attr(&sessions[0], "network.transport"), Some("pipe"));
+    assert_eq!(attr(&sessions[0], "network.protocol.name"), None);
+    let spans = receiver.spans_until("the tick_state span", |s| {
+        !named(s, "tools/call tick_state").is_empty()
+    });
+    let state = named(&spans, "tools/call tick_state")[0];
+    assert_eq!(string_attr(state, "network.transport"), Some("pipe"));
+    assert_eq!(string_attr(state, "jsonrpc.request.id"), Some("7"));
+    assert_eq!(
+        string_attr(state, "mcp.protocol.version"),
+        Some("2025-06-18")
+    );
+}
+
+/// An HTTP session that expires (idle past its bound) ends like a deleted
+/// one: a point of `mcp.server.session.duration`, at least the idle bound
+/// long.
+#[test]
+fn an_expired_http_session_is_timed_too() {
+    let receiver = Receiver::start();
+    let mut env = otel_env(&receiver.endpoint());
+    env.push(("TICKBOX_MCP_HTTP_SESSION_IDLE_MS", "1500".into()));
+    let args = shifty_args(true);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = HttpServer::start_args(&args, &borrowed(&env));
+    let _session = initialize_http_at(&server, "2025-11-25");
+    let metrics = metrics_until(
+        &receiver,
+        "the expired session's duration",
+        "mcp.server.session.duration",
+        |p| !p.is_empty(),
+    );
+    let sessions = histogram_points(&metrics, "mcp.server.session.duration");
+    assert_eq!(sessions.len(), 1, "{sessions:#?}");
+    assert_eq!(
+        string_attr(&sessions[0], "mcp.protocol.version"),
+        Some("2025-11-25")
+    );
+    let lasted = sessions[0]["sum"].as_f64().unwrap();
+    assert!(lasted >= 1.4, "idle for its bound first: {lasted}");
+}
