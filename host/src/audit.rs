@@ -815,17 +815,12 @@ impl Audit {
         }
         // Encoded by each sink, off this path (see `AuditLine`): the
         // event is handed over whole, cloned only for a second sink.
-        let mut event = Some(AuditLine { at, event: head });
-        let last = self.shared.sinks.len() - 1;
-        for (i, sink) in self.shared.sinks.iter().enumerate() {
-            let this = if i == last {
-                event.take()
-            } else {
-                event.clone()
-            };
-            if let Some(this) = this {
-                sink.offer(this);
+        let event = AuditLine { at, event: head };
+        if let Some((last, rest)) = self.shared.sinks.split_last() {
+            for sink in rest {
+                sink.offer(event.clone());
             }
+            last.offer(event);
         }
     }
 }
@@ -1198,10 +1193,11 @@ impl AuditSink for QueuedWriter {
     fn offer(&self, event: AuditLine) -> bool {
         let q = &self.shared;
         let mut state = crate::util::lock(&q.state);
-        if state.closed || state.events.len() >= q.cap {
-            if !state.closed {
-                q.lost.fetch_add(1, Ordering::Relaxed);
-            }
+        if state.closed {
+            return false;
+        }
+        if state.events.len() >= q.cap {
+            q.lost.fetch_add(1, Ordering::Relaxed);
             return false;
         }
         state.events.push(event);

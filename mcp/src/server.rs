@@ -1198,6 +1198,27 @@ impl Connection {
         );
     }
 
+    /// `resources/subscribe` and `unsubscribe`: marks the Tick behind
+    /// `uri` as subscribed or not, and records the request as served.
+    fn set_subscribed(
+        &self,
+        context: &RequestContext<RoleServer>,
+        method: &str,
+        uri: &str,
+        on: bool,
+    ) -> Result<(), McpError> {
+        let began = Instant::now();
+        let slot = self.slot_for_uri(uri);
+        if let Ok(index) = slot {
+            self.inner.ticks[index]
+                .subscribed
+                .store(on, Ordering::Relaxed);
+        }
+        let index = slot.as_ref().ok().copied();
+        self.served(context, method, index, began, slot.as_ref().err());
+        slot.map(|_| ())
+    }
+
     fn slot_for_uri(&self, uri: &str) -> Result<usize, McpError> {
         self.inner
             .facade
@@ -1426,22 +1447,7 @@ impl ServerHandler for Connection {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let began = Instant::now();
-        let slot = self.slot_for_uri(&request.uri);
-        if let Ok(index) = slot {
-            self.inner.ticks[index]
-                .subscribed
-                .store(true, Ordering::Relaxed);
-        }
-        let index = slot.as_ref().ok().copied();
-        self.served(
-            &context,
-            "resources/subscribe",
-            index,
-            began,
-            slot.as_ref().err(),
-        );
-        slot.map(|_| ())
+        self.set_subscribed(&context, "resources/subscribe", &request.uri, true)
     }
 
     #[allow(deprecated)]
@@ -1450,17 +1456,7 @@ impl ServerHandler for Connection {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        let began = Instant::now();
-        let slot = self.slot_for_uri(&request.uri);
-        if let Ok(index) = slot {
-            self.inner.ticks[index]
-                .subscribed
-                .store(false, Ordering::Relaxed);
-        }
-        let index = slot.as_ref().ok().copied();
-        let failed = slot.as_ref().err();
-        self.served(&context, "resources/unsubscribe", index, began, failed);
-        slot.map(|_| ())
+        self.set_subscribed(&context, "resources/unsubscribe", &request.uri, false)
     }
 
     fn accepted_subscription_filter(
