@@ -8,6 +8,7 @@
 //! | **stopping a Tick** (either kind) | | |
 //! | [`EXIT_GRACE`] | 500 ms | a Tick's time to exit by itself after its stdin closed (a native one's process, a wasm guest's `run`) |
 //! | [`TERM_GRACE`] | 500 ms | a native Tick's time after SIGTERM before SIGKILL |
+//! | [`LAST_DRAW_WAIT`] | 2 s | once a Tick has ended, the longest wait for what it drew on its way out to reach its screen (its last words); only a process it left holding its PTY makes the wait this long |
 //! | **a person's keys** | | |
 //! | [`KEY_QUEUE`] | 256 | key chunks queued for a Tick that does not read its terminal (either kind) |
 //! | **audit stream** ([`crate::audit`]) | | |
@@ -48,6 +49,11 @@ pub const EXIT_GRACE: Duration = Duration::from_millis(500);
 /// How long after SIGTERM before SIGKILL, for a native Tick's process
 /// group, by default.
 pub const TERM_GRACE: Duration = Duration::from_millis(500);
+
+/// Once a Tick has ended, how long at most the host waits for the end of
+/// its terminal's output (a PTY's reader reaching its end), so what it drew
+/// on its way out is on the screen before its last words are taken.
+pub const LAST_DRAW_WAIT: Duration = Duration::from_secs(2);
 
 /// Key chunks queued for a Tick that does not read its terminal; past it a
 /// view's keys are dropped, never buffered without bound.
@@ -163,6 +169,10 @@ mod tests {
         let checks: &[(&str, String)] = &[
             ("EXIT_GRACE", format!("| {} ms |", EXIT_GRACE.as_millis())),
             ("TERM_GRACE", format!("| {} ms |", TERM_GRACE.as_millis())),
+            (
+                "LAST_DRAW_WAIT",
+                format!("| {} s |", LAST_DRAW_WAIT.as_secs()),
+            ),
             ("KEY_QUEUE", format!("| {KEY_QUEUE} |")),
             (
                 "MAX_AUDIT_LINE_BYTES",

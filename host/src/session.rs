@@ -479,10 +479,14 @@ impl Session {
                 }
                 // Whatever the Tick drew on the way out (a version message,
                 // a panic) is the most useful context; let it reach the screen.
-                session
-                    .view
-                    .settle(Duration::from_millis(100), Duration::from_millis(500))
-                    .await;
+                if session.end_reason().is_some() {
+                    session.view.settle_after_end().await;
+                } else {
+                    session
+                        .view
+                        .settle(Duration::from_millis(100), Duration::from_millis(500))
+                        .await;
+                }
                 let screen = session.view.excerpt(SCREEN_EXCERPT_CHARS);
                 let last_words = session.view.last_lines(crate::view::LAST_WORDS_LINES);
                 session.shutdown().await;

@@ -29,6 +29,7 @@
 //! **Invariant:** nothing here touches the protocol session; views come and go
 //! without the Tick's stdin or stdout noticing (§1.2).
 
+use crate::limits::LAST_DRAW_WAIT;
 use crate::util::lock;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -71,6 +72,13 @@ pub trait Terminal: Send + Sync {
     /// buffer); backends that feed the view directly have none.
     fn output_pending(&self) -> bool {
         false
+    }
+    /// Whether nothing more can arrive from the Tick's terminal once the
+    /// Tick has ended: a PTY's reader has read its end (every slave fd is
+    /// closed), so all the Tick drew is in the view's queue. Backends that
+    /// feed the view from the Tick's own calls are done when it is.
+    fn output_ended(&self) -> bool {
+        true
     }
     /// Whether the Tick's terminal takes keys as they are typed: `Some(true)`
     /// once a PTY's line discipline has left canonical mode (the Tick set
@@ -365,6 +373,21 @@ impl View {
         self.shared.terminal.takes_keys_as_typed()
     }
 
+    /// [`View::settle`] for a Tick that has ended: waits until its terminal's
+    /// output has ended ([`Terminal::output_ended`]) and all of it is parsed,
+    /// at most [`LAST_DRAW_WAIT`]. Unlike a quiet period, this does not
+    /// depend on how soon the PTY's reader thread is scheduled: the Tick's
+    /// last words are on the screen however busy the machine is. A process
+    /// the Tick left holding its terminal keeps the end from coming; then
+    /// the bound ends the wait.
+    pub async fn settle_after_end(&self) {
+        let deadline = Instant::now() + LAST_DRAW_WAIT;
+        while Instant::now() < deadline && !(self.shared.terminal.output_ended() && !self.parsing())
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// [`View::settle`] for a Tick about to be sent keys on real time: ends
     /// as soon as its terminal takes keys as typed and nothing drawn is on
     /// its way; where the terminal cannot say (or stays canonical), once
@@ -546,6 +569,58 @@ mod tests {
             v.settle_for_keys(quiet, Duration::from_secs(60)).await;
             assert!(t.elapsed() >= quiet, "{mode:?}: {:?}", t.elapsed());
         }
+    }
+
+    /// A terminal whose output ends when the test says so.
+    struct Ending(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Terminal for Ending {
+        fn send_input(&self, _: &[u8]) {}
+        fn resize(&self, _: u16, _: u16) {}
+        fn output_ended(&self) -> bool {
+            self.0.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    /// After a Tick's end, the last words wait for its terminal's end, not
+    /// for a quiet period: bytes that arrive well after the screen went
+    /// quiet (a reader thread the machine did not schedule for a while)
+    /// still make it, and the wait ends as soon as the end is seen. The
+    /// control: a terminal whose end never comes is waited for no longer
+    /// than the bound.
+    #[tokio::test]
+    async fn last_words_wait_for_the_end_of_output_not_for_quiet() {
+        let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let v = View::new(Box::new(Ending(ended.clone())));
+        v.feed(b"starting\r\n");
+        let late = {
+            let (v, ended) = (v.clone(), ended.clone());
+            std::thread::spawn(move || {
+                // Later than the quiet period the old rule waited for.
+                std::thread::sleep(Duration::from_millis(150));
+                v.feed(b"fatal: late last words\r\n");
+                ended.store(true, std::sync::atomic::Ordering::SeqCst);
+            })
+        };
+        let t = Instant::now();
+        v.settle_after_end().await;
+        let took = t.elapsed();
+        late.join().unwrap();
+        assert_eq!(
+            v.last_lines(1),
+            vec![TickText::from("fatal: late last words")],
+            "waited {took:?}"
+        );
+        assert!(
+            took < LAST_DRAW_WAIT,
+            "ends at the end, not the bound: {took:?}"
+        );
+
+        let never = View::new(Box::new(Ending(Arc::new(false.into()))));
+        let t = Instant::now();
+        never.settle_after_end().await;
+        assert!(t.elapsed() >= LAST_DRAW_WAIT, "{:?}", t.elapsed());
+        assert!(t.elapsed() < LAST_DRAW_WAIT * 10, "{:?}", t.elapsed());
     }
 
     #[test]

@@ -542,8 +542,7 @@ async fn call_opened(
         // it drew on its way out has reached the screen.
         Err(e) if t.session.end_reason().is_some() => {
             let view = t.session.view();
-            view.settle(Duration::from_millis(100), Duration::from_millis(500))
-                .await;
+            view.settle_after_end().await;
             Err(e.with_last_words(view.last_lines(tickbox_runtime::view::LAST_WORDS_LINES)))
         }
         other => other,

@@ -411,13 +411,7 @@ fn host(
         // unless a signal asked for a prompt exit, let what the Tick drew
         // on its way out reach the screen first.
         if !signalled {
-            session
-                .view()
-                .settle(
-                    std::time::Duration::from_millis(100),
-                    std::time::Duration::from_millis(500),
-                )
-                .await;
+            session.view().settle_after_end().await;
         }
         drop(published);
         0

@@ -31,6 +31,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 use std::time::Duration;
 use tickbox_protocol::limits::{INITIAL_COLS, INITIAL_ROWS, INSTANCE_ID_VAR, TERM_VALUE};
@@ -171,6 +172,9 @@ pub fn resolve_program(program: &str, cwd: Option<&Path>) -> Result<PathBuf, Spa
 struct PtyTerminal {
     master: Mutex<Box<dyn MasterPty + Send>>,
     keys: std_mpsc::SyncSender<Vec<u8>>,
+    /// Set by the reader thread once it has fed the last byte: every slave
+    /// fd is closed, so nothing more can be drawn.
+    reader_done: Arc<AtomicBool>,
 }
 
 impl Terminal for PtyTerminal {
@@ -191,6 +195,10 @@ impl Terminal for PtyTerminal {
         // SAFETY: FIONREAD writes one int through the pointer we pass.
         let ok = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) } == 0;
         ok && n > 0
+    }
+
+    fn output_ended(&self) -> bool {
+        self.reader_done.load(Ordering::Acquire)
     }
 
     fn takes_keys_as_typed(&self) -> Option<bool> {
@@ -331,9 +339,11 @@ pub fn spawn(spec: &NativeSpec) -> Result<TickIo, SpawnError> {
         .take_writer()
         .map_err(|e| SpawnError::Pty(e.to_string()))?;
     let (keys, keys_rx) = std_mpsc::sync_channel::<Vec<u8>>(KEY_QUEUE);
+    let reader_done = Arc::new(AtomicBool::new(false));
     let view = View::new(Box::new(PtyTerminal {
         master: Mutex::new(pair.master),
         keys,
+        reader_done: reader_done.clone(),
     }));
 
     // Plain threads: PTY reads and writes block, and must not hold a tokio
@@ -350,6 +360,7 @@ pub fn spawn(spec: &NativeSpec) -> Result<TickIo, SpawnError> {
                 }
                 feed.feed(&buf[..n]);
             }
+            reader_done.store(true, Ordering::Release);
         })
         .map_err(|e| SpawnError::Pty(e.to_string()))?;
     std::thread::Builder::new()

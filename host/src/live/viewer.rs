@@ -30,10 +30,6 @@ use tokio::time::Instant;
 
 /// Shortest time between two frames to one viewer (about 60 per second).
 pub const FRAME_INTERVAL: Duration = Duration::from_millis(16);
-/// When a session ends: how long the Tick's screen must be quiet, and how
-/// long at most to wait for that, before its last screen and last words.
-const LAST_DRAW_QUIET: Duration = Duration::from_millis(100);
-const LAST_DRAW_WAIT: Duration = Duration::from_millis(500);
 /// Before a mark's snapshot: how long the Tick's screen must be quiet, and
 /// how long at most to wait for that.
 const MARK_QUIET: Duration = Duration::from_millis(50);
@@ -283,7 +279,7 @@ async fn serve_frames(
                 // What the Tick drew on its way out may still be in a PTY
                 // buffer or the view's queue: let it reach the model. Then
                 // the last screen, and the reason.
-                view.settle(LAST_DRAW_QUIET, LAST_DRAW_WAIT).await;
+                view.settle_after_end().await;
                 let screen = view.snapshot();
                 let bytes = me.renderer.render(&screen, me.status(inst).as_deref());
                 let _ = send_output(w, bytes).await;
