@@ -1327,6 +1327,14 @@ impl ServerHandler for Connection {
         Cow::Borrowed(SUPPORTED_VERSIONS)
     }
 
+    /// Answered by the facade alone; a span like every other request, so a
+    /// client's keep-alive traffic is seen in a trace (and its rate in the
+    /// operation histogram).
+    async fn ping(&self, context: RequestContext<RoleServer>) -> Result<(), McpError> {
+        self.served(&context, "ping", None, Instant::now(), None);
+        Ok(())
+    }
+
     /// A session with `initialize` gets unsolicited notifications from now on.
     async fn initialize(
         &self,

@@ -90,10 +90,12 @@ impl Receiver {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// Every request so far.
+    /// Every request so far: the complete lines (the receiver may be
+    /// writing the next one as this reads).
     fn requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.out)
-            .unwrap_or_default()
+        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+        complete
             .lines()
             .map(|l| serde_json::from_str(l).expect("a JSON line"))
             .collect()
@@ -735,9 +737,20 @@ fn facade_tools_are_spans_and_an_http_session_is_timed_when_it_ends() {
         Some("no_such_tool")
     );
     // The other methods the facade serves are server spans too.
-    let initialized = receiver.spans_until("both initialize spans", |s| {
-        named(s, "initialize").len() == 2
+    let (status, _, m) = server.post(
+        "/mcp",
+        &[("Mcp-Session-Id", &old)],
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}),
+    );
+    assert_eq!((status, &m[0]["result"]), (200, &json!({})), "{m:?}");
+    let initialized = receiver.spans_until("both initialize spans and the ping", |s| {
+        named(s, "initialize").len() == 2 && named(s, "ping").len() == 1
     });
+    let ping = named(&initialized, "ping")[0];
+    assert_eq!(ping["kind"], "SPAN_KIND_SERVER", "{ping}");
+    assert_eq!(string_attr(ping, "mcp.method.name"), Some("ping"), "{ping}");
+    assert_eq!(string_attr(ping, "jsonrpc.request.id"), Some("9"), "{ping}");
+    assert_eq!(attr(ping, "error.type"), None, "{ping}");
     let versions: Vec<_> = named(&initialized, "initialize")
         .iter()
         .map(|s| string_attr(s, "mcp.protocol.version"))
