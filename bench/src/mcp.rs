@@ -986,7 +986,7 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
     let n = if crate::smoke() {
         20
     } else if quick {
-        3000
+        2000
     } else {
         20_000
     };
