@@ -382,7 +382,8 @@ impl View {
     /// the bound ends the wait.
     pub async fn settle_after_end(&self) {
         let deadline = Instant::now() + LAST_DRAW_WAIT;
-        while Instant::now() < deadline && !(self.shared.terminal.output_ended() && !self.parsing())
+        // Done once no byte can come and every byte came through the parser.
+        while (!self.shared.terminal.output_ended() || self.parsing()) && Instant::now() < deadline
         {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
