@@ -1013,6 +1013,16 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
                 HttpPeer::start(&tickbox, &wasm, &cache, &counted, &[])?,
                 HttpPeer::start(&tickbox, &wasm, &cache, &both, &[])?,
                 HttpPeer::start(&tickbox, &wasm, &cache, &both, &otel)?,
+                // The control: a second host with everything off. What it
+                // differs from the first by is the floor of the rows that
+                // compare two hosts.
+                HttpPeer::start(&tickbox, &wasm, &cache, &[], &[])?,
+                // Two more of each for the pooled row: one host may be
+                // 10% faster than another of the same configuration (the
+                // control shows it), three of each average that out.
+                HttpPeer::start(&tickbox, &wasm, &cache, &both, &[])?,
+                HttpPeer::start(&tickbox, &wasm, &cache, &both, &[])?,
+                HttpPeer::start(&tickbox, &wasm, &cache, &[], &[])?,
             ];
             let history = json!({"name": "history", "arguments": {}});
             let costs = interleaved_http(&mut peers, n, &history)?;
@@ -1026,9 +1036,30 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
     })
     .await??;
     let _ = std::fs::remove_dir_all(&cache);
-    let [off, audit_only, metrics_only, on, all]: [PeerCost; 5] = costs
-        .try_into()
-        .map_err(|_| anyhow::anyhow!("five peers"))?;
+    let [off, audit_only, metrics_only, on, all, off_again, on2, on3, off3]: [PeerCost; 9] =
+        costs
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("nine peers"))?;
+    // Per round, the mean over three hosts of each configuration.
+    let pooled = |hosts: [&PeerCost; 3], of: fn(&PeerCost) -> &Vec<f64>| -> Vec<f64> {
+        (0..COST_ROUNDS)
+            .map(|r| hosts.iter().map(|h| of(h)[r]).sum::<f64>() / 3.0)
+            .collect()
+    };
+    let (ons, offs) = ([&on, &on2, &on3], [&off, &off_again, &off3]);
+    let pooled_wall = round_ratios(
+        &pooled(ons, |c| &c.round_wall),
+        &pooled(offs, |c| &c.round_wall),
+    );
+    let pooled_cpu = round_ratios(
+        &pooled(ons, |c| &c.round_cpu),
+        &pooled(offs, |c| &c.round_cpu),
+    );
+    eprintln!(
+        "mcp cost, three hosts with audit + metrics | three with all off, pooled: wall per round {}, host CPU per round {}",
+        pooled_wall.show(),
+        pooled_cpu.show()
+    );
     // The goal is judged per round (both figures from the same minute of
     // the machine), on the median over rounds; the range shows the noise.
     let goal = |what: &str, r: &Stat| {
@@ -1051,6 +1082,7 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
         ("metrics", &metrics_only),
         ("audit + metrics", &on),
         ("+ OpenTelemetry", &all),
+        ("all off again (a second host, the control)", &off_again),
     ] {
         eprintln!(
             "mcp cost, {name} | off: wall per round {}, host CPU per round {}",
@@ -1088,6 +1120,24 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
             wasm: Some(cpu(&on)),
             native: Some(cpu(&off)),
             target: Some(goal("CPU", &round_ratios(&on.round_cpu, &off.round_cpu))),
+        },
+        Row {
+            name: "  pooled: three hosts with both on | three with both off, host CPU per call",
+            wasm: Some(Stat::new("µs CPU", pooled(ons, |c| &c.round_cpu))),
+            native: Some(Stat::new("µs CPU", pooled(offs, |c| &c.round_cpu))),
+            target: Some(goal("pooled CPU", &pooled_cpu)),
+        },
+        Row {
+            name: "  control: a second host with all off | the first (same run)",
+            wasm: Some(wall(&off_again)),
+            native: Some(wall(&off)),
+            target: None,
+        },
+        Row {
+            name: "  control, host CPU per call",
+            wasm: Some(cpu(&off_again)),
+            native: Some(cpu(&off)),
+            target: None,
         },
         Row {
             name: "MCP tools/call read-only over HTTP, audit only | off (same run)",
