@@ -144,7 +144,13 @@ func (k KeyDef) declare(d *Dispatcher) {
 		d.declaredTwice = fmt.Sprintf("tick: the key %q is bound twice", k.key)
 	}
 	d.keys[k.key] = k
-	d.ctx.bound = append(d.ctx.bound, k)
+	// The footer is written once here, not on every redraw that shows it.
+	if k.help != "" {
+		if d.ctx.keyHelp != "" {
+			d.ctx.keyHelp += "  "
+		}
+		d.ctx.keyHelp += "[" + k.key + "] " + k.help
+	}
 }
 
 func (t ToolDef) declare(d *Dispatcher) {
@@ -169,7 +175,7 @@ type Ctx struct {
 	clock        func() time.Duration
 	timers       map[string]*timer
 	sets         uint64
-	bound        []KeyDef
+	keyHelp      string
 	quit, redraw bool
 }
 
@@ -215,15 +221,7 @@ func (c *Ctx) Period(name string) time.Duration {
 
 // KeyHelp is the keys bound with Key, in their order, as a view's footer:
 // "[+] add one  [-] subtract one" (a key bound with no help is left out).
-func (c *Ctx) KeyHelp() string {
-	var help []string
-	for _, k := range c.bound {
-		if k.help != "" {
-			help = append(help, "["+k.key+"] "+k.help)
-		}
-	}
-	return strings.Join(help, "  ")
-}
+func (c *Ctx) KeyHelp() string { return c.keyHelp }
 
 // Redraw: a read-only tool that changed only what the view shows asks for one.
 func (c *Ctx) Redraw() { c.redraw = true }
@@ -335,6 +333,11 @@ func (d *Dispatcher) Resize(cols, rows int) []byte {
 
 // Timers runs every timer due now, the earliest due first.
 func (d *Dispatcher) Timers() []byte {
+	if len(d.ctx.timers) == 0 {
+		// The loop asks after every event: without a timer, no clock read
+		// (a host call in a module) and no sort.
+		return d.flush()
+	}
 	now := d.ctx.clock()
 	type named struct {
 		name string
