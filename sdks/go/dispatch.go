@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -412,27 +413,27 @@ func (d *Dispatcher) HandleLine(line []byte) {
 		return
 	}
 	result, err := d.request(msg, method)
-	frame := map[string]any{"jsonrpc": "2.0", "id": id}
 	if err == nil {
-		frame["result"] = result
-		if d.send(frame) {
+		if b, bad := json.Marshal(result); bad == nil {
+			// The bytes json.Marshal makes of the map {"jsonrpc", "id",
+			// "result"} (its keys sorted), without building and sorting
+			// that map for every answer.
+			d.out.WriteString(`{"id":` + strconv.FormatInt(id, 10) + `,"jsonrpc":"2.0","result":`)
+			d.out.Write(b)
+			d.out.WriteString("}\n")
 			return
 		}
 		err = Failed("the result is not JSON")
 	}
-	if err != nil {
-		var e *Error
-		if !errors.As(err, &e) {
-			e = &Error{ToolFailed, err.Error(), nil}
-		}
-		errObj := map[string]any{"code": e.Code, "message": e.Message}
-		if e.Data != nil {
-			errObj["data"] = e.Data
-		}
-		delete(frame, "result")
-		frame["error"] = errObj
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{ToolFailed, err.Error(), nil}
 	}
-	d.send(frame)
+	errObj := map[string]any{"code": e.Code, "message": e.Message}
+	if e.Data != nil {
+		errObj["data"] = e.Data
+	}
+	d.send(map[string]any{"jsonrpc": "2.0", "id": id, "error": errObj})
 }
 
 func (d *Dispatcher) request(msg map[string]any, method string) (any, error) {
@@ -577,15 +578,12 @@ func (d *Dispatcher) guarded(what string, fn func()) {
 	fn()
 }
 
-// send writes one frame; false (and nothing written) when it is not JSON.
-func (d *Dispatcher) send(frame map[string]any) bool {
-	b, err := json.Marshal(frame)
-	if err != nil {
-		return false // never half a frame
+// send writes one frame; nothing when it is not JSON (never half a frame).
+func (d *Dispatcher) send(frame map[string]any) {
+	if b, err := json.Marshal(frame); err == nil {
+		d.out.Write(b)
+		d.out.WriteByte('\n')
 	}
-	d.out.Write(b)
-	d.out.WriteByte('\n')
-	return true
 }
 
 func (d *Dispatcher) flush() []byte {
