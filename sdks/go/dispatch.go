@@ -409,7 +409,10 @@ func (d *Dispatcher) HandleLine(line []byte) {
 	}
 	if method == "tick/read" && msg["jsonrpc"] == "2.0" {
 		// The state as encoded when it last changed: no re-encoding.
-		fmt.Fprintf(&d.out, `{"jsonrpc":"2.0","id":%d,"result":{"seq":%d,"data":%s}}`+"\n", id, d.seq, d.data)
+		d.out.WriteString(`{"jsonrpc":"2.0","id":` + strconv.FormatInt(id, 10) + `,"result":{"seq":` +
+			strconv.FormatUint(d.seq, 10) + `,"data":`)
+		d.out.Write(d.data)
+		d.out.WriteString("}}\n")
 		return
 	}
 	result, err := d.request(msg, method)
@@ -564,7 +567,11 @@ func (d *Dispatcher) sync() bool {
 	d.seq++
 	d.data = data
 	if string(data) != "null" { // null is "nothing yet": readable, never an update
-		fmt.Fprintf(&d.out, `{"jsonrpc":"2.0","method":"tick/update","params":{"seq":%d,"data":%s}}`+"\n", d.seq, data)
+		// Written, not formatted: fmt copied the state into a string
+		// (json.RawMessage's String method) on every update.
+		d.out.WriteString(`{"jsonrpc":"2.0","method":"tick/update","params":{"seq":` + strconv.FormatUint(d.seq, 10) + `,"data":`)
+		d.out.Write(data)
+		d.out.WriteString("}}\n")
 	}
 	return true
 }
