@@ -8,9 +8,9 @@ For each Tick: one warm-up start into a fresh compile cache, then a wait
 until the cache holds every Tick's optimized (Cranelift) code, so that no
 round runs on the baseline compiler's code; then rounds of one
 `tickbox mcp TICK` session per Tick over stdio, all open at once, with N
-calls of each tool measured one at a time (send, wait for the answer) and
-interleaved between the Ticks call by call (the order turned round every
-round), so that a noisy neighbour hits all of them alike. Prints one JSON
+calls of each tool measured one at a time (send, wait for the answer),
+BLOCK calls of one Tick, then BLOCK of the next (the order turned round
+every round), so that a noisy neighbour hits all of them alike. Prints one JSON
 object per Tick and tool: median and 90th percentile in microseconds, and
 the CPU time the `tickbox mcp` process (host and Tick, every thread) spent
 per call, from /proc's schedstat; for each sdk-X beside a hand-X, the
@@ -19,8 +19,11 @@ median over rounds of the two ratios and their range.
 Sessions one after the other (each Tick's 250 calls, then the next Tick's)
 saw different neighbours: on the shared 2-core machine single rounds'
 ratios of the same two builds ranged from 0.3 to 5.7, and the medians of
-10 or 20 rounds moved by 0.15 from run to run. Interleaved call by call,
-the rounds' CPU ratios of a pair stay within a few percent of each other.
+20 rounds moved by a third between runs minutes apart. Alternating single
+calls is no better: every call then starts with the caches another
+process left, which doubled a call's CPU time and pulled the ratios
+toward 1 (a pair measured 1.09 call by call and 1.13 to 1.20 in blocks).
+Blocks of 25 keep most calls warm and the neighbours alike.
 """
 
 import json
@@ -31,9 +34,10 @@ import tempfile
 import time
 
 # Calls of each tool per session, the first WARM of them not counted (the
-# interpreters inside the components warm up), in ROUNDS sessions per Tick
+# interpreters inside the components warm up), in blocks of BLOCK (WARM is
+# a whole number of blocks), in ROUNDS sessions per Tick
 # (TICKBOX_SDK_BENCH_ROUNDS: more rounds, a steadier median of ratios).
-N, WARM = 250, 50
+N, WARM, BLOCK = 250, 50, 25
 ROUNDS = int(os.environ.get("TICKBOX_SDK_BENCH_ROUNDS", "10"))
 CALLS = {"history": {}, "increment": {"amount": 1}}
 
@@ -108,9 +112,9 @@ def main():
     else:
         sys.exit("the optimized code never reached the cache")
     samples = {(label, tool): [] for label, _ in ticks for tool in CALLS}
-    # Per round, each Tick's median wall time and CPU per call; a hand-X and
-    # an sdk-X call alternate, so their ratio in one round sees the same
-    # neighbours.
+    # Per round, each Tick's median wall time and CPU per call; a hand-X's
+    # and an sdk-X's blocks alternate, so their ratio in one round sees the
+    # same neighbours.
     rounds = {(label, tool): [] for label, _ in ticks for tool in CALLS}
     cpu = {(label, tool): [] for label, _ in ticks for tool in CALLS}
     for r in range(ROUNDS):
@@ -118,15 +122,16 @@ def main():
         for tool, args in CALLS.items():
             names = [tool_name(m.tools, tool) for _, m in sessions]
             walls = [[] for _ in sessions]
-            for i in range(N):
-                if i == WARM:
+            for block in range(0, N, BLOCK):
+                if block == WARM:
                     cpu0 = [cpu_ns(m.p.pid) for _, m in sessions]
                 for (_, m), name, wall in zip(sessions, names, walls):
-                    t0 = time.perf_counter()
-                    result = m.request("tools/call", {"name": name, "arguments": args})
-                    if i >= WARM:
-                        wall.append(time.perf_counter() - t0)
-                    assert not result.get("isError"), result
+                    for i in range(block, block + BLOCK):
+                        t0 = time.perf_counter()
+                        result = m.request("tools/call", {"name": name, "arguments": args})
+                        if i >= WARM:
+                            wall.append(time.perf_counter() - t0)
+                        assert not result.get("isError"), result
             for (label, m), c0, wall in zip(sessions, cpu0, walls):
                 cpu[(label, tool)].append((cpu_ns(m.p.pid) - c0) / (N - WARM))
                 samples[(label, tool)] += wall
