@@ -6,15 +6,24 @@
 
 For each Tick: one warm-up start into a fresh compile cache, then a wait
 until the cache holds every Tick's optimized (Cranelift) code, so that no
-round runs on the baseline compiler's code; then
-`tickbox mcp TICK` over stdio with N calls of each tool measured one at a
-time (send, wait for the answer), in rounds that alternate between the
-Ticks so that a noisy neighbour hits all of them alike. Prints one JSON
+round runs on the baseline compiler's code; then rounds of one
+`tickbox mcp TICK` session per Tick over stdio, all open at once, with N
+calls of each tool measured one at a time (send, wait for the answer),
+BLOCK calls of one Tick, then BLOCK of the next (the order turned round
+every round), so that a noisy neighbour hits all of them alike. Prints one JSON
 object per Tick and tool: median and 90th percentile in microseconds, and
 the CPU time the `tickbox mcp` process (host and Tick, every thread) spent
 per call, from /proc's schedstat; for each sdk-X beside a hand-X, the
-median over rounds of the two ratios. Wall times on a shared machine
-swing with the neighbours; CPU per call much less.
+median over rounds of the two ratios and their range.
+
+Sessions one after the other (each Tick's 250 calls, then the next Tick's)
+saw different neighbours: on the shared 2-core machine single rounds'
+ratios of the same two builds ranged from 0.3 to 5.7, and the medians of
+20 rounds moved by a third between runs minutes apart. Alternating single
+calls is no better: every call then starts with the caches another
+process left, which doubled a call's CPU time and pulled the ratios
+toward 1 (a pair measured 1.09 call by call and 1.13 to 1.20 in blocks).
+Blocks of 25 keep most calls warm and the neighbours alike.
 """
 
 import json
@@ -25,9 +34,10 @@ import tempfile
 import time
 
 # Calls of each tool per session, the first WARM of them not counted (the
-# interpreters inside the components warm up), in ROUNDS sessions per Tick
+# interpreters inside the components warm up), in blocks of BLOCK (WARM is
+# a whole number of blocks), in ROUNDS sessions per Tick
 # (TICKBOX_SDK_BENCH_ROUNDS: more rounds, a steadier median of ratios).
-N, WARM = 250, 50
+N, WARM, BLOCK = 250, 50, 25
 ROUNDS = int(os.environ.get("TICKBOX_SDK_BENCH_ROUNDS", "10"))
 CALLS = {"history": {}, "increment": {"amount": 1}}
 
@@ -95,33 +105,38 @@ def main():
     deadline = time.monotonic() + 900
     while time.monotonic() < deadline:
         ls = json.loads(subprocess.run([tickbox, "cache", "ls"], capture_output=True, check=True).stdout)
-        if sum(e["compiler"] == "cranelift" for e in ls["entries"]) >= len(ticks):
+        # One entry per module: the same file under two labels is one.
+        if sum(e["compiler"] == "cranelift" for e in ls["entries"]) >= len({w for _, w in ticks}):
             break
         time.sleep(1)
     else:
         sys.exit("the optimized code never reached the cache")
     samples = {(label, tool): [] for label, _ in ticks for tool in CALLS}
-    # Per round, each Tick's median: a hand-X and an sdk-X session run next
-    # to each other, so their ratio in one round sees the same neighbours.
+    # Per round, each Tick's median wall time and CPU per call; a hand-X's
+    # and an sdk-X's blocks alternate, so their ratio in one round sees the
+    # same neighbours.
     rounds = {(label, tool): [] for label, _ in ticks for tool in CALLS}
     cpu = {(label, tool): [] for label, _ in ticks for tool in CALLS}
     for r in range(ROUNDS):
-        for label, wasm in ticks if r % 2 == 0 else reversed(ticks):
-            m = Mcp(tickbox, wasm)
-            for tool, args in CALLS.items():
-                name = tool_name(m.tools, tool)
-                this_round = []
-                for i in range(N):
-                    if i == WARM:
-                        cpu0 = cpu_ns(m.p.pid)
-                    t0 = time.perf_counter()
-                    result = m.request("tools/call", {"name": name, "arguments": args})
-                    if i >= WARM:
-                        this_round.append(time.perf_counter() - t0)
-                    assert not result.get("isError"), result
-                cpu[(label, tool)].append((cpu_ns(m.p.pid) - cpu0) / (N - WARM))
-                samples[(label, tool)] += this_round
-                rounds[(label, tool)].append(median(this_round))
+        sessions = [(label, Mcp(tickbox, wasm)) for label, wasm in (ticks if r % 2 == 0 else ticks[::-1])]
+        for tool, args in CALLS.items():
+            names = [tool_name(m.tools, tool) for _, m in sessions]
+            walls = [[] for _ in sessions]
+            for block in range(0, N, BLOCK):
+                if block == WARM:
+                    cpu0 = [cpu_ns(m.p.pid) for _, m in sessions]
+                for (_, m), name, wall in zip(sessions, names, walls):
+                    for i in range(block, block + BLOCK):
+                        t0 = time.perf_counter()
+                        result = m.request("tools/call", {"name": name, "arguments": args})
+                        if i >= WARM:
+                            wall.append(time.perf_counter() - t0)
+                        assert not result.get("isError"), result
+            for (label, m), c0, wall in zip(sessions, cpu0, walls):
+                cpu[(label, tool)].append((cpu_ns(m.p.pid) - c0) / (N - WARM))
+                samples[(label, tool)] += wall
+                rounds[(label, tool)].append(median(wall))
+        for _, m in sessions:
             m.close()
     for (label, tool), xs in samples.items():
         xs.sort()
@@ -133,8 +148,9 @@ def main():
             ratios = [a / b for a, b in zip(rounds[(label, tool)], rounds[(hand, tool)])]
             row["wall_ratio_to_hand"] = round(median(ratios), 3)
             row["wall_ratio_range"] = [round(min(ratios), 3), round(max(ratios), 3)]
-            row["cpu_ratio_to_hand"] = round(median(
-                [a / b for a, b in zip(cpu[(label, tool)], cpu[(hand, tool)])]), 3)
+            ratios = [a / b for a, b in zip(cpu[(label, tool)], cpu[(hand, tool)])]
+            row["cpu_ratio_to_hand"] = round(median(ratios), 3)
+            row["cpu_ratio_range"] = [round(min(ratios), 3), round(max(ratios), 3)]
         print(json.dumps(row))
 
 

@@ -18,6 +18,11 @@ view each change redraws on stderr). Blocks alternate the modules' order,
 and the ratio is taken per block (sdk / hand) before its median, so a noisy
 neighbour in one block cancels in that block's ratio. Prints one JSON
 object per tool.
+
+The session is one file, so a module reads up to 64 KB of requests at a
+time: what a loop does once per read (an SDK's redraw, its timers' check)
+is paid here once per many requests, and through a host once per request.
+A loop's cost per request is measured by bench/sdk_counters.py only.
 """
 
 import json

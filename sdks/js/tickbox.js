@@ -130,7 +130,8 @@ export function problem(schema, v, where = "args") {
  * takes: in componentize-js's interpreter, walking the schema generically
  * (and building the messages' paths) was a fifth of a call's cost.
  * `problem` runs only when the test says no, to say why; the property
- * tests hold the two to the same answers. */
+ * tests hold the two to the same answers. Its loops count: a `for...of`
+ * steps an iterator through a call per element in that interpreter. */
 export function validator(schema) {
   if (schema.anyOf) {
     const alts = schema.anyOf.map(validator);
@@ -161,7 +162,7 @@ export function validator(schema) {
     const required = schema.required ?? [];
     const props = new Map(Object.entries(schema.properties).map(([k, s]) => [k, validator(s)]));
     tests.push((v) => {
-      for (const name of required) if (!Object.hasOwn(v, name)) return false;
+      for (let i = 0; i < required.length; i++) if (!Object.hasOwn(v, required[i])) return false;
       for (const name in v) {
         const test = props.get(name);
         if (test === undefined || !test(v[name])) return false;
@@ -169,8 +170,9 @@ export function validator(schema) {
       return true;
     });
   }
+  if (tests.length === 1) return tests[0];
   return (v) => {
-    for (const test of tests) if (!test(v)) return false;
+    for (let i = 0; i < tests.length; i++) if (!tests[i](v)) return false;
     return true;
   };
 }
@@ -269,12 +271,12 @@ export function paint(view) {
 
 /** `lines` framed under `title`, then `footer`: a list of lines. */
 export function box(title, lines, footer, width = 0) {
-  // Plain loops: spread calls are slow in componentize-js's interpreter,
-  // and this runs on every redraw.
+  // Indexed loops: spread calls and iterators are slow in componentize-js's
+  // interpreter, and this runs on every redraw.
   let inner = Math.max(width, title.length + 4);
-  for (const l of lines) if (l.length > inner) inner = l.length;
+  for (let i = 0; i < lines.length; i++) if (lines[i].length > inner) inner = lines[i].length;
   const out = ["+-- " + title + " " + "-".repeat(inner - title.length - 3) + "+"];
-  for (const l of lines) out.push("| " + l.padEnd(inner) + " |");
+  for (let i = 0; i < lines.length; i++) out.push("| " + lines[i].padEnd(inner) + " |");
   out.push("+" + "-".repeat(inner + 2) + "+");
   if (footer) out.push(footer);
   return out;
@@ -313,6 +315,7 @@ export class Dispatcher {
   get done() { return this.ctx.quitAsked; }
 
   nextDeadline() {
+    if (this.ctx.timers.size === 0) return null; // no iterator on every wait of a Tick without timers
     let min = null;
     for (const t of this.ctx.timers.values()) if (min === null || t.due < min) min = t.due;
     return min;

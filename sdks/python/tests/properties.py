@@ -21,7 +21,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 CORPUS = os.path.join(HERE, "..", "..", "..", "fuzz", "corpus")
 
-from tickbox_tick import Dispatcher, Rejected, Tick, tool  # noqa: E402
+from typing import Annotated, Literal  # noqa: E402
+
+from tickbox_tick import Dispatcher, Len, Range, Rejected, Tick, tool  # noqa: E402
+from tickbox_tick import schema as schemas  # noqa: E402
 from tickbox_tick.keys import Decoder  # noqa: E402
 
 if os.environ.get("TICKBOX_SDK_BROKEN") == "seq":
@@ -187,7 +190,42 @@ def test_keys_do_not_depend_on_how_reads_split_them(data, cuts):
     assert got == expected and d.pending == whole.pending, (data, cuts)
 
 
+def _every_hint(ctx, s: Annotated[str, Len(1, 3)], xs: Annotated[list[Annotated[int, Range(-2, 2)]], Len(0, 2)] = [],
+                e: Literal["a", 1, True] | None = None, f: float = 0.0, b: bool = False, o: dict = {}):
+    pass
+
+
+# Every tool's schema, and one with every hint the SDK turns into a schema.
+SCHEMAS = [entry[1] for entry in Dispatcher(Fuzzed(), clock=lambda: 0).tools.values()]
+SCHEMAS.append(schemas.of_function(_every_hint, 1))
+# Mostly values at the bounds of the schemas above, so both tests see them.
+bounds = st.sampled_from(["a", "abc", "abcd", "", 1, 2, 3, -3, 1.5, True, False, None, [1, 2], [3], [1, 2, 2], [], {}])
+values = st.one_of(bounds, bounds, bounds, json_values)
+
+
+def schema_and_args(schema):
+    """Args mostly of the schema's own names (others are refused at once)."""
+    names = sorted(schema.get("properties", {})) + ["x"]
+    return st.tuples(st.just(schema), st.one_of(json_values, st.dictionaries(st.sampled_from(names), values, max_size=3)))
+
+
+@settings(max_examples=2000, deadline=None, derandomize=True, database=None)
+@given(st.sampled_from(SCHEMAS).flatmap(schema_and_args))
+# Each bound broken alone, which random dicts seldom reach.
+@example((SCHEMAS[-1], {"s": "a", "xs": [3]}))
+@example((SCHEMAS[-1], {"s": "a", "xs": [-3]}))
+@example((SCHEMAS[-1], {"s": "a", "xs": [1, 2, 2]}))
+@example((SCHEMAS[-1], {"s": "abcd"}))
+@example((SCHEMAS[-1], {"s": ""}))
+@example((SCHEMAS[-1], {"xs": []}))
+def test_the_compiled_test_agrees_with_problem(case):
+    # The dispatcher trusts the first, and reports the second.
+    schema, v = case
+    assert schemas.validator(schema)(v) == (schemas.problem(schema, v) is None), (schema, v)
+
+
 if __name__ == "__main__":
     test_dispatcher_keeps_the_protocol()
     test_keys_do_not_depend_on_how_reads_split_them()
+    test_the_compiled_test_agrees_with_problem()
     print("properties hold")

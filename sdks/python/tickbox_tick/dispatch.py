@@ -119,14 +119,16 @@ class Ctx:
 
 def _catalog(tick):
     """The tools of `tick`'s class, in the order they are defined (base
-    classes first), as name -> (bound method, schema, description, mutates)."""
+    classes first), as name -> (bound method, schema, description, mutates,
+    the schema's compiled test)."""
     tools = {}
     for klass in reversed(type(tick).__mro__):
         for attr, fn in vars(klass).items():
             mark = getattr(fn, "__tickbox_tool__", None)
             if mark:
                 name, description, mutates = mark
-                tools[name] = (getattr(tick, attr), schemas.of_function(fn, 2), description, mutates)
+                schema = schemas.of_function(fn, 2)
+                tools[name] = (getattr(tick, attr), schema, description, mutates, schemas.validator(schema))
     return tools
 
 
@@ -168,7 +170,9 @@ class Dispatcher:
         return self.ctx.quit_asked
 
     def next_deadline(self):
-        return min((t[0] for t in self.ctx.timers.values()), default=None)
+        if not self.ctx.timers:
+            return None  # no generator to build on every wait of a Tick without timers
+        return min(t[0] for t in self.ctx.timers.values())
 
     # ---- events ----
 
@@ -177,6 +181,12 @@ class Dispatcher:
         start = 0
         while True:
             end = data.find(b"\n", start)
+            if end >= 0 and not self.line and not self.discarding and end - start <= MAX_LINE_BYTES:
+                # A whole line in this read (the usual case): handled in
+                # place, not copied through self.line.
+                self.handle_line(data[start:end])
+                start = end + 1
+                continue
             piece = data[start:] if end < 0 else data[start:end]
             if not self.discarding:
                 if len(self.line) + len(piece) > MAX_LINE_BYTES:
@@ -279,10 +289,9 @@ class Dispatcher:
         entry = self.tools.get(name) if isinstance(name, str) else None
         if entry is None:
             raise Rejected(f"unknown tool `{name}`")
-        fn, schema, _, mutates = entry
-        problem = schemas.problem(schema, args)
-        if problem:
-            raise Rejected(problem)
+        fn, schema, _, mutates, valid = entry
+        if not valid(args):
+            raise Rejected(schemas.problem(schema, args) or "args break the tool's schema")
         try:
             result = fn(self.ctx, **args)
         except ToolError:
@@ -305,7 +314,7 @@ class Dispatcher:
         d = {"protocol": PROTOCOL, "kind": t.kind, "title": t.title, "description": t.description,
              "revision": "1",
              "tools": [{"name": n, "description": desc, "input_schema": s, "mutates": m}
-                       for n, (_, s, desc, m) in self.tools.items()]}
+                       for n, (_, s, desc, m, _) in self.tools.items()]}
         if t.recover_with:
             d["recover_with"] = t.recover_with
         if t.series:

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -144,7 +145,13 @@ func (k KeyDef) declare(d *Dispatcher) {
 		d.declaredTwice = fmt.Sprintf("tick: the key %q is bound twice", k.key)
 	}
 	d.keys[k.key] = k
-	d.ctx.bound = append(d.ctx.bound, k)
+	// The footer is written once here, not on every redraw that shows it.
+	if k.help != "" {
+		if d.ctx.keyHelp != "" {
+			d.ctx.keyHelp += "  "
+		}
+		d.ctx.keyHelp += "[" + k.key + "] " + k.help
+	}
 }
 
 func (t ToolDef) declare(d *Dispatcher) {
@@ -169,7 +176,7 @@ type Ctx struct {
 	clock        func() time.Duration
 	timers       map[string]*timer
 	sets         uint64
-	bound        []KeyDef
+	keyHelp      string
 	quit, redraw bool
 }
 
@@ -215,15 +222,7 @@ func (c *Ctx) Period(name string) time.Duration {
 
 // KeyHelp is the keys bound with Key, in their order, as a view's footer:
 // "[+] add one  [-] subtract one" (a key bound with no help is left out).
-func (c *Ctx) KeyHelp() string {
-	var help []string
-	for _, k := range c.bound {
-		if k.help != "" {
-			help = append(help, "["+k.key+"] "+k.help)
-		}
-	}
-	return strings.Join(help, "  ")
-}
+func (c *Ctx) KeyHelp() string { return c.keyHelp }
 
 // Redraw: a read-only tool that changed only what the view shows asks for one.
 func (c *Ctx) Redraw() { c.redraw = true }
@@ -335,6 +334,11 @@ func (d *Dispatcher) Resize(cols, rows int) []byte {
 
 // Timers runs every timer due now, the earliest due first.
 func (d *Dispatcher) Timers() []byte {
+	if len(d.ctx.timers) == 0 {
+		// The loop asks after every event: without a timer, no clock read
+		// (a host call in a module) and no sort.
+		return d.flush()
+	}
 	now := d.ctx.clock()
 	type named struct {
 		name string
@@ -405,31 +409,34 @@ func (d *Dispatcher) HandleLine(line []byte) {
 	}
 	if method == "tick/read" && msg["jsonrpc"] == "2.0" {
 		// The state as encoded when it last changed: no re-encoding.
-		fmt.Fprintf(&d.out, `{"jsonrpc":"2.0","id":%d,"result":{"seq":%d,"data":%s}}`+"\n", id, d.seq, d.data)
+		d.out.WriteString(`{"jsonrpc":"2.0","id":` + strconv.FormatInt(id, 10) + `,"result":{"seq":` +
+			strconv.FormatUint(d.seq, 10) + `,"data":`)
+		d.out.Write(d.data)
+		d.out.WriteString("}}\n")
 		return
 	}
 	result, err := d.request(msg, method)
-	frame := map[string]any{"jsonrpc": "2.0", "id": id}
 	if err == nil {
-		frame["result"] = result
-		if d.send(frame) {
+		if b, bad := json.Marshal(result); bad == nil {
+			// The bytes json.Marshal makes of the map {"jsonrpc", "id",
+			// "result"} (its keys sorted), without building and sorting
+			// that map for every answer.
+			d.out.WriteString(`{"id":` + strconv.FormatInt(id, 10) + `,"jsonrpc":"2.0","result":`)
+			d.out.Write(b)
+			d.out.WriteString("}\n")
 			return
 		}
 		err = Failed("the result is not JSON")
 	}
-	if err != nil {
-		var e *Error
-		if !errors.As(err, &e) {
-			e = &Error{ToolFailed, err.Error(), nil}
-		}
-		errObj := map[string]any{"code": e.Code, "message": e.Message}
-		if e.Data != nil {
-			errObj["data"] = e.Data
-		}
-		delete(frame, "result")
-		frame["error"] = errObj
+	var e *Error
+	if !errors.As(err, &e) {
+		e = &Error{ToolFailed, err.Error(), nil}
 	}
-	d.send(frame)
+	errObj := map[string]any{"code": e.Code, "message": e.Message}
+	if e.Data != nil {
+		errObj["data"] = e.Data
+	}
+	d.send(map[string]any{"jsonrpc": "2.0", "id": id, "error": errObj})
 }
 
 func (d *Dispatcher) request(msg map[string]any, method string) (any, error) {
@@ -560,7 +567,11 @@ func (d *Dispatcher) sync() bool {
 	d.seq++
 	d.data = data
 	if string(data) != "null" { // null is "nothing yet": readable, never an update
-		fmt.Fprintf(&d.out, `{"jsonrpc":"2.0","method":"tick/update","params":{"seq":%d,"data":%s}}`+"\n", d.seq, data)
+		// Written, not formatted: fmt copied the state into a string
+		// (json.RawMessage's String method) on every update.
+		d.out.WriteString(`{"jsonrpc":"2.0","method":"tick/update","params":{"seq":` + strconv.FormatUint(d.seq, 10) + `,"data":`)
+		d.out.Write(data)
+		d.out.WriteString("}}\n")
 	}
 	return true
 }
@@ -574,15 +585,12 @@ func (d *Dispatcher) guarded(what string, fn func()) {
 	fn()
 }
 
-// send writes one frame; false (and nothing written) when it is not JSON.
-func (d *Dispatcher) send(frame map[string]any) bool {
-	b, err := json.Marshal(frame)
-	if err != nil {
-		return false // never half a frame
+// send writes one frame; nothing when it is not JSON (never half a frame).
+func (d *Dispatcher) send(frame map[string]any) {
+	if b, err := json.Marshal(frame); err == nil {
+		d.out.Write(b)
+		d.out.WriteByte('\n')
 	}
-	d.out.Write(b)
-	d.out.WriteByte('\n')
-	return true
 }
 
 func (d *Dispatcher) flush() []byte {

@@ -52,7 +52,7 @@ def wasm(tick):
         deadline, clock = d.next_deadline(), None
         if deadline is not None:
             clock = monotonic_clock.subscribe_instant(deadline * 1_000_000)
-        ready = poll.poll(waiting + ([clock] if clock else []))
+        ready = poll.poll(waiting if clock is None else waiting + [clock])
         if clock:
             clock.__exit__(None, None, None)
         write(d.timers())

@@ -86,15 +86,68 @@ def of_function(fn, skip):
     return schema
 
 
-_TYPES = {"string": str, "boolean": bool, "object": dict, "array": list, "null": type(None)}
+# The JSON type names of of_hint's schemas, as tests of a decoded value.
+_KIND_OK = {
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool) and -MAX_INTEGER <= v <= MAX_INTEGER,
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "null": lambda v: v is None,
+}
 
 
-def _kind_ok(kind, v):
-    if kind == "integer":
-        return isinstance(v, int) and not isinstance(v, bool) and -MAX_INTEGER <= v <= MAX_INTEGER
-    if kind == "number":
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
-    return isinstance(v, _TYPES[kind])
+def validator(schema):
+    """`schema` compiled once into a yes/no test, for the path every call
+    takes: `problem` looks up every keyword it knows in every schema it
+    walks, a dozen lookups and tests per value even for a tool without
+    arguments, on each call in the component's interpreter. The test agrees
+    with `problem` on every value (the property tests hold the two to it);
+    `problem` runs only when it says no, to say why."""
+    if "anyOf" in schema:
+        alternatives = [validator(s) for s in schema["anyOf"]]
+        return lambda v: any(ok(v) for ok in alternatives)
+    if "enum" in schema:
+        enum = schema["enum"]
+        return lambda v: any(v == e and type(v) is type(e) for e in enum)
+    kind = schema.get("type")
+    # In problem's order: a bound is compared only with a value of the type.
+    tests = [_KIND_OK[kind]] if kind else []
+    if "minimum" in schema:
+        tests.append(lambda v, m=schema["minimum"]: not v < m)
+    if "maximum" in schema:
+        tests.append(lambda v, m=schema["maximum"]: not v > m)
+    for key in ("minLength", "minItems"):
+        if key in schema:
+            tests.append(lambda v, m=schema[key]: not len(v) < m)
+    for key in ("maxLength", "maxItems"):
+        if key in schema:
+            tests.append(lambda v, m=schema[key]: not len(v) > m)
+    if kind == "array" and "items" in schema:
+        item = validator(schema["items"])
+        tests.append(lambda v: all(item(x) for x in v))
+    if kind == "object" and "properties" in schema:
+        required = schema.get("required", [])
+        props = {name: validator(s) for name, s in schema["properties"].items()}
+
+        def members_ok(v):
+            for name in required:
+                if name not in v:
+                    return False
+            for name, item in v.items():
+                ok = props.get(name)
+                if ok is None or not ok(item):
+                    return False
+            return True
+
+        tests.append(members_ok)
+    if not tests:
+        return lambda v: True
+    test = tests[0]
+    for more in tests[1:]:
+        test = (lambda a, b: lambda v: a(v) and b(v))(test, more)
+    return test
 
 
 def problem(schema, v, where="args"):
@@ -109,7 +162,7 @@ def problem(schema, v, where="args"):
             return f"{where} must be one of {schema['enum']}"
         return None
     kind = schema.get("type")
-    if kind and not _kind_ok(kind, v):
+    if kind and not _KIND_OK[kind](v):
         return f"{where} must be of type {kind}"
     if "minimum" in schema and v < schema["minimum"]:
         return f"{where} must be at least {schema['minimum']}"
