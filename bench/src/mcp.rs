@@ -815,30 +815,11 @@ struct PeerCost {
     round_cpu: Vec<f64>,
 }
 
-/// The CPU time a process has run (user + system, every thread, also
-/// those that ended), µs, from `/proc/PID/stat`: counted in clock ticks
-/// (10 ms), so a block of a thousand calls (about 0.2 s of CPU) reads to
-/// within a tick, and the run's total to well under 1%.
+/// A host's CPU time so far, µs ([`crate::process_cpu`]).
 fn cpu_us(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let rest = stat.rsplit_once(')').context("a /proc stat line")?.1;
-    // After the command: state is field 3, utime and stime fields 14, 15.
-    let mut fields = rest.split_whitespace().skip(11);
-    let (Some(user), Some(system)) = (fields.next(), fields.next()) else {
-        bail!("a short /proc stat line");
-    };
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Ok((user.parse::<f64>()? + system.parse::<f64>()?) * 1e6 / hz)
-}
-
-/// This process's CPU time (user + system, every thread), µs.
-fn own_cpu_us() -> f64 {
-    // SAFETY: getrusage fills the struct we pass.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
-    us(u.ru_utime) + us(u.ru_stime)
+    crate::process_cpu(pid as i32)
+        .map(|s| s * 1e6)
+        .with_context(|| format!("no CPU time for the host {pid}: has it ended?"))
 }
 
 /// The work audit and metrics add to one read-only MCP call, measured
@@ -861,7 +842,7 @@ fn added_work(dir: &std::path::Path, n: usize) -> Result<Stat> {
         let audit = Audit::new(Origin::Mcp, vec![writer.clone()])
             .observed_by(Arc::new(TickMetrics::default()))
             .for_session();
-        let before = own_cpu_us();
+        let before = crate::self_cpu();
         for i in 0..n {
             let mcp = McpCall {
                 method: "tools/call",
@@ -876,7 +857,7 @@ fn added_work(dir: &std::path::Path, n: usize) -> Result<Stat> {
             audit.call_via("history", false, &args, &outcome, took, Some(&mcp));
         }
         writer.finish();
-        let per_event = (own_cpu_us() - before) / n as f64;
+        let per_event = (crate::self_cpu() - before) * 1e6 / n as f64;
         // The first round warms the allocator and the file's pages.
         if round > 0 {
             samples.push(per_event);
