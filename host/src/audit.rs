@@ -269,16 +269,111 @@ pub trait AuditSink: Send + Sync {
 pub struct AuditLine {
     /// When the event happened (written as `ts`, formatted with the line).
     at: SystemTime,
-    event: Map<String, Value>,
+    body: Body,
+}
+
+/// An event's fields, before they are a line.
+#[derive(Debug, Clone)]
+enum Body {
+    /// Any event, as a map of values.
+    Fields(Map<String, Value>),
+    /// The `call` event, the one made per request: typed, so that making
+    /// it on a call's path is a few short copies, not a map of values
+    /// (building that map on the workers was most of what kept audit +
+    /// metrics from issue 27's 5% budget).
+    Call(Box<CallLine>),
+}
+
+/// The `call` event's fields. Declared in the order of their names, the
+/// order in which a map of them is written, so that both forms of one
+/// event encode to the same bytes (a unit test holds them to it).
+#[derive(Debug, Clone, serde::Serialize)]
+struct CallLine {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    args: Option<Value>,
+    args_sha256: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code: Option<i64>,
+    duration_ms: f64,
+    event: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    executed: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mcp: Option<McpLine>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+    mutates: bool,
+    outcome: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(serialize_with = "session_id")]
+    session: Option<Arc<str>>,
+    tool: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ts: Option<String>,
+    v: u64,
+}
+
+/// A `call` event's `mcp` object, its fields in the order of their names.
+#[derive(Debug, Clone, serde::Serialize)]
+struct McpLine {
+    method: String,
+    request_id: String,
+    session: Option<String>,
+    tool: String,
+    transport: &'static str,
+}
+
+fn session_id<S: serde::Serializer>(id: &Option<Arc<str>>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_some(&id.as_deref())
+}
+
+impl CallLine {
+    /// Whether no string in it is longer than [`MAX_AUDIT_TEXT_CHARS`] and
+    /// it records no arguments: then [`encode`] would cut nothing, and
+    /// the line can be written from the fields as they are.
+    fn needs_no_cut(&self) -> bool {
+        let short = |s: &str| s.len() <= MAX_AUDIT_TEXT_CHARS || s.chars().count() <= MAX_AUDIT_TEXT_CHARS;
+        let mcp = self.mcp.as_ref().is_none_or(|m| {
+            [m.method.as_str(), &m.request_id, &m.tool, m.session.as_deref().unwrap_or("")]
+                .into_iter()
+                .all(short)
+        });
+        self.args.is_none()
+            && mcp
+            && short(&self.tool)
+            && self.session.as_deref().is_none_or(short)
+            && self.message.as_deref().is_none_or(short)
+            && self.reason.as_deref().is_none_or(short)
+    }
+
+    /// The line: written straight from the fields when nothing needs
+    /// cutting and it fits; otherwise through [`encode`] like any event.
+    fn into_line(mut self, at: SystemTime) -> String {
+        self.ts = Some(crate::util::rfc3339_millis(at));
+        if self.needs_no_cut() {
+            if let Ok(json) = serde_json::to_string(&self) {
+                let line = text::json_safe(&json);
+                if line.len() <= MAX_AUDIT_LINE_BYTES - LOST_ROOM {
+                    return line;
+                }
+            }
+        }
+        encode(serde_json::to_value(&self).unwrap_or_default())
+    }
 }
 
 impl AuditLine {
     /// The event's line (no newline): every string cut, encoded, escaped,
     /// within [`MAX_AUDIT_LINE_BYTES`].
-    pub fn into_line(mut self) -> String {
-        self.event
-            .insert("ts".into(), json!(crate::util::rfc3339_millis(self.at)));
-        encode(Value::Object(self.event))
+    pub fn into_line(self) -> String {
+        match self.body {
+            Body::Fields(mut event) => {
+                event.insert("ts".into(), json!(crate::util::rfc3339_millis(self.at)));
+                encode(Value::Object(event))
+            }
+            Body::Call(call) => call.into_line(self.at),
+        }
     }
 }
 
@@ -615,37 +710,43 @@ impl Audit {
             // Hashing the arguments is the costly part of a line.
             return;
         }
-        let mut fields = json!({
-            "tool": tool,
-            "mutates": mutates,
-            "duration_ms": took.as_secs_f64() * 1000.0,
-            "args_sha256": sha256_hex(args.to_string().as_bytes()),
+        let (code, message, executed, reason) = match outcome {
+            CallOutcome::Ok(_) => (None, None, None, None),
+            CallOutcome::Failed { error, executed } => (
+                Some(error.code),
+                Some(error.message.wire().to_string()),
+                Some(*executed),
+                None,
+            ),
+            CallOutcome::Unknown(why) => (None, None, None, Some(why.to_string())),
+        };
+        let line = CallLine {
+            args: self.shared.args.then(|| args.clone()),
+            args_sha256: sha256_hex(args.to_string().as_bytes()),
+            code,
+            duration_ms: took.as_secs_f64() * 1000.0,
+            event: "call",
+            executed,
+            mcp: mcp.map(|m| McpLine {
+                method: m.method.to_string(),
+                request_id: m.request_id.to_string(),
+                session: m.session.map(str::to_string),
+                tool: m.tool.to_string(),
+                transport: m.transport.as_str(),
+            }),
+            message,
+            mutates,
+            outcome: outcome_name(outcome),
+            reason,
+            session: self.session.clone(),
+            tool: tool.to_string(),
+            ts: None,
+            v: AUDIT_VERSION,
+        };
+        self.offer(AuditLine {
+            at: SystemTime::now(),
+            body: Body::Call(Box::new(line)),
         });
-        if self.shared.args {
-            fields["args"] = args.clone();
-        }
-        fields["outcome"] = json!(outcome_name(outcome));
-        match outcome {
-            CallOutcome::Ok(_) => {}
-            CallOutcome::Failed { error, executed } => {
-                fields["code"] = json!(error.code);
-                fields["message"] = json!(error.message.wire());
-                fields["executed"] = json!(executed);
-            }
-            CallOutcome::Unknown(why) => {
-                fields["reason"] = json!(why.to_string());
-            }
-        }
-        if let Some(m) = mcp {
-            fields["mcp"] = json!({
-                "method": m.method,
-                "tool": m.tool,
-                "session": m.session,
-                "request_id": m.request_id.to_string(),
-                "transport": m.transport.as_str(),
-            });
-        }
-        self.emit("call", fields);
     }
 
     /// `approval`: `what` (a call, a manifest's requests) about `subject`
@@ -813,9 +914,16 @@ impl Audit {
         if let Value::Object(map) = fields {
             head.extend(map);
         }
-        // Encoded by each sink, off this path (see `AuditLine`): the
-        // event is handed over whole, cloned only for a second sink.
-        let event = AuditLine { at, event: head };
+        self.offer(AuditLine {
+            at,
+            body: Body::Fields(head),
+        });
+    }
+
+    /// Hands `event` to every sink. Encoded by each sink, off this path
+    /// (see [`AuditLine`]): the event goes whole, cloned only for a second
+    /// sink.
+    fn offer(&self, event: AuditLine) {
         if let Some((last, rest)) = self.shared.sinks.split_last() {
             for sink in rest {
                 sink.offer(event.clone());
@@ -1259,6 +1367,95 @@ mod tests {
         assert!(v.iter().all(|e| e["session"] == v[0]["session"]));
         let events: Vec<&str> = v.iter().map(|e| e["event"].as_str().unwrap()).collect();
         assert_eq!(events, ["start", "approval", "denied", "limit", "end"]);
+    }
+
+    /// The events kept as they were offered, before they are lines.
+    #[derive(Default)]
+    struct Events(Mutex<Vec<AuditLine>>);
+    impl AuditSink for Events {
+        fn offer(&self, event: AuditLine) -> bool {
+            crate::util::lock(&self.0).push(event);
+            true
+        }
+    }
+
+    #[test]
+    fn a_call_line_is_its_fields_under_the_one_encoding_rule() {
+        // The typed `call` event is written straight from its fields when
+        // nothing needs cutting: that must be the very line `encode` makes
+        // of the same fields as a map (their order, escapes, cuts, bound).
+        let events = Arc::new(Events::default());
+        let plain = Audit::new(Origin::Mcp, vec![events.clone()]).for_session();
+        let whole = Audit::new(Origin::Mcp, vec![events.clone()])
+            .with_args(true)
+            .for_session();
+        let hostile = "a\x1b]2;t\x07\r\nFORGED \u{202e}\u{2028}b";
+        let long = "x".repeat(MAX_AUDIT_TEXT_CHARS + 5);
+        let huge = "y\u{7}".repeat(MAX_AUDIT_LINE_BYTES);
+        let failed = |message: &str| CallOutcome::Failed {
+            error: tickbox_protocol::RpcError {
+                code: -32001,
+                message: message.into(),
+                data: None,
+            },
+            executed: true,
+        };
+        let unknown = CallOutcome::Unknown(crate::session::UnknownReason::Malformed(hostile.into()));
+        let mcp = McpCall {
+            method: "tools/call",
+            tool: hostile,
+            session: Some("s-1"),
+            request_id: RequestId::Text(hostile),
+            transport: McpTransport::Http,
+            traceparent: None,
+            protocol_version: None,
+        };
+        let took = Duration::from_micros(1234);
+        let args = json!({"q": hostile});
+        let ok = CallOutcome::Ok(json!(1));
+        for audit in [&plain, &whole] {
+            audit.call_via("count", false, &json!({}), &ok, took, None);
+            audit.call_via(hostile, true, &args, &ok, took, Some(&mcp));
+            audit.call_via("count", false, &args, &failed(hostile), took, Some(&mcp));
+            audit.call_via(&long, false, &args, &unknown, took, None);
+            audit.call_via("count", false, &args, &failed(&huge), took, Some(&mcp));
+        }
+        // Every string within its cut, the line over its bound once escaped.
+        let bells = "\u{7}".repeat(MAX_AUDIT_TEXT_CHARS);
+        let wide = McpCall { tool: &bells, ..mcp };
+        plain.call_via(&bells, false, &args, &failed(&bells), took, Some(&wide));
+        let events = std::mem::take(&mut *crate::util::lock(&events.0));
+        assert_eq!(events.len(), 11);
+        let mut ways = HashSet::new();
+        for event in events {
+            let Body::Call(call) = &event.body else {
+                panic!("a call event that is not typed")
+            };
+            let mut fields = call.clone();
+            fields.ts = Some(crate::util::rfc3339_millis(event.at));
+            let uncut = fields.needs_no_cut();
+            let Value::Object(map) = serde_json::to_value(&*fields).unwrap() else {
+                panic!("not an object")
+            };
+            let expected = AuditLine {
+                at: event.at,
+                body: Body::Fields(map),
+            }
+            .into_line();
+            let line = event.into_line();
+            assert_eq!(line, expected);
+            assert!(!line.chars().any(text::is_unsafe), "{line}");
+            assert!(line.len() <= MAX_AUDIT_LINE_BYTES);
+            ways.insert((uncut, line.contains(r#""cut":true"#)));
+        }
+        // Positive control: every way was taken: written from the fields;
+        // through `encode` for recorded arguments, with nothing cut; cut
+        // for a long string; and cut for a line over its bound although
+        // no string was.
+        assert_eq!(
+            ways,
+            HashSet::from([(true, false), (false, false), (false, true), (true, true)])
+        );
     }
 
     #[test]

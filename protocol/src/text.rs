@@ -122,7 +122,8 @@ pub fn escape_lines(s: &str) -> String {
 /// inside strings, where `\uXXXX` (a surrogate pair beyond the BMP) stands
 /// for the same character.
 pub fn json_safe(json: &str) -> String {
-    if !json.chars().any(is_unsafe) {
+    // Printable ASCII (most lines) is safe: one pass over the bytes.
+    if json.bytes().all(|b| (b' '..=b'~').contains(&b)) || !json.chars().any(is_unsafe) {
         return json.to_string();
     }
     let mut out = String::with_capacity(json.len() + 16);
@@ -141,6 +142,10 @@ pub fn json_safe(json: &str) -> String {
 
 /// `s` cut to at most `max` characters (for bounded labels).
 pub fn truncate(s: &str, max: usize) -> &str {
+    // No more bytes than `max`, so no more characters.
+    if s.len() <= max {
+        return s;
+    }
     match s.char_indices().nth(max) {
         Some((i, _)) => &s[..i],
         None => s,
