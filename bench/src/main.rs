@@ -21,7 +21,8 @@
 //! `TICKBOX_BENCH_ONLY_SOAK=1` (the live-call soak only),
 //! `TICKBOX_BENCH_ONLY_MCP=1` (the MCP rows only, see `mcp.rs`),
 //! `TICKBOX_BENCH_ONLY_COST=1` (the cost of audit, metrics and
-//! OpenTelemetry on an MCP call, `mcp::cost_rows`),
+//! OpenTelemetry on an MCP call, `mcp::cost_rows`; `TICKBOX_BENCH_COST_ROUNDS=N`
+//! gives a full run N rounds instead of 60),
 //! `TICKBOX_BENCH_ONLY_TUITEST=1` (`tickbox test` against tui-test only,
 //! every size of the full run; see `tui_test.rs`);
 //! `TICKBOX_BENCH_WORKERS=N` changes the runtime's worker threads (0: a

@@ -801,11 +801,16 @@ impl HttpPeer {
     }
 }
 
-/// Rounds of [`interleaved_http`]: each measures every peer once, back to
-/// back, so a ratio taken within a round compares like with like.
-const COST_ROUNDS: usize = 20;
+/// Rounds of the cost rows: each starts fresh hosts of every
+/// configuration and measures each once, back to back, so a ratio taken
+/// within a round compares like with like, and one host's luck (its
+/// address layout, its threads' CPUs) is one round's, not the whole row's.
+/// Sixty: one round's ratio spans 0.8–1.4 on the 2-core VM, and the
+/// median of twenty moved by ±4% from run to run, too much to judge 5%.
+const COST_ROUNDS: usize = 60;
 
 /// What [`interleaved_http`] measured of one peer.
+#[derive(Default)]
 struct PeerCost {
     /// Every round trip, µs.
     wall: Vec<f64>,
@@ -867,26 +872,32 @@ fn added_work(dir: &std::path::Path, n: usize) -> Result<Stat> {
 }
 
 /// `n` `tools/call` round trips of each peer (after a tenth of warm-up
-/// each), in [`COST_ROUNDS`] rounds of blocks whose order turns each round,
-/// so every peer sees the same load; each block also takes the host's CPU
-/// time per call.
-fn interleaved_http(peers: &mut [HttpPeer], n: usize, params: &Value) -> Result<Vec<PeerCost>> {
+/// each), in `rounds` rounds of blocks whose order turns each round
+/// (starting `turn` places on), so every peer sees the same load; each
+/// block also takes the host's CPU time per call.
+fn interleaved_http(
+    peers: &mut [HttpPeer],
+    n: usize,
+    params: &Value,
+    rounds: usize,
+    turn: usize,
+) -> Result<Vec<PeerCost>> {
     let mut ids = vec![1_000_000u64; peers.len()];
     let mut costs: Vec<PeerCost> = (0..peers.len())
         .map(|_| PeerCost {
             wall: Vec::with_capacity(n),
-            round_wall: Vec::with_capacity(COST_ROUNDS),
-            round_cpu: Vec::with_capacity(COST_ROUNDS),
+            round_wall: Vec::with_capacity(rounds),
+            round_cpu: Vec::with_capacity(rounds),
         })
         .collect();
     for (p, id) in peers.iter_mut().zip(ids.iter_mut()) {
-        p.samples(n / 10, params, id)?;
+        p.samples((n / 10).max(1), params, id)?;
     }
-    let block = (n / COST_ROUNDS).max(1);
+    let block = (n / rounds).max(1);
     let k = peers.len();
-    for round in 0..COST_ROUNDS {
+    for round in 0..rounds {
         for j in 0..k {
-            let i = (round + j) % k;
+            let i = (round + turn + j) % k;
             let pid = peers[i].child.id();
             let before = cpu_us(pid)?;
             let samples = peers[i].samples(block, params, &mut ids[i])?;
@@ -959,17 +970,25 @@ fn otlp_sink() -> Result<String> {
 /// over Streamable HTTP with the audit stream (to a file) and `/metrics`
 /// on, each alone and together, and with OpenTelemetry (OTLP to a
 /// loopback sink) on as well, against the same host with all of them
-/// off, sampled in alternating blocks in one run.
+/// off, sampled in alternating blocks in one run, on fresh hosts every
+/// round.
 pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
     // Blocks of a thousand calls (a fifth of a second each) in a full run:
     // shorter ones let one scheduling hiccup, or the host's own once-a-
     // second work (the catalog poll), decide a round's ratio.
-    let n = if crate::smoke() {
-        20
+    let (n, rounds) = if crate::smoke() {
+        (20, 2)
     } else if quick {
-        2000
+        (2000, 6)
     } else {
-        20_000
+        // More rounds for a closer median (`TICKBOX_BENCH_COST_ROUNDS`),
+        // a thousand calls each.
+        let rounds = std::env::var("TICKBOX_BENCH_COST_ROUNDS")
+            .ok()
+            .and_then(|r| r.parse::<usize>().ok())
+            .filter(|r| *r > 0)
+            .unwrap_or(COST_ROUNDS);
+        (rounds * 1000, rounds)
     };
     let wasm = counter_wasm()?;
     let cache = std::env::temp_dir().join(format!("tickbox-bench-cost-{}", std::process::id()));
@@ -992,27 +1011,37 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
             // every measured host loads the same cached code, none runs
             // code it compiled itself.
             HttpPeer::start(&tickbox, &wasm, &cache, &[], &[])?.stop();
-            let mut peers = vec![
-                HttpPeer::start(&tickbox, &wasm, &cache, &[], &[])?,
-                HttpPeer::start(&tickbox, &wasm, &cache, &audited, &[])?,
-                HttpPeer::start(&tickbox, &wasm, &cache, &counted, &[])?,
-                HttpPeer::start(&tickbox, &wasm, &cache, &both, &[])?,
-                HttpPeer::start(&tickbox, &wasm, &cache, &both, &otel)?,
+            let history = json!({"name": "history", "arguments": {}});
+            let configs: [(&[&OsStr], &[(&str, String)]); 6] = [
+                (&[], &[]),
+                (&audited, &[]),
+                (&counted, &[]),
+                (&both, &[]),
+                (&both, &otel),
                 // The control: a second host with everything off. What it
                 // differs from the first by is the floor of the rows that
                 // compare two hosts.
-                HttpPeer::start(&tickbox, &wasm, &cache, &[], &[])?,
-                // Two more of each for the pooled row: one host may be
-                // 10% faster than another of the same configuration (the
-                // control shows it), three of each average that out.
-                HttpPeer::start(&tickbox, &wasm, &cache, &both, &[])?,
-                HttpPeer::start(&tickbox, &wasm, &cache, &both, &[])?,
-                HttpPeer::start(&tickbox, &wasm, &cache, &[], &[])?,
+                (&[], &[]),
             ];
-            let history = json!({"name": "history", "arguments": {}});
-            let costs = interleaved_http(&mut peers, n, &history)?;
-            for p in peers {
-                p.stop();
+            // Fresh hosts every round: two processes of one configuration
+            // differ by up to 10% for the whole of their lives (a host is
+            // lucky or not), so hosts kept for a whole run measure their
+            // luck as much as their configuration.
+            let mut costs: Vec<PeerCost> = configs.iter().map(|_| PeerCost::default()).collect();
+            for round in 0..rounds {
+                let mut peers = Vec::with_capacity(configs.len());
+                for (extra, env) in &configs {
+                    peers.push(HttpPeer::start(&tickbox, &wasm, &cache, extra, env)?);
+                }
+                let measured = interleaved_http(&mut peers, n / rounds, &history, 1, round);
+                for p in peers {
+                    p.stop();
+                }
+                for (all, one) in costs.iter_mut().zip(measured?) {
+                    all.wall.extend(one.wall);
+                    all.round_wall.extend(one.round_wall);
+                    all.round_cpu.extend(one.round_cpu);
+                }
             }
             // With the hosts gone, this process has the machine to itself.
             let added = added_work(&cache, n)?;
@@ -1021,29 +1050,9 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
     })
     .await??;
     let _ = std::fs::remove_dir_all(&cache);
-    let [off, audit_only, metrics_only, on, all, off_again, on2, on3, off3]: [PeerCost; 9] = costs
+    let [off, audit_only, metrics_only, on, all, off_again]: [PeerCost; 6] = costs
         .try_into()
-        .map_err(|_| anyhow::anyhow!("nine peers"))?;
-    // Per round, the mean over three hosts of each configuration.
-    let pooled = |hosts: [&PeerCost; 3], of: fn(&PeerCost) -> &Vec<f64>| -> Vec<f64> {
-        (0..COST_ROUNDS)
-            .map(|r| hosts.iter().map(|h| of(h)[r]).sum::<f64>() / 3.0)
-            .collect()
-    };
-    let (ons, offs) = ([&on, &on2, &on3], [&off, &off_again, &off3]);
-    let pooled_wall = round_ratios(
-        &pooled(ons, |c| &c.round_wall),
-        &pooled(offs, |c| &c.round_wall),
-    );
-    let pooled_cpu = round_ratios(
-        &pooled(ons, |c| &c.round_cpu),
-        &pooled(offs, |c| &c.round_cpu),
-    );
-    eprintln!(
-        "mcp cost, three hosts with audit + metrics | three with all off, pooled: wall per round {}, host CPU per round {}",
-        pooled_wall.show(),
-        pooled_cpu.show()
-    );
+        .map_err(|_| anyhow::anyhow!("six configurations"))?;
     // The goal is judged per round (both figures from the same minute of
     // the machine), on the median over rounds; the range shows the noise.
     let goal = |what: &str, r: &Stat| {
@@ -1094,7 +1103,7 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
             target: Some(added_target),
         },
         Row {
-            name: "MCP tools/call read-only over HTTP, audit + metrics on | both off (one run, alternating blocks)",
+            name: "MCP tools/call read-only over HTTP, audit + metrics on | both off (one run, fresh hosts each round)",
             wasm: Some(wall(&on)),
             native: Some(wall(&off)),
             target: Some(goal("wall", &round_ratios(&on.round_wall, &off.round_wall))),
@@ -1104,12 +1113,6 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
             wasm: Some(cpu(&on)),
             native: Some(cpu(&off)),
             target: Some(goal("CPU", &round_ratios(&on.round_cpu, &off.round_cpu))),
-        },
-        Row {
-            name: "  pooled: three hosts with both on | three with both off, host CPU per call",
-            wasm: Some(Stat::new("µs CPU", pooled(ons, |c| &c.round_cpu))),
-            native: Some(Stat::new("µs CPU", pooled(offs, |c| &c.round_cpu))),
-            target: Some(goal("pooled CPU", &pooled_cpu)),
         },
         Row {
             name: "  control: a second host with all off | the first (same run)",

@@ -333,11 +333,16 @@ impl CallLine {
     /// it records no arguments: then [`encode`] would cut nothing, and
     /// the line can be written from the fields as they are.
     fn needs_no_cut(&self) -> bool {
-        let short = |s: &str| s.len() <= MAX_AUDIT_TEXT_CHARS || s.chars().count() <= MAX_AUDIT_TEXT_CHARS;
+        let short = |s: &str| text::truncate(s, MAX_AUDIT_TEXT_CHARS).len() == s.len();
         let mcp = self.mcp.as_ref().is_none_or(|m| {
-            [m.method.as_str(), &m.request_id, &m.tool, m.session.as_deref().unwrap_or("")]
-                .into_iter()
-                .all(short)
+            [
+                m.method.as_str(),
+                &m.request_id,
+                &m.tool,
+                m.session.as_deref().unwrap_or(""),
+            ]
+            .into_iter()
+            .all(short)
         });
         self.args.is_none()
             && mcp
@@ -1400,7 +1405,8 @@ mod tests {
             },
             executed: true,
         };
-        let unknown = CallOutcome::Unknown(crate::session::UnknownReason::Malformed(hostile.into()));
+        let unknown =
+            CallOutcome::Unknown(crate::session::UnknownReason::Malformed(hostile.into()));
         let mcp = McpCall {
             method: "tools/call",
             tool: hostile,
@@ -1422,7 +1428,10 @@ mod tests {
         }
         // Every string within its cut, the line over its bound once escaped.
         let bells = "\u{7}".repeat(MAX_AUDIT_TEXT_CHARS);
-        let wide = McpCall { tool: &bells, ..mcp };
+        let wide = McpCall {
+            tool: &bells,
+            ..mcp
+        };
         plain.call_via(&bells, false, &args, &failed(&bells), took, Some(&wide));
         let events = std::mem::take(&mut *crate::util::lock(&events.0));
         assert_eq!(events.len(), 11);
