@@ -809,6 +809,10 @@ impl HttpPeer {
 /// median of twenty moved by ±4% from run to run, too much to judge 5%.
 const COST_ROUNDS: usize = 60;
 
+/// One configuration of the cost rows' hosts: its extra arguments and
+/// environment.
+type HostConfig<'a> = (&'a [&'a OsStr], &'a [(&'a str, String)]);
+
 /// What [`interleaved_http`] measured of one peer.
 #[derive(Default)]
 struct PeerCost {
@@ -1012,7 +1016,7 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
             // code it compiled itself.
             HttpPeer::start(&tickbox, &wasm, &cache, &[], &[])?.stop();
             let history = json!({"name": "history", "arguments": {}});
-            let configs: [(&[&OsStr], &[(&str, String)]); 6] = [
+            let configs: [HostConfig; 6] = [
                 (&[], &[]),
                 (&audited, &[]),
                 (&counted, &[]),
