@@ -813,7 +813,7 @@ const COST_ROUNDS: usize = 60;
 /// environment.
 type HostConfig<'a> = (&'a [&'a OsStr], &'a [(&'a str, String)]);
 
-/// What [`interleaved_http`] measured of one peer.
+/// What [`one_round`] measured of one configuration's hosts, round by round.
 #[derive(Default)]
 struct PeerCost {
     /// Every round trip, µs.
@@ -875,45 +875,36 @@ fn added_work(dir: &std::path::Path, n: usize) -> Result<Stat> {
     Ok(Stat::new("µs CPU", samples))
 }
 
-/// `n` `tools/call` round trips of each peer (after a tenth of warm-up
-/// each), in `rounds` rounds of blocks whose order turns each round
-/// (starting `turn` places on), so every peer sees the same load; each
-/// block also takes the host's CPU time per call.
-fn interleaved_http(
+/// One round of the cost rows: a tenth of a block of warm-up on each
+/// peer, then a block of `block` `tools/call` round trips on each, in an
+/// order turned `turn` places on, so over the rounds every peer sees the
+/// same load; each block also takes the host's CPU time per call, and goes
+/// into the peer's `costs`.
+fn one_round(
     peers: &mut [HttpPeer],
-    n: usize,
+    block: usize,
     params: &Value,
-    rounds: usize,
     turn: usize,
-) -> Result<Vec<PeerCost>> {
-    let mut ids = vec![1_000_000u64; peers.len()];
-    let mut costs: Vec<PeerCost> = (0..peers.len())
-        .map(|_| PeerCost {
-            wall: Vec::with_capacity(n),
-            round_wall: Vec::with_capacity(rounds),
-            round_cpu: Vec::with_capacity(rounds),
-        })
-        .collect();
-    for (p, id) in peers.iter_mut().zip(ids.iter_mut()) {
-        p.samples((n / 10).max(1), params, id)?;
+    costs: &mut [PeerCost],
+) -> Result<()> {
+    let mut id = 1_000_000u64;
+    for p in peers.iter_mut() {
+        p.samples((block / 10).max(1), params, &mut id)?;
     }
-    let block = (n / rounds).max(1);
     let k = peers.len();
-    for round in 0..rounds {
-        for j in 0..k {
-            let i = (round + turn + j) % k;
-            let pid = peers[i].child.id();
-            let before = cpu_us(pid)?;
-            let samples = peers[i].samples(block, params, &mut ids[i])?;
-            let cpu = cpu_us(pid)? - before;
-            let cost = &mut costs[i];
-            cost.round_wall
-                .push(Stat::new("µs", samples.clone()).median());
-            cost.round_cpu.push(cpu / block as f64);
-            cost.wall.extend(samples);
-        }
+    for j in 0..k {
+        let i = (turn + j) % k;
+        let pid = peers[i].child.id();
+        let before = cpu_us(pid)?;
+        let samples = peers[i].samples(block, params, &mut id)?;
+        let cpu = cpu_us(pid)? - before;
+        let cost = &mut costs[i];
+        cost.round_wall
+            .push(Stat::new("µs", samples.clone()).median());
+        cost.round_cpu.push(cpu / block as f64);
+        cost.wall.extend(samples);
     }
-    Ok(costs)
+    Ok(())
 }
 
 /// Per round, `with`'s figure over `without`'s: the spread of these is what
@@ -1037,15 +1028,11 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
                 for (extra, env) in &configs {
                     peers.push(HttpPeer::start(&tickbox, &wasm, &cache, extra, env)?);
                 }
-                let measured = interleaved_http(&mut peers, n / rounds, &history, 1, round);
+                let measured = one_round(&mut peers, n / rounds, &history, round, &mut costs);
                 for p in peers {
                     p.stop();
                 }
-                for (all, one) in costs.iter_mut().zip(measured?) {
-                    all.wall.extend(one.wall);
-                    all.round_wall.extend(one.round_wall);
-                    all.round_cpu.extend(one.round_cpu);
-                }
+                measured?;
             }
             // With the hosts gone, this process has the machine to itself.
             let added = added_work(&cache, n)?;

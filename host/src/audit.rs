@@ -329,44 +329,27 @@ fn session_id<S: serde::Serializer>(id: &Option<Arc<str>>, s: S) -> Result<S::Ok
 }
 
 impl CallLine {
-    /// Whether no string in it is longer than [`MAX_AUDIT_TEXT_CHARS`] and
-    /// it records no arguments: then [`encode`] would cut nothing, and
-    /// the line can be written from the fields as they are.
-    fn needs_no_cut(&self) -> bool {
-        let short = |s: &str| text::truncate(s, MAX_AUDIT_TEXT_CHARS).len() == s.len();
-        let mcp = self.mcp.as_ref().is_none_or(|m| {
-            [
-                m.method.as_str(),
-                &m.request_id,
-                &m.tool,
-                m.session.as_deref().unwrap_or(""),
-            ]
-            .into_iter()
-            .all(short)
-        });
-        self.args.is_none()
-            && mcp
-            && short(&self.tool)
-            && self.session.as_deref().is_none_or(short)
-            && self.message.as_deref().is_none_or(short)
-            && self.reason.as_deref().is_none_or(short)
+    /// The line written straight from the fields, when their JSON is at
+    /// most [`MAX_AUDIT_TEXT_CHARS`] bytes (a call's usually is): then no
+    /// string or key in it has more characters than that, so [`encode`]
+    /// would cut nothing, and escaped (at most six bytes for one) it stays
+    /// within the line bound. `None` for a longer event.
+    fn line_as_is(&self) -> Option<String> {
+        let json = serde_json::to_string(self).ok()?;
+        (json.len() <= MAX_AUDIT_TEXT_CHARS).then(|| text::json_safe(&json))
     }
 
-    /// The line: written straight from the fields when nothing needs
-    /// cutting and it fits; otherwise through [`encode`] like any event.
+    /// The line: as it is when short ([`line_as_is`](Self::line_as_is)),
+    /// otherwise through [`encode`] like any event.
     fn into_line(mut self, at: SystemTime) -> String {
         self.ts = Some(crate::util::rfc3339_millis(at));
-        if self.needs_no_cut() {
-            if let Ok(json) = serde_json::to_string(&self) {
-                let line = text::json_safe(&json);
-                if line.len() <= MAX_AUDIT_LINE_BYTES - LOST_ROOM {
-                    return line;
-                }
-            }
-        }
-        encode(serde_json::to_value(&self).unwrap_or_default())
+        self.line_as_is()
+            .unwrap_or_else(|| encode(serde_json::to_value(&self).unwrap_or_default()))
     }
 }
+
+// What `CallLine::line_as_is` relies on: a short line, escaped, fits.
+const _: () = assert!(MAX_AUDIT_TEXT_CHARS * 6 <= MAX_AUDIT_LINE_BYTES - LOST_ROOM);
 
 impl AuditLine {
     /// The event's line (no newline): every string cut, encoded, escaped,
@@ -1426,6 +1409,9 @@ mod tests {
             audit.call_via(&long, false, &args, &unknown, took, None);
             audit.call_via("count", false, &args, &failed(&huge), took, Some(&mcp));
         }
+        // A line too long to write as it is, with nothing in it to cut.
+        let wordy = "w".repeat(MAX_AUDIT_TEXT_CHARS - 1);
+        plain.call_via(&wordy, false, &args, &ok, took, None);
         // Every string within its cut, the line over its bound once escaped.
         let bells = "\u{7}".repeat(MAX_AUDIT_TEXT_CHARS);
         let wide = McpCall {
@@ -1434,7 +1420,7 @@ mod tests {
         };
         plain.call_via(&bells, false, &args, &failed(&bells), took, Some(&wide));
         let events = std::mem::take(&mut *crate::util::lock(&events.0));
-        assert_eq!(events.len(), 11);
+        assert_eq!(events.len(), 12);
         let mut ways = HashSet::new();
         for event in events {
             let Body::Call(call) = &event.body else {
@@ -1442,7 +1428,7 @@ mod tests {
             };
             let mut fields = call.clone();
             fields.ts = Some(crate::util::rfc3339_millis(event.at));
-            let uncut = fields.needs_no_cut();
+            let as_is = fields.line_as_is().is_some();
             let Value::Object(map) = serde_json::to_value(&*fields).unwrap() else {
                 panic!("not an object")
             };
@@ -1455,15 +1441,14 @@ mod tests {
             assert_eq!(line, expected);
             assert!(!line.chars().any(text::is_unsafe), "{line}");
             assert!(line.len() <= MAX_AUDIT_LINE_BYTES);
-            ways.insert((uncut, line.contains(r#""cut":true"#)));
+            ways.insert((as_is, line.contains(r#""cut":true"#)));
         }
-        // Positive control: every way was taken: written from the fields;
-        // through `encode` for recorded arguments, with nothing cut; cut
-        // for a long string; and cut for a line over its bound although
-        // no string was.
+        // Positive control: every way was taken: written as it is (also
+        // with recorded arguments); through `encode` with nothing cut; and
+        // through `encode`, cut (a long string, a line over its bound).
         assert_eq!(
             ways,
-            HashSet::from([(true, false), (false, false), (false, true), (true, true)])
+            HashSet::from([(true, false), (false, false), (false, true)])
         );
     }
 

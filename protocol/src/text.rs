@@ -122,8 +122,7 @@ pub fn escape_lines(s: &str) -> String {
 /// inside strings, where `\uXXXX` (a surrogate pair beyond the BMP) stands
 /// for the same character.
 pub fn json_safe(json: &str) -> String {
-    // Printable ASCII (most lines) is safe: one pass over the bytes.
-    if json.bytes().all(|b| (b' '..=b'~').contains(&b)) || !json.chars().any(is_unsafe) {
+    if !json.chars().any(is_unsafe) {
         return json.to_string();
     }
     let mut out = String::with_capacity(json.len() + 16);
