@@ -686,6 +686,8 @@ pub(crate) struct HttpServer {
     pub(crate) banner: Vec<String>,
     /// The stderr lines after it, as they come.
     log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Told when the reader of stderr reached its end.
+    read_all: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
     /// The exit code, once a test has waited for it.
     exited: Option<i32>,
 }
@@ -736,10 +738,12 @@ impl HttpServer {
         // Keep reading stderr so the server never blocks on it.
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let kept = log.clone();
+        let (ended, read_all) = std::sync::mpsc::channel::<()>();
         std::thread::spawn(move || {
             for line in lines.map_while(Result::ok) {
                 kept.lock().unwrap().push(line);
             }
+            let _ = ended.send(());
         });
         HttpServer {
             child,
@@ -747,6 +751,7 @@ impl HttpServer {
             token,
             banner,
             log,
+            read_all: std::sync::Mutex::new(read_all),
             exited: None,
         }
     }
@@ -766,6 +771,14 @@ impl HttpServer {
     /// and returns its exit code.
     pub(crate) fn wait_exit(&mut self) -> i32 {
         let code = wait_for(&mut self.child);
+        // Its last lines may still be on their way to `log`: wait for the
+        // reader to reach the end of stderr (bounded, should a child of the
+        // server still hold the pipe).
+        let _ = self
+            .read_all
+            .lock()
+            .unwrap()
+            .recv_timeout(Duration::from_secs(10));
         self.exited = Some(code);
         code
     }
