@@ -13,6 +13,15 @@ apt_install() {
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@"
 }
 
+# The test runner: cargo-nextest from crates.io at the version pinned
+# here (each test in a process of its own; profiles, test groups and named
+# flaky tests in .config/nextest.toml). Built from source (a few minutes)
+# only when that version is not already installed.
+nextest_version=0.9.143
+if [ "$(cargo nextest --version 2>/dev/null | sed -n 's/^cargo-nextest \([0-9.]*\).*/\1/p')" != "$nextest_version" ]; then
+    cargo install --locked --quiet "cargo-nextest@$nextest_version"
+fi
+
 # The test harness builds guests for both WASI targets.
 rustup target add wasm32-wasip2 wasm32-wasip1 2>&1 | grep -v "is up to date" >&2 || true
 

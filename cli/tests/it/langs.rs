@@ -25,12 +25,11 @@ use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmSpec};
 use tickbox_runtime::session::{Session, SessionConfig};
 
 /// Builds `examples/c` into `$CARGO_TARGET_DIR/guests/c` once per test
-/// process (build.sh itself skips outputs newer than the source); the
-/// paths of the wasm module and the native binary.
-fn c_counter() -> (PathBuf, PathBuf) {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let out = BUILT.get_or_init(|| {
-        let out = target_dir().join("guests").join("c");
+/// run (`once_per_run`; build.sh itself skips outputs newer than the
+/// source); the paths of the wasm module and the native binary.
+pub(crate) fn c_counter() -> (PathBuf, PathBuf) {
+    let out = target_dir().join("guests").join("c");
+    once_per_run("examples/c", || {
         let script = root().join("examples/c/build.sh");
         let result = std::process::Command::new("sh")
             .arg(&script)
@@ -44,12 +43,9 @@ fn c_counter() -> (PathBuf, PathBuf) {
                 String::from_utf8_lossy(&result.stderr)
             ));
         }
-        Ok(out)
+        Ok(())
     });
-    match out {
-        Ok(dir) => (dir.join("counter.wasm"), dir.join("counter")),
-        Err(e) => panic!("{e}"),
-    }
+    (out.join("counter.wasm"), out.join("counter"))
 }
 
 fn s(p: &std::path::Path) -> String {

@@ -25,23 +25,15 @@ fn test(args: &[&str]) -> Output {
     tickbox_env(&argv, &[("TICKBOX_WASM_DIR", dir.as_str())])
 }
 
-/// Builds the C counter (`examples/c`, its own build.sh: clang with a
-/// wasm32-wasi sysroot, and cc) into the target dir; the directory its
-/// scenarios name as `${TICKBOX_C_DIR}`.
+/// The C counter's build directory (`examples/c`, built once per run by
+/// `langs::c_counter`), which its scenarios name as `${TICKBOX_C_DIR}`.
 pub(crate) fn c_dir() -> String {
-    let out = target_dir().join("guests").join("c");
-    let script = root().join("examples/c/build.sh");
-    let result = std::process::Command::new("sh")
-        .arg(&script)
-        .arg(&out)
-        .output()
-        .expect("run examples/c/build.sh");
-    assert!(
-        result.status.success(),
-        "building examples/c failed (the C toolchain is needed; .ci/run installs it): {}",
-        String::from_utf8_lossy(&result.stderr)
-    );
-    out.to_string_lossy().into_owned()
+    let (module, _) = crate::langs::c_counter();
+    module
+        .parent()
+        .expect("c dir")
+        .to_string_lossy()
+        .into_owned()
 }
 
 fn repo(p: &str) -> String {

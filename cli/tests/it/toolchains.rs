@@ -176,9 +176,10 @@ fn build(script: &Path, out: &Path, name: &str, lang: Lang, path: Option<&str>) 
     out.join(format!("{name}.wasm"))
 }
 
-/// `examples/<lang>` built into `$CARGO_TARGET_DIR/guests/<lang>` and
-/// compiled into the tests' cache, once per test process (the first test
-/// that needs it waits; the others reuse it).
+/// `examples/<lang>` built into `$CARGO_TARGET_DIR/guests/<lang>` once
+/// per test run (`once_per_run`), and compiled into the tests' cache once
+/// per test process (the first test that needs it waits; the others reuse
+/// it).
 pub(crate) fn example(lang: Lang) -> PathBuf {
     type Built = OnceLock<PathBuf>;
     static GO_BUILT: Built = OnceLock::new();
@@ -191,13 +192,14 @@ pub(crate) fn example(lang: Lang) -> PathBuf {
     };
     cell.get_or_init(|| {
         let script = root().join("examples").join(lang.dir).join("build.sh");
-        let wasm = build(
-            &script,
-            &target_dir().join("guests").join(lang.dir),
-            "counter",
-            lang,
-            None,
-        );
+        let out = target_dir().join("guests").join(lang.dir);
+        // Once per run across test processes (build.sh skips a fresh
+        // output; two at once would write the same files).
+        let mut wasm = out.join("counter.wasm");
+        once_per_run(&format!("examples/{}", lang.dir), || {
+            wasm = build(&script, &out, "counter", lang, None);
+            Ok(())
+        });
         // The first start compiles (once per cache); later ones load it.
         let w = s(&wasm);
         let out = tickbox_slow(&["describe", w.as_str()], &cache_dir());

@@ -315,26 +315,53 @@ fn stamp_is_fresh(stamp: &Path, workspace: &str) -> bool {
         .all(|dir| newest_under(dir).is_some_and(|t| t < built))
 }
 
-/// Builds a guest workspace for `target` (None: natively), release, with a
-/// nested cargo into `$CARGO_TARGET_DIR/guests`, at most once per test
-/// process, and not at all when a stamp shows that an earlier run built it
-/// from the same sources (`TICKBOX_TEST_REBUILD_GUESTS=1` runs cargo
-/// anyway); the directory its artifacts land in.
-fn build_guests(workspace: &str, target: Option<&str>) -> PathBuf {
+/// Runs `build` at most once per test run for `name`, across every test
+/// process and binary: cargo-nextest runs each test in a process of its
+/// own, so an in-process cell alone would build once per test. The first
+/// process to need `name` takes an exclusive lock on a file in
+/// `$CARGO_TARGET_DIR/guests` and builds; the others wait on the lock,
+/// then find the result already there (`build` is expected to skip work
+/// that is fresh, by a stamp or its build script's own check). Within a
+/// process the outcome is remembered, so the lock is taken once.
+pub fn once_per_run(name: &str, build: impl FnOnce() -> Result<(), String>) {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    type Built = HashMap<(String, Option<String>), Result<(), String>>;
-    static BUILT: OnceLock<Mutex<Built>> = OnceLock::new();
+    static DONE: OnceLock<Mutex<HashMap<String, Result<(), String>>>> = OnceLock::new();
+    let map = DONE.get_or_init(Default::default);
+    let mut done = map.lock().unwrap_or_else(|p| p.into_inner());
+    let result = done.entry(name.to_string()).or_insert_with(|| {
+        let dir = target_dir().join("guests");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let path = dir.join(format!(".lock-{}", name.replace('/', "_")));
+        let lock = std::fs::File::create(&path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        // Released when `lock` is dropped at the end of this closure, or
+        // by the kernel if this process dies while building.
+        lock.lock()
+            .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+        build()
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+/// Builds a guest workspace for `target` (None: natively), release, with a
+/// nested cargo into `$CARGO_TARGET_DIR/guests`, at most once per test
+/// run ([`once_per_run`]), and not at all when a stamp shows that an
+/// earlier run built it from the same sources
+/// (`TICKBOX_TEST_REBUILD_GUESTS=1` runs cargo anyway); the directory its
+/// artifacts land in.
+fn build_guests(workspace: &str, target: Option<&str>) -> PathBuf {
     let out = target_dir().join("guests");
     let stamp = out.join(format!(
         ".built-{}-{}",
         workspace.replace('/', "_"),
         target.unwrap_or("native")
     ));
-    let key = (workspace.to_string(), target.map(str::to_string));
-    let map = BUILT.get_or_init(Default::default);
-    let mut built = map.lock().unwrap_or_else(|p| p.into_inner());
-    let result = built.entry(key).or_insert_with(|| {
+    let name = format!("{workspace}-{}", target.unwrap_or("native"));
+    once_per_run(&name, || {
         if std::env::var_os("TICKBOX_TEST_REBUILD_GUESTS").is_none()
             && stamp_is_fresh(&stamp, workspace)
         {
@@ -361,8 +388,7 @@ fn build_guests(workspace: &str, target: Option<&str>) -> PathBuf {
         let status = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
         match (status.success(), target) {
             (true, _) => {
-                let _ = std::fs::File::create(&stamp)
-                    .and_then(|f| f.set_modified(started));
+                let _ = std::fs::File::create(&stamp).and_then(|f| f.set_modified(started));
                 Ok(())
             }
             (false, Some(t)) => Err(format!(
@@ -371,9 +397,6 @@ fn build_guests(workspace: &str, target: Option<&str>) -> PathBuf {
             (false, None) => Err(format!("building {workspace} natively failed")),
         }
     });
-    if let Err(e) = result {
-        panic!("{e}");
-    }
     match target {
         Some(t) => out.join(t).join("release"),
         None => out.join("release"),

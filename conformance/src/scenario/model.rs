@@ -648,10 +648,16 @@ pub fn parse(text: &str, file: &Path, policy: &Policy) -> Result<Scenario, Strin
         // toml's message spans several lines with a source excerpt; keep it.
         format!("not a valid scenario: {}", e.to_string().trim_end())
     })?;
-    let base = file
+    // Absolute, so a relative path in the file means the same from every
+    // working directory: a native Tick starts in the scenario's directory,
+    // and a path kept relative to the caller's would then point elsewhere.
+    let parent = file
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    let base_buf = std::path::absolute(parent)
+        .map_err(|e| format!("cannot locate the scenario's directory: {e}"))?;
+    let base = base_buf.as_path();
     let tick = tick_section(raw.tick, base, policy)?;
     if raw.step.len() > MAX_STEPS {
         return Err(format!(

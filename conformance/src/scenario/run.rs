@@ -447,7 +447,7 @@ async fn run_traced(
     let mut io = match tokio::time::timeout_at(deadline, prepared.launch.launch(launch)).await {
         Ok(Ok(io)) => io,
         Ok(Err(e)) => {
-            result.outcome = Outcome::StartFailed(format!("cannot start the Tick: {e}"));
+            result.outcome = Outcome::StartFailed(start_failure(&e));
             *tracer = opts
                 .trace
                 .then(|| Tracer::unlaunched(scenario, &result.outcome));
@@ -1307,5 +1307,20 @@ mod tests {
         assert!(lines[2].contains("… ("), "clipped: {}", lines[2]);
         let many: String = (0..1000).map(|i| format!("{i}\n")).collect();
         assert_eq!(screen_lines(&many).len(), diff::MAX_DIFF_LINES + 1);
+    }
+}
+
+/// A launch error as a scenario's start failure: one sentence that says the
+/// Tick could not start, whichever layer refused it (the native backend's
+/// and the launcher's own errors already say so; the others are prefixed).
+fn start_failure(e: &tickbox_sandbox::LaunchError) -> String {
+    use tickbox_host::backend::native::SpawnError;
+    use tickbox_sandbox::LaunchError;
+    match e {
+        LaunchError::Native(
+            SpawnError::NotFound(_) | SpawnError::NotExecutable(_) | SpawnError::Spawn { .. },
+        )
+        | LaunchError::NotWasm { .. } => e.to_string(),
+        _ => format!("cannot start the Tick: {e}"),
     }
 }
