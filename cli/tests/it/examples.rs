@@ -176,14 +176,12 @@ async fn counter_keys_and_tools_share_one_value() {
                 .is_some_and(|l| l.chars().count() == 50 && l.ends_with('┐'))
                 && lines.get(7).is_some_and(|l| l.ends_with('┘'))
         };
-        let mut screen = s.view().screen_text().wire().to_string();
-        for _ in 0..(PATIENCE.as_millis() / 20) {
-            if repainted(&screen) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        let mut screen = String::new();
+        eventually_async(PATIENCE, || {
             screen = s.view().screen_text().wire().to_string();
-        }
+            repainted(&screen)
+        })
+        .await;
         assert!(repainted(&screen), "{b:?}: not redrawn at 50x8:\n{screen}");
         assert_eq!(s.read().await.unwrap().seq, 3, "{b:?}");
         s.shutdown().await;
@@ -392,8 +390,9 @@ pub(crate) struct Server {
 
 impl Server {
     pub(crate) fn start() -> Server {
+        // Blocking: the thread sleeps in accept, and drop wakes it with one
+        // last connection (`wake_listener`).
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let s = stop.clone();
@@ -408,7 +407,7 @@ impl Server {
                             b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello from the test server",
                         );
                     }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    Err(_) => break,
                 }
             }
         });
@@ -423,6 +422,7 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        wake_listener(self.port);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -111,10 +111,22 @@ fn serve(mut conn: impl Read + Write, port: u16, stop: &AtomicBool) {
             );
             let _ = conn.flush();
         }
-        // Never answers (until the test ends).
+        // Never answers: holds the connection until the client gives up
+        // and closes it, or the test ends (each read wakes at the
+        // connection's read timeout to look at `stop`).
         "/silent" => {
+            let mut byte = [0u8; 1];
             while !stop.load(Ordering::Relaxed) {
-                std::thread::sleep(Duration::from_millis(20));
+                match conn.read(&mut byte) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(_) => break,
+                }
             }
         }
         _ => reply(&mut conn, "404 Not Found", "", b"no such path"),
@@ -131,17 +143,21 @@ struct Server {
 impl Server {
     fn start(tls: Option<Arc<rustls::ServerConfig>>) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
+        // Blocking: the thread sleeps in accept, and drop wakes it with one
+        // last connection (`wake_listener`).
         let port = listener.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
         let thread = std::thread::spawn(move || {
             let mut conns: Vec<JoinHandle<()>> = Vec::new();
+            let mut open: Vec<std::net::TcpStream> = Vec::new();
             while !s.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((c, _)) => {
-                        let _ = c.set_nonblocking(false);
                         let _ = c.set_read_timeout(Some(Duration::from_secs(20)));
+                        if let Ok(twin) = c.try_clone() {
+                            open.push(twin);
+                        }
                         let (s, tls) = (s.clone(), tls.clone());
                         conns.push(std::thread::spawn(move || match tls {
                             None => serve(c, port, &s),
@@ -153,8 +169,13 @@ impl Server {
                             }
                         }));
                     }
-                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                    Err(_) => break,
                 }
+            }
+            // A connection held open (`/silent`) ends now, not at its read
+            // timeout.
+            for c in &open {
+                let _ = c.shutdown(std::net::Shutdown::Both);
             }
             for c in conns {
                 let _ = c.join();
@@ -175,6 +196,7 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        wake_listener(self.port);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

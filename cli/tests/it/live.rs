@@ -816,7 +816,8 @@ impl FakeHost {
                                            "input_schema": {"type": "object"}}]})),
                             Request::Call { .. } => match on_call {
                                 FakeCall::Hang => {
-                                    tokio::time::sleep(Duration::from_secs(60)).await;
+                                    // Never answers; the task ends with the test's runtime.
+                                    std::future::pending::<()>().await;
                                     return;
                                 }
                                 FakeCall::Oversized => {

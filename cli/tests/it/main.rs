@@ -90,6 +90,8 @@
 //! - `metrics` — `tickbox mcp --metrics`: a real Prometheus server scrapes
 //!   calls, durations, refusals, limits, live Ticks, sessions and memory;
 //!   the page's own token; tool names past the cap fold into `(other)`.
+//! - `suite` — the suite's own rules: no tracked binary, and tests that wait
+//!   for events (at most five fixed sleeps, each saying why);
 //! - `drain` — `tickbox mcp --http` on SIGTERM or SIGINT: a call in flight
 //!   answered while readiness says draining and new sessions and requests
 //!   are refused, exit 0; the drain timeout (130), a second signal (130);
@@ -128,6 +130,7 @@ mod scenario;
 mod scenario_walls;
 mod schema_bomb;
 mod sdks;
+mod suite;
 mod tick_text;
 mod tiers;
 mod toolchains;

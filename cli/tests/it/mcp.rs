@@ -253,15 +253,14 @@ async fn lists_tools_with_annotations_and_calls_them() {
     assert!(s["at"].as_str().is_some_and(|at| !at.is_empty()), "{s}");
     assert_eq!(s["recover_with"], "history");
     // The redraw travels through the PTY on its own schedule; poll like a person would look again.
-    let mut screen = String::new();
-    let deadline = std::time::Instant::now() + PATIENCE;
-    while std::time::Instant::now() < deadline {
-        screen = text(&mcp.call("tick_screen", json!({})).await);
-        if screen.contains("Counter: 2") {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let screen = std::cell::RefCell::new(String::new());
+    eventually_await(PATIENCE, || async {
+        let now = text(&mcp.call("tick_screen", json!({})).await);
+        *screen.borrow_mut() = now;
+        screen.borrow().contains("Counter: 2")
+    })
+    .await;
+    let screen = screen.into_inner();
     assert!(screen.contains("Counter: 2"), "{screen}");
 
     let (code, stderr) = mcp.close().await;
@@ -623,15 +622,19 @@ async fn the_state_resource_is_trimmed_to_the_delivery_budget() {
     merged += s["merged_updates"].as_u64().unwrap();
     // 10,000 updates through python3 and a debug build: seconds when idle,
     // far more on a loaded machine.
-    let deadline = std::time::Instant::now() + PATIENCE * 2;
-    while std::time::Instant::now() < deadline {
-        if s["seq"] == 10_000 {
-            break;
+    let s = std::cell::RefCell::new(s);
+    let merged = std::cell::Cell::new(merged);
+    eventually_await(PATIENCE * 2, || async {
+        if s.borrow()["seq"] == 10_000 {
+            return true;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        s = mcp.read_state(uri).await;
-        merged += s["merged_updates"].as_u64().unwrap();
-    }
+        let next = mcp.read_state(uri).await;
+        merged.set(merged.get() + next["merged_updates"].as_u64().unwrap());
+        *s.borrow_mut() = next;
+        false
+    })
+    .await;
+    let (s, merged) = (s.into_inner(), merged.get());
     assert_eq!(s["seq"], 10_000, "{s}");
     assert_eq!(merged, 10_000, "merged counts add up");
     let len = serde_json::to_string(&s).unwrap().len();

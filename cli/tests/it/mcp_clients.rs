@@ -166,13 +166,8 @@ impl HttpServer {
     fn terminate(&mut self) {
         // SAFETY: a plain kill(2) to our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + PATIENCE;
-        while self.child.try_wait().ok().flatten().is_none() {
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if !exits_within(self.child.id(), PATIENCE) {
+            let _ = self.child.kill();
         }
         let _ = self.child.wait();
     }

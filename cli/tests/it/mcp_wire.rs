@@ -159,17 +159,11 @@ impl Raw {
 }
 
 fn wait_for(child: &mut Child) -> i32 {
-    let deadline = std::time::Instant::now() + PATIENCE;
-    loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            return s.code().unwrap_or(-1);
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("tickbox mcp did not exit within {PATIENCE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if !exits_within(child.id(), PATIENCE) {
+        let _ = child.kill();
+        panic!("tickbox mcp did not exit within {PATIENCE:?}");
     }
+    child.wait().expect("wait").code().unwrap_or(-1)
 }
 
 impl Drop for Raw {
@@ -1097,6 +1091,8 @@ fn neighbour_latencies(
 ) -> Vec<Duration> {
     let mut out: Vec<Duration> = (first..first + n)
         .map(|id| {
+            // Fixed sleep: the gap is this measurement's input (calls
+            // that arrive apart, as an agent's do), not a wait for anything.
             std::thread::sleep(gap);
             let t = std::time::Instant::now();
             let r = mcp.call(id, tool, json!({"n": id}));

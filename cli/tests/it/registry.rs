@@ -82,19 +82,16 @@ impl Registry {
                 );
             // Ready once it accepts connections; a port taken meanwhile
             // makes it exit, and another port is tried.
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while Instant::now() < deadline {
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return Registry {
-                        child,
-                        port,
-                        _dir: dir,
-                    };
-                }
-                if child.try_wait().ok().flatten().is_some() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
+            let listening = eventually(Duration::from_secs(30), || {
+                TcpStream::connect(("127.0.0.1", port)).is_ok()
+                    || child.try_wait().ok().flatten().is_some()
+            });
+            if listening && child.try_wait().ok().flatten().is_none() {
+                return Registry {
+                    child,
+                    port,
+                    _dir: dir,
+                };
             }
             let _ = child.kill();
             let _ = child.wait();

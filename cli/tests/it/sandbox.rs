@@ -138,8 +138,9 @@ fn greeter() -> (
     std::thread::JoinHandle<()>,
     Arc<std::sync::atomic::AtomicBool>,
 ) {
+    // Blocking: the thread sleeps in accept until a client comes, and the
+    // test wakes it to stop with one last connection (`wake_listener`).
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let s = stop.clone();
@@ -149,7 +150,7 @@ fn greeter() -> (
                 Ok((mut c, _)) => {
                     let _ = c.write_all(b"greetings");
                 }
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                Err(_) => break,
             }
         }
     });
@@ -188,6 +189,8 @@ fn sockets_reach_only_granted_addresses() {
     assert_eq!(v["value"], "greetings", "{v}");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     stop2.store(true, std::sync::atomic::Ordering::Relaxed);
+    wake_listener(port);
+    wake_listener(other);
     h.join().unwrap();
     h2.join().unwrap();
 }
@@ -540,19 +543,21 @@ async fn a_runaway_guest_costs_only_its_own_session() {
     // deadline.
     runaway.shutdown().await;
     let quiet = (gap * 4).max(Duration::from_millis(300));
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let drawn = runaway.view().bytes_drawn();
-        tokio::time::sleep(quiet).await;
-        if runaway.view().bytes_drawn() == drawn {
-            break;
+    let mut drawn = runaway.view().bytes_drawn();
+    let mut unchanged_since = Instant::now();
+    let settled = eventually_async(PATIENCE, || {
+        let now = runaway.view().bytes_drawn();
+        if now != drawn {
+            (drawn, unchanged_since) = (now, Instant::now());
         }
-        assert!(
-            Instant::now() < deadline,
-            "the guest still runs after its session ended: {drawn} bytes drawn and growing \
-             (a dot every {gap:?} or less before the end)"
-        );
-    }
+        unchanged_since.elapsed() >= quiet
+    })
+    .await;
+    assert!(
+        settled,
+        "the guest still runs after its session ended: {drawn} bytes drawn and growing \
+         (a dot every {gap:?} or less before the end)"
+    );
     assert_eq!(
         call(&neighbour, "echo", json!({})).await,
         CallOutcome::Ok(json!({}))

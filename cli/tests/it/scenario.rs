@@ -949,3 +949,69 @@ fn screen_expectations_check_colours_and_attributes() {
         assert!(out.stdout.contains(rule), "{style}: {out:#?}");
     }
 }
+
+/// A scenario's relative paths mean the same from every working directory:
+/// the C example as a newcomer has it (built into `build/` beside its
+/// scenarios, no variable set), tested from the folder above it, from its
+/// scenarios folder and from elsewhere by absolute path. Its native
+/// scenario starts the Tick in the scenario's folder, which once made the
+/// relative path point to the wrong place from anywhere but there.
+#[test]
+fn the_c_example_scenarios_pass_from_every_working_directory() {
+    let (module, native) = crate::langs::c_counter();
+    let dir = TempDir::new("c-from-anywhere");
+    let project = dir.path("c");
+    std::fs::create_dir_all(project.join("build")).unwrap();
+    std::fs::create_dir_all(project.join("scenarios")).unwrap();
+    for entry in std::fs::read_dir(root().join("examples/c/scenarios")).unwrap() {
+        let from = entry.unwrap().path();
+        std::fs::copy(
+            &from,
+            project.join("scenarios").join(from.file_name().unwrap()),
+        )
+        .unwrap();
+    }
+    let run = |cwd: &Path, target: &str| {
+        tickbox_in(
+            cwd,
+            &["test", target, "--allow-native", "--format", "json"],
+            &[],
+            PROJECT_SCENARIO_LIMIT,
+        )
+    };
+    // Positive control first: with nothing built the Tick cannot start, and
+    // the report says so once ("cannot start the Tick" not doubled).
+    let out = run(&dir.0, "c");
+    assert_eq!(out.code, 1, "{out:#?}");
+    assert!(out.stdout.contains("cannot start the Tick"), "{out:#?}");
+    assert!(
+        !out.stdout
+            .contains("cannot start the Tick: cannot start the Tick"),
+        "{}",
+        out.stdout
+    );
+    std::fs::copy(&module, project.join("build/counter.wasm")).unwrap();
+    std::fs::copy(&native, project.join("build/counter")).unwrap();
+    let absolute = project.to_string_lossy().into_owned();
+    for (cwd, target) in [
+        (dir.0.clone(), "c"),
+        (project.join("scenarios"), "."),
+        (std::env::temp_dir(), absolute.as_str()),
+    ] {
+        let out = run(&cwd, target);
+        assert_eq!(out.code, 0, "from {}: {out:#?}", cwd.display());
+        let report = out.json();
+        let statuses: Vec<&str> = report["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["status"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            statuses,
+            ["passed", "passed"],
+            "from {}: {report}",
+            cwd.display()
+        );
+    }
+}

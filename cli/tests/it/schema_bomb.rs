@@ -95,7 +95,6 @@ fn neighbour_calls(
             assert_eq!(r["result"]["isError"], json!(false), "{r}");
             *peak = (*peak).max(status_kib(server.pid(), "VmRSS"));
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
     for (lat, _) in &mut out {
         lat.sort();

@@ -90,20 +90,15 @@ fn run_slow(program: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
         let _ = std::io::Read::read_to_string(&mut err, &mut s);
         s
     });
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if start.elapsed() > SLOW {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "{} {args:?} did not finish within {SLOW:?}",
-                program.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    if !exits_within(child.id(), SLOW.saturating_sub(start.elapsed())) {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "{} {args:?} did not finish within {SLOW:?}",
+            program.display()
+        );
+    }
+    let status = child.wait().expect("wait");
     Output {
         code: status.code().unwrap_or(-1),
         stdout: out_t.join().unwrap_or_default(),
@@ -379,7 +374,7 @@ fn tickbox_new_python_builds_keeps_keys_typed_while_compiling_and_passes_check()
         &[("TICKBOX_CACHE_DIR", c.as_str())],
     );
     host.type_keys(b"++");
-    // A person's pause between keys, not a wait for anything: keys typed at
+    // Fixed sleep: a person's pause between keys, not a wait for anything: keys typed at
     // two moments of the compile must all arrive. (Nothing on this terminal
     // shows the compile: the host's stderr, where the slow-compile notice
     // goes, is /dev/null under `run`.)
@@ -392,11 +387,9 @@ fn tickbox_new_python_builds_keeps_keys_typed_while_compiling_and_passes_check()
         "the Tick was up before the keys were typed (compiled in {:?}?)",
         started.elapsed()
     );
-    let mut live = false;
-    while !live && started.elapsed() < SLOW {
-        live = !world.ls().is_empty();
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let live = eventually(SLOW.saturating_sub(started.elapsed()), || {
+        !world.ls().is_empty()
+    });
     assert!(live, "the Tick never started: {}", host.text());
     eprintln!(
         "python component first start (cold compile) took {:?}",

@@ -110,7 +110,18 @@ pub fn tickbox_env<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> Output {
 /// the test) after `limit`: for the few tests whose tickbox may take long
 /// on a loaded machine without that being the failure.
 pub fn tickbox_within<S: AsRef<str>>(args: &[S], env: &[(&str, &str)], limit: Duration) -> Output {
+    tickbox_in(Path::new("."), args, env, limit)
+}
+
+/// [`tickbox_within`] with `cwd` as the working directory.
+pub fn tickbox_in<S: AsRef<str>>(
+    cwd: &Path,
+    args: &[S],
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickbox"));
+    cmd.current_dir(cwd);
     cmd.args(args.iter().map(|a| a.as_ref()))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -168,17 +179,12 @@ pub fn finish_within_guarded<G>(
         let _ = err.read_to_string(&mut s);
         s
     });
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{shown} did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    if !exits_within(child.id(), limit.saturating_sub(start.elapsed())) {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{shown} did not finish within {limit:?}");
+    }
+    let status = child.wait().expect("wait");
     Output {
         code: status.code().unwrap_or(-1),
         stdout: out_t.join().unwrap_or_default(),
@@ -217,14 +223,57 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
-/// Polls `cond` for up to `limit`.
+/// Wakes a test server's thread blocked in `accept` on `port`, after its
+/// stop flag is set, with one connection it closes at once.
+pub fn wake_listener(port: u16) {
+    let _ = std::net::TcpStream::connect(("127.0.0.1", port));
+}
+
+/// Whether process `pid`, a child of this one, exits within `limit`,
+/// without reaping it (its `Child::wait` still gets the status): a wait on
+/// a pidfd, which becomes readable when the process ends, so the test
+/// wakes at the exit rather than at the next look of a polling loop. A
+/// process already reaped counts as exited.
+pub fn exits_within(pid: u32, limit: Duration) -> bool {
+    // SAFETY: pidfd_open(2) takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as i32;
+    if fd < 0 {
+        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    }
+    let deadline = Instant::now() + limit;
+    let ready = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = left.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        break n > 0;
+    };
+    // SAFETY: the fd was opened above and is closed once.
+    unsafe { libc::close(fd) };
+    ready
+}
+
+/// The pause between two looks of [`eventually`] and [`eventually_async`],
+/// the suite's one way to wait for a condition that has no event to wait
+/// on (a file's contents, a process's state in /proc, a screen's text).
+const POLL: Duration = Duration::from_millis(20);
+
+/// Polls `cond` every [`POLL`] for up to `limit`.
 pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while start.elapsed() < limit {
         if cond() {
             return true;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(POLL);
     }
     cond()
 }
@@ -237,9 +286,27 @@ pub async fn eventually_async(limit: Duration, mut cond: impl FnMut() -> bool) -
         if cond() {
             return true;
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(POLL).await;
     }
     cond()
+}
+
+/// [`eventually_async`] for a condition that must itself be awaited (a
+/// read through a session, an MCP request): polls it every [`POLL`] for
+/// up to `limit`.
+pub async fn eventually_await<F, Fut>(limit: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond().await {
+            return true;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    cond().await
 }
 
 /// The target dir of this build (honours CARGO_TARGET_DIR).
@@ -577,6 +644,8 @@ pub async fn timer_runs_between_requests(s: &Session) {
     // stretches the wait with the steps, so it cannot fail for being slow.
     let stopped = s.read().await.unwrap().seq;
     let quiet = (five_steps * 2).max(Duration::from_millis(300));
+    // Fixed sleep: it shows that nothing happens (no more steps), and an
+    // absence has no event to wait for.
     tokio::time::sleep(quiet).await;
     let after = s.read().await.unwrap().seq;
     assert!(
@@ -587,12 +656,14 @@ pub async fn timer_runs_between_requests(s: &Session) {
 
 /// Waits until the view's screen shows `needle`.
 pub async fn screen_shows(s: &Session, needle: &str) -> String {
-    for _ in 0..(PATIENCE.as_millis() / 20) {
-        let text = s.view().screen_text().wire().to_string();
-        if text.contains(needle) {
-            return text;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut text = String::new();
+    if eventually_async(PATIENCE, || {
+        text = s.view().screen_text().wire().to_string();
+        text.contains(needle)
+    })
+    .await
+    {
+        return text;
     }
     panic!(
         "the view never showed {needle:?}:\n{}",

@@ -1276,6 +1276,21 @@ fn screen_lines(screen: &str) -> Vec<String> {
     out
 }
 
+/// A launch error as a scenario's start failure: one sentence that says the
+/// Tick could not start, whichever layer refused it (the native backend's
+/// and the launcher's own errors already say so; the others are prefixed).
+fn start_failure(e: &tickbox_sandbox::LaunchError) -> String {
+    use tickbox_host::backend::native::SpawnError;
+    use tickbox_sandbox::LaunchError;
+    match e {
+        LaunchError::Native(
+            SpawnError::NotFound(_) | SpawnError::NotExecutable(_) | SpawnError::Spawn { .. },
+        )
+        | LaunchError::NotWasm { .. } => e.to_string(),
+        _ => format!("cannot start the Tick: {e}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1307,20 +1322,5 @@ mod tests {
         assert!(lines[2].contains("… ("), "clipped: {}", lines[2]);
         let many: String = (0..1000).map(|i| format!("{i}\n")).collect();
         assert_eq!(screen_lines(&many).len(), diff::MAX_DIFF_LINES + 1);
-    }
-}
-
-/// A launch error as a scenario's start failure: one sentence that says the
-/// Tick could not start, whichever layer refused it (the native backend's
-/// and the launcher's own errors already say so; the others are prefixed).
-fn start_failure(e: &tickbox_sandbox::LaunchError) -> String {
-    use tickbox_host::backend::native::SpawnError;
-    use tickbox_sandbox::LaunchError;
-    match e {
-        LaunchError::Native(
-            SpawnError::NotFound(_) | SpawnError::NotExecutable(_) | SpawnError::Spawn { .. },
-        )
-        | LaunchError::NotWasm { .. } => e.to_string(),
-        _ => format!("cannot start the Tick: {e}"),
     }
 }

@@ -1,0 +1,124 @@
+//! The suite's own rules, checked like any other: no tracked file is a
+//! built binary (`tools/no-binaries`, which `.ci/run` runs first), and the
+//! tests wait for events, not for time: every `sleep(` in a test folder is
+//! the one polling pause (`POLL`, in `util.rs`) or a fixed sleep whose
+//! comment says why no event exists, and there are at most
+//! [`MAX_FIXED_SLEEPS`] of those.
+
+use crate::util::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The most fixed sleeps the whole suite may hold.
+const MAX_FIXED_SLEEPS: usize = 5;
+/// The marker a fixed sleep's comment starts with, within
+/// [`MARKER_LINES`] lines above it.
+const MARKER: &str = "Fixed sleep:";
+const MARKER_LINES: usize = 4;
+
+fn no_binaries(files: &[&Path]) -> std::process::Output {
+    Command::new(root().join("tools/no-binaries"))
+        .args(files)
+        .output()
+        .expect("run tools/no-binaries")
+}
+
+#[test]
+fn no_tracked_file_is_a_built_binary() {
+    let out = no_binaries(&[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Positive controls: a program, a wasm module and an oversized file are
+    // each refused with one line naming the file; a source file passes.
+    let dir = TempDir::new("no-binaries");
+    let elf = dir.path("tool");
+    std::fs::copy("/bin/true", &elf).expect("copy /bin/true");
+    let wasm = dir.path("guest.wasm");
+    std::fs::write(&wasm, b"\0asm\x01\0\0\0").unwrap();
+    let big = dir.path("big.txt");
+    std::fs::write(&big, "x".repeat(600 * 1024)).unwrap();
+    let text = dir.path("main.rs");
+    std::fs::write(&text, "fn main() {}\n").unwrap();
+    for (file, says) in [
+        (&elf, "is an ELF executable"),
+        (&wasm, "is a wasm binary"),
+        (&big, "over the"),
+    ] {
+        let out = no_binaries(&[file.as_path()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{}: {stderr}", file.display());
+        assert!(stderr.contains(says), "{}: {stderr}", file.display());
+    }
+    assert!(no_binaries(&[text.as_path()]).status.success());
+}
+
+/// Every `.rs` file under a `tests` folder of the workspace.
+fn test_sources() -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(root()).expect("read root") {
+        let tests = entry.expect("entry").path().join("tests");
+        if tests.is_dir() {
+            out.extend(rust_sources(&tests));
+        }
+    }
+    out
+}
+
+/// The fixed sleeps in `text` (line numbers, 1-based), and the sleeps that
+/// are neither the polling pause nor marked as fixed.
+fn sleeps(text: &str) -> (Vec<usize>, Vec<usize>) {
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut fixed, mut unexplained) = (Vec::new(), Vec::new());
+    for (i, line) in lines.iter().enumerate() {
+        let code = line.split("//").next().unwrap_or("");
+        if !code.contains("sleep(") || code.contains("sleep(POLL)") {
+            continue;
+        }
+        let above = &lines[i.saturating_sub(MARKER_LINES)..i];
+        if above.iter().any(|l| l.contains(MARKER)) {
+            fixed.push(i + 1);
+        } else {
+            unexplained.push(i + 1);
+        }
+    }
+    (fixed, unexplained)
+}
+
+#[test]
+fn tests_wait_for_events_with_at_most_five_fixed_sleeps_each_explained() {
+    // Positive control: the check sees an unexplained sleep, a marked one,
+    // and lets the polling pause through.
+    // (Built from pieces, so this file's own text holds no sleep call.)
+    let call = ["std::thread::sle", "ep(d);"].concat();
+    let poll = ["tokio::time::sle", "ep(POLL).await;"].concat();
+    let sample = format!(
+        "fn a() {{\n    {call}\n}}\n// {MARKER} an absence has no event.\n{call}\n{poll}\n"
+    );
+    assert_eq!(sleeps(&sample), (vec![5], vec![2]));
+
+    let mut fixed = Vec::new();
+    let mut unexplained = Vec::new();
+    for (path, text) in test_sources() {
+        let (f, u) = sleeps(&text);
+        let shown = path
+            .strip_prefix(root())
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        fixed.extend(f.into_iter().map(|l| format!("{shown}:{l}")));
+        unexplained.extend(u.into_iter().map(|l| format!("{shown}:{l}")));
+    }
+    assert!(
+        unexplained.is_empty(),
+        "sleeps that neither poll (util's POLL) nor say why no event exists \
+         (a `{MARKER}` comment above): {unexplained:?}"
+    );
+    assert!(
+        fixed.len() <= MAX_FIXED_SLEEPS,
+        "{} fixed sleeps, over the suite's {MAX_FIXED_SLEEPS}: {fixed:?}",
+        fixed.len()
+    );
+}
