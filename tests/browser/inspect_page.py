@@ -7,6 +7,13 @@ object on stdout; cli/tests/it/inspect.rs makes the assertions.
     inspect_page.py hostile URL
     inspect_page.py trimmed URL CONTROL_URL
     inspect_page.py live URL TICKBOX NAME
+    inspect_page.py crossport OPEN_FILE WITNESS_URL CONTROL_COOKIE
+
+`crossport` opens the page through the file `tickbox inspect --open` wrote
+(as the default browser would), uses the token (the event stream, a key, a
+reload), sets the harmless CONTROL_COOKIE (`name=value`) on the page's
+origin, then visits WITNESS_URL (another user's server on another loopback
+port) twice: once navigated to by the page itself, once as if typed.
 
 `live` inspects the live instance NAME and, at the end, stops it with
 `TICKBOX stop NAME` (the test gives the instance's XDG_RUNTIME_DIR) to see
@@ -16,18 +23,22 @@ Every wait is for something to appear, with a generous deadline (the
 machine may be loaded); chromedriver and chromium end with the script
 (driver.quit() in a finally, and the test kills the process group).
 """
-import json, subprocess, sys, tempfile
+import json, os, shutil, subprocess, sys, tempfile
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 PATIENCE = 90
+DOWNLOADS = tempfile.mkdtemp(prefix="tickbox-inspect-downloads-")
 
 
 def browser():
     opts = webdriver.ChromeOptions()
     opts.binary_location = "/usr/bin/chromium"
+    # The exports are saved here, without asking.
+    opts.add_experimental_option("prefs", {"download.default_directory": DOWNLOADS,
+                                           "download.prompt_for_download": False})
     for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
               "--no-first-run", "--disable-extensions", "--window-size=1400,1000",
               "--user-data-dir=" + tempfile.mkdtemp(prefix="tickbox-inspect-chromium-")]:
@@ -80,6 +91,15 @@ def increment_by_three(d, seen):
     return amount
 
 
+def downloaded(name):
+    """The text of a finished download, or None yet."""
+    try:
+        with open(os.path.join(DOWNLOADS, name), encoding="utf-8") as f:
+            return f.read() or None
+    except FileNotFoundError:
+        return None
+
+
 def call(d, tool):
     d.find_element(By.CSS_SELECTOR, f'form[data-tool="{tool}"] button.call').click()
 
@@ -112,6 +132,9 @@ def counter(d, url, shot):
     wait(d, "the call in the timeline", lambda: "tick/call" in text(d, "#frames"))
     seen["timeline"] = text(d, "#frames")
     seen["title"] = d.title
+    # The scenario export, fetched with the token and saved.
+    d.find_element(By.ID, "export-scenario").click()
+    seen["scenario_export"] = wait(d, "the scenario's download", lambda: downloaded("inspect.scenario.toml"))
     d.save_screenshot(shot)
     return seen
 
@@ -176,6 +199,36 @@ def live(d, url, tickbox, name):
     return seen
 
 
+def crossport(d, opened, witness, control):
+    seen = {}
+    # The --open file forwards to the printed URL, token in its fragment.
+    d.get("file://" + opened)
+    seen["first_screen"] = wait_text(d, "#screen", "Counter: 0")
+    seen["address_bar"] = d.current_url
+    # The token used for an action (a POST), not only the event stream.
+    d.find_element(By.ID, "screen").click()
+    d.find_element(By.ID, "screen").send_keys("+")
+    seen["screen_after_key"] = wait_text(d, "#screen", "Counter: 1")
+    # A reload: the address bar has no token left; the tab's storage of
+    # this origin has it, and the page works on.
+    d.refresh()
+    seen["screen_after_reload"] = wait_text(d, "#screen", "Counter: 1")
+    d.find_element(By.ID, "screen").click()
+    d.find_element(By.ID, "screen").send_keys("+")
+    seen["screen_after_reload_and_key"] = wait_text(d, "#screen", "Counter: 2")
+    seen["page_cookies"] = d.execute_script("return document.cookie")
+    # The control: a cookie on the inspector's origin, SameSite=Strict as
+    # the token's cookie was, which the witness must receive.
+    d.execute_script("document.cookie = arguments[0] + '; Path=/; SameSite=Strict'", control)
+    seen["page_cookies_with_control"] = d.execute_script("return document.cookie")
+    # Another port, navigated to by the page, then as if typed.
+    d.execute_script("location.assign(arguments[0])", witness + "/from-the-page")
+    wait(d, "the witness (from the page)", lambda: d.title == "witness")
+    d.get(witness + "/typed")
+    wait(d, "the witness (typed)", lambda: d.title == "witness" and d.current_url.endswith("/typed"))
+    return seen
+
+
 def main():
     mode, url = sys.argv[1], sys.argv[2]
     d = browser()
@@ -186,10 +239,13 @@ def main():
             seen = trimmed(d, url, sys.argv[3])
         elif mode == "live":
             seen = live(d, url, sys.argv[3], sys.argv[4])
+        elif mode == "crossport":
+            seen = crossport(d, url, sys.argv[3], sys.argv[4])
         else:
             seen = hostile(d, url)
     finally:
         d.quit()
+        shutil.rmtree(DOWNLOADS, ignore_errors=True)
     print(json.dumps(seen))
 
 

@@ -28,10 +28,13 @@
 //!   allows no inline script and nothing from elsewhere.
 //!
 //! The door ([`server`]) is `tickbox mcp --http`'s: a 32-byte random token
-//! on every request (in the URL printed at start, then a cookie), `Host`
-//! checked against the listen address, `Origin` checked on every request
-//! that has one and required on every POST, and the MCP server's bounded
-//! connections, head sizes and timeouts.
+//! on every request but for the page's own files (printed at start in the
+//! URL's fragment, which no browser sends anywhere; the page sends it as
+//! `Authorization: Bearer`, never as a cookie, which the browser would also
+//! send to every other port of 127.0.0.1), `Host` checked against the
+//! listen address, `Origin` checked on every request that has one and
+//! required on every POST, and the MCP server's bounded connections, head
+//! sizes and timeouts.
 //!
 //! Why a module of the CLI and not a crate: it is one command's surface,
 //! made of pieces other layers own (the session, the live socket's client,
@@ -127,11 +130,14 @@ timeline shows the frames of that socket (the host<->Tick protocol belongs to
 the other process), and there is no audit export (the hosting process writes
 the audit stream; give it --audit). Ending the inspector leaves it running.
 
-The URL is printed on stderr, with a random token that every request needs (the
-page moves it into a cookie and out of the address bar). Requests whose Host is
-not the listen address, or whose Origin is another site, are refused. --listen
-names another address (the token is still required). Ctrl-C stops the server
-(and a Tick started here).
+The URL is printed on stderr, with a random token after its # that every request
+for the Tick needs. The browser sends what follows # to no server: the page takes
+the token out of the address bar, keeps it in the tab (for this port only) and
+sends it as a header, never as a cookie (a cookie for 127.0.0.1 goes to every
+port there, whoever listens on it). Requests whose Host is not the listen
+address, or whose Origin is another site, are refused. --listen names another
+address (the token is still required). Ctrl-C stops the server (and a Tick
+started here).
 
 Exit codes:
   130  stopped by SIGINT or SIGTERM (the usual way to end it)
@@ -361,7 +367,9 @@ pub async fn run(mut args: InspectArgs) -> Result<(), Exit> {
         .local_addr()
         .map_err(|e| Exit::session(format!("cannot read the bound address: {e}")))?;
     let token = server::new_token()?;
-    let url = format!("http://{local}/?token={token}");
+    // In the fragment: a browser sends it to no server (nor in a Referer);
+    // the page reads it from there.
+    let url = format!("http://{local}/#token={token}");
     // The URL (with the token) is printed once, here, and never logged.
     eprintln!("tickbox inspect: serving the page on {url}");
     let _opened = if args.open {

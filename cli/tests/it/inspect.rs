@@ -1,14 +1,17 @@
 //! `tickbox inspect`: its door attacked through the wire (raw HTTP on
-//! loopback: no token, a wrong token, a foreign `Host`, a foreign or
-//! missing `Origin`, each beside a request that gets in), its bounds (event
+//! loopback: no token, a wrong token, the right one in a cookie or the
+//! query, a foreign `Host`, a foreign or missing `Origin`, each beside a
+//! request that gets in), its bounds (event
 //! streams, action bodies) hit and passed back under, a hostile Tick's
 //! markup carried only as data, a trimmed state shown as trimmed, a live
 //! instance (`@NAME`, hosted by `tickbox run`) inspected through its socket
 //! to its end, and the page driven in headless Chromium (Debian's chromium
 //! and chromedriver through Selenium, `tests/browser/inspect_page.py`): the
 //! counter's screen, a confirmed call, a key typed into the screen, the
-//! host's refusal of bad arguments, the hostile Tick running nothing, and
-//! the same for a live instance.
+//! host's refusal of bad arguments, an export, the hostile Tick running
+//! nothing, the same for a live instance, and a browser that used the page
+//! (opened as `--open` opens it) sending nothing with the token to another
+//! user's server on another loopback port (`tests/browser/witness.py`).
 //!
 //! The screenshot in README (`docs/inspect.png`) is the counter test's:
 //! `INSPECT_SCREENSHOT=$PWD/docs/inspect.png cargo test --workspace --test it inspect::the_counter`.
@@ -65,7 +68,9 @@ impl Inspect {
         // Keep draining stderr so the server never blocks on it.
         std::thread::spawn(move || for _ in lines {});
         let rest = url.strip_prefix("http://").expect("an http URL");
-        let (addr, token) = rest.split_once("/?token=").expect("a token in the URL");
+        let (addr, token) = rest
+            .split_once("/#token=")
+            .expect("a token in the URL's fragment");
         assert!(addr.starts_with("127.0.0.1:"), "loopback by default: {url}");
         assert_eq!(token.len(), 64, "32 random bytes as hex: {url}");
         Inspect {
@@ -76,7 +81,11 @@ impl Inspect {
     }
 
     fn url(&self) -> String {
-        format!("http://{}/?token={}", self.addr, self.token)
+        format!("http://{}/#token={}", self.addr, self.token)
+    }
+
+    fn port(&self) -> &str {
+        self.addr.rsplit(':').next().unwrap()
     }
 
     fn origin(&self) -> String {
@@ -174,41 +183,49 @@ fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
         "{}",
         i.snapshot()["state"]
     );
-    // No token, a wrong one (as every carrier): 401.
-    let (status, _, _) = i.request("GET", "/", &[], "");
-    assert_eq!(status, 401, "no token");
-    let (status, _, _) = i.request("GET", "/api/snapshot", &[], "");
-    assert_eq!(status, 401, "no token");
-    let wrong = "0".repeat(64);
-    for h in [
-        format!("Authorization: Bearer {wrong}"),
-        format!(
-            "Cookie: tickbox-inspect-{}={wrong}",
-            i.addr.rsplit(':').next().unwrap()
-        ),
+    // No token, a wrong one: 401, on every route with the Tick's data or
+    // actions.
+    for path in [
+        "/api/snapshot",
+        "/events",
+        "/api/export/scenario",
+        "/nothing",
     ] {
-        let (status, _, _) = i.request("GET", "/api/snapshot", std::slice::from_ref(&h), "");
-        assert_eq!(status, 401, "{h}");
+        let (status, head, _) = i.request("GET", path, &[], "");
+        assert_eq!(status, 401, "{path} without the token");
+        assert_eq!(header(&head, "www-authenticate"), Some("Bearer"), "{head}");
     }
-    let (status, _, _) = i.request("GET", &format!("/?token={wrong}"), &[], "");
-    assert_eq!(status, 401, "a wrong token in the URL");
-    let (status, _, _) = i.request("GET", "/events", &[], "");
-    assert_eq!(status, 401, "the event stream wants the token too");
-
-    // The URL's token: a cookie, and the token leaves the address bar.
-    let (status, head, _) = i.request("GET", &format!("/?token={}", i.token), &[], "");
-    assert_eq!(status, 303, "{head}");
-    assert_eq!(header(&head, "location"), Some("/"));
-    let cookie = header(&head, "set-cookie").expect("a cookie");
-    assert!(
-        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
-        "{cookie}"
+    let wrong = "0".repeat(64);
+    let (status, _, _) = i.request(
+        "GET",
+        "/api/snapshot",
+        &[format!("Authorization: Bearer {wrong}")],
+        "",
     );
-    let pair = cookie.split(';').next().unwrap().to_string();
-    // The cookie alone opens the page (positive control), with the CSP.
-    let (status, head, body) = i.request("GET", "/", &[format!("Cookie: {pair}")], "");
+    assert_eq!(status, 401, "a wrong token");
+    let (status, _, _) = i.request("GET", "/api/snapshot", &[i.bearer()], "");
+    assert_eq!(status, 200, "the right one (the control)");
+
+    // The page, its script and its style are public (tickbox's own files:
+    // the printed URL's token is in the fragment, which the first load
+    // cannot send), with the CSP and no cookie.
+    for (path, kind) in [
+        ("/", "text/html"),
+        ("/inspect.js", "text/javascript"),
+        ("/inspect.css", "text/css"),
+    ] {
+        let (status, head, _) = i.request("GET", path, &[], "");
+        assert_eq!(status, 200, "{path}: {head}");
+        assert!(
+            header(&head, "content-type").is_some_and(|t| t.starts_with(kind)),
+            "{path}: {head}"
+        );
+        assert_eq!(header(&head, "set-cookie"), None, "{path}: {head}");
+    }
+    let (status, head, body) = i.request("GET", "/", &[], "");
     assert_eq!(status, 200, "{head}");
     assert!(body.contains("<script src=\"/inspect.js\""), "{body}");
+    assert!(!body.contains(&i.token), "the page holds no token");
     let csp = header(&head, "content-security-policy").expect("a CSP");
     for part in [
         "default-src 'self'",
@@ -222,11 +239,22 @@ fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
     assert!(!csp.contains("unsafe"), "{csp}");
     assert_eq!(header(&head, "x-content-type-options"), Some("nosniff"));
     assert_eq!(header(&head, "referrer-policy"), Some("no-referrer"));
+    // Only GET: a POST to the page's path is behind the token like any.
+    let (status, _, _) = i.request(
+        "POST",
+        "/",
+        &[
+            format!("Origin: {}", i.origin()),
+            "Content-Type: application/json".into(),
+        ],
+        "{}",
+    );
+    assert_eq!(status, 401, "a POST to / without the token");
 
     // A foreign Host (a rebound name) is refused even with the token.
     for host in [
         "evil.example",
-        &format!("evil.example:{}", i.addr.rsplit(':').next().unwrap()),
+        &format!("evil.example:{}", i.port()),
         "127.0.0.1:1",
     ] {
         let (status, _, body) = i.request(
@@ -240,10 +268,7 @@ fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
     let (status, _, _) = i.request(
         "GET",
         "/api/snapshot",
-        &[
-            i.bearer(),
-            format!("Host: localhost:{}", i.addr.rsplit(':').next().unwrap()),
-        ],
+        &[i.bearer(), format!("Host: localhost:{}", i.port())],
         "",
     );
     assert_eq!(status, 200, "localhost with our port is ours");
@@ -294,6 +319,87 @@ fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
         "bytes=%2B",
     );
     assert_eq!(status, 415);
+}
+
+/// The token's old carrier was a cookie, and a browser sends a cookie for
+/// 127.0.0.1 to every port there: another local user's server got it and
+/// used it. Now the token counts only as `Authorization: Bearer`; in a
+/// cookie (or the query) it opens nothing, not even a read.
+#[test]
+fn the_token_counts_only_as_a_header_never_as_a_cookie_or_in_the_query() {
+    let i = Inspect::start(&native_counter());
+    assert!(
+        eventually(PATIENCE, || i.snapshot()["state"]["data"]["value"] == 0),
+        "{}",
+        i.snapshot()["state"]
+    );
+    let t = &i.token;
+    let own = format!("Origin: {}", i.origin());
+    let json = "Content-Type: application/json".to_string();
+    // What the red team did with the stolen cookie: a confirmed mutating
+    // call and keys typed into the Tick; reads too.
+    let call = r#"{"tool": "increment", "args": {"amount": 5}, "confirm": {"tool": "increment", "revision": "1"}}"#;
+    let key = r#"{"bytes": "+"}"#;
+    let tries: [(&str, &str, &str); 6] = [
+        ("GET", "/api/snapshot", ""),
+        ("GET", "/events", ""),
+        ("GET", "/api/export/scenario", ""),
+        ("GET", "/api/export/audit", ""),
+        ("POST", "/api/call", call),
+        ("POST", "/api/keys", key),
+    ];
+    let cookies = [
+        format!("Cookie: tickbox-inspect-{}={t}", i.port()),
+        format!("Cookie: token={t}"),
+        format!("Cookie: a=b; tickbox-inspect-{}={t}; token={t}", i.port()),
+    ];
+    for cookie in &cookies {
+        for (method, path, body) in tries {
+            let mut headers = vec![cookie.clone()];
+            if method == "POST" {
+                headers.extend([own.clone(), json.clone()]);
+            }
+            let (status, head, _) = i.request(method, path, &headers, body);
+            assert_eq!(status, 401, "{cookie} on {method} {path}: {head}");
+        }
+    }
+    // In the query (an EventSource's only way; the page uses none).
+    for (method, path, body) in tries {
+        let mut headers = Vec::new();
+        if method == "POST" {
+            headers.extend([own.clone(), json.clone()]);
+        }
+        let path = format!("{path}?token={t}");
+        let (status, head, _) = i.request(method, &path, &headers, body);
+        assert_eq!(status, 401, "{method} {path}: {head}");
+    }
+    assert_eq!(
+        i.snapshot()["state"]["data"]["value"],
+        0,
+        "nothing a refused request carried reached the Tick"
+    );
+    // The control: the same requests with the header get in (a stale
+    // cookie beside it changes nothing), and no answer sets a cookie.
+    for (method, path, body) in tries {
+        let mut headers = vec![i.bearer(), cookies[0].clone()];
+        if method == "POST" {
+            headers.extend([own.clone(), json.clone()]);
+        }
+        if path == "/events" {
+            let (status, _s, stream) = open_events(&i);
+            assert_eq!(status, 200, "{stream}");
+            assert_eq!(header(&stream, "set-cookie"), None, "{stream}");
+            continue;
+        }
+        let (status, head, answer) = i.request(method, path, &headers, body);
+        assert_eq!(status, 200, "{method} {path}: {head}\n{answer}");
+        assert_eq!(header(&head, "set-cookie"), None, "{method} {path}: {head}");
+    }
+    assert!(
+        eventually(PATIENCE, || i.snapshot()["state"]["data"]["value"] == 6),
+        "the call (5) and the key (1) with the header: {}",
+        i.snapshot()["state"]
+    );
 }
 
 #[test]
@@ -545,6 +651,13 @@ fn the_counter_in_headless_chromium() {
         "{seen}"
     );
     assert_eq!(s("title"), "tickbox inspect");
+    // The export link fetches with the token (a plain link could not send
+    // it) and saves what it got.
+    let scenario = s("scenario_export");
+    assert!(
+        scenario.contains("call = \"increment\"") && scenario.contains("key = \"+\""),
+        "{seen}"
+    );
     let png = std::fs::read(&shot).expect("the screenshot");
     assert!(
         png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000,
@@ -576,6 +689,206 @@ fn a_hostile_tick_runs_nothing_in_headless_chromium() {
     assert_eq!(seen["scripts"], 1, "only the page's own script: {seen}");
     assert_eq!(seen["imgs"], 0, "{seen}");
     assert_eq!(seen["svgs"], 0, "{seen}");
+}
+
+/// Another user's web server on another loopback port
+/// (`tests/browser/witness.py`, which becomes `nobody` before it listens):
+/// every request it got, read off its stdout on a thread.
+struct Witness {
+    child: Child,
+    port: u16,
+    uid: u64,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Witness {
+    fn start() -> Witness {
+        let mut child = Command::new("python3")
+            .arg(root().join("tests/browser/witness.py"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the witness");
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in out.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let Ok(first) = lines.recv_timeout(PATIENCE) else {
+            let _ = child.kill();
+            let mut err = String::new();
+            let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+            let _ = child.wait();
+            panic!("the witness never listened: {err}");
+        };
+        let hello: Value = serde_json::from_str(&first).expect("the witness's first line");
+        Witness {
+            child,
+            port: hello["port"].as_u64().expect("its port") as u16,
+            uid: hello["uid"].as_u64().expect("its uid"),
+            lines,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Stops it; every request it recorded.
+    fn requests(mut self) -> Vec<Value> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut seen = Vec::new();
+        loop {
+            match self.lines.recv_timeout(PATIENCE) {
+                Ok(line) => seen.push(serde_json::from_str(&line).expect("a request's line")),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return seen,
+                Err(e) => panic!("the witness's output never ended: {e}"),
+            }
+        }
+    }
+}
+
+impl Drop for Witness {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The values of the request's headers named `name`.
+fn witnessed<'a>(request: &'a Value, name: &str) -> Vec<&'a str> {
+    request["headers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|h| h[0].as_str().is_some_and(|k| k.eq_ignore_ascii_case(name)))
+        .filter_map(|h| h[1].as_str())
+        .collect()
+}
+
+/// The attack the cookie let through: a browser that used the page visits
+/// a server another local user runs on another loopback port. Opened the
+/// way `--open` opens it (the 0600 file a stand-in xdg-open is handed),
+/// the page uses the token (its event stream, a key, a reload), then goes
+/// to the witness twice (navigated to by the page, and typed). The witness
+/// gets nothing with the token in it; the control is a cookie set on the
+/// inspector's origin, which it does get: cookies cross ports.
+#[test]
+fn the_token_reaches_no_other_loopback_port_in_headless_chromium() {
+    use std::os::unix::fs::PermissionsExt;
+    let witness = Witness::start();
+    // SAFETY: geteuid(2) reads the process's effective uid and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        assert_ne!(witness.uid, 0, "the witness is another user (nobody)");
+    }
+    // `--open` with a stand-in for xdg-open that says which file it got.
+    let dir = TempDir::new("inspect-crossport");
+    let bin = dir.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let record = dir.path("opened");
+    let xdg_open = bin.join("xdg-open");
+    std::fs::write(
+        &xdg_open,
+        format!(
+            "#!/bin/sh\nprintf '%s' \"$1\" > '{0}.part' && mv '{0}.part' '{0}'\n",
+            record.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&xdg_open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let xdg = dir.private_dir("xdg");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut args = vec!["--open".to_string()];
+    args.extend(native_counter());
+    let i = Inspect::start_env(
+        &args,
+        &[("XDG_RUNTIME_DIR", xdg.to_str().unwrap()), ("PATH", &path)],
+    );
+    assert!(
+        eventually(PATIENCE, || record.exists()),
+        "xdg-open was never run"
+    );
+    let opened = std::path::PathBuf::from(std::fs::read_to_string(&record).unwrap());
+    let mode = std::fs::metadata(&opened).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", opened.display());
+    let forward = std::fs::read_to_string(&opened).unwrap();
+    assert!(
+        forward.contains(&format!("url={}\"", i.url())),
+        "the file forwards to the printed URL: {forward}"
+    );
+
+    let control = format!("tickbox-control=c{}x{}", std::process::id(), witness.port);
+    let seen = drive(&[
+        "crossport".into(),
+        opened.to_string_lossy().into_owned(),
+        witness.url(),
+        control.clone(),
+    ]);
+    let s = |k: &str| seen[k].as_str().unwrap_or_default().to_string();
+    // The page got in and used the token, through a reload too.
+    assert!(s("first_screen").contains("Counter: 0"), "{seen}");
+    assert!(s("screen_after_key").contains("Counter: 1"), "{seen}");
+    assert!(s("screen_after_reload").contains("Counter: 1"), "{seen}");
+    assert!(
+        s("screen_after_reload_and_key").contains("Counter: 2"),
+        "{seen}"
+    );
+    assert_eq!(i.snapshot()["state"]["data"]["value"], 2);
+    assert_eq!(
+        s("address_bar"),
+        format!("{}/", i.origin()),
+        "the token left the address bar: {seen}"
+    );
+    assert!(!s("page_cookies").contains(&i.token[..16]), "{seen}");
+    assert!(s("page_cookies_with_control").contains(&control), "{seen}");
+
+    let requests = witness.requests();
+    let visit = |path: &str| {
+        requests
+            .iter()
+            .find(|r| r["path"] == path)
+            .unwrap_or_else(|| panic!("the witness never saw {path}: {requests:?}"))
+    };
+    // The control: the cookie the inspector's origin holds reached the
+    // other port, on both visits ...
+    for path in ["/from-the-page", "/typed"] {
+        let cookies = witnessed(visit(path), "cookie");
+        assert!(
+            cookies.iter().any(|c| c.contains(&control)),
+            "{path}: the control cookie crossed ports: {cookies:?}"
+        );
+    }
+    // ... and nothing with the token did: no cookie, header, path or body
+    // (nor half of it), and no credentials at all.
+    let all = serde_json::to_string(&requests).unwrap();
+    for part in [&i.token[..], &i.token[..32], &i.token[32..]] {
+        assert!(
+            !all.contains(part),
+            "the witness saw the token: {requests:#?}"
+        );
+    }
+    for r in &requests {
+        assert!(witnessed(r, "authorization").is_empty(), "{r}");
+    }
+
+    // The `--open` file goes when the inspector ends (SIGTERM).
+    // SAFETY: kill(2) on the inspector this test started.
+    unsafe { libc::kill(i.child.id() as i32, libc::SIGTERM) };
+    assert!(
+        eventually(PATIENCE, || !opened.exists()),
+        "--open's file outlived the inspector: {}",
+        opened.display()
+    );
 }
 
 /// An event stream opened by hand: the status, the connection (open, with

@@ -46,7 +46,7 @@ pub(super) fn closing(status: StatusCode, text: &str) -> Response<Body> {
 }
 
 /// 401 with `WWW-Authenticate: Bearer`, saying how to get in.
-pub(super) fn unauthorized(how: &str) -> Response<Body> {
+pub fn unauthorized(how: &str) -> Response<Body> {
     let mut r = plain(StatusCode::UNAUTHORIZED, how);
     r.headers_mut().insert(
         hyper::header::WWW_AUTHENTICATE,
@@ -60,9 +60,10 @@ pub fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Where a request may carry its token.
+/// Where a request may carry its token. Never a cookie: a browser sends
+/// a cookie for 127.0.0.1 to every port there, whoever listens on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum TokenIn {
+pub enum TokenIn {
     /// `Authorization: Bearer TOKEN` only.
     Header,
     /// The header, or the query `?token=TOKEN` (for clients that cannot
@@ -71,7 +72,7 @@ pub(super) enum TokenIn {
 }
 
 /// Whether the request carries `token` where `within` allows.
-pub(super) fn authorized<B>(req: &Request<B>, token: &str, within: TokenIn) -> bool {
+pub fn authorized<B>(req: &Request<B>, token: &str, within: TokenIn) -> bool {
     let header = req
         .headers()
         .get(hyper::header::AUTHORIZATION)

@@ -21,14 +21,49 @@ function clear(node) {
 let catalog = null;
 let maxFrames = 1000;
 
+// ---- the token ----
+
+// The printed URL carries the token after `#`, which the browser sends to
+// no server. It is kept in this tab's sessionStorage, which only this
+// origin (this port) can read, so a reload still has it, and sent as a
+// header on each request. Never a cookie: the browser would send a cookie
+// for 127.0.0.1 to every port there, whoever listens on it.
+const TOKEN_KEY = "tickbox-inspect-token";
+let token = null;
+
+function takeToken() {
+  const m = /^#(?:.*&)?token=([^&]+)/.exec(location.hash);
+  if (m) {
+    token = m[1];
+    // Out of the address bar (and this history entry).
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  try {
+    if (token) sessionStorage.setItem(TOKEN_KEY, token);
+    else token = sessionStorage.getItem(TOKEN_KEY);
+  } catch (_) { /* no storage: the token lives in this page only */ }
+  return token;
+}
+
+function authHeaders(more) {
+  return Object.assign({ Authorization: `Bearer ${token}` }, more || {});
+}
+
+function noToken() {
+  const s = $("status");
+  s.textContent = "no token: open the URL tickbox inspect printed (the token follows its #)";
+  s.className = "ended";
+}
+
 // ---- actions ----
 
 async function post(path, body) {
   const r = await fetch(path, {
     method: "POST",
-    headers: { "Content-Type": "application/json" },
+    headers: authHeaders({ "Content-Type": "application/json" }),
     body: JSON.stringify(body),
   });
+  if (r.status === 401) noToken();
   let data = null;
   const text = await r.text();
   try { data = JSON.parse(text); } catch (_) { data = { message: text }; }
@@ -445,26 +480,93 @@ function ended(e) {
   }
 }
 
-function connect() {
-  const events = new EventSource("/events");
-  const on = (name, f) => events.addEventListener(name, (m) => {
-    let data;
-    try { data = JSON.parse(m.data); } catch (_) { return; }
-    f(data);
-  });
-  on("hello", (h) => { $("status").textContent = "live"; $("status").className = ""; hello(h); });
-  on("state", drawState);
-  on("screen", drawScreen);
-  on("catalog", (c) => { catalog = c; drawTools(c); });
-  on("frame", addFrame);
-  on("ended", ended);
-  events.onerror = () => { if ($("status").className !== "ended") $("status").textContent = "reconnecting…"; };
+// The event stream is read with fetch, which can send the token as a
+// header (an EventSource cannot); the server's events are `event:` and
+// `data:` lines, each event ended by a blank line.
+function dispatch(block, handlers) {
+  let name = "message";
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (line.startsWith(":")) continue;
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (field === "event") name = value;
+    else if (field === "data") data.push(value);
+  }
+  const f = handlers[name];
+  if (!f || data.length === 0) return;
+  let parsed;
+  try { parsed = JSON.parse(data.join("\n")); } catch (_) { return; }
+  f(parsed);
+}
+
+/** One event stream until it ends; false once the token is refused. */
+async function stream(handlers) {
+  const r = await fetch("/events", { headers: authHeaders(), cache: "no-store" });
+  if (r.status === 401) return false;
+  if (!r.ok || !r.body) throw new Error(`HTTP ${r.status}`);
+  const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return true;
+    buf += value.replace(/\r\n?/g, "\n");
+    let end;
+    while ((end = buf.indexOf("\n\n")) >= 0) {
+      dispatch(buf.slice(0, end), handlers);
+      buf = buf.slice(end + 2);
+    }
+  }
+}
+
+async function connect() {
+  const handlers = {
+    hello: (h) => { $("status").textContent = "live"; $("status").className = ""; hello(h); },
+    state: drawState,
+    screen: drawScreen,
+    catalog: (c) => { catalog = c; drawTools(c); },
+    frame: addFrame,
+    ended,
+  };
+  // As an EventSource would: a stream that ends or fails is opened again.
+  for (;;) {
+    try {
+      if (!(await stream(handlers))) { noToken(); return; }
+    } catch (_) { /* reconnect below */ }
+    if ($("status").className !== "ended") $("status").textContent = "reconnecting…";
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+  }
+}
+
+// The exports are fetched with the token and saved from memory: a plain
+// link could not send the header.
+function setupExports() {
+  for (const a of [$("export-scenario"), $("export-audit")]) {
+    a.addEventListener("click", async (e) => {
+      e.preventDefault();
+      const r = await fetch(a.getAttribute("href"), { headers: authHeaders(), cache: "no-store" });
+      if (r.status === 401) { noToken(); return; }
+      if (!r.ok) { $("status").textContent = `export: HTTP ${r.status}`; return; }
+      const url = URL.createObjectURL(await r.blob());
+      const save = el("a");
+      save.href = url;
+      save.download = a.getAttribute("download");
+      document.body.appendChild(save);
+      save.click();
+      save.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+    });
+  }
 }
 
 document.addEventListener("DOMContentLoaded", () => {
   $("filter").addEventListener("input", () => {
     for (const tr of $("frames").tBodies[0].rows) applyFilter(tr);
   });
+  if (!takeToken()) { noToken(); return; }
+  setupExports();
   setupScreen();
   connect();
 });

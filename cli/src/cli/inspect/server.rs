@@ -6,15 +6,25 @@
 //!    `localhost:PORT`, `[::1]:PORT` on loopback; the address itself
 //!    otherwise): a page that rebinds its own name to 127.0.0.1 sends its
 //!    own name, and is refused (403, DNS rebinding);
-//! 2. **the token**, as the cookie `tickbox-inspect-PORT` (set by the first
-//!    load of `/?token=TOKEN`, which then redirects to `/` so the token
-//!    leaves the address bar and history), `Authorization: Bearer TOKEN`
-//!    or `?token=TOKEN`; compared in constant time; 401 without it;
-//! 3. **`Origin`**, when present, must be this server's own (403); every
+//! 2. **`Origin`**, when present, must be this server's own (403); every
 //!    POST must have one and a JSON body (`Content-Type: application/json`),
-//!    so no other site's form or script can act, even one that got the
-//!    cookie sent (a page on another loopback port is the same site);
-//! 4. the MCP server's connection slots, head bounds and timeouts.
+//!    so no other site's form or script can act (a page on another
+//!    loopback port is the same site, but not the same origin);
+//! 3. **the token**, as `Authorization: Bearer TOKEN` and nowhere else,
+//!    compared in constant time (401 without it), on every route but the
+//!    page, its script and its style: those are tickbox's own (in the
+//!    binary, the same for everyone, no data), so the printed URL can carry
+//!    the token in its fragment (`/#token=TOKEN`), which no browser sends to
+//!    any server. The page's script takes it from there, keeps it in the
+//!    tab's `sessionStorage` (only this origin, i.e. this port, reads it)
+//!    and sends it as the header on each request, its event stream too (a
+//!    `fetch`, not an `EventSource`, which cannot set headers). Never a
+//!    cookie: a browser sends a cookie for 127.0.0.1 to every port there,
+//!    another local user's server too, so a `Cookie` header (or a query)
+//!    carrying the token is ignored;
+//! 4. the MCP server's connection slots, head bounds and timeouts (a
+//!    connection that only fetched the page's files takes no slot and is
+//!    closed as an unauthenticated one).
 //!
 //! Routes: `GET /` (the page), `/inspect.js`, `/inspect.css`, `/events`
 //! (Server-Sent Events: `hello` with everything, then `state`, `screen`,
@@ -23,7 +33,8 @@
 //! live instance, whose host keeps the audit stream); `POST /api/call`,
 //! `/api/keys`, `/api/resize`. Routes and events are the same whatever the
 //! target (a Tick started here or a live instance): the server reads the
-//! [`Inspector`]'s picture and hands actions to it. Every response carries the
+//! [`Inspector`]'s picture and hands actions to it. No response sets a
+//! cookie. Every response carries the
 //! Content-Security-Policy [`CSP`], `nosniff`, `no-referrer` and `no-store`.
 
 use super::{Exit, SCREEN_INTERVAL};
@@ -43,7 +54,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tickbox_runtime::mcp::http::door::{accept, same, Body, Bounds, Conn, Gate};
+use tickbox_runtime::mcp::http::door::{
+    accept, authorized, unauthorized, Body, Bounds, Conn, Gate, TokenIn,
+};
 use tickbox_runtime::mcp::http::{
     read_body, BODY_TIMEOUT, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER, MAX_UNAUTHENTICATED,
 };
@@ -75,7 +88,6 @@ pub fn new_token() -> Result<String, Exit> {
 struct Shared {
     inspector: Arc<Inspector>,
     token: String,
-    cookie: String,
     /// `Host` values this server answers to.
     hosts: Vec<String>,
     /// Whether any IP literal with our port is a good `Host` (listening on
@@ -121,7 +133,6 @@ pub async fn serve(
     ));
     let shared = Arc::new(Shared {
         inspector: inspector.clone(),
-        cookie: format!("tickbox-inspect-{port}"),
         token,
         hosts,
         any_ip: local.ip().is_unspecified(),
@@ -268,33 +279,6 @@ impl Shared {
                 .is_ok_and(|a| a.port() == self.port)
     }
 
-    /// The token in the cookie, the `Authorization` header or the query.
-    fn authorized<B>(&self, req: &Request<B>) -> bool {
-        let want = self.token.as_bytes();
-        let bearer = req
-            .headers()
-            .get(hyper::header::AUTHORIZATION)
-            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-            .is_some_and(|given| same(given, want));
-        let cookie = req
-            .headers()
-            .get_all(hyper::header::COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .filter_map(|c| c.trim().split_once('='))
-            .any(|(k, v)| k == self.cookie && same(v.as_bytes(), want));
-        bearer | cookie | self.query_token(req)
-    }
-
-    fn query_token<B>(&self, req: &Request<B>) -> bool {
-        req.uri().query().is_some_and(|q| {
-            q.split('&')
-                .filter_map(|pair| pair.strip_prefix("token="))
-                .any(|given| same(given.as_bytes(), self.token.as_bytes()))
-        })
-    }
-
     async fn route(&self, req: Request<Incoming>, conn: &Conn) -> Response<Body> {
         let host = req
             .headers()
@@ -307,13 +291,6 @@ impl Shared {
             return plain(
                 StatusCode::FORBIDDEN,
                 "forbidden: the Host header does not name this server (DNS rebinding?)",
-            );
-        }
-        if !self.authorized(&req) {
-            tracing::info!(peer = %conn.peer(), "refused a request without the token");
-            return plain(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized: open the URL tickbox inspect printed at start (it carries the token)",
             );
         }
         let origin = req
@@ -331,10 +308,35 @@ impl Shared {
                 "forbidden: a request from another origin",
             );
         }
+        let path = req.uri().path().to_string();
+        // The page's own files need no token: the printed URL keeps it in
+        // its fragment, which the browser sends to no server, so the first
+        // load cannot carry it. They hold no data (the same bytes for
+        // everyone, from the binary); everything the Tick shows or takes
+        // is behind the token.
+        if req.method() == Method::GET {
+            match path.as_str() {
+                "/" => return respond(StatusCode::OK, "text/html; charset=utf-8", PAGE_HTML),
+                "/inspect.js" => {
+                    return respond(StatusCode::OK, "text/javascript; charset=utf-8", PAGE_JS)
+                }
+                "/inspect.css" => {
+                    return respond(StatusCode::OK, "text/css; charset=utf-8", PAGE_CSS)
+                }
+                _ => {}
+            }
+        }
+        // The header only: a cookie would be the browser's to send to
+        // every port of 127.0.0.1, and a query ends up in histories.
+        if !authorized(&req, &self.token, TokenIn::Header) {
+            tracing::info!(peer = %conn.peer(), "refused a request without the token");
+            return unauthorized(
+                "unauthorized: open the URL tickbox inspect printed at start (its #token= is the token the page sends)",
+            );
+        }
         if let Err(refused) = self.gate.admit(conn) {
             return *refused;
         }
-        let path = req.uri().path().to_string();
         if req.method() == Method::POST {
             if origin.is_none() {
                 return plain(
@@ -374,24 +376,6 @@ impl Shared {
             return plain(StatusCode::METHOD_NOT_ALLOWED, "only GET and POST");
         }
         match path.as_str() {
-            "/" if self.query_token(&req) => {
-                // The token moves into a cookie only this server's pages
-                // send, and out of the address bar (and the history).
-                let mut r = plain(StatusCode::SEE_OTHER, "to the page");
-                let cookie = format!(
-                    "{}={}; Path=/; HttpOnly; SameSite=Strict",
-                    self.cookie, self.token
-                );
-                if let Ok(v) = HeaderValue::from_str(&cookie) {
-                    r.headers_mut().insert(hyper::header::SET_COOKIE, v);
-                }
-                r.headers_mut()
-                    .insert(hyper::header::LOCATION, HeaderValue::from_static("/"));
-                r
-            }
-            "/" => respond(StatusCode::OK, "text/html; charset=utf-8", PAGE_HTML),
-            "/inspect.js" => respond(StatusCode::OK, "text/javascript; charset=utf-8", PAGE_JS),
-            "/inspect.css" => respond(StatusCode::OK, "text/css; charset=utf-8", PAGE_CSS),
             "/events" => self.events(),
             "/api/snapshot" => json_response(StatusCode::OK, &self.inspector.hello()),
             "/api/export/scenario" => {
