@@ -982,7 +982,7 @@ fn the_c_example_scenarios_pass_from_every_working_directory() {
     // Positive control first: with nothing built the Tick cannot start, and
     // the report says so once ("cannot start the Tick" not doubled).
     let out = run(&dir.0, "c");
-    assert_eq!(out.code, 1, "{out:#?}");
+    assert_eq!(out.code, 3, "a Tick that cannot start: {out:#?}");
     assert!(out.stdout.contains("cannot start the Tick"), "{out:#?}");
     assert!(
         !out.stdout

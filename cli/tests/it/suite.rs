@@ -1,7 +1,7 @@
 //! The suite's own rules, checked like any other: no tracked file is a
 //! built binary (`tools/no-binaries`, which `.ci/run` runs first), and the
 //! tests wait for events, not for time: every `sleep(` in a test folder is
-//! the one polling pause (`POLL`, in `util.rs`) or a fixed sleep whose
+//! the one polling pause (`POLL`, in `tickbox-test-support`) or a fixed sleep whose
 //! comment says why no event exists, and there are at most
 //! [`MAX_FIXED_SLEEPS`] of those.
 
@@ -55,9 +55,10 @@ fn no_tracked_file_is_a_built_binary() {
     assert!(no_binaries(&[text.as_path()]).status.success());
 }
 
-/// Every `.rs` file under a `tests` folder of the workspace.
+/// Every `.rs` file under a `tests` folder of the workspace, and the
+/// shared harness (`test-support`).
 fn test_sources() -> Vec<(PathBuf, String)> {
-    let mut out = Vec::new();
+    let mut out = rust_sources(&root().join("test-support/src"));
     for entry in std::fs::read_dir(root()).expect("read root") {
         let tests = entry.expect("entry").path().join("tests");
         if tests.is_dir() {
@@ -113,7 +114,7 @@ fn tests_wait_for_events_with_at_most_five_fixed_sleeps_each_explained() {
     }
     assert!(
         unexplained.is_empty(),
-        "sleeps that neither poll (util's POLL) nor say why no event exists \
+        "sleeps that neither poll (the harness POLL) nor say why no event exists \
          (a `{MARKER}` comment above): {unexplained:?}"
     );
     assert!(

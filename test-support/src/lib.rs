@@ -1,0 +1,377 @@
+//! The harness every tickbox test binary shares: where the workspace is,
+//! a temporary directory per test, the test guests built once per run
+//! (whatever the number of test processes: cargo-nextest runs each test in
+//! a process of its own), and bounded waits for events.
+//!
+//! Start with [`build_wasm`] (a guest workspace's crate as a `.wasm`),
+//! [`TempDir`], [`exits_within`] and [`eventually`]. It depends on no
+//! tickbox crate, so every crate's tests can use it without a cycle.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// How long a test waits for something that should happen within
+/// milliseconds; only reached when the test is failing.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// A test Tick script under tests/ticks.
+pub fn tick(name: &str) -> String {
+    root()
+        .join("tests/ticks")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// argv for the faulty Tick in one mode.
+pub fn faulty(mode: &str) -> Vec<String> {
+    vec!["python3".into(), tick("faulty.py"), mode.into()]
+}
+
+/// A fresh temp dir for one test, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "tickbox-test-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+    /// A new 0700 directory `name` inside: a runtime directory
+    /// (`XDG_RUNTIME_DIR`) tickbox accepts for its live instances.
+    pub fn private_dir(&self, name: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = self.path(name);
+        std::fs::create_dir_all(&dir).expect("create private dir");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .expect("make it private");
+        dir
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Whether a process still exists (and is not a zombie).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .chars()
+                .next();
+            state != Some('Z') && state != Some('X')
+        }
+    }
+}
+
+/// Wakes a test server's thread blocked in `accept` on `port`, after its
+/// stop flag is set, with one connection it closes at once.
+pub fn wake_listener(port: u16) {
+    let _ = std::net::TcpStream::connect(("127.0.0.1", port));
+}
+
+/// Whether process `pid`, a child of this one, exits within `limit`,
+/// without reaping it (its `Child::wait` still gets the status): a wait on
+/// a pidfd, which becomes readable when the process ends, so the test
+/// wakes at the exit rather than at the next look of a polling loop. A
+/// process already reaped counts as exited.
+pub fn exits_within(pid: u32, limit: Duration) -> bool {
+    // SAFETY: pidfd_open(2) takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) } as i32;
+    if fd < 0 {
+        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    }
+    let deadline = Instant::now() + limit;
+    let ready = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = left.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        break n > 0;
+    };
+    // SAFETY: the fd was opened above and is closed once.
+    unsafe { libc::close(fd) };
+    ready
+}
+
+/// The pause between two looks of [`eventually`] and [`eventually_async`],
+/// the suite's one way to wait for a condition that has no event to wait
+/// on (a file's contents, a process's state in /proc, a screen's text).
+const POLL: Duration = Duration::from_millis(20);
+
+/// Polls `cond` every [`POLL`] for up to `limit`.
+pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(POLL);
+    }
+    cond()
+}
+
+/// [`eventually`] for async tests: polls `cond` for up to `limit`, pausing
+/// without holding a worker thread.
+pub async fn eventually_async(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    cond()
+}
+
+/// [`eventually_async`] for a condition that must itself be awaited (a
+/// read through a session, an MCP request): polls it every [`POLL`] for
+/// up to `limit`.
+pub async fn eventually_await<F, Fut>(limit: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond().await {
+            return true;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    cond().await
+}
+
+/// The target dir of this build (honours CARGO_TARGET_DIR).
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
+}
+
+/// The source trees a guest workspace is built from: its own directory and
+/// the path dependencies guests use (the SDK and the protocol crate it
+/// depends on). Over-inclusive on purpose: a change anywhere here rebuilds.
+fn guest_sources(workspace: &str) -> [PathBuf; 3] {
+    let root = root();
+    [
+        root.join(workspace),
+        root.join("guest-sdk"),
+        root.join("protocol"),
+    ]
+}
+
+/// Every `.rs` file under `dir` with its text, in a stable order.
+pub fn rust_sources(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).expect("read source");
+                out.push((path, text));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The newest modification time of any file under `dir` (skipping `target`
+/// directories), or `None` when one cannot be read.
+fn newest_under(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut newest = std::time::SystemTime::UNIX_EPOCH;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).ok()? {
+            let entry = entry.ok()?;
+            let meta = entry.metadata().ok()?;
+            if meta.is_dir() {
+                if entry.file_name() != "target" {
+                    stack.push(entry.path());
+                }
+            } else {
+                newest = newest.max(meta.modified().ok()?);
+            }
+        }
+    }
+    Some(newest)
+}
+
+/// Whether the stamp of an earlier successful build is newer than every
+/// source file of the workspace: then cargo would find nothing to do, and
+/// it is not run (a nested cargo costs about half a second, and a whole
+/// rebuild when only the environment differs, e.g. a build script that
+/// watches an environment variable).
+fn stamp_is_fresh(stamp: &Path, workspace: &str) -> bool {
+    let Some(built) = std::fs::metadata(stamp).and_then(|m| m.modified()).ok() else {
+        return false;
+    };
+    guest_sources(workspace)
+        .iter()
+        .all(|dir| newest_under(dir).is_some_and(|t| t < built))
+}
+
+/// Runs `build` at most once per test run for `name`, across every test
+/// process and binary: cargo-nextest runs each test in a process of its
+/// own, so an in-process cell alone would build once per test. The first
+/// process to need `name` takes an exclusive lock on a file in
+/// `$CARGO_TARGET_DIR/guests` and builds; the others wait on the lock,
+/// then find the result already there (`build` is expected to skip work
+/// that is fresh, by a stamp or its build script's own check). Within a
+/// process the outcome is remembered, so the lock is taken once.
+pub fn once_per_run(name: &str, build: impl FnOnce() -> Result<(), String>) {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static DONE: OnceLock<Mutex<HashMap<String, Result<(), String>>>> = OnceLock::new();
+    let map = DONE.get_or_init(Default::default);
+    let mut done = map.lock().unwrap_or_else(|p| p.into_inner());
+    let result = done.entry(name.to_string()).or_insert_with(|| {
+        let dir = target_dir().join("guests");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let path = dir.join(format!(".lock-{}", name.replace('/', "_")));
+        let lock = std::fs::File::create(&path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        // Released when `lock` is dropped at the end of this closure, or
+        // by the kernel if this process dies while building.
+        lock.lock()
+            .map_err(|e| format!("cannot lock {}: {e}", path.display()))?;
+        build()
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+/// Builds a guest workspace for `target` (None: natively), release, with a
+/// nested cargo into `$CARGO_TARGET_DIR/guests`, at most once per test
+/// run ([`once_per_run`]), and not at all when a stamp shows that an
+/// earlier run built it from the same sources
+/// (`TICKBOX_TEST_REBUILD_GUESTS=1` runs cargo anyway); the directory its
+/// artifacts land in.
+fn build_guests(workspace: &str, target: Option<&str>) -> PathBuf {
+    let out = target_dir().join("guests");
+    let stamp = out.join(format!(
+        ".built-{}-{}",
+        workspace.replace('/', "_"),
+        target.unwrap_or("native")
+    ));
+    let name = format!("{workspace}-{}", target.unwrap_or("native"));
+    once_per_run(&name, || {
+        if std::env::var_os("TICKBOX_TEST_REBUILD_GUESTS").is_none()
+            && stamp_is_fresh(&stamp, workspace)
+        {
+            return Ok(());
+        }
+        // A source edited during the build makes the stamp older than it,
+        // so the next run builds again.
+        let started = std::time::SystemTime::now();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--release", "--quiet", "--manifest-path"])
+            .arg(root().join(workspace).join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&out)
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("RUSTFLAGS")
+            // Build scripts of the guests' dependencies (proc-macro2,
+            // anyhow) rerun when it changes, so a test run under
+            // `RUSTC_BOOTSTRAP=1` (for `--report-time`) would rebuild them all.
+            .env_remove("RUSTC_BOOTSTRAP");
+        if let Some(t) = target {
+            cmd.args(["--target", t]);
+        }
+        let status = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
+        match (status.success(), target) {
+            (true, _) => {
+                let _ = std::fs::File::create(&stamp).and_then(|f| f.set_modified(started));
+                Ok(())
+            }
+            (false, Some(t)) => Err(format!(
+                "building {workspace} for {t} failed (is the target installed? `rustup target add {t}`)"
+            )),
+            (false, None) => Err(format!("building {workspace} natively failed")),
+        }
+    });
+    match target {
+        Some(t) => out.join(t).join("release"),
+        None => out.join("release"),
+    }
+}
+
+/// Builds a crate of a guest workspace for a wasm target and returns the
+/// `.wasm` path. `workspace` is relative to the repository root (e.g.
+/// `tests/guests`).
+pub fn build_wasm(workspace: &str, krate: &str, target: &str) -> PathBuf {
+    build_guests(workspace, Some(target)).join(format!("{krate}.wasm"))
+}
+
+/// The hostile test guest as a wasm32-wasip2 component.
+pub fn hostile() -> String {
+    build_wasm("tests/guests", "hostile", "wasm32-wasip2")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The hostile test guest as a wasm32-wasip1 core module.
+pub fn hostile_p1() -> String {
+    build_wasm("tests/guests", "hostile", "wasm32-wasip1")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Builds a guest workspace natively and returns the path of one of its
+/// binaries. The native twin of [`build_wasm`].
+pub fn build_native(workspace: &str, krate: &str) -> PathBuf {
+    build_guests(workspace, None).join(krate)
+}
+
+/// A `kB` field of a live process's `/proc/PID/status` (`VmRSS`, `VmHWM`,
+/// ...), in KiB.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
