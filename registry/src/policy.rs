@@ -164,10 +164,12 @@ impl std::str::FromStr for Pattern {
             return Err(PatternError::Scheme);
         }
         let rest = &s[reference::SCHEME.len()..];
-        let (authority, path) = rest.split_once('/').ok_or(PatternError::NoRepository)?;
-        if authority.contains('*') {
+        // `oci://*.example.com/…`, `oci://docker.io*`: a host glob would
+        // match hosts nobody meant (`attacker.com/x.example.com/…`).
+        if rest.split('/').next().unwrap_or_default().contains('*') {
             return Err(PatternError::HostWildcard);
         }
+        let (authority, path) = rest.split_once('/').ok_or(PatternError::NoRepository)?;
         let registry = Authority::parse(authority)
             .map_err(PatternError::Registry)?
             .id();

@@ -229,6 +229,8 @@ impl Authority {
                 None => (s, None),
             }
         };
+        // The host first: `::1` unbracketed is a host error, not a port's.
+        let host = Host::parse(host)?;
         let port = match port {
             None => None,
             Some(p) => {
@@ -246,10 +248,7 @@ impl Authority {
                 }
             }
         };
-        Ok(Authority {
-            host: Host::parse(host)?,
-            port,
-        })
+        Ok(Authority { host, port })
     }
 
     /// The host.
