@@ -17,11 +17,14 @@
 //! refused. Where the lock is when no flag names it is decided once, in
 //! [`default_path`]: `tickbox lock` writes there and `--locked` reads
 //! there.
+//!
+//! The file's shape is [`LockFile`] (serde); whoever reads files decodes
+//! and encodes it as TOML (the CLI), [`read_text`] and [`write_text`] do
+//! the bounded read and the replacing write, and [`Lock::check`] the rest.
 
 use crate::limits::MAX_LOCK_BYTES;
 use crate::reference::{Digest, Reference};
 use std::path::{Path, PathBuf};
-use tickbox_protocol::text::escape;
 
 /// Its usual name.
 pub const FILE_NAME: &str = "tickbox.lock";
@@ -81,21 +84,84 @@ pub enum LockError {
     Write { path: PathBuf, why: String },
 }
 
-#[derive(serde::Deserialize, serde::Serialize)]
+/// One `[[tick]]` table as written.
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
-struct RawEntry {
-    reference: String,
-    manifest: Digest,
+pub struct LockEntry {
+    pub reference: String,
+    pub manifest: Digest,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    signer: Option<String>,
+    pub signer: Option<String>,
 }
 
-#[derive(serde::Deserialize, serde::Serialize)]
+/// The lock file as written.
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
-struct RawLock {
-    version: u32,
+pub struct LockFile {
+    pub version: u32,
     #[serde(default)]
-    tick: Vec<RawEntry>,
+    pub tick: Vec<LockEntry>,
+}
+
+/// The comment a written lock file starts with.
+pub const HEADER: &str = "# Written by `tickbox lock`: each reference pinned to the manifest it\n# resolved to (and who signed it). `--locked` refuses any drift.\n";
+
+/// A lock file's text, read within [`MAX_LOCK_BYTES`]; `None` when there
+/// is no file (an empty lock).
+pub fn read_text(path: &Path) -> Result<Option<String>, LockError> {
+    use std::io::Read;
+    let bad = |why: String| LockError::Read {
+        path: path.to_path_buf(),
+        why,
+    };
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(bad(e.to_string())),
+    };
+    let mut text = Vec::new();
+    file.take(MAX_LOCK_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(|e| bad(e.to_string()))?;
+    if text.len() as u64 > MAX_LOCK_BYTES {
+        return Err(bad(format!(
+            "larger than {MAX_LOCK_BYTES} bytes (MAX_LOCK_BYTES)"
+        )));
+    }
+    String::from_utf8(text)
+        .map(Some)
+        .map_err(|_| bad("not UTF-8 text".into()))
+}
+
+/// Writes a lock file whole: a new file beside it (created exclusively),
+/// renamed over the old, so a reader sees the old file or the new one.
+pub fn write_text(path: &Path, text: &str) -> Result<(), LockError> {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| FILE_NAME.into());
+    let tmp = path.with_file_name(format!(
+        ".{name}.{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .and_then(|_| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(LockError::Write {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// A lock file's entries.
@@ -105,46 +171,17 @@ pub struct Lock {
 }
 
 impl Lock {
-    /// Reads a lock file (at most [`MAX_LOCK_BYTES`]); a missing one is
-    /// empty.
-    pub fn read(path: &Path) -> Result<Lock, LockError> {
-        use std::io::Read;
-        let bad = |why: String| LockError::Read {
-            path: path.to_path_buf(),
-            why,
-        };
-        let file = match std::fs::File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Lock::default()),
-            Err(e) => return Err(bad(e.to_string())),
-        };
-        let mut text = Vec::new();
-        file.take(MAX_LOCK_BYTES + 1)
-            .read_to_end(&mut text)
-            .map_err(|e| bad(e.to_string()))?;
-        if text.len() as u64 > MAX_LOCK_BYTES {
-            return Err(bad(format!(
-                "larger than {MAX_LOCK_BYTES} bytes (MAX_LOCK_BYTES)"
-            )));
-        }
-        let text = String::from_utf8(text).map_err(|_| bad("not UTF-8 text".into()))?;
-        Lock::parse(&text, path)
-    }
-
-    /// Checks a lock file's text, as read from `path`.
-    pub fn parse(text: &str, path: &Path) -> Result<Lock, LockError> {
-        let raw: RawLock = toml::from_str(text).map_err(|e| LockError::Read {
-            path: path.to_path_buf(),
-            why: escape(e.message()),
-        })?;
-        if raw.version != VERSION {
+    /// Checks a lock file read from `path`: its version, each entry's
+    /// reference, one entry per reference.
+    pub fn check(file: LockFile, path: &Path) -> Result<Lock, LockError> {
+        if file.version != VERSION {
             return Err(LockError::Version {
                 path: path.to_path_buf(),
-                version: raw.version,
+                version: file.version,
             });
         }
         let mut lock = Lock::default();
-        for (i, e) in raw.tick.into_iter().enumerate() {
+        for (i, e) in file.tick.into_iter().enumerate() {
             let index = i + 1;
             let reference: Reference = e.reference.parse().map_err(|why| LockError::Entry {
                 path: path.to_path_buf(),
@@ -192,55 +229,19 @@ impl Lock {
         &self.entries
     }
 
-    /// The file's text.
-    pub fn to_toml(&self) -> String {
-        let raw = RawLock {
+    /// The file as written (references in their canonical spelling).
+    pub fn to_file(&self) -> LockFile {
+        LockFile {
             version: VERSION,
             tick: self
                 .entries
                 .iter()
-                .map(|e| RawEntry {
+                .map(|e| LockEntry {
                     reference: e.reference.to_string(),
                     manifest: e.manifest,
                     signer: e.signer.clone(),
                 })
                 .collect(),
-        };
-        format!(
-            "# Written by `tickbox lock`: each reference pinned to the manifest it\n# resolved to (and who signed it). `--locked` refuses any drift.\n{}",
-            toml::to_string(&raw).expect("a lock serializes")
-        )
-    }
-
-    /// Writes the file whole: a new file beside it (created exclusively),
-    /// renamed over the old.
-    pub fn write(&self, path: &Path) -> Result<(), LockError> {
-        use std::io::Write;
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let bad = |why: std::io::Error| LockError::Write {
-            path: path.to_path_buf(),
-            why: why.to_string(),
-        };
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| FILE_NAME.into());
-        let tmp = path.with_file_name(format!(
-            ".{name}.{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let written = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(self.to_toml().as_bytes()))
-            .and_then(|_| std::fs::rename(&tmp, path));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(bad(e));
         }
-        Ok(())
     }
 }

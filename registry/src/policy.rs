@@ -42,6 +42,13 @@
 //! **Where from.** A policy remembers its [`Source`]: the path, and whether
 //! a flag, an environment variable or the default path named it, so a
 //! command can say which policy applied and why.
+//!
+//! **Reading.** The file's shape is [`PolicyFile`] (serde, unknown keys
+//! refused); whoever reads files decodes it from TOML (the CLI: this crate
+//! has no TOML parser, as the sandbox takes its grants as values) after
+//! [`read_text`] has read it within [`MAX_POLICY_BYTES`], and
+//! [`Policy::check`] turns it into a policy or the one error that names
+//! the rule.
 
 use crate::limits::MAX_POLICY_BYTES;
 use crate::reference::{self, Authority, Name, RegistryId, Rule as Grammar};
@@ -314,20 +321,44 @@ pub enum PolicyError {
     },
 }
 
-#[derive(serde::Deserialize)]
+/// One `[[require]]` table as written.
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
-struct RawRule {
-    references: String,
-    allowed_signers: PathBuf,
+pub struct RequireRule {
+    /// `oci://HOST[:PORT]/REPO`, `…/PREFIX/*` or `…/*`.
+    pub references: String,
+    /// An OpenSSH allowed-signers file (relative to the policy file).
+    pub allowed_signers: PathBuf,
 }
 
-#[derive(serde::Deserialize)]
+/// The policy file as written: `no_match` and the `[[require]]` rules.
+#[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
-struct RawPolicy {
+pub struct PolicyFile {
     #[serde(default)]
-    no_match: NoMatch,
+    pub no_match: NoMatch,
     #[serde(default)]
-    require: Vec<RawRule>,
+    pub require: Vec<RequireRule>,
+}
+
+/// A policy file's text, read within [`MAX_POLICY_BYTES`].
+pub fn read_text(path: &Path) -> Result<String, PolicyError> {
+    use std::io::Read;
+    let bad = |why: String| PolicyError::Read {
+        path: path.to_path_buf(),
+        why,
+    };
+    let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let mut text = Vec::new();
+    file.take(MAX_POLICY_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(|e| bad(e.to_string()))?;
+    if text.len() as u64 > MAX_POLICY_BYTES {
+        return Err(bad(format!(
+            "larger than {MAX_POLICY_BYTES} bytes (MAX_POLICY_BYTES)"
+        )));
+    }
+    String::from_utf8(text).map_err(|_| bad("not UTF-8 text".into()))
 }
 
 /// A signers policy in force.
@@ -339,40 +370,13 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// Reads and checks the policy at `source.path` (at most
-    /// [`MAX_POLICY_BYTES`]); allowed-signers files are resolved beside it
-    /// and must exist.
-    pub fn read(source: Source) -> Result<Policy, PolicyError> {
-        use std::io::Read;
+    /// Checks every rule of a policy file read from `source.path`:
+    /// allowed-signers files are resolved beside it and must exist.
+    pub fn check(file: PolicyFile, source: Source) -> Result<Policy, PolicyError> {
         let path = source.path.clone();
-        let bad = |why: String| PolicyError::Read {
-            path: path.clone(),
-            why,
-        };
-        let file = std::fs::File::open(&path).map_err(|e| bad(e.to_string()))?;
-        let mut text = Vec::new();
-        file.take(MAX_POLICY_BYTES + 1)
-            .read_to_end(&mut text)
-            .map_err(|e| bad(e.to_string()))?;
-        if text.len() as u64 > MAX_POLICY_BYTES {
-            return Err(bad(format!(
-                "larger than {MAX_POLICY_BYTES} bytes (MAX_POLICY_BYTES)"
-            )));
-        }
-        let text = String::from_utf8(text).map_err(|_| bad("not UTF-8 text".into()))?;
-        Policy::parse(&text, source)
-    }
-
-    /// Checks a policy's text, as read from `source.path`.
-    pub fn parse(text: &str, source: Source) -> Result<Policy, PolicyError> {
-        let path = source.path.clone();
-        let raw: RawPolicy = toml::from_str(text).map_err(|e| PolicyError::Read {
-            path: path.clone(),
-            why: escape(e.message()),
-        })?;
         let base = path.parent().unwrap_or(Path::new("."));
-        let mut rules: Vec<Rule> = Vec::with_capacity(raw.require.len());
-        for (i, r) in raw.require.into_iter().enumerate() {
+        let mut rules: Vec<Rule> = Vec::with_capacity(file.require.len());
+        for (i, r) in file.require.into_iter().enumerate() {
             let index = i + 1;
             let pattern: Pattern = r.references.parse().map_err(|why| PolicyError::Rule {
                 path: path.clone(),
@@ -404,7 +408,7 @@ impl Policy {
         }
         Ok(Policy {
             source,
-            no_match: raw.no_match,
+            no_match: file.no_match,
             rules,
         })
     }

@@ -72,12 +72,14 @@ impl FromStr for Digest {
     }
 }
 
+#[cfg(feature = "serde")]
 impl serde::Serialize for Digest {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
     }
 }
 
+#[cfg(feature = "serde")]
 impl<'de> serde::Deserialize<'de> for Digest {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Digest, D::Error> {
         String::deserialize(d)?

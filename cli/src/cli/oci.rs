@@ -14,8 +14,10 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use tickbox_registry::lock::{self, Lock};
-use tickbox_registry::policy::{Decision, NoMatch, Origin, Policy, Source};
+use tickbox_registry::lock::{self, Lock, LockError, LockFile};
+use tickbox_registry::policy::{
+    self, Decision, NoMatch, Origin, Policy, PolicyError, PolicyFile, Source,
+};
 use tickbox_registry::{Pulled, Reference, Registry, RegistryConfig, RegistryError};
 
 /// Exit codes of `pull` and `push`.
@@ -142,10 +144,44 @@ impl RegistryOpts {
     /// never match is exit 2, naming the rule).
     pub fn signers_policy(&self) -> Result<Option<Policy>, Exit> {
         match self.policy_source()? {
-            Some(source) => Policy::read(source).map(Some).map_err(Exit::usage),
+            Some(source) => read_policy(source).map(Some),
             None => Ok(None),
         }
     }
+}
+
+/// Reads a signers policy: the bounded read and every rule's check are the
+/// registry crate's; the TOML is read here, where files are.
+fn read_policy(source: Source) -> Result<Policy, Exit> {
+    let text = policy::read_text(&source.path).map_err(Exit::usage)?;
+    let file: PolicyFile = toml::from_str(&text).map_err(|e| {
+        Exit::usage(PolicyError::Read {
+            path: source.path.clone(),
+            why: tickbox_runtime::text::escape(e.message()),
+        })
+    })?;
+    Policy::check(file, source).map_err(Exit::usage)
+}
+
+/// Reads a lock file (a missing one is empty), as [`read_policy`] does.
+fn read_lock(path: &std::path::Path) -> Result<Lock, Exit> {
+    let Some(text) = lock::read_text(path).map_err(Exit::usage)? else {
+        return Ok(Lock::default());
+    };
+    let file: LockFile = toml::from_str(&text).map_err(|e| {
+        Exit::usage(LockError::Read {
+            path: path.to_path_buf(),
+            why: tickbox_runtime::text::escape(e.message()),
+        })
+    })?;
+    Lock::check(file, path).map_err(Exit::usage)
+}
+
+/// Writes a lock file whole.
+fn write_lock(l: &Lock, path: &std::path::Path) -> Result<(), Exit> {
+    let text = toml::to_string(&l.to_file())
+        .map_err(|e| Exit::session(format!("cannot write the lock: {e}")))?;
+    lock::write_text(path, &format!("{}{text}", lock::HEADER)).map_err(Exit::session)
 }
 
 impl RegistryOpts {
@@ -352,7 +388,7 @@ fn locked_target(parsed: &Reference, opts: &RegistryOpts) -> Result<Option<lock:
     let Some(source) = opts.lock_source() else {
         return Ok(None);
     };
-    let lock = Lock::read(&source.path).map_err(Exit::usage)?;
+    let lock = read_lock(&source.path)?;
     match lock.get(parsed) {
         Some(e) => Ok(Some(e.clone())),
         None if opts.locked && parsed.digest().is_none() => Err(Exit::usage(format!(
@@ -648,7 +684,7 @@ pub fn lock_command(args: LockArgs) -> Result<Value, Exit> {
         .lock
         .clone()
         .unwrap_or_else(|| args.registry.default_lock_path());
-    let mut file = Lock::read(&path).map_err(Exit::usage)?;
+    let mut file = read_lock(&path)?;
     // Resolved afresh: the lock is what is being written.
     let fresh = RegistryOpts {
         lock: None,
@@ -671,7 +707,7 @@ pub fn lock_command(args: LockArgs) -> Result<Value, Exit> {
         out.push(json!({"reference": entry.reference.to_string(), "manifest": entry.manifest, "signer": entry.signer}));
         file.set(entry);
     }
-    file.write(&path).map_err(Exit::session)?;
+    write_lock(&file, &path)?;
     Ok(json!({"lock": path, "locked": out}))
 }
 
@@ -731,7 +767,7 @@ pub fn files_report(opts: &RegistryOpts, reference: Option<&str>) -> Result<Valu
     };
     let lock_source = opts.lock_source();
     let lock_file = match &lock_source {
-        Some(s) => Some(Lock::read(&s.path).map_err(Exit::usage)?),
+        Some(s) => Some(read_lock(&s.path)?),
         None => None,
     };
     let lock = match &lock_source {

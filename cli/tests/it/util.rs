@@ -13,6 +13,7 @@ pub const LIBRARY_SOURCES: &[&str] = &[
     "trust/src",
     "host/src",
     "sandbox/src",
+    "registry/src",
     "mcp/src",
     "conformance/src",
 ];
@@ -110,7 +111,25 @@ pub fn tickbox_env<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> Output {
 /// the test) after `limit`: for the few tests whose tickbox may take long
 /// on a loaded machine without that being the failure.
 pub fn tickbox_within<S: AsRef<str>>(args: &[S], env: &[(&str, &str)], limit: Duration) -> Output {
+    tickbox_at(None, args, env, limit)
+}
+
+/// [`tickbox_env`] in the working directory `dir` (for what tickbox finds
+/// there, such as `./tickbox.lock`).
+pub fn tickbox_in<S: AsRef<str>>(dir: &Path, args: &[S], env: &[(&str, &str)]) -> Output {
+    tickbox_at(Some(dir), args, env, Duration::from_secs(60))
+}
+
+fn tickbox_at<S: AsRef<str>>(
+    dir: Option<&Path>,
+    args: &[S],
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tickbox"));
+    if let Some(dir) = dir {
+        cmd.current_dir(dir);
+    }
     cmd.args(args.iter().map(|a| a.as_ref()))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

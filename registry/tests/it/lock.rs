@@ -1,8 +1,8 @@
 //! The lock file, kept by canonical reference, at one default path.
 
-use crate::TempDir;
+use crate::{parse_lock, read_lock, write_lock, TempDir};
 use std::path::{Path, PathBuf};
-use tickbox_registry::lock::{default_path, Entry, Lock, FILE_NAME};
+use tickbox_registry::lock::{default_path, Entry, FILE_NAME};
 use tickbox_registry::{Digest, Reference};
 
 fn r(s: &str) -> Reference {
@@ -15,7 +15,7 @@ fn an_entry_is_found_by_any_spelling_of_its_reference() {
     let text = format!(
         "version = 1\n[[tick]]\nreference = \"oci://127.0.0.1:5000/t/c:v1\"\nmanifest = \"{d}\"\nsigner = \"alice@example.com\"\n"
     );
-    let lock = Lock::parse(&text, Path::new("tickbox.lock")).unwrap();
+    let lock = parse_lock(&text, Path::new("tickbox.lock")).unwrap();
     for s in [
         "oci://127.0.0.1:5000/t/c:v1",
         "oci://LOCALHOST:05000/t/c:v1",
@@ -47,7 +47,7 @@ fn one_reference_twice_or_a_bad_entry_is_refused_naming_it() {
         entry("oci://localhost:5000/t/c:v1"),
         entry("oci://127.0.0.1:5000/t/c:v1")
     );
-    let e = Lock::parse(&twice, Path::new("x.lock"))
+    let e = parse_lock(&twice, Path::new("x.lock"))
         .unwrap_err()
         .to_string();
     assert!(
@@ -55,15 +55,15 @@ fn one_reference_twice_or_a_bad_entry_is_refused_naming_it() {
         "{e}"
     );
     let bad = format!("version = 1\n{}", entry("oci://127.000.000.001/t/c:v1"));
-    let e = Lock::parse(&bad, Path::new("x.lock"))
+    let e = parse_lock(&bad, Path::new("x.lock"))
         .unwrap_err()
         .to_string();
     assert!(e.contains("entry 1") && e.contains("IPv4"), "{e}");
-    let e = Lock::parse("version = 2\n", Path::new("x.lock"))
+    let e = parse_lock("version = 2\n", Path::new("x.lock"))
         .unwrap_err()
         .to_string();
     assert!(e.contains("version 2"), "{e}");
-    let e = Lock::parse(
+    let e = parse_lock(
         "version = 1\n[[tick]]\nreference = \"oci://h/t:v1\"\nmanifest = \"sha256:00\"\n",
         Path::new("x.lock"),
     )
@@ -72,7 +72,7 @@ fn one_reference_twice_or_a_bad_entry_is_refused_naming_it() {
     assert!(e.contains("digest"), "{e}");
     // Control: one entry reads.
     assert_eq!(
-        Lock::parse(
+        parse_lock(
             &format!("version = 1\n{}", entry("oci://localhost:5000/t/c:v1")),
             Path::new("x.lock")
         )
@@ -87,7 +87,7 @@ fn one_reference_twice_or_a_bad_entry_is_refused_naming_it() {
 fn set_replaces_by_identity_and_the_file_reads_back() {
     let dir = TempDir::new("lock");
     let path = dir.path("tickbox.lock");
-    let mut lock = Lock::read(&path).unwrap();
+    let mut lock = read_lock(&path).unwrap();
     assert!(lock.entries().is_empty(), "a missing lock is empty");
     lock.set(Entry {
         reference: r("oci://LOCALHOST:5000/t/c:v1"),
@@ -105,8 +105,8 @@ fn set_replaces_by_identity_and_the_file_reads_back() {
         signer: None,
     });
     assert_eq!(lock.entries().len(), 2, "one entry per reference");
-    lock.write(&path).unwrap();
-    let back = Lock::read(&path).unwrap();
+    write_lock(&lock, &path).unwrap();
+    let back = read_lock(&path).unwrap();
     assert_eq!(back, lock);
     let e = back.get(&r("oci://[::1]:5000/t/c:v1")).unwrap();
     assert_eq!(e.manifest, Digest::of(b"two"));

@@ -3,7 +3,7 @@
 //! are refused when read, naming the rule; no-match is deny unless the
 //! file says otherwise; a policy knows where it came from.
 
-use crate::TempDir;
+use crate::{read_policy, TempDir};
 use tickbox_registry::policy::{
     Decision, NoMatch, Origin, Pattern, PatternError, Policy, PolicyError, Source,
 };
@@ -15,7 +15,7 @@ fn read(dir: &TempDir, body: &str) -> Result<Policy, PolicyError> {
     std::fs::write(dir.path("allowed"), "alice@example.com ssh-ed25519 AAAA\n").unwrap();
     let path = dir.path("signers.toml");
     std::fs::write(&path, body).unwrap();
-    Policy::read(Source {
+    read_policy(Source {
         path,
         origin: Origin::Flag("--signers".into()),
     })
@@ -372,7 +372,7 @@ fn a_policy_knows_where_it_came_from_and_resolves_signers_beside_itself() {
         Origin::Environment("TICKBOX_SIGNERS".into()),
         Origin::DefaultPath,
     ] {
-        let p = Policy::read(Source {
+        let p = read_policy(Source {
             path: path.clone(),
             origin: origin.clone(),
         })
@@ -390,7 +390,7 @@ fn a_policy_knows_where_it_came_from_and_resolves_signers_beside_itself() {
         assert_eq!(p.rules()[0].allowed_signers, dir.path("keys/team"));
     }
     // A file that is not there is an error naming it.
-    let e = Policy::read(Source {
+    let e = read_policy(Source {
         path: dir.path("none.toml"),
         origin: Origin::Environment("TICKBOX_SIGNERS".into()),
     })
