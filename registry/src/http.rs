@@ -554,3 +554,39 @@ impl Answer {
 pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insecure_registries_are_compared_canonically() {
+        let t = Transport::new(
+            vec![
+                "Registry.Example:05000".into(),
+                "10.0.0.1".into(),
+                "[2001:DB8::1]:8080".into(),
+            ],
+            Vec::new(),
+        )
+        .unwrap();
+        let plain = |host: &str, port| t.plain_ok(host, port);
+        assert!(plain("registry.example", 5000));
+        assert!(plain("10.0.0.1", 443) && plain("10.0.0.1", 5000));
+        assert!(plain("2001:db8::1", 8080));
+        // Loopback needs no naming, in any spelling.
+        assert!(plain("127.0.0.1", 5000) && plain("LOCALHOST", 5000) && plain("::1", 1));
+        // Controls: another port, another host, a look-alike.
+        assert!(!plain("registry.example", 5001));
+        assert!(!plain("registry.example.evil", 5000));
+        assert!(!plain("10.0.0.10", 443));
+        assert!(!plain("registry.localhost", 80));
+        let e = Endpoint {
+            https: true,
+            plain_ok: false,
+            host: "::1".into(),
+            port: 5000,
+        };
+        assert_eq!(e.authority(), "[::1]:5000");
+    }
+}

@@ -30,10 +30,13 @@
 //! - a trailing dot, empty labels, `_` and non-ASCII names are refused.
 //!
 //! The identity of a registry, [`RegistryId`], is its authority except
-//! for loopback: `localhost`, any name under `.localhost` (RFC 6761), any
-//! address in 127.0.0.0/8 and `[::1]`, in any case, are one registry,
-//! `localhost[:PORT]`, since every one of them reaches this machine (who
-//! can serve on one loopback address here can serve on the others). Rules
+//! for loopback: `localhost`, any address in 127.0.0.0/8 and `[::1]`, in
+//! any case, are one registry, `localhost[:PORT]`, since every one of them
+//! reaches this machine (who can serve on one loopback address here can
+//! serve on the others). Names under `.localhost` are not among them: a
+//! resolver need not keep them on this machine (RFC 6761 asks it to; glibc
+//! asks DNS), so they are names like any other, never allowed plain HTTP
+//! as loopback, and a rule for `localhost` does not cover them. Rules
 //! match, lock entries and approvals are kept by [`Name`] (identity and
 //! repository); what is dialed stays the authority as written, in its
 //! canonical spelling, which is also what a reference prints as.
@@ -104,10 +107,10 @@ pub enum Host {
 }
 
 impl Host {
-    /// `localhost`, a name under `.localhost`, 127.0.0.0/8 or `::1`.
+    /// `localhost`, 127.0.0.0/8 or `::1`: what always reaches this machine.
     pub fn is_loopback(&self) -> bool {
         match self {
-            Host::Name(n) => n == "localhost" || n.ends_with(".localhost"),
+            Host::Name(n) => n == "localhost",
             Host::V4(a) => a.is_loopback(),
             Host::V6(a) => a.is_loopback(),
         }

@@ -23,7 +23,6 @@ fn every_spelling_of_a_loopback_registry_is_one_identity_and_other_ports_are_oth
         "oci://127.0.0.2:5000/t/c:v1",
         "oci://[::1]:5000/t/c:v1",
         "oci://[0:0:0:0:0:0:0:1]:5000/t/c:v1",
-        "oci://registry.localhost:5000/t/c:v1",
     ];
     let one = id(spellings[0]);
     assert_eq!(one.as_str(), "localhost:5000");
@@ -33,8 +32,11 @@ fn every_spelling_of_a_loopback_registry_is_one_identity_and_other_ports_are_oth
         assert_eq!(reference(s), reference(spellings[0]), "{s}");
         assert_eq!(reference(s).name().to_string(), "oci://localhost:5000/t/c");
     }
-    // Controls: another port, or the default port, is another registry.
+    // Controls: another port, or the default port, is another registry; a
+    // name under .localhost is a name (a resolver may send it elsewhere).
     assert_ne!(id("oci://localhost:5001/t/c:v1"), one);
+    assert_ne!(id("oci://registry.localhost:5000/t/c:v1"), one);
+    assert!(!reference("oci://registry.localhost:5000/t/c:v1").is_loopback());
     assert_ne!(id("oci://127.0.0.1/t/c:v1"), one);
     assert_ne!(
         reference("oci://localhost:5000/t/c:v2"),
