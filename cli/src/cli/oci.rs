@@ -28,12 +28,21 @@ Plain HTTP is used only for loopback registries and those named with
 ~/.docker/config.json (inline auth entries), anonymous otherwise. Pulled
 Ticks are kept in $TICKBOX_STORE_DIR, else $XDG_CACHE_HOME/tickbox/oci, else
 ~/.cache/tickbox/oci; `tickbox cache ls|clean` shows and empties it.
+Registries are compared in one canonical form (host lowercased, :443
+dropped, every loopback address `localhost`). The signers policy
+(--signers, else $TICKBOX_SIGNERS, else ~/.config/tickbox/signers.toml)
+names whose signatures each registry or repository needs; a Tick no rule
+covers is refused unless it says no_match = \"warn\" or \"allow\". `tickbox
+policy show [REF]` prints which policy, lock and trust store apply.
 
 Exit codes:
   0    success (stdout: one JSON document)
-  2    usage error: a malformed reference, an unreadable file
-  3    the registry or the store failed, or refused what it was sent
-       (stderr names the rule; nothing unverified is stored)";
+  2    usage error: a malformed reference, an unreadable file, a signers
+       policy or lock file that cannot be used (a rule that could never
+       match, named)
+  3    the registry or the store failed, or refused what it was sent, or
+       the signers policy refused the Tick (stderr names the rule or the
+       bound; nothing unverified is stored or run)";
 
 /// How to reach registries (every command that takes a Tick).
 #[derive(Args, Clone, Default)]
