@@ -184,8 +184,10 @@ impl std::str::FromStr for Pattern {
             return Err(PatternError::NoRepository);
         }
         let (repo, under) = match path.strip_suffix("/*") {
+            _ if path == "*" => ("", true),
+            // `oci://HOST//*` is no spelling of the whole registry.
+            Some("") => return Err(PatternError::Repository),
             Some(prefix) => (prefix, true),
-            None if path == "*" => ("", true),
             None => (path, false),
         };
         if repo.contains('*') {

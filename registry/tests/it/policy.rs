@@ -268,6 +268,7 @@ fn each_impossible_rule_is_refused_when_read_naming_it() {
         ("oci://r.example", PatternError::NoRepository),
         ("oci://r.example/", PatternError::NoRepository),
         ("oci://r.example/a//b", PatternError::Repository),
+        ("oci://r.example//*", PatternError::Repository),
         ("oci://*.example/a/*", PatternError::HostWildcard),
         (
             "oci://127.000.000.001/a/*",
