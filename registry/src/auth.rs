@@ -68,13 +68,16 @@ impl Credentials {
         };
         for (key, entry) in auths {
             // Keys are written `host`, `host:port` or as a URL.
-            let name = key
+            let written = key
                 .trim_start_matches("https://")
                 .trim_start_matches("http://")
                 .split('/')
                 .next()
-                .unwrap_or_default()
-                .to_string();
+                .unwrap_or_default();
+            // Kept by the registry's canonical spelling, as references are.
+            let name = crate::reference::Authority::parse(written)
+                .map(|a| a.to_string())
+                .unwrap_or_else(|_| written.to_ascii_lowercase());
             let basic = if let Some(a) = entry.get("auth").and_then(|a| a.as_str()) {
                 let raw = base64::engine::general_purpose::STANDARD
                     .decode(a.trim())
@@ -117,7 +120,7 @@ impl Credentials {
         Ok(Credentials(out))
     }
 
-    /// The credentials for a registry written `HOST[:PORT]`.
+    /// The credentials for a registry, by its canonical `HOST[:PORT]`.
     pub fn for_registry(&self, registry: &str) -> Option<&Basic> {
         self.0.get(registry)
     }

@@ -8,9 +8,12 @@
 
 use crate::auth::{query_escape, Basic, Challenge, Credentials};
 use crate::error::RegistryError;
-use crate::http::{lock, Answer, Endpoint, Transport};
+use crate::http::{lock, Answer, Deadline, Endpoint, Kind, Transport};
 use crate::layout::{self, Descriptor, Manifest, TickArtifact};
-use crate::limits::{MAX_MANIFEST_BYTES, MAX_REDIRECTS, MAX_TICK_MANIFEST_BYTES, MAX_TOKEN_BYTES};
+use crate::limits::{
+    BLOB_DEADLINE, MANIFEST_DEADLINE, MAX_MANIFEST_BYTES, MAX_REDIRECTS, MAX_TICK_MANIFEST_BYTES,
+    MAX_TOKEN_BYTES, TOKEN_DEADLINE,
+};
 use crate::reference::{Digest, Reference, Target};
 use crate::store::Store;
 use bytes::Bytes;
@@ -18,6 +21,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// How a [`Registry`] is set up (the CLI fills it from flags and the
 /// environment).
@@ -32,6 +36,40 @@ pub struct RegistryConfig {
     pub credentials: Option<PathBuf>,
     /// A PEM file of CA certificates trusted besides the webpki roots.
     pub ca_file: Option<PathBuf>,
+    /// The total deadline of each kind of request (default: the
+    /// `*_DEADLINE` constants of [`crate::limits`]).
+    pub deadlines: Deadlines,
+}
+
+/// How long a whole request of each kind may take, from its first connect
+/// to the last byte of its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    pub token: Duration,
+    pub manifest: Duration,
+    pub blob: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Deadlines {
+        Deadlines {
+            token: TOKEN_DEADLINE,
+            manifest: MANIFEST_DEADLINE,
+            blob: BLOB_DEADLINE,
+        }
+    }
+}
+
+impl Deadlines {
+    /// A deadline for a request of `kind` starting now.
+    pub fn start(&self, kind: Kind) -> Deadline {
+        let limit = match kind {
+            Kind::Token => self.token,
+            Kind::Manifest => self.manifest,
+            Kind::Blob => self.blob,
+        };
+        Deadline::new(kind, limit)
+    }
 }
 
 /// A Tick pulled into the store.
@@ -61,6 +99,7 @@ pub struct Registry {
     transport: Transport,
     credentials: Credentials,
     store: Store,
+    deadlines: Deadlines,
     /// Bearer tokens by (registry, repository, push?).
     tokens: Mutex<HashMap<(String, String, bool), String>>,
 }
@@ -86,6 +125,7 @@ impl Registry {
             transport,
             credentials,
             store: Store::open(&config.store)?,
+            deadlines: config.deadlines,
             tokens: Mutex::new(HashMap::new()),
         })
     }
@@ -213,7 +253,7 @@ impl Registry {
     ) -> Result<(Vec<u8>, Digest), RegistryError> {
         let path = format!(
             "/v2/{}/manifests/{}",
-            reference.repository,
+            reference.repository(),
             reference.api_reference()
         );
         let mut headers = HeaderMap::new();
@@ -221,8 +261,17 @@ impl Registry {
             http::header::ACCEPT,
             HeaderValue::from_static("application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json"),
         );
+        let deadline = self.deadlines.start(Kind::Manifest);
         let answer = self
-            .request(reference, false, Method::GET, &path, headers, Bytes::new())
+            .request(
+                reference,
+                false,
+                Method::GET,
+                &path,
+                headers,
+                Bytes::new(),
+                &deadline,
+            )
             .await?;
         if answer.status == StatusCode::NOT_FOUND {
             return Err(RegistryError::NotFound {
@@ -282,7 +331,9 @@ impl Registry {
         if d.size > max {
             return Err(too_large(max));
         }
-        let path = format!("/v2/{}/blobs/{}", reference.repository, d.digest);
+        let path = format!("/v2/{}/blobs/{}", reference.repository(), d.digest);
+        // One deadline for the request, its redirects and the whole body.
+        let deadline = self.deadlines.start(Kind::Blob);
         let mut answer = self
             .request(
                 reference,
@@ -291,6 +342,7 @@ impl Registry {
                 &path,
                 HeaderMap::new(),
                 Bytes::new(),
+                &deadline,
             )
             .await?;
         // Blob stores may redirect (to a CDN); credentials stay behind.
@@ -303,11 +355,18 @@ impl Registry {
             let Some(location) = location else {
                 return Err(answer.into_error(format!("{what} (redirects)")).await);
             };
-            let origin = self.transport.endpoint(&reference.host, reference.port);
+            let origin = self.transport.endpoint(reference.authority());
             let (to, p) = self.resolve_url(&origin, &location)?;
             answer = self
                 .transport
-                .send(&to, Method::GET, &p, &HeaderMap::new(), Bytes::new())
+                .send(
+                    &to,
+                    Method::GET,
+                    &p,
+                    &HeaderMap::new(),
+                    Bytes::new(),
+                    &deadline,
+                )
                 .await?;
         }
         if !answer.status.is_success() {
@@ -377,7 +436,7 @@ impl Registry {
     ) -> Result<Digest, RegistryError> {
         let bytes = serde_json::to_vec(manifest).expect("a manifest serializes");
         let digest = Digest::of(&bytes);
-        let target = match &reference.target {
+        let target = match reference.target() {
             Target::Tag(t) => t.clone(),
             Target::Digest(_) => digest.to_string(),
         };
@@ -401,7 +460,8 @@ impl Registry {
         d: &Descriptor,
         bytes: Bytes,
     ) -> Result<(), RegistryError> {
-        let repo = &reference.repository;
+        let repo = reference.repository();
+        let deadline = self.deadlines.start(Kind::Blob);
         let head = self
             .request(
                 reference,
@@ -410,6 +470,7 @@ impl Registry {
                 &format!("/v2/{repo}/blobs/{}", d.digest),
                 HeaderMap::new(),
                 Bytes::new(),
+                &deadline,
             )
             .await?;
         if head.status.is_success() {
@@ -423,6 +484,7 @@ impl Registry {
                 &format!("/v2/{repo}/blobs/uploads/"),
                 HeaderMap::new(),
                 Bytes::new(),
+                &deadline,
             )
             .await?;
         if start.status != StatusCode::ACCEPTED {
@@ -437,7 +499,7 @@ impl Registry {
                     reference: reference.to_string(),
                     why: "the registry started an upload without a Location".into(),
                 })?;
-        let origin = self.transport.endpoint(&reference.host, reference.port);
+        let origin = self.transport.endpoint(reference.authority());
         let (to, path) = self.resolve_url(&origin, &location)?;
         if (&to.host, to.port) != (&origin.host, origin.port) {
             return Err(RegistryError::Layout {
@@ -453,7 +515,15 @@ impl Registry {
             HeaderValue::from_static("application/octet-stream"),
         );
         let done = self
-            .request(reference, true, Method::PUT, &path, headers, bytes)
+            .request(
+                reference,
+                true,
+                Method::PUT,
+                &path,
+                headers,
+                bytes,
+                &deadline,
+            )
             .await?;
         if done.status != StatusCode::CREATED {
             return Err(done
@@ -544,7 +614,8 @@ impl Registry {
             http::header::CONTENT_TYPE,
             HeaderValue::from_static(media_type),
         );
-        let path = format!("/v2/{}/manifests/{target}", reference.repository);
+        let path = format!("/v2/{}/manifests/{target}", reference.repository());
+        let deadline = self.deadlines.start(Kind::Manifest);
         let answer = self
             .request(
                 reference,
@@ -553,6 +624,7 @@ impl Registry {
                 &path,
                 headers,
                 Bytes::copy_from_slice(bytes),
+                &deadline,
             )
             .await?;
         if !answer.status.is_success() {
@@ -569,14 +641,23 @@ impl Registry {
         let Some(d) = pinned.digest() else {
             return Ok(None);
         };
-        let path = format!("/v2/{}/manifests/{}", pinned.repository, d.tag_form());
+        let path = format!("/v2/{}/manifests/{}", pinned.repository(), d.tag_form());
         let mut headers = HeaderMap::new();
         headers.insert(
             http::header::ACCEPT,
             HeaderValue::from_static(layout::INDEX_MEDIA_TYPE),
         );
+        let deadline = self.deadlines.start(Kind::Manifest);
         let answer = self
-            .request(pinned, false, Method::GET, &path, headers, Bytes::new())
+            .request(
+                pinned,
+                false,
+                Method::GET,
+                &path,
+                headers,
+                Bytes::new(),
+                &deadline,
+            )
             .await?;
         if answer.status == StatusCode::NOT_FOUND {
             return Ok(None);
@@ -617,9 +698,10 @@ impl Registry {
         let list: Vec<Descriptor> = if online {
             let path = format!(
                 "/v2/{}/referrers/{subject}?artifactType={}",
-                pinned.repository,
+                pinned.repository(),
                 query_escape(SIGNATURE_TYPE)
             );
+            let deadline = self.deadlines.start(Kind::Manifest);
             let answer = self
                 .request(
                     pinned,
@@ -628,6 +710,7 @@ impl Registry {
                     &path,
                     HeaderMap::new(),
                     Bytes::new(),
+                    &deadline,
                 )
                 .await?;
             let index = if answer.status.is_success() {
@@ -720,7 +803,8 @@ impl Registry {
 
     /// Sends a request to the reference's registry with whatever auth it
     /// asks for: anonymous first, then Basic or a bearer token (cached per
-    /// repository and access) on a 401, once.
+    /// repository and access) on a 401, once; all of it by `deadline`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn request(
         &self,
         reference: &Reference,
@@ -729,13 +813,13 @@ impl Registry {
         path: &str,
         headers: HeaderMap,
         body: Bytes,
+        deadline: &Deadline,
     ) -> Result<Answer, RegistryError> {
-        let to = self.transport.endpoint(&reference.host, reference.port);
-        let key = (
-            reference.registry.clone(),
-            reference.repository.clone(),
-            push,
-        );
+        let to = self.transport.endpoint(reference.authority());
+        // Credentials and tokens by the registry as dialed (a Docker config
+        // names registries the way they are reached).
+        let registry = reference.authority().to_string();
+        let key = (registry.clone(), reference.repository().to_string(), push);
         let cached = lock(&self.tokens).get(&key).cloned();
         let send = |auth: Option<String>| {
             let mut h = headers.clone();
@@ -743,16 +827,20 @@ impl Registry {
                 h.insert(http::header::AUTHORIZATION, a);
             }
             let (to, method, body) = (to.clone(), method.clone(), body.clone());
-            async move { self.transport.send(&to, method, path, &h, body).await }
+            async move {
+                self.transport
+                    .send(&to, method, path, &h, body, deadline)
+                    .await
+            }
         };
         let answer = send(cached.clone()).await?;
         if answer.status != StatusCode::UNAUTHORIZED {
             return Ok(answer);
         }
-        let basic = self.credentials.for_registry(&reference.registry).cloned();
+        let basic = self.credentials.for_registry(&registry).cloned();
         let unauthorized = |why: String| RegistryError::Unauthorized {
-            host: reference.registry.clone(),
-            repository: reference.repository.clone(),
+            host: registry.clone(),
+            repository: reference.repository().to_string(),
             why,
         };
         let challenge = answer
@@ -760,7 +848,7 @@ impl Registry {
             .and_then(|v| Challenge::parse(&v));
         let auth = match challenge {
             Some(Challenge::Basic) => {
-                let b = basic.ok_or_else(|| unauthorized(no_credentials(&reference.registry)))?;
+                let b = basic.ok_or_else(|| unauthorized(no_credentials(&registry)))?;
                 b.header()
             }
             Some(Challenge::Bearer {
@@ -771,17 +859,25 @@ impl Registry {
                 let scope = scope.unwrap_or_else(|| {
                     format!(
                         "repository:{}:{}",
-                        reference.repository,
+                        reference.repository(),
                         if push { "pull,push" } else { "pull" }
                     )
                 });
+                let within = self.deadlines.start(Kind::Token).min(*deadline);
                 let token = self
-                    .token(&to, &realm, service.as_deref(), &scope, basic.as_ref())
+                    .token(
+                        &to,
+                        &realm,
+                        service.as_deref(),
+                        &scope,
+                        basic.as_ref(),
+                        &within,
+                    )
                     .await
                     .map_err(|e| match e {
                         RegistryError::Status {
                             status: 401 | 403, ..
-                        } => unauthorized(no_credentials(&reference.registry)),
+                        } => unauthorized(no_credentials(&registry)),
                         e => e,
                     })?;
                 format!("Bearer {token}")
@@ -795,10 +891,10 @@ impl Registry {
         let retried = send(Some(auth.clone())).await?;
         if retried.status == StatusCode::UNAUTHORIZED || retried.status == StatusCode::FORBIDDEN {
             return Err(unauthorized(
-                if self.credentials.for_registry(&reference.registry).is_some() {
+                if self.credentials.for_registry(&registry).is_some() {
                     "the credentials were refused".into()
                 } else {
-                    no_credentials(&reference.registry)
+                    no_credentials(&registry)
                 },
             ));
         }
@@ -813,6 +909,7 @@ impl Registry {
         service: Option<&str>,
         scope: &str,
         basic: Option<&Basic>,
+        deadline: &Deadline,
     ) -> Result<String, RegistryError> {
         let mut url = format!(
             "{realm}{}scope={}",
@@ -833,7 +930,7 @@ impl Registry {
         }
         let answer = self
             .transport
-            .send(&to, Method::GET, &path, &headers, Bytes::new())
+            .send(&to, Method::GET, &path, &headers, Bytes::new(), deadline)
             .await?;
         if !answer.status.is_success() {
             return Err(answer.into_error("a token".into()).await);

@@ -4,6 +4,7 @@
 
 use crate::reference::Digest;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// A registry or store failure.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +25,15 @@ pub enum RegistryError {
         host: String,
         secs: u64,
         what: &'static str,
+    },
+    /// A request ran past its total deadline ([`crate::limits`]'s
+    /// `*_DEADLINE`, or the one [`crate::RegistryConfig::deadlines`] sets).
+    #[error("the registry {host} did not finish {what} within {} ({bound})", seconds(.limit))]
+    Deadline {
+        host: String,
+        what: &'static str,
+        limit: Duration,
+        bound: &'static str,
     },
     /// The registry answered with an error status.
     #[error("the registry {host} answered {status} to {what}{message}")]
@@ -78,6 +88,15 @@ pub enum RegistryError {
     /// The credentials file or CA file is unusable.
     #[error("{path}: {why}")]
     Config { path: PathBuf, why: String },
+}
+
+/// `2 s`, `1.5 s`.
+fn seconds(d: &Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
 }
 
 impl RegistryError {

@@ -7,15 +7,119 @@
 //! does), falling back to plain HTTP when the TLS handshake fails;
 //! elsewhere HTTPS only, verified against the webpki roots plus a CA file
 //! when one is given. Credentials never follow a redirect to another host.
+//!
+//! Each wait has its own bound (connect, the answer's head, each piece of
+//! a body), and every request also has a total [`Deadline`] by its kind
+//! (token, manifest, blob): a registry that sends one byte just inside
+//! each per-read bound still cannot keep a pull waiting past it.
 
 use crate::error::RegistryError;
 use crate::limits::{CONNECT_TIMEOUT, MAX_ERROR_BYTES, RESPONSE_TIMEOUT, STALL_TIMEOUT};
-use crate::reference::is_loopback_host;
+use crate::reference::{is_loopback_host, Authority, Host};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What a request is for, which picks its total deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A bearer token from the registry's token service.
+    Token,
+    /// A manifest, an index or a referrers list (GET or PUT).
+    Manifest,
+    /// A blob (GET with its redirects, or an upload's HEAD, POST and PUT).
+    Blob,
+}
+
+impl Kind {
+    /// The constant in [`crate::limits`] that bounds it by default.
+    pub fn bound(self) -> &'static str {
+        match self {
+            Kind::Token => "TOKEN_DEADLINE",
+            Kind::Manifest => "MANIFEST_DEADLINE",
+            Kind::Blob => "BLOB_DEADLINE",
+        }
+    }
+
+    /// What it is, in a message.
+    pub fn what(self) -> &'static str {
+        match self {
+            Kind::Token => "a token request",
+            Kind::Manifest => "a manifest request",
+            Kind::Blob => "a blob request",
+        }
+    }
+}
+
+/// When a request must be over, from its first connect to the last byte
+/// of its answer.
+#[derive(Clone, Copy, Debug)]
+pub struct Deadline {
+    at: Instant,
+    limit: Duration,
+    kind: Kind,
+}
+
+impl Deadline {
+    /// `limit` from now, for a request of `kind`.
+    pub fn new(kind: Kind, limit: Duration) -> Deadline {
+        Deadline {
+            at: Instant::now() + limit,
+            limit,
+            kind,
+        }
+    }
+
+    /// The earlier of the two (a token fetched inside a manifest request
+    /// ends by both deadlines).
+    pub fn min(self, other: Deadline) -> Deadline {
+        if other.at < self.at {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// The error when it has passed.
+    pub fn passed(&self, host: &str) -> RegistryError {
+        RegistryError::Deadline {
+            host: host.to_string(),
+            what: self.kind.what(),
+            limit: self.limit,
+            bound: self.kind.bound(),
+        }
+    }
+}
+
+/// Waits for `fut` until `step_at` (the bound of this one wait, named
+/// `step` in its error) and never past `deadline`; the error names
+/// whichever bound ran out.
+async fn within<F: Future>(
+    fut: F,
+    step_at: Instant,
+    step: (Duration, &'static str),
+    deadline: &Deadline,
+    host: &str,
+) -> Result<F::Output, RegistryError> {
+    if deadline.at <= step_at {
+        tokio::time::timeout_at(deadline.at, fut)
+            .await
+            .map_err(|_| deadline.passed(host))
+    } else {
+        tokio::time::timeout_at(step_at, fut)
+            .await
+            .map_err(|_| RegistryError::Timeout {
+                host: host.to_string(),
+                secs: step.0.as_secs(),
+                what: step.1,
+            })
+    }
+}
 
 /// Where a request goes: scheme, host, port.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,13 +133,18 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// `Host:` header value.
+    /// `Host:` header value (an IPv6 address in brackets).
     pub fn authority(&self) -> String {
         let default = if self.https { 443 } else { 80 };
-        if self.port == default {
-            self.host.clone()
+        let host = if self.host.contains(':') {
+            format!("[{}]", self.host)
         } else {
-            format!("{}:{}", self.host, self.port)
+            self.host.clone()
+        };
+        if self.port == default {
+            host
+        } else {
+            format!("{host}:{}", self.port)
         }
     }
 
@@ -49,10 +158,53 @@ impl Endpoint {
     }
 }
 
+/// A registry named insecure: a host (any port) or a host and port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Insecure {
+    Host(Host),
+    At(Authority),
+    /// Not a host tickbox parses: compared as written (lowercase).
+    Raw(String),
+}
+
+impl Insecure {
+    fn parse(s: &str) -> Insecure {
+        // `HOST` and `[V6]` name every port; `HOST:PORT` and `[V6]:PORT` one.
+        let has_port = match s.rfind(']') {
+            Some(end) => s[end..].contains(':'),
+            None => s.contains(':'),
+        };
+        let parsed = if has_port {
+            Authority::parse(s).map(Insecure::At)
+        } else {
+            Host::parse(s).map(Insecure::Host)
+        };
+        parsed.unwrap_or_else(|_| Insecure::Raw(s.to_ascii_lowercase()))
+    }
+
+    fn covers(&self, host: &str, port: u16) -> bool {
+        let bracketed = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
+        match self {
+            Insecure::Host(h) => Host::parse(&bracketed).is_ok_and(|x| x == *h),
+            Insecure::At(a) => {
+                Authority::parse(&format!("{bracketed}:{port}")).is_ok_and(|x| x == *a)
+            }
+            Insecure::Raw(r) => {
+                let host = host.to_ascii_lowercase();
+                *r == host || *r == format!("{host}:{port}")
+            }
+        }
+    }
+}
+
 /// The connection policy: which hosts may be plain HTTP, which roots TLS
 /// trusts.
 pub struct Transport {
-    insecure: Vec<String>,
+    insecure: Vec<Insecure>,
     tls: Arc<rustls::ClientConfig>,
     /// Hosts allowed plain HTTP that turned out to speak it.
     plain: std::sync::Mutex<std::collections::HashSet<(String, u16)>>,
@@ -64,39 +216,40 @@ pub struct Answer {
     pub headers: HeaderMap,
     body: Incoming,
     host: String,
+    deadline: Deadline,
 }
 
 impl Transport {
-    /// `insecure`: hosts (`HOST` or `HOST:PORT`) allowed plain HTTP besides
-    /// loopback; `extra_roots`: PEM certificates trusted besides the webpki
-    /// roots.
+    /// `insecure`: hosts (`HOST` or `HOST:PORT`, any spelling of them)
+    /// allowed plain HTTP besides loopback; `extra_roots`: PEM certificates
+    /// trusted besides the webpki roots.
     pub fn new(
         insecure: Vec<String>,
         extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
     ) -> Result<Transport, String> {
         let config = tickbox_trust::tls::client_config(extra_roots).map_err(|e| e.to_string())?;
         Ok(Transport {
-            insecure,
+            insecure: insecure.iter().map(|s| Insecure::parse(s)).collect(),
             tls: Arc::new(config),
             plain: Default::default(),
         })
     }
 
-    /// The endpoint for a registry written `HOST[:PORT]`: plain HTTP where
-    /// allowed, HTTPS otherwise.
-    pub fn endpoint(&self, host: &str, port: Option<u16>) -> Endpoint {
-        let registry = match port {
-            Some(p) => format!("{host}:{p}"),
-            None => host.to_string(),
-        };
-        let plain_ok =
-            is_loopback_host(host) || self.insecure.iter().any(|h| *h == registry || *h == host);
+    /// The endpoint of a registry: plain HTTP where allowed, HTTPS
+    /// otherwise.
+    pub fn endpoint(&self, registry: &Authority) -> Endpoint {
+        let host = registry.host().dial();
+        let port = registry.port();
         Endpoint {
             https: true,
-            plain_ok,
-            host: host.to_string(),
-            port: port.unwrap_or(443),
+            plain_ok: self.plain_ok(&host, port),
+            host,
+            port,
         }
+    }
+
+    fn plain_ok(&self, host: &str, port: u16) -> bool {
+        is_loopback_host(host) || self.insecure.iter().any(|i| i.covers(host, port))
     }
 
     /// The endpoint of an absolute URL a registry sent (a redirect, a token
@@ -112,7 +265,7 @@ impl Transport {
             })?
             .trim_start_matches('[')
             .trim_end_matches(']')
-            .to_string();
+            .to_ascii_lowercase();
         let https = match uri.scheme_str() {
             Some("https") => true,
             Some("http") => false,
@@ -124,10 +277,7 @@ impl Transport {
             }
         };
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let registry = format!("{host}:{port}");
-        let plain_ok =
-            is_loopback_host(&host) || self.insecure.iter().any(|h| *h == registry || *h == host);
-        if !https && !plain_ok {
+        if !https && !self.plain_ok(&host, port) {
             return Err(RegistryError::Insecure { host });
         }
         let path = uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
@@ -153,12 +303,13 @@ impl Transport {
         path: &str,
         headers: &HeaderMap,
         body: Bytes,
+        deadline: &Deadline,
     ) -> Result<Answer, RegistryError> {
         let key = (to.host.clone(), to.port);
         let known_plain = to.plain_ok && lock(&self.plain).contains(&key);
         if to.https && !known_plain {
             match self
-                .send_once(to, method.clone(), path, headers, body.clone())
+                .send_once(to, method.clone(), path, headers, body.clone(), deadline)
                 .await
             {
                 Err(RegistryError::Connect { why, .. })
@@ -174,7 +325,8 @@ impl Transport {
             https: false,
             ..to.clone()
         };
-        self.send_once(&plain, method, path, headers, body).await
+        self.send_once(&plain, method, path, headers, body, deadline)
+            .await
     }
 
     async fn send_once(
@@ -184,23 +336,23 @@ impl Transport {
         path: &str,
         headers: &HeaderMap,
         body: Bytes,
+        deadline: &Deadline,
     ) -> Result<Answer, RegistryError> {
+        let host = to.authority();
         let connect = |why: String| RegistryError::Connect {
-            host: to.authority(),
+            host: host.clone(),
             why,
         };
-        let timeout = |what| RegistryError::Timeout {
-            host: to.authority(),
-            secs: CONNECT_TIMEOUT.as_secs(),
-            what,
-        };
-        let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
-        let tcp = tokio::time::timeout_at(
-            deadline,
+        // Connect, TLS and the HTTP handshake together.
+        let connected_by = Instant::now() + CONNECT_TIMEOUT;
+        let tcp = within(
             tokio::net::TcpStream::connect((to.host.as_str(), to.port)),
+            connected_by,
+            (CONNECT_TIMEOUT, "connect"),
+            deadline,
+            &host,
         )
-        .await
-        .map_err(|_| timeout("connect"))?
+        .await?
         .map_err(|e| connect(e.to_string()))?;
         let _ = tcp.set_nodelay(true);
         let request = {
@@ -224,75 +376,84 @@ impl Transport {
         let answer = if to.https {
             let name = rustls::pki_types::ServerName::try_from(to.host.clone())
                 .map_err(|e| connect(e.to_string()))?;
-            let tls = tokio::time::timeout_at(
-                deadline,
+            let tls = within(
                 tokio_rustls::TlsConnector::from(self.tls.clone()).connect(name, tcp),
+                connected_by,
+                (CONNECT_TIMEOUT, "TLS handshake"),
+                deadline,
+                &host,
             )
-            .await
-            .map_err(|_| timeout("TLS handshake"))?
+            .await?
             .map_err(|e| connect(format!("TLS: {e}")))?;
-            exchange(to, hyper_util::rt::TokioIo::new(tls), request, deadline).await?
+            let io = hyper_util::rt::TokioIo::new(tls);
+            exchange(&host, io, request, connected_by, deadline).await?
         } else {
-            exchange(to, hyper_util::rt::TokioIo::new(tcp), request, deadline).await?
+            let io = hyper_util::rt::TokioIo::new(tcp);
+            exchange(&host, io, request, connected_by, deadline).await?
         };
         let (parts, body) = answer.into_parts();
         Ok(Answer {
             status: parts.status,
             headers: parts.headers,
             body,
-            host: to.authority(),
+            host,
+            deadline: *deadline,
         })
     }
 }
 
 async fn exchange<T>(
-    to: &Endpoint,
+    host: &str,
     io: T,
     request: http::Request<Full<Bytes>>,
-    deadline: tokio::time::Instant,
+    connected_by: Instant,
+    deadline: &Deadline,
 ) -> Result<http::Response<Incoming>, RegistryError>
 where
     T: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let connect = |why: String| RegistryError::Connect {
-        host: to.authority(),
+        host: host.to_string(),
         why,
     };
-    let (mut sender, conn) =
-        tokio::time::timeout_at(deadline, hyper::client::conn::http1::handshake(io))
-            .await
-            .map_err(|_| RegistryError::Timeout {
-                host: to.authority(),
-                secs: CONNECT_TIMEOUT.as_secs(),
-                what: "handshake",
-            })?
-            .map_err(|e| connect(e.to_string()))?;
-    // The connection is driven by its own task; it ends with the body.
+    let (mut sender, conn) = within(
+        hyper::client::conn::http1::handshake(io),
+        connected_by,
+        (CONNECT_TIMEOUT, "handshake"),
+        deadline,
+        host,
+    )
+    .await?
+    .map_err(|e| connect(e.to_string()))?;
+    // The connection is driven by its own task; it ends with the body (or
+    // when the answer is dropped, at a deadline).
     tokio::spawn(async move {
         let _ = conn.await;
     });
-    tokio::time::timeout(RESPONSE_TIMEOUT, sender.send_request(request))
-        .await
-        .map_err(|_| RegistryError::Timeout {
-            host: to.authority(),
-            secs: RESPONSE_TIMEOUT.as_secs(),
-            what: "the answer",
-        })?
-        .map_err(|e| connect(e.to_string()))
+    within(
+        sender.send_request(request),
+        Instant::now() + RESPONSE_TIMEOUT,
+        (RESPONSE_TIMEOUT, "the answer"),
+        deadline,
+        host,
+    )
+    .await?
+    .map_err(|e| connect(e.to_string()))
 }
 
 impl Answer {
     /// The next piece of the body (`None` at its end), waiting at most
-    /// [`STALL_TIMEOUT`].
+    /// [`STALL_TIMEOUT`] and never past the request's deadline.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, RegistryError> {
         loop {
-            let frame = tokio::time::timeout(STALL_TIMEOUT, self.body.frame())
-                .await
-                .map_err(|_| RegistryError::Timeout {
-                    host: self.host.clone(),
-                    secs: STALL_TIMEOUT.as_secs(),
-                    what: "the body stalled",
-                })?;
+            let frame = within(
+                self.body.frame(),
+                Instant::now() + STALL_TIMEOUT,
+                (STALL_TIMEOUT, "the body stalled"),
+                &self.deadline,
+                &self.host,
+            )
+            .await?;
             match frame {
                 None => return Ok(None),
                 Some(Err(e)) => {
@@ -392,4 +553,40 @@ impl Answer {
 /// trust checks, not helpers.
 pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insecure_registries_are_compared_canonically() {
+        let t = Transport::new(
+            vec![
+                "Registry.Example:05000".into(),
+                "10.0.0.1".into(),
+                "[2001:DB8::1]:8080".into(),
+            ],
+            Vec::new(),
+        )
+        .unwrap();
+        let plain = |host: &str, port| t.plain_ok(host, port);
+        assert!(plain("registry.example", 5000));
+        assert!(plain("10.0.0.1", 443) && plain("10.0.0.1", 5000));
+        assert!(plain("2001:db8::1", 8080));
+        // Loopback needs no naming, in any spelling.
+        assert!(plain("127.0.0.1", 5000) && plain("LOCALHOST", 5000) && plain("::1", 1));
+        // Controls: another port, another host, a look-alike.
+        assert!(!plain("registry.example", 5001));
+        assert!(!plain("registry.example.evil", 5000));
+        assert!(!plain("10.0.0.10", 443));
+        assert!(!plain("registry.localhost", 80));
+        let e = Endpoint {
+            https: true,
+            plain_ok: false,
+            host: "::1".into(),
+            port: 5000,
+        };
+        assert_eq!(e.authority(), "[::1]:5000");
+    }
 }

@@ -15,9 +15,18 @@
 //! | [`CONNECT_TIMEOUT`] | 10 s | TCP connect and TLS handshake |
 //! | [`RESPONSE_TIMEOUT`] | 30 s | from a request sent to its answer's head |
 //! | [`STALL_TIMEOUT`] | 30 s | between two pieces of a body |
+//! | [`TOKEN_DEADLINE`] | 60 s | a bearer-token request, from its first connect to the last byte of its answer |
+//! | [`MANIFEST_DEADLINE`] | 60 s | a manifest, index or referrers request (GET or PUT), the same way, its 401 and token included |
+//! | [`BLOB_DEADLINE`] | 600 s | a blob request, the same way: a GET with its redirects, or an upload's HEAD, POST and PUT |
+//! | [`MAX_POLICY_BYTES`] | 1 MiB | the signers policy file read |
+//! | [`MAX_LOCK_BYTES`] | 1 MiB | the lock file read |
 //!
 //! The size of a wasm layer is bounded by the Tick's own `max_wasm_size`
-//! (declared size and streamed bytes both). A unit test checks the table
+//! (declared size and streamed bytes both). The per-wait timeouts bound
+//! each wait; the deadlines bound a whole request, so a registry that
+//! sends a byte just inside every per-wait bound still fails, with one
+//! line naming the deadline (a caller may set shorter ones through
+//! [`crate::RegistryConfig::deadlines`]). A unit test checks the table
 //! against the constants.
 
 use std::time::Duration;
@@ -46,6 +55,17 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Between two pieces of a body.
 pub const STALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// A whole bearer-token request.
+pub const TOKEN_DEADLINE: Duration = Duration::from_secs(60);
+/// A whole manifest (index, referrers) request.
+pub const MANIFEST_DEADLINE: Duration = Duration::from_secs(60);
+/// A whole blob request (a wasm layer of `max_wasm_size` must arrive in
+/// it: 64 MiB in 10 minutes is about 110 KB/s).
+pub const BLOB_DEADLINE: Duration = Duration::from_secs(600);
+/// Largest signers policy file read.
+pub const MAX_POLICY_BYTES: u64 = 1 << 20;
+/// Largest lock file read.
+pub const MAX_LOCK_BYTES: u64 = 1 << 20;
 
 #[cfg(test)]
 mod tests {
@@ -86,6 +106,14 @@ mod tests {
                 format!("{} s", RESPONSE_TIMEOUT.as_secs()),
             ),
             ("STALL_TIMEOUT", format!("{} s", STALL_TIMEOUT.as_secs())),
+            ("TOKEN_DEADLINE", format!("{} s", TOKEN_DEADLINE.as_secs())),
+            (
+                "MANIFEST_DEADLINE",
+                format!("{} s", MANIFEST_DEADLINE.as_secs()),
+            ),
+            ("BLOB_DEADLINE", format!("{} s", BLOB_DEADLINE.as_secs())),
+            ("MAX_POLICY_BYTES", size(MAX_POLICY_BYTES)),
+            ("MAX_LOCK_BYTES", size(MAX_LOCK_BYTES)),
         ] {
             let r = row(name);
             assert!(

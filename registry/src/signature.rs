@@ -146,19 +146,34 @@ pub fn sign(key: &Path, manifest: &Digest) -> Result<Vec<u8>, SignatureError> {
 }
 
 /// A private directory for the signature file ssh-keygen reads.
+///
+/// Made by `mkdtemp(3)`: a random name, created exclusively, 0700, ours.
+/// A name tickbox could predict (its pid and a counter) would let another
+/// local user create it first in the shared temp directory, and every
+/// signed Tick would then fail to verify (or, were the directory reused,
+/// be checked against their file).
 struct Scratch(PathBuf);
 
 impl Scratch {
     fn new() -> std::io::Result<Scratch> {
-        use std::os::unix::fs::DirBuilderExt;
-        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "tickbox-sig-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-        ));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        Ok(Scratch(dir))
+        use std::os::unix::ffi::{OsStrExt, OsStringExt};
+        let template = std::env::temp_dir().join("tickbox-sig-XXXXXX");
+        let mut buf =
+            std::ffi::CString::new(template.as_os_str().as_bytes())?.into_bytes_with_nul();
+        // SAFETY: `buf` is a writable, NUL-terminated template that mkdtemp
+        // fills in place (it only replaces the trailing XXXXXX).
+        let made = unsafe { libc::mkdtemp(buf.as_mut_ptr().cast()) };
+        if made.is_null() {
+            return Err(std::io::Error::last_os_error());
+        }
+        buf.pop();
+        let dir = PathBuf::from(std::ffi::OsString::from_vec(buf));
+        let scratch = Scratch(dir);
+        // What mkdtemp promises, checked on what is there (lstat): a real
+        // directory, ours, that nobody else can write.
+        let meta = std::fs::symlink_metadata(&scratch.0)?;
+        tickbox_trust::private_dir::check(&meta).map_err(std::io::Error::other)?;
+        Ok(scratch)
     }
 }
 
@@ -242,4 +257,30 @@ pub fn verify(
     } else {
         Verdict::OtherDigest { signer }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    #[test]
+    fn scratch_directories_are_fresh_private_and_gone_after_use() {
+        let a = Scratch::new().unwrap();
+        let b = Scratch::new().unwrap();
+        assert_ne!(a.0, b.0, "a new name each time");
+        let meta = std::fs::symlink_metadata(&a.0).unwrap();
+        assert!(meta.is_dir());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(meta.uid(), unsafe { libc::geteuid() });
+        let name = a.0.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with("tickbox-sig-") && !name.ends_with("XXXXXX"),
+            "{name}"
+        );
+        let path = a.0.clone();
+        drop(a);
+        assert!(!path.exists());
+    }
 }

@@ -45,16 +45,20 @@ pub const DOCKER_CONFIG: &str = "DOCKER_CONFIG";
 /// `tickbox/signers.toml` in the user's config directory).
 pub const SIGNERS: &str = "TICKBOX_SIGNERS";
 
-/// The signers policy file: `$TICKBOX_SIGNERS`, else
-/// `$XDG_CONFIG_HOME/tickbox/signers.toml`, else
-/// `~/.config/tickbox/signers.toml`.
-pub fn signers_file() -> Option<PathBuf> {
-    std::env::var_os(SIGNERS).map(PathBuf::from).or_else(|| {
-        std::env::var_os("XDG_CONFIG_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-            .map(|d| d.join("tickbox").join("signers.toml"))
-    })
+/// The signers policy file `$TICKBOX_SIGNERS` names, if it is set.
+pub fn signers_env() -> Option<PathBuf> {
+    std::env::var_os(SIGNERS)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The signers policy's default path: `$XDG_CONFIG_HOME/tickbox/signers.toml`,
+/// else `~/.config/tickbox/signers.toml`.
+pub fn default_signers_file() -> Option<PathBuf> {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .map(|d| d.join("tickbox").join("signers.toml"))
 }
 
 /// The Tick store: `$TICKBOX_STORE_DIR`, else `oci` beside the compile
@@ -83,9 +87,15 @@ pub fn cache_dir() -> Option<PathBuf> {
 
 /// The trust store's directory: `$TICKBOX_TRUST_DIR`, else the XDG default.
 pub fn trust_dir() -> Option<PathBuf> {
-    std::env::var_os(TRUST_DIR)
-        .map(PathBuf::from)
-        .or_else(consent::default_dir)
+    trust_dir_found().map(|(path, _)| path)
+}
+
+/// The trust store's directory and whether the variable named it.
+pub fn trust_dir_found() -> Option<(PathBuf, bool)> {
+    match std::env::var_os(TRUST_DIR) {
+        Some(d) => Some((PathBuf::from(d), true)),
+        None => consent::default_dir().map(|d| (d, false)),
+    }
 }
 
 /// The compile cache's size cap: `$TICKBOX_CACHE_MAX_SIZE` when set and

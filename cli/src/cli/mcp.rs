@@ -177,6 +177,11 @@ pub async fn run(args: McpArgs, signals: Signals) -> Result<(), Exit> {
     }
     let metrics_at = args.metrics;
     let planned = plan(args)?;
+    // Which signers policy, lock file and trust store apply, one line each:
+    // a client that starts this server with a reduced environment shows.
+    if let Some(p) = planned.first() {
+        super::oci::log_files(&p.opts.registry.lock_beside(p.opts.policy.as_deref()));
+    }
     // Bound before any Tick starts, so a taken port costs nothing.
     let listener = match &http {
         Some((addr, _)) => Some(bind(addr).await?),
@@ -679,7 +684,10 @@ fn default_name(session: &Session) -> String {
 /// worth a line in the MCP client's server log. A no-op when -v or RUST_LOG
 /// already set up logging.
 fn default_logging() {
-    super::logging::init(tracing_subscriber::EnvFilter::new("warn"));
+    super::logging::init(tracing_subscriber::EnvFilter::new(format!(
+        "warn,{}=info",
+        super::oci::FILES_TARGET
+    )));
 }
 
 /// Keeps the real stdout for MCP frames only: returns a writer on a

@@ -106,7 +106,7 @@ enum Command {
     /// Show who signed a Tick in a registry, checked against the signers policy or --allowed-signers: tickbox verify oci://HOST/REPO:TAG
     #[command(after_help = oci::HELP)]
     Verify(oci::VerifyArgs),
-    /// Pin registry references to the digests they resolve to now, in a lock file (default ./tickbox.lock): tickbox lock oci://HOST/REPO:TAG...
+    /// Pin registry references to the digests they resolve to now, in a lock file (default ./tickbox.lock, where --locked reads): tickbox lock oci://HOST/REPO:TAG...
     #[command(after_help = oci::HELP)]
     Lock(oci::LockArgs),
     /// Create a Tick project that builds and passes `tickbox check`: tickbox new PATH [--lang rust|c]
@@ -115,7 +115,7 @@ enum Command {
     /// Approve what a wasm Tick's manifest asks for, for its current content: tickbox trust PATH [--updates] | ls | revoke DIGEST|PATH
     #[command(after_help = trust::HELP)]
     Trust(trust::TrustArgs),
-    /// Suggest the least policy file that allows what Ticks used, from audit files: tickbox policy suggest AUDIT...
+    /// Suggest the least policy file that allows what Ticks used (tickbox policy suggest AUDIT...), or show which signers policy, lock and trust store apply (tickbox policy show [REF])
     #[command(after_help = policy::HELP)]
     Policy(policy::PolicyArgs),
 }

@@ -14,6 +14,10 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
+use tickbox_registry::lock::{self, Lock, LockError, LockFile};
+use tickbox_registry::policy::{
+    self, Decision, NoMatch, Origin, Policy, PolicyError, PolicyFile, Source,
+};
 use tickbox_registry::{Pulled, Reference, Registry, RegistryConfig, RegistryError};
 
 /// Exit codes of `pull` and `push`.
@@ -24,12 +28,21 @@ Plain HTTP is used only for loopback registries and those named with
 ~/.docker/config.json (inline auth entries), anonymous otherwise. Pulled
 Ticks are kept in $TICKBOX_STORE_DIR, else $XDG_CACHE_HOME/tickbox/oci, else
 ~/.cache/tickbox/oci; `tickbox cache ls|clean` shows and empties it.
+Registries are compared in one canonical form (host lowercased, :443
+dropped, every loopback address `localhost`). The signers policy
+(--signers, else $TICKBOX_SIGNERS, else ~/.config/tickbox/signers.toml)
+names whose signatures each registry or repository needs; a Tick no rule
+covers is refused unless it says no_match = \"warn\" or \"allow\". `tickbox
+policy show [REF]` prints which policy, lock and trust store apply.
 
 Exit codes:
   0    success (stdout: one JSON document)
-  2    usage error: a malformed reference, an unreadable file
-  3    the registry or the store failed, or refused what it was sent
-       (stderr names the rule; nothing unverified is stored)";
+  2    usage error: a malformed reference, an unreadable file, a signers
+       policy or lock file that cannot be used (a rule that could never
+       match, named)
+  3    the registry or the store failed, or refused what it was sent, or
+       the signers policy refused the Tick (stderr names the rule or the
+       bound; nothing unverified is stored or run)";
 
 /// How to reach registries (every command that takes a Tick).
 #[derive(Args, Clone, Default)]
@@ -43,31 +56,141 @@ pub struct RegistryOpts {
     /// The signers policy: which signers each registry or repository needs (default: $TICKBOX_SIGNERS, else ~/.config/tickbox/signers.toml when it exists)
     #[arg(long = "signers", value_name = "FILE")]
     pub signers: Option<PathBuf>,
-    /// The lock file pinning references to digests (default: tickbox.lock beside --policy or --config, when it exists)
+    /// The lock file pinning references to digests (default: tickbox.lock beside --policy or --config, else ./tickbox.lock, where `tickbox lock` writes; read when it exists)
     #[arg(long = "lock", value_name = "FILE")]
     pub lock: Option<PathBuf>,
     /// Refuse any drift from the lock file: a reference not in it, a tag that moved, another signer
     #[arg(long)]
     pub locked: bool,
+    /// The policy or MCP config file the default lock file is beside: set
+    /// by the command, not a flag.
+    #[arg(skip)]
+    pub beside: Option<PathBuf>,
+    /// Resolve afresh, without any lock file (`tickbox lock` itself): set
+    /// by the command, not a flag.
+    #[arg(skip)]
+    pub ignore_lock: bool,
 }
 
+/// The flag that names the signers policy.
+const SIGNERS_FLAG: &str = "--signers";
+/// The flag that names the lock file.
+const LOCK_FLAG: &str = "--lock";
+
 impl RegistryOpts {
-    /// The same options with the lock file beside `file` (a policy or MCP
-    /// config) when none was named and one is there (or `--locked` wants
-    /// one).
+    /// The same options with the default lock file beside `file` (a policy
+    /// or MCP config), unless a file is already set for it.
     pub fn lock_beside(&self, file: Option<&std::path::Path>) -> RegistryOpts {
         let mut o = self.clone();
-        if o.lock.is_none() {
-            o.lock = file
-                .map(|f| {
-                    f.parent()
-                        .unwrap_or(std::path::Path::new("."))
-                        .join(lock::FILE_NAME)
-                })
-                .filter(|l| o.locked || l.exists());
+        if o.beside.is_none() {
+            o.beside = file.map(std::path::Path::to_path_buf);
         }
         o
     }
+
+    /// The lock file that applies: `--lock FILE`, else the default path
+    /// (decided by [`lock::default_path`], where `tickbox lock` writes)
+    /// when a file is there or `--locked` wants one.
+    pub fn lock_source(&self) -> Option<Source> {
+        if self.ignore_lock {
+            return None;
+        }
+        match &self.lock {
+            Some(path) => Some(Source {
+                path: path.clone(),
+                origin: Origin::Flag(LOCK_FLAG.into()),
+            }),
+            None => {
+                let path = lock::default_path(self.beside.as_deref());
+                (self.locked || path.exists()).then_some(Source {
+                    path,
+                    origin: Origin::DefaultPath,
+                })
+            }
+        }
+    }
+
+    /// Where the lock file is when none applies (for a report).
+    pub fn default_lock_path(&self) -> PathBuf {
+        lock::default_path(self.beside.as_deref())
+    }
+
+    /// The signers policy file that applies: `--signers FILE`, else
+    /// `$TICKBOX_SIGNERS`, else the default path when a file is there. A
+    /// file a flag or the variable names must exist: a policy someone
+    /// meant to apply never silently does not.
+    pub fn policy_source(&self) -> Result<Option<Source>, Exit> {
+        let named = match (&self.signers, super::env::signers_env()) {
+            (Some(path), _) => Some(Source {
+                path: path.clone(),
+                origin: Origin::Flag(SIGNERS_FLAG.into()),
+            }),
+            (None, Some(path)) => Some(Source {
+                path,
+                origin: Origin::Environment(super::env::SIGNERS.into()),
+            }),
+            (None, None) => None,
+        };
+        if let Some(source) = named {
+            if !source.path.is_file() {
+                return Err(Exit::usage(format!(
+                    "the signers policy {}, named by {}, is not a readable file",
+                    source.path.display(),
+                    source.origin
+                )));
+            }
+            return Ok(Some(source));
+        }
+        Ok(super::env::default_signers_file()
+            .filter(|p| p.exists())
+            .map(|path| Source {
+                path,
+                origin: Origin::DefaultPath,
+            }))
+    }
+
+    /// The signers policy in force, read and checked (a rule that could
+    /// never match is exit 2, naming the rule).
+    pub fn signers_policy(&self) -> Result<Option<Policy>, Exit> {
+        match self.policy_source()? {
+            Some(source) => read_policy(source).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Reads a signers policy: the bounded read and every rule's check are the
+/// registry crate's; the TOML is read here, where files are.
+fn read_policy(source: Source) -> Result<Policy, Exit> {
+    let text = policy::read_text(&source.path).map_err(Exit::usage)?;
+    let file: PolicyFile = toml::from_str(&text).map_err(|e| {
+        Exit::usage(PolicyError::Read {
+            path: source.path.clone(),
+            why: tickbox_runtime::text::escape(e.message()),
+        })
+    })?;
+    Policy::check(file, source).map_err(Exit::usage)
+}
+
+/// Reads a lock file (a missing one is empty), as [`read_policy`] does.
+fn read_lock(path: &std::path::Path) -> Result<Lock, Exit> {
+    let Some(text) = lock::read_text(path).map_err(Exit::usage)? else {
+        return Ok(Lock::default());
+    };
+    let file: LockFile = toml::from_str(&text).map_err(|e| {
+        Exit::usage(LockError::Read {
+            path: path.to_path_buf(),
+            why: tickbox_runtime::text::escape(e.message()),
+        })
+    })?;
+    Lock::check(file, path).map_err(Exit::usage)
+}
+
+/// Writes a lock file whole.
+fn write_lock(l: &Lock, path: &std::path::Path) -> Result<(), Exit> {
+    let text = toml::to_string(&l.to_file())
+        .map_err(|e| Exit::session(format!("cannot write the lock: {e}")))?;
+    lock::write_text(path, &format!("{}{text}", lock::HEADER)).map_err(Exit::session)
 }
 
 impl RegistryOpts {
@@ -79,6 +202,7 @@ impl RegistryOpts {
             insecure: self.insecure_registry.clone(),
             credentials: super::env::docker_config(),
             ca_file: self.registry_ca.clone(),
+            deadlines: Default::default(),
         })
     }
 }
@@ -126,6 +250,22 @@ pub fn parse(reference: &str) -> Result<Reference, Exit> {
     reference.parse().map_err(Exit::usage)
 }
 
+/// Says once per process, on stderr, that a Tick from a registry runs with
+/// no signers policy in force, and how to add one.
+fn warn_no_policy(reference: &Reference) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        eprintln!(
+            "tickbox: warning: no signers policy is in force, so {} runs whoever signed it; add one with --signers FILE, ${} or {} ([[require]] references = \"oci://HOST/PREFIX/*\", allowed_signers = \"FILE\")",
+            tickbox_runtime::text::escape(&reference.to_string()),
+            super::env::SIGNERS,
+            super::env::default_signers_file()
+                .map(|p| tickbox_runtime::text::escape(&p.display().to_string()))
+                .unwrap_or_else(|| "~/.config/tickbox/signers.toml".into()),
+        );
+    });
+}
+
 fn registry_failure(e: RegistryError) -> Exit {
     match e {
         RegistryError::Reference(_) => Exit::usage(e),
@@ -164,55 +304,6 @@ fn blocking<T: Send>(
     })
 }
 
-/// One rule of the signers policy.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Rule {
-    /// `oci://HOST[:PORT]/REPO` exactly, or a prefix ending in `*`.
-    references: String,
-    /// An OpenSSH allowed-signers file (relative to the policy file).
-    allowed_signers: PathBuf,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Policy {
-    #[serde(default)]
-    require: Vec<Rule>,
-}
-
-/// The signers policy file in force, if any.
-fn policy_file(opts: &RegistryOpts) -> Option<PathBuf> {
-    opts.signers
-        .clone()
-        .or_else(super::env::signers_file)
-        .filter(|p| opts.signers.is_some() || p.exists())
-}
-
-/// The allowed-signers file the policy names for a Tick (its name without
-/// tag or digest), and the rule as written; the most specific rule wins.
-fn required_signers(opts: &RegistryOpts, name: &str) -> Result<Option<(PathBuf, String)>, Exit> {
-    let Some(file) = policy_file(opts) else {
-        return Ok(None);
-    };
-    let bad = |why: String| Exit::usage(format!("{}: {why}", file.display()));
-    let text = std::fs::read_to_string(&file).map_err(|e| bad(e.to_string()))?;
-    let policy: Policy = toml::from_str(&text).map_err(|e| bad(e.message().to_string()))?;
-    let matches = |r: &Rule| match r.references.strip_suffix('*') {
-        Some(prefix) => name.starts_with(prefix),
-        None => name == r.references,
-    };
-    let best = policy
-        .require
-        .iter()
-        .filter(|r| matches(r))
-        .max_by_key(|r| r.references.len());
-    Ok(best.map(|r| {
-        let base = file.parent().unwrap_or(std::path::Path::new("."));
-        (base.join(&r.allowed_signers), r.references.clone())
-    }))
-}
-
 /// Every signature of a pulled Tick, checked against `allowed`.
 fn verdicts(
     pulled: &Pulled,
@@ -242,13 +333,36 @@ fn verdicts(
 }
 
 /// Where the signers policy names signers for this Tick, one of its
-/// signatures must be theirs and over this very manifest digest; else the
-/// Tick is refused before anything runs. Returns the signer.
+/// signatures must be theirs and over this very manifest digest; where no
+/// rule covers it, the policy's `no_match` decides (deny by default);
+/// else the Tick is refused before anything runs. Returns the signer.
 fn check_signers(pulled: &Pulled, opts: &RegistryOpts) -> Result<Option<String>, Exit> {
     use tickbox_registry::signature::Verdict;
-    let Some((allowed, rule)) = required_signers(opts, &pulled.reference.name())? else {
+    let Some(policy) = opts.signers_policy()? else {
+        warn_no_policy(&pulled.reference);
         return Ok(None);
     };
+    let name = pulled.reference.name();
+    let rule = match policy.decide(&name) {
+        Decision::Require(rule) => rule,
+        Decision::NoMatch(NoMatch::Allow) => return Ok(None),
+        Decision::NoMatch(NoMatch::Warn) => {
+            eprintln!(
+                "tickbox: warning: no rule of the signers policy {} covers {name}; it runs unchecked (no_match = \"warn\")",
+                tickbox_runtime::text::escape(&policy.source().to_string()),
+            );
+            return Ok(None);
+        }
+        Decision::NoMatch(NoMatch::Deny) => {
+            return Err(Exit::session(format!(
+                "refusing {}: no rule of the signers policy {} covers {name}, and no_match is deny (add a [[require]] rule that covers it, or set no_match = \"warn\" or \"allow\")",
+                pulled.reference,
+                policy.source(),
+            )))
+        }
+    };
+    let allowed = rule.allowed_signers.clone();
+    let rule = rule.label();
     let verdicts = verdicts(pulled, opts, &allowed)?;
     if let Some(Verdict::Valid { signer }) =
         verdicts.iter().find(|v| matches!(v, Verdict::Valid { .. }))
@@ -270,121 +384,25 @@ fn check_signers(pulled: &Pulled, opts: &RegistryOpts) -> Result<Option<String>,
         )
     };
     Err(Exit::session(format!(
-        "refusing {}: the signers policy requires a signature by {} for {rule}, and {why}",
+        "refusing {}: the signers policy {} requires a signature by {} for {name} ({rule}), and {why}",
         pulled.reference,
+        policy.source(),
         allowed.display()
     )))
 }
 
-/// The lock file: references pinned to the manifest digests (and signers)
-/// they resolved to when `tickbox lock` ran.
-pub mod lock {
-    use super::Exit;
-    use std::path::Path;
-
-    /// Its usual name.
-    pub const FILE_NAME: &str = "tickbox.lock";
-    /// Largest lock file read.
-    const MAX_BYTES: u64 = 1 << 20;
-
-    /// One locked reference.
-    #[derive(serde::Deserialize, serde::Serialize, Clone, Debug, PartialEq)]
-    #[serde(deny_unknown_fields)]
-    pub struct Entry {
-        pub reference: String,
-        pub manifest: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub signer: Option<String>,
-    }
-
-    #[derive(serde::Deserialize, serde::Serialize, Default)]
-    #[serde(deny_unknown_fields)]
-    pub struct Lock {
-        pub version: u32,
-        #[serde(default)]
-        pub tick: Vec<Entry>,
-    }
-
-    impl Lock {
-        /// Reads a lock file; a missing one is empty.
-        pub fn read(path: &Path) -> Result<Lock, Exit> {
-            use std::io::Read;
-            let bad = |why: String| Exit::usage(format!("{}: {why}", path.display()));
-            let file = match std::fs::File::open(path) {
-                Ok(f) => f,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Ok(Lock {
-                        version: 1,
-                        tick: Vec::new(),
-                    })
-                }
-                Err(e) => return Err(bad(e.to_string())),
-            };
-            let mut text = String::new();
-            file.take(MAX_BYTES + 1)
-                .read_to_string(&mut text)
-                .map_err(|e| bad(e.to_string()))?;
-            if text.len() as u64 > MAX_BYTES {
-                return Err(bad(format!("larger than {MAX_BYTES} bytes")));
-            }
-            let lock: Lock = toml::from_str(&text).map_err(|e| bad(e.message().to_string()))?;
-            if lock.version != 1 {
-                return Err(bad(format!(
-                    "version {} is not one this tickbox reads (1)",
-                    lock.version
-                )));
-            }
-            Ok(lock)
-        }
-
-        /// The entry of a reference, as written.
-        pub fn get(&self, reference: &str) -> Option<&Entry> {
-            self.tick.iter().find(|e| e.reference == reference)
-        }
-
-        /// Adds or replaces an entry.
-        pub fn set(&mut self, entry: Entry) {
-            match self
-                .tick
-                .iter_mut()
-                .find(|e| e.reference == entry.reference)
-            {
-                Some(e) => *e = entry,
-                None => self.tick.push(entry),
-            }
-            self.tick.sort_by(|a, b| a.reference.cmp(&b.reference));
-        }
-
-        /// Writes the file whole (a new file renamed over the old).
-        pub fn write(&self, path: &Path) -> Result<(), Exit> {
-            let text = format!(
-                "# Written by `tickbox lock`: each reference pinned to the manifest it\n# resolved to (and who signed it). `--locked` refuses any drift.\n{}",
-                toml::to_string(self).map_err(|e| Exit::session(format!("cannot write the lock: {e}")))?
-            );
-            let tmp = path.with_extension(format!("lock.{}", std::process::id()));
-            std::fs::write(&tmp, text)
-                .and_then(|_| std::fs::rename(&tmp, path))
-                .map_err(|e| Exit::session(format!("{}: {e}", path.display())))
-        }
-    }
-}
-
-/// What the lock says about a reference: the reference to resolve instead
-/// (pinned) and the entry, or a refusal under `--locked`.
-fn locked_target(reference: &str, opts: &RegistryOpts) -> Result<Option<lock::Entry>, Exit> {
-    let Some(path) = &opts.lock else {
-        if opts.locked {
-            return Err(Exit::usage("--locked needs a lock file: --lock FILE, or tickbox.lock beside --policy or --config"));
-        }
+/// What the lock says about a reference: its entry (the digest to run
+/// instead), or a refusal under `--locked`.
+fn locked_target(parsed: &Reference, opts: &RegistryOpts) -> Result<Option<lock::Entry>, Exit> {
+    let Some(source) = opts.lock_source() else {
         return Ok(None);
     };
-    let lock = lock::Lock::read(path)?;
-    match lock.get(reference) {
+    let lock = read_lock(&source.path)?;
+    match lock.get(parsed) {
         Some(e) => Ok(Some(e.clone())),
-        None if opts.locked && parse(reference)?.digest().is_none() => Err(Exit::usage(format!(
-            "--locked: {reference} is not in {} (run `tickbox lock {reference} --lock {}`)",
-            path.display(),
-            path.display()
+        None if opts.locked && parsed.digest().is_none() => Err(Exit::usage(format!(
+            "--locked: {parsed} is not in the lock file {source} (run `tickbox lock {parsed} --lock {}`)",
+            source.path.display()
         ))),
         None => Ok(None),
     }
@@ -435,20 +453,12 @@ fn fetch(
     max_wasm: u64,
 ) -> Result<(Pulled, Option<lock::Entry>), Exit> {
     let parsed = parse(reference)?;
-    let entry = locked_target(reference, opts)?;
+    let entry = locked_target(&parsed, opts)?;
     let config = opts.config()?;
     // A locked tag is not resolved again: its digest is what runs. Under
     // --locked the tag is asked for too, to refuse one that moved.
     let target = match &entry {
-        Some(e) => parsed.at(e.manifest.parse().map_err(|why: String| {
-            Exit::usage(format!(
-                "{}: {why}",
-                opts.lock
-                    .as_deref()
-                    .unwrap_or(std::path::Path::new(""))
-                    .display()
-            ))
-        })?),
+        Some(e) => parsed.at(e.manifest),
         None => parsed.clone(),
     };
     let check_tag = opts.locked && entry.is_some() && parsed.digest().is_none();
@@ -464,7 +474,7 @@ fn fetch(
     })
     .map_err(registry_failure)?;
     if let (Some(now), Some(e)) = (now, &entry) {
-        if now.to_string() != e.manifest {
+        if now != e.manifest {
             return Err(Exit::session(format!(
                 "--locked: the tag {reference} moved: the lock has {}, the registry now {now} (run `tickbox lock` to accept it)",
                 e.manifest
@@ -620,11 +630,20 @@ pub fn verify(args: VerifyArgs) -> Result<Value, Exit> {
     )?;
     let (allowed, rule) = match &args.allowed_signers {
         Some(f) => (f.clone(), None),
-        None => match required_signers(&args.registry, &parsed.name())? {
-            Some((f, r)) => (f, Some(r)),
+        None => match args.registry.signers_policy()? {
+            Some(policy) => match policy.decide(&parsed.name()) {
+                Decision::Require(r) => (r.allowed_signers.clone(), Some(r.written.clone())),
+                Decision::NoMatch(_) => {
+                    return Err(Exit::usage(format!(
+                        "no rule of the signers policy {} covers {}: pass --allowed-signers FILE",
+                        policy.source(),
+                        parsed.name()
+                    )))
+                }
+            },
             None => {
                 return Err(Exit::usage(format!(
-                    "no signers policy names {}: pass --allowed-signers FILE or --signers FILE",
+                    "no signers policy is in force for {}: pass --allowed-signers FILE or --signers FILE",
                     parsed.name()
                 )))
             }
@@ -668,17 +687,18 @@ pub struct LockArgs {
 /// `tickbox lock`: resolves each reference (checking signers as a start
 /// would) and writes its digest and signer into the lock file.
 pub fn lock_command(args: LockArgs) -> Result<Value, Exit> {
+    // Where `--locked` reads when no flag names a file (one decision).
     let path = args
         .registry
         .lock
         .clone()
-        .unwrap_or_else(|| PathBuf::from(lock::FILE_NAME));
-    let mut file = lock::Lock::read(&path)?;
-    file.version = 1;
+        .unwrap_or_else(|| args.registry.default_lock_path());
+    let mut file = read_lock(&path)?;
     // Resolved afresh: the lock is what is being written.
     let fresh = RegistryOpts {
         lock: None,
         locked: false,
+        ignore_lock: true,
         ..args.registry.clone()
     };
     let mut out = Vec::new();
@@ -689,13 +709,162 @@ pub fn lock_command(args: LockArgs) -> Result<Value, Exit> {
             tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM,
         )?;
         let entry = lock::Entry {
-            reference: r.clone(),
-            manifest: pulled.manifest.to_string(),
+            reference: parse(r)?,
+            manifest: pulled.manifest,
             signer: pulled.signer.clone(),
         };
-        out.push(json!({"reference": r, "manifest": entry.manifest, "signer": entry.signer}));
+        out.push(json!({"reference": entry.reference.to_string(), "manifest": entry.manifest, "signer": entry.signer}));
         file.set(entry);
     }
-    file.write(&path)?;
+    write_lock(&file, &path)?;
     Ok(json!({"lock": path, "locked": out}))
+}
+
+/// How a file was found, for a report: `{"found": "flag"|"environment"|
+/// "default"|"none", "by": FLAG or VARIABLE}`.
+fn found(origin: Option<&Origin>) -> Value {
+    match origin {
+        None => json!({"found": "none"}),
+        Some(Origin::Flag(flag)) => json!({"found": "flag", "by": flag}),
+        Some(Origin::Environment(var)) => json!({"found": "environment", "by": var}),
+        Some(Origin::DefaultPath) => json!({"found": "default"}),
+    }
+}
+
+/// The trust store's directory and how it was found.
+fn trust_source() -> Option<Source> {
+    super::env::trust_dir_found().map(|(path, by_env)| Source {
+        path,
+        origin: if by_env {
+            Origin::Environment(super::env::TRUST_DIR.into())
+        } else {
+            Origin::DefaultPath
+        },
+    })
+}
+
+/// Which signers policy, lock file and trust store apply under `opts`,
+/// where each was found, and for `reference` what the policy decides and
+/// what the lock holds (`tickbox policy show`). A policy that cannot be
+/// used is its error (exit 2, naming the rule).
+pub fn files_report(opts: &RegistryOpts, reference: Option<&str>) -> Result<Value, Exit> {
+    let policy = opts.signers_policy()?;
+    let signers = match &policy {
+        Some(p) => {
+            let mut v = found(Some(&p.source().origin));
+            v["path"] = json!(p.source().path);
+            v["no_match"] = json!(p.no_match());
+            v["rules"] = p
+                .rules()
+                .iter()
+                .map(|r| {
+                    json!({
+                        "rule": r.index,
+                        "references": r.written,
+                        "pattern": r.pattern.to_string(),
+                        "allowed_signers": r.allowed_signers,
+                    })
+                })
+                .collect();
+            v
+        }
+        None => {
+            let mut v = found(None);
+            v["default"] = json!(super::env::default_signers_file());
+            v
+        }
+    };
+    let lock_source = opts.lock_source();
+    let lock_file = match &lock_source {
+        Some(s) => Some(read_lock(&s.path)?),
+        None => None,
+    };
+    let lock = match &lock_source {
+        Some(s) => {
+            let mut v = found(Some(&s.origin));
+            v["path"] = json!(s.path);
+            v["exists"] = json!(s.path.exists());
+            v["entries"] = json!(lock_file.as_ref().map_or(0, |l| l.entries().len()));
+            v
+        }
+        None => {
+            let mut v = found(None);
+            v["default"] = json!(opts.default_lock_path());
+            v
+        }
+    };
+    let trust = match trust_source() {
+        Some(s) => {
+            let mut v = found(Some(&s.origin));
+            v["path"] = json!(s.path);
+            v
+        }
+        None => found(None),
+    };
+    let mut out = json!({"signers": signers, "lock": lock, "trust": trust});
+    if let Some(r) = reference {
+        let parsed = parse(r)?;
+        let name = parsed.name();
+        let decision = match &policy {
+            None => json!({"outcome": "no_policy"}),
+            Some(p) => match p.decide(&name) {
+                Decision::Require(rule) => json!({
+                    "outcome": "require",
+                    "rule": rule.index,
+                    "references": rule.written,
+                    "pattern": rule.pattern.to_string(),
+                    "allowed_signers": rule.allowed_signers,
+                }),
+                Decision::NoMatch(setting) => json!({"outcome": "no_match", "no_match": setting}),
+            },
+        };
+        let locked = lock_file
+            .as_ref()
+            .and_then(|l| l.get(&parsed))
+            .map(|e| json!({"reference": e.reference.to_string(), "manifest": e.manifest, "signer": e.signer}));
+        out["reference"] = json!({
+            "reference": parsed.to_string(),
+            "name": name.to_string(),
+            "decision": decision,
+            "locked": locked,
+        });
+    }
+    Ok(out)
+}
+
+/// The `tracing` target of [`log_files`]' lines (`tickbox mcp` shows it by
+/// default).
+pub const FILES_TARGET: &str = "tickbox::files";
+
+/// Logs (one line per file, through `tracing`) which signers policy, lock
+/// file and trust store apply and how each was found: `tickbox mcp` says
+/// it at start, so an MCP client that starts it with a reduced
+/// environment (no `$TICKBOX_SIGNERS`) is visible in its log.
+pub fn log_files(opts: &RegistryOpts) {
+    match opts.policy_source() {
+        Ok(Some(s)) => tracing::info!(target: FILES_TARGET, "signers policy: {s}"),
+        Ok(None) => tracing::info!(
+            target: FILES_TARGET,
+            "signers policy: none (no {SIGNERS_FLAG}, no ${}, nothing at {}): Ticks from registries run unchecked",
+            super::env::SIGNERS,
+            super::env::default_signers_file()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "the default path (no HOME)".into())
+        ),
+        Err(e) => tracing::info!(target: FILES_TARGET, "signers policy: {}", e.message),
+    }
+    match opts.lock_source() {
+        Some(s) => tracing::info!(target: FILES_TARGET, "lock file: {s}"),
+        None => tracing::info!(
+            target: FILES_TARGET,
+            "lock file: none (no {LOCK_FLAG}, nothing at {})",
+            opts.default_lock_path().display()
+        ),
+    }
+    match trust_source() {
+        Some(s) => tracing::info!(target: FILES_TARGET, "trust store: {s}"),
+        None => {
+            tracing::info!(target: FILES_TARGET, "trust store: none (no ${}, no HOME)", super::env::TRUST_DIR)
+        }
+    }
 }

@@ -441,18 +441,15 @@ pub fn pulled_subject(
     Exit,
 > {
     let pulled = super::oci::resolve(reference, registry, max_wasm)?;
-    let pin: tickbox_runtime::backend::wasm::WasmDigest = pulled
-        .wasm_digest
-        .to_string()
-        .parse()
-        .map_err(|e| Exit::session(format!("{}: {e}", pulled.reference)))?;
+    // One digest type from the registry to the sandbox: handed over as it is.
+    let pin = pulled.wasm_digest;
     let subject = match &pulled.requested {
         None => None,
         Some(text) => {
             let requested =
                 parse_manifest(text, &pulled.reference.to_string()).map_err(Exit::usage)?;
             super::consent::subject_of_pulled(
-                pulled.reference.name(),
+                pulled.reference.name().to_string(),
                 pulled.reference.to_string(),
                 pin,
                 pulled.signer.clone(),

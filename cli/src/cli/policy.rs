@@ -111,6 +111,40 @@ pub enum PolicyCommand {
     /// Print the least policy that allows what the Ticks in these audit files used, refusals as comments: tickbox policy suggest AUDIT...
     #[command(after_help = HELP)]
     Suggest(SuggestArgs),
+    /// Print as JSON which signers policy, lock file and trust store apply and where each was found; for REF, which rule covers it: tickbox policy show [REF]
+    #[command(after_help = SHOW_HELP)]
+    Show(ShowArgs),
+}
+
+pub const SHOW_HELP: &str = "\
+`tickbox policy show [REF]` prints one JSON document: for the signers policy
+(--signers, else $TICKBOX_SIGNERS, else ~/.config/tickbox/signers.toml when it
+exists), the lock file (--lock, else tickbox.lock beside --config, else
+./tickbox.lock when it exists) and the trust store ($TICKBOX_TRUST_DIR, else
+~/.config/tickbox/trust), each one's path and how it was found (\"found\": flag,
+environment, default or none); the policy's rules and no_match setting. With
+REF, the decision for it: the rule that covers it and its allowed-signers file,
+no_match with the setting, or no_policy; and the lock's entry for it.
+
+Exit codes:
+  0    printed
+  2    a malformed REF, or a policy or lock file that cannot be used (one line
+       names the file and the rule)";
+
+/// `tickbox policy show`.
+#[derive(Args)]
+pub struct ShowArgs {
+    /// A reference to decide for: oci://HOST[:PORT]/REPO:TAG or …@sha256:DIGEST
+    #[arg(value_name = "REF")]
+    pub reference: Option<String>,
+    /// An MCP config or --policy file: report the lock file beside it, as those commands read it
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub registry: super::oci::RegistryOpts,
+    /// Pretty-print JSON output
+    #[arg(long)]
+    pub pretty: bool,
 }
 
 /// `tickbox policy suggest`.
@@ -124,6 +158,11 @@ pub struct SuggestArgs {
 /// Runs `tickbox policy`.
 pub fn run(args: PolicyArgs) -> Result<(), Exit> {
     match args.command {
+        PolicyCommand::Show(a) => {
+            let opts = a.registry.lock_beside(a.config.as_deref());
+            let report = super::oci::files_report(&opts, a.reference.as_deref())?;
+            super::emit(&report, a.pretty)
+        }
         PolicyCommand::Suggest(a) => {
             let mut record = Record::default();
             for file in &a.files {

@@ -3,7 +3,7 @@
 //! by tests/setup.sh) started on loopback for each test and stopped at its
 //! end, and a fake registry for what a real one never sends.
 
-use crate::util::{build_wasm, eventually, tickbox_env, TempDir};
+use crate::util::{build_wasm, eventually, tickbox_env, tickbox_in, Output, TempDir};
 use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
 use std::io::{Read, Write};
@@ -13,6 +13,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// `tickbox` in the working directory `dir` (for what it finds there, such
+/// as `./tickbox.lock`), failing the test after 60 s.
+fn tickbox_here<S: AsRef<str>>(dir: &Path, args: &[S], env: &[(&str, &str)]) -> Output {
+    tickbox_in(dir, args, env, Duration::from_secs(60))
+}
 
 const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
 const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -202,12 +208,19 @@ fn raw_push_blob(port: u16, repo: &str, bytes: &[u8]) -> Value {
     json!({"digest": d, "size": bytes.len()})
 }
 
-/// The environment of one test: its own store.
+/// The environment of one test: its own store, and a config directory of
+/// its own (so no signers policy at the user's default path applies).
 fn env(store: &TempDir) -> Vec<(&'static str, String)> {
-    vec![(
-        "TICKBOX_STORE_DIR",
-        store.path("store").display().to_string(),
-    )]
+    vec![
+        (
+            "TICKBOX_STORE_DIR",
+            store.path("store").display().to_string(),
+        ),
+        (
+            "XDG_CONFIG_HOME",
+            store.path("config").display().to_string(),
+        ),
+    ]
 }
 
 fn run(args: &[&str], env: &[(&'static str, String)]) -> crate::util::Output {
@@ -796,17 +809,31 @@ fn ssh_key(dir: &TempDir, name: &str, principal: &str) -> (PathBuf, String) {
 /// A signers policy requiring the signers in `allowed` (lines) for every
 /// repository under `prefix`.
 fn signers_policy(dir: &TempDir, name: &str, prefix: &str, allowed: &[&str]) -> String {
+    policy_file(dir, name, "", &[&format!("{prefix}*")], allowed)
+}
+
+/// A signers policy: `top` (settings), then one rule per pattern, each
+/// requiring the signers in `allowed` (lines).
+fn policy_file(
+    dir: &TempDir,
+    name: &str,
+    top: &str,
+    patterns: &[&str],
+    allowed: &[&str],
+) -> String {
     std::fs::write(
         dir.path(&format!("{name}.allowed")),
         allowed.join("\n") + "\n",
     )
     .unwrap();
     let policy = dir.path(&format!("{name}.toml"));
-    std::fs::write(
-        &policy,
-        format!("[[require]]\nreferences = \"{prefix}*\"\nallowed_signers = \"{name}.allowed\"\n"),
-    )
-    .unwrap();
+    let rules: String = patterns
+        .iter()
+        .map(|p| {
+            format!("[[require]]\nreferences = \"{p}\"\nallowed_signers = \"{name}.allowed\"\n")
+        })
+        .collect();
+    std::fs::write(&policy, format!("{top}{rules}")).unwrap();
     policy.display().to_string()
 }
 
@@ -936,11 +963,11 @@ fn only_ticks_signed_by_the_pinned_signers_over_their_own_digest_run_where_the_p
     assert_eq!(status, 201);
     run(&["read", &moved], &env).expect(3, "not over this digest");
 
-    // Outside the policy's prefix nothing is required (control).
+    // Outside the policy's prefix no rule applies, and the policy's
+    // no_match (deny by default) decides: refused. (Before no_match it ran.)
     let free = registry.reference("free/counter:v1");
     push(&free, &[]);
-    let out = run(&["read", &free], &env);
-    assert_eq!(out.code, 0, "{out:#?}");
+    run(&["read", &free], &env).expect(3, "no rule of the signers policy");
 }
 
 #[test]
@@ -1100,4 +1127,363 @@ fn a_reference_runs_as_a_live_instance() {
     );
     assert_eq!(w.tickbox(&["stop", "oc"]).code, 0);
     assert_eq!(host.wait(), 0, "{}", host.text());
+}
+
+/// The red team's bypass, end to end: an unsigned Tick pushed to the test
+/// registry is refused under a rule written in another spelling of that
+/// registry (case, leading zeros, another loopback name), the reference
+/// in yet another, whether `--signers` or `$TICKBOX_SIGNERS` names the
+/// policy. Positive control: the same Tick signed by the pinned signer
+/// runs under every spelling.
+#[test]
+fn an_unsigned_tick_is_refused_under_a_rule_written_in_another_spelling() {
+    let registry = Registry::start(None);
+    let store = TempDir::new("oci-store");
+    let dir = TempDir::new("oci-spelling");
+    let (alice, alice_line) = ssh_key(&dir, "alice", "alice@example.com");
+    let env = env(&store);
+    let wasm = counter().display().to_string();
+    let port = registry.port;
+    let unsigned = format!("oci://127.0.0.1:{port}/spell/unsigned:v1");
+    let signed = format!("oci://127.0.0.1:{port}/spell/signed:v1");
+    let pushed = run(&["push", &unsigned, &wasm], &env);
+    assert_eq!(pushed.code, 0, "{pushed:#?}");
+    let pushed = run(
+        &[
+            "push",
+            &signed,
+            &wasm,
+            "--sign",
+            &alice.display().to_string(),
+        ],
+        &env,
+    );
+    assert_eq!(pushed.code, 0, "{pushed:#?}");
+    // Without a policy the unsigned Tick runs, with one warning line.
+    let out = run(&["read", &unsigned], &env);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(
+        out.stderr.matches("no signers policy is in force").count(),
+        1,
+        "{out:#?}"
+    );
+    let rules = [
+        format!("oci://localhost:{port}/spell/*"),
+        format!("oci://LOCALHOST:0{port}/spell/*"),
+        format!("oci://[::1]:{port}/spell/*"),
+    ];
+    // The registry listens on 127.0.0.1: these spellings all dial it.
+    let spellings = |repo_tag: &str| {
+        [
+            format!("oci://127.0.0.1:{port}/{repo_tag}"),
+            format!("oci://LOCALHOST:{port}/{repo_tag}"),
+            format!("oci://localhost:00{port}/{repo_tag}"),
+        ]
+    };
+    for (i, rule) in rules.iter().enumerate() {
+        let policy = policy_file(&dir, &format!("p{i}"), "", &[rule], &[&alice_line]);
+        let by_env = {
+            let mut e = env.clone();
+            e.push(("TICKBOX_SIGNERS", policy.clone()));
+            e
+        };
+        for reference in spellings("spell/unsigned:v1") {
+            let out = run(&["read", &reference, "--signers", &policy], &env);
+            out.expect(3, "it is unsigned");
+            assert!(out.stdout.is_empty(), "{rule} / {reference}: {out:#?}");
+            run(&["read", &reference], &by_env).expect(3, "it is unsigned");
+        }
+        for reference in spellings("spell/signed:v1") {
+            let out = run(&["read", &reference, "--signers", &policy], &env);
+            assert_eq!(out.code, 0, "{rule} / {reference}: {out:#?}");
+            let out = run(&["pull", &reference], &by_env);
+            assert_eq!(out.json()["signer"], json!("alice@example.com"), "{out:#?}");
+        }
+    }
+}
+
+/// Where a policy is in force, a Tick no rule covers is refused unless the
+/// policy says otherwise (`no_match`); an impossible rule is refused when
+/// read (exit 2, naming it); a policy `$TICKBOX_SIGNERS` names must exist.
+#[test]
+fn a_tick_no_rule_covers_is_refused_unless_the_policy_says_otherwise() {
+    let registry = Registry::start(None);
+    let store = TempDir::new("oci-store");
+    let dir = TempDir::new("oci-nomatch");
+    let (_, alice_line) = ssh_key(&dir, "alice", "alice@example.com");
+    let env = env(&store);
+    let covered = registry.reference("ruled/");
+    let free = registry.reference("free/counter:v1");
+    let pushed = run(&["push", &free, &counter().display().to_string()], &env);
+    assert_eq!(pushed.code, 0, "{pushed:#?}");
+    let with = |policy: &str| {
+        let mut e = env.clone();
+        e.push(("TICKBOX_SIGNERS", policy.to_string()));
+        e
+    };
+    let rule = format!("{covered}*");
+    let deny = policy_file(&dir, "deny", "", &[&rule], &[&alice_line]);
+    let out = run(&["read", &free], &with(&deny));
+    out.expect(3, "no rule of the signers policy")
+        .expect(3, "and no_match is deny")
+        .expect(3, "the environment variable TICKBOX_SIGNERS");
+    assert!(out.stdout.is_empty(), "{out:#?}");
+    let warn = policy_file(
+        &dir,
+        "warn",
+        "no_match = \"warn\"\n",
+        &[&rule],
+        &[&alice_line],
+    );
+    let out = run(&["read", &free], &with(&warn));
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stderr.contains("no_match = \"warn\"") && out.stderr.trim().lines().count() == 1,
+        "one warning line: {out:#?}"
+    );
+    let allow = policy_file(
+        &dir,
+        "allow",
+        "no_match = \"allow\"\n",
+        &[&rule],
+        &[&alice_line],
+    );
+    let out = run(&["read", &free], &with(&allow));
+    assert_eq!((out.code, out.stderr.as_str()), (0, ""), "{out:#?}");
+    // An impossible rule (a tag in the pattern) is refused when read.
+    let tagged = format!("{covered}counter:v1");
+    let bad = policy_file(
+        &dir,
+        "bad",
+        "no_match = \"allow\"\n",
+        &[&rule, &tagged],
+        &[&alice_line],
+    );
+    let out = run(&["read", &free], &with(&bad));
+    out.expect(2, &format!("rule 2 (references = \"{tagged}\")"))
+        .expect(2, "not a tag");
+    assert!(out.stdout.is_empty());
+    // A policy the variable names that is not there is not "no policy".
+    run(
+        &["read", &free],
+        &with(&dir.path("none.toml").display().to_string()),
+    )
+    .expect(2, "is not a readable file");
+}
+
+/// `tickbox policy show [REF]`: which signers policy, lock file and trust
+/// store apply and how each was found, and for REF the decision.
+#[test]
+fn policy_show_says_which_files_apply_and_how_they_were_found() {
+    let dir = TempDir::new("oci-show");
+    let (_, alice_line) = ssh_key(&dir, "alice", "alice@example.com");
+    let work = dir.path("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let config_home = dir.path("config");
+    let base = [("XDG_CONFIG_HOME", config_home.display().to_string())];
+    let show = |args: &[&str], extra: &[(&'static str, String)]| {
+        let env: Vec<(&str, &str)> = base
+            .iter()
+            .chain(extra)
+            .map(|(k, v)| (*k, v.as_str()))
+            .collect();
+        let mut a = vec!["policy", "show"];
+        a.extend(args);
+        let out = tickbox_here(&work, &a, &env);
+        assert_eq!(out.code, 0, "{out:#?}");
+        out.json()
+    };
+    // Nothing anywhere: no policy, no lock; the trust store the tests set.
+    let v = show(&["oci://localhost:5000/t/c:v1"], &[]);
+    assert_eq!(v["signers"]["found"], json!("none"), "{v}");
+    assert_eq!(
+        v["signers"]["default"],
+        json!(config_home.join("tickbox/signers.toml"))
+    );
+    assert_eq!(v["lock"]["found"], json!("none"), "{v}");
+    assert_eq!(v["lock"]["default"], json!("tickbox.lock"), "{v}");
+    assert_eq!(
+        (&v["trust"]["found"], &v["trust"]["by"]),
+        (&json!("environment"), &json!("TICKBOX_TRUST_DIR")),
+        "{v}"
+    );
+    assert_eq!(v["reference"]["decision"], json!({"outcome": "no_policy"}));
+    // The same policy by flag, by variable and at the default path.
+    let policy = policy_file(
+        &dir,
+        "signers",
+        "no_match = \"warn\"\n",
+        &["oci://127.0.0.1:5000/t/*", "oci://LOCALHOST:5000/t/c"],
+        &[&alice_line],
+    );
+    std::fs::create_dir_all(config_home.join("tickbox")).unwrap();
+    std::fs::copy(&policy, config_home.join("tickbox/signers.toml")).unwrap();
+    std::fs::copy(
+        dir.path("signers.allowed"),
+        config_home.join("tickbox/signers.allowed"),
+    )
+    .unwrap();
+    for (args, extra, found, by) in [
+        (
+            vec!["--signers", policy.as_str()],
+            vec![],
+            "flag",
+            json!("--signers"),
+        ),
+        (
+            vec![],
+            vec![("TICKBOX_SIGNERS", policy.clone())],
+            "environment",
+            json!("TICKBOX_SIGNERS"),
+        ),
+        (vec![], vec![], "default", Value::Null),
+    ] {
+        let mut a = vec!["oci://localhost:5000/t/c:v1"];
+        a.extend(args.iter().copied());
+        let v = show(&a, &extra);
+        assert_eq!(v["signers"]["found"], json!(found), "{v}");
+        assert_eq!(v["signers"]["by"], by, "{v}");
+        assert_eq!(v["signers"]["no_match"], json!("warn"), "{v}");
+        assert_eq!(
+            v["signers"]["rules"][1]["pattern"],
+            json!("oci://localhost:5000/t/c"),
+            "{v}"
+        );
+        let d = &v["reference"]["decision"];
+        assert_eq!(
+            (&d["outcome"], &d["rule"]),
+            (&json!("require"), &json!(2)),
+            "{v}"
+        );
+        assert!(
+            d["allowed_signers"]
+                .as_str()
+                .unwrap()
+                .ends_with("signers.allowed"),
+            "{v}"
+        );
+        assert_eq!(v["reference"]["name"], json!("oci://localhost:5000/t/c"));
+    }
+    // Another spelling of the registry, another repository: rule 1; another
+    // registry: no_match with its setting.
+    let v = show(&["oci://[::1]:5000/t/other:v1"], &[]);
+    assert_eq!(v["reference"]["decision"]["rule"], json!(1), "{v}");
+    let v = show(&["oci://localhost:5001/t/c:v1"], &[]);
+    assert_eq!(
+        v["reference"]["decision"],
+        json!({"outcome": "no_match", "no_match": "warn"}),
+        "{v}"
+    );
+    // The lock: at the default path once there, by flag, beside --config.
+    std::fs::write(work.join("tickbox.lock"), "version = 1\n").unwrap();
+    let v = show(&[], &[]);
+    assert_eq!(
+        (&v["lock"]["found"], &v["lock"]["path"]),
+        (&json!("default"), &json!("tickbox.lock")),
+        "{v}"
+    );
+    let other = dir.path("other.lock").display().to_string();
+    let v = show(&["--lock", &other], &[]);
+    assert_eq!(
+        (&v["lock"]["found"], &v["lock"]["by"]),
+        (&json!("flag"), &json!("--lock")),
+        "{v}"
+    );
+    let config = dir.path("mcp.toml").display().to_string();
+    let v = show(&["--config", &config, "--locked"], &[]);
+    assert_eq!(v["lock"]["path"], json!(dir.path("tickbox.lock")), "{v}");
+    // An impossible rule is refused naming it, here too.
+    let bad = policy_file(&dir, "bad", "", &["oci://localhost/t/"], &[&alice_line]);
+    let out = tickbox_here(&work, &["policy", "show", "--signers", &bad], &[]);
+    out.expect(2, "rule 1").expect(2, "ends in /");
+}
+
+/// `tickbox lock` writes where `--locked` reads when no flag names a file:
+/// `./tickbox.lock`.
+#[test]
+fn lock_writes_where_locked_reads_without_a_flag() {
+    let registry = Registry::start(None);
+    let store = TempDir::new("oci-store");
+    let dir = TempDir::new("oci-lock-default");
+    let env = env(&store);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let project = dir.path("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let wasm = counter().display().to_string();
+    let reference = registry.reference("pinned/counter:v1");
+    let first = tickbox_here(&project, &["push", &reference, &wasm], &env);
+    assert_eq!(first.code, 0, "{first:#?}");
+    let first = first.json()["manifest"].clone();
+    let locked = tickbox_here(&project, &["lock", &reference], &env);
+    assert_eq!(locked.code, 0, "{locked:#?}");
+    assert_eq!(locked.json()["lock"], json!("tickbox.lock"));
+    let text = std::fs::read_to_string(project.join("tickbox.lock")).unwrap();
+    assert!(text.contains(first.as_str().unwrap()), "{text}");
+    // Positive control: --locked with no --lock reads it, in any spelling.
+    let out = tickbox_here(&project, &["read", &reference, "--locked"], &env);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let other_spelling = format!("oci://LOCALHOST:0{}/pinned/counter:v1", registry.port);
+    let out = tickbox_here(&project, &["read", &other_spelling, "--locked"], &env);
+    assert_eq!(out.code, 0, "{out:#?}");
+    // The tag moves: the lock still runs its digest, --locked refuses.
+    let second = tickbox_here(
+        &project,
+        &["push", &reference, &wasm, "--manifest", "/dev/null"],
+        &env,
+    );
+    assert_eq!(second.code, 0, "{second:#?}");
+    let pulled = tickbox_here(&project, &["pull", &reference], &env);
+    assert_eq!(pulled.json()["manifest"], first, "{pulled:#?}");
+    tickbox_here(&project, &["read", &reference, "--locked"], &env).expect(3, "moved");
+    tickbox_here(
+        &project,
+        &["read", &registry.reference("pinned/other:v1"), "--locked"],
+        &env,
+    )
+    .expect(2, "is not in the lock file");
+    // Elsewhere, with no lock there, --locked refuses what it cannot check.
+    tickbox_here(dir.0.as_path(), &["read", &reference, "--locked"], &env)
+        .expect(2, "is not in the lock file");
+}
+
+/// `tickbox mcp` says at start which signers policy, lock file and trust
+/// store apply (one log line each): a client that starts it without
+/// `$TICKBOX_SIGNERS` shows as "none".
+#[test]
+fn mcp_logs_which_policy_lock_and_trust_store_apply() {
+    let dir = TempDir::new("oci-mcp-files");
+    let (_, alice_line) = ssh_key(&dir, "alice", "alice@example.com");
+    let policy = signers_policy(&dir, "signers", "oci://localhost/t/", &[&alice_line]);
+    let counter = crate::util::tick("counter.py");
+    let config = ("XDG_CONFIG_HOME", dir.path("config").display().to_string());
+    let serve = |extra: &[(&str, &str)]| {
+        let mut env = vec![(config.0, config.1.as_str())];
+        env.extend_from_slice(extra);
+        let out = tickbox_here(&dir.0, &["mcp", "--", "python3", &counter], &env);
+        assert_eq!(out.code, 0, "{out:#?}");
+        out.stderr
+    };
+    let full = serve(&[("TICKBOX_SIGNERS", &policy)]);
+    let line = |text: &str, what: &str| {
+        let found: Vec<&str> = text.lines().filter(|l| l.contains(what)).collect();
+        assert_eq!(found.len(), 1, "one line for {what}: {text}");
+        found[0].to_string()
+    };
+    let signers = line(&full, "signers policy:");
+    assert!(
+        signers.contains(&policy) && signers.contains("the environment variable TICKBOX_SIGNERS"),
+        "{signers}"
+    );
+    assert!(line(&full, "lock file:").contains("none"), "{full}");
+    assert!(
+        line(&full, "trust store:").contains("the environment variable TICKBOX_TRUST_DIR"),
+        "{full}"
+    );
+    // The reduced environment an MCP client may give: no policy, said so.
+    let reduced = serve(&[]);
+    let signers = line(&reduced, "signers policy:");
+    assert!(
+        signers.contains("none") && signers.contains("TICKBOX_SIGNERS"),
+        "{signers}"
+    );
 }
