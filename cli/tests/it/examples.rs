@@ -7,7 +7,6 @@ use crate::util::*;
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 use tickbox_runtime::backend::native::{self, NativeSpec};
 use tickbox_runtime::backend::wasm::grants::GrantSpec;
 use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmSpec};

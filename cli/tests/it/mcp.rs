@@ -618,7 +618,7 @@ async fn the_state_resource_is_trimmed_to_the_delivery_budget() {
     .await;
     let uri = "tick://burst/state";
     let mut merged = 0;
-    let mut s = mcp.read_state(uri).await;
+    let s = mcp.read_state(uri).await;
     merged += s["merged_updates"].as_u64().unwrap();
     // 10,000 updates through python3 and a debug build: seconds when idle,
     // far more on a loaded machine.

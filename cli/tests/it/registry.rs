@@ -3,7 +3,7 @@
 //! by tests/setup.sh) started on loopback for each test and stopped at its
 //! end, and a fake registry for what a real one never sends.
 
-use crate::util::{build_wasm, tickbox_env, TempDir};
+use crate::util::{build_wasm, eventually, tickbox_env, TempDir};
 use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
 use std::io::{Read, Write};
@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
 const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
