@@ -69,11 +69,12 @@ use crate::limits::{AUDIT_BATCH_WAIT, AUDIT_FLUSH_WAIT, AUDIT_QUEUE_EVENTS, MAX_
 use crate::session::{CallOutcome, EndReason};
 
 pub use crate::limits::{
-    LIVE_AUDIT_KEEP, LIVE_AUDIT_MAX_BYTES, MAX_AUDIT_LINE_BYTES, MAX_AUDIT_READ_BYTES,
+    AUDIT_FILE_KEEP, AUDIT_FILE_MAX_BYTES, AUDIT_MERGE_WINDOW, LIVE_AUDIT_KEEP,
+    LIVE_AUDIT_MAX_BYTES, MAX_AUDIT_LINE_BYTES, MAX_AUDIT_READ_BYTES, MAX_AUDIT_SESSION_BYTES,
     MAX_AUDIT_USES,
 };
 use serde_json::{json, Map, Value};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -245,12 +246,41 @@ impl Use<'_> {
     }
 }
 
-/// The uses one session has recorded (see [`Audit::used`]).
+/// What one session has written, held back and dropped; every clone of a
+/// session's handle shares it (the sandbox holds several).
 #[derive(Default)]
-struct Uses {
+struct Record {
+    /// The uses recorded (see [`Audit::used`]).
     seen: HashSet<String>,
-    /// The bound was reached and said so.
+    /// The bound on uses was reached and said so.
     full: bool,
+    /// Refusals and limits by kind (see [`Audit::denied`]): a handful,
+    /// one per denial kind and per bound the host names.
+    merges: Vec<Merge>,
+    /// Bytes of the lines the Tick caused so far (see
+    /// [`MAX_AUDIT_SESSION_BYTES`]).
+    spent: u64,
+    /// Events past the budget, by event and kind: their count.
+    dropped: BTreeMap<(&'static str, String), u64>,
+}
+
+/// Repeated refusals (or limits) of one kind in one session.
+struct Merge {
+    event: &'static str,
+    what: String,
+    /// When a line about this kind was last written.
+    wrote: std::time::Instant,
+    /// Those since that line, not yet written.
+    held: Option<Held>,
+}
+
+/// Refusals of one kind held back: how many, when, and the first's
+/// fields as the example.
+struct Held {
+    count: u64,
+    first: SystemTime,
+    last: SystemTime,
+    example: Map<String, Value>,
 }
 
 /// Where events go. The host calls [`offer`](AuditSink::offer) on the
@@ -259,6 +289,70 @@ pub trait AuditSink: Send + Sync {
     /// Takes one event, or returns false at once when it cannot take it
     /// now.
     fn offer(&self, event: AuditLine) -> bool;
+
+    /// Takes a call's event from a [synced](Audit::synced) handle: a sink
+    /// that makes its lines durable returns what resolves once this one's
+    /// is written and synced (it never drops it for want of room: each is
+    /// held by a call that waits). Others take it as any event, with
+    /// nothing to wait for.
+    fn offer_synced(&self, event: AuditLine) -> Option<Synced> {
+        self.offer(event);
+        None
+    }
+}
+
+/// Why a call's line did not become durable ([`Recorded::durable`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuditSyncError {
+    /// The write or the sync failed (a full disk, an I/O error).
+    #[error("audit sync: the call's line was not written and synced: {0}")]
+    Failed(Arc<str>),
+    /// The writer was closed first (the process is on its way out).
+    #[error("audit sync: the audit stream closed before the call's line was synced")]
+    Closed,
+}
+
+/// One line on its way to a synced file: resolves once it is written and
+/// synced.
+#[derive(Debug)]
+pub struct Synced(tokio::sync::oneshot::Receiver<Result<(), AuditSyncError>>);
+
+impl Synced {
+    /// A line that will never be synced.
+    fn failed(why: AuditSyncError) -> Synced {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let _ = tx.send(Err(why));
+        Synced(rx)
+    }
+
+    /// Waits until the line is written and synced.
+    pub async fn wait(self) -> Result<(), AuditSyncError> {
+        self.0.await.unwrap_or(Err(AuditSyncError::Closed))
+    }
+}
+
+/// What recording a call returned ([`Audit::call_via`]): nothing to wait
+/// for, unless the handle is [synced](Audit::synced).
+#[derive(Debug, Default)]
+pub struct Recorded {
+    synced: Vec<Synced>,
+}
+
+impl Recorded {
+    /// Resolves once every synced sink has written and synced the call's
+    /// line; at once when none syncs.
+    pub async fn durable(self) -> Result<(), AuditSyncError> {
+        for s in self.synced {
+            s.wait().await?;
+        }
+        Ok(())
+    }
+
+    /// Whether there is anything to wait for.
+    pub fn waits(&self) -> bool {
+        !self.synced.is_empty()
+    }
 }
 
 /// One event on its way to its line. Its one way out is
@@ -282,6 +376,9 @@ enum Body {
     /// (building that map on the workers was most of what kept audit +
     /// metrics from issue 27's 5% budget).
     Call(Box<CallLine>),
+    /// A line already made: an event a session's budget counts, whose
+    /// size must be known before it is taken (they are rare: merged).
+    Line(String),
 }
 
 /// The `call` event's fields. Declared in the order of their names, the
@@ -361,6 +458,7 @@ impl AuditLine {
                 encode(Value::Object(event))
             }
             Body::Call(call) => call.into_line(self.at),
+            Body::Line(line) => line,
         }
     }
 }
@@ -536,9 +634,9 @@ pub trait AuditObserver: Send + Sync {
 pub struct Audit {
     shared: Arc<Shared>,
     session: Option<Arc<str>>,
-    /// What this session recorded as used; every clone of a session's
-    /// handle shares it (the sandbox holds several).
-    uses: Arc<Mutex<Uses>>,
+    /// What this session wrote, merged and dropped; every clone of a
+    /// session's handle shares it (the sandbox holds several).
+    record: Arc<Mutex<Record>>,
 }
 
 struct Shared {
@@ -546,6 +644,13 @@ struct Shared {
     observers: Vec<Arc<dyn AuditObserver>>,
     origin: Origin,
     args: bool,
+    /// A call's answer waits for its line to be synced ([`Audit::synced`]).
+    sync: bool,
+    /// What each session's own doings may write ([`MAX_AUDIT_SESSION_BYTES`]).
+    budget: u64,
+    /// How long repeated refusals are held ([`AUDIT_MERGE_WINDOW`]; tests
+    /// shorten it).
+    merge_window: Duration,
     next: AtomicU64,
 }
 
@@ -570,16 +675,44 @@ impl Audit {
                 observers: Vec::new(),
                 origin,
                 args: false,
+                sync: false,
+                budget: MAX_AUDIT_SESSION_BYTES,
+                merge_window: AUDIT_MERGE_WINDOW,
                 next: AtomicU64::new(1),
             }),
             session: None,
-            uses: Arc::default(),
+            record: Arc::default(),
         }
     }
 
     /// Records call arguments whole (escaped) instead of as their SHA-256.
     pub fn with_args(self, args: bool) -> Audit {
         self.remade(|s| s.args = args)
+    }
+
+    /// Makes every call's record durable before its answer: the session
+    /// awaits [`Recorded::durable`], which waits for each sink that syncs
+    /// ([`QueuedWriter::synced`]) to have written and synced the call's
+    /// line. Sinks that do not sync are not waited for.
+    pub fn synced(self, sync: bool) -> Audit {
+        self.remade(|s| s.sync = sync)
+    }
+
+    /// Sets the bytes each session's own doings may write (default
+    /// [`MAX_AUDIT_SESSION_BYTES`]).
+    pub fn with_session_budget(self, bytes: u64) -> Audit {
+        self.remade(|s| s.budget = bytes)
+    }
+
+    /// Sets how long repeated refusals are held (tests).
+    #[cfg(test)]
+    fn with_merge_window(self, window: Duration) -> Audit {
+        self.remade(|s| s.merge_window = window)
+    }
+
+    /// Whether calls wait for their line to be synced.
+    pub fn syncs(&self) -> bool {
+        self.shared.sync
     }
 
     /// Also hands every event to `observer`, as typed facts.
@@ -596,13 +729,16 @@ impl Audit {
             observers: self.shared.observers.clone(),
             origin: self.shared.origin,
             args: self.shared.args,
+            sync: self.shared.sync,
+            budget: self.shared.budget,
+            merge_window: self.shared.merge_window,
             next: AtomicU64::new(self.shared.next.load(Ordering::Relaxed)),
         };
         change(&mut shared);
         Audit {
             shared: Arc::new(shared),
             session: self.session,
-            uses: self.uses,
+            record: self.record,
         }
     }
 
@@ -624,7 +760,7 @@ impl Audit {
         Audit {
             shared: self.shared.clone(),
             session: Some(id.into()),
-            uses: Arc::default(),
+            record: Arc::default(),
         }
     }
 
@@ -634,7 +770,7 @@ impl Audit {
         Audit {
             shared: self.shared.clone(),
             session: None,
-            uses: Arc::default(),
+            record: Arc::default(),
         }
     }
 
@@ -664,7 +800,8 @@ impl Audit {
         );
     }
 
-    /// `call`: a tool call and its outcome.
+    /// `call`: a tool call and its outcome. What it returns resolves
+    /// once the line is durable, when the handle is [`synced`](Self::synced).
     pub fn call(
         &self,
         tool: &str,
@@ -672,7 +809,7 @@ impl Audit {
         args: &Value,
         outcome: &CallOutcome,
         took: Duration,
-    ) {
+    ) -> Recorded {
         self.call_via(tool, mutates, args, outcome, took, None)
     }
 
@@ -686,7 +823,7 @@ impl Audit {
         outcome: &CallOutcome,
         took: Duration,
         mcp: Option<&McpCall<'_>>,
-    ) {
+    ) -> Recorded {
         self.notify(Event::Call {
             tool,
             mutates,
@@ -696,7 +833,7 @@ impl Audit {
         });
         if !self.writes_lines() {
             // Hashing the arguments is the costly part of a line.
-            return;
+            return Recorded::default();
         }
         let (code, message, executed, reason) = match outcome {
             CallOutcome::Ok(_) => (None, None, None, None),
@@ -731,10 +868,22 @@ impl Audit {
             ts: None,
             v: AUDIT_VERSION,
         };
-        self.offer(AuditLine {
+        let event = AuditLine {
             at: SystemTime::now(),
             body: Body::Call(Box::new(line)),
-        });
+        };
+        if !self.shared.sync {
+            self.offer(event);
+            return Recorded::default();
+        }
+        Recorded {
+            synced: self
+                .shared
+                .sinks
+                .iter()
+                .filter_map(|sink| sink.offer_synced(event.clone()))
+                .collect(),
+        }
     }
 
     /// `approval`: `what` (a call, a manifest's requests) about `subject`
@@ -753,10 +902,21 @@ impl Audit {
 
     /// `denied`: the Tick attempted `attempted` and the host refused it;
     /// `detail` says where or why.
+    ///
+    /// Each refusal reaches observers (metrics count every one), but only
+    /// the first of its kind in a session is written at once: later ones
+    /// of the kind are counted and written as one merged line (`count`,
+    /// `first`, `last`, the first of them as the example) at most every
+    /// [`AUDIT_MERGE_WINDOW`] and at the session's end, so a Tick that
+    /// loops on a refused open writes a few lines, not one per try.
     pub fn denied(&self, what: DenialKind, attempted: &str, detail: &str) {
         self.notify(Event::Denied { what, attempted });
-        self.emit(
+        if !self.writes_lines() {
+            return;
+        }
+        self.merged(
             "denied",
+            what.as_str(),
             json!({"what": what.as_str(), "attempted": attempted, "detail": detail}),
         );
     }
@@ -774,7 +934,7 @@ impl Audit {
         }
         let key = what.key();
         let cut = {
-            let mut uses = crate::util::lock(&self.uses);
+            let mut uses = crate::util::lock(&self.record);
             if uses.seen.contains(&key) {
                 return;
             }
@@ -789,26 +949,32 @@ impl Audit {
                 false
             }
         };
-        if cut {
-            self.emit(
-                "used",
-                json!({
-                    "what": "unrecorded",
-                    "bound": MAX_AUDIT_USES,
-                    "detail": format!("more than {MAX_AUDIT_USES} distinct uses in this session: the later ones are not recorded"),
-                }),
+        let (kind, fields) = if cut {
+            let detail = format!(
+                "more than {MAX_AUDIT_USES} distinct uses in this session: the later ones are not recorded"
             );
+            (
+                "unrecorded",
+                json!({"what": "unrecorded", "bound": MAX_AUDIT_USES, "detail": detail}),
+            )
         } else {
-            self.emit("used", what.fields());
-        }
+            (what.as_str(), what.fields())
+        };
+        let mut record = crate::util::lock(&self.record);
+        self.budgeted(&mut record, "used", kind, fields, 1);
     }
 
     /// `limit`: the Tick ran into `bound` (the grant key) of `value`;
     /// `detail` says what it asked for.
+    /// Merged by bound, as refusals are ([`denied`](Self::denied)).
     pub fn limit(&self, bound: &str, value: u64, detail: &str) {
         self.notify(Event::Limit { bound, value });
-        self.emit(
+        if !self.writes_lines() {
+            return;
+        }
+        self.merged(
             "limit",
+            bound,
             json!({"bound": bound, "value": value, "detail": detail}),
         );
     }
@@ -824,6 +990,7 @@ impl Audit {
             EndReason::Shutdown => ("shutdown", None),
         };
         self.notify(Event::End { reason: kind });
+        self.close_record();
         self.emit(
             "end",
             json!({"reason": kind, "detail": reason.to_string(), "exit_code": exit_code}),
@@ -836,6 +1003,7 @@ impl Audit {
         self.notify(Event::End {
             reason: "start_failed",
         });
+        self.close_record();
         self.emit(
             "end",
             json!({"reason": "start_failed", "detail": why, "exit_code": null}),
@@ -884,6 +1052,142 @@ impl Audit {
         !self.shared.sinks.is_empty()
     }
 
+    /// A refusal or limit of `what` (see [`denied`](Self::denied)): the
+    /// first of its kind written, later ones held and counted, their count
+    /// written once [`AUDIT_MERGE_WINDOW`] has passed since the kind's
+    /// last line.
+    fn merged(&self, event: &'static str, what: &str, fields: Value) {
+        let Value::Object(fields) = fields else {
+            return;
+        };
+        let now = SystemTime::now();
+        let mono = std::time::Instant::now();
+        let mut record = crate::util::lock(&self.record);
+        let i = match record
+            .merges
+            .iter()
+            .position(|m| m.event == event && m.what == what)
+        {
+            Some(i) => i,
+            None => {
+                record.merges.push(Merge {
+                    event,
+                    what: what.to_string(),
+                    wrote: mono,
+                    held: None,
+                });
+                self.budgeted(&mut record, event, what, Value::Object(fields), 1);
+                return;
+            }
+        };
+        let m = &mut record.merges[i];
+        let held = m.held.get_or_insert_with(|| Held {
+            count: 0,
+            first: now,
+            last: now,
+            example: fields,
+        });
+        held.count += 1;
+        held.last = now;
+        if mono.duration_since(m.wrote) < self.shared.merge_window {
+            return;
+        }
+        m.wrote = mono;
+        if let Some(held) = m.held.take() {
+            self.write_held(&mut record, event, what, held);
+        }
+    }
+
+    /// One merged line: the example's fields with how many there were and
+    /// when the first and the last was.
+    fn write_held(&self, record: &mut Record, event: &'static str, what: &str, held: Held) {
+        let mut fields = held.example;
+        fields.insert("count".into(), json!(held.count));
+        fields.insert(
+            "first".into(),
+            json!(crate::util::rfc3339_millis(held.first)),
+        );
+        fields.insert("last".into(), json!(crate::util::rfc3339_millis(held.last)));
+        self.budgeted(record, event, what, Value::Object(fields), held.count);
+    }
+
+    /// Before a session's `end`: every count still held is written, then
+    /// (once) what the budget dropped.
+    fn close_record(&self) {
+        if !self.writes_lines() {
+            return;
+        }
+        let mut record = crate::util::lock(&self.record);
+        let merges = std::mem::take(&mut record.merges);
+        for m in merges {
+            if let Some(held) = m.held {
+                self.write_held(&mut record, m.event, &m.what, held);
+            }
+        }
+        let dropped = std::mem::take(&mut record.dropped);
+        if dropped.is_empty() {
+            return;
+        }
+        let total: u64 = dropped.values().sum();
+        let mut by_event: Map<String, Value> = Map::new();
+        for ((event, what), n) in dropped {
+            let kinds = by_event
+                .entry(event)
+                .or_insert_with(|| Value::Object(Map::new()));
+            kinds[what] = json!(n);
+        }
+        let budget = self.shared.budget;
+        drop(record);
+        self.emit(
+            "unrecorded",
+            json!({
+                "bound": budget,
+                "dropped": by_event,
+                "detail": format!("this session's own events passed their {budget}-byte budget: {total} of them are not recorded"),
+            }),
+        );
+    }
+
+    /// Writes an event the session's budget counts (`used`, `denied`,
+    /// `limit`), made into its line here so its size is known; one that
+    /// does not fit is dropped and counted (`events` of them: a merged
+    /// line stands for its count).
+    fn budgeted(
+        &self,
+        record: &mut Record,
+        event: &'static str,
+        what: &str,
+        fields: Value,
+        events: u64,
+    ) {
+        let at = SystemTime::now();
+        let mut head = self.head(event);
+        if let Value::Object(map) = fields {
+            head.extend(map);
+        }
+        head.insert("ts".into(), json!(crate::util::rfc3339_millis(at)));
+        let line = encode(Value::Object(head));
+        let cost = line.len() as u64 + 1;
+        if record.spent + cost > self.shared.budget {
+            *record.dropped.entry((event, what.to_string())).or_default() += events;
+            return;
+        }
+        record.spent += cost;
+        self.offer(AuditLine {
+            at,
+            body: Body::Line(line),
+        });
+    }
+
+    /// The fields every event starts with.
+    fn head(&self, event: &str) -> Map<String, Value> {
+        let mut head = Map::new();
+        head.insert("v".into(), json!(AUDIT_VERSION));
+        head.insert("event".into(), json!(event));
+        head.insert("session".into(), json!(self.session.as_deref()));
+        head
+    }
+
     fn notify(&self, event: Event<'_>) {
         for o in &self.shared.observers {
             o.observe(self.session(), &event);
@@ -895,10 +1199,7 @@ impl Audit {
             return;
         }
         let at = SystemTime::now();
-        let mut head = Map::new();
-        head.insert("v".into(), json!(AUDIT_VERSION));
-        head.insert("event".into(), json!(event));
-        head.insert("session".into(), json!(self.session.as_deref()));
+        let mut head = self.head(event);
         if let Value::Object(map) = fields {
             head.extend(map);
         }
@@ -1022,6 +1323,13 @@ fn cut_strings(v: &mut Value, max: usize) -> bool {
 pub trait LineOut: Send {
     /// Writes `lines` in order, each whole with its newline.
     fn write_lines(&mut self, lines: &[String]) -> std::io::Result<()>;
+
+    /// Makes what was written durable (`fdatasync`), for a
+    /// [synced](QueuedWriter::synced) writer. Nothing by default: a stream
+    /// (stderr) has nothing to sync.
+    fn sync(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// `lines`, each followed by a newline, as one buffer.
@@ -1049,19 +1357,80 @@ impl<W: Write + Send> LineOut for Plain<W> {
     }
 }
 
+/// Why a path cannot be an audit file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuditFileError {
+    /// Not a regular file: a FIFO (whose open waits for a reader), a
+    /// device, a socket, a directory or a symbolic link.
+    #[error("not a regular file ({0}): an audit file must be one")]
+    NotRegular(&'static str),
+}
+
+/// What kind of file this is, for [`AuditFileError::NotRegular`]; `None`
+/// for a regular file.
+pub fn not_regular(kind: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    Some(if kind.is_file() {
+        return None;
+    } else if kind.is_fifo() {
+        "a fifo"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_symlink() {
+        "a symbolic link"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else {
+        "not a file"
+    })
+}
+
+fn refuse_unless_regular(kind: &std::fs::FileType) -> std::io::Result<()> {
+    match not_regular(kind) {
+        None => Ok(()),
+        Some(what) => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            AuditFileError::NotRegular(what),
+        )),
+    }
+}
+
 /// Opens `path` for appending audit lines: created 0600 if missing, never
 /// through a symbolic link, and only a regular file (a Tick granted the
-/// directory cannot turn it into a link to something else).
+/// directory cannot turn it into a link to something else). It never
+/// blocks: a path that is not a regular file is refused before it is
+/// opened (a FIFO's open would wait for a reader, with signals unheard
+/// meanwhile; a device's open may act), and checked again on what was
+/// opened, non-blocking, so swapping the path between the two is no way
+/// around it.
 pub fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => refuse_unless_regular(&meta.file_type())?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
     let file = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
+    refuse_unless_regular(&file.metadata()?.file_type())?;
+    // O_NONBLOCK was for the open; a regular file's writes ignore it, but
+    // the descriptor says what it is.
+    // SAFETY: fcntl on a descriptor this function owns, with int flags.
+    let fd = file.as_raw_fd();
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags >= 0 {
+        // SAFETY: as above.
+        unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) };
     }
     Ok(file)
 }
@@ -1082,17 +1451,29 @@ impl LineOut for AppendFile {
         // process appending to the same file.
         self.0.write_all(&joined(lines))
     }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.0.sync_data()
+    }
 }
 
 /// Lines appended to a file that is rotated when the next line would take
 /// it past `max` bytes: `FILE` becomes `FILE.1`, `FILE.1` becomes
 /// `FILE.2`, … up to `keep` files; the oldest goes.
+///
+/// The size is the file's own (`fstat` before each batch), not a count of
+/// what this process wrote, so processes appending to one file in turn
+/// (one `tickbox call` after another) keep it within its bound together;
+/// and a file another process rotated away is left for the new one at the
+/// path.
 pub struct RotatingFile {
     path: PathBuf,
     max: u64,
     keep: usize,
     file: std::fs::File,
-    size: u64,
+    /// The directory's entries changed (the file made, a rotation): a
+    /// sync also syncs the directory, once.
+    dir_changed: bool,
 }
 
 impl RotatingFile {
@@ -1100,13 +1481,12 @@ impl RotatingFile {
     /// old files.
     pub fn open(path: &Path, max: u64, keep: usize) -> std::io::Result<RotatingFile> {
         let file = open_append(path)?;
-        let size = file.metadata()?.len();
         Ok(RotatingFile {
             path: path.to_path_buf(),
             max,
             keep,
             file,
-            size,
+            dir_changed: true,
         })
     }
 
@@ -1114,6 +1494,20 @@ impl RotatingFile {
         let mut name = self.path.clone().into_os_string();
         name.push(format!(".{n}"));
         PathBuf::from(name)
+    }
+
+    /// The size of the file at the path, reopened first when the one held
+    /// is no longer there (another process rotated it).
+    fn size(&mut self) -> std::io::Result<u64> {
+        use std::os::unix::fs::MetadataExt;
+        let held = self.file.metadata()?;
+        let here = std::fs::symlink_metadata(&self.path).ok();
+        if here.is_none_or(|m| m.ino() != held.ino() || m.dev() != held.dev()) {
+            self.file = open_append(&self.path)?;
+            self.dir_changed = true;
+            return Ok(self.file.metadata()?.len());
+        }
+        Ok(held.len())
     }
 
     fn rotate(&mut self) -> std::io::Result<()> {
@@ -1129,7 +1523,7 @@ impl RotatingFile {
             std::fs::rename(&self.path, self.numbered(1))?;
         }
         self.file = open_append(&self.path)?;
-        self.size = 0;
+        self.dir_changed = true;
         Ok(())
     }
 }
@@ -1137,13 +1531,14 @@ impl RotatingFile {
 impl LineOut for RotatingFile {
     fn write_lines(&mut self, lines: &[String]) -> std::io::Result<()> {
         // As many lines per write as fit before the next rotation.
+        let mut size = self.size()?;
         let mut rest = lines;
         while !rest.is_empty() {
             let mut fit = 0;
             let mut bytes = 0;
             for line in rest {
                 let len = line.len() as u64 + 1;
-                if self.size + bytes + len > self.max && (self.size + bytes) > 0 {
+                if size + bytes + len > self.max && (size + bytes) > 0 {
                     break;
                 }
                 bytes += len;
@@ -1151,11 +1546,26 @@ impl LineOut for RotatingFile {
             }
             if fit == 0 {
                 self.rotate()?;
+                size = 0;
                 continue;
             }
             self.file.write_all(&joined(&rest[..fit]))?;
-            self.size += bytes;
+            size += bytes;
             rest = &rest[fit..];
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.file.sync_data()?;
+        if std::mem::take(&mut self.dir_changed) {
+            // The file's entry too: after a crash, a synced line in a file
+            // whose name was never synced would be as lost.
+            let dir = match self.path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            std::fs::File::open(dir)?.sync_all()?;
         }
         Ok(())
     }
@@ -1181,11 +1591,16 @@ struct Queue {
     wake: std::sync::Condvar,
     cap: usize,
     lost: AtomicU64,
+    /// Each batch is synced, and written as soon as it is woken.
+    sync: bool,
 }
+
+/// Told once a synced event's line is written and synced, or why not.
+type SyncedTx = tokio::sync::oneshot::Sender<Result<(), AuditSyncError>>;
 
 #[derive(Default)]
 struct Pending {
-    events: Vec<AuditLine>,
+    events: Vec<(AuditLine, Option<SyncedTx>)>,
     /// The writer sleeps until told (an offer must wake it).
     idle: bool,
     /// No more events are taken; the writer writes what is left and ends.
@@ -1198,10 +1613,25 @@ impl QueuedWriter {
         QueuedWriter::with_queue(out, AUDIT_QUEUE_EVENTS)
     }
 
+    /// Starts a writer thread over `out` that syncs every batch it writes
+    /// ([`LineOut::sync`]) and writes as soon as it is woken, without
+    /// gathering for [`AUDIT_BATCH_WAIT`]: what a [synced](Audit::synced)
+    /// handle's calls wait for ([`AuditSink::offer_synced`]). Calls that
+    /// come while a batch is being synced go out together in the next,
+    /// one sync for all of them.
+    pub fn synced(out: Box<dyn LineOut>) -> std::io::Result<Arc<QueuedWriter>> {
+        QueuedWriter::start(out, AUDIT_QUEUE_EVENTS, true)
+    }
+
     /// [`spawn`](Self::spawn) with a queue of `events` events (tests).
-    pub fn with_queue(
+    pub fn with_queue(out: Box<dyn LineOut>, events: usize) -> std::io::Result<Arc<QueuedWriter>> {
+        QueuedWriter::start(out, events, false)
+    }
+
+    fn start(
         mut out: Box<dyn LineOut>,
         events: usize,
+        sync: bool,
     ) -> std::io::Result<Arc<QueuedWriter>> {
         let (done_tx, done_rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Queue {
@@ -1209,6 +1639,7 @@ impl QueuedWriter {
             wake: std::sync::Condvar::new(),
             cap: events,
             lost: AtomicU64::new(0),
+            sync,
         });
         let queue = shared.clone();
         std::thread::Builder::new()
@@ -1216,8 +1647,12 @@ impl QueuedWriter {
             .spawn(move || {
                 let mut failed = false;
                 while let Some(batch) = queue.next_batch() {
-                    let mut lines: Vec<String> =
-                        batch.into_iter().map(AuditLine::into_line).collect();
+                    let mut waiting = Vec::new();
+                    let mut lines = Vec::with_capacity(batch.len());
+                    for (event, tx) in batch {
+                        lines.push(event.into_line());
+                        waiting.extend(tx);
+                    }
                     let n = queue.lost.swap(0, Ordering::Relaxed);
                     if let Some(first) = lines.first_mut().filter(|_| n > 0) {
                         if first.ends_with('}') {
@@ -1225,12 +1660,20 @@ impl QueuedWriter {
                             first.push_str(&format!(",\"lost\":{n}}}"));
                         }
                     }
-                    if let Err(e) = out.write_lines(&lines) {
+                    let mut written = out.write_lines(&lines);
+                    if queue.sync {
+                        written = written.and_then(|()| out.sync());
+                    }
+                    if let Err(e) = &written {
                         // Once, not per line: a full disk would flood the log.
                         if !failed {
                             tracing::warn!(error = %e, "cannot write the audit stream");
                             failed = true;
                         }
+                    }
+                    let told = written.map_err(|e| AuditSyncError::Failed(e.to_string().into()));
+                    for tx in waiting {
+                        let _ = tx.send(told.clone());
                     }
                 }
                 let _ = done_tx.send(());
@@ -1261,7 +1704,7 @@ impl Queue {
     /// The writer's next batch: waits for a first event, then gathers
     /// for [`AUDIT_BATCH_WAIT`] (cut short by closing); `None` once closed
     /// and empty.
-    fn next_batch(&self) -> Option<Vec<AuditLine>> {
+    fn next_batch(&self) -> Option<Vec<(AuditLine, Option<SyncedTx>)>> {
         let mut state = crate::util::lock(&self.state);
         while state.events.is_empty() && !state.closed {
             state.idle = true;
@@ -1274,7 +1717,8 @@ impl Queue {
         if state.events.is_empty() {
             return None;
         }
-        if !state.closed {
+        // A synced writer does not gather: a call is waiting for its line.
+        if !state.closed && !self.sync {
             state = self
                 .wake
                 .wait_timeout_while(state, AUDIT_BATCH_WAIT, |s| !s.closed)
@@ -1285,23 +1729,45 @@ impl Queue {
     }
 }
 
-impl AuditSink for QueuedWriter {
-    fn offer(&self, event: AuditLine) -> bool {
+impl QueuedWriter {
+    /// Queues `event` (with whom to tell once it is synced): refused when
+    /// closed, and, unless someone waits for it, when the queue is full.
+    fn push(&self, event: AuditLine, tx: Option<SyncedTx>) -> Result<(), Option<SyncedTx>> {
         let q = &self.shared;
         let mut state = crate::util::lock(&q.state);
         if state.closed {
-            return false;
+            return Err(tx);
         }
-        if state.events.len() >= q.cap {
+        if state.events.len() >= q.cap && tx.is_none() {
             q.lost.fetch_add(1, Ordering::Relaxed);
-            return false;
+            return Err(None);
         }
-        state.events.push(event);
+        state.events.push((event, tx));
         if std::mem::take(&mut state.idle) {
             drop(state);
             q.wake.notify_one();
         }
-        true
+        Ok(())
+    }
+}
+
+impl AuditSink for QueuedWriter {
+    fn offer(&self, event: AuditLine) -> bool {
+        self.push(event, None).is_ok()
+    }
+
+    fn offer_synced(&self, event: AuditLine) -> Option<Synced> {
+        if !self.shared.sync {
+            self.offer(event);
+            return None;
+        }
+        // Past the queue's bound too: each such event is held by a call
+        // that waits for it, so calls in flight bound them.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        match self.push(event, Some(tx)) {
+            Ok(()) => Some(Synced(rx)),
+            Err(_) => Some(Synced::failed(AuditSyncError::Closed)),
+        }
     }
 }
 
@@ -1514,7 +1980,7 @@ mod tests {
         assert_eq!(last["what"], "unrecorded");
         assert_eq!(last["bound"], MAX_AUDIT_USES);
         assert_eq!(
-            crate::util::lock(&busy.uses).seen.len(),
+            crate::util::lock(&busy.record).seen.len(),
             MAX_AUDIT_USES,
             "nothing is kept past the bound"
         );
@@ -1611,7 +2077,9 @@ mod tests {
         let audit = Audit::new(Origin::Cli, vec![w.clone()]).for_session();
         let started = std::time::Instant::now();
         for i in 0..50 {
-            audit.limit("max_memory", i, "");
+            // Approvals: not merged, each is a line (as limits were before
+            // repeated ones were merged).
+            audit.approval("call", &i.to_string(), true, "");
         }
         assert!(
             started.elapsed() < Duration::from_secs(5),
@@ -1667,7 +2135,9 @@ mod tests {
         let audit = Audit::new(Origin::Cli, vec![w.clone()]).for_session();
         // The first event wakes the writer, whose write then stalls: the
         // next 99 wait in the queue and go out as one batch.
-        audit.limit("max_memory", 0, "");
+        // Approvals: each one line (limits of one bound are merged).
+        let event = |i: u64| audit.approval("call", &i.to_string(), true, "");
+        event(0);
         writing.recv().unwrap();
         let written = |n: usize| {
             let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -1677,7 +2147,7 @@ mod tests {
             crate::util::lock(&lines).len()
         };
         for i in 1..100 {
-            audit.limit("max_memory", i, "");
+            event(i);
         }
         go.send(()).unwrap();
         // Written without `finish`: the writer was woken, not left asleep.
@@ -1690,15 +2160,17 @@ mod tests {
         let values: Vec<u64> = crate::util::lock(&lines)
             .iter()
             .map(|l| {
-                serde_json::from_str::<Value>(l).unwrap()["value"]
-                    .as_u64()
+                serde_json::from_str::<Value>(l).unwrap()["subject"]
+                    .as_str()
+                    .unwrap()
+                    .parse()
                     .unwrap()
             })
             .collect();
         assert_eq!(values, (0..100).collect::<Vec<u64>>(), "in order");
         // Positive control: asleep again on an empty queue, one more event
         // still wakes it.
-        audit.limit("max_memory", 100, "");
+        event(100);
         assert_eq!(written(101), 101);
         w.finish_within(Duration::from_secs(20));
         assert_eq!(writes.load(Ordering::Relaxed), 3);
@@ -1733,6 +2205,325 @@ mod tests {
         std::os::unix::fs::symlink(&target, dir.join("link")).unwrap();
         assert!(open_append(&dir.join("link")).is_err());
         assert!(open_append(&dir.join("plain")).is_ok(), "positive control");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Counts every event an observer sees.
+    #[derive(Default)]
+    struct Seen(AtomicU64);
+    impl AuditObserver for Seen {
+        fn observe(&self, _: Option<&str>, _: &Event<'_>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn repeated_refusals_of_a_kind_are_one_line_and_a_count() {
+        let lines = Arc::new(Lines::default());
+        let seen = Arc::new(Seen::default());
+        let audit = Audit::new(Origin::Cli, vec![lines.clone()])
+            .observed_by(seen.clone())
+            .for_session();
+        for i in 0..10_000 {
+            audit.denied(DenialKind::Path, &format!("../x{i}"), "leads out");
+        }
+        for _ in 0..500 {
+            audit.denied(DenialKind::Socket, "127.0.0.1:9", "not granted");
+            audit.limit("max_handles", 64, "an open at the cap");
+        }
+        let before_end = crate::util::lock(&lines.0).len();
+        assert_eq!(before_end, 3, "the first of each kind, at once");
+        audit.end(&EndReason::Shutdown);
+        let v = parsed(&lines);
+        let shown: Vec<(String, String, u64)> = v
+            .iter()
+            .map(|e| {
+                (
+                    e["event"].as_str().unwrap().to_string(),
+                    e["what"]
+                        .as_str()
+                        .or(e["bound"].as_str())
+                        .unwrap_or("")
+                        .to_string(),
+                    e["count"].as_u64().unwrap_or(1),
+                )
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("denied".into(), "path".into(), 1),
+                ("denied".into(), "socket".into(), 1),
+                ("limit".into(), "max_handles".into(), 1),
+                ("denied".into(), "path".into(), 9_999),
+                ("denied".into(), "socket".into(), 499),
+                ("limit".into(), "max_handles".into(), 499),
+                ("end".into(), "".into(), 1),
+            ]
+        );
+        // The merged line: one example (the first held), its times.
+        assert_eq!(v[0]["attempted"], "../x0");
+        assert_eq!(v[3]["attempted"], "../x1");
+        assert!(v[3]["first"].as_str().unwrap() <= v[3]["last"].as_str().unwrap());
+        assert_eq!(v[3]["detail"], "leads out");
+        // Positive control: every refusal still reached the observer (the
+        // metrics count each), only the lines are merged.
+        assert_eq!(seen.0.load(Ordering::Relaxed), 10_000 + 1000 + 1);
+        // Another session is not merged with this one.
+        crate::util::lock(&lines.0).clear();
+        let other = Audit::new(Origin::Cli, vec![lines.clone()]).for_session();
+        other.denied(DenialKind::Path, "../y", "leads out");
+        assert_eq!(parsed(&lines)[0]["attempted"], "../y");
+    }
+
+    #[test]
+    fn a_long_run_of_refusals_says_its_count_every_window() {
+        let lines = Arc::new(Lines::default());
+        let audit = Audit::new(Origin::Cli, vec![lines.clone()])
+            .with_merge_window(Duration::from_millis(30))
+            .for_session();
+        audit.denied(DenialKind::Path, "../a", "leads out");
+        audit.denied(DenialKind::Path, "../b", "leads out");
+        audit.denied(DenialKind::Path, "../c", "leads out");
+        assert_eq!(crate::util::lock(&lines.0).len(), 1, "held within the window");
+        let start = std::time::Instant::now();
+        while start.elapsed() < Duration::from_millis(40) {
+            std::thread::yield_now();
+        }
+        // The first after the window writes the count held, itself included.
+        audit.denied(DenialKind::Path, "../d", "leads out");
+        let v = parsed(&lines);
+        assert_eq!(v.len(), 2, "{v:#?}");
+        assert_eq!(v[1]["count"], 3);
+        assert_eq!(v[1]["attempted"], "../b");
+        audit.end(&EndReason::Shutdown);
+        let kinds: Vec<String> = parsed(&lines)
+            .iter()
+            .map(|e| e["event"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(kinds, ["denied", "denied", "end"], "nothing held at the end");
+    }
+
+    #[test]
+    fn a_sessions_own_events_stop_at_its_budget_and_say_what_was_dropped() {
+        let lines = Arc::new(Lines::default());
+        let root = Audit::new(Origin::Cli, vec![lines.clone()]).with_session_budget(2048);
+        let busy = root.for_session();
+        let neighbour = root.for_session();
+        for port in 0..200u32 {
+            let address = format!("127.0.0.1:{port}");
+            busy.used(Use::Socket {
+                address: &address,
+                allow_net: &address,
+            });
+            busy.denied(DenialKind::Lookup, &format!("n{port}"), "no grant names it");
+            busy.call("t", false, &json!({}), &CallOutcome::Ok(json!(1)), Duration::ZERO);
+            neighbour.used(Use::Socket {
+                address: &address,
+                allow_net: &address,
+            });
+        }
+        busy.end(&EndReason::Shutdown);
+        let v = parsed(&lines);
+        let of = |audit: &Audit| -> Vec<&Value> {
+            v.iter()
+                .filter(|e| e["session"] == audit.session().unwrap())
+                .collect()
+        };
+        let mine = of(&busy);
+        let own: usize = mine
+            .iter()
+            .filter(|e| ["used", "denied", "limit"].contains(&e["event"].as_str().unwrap()))
+            .map(|e| {
+                serde_json::to_string(e).unwrap().len() + 1
+            })
+            .sum();
+        assert!(own <= 2048 + 64, "own events within the budget: {own}");
+        let calls = mine.iter().filter(|e| e["event"] == "call").count();
+        assert_eq!(calls, 200, "calls are not the Tick's doing: all recorded");
+        let unrecorded: Vec<_> = mine.iter().filter(|e| e["event"] == "unrecorded").collect();
+        assert_eq!(unrecorded.len(), 1, "{mine:#?}");
+        let u = unrecorded[0];
+        assert_eq!(u["bound"], 2048);
+        let written_uses = mine.iter().filter(|e| e["event"] == "used").count() as u64;
+        assert_eq!(
+            written_uses + u["dropped"]["used"]["socket"].as_u64().unwrap(),
+            200,
+            "what was written and what was dropped add up: {u}"
+        );
+        // The lookups: the first written or dropped, the rest merged into
+        // one line, written or dropped with its count.
+        let written_lookups: u64 = mine
+            .iter()
+            .filter(|e| e["event"] == "denied")
+            .map(|e| e["count"].as_u64().unwrap_or(1))
+            .sum();
+        assert_eq!(
+            written_lookups + u["dropped"]["denied"]["lookup"].as_u64().unwrap_or(0),
+            200,
+            "{u}"
+        );
+        let ends: Vec<_> = mine.iter().map(|e| e["event"].as_str().unwrap()).collect();
+        assert_eq!(ends[ends.len() - 2..], ["unrecorded", "end"]);
+        // Positive control: the neighbour's budget is its own.
+        let theirs = of(&neighbour);
+        assert!(theirs.iter().all(|e| e["event"] == "used"));
+        assert!(theirs.len() > written_uses as usize, "{}", theirs.len());
+    }
+
+    /// Notes each write and sync, in order; fails when told.
+    struct Syncs {
+        log: Arc<Mutex<Vec<String>>>,
+        fail: bool,
+    }
+    impl LineOut for Syncs {
+        fn write_lines(&mut self, lines: &[String]) -> std::io::Result<()> {
+            let mut log = crate::util::lock(&self.log);
+            log.extend(lines.iter().map(|l| format!("write {l}")));
+            Ok(())
+        }
+        fn sync(&mut self) -> std::io::Result<()> {
+            if self.fail {
+                return Err(std::io::Error::other("disk full"));
+            }
+            crate::util::lock(&self.log).push("sync".into());
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_synced_call_waits_for_its_line_to_be_written_and_synced() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let w = QueuedWriter::synced(Box::new(Syncs {
+            log: log.clone(),
+            fail: false,
+        }))
+        .unwrap();
+        let audit = Audit::new(Origin::Mcp, vec![w.clone()])
+            .synced(true)
+            .for_session();
+        let ok = CallOutcome::Ok(json!(1));
+        for i in 0..20 {
+            let recorded = audit.call(&format!("t{i}"), false, &json!({}), &ok, Duration::ZERO);
+            assert!(recorded.waits());
+            recorded.durable().await.unwrap();
+            // Its line is written, and a sync came after it.
+            let log = crate::util::lock(&log).clone();
+            let at = log
+                .iter()
+                .position(|l| l.contains(&format!("\"tool\":\"t{i}\"")))
+                .expect("written before the answer");
+            assert!(log[at..].iter().any(|l| l == "sync"), "{log:?}");
+        }
+        w.finish_within(Duration::from_secs(20));
+        // Closed: a call is refused at once, not left waiting.
+        let late = audit.call("late", false, &json!({}), &ok, Duration::ZERO);
+        assert_eq!(late.durable().await, Err(AuditSyncError::Closed));
+
+        // A sync that fails is the call's error.
+        let failing = QueuedWriter::synced(Box::new(Syncs {
+            log: Arc::new(Mutex::new(Vec::new())),
+            fail: true,
+        }))
+        .unwrap();
+        let audit = Audit::new(Origin::Mcp, vec![failing.clone()])
+            .synced(true)
+            .for_session();
+        let r = audit.call("t", false, &json!({}), &ok, Duration::ZERO);
+        assert!(matches!(r.durable().await, Err(AuditSyncError::Failed(_))));
+        failing.finish_within(Duration::from_secs(20));
+
+        // Positive control: a handle that is not synced waits for nothing,
+        // and a batched writer never syncs.
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let batched = QueuedWriter::spawn(Box::new(Syncs {
+            log: log.clone(),
+            fail: false,
+        }))
+        .unwrap();
+        let audit = Audit::new(Origin::Mcp, vec![batched.clone()]).for_session();
+        assert!(!audit.call("t", false, &json!({}), &ok, Duration::ZERO).waits());
+        let synced_handle = Audit::new(Origin::Mcp, vec![batched.clone()])
+            .synced(true)
+            .for_session();
+        assert!(!synced_handle
+            .call("t", false, &json!({}), &ok, Duration::ZERO)
+            .waits());
+        batched.finish_within(Duration::from_secs(20));
+        assert!(!crate::util::lock(&log).iter().any(|l| l == "sync"));
+    }
+
+    #[test]
+    fn an_audit_path_that_is_not_a_regular_file_is_refused_without_blocking() {
+        let dir = std::env::temp_dir().join(format!("tickbox-audit-kind-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // A reader on it, so an open for writing would succeed at once: the
+        // check on the opened file refuses it too.
+        let reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags_nonblock()
+            .open(&fifo)
+            .unwrap();
+        let started = std::time::Instant::now();
+        for path in [fifo.as_path(), dir.as_path(), Path::new("/dev/null")] {
+            let e = open_append(path).expect_err("refused");
+            assert!(e.to_string().contains("not a regular file"), "{e}");
+        }
+        drop(reader);
+        // And with no reader, where a blocking open would wait for ever.
+        let e = open_append(&fifo).expect_err("refused");
+        assert!(e.to_string().contains("a fifo"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // Positive control: a regular file, new or existing, opens.
+        assert!(open_append(&dir.join("plain")).is_ok());
+        assert!(open_append(&dir.join("plain")).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    trait NonBlock {
+        fn custom_flags_nonblock(&mut self) -> &mut Self;
+    }
+    impl NonBlock for std::fs::OpenOptions {
+        fn custom_flags_nonblock(&mut self) -> &mut Self {
+            use std::os::unix::fs::OpenOptionsExt;
+            self.custom_flags(libc::O_NONBLOCK)
+        }
+    }
+
+    #[test]
+    fn writers_taking_turns_on_one_rotating_file_keep_its_bound_together() {
+        let dir = std::env::temp_dir().join(format!("tickbox-audit-turns-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.jsonl");
+        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        // Like one `tickbox call` after another on one --audit file: each
+        // opens it, writes a little, and goes.
+        for i in 0..30 {
+            let mut f = RotatingFile::open(&path, 200, 2).unwrap();
+            f.write_lines(&[format!("{{\"n\":{i:040}}}")]).unwrap();
+        }
+        assert!(size(&path) <= 200, "{}", size(&path));
+        assert!(size(&dir.join("a.jsonl.1")) > 0);
+        // Two open at once: the second notices the first rotated the file
+        // away and writes to the new one.
+        let mut a = RotatingFile::open(&path, 200, 2).unwrap();
+        let mut b = RotatingFile::open(&path, 200, 2).unwrap();
+        for i in 0..10 {
+            a.write_lines(&[format!("{{\"a\":{i:040}}}")]).unwrap();
+            b.write_lines(&[format!("{{\"b\":{i:040}}}")]).unwrap();
+        }
+        for p in [path.clone(), dir.join("a.jsonl.1"), dir.join("a.jsonl.2")] {
+            assert!(size(&p) <= 200, "{}: {}", p.display(), size(&p));
+        }
+        let newest = std::fs::read_to_string(&path).unwrap();
+        assert!(newest.contains(&format!("{:040}", 9)), "{newest}");
+        assert!(!dir.join("a.jsonl.3").exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

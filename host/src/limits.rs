@@ -16,7 +16,11 @@
 //! | [`MAX_AUDIT_TEXT_CHARS`] | 1024 | one string an event carries (a path, a message, a name) |
 //! | [`AUDIT_QUEUE_EVENTS`] | 4096 | events waiting for the writer; past it they are counted as `lost` |
 //! | [`AUDIT_FLUSH_WAIT`] | 2 s | how long the end of a process waits for queued events to be written |
-//! | [`AUDIT_BATCH_WAIT`] | 25 ms | how long the writer, once woken, gathers events before writing them as one batch (a line's greatest delay) |
+//! | [`AUDIT_BATCH_WAIT`] | 25 ms | how long the writer, once woken, gathers events before writing them as one batch (a line's greatest delay); a synced writer (`QueuedWriter::synced`) does not wait |
+//! | [`AUDIT_MERGE_WINDOW`] | 60 s | repeated refusals (or limits) of one kind from one Tick session are merged into one line with a count at most this often, and at the session's end |
+//! | [`MAX_AUDIT_SESSION_BYTES`] | 1 MiB | the lines one Tick session's own doings (`used`, `denied`, `limit`) may take; past it they are counted, and one `unrecorded` event at the session's end says how many of each kind were dropped |
+//! | [`AUDIT_FILE_MAX_BYTES`] | 16 MiB | an audit file (`--audit FILE`, the policy and MCP-config keys) before it is rotated |
+//! | [`AUDIT_FILE_KEEP`] | 3 | rotated files kept beside an audit file (`.1` newest) |
 //! | [`LIVE_AUDIT_MAX_BYTES`] | 4 MiB | a live host's audit file before it is rotated |
 //! | [`LIVE_AUDIT_KEEP`] | 3 | rotated files kept beside it (`.1` newest) |
 //! | [`MAX_AUDIT_USES`] | 256 | distinct uses (`used` events) recorded per Tick session; past it one `unrecorded` event says the record is incomplete |
@@ -81,6 +85,32 @@ pub const AUDIT_FLUSH_WAIT: Duration = Duration::from_secs(2);
 /// write per batch instead of per line. It is the most a line waits
 /// (closing the queue cuts it short).
 pub const AUDIT_BATCH_WAIT: Duration = Duration::from_millis(25);
+
+/// How long repeated refusals of one kind (a `denied` kind, a `limit`'s
+/// bound) from one Tick session are held as a count before one line
+/// says how many there were. The first of a kind is written at once; the
+/// count of those after it goes out with the next one of the kind once
+/// this has passed since the kind's last line, and at the session's end.
+/// A Tick looping on a refused open so writes a few lines a minute, not
+/// one per try.
+pub const AUDIT_MERGE_WINDOW: Duration = Duration::from_secs(60);
+
+/// The bytes of audit lines one Tick session may cause by itself (`used`,
+/// `denied`, `limit`; not its `start`, `call`s, approvals or `end`, which
+/// the host and the clients cause). Merging keeps a hostile Tick far below
+/// it; it is the bound that holds whatever the Tick does. Past it those
+/// events are dropped and counted by kind, and one `unrecorded` event at
+/// the session's end says how many of each.
+pub const MAX_AUDIT_SESSION_BYTES: u64 = 1024 * 1024;
+
+/// The size an audit file (`--audit FILE`, a policy's or an MCP config's
+/// `audit` key) may reach before it is rotated: `FILE` becomes `FILE.1`.
+/// Four of them (this and [`AUDIT_FILE_KEEP`] older) stay within
+/// [`MAX_AUDIT_READ_BYTES`] each, so `policy suggest` reads every one.
+pub const AUDIT_FILE_MAX_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Rotated audit files kept beside an audit file (`FILE.1` is the newest).
+pub const AUDIT_FILE_KEEP: usize = 3;
 
 /// The size a live host's audit file may reach before it is rotated.
 pub const LIVE_AUDIT_MAX_BYTES: u64 = 4 * 1024 * 1024;
@@ -196,6 +226,19 @@ mod tests {
                 format!("| {} MiB |", LIVE_AUDIT_MAX_BYTES >> 20),
             ),
             ("LIVE_AUDIT_KEEP", format!("| {LIVE_AUDIT_KEEP} |")),
+            (
+                "AUDIT_MERGE_WINDOW",
+                format!("| {} s |", AUDIT_MERGE_WINDOW.as_secs()),
+            ),
+            (
+                "MAX_AUDIT_SESSION_BYTES",
+                format!("| {} MiB |", MAX_AUDIT_SESSION_BYTES >> 20),
+            ),
+            (
+                "AUDIT_FILE_MAX_BYTES",
+                format!("| {} MiB |", AUDIT_FILE_MAX_BYTES >> 20),
+            ),
+            ("AUDIT_FILE_KEEP", format!("| {AUDIT_FILE_KEEP} |")),
             ("MAX_AUDIT_USES", format!("| {MAX_AUDIT_USES} |")),
             (
                 "MAX_AUDIT_READ_BYTES",

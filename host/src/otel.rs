@@ -798,6 +798,7 @@ fn failure(outcome: &CallOutcome) -> (Option<&'static str>, Option<String>) {
                 UnknownReason::Malformed(_) => "malformed_response",
                 UnknownReason::TooLarge { .. } => "response_too_large",
                 UnknownReason::Reported(_) => "reported",
+                UnknownReason::Unrecorded(_) => "unrecorded",
             };
             (Some(kind), Some(bounded(&why.to_string())))
         }

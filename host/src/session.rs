@@ -237,6 +237,11 @@ pub enum UnknownReason {
     /// carry the Tick's words: a `TickText`, escaped on every way out.
     #[error("{0}")]
     Reported(tickbox_protocol::TickText),
+    /// The call ran, but its audit line could not be made durable on a
+    /// synced audit stream ([`crate::audit::Audit::synced`]), so its
+    /// answer is withheld: nothing is answered that is not on record.
+    #[error("the call ran but is not on record, so its result is withheld: {0}")]
+    Unrecorded(crate::audit::AuditSyncError),
 }
 
 /// How a tick/call ended, as the host classifies it (§3.4, §7.3).
@@ -838,7 +843,14 @@ impl Session {
         let outcome = self.call_once(call, timeout).await;
         if let Some(audit) = &self.shared.audit {
             let took = started.elapsed();
-            audit.call_via(&call.tool, call.mutates, &call.args, &outcome, took, mcp);
+            let recorded = audit.call_via(&call.tool, call.mutates, &call.args, &outcome, took, mcp);
+            // A synced stream: the answer goes out only once its line is
+            // written and synced, so an answered call survives the host's
+            // being killed the moment after.
+            if let Err(e) = recorded.durable().await {
+                tracing::warn!(error = %e, "a call's answer withheld: its audit line is not durable");
+                return CallOutcome::Unknown(UnknownReason::Unrecorded(e));
+            }
         }
         outcome
     }

@@ -19,10 +19,12 @@
 //!                                  # compile_timeout, compile_memory, max_write)
 //! ```
 //!
-//! Two top-level keys, before the first `[[tick]]`, ask for an audit
+//! Three top-level keys, before the first `[[tick]]`, ask for an audit
 //! stream of every Tick the server hosts (`docs/AUDIT.md`): `audit =
 //! "audit.jsonl"` (a file, relative to the config's directory, or `-` for
-//! stderr; `--audit` wins) and `audit_args = true` (`--audit-args`).
+//! stderr; `--audit` wins), `audit_args = true` (`--audit-args`) and
+//! `audit_sync = true` (`--audit-sync`: a call's answer waits for its line
+//! to be written and synced).
 //!
 //! The grant keys are [`Grants`] (the sandbox's `GrantSpec`), the same keys
 //! as policy files, scenario `[tick]` tables and recordings, each the
@@ -101,6 +103,8 @@ pub struct Config {
     pub audit: Option<String>,
     /// Whether call arguments are recorded whole in the audit stream.
     pub audit_args: bool,
+    /// Whether a call's answer waits for its audit line to be synced.
+    pub audit_sync: bool,
 }
 
 #[derive(Deserialize)]
@@ -114,6 +118,9 @@ struct RawConfig {
     /// Whether the audit stream records call arguments.
     #[serde(default)]
     audit_args: bool,
+    /// Whether a call's answer waits for its audit line to be synced.
+    #[serde(default)]
+    audit_sync: bool,
 }
 
 #[derive(Deserialize)]
@@ -273,6 +280,7 @@ impl Config {
             ticks,
             audit,
             audit_args: raw.audit_args,
+            audit_sync: raw.audit_sync,
         })
     }
 }

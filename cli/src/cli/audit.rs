@@ -3,21 +3,28 @@
 //! crate's, `docs/AUDIT.md` the schema).
 //!
 //! The CLI owns every way of asking for one: `--audit FILE` (appended,
-//! `-` for stderr) and `--audit-args` on every command that runs a Tick,
-//! the `audit` and `audit_args` keys of a `--policy` file and of a
-//! `tickbox mcp --config` file, and the live host's own file, which
-//! `tickbox run` always keeps in the state directory
+//! rotated at `AUDIT_FILE_MAX_BYTES` or `TICKBOX_AUDIT_MAX_SIZE`; `-` for
+//! stderr), `--audit-args` and `--audit-sync` on every command that runs a
+//! Tick, the `audit`, `audit_args` and `audit_sync` keys of a `--policy`
+//! file and of a `tickbox mcp --config` file, and the live host's own
+//! file, which `tickbox run` always keeps in the state directory
 //! (`$XDG_RUNTIME_DIR/tickbox/audit/host-PID.jsonl`), rotated at
 //! `LIVE_AUDIT_MAX_BYTES` (or `TICKBOX_LIVE_AUDIT_MAX_SIZE`). Each
 //! destination is opened once per process, so Ticks of one `tickbox mcp`
 //! share a file and its writer; [`finish`] gives every writer its bounded
 //! time to empty its queue on the way out.
+//!
+//! `--audit-sync` makes the `--audit` file's writer a synced one
+//! (`QueuedWriter::synced`: each batch written and `fdatasync`ed, no
+//! gathering) and the handle synced, so a call's answer waits for its
+//! line. Only a file can be synced: with `-` or no destination it is a
+//! usage error. The live host's own file stays batched.
 
 use super::exit::Exit;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tickbox_runtime::audit::{
-    AppendFile, Audit, AuditObserver, AuditSink, LineOut, Origin, Plain, QueuedWriter, RotatingFile,
+    Audit, AuditObserver, AuditSink, LineOut, Origin, Plain, QueuedWriter, RotatingFile,
 };
 
 /// Every writer this process opened, by destination (`-` or a path).
@@ -31,34 +38,52 @@ pub struct Wanted {
     pub to: Option<String>,
     /// `--audit-args` / `audit_args = true`.
     pub args: bool,
+    /// `--audit-sync` / `audit_sync = true`.
+    pub sync: bool,
 }
 
-/// The writer for `to` (`-` is stderr), opened once per process.
+/// The writer for `to` (`-` is stderr), opened once per process; a synced
+/// one ([`QueuedWriter::synced`]) when `sync`.
 fn writer(
     to: &str,
+    sync: bool,
     open: impl FnOnce() -> std::io::Result<Box<dyn LineOut>>,
 ) -> Result<Arc<QueuedWriter>, Exit> {
     let mut writers = tickbox_runtime::util::lock(&WRITERS);
-    if let Some((_, w)) = writers.iter().find(|(k, _)| k == to) {
+    // One writer per destination and kind: a synced and a batched one on
+    // one file each write whole lines (one append per batch).
+    let key = format!("{}{to}", if sync { "sync:" } else { "" });
+    if let Some((_, w)) = writers.iter().find(|(k, _)| *k == key) {
         return Ok(w.clone());
     }
-    let w = open().and_then(QueuedWriter::spawn).map_err(|e| {
+    let spawn = if sync {
+        QueuedWriter::synced
+    } else {
+        QueuedWriter::spawn
+    };
+    let w = open().and_then(spawn).map_err(|e| {
         Exit::usage(format!(
             "--audit {}: cannot open it: {e}",
             tickbox_runtime::text::escape(to)
         ))
     })?;
-    writers.push((to.to_string(), w.clone()));
+    writers.push((key, w.clone()));
     Ok(w)
 }
 
-/// The sink for an `--audit` destination.
-fn sink(to: &str) -> Result<Arc<dyn AuditSink>, Exit> {
+/// The sink for an `--audit` destination: stderr, or a file rotated at
+/// its bound (`TICKBOX_AUDIT_MAX_SIZE`) with `AUDIT_FILE_KEEP` older ones,
+/// synced when `sync`.
+fn sink(to: &str, sync: bool) -> Result<Arc<dyn AuditSink>, Exit> {
     let w = if to == "-" {
-        writer(to, || Ok(Box::new(Plain(std::io::stderr()))))?
+        writer(to, false, || Ok(Box::new(Plain(std::io::stderr()))))?
     } else {
         let path = PathBuf::from(to);
-        writer(to, move || Ok(Box::new(AppendFile::open(&path)?)))?
+        let max = super::env::audit_max_bytes();
+        let keep = tickbox_runtime::audit::AUDIT_FILE_KEEP;
+        writer(to, sync, move || {
+            Ok(Box::new(RotatingFile::open(&path, max, keep)?))
+        })?
     };
     Ok(w)
 }
@@ -83,8 +108,13 @@ pub fn handle(
     observers: &[Arc<dyn AuditObserver>],
 ) -> Result<Option<Audit>, Exit> {
     let mut sinks = tickbox_runtime::util::lock(&EXTRA).clone();
+    if wanted.sync && wanted.to.as_deref().is_none_or(|to| to == "-") {
+        return Err(Exit::usage(
+            "--audit-sync: only an audit file can be synced: give --audit FILE (or an audit key naming a file)",
+        ));
+    }
     if let Some(to) = &wanted.to {
-        sinks.push(sink(to)?);
+        sinks.push(sink(to, wanted.sync)?);
     }
     // OpenTelemetry, when the standard variables ask for it: one more
     // observer of the same events.
@@ -92,7 +122,10 @@ pub fn handle(
     if sinks.is_empty() && observers.is_empty() && otel.is_none() {
         return Ok(None);
     }
-    let audit = Audit::new(origin, sinks).with_args(wanted.args);
+    let audit = Audit::new(origin, sinks)
+        .with_args(wanted.args)
+        .synced(wanted.sync)
+        .with_session_budget(super::env::audit_session_max_bytes());
     let audit = observers
         .iter()
         .fold(audit, |audit, o| audit.observed_by(o.clone()));
@@ -118,7 +151,7 @@ pub fn live_host_sink(state: &Path) -> Result<Arc<dyn AuditSink>, Exit> {
     let max = super::env::live_audit_max_bytes();
     let keep = tickbox_runtime::audit::LIVE_AUDIT_KEEP;
     let key = path.display().to_string();
-    let w = writer(&key, move || {
+    let w = writer(&key, false, move || {
         Ok(Box::new(RotatingFile::open(&path, max, keep)?))
     })?;
     Ok(w)
@@ -134,8 +167,9 @@ pub fn finish() {
 }
 
 /// Reads the audit keys of a policy or MCP-config file: `audit` (a path,
-/// relative to the file's directory, or `-`) and `audit_args`.
-pub fn from_keys(audit: Option<&str>, args: bool, file: &Path) -> Wanted {
+/// relative to the file's directory, or `-`), `audit_args` and
+/// `audit_sync`.
+pub fn from_keys(audit: Option<&str>, args: bool, sync: bool, file: &Path) -> Wanted {
     let to = audit.map(|a| {
         if a == "-" || Path::new(a).is_absolute() {
             a.to_string()
@@ -147,5 +181,5 @@ pub fn from_keys(audit: Option<&str>, args: bool, file: &Path) -> Wanted {
                 .to_string()
         }
     });
-    Wanted { to, args }
+    Wanted { to, args, sync }
 }

@@ -33,6 +33,13 @@ pub const MCP_HTTP_BODY_TIMEOUT_MS: &str = "TICKBOX_MCP_HTTP_BODY_TIMEOUT_MS";
 /// Overrides the size at which a live host's audit file is rotated (a
 /// size such as `64KiB`; default `LIVE_AUDIT_MAX_BYTES`, 4 MiB).
 pub const LIVE_AUDIT_MAX_SIZE: &str = "TICKBOX_LIVE_AUDIT_MAX_SIZE";
+/// Overrides the size at which an audit file (`--audit FILE`, a policy's
+/// or an MCP config's `audit` key) is rotated (a size; default
+/// `AUDIT_FILE_MAX_BYTES`, 16 MiB).
+pub const AUDIT_MAX_SIZE: &str = "TICKBOX_AUDIT_MAX_SIZE";
+/// Overrides the bytes of audit lines one Tick session's own doings may
+/// write (a size; default `MAX_AUDIT_SESSION_BYTES`, 1 MiB).
+pub const AUDIT_SESSION_MAX_SIZE: &str = "TICKBOX_AUDIT_SESSION_MAX_SIZE";
 
 /// Overrides where Ticks pulled from registries are kept (default:
 /// `tickbox/oci` beside the compile cache's default).
@@ -125,6 +132,25 @@ pub fn live_audit_max_bytes() -> u64 {
         .and_then(|s| parse_size(&s))
         .map(|n| n.max(1024))
         .unwrap_or(tickbox_runtime::audit::LIVE_AUDIT_MAX_BYTES)
+}
+
+/// The size an audit file is rotated at: `$TICKBOX_AUDIT_MAX_SIZE` when
+/// set and valid (at least 1 KiB), else the default.
+pub fn audit_max_bytes() -> u64 {
+    std::env::var(AUDIT_MAX_SIZE)
+        .ok()
+        .and_then(|s| parse_size(&s))
+        .map(|n| n.max(1024))
+        .unwrap_or(tickbox_runtime::audit::AUDIT_FILE_MAX_BYTES)
+}
+
+/// What one Tick session's own audit events may take:
+/// `$TICKBOX_AUDIT_SESSION_MAX_SIZE` when set and valid, else the default.
+pub fn audit_session_max_bytes() -> u64 {
+    std::env::var(AUDIT_SESSION_MAX_SIZE)
+        .ok()
+        .and_then(|s| parse_size(&s))
+        .unwrap_or(tickbox_runtime::audit::MAX_AUDIT_SESSION_BYTES)
 }
 
 /// Whether `$TICKBOX_NO_CGROUP` is set.

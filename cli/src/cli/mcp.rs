@@ -586,6 +586,7 @@ fn plan(args: McpArgs) -> Result<Vec<Planned>, Exit> {
     if flags.audit.is_none() {
         flags.audit = config.audit.clone();
         flags.audit_args |= config.audit_args;
+        flags.audit_sync |= config.audit_sync;
     }
     Ok(config
         .ticks
@@ -621,6 +622,7 @@ fn planned(entry: TickEntry, flags: &TickOpts, config: &std::path::Path) -> Plan
         // The config's audit keys (or the flags), for every Tick it names.
         audit: flags.audit.clone(),
         audit_args: flags.audit_args,
+        audit_sync: flags.audit_sync,
         audit_origin: Origin::Mcp,
         // `run` adds the Tick's metrics, when asked for.
         audit_observers: Vec::new(),

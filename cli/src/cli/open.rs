@@ -53,7 +53,7 @@ pub struct TickOpts {
     /// Pass an environment variable (repeatable; the value comes from tickbox's environment when omitted)
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
     pub env: Vec<String>,
-    /// Read grants from a TOML policy file (keys: dir, allow_net, allow_http, http_ca, env, max_memory, max_handles, max_wasm_size, compile_timeout, compile_memory, max_write; and audit, audit_args)
+    /// Read grants from a TOML policy file (keys: dir, allow_net, allow_http, http_ca, env, max_memory, max_handles, max_wasm_size, compile_timeout, compile_memory, max_write; and audit, audit_args, audit_sync)
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
     /// Append an audit stream to FILE (`-`: stderr): one JSON line per start, call, approval, denial, limit and end (docs/AUDIT.md)
@@ -62,6 +62,9 @@ pub struct TickOpts {
     /// Record call arguments in the audit stream (only their SHA-256 otherwise)
     #[arg(long)]
     pub audit_args: bool,
+    /// Release a call's answer only once its audit line is written and fdatasync'ed, so an answered call is on record even if the host is killed at once (needs --audit FILE)
+    #[arg(long)]
+    pub audit_sync: bool,
     /// Who starts the Ticks, for the audit stream: set by the command, not a flag.
     #[arg(skip)]
     pub audit_origin: tickbox_runtime::audit::Origin,
@@ -249,13 +252,15 @@ impl TickOpts {
         Ok(spec)
     }
 
-    /// Where the audit stream goes: `--audit` (with `--audit-args`), else
-    /// the policy file's `audit` key (with its `audit_args`).
+    /// Where the audit stream goes: `--audit` (with `--audit-args` and
+    /// `--audit-sync`), else the policy file's `audit` key (with its
+    /// `audit_args` and `audit_sync`, which the flags can only add to).
     pub fn audit_wanted(&self) -> Result<super::audit::Wanted, Exit> {
         if let Some(to) = &self.audit {
             return Ok(super::audit::Wanted {
                 to: Some(to.clone()),
                 args: self.audit_args,
+                sync: self.audit_sync,
             });
         }
         let mut wanted = match &self.policy {
@@ -263,6 +268,7 @@ impl TickOpts {
             None => super::audit::Wanted::default(),
         };
         wanted.args |= self.audit_args;
+        wanted.sync |= self.audit_sync;
         Ok(wanted)
     }
 
@@ -555,7 +561,8 @@ pub fn read_policy(path: &Path) -> Result<(GrantSpec, super::audit::Wanted), Gra
     };
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
     let mut table: toml::Table = toml::from_str(&text).map_err(|e| err(e.message().to_string()))?;
-    if !table.contains_key("audit") && !table.contains_key("audit_args") {
+    let keys = ["audit", "audit_args", "audit_sync"];
+    if !keys.iter().any(|k| table.contains_key(*k)) {
         // The grants alone, parsed from the text so errors keep their place.
         let spec = toml::from_str(&text).map_err(|e| err(e.message().to_string()))?;
         return Ok((spec, super::audit::Wanted::default()));
@@ -570,10 +577,15 @@ pub fn read_policy(path: &Path) -> Result<(GrantSpec, super::audit::Wanted), Gra
         Some(toml::Value::Boolean(b)) => b,
         Some(_) => return Err(err("audit_args must be true or false".into())),
     };
+    let sync = match table.remove("audit_sync") {
+        None => false,
+        Some(toml::Value::Boolean(b)) => b,
+        Some(_) => return Err(err("audit_sync must be true or false".into())),
+    };
     let spec = toml::Value::Table(table)
         .try_into()
         .map_err(|e: toml::de::Error| err(e.message().to_string()))?;
-    Ok((spec, super::audit::from_keys(audit.as_deref(), args, path)))
+    Ok((spec, super::audit::from_keys(audit.as_deref(), args, sync, path)))
 }
 
 /// Reads grants written in TOML: a policy file (`--policy`) or a Tick's

@@ -223,9 +223,12 @@ struct Record {
 struct Session {
     start: Option<Start>,
     uses: Vec<Used>,
-    refusals: Vec<String>,
+    /// Each refusal and how many it stands for (a merged line's `count`).
+    refusals: Vec<(String, u64)>,
     /// Its uses passed the audit's bound (`unrecorded`).
     unrecorded: bool,
+    /// Events its budget dropped (an `unrecorded` event's total).
+    dropped: u64,
 }
 
 /// A `start`: the Tick and what was in force.
@@ -364,7 +367,7 @@ impl Record {
                     quoted(&string(&e, "attempted", event)?),
                     comment_text(&string(&e, "detail", event)?)
                 );
-                s.refusals.push(line);
+                s.refusals.push((line, e["count"].as_u64().unwrap_or(1)));
             }
             "limit" => {
                 let value = e["value"].as_u64().ok_or("limit event without its value")?;
@@ -373,7 +376,18 @@ impl Record {
                     comment_text(&string(&e, "bound", event)?),
                     comment_text(&string(&e, "detail", event)?)
                 );
-                s.refusals.push(line);
+                s.refusals.push((line, e["count"].as_u64().unwrap_or(1)));
+            }
+            // The session's own events passed their budget: how many of
+            // each kind were dropped.
+            "unrecorded" => {
+                let counts = e["dropped"].as_object().into_iter().flat_map(|m| m.values());
+                s.dropped += counts
+                    .filter_map(Value::as_object)
+                    .flat_map(|kinds| kinds.values())
+                    .filter_map(Value::as_u64)
+                    .sum::<u64>()
+                    .max(1);
             }
             // Calls, approvals, ends and what a later tickbox adds.
             _ => {}
@@ -402,8 +416,15 @@ impl Record {
                 }
                 continue;
             };
-            for r in &s.refusals {
-                *out.refusals.entry(r.clone()).or_default() += 1;
+            for (r, n) in &s.refusals {
+                *out.refusals.entry(r.clone()).or_default() += n;
+            }
+            if s.dropped > 0 {
+                out.incomplete.push(format!(
+                    "session {} passed its audit budget: {} of its events are not recorded",
+                    comment_text(id),
+                    s.dropped
+                ));
             }
             if s.unrecorded {
                 out.incomplete.push(format!(
@@ -1301,6 +1322,38 @@ mod tests {
         ];
         let (text, t) = suggest(&cli);
         assert!(t.get("allow_http").is_none(), "{text}");
+    }
+
+    #[test]
+    fn a_merged_refusal_counts_as_many_and_a_passed_budget_is_incomplete() {
+        let g = grants(json!([]), json!([]), json!([]));
+        let denied = |extra: Value| {
+            let mut e = json!({"v": 1, "ts": "t", "event": "denied", "session": "a",
+                "what": "path", "attempted": "../x", "detail": "leads out"});
+            if let (Value::Object(e), Value::Object(x)) = (&mut e, extra) {
+                e.extend(x);
+            }
+            line(e)
+        };
+        let lines = [
+            start("a", g),
+            denied(json!({})),
+            denied(json!({"count": 41, "first": "t", "last": "t"})),
+            line(json!({"v": 1, "ts": "t", "event": "unrecorded", "session": "a",
+                "bound": 1024, "dropped": {"used": {"socket": 5}, "denied": {"lookup": 2}},
+                "detail": "…"})),
+        ];
+        let (text, _) = suggest(&lines);
+        assert!(text.contains("denied path \"../x\": leads out (42 times)"), "{text}");
+        assert!(
+            text.contains("# INCOMPLETE RECORD: session a passed its audit budget: 7 of its events"),
+            "{text}"
+        );
+        // Positive control: without the merged line and the budget's
+        // event, one refusal and a complete record.
+        let (text, _) = suggest(&lines[..2]);
+        assert!(text.contains("denied path \"../x\": leads out\n"), "{text}");
+        assert!(!text.contains("INCOMPLETE"), "{text}");
     }
 
     #[test]

@@ -124,6 +124,9 @@ pub struct TestArgs {
     /// Record call arguments in the audit stream (only their SHA-256 otherwise)
     #[arg(long)]
     pub audit_args: bool,
+    /// Release a call's answer only once its audit line is written and fdatasync'ed (needs --audit FILE)
+    #[arg(long)]
+    pub audit_sync: bool,
     /// Pretty-print the JSON report
     #[arg(long)]
     pub pretty: bool,
@@ -327,6 +330,7 @@ fn launcher(s: &Scenario, args: &TestArgs) -> Result<Launcher, Exit> {
     // The audit stream is the command line's, never the scenario file's.
     line.opts.audit = args.audit.clone();
     line.opts.audit_args = args.audit_args;
+    line.opts.audit_sync = args.audit_sync;
     line.opts.audit_origin = tickbox_runtime::audit::Origin::Scenario;
     resolve(spec, &line.opts)
 }
