@@ -375,3 +375,19 @@ pub fn status_kib(pid: u32, field: &str) -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
+
+/// Waits (up to [`PATIENCE`]) until the text `read` returns contains
+/// `needle` (a view's screen, a log), and returns that text; fails the
+/// test with the last text read otherwise.
+pub async fn shows(mut read: impl FnMut() -> String, needle: &str) -> String {
+    let mut text = String::new();
+    if eventually_async(PATIENCE, || {
+        text = read();
+        text.contains(needle)
+    })
+    .await
+    {
+        return text;
+    }
+    panic!("never showed {needle:?}:\n{text}");
+}

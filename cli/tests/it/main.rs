@@ -9,11 +9,8 @@
 //!   Tick's exact bytes: `tickbox trust`, updates, revoking, the trust store's
 //!   walls, the prompt on a real terminal (inert text, typed-ahead keys), and
 //!   refusals where no one can answer (MCP, scenarios);
-//! - `engine` — the session engine through the library API (per-request
-//!   faults that leave the session running, concurrency, events);
 //! - `launch` — the library's `Launcher`: wasm and native Ticks opened by
 //!   what they are, and each way a start fails as its own error;
-//! - `native` — the native backend: PTY, environment, signals, cleanup;
 //! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge;
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
@@ -60,8 +57,6 @@
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
 //!   drawn from the screen model only, escaped text in every command,
 //!   drawing floods that stall nothing, bounded view sizes;
-//! - `writes` — what the host writes to a Tick: deadlines, whole frames
-//!   under cancellation, slots held until the answer, the line limit;
 //! - `http` — outgoing wasi:http under `--allow-http` origin grants, against
 //!   loopback HTTP and HTTPS servers: origins, redirects, bounds, the test CA;
 //! - `tiers` — compilers: a first start on Winch, Cranelift's code from the
@@ -105,7 +100,6 @@ mod consent;
 mod determinism;
 mod docs;
 mod drain;
-mod engine;
 mod entries;
 mod examples;
 mod fixtures;
@@ -120,7 +114,6 @@ mod mcp_clients;
 mod mcp_http;
 mod mcp_wire;
 mod metrics;
-mod native;
 mod otel;
 mod policy;
 mod record;
@@ -138,4 +131,3 @@ mod traces;
 mod util;
 mod views;
 mod walls;
-mod writes;

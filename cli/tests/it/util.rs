@@ -306,19 +306,7 @@ pub async fn timer_runs_between_requests(s: &Session) {
 
 /// Waits until the view's screen shows `needle`.
 pub async fn screen_shows(s: &Session, needle: &str) -> String {
-    let mut text = String::new();
-    if eventually_async(PATIENCE, || {
-        text = s.view().screen_text().wire().to_string();
-        text.contains(needle)
-    })
-    .await
-    {
-        return text;
-    }
-    panic!(
-        "the view never showed {needle:?}:\n{}",
-        s.view().screen_text()
-    );
+    shows(|| s.view().screen_text().wire().to_string(), needle).await
 }
 
 /// A test CA and a certificate it signs for 127.0.0.1 (for loopback TLS

@@ -1,11 +1,11 @@
 //! The native backend: how a Tick is started, its PTY, and that nothing it
 //! starts outlives the session.
 
-use crate::util::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-use tickbox_runtime::backend::native::{spawn, NativeSpec};
-use tickbox_runtime::session::{CallOutcome, Session, SessionConfig};
+use tickbox_host::backend::native::{spawn, NativeSpec};
+use tickbox_host::session::{CallOutcome, Session, SessionConfig};
+use tickbox_test_support::*;
 
 async fn probe(s: &Session, tool: &str) -> Value {
     let call = s.descriptor().unwrap().prepare(tool, json!({})).unwrap();

@@ -4,21 +4,21 @@
 //! process matters (a Tick that stops reading), an in-memory Tick where the
 //! test must see every byte the host wrote.
 
-use crate::util::*;
 use serde_json::{json, Value};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tickbox_runtime::backend::native::{spawn, NativeSpec};
-use tickbox_runtime::protocol::limits::MAX_LINE_BYTES;
-use tickbox_runtime::protocol::PreparedCall;
-use tickbox_runtime::session::{
+use tickbox_host::backend::native::{spawn, NativeSpec};
+use tickbox_host::session::{
     BoxFuture, CallOutcome, EndReason, RequestError, Session, SessionConfig, TickIo, TickProcess,
     UnknownReason, NOT_SENT,
 };
-use tickbox_runtime::view::{NoInput, View};
+use tickbox_host::view::{NoInput, View};
+use tickbox_protocol::limits::MAX_LINE_BYTES;
+use tickbox_protocol::PreparedCall;
+use tickbox_test_support::*;
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::Semaphore;
 
@@ -45,7 +45,11 @@ async fn a_tick_that_stops_reading_stdin_never_hangs_the_host() {
         tokio::spawn(async move { s.call(&prepared(&s, "misbehave", json!({}))).await })
     };
     // Once the Tick says it has the call it sleeps without reading.
-    screen_shows(&s, "misbehave call 1 received").await;
+    shows(
+        || s.view().screen_text().wire().to_string(),
+        "misbehave call 1 received",
+    )
+    .await;
     // Far more than a pipe holds: this frame cannot be written.
     let big = prepared(&s, "echo", json!({"blob": "x".repeat(1 << 20)}));
     let t = Instant::now();
@@ -109,7 +113,7 @@ async fn a_timed_out_call_keeps_its_slot_until_the_tick_answers() {
     assert_eq!(
         s.call(&prepared(&s, "echo", json!({}))).await,
         CallOutcome::Failed {
-            error: tickbox_runtime::protocol::RpcError {
+            error: tickbox_protocol::RpcError {
                 code: NOT_SENT,
                 message: "tick/call: not sent: all 8 request slots stayed busy for 0.3s".into(),
                 data: None
@@ -363,10 +367,10 @@ async fn args_over_the_line_limit_are_refused_before_sending() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(tickbox_runtime::session::call_line_len(&too_big) > MAX_LINE_BYTES);
+    assert!(tickbox_host::session::call_line_len(&too_big) > MAX_LINE_BYTES);
     // Positive control: just under the limit goes through, whole.
     let fits = call("a", json!({"blob": "x".repeat(MAX_LINE_BYTES - 200)}));
-    assert!(tickbox_runtime::session::call_line_len(&fits) <= MAX_LINE_BYTES);
+    assert!(tickbox_host::session::call_line_len(&fits) <= MAX_LINE_BYTES);
     let out = s.call(&fits).await;
     assert!(matches!(out, CallOutcome::Ok(_)), "{out:?}");
     let lines = tick.lines();

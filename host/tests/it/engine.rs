@@ -2,14 +2,14 @@
 //! per-request faults leave the session running, concurrency is bounded,
 //! state and catalog changes arrive as events.
 
-use crate::util::*;
 use serde_json::json;
 use std::time::Duration;
-use tickbox_runtime::backend::native::{spawn, NativeSpec};
-use tickbox_runtime::protocol::PreparedCall;
-use tickbox_runtime::session::{
+use tickbox_host::backend::native::{spawn, NativeSpec};
+use tickbox_host::session::{
     CallOutcome, EndReason, RequestError, Session, SessionConfig, SessionEvent, UnknownReason,
 };
+use tickbox_protocol::PreparedCall;
+use tickbox_test_support::*;
 
 async fn start(argv: Vec<String>) -> Session {
     start_with(argv, SessionConfig::default()).await

@@ -1,0 +1,13 @@
+//! tickbox-host's integration tests: the session engine and the native
+//! backend through the crate's public API, against real Tick processes
+//! (the Python scripts in `tests/ticks/`) and in-memory Ticks.
+//!
+//! - `engine` — per-request faults that leave the session running,
+//!   concurrency, state and catalog events;
+//! - `native` — the native backend: PTY, environment, signals, cleanup;
+//! - `writes` — what the host writes to a Tick: deadlines, whole frames
+//!   under cancellation, slots held until the answer, the line limit.
+
+mod engine;
+mod native;
+mod writes;
