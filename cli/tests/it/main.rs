@@ -9,8 +9,6 @@
 //!   Tick's exact bytes: `tickbox trust`, updates, revoking, the trust store's
 //!   walls, the prompt on a real terminal (inert text, typed-ahead keys), and
 //!   refusals where no one can answer (MCP, scenarios);
-//! - `launch` — the library's `Launcher`: wasm and native Ticks opened by
-//!   what they are, and each way a start fails as its own error;
 //! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge;
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
@@ -106,7 +104,6 @@ mod fixtures;
 mod http;
 mod inspect;
 mod langs;
-mod launch;
 mod layers;
 mod live;
 mod mcp;

@@ -2,12 +2,11 @@
 //! its grants, or a native command line), and each way it cannot start
 //! reported as its own `LaunchError` variant.
 
-use crate::util::*;
 use serde_json::json;
-use tickbox_runtime::backend::native::SpawnError;
-use tickbox_runtime::{
-    CallOutcome, Grants, LaunchError, Launcher, NativeSpec, SessionConfig, WasmEngine,
-};
+use tickbox_host::backend::native::SpawnError;
+use tickbox_host::{CallOutcome, NativeSpec, SessionConfig};
+use tickbox_sandbox::{Grants, LaunchError, Launcher, WasmEngine};
+use tickbox_test_support::*;
 
 /// The crate docs' example, run: open the counter example as wasm with
 /// nothing granted, call a tool, read the state.
@@ -60,32 +59,6 @@ fn a_file_without_a_wasm_header_is_not_wasm() {
         Err(e) => panic!("expected NotWasm, got {e:?}"),
         Ok(_) => panic!("a shell script launched as wasm"),
     }
-}
-
-/// A manifest is read by whoever reads files (the CLI; the sandbox takes
-/// grants as values): a malformed one is a usage error that names it, found
-/// before anything starts, and a well-formed one, once approved (see
-/// `consent`), is shown by `info`.
-#[test]
-fn a_malformed_manifest_is_its_own_error() {
-    let dir = TempDir::new("launch-manifest");
-    let path = dir.path("counter.wasm");
-    std::fs::copy(build_wasm("examples", "counter", "wasm32-wasip2"), &path).expect("copy");
-    let w = path.display().to_string();
-    std::fs::write(dir.path("counter.tick.toml"), "dir = [\"/data\"]\n").expect("write");
-    let trust = dir.path("trust");
-    let env = [("TICKBOX_TRUST_DIR", trust.to_str().unwrap())];
-    assert_eq!(tickbox_env(&["trust", w.as_str()], &env).code, 0);
-    let info = tickbox_env(&["info", w.as_str()], &env);
-    assert_eq!(info.code, 0, "{info:#?}");
-    assert_eq!(
-        info.json()["requested"]["dir"],
-        json!(["/data"]),
-        "{info:#?}"
-    );
-    std::fs::write(dir.path("counter.tick.toml"), "dir = 7\n").expect("write");
-    tickbox(&["info", w.as_str()]).expect(2, "counter.tick.toml");
-    tickbox(&["read", w.as_str()]).expect(2, "counter.tick.toml");
 }
 
 #[tokio::test]

@@ -1,0 +1,7 @@
+//! tickbox-sandbox's integration tests, through the crate's public API.
+//!
+//! - `launch` — the `Launcher`: a wasm Tick (a guest built once per run by
+//!   the shared harness) and a native one opened by what they are, and
+//!   each way a start fails as its own `LaunchError`.
+
+mod launch;
