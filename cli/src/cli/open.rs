@@ -588,7 +588,10 @@ pub fn read_policy(path: &Path) -> Result<(GrantSpec, super::audit::Wanted), Gra
     let spec = toml::Value::Table(table)
         .try_into()
         .map_err(|e: toml::de::Error| err(e.message().to_string()))?;
-    Ok((spec, super::audit::from_keys(audit.as_deref(), args, sync, path)))
+    Ok((
+        spec,
+        super::audit::from_keys(audit.as_deref(), args, sync, path),
+    ))
 }
 
 /// Reads grants written in TOML: a policy file (`--policy`) or a Tick's
