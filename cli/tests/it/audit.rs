@@ -815,13 +815,15 @@ fn an_answered_call_survives_sigkill_under_audit_sync() {
             std::fs::read_to_string(file).unwrap_or_default()
         );
     }
-    // Positive control: batched, the detector sees lines missing.
-    let batched = answered_then_killed(&dir, "batched", 10, &[]);
-    let lost: usize = batched
-        .iter()
-        .map(|(n, f)| missing_calls(f, std::slice::from_ref(n)).len())
-        .sum();
-    assert!(lost > 0, "no batched round lost its call line");
+    // Positive control: batched (25 ms), the detector sees a line missing
+    // within a few rounds (each round's kill comes well within the batch
+    // wait; up to 20 rounds, so a loaded machine's stall in one is not the
+    // test's failure).
+    let lost = (0..20).find(|round| {
+        let (n, f) = answered_then_killed(&dir, &format!("batched{round}"), 1, &[]).remove(0);
+        !missing_calls(&f, std::slice::from_ref(&n)).is_empty()
+    });
+    assert!(lost.is_some(), "no batched round lost its call line");
     // Positive control: a line removed by hand is reported.
     let (nonce, file) = &synced[0];
     let text = std::fs::read_to_string(file).unwrap();
@@ -831,10 +833,9 @@ fn an_answered_call_survives_sigkill_under_audit_sync() {
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(file, kept).unwrap();
-    assert_eq!(
-        missing_calls(file, std::slice::from_ref(nonce)),
-        [nonce.clone()]
-    );
+    let reported = missing_calls(file, std::slice::from_ref(nonce));
+    assert_eq!(reported.len(), 1, "{reported:?}");
+    assert_eq!(&reported[0], nonce);
 }
 
 /// The `audit_sync` key of an MCP config and of a policy file, and
