@@ -990,11 +990,19 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
     std::fs::create_dir_all(&cache)?;
     let tickbox = tickbox_binary()?;
     let audit = cache.join("audit.jsonl");
+    let synced_audit = cache.join("audit-sync.jsonl");
     let sink = otlp_sink()?;
     let (costs, added) = tokio::task::spawn_blocking({
         let cache = cache.clone();
         move || -> Result<(Vec<PeerCost>, Stat)> {
             let audited: [&OsStr; 2] = [OsStr::new("--audit"), audit.as_os_str()];
+            // `--audit-sync`: every answer waits for its line's write and
+            // fdatasync (its own file, so the batched host's is not synced).
+            let synced: [&OsStr; 3] = [
+                OsStr::new("--audit"),
+                synced_audit.as_os_str(),
+                OsStr::new("--audit-sync"),
+            ];
             let counted: [&OsStr; 2] = [OsStr::new("--metrics"), OsStr::new("0")];
             let both: Vec<&OsStr> = audited.iter().chain(counted.iter()).copied().collect();
             let otel = vec![
@@ -1007,7 +1015,7 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
             // code it compiled itself.
             HttpPeer::start(&tickbox, &wasm, &cache, &[], &[])?.stop();
             let history = json!({"name": "history", "arguments": {}});
-            let configs: [HostConfig; 6] = [
+            let configs: [HostConfig; 7] = [
                 (&[], &[]),
                 (&audited, &[]),
                 (&counted, &[]),
@@ -1017,6 +1025,7 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
                 // differs from the first by is the floor of the rows that
                 // compare two hosts.
                 (&[], &[]),
+                (&synced, &[]),
             ];
             // Fresh hosts every round: two processes of one configuration
             // differ by up to 10% for the whole of their lives (a host is
@@ -1041,9 +1050,9 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
     })
     .await??;
     let _ = std::fs::remove_dir_all(&cache);
-    let [off, audit_only, metrics_only, on, all, off_again]: [PeerCost; 6] = costs
+    let [off, audit_only, metrics_only, on, all, off_again, audit_synced]: [PeerCost; 7] = costs
         .try_into()
-        .map_err(|_| anyhow::anyhow!("six configurations"))?;
+        .map_err(|_| anyhow::anyhow!("seven configurations"))?;
     // The goal is judged per round (both figures from the same minute of
     // the machine), on the median over rounds; the range shows the noise.
     let goal = |what: &str, r: &Stat| {
@@ -1061,12 +1070,18 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
     };
     let wall = |c: &PeerCost| Stat::new("µs", c.wall.clone());
     let cpu = |c: &PeerCost| Stat::new("µs CPU", c.round_cpu.clone());
+    eprintln!(
+        "mcp cost, audit synced | audit batched: wall per round {}, host CPU per round {}",
+        round_ratios(&audit_synced.round_wall, &audit_only.round_wall).show(),
+        round_ratios(&audit_synced.round_cpu, &audit_only.round_cpu).show(),
+    );
     for (name, c) in [
         ("audit", &audit_only),
         ("metrics", &metrics_only),
         ("audit + metrics", &on),
         ("+ OpenTelemetry", &all),
         ("all off again (a second host, the control)", &off_again),
+        ("audit synced (--audit-sync)", &audit_synced),
     ] {
         eprintln!(
             "mcp cost, {name} | off: wall per round {}, host CPU per round {}",
@@ -1121,6 +1136,24 @@ pub async fn cost_rows(quick: bool) -> Result<Vec<Row>> {
             name: "MCP tools/call read-only over HTTP, audit only | off (same run)",
             wasm: Some(wall(&audit_only)),
             native: Some(wall(&off)),
+            target: None,
+        },
+        Row {
+            name: "MCP tools/call read-only over HTTP, audit synced (--audit-sync: write + fdatasync before each answer) | off (same run)",
+            wasm: Some(wall(&audit_synced)),
+            native: Some(wall(&off)),
+            target: None,
+        },
+        Row {
+            name: "  audit synced | audit batched (same run)",
+            wasm: Some(wall(&audit_synced)),
+            native: Some(wall(&audit_only)),
+            target: None,
+        },
+        Row {
+            name: "  audit synced | audit batched, host CPU per call",
+            wasm: Some(cpu(&audit_synced)),
+            native: Some(cpu(&audit_only)),
             target: None,
         },
         Row {

@@ -88,7 +88,16 @@ pub(crate) fn wasi_builder(
             keep.push(dir);
         }
     }
-    if spec.grants.has_network() {
+    // The address check is installed whatever the grants, and sockets may
+    // be made: with TCP and UDP off, WASI refuses a socket before any
+    // address reaches the host, and an attempt with no network grant at
+    // all was on no record. Now every connect, send or bind comes here
+    // with its address, is refused unless a grant covers it, and the
+    // refusal is recorded. A guest with no grant may so hold sockets that
+    // reach nothing (unconnected, or bound to the wildcard address with an
+    // ephemeral port, never listening), each a handle under
+    // `max_handles`.
+    {
         let grants = Arc::new(spec.grants.clone());
         let resolved = Arc::new(resolved);
         let audit = audit.cloned();

@@ -233,6 +233,9 @@ pub fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(e),
     };
+    // Before the command runs: a signal its thread is too blocked to take
+    // (an open of a FIFO) still ends it.
+    signals::watchdog();
     let code = runtime.block_on(async {
         let signals = signals::Signals::listen();
         tokio::select! {

@@ -535,3 +535,536 @@ fn a_policy_names_the_stream_and_a_bad_destination_is_one_line() {
     ]);
     out.expect(2, "cannot open");
 }
+
+/// An MCP config hosting two hostile wasm Ticks into one audit file:
+/// `flood` (one `--dir` grant, no network grant) and `calm`.
+fn two_ticks(dir: &TempDir, data: &TempDir, extra: &str) -> std::path::PathBuf {
+    let wasm = hostile_wasm();
+    let config = dir.path("ticks.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "audit = \"audit.jsonl\"\n{extra}\n[[tick]]\nname = \"flood\"\npath = \"{wasm}\"\ndir = [\"{}::/data\"]\n\n[[tick]]\nname = \"calm\"\npath = \"{wasm}\"\n",
+            data.0.display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// The sum of the `count`s of a session's events of this kind (a line
+/// without one stands for one).
+fn counted(session: &[&Value], event: &str, what: &str) -> (usize, u64) {
+    let lines: Vec<&&Value> = session
+        .iter()
+        .filter(|e| e["event"] == event && e["what"] == what)
+        .collect();
+    let n = lines.iter().map(|e| e["count"].as_u64().unwrap_or(1)).sum();
+    (lines.len(), n)
+}
+
+/// The red team's flood: a sandboxed Tick with one `--dir` grant looping
+/// over refused opens (and, with no network grant at all, over refused
+/// connects) wrote one `denied` line per try (109 MiB in 11 s). Now each
+/// kind is one line and one merged count, whose counts add up to every
+/// try the guest saw refused; the socket attempts are on record though no
+/// network grant exists (WASI used to refuse them before the host saw the
+/// address); and a neighbour Tick's calls, made while the flood runs, are
+/// all recorded.
+#[test]
+fn a_flood_of_refusals_is_a_few_lines_and_a_neighbours_calls_are_all_recorded() {
+    let dir = TempDir::new("audit-flood");
+    let data = TempDir::new("audit-flood-data");
+    let config = two_ticks(&dir, &data, "");
+    let mut mcp = Raw::start(&["--config".into(), config.display().to_string()]);
+    mcp.initialize("2025-06-18");
+    let tries = 20_000u64;
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap().to_string();
+    drop(closed);
+    // The flood runs while the neighbour is called.
+    mcp.send(json!({"jsonrpc": "2.0", "id": 1000, "method": "tools/call",
+        "params": {"name": "flood_refuse_loop", "arguments": {"path": "/data/../../etc/passwd", "n": tries}}}));
+    let calls = 50;
+    for i in 0..calls {
+        let r = mcp.call(i, "calm_echo", json!({"i": i}));
+        assert_eq!(r["structuredContent"]["i"], i, "{r}");
+    }
+    let flood = mcp.answer(json!(1000));
+    assert_eq!(
+        flood["result"]["structuredContent"]["refused"], tries,
+        "the guest was refused every time: {flood}"
+    );
+    let r = mcp.call(
+        2000,
+        "flood_refuse_loop",
+        json!({"addr": addr, "n": tries / 10}),
+    );
+    assert_eq!(r["structuredContent"]["refused"], tries / 10, "{r}");
+    let (code, stderr) = mcp.close();
+    assert_eq!(code, 0, "{stderr}");
+
+    let file = dir.path("audit.jsonl");
+    let size = std::fs::metadata(&file).unwrap().len();
+    let all = events(&file);
+    let flood = session_of(&all, |e| {
+        e["grants"]["dirs"]
+            .as_array()
+            .is_some_and(|d| !d.is_empty())
+    });
+    let (lines, n) = counted(&flood, "denied", "path");
+    assert_eq!(n, tries, "every refused open counted: {flood:#?}");
+    assert!(lines <= 3, "{lines} lines for {tries} refusals");
+    let (lines, n) = counted(&flood, "denied", "socket");
+    assert_eq!(
+        n,
+        tries / 10,
+        "every refused connect counted, no grant needed"
+    );
+    assert!(lines <= 3, "{lines} lines");
+    let socket = flood
+        .iter()
+        .find(|e| e["event"] == "denied" && e["what"] == "socket")
+        .unwrap();
+    assert_eq!(socket["attempted"], addr.as_str(), "the address seen");
+    let merged = flood
+        .iter()
+        .find(|e| e["event"] == "denied" && e["count"].is_u64())
+        .expect("a merged line");
+    assert!(
+        merged["first"].is_string() && merged["last"].is_string(),
+        "{merged}"
+    );
+    assert!(
+        flood.len() < 12,
+        "a few lines for the whole session: {flood:#?}"
+    );
+    // The neighbour: every call on record.
+    let calm = session_of(&all, |e| {
+        e["grants"]["dirs"].as_array().is_some_and(|d| d.is_empty())
+    });
+    let recorded = calm.iter().filter(|e| e["event"] == "call").count();
+    assert_eq!(recorded, calls as usize, "{calm:#?}");
+    assert!(size < 64 * 1024, "the file is {size} bytes");
+}
+
+/// A session's own events past its byte budget (set low here) are
+/// dropped and counted, and one `unrecorded` event says how many of each
+/// kind, before its end; the budget's positive control is the default,
+/// under which the same run is recorded whole.
+#[test]
+fn a_session_past_its_budget_says_what_was_dropped() {
+    let data = TempDir::new("audit-budget-data");
+    let grant = format!("{}::/data", data.0.display());
+    let wasm = hostile_wasm();
+    let run = |budget: Option<&str>| {
+        let dir = TempDir::new("audit-budget");
+        let file = dir.path("audit.jsonl");
+        let args = json!({"path": "/data/../x", "n": 100}).to_string();
+        let mut env = vec![];
+        if let Some(b) = budget {
+            env.push(("TICKBOX_AUDIT_SESSION_MAX_SIZE", b));
+        }
+        let out = tickbox_env(
+            &[
+                "call",
+                &wasm,
+                "refuse_loop",
+                &args,
+                "--dir",
+                &grant,
+                "--audit",
+                file.to_str().unwrap(),
+            ],
+            &env,
+        );
+        assert_eq!(out.json()["refused"], 100, "{out:#?}");
+        (events(&file), dir)
+    };
+    let (all, _d) = run(Some("400"));
+    let kinds: Vec<&str> = all.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["start", "denied", "call", "unrecorded", "end"],
+        "{all:#?}"
+    );
+    let u = &all[3];
+    assert_eq!(u["bound"], 400);
+    assert_eq!(u["dropped"]["denied"]["path"], 99, "the merged count: {u}");
+    // Positive control: under the default budget, the count is written.
+    let (all, _d) = run(None);
+    let kinds: Vec<&str> = all.iter().filter_map(|e| e["event"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["start", "denied", "call", "denied", "end"],
+        "{all:#?}"
+    );
+    assert_eq!(all[3]["count"], 99);
+}
+
+/// Every `--audit FILE` is rotated at its bound (set low here), the older
+/// files kept beside it, by processes appending to it one after another.
+#[test]
+fn an_audit_file_rotates_at_its_bound() {
+    let dir = TempDir::new("audit-rotate");
+    let file = dir.path("audit.jsonl");
+    let wasm = hostile_wasm();
+    let runs = 6;
+    for i in 0..runs {
+        let args = json!({"i": i}).to_string();
+        let out = tickbox_env(
+            &[
+                "call",
+                &wasm,
+                "echo",
+                &args,
+                "--audit",
+                file.to_str().unwrap(),
+                "--audit-args",
+            ],
+            &[("TICKBOX_AUDIT_MAX_SIZE", "2KiB")],
+        );
+        assert_eq!(out.code, 0, "{out:#?}");
+    }
+    let files: Vec<std::path::PathBuf> = std::iter::once(file.clone())
+        .chain((1..=3).map(|n| dir.path(&format!("audit.jsonl.{n}"))))
+        .filter(|p| p.exists())
+        .collect();
+    assert!(files.len() >= 2, "rotated: {files:?}");
+    assert!(
+        !dir.path("audit.jsonl.4").exists(),
+        "three older files kept"
+    );
+    for f in &files {
+        let size = std::fs::metadata(f).unwrap().len();
+        assert!(size <= 2048, "{} is {size} bytes", f.display());
+    }
+    // The newest run is in the newest file.
+    let newest = events(&file);
+    assert!(
+        newest
+            .iter()
+            .any(|e| e["event"] == "call" && e["args"]["i"] == runs - 1),
+        "{newest:#?}"
+    );
+}
+
+/// Which of these calls (by the `nonce` in their recorded arguments) are
+/// not in the audit file: the detector of the SIGKILL test.
+fn missing_calls(file: &std::path::Path, nonces: &[String]) -> Vec<String> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let recorded: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|e: &Value| e["event"] == "call")
+        .collect();
+    nonces
+        .iter()
+        .filter(|n| !recorded.iter().any(|e| e["args"]["nonce"] == n.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// Rounds of: a fresh `tickbox mcp` (wasm Tick, audit arguments recorded,
+/// `extra` flags), one `tools/call` answered, SIGKILL at once. The nonces
+/// of the calls whose answer came, each round's file.
+fn answered_then_killed(
+    dir: &TempDir,
+    tag: &str,
+    rounds: usize,
+    extra: &[&str],
+) -> Vec<(String, std::path::PathBuf)> {
+    let wasm = hostile_wasm();
+    (0..rounds)
+        .map(|round| {
+            let file = dir.path(&format!("{tag}-{round}.jsonl"));
+            let mut args: Vec<String> = vec![
+                "--audit".into(),
+                file.display().to_string(),
+                "--audit-args".into(),
+            ];
+            args.extend(extra.iter().map(|s| s.to_string()));
+            args.push(wasm.clone());
+            let mut mcp = Raw::start(&args);
+            mcp.initialize("2025-06-18");
+            let nonce = format!("{tag}-{round}-{}", std::process::id());
+            let r = mcp.call(1, "echo", json!({"nonce": nonce}));
+            // The answer is here: the host dies now, before anything else.
+            mcp.kill_now();
+            assert_eq!(r["structuredContent"]["nonce"], nonce.as_str(), "{r}");
+            (nonce, file)
+        })
+        .collect()
+}
+
+/// `--audit-sync`: a call's answer is released only once its line is
+/// written and fdatasync'ed, so SIGKILL right after the answer never
+/// loses it: many rounds, nothing missing. Positive controls of the
+/// detector: without `--audit-sync` the batching (25 ms) loses the line
+/// of a call killed right after its answer in some rounds, and a line
+/// removed by hand from a synced file is reported missing.
+#[test]
+fn an_answered_call_survives_sigkill_under_audit_sync() {
+    let dir = TempDir::new("audit-sync");
+    let synced = answered_then_killed(&dir, "synced", 20, &["--audit-sync"]);
+    for (nonce, file) in &synced {
+        assert_eq!(
+            missing_calls(file, std::slice::from_ref(nonce)),
+            Vec::<String>::new(),
+            "an answered call is not on record: {}",
+            std::fs::read_to_string(file).unwrap_or_default()
+        );
+    }
+    // Positive control: batched (25 ms), the detector sees a line missing
+    // within a few rounds (each round's kill comes well within the batch
+    // wait; up to 20 rounds, so a loaded machine's stall in one is not the
+    // test's failure).
+    let lost = (0..20).find(|round| {
+        let (n, f) = answered_then_killed(&dir, &format!("batched{round}"), 1, &[]).remove(0);
+        !missing_calls(&f, std::slice::from_ref(&n)).is_empty()
+    });
+    assert!(lost.is_some(), "no batched round lost its call line");
+    // Positive control: a line removed by hand is reported.
+    let (nonce, file) = &synced[0];
+    let text = std::fs::read_to_string(file).unwrap();
+    let kept: String = text
+        .lines()
+        .filter(|l| !l.contains(nonce.as_str()))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(file, kept).unwrap();
+    let reported = missing_calls(file, std::slice::from_ref(nonce));
+    assert_eq!(reported.len(), 1, "{reported:?}");
+    assert_eq!(&reported[0], nonce);
+}
+
+/// The `audit_sync` key of an MCP config and of a policy file, and
+/// `--audit-sync` with no file to sync (one line, exit 2).
+#[test]
+fn audit_sync_keys_and_a_stream_that_cannot_be_synced() {
+    let dir = TempDir::new("audit-sync-keys");
+    let data = TempDir::new("audit-sync-keys-data");
+    let config = two_ticks(&dir, &data, "audit_sync = true\naudit_args = true");
+    let mut mcp = Raw::start(&["--config".into(), config.display().to_string()]);
+    mcp.initialize("2025-06-18");
+    let r = mcp.call(1, "calm_echo", json!({"nonce": "keyed"}));
+    mcp.kill_now();
+    assert_eq!(r["structuredContent"]["nonce"], "keyed");
+    let nonce = ["keyed".to_string()];
+    assert!(missing_calls(&dir.path("audit.jsonl"), &nonce).is_empty());
+
+    let wasm = hostile_wasm();
+    let policy = dir.path("policy.toml");
+    std::fs::write(
+        &policy,
+        "audit = \"p.jsonl\"\naudit_sync = true\naudit_args = true\n",
+    )
+    .unwrap();
+    let out = tickbox(&[
+        "call",
+        &wasm,
+        "echo",
+        r#"{"nonce":"policy"}"#,
+        "--policy",
+        policy.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(missing_calls(&dir.path("p.jsonl"), &["policy".to_string()]).is_empty());
+    std::fs::write(&policy, "audit_sync = \"yes\"\n").unwrap();
+    let out = tickbox(&[
+        "call",
+        &wasm,
+        "echo",
+        "{}",
+        "--policy",
+        policy.to_str().unwrap(),
+    ]);
+    out.expect(2, "audit_sync must be true or false");
+
+    for argv in [
+        vec!["call", wasm.as_str(), "echo", "{}", "--audit-sync"],
+        vec![
+            "call",
+            wasm.as_str(),
+            "echo",
+            "{}",
+            "--audit",
+            "-",
+            "--audit-sync",
+        ],
+    ] {
+        let out = tickbox(&argv);
+        out.expect(2, "only an audit file can be synced");
+        assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
+    }
+}
+
+fn mkfifo(path: &std::path::Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+/// An audit path that is not a regular file (a FIFO with or without a
+/// reader, a directory, a device), from the flag, a policy's key or an MCP
+/// config's, is one line and exit 2 at once: opening a FIFO used to wait
+/// for a reader for ever. A regular file is the positive control.
+#[test]
+fn an_audit_path_that_is_not_a_regular_file_is_one_line_and_exit_2_at_once() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = TempDir::new("audit-fifo");
+    let fifo = dir.path("audit.fifo");
+    mkfifo(&fifo);
+    let wasm = hostile_wasm();
+    let quick = std::time::Duration::from_secs(30);
+    let refused = |argv: &[&str]| {
+        let out = tickbox_within(argv, &[], quick);
+        out.expect(2, "not a regular file");
+        assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
+    };
+    let f = fifo.to_str().unwrap();
+    refused(&["call", &wasm, "echo", "{}", "--audit", f]);
+    // With a reader on it, where an open for writing succeeds at once.
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .unwrap();
+    refused(&["call", &wasm, "echo", "{}", "--audit", f, "--audit-sync"]);
+    drop(reader);
+    refused(&[
+        "call",
+        &wasm,
+        "echo",
+        "{}",
+        "--audit",
+        dir.0.to_str().unwrap(),
+    ]);
+    refused(&["call", &wasm, "echo", "{}", "--audit", "/dev/null"]);
+    let policy = dir.path("policy.toml");
+    std::fs::write(&policy, "audit = \"audit.fifo\"\n").unwrap();
+    refused(&[
+        "call",
+        &wasm,
+        "echo",
+        "{}",
+        "--policy",
+        policy.to_str().unwrap(),
+    ]);
+    let config = dir.path("ticks.toml");
+    std::fs::write(
+        &config,
+        format!("audit = \"audit.fifo\"\n\n[[tick]]\nname = \"h\"\npath = \"{wasm}\"\n"),
+    )
+    .unwrap();
+    let out = tickbox_within(&["mcp", "--config", config.to_str().unwrap()], &[], quick);
+    out.expect(2, "not a regular file");
+    // Positive control: a regular file.
+    let plain = dir.path("plain.jsonl");
+    let out = tickbox(&[
+        "call",
+        &wasm,
+        "echo",
+        "{}",
+        "--audit",
+        plain.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert_eq!(events(&plain)[0]["event"], "start");
+}
+
+/// SIGTERM and SIGINT reach a command blocked in an open before its Tick
+/// starts: a `--policy` that is a FIFO whose writer never writes (a read
+/// that waits for ever) and a Tick path that is a FIFO with no writer.
+/// Each used to ignore both signals; now it ends with exit 130 and one
+/// line. The positive control: the same command with a regular policy
+/// file runs.
+#[test]
+fn a_signal_ends_a_command_blocked_opening_a_fifo() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = TempDir::new("audit-fifo-signal");
+    let wasm = hostile_wasm();
+    let policy = dir.path("policy.fifo");
+    mkfifo(&policy);
+    let tick_fifo = dir.path("tick.wasm");
+    mkfifo(&tick_fifo);
+    let cases: [(&[&str], i32); 2] = [
+        (
+            &[
+                "call",
+                &wasm,
+                "echo",
+                "{}",
+                "--policy",
+                policy.to_str().unwrap(),
+            ],
+            libc::SIGTERM,
+        ),
+        (
+            &["call", tick_fifo.to_str().unwrap(), "echo", "{}"],
+            libc::SIGINT,
+        ),
+    ];
+    for (argv, signal) in cases {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tickbox"))
+            .args(argv)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"))
+            .env("TICKBOX_TRUST_DIR", target_dir().join("test-trust-none"))
+            .spawn()
+            .unwrap();
+        // Blocked once it holds the FIFO's other end: an open for writing
+        // that does not block succeeds only when a reader is there.
+        let fifo = if argv.contains(&"--policy") {
+            &policy
+        } else {
+            &tick_fifo
+        };
+        let mut writer = None;
+        assert!(
+            eventually(std::time::Duration::from_secs(60), || {
+                writer = std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(fifo)
+                    .ok();
+                writer.is_some()
+            }),
+            "tickbox never opened the FIFO"
+        );
+        // SAFETY: kill(2) of the child this test started.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let ended = exits_within(child.id(), std::time::Duration::from_secs(30));
+        if !ended {
+            let _ = child.kill();
+        }
+        let status = child.wait().unwrap();
+        assert!(ended, "{argv:?} ignored the signal");
+        let mut stderr = String::new();
+        use std::io::Read;
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert_eq!(status.code(), Some(130), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("interrupted"), "{stderr}");
+        drop(writer);
+    }
+    // Positive control: a regular policy file.
+    let plain = dir.path("policy.toml");
+    std::fs::write(&plain, "max_memory = \"64MiB\"\n").unwrap();
+    let out = tickbox(&[
+        "call",
+        &wasm,
+        "echo",
+        "{}",
+        "--policy",
+        plain.to_str().unwrap(),
+    ]);
+    assert_eq!(out.code, 0, "{out:#?}");
+}

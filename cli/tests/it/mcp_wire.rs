@@ -145,6 +145,13 @@ impl Raw {
             .unwrap_or_else(|| panic!("tools/call {tool} answered with an error: {r}"))
     }
 
+    /// SIGKILL, at once, and waits for the exit: nothing of the host's
+    /// own shutdown runs.
+    pub(crate) fn kill_now(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Closes stdin; returns the exit code and stderr.
     pub(crate) fn close(mut self) -> (i32, String) {
         drop(self.stdin.take());

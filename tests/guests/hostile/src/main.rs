@@ -76,7 +76,7 @@ fn descriptor() -> Value {
     let names = [
         "echo", "read_file", "list_dir", "connect", "lookup", "env", "grow", "spin", "recurse", "stderr_flood",
         "stdout_flood", "term", "read_keys", "misbehave", "draw_takeover", "draw_flood", "draw_big",
-        "open_many", "symlink", "stat",
+        "open_many", "symlink", "stat", "refuse_loop",
     ];
     let mut tools: Vec<Value> = names.iter().map(|n| tool(n, false)).collect();
     tools.push(tool("write_file", true));
@@ -183,6 +183,23 @@ fn call(tool: &str, args: &Value) -> Value {
                 HELD.with(|h| h.borrow_mut().extend(held));
             }
             json!({"ok": error.is_none(), "opened": opened, "error": error, "errno": errno})
+        }
+        "refuse_loop" => {
+            // Tries `n` times what its sandbox refuses (the audit's flood):
+            // opening `path`, or with `addr` connecting there; counts the
+            // refusals.
+            let n = args.get("n").and_then(Value::as_u64).unwrap_or(1);
+            let addr = arg(args, "addr");
+            let mut refused = 0u64;
+            for _ in 0..n {
+                let tried = if addr.is_empty() {
+                    std::fs::File::open(arg(args, "path")).map(drop)
+                } else {
+                    std::net::TcpStream::connect(addr).map(drop)
+                };
+                refused += u64::from(tried.is_err());
+            }
+            json!({"ok": true, "tries": n, "refused": refused})
         }
         "create_many" => {
             // Creates `n` empty entries `<path>/e0`, `e1`, ... (files, or
