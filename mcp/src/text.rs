@@ -31,9 +31,17 @@ pub fn sanitize(text: &str, max: usize, multiline: bool) -> String {
     out
 }
 
-/// A Tick title: one line, at most [`MAX_TITLE_CHARS`].
+/// A Tick title: one line, at most [`MAX_TITLE_CHARS`], shown as a name
+/// is ([`tickbox_host::text::name`]: a title that renders blank is
+/// escaped whole).
 pub fn title(text: &str) -> String {
-    sanitize(text, MAX_TITLE_CHARS, false)
+    let kept = tickbox_host::text::truncate(text, MAX_TITLE_CHARS);
+    let mut out = tickbox_host::text::name(kept);
+    if kept.len() < text.len() {
+        let cut = text[kept.len()..].chars().count();
+        out.push_str(&format!(" … [{cut} more characters cut]"));
+    }
+    out
 }
 
 /// A tool description: lines kept, at most [`MAX_DESCRIPTION_CHARS`].
@@ -44,6 +52,12 @@ pub fn description(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_blank_title_is_escaped_whole() {
+        assert_eq!(title("\u{2800}\u{3164}"), "\\u{2800}\\u{3164}");
+        assert_eq!(title("Counter"), "Counter");
+    }
 
     #[test]
     fn plain_text_is_kept() {

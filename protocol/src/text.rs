@@ -86,6 +86,43 @@ fn push_escaped(out: &mut String, c: char) {
     };
 }
 
+/// Characters that render as blank but are neither whitespace nor
+/// default-ignorable, so [`is_unsafe`] keeps them for screens (a braille
+/// drawing uses U+2800 as its empty cell): in a name they are escaped.
+fn renders_blank_in_a_name(c: char) -> bool {
+    matches!(c, '\u{2800}')
+}
+
+/// Whether `s` would show a person nothing to read: not empty, and made
+/// only of whitespace (Unicode `White_Space`: spaces of every width,
+/// no-break spaces, the ideographic space) and characters that render as
+/// blank (U+2800 BRAILLE PATTERN BLANK, the Hangul fillers, which
+/// [`is_unsafe`] already names).
+pub fn renders_blank(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars().all(|c| {
+            c.is_whitespace() || renders_blank_in_a_name(c) || is_other_default_ignorable(c)
+        })
+}
+
+/// A name, kind or title a person tells a Tick by, as one line: escaped as
+/// [`escape`] does, with U+2800 BRAILLE PATTERN BLANK escaped too, and,
+/// when the whole text would render blank ([`renders_blank`]), every
+/// character escaped, so a Tick cannot pass for a nameless or an
+/// identically shown one.
+pub fn name(s: &str) -> String {
+    let blank = renders_blank(s);
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if blank || is_unsafe(c) || renders_blank_in_a_name(c) {
+            push_escaped(&mut out, c);
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// One line for a terminal: every unsafe character, newlines included,
 /// written as a visible escape.
 pub fn escape(s: &str) -> String {
@@ -444,6 +481,34 @@ mod tests {
             v
         );
         assert!(json_safe(&pretty).contains('\n'), "layout whitespace stays");
+    }
+
+    #[test]
+    fn a_name_that_renders_blank_is_escaped_whole() {
+        for blank in [
+            "\u{2800}",
+            "\u{3164}\u{3164}",
+            " ",
+            "\u{a0}\u{3000}",
+            "\u{2800} \u{115f}",
+        ] {
+            let shown = name(blank);
+            assert!(
+                !shown.is_empty() && !renders_blank(&shown),
+                "{blank:?} -> {shown:?}"
+            );
+            assert!(shown.chars().all(|c| c.is_ascii_graphic()), "{shown:?}");
+        }
+        // The braille blank is escaped inside a name too (it would pass
+        // for a space), but kept on screens (escape) where braille art uses it.
+        assert_eq!(name("Counter\u{2800}"), "Counter\\u{2800}");
+        assert_eq!(escape("\u{2800}\u{2801}"), "\u{2800}\u{2801}");
+        // Positive controls: an ordinary name, spaces inside it, and the
+        // empty name are as they were.
+        assert_eq!(name("Counter — ünïcode"), "Counter — ünïcode");
+        assert_eq!(name("two words"), "two words");
+        assert_eq!(name(""), "");
+        assert_eq!(name("a\u{1b}]0;x"), escape("a\u{1b}]0;x"));
     }
 
     #[test]

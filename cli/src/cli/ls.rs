@@ -9,7 +9,7 @@ use tickbox_runtime::live::ended::{self, EndedInstance};
 use tickbox_runtime::live::wire::Request;
 use tickbox_runtime::live::{client, InstanceInfo, Registry};
 use tickbox_runtime::protocol::TickText;
-use tickbox_runtime::text::escape;
+use tickbox_runtime::text::{escape, name};
 
 #[derive(Args)]
 pub struct LsArgs {
@@ -103,9 +103,9 @@ fn render(all: &[InstanceInfo], gone: &[EndedInstance], with_status: bool) -> St
     let row = |i: &InstanceInfo, views: String| {
         vec![
             escape(&i.id),
-            escape(&i.name),
-            escape(&i.kind),
-            escape(&i.title),
+            name(&i.name),
+            name(&i.kind),
+            name(&i.title),
             escape(&i.backend),
             i.pid.to_string(),
             escape(&i.started),
