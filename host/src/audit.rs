@@ -2285,7 +2285,11 @@ mod tests {
         audit.denied(DenialKind::Path, "../a", "leads out");
         audit.denied(DenialKind::Path, "../b", "leads out");
         audit.denied(DenialKind::Path, "../c", "leads out");
-        assert_eq!(crate::util::lock(&lines.0).len(), 1, "held within the window");
+        assert_eq!(
+            crate::util::lock(&lines.0).len(),
+            1,
+            "held within the window"
+        );
         let start = std::time::Instant::now();
         while start.elapsed() < Duration::from_millis(40) {
             std::thread::yield_now();
@@ -2301,7 +2305,11 @@ mod tests {
             .iter()
             .map(|e| e["event"].as_str().unwrap().to_string())
             .collect();
-        assert_eq!(kinds, ["denied", "denied", "end"], "nothing held at the end");
+        assert_eq!(
+            kinds,
+            ["denied", "denied", "end"],
+            "nothing held at the end"
+        );
     }
 
     #[test]
@@ -2317,7 +2325,13 @@ mod tests {
                 allow_net: &address,
             });
             busy.denied(DenialKind::Lookup, &format!("n{port}"), "no grant names it");
-            busy.call("t", false, &json!({}), &CallOutcome::Ok(json!(1)), Duration::ZERO);
+            busy.call(
+                "t",
+                false,
+                &json!({}),
+                &CallOutcome::Ok(json!(1)),
+                Duration::ZERO,
+            );
             neighbour.used(Use::Socket {
                 address: &address,
                 allow_net: &address,
@@ -2334,9 +2348,7 @@ mod tests {
         let own: usize = mine
             .iter()
             .filter(|e| ["used", "denied", "limit"].contains(&e["event"].as_str().unwrap()))
-            .map(|e| {
-                serde_json::to_string(e).unwrap().len() + 1
-            })
+            .map(|e| serde_json::to_string(e).unwrap().len() + 1)
             .sum();
         assert!(own <= 2048 + 64, "own events within the budget: {own}");
         let calls = mine.iter().filter(|e| e["event"] == "call").count();
@@ -2442,7 +2454,9 @@ mod tests {
         }))
         .unwrap();
         let audit = Audit::new(Origin::Mcp, vec![batched.clone()]).for_session();
-        assert!(!audit.call("t", false, &json!({}), &ok, Duration::ZERO).waits());
+        assert!(!audit
+            .call("t", false, &json!({}), &ok, Duration::ZERO)
+            .waits());
         let synced_handle = Audit::new(Origin::Mcp, vec![batched.clone()])
             .synced(true)
             .for_session();

@@ -843,7 +843,8 @@ impl Session {
         let outcome = self.call_once(call, timeout).await;
         if let Some(audit) = &self.shared.audit {
             let took = started.elapsed();
-            let recorded = audit.call_via(&call.tool, call.mutates, &call.args, &outcome, took, mcp);
+            let recorded =
+                audit.call_via(&call.tool, call.mutates, &call.args, &outcome, took, mcp);
             // A synced stream: the answer goes out only once its line is
             // written and synced, so an answered call survives the host's
             // being killed the moment after.

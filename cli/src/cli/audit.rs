@@ -30,17 +30,8 @@ use tickbox_runtime::audit::{
 /// Every writer this process opened, by destination (`-` or a path).
 static WRITERS: Mutex<Vec<(String, Arc<QueuedWriter>)>> = Mutex::new(Vec::new());
 
-/// Where audit lines were asked to go: a path or `-` (stderr), and
-/// whether call arguments are recorded whole.
-#[derive(Debug, Clone, Default)]
-pub struct Wanted {
-    /// `-` or a file.
-    pub to: Option<String>,
-    /// `--audit-args` / `audit_args = true`.
-    pub args: bool,
-    /// `--audit-sync` / `audit_sync = true`.
-    pub sync: bool,
-}
+/// Where an audit stream should go: the application layer's type.
+pub use tickbox_app::AuditWish as Wanted;
 
 /// The writer for `to` (`-` is stderr), opened once per process; a synced
 /// one ([`QueuedWriter::synced`]) when `sync`.
@@ -164,22 +155,4 @@ pub fn finish() {
     for (_, w) in writers {
         w.finish();
     }
-}
-
-/// Reads the audit keys of a policy or MCP-config file: `audit` (a path,
-/// relative to the file's directory, or `-`), `audit_args` and
-/// `audit_sync`.
-pub fn from_keys(audit: Option<&str>, args: bool, sync: bool, file: &Path) -> Wanted {
-    let to = audit.map(|a| {
-        if a == "-" || Path::new(a).is_absolute() {
-            a.to_string()
-        } else {
-            file.parent()
-                .unwrap_or(Path::new("."))
-                .join(a)
-                .display()
-                .to_string()
-        }
-    });
-    Wanted { to, args, sync }
 }

@@ -111,7 +111,7 @@ pub async fn run(args: CheckArgs) -> Result<(), Exit> {
     // sandbox flags work here too.
     let mut opts = args.opts;
     opts.audit_origin = tickbox_runtime::audit::Origin::Check;
-    let launch = super::open::launcher(spec, &opts)?;
+    let launch = super::open::launcher(&super::open::app(), spec, &opts)?;
     let report = match check::run(&launch, &name, &options).await {
         Ok(r) => r,
         Err(e @ CheckError::Start(_)) => return Err(Exit::new(exit::SESSION, e)),

@@ -336,7 +336,8 @@ pub async fn run(mut args: InspectArgs) -> Result<(), Exit> {
             let audit = Arc::new(AuditRing::default());
             super::audit::also_into(audit.clone());
             args.opts.audit_origin = tickbox_runtime::audit::Origin::Cli;
-            let launcher = open::launcher(spec.clone(), &args.opts)?;
+            let app = open::app();
+            let launcher = open::launcher(&app, spec.clone(), &args.opts)?;
             let config = args.opts.config()?;
             let mut io = launcher.spawn().await.map_err(Exit::session)?;
             io.stdin = Box::new(timeline.tap(io.stdin, Dir::ToTick));
@@ -346,8 +347,13 @@ pub async fn run(mut args: InspectArgs) -> Result<(), Exit> {
                 Exit::session(e).with_last_words(last_words)
             })?;
             let session = Arc::new(session);
-            let record =
-                super::run::record_tick(&spec, &args.opts, launcher.kind(), session.view().size());
+            let record = super::run::record_tick(
+                &app,
+                &spec,
+                &args.opts,
+                launcher.kind(),
+                session.view().size(),
+            );
             let target = Target::Local {
                 session: session.clone(),
                 audit,

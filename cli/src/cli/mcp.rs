@@ -13,6 +13,7 @@ use clap::Args;
 use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tickbox_app::{Request, Target};
 use tickbox_runtime::audit::Origin;
 use tickbox_runtime::live;
 use tickbox_runtime::mcp::http::metrics::MetricsEndpoint;
@@ -137,11 +138,20 @@ impl McpArgs {
     }
 }
 
-/// One Tick to start.
+/// One Tick to start. What can fail in its request is said when it
+/// starts, under its label, as every start failure is.
 struct Planned {
     name: Option<String>,
-    spec: TickSpec,
-    opts: TickOpts,
+    /// How errors name it: its name, else its path or command.
+    label: String,
+    /// The request, without its call timeout and audit stream.
+    request: Result<Request, Exit>,
+    call_timeout: f64,
+    audit: Result<super::audit::Wanted, Exit>,
+    /// For the log of which files apply: the registry flags, the lock
+    /// beside this file.
+    registry: super::oci::RegistryOpts,
+    lock_beside: Option<std::path::PathBuf>,
     grants: Grants,
 }
 
@@ -180,7 +190,7 @@ pub async fn run(args: McpArgs, signals: Signals) -> Result<(), Exit> {
     // Which signers policy, lock file and trust store apply, one line each:
     // a client that starts this server with a reduced environment shows.
     if let Some(p) = planned.first() {
-        super::oci::log_files(&p.opts.registry.lock_beside(p.opts.policy.as_deref()));
+        super::oci::log_files(&p.registry.lock_beside(p.lock_beside.as_deref()));
     }
     // Bound before any Tick starts, so a taken port costs nothing.
     let listener = match &http {
@@ -202,15 +212,27 @@ pub async fn run(args: McpArgs, signals: Signals) -> Result<(), Exit> {
     // Each Tick is also a live instance (`tickbox ls`, `attach`, `@NAME`)
     // for as long as the facade serves it.
     let mut published = Vec::new();
-    for mut p in planned {
-        let label = p.name.clone().unwrap_or_else(|| describe_spec(&p.spec));
+    // One context for every Tick this server hosts.
+    let app = open::app();
+    for p in planned {
+        let label = p.label;
         // The Tick's audit events are counted from its first (its start);
         // the count is named once the Tick has its name.
         let counts = metrics.as_ref().map(|_| Arc::new(TickMetrics::default()));
+        let mut observers: Vec<Arc<dyn tickbox_runtime::audit::AuditObserver>> = Vec::new();
         if let Some(c) = &counts {
-            p.opts.audit_observers.push(c.clone());
+            observers.push(c.clone());
         }
-        match open::open(p.spec, &p.opts).await {
+        let (request, audit, call_timeout) = (p.request, p.audit, p.call_timeout);
+        let opened = async {
+            let call_timeout = open::call_timeout(call_timeout)?;
+            let audit = super::audit::handle(Origin::Mcp, &audit?, &observers)?;
+            let mut request = request?;
+            request.call_timeout = call_timeout;
+            request.audit = audit;
+            Ok::<_, Exit>(app.open(&request).await?)
+        };
+        match opened.await {
             Ok(t) => {
                 let name = p.name.unwrap_or_else(|| default_name(&t.session));
                 if let (Some((_, _, registry)), Some(c)) = (&metrics, counts) {
@@ -566,12 +588,16 @@ fn plan(args: McpArgs) -> Result<Vec<Planned>, Exit> {
         let spec = args.opts.spec(args.tick)?;
         let grants = args.opts.grant_spec()?;
         let mut opts = args.opts;
-        opts.asking = Asking::Nobody(consent::NOBODY_MCP);
-        opts.audit_origin = Origin::Mcp;
+        opts.asking = Some(Asking::Nobody(consent::NOBODY_MCP));
+        let label = args.name.clone().unwrap_or_else(|| describe_spec(&spec));
         return Ok(vec![Planned {
             name: args.name,
-            spec,
-            opts,
+            label,
+            request: super::open::unaudited(spec, &opts),
+            call_timeout: opts.call_timeout,
+            audit: opts.audit_wanted(),
+            lock_beside: opts.policy.clone(),
+            registry: opts.registry,
             grants,
         }]);
     };
@@ -581,70 +607,64 @@ fn plan(args: McpArgs) -> Result<Vec<Planned>, Exit> {
         ));
     }
     let config = Config::load(&path).map_err(Exit::usage)?;
-    let mut flags = args.opts;
+    let flags = args.opts;
     // The config's audit keys, unless the command line names a stream.
-    if flags.audit.is_none() {
-        flags.audit = config.audit.clone();
-        flags.audit_args |= config.audit_args;
-        flags.audit_sync |= config.audit_sync;
-    }
+    let audit = match &flags.audit {
+        Some(to) => super::audit::Wanted {
+            to: Some(to.clone()),
+            args: flags.audit_args,
+            sync: flags.audit_sync,
+        },
+        None => super::audit::Wanted {
+            to: config.audit.clone(),
+            args: flags.audit_args | config.audit_args,
+            sync: flags.audit_sync | config.audit_sync,
+        },
+    };
     Ok(config
         .ticks
         .into_iter()
-        .map(|entry| planned(entry, &flags, &path))
+        .map(|entry| planned(entry, &flags, &audit, &path))
         .collect())
 }
 
-/// An entry as the command line would have said it; the entry's own values
-/// win over flags given next to --config.
-fn planned(entry: TickEntry, flags: &TickOpts, config: &std::path::Path) -> Planned {
-    let spec = match entry.source {
-        TickSource::Path(p) => TickSpec::Path(p),
-        TickSource::Command(argv) => TickSpec::Command(argv),
+/// An entry's request: its own grants, cwd and call timeout, typed as
+/// the config file wrote them; the flags given next to --config add the
+/// audit stream, registry settings, cache and defaults.
+fn planned(
+    entry: TickEntry,
+    flags: &TickOpts,
+    audit: &super::audit::Wanted,
+    config: &std::path::Path,
+) -> Planned {
+    let target = match entry.source {
+        TickSource::Path(p) => Target::named(&p),
+        TickSource::Command(argv) => Target::Command(argv),
     };
-    // Each grant is the flag of the same name (dir → --dir, allow_net →
-    // --allow-net, env → --env, max_memory → --max-memory).
-    let opts = TickOpts {
-        // A wasm Tick has no working directory on the host: its files are its grants.
-        cwd: match &spec {
-            TickSpec::Path(p) if super::open::is_sandboxed(std::path::Path::new(p)) => None,
-            _ => entry.cwd.or_else(|| flags.cwd.clone()),
-        },
-        call_timeout: entry.call_timeout.unwrap_or(flags.call_timeout),
-        pretty: false,
-        command: Vec::new(),
-        dir: entry.grants.dir.clone(),
-        allow_net: entry.grants.allow_net.clone(),
-        allow_http: entry.grants.allow_http.clone(),
-        http_ca: entry.grants.http_ca.clone(),
-        env: entry.grants.env.clone(),
-        policy: None,
-        // The config's audit keys (or the flags), for every Tick it names.
-        audit: flags.audit.clone(),
-        audit_args: flags.audit_args,
-        audit_sync: flags.audit_sync,
-        audit_origin: Origin::Mcp,
-        // `run` adds the Tick's metrics, when asked for.
-        audit_observers: Vec::new(),
-        max_memory: entry.grants.max_memory.clone(),
-        bounds: super::open::BoundOpts {
-            max_handles: entry.grants.max_handles.clone(),
-            max_wasm_size: entry.grants.max_wasm_size.clone(),
-            compile_timeout: entry.grants.compile_timeout.clone(),
-            compile_memory: entry.grants.compile_memory.clone(),
-            max_write: entry.grants.max_write.clone(),
-        },
-        no_cache: flags.no_cache,
-        // References named in the config are locked beside it.
-        registry: flags.registry.lock_beside(Some(config)),
-        // No MCP request leads to an approval: a Tick whose manifest asks
-        // for what nobody approved is refused before MCP traffic starts.
-        asking: Asking::Nobody(consent::NOBODY_MCP),
+    let mut request = Request::new(target);
+    // A wasm Tick has no working directory on the host: its files are its grants.
+    request.cwd = if request.target.is_sandboxed() {
+        None
+    } else {
+        entry.cwd.or_else(|| flags.cwd.clone())
     };
+    request.grants = entry.grants.clone();
+    request.no_cache = flags.no_cache;
+    // References named in the config are locked beside it.
+    let registry = flags.registry.lock_beside(Some(config));
+    request.registry = registry.settings();
+    // No MCP request leads to an approval: a Tick whose manifest asks
+    // for what nobody approved is refused before MCP traffic starts.
+    request.asking = Asking::Nobody(consent::NOBODY_MCP);
     Planned {
+        label: entry.name.clone(),
         name: Some(entry.name),
-        spec,
-        opts,
+        request: Ok(request),
+        call_timeout: entry.call_timeout.unwrap_or(flags.call_timeout),
+        // The config's audit keys (or the flags), for every Tick it names.
+        audit: Ok(audit.clone()),
+        lock_beside: None,
+        registry,
         grants: entry.grants,
     }
 }

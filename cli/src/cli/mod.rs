@@ -392,7 +392,7 @@ async fn run(command: Command, signals: signals::Signals) -> Result<(), Exit> {
     }
     match command {
         Command::Describe(args) => {
-            let t = open::open(args.spec()?, &args.opts).await?;
+            let t = open::open(&open::app(), args.spec()?, &args.opts).await?;
             let d = t
                 .session
                 .descriptor()
@@ -402,7 +402,7 @@ async fn run(command: Command, signals: signals::Signals) -> Result<(), Exit> {
             r
         }
         Command::Read(args) => {
-            let t = open::open(args.spec()?, &args.opts).await?;
+            let t = open::open(&open::app(), args.spec()?, &args.opts).await?;
             let state = t
                 .session
                 .state()
@@ -414,7 +414,7 @@ async fn run(command: Command, signals: signals::Signals) -> Result<(), Exit> {
             r
         }
         Command::Screen(args) => {
-            let t = open::open(args.spec()?, &args.opts).await?;
+            let t = open::open(&open::app(), args.spec()?, &args.opts).await?;
             // A Tick usually draws right after starting; wait until it pauses.
             t.session
                 .view()
@@ -426,7 +426,7 @@ async fn run(command: Command, signals: signals::Signals) -> Result<(), Exit> {
         }
         Command::Call(args) => call(args).await,
         Command::Info(args) => {
-            let t = open::open(args.spec()?, &args.opts).await?;
+            let t = open::open(&open::app(), args.spec()?, &args.opts).await?;
             let v = info(&t);
             t.close().await;
             emit(&v, args.opts.pretty)
@@ -504,7 +504,7 @@ async fn call(args: CallArgs) -> Result<(), Exit> {
     let tool = pos.next().ok_or_else(|| Exit::usage("call needs a TOOL"))?;
     let call_args = parse_call_args(pos.next().as_ref())?;
     let spec = args.tick.spec(tick)?;
-    let t = open::open(spec, &args.tick).await?;
+    let t = open::open(&open::app(), spec, &args.tick).await?;
     let result = call_opened(&t, &tool, call_args, args.yes, args.tick.pretty).await;
     t.close().await;
     result

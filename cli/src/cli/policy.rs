@@ -381,7 +381,10 @@ impl Record {
             // The session's own events passed their budget: how many of
             // each kind were dropped.
             "unrecorded" => {
-                let counts = e["dropped"].as_object().into_iter().flat_map(|m| m.values());
+                let counts = e["dropped"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|m| m.values());
                 s.dropped += counts
                     .filter_map(Value::as_object)
                     .flat_map(|kinds| kinds.values())
@@ -1339,14 +1342,21 @@ mod tests {
             start("a", g),
             denied(json!({})),
             denied(json!({"count": 41, "first": "t", "last": "t"})),
-            line(json!({"v": 1, "ts": "t", "event": "unrecorded", "session": "a",
+            line(
+                json!({"v": 1, "ts": "t", "event": "unrecorded", "session": "a",
                 "bound": 1024, "dropped": {"used": {"socket": 5}, "denied": {"lookup": 2}},
-                "detail": "…"})),
+                "detail": "…"}),
+            ),
         ];
         let (text, _) = suggest(&lines);
-        assert!(text.contains("denied path \"../x\": leads out (42 times)"), "{text}");
         assert!(
-            text.contains("# INCOMPLETE RECORD: session a passed its audit budget: 7 of its events"),
+            text.contains("denied path \"../x\": leads out (42 times)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "# INCOMPLETE RECORD: session a passed its audit budget: 7 of its events"
+            ),
             "{text}"
         );
         // Positive control: without the merged line and the budget's

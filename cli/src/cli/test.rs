@@ -3,11 +3,11 @@
 
 use super::consent::{Asking, NOBODY_TEST};
 use super::exit::{self, Exit};
-use super::open::{launcher as resolve, TickOpts, TickSpec};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tickbox_app::{App, Request, Target};
 use tickbox_runtime::scenario::{
     self, report, trace, Outcome, Policy, Prepared, RunOptions, Scenario, ScenarioResult,
     TimeBudget,
@@ -277,62 +277,41 @@ impl Rules {
     }
 }
 
-/// Parses a scenario's `[tick]` grants exactly as the command line would,
-/// so a scenario gets the same checks and defaults as `tickbox run`.
-#[derive(Parser)]
-#[command(no_binary_name = true)]
-struct GrantLine {
-    #[command(flatten)]
-    opts: TickOpts,
-}
-
-fn launcher(s: &Scenario, args: &TestArgs) -> Result<Launcher, Exit> {
-    let no_cache = args.no_cache;
+/// The request a scenario's `[tick]` makes: its grants as the one grant
+/// type, straight from the scenario (the same checks and defaults as a
+/// command line's, in the application layer), the audit stream from the
+/// command line, and nobody to approve.
+fn launcher(app: &App, s: &Scenario, args: &TestArgs) -> Result<Launcher, Exit> {
     let t = &s.tick;
-    // Every grant and bound of the one grant type, as the flags give them.
-    let mut argv: Vec<String> = super::open::spec_args(&t.grants);
-    let mut flag = |name: &str, v: &str| {
-        argv.push(format!("--{name}"));
-        argv.push(v.to_string());
+    let target = match &t.path {
+        Some(p) => Target::named(&p.display().to_string()),
+        None => Target::Command(t.command.clone()),
     };
-    let is_wasm = t.path.as_deref().is_some_and(super::open::is_sandboxed);
     // A native Tick starts in the scenario's directory unless it says otherwise.
     let cwd = t.cwd.clone().or_else(|| {
-        (!is_wasm).then(|| {
+        (!target.is_sandboxed()).then(|| {
             s.file
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())
                 .map_or_else(|| PathBuf::from("."), PathBuf::from)
         })
     });
-    if let Some(c) = cwd {
-        flag("cwd", &c.display().to_string());
-    }
-    if no_cache {
-        argv.push("--no-cache".into());
-    }
-    let mut line = GrantLine::try_parse_from(&argv).map_err(|e| {
-        Exit::usage(
-            e.to_string()
-                .lines()
-                .next()
-                .unwrap_or("bad [tick]")
-                .to_string(),
-        )
-    })?;
-    let spec = match &t.path {
-        Some(p) => TickSpec::Path(p.display().to_string()),
-        None => TickSpec::Command(t.command.clone()),
+    // The audit stream is the command line's, never the scenario file's.
+    let wanted = super::audit::Wanted {
+        to: args.audit.clone(),
+        args: args.audit_args,
+        sync: args.audit_sync,
     };
+    let audit = super::audit::handle(tickbox_runtime::audit::Origin::Scenario, &wanted, &[])?;
+    let mut request = Request::new(target);
+    request.grants = t.grants.clone();
+    request.cwd = cwd;
+    request.audit = audit;
+    request.no_cache = args.no_cache;
     // A scenario runs unattended: what a manifest asks for must have
     // been approved beforehand (`tickbox trust`).
-    line.opts.asking = Asking::Nobody(NOBODY_TEST);
-    // The audit stream is the command line's, never the scenario file's.
-    line.opts.audit = args.audit.clone();
-    line.opts.audit_args = args.audit_args;
-    line.opts.audit_sync = args.audit_sync;
-    line.opts.audit_origin = tickbox_runtime::audit::Origin::Scenario;
-    resolve(spec, &line.opts)
+    request.asking = Asking::Nobody(NOBODY_TEST);
+    Ok(app.launcher(&request)?)
 }
 
 fn prepare(l: Launcher) -> Prepared {
@@ -344,6 +323,7 @@ fn prepare(l: Launcher) -> Prepared {
 
 /// One scenario, from its file to its result.
 async fn one(
+    app: Arc<App>,
     file: PathBuf,
     args: Arc<TestArgs>,
     rules: Arc<Rules>,
@@ -425,7 +405,7 @@ async fn one(
             }
         }
     };
-    let prepared = match launcher(&s, &args) {
+    let prepared = match launcher(&app, &s, &args) {
         Ok(l) => prepare(l),
         Err(e) => {
             let o = if e.code == exit::USAGE {
@@ -580,15 +560,18 @@ pub async fn run(args: TestArgs) -> Result<(), Exit> {
     let pretty = args.pretty;
     let filter = Arc::new(args.filter.clone());
     let args = Arc::new(args);
+    // One context for the run: scenarios share the engine and what they
+    // resolved (a reference is verified once, then every start runs it).
+    let app = Arc::new(super::open::app());
     let permits = Arc::new(tokio::sync::Semaphore::new(jobs));
     let mut tasks = tokio::task::JoinSet::new();
     for (i, file) in files.into_iter().enumerate() {
         let (args, filter, permits) = (args.clone(), filter.clone(), permits.clone());
-        let rules = rules.clone();
+        let (rules, app) = (rules.clone(), app.clone());
         tasks.spawn(async move {
             // The semaphore is never closed, so acquiring cannot fail.
             let _permit = permits.acquire_owned().await.ok();
-            (i, one(file, args, rules, filter).await)
+            (i, one(app, file, args, rules, filter).await)
         });
     }
     let mut results: Vec<(usize, ScenarioResult)> = Vec::new();

@@ -68,7 +68,7 @@ pub async fn run(args: WatchArgs) -> Result<(), Exit> {
     match args.opts.spec(args.tick.clone())? {
         TickSpec::Live(target) => watch_live(&target, args.interval, args.opts.pretty).await,
         spec => {
-            let t = open::open(spec, &args.opts).await?;
+            let t = open::open(&open::app(), spec, &args.opts).await?;
             let session = &t.session;
             let mut sub = Subscription::new(session, args.interval, true);
             let mut stopped = None;
