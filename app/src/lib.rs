@@ -38,6 +38,7 @@ pub mod consent;
 mod error;
 pub mod grants;
 pub mod open;
+pub mod policy;
 pub mod registry;
 mod settings;
 
@@ -47,6 +48,8 @@ pub use grants::AuditWish;
 pub use open::{is_sandboxed, Backend, Opened, Request, Target};
 pub use registry::RegistrySettings;
 pub use settings::Settings;
+/// The session an [`Opened`] Tick is driven through.
+pub use tickbox_host::{CallOutcome, Session, SessionConfig};
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1081,7 +1081,7 @@ impl Audit {
             }
         };
         let m = &mut record.merges[i];
-        let held = m.held.get_or_insert_with(|| Held {
+        let held = m.held.get_or_insert(Held {
             count: 0,
             first: now,
             last: now,

@@ -150,15 +150,9 @@ pub fn bound_defaults() -> Vec<(&'static str, String)> {
     ]
 }
 
-/// A size as `--max-memory` and the others take it: the largest binary
-/// unit that divides it (`256MiB`, `4GiB`, `4KiB`), else bytes.
+/// A size as `--max-memory` and the others take it (`256MiB`).
 pub(crate) fn size(bytes: u64) -> String {
-    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", bytes >> shift);
-        }
-    }
-    bytes.to_string()
+    tickbox_app::policy::size(bytes)
 }
 
 /// Which Tick to start.
