@@ -37,6 +37,8 @@
 pub mod consent;
 mod error;
 pub mod grants;
+pub mod inspect;
+pub mod live;
 pub mod open;
 pub mod policy;
 pub mod registry;

@@ -305,15 +305,10 @@ const MIN_TOKEN_CHARS: usize = 16;
 /// `http::SESSION_IDLE_TIMEOUT`. Read only here, in the CLI.
 use super::env::MCP_HTTP_SESSION_IDLE_MS as SESSION_IDLE_ENV;
 
-/// A new token: 32 random bytes from the kernel, as 64 hex digits (also
-/// `tickbox inspect`'s).
+/// A new token: 32 random bytes from the kernel, as 64 hex digits (the
+/// inspector's too).
 pub(super) fn random_token() -> Result<String, Exit> {
-    use std::io::Read;
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| Exit::session(format!("cannot make a token: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(tickbox_app::inspect::server::new_token()?)
 }
 
 /// The token for --http (or --metrics): read from the file `flag` names

@@ -215,8 +215,9 @@ fn each_layer_depends_only_on_what_it_is_for() {
         "positive control: the CLI's OTLP client is hyper's"
     );
     // The application layer: from a request to a running Tick, for every
-    // user (the CLI, `tickbox mcp`, `tickbox test`, embedders). It takes
-    // typed values: no argument parser, no MCP server.
+    // user (the CLI, `tickbox mcp`, `tickbox test`, embedders), and the
+    // inspector's server (over the MCP HTTP server's door). It takes typed
+    // values: no argument parser, and no arrow up to the CLI.
     let app = tree("tickbox-app", &[]);
     assert!(
         app.contains("tickbox-registry") && app.contains("tickbox-sandbox") && app.contains("toml"),
@@ -225,7 +226,7 @@ fn each_layer_depends_only_on_what_it_is_for() {
     none(
         &app,
         "tickbox-app",
-        &["clap", "rmcp", "tickbox-mcp", "tickbox"],
+        &["clap", "tracing-subscriber", "tickbox", "tickbox-runtime"],
     );
     assert!(
         tree("tickbox", &["--depth", "1"]).contains("tickbox-app"),
