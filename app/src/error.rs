@@ -56,6 +56,12 @@ pub enum AppError {
     /// The person interrupted the approval prompt.
     #[error("interrupted at the approval prompt; nothing was started or stored")]
     Interrupted,
+    /// An audit destination cannot be opened.
+    #[error("audit {to}: cannot open it: {why}")]
+    AuditOpen { to: String, why: String },
+    /// Only a file can be synced (`audit_sync` without an audit file).
+    #[error("audit_sync: only an audit file can be synced")]
+    AuditSyncWithoutFile,
     /// The Tick could not start or failed initialization.
     #[error("{message}")]
     Start {
@@ -81,7 +87,9 @@ impl AppError {
             | AppError::NoStore
             | AppError::NoTrustStore
             | AppError::NotApproved(_)
-            | AppError::Prompt(_) => true,
+            | AppError::Prompt(_)
+            | AppError::AuditOpen { .. }
+            | AppError::AuditSyncWithoutFile => true,
             AppError::Registry(RegistryError::Reference(_)) => true,
             AppError::Registry(_)
             | AppError::Refused(_)

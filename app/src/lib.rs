@@ -34,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 
+mod audit;
 pub mod consent;
 mod error;
 pub mod grants;
@@ -92,6 +93,15 @@ pub trait Notices: Send + Sync {
     fn notice(&self, notice: &Notice);
 }
 
+/// Observers every audit stream of an [`App`] also gets (the CLI's
+/// OpenTelemetry exporter), started the first time a stream is made.
+pub trait Observers: Send + Sync {
+    /// The observers, started now if they were not yet.
+    fn observers(&self) -> Result<Vec<Arc<dyn tickbox_host::audit::AuditObserver>>, AppError>;
+    /// Gives them their bounded time to send what is left (on the way out).
+    fn finish(&self) {}
+}
+
 /// Notices dropped (an embedding program that wants none).
 pub struct Quiet;
 
@@ -120,6 +130,10 @@ pub struct App {
     /// runs what was verified the first time.
     resolved: Mutex<HashMap<String, Pulled>>,
     said_no_policy: AtomicBool,
+    /// Audit writers and extra sinks.
+    audit: audit::AuditFiles,
+    /// Observers of every audit stream, if the embedder has some.
+    observers: Option<Arc<dyn Observers>>,
 }
 
 impl App {
@@ -137,7 +151,15 @@ impl App {
             uncached: OnceLock::new(),
             resolved: Mutex::new(HashMap::new()),
             said_no_policy: AtomicBool::new(false),
+            audit: audit::AuditFiles::default(),
+            observers: None,
         }
+    }
+
+    /// This App, every audit stream of it also observed by `observers`.
+    pub fn observed_by(mut self, observers: Arc<dyn Observers>) -> App {
+        self.observers = Some(observers);
+        self
     }
 
     /// The settings it was made with.

@@ -33,4 +33,8 @@ pub struct Settings {
     /// The compiler worker: an executable that compiles under the Tick's
     /// compile bounds (`None`: compile in this process).
     pub compile_worker: Option<PathBuf>,
+    /// The size at which an audit file is rotated.
+    pub audit_max_bytes: u64,
+    /// The bytes of audit lines one session's own doings may write.
+    pub audit_session_max_bytes: u64,
 }

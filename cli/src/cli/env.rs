@@ -184,5 +184,7 @@ pub fn settings() -> tickbox_app::Settings {
         default_signers_file: default_signers_file(),
         // Compiling runs in a worker: this same executable.
         compile_worker: std::env::current_exe().ok(),
+        audit_max_bytes: audit_max_bytes(),
+        audit_session_max_bytes: audit_session_max_bytes(),
     }
 }

@@ -62,7 +62,7 @@ pub struct InspectArgs {
 }
 
 /// Runs the command until a signal.
-pub async fn run(mut args: InspectArgs) -> Result<(), Exit> {
+pub async fn run(mut args: InspectArgs, app: &tickbox_app::App) -> Result<(), Exit> {
     let spec = args.opts.spec(args.tick.clone())?;
     let addr: SocketAddr = args.listen.parse().map_err(|_| {
         Exit::usage(format!(
@@ -96,10 +96,9 @@ pub async fn run(mut args: InspectArgs) -> Result<(), Exit> {
         }
         _ => {
             let audit = Arc::new(AuditRing::default());
-            super::audit::also_into(audit.clone());
+            app.also_audit_into(audit.clone());
             args.opts.audit_origin = tickbox_runtime::audit::Origin::Cli;
-            let app = open::app();
-            let launcher = open::launcher(&app, spec.clone(), &args.opts)?;
+            let launcher = open::launcher(app, spec.clone(), &args.opts)?;
             let config = args.opts.config()?;
             let mut io = launcher.spawn().await.map_err(Exit::session)?;
             io.stdin = Box::new(timeline.tap(io.stdin, Dir::ToTick));
@@ -110,7 +109,7 @@ pub async fn run(mut args: InspectArgs) -> Result<(), Exit> {
             })?;
             let session = Arc::new(session);
             let record = super::run::record_tick(
-                &app,
+                app,
                 &spec,
                 &args.opts,
                 launcher.kind(),

@@ -157,7 +157,7 @@ struct Planned {
 
 /// Runs the MCP server until the client goes away (stdio) or a signal has
 /// drained it (HTTP).
-pub async fn run(args: McpArgs, signals: Signals) -> Result<(), Exit> {
+pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Result<(), Exit> {
     default_logging();
     let drain_timeout = args
         .drain_timeout
@@ -212,8 +212,6 @@ pub async fn run(args: McpArgs, signals: Signals) -> Result<(), Exit> {
     // Each Tick is also a live instance (`tickbox ls`, `attach`, `@NAME`)
     // for as long as the facade serves it.
     let mut published = Vec::new();
-    // One context for every Tick this server hosts.
-    let app = open::app();
     for p in planned {
         let label = p.label;
         // The Tick's audit events are counted from its first (its start);
@@ -226,7 +224,7 @@ pub async fn run(args: McpArgs, signals: Signals) -> Result<(), Exit> {
         let (request, audit, call_timeout) = (p.request, p.audit, p.call_timeout);
         let opened = async {
             let call_timeout = open::call_timeout(call_timeout)?;
-            let audit = super::audit::handle(Origin::Mcp, &audit?, &observers)?;
+            let audit = super::audit::handle(&app, Origin::Mcp, &audit?, &observers)?;
             let mut request = request?;
             request.call_timeout = call_timeout;
             request.audit = audit;

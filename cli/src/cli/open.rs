@@ -272,11 +272,12 @@ use tickbox_app::{App, AppError, Notice, Notices, Request, Target};
 /// The request a command's flags make for `spec`, for the application
 /// layer: grants, bounds, policy file, audit stream, registry settings and
 /// who may approve, as typed values.
-pub fn request(spec: TickSpec, args: &TickOpts) -> Result<Request, Exit> {
+pub fn request(app: &App, spec: TickSpec, args: &TickOpts) -> Result<Request, Exit> {
     let call_timeout = call_timeout(args.call_timeout)?;
     let mut request = unaudited(spec, args)?;
     request.call_timeout = call_timeout;
     request.audit = super::audit::handle(
+        app,
         args.audit_origin,
         &args.audit_wanted()?,
         &args.audit_observers,
@@ -315,12 +316,12 @@ pub fn launcher(
     spec: TickSpec,
     args: &TickOpts,
 ) -> Result<tickbox_runtime::Launcher, Exit> {
-    Ok(app.launcher(&request(spec, args)?)?)
+    Ok(app.launcher(&request(app, spec, args)?)?)
 }
 
 /// Starts and initializes a Tick.
 pub async fn open(app: &App, spec: TickSpec, args: &TickOpts) -> Result<Opened, Exit> {
-    Ok(app.open(&request(spec, args)?).await?)
+    Ok(app.open(&request(app, spec, args)?).await?)
 }
 
 /// An application error in the command line's words: settings named by
@@ -356,6 +357,13 @@ pub fn exit_of(e: AppError) -> Exit {
             "no trust store: set {} or HOME",
             super::env::TRUST_DIR
         )),
+        AppError::AuditOpen { to, why } => Exit::usage(format!(
+            "--audit {}: cannot open it: {why}",
+            tickbox_runtime::text::escape(&to)
+        )),
+        AppError::AuditSyncWithoutFile => Exit::usage(
+            "--audit-sync: only an audit file can be synced: give --audit FILE (or an audit key naming a file)",
+        ),
         AppError::Prompt(why) => Exit::usage(format!("cannot ask on the terminal: {why}")),
         AppError::Interrupted => Exit::new(super::exit::INTERRUPTED, e),
         AppError::Start {
@@ -446,6 +454,7 @@ pub fn app() -> App {
 /// [`app`], its notices going to `notices`.
 pub fn app_with(notices: std::sync::Arc<Stderr>) -> App {
     App::with_notices(super::env::settings(), notices)
+        .observed_by(std::sync::Arc::new(super::otel::Telemetry::default()))
 }
 
 #[cfg(test)]

@@ -352,9 +352,9 @@ fn host(
     // A live host always keeps its own audit stream, in the state
     // directory (rotated at its bound), besides any --audit.
     args.opts.audit_origin = tickbox_runtime::audit::Origin::LiveHost;
-    match super::audit::live_host_sink(registry.dir()) {
-        Ok(sink) => super::audit::also_into(sink),
-        Err(e) => return ready_failed(&mut ready, &e),
+    match app.live_host_sink(registry.dir(), super::env::live_audit_max_bytes()) {
+        Ok(sink) => app.also_audit_into(sink),
+        Err(e) => return ready_failed(&mut ready, &open::exit_of(e)),
     }
     let runtime = match super::new_runtime(2) {
         Ok(rt) => rt,
@@ -437,7 +437,6 @@ fn host(
         0
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
-    super::audit::finish();
-    super::otel::finish();
+    app.finish_audit();
     code
 }

@@ -19,7 +19,7 @@ pub const FAILED: u8 = 1;
 
 /// `tickbox test`'s help after the options: its exit codes and rules, the
 /// defaults and bounds read from their constants.
-pub static HELP: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+pub fn help() -> String {
     let minutes = |d: Duration| format!("{}m", d.as_secs() / 60);
     format!(
         "\
@@ -58,7 +58,7 @@ step's outcome in it (at most {trace_max_mib} MiB; a cut trace says so in the re
         run_timeout = minutes(scenario::DEFAULT_RUN_TIMEOUT),
         trace_max_mib = trace::MAX_TRACE_BYTES >> 20,
     )
-});
+}
 
 /// When `tickbox test` writes a trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -302,7 +302,7 @@ fn launcher(app: &App, s: &Scenario, args: &TestArgs) -> Result<Launcher, Exit> 
         args: args.audit_args,
         sync: args.audit_sync,
     };
-    let audit = super::audit::handle(tickbox_runtime::audit::Origin::Scenario, &wanted, &[])?;
+    let audit = super::audit::handle(app, tickbox_runtime::audit::Origin::Scenario, &wanted, &[])?;
     let mut request = Request::new(target);
     request.grants = t.grants.clone();
     request.cwd = cwd;
@@ -495,7 +495,7 @@ impl Drop for Scratch {
 }
 
 /// Runs `tickbox test`.
-pub async fn run(args: TestArgs) -> Result<(), Exit> {
+pub async fn run(args: TestArgs, app: Arc<App>) -> Result<(), Exit> {
     match args.command {
         Some(TestCommand::Review(r)) => return super::review::run(r),
         Some(TestCommand::ShowTrace(t)) => return super::show_trace::run(t),
@@ -562,7 +562,6 @@ pub async fn run(args: TestArgs) -> Result<(), Exit> {
     let args = Arc::new(args);
     // One context for the run: scenarios share the engine and what they
     // resolved (a reference is verified once, then every start runs it).
-    let app = Arc::new(super::open::app());
     let permits = Arc::new(tokio::sync::Semaphore::new(jobs));
     let mut tasks = tokio::task::JoinSet::new();
     for (i, file) in files.into_iter().enumerate() {
