@@ -224,7 +224,7 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
         let (request, audit, call_timeout) = (p.request, p.audit, p.call_timeout);
         let opened = async {
             let call_timeout = open::call_timeout(call_timeout)?;
-            let audit = super::audit::handle(&app, Origin::Mcp, &audit?, &observers)?;
+            let audit = super::audit::handle(app, Origin::Mcp, &audit?, &observers)?;
             let mut request = request?;
             request.call_timeout = call_timeout;
             request.audit = audit;
