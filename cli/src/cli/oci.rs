@@ -397,17 +397,6 @@ pub fn lock_command(args: LockArgs) -> Result<Value, Exit> {
     Ok(json!({"lock": path, "locked": out}))
 }
 
-/// How a file was found, for a report: `{"found": "flag"|"environment"|
-/// "default"|"none", "by": FLAG or VARIABLE}`.
-fn found(origin: Option<&Origin>) -> Value {
-    match origin {
-        None => json!({"found": "none"}),
-        Some(Origin::Flag(flag)) => json!({"found": "flag", "by": flag}),
-        Some(Origin::Environment(var)) => json!({"found": "environment", "by": var}),
-        Some(Origin::DefaultPath) => json!({"found": "default"}),
-    }
-}
-
 /// The trust store's directory and how it was found.
 fn trust_source() -> Option<Source> {
     super::env::trust_dir_found().map(|(path, by_env)| Source {
@@ -421,92 +410,14 @@ fn trust_source() -> Option<Source> {
 }
 
 /// Which signers policy, lock file and trust store apply under `opts`,
-/// where each was found, and for `reference` what the policy decides and
-/// what the lock holds (`tickbox policy show`). A policy that cannot be
-/// used is its error (exit 2, naming the rule).
+/// and for `reference` what the policy decides (`tickbox policy show`).
 pub fn files_report(opts: &RegistryOpts, reference: Option<&str>) -> Result<Value, Exit> {
-    let policy = opts.signers_policy()?;
-    let signers = match &policy {
-        Some(p) => {
-            let mut v = found(Some(&p.source().origin));
-            v["path"] = json!(p.source().path);
-            v["no_match"] = json!(p.no_match());
-            v["rules"] = p
-                .rules()
-                .iter()
-                .map(|r| {
-                    json!({
-                        "rule": r.index,
-                        "references": r.written,
-                        "pattern": r.pattern.to_string(),
-                        "allowed_signers": r.allowed_signers,
-                    })
-                })
-                .collect();
-            v
-        }
-        None => {
-            let mut v = found(None);
-            v["default"] = json!(super::env::default_signers_file());
-            v
-        }
-    };
-    let lock_source = opts.lock_source();
-    let lock_file = match &lock_source {
-        Some(s) => Some(read_lock(&s.path)?),
-        None => None,
-    };
-    let lock = match &lock_source {
-        Some(s) => {
-            let mut v = found(Some(&s.origin));
-            v["path"] = json!(s.path);
-            v["exists"] = json!(s.path.exists());
-            v["entries"] = json!(lock_file.as_ref().map_or(0, |l| l.entries().len()));
-            v
-        }
-        None => {
-            let mut v = found(None);
-            v["default"] = json!(opts.default_lock_path());
-            v
-        }
-    };
-    let trust = match trust_source() {
-        Some(s) => {
-            let mut v = found(Some(&s.origin));
-            v["path"] = json!(s.path);
-            v
-        }
-        None => found(None),
-    };
-    let mut out = json!({"signers": signers, "lock": lock, "trust": trust});
-    if let Some(r) = reference {
-        let parsed = parse(r)?;
-        let name = parsed.name();
-        let decision = match &policy {
-            None => json!({"outcome": "no_policy"}),
-            Some(p) => match p.decide(&name) {
-                Decision::Require(rule) => json!({
-                    "outcome": "require",
-                    "rule": rule.index,
-                    "references": rule.written,
-                    "pattern": rule.pattern.to_string(),
-                    "allowed_signers": rule.allowed_signers,
-                }),
-                Decision::NoMatch(setting) => json!({"outcome": "no_match", "no_match": setting}),
-            },
-        };
-        let locked = lock_file
-            .as_ref()
-            .and_then(|l| l.get(&parsed))
-            .map(|e| json!({"reference": e.reference.to_string(), "manifest": e.manifest, "signer": e.signer}));
-        out["reference"] = json!({
-            "reference": parsed.to_string(),
-            "name": name.to_string(),
-            "decision": decision,
-            "locked": locked,
-        });
-    }
-    Ok(out)
+    Ok(tickbox_app::registry::files_report(
+        &opts.settings(),
+        &super::env::settings(),
+        trust_source(),
+        reference,
+    )?)
 }
 
 /// The `tracing` target of [`log_files`]' lines (`tickbox mcp` shows it by
