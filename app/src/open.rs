@@ -392,3 +392,53 @@ impl App {
         }
     }
 }
+
+impl App {
+    /// The `[tick]` table of a recording (`tickbox run --record`, the
+    /// inspector's export): the Tick as `request` started it, a reference
+    /// pinned, paths made absolute so the scenario runs from anywhere.
+    pub fn record_tick(
+        &self,
+        request: &Request,
+        kind: tickbox_host::TickKind,
+        size: (u16, u16),
+    ) -> tickbox_conformance::scenario::RecordTick {
+        use tickbox_conformance::scenario::{dir_grant, RecordTick, RecordTime};
+        use tickbox_host::TickKind;
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        let grants = request.grant_spec().unwrap_or_default();
+        let time = match kind {
+            TickKind::Native => RecordTime::Native,
+            TickKind::WasmComponent => RecordTime::Virtual,
+            TickKind::WasmModule => RecordTime::RealWasm,
+        };
+        let native = time == RecordTime::Native;
+        let (path, command) = match &request.target {
+            // A reference is recorded pinned, so a replay runs the same bytes.
+            Target::Oci(r) => (
+                Some(PathBuf::from(self.pinned(r).unwrap_or_else(|| r.clone()))),
+                Vec::new(),
+            ),
+            Target::File(p) => (Some(abs(p)), Vec::new()),
+            Target::Command(argv) => (None, argv.clone()),
+        };
+        RecordTick {
+            path,
+            cwd: native.then(|| request.cwd.as_deref().map_or_else(|| cwd.clone(), abs)),
+            command,
+            // The whole spec: every grant and bound the session had, with
+            // the host paths absolute so the scenario runs from anywhere.
+            grants: GrantSpec {
+                dir: grants.dir.iter().map(|d| dir_grant(&cwd, d)).collect(),
+                http_ca: grants
+                    .http_ca
+                    .as_deref()
+                    .map(|c| abs(Path::new(c)).display().to_string()),
+                ..grants.clone()
+            },
+            size,
+            time,
+        }
+    }
+}

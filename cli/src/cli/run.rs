@@ -219,8 +219,8 @@ fn record_target(file: &Path) -> Result<PathBuf, Exit> {
     Ok(abs)
 }
 
-/// The `[tick]` table of a recording: the Tick as this command started it,
-/// paths made absolute so the scenario runs from anywhere.
+/// The `[tick]` table of a recording: the Tick as this command started it
+/// (`tickbox_app::App::record_tick`; a live instance records nothing).
 pub(super) fn record_tick(
     app: &tickbox_app::App,
     spec: &TickSpec,
@@ -228,45 +228,16 @@ pub(super) fn record_tick(
     kind: TickKind,
     size: (u16, u16),
 ) -> RecordTick {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    let grants = opts.grant_spec().unwrap_or_default();
-    let time = match kind {
-        TickKind::Native => RecordTime::Native,
-        TickKind::WasmComponent => RecordTime::Virtual,
-        TickKind::WasmModule => RecordTime::RealWasm,
-    };
-    let native = time == RecordTime::Native;
-    let (path, command) = match spec {
-        // A reference is recorded pinned, so a replay runs the same bytes.
-        TickSpec::Path(p) if tickbox_registry::is_reference(p) => (
-            Some(PathBuf::from(app.pinned(p).unwrap_or_else(|| p.clone()))),
-            Vec::new(),
-        ),
-        TickSpec::Path(p) => (Some(abs(Path::new(p))), Vec::new()),
-        TickSpec::Command(argv) => (None, argv.clone()),
-        TickSpec::Live(_) => (None, Vec::new()),
-    };
-    RecordTick {
-        path,
-        cwd: native.then(|| opts.cwd.as_deref().map_or_else(|| cwd.clone(), abs)),
-        command,
-        // The whole spec: every grant and bound the session had, with the
-        // host paths absolute so the scenario runs from anywhere.
-        grants: tickbox_runtime::backend::wasm::grants::GrantSpec {
-            dir: grants
-                .dir
-                .iter()
-                .map(|d| tickbox_runtime::scenario::dir_grant(&cwd, d))
-                .collect(),
-            http_ca: grants
-                .http_ca
-                .as_deref()
-                .map(|c| abs(Path::new(c)).display().to_string()),
-            ..grants.clone()
+    match open::unaudited(spec.clone(), opts) {
+        Ok(request) => app.record_tick(&request, kind, size),
+        Err(_) => RecordTick {
+            path: None,
+            cwd: None,
+            command: Vec::new(),
+            grants: Default::default(),
+            size,
+            time: RecordTime::Native,
         },
-        size,
-        time,
     }
 }
 
