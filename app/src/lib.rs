@@ -11,10 +11,19 @@
 //!
 //! Where to start: fill a [`Settings`] (the CLI does it from its
 //! environment; a library reads none), make one [`App`] (it owns the
-//! engines, the resolved references and where notices go, so two Apps in
-//! one process share nothing), describe a start as a [`Request`] and call
-//! [`App::open`] (or [`App::launcher`] to start instances later). Errors
-//! are [`AppError`]s, one variant per rule; the caller words them.
+//! engines, the resolved references, the audit writers and where notices
+//! go, so two Apps in one process share nothing), describe a start as a
+//! [`Request`] and call [`App::open`] (or [`App::launcher`] to start
+//! instances later). Errors are [`AppError`]s, one variant per rule; the
+//! caller words them and chooses exit codes.
+//!
+//! Modules: [`open`] (request → launcher → session), [`registry`]
+//! (`oci://` resolution under the signers policy and the lock, `policy
+//! show`'s report), [`consent`] (the decision; the prompt is the
+//! caller's [`Approver`]), [`grants`] (grant policy files and manifests),
+//! [`policy`] (`policy suggest` from audit files), [`inspect`] (the
+//! inspector's page server), [`live`] (live instances' errors).
+//! `examples/embed` is a whole embedding program.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -26,10 +35,12 @@
 //! let mut request = Request::new(Target::Oci("oci://localhost:5000/counter:1".into()));
 //! request.registry.signers = Some(tickbox_app::source("signers.toml".into()));
 //! request.registry.locked = true;
-//! let tick = app.open(&request).await?;
+//! let tick = app.open(&request).await?; // refused unless signed as the policy says
 //! let catalog = tick.session.descriptor().expect("initialized");
 //! let call = catalog.prepare("increment", serde_json::json!({"amount": 2}))?;
-//! println!("{:?}", tick.session.call(&call).await); // stdout-ok: an example
+//! if let tickbox_app::CallOutcome::Ok(result) = tick.session.call(&call).await {
+//!     println!("{result}"); // stdout-ok: the example prints its result
+//! }
 //! tick.close().await;
 //! # Ok(()) }
 //! ```
