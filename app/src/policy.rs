@@ -70,7 +70,7 @@ use std::fmt::Write as _;
 use tickbox_conformance::scenario::{self, FileError};
 use tickbox_host::audit::{MAX_AUDIT_LINE_BYTES, MAX_AUDIT_READ_BYTES};
 use tickbox_host::text;
-use tickbox_sandbox::grants::{dir_host, GrantSpec};
+use tickbox_sandbox::grants::{dir_host, GrantSpec, NetGrant};
 use tickbox_sandbox::limits as bounds;
 
 /// The audit schema version this reader knows.
@@ -504,10 +504,9 @@ fn granted_dirs(g: &Value) -> Vec<DirGrant> {
         .collect()
 }
 
-/// An `allow_net` grant: its host and port (`None`: any), as written.
+/// An `allow_net` grant as written, and its host.
 struct NetSpec {
     host: String,
-    port: Option<u16>,
     spec: String,
 }
 
@@ -515,26 +514,26 @@ impl NetSpec {
     /// Reads `HOST:PORT` as `allow_net` writes it (IPv6 in brackets).
     fn parse(spec: &str) -> Option<NetSpec> {
         let (host, port) = spec.rsplit_once(':')?;
-        let port = match port {
-            "*" => None,
-            p => Some(p.parse().ok()?),
-        };
+        if port != "*" {
+            port.parse::<u16>().ok()?;
+        }
         let host = host
             .strip_prefix('[')
             .and_then(|h| h.strip_suffix(']'))
             .unwrap_or(host);
         Some(NetSpec {
             host: host.to_string(),
-            port,
             spec: spec.to_string(),
         })
     }
 
-    /// Whether this grant allows the narrower grant `spec`.
+    /// Whether this grant allows the narrower grant `spec` (the sandbox's
+    /// [`NetGrant::covers`]).
     fn covers(&self, spec: &str) -> bool {
-        NetSpec::parse(spec).is_some_and(|n| {
-            n.host.eq_ignore_ascii_case(&self.host) && self.port.is_none_or(|p| n.port == Some(p))
-        })
+        match (NetGrant::parse(&self.spec), NetGrant::parse(spec)) {
+            (Ok(grant), Ok(narrower)) => grant.covers(&narrower),
+            _ => false,
+        }
     }
 }
 
@@ -940,6 +939,20 @@ pub fn size(bytes: u64) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The one comparison of grants (the sandbox's) as the suggestion uses it.
+    #[test]
+    fn a_grant_covers_its_host_at_its_port_or_any_port() {
+        let g = |s: &str| NetGrant::parse(s).unwrap();
+        assert!(g("example.com:*").covers(&g("EXAMPLE.com:443")));
+        assert!(g("example.com:443").covers(&g("example.com:443")));
+        assert!(!g("example.com:443").covers(&g("example.com:80")));
+        assert!(!g("example.com:443").covers(&g("example.com:*")));
+        assert!(!g("example.com:*").covers(&g("other.example:443")));
+        assert!(g("[::ffff:127.0.0.1]:80").covers(&g("127.0.0.1:80")));
+        let n = NetSpec::parse("example.com:*").unwrap();
+        assert!(n.covers("example.com:8080") && !n.covers("example.org:8080"));
+    }
 
     fn line(v: Value) -> String {
         v.to_string()
