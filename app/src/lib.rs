@@ -54,6 +54,7 @@ pub mod live;
 pub mod open;
 pub mod policy;
 pub mod registry;
+pub mod scenarios;
 mod settings;
 
 pub use consent::{Answer, Approver, Asking, Decided, Subject, Unanswered};

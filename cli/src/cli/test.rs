@@ -4,9 +4,10 @@
 use super::consent::{Asking, NOBODY_TEST};
 use super::exit::{self, Exit};
 use clap::{Args, Subcommand, ValueEnum};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tickbox_app::scenarios::{write_traces, Scratch};
 use tickbox_app::{App, Request, Target};
 use tickbox_runtime::scenario::{
     self, report, trace, Outcome, Policy, Prepared, RunOptions, Scenario, ScenarioResult,
@@ -386,7 +387,7 @@ async fn one(
             let made =
                 Scratch::new().map_err(|e| format!("cannot make the scratch directory: {e}"));
             let seeded = made.and_then(|dir| {
-                scenario::seed_files(&dir.0, &s.files)
+                scenario::seed_files(dir.path(), &s.files)
                     .map(|()| dir)
                     .map_err(|e| format!("cannot seed the scratch directory ([files]): {e}"))
             });
@@ -395,7 +396,7 @@ async fn one(
                     s.tick
                         .grants
                         .dir
-                        .push(format!("{}::{guest}", dir.0.display()));
+                        .push(format!("{}::{guest}", dir.path().display()));
                     Some(dir)
                 }
                 Err(e) => {
@@ -455,42 +456,6 @@ async fn one(
                 return Some(r);
             }
         }
-    }
-}
-
-/// A private temporary directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new() -> std::io::Result<Scratch> {
-        use std::os::unix::fs::DirBuilderExt;
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "tickbox-scratch-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        Ok(Scratch(dir))
-    }
-
-    /// Empties the directory and seeds it again, for a retry: each attempt
-    /// starts from what `[files]` says, not from what the failed attempt
-    /// left (which could make a retry pass for a reason of its own).
-    fn reset(&self, files: &[scenario::SeedFile]) -> Result<(), String> {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::remove_dir_all(&self.0)
-            .and_then(|()| std::fs::DirBuilder::new().mode(0o700).create(&self.0))
-            .map_err(|e| format!("cannot empty the scratch directory for a retry: {e}"))?;
-        scenario::seed_files(&self.0, files)
-            .map_err(|e| format!("cannot seed the scratch directory ([files]): {e}"))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -606,33 +571,6 @@ pub async fn run(args: TestArgs, app: Arc<App>) -> Result<(), Exit> {
         ))
     } else {
         Ok(())
-    }
-}
-
-/// Writes each result's trace as `NAME.trace.cast` in `dir` (names made
-/// unique within the run, in the report's order, so a rerun overwrites
-/// the same files), never through a link; the report notes each file,
-/// each write that failed and each trace that was cut.
-fn write_traces(results: &mut [ScenarioResult], dir: &Path) {
-    let mut taken = std::collections::HashSet::new();
-    for r in results {
-        let Some(t) = r.trace.take() else { continue };
-        let base = trace::file_name(&r.name);
-        let mut name = base.clone();
-        let mut n = 2;
-        while !taken.insert(name.clone()) {
-            let stem = base.trim_end_matches(trace::TRACE_SUFFIX);
-            name = format!("{stem}-{n}{}", trace::TRACE_SUFFIX);
-            n += 1;
-        }
-        let path = dir.join(&name);
-        match scenario::write_regular(&path, &t.text) {
-            Ok(()) => r.notes.push(format!("trace: {}", path.display())),
-            Err(e) => r.notes.push(format!("the trace was not written: {e}")),
-        }
-        if let Some(why) = t.cut {
-            r.notes.push(why);
-        }
     }
 }
 
