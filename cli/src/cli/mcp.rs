@@ -670,29 +670,14 @@ fn describe_spec(spec: &TickSpec) -> String {
     }
 }
 
-/// The last dot-separated part of the Tick's kind, as a valid name.
+/// The name of a Tick the command line did not name: its kind's
+/// (`tickbox_mcp::default_tick_name`).
 fn default_name(session: &Session) -> String {
     let kind = session
         .descriptor()
         .map(|d| d.kind.clone())
         .unwrap_or_default();
-    let last = kind.wire().rsplit('.').next().unwrap_or("");
-    let name: String = last
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(32)
-        .collect();
-    if name.is_empty() {
-        "tick".into()
-    } else {
-        name
-    }
+    tickbox_runtime::mcp::default_tick_name(kind.wire())
 }
 
 /// Warnings and errors reach stderr even without -v: a Tick that dies is
