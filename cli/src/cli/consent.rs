@@ -29,8 +29,6 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 pub use tickbox_app::consent::{approval, Answer, Approver, Asking, Subject, Unanswered};
 use tickbox_runtime::backend::wasm::consent::{request_lines, Verdict};
-#[cfg(test)]
-use tickbox_runtime::backend::wasm::{GrantSpec, WasmDigest};
 use tickbox_runtime::text;
 
 /// Why `tickbox mcp` never asks.
@@ -313,6 +311,7 @@ impl Drop for Interrupt {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tickbox_runtime::backend::wasm::{GrantSpec, WasmDigest};
 
     #[test]
     fn manifest_text_is_inert_on_the_prompt() {
