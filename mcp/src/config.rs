@@ -164,6 +164,29 @@ pub fn valid_tick_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
 }
 
+/// The name of a Tick nobody named: the last dot-separated part of its
+/// kind (`example.counter` → `counter`), every other character `_`, at
+/// most [`MAX_TICK_NAME`]; `tick` when nothing is left.
+pub fn default_tick_name(kind: &str) -> String {
+    let last = kind.rsplit('.').next().unwrap_or("");
+    let name: String = last
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(MAX_TICK_NAME)
+        .collect();
+    if name.is_empty() {
+        "tick".into()
+    } else {
+        name
+    }
+}
+
 impl Config {
     /// Reads and checks a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {

@@ -61,7 +61,9 @@ pub(crate) mod server;
 pub(crate) mod text;
 pub(crate) mod transport;
 
-pub use config::{valid_tick_name, Config, ConfigError, Grants, TickEntry, TickSource};
+pub use config::{
+    default_tick_name, valid_tick_name, Config, ConfigError, Grants, TickEntry, TickSource,
+};
 pub use delivery::DELIVERY_INTERVAL;
 pub use names::NameError;
 pub use outcome::MAX_RESULT_BYTES;

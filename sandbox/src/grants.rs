@@ -138,6 +138,26 @@ impl std::fmt::Display for NetGrant {
     }
 }
 
+impl NetGrant {
+    /// Reads one `allow_net` grant as written (`HOST:PORT`, `[V6]:PORT`,
+    /// `HOST:*`), with the checks [`GrantSpec::resolve`] makes.
+    pub fn parse(spec: &str) -> Result<NetGrant, GrantError> {
+        parse_net(spec)
+    }
+
+    /// Whether this grant allows everything `other` allows: the same host
+    /// (a name without regard to case, an address by value) and any port
+    /// or `other`'s one. The one place a grant is compared with a grant.
+    pub fn covers(&self, other: &NetGrant) -> bool {
+        let host = match (&self.host, &other.host) {
+            (NetHost::Ip(a), NetHost::Ip(b)) => same_ip(*a, *b),
+            (NetHost::Name(a), NetHost::Name(b)) => a.eq_ignore_ascii_case(b),
+            _ => false,
+        };
+        host && self.port.is_none_or(|p| other.port == Some(p))
+    }
+}
+
 /// Everything a sandboxed Tick was granted: what it may reach, and
 /// (apart, in [`Limits`]) how much it may spend, as wasmtime keeps
 /// `WasiCtxBuilder` apart from `StoreLimits`. Serialized as one flat

@@ -111,14 +111,7 @@ pub enum Ending {
 
 /// Maps a live-instance error to the documented exit codes.
 pub fn exit_of(e: LiveError) -> Exit {
-    match e {
-        LiveError::Remote {
-            kind: tickbox_runtime::live::wire::ErrorKind::Usage,
-            message,
-        } => Exit::usage(message),
-        LiveError::BadName(_) | LiveError::NameTaken(_) => Exit::usage(e),
-        other => Exit::session(other),
-    }
+    super::open::exit_of(tickbox_app::live::exit_of(e))
 }
 
 /// Entry point of `tickbox attach`: its own runtime, so its signal handling

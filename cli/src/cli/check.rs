@@ -75,7 +75,7 @@ fn list_rules() -> String {
 }
 
 /// Runs `tickbox check`.
-pub async fn run(args: CheckArgs) -> Result<(), Exit> {
+pub async fn run(args: CheckArgs, app: &tickbox_app::App) -> Result<(), Exit> {
     if args.list_rules {
         return super::emit_text(list_rules().trim_end());
     }
@@ -111,7 +111,7 @@ pub async fn run(args: CheckArgs) -> Result<(), Exit> {
     // sandbox flags work here too.
     let mut opts = args.opts;
     opts.audit_origin = tickbox_runtime::audit::Origin::Check;
-    let launch = super::open::launcher(spec, &opts)?;
+    let launch = super::open::launcher(app, spec, &opts)?;
     let report = match check::run(&launch, &name, &options).await {
         Ok(r) => r,
         Err(e @ CheckError::Start(_)) => return Err(Exit::new(exit::SESSION, e)),

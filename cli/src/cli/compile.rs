@@ -48,7 +48,7 @@ pub fn run(args: CompileArgs) -> Result<(), Exit> {
         timeout: grants.limits.compile_timeout,
         memory: grants.limits.compile_memory,
     };
-    let engine = open::engine(false)?;
+    let engine = open::app().engine(false)?;
     if engine.cache().is_none() {
         return Err(Exit::session(
             "the compile cache is off: nothing to compile into (set TICKBOX_CACHE_DIR or HOME)",

@@ -14,19 +14,21 @@
 //!
 //! A Tick without a manifest (or one asking for nothing) runs as before:
 //! no prompt, no trust store.
+//!
+//! The decision itself is `tickbox_app::consent`'s; this module is the
+//! terminal half: [`Terminal`], the [`Approver`] the app calls when a
+//! person may answer.
 
-use super::exit::{self, Exit};
+use super::exit::Exit;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
-use tickbox_runtime::backend::wasm::consent::{
-    self, asks_nothing, check_manifest, request_lines, requested_guest, Approval, TrustStore,
-    Verdict,
-};
-use tickbox_runtime::backend::wasm::{GrantSpec, WasmDigest};
+use std::sync::{Arc, Mutex};
+pub use tickbox_app::consent::{approval, Answer, Approver, Asking, Subject, Unanswered};
+use tickbox_runtime::backend::wasm::consent::{request_lines, Verdict};
 use tickbox_runtime::text;
 
 /// Why `tickbox mcp` never asks.
@@ -37,119 +39,44 @@ pub const NOBODY_TEST: &str = "tickbox test never asks";
 /// Most bytes of an answer read from the terminal (`y`, `u`, `no`...).
 const MAX_ANSWER_BYTES: usize = 64;
 
-/// Who can answer for a command's Tick.
-#[derive(Clone, Debug, Default)]
-pub enum Asking {
-    /// A person at this terminal, if there is one: stdin and stderr are
-    /// terminals and `/dev/tty` opens.
-    #[default]
-    Terminal,
-    /// No one: the command serves a program (why, for the refusal line).
-    Nobody(&'static str),
-    /// Decided already, before this process lost its terminal (`tickbox
-    /// run` decides before it forks its host); `None`: nothing asked.
-    Decided(Option<Box<Decided>>),
+/// Asks the person on the controlling terminal (`/dev/tty`), when stdin
+/// and stderr are one; the prompt's outcome is said there too.
+#[derive(Default)]
+pub struct Terminal {
+    /// The terminal the last question was asked on, for the line that
+    /// says what became of the answer.
+    tty: Mutex<Option<File>>,
 }
 
-/// What a decision granted: the content it was about and the requests.
-#[derive(Clone, Debug)]
-pub struct Decided {
-    /// The bytes approved; the start is pinned to them.
-    pub digest: WasmDigest,
-    /// What the manifest asked for (all of it covered by an approval).
-    pub requested: GrantSpec,
-}
-
-/// The Tick a decision is about.
-pub struct Subject {
-    /// What it is called: a local file's absolute path (a registry
-    /// reference for a pulled one).
-    pub name: String,
-    /// Its content.
-    pub digest: WasmDigest,
-    /// Who vouched for the content; `None` is unsigned.
-    pub signer: Option<String>,
-    /// What its manifest asks for.
-    pub requested: GrantSpec,
-    /// What to give `tickbox trust` for it, when not `name` (a pulled
-    /// Tick's pinned reference: its name has no tag or digest).
-    pub approve_as: Option<String>,
-}
-
-/// What the manifest beside a wasm file may add to its grants: `None` when
-/// it asks for nothing; otherwise approved now or before (or refused).
-pub fn for_file(path: &Path, asking: &Asking) -> Result<Option<Decided>, Exit> {
-    if let Asking::Decided(d) = asking {
-        return Ok(d.as_deref().cloned());
+impl Terminal {
+    /// Who approves for a command a person runs.
+    pub fn asking() -> Asking {
+        Asking::Person(Arc::new(Terminal::default()))
     }
-    let Some(subject) = subject_of(path, None)? else {
-        return Ok(None);
-    };
-    decide(&subject, asking)?;
-    Ok(Some(Decided {
-        digest: subject.digest,
-        requested: subject.requested,
-    }))
 }
 
-/// The manifest beside `path`, checked, and the file's digest (`None`:
-/// no manifest, or one asking for nothing). `signer`: who vouched for it.
-pub fn subject_of(path: &Path, signer: Option<String>) -> Result<Option<Subject>, Exit> {
-    let Some(requested) = super::open::manifest_of(path).map_err(Exit::usage)? else {
-        return Ok(None);
-    };
-    if asks_nothing(&requested) {
-        return Ok(None);
+impl Approver for Terminal {
+    fn ask(&self, subject: &Subject, verdict: &Verdict) -> Result<Answer, Unanswered> {
+        let tty = terminal().map_err(Unanswered::Nobody)?;
+        let answer = ask(&tty, subject, verdict)?;
+        *tickbox_runtime::util::lock(&self.tty) = Some(tty);
+        Ok(answer)
     }
-    let manifest = path.with_extension("tick.toml");
-    checked(&requested, &manifest.display().to_string())?;
-    let name =
-        std::fs::canonicalize(path).map_err(|e| Exit::usage(format!("{}: {e}", path.display())))?;
-    let digest = consent::digest_file(&name)
-        .map_err(|e| Exit::session(format!("cannot read {}: {e}", path.display())))?;
-    Ok(Some(Subject {
-        name: name.display().to_string(),
-        digest,
-        signer,
-        requested,
-        approve_as: None,
-    }))
-}
 
-/// A manifest fit to be shown and approved: `origin` names it in errors.
-fn checked(requested: &GrantSpec, origin: &str) -> Result<(), Exit> {
-    let bad = |e: &dyn std::fmt::Display| Exit::usage(format!("{origin}: {e}"));
-    check_manifest(requested).map_err(|e| bad(&e))?;
-    // Everything but the directories must be grantable as written (an
-    // `env NAME` that is unset here, a malformed address): said before
-    // anyone is asked to approve it.
-    let mut rest = requested.clone();
-    rest.dir.clear();
-    rest.resolve().map_err(|e| bad(&e))?;
-    Ok(())
-}
-
-/// A Tick pulled from a registry: named by its reference without tag or
-/// digest (the name its versions share), its wasm digest, its signer, and
-/// what its requested-grants layer asks for (`None`: asks for nothing).
-pub fn subject_of_pulled(
-    name: String,
-    pinned: String,
-    digest: WasmDigest,
-    signer: Option<String>,
-    requested: GrantSpec,
-) -> Result<Option<Subject>, Exit> {
-    if asks_nothing(&requested) {
-        return Ok(None);
+    fn kept(&self, approved_in: Option<&Path>) {
+        let Some(tty) = tickbox_runtime::util::lock(&self.tty).take() else {
+            return;
+        };
+        let mut tty = &tty;
+        let _ = match approved_in {
+            None => writeln!(tty, "tickbox: not approved; nothing was started or stored"),
+            Some(dir) => writeln!(
+                tty,
+                "tickbox: approved; kept in {} (`tickbox trust ls`, `tickbox trust revoke`)",
+                text::escape(&dir.display().to_string())
+            ),
+        };
     }
-    checked(&requested, &format!("{name} (its requested grants)"))?;
-    Ok(Some(Subject {
-        name,
-        digest,
-        signer,
-        requested,
-        approve_as: Some(pinned),
-    }))
 }
 
 /// The trust store's directory.
@@ -160,95 +87,6 @@ pub fn trust_dir() -> Result<PathBuf, Exit> {
             super::env::TRUST_DIR
         ))
     })
-}
-
-/// Decides whether `subject`'s requests may be granted: `Ok` when an
-/// approval covers them or the person approves them now (then stored).
-pub fn decide(subject: &Subject, asking: &Asking) -> Result<(), Exit> {
-    let dir = trust_dir()?;
-    let store = TrustStore::open(&dir).map_err(Exit::usage)?;
-    let verdict = store.verdict(
-        &subject.name,
-        &subject.digest,
-        subject.signer.as_deref(),
-        &subject.requested,
-    );
-    match &verdict {
-        Verdict::Approved(a) | Verdict::Kept(a) => {
-            tracing::info!(tick = %subject.name, digest = %subject.digest, approved_at = %a.approved_at, "requested grants approved");
-            return Ok(());
-        }
-        Verdict::Again { .. } | Verdict::New => {}
-    }
-    let tty = match asking {
-        Asking::Decided(_) => return Ok(()),
-        Asking::Nobody(why) => return Err(refusal(subject, &verdict, why)),
-        Asking::Terminal => match terminal() {
-            Ok(tty) => tty,
-            Err(why) => return Err(refusal(subject, &verdict, &why)),
-        },
-    };
-    let answer = ask(&tty, subject, &verdict)?;
-    let mut tty = &tty;
-    match answer {
-        Answer::No => {
-            let _ = writeln!(tty, "tickbox: not approved; nothing was started or stored");
-            Err(Exit::usage(format!(
-                "{} was not approved; nothing was started or stored",
-                subject.name
-            )))
-        }
-        Answer::Yes { updates } => {
-            TrustStore::approve(&dir, approval(subject, updates)).map_err(Exit::usage)?;
-            let _ = writeln!(
-                tty,
-                "tickbox: approved; kept in {} (`tickbox trust ls`, `tickbox trust revoke`)",
-                text::escape(&dir.display().to_string())
-            );
-            Ok(())
-        }
-    }
-}
-
-/// The record of a person's approval of `subject` now.
-pub fn approval(subject: &Subject, updates: bool) -> Approval {
-    Approval {
-        name: subject.name.clone(),
-        digest: subject.digest,
-        signer: subject.signer.clone(),
-        requested: subject.requested.clone(),
-        approved_at: tickbox_runtime::util::rfc3339(std::time::SystemTime::now()),
-        updates,
-    }
-}
-
-/// The one line when nobody can approve: what is asked and the command
-/// that approves. Manifest text in it is escaped where the line is printed.
-fn refusal(subject: &Subject, verdict: &Verdict, why: &str) -> Exit {
-    let what = match verdict {
-        Verdict::Again { earlier, more } if more.is_empty() => format!(
-            "changed since it was approved on {} ({} is now {}), and that approval was not kept for updates",
-            earlier.approved_at, earlier.digest, subject.digest
-        ),
-        Verdict::Again { earlier, more } => format!(
-            "({}) asks for more than was approved on {} for {}: {}",
-            subject.digest,
-            earlier.approved_at,
-            earlier.digest,
-            more.join(", ")
-        ),
-        _ => format!(
-            "({}, {}) asks for grants nobody approved: {}",
-            subject.digest,
-            signer(subject),
-            request_lines(&subject.requested).join(", ")
-        ),
-    };
-    Exit::usage(format!(
-        "{} {what}; not started: {why}; approve it with `tickbox trust {}`",
-        subject.name,
-        subject.approve_as.as_deref().unwrap_or(&subject.name)
-    ))
 }
 
 fn signer(subject: &Subject) -> &str {
@@ -271,12 +109,6 @@ fn terminal() -> Result<File, String> {
         .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC)
         .open("/dev/tty")
         .map_err(|e| format!("no one can answer: cannot open /dev/tty: {e}"))
-}
-
-/// A person's answer.
-enum Answer {
-    No,
-    Yes { updates: bool },
 }
 
 /// What the prompt shows: tickbox's own words, the manifest's values one
@@ -323,8 +155,8 @@ pub fn prompt_text(subject: &Subject, verdict: &Verdict) -> String {
 
 /// Draws the prompt on the terminal, discards what was typed before it
 /// appeared, and reads one line.
-fn ask(tty: &File, subject: &Subject, verdict: &Verdict) -> Result<Answer, Exit> {
-    let cannot = |e: std::io::Error| Exit::usage(format!("cannot ask on the terminal: {e}"));
+fn ask(tty: &File, subject: &Subject, verdict: &Verdict) -> Result<Answer, Unanswered> {
+    let cannot = |e: std::io::Error| Unanswered::Failed(e.to_string());
     // From before the prompt is drawn until it is answered, Ctrl-C ends it.
     let interrupt = Interrupt::catch().map_err(cannot)?;
     // Keys typed before the prompt was drawn (a `y` meant for something
@@ -342,10 +174,7 @@ fn ask(tty: &File, subject: &Subject, verdict: &Verdict) -> Result<Answer, Exit>
         .map_err(cannot)?;
     let line = read_line(tty, &interrupt).map_err(|e| {
         if e.kind() == std::io::ErrorKind::Interrupted {
-            Exit::new(
-                exit::INTERRUPTED,
-                "interrupted at the approval prompt; nothing was started or stored",
-            )
+            Unanswered::Interrupted
         } else {
             cannot(e)
         }
@@ -479,23 +308,10 @@ impl Drop for Interrupt {
     }
 }
 
-/// The notices for directories a decision asked for that no `--dir`
-/// maps: the host directory always comes from the person.
-pub fn unmapped_dirs(requested: &GrantSpec, granted_guests: &[String]) -> Vec<String> {
-    requested
-        .dir
-        .iter()
-        .map(|d| requested_guest(d))
-        .filter(|g| !granted_guests.iter().any(|have| have == g))
-        .map(|g| {
-            format!("the Tick asks for the directory {g}; it is not granted until you map one with --dir HOST::{g}")
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tickbox_runtime::backend::wasm::{GrantSpec, WasmDigest};
 
     #[test]
     fn manifest_text_is_inert_on_the_prompt() {
@@ -524,16 +340,5 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("unsigned"));
-    }
-
-    #[test]
-    fn unmapped_guest_dirs_are_named() {
-        let requested = GrantSpec {
-            dir: vec!["/data:ro".into(), "/out".into()],
-            ..GrantSpec::default()
-        };
-        let notes = unmapped_dirs(&requested, &["/data".to_string()]);
-        assert_eq!(notes.len(), 1);
-        assert!(notes[0].contains("--dir HOST::/out"), "{notes:?}");
     }
 }

@@ -166,3 +166,25 @@ pub fn guest_yield() -> GuestYield {
         GuestYield::Deferred
     }
 }
+
+/// The application layer's settings, from the environment.
+pub fn settings() -> tickbox_app::Settings {
+    tickbox_app::Settings {
+        cache_dir: cache_dir(),
+        cache_max_bytes: cache_max_bytes(),
+        guest_yield: guest_yield(),
+        trust_dir: trust_dir(),
+        compile_policy: compile_policy(),
+        store_dir: store_dir(),
+        docker_config: docker_config(),
+        signers: signers_env().map(|path| tickbox_registry::policy::Source {
+            path,
+            origin: tickbox_registry::policy::Origin::Environment(SIGNERS.into()),
+        }),
+        default_signers_file: default_signers_file(),
+        // Compiling runs in a worker: this same executable.
+        compile_worker: std::env::current_exe().ok(),
+        audit_max_bytes: audit_max_bytes(),
+        audit_session_max_bytes: audit_session_max_bytes(),
+    }
+}

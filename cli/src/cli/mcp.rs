@@ -13,6 +13,7 @@ use clap::Args;
 use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tickbox_app::{Request, Target};
 use tickbox_runtime::audit::Origin;
 use tickbox_runtime::live;
 use tickbox_runtime::mcp::http::metrics::MetricsEndpoint;
@@ -137,17 +138,26 @@ impl McpArgs {
     }
 }
 
-/// One Tick to start.
+/// One Tick to start. What can fail in its request is said when it
+/// starts, under its label, as every start failure is.
 struct Planned {
     name: Option<String>,
-    spec: TickSpec,
-    opts: TickOpts,
+    /// How errors name it: its name, else its path or command.
+    label: String,
+    /// The request, without its call timeout and audit stream.
+    request: Result<Request, Exit>,
+    call_timeout: f64,
+    audit: Result<super::audit::Wanted, Exit>,
+    /// For the log of which files apply: the registry flags, the lock
+    /// beside this file.
+    registry: super::oci::RegistryOpts,
+    lock_beside: Option<std::path::PathBuf>,
     grants: Grants,
 }
 
 /// Runs the MCP server until the client goes away (stdio) or a signal has
 /// drained it (HTTP).
-pub async fn run(args: McpArgs, signals: Signals) -> Result<(), Exit> {
+pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Result<(), Exit> {
     default_logging();
     let drain_timeout = args
         .drain_timeout
@@ -180,7 +190,7 @@ pub async fn run(args: McpArgs, signals: Signals) -> Result<(), Exit> {
     // Which signers policy, lock file and trust store apply, one line each:
     // a client that starts this server with a reduced environment shows.
     if let Some(p) = planned.first() {
-        super::oci::log_files(&p.opts.registry.lock_beside(p.opts.policy.as_deref()));
+        super::oci::log_files(&p.registry.lock_beside(p.lock_beside.as_deref()));
     }
     // Bound before any Tick starts, so a taken port costs nothing.
     let listener = match &http {
@@ -202,15 +212,25 @@ pub async fn run(args: McpArgs, signals: Signals) -> Result<(), Exit> {
     // Each Tick is also a live instance (`tickbox ls`, `attach`, `@NAME`)
     // for as long as the facade serves it.
     let mut published = Vec::new();
-    for mut p in planned {
-        let label = p.name.clone().unwrap_or_else(|| describe_spec(&p.spec));
+    for p in planned {
+        let label = p.label;
         // The Tick's audit events are counted from its first (its start);
         // the count is named once the Tick has its name.
         let counts = metrics.as_ref().map(|_| Arc::new(TickMetrics::default()));
+        let mut observers: Vec<Arc<dyn tickbox_runtime::audit::AuditObserver>> = Vec::new();
         if let Some(c) = &counts {
-            p.opts.audit_observers.push(c.clone());
+            observers.push(c.clone());
         }
-        match open::open(p.spec, &p.opts).await {
+        let (request, audit, call_timeout) = (p.request, p.audit, p.call_timeout);
+        let opened = async {
+            let call_timeout = open::call_timeout(call_timeout)?;
+            let audit = super::audit::handle(app, Origin::Mcp, &audit?, &observers)?;
+            let mut request = request?;
+            request.call_timeout = call_timeout;
+            request.audit = audit;
+            Ok::<_, Exit>(app.open(&request).await?)
+        };
+        match opened.await {
             Ok(t) => {
                 let name = p.name.unwrap_or_else(|| default_name(&t.session));
                 if let (Some((_, _, registry)), Some(c)) = (&metrics, counts) {
@@ -283,15 +303,10 @@ const MIN_TOKEN_CHARS: usize = 16;
 /// `http::SESSION_IDLE_TIMEOUT`. Read only here, in the CLI.
 use super::env::MCP_HTTP_SESSION_IDLE_MS as SESSION_IDLE_ENV;
 
-/// A new token: 32 random bytes from the kernel, as 64 hex digits (also
-/// `tickbox inspect`'s).
+/// A new token: 32 random bytes from the kernel, as 64 hex digits (the
+/// inspector's too).
 pub(super) fn random_token() -> Result<String, Exit> {
-    use std::io::Read;
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| Exit::session(format!("cannot make a token: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(tickbox_app::inspect::server::new_token()?)
 }
 
 /// The token for --http (or --metrics): read from the file `flag` names
@@ -566,12 +581,16 @@ fn plan(args: McpArgs) -> Result<Vec<Planned>, Exit> {
         let spec = args.opts.spec(args.tick)?;
         let grants = args.opts.grant_spec()?;
         let mut opts = args.opts;
-        opts.asking = Asking::Nobody(consent::NOBODY_MCP);
-        opts.audit_origin = Origin::Mcp;
+        opts.asking = Some(Asking::Nobody(consent::NOBODY_MCP));
+        let label = args.name.clone().unwrap_or_else(|| describe_spec(&spec));
         return Ok(vec![Planned {
             name: args.name,
-            spec,
-            opts,
+            label,
+            request: super::open::unaudited(spec, &opts),
+            call_timeout: opts.call_timeout,
+            audit: opts.audit_wanted(),
+            lock_beside: opts.policy.clone(),
+            registry: opts.registry,
             grants,
         }]);
     };
@@ -581,70 +600,64 @@ fn plan(args: McpArgs) -> Result<Vec<Planned>, Exit> {
         ));
     }
     let config = Config::load(&path).map_err(Exit::usage)?;
-    let mut flags = args.opts;
+    let flags = args.opts;
     // The config's audit keys, unless the command line names a stream.
-    if flags.audit.is_none() {
-        flags.audit = config.audit.clone();
-        flags.audit_args |= config.audit_args;
-        flags.audit_sync |= config.audit_sync;
-    }
+    let audit = match &flags.audit {
+        Some(to) => super::audit::Wanted {
+            to: Some(to.clone()),
+            args: flags.audit_args,
+            sync: flags.audit_sync,
+        },
+        None => super::audit::Wanted {
+            to: config.audit.clone(),
+            args: flags.audit_args | config.audit_args,
+            sync: flags.audit_sync | config.audit_sync,
+        },
+    };
     Ok(config
         .ticks
         .into_iter()
-        .map(|entry| planned(entry, &flags, &path))
+        .map(|entry| planned(entry, &flags, &audit, &path))
         .collect())
 }
 
-/// An entry as the command line would have said it; the entry's own values
-/// win over flags given next to --config.
-fn planned(entry: TickEntry, flags: &TickOpts, config: &std::path::Path) -> Planned {
-    let spec = match entry.source {
-        TickSource::Path(p) => TickSpec::Path(p),
-        TickSource::Command(argv) => TickSpec::Command(argv),
+/// An entry's request: its own grants, cwd and call timeout, typed as
+/// the config file wrote them; the flags given next to --config add the
+/// audit stream, registry settings, cache and defaults.
+fn planned(
+    entry: TickEntry,
+    flags: &TickOpts,
+    audit: &super::audit::Wanted,
+    config: &std::path::Path,
+) -> Planned {
+    let target = match entry.source {
+        TickSource::Path(p) => Target::named(&p),
+        TickSource::Command(argv) => Target::Command(argv),
     };
-    // Each grant is the flag of the same name (dir → --dir, allow_net →
-    // --allow-net, env → --env, max_memory → --max-memory).
-    let opts = TickOpts {
-        // A wasm Tick has no working directory on the host: its files are its grants.
-        cwd: match &spec {
-            TickSpec::Path(p) if super::open::is_sandboxed(std::path::Path::new(p)) => None,
-            _ => entry.cwd.or_else(|| flags.cwd.clone()),
-        },
-        call_timeout: entry.call_timeout.unwrap_or(flags.call_timeout),
-        pretty: false,
-        command: Vec::new(),
-        dir: entry.grants.dir.clone(),
-        allow_net: entry.grants.allow_net.clone(),
-        allow_http: entry.grants.allow_http.clone(),
-        http_ca: entry.grants.http_ca.clone(),
-        env: entry.grants.env.clone(),
-        policy: None,
-        // The config's audit keys (or the flags), for every Tick it names.
-        audit: flags.audit.clone(),
-        audit_args: flags.audit_args,
-        audit_sync: flags.audit_sync,
-        audit_origin: Origin::Mcp,
-        // `run` adds the Tick's metrics, when asked for.
-        audit_observers: Vec::new(),
-        max_memory: entry.grants.max_memory.clone(),
-        bounds: super::open::BoundOpts {
-            max_handles: entry.grants.max_handles.clone(),
-            max_wasm_size: entry.grants.max_wasm_size.clone(),
-            compile_timeout: entry.grants.compile_timeout.clone(),
-            compile_memory: entry.grants.compile_memory.clone(),
-            max_write: entry.grants.max_write.clone(),
-        },
-        no_cache: flags.no_cache,
-        // References named in the config are locked beside it.
-        registry: flags.registry.lock_beside(Some(config)),
-        // No MCP request leads to an approval: a Tick whose manifest asks
-        // for what nobody approved is refused before MCP traffic starts.
-        asking: Asking::Nobody(consent::NOBODY_MCP),
+    let mut request = Request::new(target);
+    // A wasm Tick has no working directory on the host: its files are its grants.
+    request.cwd = if request.target.is_sandboxed() {
+        None
+    } else {
+        entry.cwd.or_else(|| flags.cwd.clone())
     };
+    request.grants = entry.grants.clone();
+    request.no_cache = flags.no_cache;
+    // References named in the config are locked beside it.
+    let registry = flags.registry.lock_beside(Some(config));
+    request.registry = registry.settings();
+    // No MCP request leads to an approval: a Tick whose manifest asks
+    // for what nobody approved is refused before MCP traffic starts.
+    request.asking = Asking::Nobody(consent::NOBODY_MCP);
     Planned {
+        label: entry.name.clone(),
         name: Some(entry.name),
-        spec,
-        opts,
+        request: Ok(request),
+        call_timeout: entry.call_timeout.unwrap_or(flags.call_timeout),
+        // The config's audit keys (or the flags), for every Tick it names.
+        audit: Ok(audit.clone()),
+        lock_beside: None,
+        registry,
         grants: entry.grants,
     }
 }
@@ -657,29 +670,14 @@ fn describe_spec(spec: &TickSpec) -> String {
     }
 }
 
-/// The last dot-separated part of the Tick's kind, as a valid name.
+/// The name of a Tick the command line did not name: its kind's
+/// (`tickbox_mcp::default_tick_name`).
 fn default_name(session: &Session) -> String {
     let kind = session
         .descriptor()
         .map(|d| d.kind.clone())
         .unwrap_or_default();
-    let last = kind.wire().rsplit('.').next().unwrap_or("");
-    let name: String = last
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(32)
-        .collect();
-    if name.is_empty() {
-        "tick".into()
-    } else {
-        name
-    }
+    tickbox_runtime::mcp::default_tick_name(kind.wire())
 }
 
 /// Warnings and errors reach stderr even without -v: a Tick that dies is

@@ -35,6 +35,7 @@ use open::{Opened, TickArgs, TickOpts};
 use serde_json::Value;
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 use tickbox_runtime::live::wire::CallReply;
 use tickbox_runtime::protocol::{Descriptor, PreparedCall, TickText};
@@ -74,7 +75,7 @@ enum Command {
     #[command(after_help = check::HELP)]
     Check(check::CheckArgs),
     /// Run scenario files against fresh instances of their Ticks: tickbox test FILE|DIR... [--format text|json|junit]
-    #[command(after_help = test::HELP.as_str())]
+    #[command(after_help = test::help())]
     Test(test::TestArgs),
     /// Host a Tick with this terminal as its view, published as a live instance (Ctrl-] detaches)
     Run(run::RunArgs),
@@ -169,7 +170,10 @@ pub fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
-        Command::Watch(args) if args.is_live() => return attach::runtime_main(watch::run(args)),
+        Command::Watch(args) if args.is_live() => {
+            // A live instance is hosted elsewhere: nothing is started here.
+            return attach::runtime_main(async move { watch::run(args, &open::app()).await });
+        }
         Command::Compile(args) => {
             return match compile::run(args) {
                 Ok(()) => ExitCode::from(exit::OK),
@@ -229,6 +233,9 @@ pub fn main() -> ExitCode {
         Command::Mcp(args) => args.workers(),
         _ => 2,
     };
+    // The one application context of this process: its engines, the
+    // references it resolved and its audit writers (finished below).
+    let app = Arc::new(open::app());
     let runtime = match new_runtime(workers) {
         Ok(rt) => rt,
         Err(e) => return fail(e),
@@ -239,7 +246,7 @@ pub fn main() -> ExitCode {
     let code = runtime.block_on(async {
         let signals = signals::Signals::listen();
         tokio::select! {
-            r = run(command, signals.clone()) => match r {
+            r = run(command, signals.clone(), app.clone()) => match r {
                 Ok(()) => ExitCode::from(exit::OK),
                 Err(e) => fail(e),
             },
@@ -249,9 +256,9 @@ pub fn main() -> ExitCode {
     // Dropping the runtime drops every task; backends kill their Tick on drop.
     runtime.shutdown_timeout(Duration::from_secs(2));
     // Every session has recorded its end by now: what is queued is written.
-    audit::finish();
-    // Every session span has ended too: what is queued is exported.
-    otel::finish();
+    app.finish_audit();
+    // Every session span has ended too: what is queued is exported (the
+    // app's observers were finished with its writers).
     hygiene.finish();
     code
 }
@@ -389,13 +396,17 @@ fn write_stdout(text: &str) -> Result<(), Exit> {
     }
 }
 
-async fn run(command: Command, signals: signals::Signals) -> Result<(), Exit> {
+async fn run(
+    command: Command,
+    signals: signals::Signals,
+    app: Arc<tickbox_app::App>,
+) -> Result<(), Exit> {
     if let Some(done) = remote::try_run(&command).await {
         return done;
     }
     match command {
         Command::Describe(args) => {
-            let t = open::open(args.spec()?, &args.opts).await?;
+            let t = open::open(&app, args.spec()?, &args.opts).await?;
             let d = t
                 .session
                 .descriptor()
@@ -405,7 +416,7 @@ async fn run(command: Command, signals: signals::Signals) -> Result<(), Exit> {
             r
         }
         Command::Read(args) => {
-            let t = open::open(args.spec()?, &args.opts).await?;
+            let t = open::open(&app, args.spec()?, &args.opts).await?;
             let state = t
                 .session
                 .state()
@@ -417,7 +428,7 @@ async fn run(command: Command, signals: signals::Signals) -> Result<(), Exit> {
             r
         }
         Command::Screen(args) => {
-            let t = open::open(args.spec()?, &args.opts).await?;
+            let t = open::open(&app, args.spec()?, &args.opts).await?;
             // A Tick usually draws right after starting; wait until it pauses.
             t.session
                 .view()
@@ -427,20 +438,20 @@ async fn run(command: Command, signals: signals::Signals) -> Result<(), Exit> {
             t.close().await;
             emit_tick_text(&text)
         }
-        Command::Call(args) => call(args).await,
+        Command::Call(args) => call(args, &app).await,
         Command::Info(args) => {
-            let t = open::open(args.spec()?, &args.opts).await?;
+            let t = open::open(&app, args.spec()?, &args.opts).await?;
             let v = info(&t);
             t.close().await;
             emit(&v, args.opts.pretty)
         }
-        Command::Mcp(args) => mcp::run(args, signals).await,
-        Command::Check(args) => check::run(args).await,
-        Command::Test(args) => test::run(args).await,
+        Command::Mcp(args) => mcp::run(args, signals, &app).await,
+        Command::Check(args) => check::run(args, &app).await,
+        Command::Test(args) => test::run(args, app.clone()).await,
         Command::Ls(args) => ls::run(args).await,
         Command::Logs(args) => ls::logs(args).await,
-        Command::Watch(args) => watch::run(args).await,
-        Command::Inspect(args) => inspect::run(args).await,
+        Command::Watch(args) => watch::run(args, &app).await,
+        Command::Inspect(args) => inspect::run(args, &app).await,
         Command::Run(_)
         | Command::Attach(_)
         | Command::Stop(_)
@@ -497,7 +508,7 @@ fn info(t: &Opened) -> Value {
     v
 }
 
-async fn call(args: CallArgs) -> Result<(), Exit> {
+async fn call(args: CallArgs, app: &tickbox_app::App) -> Result<(), Exit> {
     let mut pos = args.positionals.iter().cloned();
     let tick = if args.tick.command.is_empty() {
         pos.next()
@@ -507,7 +518,7 @@ async fn call(args: CallArgs) -> Result<(), Exit> {
     let tool = pos.next().ok_or_else(|| Exit::usage("call needs a TOOL"))?;
     let call_args = parse_call_args(pos.next().as_ref())?;
     let spec = args.tick.spec(tick)?;
-    let t = open::open(spec, &args.tick).await?;
+    let t = open::open(app, spec, &args.tick).await?;
     let result = call_opened(&t, &tool, call_args, args.yes, args.tick.pretty).await;
     t.close().await;
     result

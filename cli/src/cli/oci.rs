@@ -11,13 +11,10 @@
 use super::exit::Exit;
 use clap::Args;
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
-use tickbox_registry::lock::{self, Lock, LockError, LockFile};
-use tickbox_registry::policy::{
-    self, Decision, NoMatch, Origin, Policy, PolicyError, PolicyFile, Source,
-};
+use tickbox_app::RegistrySettings;
+use tickbox_registry::lock::{self, Lock};
+use tickbox_registry::policy::{Decision, Origin, Policy, Source};
 use tickbox_registry::{Pulled, Reference, Registry, RegistryConfig, RegistryError};
 
 /// Exit codes of `pull` and `push`.
@@ -78,8 +75,8 @@ const SIGNERS_FLAG: &str = "--signers";
 const LOCK_FLAG: &str = "--lock";
 
 impl RegistryOpts {
-    /// The same options with the default lock file beside `file` (a policy
-    /// or MCP config), unless a file is already set for it.
+    /// The default lock beside `file` unless a flag placed it already
+    /// (a policy file's or an MCP config's directory).
     pub fn lock_beside(&self, file: Option<&std::path::Path>) -> RegistryOpts {
         let mut o = self.clone();
         if o.beside.is_none() {
@@ -88,123 +85,55 @@ impl RegistryOpts {
         o
     }
 
-    /// The lock file that applies: `--lock FILE`, else the default path
-    /// (decided by [`lock::default_path`], where `tickbox lock` writes)
-    /// when a file is there or `--locked` wants one.
-    pub fn lock_source(&self) -> Option<Source> {
-        if self.ignore_lock {
-            return None;
-        }
-        match &self.lock {
-            Some(path) => Some(Source {
-                path: path.clone(),
-                origin: Origin::Flag(LOCK_FLAG.into()),
-            }),
-            None => {
-                let path = lock::default_path(self.beside.as_deref());
-                (self.locked || path.exists()).then_some(Source {
-                    path,
-                    origin: Origin::DefaultPath,
-                })
-            }
-        }
-    }
-
-    /// Where the lock file is when none applies (for a report).
-    pub fn default_lock_path(&self) -> PathBuf {
-        lock::default_path(self.beside.as_deref())
-    }
-
-    /// The signers policy file that applies: `--signers FILE`, else
-    /// `$TICKBOX_SIGNERS`, else the default path when a file is there. A
-    /// file a flag or the variable names must exist: a policy someone
-    /// meant to apply never silently does not.
-    pub fn policy_source(&self) -> Result<Option<Source>, Exit> {
-        let named = match (&self.signers, super::env::signers_env()) {
-            (Some(path), _) => Some(Source {
-                path: path.clone(),
-                origin: Origin::Flag(SIGNERS_FLAG.into()),
-            }),
-            (None, Some(path)) => Some(Source {
-                path,
-                origin: Origin::Environment(super::env::SIGNERS.into()),
-            }),
-            (None, None) => None,
+    /// The application layer's registry settings: files named by flags
+    /// carry the flag that named them.
+    pub fn settings(&self) -> RegistrySettings {
+        let flag = |path: &PathBuf, flag: &str| Source {
+            path: path.clone(),
+            origin: Origin::Flag(flag.into()),
         };
-        if let Some(source) = named {
-            if !source.path.is_file() {
-                return Err(Exit::usage(format!(
-                    "the signers policy {}, named by {}, is not a readable file",
-                    source.path.display(),
-                    source.origin
-                )));
-            }
-            return Ok(Some(source));
-        }
-        Ok(super::env::default_signers_file()
-            .filter(|p| p.exists())
-            .map(|path| Source {
-                path,
-                origin: Origin::DefaultPath,
-            }))
-    }
-
-    /// The signers policy in force, read and checked (a rule that could
-    /// never match is exit 2, naming the rule).
-    pub fn signers_policy(&self) -> Result<Option<Policy>, Exit> {
-        match self.policy_source()? {
-            Some(source) => read_policy(source).map(Some),
-            None => Ok(None),
-        }
-    }
-}
-
-/// Reads a signers policy: the bounded read and every rule's check are the
-/// registry crate's; the TOML is read here, where files are.
-fn read_policy(source: Source) -> Result<Policy, Exit> {
-    let text = policy::read_text(&source.path).map_err(Exit::usage)?;
-    let file: PolicyFile = toml::from_str(&text).map_err(|e| {
-        Exit::usage(PolicyError::Read {
-            path: source.path.clone(),
-            why: tickbox_runtime::text::escape(e.message()),
-        })
-    })?;
-    Policy::check(file, source).map_err(Exit::usage)
-}
-
-/// Reads a lock file (a missing one is empty), as [`read_policy`] does.
-fn read_lock(path: &std::path::Path) -> Result<Lock, Exit> {
-    let Some(text) = lock::read_text(path).map_err(Exit::usage)? else {
-        return Ok(Lock::default());
-    };
-    let file: LockFile = toml::from_str(&text).map_err(|e| {
-        Exit::usage(LockError::Read {
-            path: path.to_path_buf(),
-            why: tickbox_runtime::text::escape(e.message()),
-        })
-    })?;
-    Lock::check(file, path).map_err(Exit::usage)
-}
-
-/// Writes a lock file whole.
-fn write_lock(l: &Lock, path: &std::path::Path) -> Result<(), Exit> {
-    let text = toml::to_string(&l.to_file())
-        .map_err(|e| Exit::session(format!("cannot write the lock: {e}")))?;
-    lock::write_text(path, &format!("{}{text}", lock::HEADER)).map_err(Exit::session)
-}
-
-impl RegistryOpts {
-    fn config(&self) -> Result<RegistryConfig, Exit> {
-        let store = super::env::store_dir()
-            .ok_or_else(|| Exit::usage("no Tick store: set TICKBOX_STORE_DIR or HOME"))?;
-        Ok(RegistryConfig {
-            store,
+        RegistrySettings {
             insecure: self.insecure_registry.clone(),
-            credentials: super::env::docker_config(),
             ca_file: self.registry_ca.clone(),
-            deadlines: Default::default(),
-        })
+            signers: self.signers.as_ref().map(|p| flag(p, SIGNERS_FLAG)),
+            lock: self.lock.as_ref().map(|p| flag(p, LOCK_FLAG)),
+            locked: self.locked,
+            beside: self.beside.clone(),
+            ignore_lock: self.ignore_lock,
+        }
     }
+
+    pub fn lock_source(&self) -> Option<Source> {
+        self.settings().lock_source()
+    }
+
+    pub fn default_lock_path(&self) -> PathBuf {
+        self.settings().default_lock_path()
+    }
+
+    pub fn policy_source(&self) -> Result<Option<Source>, Exit> {
+        Ok(self.settings().policy_source(&super::env::settings())?)
+    }
+
+    pub fn signers_policy(&self) -> Result<Option<Policy>, Exit> {
+        Ok(self.settings().signers_policy(&super::env::settings())?)
+    }
+
+    fn config(&self) -> Result<RegistryConfig, Exit> {
+        Ok(self.settings().config(&super::env::settings())?)
+    }
+}
+
+fn read_lock(path: &std::path::Path) -> Result<Lock, Exit> {
+    Ok(tickbox_app::registry::read_lock(path)?)
+}
+
+pub fn parse(reference: &str) -> Result<Reference, Exit> {
+    Ok(tickbox_app::registry::parse(reference)?)
+}
+
+fn registry_failure(e: RegistryError) -> Exit {
+    super::open::exit_of(tickbox_app::AppError::Registry(e))
 }
 
 /// `tickbox pull REF`.
@@ -245,265 +174,6 @@ pub struct PushArgs {
     pub pretty: bool,
 }
 
-/// Parses a reference, as a usage error when it is not one.
-pub fn parse(reference: &str) -> Result<Reference, Exit> {
-    reference.parse().map_err(Exit::usage)
-}
-
-/// Says once per process, on stderr, that a Tick from a registry runs with
-/// no signers policy in force, and how to add one.
-fn warn_no_policy(reference: &Reference) {
-    static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| {
-        eprintln!(
-            "tickbox: warning: no signers policy is in force, so {} runs whoever signed it; add one with --signers FILE, ${} or {} ([[require]] references = \"oci://HOST/PREFIX/*\", allowed_signers = \"FILE\")",
-            tickbox_runtime::text::escape(&reference.to_string()),
-            super::env::SIGNERS,
-            super::env::default_signers_file()
-                .map(|p| tickbox_runtime::text::escape(&p.display().to_string()))
-                .unwrap_or_else(|| "~/.config/tickbox/signers.toml".into()),
-        );
-    });
-}
-
-fn registry_failure(e: RegistryError) -> Exit {
-    match e {
-        RegistryError::Reference(_) => Exit::usage(e),
-        // The library names the setting; the command line names its flag.
-        RegistryError::Insecure { ref host } => {
-            let flag = format!("pass --insecure-registry {host} to allow plain HTTP");
-            Exit::session(format!("{e}; {}", tickbox_runtime::text::escape(&flag)))
-        }
-        e => Exit::session(e),
-    }
-}
-
-/// Runs `f` on a thread of its own with its own runtime: resolution is
-/// called from synchronous code that may itself be inside a runtime.
-fn blocking<T: Send>(
-    f: impl FnOnce(&tokio::runtime::Runtime) -> Result<T, RegistryError> + Send,
-) -> Result<T, RegistryError> {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| RegistryError::Connect {
-                    host: "-".into(),
-                    why: format!("cannot start a runtime: {e}"),
-                })?;
-            f(&rt)
-        })
-        .join()
-        .unwrap_or_else(|_| {
-            Err(RegistryError::Connect {
-                host: "-".into(),
-                why: "the pull failed unexpectedly".into(),
-            })
-        })
-    })
-}
-
-/// Every signature of a pulled Tick, checked against `allowed`.
-fn verdicts(
-    pulled: &Pulled,
-    opts: &RegistryOpts,
-    allowed: &std::path::Path,
-) -> Result<Vec<tickbox_registry::signature::Verdict>, Exit> {
-    let config = opts.config()?;
-    let pinned = pulled.reference.clone();
-    let offline_first = !pulled.fetched;
-    let sigs = blocking(|rt| {
-        let registry = Registry::new(config)?;
-        let mut sigs = rt.block_on(registry.signatures(&pinned, !offline_first))?;
-        if sigs.is_empty() && offline_first {
-            // Pulled earlier without signatures at hand: ask the registry.
-            sigs = rt
-                .block_on(registry.signatures(&pinned, true))
-                .unwrap_or_default();
-        }
-        Ok(sigs)
-    })
-    .map_err(registry_failure)?;
-    sigs.iter()
-        .map(|s| {
-            tickbox_registry::signature::verify(allowed, &pulled.manifest, s).map_err(Exit::session)
-        })
-        .collect()
-}
-
-/// Where the signers policy names signers for this Tick, one of its
-/// signatures must be theirs and over this very manifest digest; where no
-/// rule covers it, the policy's `no_match` decides (deny by default);
-/// else the Tick is refused before anything runs. Returns the signer.
-fn check_signers(pulled: &Pulled, opts: &RegistryOpts) -> Result<Option<String>, Exit> {
-    use tickbox_registry::signature::Verdict;
-    let Some(policy) = opts.signers_policy()? else {
-        warn_no_policy(&pulled.reference);
-        return Ok(None);
-    };
-    let name = pulled.reference.name();
-    let rule = match policy.decide(&name) {
-        Decision::Require(rule) => rule,
-        Decision::NoMatch(NoMatch::Allow) => return Ok(None),
-        Decision::NoMatch(NoMatch::Warn) => {
-            eprintln!(
-                "tickbox: warning: no rule of the signers policy {} covers {name}; it runs unchecked (no_match = \"warn\")",
-                tickbox_runtime::text::escape(&policy.source().to_string()),
-            );
-            return Ok(None);
-        }
-        Decision::NoMatch(NoMatch::Deny) => {
-            return Err(Exit::session(format!(
-                "refusing {}: no rule of the signers policy {} covers {name}, and no_match is deny (add a [[require]] rule that covers it, or set no_match = \"warn\" or \"allow\")",
-                pulled.reference,
-                policy.source(),
-            )))
-        }
-    };
-    let allowed = rule.allowed_signers.clone();
-    let rule = rule.label();
-    let verdicts = verdicts(pulled, opts, &allowed)?;
-    if let Some(Verdict::Valid { signer }) =
-        verdicts.iter().find(|v| matches!(v, Verdict::Valid { .. }))
-    {
-        return Ok(Some(signer.clone()));
-    }
-    let why = if verdicts.is_empty() {
-        "it is unsigned".to_string()
-    } else if let Some(Verdict::OtherDigest { signer }) = verdicts
-        .iter()
-        .find(|v| matches!(v, Verdict::OtherDigest { .. }))
-    {
-        format!("{signer}'s signature is not over this digest")
-    } else {
-        format!(
-            "its {} signature(s) are by keys {} does not list",
-            verdicts.len(),
-            allowed.display()
-        )
-    };
-    Err(Exit::session(format!(
-        "refusing {}: the signers policy {} requires a signature by {} for {name} ({rule}), and {why}",
-        pulled.reference,
-        policy.source(),
-        allowed.display()
-    )))
-}
-
-/// What the lock says about a reference: its entry (the digest to run
-/// instead), or a refusal under `--locked`.
-fn locked_target(parsed: &Reference, opts: &RegistryOpts) -> Result<Option<lock::Entry>, Exit> {
-    let Some(source) = opts.lock_source() else {
-        return Ok(None);
-    };
-    let lock = read_lock(&source.path)?;
-    match lock.get(parsed) {
-        Some(e) => Ok(Some(e.clone())),
-        None if opts.locked && parsed.digest().is_none() => Err(Exit::usage(format!(
-            "--locked: {parsed} is not in the lock file {source} (run `tickbox lock {parsed} --lock {}`)",
-            source.path.display()
-        ))),
-        None => Ok(None),
-    }
-}
-
-/// References resolved by this process, by what was written.
-static RESOLVED: Mutex<Option<HashMap<String, Pulled>>> = Mutex::new(None);
-
-/// The Tick a reference names, in the store and verified; the same
-/// resolution for the whole process.
-pub fn resolve(reference: &str, opts: &RegistryOpts, max_wasm: u64) -> Result<Pulled, Exit> {
-    if let Some(p) = tickbox_runtime::util::lock(&RESOLVED)
-        .as_ref()
-        .and_then(|m| m.get(reference))
-    {
-        return Ok(p.clone());
-    }
-    let (mut pulled, entry) = fetch(reference, opts, max_wasm)?;
-    pulled.signer = check_signers(&pulled, opts)?;
-    if let Some(e) = &entry {
-        if e.signer.is_some() && e.signer != pulled.signer {
-            let drift = format!(
-                "{reference}: the lock records signer {}, the signature now checked is by {}",
-                e.signer.as_deref().unwrap_or("none"),
-                pulled
-                    .signer
-                    .as_deref()
-                    .unwrap_or("nobody (no signers policy applies)")
-            );
-            if opts.locked {
-                return Err(Exit::session(format!("--locked: {drift}")));
-            }
-            tracing::warn!("{drift}");
-        }
-    }
-    tickbox_runtime::util::lock(&RESOLVED)
-        .get_or_insert_with(HashMap::new)
-        .insert(reference.to_string(), pulled.clone());
-    Ok(pulled)
-}
-
-/// The pull itself, under the lock file (a locked tag runs its locked
-/// digest; `--locked` refuses a moved tag), before any signers policy is
-/// applied; with the lock's entry for the reference.
-fn fetch(
-    reference: &str,
-    opts: &RegistryOpts,
-    max_wasm: u64,
-) -> Result<(Pulled, Option<lock::Entry>), Exit> {
-    let parsed = parse(reference)?;
-    let entry = locked_target(&parsed, opts)?;
-    let config = opts.config()?;
-    // A locked tag is not resolved again: its digest is what runs. Under
-    // --locked the tag is asked for too, to refuse one that moved.
-    let target = match &entry {
-        Some(e) => parsed.at(e.manifest),
-        None => parsed.clone(),
-    };
-    let check_tag = opts.locked && entry.is_some() && parsed.digest().is_none();
-    let (pulled, now) = blocking(|rt| {
-        let registry = Registry::new(config)?;
-        let pulled = rt.block_on(registry.pull(&target, max_wasm, true))?;
-        let now = if check_tag {
-            Some(rt.block_on(registry.fetch_manifest(&parsed))?.1)
-        } else {
-            None
-        };
-        Ok((pulled, now))
-    })
-    .map_err(registry_failure)?;
-    if let (Some(now), Some(e)) = (now, &entry) {
-        if now != e.manifest {
-            return Err(Exit::session(format!(
-                "--locked: the tag {reference} moved: the lock has {}, the registry now {now} (run `tickbox lock` to accept it)",
-                e.manifest
-            )));
-        }
-    }
-    if pulled.fetched {
-        tracing::info!(reference = %pulled.reference, wasm = %pulled.wasm_digest, "pulled");
-    }
-    Ok((pulled, entry))
-}
-
-/// The pinned form of a reference this process resolved.
-pub fn pinned(reference: &str) -> Option<String> {
-    tickbox_runtime::util::lock(&RESOLVED)
-        .as_ref()?
-        .get(reference)
-        .map(|p| p.reference.to_string())
-}
-
-/// The pull this process made of the wasm at `path` (a store path), if any.
-pub fn pulled_as(path: &std::path::Path) -> Option<Pulled> {
-    tickbox_runtime::util::lock(&RESOLVED)
-        .as_ref()?
-        .values()
-        .find(|p| p.wasm == path)
-        .cloned()
-}
-
 /// What `pull` prints about a Tick.
 pub fn describe(p: &Pulled) -> Value {
     json!({
@@ -530,7 +200,7 @@ pub fn pull(args: PullArgs) -> Result<Value, Exit> {
         })?,
         None => tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM,
     };
-    let pulled = resolve(&args.reference, &args.registry, max)?;
+    let pulled = super::open::app().resolve(&args.reference, &args.registry.settings(), max)?;
     Ok(describe(&pulled))
 }
 
@@ -557,7 +227,7 @@ pub fn push(args: PushArgs) -> Result<Value, Exit> {
     let requested = match &manifest {
         Some(p) => {
             // Checked as tickbox will read it after a pull.
-            super::open::read_grant_file(p).map_err(Exit::usage)?;
+            tickbox_app::grants::read_grant_file(p).map_err(Exit::usage)?;
             Some(
                 std::fs::read_to_string(p)
                     .map_err(|e| Exit::usage(format!("{}: {e}", p.display())))?,
@@ -568,7 +238,7 @@ pub fn push(args: PushArgs) -> Result<Value, Exit> {
     let component = kind == tickbox_runtime::backend::wasm::WasmKind::Component;
     let config = args.registry.config()?;
     let key = args.sign.clone();
-    let (digest, signature) = blocking(|rt| {
+    let (digest, signature) = tickbox_app::registry::blocking(|rt| {
         let registry = Registry::new(config)?;
         let digest =
             rt.block_on(registry.push(&reference, &wasm, component, requested.as_deref()))?;
@@ -623,9 +293,10 @@ pub fn verify(args: VerifyArgs) -> Result<Value, Exit> {
     let parsed = parse(&args.reference)?;
     // The pull alone: the signers policy is applied below, with its
     // verdicts shown, rather than refusing inside a resolve.
-    let (pulled, _) = fetch(
+    let app = super::open::app();
+    let (pulled, _) = app.fetch(
         &args.reference,
-        &args.registry,
+        &args.registry.settings(),
         tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM,
     )?;
     let (allowed, rule) = match &args.allowed_signers {
@@ -649,7 +320,12 @@ pub fn verify(args: VerifyArgs) -> Result<Value, Exit> {
             }
         },
     };
-    let verdicts = verdicts(&pulled, &args.registry, &allowed)?;
+    let verdicts = tickbox_app::registry::verdicts(
+        &pulled,
+        &args.registry.settings(),
+        app.settings(),
+        &allowed,
+    )?;
     let valid = verdicts
         .iter()
         .any(|v| matches!(v, tickbox_registry::signature::Verdict::Valid { .. }));
@@ -702,10 +378,11 @@ pub fn lock_command(args: LockArgs) -> Result<Value, Exit> {
         ..args.registry.clone()
     };
     let mut out = Vec::new();
+    let app = super::open::app();
     for r in &args.references {
-        let pulled = resolve(
+        let pulled = app.resolve(
             r,
-            &fresh,
+            &fresh.settings(),
             tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM,
         )?;
         let entry = lock::Entry {
@@ -716,19 +393,8 @@ pub fn lock_command(args: LockArgs) -> Result<Value, Exit> {
         out.push(json!({"reference": entry.reference.to_string(), "manifest": entry.manifest, "signer": entry.signer}));
         file.set(entry);
     }
-    write_lock(&file, &path)?;
+    tickbox_app::registry::write_lock(&file, &path)?;
     Ok(json!({"lock": path, "locked": out}))
-}
-
-/// How a file was found, for a report: `{"found": "flag"|"environment"|
-/// "default"|"none", "by": FLAG or VARIABLE}`.
-fn found(origin: Option<&Origin>) -> Value {
-    match origin {
-        None => json!({"found": "none"}),
-        Some(Origin::Flag(flag)) => json!({"found": "flag", "by": flag}),
-        Some(Origin::Environment(var)) => json!({"found": "environment", "by": var}),
-        Some(Origin::DefaultPath) => json!({"found": "default"}),
-    }
 }
 
 /// The trust store's directory and how it was found.
@@ -744,92 +410,14 @@ fn trust_source() -> Option<Source> {
 }
 
 /// Which signers policy, lock file and trust store apply under `opts`,
-/// where each was found, and for `reference` what the policy decides and
-/// what the lock holds (`tickbox policy show`). A policy that cannot be
-/// used is its error (exit 2, naming the rule).
+/// and for `reference` what the policy decides (`tickbox policy show`).
 pub fn files_report(opts: &RegistryOpts, reference: Option<&str>) -> Result<Value, Exit> {
-    let policy = opts.signers_policy()?;
-    let signers = match &policy {
-        Some(p) => {
-            let mut v = found(Some(&p.source().origin));
-            v["path"] = json!(p.source().path);
-            v["no_match"] = json!(p.no_match());
-            v["rules"] = p
-                .rules()
-                .iter()
-                .map(|r| {
-                    json!({
-                        "rule": r.index,
-                        "references": r.written,
-                        "pattern": r.pattern.to_string(),
-                        "allowed_signers": r.allowed_signers,
-                    })
-                })
-                .collect();
-            v
-        }
-        None => {
-            let mut v = found(None);
-            v["default"] = json!(super::env::default_signers_file());
-            v
-        }
-    };
-    let lock_source = opts.lock_source();
-    let lock_file = match &lock_source {
-        Some(s) => Some(read_lock(&s.path)?),
-        None => None,
-    };
-    let lock = match &lock_source {
-        Some(s) => {
-            let mut v = found(Some(&s.origin));
-            v["path"] = json!(s.path);
-            v["exists"] = json!(s.path.exists());
-            v["entries"] = json!(lock_file.as_ref().map_or(0, |l| l.entries().len()));
-            v
-        }
-        None => {
-            let mut v = found(None);
-            v["default"] = json!(opts.default_lock_path());
-            v
-        }
-    };
-    let trust = match trust_source() {
-        Some(s) => {
-            let mut v = found(Some(&s.origin));
-            v["path"] = json!(s.path);
-            v
-        }
-        None => found(None),
-    };
-    let mut out = json!({"signers": signers, "lock": lock, "trust": trust});
-    if let Some(r) = reference {
-        let parsed = parse(r)?;
-        let name = parsed.name();
-        let decision = match &policy {
-            None => json!({"outcome": "no_policy"}),
-            Some(p) => match p.decide(&name) {
-                Decision::Require(rule) => json!({
-                    "outcome": "require",
-                    "rule": rule.index,
-                    "references": rule.written,
-                    "pattern": rule.pattern.to_string(),
-                    "allowed_signers": rule.allowed_signers,
-                }),
-                Decision::NoMatch(setting) => json!({"outcome": "no_match", "no_match": setting}),
-            },
-        };
-        let locked = lock_file
-            .as_ref()
-            .and_then(|l| l.get(&parsed))
-            .map(|e| json!({"reference": e.reference.to_string(), "manifest": e.manifest, "signer": e.signer}));
-        out["reference"] = json!({
-            "reference": parsed.to_string(),
-            "name": name.to_string(),
-            "decision": decision,
-            "locked": locked,
-        });
-    }
-    Ok(out)
+    Ok(tickbox_app::registry::files_report(
+        &opts.settings(),
+        &super::env::settings(),
+        trust_source(),
+        reference,
+    )?)
 }
 
 /// The `tracing` target of [`log_files`]' lines (`tickbox mcp` shows it by

@@ -3,15 +3,12 @@
 
 use super::exit::Exit;
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tickbox_runtime::backend::native::NativeSpec;
-use tickbox_runtime::backend::wasm::grants::{GrantError, GrantSpec, Grants};
-use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmKind};
+use tickbox_runtime::backend::wasm::grants::{GrantError, GrantSpec};
 use tickbox_runtime::protocol::limits::CALL_TIMEOUT;
-use tickbox_runtime::session::{Session, SessionConfig};
-use tickbox_runtime::{LaunchError, Launcher};
+use tickbox_runtime::session::SessionConfig;
 
 /// A command that takes the Tick as its only positional.
 #[derive(Args)]
@@ -88,7 +85,7 @@ pub struct TickOpts {
     /// Who may approve what a wasm Tick's manifest asks for: set by the
     /// command (`tickbox mcp` and `tickbox test` never ask), not a flag.
     #[arg(skip)]
-    pub asking: super::consent::Asking,
+    pub asking: Option<super::consent::Asking>,
 }
 
 /// The other per-Tick bounds of a wasm Tick (see the README's sandbox table).
@@ -133,30 +130,8 @@ pub fn grant_error_line(e: &GrantError) -> String {
     }
 }
 
-/// A spec as the flags that give it (`--dir=X`, `--max-write=1MiB`, …):
-/// every field, from the serialized spec, so a field added to the spec
-/// reaches this without a change here.
-pub fn spec_args(spec: &GrantSpec) -> Vec<String> {
-    let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(spec) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for (key, value) in fields {
-        let values = match value {
-            serde_json::Value::Array(items) => items,
-            serde_json::Value::Null => Vec::new(),
-            one => vec![one],
-        };
-        for v in values {
-            if let serde_json::Value::String(v) = v {
-                // `--flag=VALUE`: a value starting with `-` stays a value.
-                out.push(format!("{}={v}", flag_of(&key)));
-            }
-        }
-    }
-    out
-}
-
+/// The defaults `--help` shows for the sandbox bounds, from the sandbox's
+/// limits table (so help and behaviour cannot disagree): (argument id, text).
 pub fn bound_defaults() -> Vec<(&'static str, String)> {
     use tickbox_runtime::backend::wasm::limits;
     vec![
@@ -175,15 +150,9 @@ pub fn bound_defaults() -> Vec<(&'static str, String)> {
     ]
 }
 
-/// A size as `--max-memory` and the others take it: the largest binary
-/// unit that divides it (`256MiB`, `4GiB`, `4KiB`), else bytes.
+/// A size as `--max-memory` and the others take it (`256MiB`).
 pub(crate) fn size(bytes: u64) -> String {
-    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", bytes >> shift);
-        }
-    }
-    bytes.to_string()
+    tickbox_app::policy::size(bytes)
 }
 
 /// Which Tick to start.
@@ -233,10 +202,16 @@ impl TickOpts {
     /// The grants from the policy file and the flags.
     pub fn grant_spec(&self) -> Result<GrantSpec, Exit> {
         let mut spec = match &self.policy {
-            Some(p) => read_policy(p).map_err(Exit::usage)?.0,
+            Some(p) => tickbox_app::grants::read_policy(p).map_err(Exit::usage)?.0,
             None => GrantSpec::default(),
         };
-        spec.merge(GrantSpec {
+        spec.merge(self.flag_grants());
+        Ok(spec)
+    }
+
+    /// The grants the flags give.
+    pub fn flag_grants(&self) -> GrantSpec {
+        GrantSpec {
             dir: self.dir.clone(),
             allow_net: self.allow_net.clone(),
             allow_http: self.allow_http.clone(),
@@ -248,8 +223,7 @@ impl TickOpts {
             compile_timeout: self.bounds.compile_timeout.clone(),
             compile_memory: self.bounds.compile_memory.clone(),
             max_write: self.bounds.max_write.clone(),
-        });
-        Ok(spec)
+        }
     }
 
     /// Where the audit stream goes: `--audit` (with `--audit-args` and
@@ -264,7 +238,7 @@ impl TickOpts {
             });
         }
         let mut wanted = match &self.policy {
-            Some(p) => read_policy(p).map_err(Exit::usage)?.1,
+            Some(p) => tickbox_app::grants::read_policy(p).map_err(Exit::usage)?.1,
             None => super::audit::Wanted::default(),
         };
         wanted.args |= self.audit_args;
@@ -292,468 +266,200 @@ pub fn call_timeout(seconds: f64) -> Result<Duration, Exit> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
-/// How a Tick was started, for `tickbox info`.
-// One per opened Tick: its size does not matter.
-#[allow(clippy::large_enum_variant)]
-pub enum Backend {
-    /// A subprocess with the user's own permissions.
-    Native { argv: Vec<String> },
-    /// A sandboxed guest.
-    Wasm {
-        path: PathBuf,
-        kind: WasmKind,
-        grants: Grants,
-        requested: Option<Box<GrantSpec>>,
-        /// The registry reference it was pulled by, pinned.
-        pulled: Option<Box<tickbox_registry::Pulled>>,
-    },
-}
+pub use tickbox_app::{is_sandboxed, Backend, Opened};
+use tickbox_app::{App, AppError, Notice, Notices, Request, Target};
 
-/// An initialized Tick.
-pub struct Opened {
-    pub session: Session,
-    pub backend: Backend,
-    /// How it runs.
-    pub kind: tickbox_runtime::TickKind,
-}
-
-impl Opened {
-    /// Shuts the Tick down and waits until it is gone.
-    pub async fn close(self) {
-        self.session.shutdown().await;
-    }
-}
-
-/// Whether a TICK path names a sandboxed Tick: a registry reference (only
-/// wasm is pulled) or a wasm file.
-pub fn is_sandboxed(path: &Path) -> bool {
-    path.to_str().is_some_and(tickbox_registry::is_reference) || wasm::is_wasm_path(path)
-}
-
-/// Resolves the TICK and the sandbox flags into the library's launcher,
-/// recording its starts in the audit stream the flags or the policy ask
-/// for; starts nothing yet.
-pub fn launcher(spec: TickSpec, args: &TickOpts) -> Result<Launcher, Exit> {
-    let audit = super::audit::handle(
+/// The request a command's flags make for `spec`, for the application
+/// layer: grants, bounds, policy file, audit stream, registry settings and
+/// who may approve, as typed values.
+pub fn request(app: &App, spec: TickSpec, args: &TickOpts) -> Result<Request, Exit> {
+    let call_timeout = call_timeout(args.call_timeout)?;
+    let mut request = unaudited(spec, args)?;
+    request.call_timeout = call_timeout;
+    request.audit = super::audit::handle(
+        app,
         args.audit_origin,
         &args.audit_wanted()?,
         &args.audit_observers,
     )?;
-    Ok(unaudited(spec, args)?.audited(audit))
+    Ok(request)
 }
 
-fn unaudited(spec: TickSpec, args: &TickOpts) -> Result<Launcher, Exit> {
-    let grant_spec = args.grant_spec()?;
-    if let TickSpec::Path(p) = &spec {
-        let path = Path::new(p);
-        if !tickbox_registry::is_reference(p) {
-            let meta = std::fs::metadata(path);
-            if meta.as_ref().is_ok_and(|m| m.is_dir()) {
-                return Err(Exit::session(format!(
-                    "cannot start the Tick: `{p}` is a directory: give a Tick's executable or .wasm file (or `-- COMMAND`)"
-                )));
-            }
-            // A bare name (no `/`, not .wasm) is looked up on PATH by the
-            // native launcher, which says so itself.
-            let missing = meta.is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
-            if missing && (p.contains('/') || p.ends_with(".wasm")) {
-                return Err(Exit::session(format!(
-                    "cannot start the Tick: `{p}` does not exist"
-                )));
-            }
-        }
-    }
-    let argv = match spec {
-        TickSpec::Path(p) if tickbox_registry::is_reference(&p) => {
-            return oci_launcher(&p, grant_spec, args)
-        }
-        TickSpec::Path(p) if wasm::is_wasm_path(std::path::Path::new(&p)) => {
-            return wasm_launcher(PathBuf::from(p), grant_spec, args)
-        }
-        TickSpec::Path(p) => vec![p],
-        TickSpec::Command(argv) => argv,
+/// [`request`] without its audit stream, with the default call timeout.
+pub fn unaudited(spec: TickSpec, args: &TickOpts) -> Result<Request, Exit> {
+    let target = match spec {
+        TickSpec::Path(p) => Target::named(&p),
+        TickSpec::Command(argv) => Target::Command(argv),
         TickSpec::Live(t) => {
             return Err(Exit::usage(format!(
                 "`@{t}` names a live instance, which this command cannot use"
             )))
         }
     };
-    // Native Ticks run with the user's own permissions: a sandbox grant
-    // would promise a confinement that does not exist, so it is refused.
-    if !grant_spec.dir.is_empty()
-        || !grant_spec.allow_net.is_empty()
-        || !grant_spec.allow_http.is_empty()
-        || grant_spec.http_ca.is_some()
-        || grant_spec.has_bounds()
-        || args.policy.is_some()
-    {
-        return Err(Exit::usage(
-            "--dir, --allow-net, --allow-http, --http-ca, --max-memory, --max-handles, --max-wasm-size, --compile-timeout, --compile-memory, --max-write and --policy apply to wasm Ticks only; a native Tick runs with your own permissions",
-        ));
-    }
-    let grants = grant_spec
-        .resolve()
-        .map_err(|e| Exit::usage(grant_error_line(&e)))?;
-    Ok(Launcher::native(NativeSpec {
-        argv,
-        cwd: args.cwd.clone(),
-        env: grants.env,
-        ..Default::default()
-    }))
+    let mut request = Request::new(target);
+    request.grants = args.flag_grants();
+    request.policy = args.policy.clone();
+    request.cwd = args.cwd.clone();
+    request.registry = args.registry.settings();
+    request.asking = args
+        .asking
+        .clone()
+        .unwrap_or_else(super::consent::Terminal::asking);
+    request.no_cache = args.no_cache;
+    Ok(request)
 }
 
-/// A Tick from a registry: resolved once per process into the store, then
-/// started from there pinned to its wasm layer's digest.
-fn oci_launcher(reference: &str, grant_spec: GrantSpec, args: &TickOpts) -> Result<Launcher, Exit> {
-    if args.cwd.is_some() {
-        return Err(Exit::usage(
-            "--cwd applies to native Ticks; grant a wasm Tick a directory with --dir",
-        ));
-    }
-    let flags = grant_spec
-        .resolve()
-        .map_err(|e| Exit::usage(grant_error_line(&e)))?;
-    let (pulled, pin, decided) = pull_and_decide(reference, flags.limits.max_wasm_size, args)?;
-    let grants = match &decided {
-        Some(d) => {
-            let grants = with_requested(&d.requested, grant_spec)?;
-            let guests: Vec<String> = grants.dirs.iter().map(|d| d.guest.clone()).collect();
-            for note in super::consent::unmapped_dirs(&d.requested, &guests) {
-                notice(&note);
-            }
-            grants
-        }
-        None => flags,
-    };
-    let engine = engine(args.no_cache)?;
-    Ok(Launcher::wasm(engine, pulled.wasm.clone(), grants)
-        .map_err(Exit::session)?
-        .pinned(pin))
-}
-
-/// A reference resolved (once per process), the wasm digest its start is
-/// pinned to, and what its requested-grants layer asks for as a consent
-/// subject (`None`: it asks for nothing).
-pub fn pulled_subject(
-    reference: &str,
-    max_wasm: u64,
-    registry: &super::oci::RegistryOpts,
-) -> Result<
-    (
-        tickbox_registry::Pulled,
-        tickbox_runtime::backend::wasm::WasmDigest,
-        Option<super::consent::Subject>,
-    ),
-    Exit,
-> {
-    let pulled = super::oci::resolve(reference, registry, max_wasm)?;
-    // One digest type from the registry to the sandbox: handed over as it is.
-    let pin = pulled.wasm_digest;
-    let subject = match &pulled.requested {
-        None => None,
-        Some(text) => {
-            let requested =
-                parse_manifest(text, &pulled.reference.to_string()).map_err(Exit::usage)?;
-            super::consent::subject_of_pulled(
-                pulled.reference.name().to_string(),
-                pulled.reference.to_string(),
-                pin,
-                pulled.signer.clone(),
-                requested,
-            )?
-        }
-    };
-    Ok((pulled, pin, subject))
-}
-
-/// Resolves a reference (once per process) and decides what its
-/// requested-grants layer may add: granted only under an approval of this
-/// content by this signer, as for a local file (`tickbox run` decides
-/// before it forks, then the host takes that decision).
-pub fn pull_and_decide(
-    reference: &str,
-    max_wasm: u64,
+/// Resolves the TICK and the sandbox flags into the library's launcher;
+/// starts nothing yet.
+pub fn launcher(
+    app: &App,
+    spec: TickSpec,
     args: &TickOpts,
-) -> Result<
-    (
-        tickbox_registry::Pulled,
-        tickbox_runtime::backend::wasm::WasmDigest,
-        Option<super::consent::Decided>,
-    ),
-    Exit,
-> {
-    let registry = args.registry.lock_beside(args.policy.as_deref());
-    let (pulled, pin, subject) = pulled_subject(reference, max_wasm, &registry)?;
-    if let super::consent::Asking::Decided(d) = &args.asking {
-        return Ok((pulled, pin, d.as_deref().cloned()));
-    }
-    let Some(subject) = subject else {
-        return Ok((pulled, pin, None));
-    };
-    super::consent::decide(&subject, &args.asking)?;
-    let decided = super::consent::Decided {
-        digest: pin,
-        requested: subject.requested,
-    };
-    Ok((pulled, pin, Some(decided)))
-}
-
-/// A requested-grants manifest's text, read as a grant file is.
-fn parse_manifest(text: &str, origin: &str) -> Result<GrantSpec, GrantError> {
-    toml::from_str(text).map_err(|e| GrantError::Policy {
-        path: format!("{origin} (its requested grants)"),
-        why: e.message().to_string(),
-    })
-}
-
-fn wasm_launcher(path: PathBuf, grant_spec: GrantSpec, args: &TickOpts) -> Result<Launcher, Exit> {
-    if args.cwd.is_some() {
-        return Err(Exit::usage(
-            "--cwd applies to native Ticks; grant a wasm Tick a directory with --dir",
-        ));
-    }
-    let mut grants = grant_spec
-        .resolve()
-        .map_err(|e| Exit::usage(grant_error_line(&e)))?;
-    // Only the header here: the whole file is read when an instance starts.
-    if wasm::detect_file(&path).is_none() {
-        return Err(Exit::session(LaunchError::NotWasm { path }));
-    }
-    // What the manifest asks for is granted only under an approval of
-    // these very bytes (asked for here, before anything of the Tick runs);
-    // a malformed manifest is a usage error, found before the engine exists.
-    let decided = super::consent::for_file(&path, &args.asking)?;
-    if let Some(d) = &decided {
-        grants = with_requested(&d.requested, grant_spec)?;
-        let guests: Vec<String> = grants.dirs.iter().map(|d| d.guest.clone()).collect();
-        for note in super::consent::unmapped_dirs(&d.requested, &guests) {
-            notice(&note);
-        }
-    }
-    let engine = engine(args.no_cache)?;
-    let launcher = Launcher::wasm(engine, path, grants).map_err(Exit::session)?;
-    // Started only if the bytes are still the ones approved.
-    Ok(match decided {
-        Some(d) => launcher.pinned(d.digest),
-        None => launcher,
-    })
-}
-
-/// The grants of an approved request together with the person's: the
-/// flags and policy win on every bound; a requested directory is only a
-/// guest path, granted where the person maps it (`--dir HOST::GUEST`).
-fn with_requested(requested: &GrantSpec, flags: GrantSpec) -> Result<Grants, Exit> {
-    let mut spec = requested.clone();
-    spec.dir.clear();
-    spec.merge(flags);
-    spec.resolve()
-        .map_err(|e| Exit::usage(grant_error_line(&e)))
-}
-
-/// Reads a policy file (`--policy`): its grants, and where it asks the
-/// audit stream to go (`audit`, relative to the file's directory, and
-/// `audit_args`). Only a policy has these keys: a manifest is the Tick
-/// author's, and an author does not choose where its audit goes.
-pub fn read_policy(path: &Path) -> Result<(GrantSpec, super::audit::Wanted), GrantError> {
-    let err = |why: String| GrantError::Policy {
-        path: path.display().to_string(),
-        why,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-    let mut table: toml::Table = toml::from_str(&text).map_err(|e| err(e.message().to_string()))?;
-    let keys = ["audit", "audit_args", "audit_sync"];
-    if !keys.iter().any(|k| table.contains_key(*k)) {
-        // The grants alone, parsed from the text so errors keep their place.
-        let spec = toml::from_str(&text).map_err(|e| err(e.message().to_string()))?;
-        return Ok((spec, super::audit::Wanted::default()));
-    }
-    let audit = match table.remove("audit") {
-        None => None,
-        Some(toml::Value::String(s)) => Some(s),
-        Some(_) => return Err(err("audit must be a string: a file, or - for stderr".into())),
-    };
-    let args = match table.remove("audit_args") {
-        None => false,
-        Some(toml::Value::Boolean(b)) => b,
-        Some(_) => return Err(err("audit_args must be true or false".into())),
-    };
-    let sync = match table.remove("audit_sync") {
-        None => false,
-        Some(toml::Value::Boolean(b)) => b,
-        Some(_) => return Err(err("audit_sync must be true or false".into())),
-    };
-    let spec = toml::Value::Table(table)
-        .try_into()
-        .map_err(|e: toml::de::Error| err(e.message().to_string()))?;
-    Ok((
-        spec,
-        super::audit::from_keys(audit.as_deref(), args, sync, path),
-    ))
-}
-
-/// Reads grants written in TOML: a policy file (`--policy`) or a Tick's
-/// manifest. The sandbox takes a [`GrantSpec`] from whoever reads one; the
-/// CLI is the one that reads files.
-pub fn read_grant_file(path: &Path) -> Result<GrantSpec, GrantError> {
-    let err = |why: String| GrantError::Policy {
-        path: path.display().to_string(),
-        why,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-    toml::from_str(&text).map_err(|e| err(e.message().to_string()))
-}
-
-/// The capabilities a Tick asks for, from `NAME.tick.toml` beside
-/// `NAME.wasm` (`None` when there is none). Granted only under a person's
-/// approval of the Tick's content ([`super::consent`]).
-pub fn manifest_of(path: &Path) -> Result<Option<GrantSpec>, GrantError> {
-    let manifest = path.with_extension("tick.toml");
-    if !manifest.exists() {
-        return Ok(None);
-    }
-    read_grant_file(&manifest).map(Some)
-}
-
-/// How the Tick a launcher starts runs, for `tickbox info`.
-fn backend(launcher: &Launcher) -> Backend {
-    match launcher {
-        Launcher::Native(spec) => Backend::Native {
-            argv: spec.argv.clone(),
-        },
-        Launcher::Wasm { spec, kind, .. } => {
-            let pulled = super::oci::pulled_as(&spec.path);
-            // Read (and found well-formed) when the launcher was made.
-            let requested = match &pulled {
-                Some(p) => p
-                    .requested
-                    .as_deref()
-                    .and_then(|t| parse_manifest(t, "").ok()),
-                None => manifest_of(&spec.path).ok().flatten(),
-            };
-            Backend::Wasm {
-                path: spec.path.clone(),
-                kind: *kind,
-                grants: spec.grants.clone(),
-                requested: requested.map(Box::new),
-                pulled: pulled.map(Box::new),
-            }
-        }
-    }
+) -> Result<tickbox_runtime::Launcher, Exit> {
+    Ok(app.launcher(&request(app, spec, args)?)?)
 }
 
 /// Starts and initializes a Tick.
-pub async fn open(spec: TickSpec, args: &TickOpts) -> Result<Opened, Exit> {
-    let config = args.config()?;
-    let launcher = launcher(spec, args)?;
-    let session = launcher.open(config).await.map_err(|e| match e {
-        LaunchError::Init(e) => {
-            let last_words = e.last_words.clone();
-            Exit::session(e).with_last_words(last_words)
-        }
-        e => Exit::session(e),
-    })?;
-    Ok(Opened {
-        session,
-        backend: backend(&launcher),
-        kind: launcher.kind(),
-    })
+pub async fn open(app: &App, spec: TickSpec, args: &TickOpts) -> Result<Opened, Exit> {
+    Ok(app.open(&request(app, spec, args)?).await?)
 }
 
-/// Where [`notice`] sends its lines when stderr is not the person's
-/// terminal (`tickbox run`'s host, whose stderr is a log or /dev/null).
-static NOTICES: std::sync::Mutex<Option<NoticeSink>> = std::sync::Mutex::new(None);
+/// An application error in the command line's words: settings named by
+/// their flags and variables, with the exit code the command documents.
+pub fn exit_of(e: AppError) -> Exit {
+    use tickbox_registry::RegistryError;
+    match e {
+        AppError::Grant(e) => Exit::usage(grant_error_line(&e)),
+        AppError::CwdOnWasm => Exit::usage(
+            "--cwd applies to native Ticks; grant a wasm Tick a directory with --dir",
+        ),
+        AppError::NativeGrants => Exit::usage(
+            "--dir, --allow-net, --allow-http, --http-ca, --max-memory, --max-handles, --max-wasm-size, --compile-timeout, --compile-memory, --max-write and --policy apply to wasm Ticks only; a native Tick runs with your own permissions",
+        ),
+        AppError::Registry(ref r @ RegistryError::Insecure { ref host }) => {
+            let flag = format!("pass --insecure-registry {host} to allow plain HTTP");
+            Exit::session(format!("{r}; {}", tickbox_runtime::text::escape(&flag)))
+        }
+        AppError::NotLocked {
+            reference,
+            lock,
+            path,
+        } => Exit::usage(format!(
+            "--locked: {reference} is not in the lock file {lock} (run `tickbox lock {reference} --lock {}`)",
+            path.display()
+        )),
+        AppError::Drift(why) => Exit::session(format!("--locked: {why}")),
+        AppError::NoStore => Exit::usage(format!(
+            "no Tick store: set {} or HOME",
+            super::env::STORE_DIR
+        )),
+        AppError::NoTrustStore => Exit::usage(format!(
+            "no trust store: set {} or HOME",
+            super::env::TRUST_DIR
+        )),
+        AppError::AuditOpen { to, why } => Exit::usage(format!(
+            "--audit {}: cannot open it: {why}",
+            tickbox_runtime::text::escape(&to)
+        )),
+        AppError::AuditSyncWithoutFile => Exit::usage(
+            "--audit-sync: only an audit file can be synced: give --audit FILE (or an audit key naming a file)",
+        ),
+        AppError::Prompt(why) => Exit::usage(format!("cannot ask on the terminal: {why}")),
+        AppError::Interrupted => Exit::new(super::exit::INTERRUPTED, e),
+        AppError::Start {
+            message,
+            last_words,
+        } => Exit::session(message).with_last_words(last_words),
+        e if e.is_usage() => Exit::usage(e),
+        e => Exit::session(e),
+    }
+}
 
-/// Where notices go instead of stderr.
+impl From<AppError> for Exit {
+    fn from(e: AppError) -> Exit {
+        exit_of(e)
+    }
+}
+
+/// Where notices go instead of stderr (`tickbox run`'s host, whose stderr
+/// is a log or /dev/null).
 pub type NoticeSink = Box<dyn Fn(&str) + Send>;
 
-/// Tells the person something about the start while they wait (a long
-/// first compile): one line on stderr, or wherever [`redirect_notices`]
-/// said.
-pub fn notice(text: &str) {
-    match tickbox_runtime::util::lock(&NOTICES).as_ref() {
-        Some(send) => send(text),
-        None => eprintln!("tickbox: {}", tickbox_runtime::text::escape(text)),
+/// The command line's [`Notices`]: one line on stderr, or wherever
+/// [`Stderr::redirect`] said.
+#[derive(Default)]
+pub struct Stderr {
+    to: std::sync::Mutex<Option<NoticeSink>>,
+}
+
+impl Stderr {
+    /// Sends notices to `to` from now on (`None`: back to stderr).
+    pub fn redirect(&self, to: Option<NoticeSink>) {
+        *tickbox_runtime::util::lock(&self.to) = to;
+    }
+
+    /// Says one line.
+    pub fn say(&self, text: &str) {
+        match tickbox_runtime::util::lock(&self.to).as_ref() {
+            Some(send) => send(text),
+            None => eprintln!("tickbox: {}", tickbox_runtime::text::escape(text)),
+        }
     }
 }
 
-/// Sends [`notice`]s to `to` from now on (`None`: back to stderr).
-pub fn redirect_notices(to: Option<NoticeSink>) {
-    *tickbox_runtime::util::lock(&NOTICES) = to;
+impl Notices for Stderr {
+    fn notice(&self, notice: &Notice) {
+        let e = |s: &str| tickbox_runtime::text::escape(s);
+        match notice {
+            Notice::Compiling {
+                name,
+                megabytes,
+                cached,
+            } => self.say(&if *cached {
+                format!("compiling {name} ({megabytes:.1} MB) to native code, cached afterwards…")
+            } else {
+                format!("compiling {name} ({megabytes:.1} MB) to native code (--no-cache)…")
+            }),
+            Notice::CacheRefused(why) => {
+                eprintln!("tickbox: warning: {why}; running without the compile cache")
+            }
+            Notice::NoSignersPolicy {
+                reference,
+                default_file,
+            } => eprintln!(
+                "tickbox: warning: no signers policy is in force, so {} runs whoever signed it; add one with --signers FILE, ${} or {} ([[require]] references = \"oci://HOST/PREFIX/*\", allowed_signers = \"FILE\")",
+                e(reference),
+                super::env::SIGNERS,
+                default_file
+                    .as_ref()
+                    .map(|p| e(&p.display().to_string()))
+                    .unwrap_or_else(|| "~/.config/tickbox/signers.toml".into()),
+            ),
+            Notice::NoRuleCovers { policy, name } => eprintln!(
+                "tickbox: warning: no rule of the signers policy {} covers {name}; it runs unchecked (no_match = \"warn\")",
+                e(policy),
+            ),
+            Notice::UnmappedDir { guest } => self.say(&format!(
+                "the Tick asks for the directory {guest}; it is not granted until you map one with --dir HOST::{guest}"
+            )),
+        }
+    }
 }
 
-/// The engine shared by every wasm Tick this process starts.
-pub fn engine(no_cache: bool) -> Result<Arc<WasmEngine>, Exit> {
-    static CACHED: std::sync::OnceLock<Arc<WasmEngine>> = std::sync::OnceLock::new();
-    static UNCACHED: std::sync::OnceLock<Arc<WasmEngine>> = std::sync::OnceLock::new();
-    let (cell, dir) = if no_cache {
-        (&UNCACHED, None)
-    } else {
-        (&CACHED, super::env::cache_dir())
-    };
-    if let Some(e) = cell.get() {
-        return Ok(e.clone());
-    }
-    // Compiling runs in a worker: this same executable, under the Tick's
-    // compile bounds.
-    let worker = std::env::current_exe().ok();
-    let e = WasmEngine::with_options(wasm::EngineOptions {
-        cache_dir: dir,
-        cache_max_bytes: super::env::cache_max_bytes(),
-        worker,
-        guest_yield: super::env::guest_yield(),
-        // No grant may reach the approvals wherever they are kept: a Tick
-        // that could write them could approve itself.
-        own_state: super::env::trust_dir().into_iter().collect(),
-    })
-    .map_err(Exit::session)?;
-    // How Ticks without optimized code in the cache are compiled.
-    if let Some(policy) = super::env::compile_policy() {
-        e.set_compile_policy(policy.map_err(Exit::usage)?);
-    }
-    if let Some(why) = e.cache_refused() {
-        eprintln!("tickbox: warning: {why}; running without the compile cache");
-    }
-    let cached = e.cache().is_some();
-    // A large component (componentize-py/-js) compiles for tens of seconds on
-    // its first start: say so rather than leave a blank screen. Stderr only.
-    e.on_slow_compile(wasm::SLOW_COMPILE, move |path, size| {
-        let name = path
-            .file_name()
-            .unwrap_or(path.as_os_str())
-            .to_string_lossy();
-        let mb = size as f64 / 1_000_000.0;
-        notice(&if cached {
-            format!("compiling {name} ({mb:.1} MB) to native code, cached afterwards…")
-        } else {
-            format!("compiling {name} ({mb:.1} MB) to native code (--no-cache)…")
-        });
-    });
-    Ok(cell.get_or_init(|| e).clone())
+/// The application context a command runs its Ticks in, its notices on stderr.
+pub fn app() -> App {
+    app_with(std::sync::Arc::new(Stderr::default()))
+}
+
+/// [`app`], its notices going to `notices`.
+pub fn app_with(notices: std::sync::Arc<Stderr>) -> App {
+    App::with_notices(super::env::settings(), notices)
+        .observed_by(std::sync::Arc::new(super::otel::Telemetry::default()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_spec_becomes_the_flags_that_give_it() {
-        let spec = GrantSpec {
-            dir: vec!["a".into(), "b:ro".into()],
-            http_ca: Some("ca.pem".into()),
-            max_write: Some("-1MiB".into()),
-            ..GrantSpec::default()
-        };
-        let args = spec_args(&spec);
-        for arg in [
-            "--dir=a",
-            "--dir=b:ro",
-            "--http-ca=ca.pem",
-            "--max-write=-1MiB",
-        ] {
-            assert!(args.iter().any(|a| a == arg), "{arg} in {args:?}");
-        }
-        assert_eq!(args.len(), 4, "{args:?}");
-    }
 
     /// The library's message names the key; the command line's, the flag.
     #[test]

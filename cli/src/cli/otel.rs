@@ -219,42 +219,60 @@ fn millis(name: &str, default: Duration) -> Result<Duration, Exit> {
     }
 }
 
-/// The observer of this process, once started: `Some(None)` when the
-/// variables asked for nothing.
-static STARTED: Mutex<Option<Option<Arc<Otel>>>> = Mutex::new(None);
-
-/// The process's OpenTelemetry observer, started the first time it is
-/// asked for when the variables set an endpoint; `None` (and nothing
-/// started) otherwise.
-pub fn observer() -> Result<Option<Arc<Otel>>, Exit> {
-    let mut started = lock(&STARTED);
-    if let Some(o) = &*started {
-        return Ok(o.clone());
-    }
-    let otel = match config()? {
-        None => None,
-        Some(config) => {
-            // Failed exports are warnings; make sure they are seen even
-            // when the command logs nothing else (a no-op when -v or
-            // RUST_LOG set logging up already).
-            super::logging::init(tracing_subscriber::EnvFilter::new(
-                "tickbox_host::otel=warn",
-            ));
-            let otel = Otel::start(config, Box::new(HyperPost::default()))
-                .map_err(|e| Exit::session(format!("cannot start the OTLP exporter: {e}")))?;
-            Some(otel)
-        }
-    };
-    *started = Some(otel.clone());
-    Ok(otel)
+/// The OpenTelemetry observer of one application context: started the
+/// first time an audit stream is made, when the variables set an endpoint.
+#[derive(Default)]
+pub struct Telemetry {
+    /// `Some(None)` once the variables were read and asked for nothing.
+    started: Mutex<Option<Option<Arc<Otel>>>>,
 }
 
-/// Gives the exporter its bounded time to send what is left; call once
-/// on the way out, after the Ticks have ended.
-pub fn finish() {
-    let otel = lock(&STARTED).clone().flatten();
-    if let Some(o) = otel {
-        o.finish();
+impl Telemetry {
+    fn observer(&self) -> Result<Option<Arc<Otel>>, Exit> {
+        let mut started = lock(&self.started);
+        if let Some(o) = &*started {
+            return Ok(o.clone());
+        }
+        let otel = match config()? {
+            None => None,
+            Some(config) => {
+                // Failed exports are warnings; make sure they are seen even
+                // when the command logs nothing else (a no-op when -v or
+                // RUST_LOG set logging up already).
+                super::logging::init(tracing_subscriber::EnvFilter::new(
+                    "tickbox_host::otel=warn",
+                ));
+                let otel = Otel::start(config, Box::new(HyperPost::default()))
+                    .map_err(|e| Exit::session(format!("cannot start the OTLP exporter: {e}")))?;
+                Some(otel)
+            }
+        };
+        *started = Some(otel.clone());
+        Ok(otel)
+    }
+}
+
+impl tickbox_app::Observers for Telemetry {
+    fn observers(
+        &self,
+    ) -> Result<Vec<Arc<dyn tickbox_runtime::audit::AuditObserver>>, tickbox_app::AppError> {
+        match self.observer() {
+            Ok(o) => Ok(o
+                .into_iter()
+                .map(|o| o as Arc<dyn tickbox_runtime::audit::AuditObserver>)
+                .collect()),
+            // Worded here, with its exit code kept by the kind.
+            Err(e) if e.code == super::exit::USAGE => Err(tickbox_app::AppError::Usage(e.message)),
+            Err(e) => Err(tickbox_app::AppError::Session(e.message)),
+        }
+    }
+
+    /// Gives the exporter its bounded time to send what is left, after
+    /// the Ticks have ended.
+    fn finish(&self) {
+        if let Some(o) = lock(&self.started).clone().flatten() {
+            o.finish();
+        }
     }
 }
 

@@ -30,7 +30,7 @@ use tickbox_runtime::protocol::{Descriptor, TickText};
 /// How much longer than the host's own deadline a client waits for its
 /// reply: the host answers a timeout itself, so this only runs out when the
 /// host is stopped, wedged or gone.
-pub const REPLY_GRACE: Duration = Duration::from_secs(3);
+pub use tickbox_app::live::REPLY_GRACE;
 
 #[derive(Args)]
 pub struct StopArgs {

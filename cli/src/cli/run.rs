@@ -73,6 +73,10 @@ pub fn main(mut args: RunArgs, verbose: u8) -> ExitCode {
     // manifest asks for is decided here, on this terminal, before the fork
     // and before anything of the Tick runs; the host starts under that
     // decision (pinned to the content decided on) and asks nobody.
+    // One context for the view and the host it forks: what is resolved
+    // and decided here is what the host starts.
+    let notices = Arc::new(open::Stderr::default());
+    let app = open::app_with(notices.clone());
     if let TickSpec::Path(p) = &spec {
         if tickbox_registry::is_reference(p) {
             let decided = args
@@ -82,19 +86,32 @@ pub fn main(mut args: RunArgs, verbose: u8) -> ExitCode {
                     g.resolve()
                         .map_err(|e| Exit::usage(super::open::grant_error_line(&e)))
                 })
-                .and_then(|g| super::open::pull_and_decide(p, g.limits.max_wasm_size, &args.opts));
+                .and_then(|g| {
+                    let request = open::unaudited(spec.clone(), &args.opts)?;
+                    Ok(app.pull_and_decide(
+                        p,
+                        g.limits.max_wasm_size,
+                        &request.registry(),
+                        &request.asking,
+                    )?)
+                });
             match decided {
                 Ok((_, _, decided)) => {
-                    args.opts.asking = super::consent::Asking::Decided(decided.map(Box::new))
+                    args.opts.asking = Some(super::consent::Asking::Decided(decided.map(Box::new)))
                 }
                 Err(e) => return super::fail(e),
             }
         } else if tickbox_runtime::backend::wasm::is_wasm_path(Path::new(p)) {
-            match super::consent::for_file(Path::new(p), &args.opts.asking) {
+            let asking = args
+                .opts
+                .asking
+                .clone()
+                .unwrap_or_else(super::consent::Terminal::asking);
+            match app.decide_file(Path::new(p), &asking) {
                 Ok(decided) => {
-                    args.opts.asking = super::consent::Asking::Decided(decided.map(Box::new))
+                    args.opts.asking = Some(super::consent::Asking::Decided(decided.map(Box::new)))
                 }
-                Err(e) => return super::fail(e),
+                Err(e) => return super::fail(e.into()),
             }
         }
     }
@@ -123,7 +140,7 @@ pub fn main(mut args: RunArgs, verbose: u8) -> ExitCode {
             let ready = unsafe { File::from_raw_fd(fds[1]) };
             // The subreaper setting is not inherited across fork.
             tickbox_runtime::backend::reaper::become_subreaper();
-            let code = host(spec, args, registry, ready, parent, verbose);
+            let code = host(&app, &notices, spec, args, registry, ready, parent, verbose);
             // What a native Tick left behind outside its group goes too.
             tickbox_runtime::backend::reaper::sweep();
             std::process::exit(code)
@@ -139,7 +156,7 @@ pub fn main(mut args: RunArgs, verbose: u8) -> ExitCode {
                 let Ok(line) = line else { break };
                 match serde_json::from_str::<Value>(&line) {
                     Ok(v) if v["note"].is_string() => {
-                        open::notice(v["note"].as_str().unwrap_or_default())
+                        notices.say(v["note"].as_str().unwrap_or_default())
                     }
                     _ => {
                         text = line;
@@ -202,55 +219,25 @@ fn record_target(file: &Path) -> Result<PathBuf, Exit> {
     Ok(abs)
 }
 
-/// The `[tick]` table of a recording: the Tick as this command started it,
-/// paths made absolute so the scenario runs from anywhere.
+/// The `[tick]` table of a recording: the Tick as this command started it
+/// (`tickbox_app::App::record_tick`; a live instance records nothing).
 pub(super) fn record_tick(
+    app: &tickbox_app::App,
     spec: &TickSpec,
     opts: &open::TickOpts,
     kind: TickKind,
     size: (u16, u16),
 ) -> RecordTick {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    let grants = opts.grant_spec().unwrap_or_default();
-    let time = match kind {
-        TickKind::Native => RecordTime::Native,
-        TickKind::WasmComponent => RecordTime::Virtual,
-        TickKind::WasmModule => RecordTime::RealWasm,
-    };
-    let native = time == RecordTime::Native;
-    let (path, command) = match spec {
-        // A reference is recorded pinned, so a replay runs the same bytes.
-        TickSpec::Path(p) if tickbox_registry::is_reference(p) => (
-            Some(PathBuf::from(
-                super::oci::pinned(p).unwrap_or_else(|| p.clone()),
-            )),
-            Vec::new(),
-        ),
-        TickSpec::Path(p) => (Some(abs(Path::new(p))), Vec::new()),
-        TickSpec::Command(argv) => (None, argv.clone()),
-        TickSpec::Live(_) => (None, Vec::new()),
-    };
-    RecordTick {
-        path,
-        cwd: native.then(|| opts.cwd.as_deref().map_or_else(|| cwd.clone(), abs)),
-        command,
-        // The whole spec: every grant and bound the session had, with the
-        // host paths absolute so the scenario runs from anywhere.
-        grants: tickbox_runtime::backend::wasm::grants::GrantSpec {
-            dir: grants
-                .dir
-                .iter()
-                .map(|d| tickbox_runtime::scenario::dir_grant(&cwd, d))
-                .collect(),
-            http_ca: grants
-                .http_ca
-                .as_deref()
-                .map(|c| abs(Path::new(c)).display().to_string()),
-            ..grants.clone()
+    match open::unaudited(spec.clone(), opts) {
+        Ok(request) => app.record_tick(&request, kind, size),
+        Err(_) => RecordTick {
+            path: None,
+            cwd: None,
+            command: Vec::new(),
+            grants: Default::default(),
+            size,
+            time: RecordTime::Native,
         },
-        size,
-        time,
     }
 }
 
@@ -306,7 +293,11 @@ async fn save(recorder: Option<&Recorder>) {
 }
 
 /// The host process: start, publish, serve. Returns its exit code.
+// One call site: the arguments are the forked host's whole world.
+#[allow(clippy::too_many_arguments)]
 fn host(
+    app: &tickbox_app::App,
+    notices: &open::Stderr,
     spec: TickSpec,
     mut args: RunArgs,
     registry: Registry,
@@ -332,9 +323,9 @@ fn host(
     // A live host always keeps its own audit stream, in the state
     // directory (rotated at its bound), besides any --audit.
     args.opts.audit_origin = tickbox_runtime::audit::Origin::LiveHost;
-    match super::audit::live_host_sink(registry.dir()) {
-        Ok(sink) => super::audit::also_into(sink),
-        Err(e) => return ready_failed(&mut ready, &e),
+    match app.live_host_sink(registry.dir(), super::env::live_audit_max_bytes()) {
+        Ok(sink) => app.also_audit_into(sink),
+        Err(e) => return ready_failed(&mut ready, &open::exit_of(e)),
     }
     let runtime = match super::new_runtime(2) {
         Ok(rt) => rt,
@@ -354,12 +345,12 @@ fn host(
         // to the view over the ready pipe, which prints it there.
         if let Ok(pipe) = ready.try_clone() {
             let pipe = std::sync::Mutex::new(pipe);
-            open::redirect_notices(Some(Box::new(move |text: &str| {
+            notices.redirect(Some(Box::new(move |text: &str| {
                 send_ready(&mut tickbox_runtime::util::lock(&pipe), json!({"note": text}));
             })));
         }
-        let opened = open::open(spec.clone(), &args.opts).await;
-        open::redirect_notices(None);
+        let opened = open::open(app, spec.clone(), &args.opts).await;
+        notices.redirect(None);
         let opened = match opened {
             Ok(t) => t,
             Err(e) => return ready_failed(&mut ready, &e),
@@ -367,7 +358,7 @@ fn host(
         let recorder = args
             .record
             .clone()
-            .map(|f| Arc::new(Recorder::new(f, &record_tick(&spec, &args.opts, opened.kind, opened.session.view().size()))));
+            .map(|f| Arc::new(Recorder::new(f, &record_tick(app, &spec, &args.opts, opened.kind, opened.session.view().size()))));
         let session = Arc::new(opened.session);
         let mut options = PublishOptions::new(opened.kind.label());
         options.name = args.name;
@@ -417,7 +408,6 @@ fn host(
         0
     });
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
-    super::audit::finish();
-    super::otel::finish();
+    app.finish_audit();
     code
 }

@@ -3,11 +3,12 @@
 
 use super::consent::{Asking, NOBODY_TEST};
 use super::exit::{self, Exit};
-use super::open::{launcher as resolve, TickOpts, TickSpec};
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use std::path::{Path, PathBuf};
+use clap::{Args, Subcommand, ValueEnum};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tickbox_app::scenarios::{write_traces, Scratch};
+use tickbox_app::{App, Request, Target};
 use tickbox_runtime::scenario::{
     self, report, trace, Outcome, Policy, Prepared, RunOptions, Scenario, ScenarioResult,
     TimeBudget,
@@ -19,7 +20,7 @@ pub const FAILED: u8 = 1;
 
 /// `tickbox test`'s help after the options: its exit codes and rules, the
 /// defaults and bounds read from their constants.
-pub static HELP: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+pub fn help() -> String {
     let minutes = |d: Duration| format!("{}m", d.as_secs() / 60);
     format!(
         "\
@@ -58,7 +59,7 @@ step's outcome in it (at most {trace_max_mib} MiB; a cut trace says so in the re
         run_timeout = minutes(scenario::DEFAULT_RUN_TIMEOUT),
         trace_max_mib = trace::MAX_TRACE_BYTES >> 20,
     )
-});
+}
 
 /// When `tickbox test` writes a trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -277,62 +278,41 @@ impl Rules {
     }
 }
 
-/// Parses a scenario's `[tick]` grants exactly as the command line would,
-/// so a scenario gets the same checks and defaults as `tickbox run`.
-#[derive(Parser)]
-#[command(no_binary_name = true)]
-struct GrantLine {
-    #[command(flatten)]
-    opts: TickOpts,
-}
-
-fn launcher(s: &Scenario, args: &TestArgs) -> Result<Launcher, Exit> {
-    let no_cache = args.no_cache;
+/// The request a scenario's `[tick]` makes: its grants as the one grant
+/// type, straight from the scenario (the same checks and defaults as a
+/// command line's, in the application layer), the audit stream from the
+/// command line, and nobody to approve.
+fn launcher(app: &App, s: &Scenario, args: &TestArgs) -> Result<Launcher, Exit> {
     let t = &s.tick;
-    // Every grant and bound of the one grant type, as the flags give them.
-    let mut argv: Vec<String> = super::open::spec_args(&t.grants);
-    let mut flag = |name: &str, v: &str| {
-        argv.push(format!("--{name}"));
-        argv.push(v.to_string());
+    let target = match &t.path {
+        Some(p) => Target::named(&p.display().to_string()),
+        None => Target::Command(t.command.clone()),
     };
-    let is_wasm = t.path.as_deref().is_some_and(super::open::is_sandboxed);
     // A native Tick starts in the scenario's directory unless it says otherwise.
     let cwd = t.cwd.clone().or_else(|| {
-        (!is_wasm).then(|| {
+        (!target.is_sandboxed()).then(|| {
             s.file
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())
                 .map_or_else(|| PathBuf::from("."), PathBuf::from)
         })
     });
-    if let Some(c) = cwd {
-        flag("cwd", &c.display().to_string());
-    }
-    if no_cache {
-        argv.push("--no-cache".into());
-    }
-    let mut line = GrantLine::try_parse_from(&argv).map_err(|e| {
-        Exit::usage(
-            e.to_string()
-                .lines()
-                .next()
-                .unwrap_or("bad [tick]")
-                .to_string(),
-        )
-    })?;
-    let spec = match &t.path {
-        Some(p) => TickSpec::Path(p.display().to_string()),
-        None => TickSpec::Command(t.command.clone()),
+    // The audit stream is the command line's, never the scenario file's.
+    let wanted = super::audit::Wanted {
+        to: args.audit.clone(),
+        args: args.audit_args,
+        sync: args.audit_sync,
     };
+    let audit = super::audit::handle(app, tickbox_runtime::audit::Origin::Scenario, &wanted, &[])?;
+    let mut request = Request::new(target);
+    request.grants = t.grants.clone();
+    request.cwd = cwd;
+    request.audit = audit;
+    request.no_cache = args.no_cache;
     // A scenario runs unattended: what a manifest asks for must have
     // been approved beforehand (`tickbox trust`).
-    line.opts.asking = Asking::Nobody(NOBODY_TEST);
-    // The audit stream is the command line's, never the scenario file's.
-    line.opts.audit = args.audit.clone();
-    line.opts.audit_args = args.audit_args;
-    line.opts.audit_sync = args.audit_sync;
-    line.opts.audit_origin = tickbox_runtime::audit::Origin::Scenario;
-    resolve(spec, &line.opts)
+    request.asking = Asking::Nobody(NOBODY_TEST);
+    Ok(app.launcher(&request)?)
 }
 
 fn prepare(l: Launcher) -> Prepared {
@@ -344,6 +324,7 @@ fn prepare(l: Launcher) -> Prepared {
 
 /// One scenario, from its file to its result.
 async fn one(
+    app: Arc<App>,
     file: PathBuf,
     args: Arc<TestArgs>,
     rules: Arc<Rules>,
@@ -406,7 +387,7 @@ async fn one(
             let made =
                 Scratch::new().map_err(|e| format!("cannot make the scratch directory: {e}"));
             let seeded = made.and_then(|dir| {
-                scenario::seed_files(&dir.0, &s.files)
+                scenario::seed_files(dir.path(), &s.files)
                     .map(|()| dir)
                     .map_err(|e| format!("cannot seed the scratch directory ([files]): {e}"))
             });
@@ -415,7 +396,7 @@ async fn one(
                     s.tick
                         .grants
                         .dir
-                        .push(format!("{}::{guest}", dir.0.display()));
+                        .push(format!("{}::{guest}", dir.path().display()));
                     Some(dir)
                 }
                 Err(e) => {
@@ -425,7 +406,7 @@ async fn one(
             }
         }
     };
-    let prepared = match launcher(&s, &args) {
+    let prepared = match launcher(&app, &s, &args) {
         Ok(l) => prepare(l),
         Err(e) => {
             let o = if e.code == exit::USAGE {
@@ -478,44 +459,8 @@ async fn one(
     }
 }
 
-/// A private temporary directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new() -> std::io::Result<Scratch> {
-        use std::os::unix::fs::DirBuilderExt;
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "tickbox-scratch-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
-        Ok(Scratch(dir))
-    }
-
-    /// Empties the directory and seeds it again, for a retry: each attempt
-    /// starts from what `[files]` says, not from what the failed attempt
-    /// left (which could make a retry pass for a reason of its own).
-    fn reset(&self, files: &[scenario::SeedFile]) -> Result<(), String> {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::remove_dir_all(&self.0)
-            .and_then(|()| std::fs::DirBuilder::new().mode(0o700).create(&self.0))
-            .map_err(|e| format!("cannot empty the scratch directory for a retry: {e}"))?;
-        scenario::seed_files(&self.0, files)
-            .map_err(|e| format!("cannot seed the scratch directory ([files]): {e}"))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Runs `tickbox test`.
-pub async fn run(args: TestArgs) -> Result<(), Exit> {
+pub async fn run(args: TestArgs, app: Arc<App>) -> Result<(), Exit> {
     match args.command {
         Some(TestCommand::Review(r)) => return super::review::run(r),
         Some(TestCommand::ShowTrace(t)) => return super::show_trace::run(t),
@@ -580,15 +525,17 @@ pub async fn run(args: TestArgs) -> Result<(), Exit> {
     let pretty = args.pretty;
     let filter = Arc::new(args.filter.clone());
     let args = Arc::new(args);
+    // One context for the run: scenarios share the engine and what they
+    // resolved (a reference is verified once, then every start runs it).
     let permits = Arc::new(tokio::sync::Semaphore::new(jobs));
     let mut tasks = tokio::task::JoinSet::new();
     for (i, file) in files.into_iter().enumerate() {
         let (args, filter, permits) = (args.clone(), filter.clone(), permits.clone());
-        let rules = rules.clone();
+        let (rules, app) = (rules.clone(), app.clone());
         tasks.spawn(async move {
             // The semaphore is never closed, so acquiring cannot fail.
             let _permit = permits.acquire_owned().await.ok();
-            (i, one(file, args, rules, filter).await)
+            (i, one(app, file, args, rules, filter).await)
         });
     }
     let mut results: Vec<(usize, ScenarioResult)> = Vec::new();
@@ -624,33 +571,6 @@ pub async fn run(args: TestArgs) -> Result<(), Exit> {
         ))
     } else {
         Ok(())
-    }
-}
-
-/// Writes each result's trace as `NAME.trace.cast` in `dir` (names made
-/// unique within the run, in the report's order, so a rerun overwrites
-/// the same files), never through a link; the report notes each file,
-/// each write that failed and each trace that was cut.
-fn write_traces(results: &mut [ScenarioResult], dir: &Path) {
-    let mut taken = std::collections::HashSet::new();
-    for r in results {
-        let Some(t) = r.trace.take() else { continue };
-        let base = trace::file_name(&r.name);
-        let mut name = base.clone();
-        let mut n = 2;
-        while !taken.insert(name.clone()) {
-            let stem = base.trim_end_matches(trace::TRACE_SUFFIX);
-            name = format!("{stem}-{n}{}", trace::TRACE_SUFFIX);
-            n += 1;
-        }
-        let path = dir.join(&name);
-        match scenario::write_regular(&path, &t.text) {
-            Ok(()) => r.notes.push(format!("trace: {}", path.display())),
-            Err(e) => r.notes.push(format!("the trace was not written: {e}")),
-        }
-        if let Some(why) = t.cut {
-            r.notes.push(why);
-        }
     }
 }
 

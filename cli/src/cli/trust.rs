@@ -89,7 +89,7 @@ pub fn run(args: TrustArgs) -> Result<(), Exit> {
             let reference = path.to_string_lossy().into_owned();
             let max = tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM;
             let (pulled, _, subject) =
-                super::open::pulled_subject(&reference, max, &args.registry)?;
+                super::open::app().pulled_subject(&reference, max, &args.registry.settings())?;
             let subject = subject.ok_or_else(|| {
                     Exit::usage(format!(
                         "{} asks for nothing (no requested-grants layer, or an empty one): nothing to approve",
@@ -130,7 +130,7 @@ fn approve(dir: &Path, path: &Path, updates: bool) -> Result<serde_json::Value, 
             path.display()
         )));
     }
-    let subject = consent::subject_of(path, None)?.ok_or_else(|| {
+    let subject = tickbox_app::consent::subject_of(path, None)?.ok_or_else(|| {
         Exit::usage(format!(
             "{} has no manifest asking for anything ({}): it runs with the flags' grants alone, with nothing to approve",
             path.display(),

@@ -64,11 +64,11 @@ impl WatchArgs {
 }
 
 /// Runs the watch.
-pub async fn run(args: WatchArgs) -> Result<(), Exit> {
+pub async fn run(args: WatchArgs, app: &tickbox_app::App) -> Result<(), Exit> {
     match args.opts.spec(args.tick.clone())? {
         TickSpec::Live(target) => watch_live(&target, args.interval, args.opts.pretty).await,
         spec => {
-            let t = open::open(spec, &args.opts).await?;
+            let t = open::open(app, spec, &args.opts).await?;
             let session = &t.session;
             let mut sub = Subscription::new(session, args.interval, true);
             let mut stopped = None;

@@ -214,6 +214,24 @@ fn each_layer_depends_only_on_what_it_is_for() {
         own_features("tickbox", "hyper").is_some_and(|f| f.contains(&"client".to_string())),
         "positive control: the CLI's OTLP client is hyper's"
     );
+    // The application layer: from a request to a running Tick, for every
+    // user (the CLI, `tickbox mcp`, `tickbox test`, embedders), and the
+    // inspector's server (over the MCP HTTP server's door). It takes typed
+    // values: no argument parser, and no arrow up to the CLI.
+    let app = tree("tickbox-app", &[]);
+    assert!(
+        app.contains("tickbox-registry") && app.contains("tickbox-sandbox") && app.contains("toml"),
+        "positive control: the app layer's own dependencies are seen"
+    );
+    none(
+        &app,
+        "tickbox-app",
+        &["clap", "tracing-subscriber", "tickbox", "tickbox-runtime"],
+    );
+    assert!(
+        tree("tickbox", &["--depth", "1"]).contains("tickbox-app"),
+        "the CLI opens Ticks through the app layer"
+    );
     let facade = tree("tickbox-runtime", &["--no-default-features"]);
     none(
         &facade,

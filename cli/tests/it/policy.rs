@@ -14,7 +14,7 @@ use std::path::Path;
 use tickbox_runtime::text::is_unsafe;
 
 /// The environment variable the runs grant (given to the Tick, so
-/// suggested: see `env` in `cli/src/cli/policy.rs`), set in both runs.
+/// suggested: see `env` in `app/src/policy.rs`), set in both runs.
 const VAR: &str = "TICKBOX_POLICY_TEST";
 
 fn example(name: &str) -> String {

@@ -1487,3 +1487,79 @@ fn mcp_logs_which_policy_lock_and_trust_store_apply() {
         "{signers}"
     );
 }
+
+/// The embedding example (`examples/embed`), built with the workspace's
+/// lock and the CLI's features (so it reuses the CLI's build): a program
+/// that opens Ticks through tickbox-app alone.
+fn embed_example() -> PathBuf {
+    let root = crate::util::root();
+    let out = Command::new(env!("CARGO"))
+        .args(["build", "--offline", "--locked", "-p", "tickbox", "-p"])
+        .arg("tickbox-embed-example")
+        .current_dir(&root)
+        .output()
+        .expect("cargo build");
+    assert!(
+        out.status.success(),
+        "building examples/embed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Beside this test binary's directory (target/debug/deps/..).
+    let exe = std::env::current_exe().unwrap();
+    let debug = exe.parent().and_then(Path::parent).unwrap();
+    debug.join("tickbox-embed")
+}
+
+/// A program embedding tickbox-app opens a signed `oci://` Tick under a
+/// signers policy and a lock, calls a tool and prints the result; the same
+/// program refuses an unsigned Tick under the same policy (the control:
+/// the policy is what it checks).
+#[test]
+fn an_embedding_program_opens_a_signed_tick_and_refuses_an_unsigned_one() {
+    let registry = Registry::start(None);
+    let store = TempDir::new("oci-store");
+    let dir = TempDir::new("oci-embed");
+    let (alice, alice_line) = ssh_key(&dir, "alice", "alice@example.com");
+    let prefix = registry.reference("embed/");
+    let policy = signers_policy(&dir, "signers", &prefix, &[&alice_line]);
+    let mut env = env(&store);
+    env.push(("TICKBOX_SIGNERS", policy.clone()));
+    let wasm = counter().display().to_string();
+    let alice_s = alice.display().to_string();
+    let signed = registry.reference("embed/counter:v1");
+    let out = run(&["push", &signed, &wasm, "--sign", &alice_s], &env);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let unsigned = registry.reference("embed/unsigned:v1");
+    let out = run(&["push", &unsigned, &wasm], &env);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let lock = dir.path("tickbox.lock").display().to_string();
+    let out = run(&["lock", &signed, "--lock", &lock], &env);
+    assert_eq!(out.code, 0, "{out:#?}");
+
+    let example = embed_example();
+    let embed = |reference: &str| {
+        let out = Command::new(&example)
+            .args([reference, &policy, &lock])
+            .arg(dir.path("embed-store"))
+            .args(["increment", r#"{"amount":2}"#])
+            // Nothing from the environment reaches the app layer.
+            .env_remove("TICKBOX_SIGNERS")
+            .output()
+            .expect("run the embedding example");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, stdout, stderr) = embed(&signed);
+    assert_eq!(
+        (code, stdout.as_str()),
+        (Some(0), r#"{"value":2}"#),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = embed(&unsigned);
+    assert_ne!(code, Some(0), "{stdout}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("it is unsigned"), "{stderr}");
+}

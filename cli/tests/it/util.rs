@@ -18,6 +18,7 @@ pub const LIBRARY_SOURCES: &[&str] = &[
     "sandbox/src",
     "mcp/src",
     "conformance/src",
+    "app/src",
 ];
 
 /// What one `tickbox` run produced.

@@ -1,5 +1,5 @@
 //! The inspector's HTTP server: the page, its event stream and its actions,
-//! behind the MCP HTTP server's door (`tickbox_runtime::mcp::http::accept`).
+//! behind the MCP HTTP server's door (`tickbox_mcp::http::accept`).
 //!
 //! Every request meets, in order:
 //! 1. **`Host`** must name the listen address (`127.0.0.1:PORT`,
@@ -54,14 +54,14 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tickbox_runtime::mcp::http::door::{
+use tickbox_host::session::CallOutcome;
+use tickbox_host::text::{self, TickData};
+use tickbox_mcp::http::door::{
     accept, authorized, unauthorized, Body, Bounds, Conn, Gate, TokenIn,
 };
-use tickbox_runtime::mcp::http::{
+use tickbox_mcp::http::{
     read_body, BODY_TIMEOUT, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER, MAX_UNAUTHENTICATED,
 };
-use tickbox_runtime::session::CallOutcome;
-use tickbox_runtime::text::{self, TickData};
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -81,7 +81,12 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// A new token, as `tickbox mcp --http` makes one.
 pub fn new_token() -> Result<String, Exit> {
-    super::super::mcp::random_token()
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| Exit::session(format!("cannot make a token: {e}")))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// What every handler shares.
@@ -479,8 +484,8 @@ impl Shared {
             Ok(p) => p,
             Err(e) => return refused(StatusCode::BAD_REQUEST, "invalid", e.to_string()),
         };
-        let line = tickbox_runtime::session::call_line_len(&prepared);
-        let limit = tickbox_runtime::protocol::limits::MAX_LINE_BYTES;
+        let line = tickbox_host::session::call_line_len(&prepared);
+        let limit = tickbox_protocol::limits::MAX_LINE_BYTES;
         if line > limit {
             return refused(
                 StatusCode::BAD_REQUEST,
@@ -543,7 +548,7 @@ impl Shared {
     /// `POST /api/resize {cols, rows}`: the Tick's terminal size, within
     /// the view's bounds.
     fn resize(&self, body: &Value) -> Response<Body> {
-        use tickbox_runtime::view::{MAX_VIEW_COLS, MAX_VIEW_ROWS};
+        use tickbox_host::view::{MAX_VIEW_COLS, MAX_VIEW_ROWS};
         let dim = |k: &str, max: u16| {
             body[k]
                 .as_u64()
@@ -569,7 +574,7 @@ impl Shared {
 pub fn open_in_browser(url: &str, port: u16) -> Option<RemoveOnDrop> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let registry = tickbox_runtime::live::Registry::open().ok()?;
+    let registry = tickbox_host::live::Registry::open().ok()?;
     let path = registry.dir().join(format!("inspect-{port}-open.html"));
     let page = format!(
         "<!doctype html><meta charset=utf-8><meta http-equiv=refresh content=\"0;url={url}\"><title>tickbox inspect</title>\n"

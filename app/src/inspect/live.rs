@@ -1,5 +1,5 @@
 //! `tickbox inspect @NAME`: a live instance as the page's target, driven
-//! through the per-user socket its host serves (`tickbox_runtime::live`),
+//! through the per-user socket its host serves (`tickbox_host::live`),
 //! with the requests `attach`, `watch @NAME` and `call @NAME` use:
 //!
 //! - **screen**: one `attach` stream. The host re-renders its screen model
@@ -26,25 +26,24 @@
 //! the 0600 socket and the host's `SO_PEERCRED` check); the inspector adds
 //! nothing to that but its own door in front of the page.
 
-use super::super::attach::exit_of;
-use super::super::remote::REPLY_GRACE;
 use super::timeline::{Dir, Kind, Timeline};
 use super::{Exit, Inspector, NotSent, FRAME_HOLD_BYTES, LIVE_SEND_QUEUE, STATE_INTERVAL};
+use crate::live::{exit_of, REPLY_GRACE};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tickbox_runtime::live::client::{self, Connection};
-use tickbox_runtime::live::wire::{
+use tickbox_conformance::scenario::{RecordTick, RecordTime};
+use tickbox_host::live::client::{self, Connection};
+use tickbox_host::live::wire::{
     read_frame, write_frame, CallReply, ErrorKind, Frame, Reply, Request,
 };
-use tickbox_runtime::live::{InstanceInfo, Registry};
-use tickbox_runtime::protocol::limits::REQUEST_TIMEOUT;
-use tickbox_runtime::protocol::{Descriptor, PreparedCall, RpcError, TickData};
-use tickbox_runtime::scenario::{RecordTick, RecordTime};
-use tickbox_runtime::session::{CallOutcome, UnknownReason};
-use tickbox_runtime::view::{Terminal, View};
+use tickbox_host::live::{InstanceInfo, Registry};
+use tickbox_host::session::{CallOutcome, UnknownReason};
+use tickbox_host::view::{Terminal, View};
+use tickbox_protocol::limits::REQUEST_TIMEOUT;
+use tickbox_protocol::{Descriptor, PreparedCall, RpcError, TickData};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 
@@ -228,7 +227,7 @@ impl LiveTick {
         let catalog = tick.describe().await.map_err(|e| match e {
             NotSent::Invalid(m) | NotSent::Unavailable(m) => Exit::session(format!(
                 "cannot read the catalog of `{target}`: {}",
-                tickbox_runtime::text::escape(&m)
+                tickbox_host::text::escape(&m)
             )),
         })?;
         let (cols, rows) = view.size();
@@ -444,7 +443,7 @@ impl LiveTick {
     /// The comment that opens the scenario export: its `[tick]` names no
     /// Tick, and the person must add it.
     pub fn scenario_note(&self) -> String {
-        use tickbox_runtime::text::escape;
+        use tickbox_host::text::escape;
         format!(
             "# Exported by `tickbox inspect @{}` from a live instance (kind {}, {}) that another\n\
              # process started: the inspector does not know how, so [tick] below names no Tick.\n\
@@ -523,7 +522,7 @@ pub fn drive(inspector: Arc<Inspector>, streams: Streams) {
                         break;
                     }
                     Ok(Reply::Error { message, .. }) => {
-                        tracing::warn!(message = %tickbox_runtime::text::escape(&message), "the watch of the live instance failed");
+                        tracing::warn!(message = %tickbox_host::text::escape(&message), "the watch of the live instance failed");
                         break;
                     }
                     _ => {}

@@ -20,9 +20,9 @@ use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tickbox_runtime::tap::{FrameSink, FrameTap};
-use tickbox_runtime::text;
-use tickbox_runtime::util::lock;
+use tickbox_host::tap::{FrameSink, FrameTap};
+use tickbox_host::text;
+use tickbox_host::util::lock;
 use tokio::sync::broadcast;
 
 /// Which way a frame went.

@@ -1,0 +1,82 @@
+//! `tickbox test`'s files: a scenario's scratch directory and the traces
+//! a run writes.
+
+use std::path::{Path, PathBuf};
+use tickbox_conformance::scenario::{self, trace, ScenarioResult};
+
+/// A private temporary directory, removed on drop.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// A new empty directory, 0700, under the temporary directory: a
+    /// name no other is using (made, never reused: an existing one is
+    /// skipped, so nothing someone else placed there is taken).
+    pub fn new() -> std::io::Result<Scratch> {
+        use std::os::unix::fs::DirBuilderExt;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let mut n = 0u32;
+        loop {
+            let dir = std::env::temp_dir().join(format!(
+                "tickbox-scratch-{}-{nanos}-{n}",
+                std::process::id()
+            ));
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => return Ok(Scratch(dir)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Empties the directory and seeds it again, for a retry: each attempt
+    /// starts from what `[files]` says, not from what the failed attempt
+    /// left (which could make a retry pass for a reason of its own).
+    pub fn reset(&self, files: &[scenario::SeedFile]) -> Result<(), String> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::remove_dir_all(&self.0)
+            .and_then(|()| std::fs::DirBuilder::new().mode(0o700).create(&self.0))
+            .map_err(|e| format!("cannot empty the scratch directory for a retry: {e}"))?;
+        scenario::seed_files(&self.0, files)
+            .map_err(|e| format!("cannot seed the scratch directory ([files]): {e}"))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Writes each result's trace as `NAME.trace.cast` in `dir` (names made
+/// unique within the run, in the report's order, so a rerun overwrites
+/// the same files), never through a link; the report notes each file,
+/// each write that failed and each trace that was cut.
+pub fn write_traces(results: &mut [ScenarioResult], dir: &Path) {
+    let mut taken = std::collections::HashSet::new();
+    for r in results {
+        let Some(t) = r.trace.take() else { continue };
+        let base = trace::file_name(&r.name);
+        let mut name = base.clone();
+        let mut n = 2;
+        while !taken.insert(name.clone()) {
+            let stem = base.trim_end_matches(trace::TRACE_SUFFIX);
+            name = format!("{stem}-{n}{}", trace::TRACE_SUFFIX);
+            n += 1;
+        }
+        let path = dir.join(&name);
+        match scenario::write_regular(&path, &t.text) {
+            Ok(()) => r.notes.push(format!("trace: {}", path.display())),
+            Err(e) => r.notes.push(format!("the trace was not written: {e}")),
+        }
+        if let Some(why) = t.cut {
+            r.notes.push(why);
+        }
+    }
+}
