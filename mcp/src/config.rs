@@ -166,7 +166,7 @@ pub fn valid_tick_name(name: &str) -> bool {
 
 /// The name of a Tick nobody named: the last dot-separated part of its
 /// kind (`example.counter` → `counter`), every other character `_`, at
-/// most [`MAX_TICK_NAME`]; `tick` when nothing is left.
+/// most `MAX_TICK_NAME` (32); `tick` when nothing is left.
 pub fn default_tick_name(kind: &str) -> String {
     let last = kind.rsplit('.').next().unwrap_or("");
     let name: String = last

@@ -132,7 +132,7 @@ pub fn exits_within(pid: u32, limit: Duration) -> bool {
 /// The pause between two looks of [`eventually`] and [`eventually_async`],
 /// the suite's one way to wait for a condition that has no event to wait
 /// on (a file's contents, a process's state in /proc, a screen's text).
-const POLL: Duration = Duration::from_millis(20);
+pub const POLL: Duration = Duration::from_millis(20);
 
 /// Polls `cond` every [`POLL`] for up to `limit`.
 pub fn eventually(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
