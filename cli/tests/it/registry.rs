@@ -1489,13 +1489,21 @@ fn mcp_logs_which_policy_lock_and_trust_store_apply() {
 }
 
 /// The embedding example (`examples/embed`), built with the workspace's
-/// lock and the CLI's features (so it reuses the CLI's build): a program
-/// that opens Ticks through tickbox-app alone.
+/// lock as the whole workspace and all its targets, the feature set the
+/// test build itself resolved: so only the example's own binary (and any
+/// other target not built yet) is compiled, never a dependency again (a
+/// build of one package alone resolves other features and rebuilds much
+/// of the tree). A program that opens Ticks through tickbox-app alone.
 fn embed_example() -> PathBuf {
     let root = crate::util::root();
     let out = Command::new(env!("CARGO"))
-        .args(["build", "--offline", "--locked", "-p", "tickbox", "-p"])
-        .arg("tickbox-embed-example")
+        .args([
+            "build",
+            "--offline",
+            "--locked",
+            "--workspace",
+            "--all-targets",
+        ])
         .current_dir(&root)
         .output()
         .expect("cargo build");
