@@ -474,13 +474,19 @@ async fn a_drawing_flood_stalls_no_neighbour_viewer_or_shutdown() {
     );
     let drawn = flooder.view().bytes_drawn();
     let mut worst = Duration::ZERO;
-    for i in 0..40 {
+    // At least 40 calls, and on until the view has parsed more of the
+    // flood (so the calls overlap its parsing), paced by their own round
+    // trips; bounded by WAIT.
+    let calling = Instant::now();
+    let mut i = 0;
+    while i < 40 || (flooder.view().bytes_drawn() <= drawn && calling.elapsed() < WAIT) {
         let t = Instant::now();
         assert_eq!(
             call(&neighbour, "echo", json!({"i": i})).await,
             CallOutcome::Ok(json!({"i": i}))
         );
         worst = worst.max(t.elapsed());
+        i += 1;
     }
     assert!(
         !flood.is_finished(),
