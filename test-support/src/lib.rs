@@ -391,3 +391,23 @@ pub async fn shows(mut read: impl FnMut() -> String, needle: &str) -> String {
     }
     panic!("never showed {needle:?}:\n{text}");
 }
+
+/// Reads an HTTP request's head (through the blank line) from a test
+/// server's connection, a byte at a time so nothing of the body is taken;
+/// `None` when the peer hangs up first or opens with a TLS ClientHello
+/// (not HTTP: the server hangs up, as a plain HTTP server would, so a
+/// client that tries TLS first falls back).
+pub fn read_request_head(s: &mut impl std::io::Read) -> Option<String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if s.read(&mut byte).unwrap_or(0) == 0 {
+            return None;
+        }
+        if head.is_empty() && byte[0] == 0x16 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    Some(String::from_utf8_lossy(&head).into_owned())
+}

@@ -463,20 +463,9 @@ impl Fake {
                 let content = content.clone();
                 let gets = gets.clone();
                 std::thread::spawn(move || {
-                    let mut head = Vec::new();
-                    let mut byte = [0u8; 1];
-                    while !head.ends_with(b"\r\n\r\n") {
-                        if s.read(&mut byte).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        // A TLS ClientHello: not HTTP, hang up (as an HTTP
-                        // server answers it, so the client falls back).
-                        if head.is_empty() && byte[0] == 0x16 {
-                            return;
-                        }
-                        head.push(byte[0]);
-                    }
-                    let head = String::from_utf8_lossy(&head).to_string();
+                    let Some(head) = crate::util::read_request_head(&mut s) else {
+                        return;
+                    };
                     let path = head.split(' ').nth(1).unwrap_or("").to_string();
                     let reply = |s: &mut TcpStream, status: &str, headers: &str, body: &[u8]| {
                         let _ = s.write_all(format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n", body.len()).as_bytes());

@@ -4,7 +4,7 @@
 //! once succeeds under the same short deadlines.
 
 use crate::TempDir;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -95,19 +95,9 @@ fn serve(
     blob_pace: Pace,
     stop: &(Mutex<bool>, Condvar),
 ) {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if s.read(&mut byte).unwrap_or(0) == 0 {
-            return;
-        }
-        // A TLS ClientHello: not HTTP; hang up, so the client falls back.
-        if head.is_empty() && byte[0] == 0x16 {
-            return;
-        }
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&head).into_owned();
+    let Some(head) = tickbox_test_support::read_request_head(&mut s) else {
+        return;
+    };
     let path = head.split(' ').nth(1).unwrap_or("").to_string();
     let (pace, status, body, kind) = if path.contains("/manifests/") {
         (
