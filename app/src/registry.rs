@@ -376,6 +376,142 @@ impl crate::App {
     }
 }
 
+/// A Tick to push: its wasm, the grants it requests (a manifest), and
+/// the SSH key that signs it, if any.
+#[derive(Clone, Debug)]
+pub struct Push {
+    /// Where it goes: a tag (`oci://HOST[:PORT]/REPO:TAG`).
+    pub reference: String,
+    /// The component or module.
+    pub wasm: PathBuf,
+    /// The manifest of requested grants (else `WASM.tick.toml` when it exists).
+    pub manifest: Option<PathBuf>,
+    /// An SSH private key: the manifest digest is signed with it and the
+    /// signature pushed as a referrer.
+    pub sign: Option<PathBuf>,
+}
+
+/// What a push made.
+#[derive(Clone, Debug)]
+pub struct Pushed {
+    /// The reference pinned to the manifest the push made.
+    pub reference: Reference,
+    /// The manifest's digest.
+    pub manifest: tickbox_registry::Digest,
+    /// The wasm layer's digest.
+    pub wasm: tickbox_registry::Digest,
+    /// Whether a manifest of requested grants went with it.
+    pub requested: bool,
+    /// The signature's manifest digest, when signed.
+    pub signature: Option<tickbox_registry::Digest>,
+}
+
+impl crate::App {
+    /// Pushes a Tick (and its signature, when a key is given). The wasm
+    /// and the manifest are checked as a pull will read them.
+    pub fn push(&self, push: &Push, registry: &RegistrySettings) -> Result<Pushed, AppError> {
+        let reference = parse(&push.reference)?;
+        if reference.digest().is_some() {
+            return Err(AppError::usage(
+                "push to a tag (REPO:TAG); the digest is what the push makes",
+            ));
+        }
+        let max = tickbox_sandbox::limits::DEFAULT_MAX_WASM;
+        let wasm = tickbox_sandbox::read_wasm(&push.wasm, max).map_err(AppError::usage)?;
+        let kind = tickbox_sandbox::detect(&wasm).ok_or_else(|| {
+            AppError::Usage(format!(
+                "{}: not a wasm component or module",
+                push.wasm.display()
+            ))
+        })?;
+        let manifest = push
+            .manifest
+            .clone()
+            .or_else(|| Some(push.wasm.with_extension("tick.toml")).filter(|p| p.exists()));
+        let requested = match &manifest {
+            Some(p) => {
+                crate::grants::read_grant_file(p)?;
+                Some(
+                    std::fs::read_to_string(p)
+                        .map_err(|e| AppError::Usage(format!("{}: {e}", p.display())))?,
+                )
+            }
+            None => None,
+        };
+        let component = kind == tickbox_sandbox::WasmKind::Component;
+        let config = registry.config(&self.settings)?;
+        let key = push.sign.clone();
+        let (digest, signature) = blocking(|rt| {
+            let registry = Registry::new(config)?;
+            let digest =
+                rt.block_on(registry.push(&reference, &wasm, component, requested.as_deref()))?;
+            let Some(key) = key else {
+                return Ok((digest, None));
+            };
+            let signature = tickbox_registry::signature::sign(&key, &digest).map_err(|e| {
+                RegistryError::Config {
+                    path: key.clone(),
+                    why: e.to_string(),
+                }
+            })?;
+            let manifest = registry
+                .store()
+                .read(&digest, tickbox_registry::limits::MAX_MANIFEST_BYTES)?;
+            let subject = tickbox_registry::layout::Descriptor::of(
+                tickbox_registry::layout::MANIFEST_MEDIA_TYPE,
+                &manifest,
+            );
+            let sig = rt.block_on(registry.push_signature(&reference, &subject, &signature))?;
+            Ok((digest, Some(sig)))
+        })
+        .map_err(registry_failure)?;
+        Ok(Pushed {
+            reference: reference.at(digest),
+            manifest: digest,
+            wasm: tickbox_registry::Digest::of(&wasm),
+            requested: requested.is_some(),
+            signature,
+        })
+    }
+
+    /// Resolves each reference afresh (checking signers as a start
+    /// would) and records its digest and signer in the lock file the
+    /// settings name (else the default path, where `locked` reads).
+    /// Returns the file and the entries written.
+    pub fn lock(
+        &self,
+        references: &[String],
+        registry: &RegistrySettings,
+    ) -> Result<(PathBuf, Vec<lock::Entry>), AppError> {
+        let path = registry
+            .lock
+            .as_ref()
+            .map(|s| s.path.clone())
+            .unwrap_or_else(|| registry.default_lock_path());
+        let mut file = read_lock(&path)?;
+        // Resolved afresh: the lock is what is being written.
+        let fresh = RegistrySettings {
+            lock: None,
+            locked: false,
+            ignore_lock: true,
+            ..registry.clone()
+        };
+        let mut written = Vec::new();
+        for r in references {
+            let pulled = self.resolve(r, &fresh, tickbox_sandbox::limits::DEFAULT_MAX_WASM)?;
+            let entry = lock::Entry {
+                reference: parse(r)?,
+                manifest: pulled.manifest,
+                signer: pulled.signer.clone(),
+            };
+            file.set(entry.clone());
+            written.push(entry);
+        }
+        write_lock(&file, &path)?;
+        Ok((path, written))
+    }
+}
+
 fn locked_target(
     parsed: &Reference,
     registry: &RegistrySettings,

@@ -6,6 +6,9 @@
 //! Start with [`build_wasm`] (a guest workspace's crate as a `.wasm`),
 //! [`TempDir`], [`exits_within`] and [`eventually`]. It depends on no
 //! tickbox crate, so every crate's tests can use it without a cycle.
+//! [`registry`] starts a real OCI registry and makes SSH keys.
+
+pub mod registry;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -13,9 +13,8 @@ use clap::Args;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use tickbox_app::RegistrySettings;
-use tickbox_registry::lock::{self, Lock};
 use tickbox_registry::policy::{Decision, Origin, Policy, Source};
-use tickbox_registry::{Pulled, Reference, Registry, RegistryConfig, RegistryError};
+use tickbox_registry::{Pulled, Reference};
 
 /// Exit codes of `pull` and `push`.
 pub const HELP: &str = "\
@@ -118,22 +117,10 @@ impl RegistryOpts {
     pub fn signers_policy(&self) -> Result<Option<Policy>, Exit> {
         Ok(self.settings().signers_policy(&super::env::settings())?)
     }
-
-    fn config(&self) -> Result<RegistryConfig, Exit> {
-        Ok(self.settings().config(&super::env::settings())?)
-    }
-}
-
-fn read_lock(path: &std::path::Path) -> Result<Lock, Exit> {
-    Ok(tickbox_app::registry::read_lock(path)?)
 }
 
 pub fn parse(reference: &str) -> Result<Reference, Exit> {
     Ok(tickbox_app::registry::parse(reference)?)
-}
-
-fn registry_failure(e: RegistryError) -> Exit {
-    super::open::exit_of(tickbox_app::AppError::Registry(e))
 }
 
 /// `tickbox pull REF`.
@@ -206,68 +193,19 @@ pub fn pull(args: PullArgs) -> Result<Value, Exit> {
 
 /// `tickbox push`.
 pub fn push(args: PushArgs) -> Result<Value, Exit> {
-    let reference = parse(&args.reference)?;
-    if reference.digest().is_some() {
-        return Err(Exit::usage(
-            "push to a tag (REPO:TAG); the digest is what the push makes",
-        ));
-    }
-    let max = tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM;
-    let wasm = tickbox_runtime::backend::wasm::read_wasm(&args.wasm, max).map_err(Exit::usage)?;
-    let kind = tickbox_runtime::backend::wasm::detect(&wasm).ok_or_else(|| {
-        Exit::usage(format!(
-            "{}: not a wasm component or module",
-            args.wasm.display()
-        ))
-    })?;
-    let manifest = args
-        .manifest
-        .clone()
-        .or_else(|| Some(args.wasm.with_extension("tick.toml")).filter(|p| p.exists()));
-    let requested = match &manifest {
-        Some(p) => {
-            // Checked as tickbox will read it after a pull.
-            tickbox_app::grants::read_grant_file(p).map_err(Exit::usage)?;
-            Some(
-                std::fs::read_to_string(p)
-                    .map_err(|e| Exit::usage(format!("{}: {e}", p.display())))?,
-            )
-        }
-        None => None,
+    let push = tickbox_app::registry::Push {
+        reference: args.reference,
+        wasm: args.wasm,
+        manifest: args.manifest,
+        sign: args.sign,
     };
-    let component = kind == tickbox_runtime::backend::wasm::WasmKind::Component;
-    let config = args.registry.config()?;
-    let key = args.sign.clone();
-    let (digest, signature) = tickbox_app::registry::blocking(|rt| {
-        let registry = Registry::new(config)?;
-        let digest =
-            rt.block_on(registry.push(&reference, &wasm, component, requested.as_deref()))?;
-        let Some(key) = key else {
-            return Ok((digest, None));
-        };
-        let signature = tickbox_registry::signature::sign(&key, &digest).map_err(|e| {
-            RegistryError::Config {
-                path: key.clone(),
-                why: e.to_string(),
-            }
-        })?;
-        let manifest = registry
-            .store()
-            .read(&digest, tickbox_registry::limits::MAX_MANIFEST_BYTES)?;
-        let subject = tickbox_registry::layout::Descriptor::of(
-            tickbox_registry::layout::MANIFEST_MEDIA_TYPE,
-            &manifest,
-        );
-        let sig = rt.block_on(registry.push_signature(&reference, &subject, &signature))?;
-        Ok((digest, Some(sig)))
-    })
-    .map_err(registry_failure)?;
+    let pushed = super::open::app().push(&push, &args.registry.settings())?;
     Ok(json!({
-        "reference": reference.at(digest).to_string(),
-        "manifest": digest.to_string(),
-        "wasm": tickbox_registry::Digest::of(&wasm).to_string(),
-        "requested": requested.is_some(),
-        "signature": signature.map(|s| s.to_string()),
+        "reference": pushed.reference.to_string(),
+        "manifest": pushed.manifest.to_string(),
+        "wasm": pushed.wasm.to_string(),
+        "requested": pushed.requested,
+        "signature": pushed.signature.map(|s| s.to_string()),
     }))
 }
 
@@ -363,38 +301,12 @@ pub struct LockArgs {
 /// `tickbox lock`: resolves each reference (checking signers as a start
 /// would) and writes its digest and signer into the lock file.
 pub fn lock_command(args: LockArgs) -> Result<Value, Exit> {
-    // Where `--locked` reads when no flag names a file (one decision).
-    let path = args
-        .registry
-        .lock
-        .clone()
-        .unwrap_or_else(|| args.registry.default_lock_path());
-    let mut file = read_lock(&path)?;
-    // Resolved afresh: the lock is what is being written.
-    let fresh = RegistryOpts {
-        lock: None,
-        locked: false,
-        ignore_lock: true,
-        ..args.registry.clone()
-    };
-    let mut out = Vec::new();
-    let app = super::open::app();
-    for r in &args.references {
-        let pulled = app.resolve(
-            r,
-            &fresh.settings(),
-            tickbox_runtime::backend::wasm::limits::DEFAULT_MAX_WASM,
-        )?;
-        let entry = lock::Entry {
-            reference: parse(r)?,
-            manifest: pulled.manifest,
-            signer: pulled.signer.clone(),
-        };
-        out.push(json!({"reference": entry.reference.to_string(), "manifest": entry.manifest, "signer": entry.signer}));
-        file.set(entry);
-    }
-    tickbox_app::registry::write_lock(&file, &path)?;
-    Ok(json!({"lock": path, "locked": out}))
+    let (path, written) = super::open::app().lock(&args.references, &args.registry.settings())?;
+    let locked: Vec<Value> = written
+        .iter()
+        .map(|e| json!({"reference": e.reference.to_string(), "manifest": e.manifest, "signer": e.signer}))
+        .collect();
+    Ok(json!({"lock": path, "locked": locked}))
 }
 
 /// The trust store's directory and how it was found.

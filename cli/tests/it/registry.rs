@@ -3,16 +3,17 @@
 //! by tests/setup.sh) started on loopback for each test and stopped at its
 //! end, and a fake registry for what a real one never sends.
 
-use crate::util::{build_wasm, eventually, tickbox_env, tickbox_in, Output, TempDir};
+use crate::util::{build_wasm, tickbox_env, tickbox_in, Output, TempDir};
 use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+pub(crate) use tickbox_test_support::registry::{free_port, ssh_key, Registry, Secure};
 
 /// `tickbox` in the working directory `dir` (for what it finds there, such
 /// as `./tickbox.lock`), failing the test after 60 s.
@@ -33,88 +34,6 @@ fn digest(bytes: &[u8]) -> String {
 
 fn counter() -> PathBuf {
     build_wasm("examples", "counter", "wasm32-wasip2")
-}
-
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A running `docker-registry`, killed on drop.
-struct Registry {
-    child: Child,
-    port: u16,
-    _dir: TempDir,
-}
-
-/// TLS and basic auth for a registry: certificate and key files, an
-/// htpasswd file.
-struct Secure {
-    cert: PathBuf,
-    key: PathBuf,
-    htpasswd: PathBuf,
-}
-
-impl Registry {
-    fn start(secure: Option<&Secure>) -> Registry {
-        let dir = TempDir::new("registry");
-        for _ in 0..5 {
-            let port = free_port();
-            let mut config = format!(
-                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
-                dir.path("data").display()
-            );
-            if let Some(s) = secure {
-                config.push_str(&format!(
-                    "  tls:\n    certificate: {}\n    key: {}\nauth:\n  htpasswd:\n    realm: tickbox-test\n    path: {}\n",
-                    s.cert.display(),
-                    s.key.display(),
-                    s.htpasswd.display()
-                ));
-            }
-            let file = dir.path("config.yml");
-            std::fs::write(&file, config).unwrap();
-            let mut child = Command::new("docker-registry")
-                .arg("serve")
-                .arg(&file)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect(
-                    "docker-registry (Debian package docker-registry; tests/setup.sh installs it)",
-                );
-            // Ready once it accepts connections; a port taken meanwhile
-            // makes it exit, and another port is tried.
-            let listening = eventually(Duration::from_secs(30), || {
-                TcpStream::connect(("127.0.0.1", port)).is_ok()
-                    || child.try_wait().ok().flatten().is_some()
-            });
-            if listening && child.try_wait().ok().flatten().is_none() {
-                return Registry {
-                    child,
-                    port,
-                    _dir: dir,
-                };
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("docker-registry did not start");
-    }
-
-    fn reference(&self, repo_tag: &str) -> String {
-        format!("oci://127.0.0.1:{}/{repo_tag}", self.port)
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// One plain HTTP/1.1 exchange: (status, headers lowercased, body).
@@ -779,20 +698,6 @@ fn a_tls_registry_with_basic_auth_takes_credentials_from_the_docker_config() {
     let out = run(&["read", &reference], &with(&good));
     assert_eq!(out.code, 3, "{out:#?}");
     assert_eq!(stored_blobs(&fresh), 0);
-}
-
-/// An SSH key pair made by ssh-keygen (OpenSSH), and its allowed-signers
-/// line for `principal`.
-fn ssh_key(dir: &TempDir, name: &str, principal: &str) -> (PathBuf, String) {
-    let key = dir.path(name);
-    let out = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-        .arg(&key)
-        .output()
-        .expect("ssh-keygen (OpenSSH)");
-    assert!(out.status.success(), "{out:?}");
-    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
-    (key, format!("{principal} {}", public.trim()))
 }
 
 /// A signers policy requiring the signers in `allowed` (lines) for every
@@ -1475,88 +1380,4 @@ fn mcp_logs_which_policy_lock_and_trust_store_apply() {
         signers.contains("none") && signers.contains("TICKBOX_SIGNERS"),
         "{signers}"
     );
-}
-
-/// The embedding example (`examples/embed`), built with the workspace's
-/// lock as the whole workspace and all its targets, the feature set the
-/// test build itself resolved: so only the example's own binary (and any
-/// other target not built yet) is compiled, never a dependency again (a
-/// build of one package alone resolves other features and rebuilds much
-/// of the tree). A program that opens Ticks through tickbox-app alone.
-fn embed_example() -> PathBuf {
-    let root = crate::util::root();
-    let out = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--offline",
-            "--locked",
-            "--workspace",
-            "--all-targets",
-        ])
-        .current_dir(&root)
-        .output()
-        .expect("cargo build");
-    assert!(
-        out.status.success(),
-        "building examples/embed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    // Beside this test binary's directory (target/debug/deps/..).
-    let exe = std::env::current_exe().unwrap();
-    let debug = exe.parent().and_then(Path::parent).unwrap();
-    debug.join("tickbox-embed")
-}
-
-/// A program embedding tickbox-app opens a signed `oci://` Tick under a
-/// signers policy and a lock, calls a tool and prints the result; the same
-/// program refuses an unsigned Tick under the same policy (the control:
-/// the policy is what it checks).
-#[test]
-fn an_embedding_program_opens_a_signed_tick_and_refuses_an_unsigned_one() {
-    let registry = Registry::start(None);
-    let store = TempDir::new("oci-store");
-    let dir = TempDir::new("oci-embed");
-    let (alice, alice_line) = ssh_key(&dir, "alice", "alice@example.com");
-    let prefix = registry.reference("embed/");
-    let policy = signers_policy(&dir, "signers", &prefix, &[&alice_line]);
-    let mut env = env(&store);
-    env.push(("TICKBOX_SIGNERS", policy.clone()));
-    let wasm = counter().display().to_string();
-    let alice_s = alice.display().to_string();
-    let signed = registry.reference("embed/counter:v1");
-    let out = run(&["push", &signed, &wasm, "--sign", &alice_s], &env);
-    assert_eq!(out.code, 0, "{out:#?}");
-    let unsigned = registry.reference("embed/unsigned:v1");
-    let out = run(&["push", &unsigned, &wasm], &env);
-    assert_eq!(out.code, 0, "{out:#?}");
-    let lock = dir.path("tickbox.lock").display().to_string();
-    let out = run(&["lock", &signed, "--lock", &lock], &env);
-    assert_eq!(out.code, 0, "{out:#?}");
-
-    let example = embed_example();
-    let embed = |reference: &str| {
-        let out = Command::new(&example)
-            .args([reference, &policy, &lock])
-            .arg(dir.path("embed-store"))
-            .args(["increment", r#"{"amount":2}"#])
-            // Nothing from the environment reaches the app layer.
-            .env_remove("TICKBOX_SIGNERS")
-            .output()
-            .expect("run the embedding example");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).trim().to_string(),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
-    };
-    let (code, stdout, stderr) = embed(&signed);
-    assert_eq!(
-        (code, stdout.as_str()),
-        (Some(0), r#"{"value":2}"#),
-        "{stderr}"
-    );
-    let (code, stdout, stderr) = embed(&unsigned);
-    assert_ne!(code, Some(0), "{stdout}");
-    assert!(stdout.is_empty(), "{stdout}");
-    assert!(stderr.contains("it is unsigned"), "{stderr}");
 }

@@ -59,6 +59,7 @@ fn no_tracked_file_is_a_built_binary() {
 /// shared harness (`test-support`).
 fn test_sources() -> Vec<(PathBuf, String)> {
     let mut out = rust_sources(&root().join("test-support/src"));
+    out.extend(rust_sources(&root().join("examples/embed/tests")));
     for entry in std::fs::read_dir(root()).expect("read root") {
         let tests = entry.expect("entry").path().join("tests");
         if tests.is_dir() {
@@ -121,5 +122,43 @@ fn tests_wait_for_events_with_at_most_five_fixed_sleeps_each_explained() {
         fixed.len() <= MAX_FIXED_SLEEPS,
         "{} fixed sleeps, over the suite's {MAX_FIXED_SLEEPS}: {fixed:?}",
         fixed.len()
+    );
+}
+
+/// Whether `text` runs a cargo build into the workspace's own target
+/// directory: it names cargo (`CARGO`) and `"build"` but no `--target-dir`.
+fn builds_into_the_test_build(text: &str) -> bool {
+    let code: String = text
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    code.contains("\"CARGO\"") && code.contains("\"build\"") && !code.contains("\"--target-dir\"")
+}
+
+/// A test that runs `cargo build` in the workspace's own target directory
+/// relinks test binaries while other tests run from them (stop 44's CI run
+/// lost 30 tests to a test binary rebuilt under them: nextest's test
+/// processes carry another environment, so the nested build saw its
+/// dependencies as changed). Nested builds go into a target directory of
+/// their own; the workspace's own programs are built by the test build.
+#[test]
+fn no_test_builds_into_the_target_directory_the_tests_run_from() {
+    // Positive control, built from pieces so this file does not match.
+    let cargo = ["\"CAR", "GO\""].concat();
+    let build = ["\"bui", "ld\""].concat();
+    let nested = format!("Command::new(env!({cargo})).args([{build}, \"--workspace\"])");
+    assert!(builds_into_the_test_build(&nested));
+    let own = format!("{nested}.args([\"--target-dir\", dir])");
+    assert!(!builds_into_the_test_build(&own));
+
+    let offending: Vec<String> = test_sources()
+        .into_iter()
+        .filter(|(_, text)| builds_into_the_test_build(text))
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    assert!(
+        offending.is_empty(),
+        "tests that run cargo build without --target-dir: {offending:?}"
     );
 }
