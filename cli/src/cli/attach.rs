@@ -168,6 +168,10 @@ pub fn finish(ending: Ending) -> Result<(), Exit> {
 /// Attaches this terminal to the instance `target` until detach, the end of
 /// the Tick, or a signal.
 pub async fn view(registry: &Registry, target: &str, opts: &ViewOpts) -> Result<Ending, Exit> {
+    // Signals first: a resize after the size below is read is then a
+    // pending SIGWINCH the pump answers, never lost (its default action
+    // is to be ignored); and none slips past the raw-mode guard.
+    let mut sigs = Signals::new()?;
     let mut conn = client::connect(registry, target).await.map_err(exit_of)?;
     let (cols, rows) = view_size();
     let label = &opts.detach_key.label;
@@ -181,8 +185,6 @@ pub async fn view(registry: &Registry, target: &str, opts: &ViewOpts) -> Result<
         .map_err(exit_of)?;
     let info: Option<InstanceInfo> = serde_json::from_value(hello).ok();
     tracing::info!(?info, "attached");
-    // Signals are registered before raw mode, so none slips past the guard.
-    let mut sigs = Signals::new()?;
     let raw =
         RawMode::enter().map_err(|e| Exit::session(format!("cannot set up the terminal: {e}")))?;
     let ending = pump(conn, &mut sigs, opts.detach_key.byte, opts.marks).await;
