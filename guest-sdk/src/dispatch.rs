@@ -70,7 +70,7 @@ pub const MAX_HELD: usize = 64 * 1024;
 /// spin the Tick.
 pub const MIN_TIMER_PERIOD: Duration = Duration::from_millis(10);
 
-/// Error codes the SDK sends (see the README's table), from the protocol crate.
+/// Error codes the SDK sends (docs/PROTOCOL.md lists them), from the protocol crate.
 pub mod codes {
     pub use tickbox_protocol::codes::{
         INTERNAL_ERROR as INTERNAL, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,

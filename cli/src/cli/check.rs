@@ -30,7 +30,7 @@ e.g. {\"increment\": {\"amount\": 1}}.";
 pub enum Format {
     /// One line per rule, with evidence under each failure
     Text,
-    /// One JSON document (its schema: README, section `tickbox check`)
+    /// One JSON document (its schema: docs/guide/check.md)
     Json,
     /// JUnit XML for CI systems
     Junit,

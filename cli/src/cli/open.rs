@@ -88,7 +88,7 @@ pub struct TickOpts {
     pub asking: Option<super::consent::Asking>,
 }
 
-/// The other per-Tick bounds of a wasm Tick (see the README's sandbox table).
+/// The other per-Tick bounds of a wasm Tick (the sandbox table in docs/guide/sandbox.md).
 #[derive(Args, Default, Clone)]
 pub struct BoundOpts {
     /// Bound on a wasm Tick's open WASI handles: files, sockets, streams

@@ -34,7 +34,7 @@ Exit codes (the first that applies):
   0    every scenario passed
   130  interrupted; every Tick was stopped
 
-Scenario files (TOML) are documented in the README, \"Testing your Tick in CI\";
+Scenario files (TOML) are documented in docs/guide/testing.md;
 a directory is searched for *.scenario.toml. Wasm Ticks run with virtual time
 and seeded randomness unless the scenario sets deterministic = false.
 
@@ -81,7 +81,7 @@ pub const DEFAULT_TRACE_DIR: &str = "target/tickbox-traces";
 pub enum Format {
     /// One line per scenario, the failure under it
     Text,
-    /// One JSON document (format 1; README, "Testing your Tick in CI")
+    /// One JSON document (format 1; docs/guide/testing.md)
     Json,
     /// JUnit XML for CI systems
     Junit,

@@ -96,6 +96,7 @@ mod check;
 mod cli;
 mod consent;
 mod determinism;
+mod doc_examples;
 mod docs;
 mod drain;
 mod entries;

@@ -2,7 +2,7 @@
 //!
 //! - **text** — one line per rule, with why / sent / got under each failure;
 //! - **json** — one document, schema [`JSON_FORMAT_VERSION`] (documented in
-//!   the README, section "tickbox check"); fields are only ever added;
+//!   docs/guide/check.md); fields are only ever added;
 //! - **junit** — JUnit XML: one `<testcase>` per rule, MUST failures as
 //!   `<failure>`, not-applicable rules as `<skipped>`, advisory failures as
 //!   passing cases with a `WARNING` in `<system-out>` (so CI stays green

@@ -5,8 +5,7 @@
 //! there.
 //!
 //! - `model` — the file format, parsed and checked ([`load`], [`parse`];
-//!   schema: `scenario.schema.json` in this directory; README "Testing your
-//!   Tick in CI");
+//!   schema: `scenario.schema.json` in this directory; docs/guide/testing.md);
 //! - `policy` — what the command line lets a file ask for ([`Policy`]:
 //!   grant roots, allowed environment variables);
 //! - `files` — scenario and snapshot files read and written only as

@@ -1,6 +1,6 @@
 //! Scenario files: the TOML format, parsed and checked into [`Scenario`].
 //!
-//! The format is documented in the README ("Testing your Tick in CI") and
+//! The format is documented in docs/guide/testing.md and
 //! described by `scenario.schema.json` next to this module. Every mistake is
 //! reported with the file, the step number and what is wrong.
 

@@ -1,0 +1,267 @@
+//! The `console` examples of README.md and the manual (`docs/`) run, and
+//! what they show on stdout is what they print.
+//!
+//! A ```` ```console ```` block is a session: `$ COMMAND` lines (a line
+//! ending in `\` continues on the next), each followed by its stdout. In
+//! the shown output a line `…` stands for any number of lines, a `…`
+//! inside a line for any text, and a last line `[exit N]` for the exit
+//! code (0 when none is shown). Each command runs in `bash -o pipefail`
+//! with the `tickbox` under test first on PATH, in a copy of the
+//! repository's layout (links to its files) where
+//! `examples/target/wasm32-wasip2/release` is where the test build put
+//! the example guests, so the paths README's first command makes work as
+//! written. A block preceded by `<!-- not run: WHY -->` is not run; the
+//! test lists them, so the ones left are visible.
+
+use crate::util::{build_wasm, root, TempDir};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The variable README's tour sets before its examples, as it sets it.
+const TOUR_SETUP: (&str, &str) = ("C", "examples/target/wasm32-wasip2/release/counter.wasm");
+
+/// The marker of a block that is shown and not run.
+const NOT_RUN: &str = "<!-- not run:";
+
+#[derive(Debug)]
+struct Example {
+    /// `file:line` of the command.
+    at: String,
+    command: String,
+    output: Vec<String>,
+    code: i32,
+}
+
+/// README.md and every page under docs/.
+fn pages() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("read docs").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "md") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = vec![root().join("README.md")];
+    walk(&root().join("docs"), &mut out);
+    out.sort();
+    out
+}
+
+/// The examples of one page, and the `file:line` of each block not run.
+fn examples(shown: &str, text: &str) -> (Vec<Example>, Vec<String>) {
+    let lines: Vec<&str> = text.lines().collect();
+    let (mut out, mut skipped) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim_end() != "```console" {
+            i += 1;
+            continue;
+        }
+        let before = lines[..i].iter().rev().find(|l| !l.trim().is_empty());
+        let run = !before.is_some_and(|l| l.trim_start().starts_with(NOT_RUN));
+        if !run {
+            skipped.push(format!("{shown}:{}", i + 1));
+        }
+        i += 1;
+        let first_of_block = out.len();
+        let mut current: Option<Example> = None;
+        while i < lines.len() && lines[i].trim_end() != "```" {
+            let line = lines[i];
+            if let Some(cmd) = line.strip_prefix("$ ") {
+                if let Some(e) = current.take() {
+                    out.push(trimmed(e));
+                }
+                let mut command = cmd.to_string();
+                let at = format!("{shown}:{}", i + 1);
+                while command.ends_with('\\') && i + 1 < lines.len() {
+                    command.pop();
+                    i += 1;
+                    command.push_str(lines[i].trim_start());
+                }
+                current = Some(Example {
+                    at,
+                    command,
+                    output: Vec::new(),
+                    code: 0,
+                });
+            } else if let Some(e) = current.as_mut() {
+                match line
+                    .strip_prefix("[exit ")
+                    .and_then(|r| r.strip_suffix(']'))
+                {
+                    Some(code) => e.code = code.parse().expect("an exit code"),
+                    None => e.output.push(line.to_string()),
+                }
+            }
+            i += 1;
+        }
+        if let Some(e) = current.take() {
+            out.push(trimmed(e));
+        }
+        if !run {
+            out.truncate(first_of_block);
+        }
+        i += 1;
+    }
+    (out, skipped)
+}
+
+/// An example without the blank lines that end its shown output.
+fn trimmed(mut e: Example) -> Example {
+    while e.output.last().is_some_and(|l| l.is_empty()) {
+        e.output.pop();
+    }
+    e
+}
+
+/// Whether `got` (lines) is what `shown` shows, `…` eliding.
+fn matches(shown: &[String], got: &[&str]) -> bool {
+    match shown.split_first() {
+        None => got.is_empty(),
+        Some((first, rest)) if first == "…" => {
+            (0..=got.len()).any(|skip| matches(rest, &got[skip..]))
+        }
+        Some((first, rest)) => {
+            got.split_first()
+                .is_some_and(|(g, _)| line_matches(first, g))
+                && matches(rest, &got[1..])
+        }
+    }
+}
+
+fn line_matches(shown: &str, got: &str) -> bool {
+    let mut parts = shown.split('…');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = got.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    for (n, part) in parts.iter().enumerate() {
+        if n + 1 == parts.len() {
+            return rest.ends_with(part);
+        }
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
+/// A copy of the repository's layout made of links, with the example
+/// guests where README's first command builds them.
+fn layout(dir: &TempDir) -> PathBuf {
+    let top = dir.path("repo");
+    std::fs::create_dir_all(top.join("examples/target/wasm32-wasip2")).unwrap();
+    let link = |from: PathBuf, to: PathBuf| std::os::unix::fs::symlink(from, to).unwrap();
+    for e in std::fs::read_dir(root()).unwrap().flatten() {
+        let name = e.file_name();
+        if name != "examples" && name != "target" {
+            link(e.path(), top.join(&name));
+        }
+    }
+    for e in std::fs::read_dir(root().join("examples"))
+        .unwrap()
+        .flatten()
+    {
+        if e.file_name() != "target" {
+            link(e.path(), top.join("examples").join(e.file_name()));
+        }
+    }
+    let guests = build_wasm("examples", "counter", "wasm32-wasip2");
+    link(
+        guests.parent().unwrap().to_path_buf(),
+        top.join("examples/target/wasm32-wasip2/release"),
+    );
+    top
+}
+
+fn run(example: &Example, cwd: &Path) -> (i32, String, String) {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_tickbox"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // `timeout` bounds a command that hangs; its 124 fails the comparison.
+    let out = Command::new("timeout")
+        .args(["300", "bash", "-o", "pipefail", "-c", &example.command])
+        .current_dir(cwd)
+        .env("PATH", path)
+        .env(TOUR_SETUP.0, TOUR_SETUP.1)
+        .env_remove("TICKBOX_SIGNERS")
+        .output()
+        .expect("run bash");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_examples_in_readme_and_the_manual_print_what_they_show() {
+    // Positive controls for the reading and the comparison.
+    let sample = "```console\n$ echo a \\\n  b\na b\n$ false\n[exit 1]\n```\n<!-- not run: a server -->\n```console\n$ serve\n```\n";
+    let (found, skipped) = examples("sample", sample);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!((found[0].command.as_str(), found[0].code), ("echo a b", 0));
+    assert_eq!(found[1].code, 1);
+    assert_eq!(skipped, ["sample:9"]);
+    let shown = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert!(matches(&shown(&["a", "…", "z"]), &["a", "b", "c", "z"]));
+    assert!(matches(&shown(&["took … ms"]), &["took 12.5 ms"]));
+    assert!(!matches(&shown(&["a", "z"]), &["a", "b", "z"]));
+    assert!(!matches(&shown(&["took … ms"]), &["took 12.5 s"]));
+
+    // README's tour sets the variable the way the test does.
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let setup = format!("{}={}", TOUR_SETUP.0, TOUR_SETUP.1);
+    assert!(readme.lines().any(|l| l == setup), "README lost `{setup}`");
+
+    let dir = TempDir::new("doc-examples");
+    let cwd = layout(&dir);
+    let mut all = Vec::new();
+    let mut not_run = Vec::new();
+    for page in pages() {
+        let shown = page.strip_prefix(root()).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&page).unwrap();
+        let (found, skipped) = examples(&shown, &text);
+        all.extend(found);
+        not_run.extend(skipped);
+    }
+    assert!(all.len() >= 5, "README's tour has examples: {all:?}");
+    let mut failed = Vec::new();
+    for e in &all {
+        // A build in a test would write where other tests read (and take
+        // minutes): what README's first command builds, the test build
+        // has built. Builds are shown in `sh` blocks.
+        if e.command.starts_with("cargo ") {
+            failed.push(format!(
+                "{}: `{}` builds; show builds in an `sh` block",
+                e.at, e.command
+            ));
+            continue;
+        }
+        let (code, stdout, stderr) = run(e, &cwd);
+        let got: Vec<&str> = stdout.trim_end_matches('\n').lines().collect();
+        let got = if stdout.is_empty() { Vec::new() } else { got };
+        if code != e.code || !matches(&e.output, &got) {
+            failed.push(format!(
+                "{}: `{}`\n  expected exit {} and:\n{}\n  got exit {code} and:\n{stdout}\n  stderr:\n{stderr}",
+                e.at,
+                e.command,
+                e.code,
+                e.output.join("\n")
+            ));
+        }
+    }
+    eprintln!(
+        "{} examples run; blocks shown but not run: {not_run:?}",
+        all.len()
+    );
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
