@@ -115,6 +115,7 @@ mod metrics;
 mod otel;
 mod policy;
 mod record;
+mod reference;
 mod registry;
 mod sandbox;
 mod scenario;
