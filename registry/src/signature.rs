@@ -54,6 +54,26 @@ pub enum Verdict {
     Malformed { why: String },
 }
 
+impl Verdict {
+    /// The verdict in words, for a person reading `tickbox verify`'s
+    /// output (the signer and the reason are escaped: a registry sends them).
+    pub fn explain(&self) -> String {
+        use tickbox_protocol::text::escape;
+        match self {
+            Verdict::Valid { signer } => format!(
+                "signed by {}, an allowed signer, over this manifest",
+                escape(signer)
+            ),
+            Verdict::OtherKey => "signed by a key the allowed-signers file does not list".into(),
+            Verdict::OtherDigest { signer } => format!(
+                "signed by {}, an allowed signer, but over another manifest (or not for tickbox)",
+                escape(signer)
+            ),
+            Verdict::Malformed { why } => format!("not an SSH signature: {}", escape(why)),
+        }
+    }
+}
+
 /// Why signing or checking could not run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum SignatureError {

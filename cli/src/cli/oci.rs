@@ -272,7 +272,12 @@ pub fn verify(args: VerifyArgs) -> Result<Value, Exit> {
         "manifest": pulled.manifest.to_string(),
         "allowed_signers": allowed,
         "rule": rule,
-        "signatures": verdicts,
+        // Each verdict with its words: `other_key` alone says little.
+        "signatures": verdicts.iter().map(|v| {
+            let mut j = json!(v);
+            j["why"] = json!(v.explain());
+            j
+        }).collect::<Vec<_>>(),
         "verified": valid,
     });
     if valid {

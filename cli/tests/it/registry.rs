@@ -770,7 +770,7 @@ fn only_ticks_signed_by_the_pinned_signers_over_their_own_digest_run_where_the_p
     assert_eq!(verified.code, 0, "{verified:#?}");
     assert_eq!(
         verified.json()["signatures"][0],
-        json!({"verdict": "valid", "signer": "alice@example.com"})
+        json!({"verdict": "valid", "signer": "alice@example.com", "why": "signed by alice@example.com, an allowed signer, over this manifest"})
     );
     assert_eq!(
         run(&["pull", &good], &env).json()["signer"],
@@ -794,6 +794,10 @@ fn only_ticks_signed_by_the_pinned_signers_over_their_own_digest_run_where_the_p
         (v.code, &v.json()["signatures"][0]["verdict"]),
         (3, &json!("other_key")),
         "{v:#?}"
+    );
+    assert_eq!(
+        v.json()["signatures"][0]["why"],
+        "signed by a key the allowed-signers file does not list"
     );
 
     // Alice's real signature, but over another manifest, attached to this
