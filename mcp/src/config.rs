@@ -110,10 +110,12 @@ pub struct Config {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
-    /// Each split into a [`RawEntry`] and its grant keys.
+    /// The hosted Ticks, `[[tick]]` tables (each split into a
+    /// [`RawEntry`] and its grant keys).
     #[serde(default)]
     tick: Vec<serde_json::Map<String, serde_json::Value>>,
-    /// The audit stream's destination.
+    /// Where the audit stream goes: `-` (stderr) or a file, relative to
+    /// the ticks file.
     audit: Option<String>,
     /// Whether the audit stream records call arguments.
     #[serde(default)]
@@ -126,12 +128,19 @@ struct RawConfig {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawEntry {
+    /// The Tick's MCP name: 1 to 32 of `A-Z a-z 0-9 _ -`, unique in the file.
     name: String,
+    /// An executable, a `.wasm` file or an `oci://` reference (a path
+    /// relative to the ticks file's directory).
     path: Option<String>,
+    /// A command and its arguments (instead of `path`).
     command: Option<Vec<String>>,
+    /// A native Tick's working directory.
     cwd: Option<String>,
+    /// Seconds a tool call may take before its outcome is unknown.
     call_timeout: Option<f64>,
-    /// The nested form earlier configs used.
+    /// A `[tick.grants]` table of grant keys: the same as giving them in
+    /// the entry (the form earlier configs used).
     #[serde(default)]
     grants: Option<Grants>,
 }

@@ -88,8 +88,12 @@ pub enum LockError {
 #[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LockEntry {
+    /// The reference as `tickbox lock` was given it (compared in its
+    /// canonical form).
     pub reference: String,
+    /// The manifest digest it resolved to, which is what runs.
     pub manifest: Digest,
+    /// The signer the signers policy found, when one applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signer: Option<String>,
 }
@@ -98,7 +102,9 @@ pub struct LockEntry {
 #[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LockFile {
+    /// The format's version: 1.
     pub version: u32,
+    /// The locked references, `[[tick]]` tables.
     #[serde(default)]
     pub tick: Vec<LockEntry>,
 }

@@ -337,8 +337,12 @@ pub struct RequireRule {
 #[derive(Debug, Clone, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyFile {
+    /// What happens to a reference no rule covers: `deny` (the default),
+    /// `warn` or `allow`.
     #[serde(default)]
     pub no_match: NoMatch,
+    /// The rules, `[[require]]` tables; the most specific one that covers
+    /// a reference applies.
     #[serde(default)]
     pub require: Vec<RequireRule>,
 }
