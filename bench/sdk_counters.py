@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Answer latency of counter Ticks through `tickbox mcp` (BENCHMARKS.md,
-"Guest SDKs against hand-written counters").
+"Guest SDKs against the hand-written counters").
 
     python3 bench/sdk_counters.py TICKBOX LABEL=counter.wasm ...
 

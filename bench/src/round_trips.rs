@@ -18,8 +18,7 @@
 //! `TICKBOX_BENCH_RT_FILTER=TEXT` runs only the lines starting with TEXT (for
 //! `perf stat` of one variant; "floor" selects the floor),
 //! `TICKBOX_BENCH_RT_GUESTS=s,o3,s+batch,…` compares builds and write
-//! patterns of the bench Tick (see `run`; BENCHMARKS.md, "8 in flight
-//! (fourth pass)").
+//! patterns of the bench Tick (see `run`; BENCHMARKS.md, "8 in flight").
 
 use crate::{concurrent, floor, sequential, Backend, Bench, Stat};
 use anyhow::Result;

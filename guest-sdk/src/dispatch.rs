@@ -26,7 +26,7 @@
 //!   it is handled. The native loop writes each frame at once: there,
 //!   holding answers back measured slower, because the host and the Tick
 //!   run in parallel and the host waits for the batch (BENCHMARKS.md,
-//!   "8 in flight (fourth pass)");
+//!   "8 in flight");
 //! - the view is redrawn after every key, timer, resize and mutating call.
 //!   After a read-only call ([`crate::Effect::ReadOnly`], which promises to
 //!   change nothing) it is redrawn only when the state or the catalog
