@@ -11,7 +11,8 @@
 //! `examples/target/wasm32-wasip2/release` is where the test build put
 //! the example guests, so the paths README's first command makes work as
 //! written. A block preceded by `<!-- not run: WHY -->` is not run; the
-//! test lists them, so the ones left are visible.
+//! test lists them with their reasons, and fails on a shell block
+//! (`sh`, `bash`, `shell`) that is neither run nor marked.
 
 use crate::util::{build_wasm, root, TempDir};
 use std::path::{Path, PathBuf};
@@ -50,20 +51,49 @@ fn pages() -> Vec<PathBuf> {
     out
 }
 
-/// The examples of one page, and the `file:line` of each block not run.
-fn examples(shown: &str, text: &str) -> (Vec<Example>, Vec<String>) {
+/// The blocks of one page.
+#[derive(Debug, Default)]
+struct Blocks {
+    /// The commands of `console` blocks to run.
+    run: Vec<Example>,
+    /// `file:line` of each block marked as not run, and why.
+    not_run: Vec<String>,
+    /// `file:line` of each shell block (`sh`, `bash`, `shell`) neither a
+    /// `console` block nor marked: an example nobody runs, unexplained.
+    unmarked: Vec<String>,
+}
+
+/// The examples of one page.
+fn examples(shown: &str, text: &str) -> Blocks {
     let lines: Vec<&str> = text.lines().collect();
-    let (mut out, mut skipped) = (Vec::new(), Vec::new());
+    let mut blocks = Blocks::default();
+    let out = &mut blocks.run;
     let mut i = 0;
     while i < lines.len() {
-        if lines[i].trim_end() != "```console" {
+        let fence = lines[i].trim_end();
+        let before = lines[..i].iter().rev().find(|l| !l.trim().is_empty());
+        let marked = before.and_then(|l| l.trim_start().strip_prefix(NOT_RUN));
+        if matches!(fence, "```sh" | "```bash" | "```shell") {
+            match marked {
+                Some(why) => blocks.not_run.push(format!(
+                    "{shown}:{} ({})",
+                    i + 1,
+                    why.trim_end_matches("-->").trim()
+                )),
+                None => blocks.unmarked.push(format!("{shown}:{}", i + 1)),
+            }
+        }
+        if fence != "```console" {
             i += 1;
             continue;
         }
-        let before = lines[..i].iter().rev().find(|l| !l.trim().is_empty());
-        let run = !before.is_some_and(|l| l.trim_start().starts_with(NOT_RUN));
-        if !run {
-            skipped.push(format!("{shown}:{}", i + 1));
+        let run = marked.is_none();
+        if let Some(why) = marked {
+            blocks.not_run.push(format!(
+                "{shown}:{} ({})",
+                i + 1,
+                why.trim_end_matches("-->").trim()
+            ));
         }
         i += 1;
         let first_of_block = out.len();
@@ -106,7 +136,7 @@ fn examples(shown: &str, text: &str) -> (Vec<Example>, Vec<String>) {
         }
         i += 1;
     }
-    (out, skipped)
+    blocks
 }
 
 /// An example without the blank lines that end its shown output.
@@ -153,8 +183,8 @@ fn line_matches(shown: &str, got: &str) -> bool {
 
 /// A copy of the repository's layout made of links, with the example
 /// guests where README's first command builds them.
-fn layout(dir: &TempDir) -> PathBuf {
-    let top = dir.path("repo");
+fn layout(dir: &TempDir, page: &str) -> PathBuf {
+    let top = dir.path(&page.replace('/', "_"));
     std::fs::create_dir_all(top.join("examples/target/wasm32-wasip2")).unwrap();
     let link = |from: PathBuf, to: PathBuf| std::os::unix::fs::symlink(from, to).unwrap();
     for e in std::fs::read_dir(root()).unwrap().flatten() {
@@ -205,12 +235,14 @@ fn run(example: &Example, cwd: &Path) -> (i32, String, String) {
 #[test]
 fn the_examples_in_readme_and_the_manual_print_what_they_show() {
     // Positive controls for the reading and the comparison.
-    let sample = "```console\n$ echo a \\\n  b\na b\n$ false\n[exit 1]\n```\n<!-- not run: a server -->\n```console\n$ serve\n```\n";
-    let (found, skipped) = examples("sample", sample);
+    let sample = "```console\n$ echo a \\\n  b\na b\n$ false\n[exit 1]\n```\n<!-- not run: a server -->\n```console\n$ serve\n```\n```sh\nls\n```\n";
+    let blocks = examples("sample", sample);
+    let found = &blocks.run;
     assert_eq!(found.len(), 2, "{found:?}");
     assert_eq!((found[0].command.as_str(), found[0].code), ("echo a b", 0));
     assert_eq!(found[1].code, 1);
-    assert_eq!(skipped, ["sample:9"]);
+    assert_eq!(blocks.not_run, ["sample:9 (a server)"]);
+    assert_eq!(blocks.unmarked, ["sample:12"]);
     let shown = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert!(matches(&shown(&["a", "…", "z"]), &["a", "b", "c", "z"]));
     assert!(matches(&shown(&["took … ms"]), &["took 12.5 ms"]));
@@ -222,20 +254,28 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
     let setup = format!("{}={}", TOUR_SETUP.0, TOUR_SETUP.1);
     assert!(readme.lines().any(|l| l == setup), "README lost `{setup}`");
 
+    // Each page runs in a layout of its own: one page's files (an audit
+    // file, a directory it made) are not another's.
     let dir = TempDir::new("doc-examples");
-    let cwd = layout(&dir);
     let mut all = Vec::new();
     let mut not_run = Vec::new();
+    let mut unmarked = Vec::new();
     for page in pages() {
         let shown = page.strip_prefix(root()).unwrap().display().to_string();
         let text = std::fs::read_to_string(&page).unwrap();
-        let (found, skipped) = examples(&shown, &text);
-        all.extend(found);
-        not_run.extend(skipped);
+        let blocks = examples(&shown, &text);
+        let cwd = layout(&dir, &shown);
+        all.extend(blocks.run.into_iter().map(|e| (e, cwd.clone())));
+        not_run.extend(blocks.not_run);
+        unmarked.extend(blocks.unmarked);
     }
+    assert!(
+        unmarked.is_empty(),
+        "shell examples neither run (a `console` block) nor marked `{NOT_RUN} WHY -->`: {unmarked:?}"
+    );
     assert!(all.len() >= 5, "README's tour has examples: {all:?}");
     let mut failed = Vec::new();
-    for e in &all {
+    for (e, cwd) in &all {
         // A build in a test would write where other tests read (and take
         // minutes): what README's first command builds, the test build
         // has built. Builds are shown in `sh` blocks.
@@ -246,7 +286,7 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
             ));
             continue;
         }
-        let (code, stdout, stderr) = run(e, &cwd);
+        let (code, stdout, stderr) = run(e, cwd);
         let got: Vec<&str> = stdout.trim_end_matches('\n').lines().collect();
         let got = if stdout.is_empty() { Vec::new() } else { got };
         if code != e.code || !matches(&e.output, &got) {
@@ -260,8 +300,10 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
         }
     }
     eprintln!(
-        "{} examples run; blocks shown but not run: {not_run:?}",
-        all.len()
+        "{} examples run; {} blocks shown but not run:\n{}",
+        all.len(),
+        not_run.len(),
+        not_run.join("\n")
     );
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }
