@@ -372,9 +372,8 @@ enum Body {
     /// Any event, as a map of values.
     Fields(Map<String, Value>),
     /// The `call` event, the one made per request: typed, so that making
-    /// it on a call's path is a few short copies, not a map of values
-    /// (building that map on the workers was most of what kept audit +
-    /// metrics from issue 27's 5% budget).
+    /// it on a call's path is a few short copies, not a map of values: the
+    /// call's thread only copies short strings, and encoding is the writer's.
     Call(Box<CallLine>),
     /// A line already made: an event a session's budget counts, whose
     /// size must be known before it is taken (they are rare: merged).
@@ -1579,8 +1578,7 @@ impl LineOut for RotatingFile {
 /// the writer's thread ([`AuditLine::into_line`]), and the writer is woken
 /// only when it sleeps on an empty queue. Once woken it gathers for
 /// [`AUDIT_BATCH_WAIT`] and writes what came as one batch, so a stream of
-/// calls costs one wake and one write per batch, not per line (what kept
-/// the audit stream from its 5% budget on a read-only call).
+/// calls costs one wake and one write per batch, not per line.
 pub struct QueuedWriter {
     shared: Arc<Queue>,
     done: Mutex<Option<std::sync::mpsc::Receiver<()>>>,

@@ -467,8 +467,8 @@ mod tests {
         assert_eq!(kept, json!({}));
     }
 
-    /// The state the issue measured: tens of thousands of short strings,
-    /// which the first trimmer turned into `null` after seconds of CPU.
+    /// Tens of thousands of short strings: the shape whose trim must stay
+    /// linear and keep what fits.
     fn many_small_items(n: usize) -> Value {
         json!({
             "items": (0..n).map(|i| json!({"id": i, "name": format!("item number {i}")})).collect::<Vec<_>>(),

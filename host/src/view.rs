@@ -42,8 +42,8 @@ use tokio::sync::watch;
 /// Bytes a Tick may have drawn that its view has not parsed yet; past this
 /// the Tick waits (backpressure, like a real terminal's).
 pub const VIEW_QUEUE_BYTES: usize = 64 * 1024;
-/// Bytes parsed per hold of the screen lock: the longest a reader of the
-/// screen waits behind the parser (about 6 ms for the most expensive input).
+/// Bytes parsed per hold of the screen lock: it bounds how long a reader of
+/// the screen waits behind the parser, whatever the input.
 pub const PARSE_SLICE_BYTES: usize = 1024;
 /// The window over which a view's parser CPU time is budgeted.
 pub const PARSE_CPU_WINDOW: Duration = Duration::from_millis(100);

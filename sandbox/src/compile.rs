@@ -73,9 +73,8 @@ pub fn engine_config(compiler: Compiler) -> Config {
     if compiler == Compiler::Winch {
         cfg.strategy(wasmtime::Strategy::Winch);
         // Winch compiles the guest's functions; the trampolines and the
-        // component model's adapters it hands to Cranelift, which took
-        // about a third of a small component's baseline compile when
-        // optimizing them. Baseline code is short-lived: unoptimized.
+        // component model's adapters it hands to Cranelift. Baseline code
+        // is short-lived, so those are not optimized either.
         cfg.cranelift_opt_level(wasmtime::OptLevel::None);
     }
     cfg
@@ -168,10 +167,8 @@ const HEAP_PAD_MAX: u64 = 64 << 20;
 
 /// Makes the worker's heaps grow in large steps. Compiling allocates
 /// quickly on several threads, and glibc grows each thread's heap by what
-/// one allocation needs, one `mprotect` (or `brk`) at a time; in a profile
-/// of a small component's baseline compile that growth was about a tenth
-/// of the worker's CPU, and padding it cut the worker's wall time by about
-/// 2 ms of 20 (BENCHMARKS.md). Untouched padding costs address space, not
+/// one allocation needs, one `mprotect` (or `brk`) at a time; the pad lets
+/// compile threads grow in few steps. Untouched padding costs address space, not
 /// memory, but `RLIMIT_DATA` (the memory bound its parent set) counts it,
 /// so the pad is at most a sixteenth of that bound: a compile is refused
 /// for memory only when it really comes within that of the bound.
@@ -312,9 +309,8 @@ pub fn optimize_detached(
 
 /// The detached optimizing worker's nice value. It runs beside the Tick it
 /// optimizes (a first start's session, then the Tick's own work), which
-/// should not wait for it: on two cores, at normal priority its two compile
-/// threads took a CPU from a first start's session (BENCHMARKS.md). At
-/// this value the scheduler gives it about a tenth of a contended CPU and
+/// should not wait for it: it must not take a CPU from the Tick it
+/// optimizes. At this value the scheduler gives it about a tenth of a contended CPU and
 /// all of an idle one. Its CPU bound is the foreground one; its wall-time
 /// bound is [`BACKGROUND_WALL_FACTOR`] times longer, for the waits its
 /// priority adds (a compile stopped there is tried again at the next start).

@@ -144,8 +144,8 @@ pub use tickbox_host::limits::KEY_QUEUE;
 /// How often the epoch advances while a guest is CPU-bound: the longest a
 /// running guest keeps the thread before it yields. Each hop of another
 /// Tick's request can wait this long (see the module docs), so it bounds
-/// the latency a spinning guest adds to its neighbours; each yield costs
-/// the guest a few microseconds (BENCHMARKS.md, sandbox tax).
+/// the latency a spinning guest adds to its neighbours; a shorter tick means
+/// more yields of a spinning guest.
 pub const EPOCH_TICK: Duration = Duration::from_millis(1);
 /// How often the epoch advances while no guest has used a whole slice
 /// since the last tick. A guest that starts spinning gets at most this

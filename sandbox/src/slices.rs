@@ -8,9 +8,8 @@
 //!
 //! - **how it yields**: with wasmtime's own yield the guest wakes itself
 //!   at once, so the scheduler always has a task ready and polls the I/O
-//!   driver only every `event_interval` (61) polls: with one spinning guest
-//!   a client's request waited about 61 slices (~300 ms on average) before
-//!   it was even read. A guest here yields with [`tokio::task::yield_now`],
+//!   driver only every `event_interval` (61) polls, which starves requests
+//!   behind a spinning guest. A guest here yields with [`tokio::task::yield_now`],
 //!   which defers its wake-up until the scheduler has run every other ready
 //!   task and polled the driver.
 //! - **how long a slice is**: a request to another Tick passes through

@@ -15,8 +15,7 @@
 //   - another revision gets -32004, an unknown tool or bad args -32602,
 //     both before the tool runs (§7.2);
 //   - a read-only tool promised to change nothing (§5.6): after it the state
-//     is not encoded (that was a third of a read-only call's cost,
-//     BENCHMARKS.md) and the view is redrawn only when the tool asks
+//     is not encoded and the view is redrawn only when the tool asks
 //     (ctx.Redraw). A read-only tool that changed the state anyway breaks
 //     the protocol; the change goes out with the next event's update.
 package tick

@@ -239,8 +239,8 @@ func snake(name string) string {
 
 // decode stores v (decoded with UseNumber and already checked against the
 // schema of dst's type) in dst, naming fields as schemaOf does. It walks the
-// decoded value once, where re-encoding it for encoding/json cost a second
-// parse on every call (BENCHMARKS.md, issue 30). Types that decode
+// decoded value once, so a call's arguments are parsed once (re-encoding
+// them for encoding/json would parse them twice). Types that decode
 // themselves (json.Unmarshaler, encoding.TextUnmarshaler), interfaces and
 // other kinds it has no rule for go through encoding/json.
 func decode(v any, dst reflect.Value) error {

@@ -12,7 +12,7 @@
 //! runtime, and a command whose thread is blocked cannot act on it: an
 //! open of a FIFO no one writes (a `--policy`, an MCP `--config`, a Tick's
 //! path, a CA file; before the Tick starts, where a one-shot command runs
-//! on one thread) used to leave SIGTERM and SIGINT unheard for ever. So a
+//! on one thread) would leave SIGTERM and SIGINT unheard for ever. So a
 //! [`watchdog`] thread, woken by its own action on both signals, waits
 //! [`SIGNAL_HEARD_WAIT`] for someone to take each one ([`Signals::nth`]);
 //! a signal nobody took by then ends the process at once, exit 130, with

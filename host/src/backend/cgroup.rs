@@ -214,9 +214,9 @@ fn kill_dir(dir: &Path) {
 /// Removes a killed cgroup once its processes have exited.
 fn remove_dir(dir: &Path) {
     let start = std::time::Instant::now();
-    // Killed processes leave within a millisecond or so: short waits first,
-    // so a Tick's end is not held up by a fixed 10 ms sleep (it was, in
-    // about one native session of three: BENCHMARKS.md).
+    // Killed processes leave within a millisecond or so: waits start short
+    // and double, so a Tick's end waits about as long as its processes
+    // take to leave, never a fixed sleep.
     let mut wait = REMOVE_FIRST_WAIT;
     while std::fs::remove_dir(dir).is_err() && dir.exists() && start.elapsed() < REMOVE_WAIT {
         std::thread::sleep(wait);

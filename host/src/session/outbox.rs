@@ -5,9 +5,8 @@
 //! one lock. A request whose frame finds the outbox idle (no frame queued or
 //! half-written) writes it itself, at once, without blocking: one
 //! non-blocking write, which for a request line almost always takes the
-//! whole frame. That saves the hand-off to the writer task (a wake-up of
-//! another worker thread, and back) on every round trip, which measured as
-//! most of an engine round trip above the pipe floor (BENCHMARKS.md).
+//! whole frame. So a round trip needs no hand-off to the writer task (a
+//! wake-up of another worker thread, and back).
 //!
 //! Anything the caller cannot finish at once is the writer's: the rest of a
 //! frame the pipe did not take whole (the frame is then *started* and stays
