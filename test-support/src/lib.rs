@@ -14,6 +14,19 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+/// The host's library crates' sources, from the repository root (the
+/// layers the CLI builds on; the SDKs are apart).
+pub const LIBRARY_SOURCES: &[&str] = &[
+    "protocol/src",
+    "trust/src",
+    "host/src",
+    "sandbox/src",
+    "registry/src",
+    "mcp/src",
+    "conformance/src",
+    "app/src",
+];
+
 /// How long a test waits for something that should happen within
 /// milliseconds; only reached when the test is failing.
 pub const PATIENCE: Duration = Duration::from_secs(20);

@@ -9,18 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The host's library crates' sources, from the repository root (the
-/// layers the CLI builds on; the SDKs are apart).
-pub const LIBRARY_SOURCES: &[&str] = &[
-    "protocol/src",
-    "trust/src",
-    "host/src",
-    "sandbox/src",
-    "mcp/src",
-    "conformance/src",
-    "app/src",
-];
-
 /// What one `tickbox` run produced.
 #[derive(Debug)]
 pub struct Output {

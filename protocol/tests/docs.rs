@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use tickbox_runtime::protocol::rules;
+use tickbox_protocol::rules;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -85,11 +85,11 @@ fn every_limit_and_code_constant_is_on_the_page() {
 /// Every `§N` / `§N.M` in the Rust sources of the crates that print them.
 fn cited_sections() -> BTreeSet<String> {
     let mut found = BTreeSet::new();
-    for krate in crate::util::LIBRARY_SOURCES
+    for krate in tickbox_test_support::LIBRARY_SOURCES
         .iter()
         .chain(&["cli/src", "guest-sdk/src"])
     {
-        for (_, text) in crate::util::rust_sources(&repo().join(krate)) {
+        for (_, text) in tickbox_test_support::rust_sources(&repo().join(krate)) {
             for (i, _) in text.match_indices('§') {
                 let number: String = text[i + '§'.len_utf8()..]
                     .chars()
@@ -139,7 +139,7 @@ fn the_copies_are_in_sync_with_their_sources() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let copy = crate::util::TempDir::new("sync-check");
+    let copy = tickbox_test_support::TempDir::new("sync-check");
     let tree = &copy.0;
     for part in [
         "tools",

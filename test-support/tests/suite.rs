@@ -5,9 +5,9 @@
 //! comment says why no event exists, and there are at most
 //! [`MAX_FIXED_SLEEPS`] of those.
 
-use crate::util::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use tickbox_test_support::*;
 
 /// The most fixed sleeps the whole suite may hold.
 const MAX_FIXED_SLEEPS: usize = 5;

@@ -3,9 +3,9 @@
 //! and `TICKBOX_*` variables. Read from `cargo tree` (offline: the lock file
 //! and the registry cache the build already has) and from the sources.
 
-use crate::util::root;
 use std::collections::BTreeSet;
 use std::process::Command;
+use tickbox_test_support::root;
 
 /// The package names in `krate`'s tree of normal dependencies (`extra`:
 /// more `cargo tree` options, e.g. `--depth 1` for its own dependencies).
@@ -245,7 +245,7 @@ fn each_layer_depends_only_on_what_it_is_for() {
 #[test]
 fn only_the_cli_reads_tickbox_variables() {
     fn walk(dir: &std::path::Path, hits: &mut Vec<String>) {
-        for (p, text) in crate::util::rust_sources(dir) {
+        for (p, text) in tickbox_test_support::rust_sources(dir) {
             // Unit tests sit at the end of a file, after `#[cfg(test)]`.
             let code = text.split("#[cfg(test)]").next().unwrap_or("");
             for (n, line) in code.lines().enumerate() {
@@ -268,7 +268,7 @@ fn only_the_cli_reads_tickbox_variables() {
         "the scan finds the CLI's own reads: {control:?}"
     );
     let mut hits = Vec::new();
-    for krate in crate::util::LIBRARY_SOURCES {
+    for krate in tickbox_test_support::LIBRARY_SOURCES {
         walk(&root().join(krate), &mut hits);
     }
     assert!(
