@@ -774,7 +774,7 @@ impl Suggestion {
         if let Some(ca) = self.http_ca.first() {
             o.push('\n');
             o.push_str("# The CA file the https origins above were reached under.\n");
-            let _ = writeln!(o, "http_ca = {}", toml_string(ca));
+            let _ = writeln!(o, "http_ca = {}", text::toml_string(ca));
             for other in &self.http_ca[1..] {
                 let _ = writeln!(o, "# (another run used {})", quoted(other));
             }
@@ -791,7 +791,7 @@ impl Suggestion {
         if !self.bounds.is_empty() {
             o.push_str("\n# Bounds set in the recorded runs (the largest where they differ).\n");
             for (key, value) in &self.bounds {
-                let _ = writeln!(o, "{key} = {}", toml_string(value));
+                let _ = writeln!(o, "{key} = {}", text::toml_string(value));
             }
         }
         let suggested: BTreeSet<(&str, String)> = dirs
@@ -862,7 +862,7 @@ fn array(o: &mut String, key: &str, values: &[String], why: Option<&str>) {
     }
     let _ = writeln!(o, "{key} = [");
     for v in values {
-        let _ = writeln!(o, "    {},", toml_string(v));
+        let _ = writeln!(o, "    {},", text::toml_string(v));
     }
     o.push_str("]\n");
 }
@@ -897,31 +897,6 @@ fn comment_text(s: &str) -> String {
 /// [`comment_text`] in quotes, so where it starts and ends is plain.
 fn quoted(s: &str) -> String {
     format!("\"{}\"", comment_text(s))
-}
-
-/// A TOML basic string: `"` and `\` escaped, every control and unsafe
-/// character as `\uXXXX` or `\UXXXXXXXX` (the same value, and nothing that
-/// moves a terminal's cursor or reorders a line).
-fn toml_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() || text::is_unsafe(c) => {
-                let n = u32::from(c);
-                if n <= 0xFFFF {
-                    let _ = write!(out, "\\u{n:04X}");
-                } else {
-                    let _ = write!(out, "\\U{n:08X}");
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// A size as the bounds take it: the largest binary unit that divides it
@@ -1128,7 +1103,7 @@ mod tests {
         );
         // And a value (a grant's path) with the same characters is a TOML
         // string of the same value.
-        let v = toml_string(hostile);
+        let v = text::toml_string(hostile);
         let back: toml::Table = toml::from_str(&format!("k = {v}")).unwrap();
         assert_eq!(back["k"].as_str(), Some(hostile));
         assert!(!v.chars().any(text::is_unsafe));

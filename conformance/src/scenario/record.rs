@@ -223,32 +223,7 @@ fn decode_one(b: &[u8]) -> (Token, usize) {
     }
 }
 
-/// A TOML basic string: quotes, backslashes and every control, C1, bidi
-/// and format character escaped, so the file shows no raw control byte.
-pub fn toml_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if tickbox_host::text::is_unsafe(c) => {
-                let n = c as u32;
-                if n <= 0xffff {
-                    out.push_str(&format!("\\u{n:04X}"));
-                } else {
-                    out.push_str(&format!("\\U{n:08X}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+pub use tickbox_host::text::toml_string;
 
 fn toml_key(k: &str) -> String {
     if !k.is_empty()
