@@ -113,7 +113,7 @@ enum Command {
     /// Create a Tick project that builds and passes `tickbox check`: tickbox new PATH [--lang rust|c]
     #[command(after_help = new::HELP)]
     New(new::NewArgs),
-    /// Approve what a wasm Tick's manifest asks for, for its current content: tickbox trust PATH [--updates] | ls | revoke DIGEST|PATH
+    /// Approve what a wasm Tick's manifest asks for, for its current content: tickbox trust PATH [--updates] | ls | revoke DIGEST|PATH|REF
     #[command(after_help = trust::HELP)]
     Trust(trust::TrustArgs),
     /// Suggest the least policy file that allows what Ticks used (tickbox policy suggest AUDIT...), or show which signers policy, lock and trust store apply (tickbox policy show [REF])

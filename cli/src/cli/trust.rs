@@ -1,4 +1,4 @@
-//! `tickbox trust PATH [--updates] | ls | revoke DIGEST|PATH`: the
+//! `tickbox trust PATH [--updates] | ls | revoke DIGEST|PATH|REF`: the
 //! approvals of what wasm Ticks' manifests ask for, kept by content.
 //!
 //! `tickbox trust PATH` is the consent: the person typed it. It shows what
@@ -57,9 +57,9 @@ pub struct TrustArgs {
 pub enum TrustCommand {
     /// List the approvals, oldest first
     Ls,
-    /// Remove the approvals of a content digest (sha256:…) or of a Tick's path
+    /// Remove the approvals of a content digest (sha256:…), a Tick's path, or a registry reference (every approval under its name)
     Revoke {
-        #[arg(value_name = "DIGEST|PATH")]
+        #[arg(value_name = "DIGEST|PATH|REF")]
         target: String,
     },
 }
@@ -74,6 +74,13 @@ pub fn run(args: TrustArgs) -> Result<(), Exit> {
         (Some(TrustCommand::Revoke { target }), _) => {
             let gone = match target.parse::<WasmDigest>() {
                 Ok(digest) => TrustStore::revoke(&dir, |a| a.digest == digest),
+                // A pulled Tick's approvals are kept under its canonical
+                // name (registry and repository), so any spelling of the
+                // reference, with any tag or digest, revokes them.
+                Err(_) if tickbox_registry::is_reference(&target) => {
+                    let name = super::oci::parse(&target)?.name().to_string();
+                    TrustStore::revoke(&dir, |a| a.name == name)
+                }
                 Err(_) => {
                     let name = name_of(Path::new(&target))?;
                     TrustStore::revoke(&dir, |a| a.name == name)
@@ -99,11 +106,9 @@ pub fn run(args: TrustArgs) -> Result<(), Exit> {
             record(&dir, &subject, args.updates)?
         }
         (None, Some(path)) => approve(&dir, &path, args.updates)?,
-        (None, None) => {
-            return Err(Exit::usage(
-                "name a wasm Tick to approve (tickbox trust PATH), or ls, or revoke DIGEST|PATH",
-            ))
-        }
+        (None, None) => return Err(Exit::usage(
+            "name a wasm Tick to approve (tickbox trust PATH), or ls, or revoke DIGEST|PATH|REF",
+        )),
     };
     super::emit(&v, args.pretty)
 }

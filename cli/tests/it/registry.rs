@@ -979,6 +979,17 @@ fn a_pulled_ticks_requests_need_an_approval_of_its_content() {
     let info = run(&["info", &reference], &env);
     assert_eq!(info.code, 0, "{info:#?}");
     assert_eq!(info.json()["granted"]["env"], json!(["HOME"]), "{info:#?}");
+    // Revoked by another spelling of the reference (a tag, not the digest
+    // it was approved under, and `localhost`), it asks again; and again
+    // approved.
+    let spelled = reference.replace("127.0.0.1", "localhost");
+    let revoked = run(&["trust", "revoke", &spelled], &env);
+    assert_eq!(revoked.code, 0, "{revoked:#?}");
+    assert_eq!(revoked.json()["revoked"].as_array().map(Vec::len), Some(1));
+    run(&["read", &reference], &env).expect(2, "tickbox trust");
+    let none = run(&["trust", "revoke", &spelled], &env);
+    none.expect(2, "no approval matches");
+    assert_eq!(run(&["trust", &pinned], &env).code, 0);
     // Other content under the same name (the ticker) asks again.
     let other = build_wasm("examples", "ticker", "wasm32-wasip2")
         .display()
