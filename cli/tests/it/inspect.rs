@@ -226,6 +226,10 @@ fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
     assert_eq!(status, 200, "{head}");
     assert!(body.contains("<script src=\"/inspect.js\""), "{body}");
     assert!(!body.contains(&i.token), "the page holds no token");
+    // Without JavaScript (a headless dump of the DOM) the page says what
+    // it needs, rather than only "connecting…".
+    assert!(body.contains("<noscript>"), "{body}");
+    assert!(body.contains("needs JavaScript"), "{body}");
     let csp = header(&head, "content-security-policy").expect("a CSP");
     for part in [
         "default-src 'self'",
