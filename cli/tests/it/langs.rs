@@ -277,7 +277,9 @@ fn tickbox_new_rust_builds_with_only_the_binary() {
         .expect("run cargo");
     assert!(
         result.status.success(),
-        "the generated Rust project does not build offline with its lock:\n{}",
+        "the generated Rust project does not build offline with its lock (cut from \
+         examples/Cargo.lock by new.rs's project_lock: after a change to the examples' \
+         dependencies, run tools/sync):\n{}",
         String::from_utf8_lossy(&result.stderr)
     );
     // The printed check, with the Tick where this build put it.
