@@ -33,7 +33,7 @@ pub enum Effect {
 }
 
 /// A tool failed. What the host may conclude about effects follows from the
-/// constructor the author picks (README "error codes"):
+/// constructor the author picks (docs/PROTOCOL.md, the error codes):
 ///
 /// - [`ToolError::failed`] (-32000): the tool started and may have had
 ///   partial effects. This is also what `?` on any `std::error::Error` gives,

@@ -23,10 +23,9 @@
 //!   frame boundary. With several requests in flight that is one WASI
 //!   write per read instead of one per frame, which saves the host's CPU
 //!   (the guest runs in its process); a lone request is answered as soon as
-//!   it is handled. The native loop writes each frame at once: there,
-//!   holding answers back measured slower, because the host and the Tick
-//!   run in parallel and the host waits for the batch (BENCHMARKS.md,
-//!   "8 in flight (fourth pass)");
+//!   it is handled. The native loop writes each frame at once: there the
+//!   host and the Tick run in parallel, so the host reads one answer while
+//!   the Tick makes the next, and a held batch would only make it wait;
 //! - the view is redrawn after every key, timer, resize and mutating call.
 //!   After a read-only call ([`crate::Effect::ReadOnly`], which promises to
 //!   change nothing) it is redrawn only when the state or the catalog
@@ -70,7 +69,7 @@ pub const MAX_HELD: usize = 64 * 1024;
 /// spin the Tick.
 pub const MIN_TIMER_PERIOD: Duration = Duration::from_millis(10);
 
-/// Error codes the SDK sends (see the README's table), from the protocol crate.
+/// Error codes the SDK sends (docs/PROTOCOL.md lists them), from the protocol crate.
 pub mod codes {
     pub use tickbox_protocol::codes::{
         INTERNAL_ERROR as INTERNAL, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
@@ -340,8 +339,7 @@ impl<T: Tick> Runtime<T> {
     pub fn keys(&mut self, bytes: &[u8]) {
         // The keys of one read are one event: the state and the catalog are
         // looked at once after all of them, so a paste of N keys costs N
-        // handler calls and one state encoding, not N encodings (a 64 KiB
-        // paste took about a second the other way). Keys in separate reads
+        // handler calls and one state encoding, not N encodings. Keys in separate reads
         // still give one update each.
         let keys = self.keys.feed(bytes);
         if keys.is_empty() {

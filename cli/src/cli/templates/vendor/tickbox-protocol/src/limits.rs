@@ -3,6 +3,38 @@
 //! Protocol 3's own tables were lost from the draft; these are the values
 //! tickbox's reference notes fill the gaps with. Change them here and nowhere
 //! else: the session, the framing and the CLI all read from this module.
+//!
+//! | constant | value | bounds |
+//! |---|---|---|
+//! | **the wire** | | |
+//! | [`PROTOCOL_VERSION`] | 3 | the only version this host speaks (§4.3) |
+//! | [`MAX_LINE_BYTES`] | 8 MiB | one line in either direction, newline excluded (§3.6) |
+//! | [`MAX_IN_FLIGHT`] | 8 | requests in flight per Tick (§3.3) |
+//! | [`MAX_UINTEGER`] | 2^53 − 1 | a protocol `uinteger` (§2.2) |
+//! | **sizes of what a Tick sends** | | |
+//! | [`MAX_DESCRIPTOR_BYTES`] | 512 KiB | a tick/describe result, re-encoded (§5.3) |
+//! | [`MAX_UPDATE_BYTES`] | 512 KiB | one tick/update's params, re-encoded (§8.2) |
+//! | [`MAX_CALL_RESULT_BYTES`] | 8 MiB | a tick/call result, re-encoded (§3.6) |
+//! | **time** | | |
+//! | [`INIT_TIMEOUT`] | 10 s | start to the end of the first tick/read (§4.2) |
+//! | [`REQUEST_TIMEOUT`] | 10 s | each tick/describe and tick/read (§4.2) |
+//! | [`CALL_TIMEOUT`] | 60 s | a tick/call, after which its outcome is unknown (§7.3) |
+//! | **the view and the environment** | | |
+//! | [`INITIAL_COLS`], [`INITIAL_ROWS`] | 120 × 30 | a Tick's view terminal at start (§4.1) |
+//! | [`TERM_VALUE`] | `xterm-256color` | `TERM` for every Tick |
+//! | [`INSTANCE_ID_VAR`] | `TICKLOOP_INSTANCE_ID` | the variable naming the started instance (§4.1) |
+//! | [`SCREEN_EXCERPT_CHARS`] | 256 | the screen shown with an initialization failure (§4.2) |
+//! | **subscriptions** | | |
+//! | [`DELIVERY_BUDGET_BYTES`] | 16 KiB | one delivery (§6.4) |
+//! | [`DELIVERY_ITEM_BUDGET_BYTES`] | 4 KiB | each item when several are delivered (§6.4) |
+//! | **input schemas** | | |
+//! | [`MAX_PATTERN_BYTES`] | 1 MiB | one compiled `pattern` (§5.3) |
+//! | [`PATTERN_DFA_BYTES`] | 256 KiB | one pattern's lazy DFA cache while checking args |
+//! | [`PATTERN_BACKTRACK_LIMIT`] | 1,000,000 | backtracking steps of one pattern on one value |
+//! | [`MAX_CATALOG_PATTERN_BYTES`] | 8 MiB | every compiled pattern of one catalog (§5.3) |
+//! | **catalog revisions** | | |
+//! | [`REVISION_BURST`] | 8 | new revisions taken at once after the first |
+//! | [`REVISION_INTERVAL`] | 5 s | one more revision once the burst is spent |
 
 use std::time::Duration;
 

@@ -152,6 +152,38 @@ pub fn escape_lines(s: &str) -> String {
     s.split('\n').map(escape).collect::<Vec<_>>().join("\n")
 }
 
+/// A TOML basic string holding `s`: quotes and backslashes escaped, line
+/// breaks and tabs as `\n`, `\r`, `\t`, and every other unsafe character
+/// as `\uXXXX` or `\UXXXXXXXX` (the same value when read back, and nothing
+/// in the file that moves a terminal's cursor or reorders a line). The one
+/// form for every TOML file tickbox writes (a suggested policy, a recorded
+/// scenario).
+pub fn toml_string(s: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() || is_unsafe(c) => {
+                let n = u32::from(c);
+                if n <= 0xFFFF {
+                    let _ = write!(out, "\\u{n:04X}");
+                } else {
+                    let _ = write!(out, "\\U{n:08X}");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// A JSON document safe for a terminal and still the same JSON value.
 ///
 /// `json` must be serde_json output: it escapes C0 controls itself and
@@ -509,6 +541,17 @@ mod tests {
         assert_eq!(name("two words"), "two words");
         assert_eq!(name(""), "");
         assert_eq!(name("a\u{1b}]0;x"), escape("a\u{1b}]0;x"));
+    }
+
+    #[test]
+    fn a_toml_string_escapes_what_toml_and_a_terminal_need() {
+        assert_eq!(toml_string("plain"), "\"plain\"");
+        assert_eq!(
+            toml_string("a\"b\\c\nd\te\u{1b}[2J\u{202e}"),
+            "\"a\\\"b\\\\c\\nd\\te\\u001B[2J\\u202E\""
+        );
+        assert!(!toml_string("\u{7f}\u{85}\u{e0001}").chars().any(is_unsafe));
+        assert_eq!(toml_string("\u{e0001}"), "\"\\U000E0001\"");
     }
 
     #[test]
