@@ -110,7 +110,7 @@ enum Command {
     /// Pin registry references to the digests they resolve to now, in a lock file (default ./tickbox.lock, where --locked reads): tickbox lock oci://HOST/REPO:TAG...
     #[command(after_help = oci::HELP)]
     Lock(oci::LockArgs),
-    /// Create a Tick project that builds and passes `tickbox check`: tickbox new PATH [--lang rust|c]
+    /// Create a Tick project that builds and passes `tickbox check`: tickbox new PATH [--lang rust|c|python|js|go]
     #[command(after_help = new::HELP)]
     New(new::NewArgs),
     /// Approve what a wasm Tick's manifest asks for, for its current content: tickbox trust PATH [--updates] | ls | revoke DIGEST|PATH|REF

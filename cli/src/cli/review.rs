@@ -70,13 +70,20 @@ pub fn run(args: ReviewArgs) -> Result<(), Exit> {
             .map(|p| format!("pending: {}", p.display()))
             .collect();
         lines.push(format!(
-            "{} pending snapshots: review them on a terminal, or pass --accept or --reject",
-            pending.len()
+            "{} pending: review {} on a terminal, or pass --accept or --reject",
+            match pending.len() {
+                1 => "1 snapshot".to_string(),
+                n => format!("{n} snapshots"),
+            },
+            if pending.len() == 1 { "it" } else { "them" }
         ));
         super::emit_text(&lines.join("\n"))?;
         return Err(Exit::new(
             super::test::FAILED,
-            format!("test review: {} snapshots pending", pending.len()),
+            match pending.len() {
+                1 => "test review: 1 snapshot pending".to_string(),
+                n => format!("test review: {n} snapshots pending"),
+            },
         ));
     }
     let (mut accepted, mut rejected, mut skipped) = (0, 0, 0);

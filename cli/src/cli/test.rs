@@ -555,22 +555,30 @@ pub async fn run(args: TestArgs, app: Arc<App>) -> Result<(), Exit> {
     emit_report(&results, format, pretty)?;
     let s = report::summary(&results);
     if s.invalid > 0 {
-        Err(Exit::usage(format!(
-            "test: {} scenarios are invalid",
-            s.invalid
-        )))
+        Err(Exit::usage(match s.invalid {
+            1 => "test: 1 scenario is invalid".to_string(),
+            n => format!("test: {n} scenarios are invalid"),
+        }))
     } else if s.start_failed > 0 {
-        Err(Exit::session(format!(
-            "test: the Tick of {} scenarios could not start",
-            s.start_failed
-        )))
+        Err(Exit::session(match s.start_failed {
+            1 => "test: the Tick of 1 scenario could not start".to_string(),
+            n => format!("test: the Ticks of {n} scenarios could not start"),
+        }))
     } else if s.failed > 0 {
         Err(Exit::new(
             FAILED,
-            format!("test: {} of {} scenarios failed", s.failed, results.len()),
+            format!("test: {} of {} failed", s.failed, scenarios(results.len())),
         ))
     } else {
         Ok(())
+    }
+}
+
+/// "1 scenario", "2 scenarios".
+fn scenarios(n: usize) -> String {
+    match n {
+        1 => "1 scenario".to_string(),
+        n => format!("{n} scenarios"),
     }
 }
 

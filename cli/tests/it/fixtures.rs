@@ -209,7 +209,7 @@ fn an_unmatched_request_fails_its_step_with_one_escaped_line() {
     let line = "no [[http]] fixture answers the Tick's request";
 
     let out = test(&[&s(&file)]);
-    out.expect(1, "1 of 1 scenarios failed");
+    out.expect(1, "1 of 1 scenario failed");
     let lines: Vec<&str> = out.stdout.lines().filter(|l| l.contains(line)).collect();
     assert_eq!(lines.len(), 1, "{out:#?}");
     assert!(lines[0].contains(escaped), "{}", lines[0]);
@@ -273,7 +273,7 @@ fn fixture_files_are_read_only_beside_the_scenario_and_never_through_a_link() {
         let fixtures = format!("[[http]]\nurl = \"http://h/x\"\nbody_file = {body_file:?}\n");
         scenario(&file, &fixtures, &get("http://h/x", "{ status = 200 }"));
         let out = test(&[&s(&file)]);
-        out.expect(2, "1 scenarios are invalid");
+        out.expect(2, "test: 1 scenario is invalid");
         let lines: Vec<&str> = out
             .stdout
             .lines()
@@ -300,7 +300,7 @@ fn fixture_files_are_read_only_beside_the_scenario_and_never_through_a_link() {
     )
     .unwrap();
     let out = test(&[&s(&file)]);
-    out.expect(2, "1 scenarios are invalid");
+    out.expect(2, "test: 1 scenario is invalid");
     assert!(out.stdout.contains("is a symbolic link"), "{out:#?}");
     assert!(!out.stdout.contains("TOP-SECRET"), "{out:#?}");
 
@@ -335,7 +335,7 @@ fn fixtures_over_their_bounds_are_refused_and_at_them_run() {
     assert_eq!(out.code, 0, "{MAX_HTTP_FIXTURES} entries run: {out:#?}");
     scenario(&file, &entries(MAX_HTTP_FIXTURES + 1), &steps);
     let out = test(&[&s(&file)]);
-    out.expect(2, "1 scenarios are invalid");
+    out.expect(2, "test: 1 scenario is invalid");
     assert!(
         out.stdout
             .contains("257 [[http]] entries, over the 256-entry limit"),
@@ -359,7 +359,7 @@ fn fixtures_over_their_bounds_are_refused_and_at_them_run() {
     assert_eq!(out.code, 0, "{out:#?}");
     std::fs::write(t.path("big.bin"), vec![b'b'; MAX_FIXTURE_BODY + 1]).unwrap();
     let out = test(&[&s(&file)]);
-    out.expect(2, "1 scenarios are invalid");
+    out.expect(2, "test: 1 scenario is invalid");
     assert!(
         out.stdout
             .contains("body_file \"big.bin\" is 1048577 bytes, over the 1048576-byte limit"),
@@ -374,7 +374,7 @@ fn fixtures_over_their_bounds_are_refused_and_at_them_run() {
         headers.join(", ")
     );
     scenario(&file, &fixtures, "");
-    test(&[&s(&file)]).expect(2, "1 scenarios are invalid");
+    test(&[&s(&file)]).expect(2, "test: 1 scenario is invalid");
     let files = |n: usize| {
         (0..n)
             .map(|i| format!("\"f{i}.txt\" = \"{i}\"\n"))
@@ -393,7 +393,7 @@ fn fixtures_over_their_bounds_are_refused_and_at_them_run() {
     assert_eq!(out.code, 0, "{MAX_SEED_FILES} files seed: {out:#?}");
     std::fs::write(&file, notes_at(MAX_SEED_FILES + 1)).unwrap();
     let out = test(&[&s(&file)]);
-    out.expect(2, "1 scenarios are invalid");
+    out.expect(2, "test: 1 scenario is invalid");
     assert!(
         out.stdout.contains("257 files, over the 256-file limit"),
         "{out:#?}"
@@ -441,7 +441,7 @@ fn files_seed_the_scratch_directory_the_tick_reads() {
     ] {
         std::fs::write(&file, body(&format!("{good}{files}"))).unwrap();
         let out = test(&[&s(&file)]);
-        out.expect(2, "1 scenarios are invalid");
+        out.expect(2, "test: 1 scenario is invalid");
         assert!(out.stdout.contains(why), "{files}: {out:#?}");
     }
     // [files] needs the scratch directory it seeds.
@@ -454,7 +454,7 @@ fn files_seed_the_scratch_directory_the_tick_reads() {
     )
     .unwrap();
     let out = test(&[&s(&file)]);
-    out.expect(2, "1 scenarios are invalid");
+    out.expect(2, "test: 1 scenario is invalid");
     assert!(
         out.stdout
             .contains("[files] seeds the scratch directory: give [tick] scratch"),
@@ -476,7 +476,7 @@ fn fixtures_replace_the_network_and_only_for_wasm_components() {
     )
     .unwrap();
     let out = test(&[&s(&file)]);
-    out.expect(2, "1 scenarios are invalid");
+    out.expect(2, "test: 1 scenario is invalid");
     assert!(
         out.stdout
             .contains("[tick] allow_http and http_ca cannot be given with them"),
@@ -492,7 +492,7 @@ fn fixtures_replace_the_network_and_only_for_wasm_components() {
     )
     .unwrap();
     let out = test(&[&s(&file), "--allow-native"]);
-    out.expect(2, "1 scenarios are invalid");
+    out.expect(2, "test: 1 scenario is invalid");
     assert!(
         out.stdout
             .contains("only a wasm component (wasm32-wasip2) makes"),

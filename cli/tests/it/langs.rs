@@ -9,7 +9,11 @@
 //!   naming the import; outgoing `wasi:http` passes the check;
 //! - `tickbox new` projects (Rust and C) build, named after the project
 //!   (`NAME.wasm`), and pass `tickbox check` and their own scenario
-//!   (`scenarios/NAME.scenario.toml`) as generated.
+//!   (`scenarios/NAME.scenario.toml`) as generated, written outside the
+//!   repository with nothing in them pointing back at it: the Rust one
+//!   carries the SDK (`vendor/`) and builds offline from its lock;
+//! - what `tickbox new` prints: every command after one `cd`, and
+//!   `tickbox --help` naming every language.
 //!
 //! The C toolchain is not optional here: `.ci/run` installs it, and a
 //! missing one fails the test with the command that installs it.
@@ -222,66 +226,131 @@ fn unsupported_imports_are_refused_before_compiling() {
     }
 }
 
-/// `tickbox new` for Rust: the project builds for wasm32-wasip2 against this
-/// checkout's SDK and passes `tickbox check` as generated. It builds into
-/// the examples' target dir with the examples' lock file, so the SDK and
-/// its dependencies are compiled already.
+/// `tickbox new` for Rust, as on a machine with only the tickbox binary:
+/// the project is written outside the repository and names nothing in it
+/// (it carries the SDK in `vendor/`, and a `Cargo.lock`), builds with the
+/// printed command in the printed directory, offline and locked (its
+/// crates come from the registry cache, where the examples' build put
+/// them), into a target directory of its own; then it passes `tickbox
+/// check`, answers as every language's counter does and passes its own
+/// scenario.
 #[test]
-fn tickbox_new_rust_builds_and_passes_check() {
-    // The examples' build, whose compiled dependencies this one reuses.
-    build_wasm("examples", "counter", "wasm32-wasip2");
+fn tickbox_new_rust_builds_with_only_the_binary() {
     let dir = TempDir::new("new-rust");
     let project = dir.path("my-tick");
     let p = s(&project);
-    // No --sdk-path: the SDK of the checkout tickbox was built from.
     let out = tickbox(&["new", p.as_str()]);
     assert_eq!(out.code, 0, "{out:#?}");
     let created = out.json();
     assert_eq!(created["lang"], "rust");
-    assert!(project.join("src/main.rs").is_file());
-    std::fs::copy(
-        root().join("examples/Cargo.lock"),
-        project.join("Cargo.lock"),
-    )
-    .expect("lock");
-    let guests = target_dir().join("guests");
+    assert_eq!(created["cd"], format!("cd {p}"), "{created}");
+    assert!(project.join("vendor/tickbox-guest/src/lib.rs").is_file());
+    assert!(project
+        .join("vendor/tickbox-guest/wit/terminal.wit")
+        .is_file());
+    assert!(project.join("vendor/tickbox-protocol/Cargo.toml").is_file());
+    let manifest = std::fs::read_to_string(project.join("Cargo.toml")).expect("Cargo.toml");
+    assert!(
+        manifest.contains("tickbox-guest = { path = \"vendor/tickbox-guest\" }")
+            && manifest.contains("#   tickbox-guest = \""),
+        "a path dependency, and what to write once it is published: {manifest}"
+    );
+    out_of_the_checkouts_reach(&project);
+
+    // The printed build, where it is printed to run (after `cd`); the
+    // crates the examples' build fetched are all it needs.
+    build_wasm("examples", "counter", "wasm32-wasip2");
+    let build = created["build"].as_str().expect("build");
+    assert_eq!(build, "cargo build --release --target wasm32-wasip2");
+    let target = target_dir().join("guests").join("new-rust");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = std::process::Command::new(cargo)
-        .args(["build", "--release", "--quiet", "--target", "wasm32-wasip2"])
-        .arg("--manifest-path")
-        .arg(project.join("Cargo.toml"))
+    let result = std::process::Command::new(cargo)
+        .args(build.split(' ').skip(1))
+        .args(["--offline", "--locked", "--quiet"])
         .arg("--target-dir")
-        .arg(&guests)
+        .arg(&target)
+        .current_dir(&project)
         .env_remove("CARGO_TARGET_DIR")
         .env_remove("RUSTFLAGS")
         .env_remove("RUSTC_BOOTSTRAP")
-        .status()
+        .output()
         .expect("run cargo");
     assert!(
-        status.success(),
-        "the generated Rust project does not build"
+        result.status.success(),
+        "the generated Rust project does not build offline with its lock (cut from \
+         examples/Cargo.lock by new.rs's project_lock: after a change to the examples' \
+         dependencies, run tools/sync):\n{}",
+        String::from_utf8_lossy(&result.stderr)
     );
-    let wasm = s(&guests.join("wasm32-wasip2/release/my-tick.wasm"));
-    let out = tickbox(&["check", wasm.as_str(), "--allow-mutations"]);
+    // The printed check, with the Tick where this build put it.
+    let check = created["check"].as_str().expect("check");
+    let wasm = target.join("wasm32-wasip2/release/my-tick.wasm");
+    assert_eq!(
+        check,
+        "tickbox check target/wasm32-wasip2/release/my-tick.wasm --allow-mutations"
+    );
+    let w = s(&wasm);
+    let out = tickbox(&["check", w.as_str(), "--allow-mutations"]);
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("PASSED"), "{}", out.stdout);
-    let out = tickbox(&["call", wasm.as_str(), "add", r#"{"amount":5}"#, "--yes"]);
-    assert_eq!(out.json(), json!({"count": 5}), "{out:#?}");
-    let out = tickbox(&["describe", wasm.as_str()]);
-    assert_eq!(out.json()["kind"], "local.my.tick");
-    // Its scenario finds the build where cargo put it: CARGO_TARGET_DIR,
-    // which the scenario reads only because the command line allows it.
-    let g = s(&guests);
+
+    // The counter of every language: the same tools, answers and refusals.
+    let out = tickbox(&["describe", w.as_str()]);
+    let d = out.json();
+    assert_eq!(d["kind"], "local.my.tick");
+    assert_counter_tools(&d);
+    let call = |tool: &str, args: &str| tickbox(&["call", w.as_str(), tool, args, "--yes"]);
+    assert_eq!(
+        call("increment", r#"{"amount":5}"#).json(),
+        json!({"value": 5})
+    );
+    assert_eq!(call("history", "{}").json(), json!({"recent": []}));
+    assert_eq!(
+        call("auto", r#"{"every_ms":0}"#).json(),
+        json!({"every_ms": 0})
+    );
+    call("auto", r#"{"every_ms":5}"#).expect(1, "every_ms is 0 or 20..60000");
+    call("auto", r#"{"every_ms":60001}"#).expect(2, "every_ms");
+
+    // The printed scenario command finds the build where cargo put it:
+    // CARGO_TARGET_DIR, which the scenario reads only because the command
+    // line allows it.
+    assert_eq!(created["test"], "tickbox test scenarios");
+    let t = s(&target);
     project_scenario_passes(
         &project,
         "my-tick",
         &["--allow-env", "CARGO_TARGET_DIR"],
-        &[("CARGO_TARGET_DIR", g.as_str())],
+        &[("CARGO_TARGET_DIR", t.as_str())],
     );
 
     // It never overwrites: the same path again is a usage error.
     let out = tickbox(&["new", p.as_str()]);
     out.expect(2, "exists");
+}
+
+/// `--sdk-path DIR` depends on the SDK at DIR instead of carrying one.
+#[test]
+fn tickbox_new_rust_with_sdk_path_depends_on_that_sdk() {
+    let dir = TempDir::new("new-rust-sdk-path");
+    let project = dir.path("sdk-tick");
+    let sdk = root().join("guest-sdk");
+    let out = tickbox(&["new", s(&project).as_str(), "--sdk-path", s(&sdk).as_str()]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let manifest = std::fs::read_to_string(project.join("Cargo.toml")).expect("Cargo.toml");
+    assert!(
+        manifest.contains(&format!("tickbox-guest = {{ path = \"{}\" }}", s(&sdk))),
+        "{manifest}"
+    );
+    assert!(!project.join("vendor").exists());
+    let nowhere = dir.path("nowhere");
+    tickbox(&[
+        "new",
+        s(&dir.path("x")).as_str(),
+        "--sdk-path",
+        s(&nowhere).as_str(),
+    ])
+    .expect(2, "no Cargo.toml there");
 }
 
 /// `tickbox new --lang c`: the project's own build.sh builds `c-tick.c`
@@ -294,6 +363,7 @@ fn tickbox_new_c_builds_and_passes_check() {
     let p = s(&project);
     let out = tickbox(&["new", p.as_str(), "--lang", "c"]);
     assert_eq!(out.code, 0, "{out:#?}");
+    out_of_the_checkouts_reach(&project);
     let result = std::process::Command::new(project.join("build.sh"))
         .current_dir(&project)
         .output()
@@ -316,6 +386,53 @@ fn tickbox_new_c_builds_and_passes_check() {
         "local.c.tick"
     );
     project_scenario_passes(&project, "c-tick", &[], &[]);
+}
+
+/// `tickbox --help` names every language `new` writes, and `new --help`
+/// shows an example of each.
+#[test]
+fn tickbox_help_lists_every_language_of_new() {
+    let out = tickbox(&["--help"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    assert!(
+        out.stdout
+            .contains("tickbox new PATH [--lang rust|c|python|js|go]"),
+        "{}",
+        out.stdout
+    );
+    let out = tickbox(&["new", "--help"]);
+    for lang in ["c", "python", "js", "go"] {
+        assert!(
+            out.stdout
+                .contains(&format!("tickbox new my-tick --lang {lang} ")),
+            "{lang}: {}",
+            out.stdout
+        );
+    }
+}
+
+/// A path that needs quoting in a shell is quoted in the printed `cd`.
+#[test]
+fn tickbox_new_quotes_the_directory_it_prints() {
+    let dir = TempDir::new("new-quote");
+    let parent = dir.path("it's here");
+    std::fs::create_dir_all(&parent).expect("mkdir");
+    let project = parent.join("q-tick");
+    let out = tickbox(&["new", s(&project).as_str(), "--lang", "c"]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let quoted = format!("'{}'", s(&project).replace('\'', "'\\''"));
+    assert_eq!(out.json()["cd"], format!("cd {quoted}"));
+    let shell = std::process::Command::new("sh")
+        .args([
+            "-c",
+            &format!("{} && ls", out.json()["cd"].as_str().unwrap()),
+        ])
+        .output()
+        .expect("sh");
+    assert!(
+        String::from_utf8_lossy(&shell.stdout).contains("q-tick.c"),
+        "{shell:?}"
+    );
 }
 
 #[test]
@@ -373,12 +490,25 @@ fn tickbox_new_speaks_to_a_person_on_a_terminal_and_json_to_a_pipe() {
     assert_eq!(pty.wait(), 0, "{}", pty.text());
     let text = pty.text();
     assert!(text.contains("Created a c Tick in"), "{text}");
-    assert!(
-        text.contains("Build it:") && text.contains("./build.sh"),
+    // Every command runs in the project's directory, after one `cd`.
+    let steps: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("  "))
+        .map(str::trim_end)
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            format!("cd {p}").as_str(),
+            "./build.sh",
+            "tickbox check build/tty-tick.wasm --allow-mutations",
+            "tickbox test scenarios",
+        ],
         "{text}"
     );
-    assert!(text.contains("tty-tick/build/tty-tick.wasm"), "{text}");
-    assert!(text.contains("Run its scenario:"), "{text}");
+    for heading in ["Go to it:", "Build it:", "Check it:", "Run its scenario:"] {
+        assert!(text.contains(heading), "{heading}: {text}");
+    }
     assert!(!text.contains("{\""), "no JSON on a terminal: {text}");
     let piped = w.dir.path("piped-tick");
     let out = tickbox(&["new", s(&piped).as_str(), "--lang", "c"]);
@@ -388,10 +518,8 @@ fn tickbox_new_speaks_to_a_person_on_a_terminal_and_json_to_a_pipe() {
         format!("{}/build/piped-tick.wasm", s(&piped)),
         "{out:#?}"
     );
-    assert_eq!(
-        out.json()["test"],
-        format!("tickbox test {}/scenarios", s(&piped))
-    );
+    assert_eq!(out.json()["cd"], format!("cd {}", s(&piped)));
+    assert_eq!(out.json()["test"], "tickbox test scenarios");
     let json = w.dir.path("json-tick");
     let mut pty = w.pty(
         &["new", s(&json).as_str(), "--lang", "c", "--json"],

@@ -286,7 +286,7 @@ fn update_writes_snapshots_trimmed_and_a_changed_screen_then_fails() {
     };
     write("\"+\"");
     let missing = test(&[&file.to_string_lossy()]);
-    missing.expect(1, "1 of 1 scenarios failed");
+    missing.expect(1, "1 of 1 scenario failed");
     // The screen waits beside it for review; nothing else is written.
     assert!(
         missing
@@ -327,7 +327,7 @@ fn update_writes_snapshots_trimmed_and_a_changed_screen_then_fails() {
     // Two presses now: the snapshot no longer matches.
     write("\"+\", \"+\"");
     let out = test(&[&file.to_string_lossy()]);
-    out.expect(1, "1 of 1 scenarios failed");
+    out.expect(1, "1 of 1 scenario failed");
     assert!(out.stdout.contains("+   2 |│Counter: 2"), "{out:#?}");
 }
 
@@ -370,7 +370,7 @@ fn exit_codes_usage_invalid_and_start_failure() {
         )
         .unwrap();
         let out = test(&[&file.to_string_lossy()]);
-        out.expect(2, "1 scenarios are invalid");
+        out.expect(2, "test: 1 scenario is invalid");
         assert!(out.stdout.contains(why), "{out:#?}");
     }
 
@@ -383,7 +383,7 @@ fn exit_codes_usage_invalid_and_start_failure() {
     )
     .unwrap();
     let out = test(&[&file.to_string_lossy(), "--format", "json"]);
-    out.expect(3, "could not start");
+    out.expect(3, "test: the Tick of 1 scenario could not start");
     assert_eq!(out.json()["scenarios"][0]["status"], "start_failed");
 
     // Usage: nothing found, -j 0, a filter that matches nothing.
@@ -487,7 +487,7 @@ fn wait_for_on_virtual_time_jumps_to_the_guests_timers_within_its_timeout() {
     )
     .unwrap();
     let out = test(&[&file.to_string_lossy()]);
-    out.expect(1, "1 of 1 scenarios failed");
+    out.expect(1, "1 of 1 scenario failed");
     for line in [
         "/jobs/0/status: expected \"done\", found \"running\"",
         "timed out: +2s of virtual time passed and the guest's next timer is at +2.1s, past the 2s timeout",
@@ -502,7 +502,7 @@ fn wait_for_on_virtual_time_jumps_to_the_guests_timers_within_its_timeout() {
     )
     .unwrap();
     let out = test(&[&file.to_string_lossy()]);
-    out.expect(1, "1 of 1 scenarios failed");
+    out.expect(1, "1 of 1 scenario failed");
     assert!(
         out.stdout.contains("the guest is idle with no timer pending after +0ns of virtual time: nothing can change any more"),
         "{out:#?}"
@@ -646,7 +646,7 @@ fn a_preview1_module_gets_virtual_readings_and_no_advance() {
     assert_eq!(out.code, 0, "{out:#?}");
     std::fs::write(&file, format!("{tick}\n[[step]]\nadvance = \"1s\"\n")).unwrap();
     let out = test(&[&file.to_string_lossy()]);
-    out.expect(2, "1 scenarios are invalid");
+    out.expect(2, "test: 1 scenario is invalid");
     assert!(
         out.stdout.contains(
             "a preview-1 module's timers wait real time; advance needs a component (wasm32-wasip2)"
@@ -843,7 +843,7 @@ fn pending_snapshots_are_reviewed_accepted_or_rejected() {
     test(&[&file.to_string_lossy()]).expect(1, "failed");
     std::fs::write(t.path("c.old.snap"), "gone\n").unwrap();
     let listed = review(&[]);
-    listed.expect(1, "1 snapshots pending");
+    listed.expect(1, "test review: 1 snapshot pending");
     assert!(
         listed.stdout.contains("pending: ") && listed.stdout.contains("c.end.snap.new"),
         "{listed:#?}"

@@ -43,13 +43,13 @@ fn native_scenarios_run_only_when_allowed() {
     let native = s(&root().join("tests/scenarios/native-counter.scenario.toml"));
     let refused = "refused: a native Tick runs with your permissions, and only sandboxed (wasm) Ticks may run";
     let out = test(&[&native, "--sandboxed-only"], &[]);
-    out.expect(2, "1 scenarios are invalid");
+    out.expect(2, "test: 1 scenario is invalid");
     assert!(out.stdout.contains(refused), "{out:#?}");
     assert!(out.stdout.contains("(--sandboxed-only)"), "{out:#?}");
 
     // CI set: the same, by default; CI=false is not CI.
     let out = test(&[&native], &[("CI", "true")]);
-    out.expect(2, "1 scenarios are invalid");
+    out.expect(2, "test: 1 scenario is invalid");
     assert!(
         out.stdout.contains("(the default when CI is set)"),
         "{out:#?}"
@@ -89,7 +89,7 @@ fn dir_grants_stay_under_the_grant_root() {
     for grant in [s(&outside), "../outside".into(), "link::/l".into()] {
         wasm_scenario(&file, &format!("dir = [{grant:?}]"), PRESS_TWICE);
         let out = test(&[&s(&file)], &[]);
-        out.expect(2, "1 scenarios are invalid");
+        out.expect(2, "test: 1 scenario is invalid");
         assert!(
             out.stdout.contains("is outside the grant root"),
             "{grant}: {out:#?}"
@@ -120,7 +120,7 @@ fn environment_variables_are_read_only_when_allowed() {
     )
     .unwrap();
     let out = test(&[&s(&file)], &[secret]);
-    out.expect(2, "1 scenarios are invalid");
+    out.expect(2, "test: 1 scenario is invalid");
     assert!(
         out.stdout
             .contains("environment variable WALLS_SECRET is not allowed by the run"),
@@ -131,7 +131,7 @@ fn environment_variables_are_read_only_when_allowed() {
     // An env grant copying it to the Tick: refused too.
     wasm_scenario(&file, "env = [\"WALLS_SECRET\"]", PRESS_TWICE);
     let out = test(&[&s(&file)], &[secret]);
-    out.expect(2, "1 scenarios are invalid");
+    out.expect(2, "test: 1 scenario is invalid");
     assert!(
         out.stdout.contains("allow it with allow_env WALLS_SECRET"),
         "{out:#?}"
@@ -167,7 +167,7 @@ fn a_symlinked_scenario_file_is_refused_without_its_content() {
     // Named directly, and found in a directory.
     for arg in [s(&link), s(&dir)] {
         let out = test(&[&arg], &[]);
-        out.expect(2, "1 scenarios are invalid");
+        out.expect(2, "test: 1 scenario is invalid");
         assert!(out.stdout.contains("link.scenario.toml"), "{out:#?}");
         assert!(out.stdout.contains("a symbolic link"), "{out:#?}");
         assert!(!format!("{out:?}").contains("secret content"), "{out:#?}");
@@ -177,7 +177,7 @@ fn a_symlinked_scenario_file_is_refused_without_its_content() {
     std::fs::remove_file(&link).unwrap();
     std::fs::copy(&outside, &link).unwrap();
     let out = test(&[&s(&link)], &[]);
-    out.expect(2, "1 scenarios are invalid");
+    out.expect(2, "test: 1 scenario is invalid");
     assert!(out.stdout.contains("not a valid scenario"), "{out:#?}");
     assert!(out.stdout.contains("secret content"), "{out:#?}");
 }
@@ -202,7 +202,7 @@ fn snapshots_are_never_read_or_written_through_a_link() {
     std::fs::write(&outside, original).unwrap();
     std::os::unix::fs::symlink(&outside, &snap).unwrap();
     let out = test(&[&s(&file)], &[]);
-    out.expect(1, "1 of 1 scenarios failed");
+    out.expect(1, "1 of 1 scenario failed");
     assert!(
         out.stdout.contains("snapshot \"after\" refused")
             && out.stdout.contains("is a symbolic link"),
@@ -210,7 +210,7 @@ fn snapshots_are_never_read_or_written_through_a_link() {
     );
     assert!(!out.stdout.contains("OUTSIDE FILE"), "{out:#?}");
     let out = test(&[&s(&file), "--update"], &[]);
-    out.expect(1, "1 of 1 scenarios failed");
+    out.expect(1, "1 of 1 scenario failed");
     assert!(
         out.stdout.contains("refused to write the snapshot"),
         "{out:#?}"
@@ -226,7 +226,7 @@ fn snapshots_are_never_read_or_written_through_a_link() {
     let target = t.path("created-outside.txt");
     std::os::unix::fs::symlink(&target, &snap).unwrap();
     let out = test(&[&s(&file), "--update"], &[]);
-    out.expect(1, "1 of 1 scenarios failed");
+    out.expect(1, "1 of 1 scenario failed");
     assert!(out.stdout.contains("is a symbolic link"), "{out:#?}");
     assert!(!target.exists(), "nothing was created through the link");
 
@@ -260,7 +260,7 @@ fn a_newline_in_a_name_forges_no_report_line() {
     };
     write(&format!("counter\n{forged}"));
     let out = test(&[&s(&file)], &[]);
-    out.expect(1, "1 of 1 scenarios failed");
+    out.expect(1, "1 of 1 scenario failed");
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert!(!lines.iter().any(|l| l.starts_with("PASSED")), "{out:#?}");
     assert!(
@@ -307,7 +307,7 @@ fn scenarios_and_runs_stop_at_their_time_budget() {
     let (a, b) = (t.path("a.scenario.toml"), t.path("b.scenario.toml"));
     forever(&a);
     let out = test(&[&s(&a), "--timeout", "2s"], &[]);
-    out.expect(1, "1 of 1 scenarios failed");
+    out.expect(1, "1 of 1 scenario failed");
     assert!(
         out.stdout
             .contains("stopped: the scenario ran past the scenario's time budget (--timeout 2s)"),

@@ -331,6 +331,7 @@ fn new_project(dir: &TempDir, name: &str, lang: Lang, path: Option<&str>) -> (Pa
     assert_eq!(out.code, 0, "{out:#?}");
     let created = out.json();
     assert_eq!(created["lang"], lang.dir);
+    out_of_the_checkouts_reach(&project);
     // Components build against the tick world's WIT; a wasip1 module needs none.
     let component = lang.dir != "go";
     assert_eq!(project.join("wit/terminal.wit").is_file(), component);

@@ -169,9 +169,61 @@ pub async fn open_wasm_session(
         .expect("initialize")
 }
 
+/// A `tickbox new` project, as generated, is out of this checkout's reach,
+/// as on a machine with only the tickbox binary: outside the repository,
+/// under no directory holding a `Cargo.toml` (cargo would take it for the
+/// project's workspace), and no file of it names the repository's path.
+pub fn out_of_the_checkouts_reach(project: &Path) {
+    fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("read the project") {
+            let path = entry.expect("read the project").path();
+            if path.is_dir() {
+                files(&path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let root = root().canonicalize().expect("the repository");
+    let project = project.canonicalize().expect("the project");
+    assert!(
+        !project.starts_with(&root),
+        "{} is in the repository",
+        project.display()
+    );
+    for dir in project.ancestors().skip(1) {
+        assert!(
+            !dir.join("Cargo.toml").exists(),
+            "{} holds a Cargo.toml",
+            dir.display()
+        );
+    }
+    let mut all = Vec::new();
+    files(&project, &mut all);
+    assert!(!all.is_empty());
+    let needle = root.to_string_lossy().into_owned();
+    for file in all {
+        let text = String::from_utf8_lossy(&std::fs::read(&file).expect("read")).into_owned();
+        assert!(
+            !text.contains(&needle),
+            "{} names the repository ({needle})",
+            file.display()
+        );
+    }
+}
+
+/// The tools of the Appendix A counter, in every language and in every
+/// `tickbox new` project.
+pub const COUNTER_TOOLS: [&str; 3] = ["increment", "history", "auto"];
+
 /// The Appendix A counter's catalog, as every language's counter describes it.
 pub fn assert_counter_catalog(d: &Value) {
+    assert_counter_tools(d);
     assert_eq!(d["kind"], "example.counter");
+}
+
+/// A counter's tools, by name, and the `recover_with` tool among them.
+pub fn assert_counter_tools(d: &Value) {
     assert_eq!(d["recover_with"], "history");
     let names: Vec<&str> = d["tools"]
         .as_array()
@@ -179,7 +231,7 @@ pub fn assert_counter_catalog(d: &Value) {
         .iter()
         .filter_map(|t| t["name"].as_str())
         .collect();
-    assert_eq!(names, ["increment", "history", "auto"]);
+    assert_eq!(names, COUNTER_TOOLS, "{d}");
 }
 
 /// How long `tickbox test` may take on a `tickbox new` project's scenario:
