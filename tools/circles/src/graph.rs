@@ -18,7 +18,7 @@
 //!   dispatches to its children, a `lib.rs` that re-exports), so a
 //!   `mod.rs` that both dispatches to its children and serves them helpers
 //!   is not a circle, while two siblings (or cousins) that name each
-//!   other, directly or through an ancestor, are.
+//!   other, directly or through a re-export, are.
 //! - Declaring a child (`mod x;`) is not an edge, and neither is a
 //!   re-export (`pub use`, `pub(…) use`) unless the file also uses the
 //!   name itself: a path that reaches an item through a re-export (or a
@@ -87,8 +87,11 @@ pub fn load(root: &Path) -> Result<Crate, String> {
         c.modules.insert(module.clone(), Module::new(file));
         for (parent, name) in &facts.inline_modules {
             let p = join(&module, parent);
-            c.modules.insert(join(&p, std::slice::from_ref(name)), Module::new(file));
-            c.modules.get_mut(&p).map(|m| m.children.insert(name.clone()));
+            c.modules
+                .insert(join(&p, std::slice::from_ref(name)), Module::new(file));
+            c.modules
+                .get_mut(&p)
+                .map(|m| m.children.insert(name.clone()));
         }
         for (inline, name) in &facts.child_files {
             let mut base = dir.clone();
@@ -108,7 +111,9 @@ pub fn load(root: &Path) -> Result<Crate, String> {
                 ));
             };
             let parent = join(&module, inline);
-            c.modules.get_mut(&parent).map(|m| m.children.insert(name.clone()));
+            c.modules
+                .get_mut(&parent)
+                .map(|m| m.children.insert(name.clone()));
             queue.push_back((child, join(&parent, std::slice::from_ref(name)), owns));
         }
         for (inline, name) in &facts.items {
@@ -123,7 +128,10 @@ pub fn load(root: &Path) -> Result<Crate, String> {
     for file in 0..c.files.len() {
         for u in &c.facts[file].uses {
             let abs = c.absolute(file, &u.path);
-            let m = c.modules.get_mut(&c.module_of(file, &u.path)).expect("scanned module");
+            let m = c
+                .modules
+                .get_mut(&c.module_of(file, &u.path))
+                .expect("scanned module");
             match (&u.binding, abs) {
                 (_, Some(abs)) if u.glob => m.globs.push(abs),
                 (Some(b), abs) => _ = m.bindings.insert(b.clone(), abs),
@@ -184,7 +192,11 @@ impl Crate {
                     .iter()
                     .filter(|u| u.glob && u.path.inline == p.inline)
                     .filter_map(|u| self.absolute_glob(file, &u.path))
-                    .find(|g| self.modules.get(g).is_some_and(|gm| gm.children.contains(first)))
+                    .find(|g| {
+                        self.modules
+                            .get(g)
+                            .is_some_and(|gm| gm.children.contains(first))
+                    })
                     .map(|g| join(&g, segs))
             }
         }
@@ -209,9 +221,13 @@ impl Crate {
         if hops > 32 {
             return None;
         }
-        let k = (0..=path.len()).rev().find(|k| self.modules.contains_key(&path[..*k]))?;
+        let k = (0..=path.len())
+            .rev()
+            .find(|k| self.modules.contains_key(&path[..*k]))?;
         let (module, rest) = (&self.modules[&path[..k]], &path[k..]);
-        let Some(name) = rest.first() else { return Some((module.file, true)) };
+        let Some(name) = rest.first() else {
+            return Some((module.file, true));
+        };
         if module.items.contains(name) {
             return Some((module.file, true));
         }
@@ -229,9 +245,10 @@ impl Crate {
         Some((module.file, false))
     }
 
-    /// Edges between files, each with no self-loops.
-    pub fn edges(&self) -> Vec<BTreeSet<usize>> {
-        let mut out = vec![BTreeSet::new(); self.files.len()];
+    /// Edges between files (no self-loops), each with the first path that
+    /// made it, as written.
+    pub fn edges(&self) -> Vec<BTreeMap<usize, String>> {
+        let mut out = vec![BTreeMap::new(); self.files.len()];
         for (file, facts) in self.facts.iter().enumerate() {
             let uses = facts.uses.iter().filter(|u| {
                 // A re-export is an edge only when the file uses the name.
@@ -242,14 +259,16 @@ impl Crate {
             });
             let paths = uses.map(|u| &u.path).chain(&facts.paths);
             for p in paths {
-                let Some(abs) = self.absolute(file, p) else { continue };
+                let Some(abs) = self.absolute(file, p) else {
+                    continue;
+                };
                 if let Some((to, _)) = self.resolve(&abs, 0) {
                     // A module naming its own descendants is a whole using
                     // its parts (dispatch, re-exports): containment, not a
                     // dependency between peers.
                     let below = self.file_module[to].starts_with(&self.file_module[file]);
                     if to != file && !below {
-                        out[file].insert(to);
+                        out[file].entry(to).or_insert_with(|| p.segments.join("::"));
                     }
                 }
             }
@@ -261,7 +280,7 @@ impl Crate {
 /// Circles of `edges`: for each strongly connected component of more than
 /// one node, shortest cycles through its nodes until every node of it is
 /// on one (each a list of nodes, first repeated at the end).
-pub fn circles(edges: &[BTreeSet<usize>]) -> Vec<Vec<usize>> {
+pub fn circles(edges: &[BTreeMap<usize, String>]) -> Vec<Vec<usize>> {
     let mut out = Vec::new();
     for scc in components(edges) {
         if scc.len() < 2 {
@@ -281,11 +300,15 @@ pub fn circles(edges: &[BTreeSet<usize>]) -> Vec<Vec<usize>> {
     out
 }
 
-fn shortest_cycle(edges: &[BTreeSet<usize>], inside: &BTreeSet<usize>, start: usize) -> Vec<usize> {
+fn shortest_cycle(
+    edges: &[BTreeMap<usize, String>],
+    inside: &BTreeSet<usize>,
+    start: usize,
+) -> Vec<usize> {
     let mut prev: HashMap<usize, usize> = HashMap::new();
     let mut queue = VecDeque::from([start]);
     while let Some(n) = queue.pop_front() {
-        for &m in edges[n].iter().filter(|m| inside.contains(m)) {
+        for &m in edges[n].keys().filter(|m| inside.contains(m)) {
             if m == start {
                 // Back from `n` to `start`, then turned around and closed.
                 let mut cycle = vec![n];
@@ -306,9 +329,9 @@ fn shortest_cycle(edges: &[BTreeSet<usize>], inside: &BTreeSet<usize>, start: us
 }
 
 /// Tarjan's strongly connected components.
-fn components(edges: &[BTreeSet<usize>]) -> Vec<Vec<usize>> {
+fn components(edges: &[BTreeMap<usize, String>]) -> Vec<Vec<usize>> {
     struct State<'a> {
-        edges: &'a [BTreeSet<usize>],
+        edges: &'a [BTreeMap<usize, String>],
         index: Vec<Option<usize>>,
         low: Vec<usize>,
         on_stack: Vec<bool>,
@@ -322,7 +345,7 @@ fn components(edges: &[BTreeSet<usize>]) -> Vec<Vec<usize>> {
         s.next += 1;
         s.stack.push(v);
         s.on_stack[v] = true;
-        for &w in s.edges[v].iter() {
+        for &w in s.edges[v].keys() {
             match s.index[w] {
                 None => {
                     visit(s, w);

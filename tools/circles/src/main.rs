@@ -12,7 +12,8 @@
 //! Tests, examples and benches outside `src/` are not read.
 //!
 //! Exit 0: no circle. Exit 1: one line per circle on stdout,
-//! `crate: src/a.rs -> src/b.rs -> src/a.rs`. Exit 2: a usage error or a
+//! `crate: src/a.rs -> src/b.rs -> src/a.rs` (and on stderr, before it, a
+//! path written in each file that makes its step). Exit 2: a usage error or a
 //! tree it cannot read.
 
 mod graph;
@@ -68,12 +69,19 @@ fn run(root: &Path) -> Result<Vec<String>, String> {
                 let p = &krate.files[f];
                 p.strip_prefix(&dir).unwrap_or(p).display().to_string()
             };
-            for cycle in graph::circles(&krate.edges()) {
+            let edges = krate.edges();
+            for cycle in graph::circles(&edges) {
                 let files: Vec<String> = cycle.iter().map(|&f| show(f)).collect();
                 let line = format!("{name}: {}", files.join(" -> "));
-                if !lines.contains(&line) {
-                    lines.push(line);
+                if lines.contains(&line) {
+                    continue;
                 }
+                // Why each step is an edge, for whoever breaks the circle.
+                for pair in cycle.windows(2) {
+                    let path = &edges[pair[0]][&pair[1]];
+                    eprintln!("  {} names {path}", show(pair[0]));
+                }
+                lines.push(line);
             }
         }
     }
@@ -89,7 +97,10 @@ fn packages(root: &Path) -> Result<Vec<PathBuf>, String> {
     if let Some(members) = array_after(&text, "[workspace]", "members") {
         for m in members {
             if m.contains('*') {
-                return Err(format!("{}: member globs are not supported ({m})", manifest.display()));
+                return Err(format!(
+                    "{}: member globs are not supported ({m})",
+                    manifest.display()
+                ));
             }
             dirs.push(root.join(m));
         }
@@ -98,7 +109,10 @@ fn packages(root: &Path) -> Result<Vec<PathBuf>, String> {
         dirs.insert(0, root.to_path_buf());
     }
     if dirs.is_empty() {
-        return Err(format!("{}: neither [workspace] members nor [package]", manifest.display()));
+        return Err(format!(
+            "{}: neither [workspace] members nor [package]",
+            manifest.display()
+        ));
     }
     Ok(dirs)
 }
@@ -134,7 +148,9 @@ fn section<'a>(text: &'a str, header: &str) -> Option<&'a str> {
 /// The strings of `key = [ … ]` in a table (the array may span lines).
 fn array_after(text: &str, header: &str, key: &str) -> Option<Vec<String>> {
     let body = section(text, header)?;
-    let at = body.lines().find(|l| l.split('=').next().is_some_and(|k| k.trim() == key))?;
+    let at = body
+        .lines()
+        .find(|l| l.split('=').next().is_some_and(|k| k.trim() == key))?;
     let from = body.find(at)? + at.find('[')?;
     let close = body[from..].find(']')? + from;
     Some(

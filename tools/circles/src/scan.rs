@@ -225,7 +225,10 @@ pub fn facts(src: &str) -> Facts {
                 use_tree(&t, &mut j, Vec::new(), &mut entries);
                 for (segments, binding, glob) in entries {
                     f.uses.push(UseEntry {
-                        path: RawPath { inline: here.clone(), segments },
+                        path: RawPath {
+                            inline: here.clone(),
+                            segments,
+                        },
                         binding,
                         glob,
                         public,
@@ -281,7 +284,10 @@ pub fn facts(src: &str) -> Facts {
                     }
                     j += 2;
                 }
-                f.paths.push(RawPath { inline: here.clone(), segments });
+                f.paths.push(RawPath {
+                    inline: here.clone(),
+                    segments,
+                });
             }
         }
         i += 1;
@@ -343,7 +349,7 @@ fn use_tree(
             Some(Tok::Ident(name)) => {
                 *j += 1;
                 // `a::{self, …}` binds `a` itself.
-                if !(name == "self" && !segs.is_empty()) {
+                if name != "self" || segs.is_empty() {
                     segs.push(name.clone());
                 }
                 if t.get(*j) == Some(&Tok::Sep) {
@@ -373,11 +379,11 @@ mod tests {
     #[test]
     fn comments_and_literals_leave_no_identifiers() {
         let src = r####"
-            // crate::a::X
-            /* outer /* crate::b */ crate::c */
-            let s = "crate::d::Y"; let r = r#"crate::e "quoted" "#;
+            // crate::alpha::X
+            /* outer /* crate::beta */ crate::gamma */
+            let s = "crate::delta::Y"; let r = r#"crate::epsilon "quoted" "#;
             let c = '"'; let d = '\''; let b = b'"'; fn f<'a>(x: &'a str) {}
-            let z = br##"crate::g"##;
+            let z = br##"crate::zeta"##;
         "####;
         let names: Vec<_> = tokens(src)
             .into_iter()
@@ -386,7 +392,9 @@ mod tests {
                 _ => None,
             })
             .collect();
-        for gone in ["a", "b", "c", "d", "e", "g", "quoted"] {
+        for gone in [
+            "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "quoted", "a",
+        ] {
             assert!(!names.contains(&gone.to_string()), "{gone} in {names:?}");
         }
         assert!(names.contains(&"str".to_string()), "{names:?}");
@@ -398,7 +406,14 @@ mod tests {
         let got: Vec<_> = f
             .uses
             .iter()
-            .map(|u| (u.path.segments.join("::"), u.binding.clone(), u.glob, u.public))
+            .map(|u| {
+                (
+                    u.path.segments.join("::"),
+                    u.binding.clone(),
+                    u.glob,
+                    u.public,
+                )
+            })
             .collect();
         assert_eq!(
             got,
