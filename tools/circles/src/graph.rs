@@ -25,13 +25,16 @@
 //!   plain `use`, or a glob `use`) is followed to the file that defines
 //!   the item, so a facade `lib.rs` does not join every file to every
 //!   other.
+//! - A glob import (`use super::*;`) is an edge to the glob's module, and
+//!   to each file that defines (at module level) an item whose name the
+//!   file mentions and the glob brings in, followed as above.
 //! - Paths into other crates, `$crate::` paths in macros and macro calls
 //!   without a path are not edges. Comments and literals are dropped first.
 //!
 //! A circle is a strongly connected component with more than one file.
 
 use crate::scan::{self, Facts, RawPath};
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 /// A module's absolute path in its crate (`[]` is the crate root).
@@ -217,8 +220,14 @@ impl Crate {
     /// The file that defines what `path` names, following `use` bindings
     /// and globs; `(file, defined)` where `defined` says the item was found
     /// rather than only the module that should hold it.
-    fn resolve(&self, path: &[String], hops: usize) -> Option<(usize, bool)> {
-        if hops > 32 {
+    fn resolve(&self, path: &[String]) -> Option<(usize, bool)> {
+        self.resolve_from(path, &mut HashSet::new())
+    }
+
+    /// `resolve`, never looking up one path twice (globs and re-exports
+    /// may lead in circles: `use super::*` in a child of a glob's module).
+    fn resolve_from(&self, path: &[String], seen: &mut HashSet<ModPath>) -> Option<(usize, bool)> {
+        if !seen.insert(path.to_vec()) {
             return None;
         }
         let k = (0..=path.len())
@@ -232,13 +241,13 @@ impl Crate {
             return Some((module.file, true));
         }
         match module.bindings.get(name) {
-            Some(Some(target)) => return self.resolve(&join(target, &rest[1..]), hops + 1),
+            Some(Some(target)) => return self.resolve_from(&join(target, &rest[1..]), seen),
             // A name imported from another crate: no edge at all.
             Some(None) => return None,
             None => {}
         }
         for g in &module.globs {
-            if let Some(found @ (_, true)) = self.resolve(&join(g, rest), hops + 1) {
+            if let Some(found @ (_, true)) = self.resolve_from(&join(g, rest), seen) {
                 return Some(found);
             }
         }
@@ -257,12 +266,29 @@ impl Crate {
                         .as_ref()
                         .is_some_and(|b| facts.idents_outside_use.contains_key(b))
             });
+            // Names a private glob brings in, wherever they are defined.
+            for glob in facts.uses.iter().filter(|u| u.glob && !u.public) {
+                let Some(g) = self.absolute(file, &glob.path) else {
+                    continue;
+                };
+                for name in facts.idents_outside_use.keys() {
+                    let Some((to, true)) = self.resolve(&join(&g, std::slice::from_ref(name)))
+                    else {
+                        continue;
+                    };
+                    let below = self.file_module[to].starts_with(&self.file_module[file]);
+                    if to != file && !below {
+                        let why = format!("{}::{name}", glob.path.segments.join("::"));
+                        out[file].entry(to).or_insert(why);
+                    }
+                }
+            }
             let paths = uses.map(|u| &u.path).chain(&facts.paths);
             for p in paths {
                 let Some(abs) = self.absolute(file, p) else {
                     continue;
                 };
-                if let Some((to, _)) = self.resolve(&abs, 0) {
+                if let Some((to, _)) = self.resolve(&abs) {
                     // A module naming its own descendants is a whole using
                     // its parts (dispatch, re-exports): containment, not a
                     // dependency between peers.

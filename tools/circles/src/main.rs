@@ -14,7 +14,8 @@
 //! Exit 0: no circle. Exit 1: one line per circle on stdout,
 //! `crate: src/a.rs -> src/b.rs -> src/a.rs` (and on stderr, before it, a
 //! path written in each file that makes its step). Exit 2: a usage error or a
-//! tree it cannot read.
+//! tree it cannot read. `--edges` lists every edge instead (exit 0), to see
+//! what holds a circle together.
 
 mod graph;
 mod scan;
@@ -22,10 +23,16 @@ mod scan;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: tickbox-circles [WORKSPACE_DIR]   (default: the current directory)";
+const USAGE: &str =
+    "usage: tickbox-circles [--edges] [WORKSPACE_DIR]   (default: the current directory)
+  --edges  print every edge (`crate: a.rs -> b.rs (path)`) instead of checking";
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let list_edges = args.first().is_some_and(|a| a == "--edges");
+    if list_edges {
+        args.remove(0);
+    }
     let root = match args.as_slice() {
         [] => PathBuf::from("."),
         [h] if h == "-h" || h == "--help" => {
@@ -38,7 +45,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(&root) {
+    match run(&root, list_edges) {
         Ok(lines) if lines.is_empty() => ExitCode::SUCCESS,
         Ok(lines) => {
             for line in &lines {
@@ -59,7 +66,8 @@ fn main() -> ExitCode {
 }
 
 /// Every circle of every crate under `root`, one line each.
-fn run(root: &Path) -> Result<Vec<String>, String> {
+/// With `list_edges`, every edge goes to stdout and no circle is returned.
+fn run(root: &Path, list_edges: bool) -> Result<Vec<String>, String> {
     let mut lines = Vec::new();
     for dir in packages(root)? {
         let name = package_name(&dir)?;
@@ -70,6 +78,14 @@ fn run(root: &Path) -> Result<Vec<String>, String> {
                 p.strip_prefix(&dir).unwrap_or(p).display().to_string()
             };
             let edges = krate.edges();
+            if list_edges {
+                for (from, tos) in edges.iter().enumerate() {
+                    for (to, path) in tos {
+                        println!("{name}: {} -> {} ({path})", show(from), show(*to));
+                    }
+                }
+                continue;
+            }
             for cycle in graph::circles(&edges) {
                 let files: Vec<String> = cycle.iter().map(|&f| show(f)).collect();
                 let line = format!("{name}: {}", files.join(" -> "));

@@ -173,8 +173,9 @@ pub struct Facts {
     pub child_files: Vec<(Vec<String>, String)>,
     /// `mod x { … }`: (inline module path of the parent, x).
     pub inline_modules: Vec<(Vec<String>, String)>,
-    /// Items defined, by inline module path: fn, struct, enum, trait,
-    /// type, const, static, union, mod, macro_rules.
+    /// Items defined at module level (not in a body or an `impl`), by
+    /// inline module path: fn, struct, enum, trait, type, const, static,
+    /// union, mod, macro_rules.
     pub items: Vec<(Vec<String>, String)>,
     pub uses: Vec<UseEntry>,
     /// Paths with at least one `::` written outside `use` declarations.
@@ -203,6 +204,7 @@ pub fn facts(src: &str) -> Facts {
     let mut i = 0;
     while i < t.len() {
         let here: Vec<String> = inline.iter().map(|(n, _)| n.clone()).collect();
+        let module_level = depth == inline.last().map_or(0, |(_, d)| *d);
         match &t[i] {
             Tok::Punct('{') => depth += 1,
             Tok::Punct('}') => {
@@ -257,12 +259,12 @@ pub fn facts(src: &str) -> Facts {
                     f.items.push((here.clone(), name.into()));
                 }
             }
-            Tok::Ident(kw) if ITEM_KEYWORDS.contains(&kw.as_str()) => {
+            Tok::Ident(kw) if module_level && ITEM_KEYWORDS.contains(&kw.as_str()) => {
                 if let Some(name) = ident(i + 1) {
                     f.items.push((here.clone(), name.into()));
                 }
             }
-            Tok::Ident(kw) if kw == "macro_rules" => {
+            Tok::Ident(kw) if module_level && kw == "macro_rules" => {
                 if let (Some(Tok::Punct('!')), Some(name)) = (t.get(i + 1), ident(i + 2)) {
                     f.items.push((here.clone(), name.into()));
                 }
