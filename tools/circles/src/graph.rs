@@ -27,7 +27,9 @@
 //!   other.
 //! - A glob import (`use super::*;`) is an edge to the glob's module, and
 //!   to each file that defines (at module level) an item whose name the
-//!   file mentions and the glob brings in, followed as above.
+//!   file mentions and the glob brings in, followed as above. A bare name
+//!   that is also a module's name is taken as the module, which a bare
+//!   name cannot use: no edge.
 //! - Paths into other crates, `$crate::` paths in macros and macro calls
 //!   without a path are not edges. Comments and literals are dropped first.
 //!
@@ -47,6 +49,17 @@ struct Module {
     /// Bound name → absolute path it names (`None`: another crate's).
     bindings: HashMap<String, Option<ModPath>>,
     globs: Vec<ModPath>,
+}
+
+/// How a path was resolved to its file.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// It names a module (its file).
+    Module,
+    /// It names an item defined at module level in that file.
+    Item,
+    /// No definition was found; the module that should hold it.
+    Guess,
 }
 
 /// A crate's module tree with its files' facts.
@@ -218,15 +231,14 @@ impl Crate {
     }
 
     /// The file that defines what `path` names, following `use` bindings
-    /// and globs; `(file, defined)` where `defined` says the item was found
-    /// rather than only the module that should hold it.
-    fn resolve(&self, path: &[String]) -> Option<(usize, bool)> {
+    /// and globs, and how it was found.
+    fn resolve(&self, path: &[String]) -> Option<(usize, Found)> {
         self.resolve_from(path, &mut HashSet::new())
     }
 
     /// `resolve`, never looking up one path twice (globs and re-exports
     /// may lead in circles: `use super::*` in a child of a glob's module).
-    fn resolve_from(&self, path: &[String], seen: &mut HashSet<ModPath>) -> Option<(usize, bool)> {
+    fn resolve_from(&self, path: &[String], seen: &mut HashSet<ModPath>) -> Option<(usize, Found)> {
         if !seen.insert(path.to_vec()) {
             return None;
         }
@@ -234,11 +246,12 @@ impl Crate {
             .rev()
             .find(|k| self.modules.contains_key(&path[..*k]))?;
         let (module, rest) = (&self.modules[&path[..k]], &path[k..]);
+        // A module itself: found, but not an item.
         let Some(name) = rest.first() else {
-            return Some((module.file, true));
+            return Some((module.file, Found::Module));
         };
         if module.items.contains(name) {
-            return Some((module.file, true));
+            return Some((module.file, Found::Item));
         }
         match module.bindings.get(name) {
             Some(Some(target)) => return self.resolve_from(&join(target, &rest[1..]), seen),
@@ -247,11 +260,11 @@ impl Crate {
             None => {}
         }
         for g in &module.globs {
-            if let Some(found @ (_, true)) = self.resolve_from(&join(g, rest), seen) {
+            if let Some(found @ (_, Found::Item)) = self.resolve_from(&join(g, rest), seen) {
                 return Some(found);
             }
         }
-        Some((module.file, false))
+        Some((module.file, Found::Guess))
     }
 
     /// Edges between files (no self-loops), each with the first path that
@@ -272,7 +285,10 @@ impl Crate {
                     continue;
                 };
                 for name in facts.idents_outside_use.keys() {
-                    let Some((to, true)) = self.resolve(&join(&g, std::slice::from_ref(name)))
+                    // Only an item: a bare name that is a module's (a method
+                    // `spawn` beside `mod spawn`) is no use of it.
+                    let Some((to, Found::Item)) =
+                        self.resolve(&join(&g, std::slice::from_ref(name)))
                     else {
                         continue;
                     };
