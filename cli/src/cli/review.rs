@@ -75,7 +75,7 @@ pub fn run(args: ReviewArgs) -> Result<(), Exit> {
         ));
         super::emit_text(&lines.join("\n"))?;
         return Err(Exit::new(
-            super::test::FAILED,
+            super::exit::SCENARIO_FAILED,
             format!("test review: {} snapshots pending", pending.len()),
         ));
     }
