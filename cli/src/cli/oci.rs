@@ -14,8 +14,7 @@ use super::registry_flags::{RegistryOpts, LOCK_FLAG, SIGNERS_FLAG};
 use clap::Args;
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use tickbox_app::RegistrySettings;
-use tickbox_registry::policy::{Decision, Origin, Policy, Source};
+use tickbox_registry::policy::{Decision, Origin, Source};
 use tickbox_registry::{Pulled, Reference};
 
 /// Exit codes of `pull` and `push`.
