@@ -32,6 +32,8 @@
 //!   name cannot use: no edge.
 //! - Paths into other crates, `$crate::` paths in macros and macro calls
 //!   without a path are not edges. Comments and literals are dropped first.
+//!   Everything else in the file counts, `#[cfg(test)]` modules included:
+//!   a test that reaches into a sibling imports it like any other code.
 //!
 //! A circle is a strongly connected component with more than one file.
 
