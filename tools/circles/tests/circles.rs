@@ -2,36 +2,20 @@
 //! it, the same crate without it passes, comments and literals are not
 //! edges, usage errors exit 2, and this workspace has no circle.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use tickbox_test_support::{root, TempDir};
 
-/// A crate in a fresh temporary directory, removed when dropped.
-struct Crate(PathBuf);
-
-impl Crate {
-    fn new(files: &[(&str, &str)]) -> Crate {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "tickbox-circles-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        let manifest = "[package]\nname = \"demo\"\nversion = \"0.0.0\"\nedition = \"2021\"\n";
-        for (path, text) in [("Cargo.toml", manifest)].iter().chain(files) {
-            let path = dir.join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        Crate(dir)
+/// A crate named `demo` with these files, in a fresh temporary directory.
+fn demo(files: &[(&str, &str)]) -> TempDir {
+    let dir = TempDir::new("circles");
+    let manifest = "[package]\nname = \"demo\"\nversion = \"0.0.0\"\nedition = \"2021\"\n";
+    for (path, text) in [("Cargo.toml", manifest)].iter().chain(files) {
+        let path = dir.path(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
     }
-}
-
-impl Drop for Crate {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    dir
 }
 
 /// Exit code and stdout of the tool with these arguments.
@@ -55,7 +39,7 @@ const A: &str = "use crate::b::B;\npub struct A(pub B);\n";
 
 #[test]
 fn a_circle_between_two_files_fails_and_is_named() {
-    let c = Crate::new(&[
+    let c = demo(&[
         ("src/lib.rs", LIB),
         ("src/a.rs", A),
         ("src/b.rs", "pub struct B;\npub fn f(_: &crate::a::A) {}\n"),
@@ -68,7 +52,7 @@ fn a_circle_between_two_files_fails_and_is_named() {
 
 #[test]
 fn the_same_crate_without_the_back_reference_passes() {
-    let c = Crate::new(&[
+    let c = demo(&[
         ("src/lib.rs", LIB),
         ("src/a.rs", A),
         ("src/b.rs", "pub struct B;\npub fn f(_: &B) {}\n"),
@@ -89,13 +73,13 @@ pub const RAW: &str = r#"use crate::a::A; "quoted""#;
 pub const QUOTE: char = '"';
 pub fn f<'a>(x: &'a str) -> &'a str { x }
 "###;
-    let c = Crate::new(&[("src/lib.rs", LIB), ("src/a.rs", A), ("src/b.rs", b)]);
+    let c = demo(&[("src/lib.rs", LIB), ("src/a.rs", A), ("src/b.rs", b)]);
     assert_eq!(check(&c.0), (0, String::new()));
 }
 
 #[test]
 fn a_path_through_a_re_export_reaches_the_file_that_defines_it() {
-    let c = Crate::new(&[
+    let c = demo(&[
         ("src/lib.rs", "mod a;\nmod b;\npub use a::A;\n"),
         ("src/a.rs", A),
         ("src/b.rs", "pub struct B;\npub fn f(_: &super::A) {}\n"),
@@ -108,7 +92,7 @@ fn a_path_through_a_re_export_reaches_the_file_that_defines_it() {
 
 #[test]
 fn a_longer_circle_through_a_nested_module_is_one_line() {
-    let c = Crate::new(&[
+    let c = demo(&[
         ("src/main.rs", "mod a;\nmod b;\nmod d;\nfn main() {}\n"),
         ("src/a.rs", "mod c;\n"),
         ("src/a/c.rs", "pub fn g() { crate::d::k() }\n"),
@@ -127,7 +111,7 @@ fn a_longer_circle_through_a_nested_module_is_one_line() {
 #[test]
 fn a_parent_using_its_children_that_use_it_is_not_a_circle() {
     // The documented rule: naming one's own descendants is containment.
-    let c = Crate::new(&[
+    let c = demo(&[
         (
             "src/lib.rs",
             "mod a;\npub fn helper() {}\npub fn run() { a::go() }\n",
@@ -145,14 +129,13 @@ fn usage_errors_exit_2() {
     assert_eq!(circles(&["--bogus".as_ref()]).0, 2);
     assert_eq!(circles(&["a".as_ref(), "b".as_ref()]).0, 2);
     assert_eq!(check(Path::new("/nonexistent/tickbox-circles")).0, 2);
-    let missing = Crate::new(&[("src/lib.rs", "mod gone;\n")]);
+    let missing = demo(&[("src/lib.rs", "mod gone;\n")]);
     assert_eq!(check(&missing.0).0, 2);
 }
 
 #[test]
 fn this_workspace_has_no_import_circle() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let (code, out) = check(&root);
+    let (code, out) = check(&root());
     assert_eq!(
         (code, out.as_str()),
         (0, ""),
