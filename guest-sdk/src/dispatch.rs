@@ -38,12 +38,13 @@
 //! longer work is split into timer steps that report through updates (§7.3).
 
 use crate::catalog::{ToolError, Tools};
+use crate::ctx::Ctx;
 use crate::draw::AnsiBackend;
 use crate::key;
 use crate::{Newest, Tick};
 use serde_json::{json, Map, Value};
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The protocol version this SDK implements.
 pub const PROTOCOL: u64 = tickbox_protocol::limits::PROTOCOL_VERSION;
@@ -65,95 +66,12 @@ pub const SAFE_ENCODED: usize = MAX_ENCODED - 16 * 1024;
 /// once, at a frame boundary, so holding never costs more memory than this
 /// beyond the frame being made.
 pub const MAX_HELD: usize = 64 * 1024;
-/// Timers never fire more often than this, so a mistaken zero period cannot
-/// spin the Tick.
-pub const MIN_TIMER_PERIOD: Duration = Duration::from_millis(10);
-
 /// Error codes the SDK sends (docs/PROTOCOL.md lists them), from the protocol crate.
 pub mod codes {
     pub use tickbox_protocol::codes::{
         INTERNAL_ERROR as INTERNAL, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
         REVISION_MISMATCH as REVISION_CHANGED,
     };
-}
-
-/// Names a timer set through [`Ctx::every`] or [`Ctx::after`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TimerId(u64);
-
-struct Timer {
-    id: TimerId,
-    due: Instant,
-    period: Option<Duration>,
-}
-
-/// What a handler may ask of the SDK: timers, the terminal size, quitting.
-pub struct Ctx {
-    timers: Vec<Timer>,
-    next_timer: u64,
-    quit: bool,
-    size: (u16, u16),
-    redraw: bool,
-}
-
-impl Ctx {
-    fn new(size: (u16, u16)) -> Ctx {
-        Ctx {
-            timers: Vec::new(),
-            next_timer: 1,
-            quit: false,
-            size,
-            redraw: false,
-        }
-    }
-
-    fn add_timer(&mut self, delay: Duration, period: Option<Duration>) -> TimerId {
-        let id = TimerId(self.next_timer);
-        self.next_timer += 1;
-        self.timers.push(Timer {
-            id,
-            due: Instant::now() + delay,
-            period,
-        });
-        id
-    }
-
-    /// Calls [`Tick::on_timer`] every `period` (at least 10 ms) until
-    /// cancelled. Ticks are not queued up: a Tick that falls behind gets one
-    /// call, not a burst.
-    pub fn every(&mut self, period: Duration) -> TimerId {
-        let period = period.max(MIN_TIMER_PERIOD);
-        self.add_timer(period, Some(period))
-    }
-
-    /// Calls [`Tick::on_timer`] once after `delay`.
-    pub fn after(&mut self, delay: Duration) -> TimerId {
-        self.add_timer(delay, None)
-    }
-
-    /// Stops a timer; unknown or finished timers are ignored.
-    pub fn cancel(&mut self, timer: TimerId) {
-        self.timers.retain(|t| t.id != timer);
-    }
-
-    /// Ends the Tick after the current event. The host sees the session end.
-    pub fn quit(&mut self) {
-        self.quit = true;
-    }
-
-    /// The view terminal's size as (columns, rows).
-    pub fn size(&self) -> (u16, u16) {
-        self.size
-    }
-
-    /// Redraws the view after this event. Only a read-only tool needs it:
-    /// everything else is followed by a redraw anyway, while after a
-    /// read-only call the SDK redraws only when the state or the catalog
-    /// changed. A read-only tool that changes only what the view shows (a
-    /// highlight, a scroll position) calls this.
-    pub fn redraw(&mut self) {
-        self.redraw = true;
-    }
 }
 
 /// Writes one complete frame (newline included) to the protocol output.

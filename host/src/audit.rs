@@ -66,7 +66,8 @@
 //! ```
 
 use crate::limits::{AUDIT_BATCH_WAIT, AUDIT_FLUSH_WAIT, AUDIT_QUEUE_EVENTS, MAX_AUDIT_TEXT_CHARS};
-use crate::session::{CallOutcome, EndReason};
+pub use crate::outcome::AuditSyncError;
+use crate::outcome::{CallOutcome, EndReason};
 
 pub use crate::limits::{
     AUDIT_FILE_KEEP, AUDIT_FILE_MAX_BYTES, AUDIT_MERGE_WINDOW, LIVE_AUDIT_KEEP,
@@ -299,18 +300,6 @@ pub trait AuditSink: Send + Sync {
         self.offer(event);
         None
     }
-}
-
-/// Why a call's line did not become durable ([`Recorded::durable`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum AuditSyncError {
-    /// The write or the sync failed (a full disk, an I/O error).
-    #[error("audit sync: the call's line was not written and synced: {0}")]
-    Failed(Arc<str>),
-    /// The writer was closed first (the process is on its way out).
-    #[error("audit sync: the audit stream closed before the call's line was synced")]
-    Closed,
 }
 
 /// One line on its way to a synced file: resolves once it is written and
@@ -755,7 +744,7 @@ impl Audit {
     /// the same `session` id, unique to this process and time.
     pub fn for_session(&self) -> Audit {
         let n = self.shared.next.fetch_add(1, Ordering::Relaxed);
-        let id = format!("{}-{n}", crate::backend::new_instance_id());
+        let id = format!("{}-{n}", crate::util::new_instance_id());
         Audit {
             shared: self.shared.clone(),
             session: Some(id.into()),

@@ -57,6 +57,7 @@ pub mod limits;
 pub mod live;
 pub mod metrics;
 pub mod otel;
+pub mod outcome;
 pub mod render;
 pub mod session;
 pub mod tap;

@@ -1,7 +1,8 @@
 //! Small helpers every layer shares, so each has one spelling.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::SystemTime;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Locks `m`, taking the data even if a thread panicked while holding it.
 ///
@@ -22,6 +23,17 @@ pub fn rfc3339(t: SystemTime) -> String {
 /// `t` as RFC 3339 in UTC, to the millisecond.
 pub fn rfc3339_millis(t: SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// A `TICKLOOP_INSTANCE_ID` unique per start: host pid, start time and a counter.
+pub fn new_instance_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros())
+        .unwrap_or(0);
+    format!("tickbox-{}-{t:x}-{n}", std::process::id())
 }
 
 /// The rows of a `limits.rs` module's doc table (`//! | [`NAME`] | … |`):

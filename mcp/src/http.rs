@@ -77,7 +77,7 @@ pub mod door;
 pub mod metrics;
 
 use super::server::{Connection, Facade};
-use super::transport::{Tracking, MAX_FRAME_BYTES};
+use super::transport::{Tracking, MAX_FRAME_BYTES, SESSION_HEADER};
 use bytes::{Bytes, BytesMut};
 use door::{closing, plain, Body};
 use http_body_util::{BodyExt, Full};
@@ -546,8 +546,6 @@ const DRAINING_NEW_SESSION: &str =
 const DRAINING_NEW_REQUEST: &str =
     "draining: this host is shutting down and takes no new requests; \
      the calls in flight finish, then the session ends: start a new one on another host";
-
-pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 
 impl Shared {
     async fn handle(&self, req: Request<Incoming>, conn: &door::Conn) -> Response<Body> {

@@ -1525,7 +1525,7 @@ impl<'a> Requester<'a> {
                 McpTransport::Stdio
             },
             session: parts
-                .and_then(|p| p.headers.get(crate::http::SESSION_HEADER))
+                .and_then(|p| p.headers.get(super::transport::SESSION_HEADER))
                 .and_then(|v| v.to_str().ok()),
             traceparent: context.meta.get_traceparent(),
             version,

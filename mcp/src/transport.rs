@@ -97,6 +97,12 @@ impl Tracking {
     }
 }
 
+/// The Streamable HTTP transport's session header: `http` sets and
+/// checks it, the server reads it to name a call's session in the audit.
+/// Here, beside the versions both transports accept, so that neither of
+/// those files imports the other for it.
+pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
+
 /// The protocol versions the facade speaks, oldest first.
 pub const SUPPORTED_VERSIONS: &[ProtocolVersion] = &[
     ProtocolVersion::V_2025_06_18,

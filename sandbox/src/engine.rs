@@ -122,7 +122,7 @@ impl Tier {
                 })
             })?;
         // Entries a guest creates are charged, moves between grants checked.
-        quota::add_to_linker(&mut component_linker)?;
+        files::add_entry_shadows(&mut component_linker)?;
         // The other calls that reach a grant, so its use is recorded.
         files::add_use_notes(&mut component_linker)?;
         // Preopens are tied to their grant's write quota as the guest gets them.
@@ -145,7 +145,7 @@ impl Tier {
         // component importing wasi:http starts and its requests are refused.
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut component_linker)?;
         // Monotonic clock and poll that follow a guest's virtual clock, if it has one.
-        virtual_time::add_to_linker(&mut component_linker)?;
+        time_shadows::add_to_linker(&mut component_linker)?;
         component_linker.allow_shadowing(false);
         terminal::add_to_linker(&mut component_linker, |s| terminal::TermView {
             state: &mut s.term,
@@ -169,7 +169,7 @@ impl Tier {
         // At the handle cap, opening a file is the guest's error (`mfile`).
         handles::add_path_open(&mut module_linker)?;
         // File timestamps from the virtual clock, for a module that has one.
-        virtual_time::add_p1_to_linker(&mut module_linker)?;
+        time_shadows::add_p1_to_linker(&mut module_linker)?;
         module_linker.allow_shadowing(false);
         Ok(Tier {
             engine,

@@ -54,7 +54,7 @@ pub(crate) fn open_at_capped(
         let parent = fd.rep();
         let s = store.data_mut();
         // Creating a file is charged to the write quotas (see `quota`).
-        let charged = match quota::charge_create(s, parent, path_flags, &path, open_flags).await {
+        let charged = match charge_create(s, parent, path_flags, &path, open_flags).await {
             Ok(charged) => charged,
             Err(code) => return Ok((Err(code),)),
         };
@@ -341,4 +341,165 @@ pub(crate) fn own_state(cache_dir: Option<&Path>, more: &[PathBuf]) -> Vec<PathB
         own.push(r.dir().to_path_buf());
     }
     own
+}
+
+// ---- quotas: entries and moves (see `quota`'s module docs) ----
+// Here, with the other shadows that take the guest's store, so that
+// `quota` stays the bookkeeping that store holds (issue 40).
+
+use crate::quota::{give_back_all, take_all, Quota, ENTRY_COST};
+use wasmtime::component::{Linker as ComponentLinker, Resource};
+use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemView};
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    ErrorCode as FsErrorCode, HostDescriptor, OpenFlags, PathFlags,
+};
+
+/// Shadows the `wasi:filesystem` methods that create entries or move them
+/// between grants (`open-at` is [`open_at_capped`], which calls
+/// [`charge_create`]). Needs `allow_shadowing`.
+pub(crate) fn add_entry_shadows(linker: &mut ComponentLinker<GuestState>) -> wasmtime::Result<()> {
+    let mut fs = linker.instance("wasi:filesystem/types@0.2.12")?;
+    fs.func_wrap_async(
+        "[method]descriptor.create-directory-at",
+        create_directory_metered,
+    )?;
+    fs.func_wrap_async("[method]descriptor.rename-at", rename_within_grant)?;
+    fs.func_wrap_async("[method]descriptor.link-at", link_metered)?;
+    Ok(())
+}
+
+/// Spends [`ENTRY_COST`] from `quotas`, or says `quota`.
+fn charge_entry(quotas: &[Quota]) -> Result<(), FsErrorCode> {
+    take_all(quotas, ENTRY_COST).map_err(|q| {
+        tracing::info!(cost = ENTRY_COST, "creating an entry");
+        q.exceeded();
+        FsErrorCode::Quota
+    })
+}
+
+/// Charges [`ENTRY_COST`] for an `open-at` through handle `parent` that
+/// may create a file: one with `create` whose path names nothing yet (with
+/// `exclusive` too, it creates or fails, so it is charged without asking).
+/// Returns what it charged, to give back with [`give_back_all`] if the open
+/// then fails; `quota` when a quota has too little left.
+async fn charge_create(
+    s: &mut GuestState,
+    parent: u32,
+    path_flags: PathFlags,
+    path: &str,
+    open_flags: OpenFlags,
+) -> Result<Vec<Quota>, FsErrorCode> {
+    if !open_flags.contains(OpenFlags::CREATE) {
+        return Ok(Vec::new());
+    }
+    let quotas = s.grant_handles.for_write(s.quota.as_ref(), parent);
+    if quotas.is_empty() {
+        return Ok(quotas);
+    }
+    if !open_flags.contains(OpenFlags::EXCLUSIVE) {
+        let mut view = s.filesystem();
+        // Something is there (the same symlink rule as the open's): the
+        // open will not create an entry. Any error, the open decides, and
+        // is charged meanwhile.
+        let exists = HostDescriptor::stat_at(
+            &mut view,
+            Resource::new_borrow(parent),
+            path_flags,
+            path.to_string(),
+        )
+        .await
+        .is_ok();
+        if exists {
+            return Ok(Vec::new());
+        }
+    }
+    charge_entry(&quotas)?;
+    Ok(quotas)
+}
+
+/// `descriptor.create-directory-at`, charged [`ENTRY_COST`].
+fn create_directory_metered(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+    (fd, path): (Resource<Descriptor>, String),
+) -> FsCall<'_, ()> {
+    Box::new(async move {
+        let s = store.data_mut();
+        let quotas = s.grant_handles.for_write(s.quota.as_ref(), fd.rep());
+        if let Err(code) = charge_entry(&quotas) {
+            return Ok((Err(code),));
+        }
+        let rep = fd.rep();
+        let r = HostDescriptor::create_directory_at(&mut s.filesystem(), fd, path).await;
+        if r.is_err() {
+            give_back_all(&quotas, ENTRY_COST);
+        }
+        noted(s, &[rep], true, r)
+    })
+}
+
+/// The refusal of a rename or link between grants (see the module docs).
+fn cross_grant(what: &str) -> FsErrorCode {
+    tracing::info!("refused a {what} between grants where one has a write quota (cross-device)");
+    FsErrorCode::CrossDevice
+}
+
+/// `descriptor.rename-at`, refused between grants when either has its own
+/// quota.
+fn rename_within_grant(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+    (fd, old_path, new_fd, new_path): (Resource<Descriptor>, String, Resource<Descriptor>, String),
+) -> FsCall<'_, ()> {
+    Box::new(async move {
+        let s = store.data_mut();
+        if s.grant_handles
+            .crosses_a_metered_grant(fd.rep(), new_fd.rep())
+        {
+            return Ok((Err(cross_grant("rename")),));
+        }
+        let reps = [fd.rep(), new_fd.rep()];
+        let r =
+            HostDescriptor::rename_at(&mut s.filesystem(), fd, old_path, new_fd, new_path).await;
+        noted(s, &reps, true, r)
+    })
+}
+
+/// `descriptor.link-at`: refused between grants when either has its own
+/// quota, and the new entry charged [`ENTRY_COST`].
+#[allow(clippy::type_complexity)]
+fn link_metered(
+    mut store: wasmtime::StoreContextMut<'_, GuestState>,
+    (fd, old_flags, old_path, new_fd, new_path): (
+        Resource<Descriptor>,
+        PathFlags,
+        String,
+        Resource<Descriptor>,
+        String,
+    ),
+) -> FsCall<'_, ()> {
+    Box::new(async move {
+        let s = store.data_mut();
+        if s.grant_handles
+            .crosses_a_metered_grant(fd.rep(), new_fd.rep())
+        {
+            return Ok((Err(cross_grant("hard link")),));
+        }
+        let quotas = s.grant_handles.for_write(s.quota.as_ref(), new_fd.rep());
+        if let Err(code) = charge_entry(&quotas) {
+            return Ok((Err(code),));
+        }
+        let reps = [fd.rep(), new_fd.rep()];
+        let r = HostDescriptor::link_at(
+            &mut s.filesystem(),
+            fd,
+            old_flags,
+            old_path,
+            new_fd,
+            new_path,
+        )
+        .await;
+        if r.is_err() {
+            give_back_all(&quotas, ENTRY_COST);
+        }
+        noted(s, &reps, true, r)
+    })
 }

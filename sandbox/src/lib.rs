@@ -64,12 +64,14 @@ pub mod handles;
 pub mod http;
 pub(crate) mod imports;
 pub mod launch;
+mod launch_options;
 pub mod limits;
 pub mod memory;
 pub(crate) mod pipe;
 pub(crate) mod quota;
 pub mod slices;
 pub(crate) mod terminal;
+mod time_shadows;
 pub mod virtual_time;
 pub mod wit_files;
 #[cfg(test)]

@@ -162,7 +162,12 @@ pub async fn spawn_with(
     spec: &WasmSpec,
     clock: Option<&virtual_time::VirtualClock>,
 ) -> Result<TickIo, WasmError> {
-    spawn_with_options(engine, spec, &launch::LaunchOptions::clock(clock.cloned())).await
+    spawn_with_options(
+        engine,
+        spec,
+        &launch_options::LaunchOptions::clock(clock.cloned()),
+    )
+    .await
 }
 
 /// Starts a wasm Tick with these options: its clock (see [`spawn_with`])
@@ -171,7 +176,7 @@ pub async fn spawn_with(
 pub async fn spawn_with_options(
     engine: &Arc<WasmEngine>,
     spec: &WasmSpec,
-    opts: &launch::LaunchOptions,
+    opts: &launch_options::LaunchOptions,
 ) -> Result<TickIo, WasmError> {
     let audit = spec.audit.as_ref().map(|a| a.for_session());
     let started = spawn_audited(engine, spec, opts, audit.as_ref()).await;
@@ -194,7 +199,7 @@ pub async fn spawn_with_options(
 async fn spawn_audited(
     engine: &Arc<WasmEngine>,
     spec: &WasmSpec,
-    opts: &launch::LaunchOptions,
+    opts: &launch_options::LaunchOptions,
     audit: Option<&tickbox_host::audit::Audit>,
 ) -> Result<TickIo, WasmError> {
     let clock = opts.clock.as_ref();

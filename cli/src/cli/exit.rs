@@ -11,6 +11,9 @@ pub const USAGE: u8 = 2;
 pub const SESSION: u8 = 3;
 /// A call's outcome is unknown (timeout, the Tick died mid-call, malformed response).
 pub const UNKNOWN_OUTCOME: u8 = 4;
+/// `tickbox test`: a step of a scenario failed, or snapshots are left to
+/// review.
+pub const SCENARIO_FAILED: u8 = 1;
 /// Interrupted by SIGINT or SIGTERM; the Tick was stopped.
 pub const INTERRUPTED: u8 = 130;
 

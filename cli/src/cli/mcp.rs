@@ -150,7 +150,7 @@ struct Planned {
     audit: Result<super::audit::Wanted, Exit>,
     /// For the log of which files apply: the registry flags, the lock
     /// beside this file.
-    registry: super::oci::RegistryOpts,
+    registry: super::registry_flags::RegistryOpts,
     lock_beside: Option<std::path::PathBuf>,
     grants: Grants,
 }

@@ -18,6 +18,7 @@ mod oci;
 mod open;
 mod otel;
 mod policy;
+mod registry_flags;
 mod remote;
 mod review;
 mod run;

@@ -1,5 +1,6 @@
-//! Ticks named `oci://…`: the registry flags, the one resolution every
-//! command shares, and `tickbox pull` / `tickbox push`.
+//! Ticks named `oci://…`: the one resolution every command shares, and
+//! `tickbox pull` / `tickbox push` (the registry flags are
+//! `registry_flags`).
 //!
 //! A reference is resolved once per process (a tag to its manifest digest,
 //! the layers into the store) and every later start in the same process
@@ -9,11 +10,11 @@
 //! sandbox checks the bytes it compiles against it.
 
 use super::exit::Exit;
+use super::registry_flags::{RegistryOpts, LOCK_FLAG, SIGNERS_FLAG};
 use clap::Args;
 use serde_json::{json, Value};
 use std::path::PathBuf;
-use tickbox_app::RegistrySettings;
-use tickbox_registry::policy::{Decision, Origin, Policy, Source};
+use tickbox_registry::policy::{Decision, Origin, Source};
 use tickbox_registry::{Pulled, Reference};
 
 /// Exit codes of `pull` and `push`.
@@ -39,85 +40,6 @@ Exit codes:
   3    the registry or the store failed, or refused what it was sent, or
        the signers policy refused the Tick (stderr names the rule or the
        bound; nothing unverified is stored or run)";
-
-/// How to reach registries (every command that takes a Tick).
-#[derive(Args, Clone, Default)]
-pub struct RegistryOpts {
-    /// Allow plain HTTP to this registry HOST or HOST:PORT (loopback registries need no flag; repeatable)
-    #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
-    pub insecure_registry: Vec<String>,
-    /// Trust the CA certificates in this PEM file for registries, besides the webpki roots
-    #[arg(long = "registry-ca", value_name = "FILE")]
-    pub registry_ca: Option<PathBuf>,
-    /// The signers policy: which signers each registry or repository needs (default: $TICKBOX_SIGNERS, else ~/.config/tickbox/signers.toml when it exists)
-    #[arg(long = "signers", value_name = "FILE")]
-    pub signers: Option<PathBuf>,
-    /// The lock file pinning references to digests (default: tickbox.lock beside --policy or --config, else ./tickbox.lock, where `tickbox lock` writes; read when it exists)
-    #[arg(long = "lock", value_name = "FILE")]
-    pub lock: Option<PathBuf>,
-    /// Refuse any drift from the lock file: a reference not in it, a tag that moved, another signer
-    #[arg(long)]
-    pub locked: bool,
-    /// The policy or MCP config file the default lock file is beside: set
-    /// by the command, not a flag.
-    #[arg(skip)]
-    pub beside: Option<PathBuf>,
-    /// Resolve afresh, without any lock file (`tickbox lock` itself): set
-    /// by the command, not a flag.
-    #[arg(skip)]
-    pub ignore_lock: bool,
-}
-
-/// The flag that names the signers policy.
-const SIGNERS_FLAG: &str = "--signers";
-/// The flag that names the lock file.
-const LOCK_FLAG: &str = "--lock";
-
-impl RegistryOpts {
-    /// The default lock beside `file` unless a flag placed it already
-    /// (a policy file's or an MCP config's directory).
-    pub fn lock_beside(&self, file: Option<&std::path::Path>) -> RegistryOpts {
-        let mut o = self.clone();
-        if o.beside.is_none() {
-            o.beside = file.map(std::path::Path::to_path_buf);
-        }
-        o
-    }
-
-    /// The application layer's registry settings: files named by flags
-    /// carry the flag that named them.
-    pub fn settings(&self) -> RegistrySettings {
-        let flag = |path: &PathBuf, flag: &str| Source {
-            path: path.clone(),
-            origin: Origin::Flag(flag.into()),
-        };
-        RegistrySettings {
-            insecure: self.insecure_registry.clone(),
-            ca_file: self.registry_ca.clone(),
-            signers: self.signers.as_ref().map(|p| flag(p, SIGNERS_FLAG)),
-            lock: self.lock.as_ref().map(|p| flag(p, LOCK_FLAG)),
-            locked: self.locked,
-            beside: self.beside.clone(),
-            ignore_lock: self.ignore_lock,
-        }
-    }
-
-    pub fn lock_source(&self) -> Option<Source> {
-        self.settings().lock_source()
-    }
-
-    pub fn default_lock_path(&self) -> PathBuf {
-        self.settings().default_lock_path()
-    }
-
-    pub fn policy_source(&self) -> Result<Option<Source>, Exit> {
-        Ok(self.settings().policy_source(&super::env::settings())?)
-    }
-
-    pub fn signers_policy(&self) -> Result<Option<Policy>, Exit> {
-        Ok(self.settings().signers_policy(&super::env::settings())?)
-    }
-}
 
 pub fn parse(reference: &str) -> Result<Reference, Exit> {
     Ok(tickbox_app::registry::parse(reference)?)

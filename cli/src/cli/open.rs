@@ -75,7 +75,7 @@ pub struct TickOpts {
     #[command(flatten)]
     pub bounds: BoundOpts,
     #[command(flatten)]
-    pub registry: super::oci::RegistryOpts,
+    pub registry: super::registry_flags::RegistryOpts,
     /// Do not read or write the compile cache for wasm Ticks
     #[arg(long)]
     pub no_cache: bool,

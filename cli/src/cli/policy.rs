@@ -123,7 +123,7 @@ pub struct ShowArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     #[command(flatten)]
-    pub registry: super::oci::RegistryOpts,
+    pub registry: super::registry_flags::RegistryOpts,
     /// Pretty-print JSON output
     #[arg(long)]
     pub pretty: bool,

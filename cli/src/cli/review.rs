@@ -79,7 +79,7 @@ pub fn run(args: ReviewArgs) -> Result<(), Exit> {
         ));
         super::emit_text(&lines.join("\n"))?;
         return Err(Exit::new(
-            super::test::FAILED,
+            super::exit::SCENARIO_FAILED,
             match pending.len() {
                 1 => "test review: 1 snapshot pending".to_string(),
                 n => format!("test review: {n} snapshots pending"),

@@ -15,9 +15,6 @@ use tickbox_runtime::scenario::{
 };
 use tickbox_runtime::Launcher;
 
-/// Exit code when a step of a scenario failed.
-pub const FAILED: u8 = 1;
-
 /// `tickbox test`'s help after the options: its exit codes and rules, the
 /// defaults and bounds read from their constants.
 pub fn help() -> String {
@@ -566,7 +563,7 @@ pub async fn run(args: TestArgs, app: Arc<App>) -> Result<(), Exit> {
         }))
     } else if s.failed > 0 {
         Err(Exit::new(
-            FAILED,
+            super::exit::SCENARIO_FAILED,
             format!("test: {} of {} failed", s.failed, scenarios(results.len())),
         ))
     } else {

@@ -47,7 +47,7 @@ pub struct TrustArgs {
     #[arg(long)]
     pub updates: bool,
     #[command(flatten)]
-    pub registry: super::oci::RegistryOpts,
+    pub registry: super::registry_flags::RegistryOpts,
     /// Pretty-print JSON output
     #[arg(long, global = true)]
     pub pretty: bool,

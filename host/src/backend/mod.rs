@@ -17,9 +17,8 @@ pub mod reaper;
 use crate::view::View;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 /// How a Tick runs: the one name for it in every layer (the launcher says
@@ -174,13 +173,5 @@ pub struct TickIo {
     pub process: Box<dyn TickProcess>,
 }
 
-/// A `TICKLOOP_INSTANCE_ID` unique per start: host pid, start time and a counter.
-pub fn new_instance_id() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let t = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros())
-        .unwrap_or(0);
-    format!("tickbox-{}-{t:x}-{n}", std::process::id())
-}
+// Where every instance id is made; its path here is the public one.
+pub use crate::util::new_instance_id;

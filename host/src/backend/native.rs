@@ -264,7 +264,7 @@ pub fn spawn(spec: &NativeSpec) -> Result<TickIo, SpawnError> {
             INSTANCE_ID_VAR,
             spec.instance_id
                 .clone()
-                .unwrap_or_else(super::new_instance_id),
+                .unwrap_or_else(crate::util::new_instance_id),
         )
         .env("TERM", TERM_VALUE);
     if let Some(dir) = &spec.cwd {

@@ -22,12 +22,7 @@
 
 use crate::limits::MAX_SORTED_LISTINGS;
 use std::collections::{HashMap, VecDeque};
-use wasmtime::component::Resource;
-use wasmtime_wasi::filesystem::WasiFilesystemView;
-use wasmtime_wasi::p2::bindings::filesystem::types::{
-    DirectoryEntry, DirectoryEntryStream, ErrorCode, HostDirectoryEntryStream,
-};
-use wasmtime_wasi::p2::FsResult;
+use wasmtime_wasi::p2::bindings::filesystem::types::DirectoryEntry;
 
 /// What one held entry counts beside its name's bytes.
 pub const ENTRY_BYTES: usize = 32;
@@ -47,16 +42,16 @@ const FIRST_BUFFER: usize = 64 << 10;
 /// of their `directory-entry-stream`, and what they hold in all.
 #[derive(Default)]
 pub(crate) struct Listings {
-    held: HashMap<u32, VecDeque<DirectoryEntry>>,
-    bytes: usize,
+    pub(crate) held: HashMap<u32, VecDeque<DirectoryEntry>>,
+    pub(crate) bytes: usize,
 }
 
-fn cost(e: &DirectoryEntry) -> usize {
+pub(crate) fn cost(e: &DirectoryEntry) -> usize {
     e.name.len() + ENTRY_BYTES
 }
 
 impl Listings {
-    fn release(&mut self, rep: u32) {
+    pub(crate) fn release(&mut self, rep: u32) {
         if let Some(q) = self.held.remove(&rep) {
             self.bytes -= q.iter().map(cost).sum::<usize>();
         }
@@ -75,56 +70,6 @@ impl Listings {
         }
         Some(e)
     }
-}
-
-/// Reads the listing behind `stream` whole and holds it sorted, so that
-/// `read-directory-entry` gives it out by name. The stream comes back
-/// drained; on an error (a read failing, or the bound) it is dropped.
-pub(crate) async fn sort(
-    s: &mut super::GuestState,
-    stream: Resource<DirectoryEntryStream>,
-) -> FsResult<Resource<DirectoryEntryStream>> {
-    // Listings whose stream the guest dropped before their end.
-    let gone: Vec<u32> = (s.listings.held.keys().copied())
-        .filter(|&rep| {
-            s.table
-                .get(&Resource::<DirectoryEntryStream>::new_borrow(rep))
-                .is_err()
-        })
-        .collect();
-    for rep in gone {
-        s.listings.release(rep);
-    }
-    let rep = stream.rep();
-    s.listings.release(rep);
-    let mut entries = Vec::new();
-    let mut bytes = 0;
-    let failure = loop {
-        let borrowed = Resource::new_borrow(rep);
-        let next =
-            HostDirectoryEntryStream::read_directory_entry(&mut s.filesystem(), borrowed).await;
-        match next {
-            Ok(Some(e)) => {
-                bytes += cost(&e);
-                if s.listings.bytes + bytes > MAX_SORTED_LISTINGS {
-                    tracing::info!(
-                        "a directory listing passed MAX_SORTED_LISTINGS ({MAX_SORTED_LISTINGS} bytes) under virtual time"
-                    );
-                    break ErrorCode::InsufficientMemory.into();
-                }
-                entries.push(e);
-            }
-            Ok(None) => {
-                entries.sort_by(|a, b| a.name.cmp(&b.name));
-                s.listings.bytes += bytes;
-                s.listings.held.insert(rep, entries.into());
-                return Ok(stream);
-            }
-            Err(e) => break e,
-        }
-    };
-    s.table.delete(stream)?;
-    Err(failure)
 }
 
 /// One preview-1 directory entry, as `fd_readdir` writes it.

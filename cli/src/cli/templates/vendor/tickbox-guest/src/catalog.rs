@@ -8,7 +8,7 @@
 //! SDK closes it (`additionalProperties: false`) and checks arguments itself
 //! before a handler runs (§7.2).
 
-use crate::Ctx;
+use crate::ctx::Ctx;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::Serialize;

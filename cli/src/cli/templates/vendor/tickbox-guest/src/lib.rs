@@ -108,6 +108,7 @@
 //!   headless: no view, no keys.
 
 mod catalog;
+mod ctx;
 mod dispatch;
 mod draw;
 #[doc(hidden)]
@@ -117,7 +118,8 @@ mod key;
 mod platform;
 
 pub use catalog::{schema_for, Effect, NoArgs, ToolError, Tools};
-pub use dispatch::{Ctx, TimerId, MAX_ENCODED, PROTOCOL};
+pub use ctx::{Ctx, TimerId};
+pub use dispatch::{MAX_ENCODED, PROTOCOL};
 pub use draw::AnsiBackend;
 pub use key::Key;
 pub use ratatui;
