@@ -128,7 +128,7 @@ macro_rules! vendor_sources {
 
 const VENDOR_SOURCES: &[(&str, &str, &str)] = &vendor_sources![
     "tickbox-guest" [
-        "catalog.rs", "dispatch.rs", "draw.rs", "fuzzing.rs", "http.rs", "key.rs", "lib.rs",
+        "catalog.rs", "ctx.rs", "dispatch.rs", "draw.rs", "fuzzing.rs", "http.rs", "key.rs", "lib.rs",
         "platform/mod.rs", "platform/native.rs", "platform/wasm.rs", "tests.rs",
     ],
     "tickbox-protocol" [
