@@ -54,8 +54,10 @@ pub mod live;
 pub mod open;
 pub mod policy;
 pub mod registry;
+pub mod scaffold;
 pub mod scenarios;
 mod settings;
+pub mod token;
 
 pub use consent::{Answer, Approver, Asking, Decided, Subject, Unanswered};
 pub use error::AppError;

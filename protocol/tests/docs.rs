@@ -151,7 +151,7 @@ fn the_copies_are_in_sync_with_their_sources() {
         "examples/go",
         "sdks/python/tickbox_tick",
         "sdks/go",
-        "cli/src/cli/templates",
+        "app/src/scaffold/templates",
     ] {
         let status = std::process::Command::new("cp")
             .args(["-R", "--parents", part])

@@ -13,6 +13,7 @@ use clap::Args;
 use std::os::fd::FromRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tickbox_app::token::{self, Token};
 use tickbox_app::{Request, Target};
 use tickbox_runtime::audit::Origin;
 use tickbox_runtime::live;
@@ -166,12 +167,12 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
     let http = match args.http {
         Some(addr) => Some((
             addr,
-            http_token(args.token_file.as_deref(), "--token-file")?,
+            token::read_or_generate(args.token_file.as_deref(), "--token-file")?,
         )),
         None => None,
     };
     let metrics_token = match args.metrics {
-        Some(_) => Some(http_token(
+        Some(_) => Some(token::read_or_generate(
             args.metrics_token_file.as_deref(),
             "--metrics-token-file",
         )?),
@@ -270,22 +271,6 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
     served
 }
 
-/// Where the --http (or --metrics) token comes from.
-enum HttpToken {
-    /// Read from --token-file (the person has it already).
-    Given { token: String, file: PathBuf },
-    /// Generated at start; written to a file once the port is known.
-    Generated(String),
-}
-
-impl HttpToken {
-    fn token(&self) -> &str {
-        match self {
-            HttpToken::Given { token, .. } | HttpToken::Generated(token) => token,
-        }
-    }
-}
-
 /// A listener on `addr`, or exit 3 saying why not.
 async fn bind(addr: &std::net::SocketAddr) -> Result<tokio::net::TcpListener, Exit> {
     tokio::net::TcpListener::bind(addr)
@@ -293,108 +278,9 @@ async fn bind(addr: &std::net::SocketAddr) -> Result<tokio::net::TcpListener, Ex
         .map_err(|e| Exit::session(format!("cannot listen on {addr}: {e}")))
 }
 
-/// The most of a --token-file that is read (a token is far shorter).
-const MAX_TOKEN_FILE_BYTES: u64 = 4096;
-
-/// The shortest token accepted from --token-file.
-const MIN_TOKEN_CHARS: usize = 16;
-
 /// For tests: the MCP session idle timeout in milliseconds instead of
 /// `http::SESSION_IDLE_TIMEOUT`. Read only here, in the CLI.
 use super::env::MCP_HTTP_SESSION_IDLE_MS as SESSION_IDLE_ENV;
-
-/// A new token: 32 random bytes from the kernel, as 64 hex digits (the
-/// inspector's too).
-pub(super) fn random_token() -> Result<String, Exit> {
-    Ok(tickbox_app::inspect::server::new_token()?)
-}
-
-/// The token for --http (or --metrics): read from the file `flag` names
-/// (which only its owner, the current user, may read or write), or
-/// generated.
-fn http_token(file: Option<&std::path::Path>, flag: &str) -> Result<HttpToken, Exit> {
-    use std::io::Read;
-    use std::os::unix::fs::MetadataExt;
-    let Some(path) = file else {
-        return Ok(HttpToken::Generated(random_token()?));
-    };
-    let shown = path.display();
-    let cannot = |e: std::io::Error| Exit::usage(format!("cannot read {flag} {shown}: {e}"));
-    let f = std::fs::File::open(path).map_err(cannot)?;
-    // The opened file's own metadata: what was checked is what is read.
-    let meta = f.metadata().map_err(cannot)?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    if meta.uid() != uid {
-        return Err(Exit::usage(format!(
-            "{flag} {shown} is owned by uid {}, not by you (uid {uid}): its owner knows the token",
-            meta.uid()
-        )));
-    }
-    if meta.mode() & 0o077 != 0 {
-        return Err(Exit::usage(format!(
-            "{flag} {shown} has mode {:03o}: group or others may read or change it; `chmod 600` it",
-            meta.mode() & 0o777
-        )));
-    }
-    let mut text = String::new();
-    f.take(MAX_TOKEN_FILE_BYTES)
-        .read_to_string(&mut text)
-        .map_err(cannot)?;
-    let token = text.trim().to_string();
-    if token.len() < MIN_TOKEN_CHARS || !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(Exit::usage(format!(
-            "{flag} {shown}: the token must be {MIN_TOKEN_CHARS} to {MAX_TOKEN_FILE_BYTES} printable ASCII characters"
-        )));
-    }
-    Ok(HttpToken::Given {
-        token,
-        file: path.to_path_buf(),
-    })
-}
-
-/// A generated token's file, removed when the server ends (also when it is
-/// interrupted: the command future is dropped).
-struct TokenFile(PathBuf);
-
-impl Drop for TokenFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Writes a generated token to `NAME` (`mcp-http-PORT.token`,
-/// `mcp-metrics-PORT.token`; 0600) in the current user's live-instance
-/// directory, which tickbox keeps 0700 and owned by the user, so a
-/// launcher of the same user finds it there.
-fn write_token_file(name: &str, token: &str) -> Result<TokenFile, Exit> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let registry = live::Registry::open().map_err(|e| {
-        Exit::session(format!(
-            "cannot open the per-user directory for the token file: {e}"
-        ))
-    })?;
-    let path = registry.dir().join(name);
-    // One left by a server on this port that was killed; the directory is
-    // the user's alone, so nobody else put it there.
-    let _ = std::fs::remove_file(&path);
-    let file = TokenFile(path);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&file.0)
-        .and_then(|mut f| writeln!(f, "{token}"))
-        .map_err(|e| {
-            Exit::session(format!(
-                "cannot write the token file {}: {e}",
-                file.0.display()
-            ))
-        })?;
-    Ok(file)
-}
 
 /// A duration from the environment in milliseconds (tests), else `default`.
 fn millis_from_env(var: &str, default: std::time::Duration) -> Result<std::time::Duration, Exit> {
@@ -416,8 +302,8 @@ fn millis_from_env(var: &str, default: std::time::Duration) -> Result<std::time:
 async fn serve_http(
     facade: &Facade,
     listener: tokio::net::TcpListener,
-    token: HttpToken,
-    metrics: Option<(tokio::net::TcpListener, HttpToken, Arc<Metrics>)>,
+    token: Token,
+    metrics: Option<(tokio::net::TcpListener, Token, Arc<Metrics>)>,
     drain_timeout: std::time::Duration,
     signals: Signals,
 ) -> Result<(), Exit> {
@@ -436,7 +322,7 @@ async fn serve_http(
     // The token is printed once, on the last line (the one a launcher or a
     // test waits for; port 0 becomes real here), and never logged.
     let (_file, url) = match token {
-        HttpToken::Given { token, file } => {
+        Token::Given { token, file } => {
             eprintln!(
                 "tickbox mcp: every request needs the token in {}, as \
                  `Authorization: Bearer TOKEN` or ?token=TOKEN",
@@ -445,12 +331,12 @@ async fn serve_http(
             options.token = token;
             (None, format!("http://{addr}/mcp"))
         }
-        HttpToken::Generated(token) => {
-            let file = write_token_file(&format!("mcp-http-{}.token", addr.port()), &token)?;
+        Token::Generated(token) => {
+            let file = token::write_file(&format!("mcp-http-{}.token", addr.port()), &token)?;
             eprintln!(
                 "tickbox mcp: every request needs the token, as `Authorization: Bearer TOKEN` \
                  or ?token=TOKEN; it is in {} (mode 0600, removed at exit)",
-                file.0.display()
+                file.path().display()
             );
             let url = format!("http://{addr}/mcp?token={token}");
             options.token = token;
@@ -507,20 +393,20 @@ async fn serve_http(
 /// is never printed: a scraper reads it from a file.
 fn metrics_endpoint(
     listener: tokio::net::TcpListener,
-    token: HttpToken,
+    token: Token,
     metrics: Arc<Metrics>,
-) -> Result<(Option<TokenFile>, MetricsEndpoint), Exit> {
+) -> Result<(Option<token::TokenFile>, MetricsEndpoint), Exit> {
     let addr = listener
         .local_addr()
         .map_err(|e| Exit::session(format!("cannot read the metrics address: {e}")))?;
     let (file, token, where_) = match token {
-        HttpToken::Given { token, file } => {
+        Token::Given { token, file } => {
             let shown = file.display().to_string();
             (None, token, shown)
         }
-        HttpToken::Generated(token) => {
-            let file = write_token_file(&format!("mcp-metrics-{}.token", addr.port()), &token)?;
-            let shown = format!("{}, mode 0600, removed at exit", file.0.display());
+        Token::Generated(token) => {
+            let file = token::write_file(&format!("mcp-metrics-{}.token", addr.port()), &token)?;
+            let shown = format!("{}, mode 0600, removed at exit", file.path().display());
             (Some(file), token, shown)
         }
     };
