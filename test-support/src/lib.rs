@@ -427,3 +427,56 @@ pub fn read_request_head(s: &mut impl std::io::Read) -> Option<String> {
     }
     Some(String::from_utf8_lossy(&head).into_owned())
 }
+
+/// A loopback HTTP server answering every request with one body,
+/// [`HelloServer::BODY`]; stopped when dropped.
+pub struct HelloServer {
+    pub port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl HelloServer {
+    /// What it answers.
+    pub const BODY: &'static str = "hello from the test server";
+
+    pub fn start() -> HelloServer {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        // Blocking: the thread sleeps in accept, and drop wakes it with one
+        // last connection (`wake_listener`).
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let port = listener.local_addr().expect("local address").port();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((mut c, _)) => {
+                        let _ = c.set_nonblocking(false);
+                        let mut buf = [0u8; 1024];
+                        let _ = c.read(&mut buf);
+                        let head = "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n";
+                        let _ = c.write_all(format!("{head}{}", Self::BODY).as_bytes());
+                    }
+                    Err(_) => break,
+                }
+            }
+        });
+        HelloServer {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for HelloServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        wake_listener(self.port);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
