@@ -375,10 +375,34 @@ pub fn hostile_p1() -> String {
         .into_owned()
 }
 
+/// The hostile guest copied into `dir` as `asker.wasm` (a file of the
+/// test's own, whose bytes it may replace) with `manifest` beside it as
+/// `asker.tick.toml`, the grants it asks for; its path.
+pub fn asker_in(dir: &TempDir, manifest: &str) -> PathBuf {
+    let wasm = dir.path("asker.wasm");
+    std::fs::copy(hostile(), &wasm).expect("copy the hostile guest");
+    std::fs::write(dir.path("asker.tick.toml"), manifest).expect("write its manifest");
+    wasm
+}
+
 /// Builds a guest workspace natively and returns the path of one of its
 /// binaries. The native twin of [`build_wasm`].
 pub fn build_native(workspace: &str, krate: &str) -> PathBuf {
     build_guests(workspace, None).join(krate)
+}
+
+/// A file's SHA-256 as tickbox writes a content digest (`sha256:HEX`),
+/// computed by `sha256sum`, apart from tickbox's own code.
+pub fn sha256_of(path: &Path) -> String {
+    let out = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum");
+    let text = String::from_utf8_lossy(&out.stdout);
+    format!(
+        "sha256:{}",
+        text.split_whitespace().next().expect("a digest")
+    )
 }
 
 /// A `kB` field of a live process's `/proc/PID/status` (`VmRSS`, `VmHWM`,

@@ -16,7 +16,7 @@ use tickbox_app::{
     Answer, App, AppError, Approver, Asking, Backend, Notice, Request, Subject, Target, Unanswered,
 };
 use tickbox_sandbox::consent::{Approval, TrustStore, Verdict};
-use tickbox_test_support::{build_wasm, hostile, hostile_p1, TempDir};
+use tickbox_test_support::{asker_in, build_wasm, hostile, hostile_p1, sha256_of, TempDir};
 
 /// Why nobody is asked, for the requests that ask nobody.
 const NOBODY: &str = "nobody can answer in this test";
@@ -35,20 +35,17 @@ struct Asker {
 impl Asker {
     fn new(tag: &str, manifest: &str) -> Asker {
         let dir = TempDir::new(tag);
-        let wasm = dir.path("asker.wasm");
-        std::fs::copy(hostile(), &wasm).unwrap();
+        let wasm = asker_in(&dir, manifest);
         let trust = dir.path("trust");
         let said = Arc::new(Said::default());
         let app = App::with_notices(settings(Some(trust.clone())), said.clone());
-        let a = Asker {
+        Asker {
             dir,
             wasm,
             trust,
             app,
             said,
-        };
-        a.manifest(manifest);
-        a
+        }
     }
 
     fn manifest(&self, text: &str) {
@@ -100,15 +97,6 @@ impl Asker {
     }
 }
 
-fn sha256_of(path: &Path) -> String {
-    let out = std::process::Command::new("sha256sum")
-        .arg(path)
-        .output()
-        .expect("sha256sum");
-    let text = String::from_utf8_lossy(&out.stdout);
-    format!("sha256:{}", text.split_whitespace().next().unwrap())
-}
-
 /// Asserts a refusal: not approved, a usage error (exit 2 in the CLI),
 /// one line naming the approving command; and returns the line.
 fn refused(outcome: Result<Value, AppError>, needle: &str) -> String {
@@ -124,11 +112,23 @@ fn refused(outcome: Result<Value, AppError>, needle: &str) -> String {
     line
 }
 
+/// What an [`Approver`] was asked: the subject's name, digest, signer and
+/// requested variables, and what the store knew (`new`, or `again` with
+/// what more it asks for).
+#[derive(Clone, Debug, PartialEq)]
+struct Asked {
+    name: String,
+    digest: String,
+    signer: Option<String>,
+    env: Vec<String>,
+    verdict: String,
+}
+
 /// An approver of the test's own: gives one answer, or says that nobody
 /// can answer, and remembers what it was asked and told.
 struct Person {
     answer: Result<Answer, Unanswered>,
-    asked: Mutex<Vec<(String, String, Option<String>, Vec<String>, String)>>,
+    asked: Mutex<Vec<Asked>>,
     kept: Mutex<Vec<Option<PathBuf>>>,
 }
 
@@ -145,8 +145,7 @@ impl Person {
         Asking::Person(self.clone())
     }
 
-    /// What it was asked: (name, digest, signer, env requested, verdict).
-    fn asked(&self) -> Vec<(String, String, Option<String>, Vec<String>, String)> {
+    fn asked(&self) -> Vec<Asked> {
         self.asked.lock().unwrap().clone()
     }
 
@@ -162,13 +161,13 @@ impl Approver for Person {
             Verdict::Again { more, .. } => format!("again, more: {more:?}"),
             v => format!("{v:?}"),
         };
-        self.asked.lock().unwrap().push((
-            subject.name.clone(),
-            subject.digest.to_string(),
-            subject.signer.clone(),
-            subject.requested.env.clone(),
+        self.asked.lock().unwrap().push(Asked {
+            name: subject.name.clone(),
+            digest: subject.digest.to_string(),
+            signer: subject.signer.clone(),
+            env: subject.requested.env.clone(),
             verdict,
-        ));
+        });
         self.answer.clone()
     }
 
@@ -290,7 +289,9 @@ async fn a_trust_store_others_can_write_or_a_symlink_is_refused() {
     mode(0o770).unwrap();
     not_private(a.env_call("CONSENT_GREETING").await);
     // `tickbox trust ls` neither.
-    let e = TrustStore::open(&a.trust).err().expect("refused");
+    let Err(e) = TrustStore::open(&a.trust) else {
+        panic!("a store others can write is opened");
+    };
     assert!(
         e.to_string().contains("group or others can write to it"),
         "{e}"
@@ -352,7 +353,7 @@ async fn a_requested_dir_is_granted_only_where_the_person_maps_it() {
     let request = a.request(Asking::Nobody(NOBODY));
     let (code, out) = call(&a.app, &request, "read_file", read_hello.clone()).await;
     assert_eq!(code, 0, "{out}");
-    assert_eq!(a.said.take(), [unmapped.clone()]);
+    assert_eq!(a.said.take(), std::slice::from_ref(&unmapped));
     let v: Value = serde_json::from_str(&out).unwrap();
     assert!(v["value"].is_null(), "{out}");
     let mut mapped = request.clone();
@@ -400,13 +401,13 @@ async fn nobody_asked_refuses_an_unapproved_manifest_with_the_callers_reason() {
 async fn a_person_is_asked_once_and_no_stores_nothing() {
     let a = Asker::new("consent-ask", "env = [\"CONSENT_GREETING=granted\"]\n");
     let canonical = std::fs::canonicalize(&a.wasm).unwrap();
-    let asked = (
-        canonical.display().to_string(),
-        sha256_of(&a.wasm),
-        None,
-        vec!["CONSENT_GREETING=granted".to_string()],
-        "new".to_string(),
-    );
+    let asked = Asked {
+        name: canonical.display().to_string(),
+        digest: sha256_of(&a.wasm),
+        signer: None,
+        env: vec!["CONSENT_GREETING=granted".to_string()],
+        verdict: "new".to_string(),
+    };
     let no = Person::answering(Ok(Answer::No));
     let e = a
         .env_call_asking("CONSENT_GREETING", no.asking())
@@ -417,7 +418,7 @@ async fn a_person_is_asked_once_and_no_stores_nothing() {
         e.to_string().contains("nothing was started or stored"),
         "{e}"
     );
-    assert_eq!(no.asked(), [asked.clone()]);
+    assert_eq!(no.asked(), std::slice::from_ref(&asked));
     assert_eq!(no.kept(), [None]);
     assert!(!a.trust.exists() || a.approvals().is_empty());
     // Yes: approved, stored, and the grant in force.
@@ -465,7 +466,7 @@ async fn yes_for_updates_keeps_the_approval_for_new_content() {
     b.env_call_asking("CONSENT_GREETING", asked.asking())
         .await
         .expect_err("not approved");
-    let verdicts: Vec<String> = asked.asked().into_iter().map(|a| a.4).collect();
+    let verdicts: Vec<String> = asked.asked().into_iter().map(|a| a.verdict).collect();
     assert_eq!(verdicts, ["again, more: []"]);
 }
 

@@ -38,7 +38,7 @@ fn example(name: &str) -> PathBuf {
 /// policy file alone (as `--policy FILE` with no other grant flag).
 #[derive(Clone)]
 enum Under {
-    Grants(GrantSpec, PathBuf),
+    Grants(Box<GrantSpec>, PathBuf),
     Policy(PathBuf),
 }
 
@@ -47,7 +47,7 @@ fn request(app: &App, tick: &Path, under: &Under) -> Request {
     let mut r = Request::new(Target::File(tick.to_path_buf()));
     match under {
         Under::Grants(spec, audit) => {
-            r.grants = spec.clone();
+            r.grants = (**spec).clone();
             let wish = AuditWish {
                 to: Some(audit.display().to_string()),
                 ..AuditWish::default()
@@ -97,6 +97,26 @@ fn suggest(app: &App, files: &[&Path]) -> String {
     let files: Vec<PathBuf> = files.iter().map(|f| f.to_path_buf()).collect();
     let record = record_of(&files).unwrap_or_else(|e| panic!("{e}"));
     record.suggest().render(&record).trim_end().to_string()
+}
+
+/// An App, a directory for one test's files, and the audit file its
+/// runs append to there.
+fn audited(tag: &str) -> (App, TempDir, PathBuf) {
+    let work = TempDir::new(tag);
+    let audit = work.path("a.jsonl");
+    (App::new(settings(None)), work, audit)
+}
+
+/// A directory holding `hello.txt`, and the grant of it at `/data`
+/// (read-write, as `--dir HOST::/data` grants it).
+fn hello_at_data(tag: &str) -> (TempDir, GrantSpec) {
+    let data = TempDir::new(tag);
+    std::fs::write(data.path("hello.txt"), "hello").unwrap();
+    let grants = GrantSpec {
+        dir: vec![format!("{}::/data", data.0.display())],
+        ..GrantSpec::default()
+    };
+    (data, grants)
 }
 
 /// Writes `policy` to `file`: what a rerun is granted.
@@ -155,9 +175,17 @@ async fn a_suggested_policy_reproduces_the_notes_and_fetch_examples() {
         ..GrantSpec::default()
     };
 
-    let notes_before = notes_script(&app, &Under::Grants(broad.clone(), notes_audit.clone())).await;
-    let fetch_before =
-        fetch_script(&app, &origin, &Under::Grants(broad, fetch_audit.clone())).await;
+    let notes_before = notes_script(
+        &app,
+        &Under::Grants(Box::new(broad.clone()), notes_audit.clone()),
+    )
+    .await;
+    let fetch_before = fetch_script(
+        &app,
+        &origin,
+        &Under::Grants(Box::new(broad), fetch_audit.clone()),
+    )
+    .await;
     let files_before = files_in(&notes_dir.0);
     // The scripts did what they say (so the comparison below means something).
     assert_eq!(notes_before[0].0, 0, "{notes_before:#?}");
@@ -249,16 +277,9 @@ async fn a_suggested_policy_reproduces_the_notes_and_fetch_examples() {
 /// reads, which a read-only grant refuses).
 #[tokio::test]
 async fn a_grant_only_read_is_suggested_read_only() {
-    let app = App::new(settings(None));
-    let work = TempDir::new("policy-ro");
-    let data = TempDir::new("policy-ro-data");
-    std::fs::write(data.path("hello.txt"), "hello").unwrap();
-    let audit = work.path("a.jsonl");
+    let (app, work, audit) = audited("policy-ro");
+    let (data, grants) = hello_at_data("policy-ro-data");
     let wasm = PathBuf::from(hostile());
-    let grants = GrantSpec {
-        dir: vec![format!("{}::/data", data.0.display())],
-        ..GrantSpec::default()
-    };
     let reads = |under: Under| {
         let r = request(&app, &wasm, &under);
         let app = &app;
@@ -269,7 +290,7 @@ async fn a_grant_only_read_is_suggested_read_only() {
             ]
         }
     };
-    let before = reads(Under::Grants(grants, audit.clone())).await;
+    let before = reads(Under::Grants(Box::new(grants), audit.clone())).await;
     assert!(before[0].1.contains("hello"), "{before:#?}");
     assert!(refused(&before[1]), "{before:#?}");
     let policy = suggest(&app, &[&audit]);
@@ -302,9 +323,7 @@ async fn a_grant_only_read_is_suggested_read_only() {
 /// under it (the grant really is that narrow).
 #[tokio::test]
 async fn an_address_under_an_any_port_grant_is_suggested_as_its_port() {
-    let app = App::new(settings(None));
-    let work = TempDir::new("policy-net");
-    let audit = work.path("a.jsonl");
+    let (app, work, audit) = audited("policy-net");
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let server = std::thread::spawn(move || {
@@ -326,7 +345,7 @@ async fn an_address_under_an_any_port_grant_is_suggested_as_its_port() {
         allow_net: vec!["127.0.0.1:*".into()],
         ..GrantSpec::default()
     };
-    let before = connect(addr.clone(), Under::Grants(broad, audit.clone())).await;
+    let before = connect(addr.clone(), Under::Grants(Box::new(broad), audit.clone())).await;
     assert!(before.1.contains("hi"), "{before:#?}");
     let policy = suggest(&app, &[&audit]);
     let table: toml::Table = toml::from_str(&policy).unwrap();
@@ -352,19 +371,12 @@ async fn an_address_under_an_any_port_grant_is_suggested_as_its_port() {
 /// is in it. The positive control: the refusal is listed, its text whole.
 #[tokio::test]
 async fn a_hostile_ticks_strings_reach_the_suggestion_only_inside_comments() {
-    let app = App::new(settings(None));
-    let work = TempDir::new("policy-hostile");
-    let data = TempDir::new("policy-hostile-data");
-    std::fs::write(data.path("hello.txt"), "hello").unwrap();
-    let audit = work.path("a.jsonl");
-    let grants = GrantSpec {
-        dir: vec![format!("{}::/data", data.0.display())],
-        ..GrantSpec::default()
-    };
+    let (app, _work, audit) = audited("policy-hostile");
+    let (data, grants) = hello_at_data("policy-hostile-data");
     let r = request(
         &app,
         Path::new(&hostile()),
-        &Under::Grants(grants, audit.clone()),
+        &Under::Grants(Box::new(grants), audit.clone()),
     );
     let injected = "x\"]\n[evil]\nallow_net = [\"0.0.0.0:1\"]\r\ndir = [\"/::/\"] # \u{2028}\u{202e}\x1b]2;t\x07";
     let inside = call(&app, &r, "read_file", json!({"path": "/data/hello.txt"})).await;
@@ -417,7 +429,7 @@ async fn bad_audit_files_are_one_line_naming_the_file_and_the_rule() {
     let good = work.path("good.jsonl");
     // A start recorded (`tickbox describe --audit`): the Tick started,
     // described and shut down.
-    let under = Under::Grants(GrantSpec::default(), good.clone());
+    let under = Under::Grants(Box::default(), good.clone());
     let r = request(&app, Path::new(&hostile()), &under);
     app.open(&r).await.expect("started").close().await;
     assert!(suggest(&app, &[&good]).starts_with("# A least-privilege policy"));

@@ -10,7 +10,7 @@
 use crate::live::World;
 use crate::util::*;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// A Tick (the hostile guest: its `env` tool reads a variable) copied
 /// beside its manifest, with a private trust store.
@@ -23,16 +23,9 @@ struct Asker {
 impl Asker {
     fn new(tag: &str, manifest: &str) -> Asker {
         let dir = TempDir::new(tag);
-        let wasm = dir.path("asker.wasm");
-        std::fs::copy(hostile(), &wasm).unwrap();
+        let wasm = asker_in(&dir, manifest);
         let trust = dir.path("trust");
-        let a = Asker { dir, wasm, trust };
-        a.manifest(manifest);
-        a
-    }
-
-    fn manifest(&self, text: &str) {
-        std::fs::write(self.dir.path("asker.tick.toml"), text).unwrap();
+        Asker { dir, wasm, trust }
     }
 
     fn path(&self) -> &str {
@@ -58,15 +51,6 @@ impl Asker {
         assert_eq!(out.code, 0, "{out:#?}");
         out.json()["approvals"].as_array().unwrap().clone()
     }
-}
-
-fn sha256_of(path: &Path) -> String {
-    let out = std::process::Command::new("sha256sum")
-        .arg(path)
-        .output()
-        .expect("sha256sum");
-    let text = String::from_utf8_lossy(&out.stdout);
-    format!("sha256:{}", text.split_whitespace().next().unwrap())
 }
 
 /// Asserts a refusal: exit 2, one line, naming the approving command.
