@@ -241,6 +241,35 @@ pub fn unmapped_dirs(requested: &GrantSpec, granted_guests: &[String]) -> Vec<St
         .collect()
 }
 
+/// Removes the approvals `target` names from the trust store at `dir`
+/// (`tickbox trust revoke`): a content digest (`sha256:…`); a registry
+/// reference, whose approvals are kept under its canonical name (registry
+/// and repository), so any spelling of it, with any tag or digest,
+/// revokes them; or a Tick's path, whose approvals are kept under its
+/// absolute path with links resolved (as a start names it), or the path
+/// as given once the file is gone. Returns what was removed (empty when
+/// nothing matched).
+pub fn revoke(dir: &Path, target: &str) -> Result<Vec<Approval>, AppError> {
+    match target.parse::<WasmDigest>() {
+        Ok(digest) => TrustStore::revoke(dir, |a| a.digest == digest),
+        Err(_) if tickbox_registry::is_reference(target) => {
+            let reference: tickbox_registry::Reference = target.parse().map_err(AppError::usage)?;
+            let name = reference.name().to_string();
+            TrustStore::revoke(dir, |a| a.name == name)
+        }
+        Err(_) => {
+            let path = Path::new(target);
+            let name = std::fs::canonicalize(path)
+                .or_else(|_| std::path::absolute(path))
+                .map_err(|e| AppError::Usage(format!("{}: {e}", path.display())))?
+                .display()
+                .to_string();
+            TrustStore::revoke(dir, |a| a.name == name)
+        }
+    }
+    .map_err(AppError::usage)
+}
+
 /// The trust store's directory from the settings.
 pub fn trust_dir(settings: &crate::Settings) -> Result<PathBuf, AppError> {
     settings.trust_dir.clone().ok_or(AppError::NoTrustStore)

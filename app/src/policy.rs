@@ -97,6 +97,27 @@ pub fn read(file: &std::path::Path, shown: &str) -> Result<String, String> {
     })
 }
 
+/// Reads and merges audit files as `tickbox policy suggest` does: each
+/// through [`read`]'s walls, every line checked ([`Record::add`]), and at
+/// least one session's start among them. An error is one line naming the
+/// file, the line and the rule, never a line's content.
+pub fn record_of(files: &[std::path::PathBuf]) -> Result<Record, String> {
+    let mut record = Record::default();
+    for file in files {
+        let shown = file.display().to_string();
+        let text = read(file, &shown)?;
+        record.add(&text).map_err(|why| format!("{shown}:{why}"))?;
+        record.files.push(shown);
+    }
+    if record.starts_nothing() {
+        return Err(format!(
+            "{}: no session starts in them (no start event): nothing to suggest from",
+            record.files.join(", ")
+        ));
+    }
+    Ok(record)
+}
+
 /// Everything the files say, by session.
 #[derive(Default)]
 pub struct Record {

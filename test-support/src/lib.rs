@@ -375,10 +375,34 @@ pub fn hostile_p1() -> String {
         .into_owned()
 }
 
+/// The hostile guest copied into `dir` as `asker.wasm` (a file of the
+/// test's own, whose bytes it may replace) with `manifest` beside it as
+/// `asker.tick.toml`, the grants it asks for; its path.
+pub fn asker_in(dir: &TempDir, manifest: &str) -> PathBuf {
+    let wasm = dir.path("asker.wasm");
+    std::fs::copy(hostile(), &wasm).expect("copy the hostile guest");
+    std::fs::write(dir.path("asker.tick.toml"), manifest).expect("write its manifest");
+    wasm
+}
+
 /// Builds a guest workspace natively and returns the path of one of its
 /// binaries. The native twin of [`build_wasm`].
 pub fn build_native(workspace: &str, krate: &str) -> PathBuf {
     build_guests(workspace, None).join(krate)
+}
+
+/// A file's SHA-256 as tickbox writes a content digest (`sha256:HEX`),
+/// computed by `sha256sum`, apart from tickbox's own code.
+pub fn sha256_of(path: &Path) -> String {
+    let out = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .expect("sha256sum");
+    let text = String::from_utf8_lossy(&out.stdout);
+    format!(
+        "sha256:{}",
+        text.split_whitespace().next().expect("a digest")
+    )
 }
 
 /// A `kB` field of a live process's `/proc/PID/status` (`VmRSS`, `VmHWM`,
@@ -426,4 +450,57 @@ pub fn read_request_head(s: &mut impl std::io::Read) -> Option<String> {
         head.push(byte[0]);
     }
     Some(String::from_utf8_lossy(&head).into_owned())
+}
+
+/// A loopback HTTP server answering every request with one body,
+/// [`HelloServer::BODY`]; stopped when dropped.
+pub struct HelloServer {
+    pub port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl HelloServer {
+    /// What it answers.
+    pub const BODY: &'static str = "hello from the test server";
+
+    pub fn start() -> HelloServer {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        // Blocking: the thread sleeps in accept, and drop wakes it with one
+        // last connection (`wake_listener`).
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+        let port = listener.local_addr().expect("local address").port();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((mut c, _)) => {
+                        let _ = c.set_nonblocking(false);
+                        let mut buf = [0u8; 1024];
+                        let _ = c.read(&mut buf);
+                        let head = "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n";
+                        let _ = c.write_all(format!("{head}{}", Self::BODY).as_bytes());
+                    }
+                    Err(_) => break,
+                }
+            }
+        });
+        HelloServer {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for HelloServer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        wake_listener(self.port);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }

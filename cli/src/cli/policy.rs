@@ -146,21 +146,7 @@ pub fn run(args: PolicyArgs) -> Result<(), Exit> {
             super::emit(&report, a.pretty)
         }
         PolicyCommand::Suggest(a) => {
-            let mut record = tickbox_app::policy::Record::default();
-            for file in &a.files {
-                let shown = file.display().to_string();
-                let text = read(file, &shown)?;
-                record
-                    .add(&text)
-                    .map_err(|why| Exit::usage(format!("{shown}:{why}")))?;
-                record.files.push(shown);
-            }
-            if record.starts_nothing() {
-                return Err(Exit::usage(format!(
-                    "{}: no session starts in them (no start event): nothing to suggest from",
-                    record.files.join(", ")
-                )));
-            }
+            let record = tickbox_app::policy::record_of(&a.files).map_err(Exit::usage)?;
             let suggestion = record.suggest();
             for why in &suggestion.incomplete {
                 tracing::warn!(why = %why, "the audit record is incomplete");
@@ -168,9 +154,4 @@ pub fn run(args: PolicyArgs) -> Result<(), Exit> {
             super::emit_text(suggestion.render(&record).trim_end())
         }
     }
-}
-
-/// One audit file, with the walls of untrusted input.
-fn read(file: &std::path::Path, shown: &str) -> Result<String, Exit> {
-    tickbox_app::policy::read(file, shown).map_err(Exit::usage)
 }

@@ -10,8 +10,8 @@ use super::exit::Exit;
 use clap::{Args, Subcommand};
 use serde_json::json;
 use std::path::{Path, PathBuf};
+use tickbox_runtime::backend::wasm;
 use tickbox_runtime::backend::wasm::consent::{request_lines, TrustStore};
-use tickbox_runtime::backend::wasm::{self, WasmDigest};
 use tickbox_runtime::text;
 
 /// Where approvals live, and the exit codes.
@@ -72,21 +72,7 @@ pub fn run(args: TrustArgs) -> Result<(), Exit> {
             json!({"dir": store.dir(), "approvals": store.approvals()})
         }
         (Some(TrustCommand::Revoke { target }), _) => {
-            let gone = match target.parse::<WasmDigest>() {
-                Ok(digest) => TrustStore::revoke(&dir, |a| a.digest == digest),
-                // A pulled Tick's approvals are kept under its canonical
-                // name (registry and repository), so any spelling of the
-                // reference, with any tag or digest, revokes them.
-                Err(_) if tickbox_registry::is_reference(&target) => {
-                    let name = super::oci::parse(&target)?.name().to_string();
-                    TrustStore::revoke(&dir, |a| a.name == name)
-                }
-                Err(_) => {
-                    let name = name_of(Path::new(&target))?;
-                    TrustStore::revoke(&dir, |a| a.name == name)
-                }
-            }
-            .map_err(Exit::usage)?;
+            let gone = tickbox_app::consent::revoke(&dir, &target)?;
             if gone.is_empty() {
                 return Err(Exit::usage(format!("no approval matches {target}")));
             }
@@ -111,15 +97,6 @@ pub fn run(args: TrustArgs) -> Result<(), Exit> {
         )),
     };
     super::emit(&v, args.pretty)
-}
-
-/// The name a path's approvals are kept under: its absolute path with
-/// links resolved (as a start names it), or as given once the file is gone.
-fn name_of(path: &Path) -> Result<String, Exit> {
-    let abs = std::fs::canonicalize(path)
-        .or_else(|_| std::path::absolute(path))
-        .map_err(|e| Exit::usage(format!("{}: {e}", path.display())))?;
-    Ok(abs.display().to_string())
 }
 
 fn approve(dir: &Path, path: &Path, updates: bool) -> Result<serde_json::Value, Exit> {

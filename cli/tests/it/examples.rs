@@ -5,7 +5,6 @@
 
 use crate::util::*;
 use serde_json::{json, Value};
-use std::io::{Read, Write};
 use std::sync::{Arc, OnceLock};
 use tickbox_runtime::backend::native::{self, NativeSpec};
 use tickbox_runtime::backend::wasm::grants::GrantSpec;
@@ -381,52 +380,7 @@ async fn the_ticker_updates_in_the_background() {
 }
 
 /// A loopback HTTP server answering every request with one body.
-pub(crate) struct Server {
-    pub(crate) port: u16,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Server {
-    pub(crate) fn start() -> Server {
-        // Blocking: the thread sleeps in accept, and drop wakes it with one
-        // last connection (`wake_listener`).
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let s = stop.clone();
-        let thread = std::thread::spawn(move || {
-            while !s.load(std::sync::atomic::Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((mut c, _)) => {
-                        let _ = c.set_nonblocking(false);
-                        let mut buf = [0u8; 1024];
-                        let _ = c.read(&mut buf);
-                        let _ = c.write_all(
-                            b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nhello from the test server",
-                        );
-                    }
-                    Err(_) => break,
-                }
-            }
-        });
-        Server {
-            port,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        wake_listener(self.port);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
+pub(crate) use tickbox_test_support::HelloServer as Server;
 
 #[test]
 fn fetch_reaches_granted_addresses_only() {
