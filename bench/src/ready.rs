@@ -26,7 +26,7 @@ use std::time::Instant;
 /// The smaller host's Ticks: (full run, `--quick`, `--smoke`).
 const N: (usize, usize, usize) = (100, 30, 2);
 /// Samples of each size: (full run, `--quick`, `--smoke`).
-const ROUNDS: (usize, usize, usize) = (3, 2, 1);
+const ROUNDS: (usize, usize, usize) = (5, 3, 1);
 /// The bound on 1,000 Ticks' start-up, judged when 10·N is 1,000.
 const READY_1000_SECS: f64 = 2.0;
 /// Growth this far over linear fails the row's target: N^1.2 over a
