@@ -53,6 +53,9 @@ pub const PARSE_CPU_WINDOW: Duration = Duration::from_millis(100);
 /// Parser CPU time a view may use per [`PARSE_CPU_WINDOW`] (half a core);
 /// past it the parser sleeps until the window ends.
 pub const PARSE_CPU_BUDGET: Duration = Duration::from_millis(50);
+// A parser thread that ends and a new one that starts keep the budget: the
+// old one was idle for a whole window before it ended.
+const _: () = assert!(VIEW_PARSER_LINGER.as_nanos() >= PARSE_CPU_WINDOW.as_nanos());
 /// Widest view terminal (columns) a viewer may ask for.
 pub const MAX_VIEW_COLS: u16 = 1000;
 /// Tallest view terminal (rows) a viewer may ask for.

@@ -3,7 +3,7 @@
 //! cache entry, with the compile cache and without it. Counted through
 //! `WasmEngine::compiles` and the cache's entries, never timed.
 
-use std::path::PathBuf;
+use std::path::Path;
 use tickbox_host::SessionConfig;
 use tickbox_sandbox::{Grants, Launcher, WasmEngine};
 use tickbox_test_support::*;
@@ -12,9 +12,9 @@ use tickbox_test_support::*;
 const TOGETHER: usize = 6;
 
 /// Opens `n` Ticks of `path` at once on `engine` and shuts them down.
-async fn start_together(engine: &std::sync::Arc<WasmEngine>, path: &PathBuf, n: usize) {
+async fn start_together(engine: &std::sync::Arc<WasmEngine>, path: &Path, n: usize) {
     let launcher =
-        Launcher::wasm(engine.clone(), path.clone(), Grants::default()).expect("launcher");
+        Launcher::wasm(engine.clone(), path.to_path_buf(), Grants::default()).expect("launcher");
     let starts: Vec<_> = (0..n)
         .map(|_| {
             let l = launcher.clone();
