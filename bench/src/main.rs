@@ -20,6 +20,8 @@
 //! `TICKBOX_BENCH_ONLY_TRIM=1` (trimming only, no guests built),
 //! `TICKBOX_BENCH_ONLY_SOAK=1` (the live-call soak only),
 //! `TICKBOX_BENCH_ONLY_MCP=1` (the MCP rows only, see `mcp.rs`),
+//! `TICKBOX_BENCH_ONLY_READY=1` (the facade's ready time at N and 10·N
+//! hosted Ticks against linear growth, see `ready.rs`),
 //! `TICKBOX_BENCH_ONLY_COST=1` (the cost of audit, metrics and
 //! OpenTelemetry on an MCP call, `mcp::cost_rows`; `TICKBOX_BENCH_COST_ROUNDS=N`
 //! gives a full run N rounds instead of 60),
@@ -32,6 +34,7 @@ mod first_start;
 mod floor;
 
 mod mcp;
+mod ready;
 mod registry;
 mod round_trips;
 mod tui_test;
@@ -779,6 +782,10 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
         print_table(&mcp::rows(quick).await?);
         return Ok(());
     }
+    if std::env::var_os("TICKBOX_BENCH_ONLY_READY").is_some() {
+        print_anchored(&ready::rows(quick).await?);
+        return Ok(());
+    }
     if std::env::var_os("TICKBOX_BENCH_ONLY_COST").is_some() {
         print_table(&mcp::cost_rows(quick).await?);
         return Ok(());
@@ -1078,6 +1085,8 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
     rows.extend(soak(&bench.guests, quick).await?);
     eprintln!("mcp…");
     rows.extend(mcp::rows(quick).await?);
+    eprintln!("facade ready time at N and 10·N Ticks…");
+    anchored.extend(ready::rows(quick).await?);
     eprintln!("cost of audit, metrics and OpenTelemetry…");
     rows.extend(mcp::cost_rows(quick).await?);
 

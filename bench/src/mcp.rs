@@ -46,7 +46,7 @@ use tickbox_runtime::backend::wasm::{self, grants::Grants, WasmEngine, WasmSpec}
 use tickbox_runtime::session::{CallOutcome, Session, SessionConfig};
 
 /// A server on pipes, driven one line at a time.
-struct Peer {
+pub(crate) struct Peer {
     child: Child,
     stdin: ChildStdin,
     out: BufReader<ChildStdout>,
@@ -54,7 +54,7 @@ struct Peer {
 }
 
 impl Peer {
-    fn spawn(mut cmd: Command) -> Result<Peer> {
+    pub(crate) fn spawn(mut cmd: Command) -> Result<Peer> {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -95,13 +95,13 @@ impl Peer {
         }
     }
 
-    fn request(&mut self, id: u64, method: &str, params: Value) -> Result<Value> {
+    pub(crate) fn request(&mut self, id: u64, method: &str, params: Value) -> Result<Value> {
         let frame = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.send(&frame.to_string())?;
         self.answer(id)
     }
 
-    fn initialize(&mut self) -> Result<()> {
+    pub(crate) fn initialize(&mut self) -> Result<()> {
         self.request(
             0,
             "initialize",
@@ -168,7 +168,12 @@ impl Peer {
         ))
     }
 
-    fn stop(mut self) {
+    /// The server's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub(crate) fn stop(mut self) {
         drop(self.stdin);
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
@@ -181,7 +186,7 @@ impl Peer {
 
 /// The example counter for wasm32-wasip2, built with a nested cargo (into
 /// the dir the integration tests build the examples in, so it is warm).
-fn counter_wasm() -> Result<PathBuf> {
+pub(crate) fn counter_wasm() -> Result<PathBuf> {
     let out = target_dir().join("guests");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
@@ -223,7 +228,11 @@ fn spinner_wasm() -> Result<PathBuf> {
 
 /// `tickbox mcp TICK…` (a wasm path, or `--config FILE`) with the bench's
 /// cache and compiler (module docs).
-fn mcp_command(tickbox: &std::path::Path, tick: &[&OsStr], cache: &std::path::Path) -> Command {
+pub(crate) fn mcp_command(
+    tickbox: &std::path::Path,
+    tick: &[&OsStr],
+    cache: &std::path::Path,
+) -> Command {
     let compiler =
         std::env::var("TICKBOX_BENCH_MCP_COMPILER").unwrap_or_else(|_| "cranelift".into());
     let mut cmd = Command::new(tickbox);

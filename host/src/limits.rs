@@ -9,6 +9,8 @@
 //! | [`EXIT_GRACE`] | 500 ms | a Tick's time to exit by itself after its stdin closed (a native one's process, a wasm guest's `run`) |
 //! | [`TERM_GRACE`] | 500 ms | a native Tick's time after SIGTERM before SIGKILL |
 //! | [`LAST_DRAW_WAIT`] | 2 s | once a Tick has ended, the longest wait for what it drew on its way out to reach its screen (its last words); only a process it left holding its PTY makes the wait this long |
+//! | **a Tick's view** ([`crate::view`]) | | |
+//! | [`VIEW_PARSER_LINGER`] | 500 ms | how long a view's parser thread waits for more of what the Tick draws before it ends (the next draw starts another), so an idle Tick holds no thread |
 //! | **a person's keys** | | |
 //! | [`KEY_QUEUE`] | 256 | key chunks queued for a Tick that does not read its terminal (either kind) |
 //! | **audit stream** ([`crate::audit`]) | | |
@@ -58,6 +60,12 @@ pub const TERM_GRACE: Duration = Duration::from_millis(500);
 /// its terminal's output (a PTY's reader reaching its end), so what it drew
 /// on its way out is on the screen before its last words are taken.
 pub const LAST_DRAW_WAIT: Duration = Duration::from_secs(2);
+
+/// How long a view's parser thread waits for more drawn bytes before it
+/// ends: long enough that a Tick drawing frames keeps its thread (a frame
+/// every 100 ms and faster never waits for a new one), short enough that
+/// thousands of idle Ticks in one host hold no thread each.
+pub const VIEW_PARSER_LINGER: Duration = Duration::from_millis(500);
 
 /// Key chunks queued for a Tick that does not read its terminal; past it a
 /// view's keys are dropped, never buffered without bound.
@@ -202,6 +210,10 @@ mod tests {
             (
                 "LAST_DRAW_WAIT",
                 format!("| {} s |", LAST_DRAW_WAIT.as_secs()),
+            ),
+            (
+                "VIEW_PARSER_LINGER",
+                format!("| {} ms |", VIEW_PARSER_LINGER.as_millis()),
             ),
             ("KEY_QUEUE", format!("| {KEY_QUEUE} |")),
             (

@@ -11,7 +11,10 @@
 //! Parsing is expensive for some sequences (a full reset, `ESC c`, costs
 //! microseconds per two bytes), so it never runs on an async worker: each
 //! view has its own parser thread, fed through a queue of at most
-//! [`VIEW_QUEUE_BYTES`]. A Tick that draws faster than its view parses is
+//! [`VIEW_QUEUE_BYTES`]. The thread exists only while the Tick draws: the
+//! first bytes queued start it, and it ends once nothing more came for
+//! [`VIEW_PARSER_LINGER`], so a host of thousands of idle Ticks holds no
+//! thread per Tick. A Tick that draws faster than its view parses is
 //! held back (a native Tick's PTY writes block, a wasm Tick's `draw` waits),
 //! and the parser spends at most [`PARSE_CPU_BUDGET`] of every
 //! [`PARSE_CPU_WINDOW`], so one flooding Tick cannot starve the host's other
@@ -29,7 +32,7 @@
 //! **Invariant:** nothing here touches the protocol session; views come and go
 //! without the Tick's stdin or stdout noticing (§1.2).
 
-use crate::limits::LAST_DRAW_WAIT;
+use crate::limits::{LAST_DRAW_WAIT, VIEW_PARSER_LINGER};
 use crate::util::lock;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -50,6 +53,9 @@ pub const PARSE_CPU_WINDOW: Duration = Duration::from_millis(100);
 /// Parser CPU time a view may use per [`PARSE_CPU_WINDOW`] (half a core);
 /// past it the parser sleeps until the window ends.
 pub const PARSE_CPU_BUDGET: Duration = Duration::from_millis(50);
+// A parser thread that ends and a new one that starts keep the budget: the
+// old one was idle for a whole window before it ended.
+const _: () = assert!(VIEW_PARSER_LINGER.as_nanos() >= PARSE_CPU_WINDOW.as_nanos());
 /// Widest view terminal (columns) a viewer may ask for.
 pub const MAX_VIEW_COLS: u16 = 1000;
 /// Tallest view terminal (rows) a viewer may ask for.
@@ -166,6 +172,9 @@ struct Queue {
     busy: bool,
     /// The view is gone: the parser thread ends, feeds are dropped.
     closed: bool,
+    /// A parser thread is running (it clears this, under the lock, only
+    /// when it ends with the queue empty, so bytes never wait unparsed).
+    parser: bool,
     /// Async feeders waiting for room.
     wakers: Vec<Waker>,
 }
@@ -185,7 +194,8 @@ struct Shared {
 
 impl Shared {
     /// Moves as much of `bytes` as fits into the queue; how much it took.
-    fn push(&self, bytes: &[u8]) -> Option<usize> {
+    /// Starts the parser thread when none runs.
+    fn push(self: &Arc<Self>, bytes: &[u8]) -> Option<usize> {
         let mut q = lock(&self.queue);
         if q.closed {
             return Some(bytes.len());
@@ -196,9 +206,28 @@ impl Shared {
         }
         let n = room.min(bytes.len());
         q.bytes.extend(&bytes[..n]);
+        let start = !std::mem::replace(&mut q.parser, true);
         drop(q);
-        self.work.notify_one();
+        if start {
+            self.start_parser();
+        } else {
+            self.work.notify_one();
+        }
         Some(n)
+    }
+
+    /// Starts a parser thread. If it cannot start, the next feed tries
+    /// again; meanwhile feeds queue up to the bound and then wait (the
+    /// session works, its screen lags).
+    fn start_parser(self: &Arc<Self>) {
+        let worker = self.clone();
+        if let Err(e) = std::thread::Builder::new()
+            .name("tick-view".into())
+            .spawn(move || parse_loop(&worker))
+        {
+            tracing::error!(error = %e, "cannot start a view's parser thread");
+            lock(&self.queue).parser = false;
+        }
     }
 }
 
@@ -209,7 +238,7 @@ pub struct View {
 
 impl View {
     /// A view at the initial size (§4.1) delivering input to `terminal`; its
-    /// parser thread runs until the view is dropped.
+    /// parser thread runs while there is drawing to parse (module docs).
     pub fn new(terminal: Box<dyn Terminal>) -> Arc<View> {
         let (changes, _) = watch::channel(0);
         let shared = Arc::new(Shared {
@@ -228,21 +257,13 @@ impl View {
                 bytes: VecDeque::new(),
                 busy: false,
                 closed: false,
+                parser: false,
                 wakers: Vec::new(),
             }),
             work: Condvar::new(),
             room: Condvar::new(),
             changes,
         });
-        let worker = shared.clone();
-        // If the thread cannot start, feeds still queue up to the bound and
-        // then wait; the session works, its screen stays blank.
-        if let Err(e) = std::thread::Builder::new()
-            .name("tick-view".into())
-            .spawn(move || parse_loop(&worker))
-        {
-            tracing::error!(error = %e, "cannot start a view's parser thread");
-        }
         Arc::new(View { shared })
     }
 
@@ -469,7 +490,10 @@ impl Budget {
 }
 
 /// The parser thread: takes queued bytes, parses them a slice at a time
-/// under the screen lock, within its CPU budget, and tells viewers.
+/// under the screen lock, within its CPU budget, and tells viewers; ends
+/// when the view closes or nothing was drawn for [`VIEW_PARSER_LINGER`].
+/// The budget is per thread: a thread that ended had been idle for longer
+/// than [`PARSE_CPU_WINDOW`], so its window had ended anyway.
 fn parse_loop(shared: &Shared) {
     let mut budget = Budget {
         window: Instant::now(),
@@ -478,12 +502,24 @@ fn parse_loop(shared: &Shared) {
     loop {
         let batch: Vec<u8> = {
             let mut q = lock(&shared.queue);
+            let idle_since = Instant::now();
             while q.bytes.is_empty() && !q.closed {
                 q.busy = false;
                 shared.room.notify_all();
-                q = shared.work.wait(q).unwrap_or_else(|p| p.into_inner());
+                let waited = idle_since.elapsed();
+                if waited >= VIEW_PARSER_LINGER {
+                    // Under the lock with the queue empty: the next push
+                    // sees `parser` false and starts another thread.
+                    q.parser = false;
+                    return;
+                }
+                q = shared
+                    .work
+                    .wait_timeout(q, VIEW_PARSER_LINGER - waited)
+                    .map_or_else(|p| p.into_inner().0, |(q, _)| q);
             }
             if q.closed {
+                q.parser = false;
                 return;
             }
             q.busy = true;
@@ -622,6 +658,31 @@ mod tests {
         never.settle_after_end().await;
         assert!(t.elapsed() >= LAST_DRAW_WAIT, "{:?}", t.elapsed());
         assert!(t.elapsed() < LAST_DRAW_WAIT * 10, "{:?}", t.elapsed());
+    }
+
+    /// Whether a parser thread runs for `v`.
+    fn parser_runs(v: &View) -> bool {
+        lock(&v.shared.queue).parser
+    }
+
+    /// An idle view holds no thread: the parser thread drawing started
+    /// ends once nothing more is drawn, and the next draw starts another
+    /// that parses it. Before any draw there is none (the control for
+    /// "ends": the flag does go up while there is drawing).
+    #[test]
+    fn a_parser_thread_runs_only_while_the_tick_draws() {
+        let v = View::new(Box::new(NoInput));
+        assert!(!parser_runs(&v), "no thread before anything is drawn");
+        v.feed(b"first");
+        assert!(parser_runs(&v), "drawing starts one");
+        parsed(&v);
+        assert!(
+            tickbox_test_support::eventually(tickbox_test_support::PATIENCE, || !parser_runs(&v)),
+            "the thread of an idle view ended"
+        );
+        v.feed(b"\r\nsecond");
+        parsed(&v);
+        assert_eq!(v.screen_text().wire(), "first\nsecond");
     }
 
     #[test]

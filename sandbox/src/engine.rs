@@ -203,11 +203,20 @@ pub struct WasmEngine {
     /// Told about compiles that take longer than the duration.
     pub(crate) slow_compile: std::sync::OnceLock<(Duration, SlowCompile)>,
     pub(crate) policy: std::sync::Mutex<CompilePolicy>,
-    /// Linked, ready-to-instantiate Ticks by (Cranelift) cache key: a
+    /// Linked, ready-to-instantiate Ticks by (Cranelift) cache key, or
+    /// without a cache by the wasm's digest ([`WasmEngine::memo_key`]): a
     /// second start of the same wasm in this host skips loading and linking
-    /// altogether. A Winch-compiled entry leaves when its optimized code is
-    /// in the cache, so the next start in this host loads that.
+    /// altogether, so the Ticks of one component share one compiled code.
+    /// A Winch-compiled entry leaves when its optimized code is in the
+    /// cache, so the next start in this host loads that.
     pub(crate) loaded: std::sync::Mutex<std::collections::HashMap<String, Loaded>>,
+    /// One gate per key being loaded: Ticks of one component started
+    /// together wait for the first one's compile instead of each compiling.
+    pub(crate) loading:
+        std::sync::Mutex<std::collections::HashMap<String, Arc<std::sync::Mutex<()>>>>,
+    /// Compiles this engine ran (in-process or in its worker), the
+    /// background optimizing compiles excepted.
+    pub(crate) compiles: std::sync::atomic::AtomicU64,
     /// Keys whose optimized compile this host started and still waits for.
     pub(crate) optimizing: std::sync::Mutex<std::collections::HashSet<String>>,
 }
@@ -339,6 +348,8 @@ impl WasmEngine {
             })?;
         Ok(Arc::new(WasmEngine {
             loaded: Default::default(),
+            loading: Default::default(),
+            compiles: Default::default(),
             optimizing: Default::default(),
             slow_compile: Default::default(),
             policy: Default::default(),
@@ -363,6 +374,14 @@ impl WasmEngine {
     /// The compile cache in use, if any.
     pub fn cache(&self) -> Option<&cache::Cache> {
         self.cache.as_ref()
+    }
+
+    /// How many compiles this engine has run for Ticks' starts (in-process
+    /// or in its compile worker; the background optimizing compiles of
+    /// [`CompilePolicy::Tiered`] are not counted). Starting many Ticks of
+    /// one component compiles it at most once.
+    pub fn compiles(&self) -> u64 {
+        self.compiles.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Sets how Ticks without optimized code in the cache are compiled
@@ -475,13 +494,53 @@ impl WasmEngine {
         kind: WasmKind,
         bounds: compile::Bounds,
     ) -> Result<Loaded, WasmError> {
-        use compile::Compiler::{Cranelift, Winch};
+        use compile::Compiler::Cranelift;
         let key = self.cache.as_ref().map(|c| c.key_for(wasm, Cranelift));
-        if let Some(k) = &key {
-            if let Some(l) = lock(&self.loaded).get(k) {
-                return Ok(l.clone());
-            }
+        let memo = key.clone().unwrap_or_else(|| self.memo_key(wasm));
+        if let Some(l) = lock(&self.loaded).get(&memo) {
+            return Ok(l.clone());
         }
+        // One load per component at a time: the others wait for it here,
+        // then find its code in `loaded`.
+        let gate = lock(&self.loading).entry(memo.clone()).or_default().clone();
+        let _turn = lock(&gate);
+        if let Some(l) = lock(&self.loaded).get(&memo) {
+            return Ok(l.clone());
+        }
+        let loaded = self.load_uncached(path, wasm, kind, bounds, key);
+        if let Ok(l) = &loaded {
+            lock(&self.loaded).insert(memo.clone(), l.clone());
+        }
+        // Waiters still hold the gate's Arc; a later start finds `loaded`
+        // (or, after a failure, tries again under a new gate).
+        lock(&self.loading).remove(&memo);
+        loaded
+    }
+
+    /// The key of a Tick's code in `loaded` when there is no cache (and so
+    /// no cache key): its digest and the compiler the policy picks.
+    fn memo_key(&self, wasm: &[u8]) -> String {
+        use sha2::{Digest, Sha256};
+        let compiler = match self.policy() {
+            CompilePolicy::Winch => compile::Compiler::Winch,
+            CompilePolicy::Tiered | CompilePolicy::Cranelift => compile::Compiler::Cranelift,
+        };
+        let digest = Sha256::digest(wasm);
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        format!("{hex}-{compiler}-uncached")
+    }
+
+    /// [`WasmEngine::load`] past the in-memory memo: checks, then loads
+    /// from the cache or compiles per the policy.
+    fn load_uncached(
+        self: &Arc<Self>,
+        path: &Path,
+        wasm: &[u8],
+        kind: WasmKind,
+        bounds: compile::Bounds,
+        key: Option<String>,
+    ) -> Result<Loaded, WasmError> {
+        use compile::Compiler::{Cranelift, Winch};
         self.check_before_compiling(path, wasm, kind)?;
         tracing::debug!("imports and declared limits checked");
         let loaded = match self.policy() {
@@ -535,17 +594,10 @@ impl WasmEngine {
                 }
             }
         };
-        let loaded = loaded.ok_or_else(|| WasmError::Engine {
+        loaded.ok_or_else(|| WasmError::Engine {
             stage: EngineStage::NoCode,
             why: "the compile reported success".into(),
-        })?;
-        if let Some(k) = key {
-            self.loaded
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(k, loaded.clone());
-        }
-        Ok(loaded)
+        })
     }
 
     /// Starts the detached Cranelift compile of a Tick that runs on Winch's
@@ -776,6 +828,8 @@ impl WasmEngine {
             return Ok(None);
         }
         tracing::info!(path = %path.display(), bytes = wasm.len(), "compiling with {compiler}");
+        self.compiles
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (c, bytes) = match &self.worker {
             Some(worker) => {
                 let bytes = self

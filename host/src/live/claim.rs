@@ -2,12 +2,21 @@
 //! instant cannot both get it.
 //!
 //! Listing the live instances and then binding is a check-then-act race
-//! (two Ticks published together under the same name both got it). A
-//! name is therefore claimed first: `<name>.name` in the registry directory,
-//! opened and locked with `flock(LOCK_EX | LOCK_NB)`. The kernel holds the
-//! lock for as long as the claiming process keeps the file open, and drops
-//! it when that process dies, however it dies, so a crashed host never keeps
-//! a name. The file descriptor is close-on-exec, so a Tick never inherits it.
+//! (two Ticks published together under the same name both got it), and
+//! costs a connection to every published instance. A name is therefore
+//! claimed, and the claim is the only check publishing makes: `<name>.name`
+//! in the registry directory (0700, ours), opened 0600 and locked with
+//! `flock(LOCK_EX | LOCK_NB)`. One claim costs an `open` and an `flock`
+//! whatever the number of live instances, so a host publishing N Ticks does
+//! N claims and never contacts another instance.
+//!
+//! The kernel holds the lock for as long as the claiming process keeps the
+//! file open, and drops it when that process dies, however it dies, so a
+//! crashed host never keeps a name: its claim file stays behind unlocked,
+//! and the next claimer locks it and owns the name. `flock` locks belong to
+//! an open file description, so two claims of one name in the same process
+//! exclude each other as two processes' do. The file descriptor is
+//! close-on-exec, so a Tick never inherits it.
 //!
 //! What can go wrong: the holder unlinks the file when it lets the name go,
 //! and a racer may have opened the old file just before; its lock would then

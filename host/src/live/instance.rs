@@ -8,7 +8,7 @@ use super::{InstanceInfo, Observer};
 use crate::session::Session;
 use crate::util::lock;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(super) struct Instance {
@@ -22,6 +22,8 @@ pub(super) struct Instance {
     pub(super) sizes: Sizes,
     /// Connections being served, views and one-shot requests alike.
     pub(super) connections: AtomicUsize,
+    /// Connections accepted since publishing, ever.
+    pub(super) accepted: AtomicU64,
     pub(super) owner: u32,
     pub(super) observer: Option<Arc<dyn Observer>>,
 }

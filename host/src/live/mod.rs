@@ -11,6 +11,8 @@
 //! - `registry` — the directory (`$XDG_RUNTIME_DIR/tickbox/`, or
 //!   `$TMPDIR/tickbox-<uid>/`), its permission checks, and the peer check;
 //! - [`wire`] — the socket protocol: frames, requests and replies;
+//! - `claim` — names: unique among the user's live instances across
+//!   processes, claimed with a lock file, never by asking other instances;
 //! - `server` — [`publish`]: accepting connections and serving one session;
 //! - `viewer` — serving one view: frames rendered from the screen model,
 //!   keys, resizes, and the smallest-view size policy;

@@ -18,13 +18,13 @@ use super::wire::{
     read_frame, write_json, CallReply, ErrorKind, Frame, Reply, Request, MAX_CALL_TIMEOUT_MS,
     MAX_FRAME,
 };
-use super::{client, InstanceInfo, LiveError};
+use super::{InstanceInfo, LiveError};
 use crate::delivery::{item_budget, Delivery, Subscription};
 use crate::session::{call_line_len, Session};
 use crate::util::rfc3339;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 use tickbox_protocol::limits::MAX_LINE_BYTES;
@@ -90,6 +90,13 @@ impl Published {
     /// What `ls` shows about it now.
     pub fn info(&self) -> InstanceInfo {
         self.instance.info()
+    }
+    /// Connections its socket accepted since it was published (a peer
+    /// refused by the uid check counts too): what another host's
+    /// publishing must leave unchanged, since a name is claimed without
+    /// asking any instance.
+    pub fn connections_accepted(&self) -> u64 {
+        self.instance.accepted.load(Ordering::Relaxed)
     }
 
     /// Waits (at most `limit`) until no connection is being served: after
@@ -165,27 +172,20 @@ const MAX_NAME_TRIES: usize = 1000;
 ///
 /// A name is claimed atomically (`live::claim`) before the socket is
 /// bound, so of two hosts publishing the same name at the same instant
-/// exactly one gets it.
+/// exactly one gets it. The claim is the whole check: publishing never
+/// connects to another instance's socket, so a host publishing N Ticks
+/// costs N claims, not a listing of every instance before each (which
+/// made N publishes N(N−1)/2 connections).
 pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Published, LiveError> {
     let registry = match opts.registry {
         Some(r) => r,
         None => Registry::open()?,
     };
-    let taken: Vec<String> = client::list(&registry)
-        .await
-        .into_iter()
-        .map(|i| i.name)
-        .collect();
     let dir_error = |source| LiveError::Dir {
         path: registry.dir().to_path_buf(),
         source,
     };
-    // Instances listed by a host that holds no claim (an older tickbox)
-    // still count as taken.
     let try_claim = |name: &str| -> Result<Option<NameClaim>, LiveError> {
-        if taken.iter().any(|t| t == name) {
-            return Ok(None);
-        }
         claim(registry.dir(), name).map_err(dir_error)
     };
     let (name, held) = match opts.name {
@@ -224,8 +224,8 @@ pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Publ
         }
     };
     // Bound and made 0600 under a name `list` ignores, then renamed into
-    // place: between bind and listen a connect is refused, and another
-    // host's `list` (every `publish` starts with one) would take the socket
+    // place: between bind and listen a connect is refused, and a `list`
+    // running then (`tickbox ls`, resolving `@NAME`) would take the socket
     // for a stale one and remove it.
     let pending = socket.with_extension("sock.new");
     let bind_error = |source| LiveError::Bind {
@@ -250,6 +250,7 @@ pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Publ
         views: AtomicUsize::new(0),
         sizes: Sizes::default(),
         connections: AtomicUsize::new(0),
+        accepted: AtomicU64::new(0),
         owner: opts.owner_uid.unwrap_or_else(current_uid),
         observer: opts.observer,
     });
@@ -267,6 +268,7 @@ async fn accept_loop(listener: UnixListener, instance: Arc<Instance>) {
     loop {
         match listener.accept().await {
             Ok((conn, _)) => {
+                instance.accepted.fetch_add(1, Ordering::Relaxed);
                 tokio::spawn(serve(conn, instance.clone()));
             }
             Err(e) => {

@@ -4,10 +4,13 @@
 //!
 //! - `engine` — per-request faults that leave the session running,
 //!   concurrency, state and catalog events;
+//! - `live` — publishing live instances: names claimed without
+//!   connecting to any instance;
 //! - `native` — the native backend: PTY, environment, signals, cleanup;
 //! - `writes` — what the host writes to a Tick: deadlines, whole frames
 //!   under cancellation, slots held until the answer, the line limit.
 
 mod engine;
+mod live;
 mod native;
 mod writes;

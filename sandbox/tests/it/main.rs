@@ -2,6 +2,9 @@
 //!
 //! - `launch` — the `Launcher`: a wasm Tick (a guest built once per run by
 //!   the shared harness) and a native one opened by what they are, and
-//!   each way a start fails as its own `LaunchError`.
+//!   each way a start fails as its own `LaunchError`;
+//! - `sharing` — Ticks of one component share one compile and one cache
+//!   entry, started one by one or together.
 
 mod launch;
+mod sharing;
