@@ -172,9 +172,8 @@ pub const MAX_BODY_DEPTH: usize = 64;
 /// as its brackets, braces, commas and colons outside strings. A parsed
 /// value costs tens of bytes (more while rmcp's untagged enums buffer it)
 /// even when its text is 2 bytes, so this bounds what parsing a body costs
-/// to a few times its size plus a few MiB: two accepted 4 MiB bodies at
-/// this bound raised the host's peak by 4.0 times what was sent (5.2 times
-/// at 65,536).
+/// to a few times its size plus a few MiB (held by the test of bounded
+/// request bodies).
 pub const MAX_BODY_VALUES: usize = 16_384;
 
 /// How a facade is served over HTTP.

@@ -128,8 +128,8 @@ pub const MAX_DRAIN_SECS: u64 = 3600;
 impl McpArgs {
     /// The threads this server runs on. Over stdio there is one client,
     /// whose requests mostly come one at a time: one thread keeps every
-    /// wake-up on it (a `tools/call` measured 24 µs instead of 55 µs on two
-    /// workers, BENCHMARKS.md), while a CPU-bound wasm Tick yields to the
+    /// wake-up on it (a cross-thread wake-up costs more than a request's
+    /// work), while a CPU-bound wasm Tick yields to the
     /// others every epoch tick (1 ms while it spins), behind the host's
     /// ready tasks and I/O (`backend::wasm::slices`). Over HTTP, several
     /// clients share the host: two workers.

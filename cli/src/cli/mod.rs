@@ -302,9 +302,8 @@ fn one_shot(command: &Command) -> bool {
 /// The async runtime a command runs on, with `workers` threads. One
 /// thread is a current-thread runtime: none to start, and every wake-up
 /// (the Tick's answer, a wasm guest's turn, an MCP request's task) stays
-/// on it, which measured faster for one-shot commands (from process start
-/// to result) and for `tickbox mcp` over stdio (per request); see
-/// BENCHMARKS.md. Compiles and blocking file work still go to the blocking
+/// on it, so a command serving one Tick or one client pays no cross-thread
+/// wake-ups. Compiles and blocking file work still go to the blocking
 /// pool, a wasm guest still yields at every epoch tick, and a native Tick's
 /// PTY and the view keep their own threads. Hosts of many Ticks and many
 /// clients (check, test, watch, run, mcp --http …) get two workers.
