@@ -175,6 +175,8 @@ struct Queue {
     /// A parser thread is running (it clears this, under the lock, only
     /// when it ends with the queue empty, so bytes never wait unparsed).
     parser: bool,
+    /// Parser threads started over the view's life.
+    started: u64,
     /// Async feeders waiting for room.
     wakers: Vec<Waker>,
 }
@@ -207,6 +209,7 @@ impl Shared {
         let n = room.min(bytes.len());
         q.bytes.extend(&bytes[..n]);
         let start = !std::mem::replace(&mut q.parser, true);
+        q.started += u64::from(start);
         drop(q);
         if start {
             self.start_parser();
@@ -258,6 +261,7 @@ impl View {
                 busy: false,
                 closed: false,
                 parser: false,
+                started: 0,
                 wakers: Vec::new(),
             }),
             work: Condvar::new(),
@@ -340,6 +344,12 @@ impl View {
     /// Total bytes the Tick has drawn and the view has parsed.
     pub fn bytes_drawn(&self) -> u64 {
         self.lock().bytes
+    }
+
+    /// Parser threads this view has started: one per stretch of drawing
+    /// (an idle view holds none).
+    pub fn parser_threads_started(&self) -> u64 {
+        lock(&self.shared.queue).started
     }
 
     /// Current size as (cols, rows).
@@ -673,14 +683,22 @@ mod tests {
     fn a_parser_thread_runs_only_while_the_tick_draws() {
         let v = View::new(Box::new(NoInput));
         assert!(!parser_runs(&v), "no thread before anything is drawn");
+        assert_eq!(v.parser_threads_started(), 0);
         v.feed(b"first");
-        assert!(parser_runs(&v), "drawing starts one");
+        // Counted, not sampled: on a slow machine the thread may have
+        // parsed, lingered and ended before the flag is looked at.
+        assert_eq!(v.parser_threads_started(), 1, "drawing starts one");
         parsed(&v);
         assert!(
             tickbox_test_support::eventually(tickbox_test_support::PATIENCE, || !parser_runs(&v)),
             "the thread of an idle view ended"
         );
         v.feed(b"\r\nsecond");
+        assert_eq!(
+            v.parser_threads_started(),
+            2,
+            "the next draw starts another"
+        );
         parsed(&v);
         assert_eq!(v.screen_text().wire(), "first\nsecond");
     }
