@@ -117,7 +117,7 @@ fn set_replaces_by_identity_and_the_file_reads_back() {
         "{text}"
     );
     // Nothing else left beside it.
-    assert_eq!(std::fs::read_dir(dir.dir()).unwrap().count(), 1);
+    assert_eq!(std::fs::read_dir(&dir.0).unwrap().count(), 1);
 }
 
 #[test]

@@ -9,7 +9,7 @@ mod lock;
 mod policy;
 mod scratch;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tickbox_registry::lock::{Lock, LockError, LockFile};
 use tickbox_registry::policy::{Policy, PolicyError, PolicyFile, Source};
 
@@ -47,34 +47,5 @@ pub fn write_lock(l: &Lock, path: &Path) -> Result<(), LockError> {
     tickbox_registry::lock::write_text(path, &format!("{}{text}", tickbox_registry::lock::HEADER))
 }
 
-/// A directory of one test's files, removed when the test ends.
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static N: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "tickbox-registry-it-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+/// The harness's temporary directory, removed when the test ends.
+pub use tickbox_test_support::TempDir;

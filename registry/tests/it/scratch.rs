@@ -4,23 +4,15 @@
 
 use crate::TempDir;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use tickbox_registry::signature::{sign, verify, Verdict};
 use tickbox_registry::Digest;
 
-/// An ed25519 key made by ssh-keygen, and an allowed-signers file naming
-/// it for `principal`.
+/// An ed25519 key (the harness's), and an allowed-signers file naming it
+/// for `principal`.
 fn key(dir: &TempDir, name: &str, principal: &str) -> (PathBuf, PathBuf) {
-    let key = dir.path(name);
-    let out = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", principal, "-f"])
-        .arg(&key)
-        .output()
-        .expect("ssh-keygen (OpenSSH)");
-    assert!(out.status.success(), "{out:?}");
-    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    let (key, line) = tickbox_test_support::registry::ssh_key(dir, name, principal);
     let allowed = dir.path(&format!("{name}.allowed"));
-    std::fs::write(&allowed, format!("{principal} {}", public.trim())).unwrap();
+    std::fs::write(&allowed, line).unwrap();
     (key, allowed)
 }
 
