@@ -67,43 +67,33 @@ struct Blocks {
 fn examples(shown: &str, text: &str) -> Blocks {
     let lines: Vec<&str> = text.lines().collect();
     let mut blocks = Blocks::default();
-    let out = &mut blocks.run;
     let mut i = 0;
     while i < lines.len() {
         let fence = lines[i].trim_end();
-        let before = lines[..i].iter().rev().find(|l| !l.trim().is_empty());
-        let marked = before.and_then(|l| l.trim_start().strip_prefix(NOT_RUN));
-        if matches!(fence, "```sh" | "```bash" | "```shell") {
-            match marked {
-                Some(why) => blocks.not_run.push(format!(
-                    "{shown}:{} ({})",
-                    i + 1,
-                    why.trim_end_matches("-->").trim()
-                )),
-                None => blocks.unmarked.push(format!("{shown}:{}", i + 1)),
-            }
-        }
-        if fence != "```console" {
+        let shell = matches!(fence, "```sh" | "```bash" | "```shell");
+        if !shell && fence != "```console" {
             i += 1;
             continue;
         }
-        let run = marked.is_none();
-        if let Some(why) = marked {
-            blocks.not_run.push(format!(
+        let before = lines[..i].iter().rev().find(|l| !l.trim().is_empty());
+        let marked = before.and_then(|l| l.trim_start().strip_prefix(NOT_RUN));
+        match marked {
+            Some(why) => blocks.not_run.push(format!(
                 "{shown}:{} ({})",
                 i + 1,
                 why.trim_end_matches("-->").trim()
-            ));
+            )),
+            None if shell => blocks.unmarked.push(format!("{shown}:{}", i + 1)),
+            None => {}
         }
         i += 1;
-        let first_of_block = out.len();
-        let mut current: Option<Example> = None;
+        if shell {
+            continue;
+        }
+        let mut block: Vec<Example> = Vec::new();
         while i < lines.len() && lines[i].trim_end() != "```" {
             let line = lines[i];
             if let Some(cmd) = line.strip_prefix("$ ") {
-                if let Some(e) = current.take() {
-                    out.push(trimmed(e));
-                }
                 let mut command = cmd.to_string();
                 let at = format!("{shown}:{}", i + 1);
                 while command.ends_with('\\') && i + 1 < lines.len() {
@@ -111,13 +101,13 @@ fn examples(shown: &str, text: &str) -> Blocks {
                     i += 1;
                     command.push_str(lines[i].trim_start());
                 }
-                current = Some(Example {
+                block.push(Example {
                     at,
                     command,
                     output: Vec::new(),
                     code: 0,
                 });
-            } else if let Some(e) = current.as_mut() {
+            } else if let Some(e) = block.last_mut() {
                 match line
                     .strip_prefix("[exit ")
                     .and_then(|r| r.strip_suffix(']'))
@@ -128,11 +118,8 @@ fn examples(shown: &str, text: &str) -> Blocks {
             }
             i += 1;
         }
-        if let Some(e) = current.take() {
-            out.push(trimmed(e));
-        }
-        if !run {
-            out.truncate(first_of_block);
+        if marked.is_none() {
+            blocks.run.extend(block.into_iter().map(trimmed));
         }
         i += 1;
     }
@@ -288,7 +275,6 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
         }
         let (code, stdout, stderr) = run(e, cwd);
         let got: Vec<&str> = stdout.trim_end_matches('\n').lines().collect();
-        let got = if stdout.is_empty() { Vec::new() } else { got };
         if code != e.code || !matches(&e.output, &got) {
             failed.push(format!(
                 "{}: `{}`\n  expected exit {} and:\n{}\n  got exit {code} and:\n{stdout}\n  stderr:\n{stderr}",

@@ -250,10 +250,7 @@ fn plain_links(doc: &str) -> String {
 }
 
 /// The properties of a JSON Schema object: (key, type, description).
-fn schema_keys(
-    object: &serde_json::Value,
-    defs: &serde_json::Value,
-) -> Vec<(String, String, String)> {
+fn schema_keys(object: &serde_json::Value) -> Vec<(String, String, String)> {
     let Some(props) = object["properties"].as_object() else {
         return Vec::new();
     };
@@ -270,7 +267,6 @@ fn schema_keys(
                 (_, Some(r)) => r.rsplit('/').next().unwrap_or(r).to_string(),
                 _ => "any".into(),
             };
-            let _ = defs;
             let description = v["description"].as_str().unwrap_or("").to_string();
             (k.clone(), ty, description)
         })
@@ -389,7 +385,7 @@ fn config_page() -> (String, Vec<String>) {
         ("each `[[http]]` fixture", &defs["http_fixture"]),
     ];
     for (part, object) in objects {
-        let keys = schema_keys(object, defs);
+        let keys = schema_keys(object);
         assert!(!keys.is_empty(), "the schema lost {part}");
         page.push_str(&format!("\n{part}:\n\n"));
         page.push_str(&key_table(
@@ -405,8 +401,6 @@ fn config_page() -> (String, Vec<String>) {
 fn the_configuration_reference_is_the_code() {
     // Positive control: a field's documentation, its serde name, and an
     // undocumented key found.
-    let dir = crate::util::TempDir::new("reference");
-    let _ = dir;
     let keys = struct_keys("registry/src/lock.rs", "LockFile");
     assert_eq!(keys[0].0, "version");
     assert!(!keys[0].2.is_empty());
