@@ -253,8 +253,7 @@ pub fn revoke(dir: &Path, target: &str) -> Result<Vec<Approval>, AppError> {
     match target.parse::<WasmDigest>() {
         Ok(digest) => TrustStore::revoke(dir, |a| a.digest == digest),
         Err(_) if tickbox_registry::is_reference(target) => {
-            let reference: tickbox_registry::Reference = target.parse().map_err(AppError::usage)?;
-            let name = reference.name().to_string();
+            let name = crate::registry::parse(target)?.name().to_string();
             TrustStore::revoke(dir, |a| a.name == name)
         }
         Err(_) => {
