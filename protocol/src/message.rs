@@ -99,8 +99,8 @@ pub enum Incoming {
 
 /// A session-ending protocol violation (§3.6 and §8.2).
 ///
-/// Displays as `protocol violation (§S, RULE): what`, naming the section and
-/// the stable rule id of [`Violation::rule`].
+/// Displays as `protocol violation (§S, RULE): what`, naming the stable rule
+/// id of [`Violation::rule`] and that rule's section.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Violation {
@@ -152,13 +152,10 @@ impl Violation {
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The section is the rule's own, the one `tickbox check` shows beside
+        // the same id: one rule, one section, wherever it is named.
         let rule = self.rule();
-        // §3.6 lists every session-ending fault; updates add their own rule.
-        let section = match self {
-            Violation::BadUpdate(_) => "8.2",
-            _ => "3.6",
-        };
-        write!(f, "protocol violation (§{section}, {}): ", rule.id)?;
+        write!(f, "protocol violation (§{}, {}): ", rule.section, rule.id)?;
         match self {
             Violation::InvalidJson { detail, excerpt } => {
                 write!(
@@ -370,6 +367,37 @@ mod tests {
             Err(Violation::NoIdNorMethod { .. })
         ));
         assert!(matches!(parse("[1]"), Err(Violation::NoIdNorMethod { .. })));
+    }
+
+    /// `tickbox check` shows a rule beside its section; a violation of the
+    /// same rule must name the same section, or a reader sees two (§3.1 in
+    /// the table, §3.6 in the why).
+    #[test]
+    fn a_violation_names_its_rules_own_section() {
+        let faults = [
+            parse("hello").unwrap_err(),
+            parse(r#"{"jsonrpc":"1.0","id":1,"result":1}"#).unwrap_err(),
+            parse(r#"{"jsonrpc":"2.0","id":null,"result":1}"#).unwrap_err(),
+            parse(r#"{"jsonrpc":"2.0"}"#).unwrap_err(),
+            Violation::Unterminated { bytes: 3 },
+            Violation::LineTooLong { limit: 8 },
+        ];
+        let mut sections = std::collections::BTreeSet::new();
+        for v in faults {
+            let rule = v.rule();
+            let text = v.to_string();
+            assert!(
+                text.starts_with(&format!(
+                    "protocol violation (§{}, {}): ",
+                    rule.section, rule.id
+                )),
+                "{text}"
+            );
+            sections.insert(rule.section);
+        }
+        // Control: the faults span rules of more than one section, so one
+        // fixed section for every violation would fail above.
+        assert!(sections.len() > 1, "{sections:?}");
     }
 
     #[test]

@@ -76,6 +76,17 @@ fn expect(report: &Report, must: &[&str], advisory: &[&str]) {
             !v.evidence.is_empty() && v.evidence.iter().all(|e| !e.why.is_empty()),
             "{id} has no evidence: {v:?}"
         );
+        // A why that quotes the rule names the section its row shows.
+        for e in &v.evidence {
+            if e.why.contains(&format!(", {id})")) {
+                assert!(
+                    e.why.contains(&format!("(§{}, {id})", rule.section)),
+                    "{id}: its row says §{} but its why says {:?}",
+                    rule.section,
+                    e.why
+                );
+            }
+        }
     }
 }
 
