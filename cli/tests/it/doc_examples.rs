@@ -10,19 +10,36 @@
 //! repository's layout (links to its files) where
 //! `examples/target/wasm32-wasip2/release` is where the test build put
 //! the example guests, so the paths README's first command makes work as
-//! written. A block preceded by `<!-- not run: WHY -->` is not run; the
-//! test lists them with their reasons, and fails on a shell block
-//! (`sh`, `bash`, `shell`) that is neither run nor marked.
+//! written (and `hostile.wasm`, the test suite's hostile guest, with an
+//! empty `data/` for it to be refused from).
+//!
+//! A block preceded by `<!-- serves until stopped -->` shows servers: each
+//! command starts, must print the shown lines on stderr (in that order,
+//! among others) within [`SERVER_READY`], is then sent SIGTERM and must
+//! exit with the shown code within [`SERVER_STOP`]. A block preceded by
+//! `<!-- not run: WHY -->` is not run; the test lists them with their
+//! reasons, and fails on a shell block (`sh`, `bash`, `shell`) that is
+//! neither run nor marked.
 
-use crate::util::{build_wasm, root, TempDir};
+use crate::util::{build_wasm, hostile, root, TempDir};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// The variable README's tour sets before its examples, as it sets it.
 const TOUR_SETUP: (&str, &str) = ("C", "examples/target/wasm32-wasip2/release/counter.wasm");
 
 /// The marker of a block that is shown and not run.
 const NOT_RUN: &str = "<!-- not run:";
+/// The marker of a block of servers (see the module doc).
+const SERVES: &str = "<!-- serves until stopped -->";
+/// How long a server may take to print what its block shows: a bound for
+/// a hang on a loaded machine, not a measure of start-up.
+const SERVER_READY: Duration = Duration::from_secs(120);
+/// How long a server may take to exit after SIGTERM (its drain included).
+const SERVER_STOP: Duration = Duration::from_secs(60);
 
 #[derive(Debug)]
 struct Example {
@@ -31,6 +48,8 @@ struct Example {
     command: String,
     output: Vec<String>,
     code: i32,
+    /// A server: run until what it shows is printed, then stopped.
+    serves: bool,
 }
 
 /// README.md and every page under docs/.
@@ -77,6 +96,7 @@ fn examples(shown: &str, text: &str) -> Blocks {
         }
         let before = lines[..i].iter().rev().find(|l| !l.trim().is_empty());
         let marked = before.and_then(|l| l.trim_start().strip_prefix(NOT_RUN));
+        let serves = before.is_some_and(|l| l.trim() == SERVES);
         match marked {
             Some(why) => blocks.not_run.push(format!(
                 "{shown}:{} ({})",
@@ -106,6 +126,7 @@ fn examples(shown: &str, text: &str) -> Blocks {
                     command,
                     output: Vec::new(),
                     code: 0,
+                    serves,
                 });
             } else if let Some(e) = block.last_mut() {
                 match line
@@ -193,30 +214,121 @@ fn layout(dir: &TempDir, page: &str) -> PathBuf {
         guests.parent().unwrap().to_path_buf(),
         top.join("examples/target/wasm32-wasip2/release"),
     );
+    link(PathBuf::from(hostile()), top.join("hostile.wasm"));
+    std::fs::create_dir(top.join("data")).unwrap();
     top
 }
 
-fn run(example: &Example, cwd: &Path) -> (i32, String, String) {
+/// An example's command in `bash -o pipefail`, the `tickbox` under test
+/// first on PATH, in `cwd`; under `timeout SECONDS` when `bound` says so.
+fn shell(example: &Example, cwd: &Path, bound: Option<&str>) -> Command {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_tickbox"));
     let path = format!(
         "{}:{}",
         bin.parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    // `timeout` bounds a command that hangs; its 124 fails the comparison.
-    let out = Command::new("timeout")
-        .args(["300", "bash", "-o", "pipefail", "-c", &example.command])
-        .current_dir(cwd)
+    let bash = ["bash", "-o", "pipefail", "-c", &example.command];
+    let mut cmd = match bound {
+        Some(seconds) => {
+            let mut cmd = Command::new("timeout");
+            cmd.arg(seconds).args(bash);
+            cmd
+        }
+        None => {
+            let mut cmd = Command::new(bash[0]);
+            cmd.args(&bash[1..]);
+            cmd
+        }
+    };
+    cmd.current_dir(cwd)
         .env("PATH", path)
         .env(TOUR_SETUP.0, TOUR_SETUP.1)
-        .env_remove("TICKBOX_SIGNERS")
-        .output()
-        .expect("run bash");
+        .env_remove("TICKBOX_SIGNERS");
+    cmd
+}
+
+fn run(example: &Example, cwd: &Path) -> (i32, String, String) {
+    // `timeout` bounds a command that hangs; its 124 fails the comparison.
+    let out = shell(example, cwd, Some("300")).output().expect("run bash");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Runs a server's example: it must print the shown lines on stderr, in
+/// order among others, then exit with the shown code after SIGTERM. Err
+/// says what went wrong, with everything it printed.
+fn serve(example: &Example, cwd: &Path) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    // Bounded here rather than by `timeout`, which would pass the group's
+    // SIGTERM on to its child: a second signal, which stops a draining
+    // server at once.
+    let mut child = shell(example, cwd, None)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        // Its own group, so SIGTERM reaches the server and not this test.
+        .process_group(0)
+        .spawn()
+        .expect("start bash");
+    let pid = child.id() as i32;
+    let (lines, printed) = mpsc::channel();
+    let stderr = child.stderr.take().expect("piped stderr");
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let (exit, exited) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = exit.send(child.wait().ok().and_then(|s| s.code()));
+    });
+    let mut shown = vec!["…".to_string()];
+    shown.extend(example.output.iter().cloned());
+    shown.push("…".to_string());
+    let mut got: Vec<String> = Vec::new();
+    let ready_by = Instant::now() + SERVER_READY;
+    let ready = loop {
+        let so_far: Vec<&str> = got.iter().map(String::as_str).collect();
+        if matches(&shown, &so_far) {
+            break true;
+        }
+        // Err: the deadline passed, or stderr closed (the server ended).
+        match printed.recv_timeout(ready_by.saturating_duration_since(Instant::now())) {
+            Ok(line) => got.push(line),
+            Err(_) => break false,
+        }
+    };
+    // SAFETY: kill(2) on the group this test made; no memory is involved.
+    unsafe { libc::kill(-pid, libc::SIGTERM) };
+    let code = exited.recv_timeout(SERVER_STOP).ok().flatten();
+    if code.is_none() {
+        // SAFETY: as above.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+    let stop_by = Instant::now() + SERVER_STOP;
+    while let Ok(line) = printed.recv_timeout(stop_by.saturating_duration_since(Instant::now())) {
+        got.push(line);
+    }
+    let stderr = got.join("\n");
+    match (ready, code) {
+        (false, _) => Err(format!(
+            "did not print the shown lines within {SERVER_READY:?}; stderr:\n{stderr}"
+        )),
+        (true, Some(c)) if c == example.code => Ok(()),
+        (true, c) => Err(format!(
+            "exited with {c:?} after SIGTERM, not {}; stderr:\n{stderr}",
+            example.code
+        )),
+    }
 }
 
 #[test]
@@ -235,6 +347,31 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
     assert!(matches(&shown(&["took … ms"]), &["took 12.5 ms"]));
     assert!(!matches(&shown(&["a", "z"]), &["a", "b", "z"]));
     assert!(!matches(&shown(&["took … ms"]), &["took 12.5 s"]));
+
+    // Positive controls for servers: one that shows its line and exits 0 on
+    // SIGTERM passes; one that never shows it, and one that shows it but
+    // exits otherwise, fail.
+    let here = Path::new(".");
+    let server = |command: &str| Example {
+        at: "sample".into(),
+        command: command.into(),
+        output: vec!["ready on …".into()],
+        code: 0,
+        serves: true,
+    };
+    let marked = examples("sample", &format!("{SERVES}\n```console\n$ x\n```\n"));
+    assert!(marked.run[0].serves, "{marked:?}");
+    serve(
+        &server("trap 'exit 0' TERM; echo starting >&2; echo ready on 1 >&2; sleep 600 & wait"),
+        here,
+    )
+    .expect("a server that shows its line");
+    assert!(serve(&server("echo starting >&2; echo readyish >&2"), here).is_err());
+    assert!(serve(
+        &server("trap 'exit 3' TERM; echo ready on 1 >&2; sleep 600 & wait"),
+        here
+    )
+    .is_err());
 
     // README's tour sets the variable the way the test does.
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
@@ -271,6 +408,12 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
                 "{}: `{}` builds; show builds in an `sh` block",
                 e.at, e.command
             ));
+            continue;
+        }
+        if e.serves {
+            if let Err(why) = serve(e, cwd) {
+                failed.push(format!("{}: `{}` {why}", e.at, e.command));
+            }
             continue;
         }
         let (code, stdout, stderr) = run(e, cwd);
