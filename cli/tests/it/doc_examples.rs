@@ -17,10 +17,14 @@
 //! command starts, must print the shown lines on stderr (in that order,
 //! among others) within [`SERVER_READY`], is then sent SIGTERM and must
 //! exit with the shown code within [`SERVER_STOP`]. A block preceded by
+//! `<!-- with a registry at 127.0.0.1:5000 -->` runs against a real
+//! registry the test starts (its address put where the block says
+//! `127.0.0.1:5000`, in commands and output). A block preceded by
 //! `<!-- not run: WHY -->` is not run; the test lists them with their
 //! reasons, and fails on a shell block (`sh`, `bash`, `shell`) that is
 //! neither run nor marked.
 
+use crate::util::registry::Registry;
 use crate::util::{build_wasm, hostile, root, TempDir};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -35,6 +39,10 @@ const TOUR_SETUP: (&str, &str) = ("C", "examples/target/wasm32-wasip2/release/co
 const NOT_RUN: &str = "<!-- not run:";
 /// The marker of a block of servers (see the module doc).
 const SERVES: &str = "<!-- serves until stopped -->";
+/// The marker of a block that runs against a registry, and the address it
+/// names for it.
+const WITH_REGISTRY: &str = "<!-- with a registry at 127.0.0.1:5000 -->";
+const SHOWN_REGISTRY: &str = "127.0.0.1:5000";
 /// How long a server may take to print what its block shows: a bound for
 /// a hang on a loaded machine, not a measure of start-up.
 const SERVER_READY: Duration = Duration::from_secs(120);
@@ -50,6 +58,8 @@ struct Example {
     code: i32,
     /// A server: run until what it shows is printed, then stopped.
     serves: bool,
+    /// Runs against a registry, named [`SHOWN_REGISTRY`].
+    registry: bool,
 }
 
 /// README.md and every page under docs/.
@@ -97,6 +107,7 @@ fn examples(shown: &str, text: &str) -> Blocks {
         let before = lines[..i].iter().rev().find(|l| !l.trim().is_empty());
         let marked = before.and_then(|l| l.trim_start().strip_prefix(NOT_RUN));
         let serves = before.is_some_and(|l| l.trim() == SERVES);
+        let registry = before.is_some_and(|l| l.trim() == WITH_REGISTRY);
         match marked {
             Some(why) => blocks.not_run.push(format!(
                 "{shown}:{} ({})",
@@ -127,6 +138,7 @@ fn examples(shown: &str, text: &str) -> Blocks {
                     output: Vec::new(),
                     code: 0,
                     serves,
+                    registry,
                 });
             } else if let Some(e) = block.last_mut() {
                 match line
@@ -358,9 +370,21 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
         output: vec!["ready on …".into()],
         code: 0,
         serves: true,
+        registry: false,
     };
     let marked = examples("sample", &format!("{SERVES}\n```console\n$ x\n```\n"));
-    assert!(marked.run[0].serves, "{marked:?}");
+    assert!(
+        marked.run[0].serves && !marked.run[0].registry,
+        "{marked:?}"
+    );
+    let marked = examples(
+        "sample",
+        &format!("{WITH_REGISTRY}\n```console\n$ x\n```\n"),
+    );
+    assert!(
+        marked.run[0].registry && !marked.run[0].serves,
+        "{marked:?}"
+    );
     serve(
         &server("trap 'exit 0' TERM; echo starting >&2; echo ready on 1 >&2; sleep 600 & wait"),
         here,
@@ -399,7 +423,17 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
     );
     assert!(all.len() >= 5, "README's tour has examples: {all:?}");
     let mut failed = Vec::new();
-    for (e, cwd) in &all {
+    // Started for the first block that needs it, stopped at the end.
+    let mut registry: Option<Registry> = None;
+    for (e, cwd) in &mut all {
+        if e.registry {
+            let port = registry.get_or_insert_with(|| Registry::start(None)).port;
+            let real = format!("127.0.0.1:{port}");
+            e.command = e.command.replace(SHOWN_REGISTRY, &real);
+            for line in &mut e.output {
+                *line = line.replace(SHOWN_REGISTRY, &real);
+            }
+        }
         // A build in a test would write where other tests read (and take
         // minutes): what README's first command builds, the test build
         // has built. Builds are shown in `sh` blocks.
