@@ -22,7 +22,9 @@
 //! `127.0.0.1:5000`, in commands and output). A block preceded by
 //! `<!-- not run: WHY -->` is not run; the test lists them with their
 //! reasons, and fails on a shell block (`sh`, `bash`, `shell`) that is
-//! neither run nor marked.
+//! neither run nor marked. Every `tickbox COMMAND --flag …` line of a
+//! block not run must still name a command and flags that `tickbox
+//! COMMAND --help` lists, so a renamed flag cannot hide there.
 
 use crate::util::registry::Registry;
 use crate::util::{build_wasm, hostile, root, TempDir};
@@ -87,6 +89,9 @@ struct Blocks {
     run: Vec<Example>,
     /// `file:line` of each block marked as not run, and why.
     not_run: Vec<String>,
+    /// The `tickbox` invocations in blocks not run: `file:line`, the
+    /// command, its flags.
+    unrun_commands: Vec<(String, String, Vec<String>)>,
     /// `file:line` of each shell block (`sh`, `bash`, `shell`) neither a
     /// `console` block nor marked: an example nobody runs, unexplained.
     unmarked: Vec<String>,
@@ -118,6 +123,18 @@ fn examples(shown: &str, text: &str) -> Blocks {
             None => {}
         }
         i += 1;
+        if marked.is_some() {
+            let mut j = i;
+            while j < lines.len() && lines[j].trim_end() != "```" {
+                let at = format!("{shown}:{}", j + 1);
+                blocks.unrun_commands.extend(
+                    invocations(lines[j])
+                        .into_iter()
+                        .map(|(c, f)| (at.clone(), c, f)),
+                );
+                j += 1;
+            }
+        }
         if shell {
             continue;
         }
@@ -157,6 +174,32 @@ fn examples(shown: &str, text: &str) -> Blocks {
         i += 1;
     }
     blocks
+}
+
+/// The `tickbox` invocations on one shell line: each command with the
+/// `--flags` given before a `--`, a `#` or the end of the command. A word
+/// `tickbox` followed by something that is no command word (`&&`, `.lock`)
+/// is not an invocation.
+fn invocations(line: &str) -> Vec<(String, Vec<String>)> {
+    let line = line.trim_start().trim_start_matches("$ ");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let mut found = Vec::new();
+    for (n, w) in words.iter().enumerate() {
+        let Some(command) = words.get(n + 1) else {
+            continue;
+        };
+        if *w != "tickbox" || !command.chars().all(|c| c.is_ascii_lowercase()) {
+            continue;
+        }
+        let flags = words[n + 2..]
+            .iter()
+            .take_while(|w| !matches!(**w, "--" | "#" | "&&" | "|" | ";"))
+            .filter(|w| w.starts_with("--") && w.len() > 2)
+            .map(|w| w.split('=').next().unwrap_or(w).to_string())
+            .collect();
+        found.push((command.to_string(), flags));
+    }
+    found
 }
 
 /// An example without the blank lines that end its shown output.
@@ -354,6 +397,14 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
     assert_eq!(found[1].code, 1);
     assert_eq!(blocks.not_run, ["sample:9 (a server)"]);
     assert_eq!(blocks.unmarked, ["sample:12"]);
+    assert_eq!(
+        invocations("tickbox call --dir ./d::/d x.wasm t --yes -- cmd --not-ours # --nor-this"),
+        [(
+            "call".to_string(),
+            vec!["--dir".to_string(), "--yes".to_string()]
+        )]
+    );
+    assert!(invocations("cargo build --bin tickbox && export X").is_empty());
     let shown = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert!(matches(&shown(&["a", "…", "z"]), &["a", "b", "c", "z"]));
     assert!(matches(&shown(&["took … ms"]), &["took 12.5 ms"]));
@@ -408,6 +459,7 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
     let mut all = Vec::new();
     let mut not_run = Vec::new();
     let mut unmarked = Vec::new();
+    let mut unrun_commands = Vec::new();
     for page in pages() {
         let shown = page.strip_prefix(root()).unwrap().display().to_string();
         let text = std::fs::read_to_string(&page).unwrap();
@@ -416,6 +468,7 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
         all.extend(blocks.run.into_iter().map(|e| (e, cwd.clone())));
         not_run.extend(blocks.not_run);
         unmarked.extend(blocks.unmarked);
+        unrun_commands.extend(blocks.unrun_commands);
     }
     assert!(
         unmarked.is_empty(),
@@ -423,6 +476,33 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
     );
     assert!(all.len() >= 5, "README's tour has examples: {all:?}");
     let mut failed = Vec::new();
+    // The lines not run still name commands and flags that exist.
+    let mut helps = std::collections::HashMap::new();
+    for (at, command, flags) in &unrun_commands {
+        let help = helps.entry(command.clone()).or_insert_with(|| {
+            let out = Command::new(env!("CARGO_BIN_EXE_tickbox"))
+                .args([command.as_str(), "--help"])
+                .output()
+                .expect("run tickbox --help");
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        });
+        match help {
+            None => failed.push(format!("{at}: `tickbox {command}` is no command")),
+            Some(help) => {
+                for flag in flags {
+                    if !help.contains(flag.as_str()) {
+                        failed.push(format!("{at}: `tickbox {command}` has no flag {flag}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        unrun_commands.len() >= 5,
+        "the blocks not run were read: {unrun_commands:?}"
+    );
     // Started for the first block that needs it, stopped at the end.
     let mut registry: Option<Registry> = None;
     for (e, cwd) in &mut all {
