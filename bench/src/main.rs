@@ -22,6 +22,8 @@
 //! `TICKBOX_BENCH_ONLY_MCP=1` (the MCP rows only, see `mcp.rs`),
 //! `TICKBOX_BENCH_ONLY_READY=1` (the facade's ready time at N and 10·N
 //! hosted Ticks against linear growth, see `ready.rs`),
+//! `TICKBOX_BENCH_ONLY_DENSITY=1` (N Ticks in one host against N
+//! `wasmtime run` and N native processes, see `density.rs`),
 //! `TICKBOX_BENCH_ONLY_COST=1` (the cost of audit, metrics and
 //! OpenTelemetry on an MCP call, `mcp::cost_rows`; `TICKBOX_BENCH_COST_ROUNDS=N`
 //! gives a full run N rounds instead of 60),
@@ -30,6 +32,7 @@
 //! `TICKBOX_BENCH_WORKERS=N` changes the runtime's worker threads (0: a
 //! current-thread runtime).
 
+mod density;
 mod first_start;
 mod floor;
 
@@ -786,6 +789,10 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
         print_anchored(&ready::rows(quick).await?);
         return Ok(());
     }
+    if std::env::var_os("TICKBOX_BENCH_ONLY_DENSITY").is_some() {
+        print_anchored(&density::rows(quick).await?);
+        return Ok(());
+    }
     if std::env::var_os("TICKBOX_BENCH_ONLY_COST").is_some() {
         print_table(&mcp::cost_rows(quick).await?);
         return Ok(());
@@ -1087,6 +1094,8 @@ async fn run(quick: bool, json_path: PathBuf) -> Result<()> {
     rows.extend(mcp::rows(quick).await?);
     eprintln!("facade ready time at N and 10·N Ticks…");
     anchored.extend(ready::rows(quick).await?);
+    eprintln!("density: N Ticks in one host against N processes…");
+    anchored.extend(density::rows(quick).await?);
     eprintln!("cost of audit, metrics and OpenTelemetry…");
     rows.extend(mcp::cost_rows(quick).await?);
 

@@ -1,0 +1,314 @@
+//! Density (issue 42): N wasm Ticks in one host, against N processes, in
+//! one run. For each N: one `tickbox mcp --ticks FILE` given N copies of
+//! the bench Tick (`tests/guests/benchtick`, warm compile cache), against
+//! N `wasmtime run` processes of the same component and N native builds of
+//! the same source, each a Tick of its own on its stdio. (The bench Tick
+//! rather than the example counter: the SDK's components import tickbox's
+//! terminal interface, which `wasmtime run` cannot provide.) Three figures
+//! per side:
+//!
+//! - **ready**: seconds from the first spawn until every Tick answers (the
+//!   host: `initialize` and `tools/list` answered; a process: its
+//!   `tick/describe`, all of them);
+//! - **memory per Tick**: the host's resident memory over that of a host
+//!   of one Tick, spread over the N − 1 others; a process's proportional
+//!   set size (PSS: shared pages split among the processes sharing them,
+//!   so N processes are not charged N times for one library);
+//! - **a call at a random Tick**: `increment` by `tools/call` to the host,
+//!   by `tick/call` to a process, one at a time; median and 99th
+//!   percentile.
+//!
+//! The process anchors run only for the sizes this machine can hold:
+//! [`WASMTIME_MAX`] and [`NATIVE_MAX`]; larger sizes say so. `wasmtime` is
+//! found on PATH (BENCHMARKS.md says where to get one); without it its
+//! anchor is left out, with a line saying so.
+//! `TICKBOX_BENCH_ONLY_DENSITY=1` runs these rows alone;
+//! `TICKBOX_BENCH_DENSITY_N=100,1000` chooses the sizes.
+
+use super::first_start::wasmtime_cli;
+use super::mcp::{mcp_command, Peer};
+use super::{build_guests, pss, rss_mib, smoke, tickbox_binary, Anchored, Stat};
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+/// The sizes: (full run, `--quick`, `--smoke`).
+const SIZES: (&[usize], &[usize], &[usize]) = (&[100, 1000, 10_000], &[30, 300], &[2]);
+/// Calls at random Ticks per size: (full run, `--quick`, `--smoke`).
+const CALLS: (usize, usize, usize) = (2000, 300, 10);
+/// The most `wasmtime run` processes started at once: an idle one holds
+/// about 32 MiB, so 100 fill 3 GiB.
+const WASMTIME_MAX: usize = 100;
+/// The most native counter processes started at once (about 2 MiB each).
+const NATIVE_MAX: usize = 1000;
+
+const MIB: f64 = 1024.0 * 1024.0;
+/// Issue 42's bounds on this machine: seconds to ready at 1,000 and at
+/// 10,000 Ticks, MiB per idle Tick, a call's median at 1,000 (µs).
+const READY_1000_S: f64 = 2.0;
+const READY_10000_S: f64 = 20.0;
+const MIB_PER_TICK: f64 = 0.4;
+const CALL_MEDIAN_1000_US: f64 = 150.0;
+
+/// What one side measured at one size.
+struct Side {
+    ready_s: f64,
+    mib_per_tick: f64,
+    call_us: Stat,
+}
+
+/// A small generator for the random Tick of each call: the same sequence
+/// on every side, no dependency.
+struct Pick(u64);
+
+impl Pick {
+    fn next(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
+/// A `--ticks` file of `n` copies of `wasm`, named `c1`…`cN`.
+fn ticks_file(dir: &Path, wasm: &Path, n: usize) -> Result<PathBuf> {
+    let path = dir.join(format!("density-{n}.toml"));
+    let wasm = wasm.to_str().context("the counter's path is not UTF-8")?;
+    let mut text = String::new();
+    for i in 1..=n {
+        text += &format!("[[tick]]\nname = \"c{i}\"\npath = {}\n\n", json!(wasm));
+    }
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+/// One host of `n` counters: ready, its resident MiB, and `calls` calls
+/// at random Ticks (µs each).
+fn host(
+    tickbox: &Path,
+    wasm: &Path,
+    dir: &Path,
+    n: usize,
+    calls: usize,
+) -> Result<(f64, f64, Vec<f64>)> {
+    let ticks = ticks_file(dir, wasm, n)?;
+    let mut cmd = mcp_command(
+        tickbox,
+        &["--ticks".as_ref(), ticks.as_os_str()],
+        &dir.join("cache"),
+    );
+    cmd.env("XDG_RUNTIME_DIR", dir.join("run"));
+    let t = Instant::now();
+    let mut peer = Peer::spawn(cmd)?;
+    peer.initialize()?;
+    let tools = peer.request(1, "tools/list", json!({}))?;
+    let ready = t.elapsed().as_secs_f64();
+    let listed = tools["result"]["tools"].as_array().map_or(0, Vec::len);
+    if listed < n {
+        bail!("tools/list of {n} hosted bench Ticks named {listed} tools");
+    }
+    let mib = rss_mib(peer.pid());
+    let mut pick = Pick(n as u64);
+    let mut us = Vec::with_capacity(calls);
+    for id in 0..calls {
+        let name = format!("c{}_increment", pick.next(n) + 1);
+        let t = Instant::now();
+        let answer = peer.request(
+            2 + id as u64,
+            "tools/call",
+            json!({"name": name, "arguments": {}}),
+        )?;
+        us.push(t.elapsed().as_secs_f64() * 1e6);
+        if answer["result"]["isError"] != false {
+            bail!("{name} failed: {answer}");
+        }
+    }
+    peer.stop();
+    Ok((ready, mib, us))
+}
+
+/// `n` processes of one Tick command: ready, PSS per process, and `calls`
+/// `tick/call`s at random processes (µs each).
+fn processes(command: &[&Path], n: usize, calls: usize) -> Result<Side> {
+    let t = Instant::now();
+    let mut ticks = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut cmd = Command::new(command[0]);
+        cmd.args(&command[1..]);
+        ticks.push(Peer::spawn(cmd)?);
+    }
+    let mut revision = String::new();
+    for (i, tick) in ticks.iter_mut().enumerate() {
+        let described = tick.request(i as u64, "tick/describe", json!({}))?;
+        revision = described["result"]["revision"]
+            .as_str()
+            .context("a describe without a revision")?
+            .to_string();
+    }
+    let ready_s = t.elapsed().as_secs_f64();
+    let pss_mib: f64 = ticks.iter().map(|p| pss(p.pid() as i32) / MIB).sum();
+    let mut pick = Pick(n as u64);
+    let mut us = Vec::with_capacity(calls);
+    for id in 0..calls {
+        let tick = &mut ticks[pick.next(n)];
+        let t = Instant::now();
+        tick.request(
+            (n + id) as u64,
+            "tick/call",
+            json!({"tool": "increment", "args": {}, "revision": revision}),
+        )?;
+        us.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    for tick in ticks {
+        tick.stop();
+    }
+    Ok(Side {
+        ready_s,
+        mib_per_tick: pss_mib / n as f64,
+        call_us: Stat::new("µs", us),
+    })
+}
+
+/// The rows (module docs).
+pub async fn rows(quick: bool) -> Result<Vec<Anchored>> {
+    let sizes: Vec<usize> = match std::env::var("TICKBOX_BENCH_DENSITY_N") {
+        Ok(list) => list
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse()
+                    .context("TICKBOX_BENCH_DENSITY_N: sizes, comma-separated")
+            })
+            .collect::<Result<_>>()?,
+        Err(_) if smoke() => SIZES.2.to_vec(),
+        Err(_) if quick => SIZES.1.to_vec(),
+        Err(_) => SIZES.0.to_vec(),
+    };
+    let calls = if smoke() {
+        CALLS.2
+    } else if quick {
+        CALLS.1
+    } else {
+        CALLS.0
+    };
+    let guests = build_guests()?;
+    let (wasm, native) = (guests.wasm, guests.native);
+    let wasmtime = wasmtime_cli();
+    if wasmtime.is_none() {
+        eprintln!("  no wasmtime CLI on PATH: the `wasmtime run` anchor is left out");
+    }
+    let tickbox = tickbox_binary()?;
+    let dir = std::env::temp_dir().join(format!("tickbox-bench-density-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("run"))?;
+    let measured = tokio::task::spawn_blocking(move || -> Result<Vec<Anchored>> {
+        // Warm: the counter's code in the compile cache; the one-Tick host's
+        // memory is what the others are measured over.
+        let (_, one_mib, _) = host(&tickbox, &wasm, &dir, 1, 0)?;
+        let mut rows = Vec::new();
+        for &n in &sizes {
+            eprintln!("  {n} Ticks: one host, then processes…");
+            let (ready_s, mib, us) = host(&tickbox, &wasm, &dir, n, calls)?;
+            let hosted = Side {
+                ready_s,
+                mib_per_tick: (mib - one_mib) / (n.max(2) - 1) as f64,
+                call_us: Stat::new("µs", us),
+            };
+            let wasmtime = match &wasmtime {
+                Some(cli) if n <= WASMTIME_MAX => {
+                    Some(processes(&[cli, Path::new("run"), &wasm], n, calls)?)
+                }
+                _ => None,
+            };
+            let native = (n <= NATIVE_MAX)
+                .then(|| processes(&[&native], n, calls))
+                .transpose()?;
+            rows.extend(side_rows(n, &hosted, wasmtime.as_ref(), native.as_ref()));
+        }
+        Ok(rows)
+    })
+    .await;
+    let _ = std::fs::remove_dir_all(
+        std::env::temp_dir().join(format!("tickbox-bench-density-{}", std::process::id())),
+    );
+    measured?
+}
+
+/// One size's rows: the host's figures, each against the processes'.
+fn side_rows(
+    n: usize,
+    host: &Side,
+    wasmtime: Option<&Side>,
+    native: Option<&Side>,
+) -> Vec<Anchored> {
+    let one = |v: f64, unit| Stat::new(unit, vec![v]);
+    // The anchor a row shows: `wasmtime run` where it ran, else native.
+    let anchor = |f: &dyn Fn(&Side) -> Stat| -> Option<(&'static str, Stat)> {
+        match (wasmtime, native) {
+            (Some(w), _) => Some(("N × wasmtime run", f(w))),
+            (None, Some(p)) => Some(("N native processes", f(p))),
+            (None, None) => None,
+        }
+    };
+    let mut rows = vec![
+        Anchored {
+            name: format!("density, {n} Ticks: ready"),
+            value: one(host.ready_s, "s"),
+            anchor: anchor(&|s| one(s.ready_s, "s")),
+            target: match n {
+                1000 => Some((format!("≤ {READY_1000_S} s"), host.ready_s <= READY_1000_S)),
+                10_000 => Some((
+                    format!("≤ {READY_10000_S} s"),
+                    host.ready_s <= READY_10000_S,
+                )),
+                _ => None,
+            },
+        },
+        Anchored {
+            name: format!("density, {n} Ticks: MiB per Tick"),
+            value: one(host.mib_per_tick, "MiB"),
+            anchor: anchor(&|s| one(s.mib_per_tick, "MiB")),
+            target: (n >= 100).then(|| {
+                (
+                    format!("≤ {MIB_PER_TICK} MiB"),
+                    host.mib_per_tick <= MIB_PER_TICK,
+                )
+            }),
+        },
+        Anchored {
+            name: format!("density, {n} Ticks: a call at a random Tick"),
+            value: host.call_us.clone(),
+            anchor: anchor(&|s| s.call_us.clone()),
+            target: (n == 1000).then(|| {
+                let median = host.call_us.median();
+                (
+                    format!("median ≤ {CALL_MEDIAN_1000_US} µs"),
+                    median <= CALL_MEDIAN_1000_US,
+                )
+            }),
+        },
+        Anchored {
+            name: "  the same, 99th percentile".to_string(),
+            value: one(host.call_us.pct(0.99), "µs"),
+            anchor: anchor(&|s| one(s.call_us.pct(0.99), "µs")),
+            target: None,
+        },
+    ];
+    if let (Some(_), Some(p)) = (wasmtime, native) {
+        rows.push(Anchored {
+            name: format!("  {n} native processes: ready; MiB; call"),
+            value: one(p.ready_s, "s"),
+            anchor: Some(("PSS MiB per process", one(p.mib_per_tick, "MiB"))),
+            target: None,
+        });
+        rows.push(Anchored {
+            name: format!("  {n} native processes: a call at a random one"),
+            value: p.call_us.clone(),
+            anchor: None,
+            target: None,
+        });
+    }
+    rows
+}
