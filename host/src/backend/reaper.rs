@@ -39,7 +39,11 @@ const SWEEP_ROUNDS: usize = 20;
 const ROUND_WAIT: Duration = Duration::from_millis(500);
 
 /// A subreaper's bookkeeping: the children it started itself. Cloning it
-/// shares the one set (every clone speaks for the same process).
+/// shares the one set (every clone speaks for the same process). Make one
+/// per process ([`become_subreaper`]) and hand clones to everything that
+/// starts children: a sweep through one handle takes a child registered
+/// only in another for an orphan. (`Default` makes an empty set without
+/// touching the process, for tests of what registers.)
 #[derive(Clone, Debug, Default)]
 pub struct Reaper(Arc<Children>);
 
