@@ -186,6 +186,15 @@ impl App {
         self.notices.notice(notice);
     }
 
+    /// The engines this App has made so far (what
+    /// `tickbox_sandbox::ProcessHygiene::finish` settles).
+    pub fn engines(&self) -> Vec<Arc<WasmEngine>> {
+        [&self.cached, &self.uncached]
+            .into_iter()
+            .filter_map(|cell| cell.get().cloned())
+            .collect()
+    }
+
     /// The engine shared by every wasm Tick this App starts.
     pub fn engine(&self, no_cache: bool) -> Result<Arc<WasmEngine>, AppError> {
         let (cell, dir) = if no_cache {
@@ -206,6 +215,7 @@ impl App {
             // No grant may reach the approvals wherever they are kept: a
             // Tick that could write them could approve itself.
             own_state: s.trust_dir.iter().cloned().collect(),
+            reaper: s.native.reaper.clone(),
         })
         .map_err(AppError::session)?;
         // How Ticks without optimized code in the cache are compiled.

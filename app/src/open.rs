@@ -214,6 +214,7 @@ impl App {
             argv,
             cwd: request.cwd.clone(),
             env: grants.env,
+            hygiene: self.settings().native.clone(),
             ..Default::default()
         }))
     }

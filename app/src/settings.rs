@@ -3,6 +3,7 @@
 //! environment (`TICKBOX_*`); a library never reads the environment.
 
 use std::path::PathBuf;
+use tickbox_host::backend::native::Hygiene;
 use tickbox_registry::policy::Source;
 use tickbox_sandbox::{CompilePolicy, GuestYield};
 
@@ -37,4 +38,9 @@ pub struct Settings {
     pub audit_max_bytes: u64,
     /// The bytes of audit lines one session's own doings may write.
     pub audit_session_max_bytes: u64,
+    /// How this process hosts native Ticks and compile workers: its
+    /// subreaper bookkeeping, cgroups, the open-file limit Ticks start with
+    /// (`tickbox_sandbox::ProcessHygiene::native` where the embedder
+    /// installed it; default: none of it, so nothing sweeps).
+    pub native: Hygiene,
 }

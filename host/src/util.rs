@@ -27,6 +27,8 @@ pub fn rfc3339_millis(t: SystemTime) -> String {
 
 /// A `TICKLOOP_INSTANCE_ID` unique per start: host pid, start time and a counter.
 pub fn new_instance_id() -> String {
+    // Process-wide because uniqueness is: two contexts in one process
+    // (two Apps, two tests) must never hand out the same id.
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let t = SystemTime::now()

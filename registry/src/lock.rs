@@ -144,6 +144,9 @@ pub fn read_text(path: &Path) -> Result<Option<String>, LockError> {
 pub fn write_text(path: &Path, text: &str) -> Result<(), LockError> {
     use std::io::Write;
     use std::sync::atomic::{AtomicU64, Ordering};
+    // Process-wide because the scratch names it numbers share one
+    // directory whoever writes there: two writers in this process must
+    // never pick the same name.
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = path
         .file_name()

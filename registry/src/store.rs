@@ -107,6 +107,9 @@ impl Store {
 
     /// A new blob being written.
     pub fn writer(&self) -> Result<BlobWriter, RegistryError> {
+        // Process-wide because the scratch names it numbers share the
+        // store's directory: two `Store` values in this process must never
+        // pick the same name.
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let tmp = self.dir.join(format!(
             ".partial-{}-{}",

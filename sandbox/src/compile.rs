@@ -32,6 +32,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
+use tickbox_host::backend::reaper::{self, Reaper};
 use wasmtime::{Config, Engine};
 
 /// The hidden subcommand that makes `tickbox` a compile worker.
@@ -268,7 +269,9 @@ fn optimize_into_cache(
 /// however soon its parent exits; the worker recomputes the key from those
 /// bytes. Its output goes nowhere. The caller waits for the returned child
 /// if it lives long enough.
+#[allow(clippy::too_many_arguments)]
 pub fn optimize_detached(
+    reaper: Option<&Reaper>,
     worker: &Path,
     input: WorkerInput,
     kind: WasmKind,
@@ -303,7 +306,7 @@ pub fn optimize_detached(
             Ok(())
         });
     }
-    tickbox_host::backend::reaper::spawn_leaf(&mut cmd)
+    reaper::spawn_leaf(reaper, &mut cmd)
         .map_err(|e| CompileError::Worker(format!("{}: {e}", worker.display())))
 }
 
@@ -435,19 +438,22 @@ pub enum CompileError {
 
 /// Compiles `wasm` in a worker process under `bounds`; the serialized code.
 pub fn compile_in_worker(
+    reaper: Option<&Reaper>,
     worker: &Path,
     wasm: &[u8],
     kind: WasmKind,
     compiler: Compiler,
     bounds: Bounds,
 ) -> Result<Vec<u8>, CompileError> {
-    start_worker(worker, wasm, kind, compiler, bounds)?.finish()
+    start_worker(reaper, worker, wasm, kind, compiler, bounds)?.finish()
 }
 
 /// A compile worker at work: started before the host's own preparations
 /// (an engine to build) so that its compile overlaps them. Dropped
 /// unfinished, it is killed.
 pub struct Running {
+    /// Where the worker is registered, to be forgotten once reaped.
+    reaper: Option<Reaper>,
     child: Option<std::process::Child>,
     bounds: Bounds,
     started: Instant,
@@ -458,6 +464,7 @@ pub struct Running {
 /// the worker reads it as soon as its engine is built, whatever the host
 /// does meanwhile (a first start builds its own engine).
 pub fn start_worker(
+    reaper: Option<&Reaper>,
     worker: &Path,
     wasm: &[u8],
     kind: WasmKind,
@@ -478,9 +485,10 @@ pub fn start_worker(
         });
     }
     let started = Instant::now();
-    let child = tickbox_host::backend::reaper::spawn_leaf(&mut cmd)
+    let child = reaper::spawn_leaf(reaper, &mut cmd)
         .map_err(|e| CompileError::Worker(format!("{}: {e}", worker.display())))?;
     Ok(Running {
+        reaper: reaper.cloned(),
         child: Some(child),
         bounds,
         started,
@@ -495,7 +503,7 @@ impl Running {
         };
         let pid = child.id();
         let result = supervise(&mut child, self.started, self.bounds);
-        tickbox_host::backend::reaper::forget(pid);
+        reaper::forget(self.reaper.as_ref(), pid);
         result
     }
 }
@@ -505,7 +513,7 @@ impl Drop for Running {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
-            tickbox_host::backend::reaper::forget(child.id());
+            reaper::forget(self.reaper.as_ref(), child.id());
         }
     }
 }
@@ -651,7 +659,9 @@ mod tests {
     #[test]
     fn a_worker_started_early_and_never_used_is_killed_and_reaped() {
         let worker = sleeper("early-drop");
+        let reaper = Reaper::default();
         let running = start_worker(
+            Some(&reaper),
             &worker,
             b"\0asm\x01\0\0\0",
             WasmKind::Module,
@@ -661,9 +671,12 @@ mod tests {
         .unwrap();
         let pid = running.child.as_ref().unwrap().id();
         assert!(alive(pid), "positive control: the worker runs");
+        // Registered in the reaper it was handed, so a sweep spares it.
+        assert!(reaper.knows(pid));
         drop(running);
         // Killed and waited for: not even a zombie is left.
         assert!(!alive(pid), "the worker {pid} outlived its Running");
+        assert!(!reaper.knows(pid), "a reaped worker is forgotten");
         let _ = std::fs::remove_dir_all(worker.parent().unwrap());
     }
 
@@ -676,6 +689,7 @@ mod tests {
         };
         let t = Instant::now();
         let running = start_worker(
+            None,
             &worker,
             b"\0asm\x01\0\0\0",
             WasmKind::Module,

@@ -4,37 +4,46 @@
 
 use super::*;
 
-/// One detached worker being started; counted in [`DETACHED_STARTING`]
-/// while it lives.
-pub(crate) struct DetachedStart;
+/// The detached optimizing compiles of one engine whose worker is still
+/// being started (see [`WasmEngine::optimize_in_background`]), and the
+/// condition variable [`WasmEngine::settle_detached_starts`] waits on;
+/// shared with the threads that start them.
+#[derive(Debug, Default)]
+pub(crate) struct DetachedStarts {
+    starting: std::sync::Mutex<usize>,
+    changed: std::sync::Condvar,
+}
+
+impl DetachedStarts {
+    /// Waits, at most `limit`, until no start is in progress; true when
+    /// none is left.
+    fn settle(&self, limit: Duration) -> bool {
+        let n = lock(&self.starting);
+        let (n, _) = self
+            .changed
+            .wait_timeout_while(n, limit, |n| *n > 0)
+            .unwrap_or_else(|p| p.into_inner());
+        *n == 0
+    }
+}
+
+/// One detached worker being started; counted in its engine's
+/// [`DetachedStarts`] while it lives.
+pub(crate) struct DetachedStart(Arc<DetachedStarts>);
 
 impl DetachedStart {
-    fn begin() -> DetachedStart {
-        *lock(&DETACHED_STARTING.0) += 1;
-        DetachedStart
+    fn begin(starts: &Arc<DetachedStarts>) -> DetachedStart {
+        *lock(&starts.starting) += 1;
+        DetachedStart(starts.clone())
     }
 }
 
 impl Drop for DetachedStart {
     fn drop(&mut self) {
-        let mut n = lock(&DETACHED_STARTING.0);
+        let mut n = lock(&self.0.starting);
         *n = n.saturating_sub(1);
-        DETACHED_STARTING.1.notify_all();
+        self.0.changed.notify_all();
     }
-}
-
-/// Waits, at most `limit`, until every detached optimizing compile this
-/// process decided on has its worker started (the compiles themselves run
-/// on). A one-shot command calls it before it exits, so that its first
-/// start's optimized code is on its way whatever the timing; true when
-/// nothing is left starting.
-pub fn settle_detached_starts(limit: Duration) -> bool {
-    let (starting, cv) = &DETACHED_STARTING;
-    let n = lock(starting);
-    let (n, _) = cv
-        .wait_timeout_while(n, limit, |n| *n > 0)
-        .unwrap_or_else(|p| p.into_inner());
-    *n == 0
 }
 
 /// How a Tick gets compiled when the cache has no optimized code for it
@@ -219,6 +228,11 @@ pub struct WasmEngine {
     pub(crate) compiles: std::sync::atomic::AtomicU64,
     /// Keys whose optimized compile this host started and still waits for.
     pub(crate) optimizing: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Detached optimizing compiles whose worker is being started.
+    pub(crate) detached: Arc<DetachedStarts>,
+    /// Where compile workers are registered as this process's own children
+    /// ([`EngineOptions::reaper`]).
+    pub(crate) reaper: Option<Reaper>,
 }
 
 /// A Tick compiled and linked, ready to instantiate.
@@ -258,6 +272,10 @@ pub struct EngineOptions {
     /// More of tickbox's own state that no grant may overlap, beyond the
     /// default places (e.g. a trust store moved elsewhere; default: none).
     pub own_state: Vec<PathBuf>,
+    /// The process's subreaper bookkeeping, when it is a subreaper: every
+    /// compile worker is registered in it, so a sweep never takes one for
+    /// an orphan (default: none; the process must then not sweep).
+    pub reaper: Option<Reaper>,
 }
 
 impl Default for EngineOptions {
@@ -268,6 +286,7 @@ impl Default for EngineOptions {
             worker: None,
             guest_yield: GuestYield::Deferred,
             own_state: Vec::new(),
+            reaper: None,
         }
     }
 }
@@ -303,6 +322,7 @@ impl WasmEngine {
             worker,
             guest_yield,
             own_state,
+            reaper,
         } = options;
         let e = |x: wasmtime::Error| WasmError::Engine {
             stage: EngineStage::Build,
@@ -362,7 +382,18 @@ impl WasmEngine {
             cache_refused,
             worker,
             own_state,
+            detached: Default::default(),
+            reaper,
         }))
+    }
+
+    /// Waits, at most `limit`, until every detached optimizing compile this
+    /// engine decided on has its worker started (the compiles themselves
+    /// run on). A one-shot command calls it before it exits, so that its
+    /// first start's optimized code is on its way whatever the timing; true
+    /// when nothing is left starting.
+    pub fn settle_detached_starts(&self, limit: Duration) -> bool {
+        self.detached.settle(limit)
     }
 
     /// Why the compile cache is off although a directory was given: one
@@ -610,7 +641,7 @@ impl WasmEngine {
     /// starting a process waits for its `exec`, a millisecond or more on
     /// an idle machine and several on a busy one, which a first start
     /// need not wait for. A one-shot command waits for that start (not
-    /// the compile) before it exits: [`settle_detached_starts`].
+    /// the compile) before it exits: [`WasmEngine::settle_detached_starts`].
     fn optimize_in_background(
         self: &Arc<Self>,
         path: &Path,
@@ -645,13 +676,22 @@ impl WasmEngine {
         let (worker, dir) = (worker.clone(), cache.dir().to_path_buf());
         let (path, owned_key, winch_key) =
             (path.to_path_buf(), key.to_string(), winch_key.to_string());
-        let starting = DetachedStart::begin();
+        let reaper = self.reaper.clone();
+        let starting = DetachedStart::begin(&self.detached);
         let spawned = std::thread::Builder::new()
             .name("tickbox-optimize".into())
             .spawn(move || {
                 let key = owned_key;
-                let child =
-                    compile::optimize_detached(&worker, input, kind, bounds, &dir, &key, &winch_key);
+                let child = compile::optimize_detached(
+                    reaper.as_ref(),
+                    &worker,
+                    input,
+                    kind,
+                    bounds,
+                    &dir,
+                    &key,
+                    &winch_key,
+                );
                 let ended = |loaded: bool| {
                     if let Some(engine) = weak.upgrade() {
                         engine.end_optimizing(&key, loaded);
@@ -677,7 +717,7 @@ impl WasmEngine {
                 // that long; a one-shot command exits before and leaves it
                 // to init.
                 let status = child.wait();
-                tickbox_host::backend::reaper::forget(child.id());
+                tickbox_host::backend::reaper::forget(reaper.as_ref(), child.id());
                 tracing::info!(?status, "optimizing compile ended");
                 ended(true);
             });
@@ -781,7 +821,7 @@ impl WasmEngine {
         if !(compile_if_missing && unbuilt && missing) {
             return None;
         }
-        compile::start_worker(worker, wasm, kind, compiler, bounds).ok()
+        compile::start_worker(self.reaper.as_ref(), worker, wasm, kind, compiler, bounds).ok()
     }
 
     /// Compiles a component or module, or loads it from the disk cache
@@ -835,7 +875,14 @@ impl WasmEngine {
                 let bytes = self
                     .noticing_slow(path, wasm, || match early {
                         Some(running) => running.finish(),
-                        None => compile::compile_in_worker(worker, wasm, kind, compiler, bounds),
+                        None => compile::compile_in_worker(
+                            self.reaper.as_ref(),
+                            worker,
+                            wasm,
+                            kind,
+                            compiler,
+                            bounds,
+                        ),
                     })
                     .map_err(|source| WasmError::Compile {
                         path: path.to_path_buf(),
@@ -947,22 +994,26 @@ impl Compiled for Module {
 
 #[cfg(test)]
 mod detached_start_tests {
-    use super::{settle_detached_starts, DetachedStart};
+    use super::{DetachedStart, DetachedStarts};
+    use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     #[test]
     fn settling_waits_for_a_start_in_progress_and_no_longer() {
-        let start = DetachedStart::begin();
+        let starts = Arc::new(DetachedStarts::default());
+        let start = DetachedStart::begin(&starts);
+        // Another engine's starts are its own: nothing to wait for there.
+        assert!(DetachedStarts::default().settle(Duration::ZERO));
         let t = Instant::now();
         // While it is in progress, a short wait gives up and says so.
-        assert!(!settle_detached_starts(Duration::from_millis(20)));
+        assert!(!starts.settle(Duration::from_millis(20)));
         assert!(t.elapsed() >= Duration::from_millis(20));
         let ender = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(150));
             drop(start);
         });
         let t = Instant::now();
-        assert!(settle_detached_starts(Duration::from_secs(20)));
+        assert!(starts.settle(Duration::from_secs(20)));
         // Woken by the end of the start, not by the limit.
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
         ender.join().unwrap();

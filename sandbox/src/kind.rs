@@ -43,9 +43,3 @@ pub fn detect_file(path: &Path) -> Option<WasmKind> {
 pub fn is_wasm_path(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "wasm") || detect_file(path).is_some()
 }
-
-/// Detached optimizing compiles whose worker is still being started (see
-/// [`WasmEngine::optimize_in_background`]), with a condition variable that
-/// [`settle_detached_starts`] waits on.
-pub(crate) static DETACHED_STARTING: (std::sync::Mutex<usize>, std::sync::Condvar) =
-    (std::sync::Mutex::new(0), std::sync::Condvar::new());

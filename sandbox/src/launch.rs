@@ -251,33 +251,59 @@ where
 /// [`install`](ProcessHygiene::install) at start, before any Tick: the
 /// process becomes a child subreaper (orphans of native Ticks come back to
 /// it), kills what native Ticks of a SIGKILLed host left in their cgroups,
-/// and raises its open-file limit. [`finish`](ProcessHygiene::finish) on
-/// the way out, after every session ended: lets the worker of a first
-/// start's optimizing compile be started (it outlives the process), then
-/// kills and reaps whatever a native Tick left outside its process group.
-/// Opt-in, because an embedder with children of its own must not become a
-/// subreaper. Dropping it without `finish` does nothing (a forked child or
-/// an early exit must not sweep).
+/// and raises its open-file limit. What it decided is a value,
+/// [`native`](ProcessHygiene::native), handed to whatever starts Ticks
+/// (every [`NativeSpec`]'s `hygiene`, and the reaper in every engine's
+/// `EngineOptions`): a child started without it is not registered, and a
+/// sweep would take it for an orphan. [`finish`](ProcessHygiene::finish)
+/// on the way out, after every session ended: lets the workers of the
+/// given engines' optimizing compiles be started (they outlive the
+/// process), then kills and reaps whatever a native Tick left outside its
+/// process group. Opt-in, because an embedder with children of its own
+/// must not become a subreaper. Dropping it without `finish` does nothing
+/// (a forked child or an early exit must not sweep).
 #[must_use = "call finish() on the way out"]
 #[derive(Debug)]
-pub struct ProcessHygiene(());
+pub struct ProcessHygiene {
+    native: native::Hygiene,
+}
 
 /// How long [`ProcessHygiene::finish`] waits for detached compile workers
 /// to be started.
 pub const SETTLE_DETACHED: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl ProcessHygiene {
-    /// Makes this process fit to host Ticks; see the type's docs.
-    pub fn install() -> ProcessHygiene {
-        tickbox_host::backend::reaper::become_subreaper();
+    /// Makes this process fit to host Ticks, native ones getting cgroups as
+    /// `cgroups` says; see the type's docs.
+    pub fn install(cgroups: tickbox_host::backend::cgroup::Cgroups) -> ProcessHygiene {
+        let reaper = tickbox_host::backend::reaper::become_subreaper();
         tickbox_host::backend::cgroup::sweep_stale();
-        native::raise_fd_limit();
-        ProcessHygiene(())
+        let nofile = native::raise_fd_limit();
+        ProcessHygiene {
+            native: native::Hygiene {
+                reaper: Some(reaper),
+                cgroups,
+                nofile,
+            },
+        }
     }
 
-    /// Cleans up on the way out; see the type's docs.
-    pub fn finish(self) {
-        crate::settle_detached_starts(SETTLE_DETACHED);
-        tickbox_host::backend::reaper::sweep();
+    /// What was decided, for every native Tick and engine of this process.
+    pub fn native(&self) -> native::Hygiene {
+        self.native.clone()
+    }
+
+    /// Cleans up on the way out, after the detached starts of `engines`;
+    /// see the type's docs.
+    pub fn finish(self, engines: &[Arc<WasmEngine>]) {
+        let deadline = std::time::Instant::now() + SETTLE_DETACHED;
+        for engine in engines {
+            engine.settle_detached_starts(
+                deadline.saturating_duration_since(std::time::Instant::now()),
+            );
+        }
+        if let Some(reaper) = &self.native.reaper {
+            reaper.sweep();
+        }
     }
 }

@@ -98,6 +98,7 @@ pub use digest::WasmDigest;
 pub use grants::{GrantSpec, Grants};
 pub use launch::{Launch, LaunchError, LaunchOptions, Launcher, ProcessHygiene};
 
+use tickbox_host::backend::reaper::Reaper;
 use tickbox_host::backend::MemoryCharge;
 use tickbox_host::session::{BoxFuture, TickIo, TickProcess};
 use tickbox_host::util::lock;

@@ -162,3 +162,174 @@ fn no_test_builds_into_the_target_directory_the_tests_run_from() {
         "tests that run cargo build without --target-dir: {offending:?}"
     );
 }
+
+/// The types that make a `static` shared state rather than a counter: a
+/// lock, a condition variable or a once-cell (alone or in a tuple).
+const SHARED_STATE_TYPES: &[&str] = &[
+    "Mutex", "RwLock", "Condvar", "OnceLock", "OnceCell", "Once", "Lazy", "LazyLock", "LazyCell",
+];
+
+/// Where [`shared_statics`] is in a source: in code it checks, or in an
+/// item it skips, before its body opens or inside it (braces still open).
+#[derive(Clone, Copy)]
+enum Skip {
+    No,
+    BeforeBody,
+    InBody(usize),
+}
+
+/// The state after the part of a skipped item's line that follows the
+/// place the item began: in its body while its braces are open, done once
+/// they close or at a `;` before any body (`mod tests;`).
+fn skip_from(rest: &str) -> Skip {
+    match rest.find('{') {
+        Some(at) => {
+            let body = &rest[at..];
+            let open = body.matches('{').count();
+            let closed = body.matches('}').count();
+            if open > closed {
+                Skip::InBody(open - closed)
+            } else {
+                Skip::No
+            }
+        }
+        None if rest.trim_end().ends_with(';') => Skip::No,
+        None => Skip::BeforeBody,
+    }
+}
+
+/// The lines (1-based) of `text` that declare a `static` of one of
+/// [`SHARED_STATE_TYPES`], outside test code (an item under
+/// `#[cfg(test)]`) and outside `thread_local!` (one per thread, not per
+/// process).
+fn shared_statics(text: &str) -> Vec<usize> {
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or("").to_string())
+        .collect();
+    let mut found = Vec::new();
+    let mut skip = Skip::No;
+    for (i, line) in lines.iter().enumerate() {
+        match skip {
+            Skip::InBody(depth) => {
+                let depth =
+                    (depth + line.matches('{').count()).saturating_sub(line.matches('}').count());
+                skip = if depth == 0 {
+                    Skip::No
+                } else {
+                    Skip::InBody(depth)
+                };
+                continue;
+            }
+            Skip::BeforeBody => {
+                skip = skip_from(line);
+                continue;
+            }
+            Skip::No => {}
+        }
+        let trimmed = line.trim();
+        if let Some(rest) = trimmed.strip_prefix("#[cfg(test)]") {
+            skip = skip_from(rest);
+            if rest.trim().is_empty() {
+                skip = Skip::BeforeBody;
+            }
+            continue;
+        }
+        if let Some(at) = trimmed.find("thread_local!") {
+            skip = skip_from(&trimmed[at..]);
+            continue;
+        }
+        let declaration = trimmed
+            .strip_prefix("pub ")
+            .or_else(|| trimmed.strip_prefix("pub(crate) "))
+            .or_else(|| trimmed.strip_prefix("pub(super) "))
+            .unwrap_or(trimmed);
+        if !declaration.starts_with("static ") {
+            continue;
+        }
+        // The type runs from the first `:` to the `=`, maybe over lines.
+        let mut decl = declaration.to_string();
+        for next in &lines[i + 1..] {
+            if decl.contains('=') {
+                break;
+            }
+            decl.push(' ');
+            decl.push_str(next);
+        }
+        let ty = decl
+            .split_once(':')
+            .map(|(_, rest)| rest.split('=').next().unwrap_or(""))
+            .unwrap_or("");
+        let shared = ty
+            .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .any(|ident| SHARED_STATE_TYPES.contains(&ident));
+        if shared {
+            found.push(i + 1);
+        }
+    }
+    found
+}
+
+/// Issue 39's rule: a library keeps no state for the whole process. What
+/// one process decided (its subreaper's children, cgroups on or off, the
+/// open-file limit, compiles being started) is a value its owner hands on
+/// (`ProcessHygiene`, an `App`, a `WasmEngine`), so two contexts in one
+/// process (an embedder's, a test's) never share it by accident. Counters
+/// that only make unique names may stay process-wide, and so may the
+/// CLI's terminal and signal handling, which is not a library's.
+#[test]
+fn library_code_keeps_no_process_wide_lock_or_once_cell() {
+    // Positive control, built from pieces so this file does not match: a
+    // lock, a tuple holding a condition variable over two lines and a
+    // once-cell are found; a counter, a string, a per-thread cell, a
+    // `'static` borrow and test code are not.
+    let st = ["sta", "tic"].concat();
+    let sample = [
+        format!("{st} KNOWN: Mutex<Option<HashSet<u32>>> = Mutex::new(None);"),
+        format!("pub(crate) {st} STARTING: (std::sync::Mutex<usize>, std::sync::Condvar) ="),
+        "    (std::sync::Mutex::new(0), std::sync::Condvar::new());".to_string(),
+        format!("{st} WHY: std::sync::OnceLock<&'{st} str> = std::sync::OnceLock::new();"),
+        format!("{st} SEQ: AtomicU64 = AtomicU64::new(0);"),
+        format!("pub {st} NAME: &str = \"Mutex\";"),
+        "thread_local! {".to_string(),
+        format!("    {st} CELL: std::cell::OnceCell<u8> = const {{ std::cell::OnceCell::new() }};"),
+        "}".to_string(),
+        format!("fn held(m: &'{st} Mutex<()>) {{}}"),
+        "#[cfg(test)]".to_string(),
+        "mod tests {".to_string(),
+        "    fn f() {".to_string(),
+        format!("        {st} GATE: Mutex<()> = Mutex::new(());"),
+        "    }".to_string(),
+        "}".to_string(),
+        format!("{st} LAST: RwLock<u8> = RwLock::new(0);"),
+    ]
+    .join("\n");
+    assert_eq!(shared_statics(&sample), vec![1, 2, 4, 17]);
+
+    let mut offending = Vec::new();
+    for krate in LIBRARY_SOURCES {
+        for (path, text) in rust_sources(&root().join(krate)) {
+            let shown = path
+                .strip_prefix(root())
+                .unwrap_or(&path)
+                .display()
+                .to_string();
+            // A test module's own file, and the templates `tickbox new`
+            // writes (a new Tick's sources, the guest SDK's copy): neither
+            // is the library's code.
+            if path.ends_with("tests.rs") || shown.contains("/templates/") {
+                continue;
+            }
+            offending.extend(
+                shared_statics(&text)
+                    .into_iter()
+                    .map(|l| format!("{shown}:{l}")),
+            );
+        }
+    }
+    assert!(
+        offending.is_empty(),
+        "process-wide locks or once-cells in library code (make them part of \
+         a value the caller owns): {offending:?}"
+    );
+}

@@ -12,6 +12,7 @@ use super::open::{self, BoundOpts};
 use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
+use tickbox_runtime::backend::native::Hygiene;
 use tickbox_runtime::backend::wasm::compile::Bounds;
 use tickbox_runtime::backend::wasm::grants::GrantSpec;
 
@@ -35,7 +36,7 @@ pub struct CompileArgs {
     pub pretty: bool,
 }
 
-pub fn run(args: CompileArgs) -> Result<(), Exit> {
+pub fn run(args: CompileArgs, native: Hygiene) -> Result<(), Exit> {
     let grants = GrantSpec {
         max_wasm_size: args.bounds.max_wasm_size.clone(),
         compile_timeout: args.bounds.compile_timeout.clone(),
@@ -48,7 +49,7 @@ pub fn run(args: CompileArgs) -> Result<(), Exit> {
         timeout: grants.limits.compile_timeout,
         memory: grants.limits.compile_memory,
     };
-    let engine = open::app().engine(false)?;
+    let engine = open::hosting_app(native).engine(false)?;
     if engine.cache().is_none() {
         return Err(Exit::session(
             "the compile cache is off: nothing to compile into (set TICKBOX_CACHE_DIR or HOME)",

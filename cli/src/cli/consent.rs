@@ -234,6 +234,8 @@ fn read_line(tty: &File, interrupt: &Interrupt) -> std::io::Result<String> {
 }
 
 /// The write end of [`Interrupt`]'s pipe, for its signal handler.
+/// Process-wide because signal handlers are: a handler receives no value,
+/// so what it writes to must be found in a static.
 static INTERRUPT_FD: AtomicI32 = AtomicI32::new(-1);
 
 /// The signals that end a prompt.

@@ -186,5 +186,7 @@ pub fn settings() -> tickbox_app::Settings {
         compile_worker: std::env::current_exe().ok(),
         audit_max_bytes: audit_max_bytes(),
         audit_session_max_bytes: audit_session_max_bytes(),
+        // The process's hygiene is no variable: `main` installs it.
+        native: Default::default(),
     }
 }

@@ -155,15 +155,17 @@ pub fn main() -> ExitCode {
     // Orphans of native Ticks come back to this process, to be swept on the
     // way out (see backend::reaper); every child this binary starts is a
     // Tick or a compile worker, registered as such.
-    if env::no_cgroup() {
-        tickbox_runtime::backend::cgroup::disable("TICKBOX_NO_CGROUP is set");
-    }
-    let hygiene = tickbox_runtime::launch::ProcessHygiene::install();
+    let cgroups = if env::no_cgroup() {
+        tickbox_runtime::backend::cgroup::Cgroups::off("TICKBOX_NO_CGROUP is set")
+    } else {
+        tickbox_runtime::backend::cgroup::Cgroups::default()
+    };
+    let hygiene = tickbox_runtime::launch::ProcessHygiene::install(cgroups);
     // These own the terminal or their signals (a view or a watch of a live
     // instance ends without stopping its Tick), so they run apart from the
     // one-shot commands below; `run` forks before any thread exists.
     let command = match cli.command {
-        Command::Run(args) => return run::main(args, cli.verbose),
+        Command::Run(args) => return run::main(args, cli.verbose, hygiene.native()),
         Command::Attach(args) => return attach::main(args),
         Command::New(args) => {
             return match new::run(args) {
@@ -176,7 +178,7 @@ pub fn main() -> ExitCode {
             return attach::runtime_main(async move { watch::run(args, &open::app()).await });
         }
         Command::Compile(args) => {
-            return match compile::run(args) {
+            return match compile::run(args, hygiene.native()) {
                 Ok(()) => ExitCode::from(exit::OK),
                 Err(e) => fail(e),
             }
@@ -236,7 +238,7 @@ pub fn main() -> ExitCode {
     };
     // The one application context of this process: its engines, the
     // references it resolved and its audit writers (finished below).
-    let app = Arc::new(open::app());
+    let app = Arc::new(open::hosting_app(hygiene.native()));
     let runtime = match new_runtime(workers) {
         Ok(rt) => rt,
         Err(e) => return fail(e),
@@ -260,7 +262,7 @@ pub fn main() -> ExitCode {
     app.finish_audit();
     // Every session span has ended too: what is queued is exported (the
     // app's observers were finished with its writers).
-    hygiene.finish();
+    hygiene.finish(&app.engines());
     code
 }
 

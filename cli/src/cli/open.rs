@@ -6,6 +6,7 @@ use clap::Args;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tickbox_runtime::backend::native::Hygiene;
 use tickbox_runtime::backend::wasm::grants::{GrantError, GrantSpec};
 use tickbox_runtime::protocol::limits::CALL_TIMEOUT;
 use tickbox_runtime::session::SessionConfig;
@@ -446,14 +447,26 @@ impl Notices for Stderr {
     }
 }
 
-/// The application context a command runs its Ticks in, its notices on stderr.
+/// The application context of a command that starts no Tick and no
+/// compile worker (it needs none of the process's hygiene), its notices on
+/// stderr.
 pub fn app() -> App {
-    app_with(std::sync::Arc::new(Stderr::default()))
+    hosting_app(Hygiene::default())
 }
 
-/// [`app`], its notices going to `notices`.
-pub fn app_with(notices: std::sync::Arc<Stderr>) -> App {
-    App::with_notices(super::env::settings(), notices)
+/// The application context a command runs its Ticks in, under the
+/// process's hygiene (`main`'s `ProcessHygiene`), its notices on stderr.
+pub fn hosting_app(native: Hygiene) -> App {
+    app_with(std::sync::Arc::new(Stderr::default()), native)
+}
+
+/// [`hosting_app`], its notices going to `notices`.
+pub fn app_with(notices: std::sync::Arc<Stderr>, native: Hygiene) -> App {
+    let settings = tickbox_app::Settings {
+        native,
+        ..super::env::settings()
+    };
+    App::with_notices(settings, notices)
         .observed_by(std::sync::Arc::new(super::otel::Telemetry::default()))
 }
 

@@ -28,6 +28,7 @@ use std::os::fd::FromRawFd;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
+use tickbox_runtime::backend::native::Hygiene;
 use tickbox_runtime::live::{publish, PublishOptions, Registry};
 use tickbox_runtime::scenario::{RecordTick, RecordTime, Recorder};
 use tickbox_runtime::TickKind;
@@ -52,7 +53,7 @@ pub struct RunArgs {
 }
 
 /// Entry point; see the module docs. Must run before any thread exists.
-pub fn main(mut args: RunArgs, verbose: u8) -> ExitCode {
+pub fn main(mut args: RunArgs, verbose: u8, native: Hygiene) -> ExitCode {
     if let Some(file) = args.record.take() {
         match record_target(&file) {
             Ok(f) => args.record = Some(f),
@@ -76,7 +77,7 @@ pub fn main(mut args: RunArgs, verbose: u8) -> ExitCode {
     // One context for the view and the host it forks: what is resolved
     // and decided here is what the host starts.
     let notices = Arc::new(open::Stderr::default());
-    let app = open::app_with(notices.clone());
+    let app = open::app_with(notices.clone(), native);
     if let TickSpec::Path(p) = &spec {
         if tickbox_registry::is_reference(p) {
             let decided = args
@@ -138,11 +139,17 @@ pub fn main(mut args: RunArgs, verbose: u8) -> ExitCode {
             unsafe { libc::close(fds[0]) };
             // SAFETY: the write end is ours alone from here on.
             let ready = unsafe { File::from_raw_fd(fds[1]) };
-            // The subreaper setting is not inherited across fork.
-            tickbox_runtime::backend::reaper::become_subreaper();
+            // The subreaper setting is not inherited across fork; the
+            // bookkeeping in the App's settings is.
+            let reaper = app.settings().native.reaper.clone();
+            if let Some(r) = &reaper {
+                r.renew();
+            }
             let code = host(&app, &notices, spec, args, registry, ready, parent, verbose);
             // What a native Tick left behind outside its group goes too.
-            tickbox_runtime::backend::reaper::sweep();
+            if let Some(r) = &reaper {
+                r.sweep();
+            }
             std::process::exit(code)
         }
         _ => {

@@ -115,6 +115,11 @@ impl Signals {
 /// get to it; short enough that a person's Ctrl-C is seen to work.
 pub const SIGNAL_HEARD_WAIT: Duration = Duration::from_secs(2);
 
+// These four are process-wide because signal dispositions are: a signal
+// action runs outside any context a value could be handed to, and may only
+// touch atomics (and the pipe they name); the waiters' lock is the
+// process's because the signals it counts are.
+
 /// Signals the watchdog's action has seen.
 static RECEIVED: AtomicU32 = AtomicU32::new(0);
 /// The last of them (its number).

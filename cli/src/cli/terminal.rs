@@ -46,6 +46,9 @@ fn write_stdout(bytes: &[u8]) {
     }
 }
 
+/// The terminal's settings before this process changed them. Process-wide
+/// because the terminal is: the panic hook and the signal path that put it
+/// back run where no value can be handed to them.
 static SAVED: Mutex<Option<Saved>> = Mutex::new(None);
 
 /// Puts the terminal back, once; safe to call from a panic hook.

@@ -194,6 +194,9 @@ pub fn remove_regular(path: &Path) -> Result<(), FileError> {
 /// a non-file at `path` is refused and left as it is.
 pub fn write_regular(path: &Path, text: &str) -> Result<(), FileError> {
     use std::sync::atomic::{AtomicU64, Ordering};
+    // Process-wide because the scratch names it numbers share a directory
+    // whoever writes there: two writers in this process must never pick
+    // the same name.
     static N: AtomicU64 = AtomicU64::new(0);
     refuse_existing(path)?;
     let dir = path.parent().unwrap_or(Path::new("."));

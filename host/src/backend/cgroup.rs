@@ -20,25 +20,63 @@
 //!   the next start.
 //!
 //! Where no cgroup can be made (no cgroup2 mount, no write permission, a
-//! cgroup that is not ours to divide), or `TICKBOX_NO_CGROUP` is set in the
-//! environment, tickbox says so once in its log and relies on the
-//! subreaper alone. The sweep at start only reaches cgroups
-//! under the cgroup the new tickbox runs in.
+//! cgroup that is not ours to divide), or the embedder turned them off
+//! ([`Cgroups::off`]; the CLI does for `TICKBOX_NO_CGROUP`), tickbox says
+//! so once in its log and relies on the subreaper alone. The sweep at
+//! start only reaches cgroups under the cgroup the new tickbox runs in.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-/// Set by [`disable`]: why native Ticks of this process get no cgroup.
-static DISABLED: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+/// Whether native Ticks get a cgroup each: a setting the embedder decides
+/// once and hands to every native start by value (`native::Hygiene`).
+/// The default makes one wherever the host can. Clones share whether the
+/// log has said that none could be made, so a host of many Ticks says it
+/// once.
+#[derive(Clone, Debug, Default)]
+pub struct Cgroups {
+    /// Why the embedder turned them off.
+    off: Option<Arc<str>>,
+    said: Arc<AtomicBool>,
+}
 
-/// From now on native Ticks of this process get no cgroup (the subreaper
-/// alone keeps what they leave behind); `why` is what [`TickCgroup::create`]
-/// reports. The first call wins. The CLI calls it for `$TICKBOX_NO_CGROUP`.
-pub fn disable(why: &'static str) {
-    let _ = DISABLED.set(why);
+impl Cgroups {
+    /// No cgroup for any native Tick started with this setting (the
+    /// subreaper alone keeps what they leave behind); `why` is what the log
+    /// says.
+    pub fn off(why: &str) -> Cgroups {
+        Cgroups {
+            off: Some(why.into()),
+            said: Arc::default(),
+        }
+    }
+
+    /// Why Ticks get no cgroup, when the embedder said so.
+    pub fn off_because(&self) -> Option<&str> {
+        self.off.as_deref()
+    }
+
+    /// A cgroup for a new Tick, or None where this setting or this host
+    /// allows none (said once in the log, per setting and its clones).
+    pub fn for_tick(&self) -> Option<TickCgroup> {
+        let made = match &self.off {
+            Some(why) => Err(why.to_string()),
+            None => TickCgroup::create(),
+        };
+        match made {
+            Ok(c) => Some(c),
+            Err(why) => {
+                if !self.said.swap(true, Ordering::Relaxed) {
+                    tracing::info!(%why, "no cgroup v2 for native Ticks; relying on the subreaper");
+                }
+                None
+            }
+        }
+    }
 }
 /// The prefix of every cgroup tickbox makes.
 const PREFIX: &str = "tickbox-";
@@ -127,10 +165,9 @@ impl TickCgroup {
     /// Makes a cgroup for a new Tick of this host; Err says why not (the
     /// caller then relies on the subreaper).
     pub fn create() -> Result<TickCgroup, String> {
+        // Process-wide because the names it numbers are: every cgroup this
+        // process makes shares the `<pid>-<start>` prefix, whoever made it.
         static SEQ: AtomicU64 = AtomicU64::new(0);
-        if let Some(why) = DISABLED.get() {
-            return Err((*why).to_string());
-        }
         let parent = own_dir()?;
         let me = std::process::id();
         let name = format!(

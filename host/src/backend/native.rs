@@ -12,17 +12,22 @@
 //! [`NativeSpec`], which may set others). Leftover group members are
 //! killed in every case, and dropping the handle kills the group too, so no
 //! Tick process outlives its session. Processes that left the group (a
-//! double fork with `setsid`) are re-parented to the host, which is a child
-//! subreaper, and killed by [`reaper::sweep`] when the session ends and when
-//! tickbox exits. `PR_SET_PDEATHSIG` covers the host itself dying by SIGKILL
-//! (for the direct child only). Where cgroup v2 allows it, each Tick also
-//! runs in a cgroup of its own ([`cgroup`]), killed whole when the session
-//! ends, and at the next start if the host was SIGKILLed.
+//! double fork with `setsid`) are re-parented to the host, when it is a
+//! child subreaper, and killed by [`Reaper::sweep`] when the session ends
+//! and when tickbox exits. `PR_SET_PDEATHSIG` covers the host itself dying
+//! by SIGKILL (for the direct child only). Where cgroup v2 allows it, each
+//! Tick also runs in a cgroup of its own ([`cgroup`]), killed whole when the
+//! session ends, and at the next start if the host was SIGKILLed. What the
+//! hosting process decided about all this (its reaper, cgroups on or off,
+//! the open-file limit Ticks start with) reaches each start by value, as
+//! the spec's [`Hygiene`].
 //!
 //! [`cgroup`]: super::cgroup
 //!
-//! [`reaper::sweep`]: super::reaper::sweep
+//! [`Reaper::sweep`]: super::reaper::Reaper::sweep
 
+use super::cgroup::Cgroups;
+use super::reaper::Reaper;
 use crate::session::{BoxFuture, TickIo, TickProcess};
 use crate::util::lock;
 use crate::view::{Terminal, View};
@@ -62,6 +67,26 @@ pub struct NativeSpec {
     /// (`tickbox_sandbox::Launcher` records them); [`spawn`] itself
     /// records nothing.
     pub audit: Option<crate::audit::Audit>,
+    /// What the hosting process decided once about the native Ticks it
+    /// starts (default: no subreaper, a cgroup each where possible, the
+    /// process's own open-file limit).
+    pub hygiene: Hygiene,
+}
+
+/// What a process that hosts native Ticks decided once about them, carried
+/// by value into every [`NativeSpec`] (the sandbox's `ProcessHygiene`
+/// makes it for the `tickbox` command).
+#[derive(Debug, Clone, Default)]
+pub struct Hygiene {
+    /// The process's subreaper bookkeeping, when it is one: each Tick's
+    /// leader is registered in it and its session's end sweeps orphans.
+    /// None: nothing is registered and nothing sweeps.
+    pub reaper: Option<Reaper>,
+    /// Whether each Tick gets a cgroup of its own.
+    pub cgroups: Cgroups,
+    /// The soft open-file limit a Tick starts with, when the process raised
+    /// its own ([`raise_fd_limit`] returns it); None: the process's own.
+    pub nofile: Option<u64>,
 }
 
 impl Default for NativeSpec {
@@ -74,6 +99,7 @@ impl Default for NativeSpec {
             exit_grace: EXIT_GRACE,
             term_grace: TERM_GRACE,
             audit: None,
+            hygiene: Hygiene::default(),
         }
     }
 }
@@ -112,15 +138,12 @@ pub enum SpawnError {
     },
 }
 
-/// The soft open-file limit before [`raise_fd_limit`], restored for native
-/// Ticks (0: never raised).
-static ORIGINAL_NOFILE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
 /// Raises this process's soft open-file limit to the hard one: every wasm
 /// Tick is capped by its `max_handles` bound, and the host's own sockets and files
 /// should not be what runs out first when several Ticks share the process.
-/// Native Ticks still start with the limit as it was.
-pub fn raise_fd_limit() {
+/// Returns the limit as it was when it was raised, for
+/// [`Hygiene::nofile`]: native Ticks still start with it.
+pub fn raise_fd_limit() -> Option<u64> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -131,10 +154,11 @@ pub fn raise_fd_limit() {
             let original = lim.rlim_cur;
             lim.rlim_cur = lim.rlim_max;
             if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
-                ORIGINAL_NOFILE.store(original, std::sync::atomic::Ordering::Relaxed);
+                return Some(original);
             }
         }
     }
+    None
 }
 
 /// Resolves `argv[0]` the way a shell would, to an absolute path (§4.1).
@@ -273,8 +297,8 @@ pub fn spawn(spec: &NativeSpec) -> Result<TickIo, SpawnError> {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    let nofile = ORIGINAL_NOFILE.load(std::sync::atomic::Ordering::Relaxed);
-    let cgroup = new_cgroup();
+    let nofile = spec.hygiene.nofile.unwrap_or(0);
+    let cgroup = spec.hygiene.cgroups.for_tick();
     let procs = cgroup.as_ref().map(|c| c.procs_path().clone());
     // SAFETY: the closure runs between fork and exec and only calls
     // async-signal-safe functions (setsid, ioctl, prctl, get/setrlimit,
@@ -306,13 +330,14 @@ pub fn spawn(spec: &NativeSpec) -> Result<TickIo, SpawnError> {
         });
     }
     // Registered as ours, so a sweep (see `reaper`) never takes it for an orphan.
+    let reaper = spec.hygiene.reaper.clone();
     let mut child = {
-        let mut known = super::reaper::known();
+        let mut known = reaper.as_ref().map(Reaper::known);
         let child = cmd.spawn().map_err(|source| SpawnError::Spawn {
             program: program.clone(),
             source,
         })?;
-        if let Some(pid) = child.id() {
+        if let (Some(known), Some(pid)) = (&mut known, child.id()) {
             known.insert(pid);
         }
         child
@@ -389,24 +414,10 @@ pub fn spawn(spec: &NativeSpec) -> Result<TickIo, SpawnError> {
             status: None,
             exit_grace: spec.exit_grace,
             term_grace: spec.term_grace,
+            reaper,
             cgroup,
         }),
     })
-}
-
-/// A cgroup for a new Tick, or None (said once in the log) where this host
-/// cannot make one.
-fn new_cgroup() -> Option<super::cgroup::TickCgroup> {
-    static SAID: std::sync::Once = std::sync::Once::new();
-    match super::cgroup::TickCgroup::create() {
-        Ok(c) => Some(c),
-        Err(why) => {
-            SAID.call_once(|| {
-                tracing::info!(%why, "no cgroup v2 for native Ticks; relying on the subreaper");
-            });
-            None
-        }
-    }
 }
 
 /// The native Tick's process group.
@@ -416,6 +427,8 @@ pub struct NativeProcess {
     status: Option<ExitStatus>,
     exit_grace: Duration,
     term_grace: Duration,
+    /// The subreaper bookkeeping it is registered in, if any.
+    reaper: Option<Reaper>,
     /// Killed and removed when this drops (declared last: after the child).
     cgroup: Option<super::cgroup::TickCgroup>,
 }
@@ -492,7 +505,9 @@ impl TickProcess for NativeProcess {
             if let Some(c) = &self.cgroup {
                 c.kill();
             }
-            let _ = tokio::task::spawn_blocking(super::reaper::sweep).await;
+            if let Some(reaper) = self.reaper.clone() {
+                let _ = tokio::task::spawn_blocking(move || reaper.sweep()).await;
+            }
         })
     }
 }
@@ -503,7 +518,7 @@ impl Drop for NativeProcess {
             self.signal_group(libc::SIGKILL);
         } else if self.pgid > 0 {
             // Reaped: the pid may now be reused by anyone.
-            super::reaper::forget(self.pgid as u32);
+            super::reaper::forget(self.reaper.as_ref(), self.pgid as u32);
         }
     }
 }

@@ -5,18 +5,21 @@
 //! double fork) is beyond `killpg`, and its parent's exit would hand it to
 //! init. So the `tickbox` command makes itself a **child subreaper**
 //! ([`become_subreaper`], `PR_SET_CHILD_SUBREAPER`): every orphan among its
-//! descendants is re-parented to it instead of init. It knows its
-//! legitimate children (native Tick leaders and compile workers are started
-//! through [`spawn_known`] / [`KnownGuard`]), and [`sweep`] kills and reaps
-//! every other child, which can only be such an orphan.
+//! descendants is re-parented to it instead of init. The [`Reaper`] that
+//! call returns knows the process's legitimate children (native Tick
+//! leaders and compile workers are started through
+//! [`Reaper::spawn_known`] / [`KnownGuard`]), and [`Reaper::sweep`] kills
+//! and reaps every other child, which can only be such an orphan.
 //!
 //! Being a subreaper is opt-in, per process: an embedder of the library
 //! that starts children of its own (a test harness, an editor) must not
 //! call [`become_subreaper`] unless every child it starts goes through
-//! [`spawn_known`], since a sweep would take its other children for
-//! orphans. Without it, [`sweep`] does nothing.
+//! its [`Reaper`], since a sweep would take its other children for
+//! orphans. Whoever starts native Ticks and compile workers is handed the
+//! `Reaper` by value (`native::Hygiene`, the sandbox's `EngineOptions`);
+//! without one, nothing is registered and nothing sweeps.
 //!
-//! `sweep` runs when a native Tick's session ends (in a host of several
+//! A sweep runs when a native Tick's session ends (in a host of several
 //! Ticks it also ends orphans another still-running Tick left behind: an
 //! orphan has no owner left to ask) and when the `tickbox` command exits.
 //! Not covered here: a host killed by SIGKILL cannot sweep; its direct
@@ -25,7 +28,8 @@
 
 use crate::util::lock;
 use std::collections::HashSet;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Rounds of kill-and-reap before giving up (each round catches the
@@ -34,60 +38,123 @@ const SWEEP_ROUNDS: usize = 20;
 /// How long one round waits for its victims to be reapable.
 const ROUND_WAIT: Duration = Duration::from_millis(500);
 
-static KNOWN: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
-/// Whether a child that may start processes of its own (a native Tick)
-/// was ever started: only then can an orphan be adopted, and only then
-/// does [`sweep`] read `/proc` (a file per process on the machine, at
-/// every exit of the command: a measurable part of a wasm Tick's whole
-/// run otherwise).
-static MAY_ADOPT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// A subreaper's bookkeeping: the children it started itself. Cloning it
+/// shares the one set (every clone speaks for the same process). Make one
+/// per process ([`become_subreaper`]) and hand clones to everything that
+/// starts children: a sweep through one handle takes a child registered
+/// only in another for an orphan. (`Default` makes an empty set without
+/// touching the process, for tests of what registers.)
+#[derive(Clone, Debug, Default)]
+pub struct Reaper(Arc<Children>);
+
+#[derive(Debug, Default)]
+struct Children {
+    known: Mutex<HashSet<u32>>,
+    /// Whether a child that may start processes of its own (a native
+    /// Tick) was ever started: only then can an orphan be adopted, and
+    /// only then does a sweep read `/proc` (a file per process on the
+    /// machine, at every exit of the command: a measurable part of a wasm
+    /// Tick's whole run otherwise).
+    may_adopt: AtomicBool,
+}
 
 /// The lock on the set of legitimate children; hold it across a spawn and
 /// [`KnownGuard::insert`] so a concurrent sweep never sees the new child
 /// unregistered.
-pub struct KnownGuard(MutexGuard<'static, Option<HashSet<u32>>>);
+pub struct KnownGuard<'a> {
+    set: MutexGuard<'a, HashSet<u32>>,
+    may_adopt: &'a AtomicBool,
+}
 
-impl KnownGuard {
+impl KnownGuard<'_> {
     /// Records a child started by tickbox itself.
     pub fn insert(&mut self, pid: u32) {
-        MAY_ADOPT.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.0.get_or_insert_with(HashSet::new).insert(pid);
+        self.may_adopt.store(true, Ordering::SeqCst);
+        self.set.insert(pid);
     }
 }
 
-/// Locks the set of legitimate children.
-pub fn known() -> KnownGuard {
-    KnownGuard(lock(&KNOWN))
-}
+impl Reaper {
+    /// Locks the set of legitimate children.
+    pub fn known(&self) -> KnownGuard<'_> {
+        KnownGuard {
+            set: lock(&self.0.known),
+            may_adopt: &self.0.may_adopt,
+        }
+    }
 
-/// Forgets a child that has been waited for.
-pub fn forget(pid: u32) {
-    if let Some(set) = known().0.as_mut() {
-        set.remove(&pid);
+    /// Whether `pid` is registered as a child started through this handle
+    /// (or a clone of it).
+    pub fn knows(&self, pid: u32) -> bool {
+        lock(&self.0.known).contains(&pid)
+    }
+
+    /// Forgets a child that has been waited for.
+    pub fn forget(&self, pid: u32) {
+        lock(&self.0.known).remove(&pid);
+    }
+
+    /// Spawns a command as a known child.
+    pub fn spawn_known(
+        &self,
+        cmd: &mut std::process::Command,
+    ) -> std::io::Result<std::process::Child> {
+        let mut k = self.known();
+        let child = cmd.spawn()?;
+        k.insert(child.id());
+        Ok(child)
+    }
+
+    /// Spawns a known child that starts no processes of its own (tickbox's
+    /// compile worker): no orphan can come of it, so it alone never makes
+    /// [`Reaper::sweep`] look for one.
+    pub fn spawn_leaf(
+        &self,
+        cmd: &mut std::process::Command,
+    ) -> std::io::Result<std::process::Child> {
+        let mut k = lock(&self.0.known);
+        let child = cmd.spawn()?;
+        k.insert(child.id());
+        Ok(child)
+    }
+
+    /// Makes this process a subreaper again, keeping this bookkeeping: the
+    /// setting is not inherited across `fork`, the memory holding the
+    /// handle is, so a forked host calls this.
+    pub fn renew(&self) {
+        set_subreaper();
     }
 }
 
-/// Spawns a command as a known child.
-pub fn spawn_known(cmd: &mut std::process::Command) -> std::io::Result<std::process::Child> {
-    let mut k = known();
-    let child = cmd.spawn()?;
-    k.insert(child.id());
-    Ok(child)
+/// Spawns `cmd` as a leaf child of `reaper` ([`Reaper::spawn_leaf`]), or
+/// plainly where the process keeps no subreaper bookkeeping.
+pub fn spawn_leaf(
+    reaper: Option<&Reaper>,
+    cmd: &mut std::process::Command,
+) -> std::io::Result<std::process::Child> {
+    match reaper {
+        Some(r) => r.spawn_leaf(cmd),
+        None => cmd.spawn(),
+    }
 }
 
-/// Spawns a known child that starts no processes of its own (tickbox's
-/// compile worker): no orphan can come of it, so it alone never makes
-/// [`sweep`] look for one.
-pub fn spawn_leaf(cmd: &mut std::process::Command) -> std::io::Result<std::process::Child> {
-    let mut k = known();
-    let child = cmd.spawn()?;
-    k.0.get_or_insert_with(HashSet::new).insert(child.id());
-    Ok(child)
+/// Forgets `pid` in `reaper`, if there is one.
+pub fn forget(reaper: Option<&Reaper>, pid: u32) {
+    if let Some(r) = reaper {
+        r.forget(pid);
+    }
 }
 
-/// Makes this process the reaper of its orphaned descendants. Idempotent;
-/// not inherited across `fork`, so a forked host calls it again.
-pub fn become_subreaper() {
+/// Makes this process the reaper of its orphaned descendants, and returns
+/// the handle that keeps its bookkeeping (see the module docs). Not
+/// inherited across `fork`: a forked host calls [`Reaper::renew`].
+pub fn become_subreaper() -> Reaper {
+    set_subreaper();
+    Reaper::default()
+}
+
+/// `PR_SET_CHILD_SUBREAPER`; idempotent.
+fn set_subreaper() {
     // SAFETY: prctl with these arguments only sets a process attribute.
     let r = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     if r != 0 {
@@ -111,10 +178,9 @@ pub fn is_subreaper() -> bool {
     v != 0
 }
 
-/// This process's children that tickbox did not start itself.
-fn adopted() -> Vec<i32> {
+/// This process's children not in `known`.
+fn adopted(known: &HashSet<u32>) -> Vec<i32> {
     let me = std::process::id() as i32;
-    let known: HashSet<u32> = known().0.clone().unwrap_or_default();
     let Ok(procs) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -136,16 +202,23 @@ fn adopted() -> Vec<i32> {
         .collect()
 }
 
-/// Kills and reaps every adopted orphan (see the module docs); returns how
-/// many. Does nothing unless this process is a subreaper that started a
-/// child other than a compile worker ([`spawn_leaf`]).
-pub fn sweep() -> usize {
-    if !MAY_ADOPT.load(std::sync::atomic::Ordering::SeqCst) || !is_subreaper() {
-        return 0;
+impl Reaper {
+    /// Kills and reaps every adopted orphan (see the module docs); returns
+    /// how many. Does nothing unless this process is a subreaper that
+    /// started a child other than a compile worker ([`Reaper::spawn_leaf`]).
+    pub fn sweep(&self) -> usize {
+        if !self.0.may_adopt.load(Ordering::SeqCst) || !is_subreaper() {
+            return 0;
+        }
+        sweep_except(&self.0.known)
     }
+}
+
+/// Kills and reaps every child of this process that `known` does not hold.
+fn sweep_except(known: &Mutex<HashSet<u32>>) -> usize {
     let mut total = 0;
     for _ in 0..SWEEP_ROUNDS {
-        let victims = adopted();
+        let victims = adopted(&lock(known).clone());
         if victims.is_empty() {
             break;
         }
@@ -174,4 +247,25 @@ pub fn sweep() -> usize {
         tracing::info!(count = total, "killed processes native Ticks left behind");
     }
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_reaper_knows_the_children_started_through_it_and_no_others() {
+        let reaper = Reaper::default();
+        let other = Reaper::default();
+        let mut child = reaper
+            .spawn_leaf(&mut std::process::Command::new("true"))
+            .expect("spawn true");
+        let pid = child.id();
+        // A clone speaks for the same process; another handle is apart.
+        assert!(reaper.clone().knows(pid));
+        assert!(!other.knows(pid));
+        child.wait().expect("wait");
+        reaper.forget(pid);
+        assert!(!reaper.knows(pid));
+    }
 }

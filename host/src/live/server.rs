@@ -133,7 +133,8 @@ impl Drop for Published {
 fn new_id() -> String {
     use std::hash::{BuildHasher, Hasher};
     // RandomState is seeded per process from the OS; mixing in time and a
-    // counter keeps ids apart within one process.
+    // counter keeps ids apart within one process, so the counter is the
+    // process's, whoever asks.
     static N: AtomicUsize = AtomicUsize::new(0);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_usize(N.fetch_add(1, Ordering::Relaxed));
