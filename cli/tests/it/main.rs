@@ -64,9 +64,9 @@
 //!   cache after it, the detached optimizing compile's bounds, `tickbox compile`;
 //! - `entries` — write quotas count the files and directories a Tick
 //!   creates, and moves into or out of a metered grant are refused;
-//! - `determinism` — under virtual time a guest's instance id and file
-//!   times, and every example scenario's report and screens, are the same
-//!   in every run;
+//! - `determinism` — every example scenario's report and screens are the
+//!   same in every `tickbox test` process (what a guest reads under virtual
+//!   time is tickbox-sandbox's `virtual_time` tests);
 //! - `layers` — each crate's dependency tree has only what its layer is
 //!   for, and only the CLI reads `TICKBOX_*` variables;
 //! - `traces` — `tickbox test --trace` and `show-trace`: which scenarios

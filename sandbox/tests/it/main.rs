@@ -20,7 +20,9 @@
 //! - `catalog` — a catalog's costly patterns bounded, and charged to the
 //!   Tick's memory bound;
 //! - `views` — live views of a wasm Tick: bounded sizes, a drawing flood
-//!   that stalls nothing.
+//!   that stalls nothing;
+//! - `virtual_time` — under a virtual clock a guest's instance id, file
+//!   times and directory order are the same on every start.
 
 mod cache;
 mod catalog;
@@ -33,3 +35,4 @@ mod memory;
 mod quota;
 mod sharing;
 mod views;
+mod virtual_time;
