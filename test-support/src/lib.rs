@@ -6,9 +6,11 @@
 //! Start with [`build_wasm`] (a guest workspace's crate as a `.wasm`),
 //! [`TempDir`], [`exits_within`] and [`eventually`]. It depends on no
 //! tickbox crate, so every crate's tests can use it without a cycle.
-//! [`registry`] starts a real OCI registry and makes SSH keys.
+//! [`registry`] starts a real OCI registry and makes SSH keys; [`wasm`]
+//! generates the modules that hit the sandbox's walls.
 
 pub mod registry;
+pub mod wasm;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -88,6 +90,29 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A directory to grant a Tick: `hello.txt` (its text "hello from the
+/// host"), an empty `sub/`, and two symbolic links that point out of it
+/// (`passwd-link` to /etc/passwd, `up` to its parent).
+pub fn data_dir() -> TempDir {
+    let dir = TempDir::new("sandbox-data");
+    std::fs::write(dir.path("hello.txt"), "hello from the host").unwrap();
+    std::fs::create_dir(dir.path("sub")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.path("passwd-link")).unwrap();
+    std::os::unix::fs::symlink("../", dir.path("up")).unwrap();
+    dir
+}
+
+/// The compile cache's entries (`*.cwasm`) in `dir`, sorted; none when
+/// it does not exist.
+pub fn cache_entries(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.retain(|p| p.extension().is_some_and(|e| e == "cwasm"));
+    v.sort();
+    v
 }
 
 /// Whether a process still exists (and is not a zombie).
