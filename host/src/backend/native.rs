@@ -61,7 +61,7 @@ pub struct NativeSpec {
     /// The audit stream its starts are recorded in, by whoever starts it
     /// (`tickbox_sandbox::Launcher` records them); [`spawn`] itself
     /// records nothing.
-    pub audit: Option<crate::audit::Audit>,
+    pub audit: Option<tickbox_telemetry::audit::Audit>,
 }
 
 impl Default for NativeSpec {

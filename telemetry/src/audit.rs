@@ -51,7 +51,7 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use tickbox_host::audit::{Audit, AuditLine, AuditSink, DenialKind, Origin};
+//! use tickbox_telemetry::audit::{Audit, AuditLine, AuditSink, DenialKind, Origin};
 //! struct Print;
 //! impl AuditSink for Print {
 //!     fn offer(&self, event: AuditLine) -> bool {
@@ -64,6 +64,8 @@
 //! let audit = Audit::new(Origin::Cli, vec![Arc::new(Print)]).for_session();
 //! audit.denied(DenialKind::Path, "../\x1b]2;x\x07", "leads out of the grant /data");
 //! ```
+
+pub mod read;
 
 use crate::limits::{AUDIT_BATCH_WAIT, AUDIT_FLUSH_WAIT, AUDIT_QUEUE_EVENTS, MAX_AUDIT_TEXT_CHARS};
 pub use crate::outcome::AuditSyncError;
@@ -639,7 +641,23 @@ struct Shared {
     /// How long repeated refusals are held ([`AUDIT_MERGE_WINDOW`]; tests
     /// shorten it).
     merge_window: Duration,
+    /// What every session id of this handle starts with: unique to this
+    /// process and the handle ([`session_prefix`]).
+    prefix: String,
     next: AtomicU64,
+}
+
+/// A session id's start, unique per process and handle: the pid, when the
+/// handle was made, and how many handles this process made before it (two
+/// made in the same microsecond still differ).
+fn session_prefix() -> String {
+    static HANDLES: AtomicU64 = AtomicU64::new(0);
+    let made = SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros())
+        .unwrap_or(0);
+    let handle = HANDLES.fetch_add(1, Ordering::Relaxed);
+    format!("tickbox-{}-{made:x}-{handle}", std::process::id())
 }
 
 impl std::fmt::Debug for Audit {
@@ -666,6 +684,7 @@ impl Audit {
                 sync: false,
                 budget: MAX_AUDIT_SESSION_BYTES,
                 merge_window: AUDIT_MERGE_WINDOW,
+                prefix: session_prefix(),
                 next: AtomicU64::new(1),
             }),
             session: None,
@@ -720,6 +739,7 @@ impl Audit {
             sync: self.shared.sync,
             budget: self.shared.budget,
             merge_window: self.shared.merge_window,
+            prefix: self.shared.prefix.clone(),
             next: AtomicU64::new(self.shared.next.load(Ordering::Relaxed)),
         };
         change(&mut shared);
@@ -744,7 +764,7 @@ impl Audit {
     /// the same `session` id, unique to this process and time.
     pub fn for_session(&self) -> Audit {
         let n = self.shared.next.fetch_add(1, Ordering::Relaxed);
-        let id = format!("{}-{n}", crate::util::new_instance_id());
+        let id = format!("{}-{n}", self.shared.prefix);
         Audit {
             shared: self.shared.clone(),
             session: Some(id.into()),
@@ -1842,7 +1862,7 @@ mod tests {
             executed: true,
         };
         let unknown =
-            CallOutcome::Unknown(crate::session::UnknownReason::Malformed(hostile.into()));
+            CallOutcome::Unknown(crate::outcome::UnknownReason::Malformed(hostile.into()));
         let mcp = McpCall {
             method: "tools/call",
             tool: hostile,
