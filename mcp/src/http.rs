@@ -14,8 +14,9 @@
 //!   or as the query `?token=TOKEN` (for clients that cannot set headers,
 //!   as Jupyter does); 401 otherwise, compared in constant time. There is
 //!   always a token: the CLI generates one when none is given;
-//! - a browser `Origin` must be a loopback one (403 otherwise), and the
-//!   `Host` must name the bound address (rmcp's DNS-rebinding check);
+//! - a browser `Origin` must be a loopback page's (403 otherwise), and
+//!   the `Host` must name a loopback name or the bound address, at any
+//!   port (the door's `Loopback` rule, against DNS rebinding);
 //!   only [`MCP_PATH`] is served (404 elsewhere; the two probes below are
 //!   answered before the token is checked);
 //! - the first authenticated request takes the connection's slot: at most
@@ -92,6 +93,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tickbox_guard::body::{read_body, BodyError};
 use tickbox_guard::door::{self, closing, plain, Body};
+use tickbox_guard::origin::{self, Loopback};
 use tickbox_host::util::lock;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -185,6 +187,8 @@ struct Shared {
     sessions: Arc<LocalSessionManager>,
     token: Box<str>,
     gate: Arc<door::Gate>,
+    /// The `Host` and `Origin` a request may carry.
+    loopback: Loopback,
     /// When each session this server created last had a request.
     last_used: Mutex<HashMap<Arc<str>, Instant>>,
     evict_idle: Duration,
@@ -252,23 +256,12 @@ pub async fn serve(
 ) -> std::io::Result<Drained> {
     let local = listener.local_addr()?;
     let ct = CancellationToken::new();
-    let mut hosts = vec![
-        "localhost".to_string(),
-        "127.0.0.1".to_string(),
-        "::1".to_string(),
-    ];
-    if !local.ip().is_unspecified() {
-        hosts.push(local.ip().to_string());
-    }
+    // `Host` and `Origin` are the door's to check (`Loopback`, in
+    // `Shared::handle`), once, for every request: rmcp's own check of
+    // them is off.
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(hosts)
-        .with_allowed_origins([
-            "http://localhost:*",
-            "http://127.0.0.1:*",
-            "http://[::1]:*",
-            "https://localhost:*",
-            "https://127.0.0.1:*",
-        ])
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
         .with_max_request_body_bytes(MAX_FRAME_BYTES)
         .with_cancellation_token(ct.clone());
     let mut manager = LocalSessionManager::default();
@@ -293,6 +286,7 @@ pub async fn serve(
         sessions: sessions.clone(),
         token: options.token.into_boxed_str(),
         gate: gate.clone(),
+        loopback: Loopback::of(local),
         last_used: Mutex::new(HashMap::new()),
         evict_idle: SESSION_EVICT_IDLE.min(options.session_idle),
         body_timeout: options.body_timeout,
@@ -447,6 +441,9 @@ impl Shared {
                 ),
             );
         }
+        if let Some(refused) = self.foreign(&parts.headers, conn) {
+            return refused;
+        }
         let delete = parts.method == hyper::Method::DELETE;
         let mut response = self
             .service
@@ -479,6 +476,24 @@ impl Shared {
             }),
             None => response,
         }
+    }
+
+    /// The refusal of a request whose `Host` does not name this server or
+    /// whose `Origin` is not a loopback page (DNS rebinding, a page from
+    /// elsewhere), or None.
+    fn foreign(&self, headers: &hyper::HeaderMap, conn: &door::Conn) -> Option<Response<Body>> {
+        let header =
+            |name: hyper::header::HeaderName| headers.get(name).map(|v| v.to_str().unwrap_or("?"));
+        let host = header(hyper::header::HOST).unwrap_or_default();
+        if !self.loopback.allows_host(host) {
+            tracing::info!(peer = %conn.peer(), "refused a request for another host");
+            return Some(origin::wrong_host());
+        }
+        if !Loopback::allows_origin(header(hyper::header::ORIGIN)) {
+            tracing::info!(peer = %conn.peer(), "refused a request from another origin");
+            return Some(origin::wrong_origin());
+        }
+        None
     }
 
     /// The answer to a liveness or readiness probe (`GET`/`HEAD` of

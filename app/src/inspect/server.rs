@@ -59,7 +59,7 @@ use tickbox_guard::body::read_body;
 use tickbox_guard::door::DEFAULT_BOUNDS;
 use tickbox_guard::door::{accept, authorized, unauthorized, Body, Conn, Gate, TokenIn};
 use tickbox_guard::limits::BODY_TIMEOUT;
-use tickbox_guard::origin::{same_origin, Hosts};
+use tickbox_guard::origin::{same_origin, wrong_host, wrong_origin, Hosts};
 use tickbox_host::session::CallOutcome;
 use tickbox_host::text::{self, TickData};
 use tokio::sync::{broadcast, mpsc, Semaphore};
@@ -259,10 +259,7 @@ impl Shared {
             .to_string();
         if !self.hosts.allows(&host) {
             tracing::info!(peer = %conn.peer(), host = %text::escape(&host), "refused a request for another host");
-            return plain(
-                StatusCode::FORBIDDEN,
-                "forbidden: the Host header does not name this server (DNS rebinding?)",
-            );
+            return wrong_host();
         }
         let origin = req
             .headers()
@@ -270,10 +267,7 @@ impl Shared {
             .map(|o| o.to_str().unwrap_or("?").to_string());
         if !same_origin(origin.as_deref(), &host) {
             tracing::info!(peer = %conn.peer(), "refused a request from another origin");
-            return plain(
-                StatusCode::FORBIDDEN,
-                "forbidden: a request from another origin",
-            );
+            return wrong_origin();
         }
         let path = req.uri().path().to_string();
         // The page's own files need no token: the printed URL keeps it in
