@@ -74,7 +74,7 @@ use tickbox_conformance::scenario::{self, FileError};
 use tickbox_host::text;
 use tickbox_sandbox::grants::{dir_host, GrantSpec, NetGrant};
 use tickbox_sandbox::limits as bounds;
-use tickbox_telemetry::audit::read::{self, Entry, ReadError};
+use tickbox_telemetry::audit::read::{self as lines, Entry, ReadError};
 use tickbox_telemetry::audit::MAX_AUDIT_READ_BYTES;
 
 /// Distinct refusals (and notes about what was not taken) listed as
@@ -194,7 +194,7 @@ impl Record {
     /// One line, read by the telemetry crate's typed reader (the schema
     /// the writer writes), joined to its session.
     fn add_line(&mut self, line: &str) -> Result<(), ReadError> {
-        let read = read::parse_line(line)?;
+        let read = lines::parse_line(line)?;
         self.lost += read.lost;
         if read.cut {
             self.cut += 1;
@@ -219,23 +219,23 @@ impl Record {
                 });
             }
             Entry::Used(used) => match used {
-                read::Use::Dir {
+                lines::Use::Dir {
                     host,
                     guest,
                     access,
                 } => s.uses.push(Used::Dir {
                     host,
                     guest,
-                    write: access == read::Access::Write,
+                    write: access == lines::Access::Write,
                 }),
-                read::Use::Socket { allow_net } => s.uses.push(Used::Net { allow_net }),
-                read::Use::Lookup { name, allow_net } => {
+                lines::Use::Socket { allow_net } => s.uses.push(Used::Net { allow_net }),
+                lines::Use::Lookup { name, allow_net } => {
                     s.uses.push(Used::Lookup { name, allow_net })
                 }
-                read::Use::HttpOrigin { origin, fixture } => {
+                lines::Use::HttpOrigin { origin, fixture } => {
                     s.uses.push(Used::Http { origin, fixture })
                 }
-                read::Use::Unrecorded => s.unrecorded = true,
+                lines::Use::Unrecorded => s.unrecorded = true,
                 // A kind of use a later tickbox records.
                 _ => {}
             },
