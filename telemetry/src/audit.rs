@@ -7,10 +7,10 @@
 //! sandbox sees denials and limits (a socket address, a name, an HTTP
 //! origin, a path leading out of a grant, a quota, the memory bound), the
 //! session sees calls and the end, the CLI sees approvals and who started
-//! the Tick. So the event types and the writer live in the lowest crate
-//! they all share, and each layer is handed an [`Audit`] value (through
-//! `Launcher::audited`, the `TickProcess`, the session): none of them knows
-//! a file name or a flag. The CLI decides where lines go (`--audit FILE`,
+//! the Tick. So the event types and the writer live in a crate below all
+//! of them that knows none of them, and each layer is handed an [`Audit`]
+//! value (through `Launcher::audited`, the `TickProcess`, the session):
+//! none of them knows a file name or a flag. The CLI decides where lines go (`--audit FILE`,
 //! `-` for stderr, the policy and MCP-config keys, a live host's rotating
 //! file in the state directory) and opens the files through
 //! [`QueuedWriter`], [`AppendFile`] and [`RotatingFile`].
@@ -39,6 +39,11 @@
 //! line written. A line reaches its file at most [`AUDIT_BATCH_WAIT`]
 //! after its event. A process on its way out gives the writer
 //! [`AUDIT_FLUSH_WAIT`] to finish ([`QueuedWriter::finish`]).
+//!
+//! **Read back typed.** [`read`] is the one reading of these lines
+//! (`tickbox policy suggest`, the benchmarks): typed events, each wall of
+//! untrusted input refused by its rule, tested against what this writer
+//! writes (merged refusals and `unrecorded` included).
 //!
 //! **Never raw.** Each line is built as a JSON value, every string cut at
 //! [`MAX_AUDIT_TEXT_CHARS`], encoded, and passed through
