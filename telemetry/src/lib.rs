@@ -7,9 +7,10 @@
 //! made the handle:
 //!
 //! - [`audit`] — the audit stream: typed events (start, call, approval,
-//!   used, denied, limit, unrecorded, end) as escaped JSON lines, their
-//!   bounded writers and rotating files, and the typed reading of those
-//!   lines back ([`audit::read`]);
+//!   used, denied, limit, unrecorded, end) as escaped JSON lines, the
+//!   bounded queue and thread that write them to appended or rotating
+//!   files ([`audit::QueuedWriter`]), and the typed reading of those lines
+//!   back ([`audit::read`]);
 //! - [`metrics`] — the same events counted for Prometheus (calls and
 //!   durations per Tick and tool, refusals, limits, live Ticks, host RSS)
 //!   and the text exposition format they are written in;
