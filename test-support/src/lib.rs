@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 pub const LIBRARY_SOURCES: &[&str] = &[
     "protocol/src",
     "trust/src",
+    "telemetry/src",
+    "guard/src",
     "host/src",
     "sandbox/src",
     "registry/src",
@@ -528,4 +530,24 @@ impl Drop for HelloServer {
             let _ = t.join();
         }
     }
+}
+
+/// Holds a `limits.rs` module's doc table to its constants: for each
+/// `(NAME, value)` the row that links `NAME` (`//! | [`NAME`] | … |`) says
+/// `value`, and no row goes unchecked. `doc` is the module's source
+/// (`include_str!("limits.rs")`).
+pub fn check_limits_table(doc: &str, checks: &[(&str, String)]) {
+    let rows: Vec<&str> = doc.lines().filter(|l| l.starts_with("//! | [`")).collect();
+    for (name, value) in checks {
+        let link = format!("[`{name}`]");
+        let row = rows
+            .iter()
+            .find(|l| l.contains(&link))
+            .unwrap_or_else(|| panic!("{name} has no row"));
+        assert!(
+            row.contains(value.as_str()),
+            "{name}'s row should say {value}: {row}"
+        );
+    }
+    assert_eq!(rows.len(), checks.len(), "a row without a check");
 }

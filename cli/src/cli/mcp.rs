@@ -15,15 +15,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tickbox_app::token::{self, Token};
 use tickbox_app::{Request, Target};
-use tickbox_runtime::audit::Origin;
 use tickbox_runtime::live;
 use tickbox_runtime::mcp::http::metrics::MetricsEndpoint;
 use tickbox_runtime::mcp::http::Drained;
 use tickbox_runtime::mcp::{
     valid_tick_name, Config, Facade, Grants, HostedTick, TickEntry, TickSource,
 };
-use tickbox_runtime::metrics::{Metrics, TickMetrics};
 use tickbox_runtime::session::Session;
+use tickbox_telemetry::audit::Origin;
+use tickbox_telemetry::metrics::{Metrics, TickMetrics};
 
 /// Exit codes of `tickbox mcp`.
 pub const HELP: &str = "\
@@ -218,7 +218,7 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
         // The Tick's audit events are counted from its first (its start);
         // the count is named once the Tick has its name.
         let counts = metrics.as_ref().map(|_| Arc::new(TickMetrics::default()));
-        let mut observers: Vec<Arc<dyn tickbox_runtime::audit::AuditObserver>> = Vec::new();
+        let mut observers: Vec<Arc<dyn tickbox_telemetry::audit::AuditObserver>> = Vec::new();
         if let Some(c) = &counts {
             observers.push(c.clone());
         }

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tickbox_runtime::mcp::http::metrics::{METRICS_MAX_CONNECTIONS, METRICS_MAX_UNAUTHENTICATED};
-use tickbox_runtime::metrics::{label_value, MAX_METRIC_TOOLS_PER_TICK};
 use tickbox_runtime::text::escape;
+use tickbox_telemetry::metrics::{label_value, MAX_METRIC_TOOLS_PER_TICK};
 
 /// How long to wait for Prometheus to start and scrape: generous, since
 /// the machine may be loaded; only reached when the test is failing.
