@@ -76,6 +76,7 @@
 pub mod door;
 pub mod metrics;
 
+use super::instance::ClientName;
 use super::server::{Connection, Facade};
 use super::transport::{Tracking, MAX_FRAME_BYTES, SESSION_HEADER};
 use bytes::{Bytes, BytesMut};
@@ -191,6 +192,19 @@ pub struct HttpOptions {
     /// How long a drain waits for the requests in flight
     /// ([`DRAIN_TIMEOUT`] by default).
     pub drain_timeout: Duration,
+    /// Named clients, each with a token of its own, accepted as well as
+    /// `token`: a request carrying one is that client's (see
+    /// [`crate::instance`]).
+    pub clients: Vec<NamedClient>,
+}
+
+/// A client named by its own bearer token (a clients file's line).
+#[derive(Debug, Clone)]
+pub struct NamedClient {
+    /// Its name, as audit lines and spans give it.
+    pub name: String,
+    /// The token its requests carry.
+    pub token: String,
 }
 
 /// How a drain ended (what [`serve`] returns).
@@ -215,6 +229,7 @@ impl HttpOptions {
             body_timeout: BODY_TIMEOUT,
             metrics: None,
             drain_timeout: DRAIN_TIMEOUT,
+            clients: Vec::new(),
         }
     }
 }
@@ -225,6 +240,8 @@ struct Shared {
     service: StreamableHttpService<Connection, LocalSessionManager>,
     sessions: Arc<LocalSessionManager>,
     token: Box<str>,
+    /// The named clients' names and tokens.
+    clients: Vec<(Arc<str>, Box<str>)>,
     gate: Arc<door::Gate>,
     /// When each session this server created last had a request.
     last_used: Mutex<HashMap<Arc<str>, Instant>>,
@@ -340,6 +357,11 @@ pub async fn serve(
         service,
         sessions: sessions.clone(),
         token: options.token.into_boxed_str(),
+        clients: options
+            .clients
+            .into_iter()
+            .map(|c| (Arc::from(c.name), c.token.into_boxed_str()))
+            .collect(),
         gate: gate.clone(),
         last_used: Mutex::new(HashMap::new()),
         evict_idle: SESSION_EVICT_IDLE.min(options.session_idle),
@@ -551,12 +573,22 @@ impl Shared {
         if let Some(answer) = self.probe(&req).await {
             return answer;
         }
-        if !door::authorized(&req, &self.token, door::TokenIn::HeaderOrQuery) {
+        let within = door::TokenIn::HeaderOrQuery;
+        // The server's token, or a named client's (which names the client).
+        let client = if door::authorized(&req, &self.token, within) {
+            Some(None)
+        } else {
+            self.clients
+                .iter()
+                .find(|(_, token)| door::authorized(&req, token, within))
+                .map(|(name, _)| Some(ClientName(name.clone())))
+        };
+        let Some(client) = client else {
             tracing::info!(peer = %conn.peer, "refused a request without the token");
             return door::unauthorized(
                 "unauthorized: send Authorization: Bearer TOKEN (tickbox printed it at start)",
             );
-        }
+        };
         if let Err(refused) = self.gate.admit(conn) {
             return *refused;
         }
@@ -574,6 +606,9 @@ impl Shared {
         let in_flight =
             (req.method() == hyper::Method::POST).then(|| InFlight::new(&self.in_flight));
         let (mut parts, body) = req.into_parts();
+        if let Some(client) = client {
+            parts.extensions.insert(client);
+        }
         // The token goes no further than this check (rmcp's logs included).
         if parts.uri.query().is_some() {
             let mut uri = std::mem::take(&mut parts.uri).into_parts();
@@ -645,6 +680,11 @@ impl Shared {
         // as success and log a "termination failed" for anything else.
         if delete && response.status() == StatusCode::ACCEPTED {
             *response.status_mut() = StatusCode::NO_CONTENT;
+            // The client has ended: its instances are stopped before it
+            // hears so, and their places are free for the next client.
+            if let Some(id) = &session {
+                self.facade.end_http_session(id).await;
+            }
         }
         match in_flight {
             Some(counted) => response.map(|body| {
