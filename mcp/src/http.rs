@@ -69,7 +69,12 @@
 //! elsewhere now.
 //!
 //! Each session is its own [`Connection`] (listing, subscriptions, read
-//! marks); all of them share the hosted Ticks. Sessions that negotiate
+//! marks); all of them share the hosted Ticks, except those that run an
+//! instance per client ([`crate::instance`]): there each session has its
+//! own, stopped when the session ends (before a `DELETE` is answered).
+//! A request may also carry a named client's token ([`HttpOptions::clients`])
+//! instead of the server's: it is then that client's, which is how a
+//! 2026-07-28 request, without a session, gets an instance of its own. Sessions that negotiate
 //! 2026-07-28 are served without a session by rmcp, so each of their
 //! requests is bound to the catalog current at that request.
 

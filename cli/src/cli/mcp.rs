@@ -34,8 +34,9 @@ Exit codes:
   2    usage or config error, a tool name MCP cannot take (a clash, or over 64
        characters), a wasm Tick whose manifest asks for grants no one approved
        for its content (tickbox mcp never asks; `tickbox trust PATH` approves),
-       or a token file others may read (or a metrics token that is the MCP
-       token); stderr names it
+       or a token file others may read (also a named client's, --clients), a
+       metrics token that is the MCP token, or two clients with one token;
+       stderr names it
   3    a Tick could not start or failed initialization, the MCP handshake failed, or
        the --http or --metrics address cannot be bound
   130  interrupted; the Ticks were stopped. With --http: a signal before serving
@@ -57,6 +58,12 @@ directory (its path is printed to stderr; removed at exit) and printed once,
 in the URL of the `serving MCP on` line. GET /healthz (200 while serving) and
 GET /readyz (200 while a new session can be taken: every Tick runs and the
 session cap is not reached; else 503) answer without the token.
+
+With --clients FILE (or the ticks file's `clients` key), each NAME = \"TOKEN_FILE\"
+line names a client with a token of its own: a request carrying it is that
+client's (MCP 2026-07-28 has no sessions), and a Tick with instances =
+\"per-client\" gives each such client an instance of its own, as it gives
+one to each session and to the stdio connection.
 
 With --metrics ADDR (beside --http) it also serves Prometheus metrics on
 http://ADDR/metrics: calls and their durations per Tick and tool, refusals by

@@ -1,14 +1,16 @@
 //! `instances = "per-client"` (issue 42): each client of `tickbox mcp
 //! --http` gets an instance of the counter of its own, against one shared
-//! counter as the positive control; the caps per Tick and per host (the
-//! error names the bound; an ended client makes room); idle instances
-//! stopped, seen as their audit `end`; a hostile client opening sessions in
-//! a loop, which keeps the instance count at the cap and the host's memory
-//! within a bound.
+//! counter as the positive control, on a session-based revision (two Python
+//! SDK sessions) and on 2026-07-28 (two named clients); the stdio
+//! connection as a client; the caps per Tick and per host (the error names
+//! the bound; an ended client makes room); idle instances stopped, seen as
+//! their audit `end`; a hostile client opening sessions in a loop, which
+//! keeps the instance count at the cap and the host's memory within a
+//! bound; a named client's token file others may read.
 
 use crate::mcp_clients::{cache_dir, clients_dir, counter_wasm, python};
 use crate::mcp_http::delete;
-use crate::mcp_wire::{initialize_http, HttpServer};
+use crate::mcp_wire::{initialize_http, HttpServer, Raw};
 use crate::util::*;
 use serde_json::{json, Value};
 use std::process::Command;
@@ -410,4 +412,51 @@ fn a_named_clients_token_file_others_may_read_is_refused() {
     let server = HttpServer::start_args(&flags, &[("TICKBOX_CACHE_DIR", cache.to_str().unwrap())]);
     let a = initialize_http(&server, &[]);
     assert_eq!(increment(&server, &a, 1), Ok(1));
+}
+
+#[test]
+fn over_stdio_the_connection_is_the_client_and_a_subscription_starts_its_instance() {
+    let dir = TempDir::new("stdio");
+    let audit = dir.0.join("audit.jsonl");
+    let config = ticks_file(
+        &dir,
+        "audit = \"audit.jsonl\"",
+        "instances = \"per-client\"",
+    );
+    let cache = cache_dir();
+    let mut raw = Raw::start_env(
+        &["--config".into(), config],
+        &[("TICKBOX_CACHE_DIR", &cache)],
+    );
+    raw.initialize("2025-11-25");
+    // The template answers the listing: no instance is started for it.
+    let listed = raw.request(1, "tools/list", json!({}));
+    assert!(
+        listed["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "increment")),
+        "{listed}"
+    );
+    let template = starts_within(&audit, 1);
+    // A subscription is a use: it starts the connection's own instance,
+    // whose changes it then follows.
+    let r = raw.request(
+        2,
+        "resources/subscribe",
+        json!({"uri": "tick://counter/state"}),
+    );
+    assert!(r.get("result").is_some(), "{r}");
+    starts_within(&audit, 2);
+    let r = raw.call(3, "increment", json!({"amount": 4}));
+    assert_eq!(r["structuredContent"]["value"], 4, "{r}");
+    let updated = (0..64).any(|_| raw.next()["method"] == "notifications/resources/updated");
+    assert!(updated, "the subscription follows the instance");
+    let (code, stderr) = raw.close();
+    assert_eq!(code, 0, "{stderr}");
+    // The client's end stopped its instance, and the host's the template.
+    let ended = eventually(PATIENCE, || {
+        let (starts, ends) = starts_and_ends(&audit_events(&audit));
+        starts.len() == 2 && starts.iter().all(|s| ends.contains(s))
+    });
+    assert!(ended, "{:?} ({template:?})", audit_events(&audit));
 }
