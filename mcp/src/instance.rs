@@ -3,18 +3,21 @@
 //!
 //! A per-client Tick is given as a [`PerClient`]: a [`Launcher`] that
 //! starts one more instance of the very Tick the host started (the same
-//! bytes, pinned, and the same grants), with its bounds. The instance the
+//! file or reference and the same grants), with its bounds. The instance the
 //! host started at its own start is the Tick's **template**: it answers
 //! `tools/list` and `resources/list` for a client that has not used the
 //! Tick yet (an instance of the same digest with the same grants has the
 //! same catalog), and no client's call or read ever reaches it. A client's
 //! first use of the Tick (a call, a read, a subscription) starts its own
 //! instance; from then on its listings, calls, reads and notifications
-//! are that instance's.
+//! are that instance's. Only the template's catalog is polled: should a
+//! client's own instance change its catalog, the client hears of it from
+//! the call that is refused for it (`catalog_changed`), and its next
+//! `tools/list` lists the instance's.
 //!
 //! Who a client is: an MCP session (`Mcp-Session-Id`, 2025-06-18 and
 //! 2025-11-25), the stdio connection, or a named client whose bearer token
-//! named it (2026-07-28, which has no sessions). Each is an [`Owner`] with
+//! named it (2026-07-28, which has no sessions). Each is an `Owner` with
 //! one slot per hosted Tick; a session's owner ends with the session
 //! (`DELETE`, expiry, the end of stdin) and takes its instances with it,
 //! a named client's lives as long as the host and loses its instances to
@@ -22,8 +25,8 @@
 //!
 //! The bounds ([`crate::limits`]): at most `max_instances` instances of one
 //! Tick and [`MAX_INSTANCES`](crate::limits::MAX_INSTANCES) per-client
-//! instances in all, counted by a [`Book`]; past either, the first use is
-//! refused at once with an error naming the bound ([`AtCap`]), never
+//! instances in all, counted by a `Book`; past either, the first use is
+//! refused at once with an error naming the bound (`InstanceError::AtCap`), never
 //! queued. An instance with no request for `idle_timeout` is stopped
 //! (`Instance::reaper`); its state is lost, and the client's next use
 //! starts a new instance from the Tick's initial state.
@@ -50,8 +53,10 @@ pub(crate) struct ClientName(pub(crate) Arc<str>);
 /// How a per-client Tick starts an instance, and its bounds.
 #[derive(Clone)]
 pub struct PerClient {
-    /// Starts one more instance of the Tick (pinned to what the host
-    /// verified at its start).
+    /// Starts one more instance of the Tick: the template's launcher (a
+    /// registry reference stays pinned to the digest verified at the
+    /// host's start; a file is read again, and a catalog changed with it
+    /// is the client's to list).
     pub launcher: Launcher,
     /// The session timeouts of each instance.
     pub config: SessionConfig,
@@ -372,7 +377,13 @@ impl Owner {
                     tick: name.into(),
                     reason: e.to_string(),
                 })?;
-        tracing::info!(tick = name, client = %self.who, "started a per-client instance");
+        // The audit session id links the instance's own lines to its client.
+        tracing::info!(
+            tick = name,
+            client = %self.who,
+            audit_session = session.audit().and_then(|a| a.session()).unwrap_or("-"),
+            "started a per-client instance"
+        );
         let instance = Instance::new(Arc::new(session), Some(charge));
         instance.reaper(Arc::downgrade(slot), spec.idle_timeout);
         {

@@ -6,11 +6,13 @@
 //! the bound; an ended client makes room); idle instances stopped, seen as
 //! their audit `end`; a hostile client opening sessions in a loop, which
 //! keeps the instance count at the cap and the host's memory within a
-//! bound; a named client's token file others may read.
+//! bound; a named client's token file others may read; each instance
+//! counted in the Tick's metrics.
 
 use crate::mcp_clients::{cache_dir, clients_dir, counter_wasm, python};
 use crate::mcp_http::delete;
 use crate::mcp_wire::{initialize_http, HttpServer, Raw};
+use crate::metrics::{sample, Page};
 use crate::util::*;
 use serde_json::{json, Value};
 use std::process::Command;
@@ -34,11 +36,15 @@ fn ticks_file(dir: &TempDir, top: &str, entry: &str) -> String {
 
 /// `tickbox mcp --http` on a ticks file.
 fn serve(config: &str) -> HttpServer {
+    serve_with(config, &[])
+}
+
+/// `tickbox mcp --http` on a ticks file, with these flags too.
+fn serve_with(config: &str, extra: &[&str]) -> HttpServer {
     let cache = cache_dir();
-    HttpServer::start_args(
-        &["--http", "127.0.0.1:0", "--config", config],
-        &[("TICKBOX_CACHE_DIR", cache.to_str().unwrap())],
-    )
+    let mut args = vec!["--http", "127.0.0.1:0", "--config", config];
+    args.extend_from_slice(extra);
+    HttpServer::start_args(&args, &[("TICKBOX_CACHE_DIR", cache.to_str().unwrap())])
 }
 
 /// One JSON-RPC request of `session`; its one answer.
@@ -173,6 +179,27 @@ fn the_instance_caps_refuse_a_new_client_until_one_ends() {
     );
     assert_eq!(delete(&server, &a), 204);
     assert_eq!(increment(&server, &b, 1), Ok(1));
+}
+
+#[test]
+fn each_instance_is_counted_in_the_ticks_metrics() {
+    let dir = TempDir::new("metrics");
+    let config = ticks_file(&dir, "", "instances = \"per-client\"");
+    let server = serve_with(&config, &["--metrics", "127.0.0.1:0"]);
+    let page = Page::of(&server);
+    let live = r#"tickbox_ticks_live{tick="counter"}"#;
+    let calls = r#"tickbox_calls_total{tick="counter",tool="increment",outcome="ok"}"#;
+    // Positive control: the template alone, before any client used it.
+    assert_eq!(sample(&page.scrape(), live), Some(1.0));
+    let [a, b] = [(); 2].map(|_| initialize_http(&server, &[]));
+    assert_eq!(increment(&server, &a, 1), Ok(1));
+    assert_eq!(increment(&server, &b, 1), Ok(1));
+    let scraped = page.scrape();
+    assert_eq!(sample(&scraped, live), Some(3.0), "{scraped}");
+    assert_eq!(sample(&scraped, calls), Some(2.0), "{scraped}");
+    // A client's end is its instance's.
+    assert_eq!(delete(&server, &a), 204);
+    assert_eq!(sample(&page.scrape(), live), Some(2.0));
 }
 
 /// The audit file's events, as JSON.
