@@ -2,7 +2,8 @@
 //! --http` gets an instance of the counter of its own, against one shared
 //! counter as the positive control, on a session-based revision (two Python
 //! SDK sessions) and on 2026-07-28 (two named clients); the stdio
-//! connection as a client; the caps per Tick and per host (the error names
+//! connection as a client; an expired session's instance stopped with it;
+//! the caps per Tick and per host (the error names
 //! the bound; an ended client makes room); idle instances stopped, seen as
 //! their audit `end`; a hostile client opening sessions in a loop, which
 //! keeps the instance count at the cap and the host's memory within a
@@ -265,6 +266,49 @@ fn starts_within(audit: &std::path::Path, n: usize) -> Vec<String> {
     starts
 }
 
+#[test]
+fn an_expired_session_takes_its_instance_with_it() {
+    let dir = TempDir::new("expiry");
+    let audit = dir.0.join("audit.jsonl");
+    // Sessions idle 1.5 s expire; the instance's own idle timeout is the
+    // default minutes, so only the session's end can stop it.
+    let config = ticks_file(
+        &dir,
+        "audit = \"audit.jsonl\"",
+        "instances = \"per-client\"",
+    );
+    let cache = cache_dir();
+    let server = HttpServer::start_args(
+        &["--http", "127.0.0.1:0", "--config", &config],
+        &[
+            ("TICKBOX_CACHE_DIR", cache.to_str().unwrap()),
+            ("TICKBOX_MCP_HTTP_SESSION_IDLE_MS", "1500"),
+        ],
+    );
+    let a = initialize_http(&server, &[]);
+    assert_eq!(increment(&server, &a, 2), Ok(2));
+    let starts = starts_within(&audit, 2);
+    let ended = eventually(PATIENCE, || {
+        starts_and_ends(&audit_events(&audit))
+            .1
+            .contains(&starts[1])
+    });
+    assert!(
+        ended,
+        "the expired session's instance ended: {:?}",
+        audit_events(&audit)
+    );
+    // The session is gone with it; a new client starts from zero.
+    let (status, _, _) = server.post(
+        "/mcp",
+        &[("Mcp-Session-Id", &a)],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+    );
+    assert_eq!(status, 404, "the session expired");
+    let b = initialize_http(&server, &[]);
+    assert_eq!(increment(&server, &b, 1), Ok(1));
+}
+
 /// The server's resident memory, in KiB.
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -278,7 +322,7 @@ fn rss_kib(pid: u32) -> u64 {
 /// The most the host's memory may grow while a hostile client starts and
 /// ends instances in a loop: a leak of a small part of an instance per
 /// loop would pass it within the loop's count.
-const HOSTILE_GROWTH_KIB: u64 = 48 * 1024;
+const HOSTILE_GROWTH_KIB: u64 = 16 * 1024;
 
 /// How many sessions the hostile client opens and ends.
 const HOSTILE_LOOPS: usize = 120;
