@@ -35,6 +35,17 @@ fn ticks_file(dir: &TempDir, top: &str, entry: &str) -> String {
     path.display().to_string()
 }
 
+/// A temp dir with a ticks file of a per-client counter (`more` added to
+/// its entry) whose audit stream goes to `audit.jsonl` beside it: the
+/// dir, the audit file and the ticks file.
+fn audited(tag: &str, more: &str) -> (TempDir, std::path::PathBuf, String) {
+    let dir = TempDir::new(tag);
+    let audit = dir.0.join("audit.jsonl");
+    let entry = format!("instances = \"per-client\"\n{more}");
+    let config = ticks_file(&dir, "audit = \"audit.jsonl\"", &entry);
+    (dir, audit, config)
+}
+
 /// `tickbox mcp --http` on a ticks file.
 fn serve(config: &str) -> HttpServer {
     serve_with(config, &[])
@@ -226,13 +237,7 @@ fn starts_and_ends(events: &[Value]) -> (Vec<String>, Vec<String>) {
 
 #[test]
 fn an_idle_instance_is_stopped_and_the_next_use_starts_a_fresh_one() {
-    let dir = TempDir::new("idle");
-    let audit = dir.0.join("audit.jsonl");
-    let config = ticks_file(
-        &dir,
-        "audit = \"audit.jsonl\"",
-        "instances = \"per-client\"\nidle_timeout = 1",
-    );
+    let (_dir, audit, config) = audited("idle", "idle_timeout = 1");
     let server = serve(&config);
     let a = initialize_http(&server, &[]);
     assert_eq!(increment(&server, &a, 3), Ok(3));
@@ -268,15 +273,9 @@ fn starts_within(audit: &std::path::Path, n: usize) -> Vec<String> {
 
 #[test]
 fn an_expired_session_takes_its_instance_with_it() {
-    let dir = TempDir::new("expiry");
-    let audit = dir.0.join("audit.jsonl");
     // Sessions idle 1.5 s expire; the instance's own idle timeout is the
     // default minutes, so only the session's end can stop it.
-    let config = ticks_file(
-        &dir,
-        "audit = \"audit.jsonl\"",
-        "instances = \"per-client\"",
-    );
+    let (_dir, audit, config) = audited("expiry", "");
     let cache = cache_dir();
     let server = HttpServer::start_args(
         &["--http", "127.0.0.1:0", "--config", &config],
@@ -329,14 +328,8 @@ const HOSTILE_LOOPS: usize = 120;
 
 #[test]
 fn a_client_opening_sessions_in_a_loop_stays_within_the_caps_and_a_memory_bound() {
-    let dir = TempDir::new("hostile");
-    let audit = dir.0.join("audit.jsonl");
     let cap = 3;
-    let config = ticks_file(
-        &dir,
-        "audit = \"audit.jsonl\"",
-        &format!("instances = \"per-client\"\nmax_instances = {cap}"),
-    );
+    let (_dir, audit, config) = audited("hostile", &format!("max_instances = {cap}"));
     let server = serve(&config);
     // Warm: one instance started and ended, so the loop's first start
     // costs what every later one does.
@@ -487,13 +480,7 @@ fn a_named_clients_token_file_others_may_read_is_refused() {
 
 #[test]
 fn over_stdio_the_connection_is_the_client_and_a_subscription_starts_its_instance() {
-    let dir = TempDir::new("stdio");
-    let audit = dir.0.join("audit.jsonl");
-    let config = ticks_file(
-        &dir,
-        "audit = \"audit.jsonl\"",
-        "instances = \"per-client\"",
-    );
+    let (_dir, audit, config) = audited("stdio", "");
     let cache = cache_dir();
     let mut raw = Raw::start_env(
         &["--config".into(), config],
