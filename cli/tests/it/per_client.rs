@@ -26,7 +26,7 @@ const PATIENCE: Duration = Duration::from_secs(120);
 /// A ticks file hosting the counter as `counter`: `top` before its
 /// `[[tick]]`, `entry` inside it.
 fn ticks_file(dir: &TempDir, top: &str, entry: &str) -> String {
-    let path = dir.0.join("ticks.toml");
+    let path = dir.path("ticks.toml");
     let text = format!(
         "{top}\n[[tick]]\nname = \"counter\"\npath = \"{}\"\n{entry}\n",
         counter_wasm()
@@ -40,7 +40,7 @@ fn ticks_file(dir: &TempDir, top: &str, entry: &str) -> String {
 /// dir, the audit file and the ticks file.
 fn audited(tag: &str, more: &str) -> (TempDir, std::path::PathBuf, String) {
     let dir = TempDir::new(tag);
-    let audit = dir.0.join("audit.jsonl");
+    let audit = dir.path("audit.jsonl");
     let entry = format!("instances = \"per-client\"\n{more}");
     let config = ticks_file(&dir, "audit = \"audit.jsonl\"", &entry);
     (dir, audit, config)
@@ -394,12 +394,12 @@ fn clients_file(dir: &TempDir, bob_mode: u32) -> (String, String) {
     use std::os::unix::fs::PermissionsExt;
     let tokens = ["alice-token-0123456789", "bob-token-0123456789ab"];
     for (name, token, mode) in [("alice", tokens[0], 0o600), ("bob", tokens[1], bob_mode)] {
-        let path = dir.0.join(format!("{name}.token"));
+        let path = dir.path(&format!("{name}.token"));
         std::fs::write(&path, token).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
     }
     std::fs::write(
-        dir.0.join("clients.toml"),
+        dir.path("clients.toml"),
         "alice = \"alice.token\"\nbob = \"bob.token\"\n",
     )
     .unwrap();
@@ -430,7 +430,7 @@ fn named_clients_on_2026_07_28_each_get_a_counter_of_their_own() {
     let seen = two_python_clients("default", &url_as(&alice), &url_as(&alice));
     assert_eq!(seen, json!({"a": 4, "b": 4}), "one client, one counter");
     // The audit names the client where a session id would be.
-    let calls: Vec<Value> = audit_events(&dir.0.join("audit.jsonl"))
+    let calls: Vec<Value> = audit_events(&dir.path("audit.jsonl"))
         .into_iter()
         .filter(|e| e["event"] == "call")
         .collect();
@@ -452,7 +452,7 @@ fn a_named_clients_token_file_others_may_read_is_refused() {
     let dir = TempDir::new("named-mode");
     clients_file(&dir, 0o644);
     let config = ticks_file(&dir, "", "instances = \"per-client\"");
-    let clients = dir.0.join("clients.toml").display().to_string();
+    let clients = dir.path("clients.toml").display().to_string();
     let flags = [
         "--http",
         "127.0.0.1:0",
