@@ -35,6 +35,9 @@
 //!   from them (413 naming the bound): a parsed JSON value costs tens of
 //!   bytes however short its text, so the value cap, not the byte size,
 //!   is what bounds the memory a body costs;
+//! - a session answers only to the token that opened it: a request
+//!   carrying another valid token (a named client's, or the server's for
+//!   a named client's session) gets 404, as an unknown session would;
 //! - a session ended with `DELETE` is answered 204 (rmcp says 202).
 //!
 //! Two probes for load balancers and orchestrators are answered before
@@ -250,6 +253,10 @@ struct Shared {
     gate: Arc<door::Gate>,
     /// When each session this server created last had a request.
     last_used: Mutex<HashMap<Arc<str>, Instant>>,
+    /// Who opened each session: the named client whose token opened it,
+    /// or none for the server's token. A session answers only to the
+    /// token that opened it.
+    opened_by: Mutex<HashMap<Arc<str>, Option<Arc<str>>>>,
     evict_idle: Duration,
     body_timeout: Duration,
     /// Set once when the drain begins; never cleared.
@@ -369,6 +376,7 @@ pub async fn serve(
             .collect(),
         gate: gate.clone(),
         last_used: Mutex::new(HashMap::new()),
+        opened_by: Mutex::new(HashMap::new()),
         evict_idle: SESSION_EVICT_IDLE.min(options.session_idle),
         body_timeout: options.body_timeout,
         draining: AtomicBool::new(false),
@@ -611,6 +619,7 @@ impl Shared {
         let in_flight =
             (req.method() == hyper::Method::POST).then(|| InFlight::new(&self.in_flight));
         let (mut parts, body) = req.into_parts();
+        let client_name = client.as_ref().map(|c| c.0.clone());
         if let Some(client) = client {
             parts.extensions.insert(client);
         }
@@ -637,6 +646,15 @@ impl Shared {
             .and_then(|v| v.to_str().ok())
             .map(Arc::<str>::from);
         if let Some(id) = &session {
+            // Another client's session is, to this one, no session at all.
+            let opener = lock(&self.opened_by).get(id).cloned();
+            if opener.is_some_and(|by| by != client_name) {
+                tracing::info!(peer = %conn.peer, "refused a request for a session another token opened");
+                return plain(
+                    StatusCode::NOT_FOUND,
+                    "session not found: no session of yours has this Mcp-Session-Id",
+                );
+            }
             if let Some(t) = lock(&self.last_used).get_mut(id) {
                 *t = Instant::now();
             }
@@ -675,10 +693,9 @@ impl Shared {
                 .get(SESSION_HEADER)
                 .and_then(|v| v.to_str().ok())
             {
-                self.last_used
-                    .lock()
-                    .unwrap()
-                    .insert(Arc::from(id), Instant::now());
+                let id = Arc::<str>::from(id);
+                lock(&self.opened_by).insert(id.clone(), client_name);
+                lock(&self.last_used).insert(id, Instant::now());
             }
         }
         // rmcp ends a session with 202; clients (the Python SDK) take 200/204
@@ -689,6 +706,7 @@ impl Shared {
             // hears so, and their places are free for the next client.
             if let Some(id) = &session {
                 self.facade.end_http_session(id).await;
+                lock(&self.opened_by).remove(id);
             }
         }
         match in_flight {
@@ -773,6 +791,7 @@ impl Shared {
             let mut used = lock(&self.last_used);
             // Forget sessions that ended (idle expiry, DELETE).
             used.retain(|id, _| open.contains(id));
+            lock(&self.opened_by).retain(|id, _| open.contains(id));
             if open.len() < MAX_SESSIONS {
                 return true;
             }

@@ -7,7 +7,8 @@
 //! the bound; an ended client makes room); idle instances stopped, seen as
 //! their audit `end`; a hostile client opening sessions in a loop, which
 //! keeps the instance count at the cap and the host's memory within a
-//! bound; a named client's token file others may read; each instance
+//! bound; a session answering only to the token that opened it; a named
+//! client's token file others may read; each instance
 //! counted in the Tick's metrics.
 
 use crate::mcp_clients::{cache_dir, clients_dir, counter_wasm, python};
@@ -445,6 +446,36 @@ fn named_clients_on_2026_07_28_each_get_a_counter_of_their_own() {
     let r = run_two_python_clients("default", &url_as(&token), &url_as(&token));
     assert_ne!(r.code, 0, "{}", r.stdout);
     assert!(r.stderr.contains("names no client"), "{}", r.stderr);
+}
+
+#[test]
+fn a_session_answers_only_to_the_token_that_opened_it() {
+    let dir = TempDir::new("named-session");
+    let (alice, bob) = clients_file(&dir, 0o600);
+    let config = ticks_file(
+        &dir,
+        "clients = \"clients.toml\"",
+        "instances = \"per-client\"",
+    );
+    let server = serve(&config);
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "alice", "version": "0"}}});
+    let (status, headers, _) = server.post_as(Some(&alice), "/mcp", &[], &init);
+    assert_eq!(status, 200);
+    let session = crate::mcp_wire::header(&headers, "mcp-session-id")
+        .expect("a session id")
+        .to_string();
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let with = [("Mcp-Session-Id", session.as_str())];
+    // Bob's token, and the server's, are valid, but not for alice's session.
+    for other in [bob.as_str(), server.token.as_deref().unwrap()] {
+        let (status, _, _) = server.post_as(Some(other), "/mcp", &with, &ping);
+        assert_eq!(status, 404, "another token on alice's session");
+    }
+    // Positive control: alice's own token.
+    let (status, _, m) = server.post_as(Some(&alice), "/mcp", &with, &ping);
+    assert_eq!(status, 200, "{m:?}");
 }
 
 #[test]
