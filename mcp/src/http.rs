@@ -36,6 +36,9 @@
 //!   from them (413 naming the bound): a parsed JSON value costs tens of
 //!   bytes however short its text, so the value cap, not the byte size,
 //!   is what bounds the memory a body costs;
+//! - a session answers only to the token that opened it: a request
+//!   carrying another valid token (a named client's, or the server's for
+//!   a named client's session) gets 404, as an unknown session would;
 //! - a session ended with `DELETE` is answered 204 (rmcp says 202).
 //!
 //! Two probes for load balancers and orchestrators are answered before
@@ -71,12 +74,18 @@
 //! elsewhere now.
 //!
 //! Each session is its own [`Connection`] (listing, subscriptions, read
-//! marks); all of them share the hosted Ticks. Sessions that negotiate
+//! marks); all of them share the hosted Ticks, except those that run an
+//! instance per client ([`crate::instance`]): there each session has its
+//! own, stopped when the session ends (before a `DELETE` is answered).
+//! A request may also carry a named client's token ([`HttpOptions::clients`])
+//! instead of the server's: it is then that client's, which is how a
+//! 2026-07-28 request, without a session, gets an instance of its own. Sessions that negotiate
 //! 2026-07-28 are served without a session by rmcp, so each of their
 //! requests is bound to the catalog current at that request.
 
 pub mod metrics;
 
+use super::instance::ClientName;
 use super::server::{Connection, Facade};
 use super::transport::{Tracking, MAX_FRAME_BYTES, SESSION_HEADER};
 use bytes::Bytes;
@@ -152,6 +161,19 @@ pub struct HttpOptions {
     /// How long a drain waits for the requests in flight
     /// ([`DRAIN_TIMEOUT`] by default).
     pub drain_timeout: Duration,
+    /// Named clients, each with a token of its own, accepted as well as
+    /// `token`: a request carrying one is that client's (see
+    /// [`crate::instance`]).
+    pub clients: Vec<NamedClient>,
+}
+
+/// A client named by its own bearer token (a clients file's line).
+#[derive(Debug, Clone)]
+pub struct NamedClient {
+    /// Its name, as audit lines and spans give it.
+    pub name: String,
+    /// The token its requests carry.
+    pub token: String,
 }
 
 /// How a drain ended (what [`serve`] returns).
@@ -176,6 +198,7 @@ impl HttpOptions {
             body_timeout: BODY_TIMEOUT,
             metrics: None,
             drain_timeout: DRAIN_TIMEOUT,
+            clients: Vec::new(),
         }
     }
 }
@@ -186,11 +209,17 @@ struct Shared {
     service: StreamableHttpService<Connection, LocalSessionManager>,
     sessions: Arc<LocalSessionManager>,
     token: Box<str>,
+    /// The named clients' names and tokens.
+    clients: Vec<(Arc<str>, Box<str>)>,
     gate: Arc<door::Gate>,
     /// The `Host` and `Origin` a request may carry.
     loopback: Loopback,
     /// When each session this server created last had a request.
     last_used: Mutex<HashMap<Arc<str>, Instant>>,
+    /// Who opened each session: the named client whose token opened it,
+    /// or none for the server's token. A session answers only to the
+    /// token that opened it.
+    opened_by: Mutex<HashMap<Arc<str>, Option<Arc<str>>>>,
     evict_idle: Duration,
     body_timeout: Duration,
     /// Set once when the drain begins; never cleared.
@@ -285,9 +314,15 @@ pub async fn serve(
         service,
         sessions: sessions.clone(),
         token: options.token.into_boxed_str(),
+        clients: options
+            .clients
+            .into_iter()
+            .map(|c| (Arc::from(c.name), c.token.into_boxed_str()))
+            .collect(),
         gate: gate.clone(),
         loopback: Loopback::of(local),
         last_used: Mutex::new(HashMap::new()),
+        opened_by: Mutex::new(HashMap::new()),
         evict_idle: SESSION_EVICT_IDLE.min(options.session_idle),
         body_timeout: options.body_timeout,
         draining: AtomicBool::new(false),
@@ -368,12 +403,22 @@ impl Shared {
         if let Some(answer) = self.probe(&req).await {
             return answer;
         }
-        if !door::authorized(&req, &self.token, door::TokenIn::HeaderOrQuery) {
+        let within = door::TokenIn::HeaderOrQuery;
+        // The server's token, or a named client's (which names the client).
+        let client = if door::authorized(&req, &self.token, within) {
+            Some(None)
+        } else {
+            self.clients
+                .iter()
+                .find(|(_, token)| door::authorized(&req, token, within))
+                .map(|(name, _)| Some(ClientName(name.clone())))
+        };
+        let Some(client) = client else {
             tracing::info!(peer = %conn.peer(), "refused a request without the token");
             return door::unauthorized(
                 "unauthorized: send Authorization: Bearer TOKEN (tickbox printed it at start)",
             );
-        }
+        };
         if let Err(refused) = self.gate.admit(conn) {
             return *refused;
         }
@@ -391,6 +436,10 @@ impl Shared {
         let in_flight =
             (req.method() == hyper::Method::POST).then(|| InFlight::new(&self.in_flight));
         let (mut parts, body) = req.into_parts();
+        let client_name = client.as_ref().map(|c| c.0.clone());
+        if let Some(client) = client {
+            parts.extensions.insert(client);
+        }
         // The token goes no further than this check (rmcp's logs included).
         if parts.uri.query().is_some() {
             let mut uri = std::mem::take(&mut parts.uri).into_parts();
@@ -414,6 +463,15 @@ impl Shared {
             .and_then(|v| v.to_str().ok())
             .map(Arc::<str>::from);
         if let Some(id) = &session {
+            // Another client's session is, to this one, no session at all.
+            let opener = lock(&self.opened_by).get(id).cloned();
+            if opener.is_some_and(|by| by != client_name) {
+                tracing::info!(peer = %conn.peer(), "refused a request for a session another token opened");
+                return plain(
+                    StatusCode::NOT_FOUND,
+                    "session not found: no session of yours has this Mcp-Session-Id",
+                );
+            }
             if let Some(t) = lock(&self.last_used).get_mut(id) {
                 *t = Instant::now();
             }
@@ -455,16 +513,21 @@ impl Shared {
                 .get(SESSION_HEADER)
                 .and_then(|v| v.to_str().ok())
             {
-                self.last_used
-                    .lock()
-                    .unwrap()
-                    .insert(Arc::from(id), Instant::now());
+                let id = Arc::<str>::from(id);
+                lock(&self.opened_by).insert(id.clone(), client_name);
+                lock(&self.last_used).insert(id, Instant::now());
             }
         }
         // rmcp ends a session with 202; clients (the Python SDK) take 200/204
         // as success and log a "termination failed" for anything else.
         if delete && response.status() == StatusCode::ACCEPTED {
             *response.status_mut() = StatusCode::NO_CONTENT;
+            // The client has ended: its instances are stopped before it
+            // hears so, and their places are free for the next client.
+            if let Some(id) = &session {
+                self.facade.end_http_session(id).await;
+                lock(&self.opened_by).remove(id);
+            }
         }
         match in_flight {
             Some(counted) => response.map(|body| {
@@ -566,6 +629,7 @@ impl Shared {
             let mut used = lock(&self.last_used);
             // Forget sessions that ended (idle expiry, DELETE).
             used.retain(|id, _| open.contains(id));
+            lock(&self.opened_by).retain(|id, _| open.contains(id));
             if open.len() < MAX_SESSIONS {
                 return true;
             }

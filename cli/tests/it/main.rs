@@ -36,6 +36,10 @@
 //!   health and readiness probes;
 //! - `mcp_clients` — real MCP clients (Python SDK, TypeScript SDK, MCP
 //!   Inspector) over stdio and HTTP, and the conformance suite's baseline;
+//! - `per_client` — `instances = "per-client"`: two Python SDK clients
+//!   that do not see each other's counter (a shared one as the control),
+//!   the instance caps, idle expiry, a hostile client opening sessions in a
+//!   loop;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
 //! - `sdks` — the Python, JavaScript and Go SDKs: their property and fuzz
@@ -114,6 +118,7 @@ mod mcp_http;
 mod mcp_wire;
 mod metrics;
 mod otel;
+mod per_client;
 mod policy;
 mod record;
 mod reference;
