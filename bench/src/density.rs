@@ -101,10 +101,17 @@ fn host(
         &dir.join("cache"),
     );
     cmd.env("XDG_RUNTIME_DIR", dir.join("run"));
+    let log = dir.join(format!("host-{n}.log"));
     let t = Instant::now();
-    let mut peer = Peer::spawn(cmd)?;
-    peer.initialize()?;
-    let tools = peer.request(1, "tools/list", json!({}))?;
+    let mut peer = Peer::spawn_with_stderr(cmd, std::fs::File::create(&log)?.into())?;
+    // A host that ends while starting says why on stderr: its last line.
+    let why = |e: anyhow::Error| {
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        let last = said.lines().last().unwrap_or("").to_string();
+        e.context(format!("the host of {n} Ticks: {last}"))
+    };
+    peer.initialize().map_err(why)?;
+    let tools = peer.request(1, "tools/list", json!({})).map_err(why)?;
     let ready = t.elapsed().as_secs_f64();
     let listed = tools["result"]["tools"].as_array().map_or(0, Vec::len);
     if listed < n {
@@ -210,7 +217,14 @@ pub async fn rows(quick: bool) -> Result<Vec<Anchored>> {
         let mut rows = Vec::new();
         for &n in &sizes {
             eprintln!("  {n} Ticks: one host, then processes…");
-            let (ready_s, mib, us) = host(&tickbox, &wasm, &dir, n, calls)?;
+            let (ready_s, mib, us) = match host(&tickbox, &wasm, &dir, n, calls) {
+                Ok(measured) => measured,
+                Err(e) => {
+                    // Reported, and the other sizes still measured.
+                    eprintln!("  {n} Ticks in one host failed: {e:#}");
+                    continue;
+                }
+            };
             let hosted = Side {
                 ready_s,
                 mib_per_tick: (mib - one_mib) / (n.max(2) - 1) as f64,

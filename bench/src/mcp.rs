@@ -54,11 +54,16 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
-    pub(crate) fn spawn(mut cmd: Command) -> Result<Peer> {
+    pub(crate) fn spawn(cmd: Command) -> Result<Peer> {
+        Peer::spawn_with_stderr(cmd, Stdio::null())
+    }
+
+    /// [`Peer::spawn`] with the peer's stderr going to `stderr`.
+    pub(crate) fn spawn_with_stderr(mut cmd: Command, stderr: Stdio) -> Result<Peer> {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .with_context(|| format!("starting {cmd:?}"))?;
         let stdin = child.stdin.take().context("stdin")?;

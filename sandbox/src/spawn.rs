@@ -459,12 +459,61 @@ pub(crate) fn describe_error(e: &wasmtime::Error, max_handles: usize) -> String 
     if let Some(trap) = e.downcast_ref::<wasmtime::Trap>() {
         return format!("the guest trapped: {trap}");
     }
+    // ENOMEM from a mapping: an io::Error, or rustix's errno as text.
+    let out_of_memory = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.raw_os_error() == Some(libc::ENOMEM))
+            || c.to_string()
+                .ends_with(&format!("(os error {})", libc::ENOMEM))
+    });
+    if out_of_memory {
+        if let Some(line) = maps_exhausted(process_maps(), max_map_count()) {
+            return line;
+        }
+    }
     let text = format!("{e}");
     format!(
         "the guest failed: {}",
         text.lines().next().unwrap_or("unknown error")
     )
 }
+
+/// How many memory mappings this process holds (`/proc/self/maps`).
+fn process_maps() -> Option<usize> {
+    std::fs::read_to_string("/proc/self/maps")
+        .ok()
+        .map(|m| m.lines().count())
+}
+
+/// The most memory mappings Linux lets one process hold.
+fn max_map_count() -> Option<usize> {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// A failed mapping is named as the bound it ran into when the process
+/// holds nearly every mapping `vm.max_map_count` allows: each wasm Tick
+/// holds a few (its memory, its memory image, its stack and their guards),
+/// so a host of thousands of Ticks meets this bound before it runs out of
+/// memory, and "Cannot allocate memory" alone would send a person looking
+/// for memory that is there.
+fn maps_exhausted(maps: Option<usize>, max: Option<usize>) -> Option<String> {
+    let (maps, max) = (maps?, max?);
+    (maps.saturating_mul(10) >= max.saturating_mul(9)).then(|| {
+        format!(
+            "cannot map the guest's memory: this process holds {maps} of the {max} memory mappings Linux allows one process (vm.max_map_count); each wasm Tick holds about {MAPS_PER_TICK}: raise vm.max_map_count or host fewer Ticks in one process"
+        )
+    })
+}
+
+/// Memory mappings one idle wasm Tick holds, as counted in
+/// `/proc/PID/maps` of a host of 1,000: its linear memory with its guard,
+/// the copy-on-write image of its initial memory, its stack with its guard
+/// page, and its tables.
+const MAPS_PER_TICK: usize = 7;
 
 /// The guest's task.
 pub(crate) struct WasmProcess {
@@ -526,5 +575,22 @@ impl Drop for WasmProcess {
         if let Some(task) = &self.task {
             task.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::maps_exhausted;
+
+    #[test]
+    fn a_failed_mapping_near_the_map_count_names_the_bound() {
+        let line = maps_exhausted(Some(65_000), Some(65_530)).expect("named");
+        assert!(line.contains("vm.max_map_count"), "{line}");
+        assert!(line.contains("65000 of the 65530"), "{line}");
+        // Controls: far below the bound, or the counts unknown, it is not
+        // this bound, and the error is told as it came.
+        assert_eq!(maps_exhausted(Some(7_000), Some(65_530)), None);
+        assert_eq!(maps_exhausted(None, Some(65_530)), None);
+        assert_eq!(maps_exhausted(Some(65_000), None), None);
     }
 }
