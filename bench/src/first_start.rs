@@ -137,8 +137,13 @@ fn timed(cmd: &mut Command) -> Result<f64> {
     Ok(ms)
 }
 
-/// A `wasmtime` CLI on PATH, if any.
+/// The `wasmtime` CLI tests/setup.sh installs (`bench/wasmtime/wasmtime`),
+/// else one on PATH, if any.
 pub fn wasmtime_cli() -> Option<PathBuf> {
+    let installed = crate::root().join("bench/wasmtime/wasmtime");
+    if installed.is_file() {
+        return Some(installed);
+    }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join("wasmtime"))
