@@ -32,11 +32,19 @@ pub fn detect(bytes: &[u8]) -> Option<WasmKind> {
 
 /// The kind of wasm a file holds, from its first 8 bytes only.
 pub fn detect_file(path: &Path) -> Option<WasmKind> {
+    read_kind(path).ok().flatten()
+}
+
+/// The kind of wasm a file holds by its header: None for a file too short
+/// or without a wasm header; Err when it cannot be opened or read.
+pub fn read_kind(path: &Path) -> std::io::Result<Option<WasmKind>> {
     let mut head = [0u8; 8];
-    std::fs::File::open(path)
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
-        .ok()?;
-    detect(&head)
+    let mut file = std::fs::File::open(path)?;
+    match std::io::Read::read_exact(&mut file, &mut head) {
+        Ok(()) => Ok(detect(&head)),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether a path names a wasm Tick (by extension or header).

@@ -50,16 +50,48 @@ pub enum LaunchError {
     /// The wasm Tick could not be loaded, compiled or instantiated.
     #[error(transparent)]
     Wasm(#[from] WasmError),
-    /// The file named as a wasm Tick has no wasm header (or cannot be read).
+    /// The file named as a wasm Tick has no wasm header.
     #[error("cannot start the Tick: {} is not a readable wasm component or module", path.display())]
     NotWasm {
         /// The file.
         path: PathBuf,
     },
+    /// The file named as a wasm Tick cannot be opened or read; when the
+    /// process is out of file descriptors, the message names that bound.
+    #[error("cannot start the Tick: cannot read {}: {}", path.display(), unreadable(source))]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The Tick started but failed initialization (§4.2); the error
     /// carries its last words.
     #[error(transparent)]
     Init(Box<InitError>),
+}
+
+/// Why a file could not be read, naming the open-file bound when the
+/// process has reached it: a host of thousands of Ticks holds a few
+/// descriptors for each (a published Tick's socket and name lock), and
+/// "Too many open files" alone does not say which bound or how to raise it.
+fn unreadable(e: &std::io::Error) -> String {
+    if e.raw_os_error() != Some(libc::EMFILE) {
+        return e.to_string();
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into a valid struct.
+    let read = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    match read {
+        true => format!(
+            "{e}: this process may hold {} open files (RLIMIT_NOFILE, hard limit {}); raise it (ulimit -n) or host fewer Ticks in one process",
+            limit.rlim_cur, limit.rlim_max
+        ),
+        false => e.to_string(),
+    }
 }
 
 /// A Tick ready to be started, as often as needed.
@@ -90,8 +122,11 @@ impl Launcher {
         path: PathBuf,
         grants: Grants,
     ) -> Result<Launcher, LaunchError> {
-        let kind =
-            crate::detect_file(&path).ok_or_else(|| LaunchError::NotWasm { path: path.clone() })?;
+        let kind = match crate::read_kind(&path) {
+            Ok(Some(kind)) => kind,
+            Ok(None) => return Err(LaunchError::NotWasm { path }),
+            Err(source) => return Err(LaunchError::Unreadable { path, source }),
+        };
         Ok(Launcher::Wasm {
             engine,
             spec: WasmSpec {

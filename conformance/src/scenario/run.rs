@@ -1286,7 +1286,8 @@ fn start_failure(e: &tickbox_sandbox::LaunchError) -> String {
         LaunchError::Native(
             SpawnError::NotFound(_) | SpawnError::NotExecutable(_) | SpawnError::Spawn { .. },
         )
-        | LaunchError::NotWasm { .. } => e.to_string(),
+        | LaunchError::NotWasm { .. }
+        | LaunchError::Unreadable { .. } => e.to_string(),
         _ => format!("cannot start the Tick: {e}"),
     }
 }

@@ -61,6 +61,45 @@ fn a_file_without_a_wasm_header_is_not_wasm() {
     }
 }
 
+#[test]
+fn a_wasm_file_that_cannot_be_read_says_why_and_names_the_open_file_bound() {
+    let dir = TempDir::new("launch-unreadable");
+    let engine = WasmEngine::new(None).expect("engine");
+    for (path, says) in [
+        (dir.path("missing.wasm"), "No such file"),
+        (dir.0.clone(), "Is a directory"),
+    ] {
+        match Launcher::wasm(engine.clone(), path.clone(), Grants::default()) {
+            Err(e @ LaunchError::Unreadable { .. }) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains(&format!("cannot read {}", path.display())),
+                    "{text}"
+                );
+                assert!(text.contains(says), "{text}");
+            }
+            Err(e) => panic!("{}: expected Unreadable, got {e:?}", path.display()),
+            Ok(_) => panic!("{} launched", path.display()),
+        }
+    }
+    // Out of descriptors, the message names the bound and how to raise it;
+    // any other error is told as it came.
+    let emfile = LaunchError::Unreadable {
+        path: "t.wasm".into(),
+        source: std::io::Error::from_raw_os_error(24),
+    };
+    let text = emfile.to_string();
+    assert!(
+        text.contains("RLIMIT_NOFILE") && text.contains("ulimit -n"),
+        "{text}"
+    );
+    let other = LaunchError::Unreadable {
+        path: "t.wasm".into(),
+        source: std::io::Error::from_raw_os_error(13),
+    };
+    assert!(!other.to_string().contains("RLIMIT_NOFILE"), "{other}");
+}
+
 #[tokio::test]
 async fn a_missing_program_and_a_failed_initialization_are_told_apart() {
     let missing = Launcher::native(NativeSpec::new(["/nonexistent/tick"]));
