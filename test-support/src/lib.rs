@@ -6,8 +6,10 @@
 //! Start with [`build_wasm`] (a guest workspace's crate as a `.wasm`),
 //! [`TempDir`], [`exits_within`] and [`eventually`]. It depends on no
 //! tickbox crate, so every crate's tests can use it without a cycle.
-//! [`registry`] starts a real OCI registry and makes SSH keys.
+//! [`registry`] starts a real OCI registry and makes SSH keys;
+//! [`mcp_http`] is a raw-TCP client of an MCP HTTP server.
 
+pub mod mcp_http;
 pub mod registry;
 
 use std::path::{Path, PathBuf};

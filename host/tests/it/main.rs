@@ -3,7 +3,8 @@
 //! (the Python scripts in `tests/ticks/`) and in-memory Ticks.
 //!
 //! - `engine` — per-request faults that leave the session running,
-//!   concurrency, state and catalog events;
+//!   concurrency, state and catalog events, a repeat describe that reuses
+//!   the compiled catalog;
 //! - `live` — publishing live instances: names claimed without
 //!   connecting to any instance;
 //! - `native` — the native backend: PTY, environment, signals, cleanup;
