@@ -247,6 +247,26 @@ pub fn delete(server: &Endpoint, session: &str) -> u16 {
     raw(server, &head, Vec::<u8>::new()).0
 }
 
+/// A `ping` request (id 1).
+pub fn ping() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+}
+
+/// `tools/call echo` on `session`; the result.
+pub fn echo(server: &Endpoint, session: &str, args: Value) -> Value {
+    let (status, _, m) = server.post(
+        "/mcp",
+        &[("Mcp-Session-Id", session)],
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "echo", "arguments": args}}),
+    );
+    assert_eq!(status, 200, "{m:?}");
+    m.into_iter()
+        .find(|m| m["id"] == 2)
+        .unwrap_or_else(|| panic!("no answer to the echo"))["result"]
+        .clone()
+}
+
 /// An `initialize` as a raw request: the status and the response text.
 pub fn try_initialize(server: &Endpoint) -> (u16, String) {
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -286,6 +306,31 @@ pub fn call_until(server: &Endpoint, session: &str, until: &std::path::Path) -> 
         let _ = s.read_to_end(&mut got);
         String::from_utf8_lossy(&got).to_string()
     })
+}
+
+/// Creates `gate`, ending a [`call_until`] call, and checks its answer: a
+/// 200 whose result says the one sleep finished.
+pub fn finish_call(gate: &std::path::Path, call: JoinHandle<String>) {
+    std::fs::write(gate, "").expect("create the gate file");
+    let text = call.join().expect("the call's thread");
+    assert_eq!(status_of(&text), 200, "{text}");
+    let answer = messages(&text)
+        .into_iter()
+        .find(|m| m["id"] == 7)
+        .unwrap_or_else(|| panic!("no answer to the call in flight: {text}"));
+    assert_eq!(
+        answer["result"]["structuredContent"]["finished"], 1,
+        "{answer}"
+    );
+}
+
+/// Checks that a [`call_until`] call cut off by its server got no answer.
+pub fn assert_cut_off(call: JoinHandle<String>) {
+    let text = call.join().expect("the call's thread");
+    assert!(
+        !messages(&text).iter().any(|m| m["id"] == 7),
+        "an answer after the bound: {text}"
+    );
 }
 
 /// The status of a raw response text (0 when there is none).

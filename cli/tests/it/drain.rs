@@ -10,8 +10,8 @@ use crate::util::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tickbox_test_support::mcp_http::{
-    body_of, call_until, echo_raw, messages, probe, status_of, try_initialize, wait_until_draining,
-    wait_until_started,
+    assert_cut_off, body_of, call_until, echo_raw, finish_call, probe, try_initialize,
+    wait_until_draining, wait_until_started,
 };
 
 /// `tickbox mcp --http` on shifty, which logs each `sleep` call it starts
@@ -46,17 +46,7 @@ fn sigterm_drains_a_call_in_flight_refuses_new_work_and_exits_0() {
     assert!(!server.has_exited(), "the call in flight holds the host");
 
     // The call ends: it is answered, and the host exits 0.
-    std::fs::write(&gate, "").unwrap();
-    let text = call.join().unwrap();
-    assert_eq!(status_of(&text), 200, "{text}");
-    let answer = messages(&text)
-        .into_iter()
-        .find(|m| m["id"] == 7)
-        .unwrap_or_else(|| panic!("no answer to the call in flight: {text}"));
-    assert_eq!(
-        answer["result"]["structuredContent"]["finished"], 1,
-        "{answer}"
-    );
+    finish_call(&gate, call);
     assert_eq!(server.wait_exit(), 0, "{:?}", server.stderr());
     let stderr = server.stderr().join("\n");
     assert!(stderr.contains("SIGTERM: draining"), "{stderr}");
@@ -86,12 +76,7 @@ fn a_call_past_the_drain_timeout_is_cut_off_with_exit_130() {
         stderr.contains("the drain timeout (2s, --drain-timeout) passed with 1 request(s) still in flight; they were cut off"),
         "{stderr}"
     );
-    // The cut-off call got no answer.
-    let text = call.join().unwrap();
-    assert!(
-        !messages(&text).iter().any(|m| m["id"] == 7),
-        "an answer after the bound: {text}"
-    );
+    assert_cut_off(call);
 }
 
 #[test]

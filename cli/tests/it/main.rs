@@ -12,9 +12,9 @@
 //! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge;
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
-//! - `mcp` — `tickbox mcp` as the process a client spawns, driven by a real
-//!   MCP client (rmcp's): a config of several Ticks, bad starts and their
-//!   exit codes, stdout carrying only MCP frames;
+//! - `mcp` — `tickbox mcp` as the process a client spawns, driven with raw
+//!   lines: a config of several Ticks, bad starts and their exit codes,
+//!   stdout carrying only MCP frames;
 //! - `walls` — the sandbox's outer walls: cache trust, one memory budget per
 //!   Tick (and host RSS with every memory and table at once), bounded
 //!   compilation, handle caps (components and preview 1), write quotas (per
@@ -55,8 +55,9 @@
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
 //!   drawn from the screen model only, escaped text in every command,
 //!   drawing floods that stall nothing, bounded view sizes;
-//! - `http` — outgoing wasi:http under `--allow-http` origin grants, against
-//!   loopback HTTP and HTTPS servers: origins, redirects, bounds, the test CA;
+//! - `http` — `--allow-http` and `--http-ca` checked, refused for native
+//!   Ticks and shown by `tickbox info` (what a guest reaches under them is
+//!   tickbox-sandbox's test);
 //! - `tiers` — compilers: a first start on Winch, Cranelift's code from the
 //!   cache after it, the detached optimizing compile's bounds, `tickbox compile`;
 //! - `entries` — write quotas count the files and directories a Tick

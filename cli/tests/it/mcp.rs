@@ -1,106 +1,18 @@
-//! `tickbox mcp` as the process an MCP client spawns, driven by a real MCP
-//! client (rmcp's) over the binary's stdin/stdout: a config file hosting
+//! `tickbox mcp` as the process an MCP client spawns, driven with raw
+//! JSON-RPC lines over the binary's stdin/stdout: a config file hosting
 //! several Ticks under prefixes, bad starts as one line and a documented
 //! exit code, and stdout carrying only MCP frames. The facade's own
 //! behaviour (tools, calls, subscriptions, dying Ticks) is tested in
-//! process in tickbox-mcp's `tests/it`.
+//! process, with a real MCP client, in tickbox-mcp's `tests/it`.
 
+use crate::mcp_wire::Raw;
 use crate::util::*;
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use serde_json::{json, Value};
-use std::future::Future;
 use std::process::Stdio;
-use std::time::Duration;
-use tokio::io::AsyncReadExt;
+use tickbox_test_support::mcp_lines::tool_names;
 
-/// A guard against hangs, not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(30);
-
-async fn soon<T>(what: &str, f: impl Future<Output = T>) -> T {
-    tokio::time::timeout(PATIENCE, f)
-        .await
-        .unwrap_or_else(|_| panic!("{what}: nothing within {PATIENCE:?}"))
-}
-
-/// A running `tickbox mcp` with an initialized client.
-struct Mcp {
-    client: RunningService<RoleClient, ()>,
-    child: tokio::process::Child,
-    stderr: tokio::task::JoinHandle<String>,
-}
-
-async fn start(args: &[String]) -> Mcp {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tickbox"));
-    cmd.arg("mcp")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env_remove("RUST_LOG")
-        .env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"))
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().expect("spawn tickbox mcp");
-    let stdout = child.stdout.take().expect("stdout");
-    let stdin = child.stdin.take().expect("stdin");
-    let mut err = child.stderr.take().expect("stderr");
-    let stderr = tokio::spawn(async move {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s).await;
-        s
-    });
-    let client = soon(
-        "initialize",
-        ().serve_with_lifecycle((stdout, stdin), ClientLifecycleMode::Initialize),
-    )
-    .await
-    .expect("the MCP handshake succeeds");
-    Mcp {
-        client,
-        child,
-        stderr,
-    }
-}
-
-impl Mcp {
-    async fn tools(&self) -> Vec<Tool> {
-        soon("tools/list", self.client.list_all_tools())
-            .await
-            .expect("tools/list")
-    }
-
-    async fn call(&self, name: &str, args: Value) -> CallToolResult {
-        let args: JsonObject = serde_json::from_value(args).expect("args object");
-        let params = CallToolRequestParams::new(name.to_string()).with_arguments(args);
-        soon(name, self.client.call_tool(params))
-            .await
-            .unwrap_or_else(|e| panic!("tools/call {name}: {e}"))
-    }
-
-    /// Closes the client's side (stdin EOF) and returns the exit code and stderr.
-    async fn close(mut self) -> (i32, String) {
-        let _ = self.client.cancel().await;
-        let status = soon("tickbox mcp to exit", self.child.wait())
-            .await
-            .expect("wait");
-        let stderr = self.stderr.await.unwrap_or_default();
-        (status.code().unwrap_or(-1), stderr)
-    }
-}
-
-fn structured(r: &CallToolResult) -> Value {
-    r.structured_content.clone().unwrap_or(Value::Null)
-}
-
-fn tool<'a>(tools: &'a [Tool], name: &str) -> &'a Tool {
-    tools
-        .iter()
-        .find(|t| t.name == name)
-        .unwrap_or_else(|| panic!("no tool `{name}` in {tools:?}"))
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_config_hosts_several_ticks_under_prefixes() {
+#[test]
+fn a_config_hosts_several_ticks_under_prefixes() {
     let dir = TempDir::new("mcp-config");
     let config = dir.path("ticks.toml");
     std::fs::write(
@@ -122,9 +34,14 @@ allow_net = ["127.0.0.1:9"]
         ),
     )
     .unwrap();
-    let mcp = start(&["--config".into(), config.to_string_lossy().to_string()]).await;
-    let tools = mcp.tools().await;
-    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    let cache = target_dir().join("test-wasm-cache");
+    let mut mcp = Raw::start_env(
+        &["--config".into(), config.to_string_lossy().to_string()],
+        &[("TICKBOX_CACHE_DIR", &cache)],
+    );
+    mcp.initialize("2025-11-25");
+    let list = mcp.request(1, "tools/list", json!({}));
+    let names = tool_names(&list);
     assert_eq!(
         names[..4],
         [
@@ -140,41 +57,44 @@ allow_net = ["127.0.0.1:9"]
         "web_tick_state",
         "web_tick_screen",
     ] {
-        assert!(names.contains(&n), "{n} in {names:?}");
+        assert!(names.iter().any(|m| m == n), "{n} in {names:?}");
     }
     let open_world = |n: &str| {
-        tool(&tools, n)
-            .annotations
-            .as_ref()
-            .unwrap()
-            .open_world_hint
+        list["result"]["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|t| t["name"] == n))
+            .unwrap_or_else(|| panic!("no tool `{n}` in {list}"))["annotations"]["openWorldHint"]
+            .as_bool()
     };
     assert_eq!(open_world("web_echo"), Some(true), "a network grant");
     assert_eq!(open_world("counter_increment"), Some(false));
-    let r = mcp.call("counter_increment", json!({"amount": 1})).await;
-    assert_eq!(structured(&r), json!({"value": 1}));
-    let r = mcp.call("counter_tick_state", json!({})).await;
+    let r = mcp.call(2, "counter_increment", json!({"amount": 1}));
+    assert_eq!(r["structuredContent"], json!({"value": 1}));
+    let r = mcp.call(3, "counter_tick_state", json!({}));
     assert_eq!(
-        structured(&r)["recover_with"],
-        "counter_history",
+        r["structuredContent"]["recover_with"], "counter_history",
         "named as the MCP client calls it"
     );
-    let r = mcp.call("web_echo", json!({"u": 1})).await;
-    assert_eq!(structured(&r), json!({"u": 1}));
-    let resources = mcp.client.list_all_resources().await.unwrap();
+    let r = mcp.call(4, "web_echo", json!({"u": 1}));
+    assert_eq!(r["structuredContent"], json!({"u": 1}));
+    let listed = mcp.request(5, "resources/list", json!({}));
+    let resources = listed["result"]["resources"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"));
     assert_eq!(
-        resources.iter().map(|r| r.uri.as_str()).collect::<Vec<_>>(),
+        resources
+            .iter()
+            .filter_map(|r| r["uri"].as_str())
+            .collect::<Vec<_>>(),
         ["tick://counter/state", "tick://web/state"]
     );
     assert!(
-        resources[0]
-            .description
-            .as_deref()
+        resources[0]["description"]
+            .as_str()
             .is_some_and(|d| d.contains("`counter_history`")),
-        "{:?}",
-        resources[0]
+        "{listed}"
     );
-    let (code, stderr) = mcp.close().await;
+    let (code, stderr) = mcp.close();
     assert_eq!(code, 0, "{stderr}");
 }
 

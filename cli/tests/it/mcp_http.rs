@@ -8,29 +8,11 @@
 
 use crate::mcp_wire::{initialize_http, HttpServer};
 use crate::util::*;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 pub(crate) use tickbox_test_support::mcp_http::{closed_by_server, delete, send_for_short_answer};
-
-fn ping() -> Value {
-    json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})
-}
-
-/// `tools/call echo` on `session`; the result.
-fn echo(server: &HttpServer, session: &str, args: Value) -> Value {
-    let (status, _, m) = server.post(
-        "/mcp",
-        &[("Mcp-Session-Id", session)],
-        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "echo", "arguments": args}}),
-    );
-    assert_eq!(status, 200, "{m:?}");
-    m.into_iter()
-        .find(|m| m["id"] == 2)
-        .unwrap_or_else(|| panic!("no answer to the echo"))["result"]
-        .clone()
-}
+use tickbox_test_support::mcp_http::{echo, ping};
 
 #[test]
 fn loopback_http_requires_a_token_generated_into_a_private_file() {

@@ -7,26 +7,38 @@
 //! `tests/it`.
 
 use crate::util::*;
-use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
+use serde_json::json;
+use std::io::{BufRead, BufReader, Read};
 use std::ops::{Deref, DerefMut};
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Stdio};
 use std::time::Duration;
 use tickbox_test_support::mcp_http::Endpoint;
 pub(crate) use tickbox_test_support::mcp_http::{header, initialize_http};
+use tickbox_test_support::mcp_lines::LineClient;
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// A `tickbox mcp` child driven with raw JSON-RPC lines.
+/// A `tickbox mcp` child driven with raw JSON-RPC lines ([`LineClient`]
+/// on its stdin and stdout).
 pub(crate) struct Raw {
     child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
+    client: LineClient,
     stderr: Option<std::thread::JoinHandle<String>>,
-    /// Messages read while waiting for another one.
-    held: Vec<Value>,
+}
+
+impl Deref for Raw {
+    type Target = LineClient;
+
+    fn deref(&self) -> &LineClient {
+        &self.client
+    }
+}
+
+impl DerefMut for Raw {
+    fn deref_mut(&mut self) -> &mut LineClient {
+        &mut self.client
+    }
 }
 
 fn shifty() -> Vec<String> {
@@ -50,90 +62,22 @@ impl Raw {
             .spawn()
             .expect("spawn tickbox mcp");
         let stdout = child.stdout.take().unwrap();
+        let stdin = child.stdin.take().unwrap();
         let mut err = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
         let stderr = std::thread::spawn(move || {
             let mut s = String::new();
             let _ = err.read_to_string(&mut s);
             s
         });
         Raw {
-            stdin: child.stdin.take(),
             child,
-            lines,
+            client: LineClient::new(stdin, stdout),
             stderr: Some(stderr),
-            held: Vec::new(),
         }
     }
 
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
-    }
-
-    fn send_bytes(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(bytes).expect("write to tickbox mcp");
-        stdin.flush().unwrap();
-    }
-
-    pub(crate) fn send(&mut self, frame: Value) {
-        let mut line = frame.to_string();
-        line.push('\n');
-        self.send_bytes(line.as_bytes());
-    }
-
-    /// The answer with this id (other messages are kept for later).
-    pub(crate) fn answer(&mut self, id: Value) -> Value {
-        if let Some(i) = self
-            .held
-            .iter()
-            .position(|m| m["id"] == id && m.get("method").is_none())
-        {
-            return self.held.remove(i);
-        }
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(PATIENCE)
-                .unwrap_or_else(|e| panic!("no answer to {id} within {PATIENCE:?}: {e}"));
-            let m: Value =
-                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
-            if m["id"] == id && m.get("method").is_none() {
-                return m;
-            }
-            self.held.push(m);
-        }
-    }
-
-    pub(crate) fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        self.answer(json!(id))
-    }
-
-    pub(crate) fn initialize(&mut self, version: &str) -> Value {
-        let r = self.request(
-            0,
-            "initialize",
-            json!({"protocolVersion": version, "capabilities": {},
-                   "clientInfo": {"name": "raw", "version": "0"}}),
-        );
-        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        r
-    }
-
-    pub(crate) fn call(&mut self, id: u64, tool: &str, args: Value) -> Value {
-        let r = self.request(id, "tools/call", json!({"name": tool, "arguments": args}));
-        r.get("result")
-            .cloned()
-            .unwrap_or_else(|| panic!("tools/call {tool} answered with an error: {r}"))
     }
 
     /// SIGKILL, at once, and waits for the exit: nothing of the host's
@@ -145,7 +89,7 @@ impl Raw {
 
     /// Closes stdin; returns the exit code and stderr.
     pub(crate) fn close(mut self) -> (i32, String) {
-        drop(self.stdin.take());
+        self.client.close_input();
         let status = wait_for(&mut self.child);
         let stderr = self
             .stderr

@@ -349,22 +349,3 @@ pub async fn timer_runs_between_requests(s: &Session) {
 pub async fn screen_shows(s: &Session, needle: &str) -> String {
     shows(|| s.view().screen_text().wire().to_string(), needle).await
 }
-
-/// A test CA and a certificate it signs for 127.0.0.1 (for loopback TLS
-/// servers): the CA as PEM, the leaf certificate and its key.
-pub fn loopback_pki(ca_name: &str) -> (String, rcgen::Certificate, rcgen::KeyPair) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, ca_name);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    (ca.pem(), leaf, key)
-}

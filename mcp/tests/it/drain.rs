@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use tickbox_mcp::http::{Drained, HttpOptions};
 use tickbox_mcp::Grants;
 use tickbox_test_support::mcp_http::{
-    body_of, call_until, echo_raw, initialize_http, messages, probe, status_of, try_initialize,
-    wait_until_draining, wait_until_started,
+    assert_cut_off, body_of, call_until, echo_raw, finish_call, initialize_http, probe, status_of,
+    try_initialize, wait_until_draining, wait_until_started,
 };
 use tickbox_test_support::registry::free_port;
 use tickbox_test_support::{build_wasm, eventually, root, TempDir};
@@ -64,17 +64,7 @@ fn a_drain_answers_a_call_in_flight_and_refuses_new_work() {
     assert!(!server.has_exited(), "the call in flight holds the server");
 
     // The call ends: it is answered, and the server returns.
-    std::fs::write(&gate, "").unwrap();
-    let text = call.join().unwrap();
-    assert_eq!(status_of(&text), 200, "{text}");
-    let answer = messages(&text)
-        .into_iter()
-        .find(|m| m["id"] == 7)
-        .unwrap_or_else(|| panic!("no answer to the call in flight: {text}"));
-    assert_eq!(
-        answer["result"]["structuredContent"]["finished"], 1,
-        "{answer}"
-    );
+    finish_call(&gate, call);
     assert_eq!(server.wait_exit(), Drained::Finished);
 }
 
@@ -95,12 +85,7 @@ fn a_call_past_the_drain_timeout_is_cut_off() {
         "the drain waited its bound: {:?}",
         started.elapsed()
     );
-    // The cut-off call got no answer.
-    let text = call.join().unwrap();
-    assert!(
-        !messages(&text).iter().any(|m| m["id"] == 7),
-        "an answer after the bound: {text}"
-    );
+    assert_cut_off(call);
 }
 
 /// The documented HAProxy config (`docs/deploy/haproxy.cfg`), run with its

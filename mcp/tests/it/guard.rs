@@ -17,29 +17,10 @@ use tickbox_mcp::http::{
 };
 use tickbox_mcp::{Grants, MAX_FRAME_BYTES};
 use tickbox_test_support::mcp_http::{
-    closed_by_server, delete, initialize_http, post_head, probe, raw, send_for_short_answer,
-    try_initialize,
+    closed_by_server, delete, echo, initialize_http, ping, post_head, probe, raw,
+    send_for_short_answer, try_initialize,
 };
 use tickbox_test_support::{eventually, hostile, status_kib};
-
-fn ping() -> Value {
-    json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})
-}
-
-/// `tools/call echo` on `session`; the result.
-fn echo(server: &HttpServer, session: &str, args: Value) -> Value {
-    let (status, _, m) = server.post(
-        "/mcp",
-        &[("Mcp-Session-Id", session)],
-        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "echo", "arguments": args}}),
-    );
-    assert_eq!(status, 200, "{m:?}");
-    m.into_iter()
-        .find(|m| m["id"] == 2)
-        .unwrap_or_else(|| panic!("no answer to the echo"))["result"]
-        .clone()
-}
 
 #[test]
 fn half_sent_heads_do_not_lock_out_a_client_with_the_token() {

@@ -6,15 +6,7 @@ use crate::server::HttpServer;
 use serde_json::{json, Value};
 use tickbox_mcp::http::HttpOptions;
 use tickbox_test_support::mcp_http::{header, initialize_http};
-
-fn tool_names(list: &Value) -> Vec<String> {
-    list["result"]["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{list}"))
-        .iter()
-        .filter_map(|t| t["name"].as_str().map(String::from))
-        .collect()
-}
+use tickbox_test_support::mcp_lines::tool_names;
 
 #[test]
 fn streamable_http_serves_sessions_over_the_shared_ticks() {

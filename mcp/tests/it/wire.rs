@@ -8,6 +8,7 @@ use crate::raw::Raw;
 use crate::{shifty, PATIENCE};
 use serde_json::{json, Value};
 use tickbox_mcp::{MAX_FRAME_BYTES, MAX_PENDING_REQUESTS};
+use tickbox_test_support::mcp_lines::tool_names;
 use tickbox_test_support::{eventually, status_kib, TempDir};
 
 /// The `_meta` a 2026-07-28 request carries instead of a handshake.
@@ -135,10 +136,10 @@ fn malformed_and_oversized_frames_get_errors_and_the_session_goes_on() {
     let mut mcp = Raw::start(shifty(&[]));
     mcp.initialize("2025-11-25");
     mcp.send_bytes(b"this is not json\n");
-    let m = mcp.next();
+    let m = mcp.next_message();
     assert_eq!((error_code(&m), &m["id"]), (-32700, &Value::Null), "{m}");
     mcp.send_bytes(b"[1, 2]\n");
-    let m = mcp.next();
+    let m = mcp.next_message();
     assert_eq!((error_code(&m), &m["id"]), (-32600, &Value::Null), "{m}");
     assert!(
         m["error"]["message"].as_str().unwrap().contains("batch"),
@@ -155,7 +156,7 @@ fn malformed_and_oversized_frames_get_errors_and_the_session_goes_on() {
     let mut big = vec![b'x'; MAX_FRAME_BYTES + 1];
     big.push(b'\n');
     mcp.send_bytes(&big);
-    let m = mcp.next();
+    let m = mcp.next_message();
     assert_eq!((error_code(&m), &m["id"]), (-32600, &Value::Null), "{m}");
     let msg = m["error"]["message"].as_str().unwrap();
     assert!(msg.contains(&MAX_FRAME_BYTES.to_string()), "{msg}");
@@ -293,7 +294,7 @@ fn a_call_cancelled_while_waiting_for_its_turn_is_answered_unsent() {
                     "params": {"requestId": 9, "reason": "changed my mind"}}),
     );
     // Answered at once, before any of the sleeping calls.
-    let m = mcp.next();
+    let m = mcp.next_message();
     assert_eq!(m["id"], 9, "the cancelled call is answered first: {m}");
     let e = &m["result"]["structuredContent"]["error"];
     assert_eq!(m["result"]["isError"], true, "{m}");
@@ -368,18 +369,9 @@ fn a_tool_error_over_the_bound_is_replaced_with_its_code() {
     assert!(served.is_ok(), "{served:?}: {logged}");
 }
 
-fn tool_names(list: &Value) -> Vec<String> {
-    list["result"]["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{list}"))
-        .iter()
-        .filter_map(|t| t["name"].as_str().map(String::from))
-        .collect()
-}
-
 fn wait_for_list_changed(mcp: &mut Raw) {
     loop {
-        let m = mcp.next();
+        let m = mcp.next_message();
         if m["method"] == "notifications/tools/list_changed" {
             return;
         }
@@ -453,7 +445,7 @@ fn pump(mcp: &mut Raw, first_id: u64, count: u64, window: u64) {
             mcp.send(frame);
             next += 1;
         }
-        let m = mcp.next();
+        let m = mcp.next_message();
         let id = m["id"].as_u64().unwrap_or_else(|| panic!("{m}"));
         assert!(m.get("result").is_some(), "{m}");
         if !id.is_multiple_of(2) {
