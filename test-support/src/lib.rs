@@ -10,9 +10,13 @@
 //! [`mcp_http`] is a raw-TCP client of an MCP HTTP server, [`mcp_lines`]
 //! a raw-lines one of an MCP server on a byte stream.
 
+pub mod mcp_clients;
 pub mod mcp_http;
 pub mod mcp_lines;
+mod output;
 pub mod registry;
+
+pub use output::{finish_within, finish_within_guarded, Output};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

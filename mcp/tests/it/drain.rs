@@ -14,12 +14,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use tickbox_mcp::http::{Drained, HttpOptions};
 use tickbox_mcp::Grants;
+use tickbox_test_support::mcp_clients::{clients_dir, counter_wasm, python};
 use tickbox_test_support::mcp_http::{
     assert_cut_off, body_of, call_until, echo_raw, finish_call, initialize_http, probe, status_of,
     try_initialize, wait_until_draining, wait_until_started,
 };
 use tickbox_test_support::registry::free_port;
-use tickbox_test_support::{build_wasm, eventually, root, TempDir};
+use tickbox_test_support::{eventually, root, TempDir};
 
 /// The facade over HTTP on shifty, which logs each `sleep` call it starts
 /// to `log`, with this drain timeout.
@@ -220,10 +221,9 @@ fn haproxy_keeps_each_session_on_its_host_while_the_other_drains() {
     let t = TempDir::new("drain-haproxy");
     // One token for both hosts, as a deployment gives it.
     let token = "deployment-token-0123456789abcdef";
-    let counter = build_wasm("examples", "counter", "wasm32-wasip2");
-    let counter = counter.to_str().unwrap();
+    let counter = counter_wasm();
     let host = || {
-        HttpServer::start_with(wasm(counter, &Grants::default()), |o: &mut HttpOptions| {
+        HttpServer::start_with(wasm(&counter, &Grants::default()), |o: &mut HttpOptions| {
             o.token = token.to_string()
         })
     };
@@ -245,18 +245,11 @@ fn haproxy_keeps_each_session_on_its_host_while_the_other_drains() {
     });
     assert!(spread, "new sessions did not reach both hosts: {on:?}");
 
-    let clients = root().join("tests/mcp-clients");
-    let python = clients.join(".venv/bin/python3");
-    assert!(
-        python.exists(),
-        "the MCP Python SDK is not installed in {} (see tests/setup.sh)",
-        python.display()
-    );
-    let mut client = std::process::Command::new(python)
+    let mut client = std::process::Command::new(python())
         .arg("sticky_client.py")
         .arg(format!("http://127.0.0.1:{}/mcp?token={token}", lb.port))
         .arg("4")
-        .current_dir(&clients)
+        .current_dir(clients_dir())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

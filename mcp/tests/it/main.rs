@@ -18,18 +18,23 @@
 //!   that still gets in: half-sent heads, slots per peer, the session cap
 //!   and idle expiry, bounded bodies and what they cost, the probes;
 //! - `drain` — the drain a `stop` future starts: a call in flight
-//!   answered while new work is refused, and the drain timeout.
+//!   answered while new work is refused, the drain timeout, and two
+//!   servers behind a real HAProxy, one drained;
+//! - `sdks` — real MCP SDKs run as programs (Python, TypeScript) and the
+//!   official conformance suite, over Streamable HTTP.
 //!
 //! `raw` and `server` are the two harnesses (a raw-lines stdio client, an
 //! HTTP server on its own runtime). What needs the `tickbox` binary (its
 //! flags, exit codes, token files, signals, the stdio process a client
-//! spawns, real MCP SDKs started as programs) stays in `cli/tests/it`.
+//! spawns, and real MCP SDKs that start it as their stdio server) stays in
+//! `cli/tests/it`.
 
 mod client;
 mod drain;
 mod guard;
 mod http;
 mod raw;
+mod sdks;
 mod server;
 mod wire;
 

@@ -86,6 +86,13 @@ impl HttpServer {
         }
     }
 
+    /// The MCP URL with the token in its query, as `tickbox mcp --http`
+    /// prints it for a client.
+    pub fn url(&self) -> String {
+        let token = self.token.as_deref().unwrap_or_default();
+        format!("http://{}/mcp?token={token}", self.addr)
+    }
+
     /// Starts the drain (what the CLI does on SIGTERM or SIGINT).
     pub fn drain(&mut self) {
         if let Some(stop) = self.stop.take() {
