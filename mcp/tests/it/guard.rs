@@ -151,6 +151,11 @@ fn call_body_id(id: u64, tool: &str, inner: &str) -> Vec<u8> {
 
 #[test]
 fn request_bodies_are_bounded_in_bytes_depth_and_values_and_memory_stays_near_their_size() {
+    if !crate::alone(
+        "guard::request_bodies_are_bounded_in_bytes_depth_and_values_and_memory_stays_near_their_size",
+    ) {
+        return;
+    }
     let server = HttpServer::start();
     let session = initialize_http(&server, &[]);
     // Positive control: a normal call, and one with 64 KiB of text.

@@ -91,6 +91,28 @@ pub async fn hosted(launcher: &Launcher, name: Option<&str>, grants: Grants) -> 
     }
 }
 
+/// Whether the calling test may measure this process's memory: it runs
+/// alone in it. Under cargo-nextest every test has a process of its own;
+/// under `cargo test` tests share one, so the test is run again by itself
+/// in a child process (its outcome checked here) and the caller returns.
+pub fn alone(test: &str) -> bool {
+    const ALONE: &str = "TICKBOX_MCP_IT_ALONE";
+    if std::env::var_os(ALONE).is_some()
+        || std::env::var("NEXTEST_EXECUTION_MODE").is_ok_and(|m| m == "process-per-test")
+    {
+        return true;
+    }
+    let mut cmd = std::process::Command::new(std::env::current_exe().expect("this test binary"));
+    cmd.args([test, "--exact", "--nocapture"])
+        .env(ALONE, "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = tickbox_test_support::finish_within(cmd, test, PATIENCE * 10);
+    assert_eq!(out.code, 0, "{test}, alone in a process: {out:#?}");
+    false
+}
+
 /// Every log line the facade wrote in this process, as the CLI's stderr
 /// would show them.
 #[derive(Clone, Default)]

@@ -457,6 +457,9 @@ fn pump(mcp: &mut Raw, first_id: u64, count: u64, window: u64) {
 
 #[test]
 fn memory_stays_flat_over_50000_requests() {
+    if !crate::alone("wire::memory_stays_flat_over_50000_requests") {
+        return;
+    }
     let mut mcp = Raw::start(shifty(&[]));
     mcp.initialize("2025-11-25");
     pump(&mut mcp, 1, 1_000, 16);
