@@ -6,10 +6,10 @@
 use crate::{App, AppError, AuditWish};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use tickbox_host::audit::{
+use tickbox_host::util::lock;
+use tickbox_telemetry::audit::{
     Audit, AuditObserver, AuditSink, LineOut, Origin, Plain, QueuedWriter, RotatingFile,
 };
-use tickbox_host::util::lock;
 
 /// The audit writers and extra sinks of one App.
 #[derive(Default)]
@@ -53,7 +53,7 @@ impl App {
         } else {
             let path = PathBuf::from(to);
             let max = self.settings.audit_max_bytes;
-            let keep = tickbox_host::audit::AUDIT_FILE_KEEP;
+            let keep = tickbox_telemetry::audit::AUDIT_FILE_KEEP;
             self.writer(to, sync, move || {
                 Ok(Box::new(RotatingFile::open(&path, max, keep)?))
             })?
@@ -114,7 +114,7 @@ impl App {
         };
         made.map_err(|e| AppError::Session(format!("cannot create {}: {e}", dir.display())))?;
         let path = dir.join(format!("host-{}.jsonl", std::process::id()));
-        let keep = tickbox_host::audit::LIVE_AUDIT_KEEP;
+        let keep = tickbox_telemetry::audit::LIVE_AUDIT_KEEP;
         let key = path.display().to_string();
         let w = self.writer(&key, false, move || {
             Ok(Box::new(RotatingFile::open(&path, max, keep)?))

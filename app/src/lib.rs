@@ -111,7 +111,7 @@ pub trait Notices: Send + Sync {
 /// OpenTelemetry exporter), started the first time a stream is made.
 pub trait Observers: Send + Sync {
     /// The observers, started now if they were not yet.
-    fn observers(&self) -> Result<Vec<Arc<dyn tickbox_host::audit::AuditObserver>>, AppError>;
+    fn observers(&self) -> Result<Vec<Arc<dyn tickbox_telemetry::audit::AuditObserver>>, AppError>;
     /// Gives them their bounded time to send what is left (on the way out).
     fn finish(&self) {}
 }

@@ -6,13 +6,13 @@ use crate::registry::RegistrySettings;
 use crate::{App, AppError, Notice};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tickbox_host::audit::Audit;
 use tickbox_host::backend::native::NativeSpec;
 use tickbox_host::session::{Session, SessionConfig};
 use tickbox_protocol::limits::CALL_TIMEOUT;
 use tickbox_registry::Pulled;
 use tickbox_sandbox::grants::{GrantSpec, Grants};
 use tickbox_sandbox::{LaunchError, Launcher, WasmDigest, WasmKind};
+use tickbox_telemetry::audit::Audit;
 
 /// What to start.
 #[derive(Clone, Debug, PartialEq, Eq)]

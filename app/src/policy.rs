@@ -17,8 +17,11 @@
 //! here. Each file is read as untrusted input: a
 //! regular file, never through a symbolic link, at most
 //! `MAX_AUDIT_READ_BYTES`, each line one JSON object of schema version 1
-//! and at most `MAX_AUDIT_LINE_BYTES`; anything else is one line naming
-//! the file, the line and the rule (exit 2), never the line's content.
+//! and at most `MAX_AUDIT_LINE_BYTES`, read as typed events by the
+//! telemetry crate's reader (`tickbox_telemetry::audit::read`, the one
+//! reading of the schema its writer writes); anything else is one line
+//! naming the file, the line and the rule (exit 2), never the line's
+//! content.
 //! Events it does not know (a later tickbox's) are skipped, as the
 //! schema's versioning promises they may be added.
 //!
@@ -68,13 +71,11 @@ use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use tickbox_conformance::scenario::{self, FileError};
-use tickbox_host::audit::{MAX_AUDIT_LINE_BYTES, MAX_AUDIT_READ_BYTES};
 use tickbox_host::text;
 use tickbox_sandbox::grants::{dir_host, GrantSpec, NetGrant};
 use tickbox_sandbox::limits as bounds;
-
-/// The audit schema version this reader knows.
-const VERSION: u64 = 1;
+use tickbox_telemetry::audit::read::{self as lines, Entry, ReadError};
+use tickbox_telemetry::audit::MAX_AUDIT_READ_BYTES;
 
 /// Distinct refusals (and notes about what was not taken) listed as
 /// comments; past it, a count says how many more there were. Refusals are
@@ -176,14 +177,6 @@ enum Used {
     },
 }
 
-/// A field of an event that must be a string.
-fn string(e: &Value, key: &str, event: &str) -> Result<String, String> {
-    e[key]
-        .as_str()
-        .map(str::to_string)
-        .ok_or_else(|| format!("{event} event without its string field {key}"))
-}
-
 impl Record {
     /// Adds the events of one file. An error is `LINE: why`, naming the
     /// rule, never the line's content.
@@ -198,114 +191,75 @@ impl Record {
         Ok(())
     }
 
-    fn add_line(&mut self, line: &str) -> Result<(), String> {
-        if line.len() > MAX_AUDIT_LINE_BYTES {
-            return Err(format!(
-                "a line of {} bytes is not an audit line (at most {MAX_AUDIT_LINE_BYTES}, MAX_AUDIT_LINE_BYTES)",
-                line.len()
-            ));
-        }
-        let e: Value = serde_json::from_str(line)
-            .map_err(|err| format!("not an audit line: not JSON (column {})", err.column()))?;
-        if !e.is_object() {
-            return Err("not an audit line: not a JSON object".into());
-        }
-        match e["v"].as_u64() {
-            Some(VERSION) => {}
-            Some(v) => {
-                return Err(format!(
-                    "audit schema version {v}; this tickbox reads version {VERSION}"
-                ))
-            }
-            None => return Err("not an audit event: no schema version (v)".into()),
-        }
-        let event = e["event"]
-            .as_str()
-            .ok_or("not an audit event: no event name")?;
-        self.lost += e["lost"].as_u64().unwrap_or(0);
-        if e["cut"] == true {
+    /// One line, read by the telemetry crate's typed reader (the schema
+    /// the writer writes), joined to its session.
+    fn add_line(&mut self, line: &str) -> Result<(), ReadError> {
+        let read = lines::parse_line(line)?;
+        self.lost += read.lost;
+        if read.cut {
             self.cut += 1;
         }
         // An event of no session (none is written today) has nothing to join.
-        let Some(id) = e["session"].as_str() else {
+        let Some(id) = read.session else {
             return Ok(());
         };
-        if !self.sessions.contains_key(id) {
-            self.order.push(id.to_string());
+        if !self.sessions.contains_key(&id) {
+            self.order.push(id.clone());
         }
-        let s = self.sessions.entry(id.to_string()).or_default();
-        match event {
+        let s = self.sessions.entry(id).or_default();
+        match read.entry {
             // The first start of a session is the one in force.
-            "start" if s.start.is_none() => {
+            Entry::Start(start) if s.start.is_none() => {
                 s.start = Some(Start {
-                    tick: string(&e, "tick", event)?,
-                    backend: string(&e, "backend", event)?,
-                    origin: e["origin"].as_str().unwrap_or_default().to_string(),
-                    sha256: e["sha256"].as_str().map(str::to_string),
-                    grants: e["grants"].clone(),
+                    tick: start.tick,
+                    backend: start.backend,
+                    origin: start.origin.unwrap_or_default(),
+                    sha256: start.sha256,
+                    grants: start.grants,
                 });
             }
-            "used" => {
-                let what = string(&e, "what", event)?;
-                let u = |key| string(&e, key, "a used");
-                match what.as_str() {
-                    "dir" => s.uses.push(Used::Dir {
-                        host: u("host")?,
-                        guest: u("guest")?,
-                        write: match u("access")?.as_str() {
-                            "write" => true,
-                            "read" => false,
-                            _ => return Err("a used dir event's access is read or write".into()),
-                        },
-                    }),
-                    "socket" => s.uses.push(Used::Net {
-                        allow_net: u("allow_net")?,
-                    }),
-                    "lookup" => s.uses.push(Used::Lookup {
-                        name: u("name")?,
-                        allow_net: u("allow_net")?,
-                    }),
-                    "http_origin" => s.uses.push(Used::Http {
-                        origin: u("origin")?,
-                        fixture: e["fixture"] == true,
-                    }),
-                    "unrecorded" => s.unrecorded = true,
-                    // A kind of use a later tickbox records.
-                    _ => {}
+            Entry::Used(used) => match used {
+                lines::Use::Dir {
+                    host,
+                    guest,
+                    access,
+                } => s.uses.push(Used::Dir {
+                    host,
+                    guest,
+                    write: access == lines::Access::Write,
+                }),
+                lines::Use::Socket { allow_net } => s.uses.push(Used::Net { allow_net }),
+                lines::Use::Lookup { name, allow_net } => {
+                    s.uses.push(Used::Lookup { name, allow_net })
                 }
-            }
-            "denied" => {
+                lines::Use::HttpOrigin { origin, fixture } => {
+                    s.uses.push(Used::Http { origin, fixture })
+                }
+                lines::Use::Unrecorded => s.unrecorded = true,
+                // A kind of use a later tickbox records.
+                _ => {}
+            },
+            Entry::Denied(refusal) => {
                 let line = format!(
                     "denied {} {}: {}",
-                    comment_text(&string(&e, "what", event)?),
-                    quoted(&string(&e, "attempted", event)?),
-                    comment_text(&string(&e, "detail", event)?)
+                    comment_text(&refusal.what),
+                    quoted(&refusal.attempted),
+                    comment_text(&refusal.detail)
                 );
-                s.refusals.push((line, e["count"].as_u64().unwrap_or(1)));
+                s.refusals.push((line, refusal.times()));
             }
-            "limit" => {
-                let value = e["value"].as_u64().ok_or("limit event without its value")?;
+            Entry::Limit(limit) => {
                 let line = format!(
-                    "limit {} {value}: {}",
-                    comment_text(&string(&e, "bound", event)?),
-                    comment_text(&string(&e, "detail", event)?)
+                    "limit {} {}: {}",
+                    comment_text(&limit.bound),
+                    limit.value,
+                    comment_text(&limit.detail)
                 );
-                s.refusals.push((line, e["count"].as_u64().unwrap_or(1)));
+                s.refusals.push((line, limit.times()));
             }
             // The session's own events passed their budget: how many of
             // each kind were dropped.
-            "unrecorded" => {
-                let counts = e["dropped"]
-                    .as_object()
-                    .into_iter()
-                    .flat_map(|m| m.values());
-                s.dropped += counts
-                    .filter_map(Value::as_object)
-                    .flat_map(|kinds| kinds.values())
-                    .filter_map(Value::as_u64)
-                    .sum::<u64>()
-                    .max(1);
-            }
+            Entry::Unrecorded(dropped) => s.dropped += dropped.total(),
             // Calls, approvals, ends and what a later tickbox adds.
             _ => {}
         }
@@ -935,6 +889,7 @@ pub fn size(bytes: u64) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+    use tickbox_telemetry::audit::MAX_AUDIT_LINE_BYTES;
 
     /// The one comparison of grants (the sandbox's) as the suggestion uses it.
     #[test]
@@ -1149,7 +1104,7 @@ mod tests {
         let long = format!("{{\"v\":1,\"x\":\"{}\"}}", "a".repeat(MAX_AUDIT_LINE_BYTES));
         assert!(bad(&long).contains("MAX_AUDIT_LINE_BYTES"));
         assert!(bad(r#"{"v":1,"event":"used","session":"a","what":"dir"}"#)
-            .contains("without its string field host"));
+            .contains("without its field host"));
         // Positive controls: blank lines and events of a later tickbox pass.
         let mut r = Record::default();
         r.add(&format!(

@@ -847,10 +847,10 @@ fn cpu_us(pid: u32) -> Result<f64> {
 /// time of this process (the writer thread's encoding and batched writes
 /// included) per event, one sample per round.
 fn added_work(dir: &std::path::Path, n: usize) -> Result<Stat> {
-    use tickbox_runtime::audit::{
+    use tickbox_telemetry::audit::{
         AppendFile, Audit, McpCall, McpTransport, Origin, QueuedWriter, RequestId,
     };
-    use tickbox_runtime::metrics::TickMetrics;
+    use tickbox_telemetry::metrics::TickMetrics;
     let args = json!({});
     let outcome = tickbox_runtime::CallOutcome::Ok(json!({"recent": []}));
     let mut samples = Vec::new();
@@ -876,12 +876,38 @@ fn added_work(dir: &std::path::Path, n: usize) -> Result<Stat> {
         }
         writer.finish();
         let per_event = (crate::self_cpu() - before) * 1e6 / n as f64;
+        recorded_calls(&path, n)?;
         // The first round warms the allocator and the file's pages.
         if round > 0 {
             samples.push(per_event);
         }
     }
     Ok(Stat::new("µs CPU", samples))
+}
+
+/// Reads the calls the file records back through the telemetry crate's
+/// typed reader: no more than the `n` made (the file is this round's),
+/// and says so on stderr when fewer were written than made (a full queue
+/// drops events, counted as `lost` on a later line): the row then
+/// measured a writer that had less to write.
+fn recorded_calls(path: &std::path::Path, n: usize) -> Result<()> {
+    use tickbox_telemetry::audit::read::{parse_line, Entry};
+    let text = std::fs::read_to_string(path)?;
+    let (mut calls, mut lost) = (0u64, 0u64);
+    for line in text.lines() {
+        let read = parse_line(line).with_context(|| path.display().to_string())?;
+        lost += read.lost;
+        calls += u64::from(matches!(read.entry, Entry::Call(_)));
+    }
+    anyhow::ensure!(
+        calls + lost <= n as u64,
+        "{} records {calls} calls and {lost} lost, more than the {n} made",
+        path.display()
+    );
+    if calls < n as u64 {
+        eprintln!("  added work: {calls} of {n} calls written ({lost} counted lost)");
+    }
+    Ok(())
 }
 
 /// One round of the cost rows: a tenth of a block of warm-up on each

@@ -19,21 +19,16 @@
 //! - [`text`] — Tick-supplied text and its escaped ways out;
 //! - [`delivery`] — subscriptions: latest state, merged counts, trimming (§6.4);
 //! - [`util`] — the poison-tolerant lock and RFC 3339 timestamps;
-//! - [`audit`] — the audit stream: typed events (start, call, approval,
-//!   denied, limit, end) as escaped JSON lines, and its bounded writers
-//!   ([`limits`] has its bounds);
-//! - [`metrics`] — the same events counted for Prometheus (calls and
-//!   durations per Tick and tool, refusals, limits, live Ticks, host RSS)
-//!   and the text exposition format they are written in;
-//! - [`otel`] — the same events as OpenTelemetry spans (one per Tick
-//!   session and per call, MCP's conventions for MCP calls) and metrics,
-//!   exported over OTLP/HTTP through a bounded queue;
 //! - [`live`] — live instances: publishing Ticks on Unix sockets, clients
 //!   (views, one-shot requests, watches) in other processes, and the state
 //!   directory every part of tickbox keeps its files in.
 //!
-//! The wasm sandbox (`tickbox-sandbox`) builds on this crate; nothing here
-//! knows wasmtime, MCP or scenario files. Start reading at
+//! The session records its calls and its end into the audit handle its
+//! process carries (`tickbox_telemetry::audit::Audit`); what becomes of
+//! the events (lines, metrics, OpenTelemetry) is `tickbox-telemetry`'s,
+//! and nothing here knows an exporter. The wasm sandbox
+//! (`tickbox-sandbox`) builds on this crate; nothing here knows wasmtime,
+//! MCP or scenario files. Start reading at
 //! [`Session::start`].
 //!
 //! A native Tick, started and initialized:
@@ -49,15 +44,11 @@
 //! # Ok(()) }
 //! ```
 
-pub mod audit;
 pub mod backend;
 pub mod delivery;
 pub mod framing;
 pub mod limits;
 pub mod live;
-pub mod metrics;
-pub mod otel;
-pub mod outcome;
 pub mod render;
 pub mod session;
 pub mod tap;

@@ -68,7 +68,7 @@ pub use crate::backend::BoxFuture;
 
 pub use crate::backend::{TickIo, TickProcess};
 
-pub use crate::outcome::{CallOutcome, EndReason, UnknownReason};
+pub use tickbox_telemetry::outcome::{CallOutcome, EndReason, UnknownReason};
 
 /// Timeouts of a session; the defaults are the protocol's.
 #[derive(Debug, Clone)]
@@ -266,8 +266,8 @@ struct Shared {
     /// schemas are charged to it.
     memory: Option<Arc<crate::backend::MemoryCharge>>,
     /// Where this session records its calls and its end, when its
-    /// starter keeps an audit stream ([`crate::audit`]).
-    audit: Option<crate::audit::Audit>,
+    /// starter keeps an audit stream ([`tickbox_telemetry::audit`]).
+    audit: Option<tickbox_telemetry::audit::Audit>,
     /// Whether its `end` was recorded (once: by a failed start or the
     /// first end). A call still in flight then is recorded after it.
     audit_ended: std::sync::atomic::AtomicBool,
@@ -335,7 +335,7 @@ impl Shared {
     }
 
     /// The audit handle, the first time the session's end is recorded.
-    fn audit_end(&self) -> Option<&crate::audit::Audit> {
+    fn audit_end(&self) -> Option<&tickbox_telemetry::audit::Audit> {
         let first = !self.audit_ended.swap(true, Ordering::Relaxed);
         self.audit.as_ref().filter(|_| first)
     }
@@ -757,7 +757,7 @@ impl Session {
     pub async fn call_via(
         &self,
         call: &PreparedCall,
-        mcp: &crate::audit::McpCall<'_>,
+        mcp: &tickbox_telemetry::audit::McpCall<'_>,
     ) -> CallOutcome {
         self.call_recorded(call, self.config.call_timeout, Some(mcp))
             .await
@@ -767,7 +767,7 @@ impl Session {
         &self,
         call: &PreparedCall,
         timeout: Duration,
-        mcp: Option<&crate::audit::McpCall<'_>>,
+        mcp: Option<&tickbox_telemetry::audit::McpCall<'_>>,
     ) -> CallOutcome {
         let started = std::time::Instant::now();
         let outcome = self.call_once(call, timeout).await;
@@ -788,7 +788,7 @@ impl Session {
 
     /// The audit handle this session records into, if any (the CLI adds
     /// its approvals).
-    pub fn audit(&self) -> Option<&crate::audit::Audit> {
+    pub fn audit(&self) -> Option<&tickbox_telemetry::audit::Audit> {
         self.shared.audit.as_ref()
     }
 

@@ -17,7 +17,18 @@
 //! max_memory = "64MiB"             # --max-memory
 //! max_handles = "256"              # --max-handles (also max_wasm_size,
 //!                                  # compile_timeout, compile_memory, max_write)
+//! instances = "per-client"         # an instance per client; "shared" (the default)
+//! max_instances = 8                # per-client: instances at once (at most 32)
+//! idle_timeout = 120               # per-client: seconds without a request
+//!                                  # before an instance stops (default and most 300)
 //! ```
+//!
+//! `instances = "per-client"` gives each client (an MCP session, the
+//! stdio connection, a named client) an instance of the Tick of its own,
+//! started on its first use and stopped when the client ends or the
+//! instance is idle ([`crate::instance`]); `max_instances` at the top of
+//! the file lowers the cap on per-client instances of all Ticks (at most
+//! 128). Both caps may be lowered, never raised ([`crate::limits`]).
 //!
 //! Three top-level keys, before the first `[[tick]]`, ask for an audit
 //! stream of every Tick the server hosts (`docs/AUDIT.md`): `audit =
@@ -36,6 +47,7 @@
 //! directory of the config file, and a Tick runs there unless `cwd` says
 //! otherwise, so a config works from wherever the MCP client starts it.
 
+use crate::limits::{INSTANCE_IDLE_TIMEOUT, MAX_INSTANCES, MAX_INSTANCES_PER_TICK};
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -91,6 +103,22 @@ pub struct TickEntry {
     pub call_timeout: Option<f64>,
     /// What it may reach.
     pub grants: Grants,
+    /// One instance for every client, or one per client.
+    pub instances: Instances,
+    /// Per-client: instances at once, when lower than the default.
+    pub max_instances: Option<usize>,
+    /// Per-client: how long an instance may go without a request.
+    pub idle_timeout: Option<std::time::Duration>,
+}
+
+/// Whom a Tick's instance serves (`instances` in its entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Instances {
+    /// One instance, shared by every client (`"shared"`, the default).
+    #[default]
+    Shared,
+    /// An instance of its own for each client (`"per-client"`).
+    PerClient,
 }
 
 /// A parsed and checked config.
@@ -105,6 +133,75 @@ pub struct Config {
     pub audit_args: bool,
     /// Whether a call's answer waits for its audit line to be synced.
     pub audit_sync: bool,
+    /// Per-client instances of all Ticks at once, when lower than the default.
+    pub max_instances: Option<usize>,
+    /// The named clients' file ([`Clients`]), resolved against the
+    /// config's directory.
+    pub clients: Option<PathBuf>,
+}
+
+/// A clients file: each named client of `tickbox mcp --http` and the file
+/// holding its bearer token.
+///
+/// ```toml
+/// alice = "alice.token"     # a file only its owner may read (mode 0600)
+/// bob = "/etc/tickbox/bob.token"
+/// ```
+///
+/// A request whose token is a named client's is that client's: MCP
+/// 2026-07-28 has no sessions, so over HTTP this is how the host tells
+/// clients apart (their own instances of per-client Ticks, the client
+/// named in audit lines and spans). Names follow the Tick name rule; a
+/// relative token file is beside the clients file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Clients {
+    /// Each client's name and token file, in file order.
+    pub clients: Vec<(String, PathBuf)>,
+}
+
+impl Clients {
+    /// Reads and checks a clients file (the token files are the reader's
+    /// to open: only the binary reads secrets).
+    pub fn load(path: &Path) -> Result<Clients, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let invalid = |entry: String, reason: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            entry,
+            reason,
+        };
+        let table: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.message().to_string(),
+        })?;
+        let base = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let mut clients = Vec::with_capacity(table.len());
+        for (name, file) in table {
+            let shown = format!("client `{}`", tickbox_host::text::escape(&name));
+            if !valid_tick_name(&name) {
+                return Err(invalid(
+                    shown,
+                    format!("a client's name must be 1 to {MAX_TICK_NAME} of A-Z a-z 0-9 _ -"),
+                ));
+            }
+            let Some(file) = file.as_str() else {
+                return Err(invalid(shown, "give the path of its token file".into()));
+            };
+            clients.push((name, PathBuf::from(resolve(base, file))));
+        }
+        if clients.is_empty() {
+            return Err(invalid(
+                "clients".into(),
+                "no client is named; add NAME = \"TOKEN_FILE\" lines".into(),
+            ));
+        }
+        Ok(Clients { clients })
+    }
 }
 
 #[derive(Deserialize)]
@@ -123,6 +220,13 @@ struct RawConfig {
     /// Whether a call's answer waits for its audit line to be synced.
     #[serde(default)]
     audit_sync: bool,
+    /// Per-client instances of all Ticks at once: at most 128 (the
+    /// default), lower to spend less.
+    max_instances: Option<usize>,
+    /// With `--http`: a clients file (name = token file, each 0600)
+    /// naming the clients by their bearer tokens, relative to the ticks
+    /// file (`--clients` wins).
+    clients: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -139,6 +243,16 @@ struct RawEntry {
     cwd: Option<String>,
     /// Seconds a tool call may take before its outcome is unknown.
     call_timeout: Option<f64>,
+    /// `"shared"` (the default): one instance serves every client;
+    /// `"per-client"`: each client (an MCP session, the stdio connection,
+    /// a named client) gets an instance of its own on its first use.
+    instances: Option<String>,
+    /// With `"per-client"`: instances of this Tick at once, at most 32 (the
+    /// default).
+    max_instances: Option<usize>,
+    /// With `"per-client"`: seconds an instance may go without a request
+    /// before it is stopped (default 300).
+    idle_timeout: Option<f64>,
     /// A `[tick.grants]` table of grant keys: the same as giving them in
     /// the entry (the form earlier configs used).
     #[serde(default)]
@@ -292,6 +406,9 @@ impl Config {
             let mut grants = grants;
             grants.dir = grants.dir.iter().map(|d| resolve(base, d)).collect();
             grants.http_ca = grants.http_ca.map(|ca| resolve(base, &ca));
+            let (instances, max_instances, idle_timeout) =
+                instances_of(e.instances.as_deref(), e.max_instances, e.idle_timeout)
+                    .map_err(|why| invalid(entry.clone(), why))?;
             let cwd = Some(match e.cwd {
                 Some(dir) => PathBuf::from(resolve(base, &dir)),
                 None => base.to_path_buf(),
@@ -302,7 +419,18 @@ impl Config {
                 cwd,
                 call_timeout: e.call_timeout,
                 grants,
+                instances,
+                max_instances,
+                idle_timeout,
             });
+        }
+        if let Some(n) = raw.max_instances {
+            if n == 0 || n > MAX_INSTANCES {
+                return Err(invalid(
+                    "max_instances".into(),
+                    format!("must be 1 to {MAX_INSTANCES} (the host's cap on per-client instances), got {n}"),
+                ));
+            }
         }
         let audit = raw.audit.map(|a| match a.as_str() {
             "-" => a,
@@ -313,8 +441,63 @@ impl Config {
             audit,
             audit_args: raw.audit_args,
             audit_sync: raw.audit_sync,
+            max_instances: raw.max_instances,
+            clients: raw.clients.map(|c| PathBuf::from(resolve(base, &c))),
         })
     }
+}
+
+/// An entry's `instances`, `max_instances` and `idle_timeout`, checked:
+/// an unknown `instances` and a bound without `"per-client"` are refused,
+/// and a bound may only lower its default.
+fn instances_of(
+    instances: Option<&str>,
+    max: Option<usize>,
+    idle: Option<f64>,
+) -> Result<(Instances, Option<usize>, Option<std::time::Duration>), String> {
+    let kind = match instances {
+        None | Some("shared") => Instances::Shared,
+        Some("per-client") => Instances::PerClient,
+        Some(other) => {
+            return Err(format!(
+                "instances = `{}`: give \"shared\" or \"per-client\"",
+                tickbox_host::text::escape(other)
+            ))
+        }
+    };
+    if kind == Instances::Shared {
+        if let Some(key) = [
+            ("max_instances", max.is_some()),
+            ("idle_timeout", idle.is_some()),
+        ]
+        .into_iter()
+        .find_map(|(k, given)| given.then_some(k))
+        {
+            return Err(format!(
+                "`{key}` applies only to instances = \"per-client\""
+            ));
+        }
+    }
+    if let Some(n) = max {
+        if n == 0 || n > MAX_INSTANCES_PER_TICK {
+            return Err(format!(
+                "max_instances must be 1 to {MAX_INSTANCES_PER_TICK} (the cap per Tick), got {n}"
+            ));
+        }
+    }
+    let idle = match idle {
+        None => None,
+        Some(t) if t.is_finite() && t > 0.0 && t <= INSTANCE_IDLE_TIMEOUT.as_secs_f64() => {
+            Some(std::time::Duration::from_secs_f64(t))
+        }
+        Some(_) => {
+            return Err(format!(
+                "idle_timeout must be a positive number of seconds, at most {}",
+                INSTANCE_IDLE_TIMEOUT.as_secs()
+            ))
+        }
+    };
+    Ok((kind, max, idle))
 }
 
 fn resolve(base: &Path, p: &str) -> String {
@@ -411,6 +594,63 @@ mod tests {
     }
 
     #[test]
+    fn a_clients_file_names_each_client_and_its_token_file() {
+        let dir = std::env::temp_dir().join(format!("tickbox-clients-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("clients.toml");
+        std::fs::write(&path, "alice = \"alice.token\"\nbob = \"/t/bob\"\n").unwrap();
+        let c = Clients::load(&path).unwrap();
+        assert_eq!(
+            c.clients,
+            [
+                ("alice".to_string(), dir.join("alice.token")),
+                ("bob".to_string(), PathBuf::from("/t/bob"))
+            ]
+        );
+        for (text, needle) in [
+            ("", "no client is named"),
+            ("\"a b\" = \"x\"", "a client's name must be"),
+            ("alice = 3", "give the path of its token file"),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let e = Clients::load(&path).unwrap_err().to_string();
+            assert!(e.contains(needle), "expected `{needle}` in: {e}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `instances` is shared unless an entry says per-client; the bounds
+    /// come with it.
+    #[test]
+    fn an_entry_may_ask_for_an_instance_per_client() {
+        let c = parse(
+            r#"
+            max_instances = 10
+            [[tick]]
+            name = "notes"
+            path = "notes.wasm"
+            instances = "per-client"
+            max_instances = 2
+            idle_timeout = 1.5
+            [[tick]]
+            name = "clock"
+            path = "clock.wasm"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.max_instances, Some(10));
+        let (notes, clock) = (&c.ticks[0], &c.ticks[1]);
+        assert_eq!(notes.instances, Instances::PerClient);
+        assert_eq!(notes.max_instances, Some(2));
+        assert_eq!(
+            notes.idle_timeout,
+            Some(std::time::Duration::from_millis(1500))
+        );
+        assert_eq!(clock.instances, Instances::Shared);
+        assert_eq!((clock.max_instances, clock.idle_timeout), (None, None));
+    }
+
+    #[test]
     fn each_rule_names_what_is_wrong() {
         let cases = [
             ("", "no Tick is configured"),
@@ -449,6 +689,30 @@ mod tests {
             (
                 "[[tick]]\nname = \"a\"\npath = \"x\"\ndir = []\n[tick.grants]\ndir = [\"d\"]",
                 "`dir` is given both",
+            ),
+            (
+                "[[tick]]\nname = \"a\"\npath = \"x\"\ninstances = \"per-session\"",
+                "instances = `per-session`: give \"shared\" or \"per-client\"",
+            ),
+            (
+                "[[tick]]\nname = \"a\"\npath = \"x\"\nmax_instances = 2",
+                "`max_instances` applies only to instances = \"per-client\"",
+            ),
+            (
+                "[[tick]]\nname = \"a\"\npath = \"x\"\ninstances = \"shared\"\nidle_timeout = 2",
+                "`idle_timeout` applies only",
+            ),
+            (
+                "[[tick]]\nname = \"a\"\npath = \"x\"\ninstances = \"per-client\"\nmax_instances = 33",
+                "max_instances must be 1 to 32",
+            ),
+            (
+                "[[tick]]\nname = \"a\"\npath = \"x\"\ninstances = \"per-client\"\nidle_timeout = 301",
+                "idle_timeout must be",
+            ),
+            (
+                "max_instances = 129\n[[tick]]\nname = \"a\"\npath = \"x\"",
+                "max_instances: must be 1 to 128",
             ),
         ];
         for (text, needle) in cases {

@@ -14,8 +14,9 @@
 //!   or as the query `?token=TOKEN` (for clients that cannot set headers,
 //!   as Jupyter does); 401 otherwise, compared in constant time. There is
 //!   always a token: the CLI generates one when none is given;
-//! - a browser `Origin` must be a loopback one (403 otherwise), and the
-//!   `Host` must name the bound address (rmcp's DNS-rebinding check);
+//! - a browser `Origin` must be a loopback page's (403 otherwise), and
+//!   the `Host` must name a loopback name or the bound address, at any
+//!   port (the door's `Loopback` rule, against DNS rebinding);
 //!   only [`MCP_PATH`] is served (404 elsewhere; the two probes below are
 //!   answered before the token is checked);
 //! - the first authenticated request takes the connection's slot: at most
@@ -35,6 +36,9 @@
 //!   from them (413 naming the bound): a parsed JSON value costs tens of
 //!   bytes however short its text, so the value cap, not the byte size,
 //!   is what bounds the memory a body costs;
+//! - a session answers only to the token that opened it: a request
+//!   carrying another valid token (a named client's, or the server's for
+//!   a named client's session) gets 404, as an unknown session would;
 //! - a session ended with `DELETE` is answered 204 (rmcp says 202).
 //!
 //! Two probes for load balancers and orchestrators are answered before
@@ -46,8 +50,9 @@
 //! would get in under [`MAX_SESSIONS`]; 503 naming which is not so
 //! otherwise. Neither names a Tick or a tool.
 //!
-//! The first four walls are the door every HTTP server of tickbox shares
-//! (`http/door.rs`: accepting, the token check, slots, timeouts), each
+//! The first four walls and the body's are the door every HTTP server of
+//! tickbox shares (the `tickbox-guard` crate: accepting, the token check,
+//! slots, timeouts, bounded bodies), each
 //! server with its own counts and bounds: [`metrics`] serves `/metrics`
 //! through its own (`HttpOptions::metrics`, `tickbox mcp --metrics`), so a
 //! flood at one takes no slot at the other.
@@ -69,17 +74,21 @@
 //! elsewhere now.
 //!
 //! Each session is its own [`Connection`] (listing, subscriptions, read
-//! marks); all of them share the hosted Ticks. Sessions that negotiate
+//! marks); all of them share the hosted Ticks, except those that run an
+//! instance per client ([`crate::instance`]): there each session has its
+//! own, stopped when the session ends (before a `DELETE` is answered).
+//! A request may also carry a named client's token ([`HttpOptions::clients`])
+//! instead of the server's: it is then that client's, which is how a
+//! 2026-07-28 request, without a session, gets an instance of its own. Sessions that negotiate
 //! 2026-07-28 are served without a session by rmcp, so each of their
 //! requests is bound to the catalog current at that request.
 
-pub mod door;
 pub mod metrics;
 
+use super::instance::ClientName;
 use super::server::{Connection, Facade};
 use super::transport::{Tracking, MAX_FRAME_BYTES, SESSION_HEADER};
-use bytes::{Bytes, BytesMut};
-use door::{closing, plain, Body};
+use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
@@ -91,10 +100,20 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tickbox_guard::body::{read_body, BodyError};
+use tickbox_guard::door::{self, closing, plain, Body};
+use tickbox_guard::origin::{self, Loopback};
 use tickbox_host::util::lock;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+
+/// The door's bounds this server is held to: the guard's defaults, the
+/// same as every server behind the door that has none of its own.
+pub use tickbox_guard::limits::{
+    AUTH_TIMEOUT, BODY_TIMEOUT, IDLE_TIMEOUT, MAX_BODY_DEPTH, MAX_BODY_VALUES, MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_PEER, MAX_HEADER_BYTES, MAX_UNAUTHENTICATED,
+};
 
 /// The one path the server answers on.
 pub const MCP_PATH: &str = "/mcp";
@@ -105,39 +124,6 @@ pub const HEALTH_PATH: &str = "/healthz";
 /// The readiness probe: 200 while a new session can be taken, else 503
 /// (no token needed).
 pub const READY_PATH: &str = "/readyz";
-
-/// Authenticated connections at once (default 64); an authenticated
-/// request on a new connection past it gets 503 and the connection closes.
-pub const MAX_CONNECTIONS: usize = 64;
-
-/// Authenticated connections from one peer address at once (default 48,
-/// three quarters of [`MAX_CONNECTIONS`]), so one peer cannot take every
-/// slot. On loopback every local client is the same peer: the official
-/// conformance suite alone held 26 at once (16 refused two of its
-/// scenarios), so the bound leaves room for that.
-pub const MAX_CONNECTIONS_PER_PEER: usize = 48;
-
-/// Connections that have not yet sent a request with the token (default
-/// 64). Slots are counted after authentication, so these cost no slot; a
-/// new connection past this bound closes the oldest unauthenticated one.
-/// An attacker then has to open this many connections in the time a real
-/// client takes to send one request head to keep it out.
-pub const MAX_UNAUTHENTICATED: usize = 64;
-
-/// How long a new connection has to send a request carrying the token
-/// (default 5 s); it is closed otherwise.
-pub const AUTH_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long an authenticated connection may wait for, and then read, its
-/// next request head (default 30 s); hyper's header-read timeout, which
-/// also runs while a keep-alive connection is idle, so it is the idle
-/// timeout too. Longer than common clients' own keep-alive expiry (4–5 s),
-/// so a client never reuses a connection the server is closing.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The largest request head, in bytes (default 64 KiB): hyper's read buffer,
-/// so also what one connection's unread head can cost.
-pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
 /// MCP sessions at once (default 32). The server has one token, so this is
 /// the cap per token.
@@ -152,11 +138,6 @@ pub const SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// idle timeout when that is shorter); 503 when none has.
 pub const SESSION_EVICT_IDLE: Duration = Duration::from_secs(30);
 
-/// How long a request body may take to arrive, from its head (default
-/// 30 s; [`HttpOptions::body_timeout`] overrides it): a token holder
-/// trickling a body holds one connection slot, not one forever.
-pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// How long a drain waits for the requests in flight (default 30 s;
 /// [`HttpOptions::drain_timeout`] overrides it). Past it the listener
 /// closes and what is still running is cut off. Longer than most tool
@@ -164,17 +145,6 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// `TimeoutStopSec`) gives a stop by default, so the host exits on its own
 /// before it is killed.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How deep a request body's arrays and objects may nest (default 64).
-pub const MAX_BODY_DEPTH: usize = 64;
-
-/// How many JSON values a request body may hold (default 16,384), counted
-/// as its brackets, braces, commas and colons outside strings. A parsed
-/// value costs tens of bytes (more while rmcp's untagged enums buffer it)
-/// even when its text is 2 bytes, so this bounds what parsing a body costs
-/// to a few times its size plus a few MiB (held by the test of bounded
-/// request bodies).
-pub const MAX_BODY_VALUES: usize = 16_384;
 
 /// How a facade is served over HTTP.
 #[derive(Debug)]
@@ -191,6 +161,19 @@ pub struct HttpOptions {
     /// How long a drain waits for the requests in flight
     /// ([`DRAIN_TIMEOUT`] by default).
     pub drain_timeout: Duration,
+    /// Named clients, each with a token of its own, accepted as well as
+    /// `token`: a request carrying one is that client's (see
+    /// [`crate::instance`]).
+    pub clients: Vec<NamedClient>,
+}
+
+/// A client named by its own bearer token (a clients file's line).
+#[derive(Debug, Clone)]
+pub struct NamedClient {
+    /// Its name, as audit lines and spans give it.
+    pub name: String,
+    /// The token its requests carry.
+    pub token: String,
 }
 
 /// How a drain ended (what [`serve`] returns).
@@ -215,6 +198,7 @@ impl HttpOptions {
             body_timeout: BODY_TIMEOUT,
             metrics: None,
             drain_timeout: DRAIN_TIMEOUT,
+            clients: Vec::new(),
         }
     }
 }
@@ -225,9 +209,17 @@ struct Shared {
     service: StreamableHttpService<Connection, LocalSessionManager>,
     sessions: Arc<LocalSessionManager>,
     token: Box<str>,
+    /// The named clients' names and tokens.
+    clients: Vec<(Arc<str>, Box<str>)>,
     gate: Arc<door::Gate>,
+    /// The `Host` and `Origin` a request may carry.
+    loopback: Loopback,
     /// When each session this server created last had a request.
     last_used: Mutex<HashMap<Arc<str>, Instant>>,
+    /// Who opened each session: the named client whose token opened it,
+    /// or none for the server's token. A session answers only to the
+    /// token that opened it.
+    opened_by: Mutex<HashMap<Arc<str>, Option<Arc<str>>>>,
     evict_idle: Duration,
     body_timeout: Duration,
     /// Set once when the drain begins; never cleared.
@@ -282,13 +274,6 @@ impl hyper::body::Body for Counted {
     }
 }
 
-/// The MCP door's bounds.
-const MCP_DOOR: door::Bounds = door::Bounds {
-    connections: MAX_CONNECTIONS,
-    per_peer: MAX_CONNECTIONS_PER_PEER,
-    unauthenticated: MAX_UNAUTHENTICATED,
-};
-
 /// Serves the facade on `listener` until `stop` resolves, then drains
 /// (see the module doc) and returns how the drain ended; the Ticks keep
 /// running (the caller shuts the facade down).
@@ -300,23 +285,12 @@ pub async fn serve(
 ) -> std::io::Result<Drained> {
     let local = listener.local_addr()?;
     let ct = CancellationToken::new();
-    let mut hosts = vec![
-        "localhost".to_string(),
-        "127.0.0.1".to_string(),
-        "::1".to_string(),
-    ];
-    if !local.ip().is_unspecified() {
-        hosts.push(local.ip().to_string());
-    }
+    // `Host` and `Origin` are the door's to check (`Loopback`, in
+    // `Shared::handle`), once, for every request: rmcp's own check of
+    // them is off.
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(hosts)
-        .with_allowed_origins([
-            "http://localhost:*",
-            "http://127.0.0.1:*",
-            "http://[::1]:*",
-            "https://localhost:*",
-            "https://127.0.0.1:*",
-        ])
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
         .with_max_request_body_bytes(MAX_FRAME_BYTES)
         .with_cancellation_token(ct.clone());
     let mut manager = LocalSessionManager::default();
@@ -328,20 +302,27 @@ pub async fn serve(
             Ok(Connection::new(
                 factory.clone(),
                 Tracking::shared(),
-                tickbox_host::audit::McpTransport::Http,
+                tickbox_telemetry::audit::McpTransport::Http,
             ))
         },
         sessions.clone(),
         config,
     );
-    let gate = Arc::new(door::Gate::new("HTTP", MCP_DOOR));
+    let gate = Arc::new(door::Gate::new("HTTP", tickbox_guard::door::DEFAULT_BOUNDS));
     let shared = Arc::new(Shared {
         facade: facade.clone(),
         service,
         sessions: sessions.clone(),
         token: options.token.into_boxed_str(),
+        clients: options
+            .clients
+            .into_iter()
+            .map(|c| (Arc::from(c.name), c.token.into_boxed_str()))
+            .collect(),
         gate: gate.clone(),
+        loopback: Loopback::of(local),
         last_used: Mutex::new(HashMap::new()),
+        opened_by: Mutex::new(HashMap::new()),
         evict_idle: SESSION_EVICT_IDLE.min(options.session_idle),
         body_timeout: options.body_timeout,
         draining: AtomicBool::new(false),
@@ -383,135 +364,6 @@ pub async fn serve(
     })
 }
 
-/// Why a request body is refused.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum BodyError {
-    /// Over the byte bound given to [`read_body`].
-    #[error("request body too large: over {0} bytes (the limit)")]
-    TooLarge(usize),
-    /// Nested deeper than [`MAX_BODY_DEPTH`].
-    #[error(
-        "request body too deep: arrays and objects nest over {MAX_BODY_DEPTH} levels (the limit)"
-    )]
-    TooDeep,
-    /// More than [`MAX_BODY_VALUES`] JSON values.
-    #[error("request body too large: over {MAX_BODY_VALUES} JSON values (the limit)")]
-    TooManyValues,
-    /// The connection failed while the body was read.
-    #[error("cannot read the request body: {0}")]
-    Read(String),
-    /// Not all there within the time given to [`read_body`].
-    #[error("request body too slow: not all there {0:?} after its head (the limit)")]
-    Slow(Duration),
-}
-
-/// A scan of JSON text that counts values and nesting without building
-/// anything, fed chunk by chunk as the body arrives.
-#[derive(Default)]
-struct Shape {
-    depth: usize,
-    values: usize,
-    in_string: bool,
-    escaped: bool,
-}
-
-impl Shape {
-    fn feed(&mut self, bytes: &[u8]) -> Result<(), BodyError> {
-        for &b in bytes {
-            if self.in_string {
-                if self.escaped {
-                    self.escaped = false;
-                } else if b == b'\\' {
-                    self.escaped = true;
-                } else if b == b'"' {
-                    self.in_string = false;
-                }
-                continue;
-            }
-            match b {
-                b'"' => self.in_string = true,
-                b'[' | b'{' => {
-                    self.depth += 1;
-                    if self.depth > MAX_BODY_DEPTH {
-                        return Err(BodyError::TooDeep);
-                    }
-                    self.count()?;
-                }
-                b']' | b'}' => self.depth = self.depth.saturating_sub(1),
-                b',' | b':' => self.count()?,
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
-    fn count(&mut self) -> Result<(), BodyError> {
-        self.values += 1;
-        if self.values > MAX_BODY_VALUES {
-            return Err(BodyError::TooManyValues);
-        }
-        Ok(())
-    }
-}
-
-/// The whole body, within `max` bytes (the MCP server's is
-/// [`MAX_FRAME_BYTES`]), [`MAX_BODY_DEPTH`] and [`MAX_BODY_VALUES`], all
-/// there within `within`; refused as soon as a bound is passed. Shared by
-/// every server behind the [`door`] that takes JSON bodies (MCP, `tickbox
-/// inspect`'s actions).
-pub async fn read_body(
-    headers: &hyper::HeaderMap,
-    mut body: Incoming,
-    within: Duration,
-    max: usize,
-) -> Result<Bytes, BodyError> {
-    let deadline = tokio::time::Instant::now() + within;
-    let declared = headers
-        .get(hyper::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max as u64) {
-        return Err(BodyError::TooLarge(max));
-    }
-    let mut collected = BytesMut::with_capacity(declared.unwrap_or(0) as usize);
-    let mut shape = Shape::default();
-    loop {
-        let Ok(frame) = tokio::time::timeout_at(deadline, body.frame()).await else {
-            return Err(BodyError::Slow(within));
-        };
-        let Some(frame) = frame else { break };
-        let frame = frame.map_err(|e| BodyError::Read(e.to_string()))?;
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        if data.len() > max - collected.len() {
-            return Err(BodyError::TooLarge(max));
-        }
-        if let Err(e) = shape.feed(&data) {
-            let _ =
-                tokio::time::timeout_at(deadline, drain(body, collected.len() + data.len())).await;
-            return Err(e);
-        }
-        collected.extend_from_slice(&data);
-    }
-    Ok(collected.freeze())
-}
-
-/// Reads and drops the rest of a refused body, up to [`MAX_FRAME_BYTES`]
-/// in all: closing a socket with unread data resets it, and the client
-/// could lose the answer that says why.
-async fn drain(mut body: Incoming, mut seen: usize) {
-    while let Some(Ok(frame)) = body.frame().await {
-        if let Ok(data) = frame.into_data() {
-            seen += data.len();
-            if seen > MAX_FRAME_BYTES {
-                return;
-            }
-        }
-    }
-}
-
 /// The `method` of a JSON-RPC message, read without building the rest.
 fn method_of(body: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
@@ -551,12 +403,22 @@ impl Shared {
         if let Some(answer) = self.probe(&req).await {
             return answer;
         }
-        if !door::authorized(&req, &self.token, door::TokenIn::HeaderOrQuery) {
-            tracing::info!(peer = %conn.peer, "refused a request without the token");
+        let within = door::TokenIn::HeaderOrQuery;
+        // The server's token, or a named client's (which names the client).
+        let client = if door::authorized(&req, &self.token, within) {
+            Some(None)
+        } else {
+            self.clients
+                .iter()
+                .find(|(_, token)| door::authorized(&req, token, within))
+                .map(|(name, _)| Some(ClientName(name.clone())))
+        };
+        let Some(client) = client else {
+            tracing::info!(peer = %conn.peer(), "refused a request without the token");
             return door::unauthorized(
                 "unauthorized: send Authorization: Bearer TOKEN (tickbox printed it at start)",
             );
-        }
+        };
         if let Err(refused) = self.gate.admit(conn) {
             return *refused;
         }
@@ -574,6 +436,10 @@ impl Shared {
         let in_flight =
             (req.method() == hyper::Method::POST).then(|| InFlight::new(&self.in_flight));
         let (mut parts, body) = req.into_parts();
+        let client_name = client.as_ref().map(|c| c.0.clone());
+        if let Some(client) = client {
+            parts.extensions.insert(client);
+        }
         // The token goes no further than this check (rmcp's logs included).
         if parts.uri.query().is_some() {
             let mut uri = std::mem::take(&mut parts.uri).into_parts();
@@ -583,7 +449,7 @@ impl Shared {
         let body = match read_body(&parts.headers, body, self.body_timeout, MAX_FRAME_BYTES).await {
             Ok(b) => b,
             Err(e) => {
-                tracing::info!(peer = %conn.peer, "{e}");
+                tracing::info!(peer = %conn.peer(), "{e}");
                 let status = match e {
                     BodyError::Slow(_) => StatusCode::REQUEST_TIMEOUT,
                     _ => StatusCode::PAYLOAD_TOO_LARGE,
@@ -597,6 +463,15 @@ impl Shared {
             .and_then(|v| v.to_str().ok())
             .map(Arc::<str>::from);
         if let Some(id) = &session {
+            // Another client's session is, to this one, no session at all.
+            let opener = lock(&self.opened_by).get(id).cloned();
+            if opener.is_some_and(|by| by != client_name) {
+                tracing::info!(peer = %conn.peer(), "refused a request for a session another token opened");
+                return plain(
+                    StatusCode::NOT_FOUND,
+                    "session not found: no session of yours has this Mcp-Session-Id",
+                );
+            }
             if let Some(t) = lock(&self.last_used).get_mut(id) {
                 *t = Instant::now();
             }
@@ -612,7 +487,7 @@ impl Shared {
             } else {
                 DRAINING_NEW_REQUEST
             };
-            tracing::info!(peer = %conn.peer, "refused a request: draining");
+            tracing::info!(peer = %conn.peer(), "refused a request: draining");
             return closing(StatusCode::SERVICE_UNAVAILABLE, why);
         }
         if opens_session && !self.room_for_a_session().await {
@@ -623,6 +498,9 @@ impl Shared {
                     self.evict_idle
                 ),
             );
+        }
+        if let Some(refused) = self.foreign(&parts.headers, conn) {
+            return refused;
         }
         let delete = parts.method == hyper::Method::DELETE;
         let mut response = self
@@ -635,16 +513,21 @@ impl Shared {
                 .get(SESSION_HEADER)
                 .and_then(|v| v.to_str().ok())
             {
-                self.last_used
-                    .lock()
-                    .unwrap()
-                    .insert(Arc::from(id), Instant::now());
+                let id = Arc::<str>::from(id);
+                lock(&self.opened_by).insert(id.clone(), client_name);
+                lock(&self.last_used).insert(id, Instant::now());
             }
         }
         // rmcp ends a session with 202; clients (the Python SDK) take 200/204
         // as success and log a "termination failed" for anything else.
         if delete && response.status() == StatusCode::ACCEPTED {
             *response.status_mut() = StatusCode::NO_CONTENT;
+            // The client has ended: its instances are stopped before it
+            // hears so, and their places are free for the next client.
+            if let Some(id) = &session {
+                self.facade.end_http_session(id).await;
+                lock(&self.opened_by).remove(id);
+            }
         }
         match in_flight {
             Some(counted) => response.map(|body| {
@@ -656,6 +539,24 @@ impl Shared {
             }),
             None => response,
         }
+    }
+
+    /// The refusal of a request whose `Host` does not name this server or
+    /// whose `Origin` is not a loopback page (DNS rebinding, a page from
+    /// elsewhere), or None.
+    fn foreign(&self, headers: &hyper::HeaderMap, conn: &door::Conn) -> Option<Response<Body>> {
+        let header =
+            |name: hyper::header::HeaderName| headers.get(name).map(|v| v.to_str().unwrap_or("?"));
+        let host = header(hyper::header::HOST).unwrap_or_default();
+        if !self.loopback.allows_host(host) {
+            tracing::info!(peer = %conn.peer(), "refused a request for another host");
+            return Some(origin::wrong_host());
+        }
+        if !Loopback::allows_origin(header(hyper::header::ORIGIN)) {
+            tracing::info!(peer = %conn.peer(), "refused a request from another origin");
+            return Some(origin::wrong_origin());
+        }
+        None
     }
 
     /// The answer to a liveness or readiness probe (`GET`/`HEAD` of
@@ -728,6 +629,7 @@ impl Shared {
             let mut used = lock(&self.last_used);
             // Forget sessions that ended (idle expiry, DELETE).
             used.retain(|id, _| open.contains(id));
+            lock(&self.opened_by).retain(|id, _| open.contains(id));
             if open.len() < MAX_SESSIONS {
                 return true;
             }

@@ -46,7 +46,12 @@
 //! use tickbox_host::session::{Session, SessionConfig};
 //! let io = spawn(&NativeSpec::new(["python3", "counter.py"]))?;
 //! let session = std::sync::Arc::new(Session::start(io, SessionConfig::default()).await?);
-//! let tick = HostedTick { name: "counter".into(), session, grants: Grants::default() };
+//! let tick = HostedTick {
+//!     name: "counter".into(),
+//!     session,
+//!     grants: Grants::default(),
+//!     per_client: None,
+//! };
 //! let facade = Facade::new(vec![tick]).await?;
 //! facade.serve(tokio::io::stdin(), tokio::io::stdout()).await?;
 //! # Ok(()) }
@@ -55,6 +60,8 @@
 pub(crate) mod config;
 pub(crate) mod delivery;
 pub mod http;
+pub mod instance;
+pub mod limits;
 pub(crate) mod names;
 pub(crate) mod outcome;
 pub(crate) mod server;
@@ -62,14 +69,16 @@ pub(crate) mod text;
 pub(crate) mod transport;
 
 pub use config::{
-    default_tick_name, valid_tick_name, Config, ConfigError, Grants, TickEntry, TickSource,
+    default_tick_name, valid_tick_name, Clients, Config, ConfigError, Grants, Instances, TickEntry,
+    TickSource,
 };
 pub use delivery::DELIVERY_INTERVAL;
+pub use instance::PerClient;
 pub use names::NameError;
 pub use outcome::MAX_RESULT_BYTES;
 pub use server::{
     state_uri, Connection, Facade, FacadeError, FacadeOptions, HostedTick, DESCRIBE_POLL,
-    STATE_URI_PREFIX,
+    INSTANCE_CAP, STATE_URI_PREFIX,
 };
 pub use transport::{MAX_FRAME_BYTES, MAX_PENDING_REQUESTS, SUPPORTED_VERSIONS};
 

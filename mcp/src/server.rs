@@ -13,6 +13,7 @@
 
 use super::config::Grants;
 use super::delivery::{deliver_latest_from, DELIVERY_INTERVAL};
+use super::instance::{now_rfc3339, Book, ClientName, Instance, InstanceError, Owner, PerClient};
 use super::names::{map_tools, Mapping, NameError, Target};
 use super::outcome::{self, CallError, MAX_RESULT_BYTES};
 use super::text;
@@ -35,14 +36,13 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
-use tickbox_host::audit::{Audit, McpCall, McpTransport, RequestId as AuditRequestId};
 use tickbox_host::delivery::{fit, item_budget};
 use tickbox_host::session::{CallOutcome, EndReason, Session, UnknownReason};
 use tickbox_host::util::lock;
 use tickbox_protocol::codes::REVISION_MISMATCH;
-use tickbox_protocol::limits::MAX_IN_FLIGHT;
 use tickbox_protocol::message::encoded_len;
 use tickbox_protocol::{Descriptor, PrepareError};
+use tickbox_telemetry::audit::{Audit, McpCall, McpTransport, RequestId as AuditRequestId};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
@@ -60,12 +60,16 @@ pub struct FacadeOptions {
     /// How often each Tick is asked for its catalog ([`DESCRIBE_POLL`]).
     /// Shorter notices a new revision sooner and costs a describe each time.
     pub describe_poll: Duration,
+    /// Per-client instances of all Ticks at once
+    /// ([`MAX_INSTANCES`](crate::limits::MAX_INSTANCES) by default).
+    pub max_instances: usize,
 }
 
 impl Default for FacadeOptions {
     fn default() -> Self {
         FacadeOptions {
             describe_poll: DESCRIBE_POLL,
+            max_instances: crate::limits::MAX_INSTANCES,
         }
     }
 }
@@ -76,7 +80,18 @@ impl FacadeOptions {
         self.describe_poll = every;
         self
     }
+
+    /// These options with at most `n` per-client instances in all.
+    pub fn max_instances(mut self, n: usize) -> Self {
+        self.max_instances = n;
+        self
+    }
 }
+
+/// The JSON-RPC error code of a first use refused at an instance cap
+/// (in the implementation-defined server range): nothing was started, and
+/// the message and `data.bound` name the bound.
+pub const INSTANCE_CAP: i32 = -32010;
 
 /// The scheme of state resources: `tick://NAME/state`.
 pub const STATE_URI_PREFIX: &str = "tick://";
@@ -90,6 +105,10 @@ pub struct HostedTick {
     pub session: Arc<Session>,
     /// What the Tick may reach (decides `openWorldHint`).
     pub grants: Grants,
+    /// One instance per client, started by this, instead of `session`
+    /// for everyone; `session` is then the template that answers listings
+    /// (see [`crate::instance`]).
+    pub per_client: Option<PerClient>,
 }
 
 /// Why the facade could not start or serve.
@@ -107,15 +126,13 @@ pub enum FacadeError {
 /// A hosted Tick, shared by every connection.
 struct Hosted {
     name: String,
-    session: Arc<Session>,
+    /// The instance every client shares, or a per-client Tick's template.
+    template: Arc<Instance>,
     grants: Grants,
-    /// When the facade received the state of this seq (for states without `at`).
-    received: Mutex<(u64, String)>,
-    /// The catalog last seen, to tell a new one by identity.
+    /// The catalog last seen (of the template), to tell a new one by identity.
     seen: Mutex<Arc<Descriptor>>,
-    /// Turns at the Tick for this facade's calls (as many as the Tick
-    /// takes at once); a call waiting here can still be cancelled.
-    turns: Arc<tokio::sync::Semaphore>,
+    /// How a per-client Tick starts a client's instance.
+    per_client: Option<PerClient>,
 }
 
 struct Inner {
@@ -128,6 +145,16 @@ struct Inner {
     /// Every client connection made (weakly), so the sessions still open
     /// when the host stops are recorded as ended ([`Facade::shutdown`]).
     connections: Mutex<Vec<Weak<ConnInner>>>,
+    /// The per-client instances running, against their caps.
+    book: Arc<Book>,
+    /// Clients served so far, to name each in logs.
+    clients: AtomicU64,
+    /// Every per-client instance started (weakly), so the host's stop
+    /// waits for those still running.
+    started: Mutex<Vec<Weak<Instance>>>,
+    /// The named clients' instances, by name (the names are the clients
+    /// file's, so this holds at most one entry per line of it).
+    named: Mutex<std::collections::HashMap<Arc<str>, Arc<Owner>>>,
     /// The handle MCP-level telemetry goes to, outside any Tick session:
     /// the first hosted Tick's audit stream, without its session
     /// (OpenTelemetry, the observer these events are for, is on every
@@ -139,10 +166,6 @@ struct Inner {
 #[derive(Clone)]
 pub struct Facade {
     inner: Arc<Inner>,
-}
-
-fn now_rfc3339() -> String {
-    tickbox_host::util::rfc3339_millis(std::time::SystemTime::now())
 }
 
 impl Facade {
@@ -165,20 +188,19 @@ impl Facade {
                 // Session::start only returns initialized sessions.
                 continue;
             };
-            let seq = t.session.state().state.map_or(0, |s| s.seq);
             hosted.push(Hosted {
                 name: t.name,
-                session: t.session,
+                template: Instance::new(t.session, None),
                 grants: t.grants,
-                received: Mutex::new((seq, now_rfc3339())),
                 seen: Mutex::new(d),
-                turns: Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT)),
+                per_client: t.per_client,
             });
         }
         let observed = hosted
             .iter()
-            .find_map(|t| t.session.audit())
+            .find_map(|t| t.template.session.audit())
             .map(Audit::without_session);
+        let book = Book::new(hosted.len(), options.max_instances);
         let facade = Facade {
             inner: Arc::new(Inner {
                 ticks: hosted,
@@ -187,6 +209,10 @@ impl Facade {
                 background: Mutex::new(Vec::new()),
                 options,
                 connections: Mutex::new(Vec::new()),
+                book,
+                clients: AtomicU64::new(0),
+                started: Mutex::new(Vec::new()),
+                named: Mutex::new(std::collections::HashMap::new()),
                 observed,
             }),
         };
@@ -211,7 +237,7 @@ impl Facade {
         self.inner
             .ticks
             .iter()
-            .filter(|t| t.session.end_reason().is_some())
+            .filter(|t| t.template.session.end_reason().is_some())
             .count()
     }
 
@@ -277,9 +303,41 @@ impl Facade {
         for t in lock(&self.inner.background).drain(..) {
             t.abort();
         }
-        for t in &self.inner.ticks {
-            t.session.shutdown().await;
+        lock(&self.inner.named).clear();
+        let started: Vec<_> = lock(&self.inner.started)
+            .drain(..)
+            .filter_map(|i| i.upgrade())
+            .collect();
+        for i in started {
+            i.release();
+            i.session.shutdown().await;
         }
+        for t in &self.inner.ticks {
+            t.template.session.shutdown().await;
+        }
+    }
+
+    /// Ends the client of the HTTP session `id` (its `DELETE`): its
+    /// per-client instances leave the caps and have stopped when this
+    /// returns, so the answer comes after them.
+    pub async fn end_http_session(&self, id: &str) {
+        let open: Vec<_> = lock(&self.inner.connections)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|c| c.http_session.get().is_some_and(|s| &**s == id))
+            .collect();
+        for c in open {
+            for instance in c.owner.take_all() {
+                instance.session.shutdown().await;
+            }
+            c.end_session(None);
+        }
+    }
+
+    /// Per-client instances running now, in all (capped by
+    /// [`FacadeOptions::max_instances`]).
+    pub fn client_instances(&self) -> usize {
+        self.inner.book.running()
     }
 
     fn current_catalogs(&self) -> Vec<Arc<Descriptor>> {
@@ -287,7 +345,8 @@ impl Facade {
             .ticks
             .iter()
             .map(|t| {
-                t.session
+                t.template
+                    .session
                     .descriptor()
                     .unwrap_or_else(|| lock(&t.seen).clone())
             })
@@ -305,14 +364,13 @@ impl Facade {
         map_tools(&pairs, self.inner.prefixed, changed)
     }
 
-    /// Per Tick: the catalog poller, the state clock and the end watcher.
+    /// Per Tick: the catalog poller and the end watcher (the state clock
+    /// is each instance's own).
     fn start_background(&self) {
         let mut tasks = lock(&self.inner.background);
         for index in 0..self.inner.ticks.len() {
             let me = self.clone();
             tasks.push(tokio::spawn(async move { me.poll_catalog(index).await }));
-            let me = self.clone();
-            tasks.push(tokio::spawn(async move { me.stamp_states(index).await }));
             let me = self.clone();
             tasks.push(tokio::spawn(async move { me.watch_end(index).await }));
         }
@@ -322,7 +380,7 @@ impl Facade {
         let t = &self.inner.ticks[index];
         loop {
             tokio::time::sleep(self.inner.options.describe_poll).await;
-            if t.session.end_reason().is_some() {
+            if t.template.session.end_reason().is_some() {
                 return;
             }
             if let Err(e) = self.fresh_catalog(index).await {
@@ -336,7 +394,7 @@ impl Facade {
         &self,
         index: usize,
     ) -> Result<Arc<Descriptor>, tickbox_host::session::RequestError> {
-        let d = self.inner.ticks[index].session.describe().await?;
+        let d = self.inner.ticks[index].template.session.describe().await?;
         self.catalog_seen(index, &d);
         Ok(d)
     }
@@ -356,24 +414,9 @@ impl Facade {
         }
     }
 
-    /// Records when each new state arrived, for states that carry no `at`.
-    async fn stamp_states(&self, index: usize) {
-        let t = &self.inner.ticks[index];
-        let mut state = t.session.watch_state();
-        while state.changed().await.is_ok() {
-            let seq = state.borrow_and_update().state.as_ref().map(|s| s.seq);
-            if let Some(seq) = seq {
-                let mut r = lock(&t.received);
-                if r.0 != seq {
-                    *r = (seq, now_rfc3339());
-                }
-            }
-        }
-    }
-
     async fn watch_end(&self, index: usize) {
         let t = &self.inner.ticks[index];
-        let reason = t.session.ended().await;
+        let reason = t.template.session.ended().await;
         if reason == EndReason::Shutdown {
             return;
         }
@@ -423,6 +466,11 @@ struct ConnInner {
     /// Its end was recorded (once: by the transport, the host's stop or
     /// the drop).
     ended: AtomicBool,
+    /// This client's instances of per-client Ticks (a session's, or the
+    /// stdio connection's; a named client's is the facade's).
+    owner: Arc<Owner>,
+    /// The `Mcp-Session-Id` of an HTTP session, once a request carried it.
+    http_session: std::sync::OnceLock<Arc<str>>,
 }
 
 impl ConnInner {
@@ -432,6 +480,7 @@ impl ConnInner {
         if self.ended.swap(true, Ordering::SeqCst) {
             return;
         }
+        self.owner.stop_all();
         let Some((version, began)) = lock(&self.session).clone() else {
             return;
         };
@@ -521,7 +570,7 @@ impl Connection {
     ) -> Connection {
         let catalogs = facade.current_catalogs();
         let mapping = facade.map(&catalogs, &vec![false; catalogs.len()]);
-        let ticks = catalogs
+        let ticks: Vec<ClientTick> = catalogs
             .into_iter()
             .map(|d| ClientTick {
                 announced: Mutex::new(d.revision.clone()),
@@ -530,6 +579,12 @@ impl Connection {
                 read_mark: AtomicU64::new(0),
             })
             .collect();
+        let who = format!(
+            "{} client {}",
+            transport.as_str(),
+            facade.inner.clients.fetch_add(1, Ordering::Relaxed) + 1
+        );
+        let owner = Owner::new(who, ticks.len());
         let inner = Arc::new(ConnInner {
             facade,
             ticks,
@@ -539,6 +594,8 @@ impl Connection {
             transport,
             session: Mutex::new(None),
             ended: AtomicBool::new(false),
+            owner,
+            http_session: std::sync::OnceLock::new(),
         });
         {
             let mut all = lock(&inner.facade.inner.connections);
@@ -552,14 +609,96 @@ impl Connection {
         &self.inner.facade.inner.ticks[index]
     }
 
+    /// The client a request comes from: this connection (a session, or
+    /// stdio); for a 2026-07-28 request over HTTP, which has no session,
+    /// the named client its token named, or none.
+    fn owner(&self, context: &RequestContext<RoleServer>) -> Option<Arc<Owner>> {
+        let parts = context.extensions.get::<::http::request::Parts>();
+        let sessionless =
+            self.inner.transport == McpTransport::Http && context.meta.protocol_version().is_some();
+        if sessionless {
+            let name = parts.and_then(|p| p.extensions.get::<ClientName>())?;
+            let f = &self.inner.facade.inner;
+            let mut named = lock(&f.named);
+            let owner = named
+                .entry(name.0.clone())
+                .or_insert_with(|| Owner::new(format!("client {}", name.0), f.ticks.len()));
+            return Some(owner.clone());
+        }
+        let id = parts
+            .and_then(|p| p.headers.get(super::transport::SESSION_HEADER))
+            .and_then(|v| v.to_str().ok());
+        if let (Some(id), None) = (id, self.inner.http_session.get()) {
+            let _ = self.inner.http_session.set(id.into());
+        }
+        Some(self.inner.owner.clone())
+    }
+
+    /// The instance a client sees of the Tick at `index` without using it:
+    /// its own when it has one, else the shared instance or the template.
+    fn current(&self, owner: Option<&Owner>, index: usize) -> Arc<Instance> {
+        let t = self.hosted(index);
+        let own = t
+            .per_client
+            .as_ref()
+            .and(owner)
+            .and_then(|o| o.current(index));
+        own.unwrap_or_else(|| t.template.clone())
+    }
+
+    /// The instance a client's use of the Tick at `index` goes to, in use
+    /// until the guard drops: the shared one, or the client's own, started
+    /// now when it has none (the JSON-RPC error names the cap it hit).
+    async fn instance(
+        &self,
+        owner: Option<&Owner>,
+        index: usize,
+    ) -> Result<super::instance::InUse, McpError> {
+        let t = self.hosted(index);
+        let Some(spec) = &t.per_client else {
+            return Ok(t.template.begin_use());
+        };
+        let Some(owner) = owner else {
+            return Err(McpError::invalid_request(
+                format!(
+                    "the Tick `{}` runs one instance per client, and this request names no \
+                     client: MCP 2026-07-28 has no sessions, so over HTTP a client is named by \
+                     a token of its own (a clients file); use such a token, or a session \
+                     (initialize)",
+                    t.name
+                ),
+                None,
+            ));
+        };
+        let f = &self.inner.facade.inner;
+        owner
+            .instance(index, &t.name, spec, &f.book, &f.started)
+            .await
+            .map_err(|e| match &e {
+                InstanceError::AtCap { bound, limit, .. } => McpError::new(
+                    rmcp::model::ErrorCode(INSTANCE_CAP),
+                    e.to_string(),
+                    Some(json!({"bound": bound, "limit": limit, "tick": t.name})),
+                ),
+                InstanceError::Start { .. } => McpError::internal_error(e.to_string(), None),
+            })
+    }
+
     /// Starts the tasks that tell this client about catalog and state
     /// changes; they stop when the returned set is dropped. `uris` fixes
     /// the Ticks whose state changes are wanted (a listen stream); `None`
-    /// follows `resources/subscribe`.
+    /// follows `resources/subscribe`. `owner` is the client whose
+    /// instances of per-client Ticks are followed (as each starts, and
+    /// again after an idle stop starts another).
     ///
     /// The tasks hold the connection weakly: when rmcp drops it (the
     /// client left, an HTTP session closed), its tasks stop with it.
-    fn notifications(&self, out: Notifier, uris: Option<HashSet<usize>>) -> JoinSet<()> {
+    fn notifications(
+        &self,
+        out: Notifier,
+        uris: Option<HashSet<usize>>,
+        owner: Option<Arc<Owner>>,
+    ) -> JoinSet<()> {
         let mut tasks = JoinSet::new();
         let weak = Arc::downgrade(&self.inner);
         let tools = match &out {
@@ -568,6 +707,7 @@ impl Connection {
         };
         if tools {
             let (weak, out) = (weak.clone(), out.clone());
+            let owner = owner.as_ref().map(Arc::downgrade);
             let mut catalogs = self.inner.facade.inner.catalogs.subscribe();
             let count = self.inner.ticks.len();
             tasks.spawn(async move {
@@ -576,7 +716,11 @@ impl Connection {
                         let Some(inner) = weak.upgrade() else {
                             return;
                         };
-                        if !(Connection { inner }).announce(index, &out).await {
+                        let owner = owner.as_ref().and_then(Weak::upgrade);
+                        if !(Connection { inner })
+                            .announce(index, &out, owner.as_deref())
+                            .await
+                        {
                             return;
                         }
                     }
@@ -593,15 +737,19 @@ impl Connection {
                 None => true,
             };
             let (weak, out) = (weak.clone(), out.clone());
-            let session = self.hosted(index).session.clone();
             let uri = state_uri(&self.hosted(index).name);
+            // A per-client Tick's instance is this client's, once it has
+            // one; a shared Tick's is the one instance.
+            let mut own = match (&self.hosted(index).per_client, &owner) {
+                (Some(_), Some(o)) => Some(o.slots[index].current.subscribe()),
+                (Some(_), None) => continue,
+                (None, _) => None,
+            };
+            let shared = self.hosted(index).template.session.clone();
             // A listen stream is told about any state this client has not
             // read yet; a legacy session counts from now.
-            let delivered = if follows_subscribe {
-                session.state().updates
-            } else {
-                self.inner.ticks[index].read_mark.load(Ordering::Relaxed)
-            };
+            let mut from_now = follows_subscribe;
+            let mut delivered = self.inner.ticks[index].read_mark.load(Ordering::Relaxed);
             tasks.spawn(async move {
                 let want = || {
                     !follows_subscribe
@@ -609,23 +757,51 @@ impl Connection {
                             .upgrade()
                             .is_some_and(|c| c.ticks[index].subscribed.load(Ordering::Relaxed))
                 };
-                let delivery = deliver_latest_from(
-                    session.watch_state(),
-                    DELIVERY_INTERVAL,
-                    delivered,
-                    |_| {
-                        let send = want() && out.applies();
-                        let (out, uri) = (out.clone(), uri.clone());
-                        async move { !send || out.resource_updated(uri).await }
-                    },
-                );
-                tokio::select! {
-                    _ = delivery => {}
-                    reason = session.ended() => {
-                        // Readers learn it from the state's `ended` field.
-                        if reason != EndReason::Shutdown && want() && out.applies() {
-                            out.resource_updated(uri.clone()).await;
+                loop {
+                    let session = match &mut own {
+                        None => shared.clone(),
+                        Some(slot) => {
+                            let Ok(current) = slot.wait_for(Option::is_some).await else {
+                                return;
+                            };
+                            let Some(instance) = current.as_ref() else {
+                                continue;
+                            };
+                            instance.session.clone()
                         }
+                    };
+                    if from_now {
+                        delivered = session.state().updates;
+                    }
+                    // A new instance counts its updates from zero.
+                    from_now = true;
+                    let delivery = deliver_latest_from(
+                        session.watch_state(),
+                        DELIVERY_INTERVAL,
+                        delivered,
+                        |_| {
+                            let send = want() && out.applies();
+                            let (out, uri) = (out.clone(), uri.clone());
+                            async move { !send || out.resource_updated(uri).await }
+                        },
+                    );
+                    tokio::select! {
+                        _ = delivery => {}
+                        reason = session.ended() => {
+                            // Readers learn it from the state's `ended` field.
+                            if reason != EndReason::Shutdown && want() && out.applies() {
+                                out.resource_updated(uri.clone()).await;
+                            }
+                        }
+                    }
+                    let Some(slot) = &mut own else {
+                        return;
+                    };
+                    // Until this instance leaves the slot (an idle stop),
+                    // there is nothing more to follow.
+                    drop(session);
+                    if slot.wait_for(Option::is_none).await.is_err() {
+                        return;
                     }
                 }
             });
@@ -635,8 +811,8 @@ impl Connection {
 
     /// Tells the client once per new revision that a Tick's catalog is not
     /// the one it listed. False when the client is gone.
-    async fn announce(&self, index: usize, out: &Notifier) -> bool {
-        let Some(current) = self.hosted(index).session.descriptor() else {
+    async fn announce(&self, index: usize, out: &Notifier, owner: Option<&Owner>) -> bool {
+        let Some(current) = self.current(owner, index).session.descriptor() else {
             return true;
         };
         if !out.applies() {
@@ -747,20 +923,22 @@ impl Connection {
             .collect()
     }
 
-    /// Refreshes every catalog, binds calls to it and maps the names again.
-    async fn relist(&self) {
+    /// Refreshes every catalog (the client's own instance's, for a
+    /// per-client Tick it has used), binds calls to it and maps the names
+    /// again.
+    async fn relist(&self, owner: Option<&Owner>) {
         let mut catalogs = Vec::new();
         let mut changed = Vec::new();
         for (index, c) in self.inner.ticks.iter().enumerate() {
-            let t = self.hosted(index);
-            let fresh = if t.session.end_reason().is_none() {
-                self.inner.facade.fresh_catalog(index).await.ok()
+            let instance = self.current(owner, index);
+            let fresh = if instance.session.end_reason().is_none() {
+                self.fresh_catalog(index, &instance).await.ok()
             } else {
                 None
             };
             let old = lock(&c.listed).clone();
             let d = fresh
-                .or_else(|| t.session.descriptor())
+                .or_else(|| instance.session.descriptor())
                 .unwrap_or(old.clone());
             changed.push(!Arc::ptr_eq(&old, &d));
             *lock(&c.announced) = d.revision.clone();
@@ -783,12 +961,28 @@ impl Connection {
         *lock(&self.inner.mapping) = mapping;
     }
 
+    /// Describes `instance` of the Tick at `index` now: the facade's
+    /// catalog when it is the shared one or the template (which wakes the
+    /// connections when it changed), the client's own otherwise.
+    async fn fresh_catalog(
+        &self,
+        index: usize,
+        instance: &Arc<Instance>,
+    ) -> Result<Arc<Descriptor>, tickbox_host::session::RequestError> {
+        if Arc::ptr_eq(instance, &self.hosted(index).template) {
+            self.inner.facade.fresh_catalog(index).await
+        } else {
+            instance.session.describe().await
+        }
+    }
+
     async fn call(
         &self,
         params: CallToolRequestParams,
         id: &RequestId,
         cancelled: &CancellationToken,
         from: &Requester<'_>,
+        owner: Option<&Owner>,
     ) -> Result<CallToolResult, McpError> {
         let began = Instant::now();
         let name = params.name.to_string();
@@ -813,6 +1007,23 @@ impl Connection {
             return Err(McpError::invalid_params(message, None));
         };
         let args = params.arguments.unwrap_or_default();
+        let instance = match self.instance(owner, mapped.tick).await {
+            Ok(i) => i,
+            Err(e) => {
+                if let Some(audit) = &self.inner.facade.inner.observed {
+                    let code = e.code.0.to_string();
+                    audit.mcp_request(
+                        &request,
+                        "no_instance",
+                        Some(&code),
+                        Some(&e.message),
+                        began.elapsed(),
+                    );
+                }
+                return Err(e);
+            }
+        };
+        let instance = instance.instance();
         // Answered here (the facade's own tools, or a Tick call refused
         // before it was sent) or by the Tick (its audit event is the span).
         let (result, sent) = match mapped.target {
@@ -825,12 +1036,12 @@ impl Connection {
                 false,
             ),
             Target::State => {
-                let view = self.state_view(mapped.tick).await;
+                let view = self.state_view(mapped.tick, instance).await;
                 let text = view.to_string();
                 (outcome::facade(&name, view, text), false)
             }
             Target::Screen => (
-                match self.screen(mapped.tick, &args).await {
+                match self.screen(instance, &args).await {
                     Ok(text) => outcome::bounded(
                         &name,
                         CallToolResult::success(vec![ContentBlock::text(text)]),
@@ -847,6 +1058,7 @@ impl Connection {
                 let (called, sent) = self
                     .call_tick(
                         mapped.tick,
+                        instance,
                         &tool,
                         Value::Object(args),
                         id,
@@ -865,7 +1077,7 @@ impl Connection {
             }
         };
         if !sent {
-            if let Some(audit) = self.hosted(mapped.tick).session.audit() {
+            if let Some(audit) = instance.session.audit() {
                 let (kind, message) = outcome::failure_of(&result);
                 audit.mcp_request(
                     &request,
@@ -881,8 +1093,8 @@ impl Connection {
 
     /// The screen as text: the window asked for, trailing blanks and empty
     /// trailing rows trimmed.
-    async fn screen(&self, index: usize, args: &JsonObject) -> Result<String, String> {
-        let view = self.hosted(index).session.view();
+    async fn screen(&self, instance: &Instance, args: &JsonObject) -> Result<String, String> {
+        let view = instance.session.view();
         // Output the Tick wrote just before may still be on its way through
         // the PTY; let it land so the agent sees what a person would.
         view.settle(Duration::from_millis(50), Duration::from_millis(500))
@@ -909,17 +1121,25 @@ impl Connection {
     /// Exactly one tick/call, bound to the catalog this client last
     /// listed; and whether it was sent to the Tick (one refused before was
     /// not, and has no audit event).
+    #[allow(clippy::too_many_arguments)]
     async fn call_tick(
         &self,
         index: usize,
+        instance: &Arc<Instance>,
         tool: &str,
         args: Value,
         id: &RequestId,
         cancelled: &CancellationToken,
         mcp: &McpCall<'_>,
     ) -> (Result<Value, CallError>, bool) {
-        match self.ready_call(index, tool, args, id, cancelled).await {
-            Ok(ready) => (self.send_call(index, tool, ready, mcp).await, true),
+        match self
+            .ready_call(index, instance, tool, args, id, cancelled)
+            .await
+        {
+            Ok(ready) => (
+                self.send_call(index, instance, tool, ready, mcp).await,
+                true,
+            ),
             Err(e) => (Err(e), false),
         }
     }
@@ -929,13 +1149,14 @@ impl Connection {
     async fn ready_call(
         &self,
         index: usize,
+        instance: &Arc<Instance>,
         tool: &str,
         args: Value,
         id: &RequestId,
         cancelled: &CancellationToken,
     ) -> Result<ReadyCall, CallError> {
         let t = self.hosted(index);
-        if let Some(reason) = t.session.end_reason() {
+        if let Some(reason) = instance.session.end_reason() {
             return Err(CallError::TickEnded {
                 tick: t.name.clone(),
                 tool: tool.into(),
@@ -943,9 +1164,11 @@ impl Connection {
             });
         }
         let listed = lock(&self.inner.ticks[index].listed).clone();
-        if let Some(current) = t.session.descriptor() {
+        if let Some(current) = instance.session.descriptor() {
             if current.revision != listed.revision {
-                self.inner.facade.catalog_seen(index, &current);
+                if Arc::ptr_eq(instance, &t.template) {
+                    self.inner.facade.catalog_seen(index, &current);
+                }
                 return Err(CallError::CatalogChanged {
                     tick: t.name.clone(),
                     tool: tool.into(),
@@ -967,7 +1190,7 @@ impl Connection {
         // A cancellation that comes while the call waits for its turn is
         // honoured (nothing was sent); after that the call runs to its end
         // (see `transport`).
-        let turn = self.turn(t, tool, id, cancelled).await?;
+        let turn = self.turn(instance, tool, id, cancelled).await?;
         Ok(ReadyCall {
             prepared,
             listed: listed.revision.clone(),
@@ -979,6 +1202,7 @@ impl Connection {
     async fn send_call(
         &self,
         index: usize,
+        instance: &Arc<Instance>,
         tool: &str,
         ready: ReadyCall,
         mcp: &McpCall<'_>,
@@ -991,12 +1215,12 @@ impl Connection {
             listed: ready.listed.clone(),
             current,
         };
-        match t.session.call_via(prepared, mcp).await {
+        match instance.session.call_via(prepared, mcp).await {
             CallOutcome::Ok(v) => Ok(v),
             CallOutcome::Failed { error, .. } if error.code == REVISION_MISMATCH => {
                 // The Tick moved on before our poll noticed: learn the new
                 // revision now so the client hears about it.
-                let current = match self.inner.facade.fresh_catalog(index).await {
+                let current = match self.fresh_catalog(index, instance).await {
                     Ok(d) => d.revision.clone(),
                     Err(_) => "unknown".into(),
                 };
@@ -1041,7 +1265,7 @@ impl Connection {
     /// drops its answer), so the call is at least never sent.
     async fn turn(
         &self,
-        t: &Hosted,
+        t: &Instance,
         tool: &str,
         id: &RequestId,
         cancelled: &CancellationToken,
@@ -1071,21 +1295,21 @@ impl Connection {
 
     /// The state as the client reads it, and the merged-update count since
     /// its previous read.
-    async fn state_view(&self, index: usize) -> Value {
+    async fn state_view(&self, index: usize, instance: &Instance) -> Value {
         let t = self.hosted(index);
-        let ended = t.session.end_reason();
+        let ended = instance.session.end_reason();
         if ended.is_none() {
             // Fresh from the Tick when it answers; the kept state otherwise.
-            if let Err(e) = t.session.read().await {
+            if let Err(e) = instance.session.read().await {
                 tracing::debug!(tick = %t.name, "tick/read failed, using the kept state: {e}");
             }
         }
-        let snap = t.session.state();
+        let snap = instance.session.state();
         let previous = self.inner.ticks[index]
             .read_mark
             .swap(snap.updates, Ordering::Relaxed);
         let recover_with = self.recover_tool(index);
-        let series = t
+        let series = instance
             .session
             .descriptor()
             .map(|d| d.series.clone())
@@ -1093,7 +1317,7 @@ impl Connection {
         let (seq, data, at) = match &snap.state {
             Some(s) => {
                 let at = s.at.clone().unwrap_or_else(|| {
-                    let r = lock(&t.received);
+                    let r = lock(&instance.received);
                     if r.0 == s.seq {
                         r.1.clone()
                     } else {
@@ -1145,12 +1369,17 @@ impl Connection {
         &self,
         request: ReadResourceRequestParams,
         index: Option<usize>,
+        owner: Option<&Owner>,
     ) -> Result<ReadResourceResponse, McpError> {
         let index = match index {
             Some(i) => i,
             None => self.slot_for_uri(&request.uri)?,
         };
-        let text = self.state_view(index).await.to_string();
+        let instance = self.instance(owner, index).await?;
+        let text = self
+            .state_view(index, instance.instance())
+            .await
+            .to_string();
         if text.len() > MAX_RESULT_BYTES {
             return Err(McpError::internal_error(
                 format!(
@@ -1177,7 +1406,9 @@ impl Connection {
         began: Instant,
         failed: Option<&McpError>,
     ) {
-        let audit = index.and_then(|i| self.hosted(i).session.audit()).or(self
+        let owner = self.owner(context);
+        let instance = index.map(|i| self.current(owner.as_deref(), i));
+        let audit = instance.as_ref().and_then(|i| i.session.audit()).or(self
             .inner
             .facade
             .inner
@@ -1199,8 +1430,10 @@ impl Connection {
     }
 
     /// `resources/subscribe` and `unsubscribe`: marks the Tick behind
-    /// `uri` as subscribed or not, and records the request as served.
-    fn set_subscribed(
+    /// `uri` as subscribed or not, and records the request as served. A
+    /// subscription is a use: it starts the client's own instance of a
+    /// per-client Tick.
+    async fn set_subscribed(
         &self,
         context: &RequestContext<RoleServer>,
         method: &str,
@@ -1208,7 +1441,13 @@ impl Connection {
         on: bool,
     ) -> Result<(), McpError> {
         let began = Instant::now();
-        let slot = self.slot_for_uri(uri);
+        let mut slot = self.slot_for_uri(uri);
+        if let (Ok(index), true) = (&slot, on) {
+            let owner = self.owner(context);
+            if let Err(e) = self.instance(owner.as_deref(), *index).await {
+                slot = Err(e);
+            }
+        }
         if let Ok(index) = slot {
             self.inner.ticks[index]
                 .subscribed
@@ -1342,7 +1581,11 @@ impl ServerHandler for Connection {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
-        let tasks = self.notifications(Notifier::Legacy(context.peer.clone()), None);
+        let tasks = self.notifications(
+            Notifier::Legacy(context.peer.clone()),
+            None,
+            Some(self.inner.owner.clone()),
+        );
         *lock(&self.inner.legacy) = Some(tasks);
         let began = Instant::now();
         let negotiated = self.negotiate_initialize(&request);
@@ -1368,7 +1611,7 @@ impl ServerHandler for Connection {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let began = Instant::now();
-        self.relist().await;
+        self.relist(self.owner(&context).as_deref()).await;
         let listed = ListToolsResult::with_all_items(self.tool_list());
         self.served(&context, "tools/list", None, began, None);
         Ok(listed)
@@ -1390,7 +1633,11 @@ impl ServerHandler for Connection {
             .as_ref()
             .and_then(|_| self.inner.version_of(&context));
         let from = Requester::of(&context, version);
-        let mut result = outcome::inert(self.call(request, &context.id, &context.ct, &from).await?);
+        let owner = self.owner(&context);
+        let called = self
+            .call(request, &context.id, &context.ct, &from, owner.as_deref())
+            .await;
+        let mut result = outcome::inert(called?);
         if Tracking::take_cancelled(&self.inner.tracking, &context.id) {
             result.content.push(ContentBlock::text(CANCELLED_TOO_LATE));
         }
@@ -1438,7 +1685,8 @@ impl ServerHandler for Connection {
     ) -> Result<ReadResourceResponse, McpError> {
         let began = Instant::now();
         let index = self.slot_for_uri(&request.uri).ok();
-        let read = self.read_state(request, index).await;
+        let owner = self.owner(&context);
+        let read = self.read_state(request, index, owner.as_deref()).await;
         self.served(
             &context,
             "resources/read",
@@ -1456,6 +1704,7 @@ impl ServerHandler for Connection {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         self.set_subscribed(&context, "resources/subscribe", &request.uri, true)
+            .await
     }
 
     #[allow(deprecated)]
@@ -1465,6 +1714,7 @@ impl ServerHandler for Connection {
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         self.set_subscribed(&context, "resources/unsubscribe", &request.uri, false)
+            .await
     }
 
     fn accepted_subscription_filter(
@@ -1490,7 +1740,13 @@ impl ServerHandler for Connection {
             .flatten()
             .filter_map(|u| known.iter().position(|k| k == u))
             .collect();
-        let tasks = self.notifications(Notifier::Listen(context.sink().clone()), Some(uris));
+        // A subscription is a use: the client's instances of the
+        // per-client Ticks it follows start now.
+        let owner = self.owner(context.request_context());
+        for index in &uris {
+            self.instance(owner.as_deref(), *index).await?;
+        }
+        let tasks = self.notifications(Notifier::Listen(context.sink().clone()), Some(uris), owner);
         context.cancelled().await;
         drop(tasks);
         Ok(())
@@ -1524,9 +1780,16 @@ impl<'a> Requester<'a> {
             } else {
                 McpTransport::Stdio
             },
+            // A named client (2026-07-28, no session) is named where a
+            // session id would be.
             session: parts
                 .and_then(|p| p.headers.get(super::transport::SESSION_HEADER))
-                .and_then(|v| v.to_str().ok()),
+                .and_then(|v| v.to_str().ok())
+                .or_else(|| {
+                    parts
+                        .and_then(|p| p.extensions.get::<ClientName>())
+                        .map(|c| &*c.0)
+                }),
             traceparent: context.meta.get_traceparent(),
             version,
         }

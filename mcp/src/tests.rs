@@ -137,6 +137,7 @@ async fn a_catalog_change_sends_list_changed_and_refuses_stale_calls() {
         name: "shifting".into(),
         session,
         grants: Grants::default(),
+        per_client: None,
     };
     let options = FacadeOptions::default().describe_poll(Duration::from_millis(20));
     let facade = Facade::with_options(vec![hosted], options).await.unwrap();

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | [`protocol`] | `tickbox-protocol`: the wire, limits, rule ids, validators |
 //! | [`session`], [`framing`], [`tap`], [`view`], [`render`], [`text`], [`delivery`], [`live`], [`backend`] (native, memory) | `tickbox-host` |
+//! | [`audit`], [`metrics`], [`otel`] | `tickbox-telemetry` |
 //! | `backend::wasm`, `launch` | `tickbox-sandbox` (feature `wasm`) |
 //! | `mcp` | `tickbox-mcp` (feature `wasm`) |
 //! | `check`, `scenario` | `tickbox-conformance` (feature `wasm`) |
@@ -37,9 +38,8 @@
 /// The Tick protocol: the `tickbox-protocol` crate.
 pub use tickbox_protocol as protocol;
 
-pub use tickbox_host::{
-    audit, delivery, framing, live, metrics, otel, render, session, tap, text, util, view,
-};
+pub use tickbox_host::{delivery, framing, live, render, session, tap, text, util, view};
+pub use tickbox_telemetry::{audit, metrics, otel};
 
 /// Ways to run a Tick: `tickbox-host`'s backends, and the sandbox as `wasm`.
 pub mod backend {

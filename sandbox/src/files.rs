@@ -128,7 +128,7 @@ pub(crate) fn note_use(s: &mut GuestState, rep: u32, write: bool) {
         return;
     };
     if let Some(p) = s.grant_handles.first_use(rep, write) {
-        audit.used(tickbox_host::audit::Use::Dir {
+        audit.used(tickbox_telemetry::audit::Use::Dir {
             host: &p.host,
             guest: &p.guest,
             write,
@@ -222,7 +222,7 @@ pub(crate) fn add_use_notes(
 /// pointing out) and a write through a read-only grant come back as
 /// (cap-std's escape check, wasmtime-wasi's permission check). A file
 /// that is merely missing is not a denial.
-fn audit_refused_path(audit: &tickbox_host::audit::Audit, path: &str, code: &FsErrorCode) {
+fn audit_refused_path(audit: &tickbox_telemetry::audit::Audit, path: &str, code: &FsErrorCode) {
     if !refused(code) {
         return;
     }
@@ -231,7 +231,7 @@ fn audit_refused_path(audit: &tickbox_host::audit::Audit, path: &str, code: &FsE
     } else {
         "refused by its grant (read-only, or a link leading out)"
     };
-    audit.denied(tickbox_host::audit::DenialKind::Path, path, detail);
+    audit.denied(tickbox_telemetry::audit::DenialKind::Path, path, detail);
 }
 
 /// Whether a path taken relative to a granted directory climbs above it

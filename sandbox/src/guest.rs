@@ -24,7 +24,7 @@ pub struct WasmSpec {
     pub pin: Option<WasmDigest>,
     /// The audit stream its instances record their start, denials and
     /// limits into (each start gets its own session); `None`: none.
-    pub audit: Option<tickbox_host::audit::Audit>,
+    pub audit: Option<tickbox_telemetry::audit::Audit>,
 }
 
 /// Store data of a component guest.
@@ -47,7 +47,7 @@ pub struct GuestState {
     pub(crate) http_ctx: wasmtime_wasi_http::WasiHttpCtx,
     pub(crate) http_hooks: http::Hooks,
     /// This instance's audit session (denials are recorded there).
-    pub(crate) audit: Option<tickbox_host::audit::Audit>,
+    pub(crate) audit: Option<tickbox_telemetry::audit::Audit>,
 }
 
 impl wasmtime_wasi_http::WasiHttpView for GuestState {

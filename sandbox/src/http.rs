@@ -353,7 +353,7 @@ impl HttpPolicy {
 pub struct Hooks {
     policy: Arc<HttpPolicy>,
     /// Where a request to an origin not granted is recorded.
-    audit: Option<tickbox_host::audit::Audit>,
+    audit: Option<tickbox_telemetry::audit::Audit>,
 }
 
 impl Hooks {
@@ -366,7 +366,7 @@ impl Hooks {
     }
 
     /// Records each request refused for its origin in `audit`.
-    pub fn audited(mut self, audit: Option<tickbox_host::audit::Audit>) -> Hooks {
+    pub fn audited(mut self, audit: Option<tickbox_telemetry::audit::Audit>) -> Hooks {
         self.audit = audit;
         self
     }
@@ -407,12 +407,12 @@ impl WasiHttpHooks for Hooks {
         // the granted origin (never the guest's spelling of it).
         if let Some(audit) = &self.audit {
             match policy.allowed(request.uri()) {
-                Some(origin) => audit.used(tickbox_host::audit::Use::HttpOrigin {
+                Some(origin) => audit.used(tickbox_telemetry::audit::Use::HttpOrigin {
                     origin: &origin.to_string(),
                     fixture: false,
                 }),
                 None => {
-                    let denied = tickbox_host::audit::DenialKind::HttpOrigin;
+                    let denied = tickbox_telemetry::audit::DenialKind::HttpOrigin;
                     audit.denied(
                         denied,
                         &request.uri().to_string(),
@@ -441,18 +441,22 @@ impl WasiHttpHooks for Hooks {
 /// Records a request sent to fixtures: a use of its origin when one
 /// answered it, a refusal when none did (nothing is granted beside
 /// fixtures, so that is the only refusal there is).
-fn audit_fixture<T>(audit: &tickbox_host::audit::Audit, uri: &http::Uri, sent: &Result<T, Error>) {
+fn audit_fixture<T>(
+    audit: &tickbox_telemetry::audit::Audit,
+    uri: &http::Uri,
+    sent: &Result<T, Error>,
+) {
     match sent {
         Ok(_) => {
             if let Some(origin) = origin_of(uri) {
-                audit.used(tickbox_host::audit::Use::HttpOrigin {
+                audit.used(tickbox_telemetry::audit::Use::HttpOrigin {
                     origin: &origin.to_string(),
                     fixture: true,
                 });
             }
         }
         Err(Error::HttpRequestDenied) => audit.denied(
-            tickbox_host::audit::DenialKind::HttpOrigin,
+            tickbox_telemetry::audit::DenialKind::HttpOrigin,
             &uri.to_string(),
             "no HTTP fixture answers it",
         ),

@@ -120,7 +120,7 @@ impl Launcher {
     /// Records every instance this launcher starts in `audit`: each gets
     /// its own audit session with a `start` (a wasm Tick's with its
     /// digest), its denials and limits, its calls and its `end`.
-    pub fn audited(mut self, audit: Option<tickbox_host::audit::Audit>) -> Launcher {
+    pub fn audited(mut self, audit: Option<tickbox_telemetry::audit::Audit>) -> Launcher {
         match &mut self {
             Launcher::Native(spec) => spec.audit = audit,
             Launcher::Wasm { spec, .. } => spec.audit = audit,

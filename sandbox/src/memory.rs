@@ -94,7 +94,7 @@ pub struct Budget {
     last_memory: usize,
     last_table: usize,
     /// Where running into the bound is recorded (`limit`).
-    audit: Option<tickbox_host::audit::Audit>,
+    audit: Option<tickbox_telemetry::audit::Audit>,
 }
 
 impl Budget {
@@ -115,7 +115,7 @@ impl Budget {
     }
 
     /// Records running into the bound in `audit` (a `limit` event).
-    pub fn audited(mut self, audit: Option<tickbox_host::audit::Audit>) -> Budget {
+    pub fn audited(mut self, audit: Option<tickbox_telemetry::audit::Audit>) -> Budget {
         self.audit = audit;
         self
     }

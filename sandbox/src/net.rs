@@ -20,7 +20,7 @@ pub(crate) mod lookup {
     pub struct FilteredView<'a> {
         inner: WasiSocketsCtxView<'a>,
         names: &'a [(String, String)],
-        audit: Option<&'a tickbox_host::audit::Audit>,
+        audit: Option<&'a tickbox_telemetry::audit::Audit>,
     }
 
     pub fn filtered_view(s: &mut GuestState) -> FilteredView<'_> {
@@ -55,14 +55,14 @@ pub(crate) mod lookup {
             else {
                 tracing::info!(%name, "refused a name lookup that was not granted");
                 if let Some(audit) = self.audit {
-                    let denied = tickbox_host::audit::DenialKind::Lookup;
+                    let denied = tickbox_telemetry::audit::DenialKind::Lookup;
                     audit.denied(denied, &name, "no allow_net grant names it");
                 }
                 return Err(ErrorCode::AccessDenied.into());
             };
             if let Some(audit) = self.audit {
                 // The grant's spelling, not the guest's: the name as granted.
-                audit.used(tickbox_host::audit::Use::Lookup {
+                audit.used(tickbox_telemetry::audit::Use::Lookup {
                     name: granted,
                     allow_net: grant,
                 });

@@ -61,7 +61,7 @@ pub struct Quota {
     /// The bound's name for logs: `max_write` or the grant's.
     name: Arc<str>,
     /// Where a write refused past it is recorded (`denied`, `quota`).
-    audit: Option<tickbox_host::audit::Audit>,
+    audit: Option<tickbox_telemetry::audit::Audit>,
 }
 
 impl Quota {
@@ -81,7 +81,7 @@ impl Quota {
     }
 
     /// Records each write refused past this quota in `audit`.
-    pub fn audited(mut self, audit: Option<tickbox_host::audit::Audit>) -> Quota {
+    pub fn audited(mut self, audit: Option<tickbox_telemetry::audit::Audit>) -> Quota {
         self.audit = audit;
         self
     }
@@ -112,7 +112,11 @@ impl Quota {
         tracing::info!(max = self.max, bound = %self.name, "a guest ran into a write quota");
         if let Some(audit) = &self.audit {
             let detail = format!("{} of {} bytes", self.name, self.max);
-            audit.denied(tickbox_host::audit::DenialKind::Quota, "a write", &detail);
+            audit.denied(
+                tickbox_telemetry::audit::DenialKind::Quota,
+                "a write",
+                &detail,
+            );
         }
         std::io::Error::from_raw_os_error(libc::EDQUOT)
     }

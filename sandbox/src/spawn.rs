@@ -10,7 +10,7 @@ pub(crate) fn wasi_builder(
     clock: Option<&virtual_time::VirtualClock>,
     cache_dir: Option<&Path>,
     more_own_state: &[PathBuf],
-    audit: Option<&tickbox_host::audit::Audit>,
+    audit: Option<&tickbox_telemetry::audit::Audit>,
 ) -> Result<(WasiCtxBuilder, Vec<grant_area::GrantDir>, Preopens), WasmError> {
     use wasmtime_wasi::sockets::SocketAddrUse;
     let mut b = WasiCtxBuilder::new();
@@ -115,7 +115,7 @@ pub(crate) fn wasi_builder(
                     match grants.narrowest(addr, &resolved) {
                         Some(grant) => {
                             if let Some(audit) = &audit {
-                                audit.used(tickbox_host::audit::Use::Socket {
+                                audit.used(tickbox_telemetry::audit::Use::Socket {
                                     address: &addr.to_string(),
                                     allow_net: &grant.to_string(),
                                 });
@@ -132,7 +132,7 @@ pub(crate) fn wasi_builder(
                 if let Some(audit) = &audit {
                     let how = format!("{usage:?} is not covered by an allow_net grant");
                     audit.denied(
-                        tickbox_host::audit::DenialKind::Socket,
+                        tickbox_telemetry::audit::DenialKind::Socket,
                         &addr.to_string(),
                         &how,
                     );
@@ -200,7 +200,7 @@ async fn spawn_audited(
     engine: &Arc<WasmEngine>,
     spec: &WasmSpec,
     opts: &launch_options::LaunchOptions,
-    audit: Option<&tickbox_host::audit::Audit>,
+    audit: Option<&tickbox_telemetry::audit::Audit>,
 ) -> Result<TickIo, WasmError> {
     let clock = opts.clock.as_ref();
     let wasm = read_bounded(&spec.path, spec.grants.limits.max_wasm_size).await?;

@@ -6,15 +6,17 @@
 //! Start with [`build_wasm`] (a guest workspace's crate as a `.wasm`),
 //! [`TempDir`], [`exits_within`] and [`eventually`]. It depends on no
 //! tickbox crate, so every crate's tests can use it without a cycle.
-//! [`registry`] starts a real OCI registry and makes SSH keys;
-//! [`mcp_http`] is a raw-TCP client of an MCP HTTP server, [`mcp_lines`]
-//! a raw-lines one of an MCP server on a byte stream.
+//! [`registry`] starts a real OCI registry and makes SSH keys; [`wasm`]
+//! generates the modules that hit the sandbox's walls; [`mcp_http`] is a
+//! raw-TCP client of an MCP HTTP server, [`mcp_lines`] a raw-lines one of
+//! an MCP server on a byte stream.
 
 pub mod mcp_clients;
 pub mod mcp_http;
 pub mod mcp_lines;
 mod output;
 pub mod registry;
+pub mod wasm;
 
 pub use output::{finish_within, finish_within_guarded, Output};
 
@@ -27,6 +29,8 @@ use std::time::{Duration, Instant};
 pub const LIBRARY_SOURCES: &[&str] = &[
     "protocol/src",
     "trust/src",
+    "telemetry/src",
+    "guard/src",
     "host/src",
     "sandbox/src",
     "registry/src",
@@ -96,6 +100,29 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A directory to grant a Tick: `hello.txt` (its text "hello from the
+/// host"), an empty `sub/`, and two symbolic links that point out of it
+/// (`passwd-link` to /etc/passwd, `up` to its parent).
+pub fn data_dir() -> TempDir {
+    let dir = TempDir::new("sandbox-data");
+    std::fs::write(dir.path("hello.txt"), "hello from the host").unwrap();
+    std::fs::create_dir(dir.path("sub")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.path("passwd-link")).unwrap();
+    std::os::unix::fs::symlink("../", dir.path("up")).unwrap();
+    dir
+}
+
+/// The compile cache's entries (`*.cwasm`) in `dir`, sorted; none when
+/// it does not exist.
+pub fn cache_entries(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.retain(|p| p.extension().is_some_and(|e| e == "cwasm"));
+    v.sort();
+    v
 }
 
 /// Whether a process still exists (and is not a zombie).
@@ -511,6 +538,26 @@ impl Drop for HelloServer {
             let _ = t.join();
         }
     }
+}
+
+/// Holds a `limits.rs` module's doc table to its constants: for each
+/// `(NAME, value)` the row that links `NAME` (`//! | [`NAME`] | … |`) says
+/// `value`, and no row goes unchecked. `doc` is the module's source
+/// (`include_str!("limits.rs")`).
+pub fn check_limits_table(doc: &str, checks: &[(&str, String)]) {
+    let rows: Vec<&str> = doc.lines().filter(|l| l.starts_with("//! | [`")).collect();
+    for (name, value) in checks {
+        let link = format!("[`{name}`]");
+        let row = rows
+            .iter()
+            .find(|l| l.contains(&link))
+            .unwrap_or_else(|| panic!("{name} has no row"));
+        assert!(
+            row.contains(value.as_str()),
+            "{name}'s row should say {value}: {row}"
+        );
+    }
+    assert_eq!(rows.len(), checks.len(), "a row without a check");
 }
 
 /// A test CA and a certificate it signs for 127.0.0.1 (for loopback TLS

@@ -111,6 +111,54 @@ fn each_layer_depends_only_on_what_it_is_for() {
             "tickbox-sandbox",
         ],
     );
+    // Telemetry is below the host: the host records into it and no
+    // exporter, HTTP stack or MCP reaches the engine through it.
+    let telemetry = tree("tickbox-telemetry", &[]);
+    assert!(
+        tree("tickbox-host", &["--depth", "1"]).contains("tickbox-telemetry")
+            && telemetry.contains("tickbox-protocol"),
+        "positive control: the host records into tickbox-telemetry"
+    );
+    none(
+        &telemetry,
+        "tickbox-telemetry",
+        &[
+            "tickbox-host",
+            "tickbox-sandbox",
+            "tickbox-mcp",
+            "hyper",
+            "rmcp",
+            "wasmtime",
+            "toml",
+            "clap",
+        ],
+    );
+    // The HTTP door is a leaf the MCP server and the inspector share: no
+    // tickbox crate, no MCP, no engine.
+    let guard = tree("tickbox-guard", &[]);
+    assert!(
+        guard.contains("hyper"),
+        "positive control: the door's server is hyper's"
+    );
+    none(
+        &guard,
+        "tickbox-guard",
+        &[
+            "tickbox-protocol",
+            "tickbox-telemetry",
+            "tickbox-host",
+            "tickbox-mcp",
+            "rmcp",
+            "wasmtime",
+            "toml",
+        ],
+    );
+    for user in ["tickbox-mcp", "tickbox-app"] {
+        assert!(
+            tree(user, &["--depth", "1"]).contains("tickbox-guard"),
+            "{user} serves HTTP through tickbox-guard's door"
+        );
+    }
     let sandbox = tree("tickbox-sandbox", &[]);
     none(
         &sandbox,
@@ -216,8 +264,9 @@ fn each_layer_depends_only_on_what_it_is_for() {
     );
     // The application layer: from a request to a running Tick, for every
     // user (the CLI, `tickbox mcp`, `tickbox test`, embedders), and the
-    // inspector's server (over the MCP HTTP server's door). It takes typed
-    // values: no argument parser, and no arrow up to the CLI.
+    // inspector's server (behind the shared HTTP door, not the MCP
+    // crate's). It takes typed values: no argument parser, and no arrow up
+    // to the CLI.
     let app = tree("tickbox-app", &[]);
     assert!(
         app.contains("tickbox-registry") && app.contains("tickbox-sandbox") && app.contains("toml"),
@@ -226,7 +275,14 @@ fn each_layer_depends_only_on_what_it_is_for() {
     none(
         &app,
         "tickbox-app",
-        &["clap", "tracing-subscriber", "tickbox", "tickbox-runtime"],
+        &[
+            "clap",
+            "tracing-subscriber",
+            "tickbox",
+            "tickbox-runtime",
+            "tickbox-mcp",
+            "rmcp",
+        ],
     );
     assert!(
         tree("tickbox", &["--depth", "1"]).contains("tickbox-app"),

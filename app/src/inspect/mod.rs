@@ -32,18 +32,19 @@
 //!   binary (`include_str!`), served with a Content-Security-Policy that
 //!   allows no inline script and nothing from elsewhere.
 //!
-//! The door ([`server`]) is `tickbox mcp --http`'s: a 32-byte random token
+//! The door ([`server`]) is the one every HTTP server of tickbox shares
+//! (`tickbox_guard`), as `tickbox mcp --http`'s is: a 32-byte random token
 //! on every request but for the page's own files (printed at start in the
 //! URL's fragment, which no browser sends anywhere; the page sends it as
 //! `Authorization: Bearer`, never as a cookie, which the browser would also
 //! send to every other port of 127.0.0.1), `Host` checked against the
 //! listen address, `Origin` checked on every request that has one and
-//! required on every POST, and the MCP server's bounded connections, head
-//! sizes and timeouts.
+//! required on every POST, and the door's bounded connections, head
+//! sizes, timeouts and bodies.
 //!
 //! Why a module of the CLI and not a crate: it is one command's surface,
 //! made of pieces other layers own (the session, the live socket's client,
-//! the renderer, the MCP server's door, the scenario recorder); only the
+//! the renderer, the HTTP door, the scenario recorder); only the
 //! page's assets, the routes and the glue are its own.
 //!
 //! Every bound, in one table (a unit test checks it against the constants):
@@ -73,13 +74,13 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tickbox_conformance::scenario::Recorder;
-use tickbox_host::audit::{AuditLine, AuditSink};
 use tickbox_host::delivery::{item_budget, Delivery, Subscription};
 use tickbox_host::session::{CallOutcome, Session, SessionEvent};
 use tickbox_host::text::{self, TickData};
 use tickbox_host::util::lock;
 use tickbox_host::view::View;
 use tickbox_protocol::{Descriptor, PreparedCall, TickText};
+use tickbox_telemetry::audit::{AuditLine, AuditSink};
 use timeline::Timeline;
 use tokio::sync::watch;
 

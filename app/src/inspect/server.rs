@@ -1,5 +1,6 @@
 //! The inspector's HTTP server: the page, its event stream and its actions,
-//! behind the MCP HTTP server's door (`tickbox_mcp::http::accept`).
+//! behind the door every HTTP server of tickbox shares (`tickbox_guard`:
+//! its `Host` and `Origin` checks, token, slots, timeouts and bodies).
 //!
 //! Every request meets, in order:
 //! 1. **`Host`** must name the listen address (`127.0.0.1:PORT`,
@@ -22,7 +23,7 @@
 //!    cookie: a browser sends a cookie for 127.0.0.1 to every port there,
 //!    another local user's server too, so a `Cookie` header (or a query)
 //!    carrying the token is ignored;
-//! 4. the MCP server's connection slots, head bounds and timeouts (a
+//! 4. the door's default connection slots, head bounds and timeouts (a
 //!    connection that only fetched the page's files takes no slot and is
 //!    closed as an unauthenticated one).
 //!
@@ -54,14 +55,13 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
+use tickbox_guard::body::read_body;
+use tickbox_guard::door::DEFAULT_BOUNDS;
+use tickbox_guard::door::{accept, authorized, unauthorized, Body, Conn, Gate, TokenIn};
+use tickbox_guard::limits::BODY_TIMEOUT;
+use tickbox_guard::origin::{same_origin, wrong_host, wrong_origin, Hosts};
 use tickbox_host::session::CallOutcome;
 use tickbox_host::text::{self, TickData};
-use tickbox_mcp::http::door::{
-    accept, authorized, unauthorized, Body, Bounds, Conn, Gate, TokenIn,
-};
-use tickbox_mcp::http::{
-    read_body, BODY_TIMEOUT, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER, MAX_UNAUTHENTICATED,
-};
 use tokio::sync::{broadcast, mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
@@ -94,11 +94,7 @@ struct Shared {
     inspector: Arc<Inspector>,
     token: String,
     /// `Host` values this server answers to.
-    hosts: Vec<String>,
-    /// Whether any IP literal with our port is a good `Host` (listening on
-    /// an unspecified address: a name is still refused, so no rebinding).
-    any_ip: bool,
-    port: u16,
+    hosts: Hosts,
     streams: Arc<Semaphore>,
     /// Events for every open stream, as SSE text.
     events: broadcast::Sender<Arc<str>>,
@@ -116,32 +112,14 @@ pub async fn serve(
     let local = listener
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
-    let port = local.port();
-    let mut hosts = Vec::new();
-    if local.ip().is_loopback() || local.ip().is_unspecified() {
-        for name in ["127.0.0.1", "localhost", "[::1]"] {
-            hosts.push(format!("{name}:{port}"));
-        }
-    }
-    if !local.ip().is_unspecified() {
-        hosts.push(local.to_string());
-    }
+    let hosts = Hosts::of(local);
     let ct = CancellationToken::new();
-    // The door's bounds are the MCP server's (its own counts).
-    let gate = Arc::new(Gate::new(
-        "inspect",
-        Bounds {
-            connections: MAX_CONNECTIONS,
-            per_peer: MAX_CONNECTIONS_PER_PEER,
-            unauthenticated: MAX_UNAUTHENTICATED,
-        },
-    ));
+    // The door's default bounds, with counts of its own.
+    let gate = Arc::new(Gate::new("inspect", DEFAULT_BOUNDS));
     let shared = Arc::new(Shared {
         inspector: inspector.clone(),
         token,
         hosts,
-        any_ip: local.ip().is_unspecified(),
-        port,
         streams: Arc::new(Semaphore::new(MAX_EVENT_CLIENTS)),
         events: broadcast::channel(EVENT_QUEUE).0,
         gate: gate.clone(),
@@ -272,18 +250,6 @@ impl Shared {
         harden(self.route(req, conn).await)
     }
 
-    fn host_ok(&self, host: &str) -> bool {
-        if self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
-            return true;
-        }
-        // Listening on every address: any IP literal with our port (a name
-        // could be rebound; an address cannot).
-        self.any_ip
-            && host
-                .parse::<SocketAddr>()
-                .is_ok_and(|a| a.port() == self.port)
-    }
-
     async fn route(&self, req: Request<Incoming>, conn: &Conn) -> Response<Body> {
         let host = req
             .headers()
@@ -291,27 +257,17 @@ impl Shared {
             .and_then(|h| h.to_str().ok())
             .unwrap_or_default()
             .to_string();
-        if !self.host_ok(&host) {
+        if !self.hosts.allows(&host) {
             tracing::info!(peer = %conn.peer(), host = %text::escape(&host), "refused a request for another host");
-            return plain(
-                StatusCode::FORBIDDEN,
-                "forbidden: the Host header does not name this server (DNS rebinding?)",
-            );
+            return wrong_host();
         }
         let origin = req
             .headers()
             .get(hyper::header::ORIGIN)
             .map(|o| o.to_str().unwrap_or("?").to_string());
-        let own = format!("http://{host}");
-        if origin
-            .as_ref()
-            .is_some_and(|o| !o.eq_ignore_ascii_case(&own))
-        {
+        if !same_origin(origin.as_deref(), &host) {
             tracing::info!(peer = %conn.peer(), "refused a request from another origin");
-            return plain(
-                StatusCode::FORBIDDEN,
-                "forbidden: a request from another origin",
-            );
+            return wrong_origin();
         }
         let path = req.uri().path().to_string();
         // The page's own files need no token: the printed URL keeps it in

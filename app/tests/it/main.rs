@@ -30,8 +30,8 @@ pub fn settings(trust: Option<PathBuf>) -> Settings {
         cache_dir: Some(target_dir().join("test-wasm-cache")),
         cache_max_bytes: tickbox_sandbox::limits::DEFAULT_CACHE_MAX_BYTES,
         trust_dir: trust,
-        audit_max_bytes: tickbox_host::audit::AUDIT_FILE_MAX_BYTES,
-        audit_session_max_bytes: tickbox_host::audit::MAX_AUDIT_SESSION_BYTES,
+        audit_max_bytes: tickbox_telemetry::audit::AUDIT_FILE_MAX_BYTES,
+        audit_session_max_bytes: tickbox_telemetry::audit::MAX_AUDIT_SESSION_BYTES,
         ..Settings::default()
     }
 }

@@ -13,9 +13,9 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use tickbox_app::policy::record_of;
 use tickbox_app::{App, AuditWish, Request, Target};
-use tickbox_host::audit::Origin;
 use tickbox_protocol::text::is_unsafe;
 use tickbox_sandbox::GrantSpec;
+use tickbox_telemetry::audit::Origin;
 use tickbox_test_support::{build_wasm, hostile, HelloServer, TempDir};
 
 /// The environment variable the runs grant (given to the Tick, so
@@ -452,7 +452,7 @@ async fn bad_audit_files_are_one_line_naming_the_file_and_the_rule() {
     let big = work.path("big.jsonl");
     std::fs::File::create(&big)
         .unwrap()
-        .set_len(tickbox_host::audit::MAX_AUDIT_READ_BYTES + 1)
+        .set_len(tickbox_telemetry::audit::MAX_AUDIT_READ_BYTES + 1)
         .unwrap();
     let link = work.path("link.jsonl");
     std::os::unix::fs::symlink(&good, &link).unwrap();

@@ -1,5 +1,5 @@
 //! Where the audit stream goes: the CLI's half of
-//! [`tickbox_runtime::audit`] (the events and writers are the host
+//! [`tickbox_telemetry::audit`] (the events and writers are the host
 //! crate's, `docs/AUDIT.md` the schema).
 //!
 //! The CLI owns every way of asking for one: `--audit FILE` (appended,
@@ -23,7 +23,7 @@
 use super::exit::Exit;
 use std::sync::Arc;
 use tickbox_app::App;
-use tickbox_runtime::audit::{Audit, AuditObserver, Origin};
+use tickbox_telemetry::audit::{Audit, AuditObserver, Origin};
 
 /// Where an audit stream should go: the application layer's type.
 pub use tickbox_app::AuditWish as Wanted;

@@ -110,7 +110,7 @@ pub async fn run(args: CheckArgs, app: &tickbox_app::App) -> Result<(), Exit> {
     // The same launcher every other command uses, so `.wasm` Ticks and the
     // sandbox flags work here too.
     let mut opts = args.opts;
-    opts.audit_origin = tickbox_runtime::audit::Origin::Check;
+    opts.audit_origin = tickbox_telemetry::audit::Origin::Check;
     let launch = super::open::launcher(app, spec, &opts)?;
     let report = match check::run(&launch, &name, &options).await {
         Ok(r) => r,

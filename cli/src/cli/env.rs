@@ -131,7 +131,7 @@ pub fn live_audit_max_bytes() -> u64 {
         .ok()
         .and_then(|s| parse_size(&s))
         .map(|n| n.max(1024))
-        .unwrap_or(tickbox_runtime::audit::LIVE_AUDIT_MAX_BYTES)
+        .unwrap_or(tickbox_telemetry::audit::LIVE_AUDIT_MAX_BYTES)
 }
 
 /// The size an audit file is rotated at: `$TICKBOX_AUDIT_MAX_SIZE` when
@@ -141,7 +141,7 @@ pub fn audit_max_bytes() -> u64 {
         .ok()
         .and_then(|s| parse_size(&s))
         .map(|n| n.max(1024))
-        .unwrap_or(tickbox_runtime::audit::AUDIT_FILE_MAX_BYTES)
+        .unwrap_or(tickbox_telemetry::audit::AUDIT_FILE_MAX_BYTES)
 }
 
 /// What one Tick session's own audit events may take:
@@ -150,7 +150,7 @@ pub fn audit_session_max_bytes() -> u64 {
     std::env::var(AUDIT_SESSION_MAX_SIZE)
         .ok()
         .and_then(|s| parse_size(&s))
-        .unwrap_or(tickbox_runtime::audit::MAX_AUDIT_SESSION_BYTES)
+        .unwrap_or(tickbox_telemetry::audit::MAX_AUDIT_SESSION_BYTES)
 }
 
 /// Whether `$TICKBOX_NO_CGROUP` is set.

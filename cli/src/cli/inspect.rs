@@ -97,7 +97,7 @@ pub async fn run(mut args: InspectArgs, app: &tickbox_app::App) -> Result<(), Ex
         _ => {
             let audit = Arc::new(AuditRing::default());
             app.also_audit_into(audit.clone());
-            args.opts.audit_origin = tickbox_runtime::audit::Origin::Cli;
+            args.opts.audit_origin = tickbox_telemetry::audit::Origin::Cli;
             let launcher = open::launcher(app, spec.clone(), &args.opts)?;
             let config = args.opts.config()?;
             let mut io = launcher.spawn().await.map_err(Exit::session)?;

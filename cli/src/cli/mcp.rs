@@ -15,15 +15,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tickbox_app::token::{self, Token};
 use tickbox_app::{Request, Target};
-use tickbox_runtime::audit::Origin;
 use tickbox_runtime::live;
 use tickbox_runtime::mcp::http::metrics::MetricsEndpoint;
-use tickbox_runtime::mcp::http::Drained;
+use tickbox_runtime::mcp::http::{Drained, NamedClient};
 use tickbox_runtime::mcp::{
-    valid_tick_name, Config, Facade, Grants, HostedTick, TickEntry, TickSource,
+    valid_tick_name, Clients, Config, Facade, FacadeOptions, Grants, HostedTick, Instances,
+    PerClient, TickEntry, TickSource,
 };
-use tickbox_runtime::metrics::{Metrics, TickMetrics};
 use tickbox_runtime::session::Session;
+use tickbox_telemetry::audit::Origin;
+use tickbox_telemetry::metrics::{Metrics, TickMetrics};
 
 /// Exit codes of `tickbox mcp`.
 pub const HELP: &str = "\
@@ -33,8 +34,9 @@ Exit codes:
   2    usage or config error, a tool name MCP cannot take (a clash, or over 64
        characters), a wasm Tick whose manifest asks for grants no one approved
        for its content (tickbox mcp never asks; `tickbox trust PATH` approves),
-       or a token file others may read (or a metrics token that is the MCP
-       token); stderr names it
+       or a token file others may read (also a named client's, --clients), a
+       metrics token that is the MCP token, or two clients with one token;
+       stderr names it
   3    a Tick could not start or failed initialization, the MCP handshake failed, or
        the --http or --metrics address cannot be bound
   130  interrupted; the Ticks were stopped. With --http: a signal before serving
@@ -56,6 +58,12 @@ directory (its path is printed to stderr; removed at exit) and printed once,
 in the URL of the `serving MCP on` line. GET /healthz (200 while serving) and
 GET /readyz (200 while a new session can be taken: every Tick runs and the
 session cap is not reached; else 503) answer without the token.
+
+With --clients FILE (or the ticks file's `clients` key), each NAME = \"TOKEN_FILE\"
+line names a client with a token of its own: a request carrying it is that
+client's (MCP 2026-07-28 has no sessions), and a Tick with instances =
+\"per-client\" gives each such client an instance of its own, as it gives
+one to each session and to the stdio connection.
 
 With --metrics ADDR (beside --http) it also serves Prometheus metrics on
 http://ADDR/metrics: calls and their durations per Tick and tool, refusals by
@@ -85,6 +93,11 @@ pub struct McpArgs {
     /// (mode 0600 or stricter); without it a token is generated
     #[arg(long, value_name = "FILE", requires = "http")]
     pub token_file: Option<PathBuf>,
+    /// With --http: named clients, each with a bearer token of its own: a
+    /// TOML file of NAME = "TOKEN_FILE" lines (each token file mode 0600 or
+    /// stricter); overrides the ticks file's `clients` key
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub clients: Option<PathBuf>,
     /// With --http: also serve Prometheus metrics on http://ADDR/metrics (a
     /// bare PORT is 127.0.0.1:PORT)
     #[arg(long, value_name = "ADDR", requires = "http", value_parser = metrics_addr)]
@@ -154,6 +167,10 @@ struct Planned {
     registry: super::registry_flags::RegistryOpts,
     lock_beside: Option<std::path::PathBuf>,
     grants: Grants,
+    /// Shared, or one instance per client with these bounds.
+    instances: Instances,
+    max_instances: Option<usize>,
+    idle_timeout: Option<std::time::Duration>,
 }
 
 /// Runs the MCP server until the client goes away (stdio) or a signal has
@@ -187,7 +204,20 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
         }
     }
     let metrics_at = args.metrics;
-    let planned = plan(args)?;
+    let clients_flag = args.clients.clone();
+    let serves_http = args.http.is_some();
+    let (planned, facade_options, clients_key) = plan(args)?;
+    let clients = match clients_flag.or(clients_key) {
+        Some(file) if serves_http => named_clients(&file, http.as_ref().map(|(_, t)| t))?,
+        Some(file) => {
+            tracing::warn!(
+                "the clients file {} is for --http only; over stdio the connection is the client",
+                file.display()
+            );
+            Vec::new()
+        }
+        None => Vec::new(),
+    };
     // Which signers policy, lock file and trust store apply, one line each:
     // a client that starts this server with a reduced environment shows.
     if let Some(p) = planned.first() {
@@ -218,21 +248,44 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
         // The Tick's audit events are counted from its first (its start);
         // the count is named once the Tick has its name.
         let counts = metrics.as_ref().map(|_| Arc::new(TickMetrics::default()));
-        let mut observers: Vec<Arc<dyn tickbox_runtime::audit::AuditObserver>> = Vec::new();
+        let mut observers: Vec<Arc<dyn tickbox_telemetry::audit::AuditObserver>> = Vec::new();
         if let Some(c) = &counts {
             observers.push(c.clone());
         }
         let (request, audit, call_timeout) = (p.request, p.audit, p.call_timeout);
+        let (instances, max_instances, idle_timeout) =
+            (p.instances, p.max_instances, p.idle_timeout);
         let opened = async {
             let call_timeout = open::call_timeout(call_timeout)?;
             let audit = super::audit::handle(app, Origin::Mcp, &audit?, &observers)?;
             let mut request = request?;
             request.call_timeout = call_timeout;
             request.audit = audit;
-            Ok::<_, Exit>(app.open(&request).await?)
+            let opened = app.open(&request).await?;
+            // The template (`opened`) answers listings; each client's
+            // instance is started by the same launcher, into the same
+            // audit stream and counts.
+            let per_client = match instances {
+                Instances::Shared => None,
+                Instances::PerClient => {
+                    let config = tickbox_runtime::session::SessionConfig {
+                        call_timeout,
+                        ..Default::default()
+                    };
+                    let mut spec = PerClient::new(app.launcher(&request)?, config);
+                    if let Some(n) = max_instances {
+                        spec.max_instances = n;
+                    }
+                    if let Some(t) = idle_timeout {
+                        spec.idle_timeout = t;
+                    }
+                    Some(spec)
+                }
+            };
+            Ok::<_, Exit>((opened, per_client))
         };
         match opened.await {
-            Ok(t) => {
+            Ok((t, per_client)) => {
                 let name = p.name.unwrap_or_else(|| default_name(&t.session));
                 if let (Some((_, _, registry)), Some(c)) = (&metrics, counts) {
                     registry.add_tick(&name, c);
@@ -243,6 +296,7 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
                     name,
                     session,
                     grants: p.grants,
+                    per_client,
                 });
             }
             Err(e) => {
@@ -253,9 +307,20 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
             }
         }
     }
-    let facade = Facade::new(hosted).await.map_err(Exit::usage)?;
+    let facade = Facade::with_options(hosted, facade_options)
+        .await
+        .map_err(Exit::usage)?;
     if let (Some(listener), Some((_, token))) = (listener, http) {
-        let served = serve_http(&facade, listener, token, metrics, drain_timeout, signals).await;
+        let served = serve_http(
+            &facade,
+            listener,
+            token,
+            clients,
+            metrics,
+            drain_timeout,
+            signals,
+        )
+        .await;
         facade.shutdown().await;
         drop(published);
         return served;
@@ -269,6 +334,37 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
         .map_err(Exit::session);
     drop(published);
     served
+}
+
+/// The named clients of a clients file, each token read from its own
+/// file under the same rule as `--token-file` (mode 0600 or stricter, else
+/// exit 2 naming the file); each token must tell its client apart, from
+/// the others and from the server's own token.
+fn named_clients(file: &std::path::Path, server: Option<&Token>) -> Result<Vec<NamedClient>, Exit> {
+    let listed = Clients::load(file).map_err(Exit::usage)?;
+    let mut clients: Vec<NamedClient> = Vec::with_capacity(listed.clients.len());
+    for (name, path) in listed.clients {
+        let what = format!("the token file of client `{name}`");
+        let token = token::read_or_generate(Some(&path), &what)?;
+        let token = token.token().to_string();
+        let shared = clients
+            .iter()
+            .find(|c| c.token == token)
+            .map(|c| c.name.clone());
+        if let Some(other) = shared {
+            return Err(Exit::usage(format!(
+                "clients `{other}` and `{name}` have the same token: give each client its own, \
+                 so the host can tell them apart"
+            )));
+        }
+        if server.is_some_and(|t| t.token() == token) {
+            return Err(Exit::usage(format!(
+                "client `{name}` has the server's token (--token-file): give it one of its own"
+            )));
+        }
+        clients.push(NamedClient { name, token });
+    }
+    Ok(clients)
 }
 
 /// A listener on `addr`, or exit 3 saying why not.
@@ -299,10 +395,12 @@ fn millis_from_env(var: &str, default: std::time::Duration) -> Result<std::time:
 /// `tickbox_runtime::mcp::http`): Ok once every request in flight was
 /// answered, exit 130 when the drain timeout cut some off. A second signal
 /// while draining is `main`'s: it stops everything at once (130).
+#[allow(clippy::too_many_arguments)]
 async fn serve_http(
     facade: &Facade,
     listener: tokio::net::TcpListener,
     token: Token,
+    clients: Vec<NamedClient>,
     metrics: Option<(tokio::net::TcpListener, Token, Arc<Metrics>)>,
     drain_timeout: std::time::Duration,
     signals: Signals,
@@ -311,6 +409,7 @@ async fn serve_http(
         .local_addr()
         .map_err(|e| Exit::session(format!("cannot read the bound address: {e}")))?;
     let mut options = tickbox_runtime::mcp::http::HttpOptions::new(String::new());
+    options.clients = clients;
     options.session_idle = millis_from_env(
         SESSION_IDLE_ENV,
         tickbox_runtime::mcp::http::SESSION_IDLE_TIMEOUT,
@@ -455,7 +554,10 @@ async fn publish_live(
     }
 }
 
-fn plan(args: McpArgs) -> Result<Vec<Planned>, Exit> {
+/// The Ticks to start, the facade's options and the ticks file's clients file.
+type Plan = (Vec<Planned>, FacadeOptions, Option<PathBuf>);
+
+fn plan(args: McpArgs) -> Result<Plan, Exit> {
     let Some(path) = args.config else {
         if let Some(name) = &args.name {
             if !valid_tick_name(name) {
@@ -469,7 +571,7 @@ fn plan(args: McpArgs) -> Result<Vec<Planned>, Exit> {
         let mut opts = args.opts;
         opts.asking = Some(Asking::Nobody(consent::NOBODY_MCP));
         let label = args.name.clone().unwrap_or_else(|| describe_spec(&spec));
-        return Ok(vec![Planned {
+        let planned = Planned {
             name: args.name,
             label,
             request: super::open::unaudited(spec, &opts),
@@ -478,7 +580,11 @@ fn plan(args: McpArgs) -> Result<Vec<Planned>, Exit> {
             lock_beside: opts.policy.clone(),
             registry: opts.registry,
             grants,
-        }]);
+            instances: Instances::Shared,
+            max_instances: None,
+            idle_timeout: None,
+        };
+        return Ok((vec![planned], FacadeOptions::default(), None));
     };
     if args.tick.is_some() || !args.opts.command.is_empty() || args.name.is_some() {
         return Err(Exit::usage(
@@ -500,11 +606,16 @@ fn plan(args: McpArgs) -> Result<Vec<Planned>, Exit> {
             sync: flags.audit_sync | config.audit_sync,
         },
     };
-    Ok(config
+    let mut options = FacadeOptions::default();
+    if let Some(n) = config.max_instances {
+        options = options.max_instances(n);
+    }
+    let planned = config
         .ticks
         .into_iter()
         .map(|entry| planned(entry, &flags, &audit, &path))
-        .collect())
+        .collect();
+    Ok((planned, options, config.clients))
 }
 
 /// An entry's request: its own grants, cwd and call timeout, typed as
@@ -545,6 +656,9 @@ fn planned(
         lock_beside: None,
         registry,
         grants: entry.grants,
+        instances: entry.instances,
+        max_instances: entry.max_instances,
+        idle_timeout: entry.idle_timeout,
     }
 }
 

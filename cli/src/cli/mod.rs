@@ -572,7 +572,7 @@ fn approve(
     tool: &str,
     call_args: Value,
     yes: bool,
-    audit: Option<&tickbox_runtime::audit::Audit>,
+    audit: Option<&tickbox_telemetry::audit::Audit>,
 ) -> Result<PreparedCall, Exit> {
     let prepared = catalog.prepare(tool, call_args).map_err(Exit::usage)?;
     // The host's output is bounded like the Tick's: refused before sending.

@@ -65,11 +65,11 @@ pub struct TickOpts {
     pub audit_sync: bool,
     /// Who starts the Ticks, for the audit stream: set by the command, not a flag.
     #[arg(skip)]
-    pub audit_origin: tickbox_runtime::audit::Origin,
+    pub audit_origin: tickbox_telemetry::audit::Origin,
     /// Who else counts the Tick's audit events (`tickbox mcp --metrics`):
     /// set by the command, not a flag.
     #[arg(skip)]
-    pub audit_observers: Vec<Arc<dyn tickbox_runtime::audit::AuditObserver>>,
+    pub audit_observers: Vec<Arc<dyn tickbox_telemetry::audit::AuditObserver>>,
     /// Bound on a wasm Tick's linear memories and tables, all together
     #[arg(long, value_name = "SIZE")]
     pub max_memory: Option<String>,

@@ -1,4 +1,4 @@
-//! OpenTelemetry: the CLI's half of [`tickbox_runtime::otel`] (the spans,
+//! OpenTelemetry: the CLI's half of [`tickbox_telemetry::otel`] (the spans,
 //! metrics and exporter thread are the host crate's). This module reads the
 //! standard OpenTelemetry variables, the only place that does, and sends
 //! OTLP requests with hyper.
@@ -24,11 +24,11 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE, HOST};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tickbox_runtime::otel::{
+use tickbox_runtime::util::lock;
+use tickbox_telemetry::otel::{
     Endpoint, Otel, OtelConfig, OtlpPost, MAX_OTEL_RESPONSE_BYTES, OTEL_DEFAULT_METRIC_INTERVAL,
     OTEL_DEFAULT_SPAN_DELAY, OTEL_DEFAULT_TIMEOUT,
 };
-use tickbox_runtime::util::lock;
 
 /// The variables read here.
 const ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
@@ -240,7 +240,7 @@ impl Telemetry {
                 // when the command logs nothing else (a no-op when -v or
                 // RUST_LOG set logging up already).
                 super::logging::init(tracing_subscriber::EnvFilter::new(
-                    "tickbox_host::otel=warn",
+                    "tickbox_telemetry::otel=warn",
                 ));
                 let otel = Otel::start(config, Box::new(HyperPost::default()))
                     .map_err(|e| Exit::session(format!("cannot start the OTLP exporter: {e}")))?;
@@ -255,11 +255,11 @@ impl Telemetry {
 impl tickbox_app::Observers for Telemetry {
     fn observers(
         &self,
-    ) -> Result<Vec<Arc<dyn tickbox_runtime::audit::AuditObserver>>, tickbox_app::AppError> {
+    ) -> Result<Vec<Arc<dyn tickbox_telemetry::audit::AuditObserver>>, tickbox_app::AppError> {
         match self.observer() {
             Ok(o) => Ok(o
                 .into_iter()
-                .map(|o| o as Arc<dyn tickbox_runtime::audit::AuditObserver>)
+                .map(|o| o as Arc<dyn tickbox_telemetry::audit::AuditObserver>)
                 .collect()),
             // Worded here, with its exit code kept by the kind.
             Err(e) if e.code == super::exit::USAGE => Err(tickbox_app::AppError::Usage(e.message)),

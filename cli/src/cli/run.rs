@@ -329,7 +329,7 @@ fn host(
     detach_stdio(log);
     // A live host always keeps its own audit stream, in the state
     // directory (rotated at its bound), besides any --audit.
-    args.opts.audit_origin = tickbox_runtime::audit::Origin::LiveHost;
+    args.opts.audit_origin = tickbox_telemetry::audit::Origin::LiveHost;
     match app.live_host_sink(registry.dir(), super::env::live_audit_max_bytes()) {
         Ok(sink) => app.also_audit_into(sink),
         Err(e) => return ready_failed(&mut ready, &open::exit_of(e)),

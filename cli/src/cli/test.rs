@@ -300,7 +300,12 @@ fn launcher(app: &App, s: &Scenario, args: &TestArgs) -> Result<Launcher, Exit> 
         args: args.audit_args,
         sync: args.audit_sync,
     };
-    let audit = super::audit::handle(app, tickbox_runtime::audit::Origin::Scenario, &wanted, &[])?;
+    let audit = super::audit::handle(
+        app,
+        tickbox_telemetry::audit::Origin::Scenario,
+        &wanted,
+        &[],
+    )?;
     let mut request = Request::new(target);
     request.grants = t.grants.clone();
     request.cwd = cwd;

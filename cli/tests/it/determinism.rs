@@ -1,20 +1,15 @@
-//! Deterministic by construction: under `tickbox test`'s virtual time
-//! nothing a wasm guest can read differs from one run to the next, not its
-//! `TICKLOOP_INSTANCE_ID` (the seed's, not the host's pid and clock), not
-//! the timestamps of its files (the virtual epoch, not the host's clock),
-//! not the order of a directory's entries (by name, not the host file
-//! system's order).
-//! Each run is its own `tickbox test` process, so pids and real times
-//! differ between them; reports are compared byte for byte with only the
-//! wall-clock field `duration_ms` removed.
+//! Deterministic by construction, across processes: every example
+//! scenario, run three times by `tickbox test` (each its own process, so
+//! pids and real times differ between them), gives the same report and
+//! the same screens, and the screens are the committed snapshots. Reports
+//! are compared byte for byte with only the wall-clock field
+//! `duration_ms` removed. What a guest reads under virtual time (its
+//! instance id, file times, directory order) is tested through the
+//! sandbox's library, in its `virtual_time` tests.
 
 use crate::util::*;
 use serde_json::Value;
 use std::path::Path;
-
-/// 2000-01-01T00:00:00Z: the virtual clock's start and every file time a
-/// guest reads under virtual time.
-const EPOCH: u64 = 946_684_800;
 
 /// A JSON report with each scenario's `duration_ms` (wall-clock time, the
 /// one field that may differ between identical runs) removed, as text.
@@ -25,185 +20,6 @@ fn without_durations(report: &str) -> String {
         assert!(removed.is_some(), "the report has durations: {s}");
     }
     serde_json::to_string_pretty(&v).unwrap()
-}
-
-/// Runs one scenario file in its own `tickbox test` process (JSON report).
-fn run(file: &Path, extra: &[&str]) -> Output {
-    let mut argv = vec![
-        "test".to_string(),
-        file.to_string_lossy().into_owned(),
-        "--format".into(),
-        "json".into(),
-    ];
-    argv.extend(extra.iter().map(|s| s.to_string()));
-    tickbox_env(&argv, &[])
-}
-
-/// The result a failing `result = {}` step found, as JSON.
-fn found(out: &Output) -> Value {
-    assert_eq!(out.code, 1, "the last step is meant to fail: {out:#?}");
-    let line = out.json()["scenarios"][0]["failure"]["found"][0]
-        .as_str()
-        .expect("a found line")
-        .to_string();
-    let json = line.strip_prefix("result ").expect("a result line");
-    serde_json::from_str(json).expect("the result as JSON")
-}
-
-/// A scenario whose clockwork guest writes a file in a scratch directory
-/// and reports its instance id and the file's times (`files`); its step
-/// expects an empty result, so the report shows what the guest read. On
-/// virtual time 5 s pass first, so the epoch cannot be mistaken for "now".
-fn clockwork_files(t: &TempDir, name: &str, tick_extra: &str) -> std::path::PathBuf {
-    let advance = if tick_extra.contains("deterministic = false") {
-        ""
-    } else {
-        "[[step]]\nadvance = \"5s\"\n\n"
-    };
-    let wasm = build_wasm("tests/guests", "clockwork", "wasm32-wasip2");
-    let file = t.path(&format!("{name}.scenario.toml"));
-    std::fs::write(
-        &file,
-        format!(
-            "[tick]\npath = {:?}\nscratch = \"/data\"\n{tick_extra}\n\n{advance}[[step]]\ncall = \"files\"\nargs = {{ dir = \"/data\" }}\nresult = {{}}\n",
-            wasm.to_string_lossy()
-        ),
-    )
-    .unwrap();
-    file
-}
-
-#[test]
-fn instance_id_and_file_times_are_the_same_in_every_run() {
-    let t = TempDir::new("determinism-files");
-    let file = clockwork_files(&t, "files", "seed = 7");
-    let first = run(&file, &[]);
-    let second = run(&file, &[]);
-    let r = found(&first);
-    assert_eq!(
-        r["instance"], "tickbox-virtual-0000000000000007",
-        "the instance id is the seed's: {r}"
-    );
-    assert_eq!(r["write_error"], Value::Null, "{r}");
-    let epoch = serde_json::json!([EPOCH, 0]);
-    for time in ["modified", "accessed"] {
-        assert_eq!(r["file"][time], epoch, "the file's {time} time: {r}");
-        assert_eq!(r["dir"][time], epoch, "the directory's {time} time: {r}");
-        assert_eq!(r["after_set"][time], epoch, "after set-times: {r}");
-    }
-    assert_eq!(r["set_error"], Value::Null, "{r}");
-    assert_eq!(r["file"]["len"], 4, "sizes stay real: {r}");
-    assert_eq!(
-        r["names"],
-        serde_json::json!(SORTED),
-        "entries by name, not as the host's file system keeps them: {r}"
-    );
-    // Two processes (other pids, other real times): the same report.
-    assert_eq!(
-        without_durations(&first.stdout),
-        without_durations(&second.stdout)
-    );
-    // `--seed` decides the id.
-    let other = found(&run(&file, &["--seed", "8"]));
-    assert_eq!(other["instance"], "tickbox-virtual-0000000000000008");
-
-    // Positive control: on real time (`deterministic = false`) the same
-    // scenario reads the host's pid-and-clock id and real file times, and
-    // two runs differ: the comparison above can fail.
-    let real = clockwork_files(&t, "real", "deterministic = false");
-    let a = found(&run(&real, &[]));
-    let b = found(&run(&real, &[]));
-    let id = a["instance"].as_str().unwrap();
-    assert!(
-        id.starts_with("tickbox-") && !id.starts_with("tickbox-virtual-"),
-        "{a}"
-    );
-    assert_ne!(a["instance"], b["instance"], "real ids differ per run");
-    assert!(
-        a["file"]["modified"][0].as_u64().unwrap() > 1_700_000_000,
-        "real file times: {a}"
-    );
-    assert_host_order(&a["names"]);
-}
-
-/// The nine names the guests create (`f` first, then eight in an order
-/// that is neither this one nor its reverse), by name.
-const SORTED: [&str; 9] = ["a", "c", "e", "f", "h", "m", "q", "x", "z"];
-
-/// Positive control for the entry order: on real time a listing holds the
-/// same names in the host file system's own order, which is not by name
-/// (ext4 keeps a hash order, tmpfs and others creation order; the guests
-/// create in neither the names' order nor its reverse), so the check of
-/// the sorted order above can fail.
-fn assert_host_order(names: &Value) {
-    let names: Vec<&str> = names
-        .as_array()
-        .unwrap_or_else(|| panic!("a listing: {names}"))
-        .iter()
-        .map(|n| n.as_str().expect("a name"))
-        .collect();
-    let mut sorted = names.clone();
-    sorted.sort_unstable();
-    assert_eq!(sorted, SORTED, "the same names: {names:?}");
-    assert_ne!(names, SORTED, "the host's order is not by name: {names:?}");
-}
-
-/// A scenario for the hostile guest built for preview 1: it writes
-/// `/data/f`, then (with `list`) eight more files in an order that is not
-/// their names', and its last step expects an empty result from `stat` of
-/// the file, or (with `list`) from `list_dir` of the directory, so the
-/// report shows what the module read.
-fn preview1_scenario(t: &TempDir, name: &str, extra: &str, list: bool) -> std::path::PathBuf {
-    let wasm = hostile_p1();
-    let write = |path: &str| {
-        format!("[[step]]\ncall = \"write_file\"\nargs = {{ path = \"/data/{path}\", text = \"x\" }}\nresult_subset = {{ ok = true }}\n\n")
-    };
-    let mut steps = write("f");
-    let last = if list {
-        for n in ["m", "c", "x", "a", "q", "h", "z", "e"] {
-            steps.push_str(&write(n));
-        }
-        "[[step]]\ncall = \"list_dir\"\nargs = { path = \"/data\" }\nresult = {}\n"
-    } else {
-        "[[step]]\ncall = \"stat\"\nargs = { path = \"/data/f\" }\nresult = {}\n"
-    };
-    let file = t.path(&format!("{name}.scenario.toml"));
-    std::fs::write(
-        &file,
-        format!("[tick]\npath = {wasm:?}\nscratch = \"/data\"\n{extra}\n\n{steps}{last}"),
-    )
-    .unwrap();
-    file
-}
-
-#[test]
-fn a_preview1_modules_file_times_are_virtual_too() {
-    let t = TempDir::new("determinism-p1");
-    let virt = found(&run(&preview1_scenario(&t, "p1", "", false), &[]));
-    assert_eq!(virt["ok"], true, "{virt}");
-    assert_eq!(virt["modified"], EPOCH, "{virt}");
-    assert_eq!(virt["accessed"], EPOCH, "{virt}");
-    assert_eq!(virt["len"], 1, "{virt}");
-    // Positive control: real time shows the host's clock.
-    let real = found(&run(
-        &preview1_scenario(&t, "p1-real", "deterministic = false", false),
-        &[],
-    ));
-    assert!(real["modified"].as_u64().unwrap() > 1_700_000_000, "{real}");
-}
-
-#[test]
-fn a_preview1_modules_directory_lists_by_name_too() {
-    let t = TempDir::new("determinism-p1-dir");
-    let virt = found(&run(&preview1_scenario(&t, "p1-dir", "", true), &[]));
-    assert_eq!(virt["ok"], true, "{virt}");
-    assert_eq!(virt["value"], serde_json::json!(SORTED), "{virt}");
-    // Positive control: real time lists in the host file system's order.
-    let real = found(&run(
-        &preview1_scenario(&t, "p1-dir-real", "deterministic = false", true),
-        &[],
-    ));
-    assert_host_order(&real["value"]);
 }
 
 /// Copies every example scenario into `into` (snapshots left behind, so

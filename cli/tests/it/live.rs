@@ -10,10 +10,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tickbox_runtime::backend::native::{spawn, NativeSpec};
 use tickbox_runtime::live::wire::Request;
-use tickbox_runtime::live::{client, publish, LiveError, PublishOptions, Registry};
-use tickbox_runtime::session::{Session, SessionConfig};
+use tickbox_runtime::live::Registry;
 
 pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
@@ -588,115 +586,6 @@ fn a_tick_that_fails_to_start_under_run_reports_like_the_one_shot_commands() {
 }
 
 #[test]
-fn watch_delivers_a_burst_as_a_handful_of_merged_deliveries_within_budget() {
-    let out = tickbox(&[
-        "watch",
-        "--interval",
-        "200ms",
-        "--",
-        "python3",
-        &tick("burst.py"),
-        "10000",
-    ]);
-    assert_eq!(out.code, 0, "{out:#?}");
-    let lines: Vec<&str> = out.stdout.lines().collect();
-    let deliveries: Vec<Value> = lines
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    // Latest only: far fewer deliveries than updates, merged counts add up.
-    assert!(
-        (1..=100).contains(&deliveries.len()),
-        "{} deliveries",
-        deliveries.len()
-    );
-    let merged: u64 = deliveries
-        .iter()
-        .map(|d| d["merged"].as_u64().unwrap())
-        .sum();
-    assert_eq!(merged, 10_000);
-    for (line, d) in lines.iter().zip(&deliveries) {
-        assert!(line.len() <= 16 * 1024, "{} bytes", line.len());
-        assert_eq!(d["recover_with"], "items");
-    }
-    // The last state (2,000 items) was trimmed to its newest end, and says so.
-    let last = deliveries.last().unwrap();
-    assert_eq!(last["seq"], 10_000);
-    let items = last["data"]["items"].as_array().unwrap();
-    assert_eq!(items.last().unwrap()["i"], 1999);
-    assert_eq!(
-        last["trimmed"],
-        json!([{"path": "/items", "kept": "newest", "count": items.len(), "of": 2000}])
-    );
-}
-
-async fn counter_session() -> Arc<Session> {
-    let io = spawn(&NativeSpec::new(["python3", &tick("counter.py")])).unwrap();
-    Arc::new(Session::start(io, SessionConfig::default()).await.unwrap())
-}
-
-#[tokio::test]
-async fn a_peer_of_another_uid_is_refused() {
-    let dir = TempDir::new("live-peer");
-    let registry = Registry::at(dir.path("tickbox")).unwrap();
-    let session = counter_session().await;
-    let mut opts = PublishOptions::new("native");
-    opts.registry = Some(registry.clone());
-    opts.name = Some("mine".into());
-    // The host believes it belongs to another user: we are that "other" peer.
-    let me = unsafe { libc::geteuid() };
-    opts.owner_uid = Some(me + 1);
-    let published = publish(session.clone(), opts).await.unwrap();
-    let conn = client::Connection::open(published.socket(), "mine")
-        .await
-        .unwrap();
-    let err = conn.request(Request::Read).await.unwrap_err();
-    assert!(
-        matches!(&err, LiveError::Refused(m) if m.contains(&format!("uid {me}"))),
-        "{err}"
-    );
-    drop(published);
-    session.shutdown().await;
-}
-
-#[tokio::test]
-async fn publishing_names_instances_and_unpublishing_removes_the_socket() {
-    let dir = TempDir::new("live-names");
-    let registry = Registry::at(dir.path("tickbox")).unwrap();
-    let a = counter_session().await;
-    let b = counter_session().await;
-    let mut opts = PublishOptions::new("native");
-    opts.registry = Some(registry.clone());
-    let pa = publish(a.clone(), opts.clone()).await.unwrap();
-    let pb = publish(b.clone(), opts).await.unwrap();
-    assert_eq!((pa.name(), pb.name()), ("counter", "counter-2"));
-    let mut taken = PublishOptions::new("native");
-    taken.registry = Some(registry.clone());
-    taken.name = Some("counter-2".into());
-    assert!(matches!(
-        publish(a.clone(), taken).await,
-        Err(LiveError::NameTaken(n)) if n == "counter-2"
-    ));
-    let listed: Vec<String> = client::list(&registry)
-        .await
-        .into_iter()
-        .map(|i| i.name)
-        .collect();
-    assert_eq!(listed.len(), 2);
-    let by_id = client::resolve(&registry, &format!("@{}", pb.id()))
-        .await
-        .unwrap();
-    assert_eq!(by_id.name, "counter-2");
-    let socket = pa.socket().to_path_buf();
-    drop(pa);
-    assert!(!socket.exists());
-    assert_eq!(client::list(&registry).await.len(), 1);
-    drop(pb);
-    a.shutdown().await;
-    b.shutdown().await;
-}
-
-#[test]
 fn the_ticks_of_tickbox_mcp_are_live_instances_too() {
     let w = World::new("live-mcp");
     let counter = tick("counter.py");
@@ -926,108 +815,34 @@ fn a_host_killed_mid_call_is_an_unknown_outcome_and_call_timeout_reaches_it() {
     assert!(stderr.contains("unknown outcome"), "{stderr}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn of_hosts_publishing_one_name_together_exactly_one_gets_it() {
-    let dir = TempDir::new("live-race");
-    let registry = Registry::at(dir.path("tickbox")).unwrap();
-    let mut sessions = Vec::new();
-    for _ in 0..6 {
-        sessions.push(counter_session().await);
-    }
-    let racers: Vec<_> = sessions
-        .iter()
-        .map(|s| {
-            let mut opts = PublishOptions::new("native");
-            opts.registry = Some(registry.clone());
-            opts.name = Some("same".into());
-            tokio::spawn(publish(s.clone(), opts))
-        })
+/// What the host delivers is tickbox-host's `delivery` tests; here, that
+/// `watch` prints each delivery as a line and `--interval` reaches the
+/// subscription (a burst far faster than it arrives merged).
+#[test]
+fn watch_prints_one_delivery_a_line_at_its_interval() {
+    let burst = tick("burst.py");
+    let out = tickbox(&[
+        "watch",
+        "--interval",
+        "200ms",
+        "--",
+        "python3",
+        &burst,
+        "1000",
+    ]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let lines: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let mut won = Vec::new();
-    let mut lost = 0;
-    for r in racers {
-        match r.await.unwrap() {
-            Ok(p) => won.push(p),
-            Err(LiveError::NameTaken(n)) => {
-                assert_eq!(n, "same");
-                lost += 1
-            }
-            Err(e) => panic!("{e}"),
-        }
-    }
-    assert_eq!((won.len(), lost), (1, 5));
-    // Default names are claimed the same way: all distinct.
-    let defaults: Vec<_> = sessions[1..]
-        .iter()
-        .map(|s| {
-            let mut opts = PublishOptions::new("native");
-            opts.registry = Some(registry.clone());
-            tokio::spawn(publish(s.clone(), opts))
-        })
-        .collect();
-    let mut names = Vec::new();
-    let mut held = Vec::new();
-    for r in defaults {
-        let p = r.await.unwrap().unwrap();
-        names.push(p.name().to_string());
-        held.push(p);
-    }
-    names.sort();
-    names.dedup();
-    assert_eq!(names.len(), 5, "{names:?}");
-    // Unpublishing lets the name go.
-    drop(won);
-    let mut again = PublishOptions::new("native");
-    again.registry = Some(registry.clone());
-    again.name = Some("same".into());
-    let p = publish(sessions[0].clone(), again).await.unwrap();
-    assert_eq!(p.name(), "same");
-    drop((p, held));
-    for s in sessions {
-        s.shutdown().await;
-    }
-}
-
-#[tokio::test]
-async fn a_live_call_over_the_line_limit_is_refused_before_sending() {
-    let dir = TempDir::new("live-bigargs");
-    let registry = Registry::at(dir.path("tickbox")).unwrap();
-    let session = counter_session().await;
-    let mut opts = PublishOptions::new("native");
-    opts.registry = Some(registry.clone());
-    let published = publish(session.clone(), opts).await.unwrap();
-    // Bound to another revision, so the host sends it unvalidated (the
-    // Tick would refuse it with -32004): only the size check stands between.
-    let revision = "not-the-current-one".to_string();
-    let tool = session.descriptor().unwrap().tools[0]
-        .name
-        .wire()
-        .to_string();
-    let limit = tickbox_runtime::protocol::limits::MAX_LINE_BYTES;
-    // Fits the socket's 9 MiB frame, not the Tick's 8 MiB line.
-    let args = json!({"blob": "x".repeat(limit + 1)});
-    let conn = client::Connection::open(published.socket(), "counter")
-        .await
-        .unwrap();
-    let err = conn
-        .request(Request::Call {
-            tool,
-            args,
-            revision,
-            timeout_ms: None,
-        })
-        .await
-        .unwrap_err();
-    match err {
-        LiveError::Remote { kind, message } => {
-            assert_eq!(kind, tickbox_runtime::live::wire::ErrorKind::Usage);
-            assert!(message.contains("line limit"), "{message}");
-        }
-        other => panic!("{other}"),
-    }
-    assert!(session.end_reason().is_none(), "the Tick never saw it");
-    drop(published);
-    session.shutdown().await;
+    let merged: u64 = lines.iter().filter_map(|d| d["merged"].as_u64()).sum();
+    assert!(
+        !lines.is_empty() && lines.len() <= 100 && merged == 1000,
+        "{} deliveries merging {merged} updates",
+        lines.len()
+    );
+    tickbox(&["watch", "--interval", "soon", "--", "python3", &burst]).expect(2, "--interval");
 }
 
 /// Reads `watch`'s first line, then closes its stdout like `| head -1`.
@@ -1082,47 +897,6 @@ fn watch_ends_at_once_when_its_reader_goes() {
     assert_eq!(w.wait_for("c")["name"], "c");
 }
 
-#[test]
-fn watch_trims_a_wide_state_to_the_budget_and_keeps_what_fits() {
-    let w = World::new("live-wide");
-    let faulty = tick("faulty.py");
-    let child = w
-        .command("watch", &["--", "python3", &faulty, "wide"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut child = child;
-    use std::io::BufRead;
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
-    assert!(line.len() <= 16 * 1024, "{} bytes", line.len());
-    assert!(
-        line.len() > 12 * 1024,
-        "as much as fits: {} bytes",
-        line.len()
-    );
-    let d: Value = serde_json::from_str(&line).unwrap();
-    let data = &d["data"];
-    assert!(data.is_object(), "not null: {d}");
-    // The declared series keeps its newest end, the object its first members.
-    let log = data["log"].as_array().unwrap();
-    assert_eq!(log.last().unwrap(), "entry number 14999 of the log");
-    let trimmed = d["trimmed"].as_array().unwrap();
-    assert!(!trimmed.is_empty());
-    for cut in trimmed {
-        let path = cut["path"].as_str().unwrap();
-        assert!(data.pointer(path).is_some(), "{path} is in the data");
-    }
-    assert!(trimmed
-        .iter()
-        .any(|c| c["path"] == "/log" && c["kept"] == "newest"));
-}
-
 /// A long first compile under `tickbox run` says so on the person's
 /// terminal (the host's own stderr is not that terminal): the notice the
 /// one-shot commands print on stderr reaches the view's terminal while the
@@ -1132,7 +906,11 @@ fn watch_trims_a_wide_state_to_the_budget_and_keeps_what_fits() {
 fn a_long_first_compile_under_run_says_so_on_the_terminal() {
     let world = World::new("run-notice");
     let dir = TempDir::new("run-notice-wasm");
-    let bomb = crate::walls::write_wasm(&dir, "bomb.wasm", &crate::walls::compile_bomb());
+    let bomb = tickbox_test_support::wasm::write_wasm(
+        &dir,
+        "bomb.wasm",
+        &tickbox_test_support::wasm::compile_bomb(),
+    );
     let cache = TempDir::new("run-notice-cache");
     let mut host = world.pty_env(
         &["run", &bomb, "--compile-timeout", "5"],

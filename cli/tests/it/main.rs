@@ -9,17 +9,19 @@
 //!   Tick's exact bytes: `tickbox trust`, updates, revoking, the trust store's
 //!   walls, the prompt on a real terminal (inert text, typed-ahead keys), and
 //!   refusals where no one can answer (MCP, scenarios);
-//! - `sandbox` — wasm Ticks: every escape a hostile guest tries, limits, cache, terminal bridge;
+//! - `sandbox` — wasm Ticks as the binary drives them: each grant flag and a
+//!   policy file reach the sandbox, bad grants are usage errors, a trap's
+//!   one line, `info`'s grants (the escapes and limits themselves are
+//!   tickbox-sandbox's tests);
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
 //! - `mcp` — `tickbox mcp` as the process a client spawns, driven with raw
 //!   lines: a config of several Ticks, bad starts and their exit codes,
 //!   stdout carrying only MCP frames;
-//! - `walls` — the sandbox's outer walls: cache trust, one memory budget per
-//!   Tick (and host RSS with every memory and table at once), bounded
-//!   compilation, handle caps (components and preview 1), write quotas (per
-//!   Tick and per grant), process hygiene (cgroup v2 and the subreaper
-//!   fallback), registry fallback;
+//! - `walls` — the outer walls the binary adds or measures: the cache's
+//!   variables and commands, host RSS with every memory and table at once,
+//!   compilation in the `tickbox` worker, process hygiene (cgroup v2 and
+//!   the subreaper fallback), registry fallback, the grant area's place;
 //! - `mcp_wire` — the `tickbox mcp` process driven with raw lines or over
 //!   `--http` (the harnesses other modules share): the token a non-loopback
 //!   bind generates, `--workers`, a spinning Tick's neighbours;
@@ -34,6 +36,10 @@
 //!   a private file, and token files others may read refused;
 //! - `mcp_clients` — real MCP clients (Python SDK, TypeScript SDK, MCP
 //!   Inspector) over stdio and HTTP, and the conformance suite's baseline;
+//! - `per_client` — `instances = "per-client"`: two Python SDK clients
+//!   that do not see each other's counter (a shared one as the control),
+//!   the instance caps, idle expiry, a hostile client opening sessions in a
+//!   loop;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
 //! - `sdks` — the Python, JavaScript and Go SDKs: their property and fuzz
@@ -53,8 +59,9 @@
 //!   loopback witness), unmatched requests as one escaped line, fixture
 //!   files' walls and bounds, `[files]` seeding the scratch directory;
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
-//!   drawn from the screen model only, escaped text in every command,
-//!   drawing floods that stall nothing, bounded view sizes;
+//!   drawn from the screen model only, escaped text in every command, a
+//!   `run` host ended during a flood, a huge draw split (bounded view
+//!   sizes and floods stalling nothing are tickbox-sandbox's `views` tests);
 //! - `http` — `--allow-http` and `--http-ca` checked, refused for native
 //!   Ticks and shown by `tickbox info` (what a guest reaches under them is
 //!   tickbox-sandbox's test);
@@ -62,9 +69,9 @@
 //!   cache after it, the detached optimizing compile's bounds, `tickbox compile`;
 //! - `entries` — write quotas count the files and directories a Tick
 //!   creates, and moves into or out of a metered grant are refused;
-//! - `determinism` — under virtual time a guest's instance id and file
-//!   times, and every example scenario's report and screens, are the same
-//!   in every run;
+//! - `determinism` — every example scenario's report and screens are the
+//!   same in every `tickbox test` process (what a guest reads under virtual
+//!   time is tickbox-sandbox's `virtual_time` tests);
 //! - `layers` — each crate's dependency tree has only what its layer is
 //!   for, and only the CLI reads `TICKBOX_*` variables;
 //! - `traces` — `tickbox test --trace` and `show-trace`: which scenarios
@@ -114,6 +121,7 @@ mod mcp_http;
 mod mcp_wire;
 mod metrics;
 mod otel;
+mod per_client;
 mod policy;
 mod record;
 mod reference;

@@ -12,9 +12,9 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tickbox_test_support::mcp_clients::{
-    assert_checks, cache_dir, counter_wasm, npm_package, python_client, run, ts_client, with,
-    SDK_CHECKS,
+    assert_checks, npm_package, python_client, run, ts_client, with, SDK_CHECKS,
 };
+pub(crate) use tickbox_test_support::mcp_clients::{cache_dir, clients_dir, counter_wasm, python};
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(180);

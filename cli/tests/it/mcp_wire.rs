@@ -221,6 +221,11 @@ impl HttpServer {
         code
     }
 
+    /// The server's pid.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Its stderr after the address line, so far.
     pub(crate) fn stderr(&self) -> Vec<String> {
         self.log.lock().unwrap().clone()

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 use tickbox_runtime::mcp::http::metrics::{METRICS_MAX_CONNECTIONS, METRICS_MAX_UNAUTHENTICATED};
-use tickbox_runtime::metrics::{label_value, MAX_METRIC_TOOLS_PER_TICK};
 use tickbox_runtime::text::escape;
+use tickbox_telemetry::metrics::{label_value, MAX_METRIC_TOOLS_PER_TICK};
 
 /// How long to wait for Prometheus to start and scrape: generous, since
 /// the machine may be loaded; only reached when the test is failing.
@@ -28,7 +28,7 @@ const PROMETHEUS_PATIENCE: Duration = Duration::from_secs(180);
 
 /// Where `tickbox mcp` said it serves `/metrics`: the port, and the file
 /// holding the token a scraper sends.
-struct Page {
+pub(crate) struct Page {
     port: u16,
     token_file: PathBuf,
 }
@@ -36,7 +36,7 @@ struct Page {
 impl Page {
     /// From the `serving metrics on http://ADDR/metrics (token in FILE, …`
     /// line of the server's stderr.
-    fn of(server: &HttpServer) -> Page {
+    pub(crate) fn of(server: &HttpServer) -> Page {
         let line = server
             .banner
             .iter()
@@ -75,7 +75,7 @@ impl Page {
     }
 
     /// The page, scraped with its token.
-    fn scrape(&self) -> String {
+    pub(crate) fn scrape(&self) -> String {
         let (status, _, body) = self.get("/metrics", Some(&self.token()));
         assert_eq!(status, 200, "{body}");
         body
@@ -83,7 +83,7 @@ impl Page {
 }
 
 /// The value of the sample whose name and labels are exactly `series`.
-fn sample(page: &str, series: &str) -> Option<f64> {
+pub(crate) fn sample(page: &str, series: &str) -> Option<f64> {
     page.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
         .map(|v| v.parse().expect("a number"))

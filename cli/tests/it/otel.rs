@@ -23,8 +23,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tickbox_runtime::otel::THREAD_NAME;
 use tickbox_runtime::text::escape;
+use tickbox_telemetry::otel::THREAD_NAME;
 
 /// How long to wait for telemetry to arrive: generous, since the machine
 /// may be loaded; only reached when a test is failing.
@@ -300,7 +300,7 @@ fn mcp_http_calls_are_server_spans_under_the_session_span_and_metrics() {
     assert_eq!(failed["status"]["code"], "STATUS_CODE_ERROR", "{failed}");
     let message = failed["status"]["message"].as_str().unwrap();
     assert!(
-        message.chars().count() <= tickbox_runtime::otel::MAX_OTEL_TEXT_CHARS + 1,
+        message.chars().count() <= tickbox_telemetry::otel::MAX_OTEL_TEXT_CHARS + 1,
         "bounded: {} chars",
         message.chars().count()
     );

@@ -1,11 +1,12 @@
-//! The catalog schema bomb: a wasm Tick with no grants whose catalog's
-//! input schemas are costly to compile (`tests/guests/schemabomb`: a
-//! Unicode class repeated in a `pattern`, per tool) and which changes its
-//! revision on every describe. The wall: each pattern and each catalog's
-//! patterns are bounded (`MAX_PATTERN_BYTES`, `MAX_CATALOG_PATTERN_BYTES`,
-//! a `describe.schemas` finding past either), compilation runs off the
-//! async workers and is cached by content, and new revisions are taken at
-//! a bounded rate (`REVISION_BURST`, `REVISION_INTERVAL`).
+//! The catalog schema bomb under `tickbox mcp`: a wasm Tick with no grants
+//! whose catalog's input schemas are costly to compile
+//! (`tests/guests/schemabomb`: a Unicode class repeated in a `pattern`,
+//! per tool) and which changes its revision on every describe. The wall
+//! measured here is the host's: compilation runs off the async workers and
+//! is cached by content, new revisions are taken at a bounded rate
+//! (`REVISION_BURST`, `REVISION_INTERVAL`), so a neighbour stays fast and
+//! the host's memory bounded. The bounds on one catalog's patterns are
+//! tested at a start through the library, in tickbox-sandbox's tests.
 
 use crate::mcp_wire::Raw;
 use crate::util::*;
@@ -22,58 +23,6 @@ fn counter() -> String {
     build_wasm("examples", "counter", "wasm32-wasip2")
         .to_string_lossy()
         .into_owned()
-}
-
-/// `tickbox describe` of the bomb with `rep` repetitions in each of
-/// `tools` patterns, under `--max-memory` when one is given.
-fn describe_bomb(rep: u32, tools: u32, max_memory: Option<&str>) -> Output {
-    let (rep, tools) = (format!("BOMB_REP={rep}"), format!("BOMB_TOOLS={tools}"));
-    let mut args = vec![
-        "describe".to_string(),
-        bomb(),
-        "--env".into(),
-        rep,
-        "--env".into(),
-        tools,
-    ];
-    if let Some(m) = max_memory {
-        args.extend(["--max-memory".to_string(), m.to_string()]);
-    }
-    tickbox(&args)
-}
-
-#[test]
-fn a_catalog_past_the_pattern_bound_is_refused_naming_it() {
-    // The positive control first: the same Tick with small patterns starts
-    // (and its compiled code is then cached, so what follows times only
-    // the catalog, also on a busy machine).
-    let ok = describe_bomb(1, 80, None);
-    assert_eq!(ok.code, 0, "{ok:#?}");
-    assert_eq!(ok.json()["tools"].as_array().unwrap().len(), 81);
-    let out = describe_bomb(5000, 80, None);
-    out.expect(3, "describe.schemas");
-    assert!(out.stderr.contains("MAX_PATTERN_BYTES"), "{out:#?}");
-    assert!(
-        !out.stderr.contains("did not finish"),
-        "not the start deadline: {out:#?}"
-    );
-    eprintln!("refused in {:?}", out.elapsed);
-}
-
-#[test]
-fn a_catalogs_compiled_patterns_are_charged_to_the_ticks_memory_bound() {
-    // Forty patterns of about 190 KiB each do not fit a 6 MiB bound beside
-    // the guest's own memory.
-    let out = describe_bomb(4, 40, Some("6MiB"));
-    out.expect(3, "memory bound (max_memory");
-    assert!(out.stderr.contains("compiled patterns take"), "{out:#?}");
-    // Positive controls: ten of them fit the same bound, and forty fit a
-    // larger one.
-    let ten = describe_bomb(4, 10, Some("6MiB"));
-    assert_eq!(ten.code, 0, "{ten:#?}");
-    let roomy = describe_bomb(4, 40, Some("64MiB"));
-    assert_eq!(roomy.code, 0, "{roomy:#?}");
-    assert_eq!(roomy.json()["tools"].as_array().unwrap().len(), 41);
 }
 
 /// The neighbour's read-only call on each server in turn for `span`, so

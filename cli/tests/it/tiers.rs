@@ -3,9 +3,9 @@
 //! compile bounds), and `tickbox compile` ahead of time.
 
 use crate::util::*;
-use crate::walls::{compile_bomb, write_wasm};
 use serde_json::Value;
 use std::time::Duration;
+use tickbox_test_support::wasm::{compile_bomb, write_wasm};
 
 fn counter() -> String {
     build_wasm("examples", "counter", "wasm32-wasip2")

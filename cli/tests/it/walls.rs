@@ -1,151 +1,24 @@
-//! The sandbox's outer walls: the compile cache trusts nothing it does not
-//! own, one memory budget per Tick, bounded compilation, per-Tick handle
-//! caps, write quotas, native process hygiene (a cgroup per Tick where
-//! cgroup v2 allows, the subreaper otherwise). Each wall has a test that
-//! hits it and a positive control under the same limits.
+//! The sandbox's outer walls as the `tickbox` binary shows them: the cache
+//! variables and commands, the host process's own memory while a Tick
+//! fills its budget, compilation bounded in the `tickbox` compile worker,
+//! native process hygiene (a cgroup per Tick where cgroup v2 allows, the
+//! subreaper otherwise, and the sweep at the next start), the live
+//! registry's directory, and a file grant beside the grant area that the
+//! runtime directory variables place. Each wall has a test that hits it
+//! and a positive control under the same limits. The walls the library
+//! keeps on its own (grants, handle caps, write quotas, the cache's
+//! trust, what a Tick may define) are tested in tickbox-sandbox's tests.
 
 use crate::util::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickbox_runtime::backend::wasm::grants::GrantSpec;
 use tickbox_runtime::backend::wasm::{spawn, WasmEngine, WasmSpec};
 use tickbox_runtime::session::{CallOutcome, Session, SessionConfig};
-use wasm_encoder::{
-    BlockType, CodeSection, ExportKind, ExportSection, Function, FunctionSection, MemorySection,
-    MemoryType, Module, RefType, TableSection, TableType, TypeSection, ValType,
-};
-
-// --- generated wasm -------------------------------------------------------
-
-fn memory(pages: u64) -> MemoryType {
-    MemoryType {
-        minimum: pages,
-        maximum: None,
-        memory64: false,
-        shared: false,
-        page_size_log2: None,
-    }
-}
-
-fn table(elements: u64) -> TableType {
-    TableType {
-        element_type: RefType::FUNCREF,
-        table64: false,
-        minimum: elements,
-        maximum: None,
-        shared: false,
-    }
-}
-
-/// A core module with `memories` memories and `tables` tables (all empty at
-/// first) whose `_start` grows each memory by `grow_mib` and fills it (so
-/// the pages are really resident), then grows each table by
-/// `grow_elements` and fills it with a function reference (not null, so
-/// its pages are written too). It imports nothing and answers no protocol:
-/// a Tick that gets through `_start` simply exits.
-fn grower(memories: u32, tables: u32, grow_mib: i32, grow_elements: i32) -> Vec<u8> {
-    let mut m = Module::new();
-    let mut types = TypeSection::new();
-    types.ty().function([], []);
-    m.section(&types);
-    let mut funcs = FunctionSection::new();
-    funcs.function(0);
-    m.section(&funcs);
-    let mut ts = TableSection::new();
-    for _ in 0..tables {
-        ts.table(table(0));
-    }
-    m.section(&ts);
-    let mut ms = MemorySection::new();
-    for _ in 0..memories {
-        ms.memory(memory(0));
-    }
-    m.section(&ms);
-    let mut exports = ExportSection::new();
-    exports.export("_start", ExportKind::Func, 0);
-    m.section(&exports);
-    // `ref.func 0` needs the function declared.
-    let mut elems = wasm_encoder::ElementSection::new();
-    elems.declared(wasm_encoder::Elements::Functions(
-        std::borrow::Cow::Borrowed(&[0]),
-    ));
-    m.section(&elems);
-    let mut f = Function::new([]);
-    let mut ins = f.instructions();
-    for i in 0..memories {
-        ins.i32_const(grow_mib * 16).memory_grow(i).drop();
-        ins.i32_const(0)
-            .i32_const(1)
-            .i32_const(grow_mib << 20)
-            .memory_fill(i);
-    }
-    for t in 0..tables {
-        ins.ref_func(0)
-            .i32_const(grow_elements)
-            .table_grow(t)
-            .drop();
-        ins.i32_const(0)
-            .ref_func(0)
-            .i32_const(grow_elements)
-            .table_fill(t);
-    }
-    ins.end();
-    let mut code = CodeSection::new();
-    code.function(&f);
-    m.section(&code);
-    m.finish()
-}
-
-/// A valid 23 KB module that is slow for Cranelift: one function with
-/// 2000 locals inside 500 nested loops, so SSA construction gives every loop
-/// header a parameter per live local. On a 2-core machine it takes about
-/// 18 s and 900 MB to compile, unbounded.
-pub fn compile_bomb() -> Vec<u8> {
-    let (locals, depth) = (2000u32, 500u32);
-    let mut m = Module::new();
-    let mut types = TypeSection::new();
-    types.ty().function([ValType::I32], [ValType::I32]);
-    types.ty().function([], []);
-    m.section(&types);
-    let mut funcs = FunctionSection::new();
-    funcs.function(0);
-    funcs.function(1);
-    m.section(&funcs);
-    // A command's entry point, so the module passes the checks before compiling.
-    let mut exports = ExportSection::new();
-    exports.export("_start", ExportKind::Func, 1);
-    m.section(&exports);
-    let mut code = CodeSection::new();
-    let mut f = Function::new([(locals, ValType::I32)]);
-    let mut ins = f.instructions();
-    for d in 0..depth {
-        ins.loop_(BlockType::Empty);
-        for k in 0..4 {
-            let a = (d * 7 + k * 13) % locals + 1;
-            let c = (d * 11 + k * 17) % locals + 1;
-            ins.local_get(a).local_get(c).i32_add().local_set(c);
-        }
-    }
-    for d in 0..depth {
-        ins.local_get((d * 5) % locals + 1).br_if(0).end();
-    }
-    ins.local_get(0).end();
-    code.function(&f);
-    let mut start = Function::new([]);
-    start.instructions().end();
-    code.function(&start);
-    m.section(&code);
-    m.finish()
-}
-
-pub fn write_wasm(dir: &TempDir, name: &str, bytes: &[u8]) -> String {
-    let p = dir.path(name);
-    std::fs::write(&p, bytes).unwrap();
-    p.to_string_lossy().into_owned()
-}
+use tickbox_test_support::wasm::{compile_bomb, grower, write_wasm};
 
 /// Runs `tickbox ARGS` under a Python parent and returns the output and
 /// the peak RSS of tickbox itself, in KiB (`ru_maxrss` of the waited-for
@@ -183,105 +56,49 @@ fn tickbox_rss(args: &[&str], cache: &Path) -> (Output, u64) {
 }
 
 // --- the compile cache ----------------------------------------------------
+//
+// The cache's own rules (private directory, MAC, cap) are the sandbox's,
+// tested in its crate; here is what the binary adds: the variables that
+// place and cap it, `--no-cache`, the warning for a refused directory and
+// `tickbox cache ls|clean`.
 
-fn entries(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect())
-        .unwrap_or_default();
-    v.retain(|p| p.extension().is_some_and(|e| e == "cwasm"));
-    v.sort();
-    v
-}
-
-fn describe_with_cache(cache: &Path, wasm: &str, extra: &[(&str, &str)]) -> Output {
-    let mut env = vec![
-        ("TICKBOX_CACHE_DIR", cache.to_str().unwrap()),
+#[test]
+fn the_cache_variables_flag_and_commands_reach_the_cache() {
+    let cache = TempDir::new("cache-cli");
+    let c = cache.0.to_str().unwrap();
+    let env = [
+        ("TICKBOX_CACHE_DIR", c),
         ("RUST_LOG", "tickbox_sandbox=info"),
         // One compile, one entry (tiering is `tiers`' subject).
         ("TICKBOX_COMPILER", "cranelift"),
     ];
-    env.extend_from_slice(extra);
-    tickbox_env(&["describe", wasm], &env)
-}
-
-#[test]
-fn a_cache_dir_others_can_write_is_refused_and_nothing_in_it_is_loaded() {
-    let wasm = hostile();
-    let good = TempDir::new("cache-good");
-    // Positive control: a private directory caches and hits.
-    assert_eq!(describe_with_cache(&good.0, &wasm, &[]).code, 0);
-    assert_eq!(entries(&good.0).len(), 1);
-    let out = describe_with_cache(&good.0, &wasm, &[]);
-    assert!(out.stderr.contains("compile cache hit"), "{out:#?}");
-
-    // The same directory, entry and key made world-writable: a planted
-    // entry could be there now, so nothing in it is read, nothing written.
-    std::fs::set_permissions(&good.0, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let before = std::fs::read(&entries(&good.0)[0]).unwrap();
-    let out = describe_with_cache(&good.0, &wasm, &[]);
-    out.expect(0, "group or others can write to it");
+    let describe = |wasm: &str, extra: &[(&str, &str)]| {
+        let mut all = env.to_vec();
+        all.extend_from_slice(extra);
+        tickbox_env(&["describe", wasm], &all)
+    };
+    assert_eq!(
+        tickbox_env(&["describe", &hostile(), "--no-cache"], &env).code,
+        0
+    );
     assert!(
-        out.stderr.contains("running without the compile cache"),
-        "{out:#?}"
+        cache_entries(&cache.0).is_empty(),
+        "--no-cache writes nothing"
     );
-    assert!(!out.stderr.contains("compile cache hit"), "{out:#?}");
-    assert_eq!(std::fs::read(&entries(&good.0)[0]).unwrap(), before);
-    assert!(out.json()["tools"].is_array(), "the Tick still runs");
-
-    // Owned by another user (root can set that up; others skip this part).
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        let foreign = TempDir::new("cache-foreign");
-        std::os::unix::fs::chown(&foreign.0, Some(65534), Some(65534)).unwrap();
-        std::fs::set_permissions(&foreign.0, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let out = describe_with_cache(&foreign.0, &wasm, &[]);
-        out.expect(0, "owned by uid 65534");
-        assert!(entries(&foreign.0).is_empty(), "nothing written there");
-    }
-}
-
-#[test]
-fn a_tampered_entry_is_refused_and_recompiled() {
-    let wasm = hostile();
-    let cache = TempDir::new("cache-tamper");
-    assert_eq!(describe_with_cache(&cache.0, &wasm, &[]).code, 0);
-    let blob = entries(&cache.0).remove(0);
-    let mut bytes = std::fs::read(&blob).unwrap();
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0xff;
-    std::fs::write(&blob, &bytes).unwrap();
-    let out = describe_with_cache(&cache.0, &wasm, &[]);
-    out.expect(0, "fails its MAC");
-    assert_ne!(
-        std::fs::read(&blob).unwrap(),
-        bytes,
-        "replaced by a fresh compile"
-    );
-    let out = describe_with_cache(&cache.0, &wasm, &[]);
-    assert!(out.stderr.contains("compile cache hit"), "{out:#?}");
-}
-
-#[test]
-fn the_cache_is_evicted_listed_and_cleaned() {
-    let cache = TempDir::new("cache-evict");
-    let c = cache.0.to_str().unwrap();
-    let env = [
-        ("TICKBOX_CACHE_DIR", c),
-        ("TICKBOX_CACHE_MAX_SIZE", "1KiB"),
-        ("TICKBOX_COMPILER", "cranelift"),
-    ];
-    // Under a 1 KiB cap only the entry just written stays.
-    assert_eq!(tickbox_env(&["describe", &hostile()], &env).code, 0);
-    let first = entries(&cache.0);
+    assert_eq!(describe(&hostile(), &[]).code, 0);
+    let first = cache_entries(&cache.0);
     assert_eq!(first.len(), 1);
-    assert_eq!(tickbox_env(&["describe", &hostile_p1()], &env).code, 0);
-    let second = entries(&cache.0);
+    let out = describe(&hostile(), &[]);
+    assert!(out.stderr.contains("compile cache hit"), "{out:#?}");
+    // Under a 1 KiB cap only the entry just written stays.
+    let out = describe(&hostile_p1(), &[("TICKBOX_CACHE_MAX_SIZE", "1KiB")]);
+    assert_eq!(out.code, 0, "{out:#?}");
+    let second = cache_entries(&cache.0);
     assert_eq!(second.len(), 1);
     assert_ne!(first, second, "the older entry was evicted");
 
     // Without the cap both stay; `cache ls` shows them, `clean` empties it.
-    let env = [("TICKBOX_CACHE_DIR", c), ("TICKBOX_COMPILER", "cranelift")];
-    assert_eq!(tickbox_env(&["describe", &hostile()], &env).code, 0);
+    assert_eq!(describe(&hostile(), &[]).code, 0);
     let ls = tickbox_env(&["cache", "ls"], &env);
     assert_eq!(ls.code, 0, "{ls:#?}");
     let v = ls.json();
@@ -289,30 +106,23 @@ fn the_cache_is_evicted_listed_and_cleaned() {
     assert!(v["total_bytes"].as_u64().unwrap() > 0);
     let clean = tickbox_env(&["cache", "clean"], &env);
     assert_eq!(clean.json()["removed"], 2, "{clean:#?}");
-    assert!(entries(&cache.0).is_empty());
-    // An unsafe directory is refused by the subcommands too.
+    assert!(cache_entries(&cache.0).is_empty());
+
+    // A directory others can write: the Tick runs without the cache, with
+    // a warning saying why, and the subcommands refuse it.
     std::fs::set_permissions(&cache.0, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = describe(&hostile(), &[]);
+    out.expect(0, "group or others can write to it");
+    assert!(
+        out.stderr.contains("running without the compile cache"),
+        "{out:#?}"
+    );
+    assert!(out.json()["tools"].is_array(), "the Tick still runs");
+    assert!(cache_entries(&cache.0).is_empty(), "nothing written there");
     tickbox_env(&["cache", "ls"], &env).expect(3, "group or others can write");
 }
 
 // --- one memory budget per Tick --------------------------------------------
-
-#[test]
-fn more_memories_or_tables_than_a_tick_may_have_are_refused_at_load() {
-    let dir = TempDir::new("declares");
-    let eight = write_wasm(&dir, "eight.wasm", &grower(8, 0, 0, 0));
-    tickbox(&["describe", &eight, "--no-cache"])
-        .expect(3, "defines 8 linear memories; a Tick may define at most 4");
-    let many = write_wasm(&dir, "tables.wasm", &grower(0, 32, 0, 0));
-    tickbox(&["describe", &many, "--no-cache"])
-        .expect(3, "defines 32 tables; a Tick may define at most 16");
-    // Positive control: within the counts it loads and runs (and, answering
-    // no protocol, ends at initialization for another reason).
-    let four = write_wasm(&dir, "four.wasm", &grower(4, 16, 0, 0));
-    let out = tickbox(&["describe", &four, "--no-cache"]);
-    assert_eq!(out.code, 3, "{out:#?}");
-    assert!(!out.stderr.contains("defines"), "{out:#?}");
-}
 
 #[test]
 fn memories_and_tables_share_one_budget_and_rss_stays_bounded() {
@@ -404,17 +214,6 @@ fn every_memory_and_table_at_once_keeps_host_rss_within_the_bound() {
 }
 
 // --- bounded compilation ----------------------------------------------------
-
-#[test]
-fn a_wasm_larger_than_the_size_bound_is_refused_before_reading() {
-    tickbox(&["describe", &hostile(), "--max-wasm-size", "1KiB"])
-        .expect(3, "larger than max_wasm_size (1024 bytes)");
-    assert_eq!(
-        tickbox(&["describe", &hostile(), "--max-wasm-size", "64MiB"]).code,
-        0
-    );
-    tickbox(&["describe", &hostile(), "--max-wasm-size", "lots"]).expect(2, "--max-wasm-size lots");
-}
 
 #[test]
 fn a_compile_bomb_ends_at_the_compile_timeout() {
@@ -545,218 +344,6 @@ async fn a_compile_bomb_costs_only_its_own_start() {
         answered > 5,
         "the neighbour was served meanwhile ({answered} calls)"
     );
-    neighbour.shutdown().await;
-}
-
-// --- handles ---------------------------------------------------------------
-
-fn open_many(wasm: &str, grant: &str, n: u64, max: &str) -> Output {
-    tickbox(&[
-        "call",
-        wasm,
-        "open_many",
-        &json!({"path": "/data/f.txt", "n": n}).to_string(),
-        "--dir",
-        grant,
-        "--max-handles",
-        max,
-    ])
-}
-
-#[test]
-fn handle_exhaustion_is_the_guests_error_or_ends_only_that_tick() {
-    let data = TempDir::new("handles");
-    std::fs::write(data.path("f.txt"), "x").unwrap();
-    let grant = format!("{}::/data", data.0.display());
-    // Positive control: 50 open files under a cap of 1024.
-    let out = open_many(&hostile(), &grant, 50, "1024");
-    assert_eq!(out.code, 0, "{out:#?}");
-    assert_eq!(out.json()["opened"], 50, "{out:#?}");
-    // A component past the cap: opening fails inside the guest, an error it
-    // reports (the few handles below the cap are its stdio and preopen).
-    let out = open_many(&hostile(), &grant, 100_000, "200");
-    assert_eq!(out.code, 0, "{out:#?}");
-    let v = out.json();
-    assert_eq!(v["ok"], false, "{v}");
-    assert!((150..200).contains(&v["opened"].as_u64().unwrap()), "{v}");
-    // A preview-1 module past the cap: errno `mfile` (33), "no file
-    // descriptors available" in wasi-libc's words; the Tick answers.
-    let out = open_many(&hostile_p1(), &grant, 50, "1024");
-    assert_eq!(out.json()["opened"], 50, "{out:#?}");
-    let out = open_many(&hostile_p1(), &grant, 100_000, "200");
-    assert_eq!(out.code, 0, "{out:#?}");
-    let v = out.json();
-    assert_eq!(v["ok"], false, "{v}");
-    assert_eq!(v["errno"], 33, "{v}");
-    assert!((150..200).contains(&v["opened"].as_u64().unwrap()), "{v}");
-    tickbox(&["describe", &hostile(), "--max-handles", "0"]).expect(2, "--max-handles 0");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_tick_at_its_handle_cap_leaves_a_neighbour_working() {
-    let data = TempDir::new("handles-neighbour");
-    std::fs::write(data.path("f.txt"), "neighbourly").unwrap();
-    let grants = GrantSpec {
-        dir: vec![format!("{}::/data", data.0.display())],
-        max_handles: Some("300".into()),
-        ..Default::default()
-    };
-    let engine = WasmEngine::new(None).expect("engine");
-    let start = |g: GrantSpec| {
-        let engine = engine.clone();
-        async move {
-            Session::start(
-                spawn(&engine, &spec(&hostile(), g)).await.expect("spawn"),
-                SessionConfig::default(),
-            )
-            .await
-            .expect("initialize")
-        }
-    };
-    let greedy = start(grants.clone()).await;
-    let neighbour = start(grants).await;
-    // Descriptors this process holds on files under the granted dir: what
-    // the host opened on the guests' behalf. (All of /proc/self/fd would
-    // count the other tests running in parallel in this process.)
-    let fds = || {
-        std::fs::read_dir("/proc/self/fd")
-            .unwrap()
-            .filter_map(Result::ok)
-            .filter(|e| {
-                std::fs::read_link(e.path()).is_ok_and(|target| target.starts_with(&data.0))
-            })
-            .count()
-    };
-    let fds_before = fds();
-    let CallOutcome::Ok(v) = call(
-        &greedy,
-        "open_many",
-        json!({"path": "/data/f.txt", "n": 1_000_000}),
-    )
-    .await
-    else {
-        panic!("the greedy Tick's call failed");
-    };
-    assert_eq!(v["ok"], false, "{v}");
-    assert!(fds() < fds_before + 300, "{fds_before} → {} fds", fds());
-    // The greedy Tick itself keeps working once its call let go of them.
-    let CallOutcome::Ok(v) = call(&greedy, "read_file", json!({"path": "/data/f.txt"})).await
-    else {
-        panic!("the greedy Tick no longer answers");
-    };
-    assert_eq!(v["value"], "neighbourly", "{v}");
-    let CallOutcome::Ok(v) = call(&neighbour, "read_file", json!({"path": "/data/f.txt"})).await
-    else {
-        panic!("the neighbour's call failed");
-    };
-    assert_eq!(v["value"], "neighbourly", "{v}");
-    greedy.shutdown().await;
-    neighbour.shutdown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_preview1_tick_holding_all_its_handles_gets_emfile_and_keeps_answering() {
-    let data = TempDir::new("handles-p1");
-    std::fs::write(data.path("f.txt"), "neighbourly").unwrap();
-    let grants = GrantSpec {
-        dir: vec![format!("{}::/data", data.0.display())],
-        max_handles: Some("200".into()),
-        ..Default::default()
-    };
-    let engine = WasmEngine::new(None).expect("engine");
-    let start = |g: GrantSpec| {
-        let engine = engine.clone();
-        async move {
-            Session::start(
-                spawn(&engine, &spec(&hostile_p1(), g))
-                    .await
-                    .expect("spawn"),
-                SessionConfig::default(),
-            )
-            .await
-            .expect("initialize")
-        }
-    };
-    let greedy = start(grants.clone()).await;
-    let neighbour = start(grants).await;
-    // Positive control: a few files open and close again.
-    let CallOutcome::Ok(v) = call(
-        &greedy,
-        "open_many",
-        json!({"path": "/data/f.txt", "n": 20}),
-    )
-    .await
-    else {
-        panic!("the greedy Tick's first call failed");
-    };
-    assert_eq!(
-        (v["ok"].clone(), v["opened"].clone()),
-        (json!(true), json!(20)),
-        "{v}"
-    );
-    // Then it opens files until the cap refuses one, and keeps them all.
-    // Descriptors this process holds on files under the granted dir: what
-    // the host opened on the guests' behalf. (All of /proc/self/fd would
-    // count the other tests running in parallel in this process.)
-    let fds = || {
-        std::fs::read_dir("/proc/self/fd")
-            .unwrap()
-            .filter_map(Result::ok)
-            .filter(|e| {
-                std::fs::read_link(e.path()).is_ok_and(|target| target.starts_with(&data.0))
-            })
-            .count()
-    };
-    let fds_before = fds();
-    let CallOutcome::Ok(v) = call(
-        &greedy,
-        "open_many",
-        json!({"path": "/data/f.txt", "n": 1_000_000, "hold": true}),
-    )
-    .await
-    else {
-        panic!("the greedy Tick trapped at its handle cap");
-    };
-    assert_eq!(v["ok"], false, "{v}");
-    assert_eq!(v["errno"], 33, "errno mfile: {v}");
-    let held = v["opened"].as_u64().unwrap();
-    assert!((150..200).contains(&held), "{v}");
-    let fds_after = fds();
-    // The count is real (one host descriptor per file the guest holds) and
-    // bounded by the cap, not by the million the guest asked for.
-    assert!(
-        fds_after >= fds_before + held as usize,
-        "{fds_before} → {fds_after} fds, {held} held"
-    );
-    assert!(
-        fds_after < fds_before + 200,
-        "{fds_before} → {fds_after} fds"
-    );
-    // Still at its cap, it reads its stdin and answers; one more file is
-    // the same error, not a trap.
-    for n in 0..3 {
-        let CallOutcome::Ok(v) = call(&greedy, "echo", json!({"n": n})).await else {
-            panic!("the greedy Tick no longer answers at its cap");
-        };
-        assert_eq!(v["n"], n);
-    }
-    let CallOutcome::Ok(v) = call(&greedy, "read_file", json!({"path": "/data/f.txt"})).await
-    else {
-        panic!("the greedy Tick trapped opening one more file");
-    };
-    assert_eq!(v["ok"], false, "{v}");
-    // wasi-libc's text for `mfile`.
-    assert!(
-        v["error"].as_str().unwrap().contains("(os error 33)"),
-        "{v}"
-    );
-    // The neighbour under the same limits is untouched.
-    let CallOutcome::Ok(v) = call(&neighbour, "read_file", json!({"path": "/data/f.txt"})).await
-    else {
-        panic!("the neighbour's call failed");
-    };
-    assert_eq!(v["value"], "neighbourly", "{v}");
-    greedy.shutdown().await;
     neighbour.shutdown().await;
 }
 
@@ -1018,235 +605,4 @@ fn a_granted_file_is_not_reachable_through_a_temp_dir_grant() {
         &env,
     );
     out.expect(3, "overlaps tickbox's own state");
-}
-
-// --- symlinks in writable grants -------------------------------------------
-
-/// A preview-1 module that asks for a symlink `link` → `target` in its first
-/// preopen (fd 3) and exits with the errno it got.
-fn p1_symlinker(target: &str) -> Vec<u8> {
-    use wasm_encoder::{ConstExpr, DataSection, EntityType, ImportSection};
-    let mut m = Module::new();
-    let mut types = TypeSection::new();
-    types.ty().function([ValType::I32; 5], [ValType::I32]);
-    types.ty().function([ValType::I32], []);
-    types.ty().function([], []);
-    m.section(&types);
-    let mut imports = ImportSection::new();
-    imports.import(
-        "wasi_snapshot_preview1",
-        "path_symlink",
-        EntityType::Function(0),
-    );
-    imports.import(
-        "wasi_snapshot_preview1",
-        "proc_exit",
-        EntityType::Function(1),
-    );
-    m.section(&imports);
-    let mut funcs = FunctionSection::new();
-    funcs.function(2);
-    m.section(&funcs);
-    let mut ms = MemorySection::new();
-    ms.memory(memory(1));
-    m.section(&ms);
-    let mut exports = ExportSection::new();
-    exports.export("memory", ExportKind::Memory, 0);
-    exports.export("_start", ExportKind::Func, 2);
-    m.section(&exports);
-    let mut f = Function::new([]);
-    f.instructions()
-        .i32_const(0)
-        .i32_const(target.len() as i32)
-        .i32_const(3)
-        .i32_const(1024)
-        .i32_const(4)
-        .call(0)
-        .call(1)
-        .end();
-    let mut code = CodeSection::new();
-    code.function(&f);
-    m.section(&code);
-    let mut data = DataSection::new();
-    data.active(0, &ConstExpr::i32_const(0), target.bytes());
-    data.active(0, &ConstExpr::i32_const(1024), b"link".iter().copied());
-    m.section(&data);
-    m.finish()
-}
-
-#[test]
-fn symlinks_cannot_be_created_in_a_writable_grant() {
-    let data = TempDir::new("symlink-grant");
-    let grant = format!("{}::/data", data.0.display());
-    let target = "../../../etc/shadow";
-    // A component: the guest gets `not-permitted`.
-    let out = tickbox(&[
-        "call",
-        &hostile(),
-        "symlink",
-        &json!({"target": target}).to_string(),
-        "--yes",
-        "--dir",
-        &grant,
-    ]);
-    assert_eq!(out.code, 0, "{out:#?}");
-    let v = out.json();
-    assert_eq!(v["ok"], false, "{v}");
-    assert!(
-        v["error"].as_str().unwrap().contains("not-permitted"),
-        "{v}"
-    );
-    assert!(
-        std::fs::symlink_metadata(data.path("link")).is_err(),
-        "no link was made"
-    );
-    // Positive control: the same grant is writable.
-    let out = tickbox(&[
-        "call",
-        &hostile(),
-        "write_file",
-        r#"{"path":"/data/w.txt","text":"ok"}"#,
-        "--yes",
-        "--dir",
-        &grant,
-    ]);
-    assert_eq!(out.json()["ok"], true, "{out:#?}");
-
-    // A preview-1 module: errno 63 (`perm`), which it returns as its status.
-    let dir = TempDir::new("symlink-p1");
-    let wasm = write_wasm(&dir, "sym.wasm", &p1_symlinker(target));
-    tickbox(&["describe", &wasm, "--dir", &grant, "--no-cache"]).expect(3, "exit status 63");
-    assert!(
-        std::fs::symlink_metadata(data.path("link")).is_err(),
-        "no link was made"
-    );
-}
-
-#[test]
-fn tickboxs_own_state_is_never_granted() {
-    let cache = TempDir::new("own-state");
-    let c = cache.0.to_str().unwrap();
-    let env = [("TICKBOX_CACHE_DIR", c)];
-    // Make the cache (and its key) exist.
-    assert_eq!(tickbox_env(&["describe", &hostile()], &env).code, 0);
-    let key = format!("{}::/k:ro", cache.path("mac.key").display());
-    let whole = format!("{}::/c", cache.0.display());
-    let parent = format!("{}::/p", cache.0.parent().unwrap().display());
-    for grant in [&key, &whole, &parent] {
-        tickbox_env(&["describe", &hostile(), "--dir", grant], &env)
-            .expect(3, "overlaps tickbox's own state");
-    }
-    // Positive control: a sibling directory is fine.
-    let sibling = TempDir::new("own-state-sibling");
-    let grant = format!("{}::/s", sibling.0.display());
-    assert_eq!(
-        tickbox_env(&["describe", &hostile(), "--dir", &grant], &env).code,
-        0
-    );
-}
-
-// --- the write quota -----------------------------------------------------------
-
-#[test]
-fn writes_past_the_quota_are_the_guests_error() {
-    let data = TempDir::new("quota");
-    let grant = format!("{}::/q", data.0.display());
-    let write = |name: &str, bytes: usize| {
-        let out = tickbox(&[
-            "call",
-            &hostile(),
-            "write_file",
-            &json!({"path": format!("/q/{name}"), "text": "x".repeat(bytes)}).to_string(),
-            "--yes",
-            "--dir",
-            &grant,
-            "--max-write",
-            "64KiB",
-        ]);
-        assert_eq!(out.code, 0, "{out:#?}");
-        out.json()
-    };
-    // Positive control: within the quota.
-    let v = write("small.txt", 10_000);
-    assert_eq!(v["ok"], true, "{v}");
-    assert_eq!(
-        std::fs::metadata(data.path("small.txt")).unwrap().len(),
-        10_000
-    );
-    // Past it: the guest's write fails, and no more than the quota landed.
-    let v = write("big.txt", 100_000);
-    assert_eq!(v["ok"], false, "{v}");
-    let written = std::fs::metadata(data.path("big.txt")).unwrap().len();
-    assert!(written <= 64 * 1024, "{written} bytes landed");
-    // A preview-1 module cannot be metered: the quota is refused for it.
-    tickbox(&["describe", &hostile_p1(), "--max-write", "1MiB"])
-        .expect(3, "max_write needs a component");
-    tickbox(&["describe", &hostile(), "--max-write", "much"]).expect(2, "--max-write much");
-}
-
-#[test]
-fn writes_past_a_grants_own_quota_are_the_guests_error() {
-    let q = TempDir::new("grant-quota");
-    let free = TempDir::new("grant-quota-free");
-    let quota_grant = format!("{}::/q:rw,max=64KiB", q.0.display());
-    let free_grant = format!("{}::/free", free.0.display());
-    let policy = TempDir::new("grant-quota-policy");
-    let policy_file = policy.path("p.toml");
-    std::fs::write(
-        &policy_file,
-        format!("dir = [{:?}, {:?}]\n", quota_grant, free_grant),
-    )
-    .unwrap();
-    let write = |path: &str, bytes: usize, grants: &[&str]| {
-        let args = json!({"path": path, "text": "x".repeat(bytes)}).to_string();
-        let wasm = hostile();
-        let mut argv = vec!["call", &wasm, "write_file", &args, "--yes"];
-        argv.extend_from_slice(grants);
-        let out = tickbox(&argv);
-        assert_eq!(out.code, 0, "{out:#?}");
-        out.json()
-    };
-    let flags = ["--dir", &quota_grant, "--dir", &free_grant];
-    // Positive controls: within the grant's quota, and past it in a grant
-    // without one.
-    let v = write("/q/small.txt", 10_000, &flags);
-    assert_eq!(v["ok"], true, "{v}");
-    assert_eq!(
-        std::fs::metadata(q.path("small.txt")).unwrap().len(),
-        10_000
-    );
-    let v = write("/free/big.txt", 100_000, &flags);
-    assert_eq!(v["ok"], true, "{v}");
-    assert_eq!(
-        std::fs::metadata(free.path("big.txt")).unwrap().len(),
-        100_000
-    );
-    // Past it: the guest's write fails, and no more than the quota landed.
-    let v = write("/q/big.txt", 100_000, &flags);
-    assert_eq!(v["ok"], false, "{v}");
-    // (wasi-libc writes files through a stream, and reports a stream's
-    // failure as EIO whatever its cause.)
-    let landed = std::fs::metadata(q.path("big.txt")).unwrap().len();
-    assert!(landed <= 64 * 1024, "{landed} bytes landed");
-    // Beside a larger --max-write, the grant's own quota still holds.
-    let v = write(
-        "/q/big2.txt",
-        100_000,
-        &["--dir", &quota_grant, "--max-write", "1MiB"],
-    );
-    assert_eq!(v["ok"], false, "{v}");
-    // The same grant from a policy file.
-    let p = policy_file.to_string_lossy().into_owned();
-    let v = write("/q/big3.txt", 100_000, &["--policy", &p]);
-    assert_eq!(v["ok"], false, "{v}");
-    let v = write("/free/big3.txt", 100_000, &["--policy", &p]);
-    assert_eq!(v["ok"], true, "{v}");
-    // A preview-1 module cannot be metered: refused at start.
-    tickbox(&["describe", &hostile_p1(), "--dir", &quota_grant])
-        .expect(3, "a dir write quota (max=) needs a component");
-    let bad = format!("{}::/q:rw,max=lots", q.0.display());
-    tickbox(&["describe", &hostile(), "--dir", &bad]).expect(2, "max= expects a size");
-    let ro = format!("{}::/q:ro,max=1MiB", q.0.display());
-    tickbox(&["describe", &hostile(), "--dir", &ro])
-        .expect(2, "a read-only grant takes no write quota");
 }

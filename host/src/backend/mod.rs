@@ -75,7 +75,7 @@ pub trait TickProcess: Send {
     }
     /// The audit handle of this Tick's session, when its starter keeps
     /// an audit stream: the session records its calls and its end there.
-    fn audit(&self) -> Option<crate::audit::Audit> {
+    fn audit(&self) -> Option<tickbox_telemetry::audit::Audit> {
         None
     }
 }
@@ -86,7 +86,7 @@ pub struct Audited {
     /// The process itself.
     pub inner: Box<dyn TickProcess>,
     /// Its session's audit handle.
-    pub audit: crate::audit::Audit,
+    pub audit: tickbox_telemetry::audit::Audit,
 }
 
 impl TickProcess for Audited {
@@ -102,7 +102,7 @@ impl TickProcess for Audited {
     fn memory(&self) -> Option<Arc<MemoryCharge>> {
         self.inner.memory()
     }
-    fn audit(&self) -> Option<crate::audit::Audit> {
+    fn audit(&self) -> Option<tickbox_telemetry::audit::Audit> {
         Some(self.audit.clone())
     }
 }

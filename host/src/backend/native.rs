@@ -66,7 +66,7 @@ pub struct NativeSpec {
     /// The audit stream its starts are recorded in, by whoever starts it
     /// (`tickbox_sandbox::Launcher` records them); [`spawn`] itself
     /// records nothing.
-    pub audit: Option<crate::audit::Audit>,
+    pub audit: Option<tickbox_telemetry::audit::Audit>,
     /// What the hosting process decided once about the native Ticks it
     /// starts (default: no subreaper, a cgroup each where possible, the
     /// process's own open-file limit).

@@ -3,11 +3,16 @@
 //! asking the instances already published, so a host publishing N Ticks
 //! makes no connection at all, where listing before each claim made
 //! N(N−1)/2 of them (issue 42). Connections are counted, not timed.
+//! Names are claimed by exactly one of the hosts racing for one, a peer
+//! of another uid is refused, and a live call too long for the Tick's
+//! line is refused before it is sent.
 
+use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
 use tickbox_host::backend::native::{spawn, NativeSpec};
-use tickbox_host::live::{client, publish, PublishOptions, Published, Registry};
+use tickbox_host::live::wire::{ErrorKind, Request};
+use tickbox_host::live::{client, publish, LiveError, PublishOptions, Published, Registry};
 use tickbox_host::session::{Session, SessionConfig};
 use tickbox_test_support::*;
 
@@ -91,5 +96,171 @@ async fn publishing_claims_names_without_connecting_to_any_instance() {
             .collect::<Vec<_>>()
     );
     drop(held);
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_peer_of_another_uid_is_refused() {
+    let dir = TempDir::new("live-peer");
+    let registry = Registry::at(dir.path("tickbox")).unwrap();
+    let session = counter_session().await;
+    let mut opts = PublishOptions::new("native");
+    opts.registry = Some(registry.clone());
+    opts.name = Some("mine".into());
+    // The host believes it belongs to another user: we are that "other" peer.
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    opts.owner_uid = Some(me + 1);
+    let published = publish(session.clone(), opts).await.unwrap();
+    let conn = client::Connection::open(published.socket(), "mine")
+        .await
+        .unwrap();
+    let err = conn.request(Request::Read).await.unwrap_err();
+    assert!(
+        matches!(&err, LiveError::Refused(m) if m.contains(&format!("uid {me}"))),
+        "{err}"
+    );
+    drop(published);
+    session.shutdown().await;
+}
+
+#[tokio::test]
+async fn publishing_names_instances_and_unpublishing_removes_the_socket() {
+    let dir = TempDir::new("live-names");
+    let registry = Registry::at(dir.path("tickbox")).unwrap();
+    let a = counter_session().await;
+    let b = counter_session().await;
+    let mut opts = PublishOptions::new("native");
+    opts.registry = Some(registry.clone());
+    let pa = publish(a.clone(), opts.clone()).await.unwrap();
+    let pb = publish(b.clone(), opts).await.unwrap();
+    assert_eq!((pa.name(), pb.name()), ("counter", "counter-2"));
+    let mut taken = PublishOptions::new("native");
+    taken.registry = Some(registry.clone());
+    taken.name = Some("counter-2".into());
+    assert!(matches!(
+        publish(a.clone(), taken).await,
+        Err(LiveError::NameTaken(n)) if n == "counter-2"
+    ));
+    let listed: Vec<String> = client::list(&registry)
+        .await
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    assert_eq!(listed.len(), 2);
+    let by_id = client::resolve(&registry, &format!("@{}", pb.id()))
+        .await
+        .unwrap();
+    assert_eq!(by_id.name, "counter-2");
+    let socket = pa.socket().to_path_buf();
+    drop(pa);
+    assert!(!socket.exists());
+    assert_eq!(client::list(&registry).await.len(), 1);
+    drop(pb);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_hosts_publishing_one_name_together_exactly_one_gets_it() {
+    let dir = TempDir::new("live-race");
+    let registry = Registry::at(dir.path("tickbox")).unwrap();
+    let mut sessions = Vec::new();
+    for _ in 0..6 {
+        sessions.push(counter_session().await);
+    }
+    let racers: Vec<_> = sessions
+        .iter()
+        .map(|s| {
+            let mut opts = PublishOptions::new("native");
+            opts.registry = Some(registry.clone());
+            opts.name = Some("same".into());
+            tokio::spawn(publish(s.clone(), opts))
+        })
+        .collect();
+    let mut won = Vec::new();
+    let mut lost = 0;
+    for r in racers {
+        match r.await.unwrap() {
+            Ok(p) => won.push(p),
+            Err(LiveError::NameTaken(n)) => {
+                assert_eq!(n, "same");
+                lost += 1
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!((won.len(), lost), (1, 5));
+    // Default names are claimed the same way: all distinct.
+    let defaults: Vec<_> = sessions[1..]
+        .iter()
+        .map(|s| {
+            let mut opts = PublishOptions::new("native");
+            opts.registry = Some(registry.clone());
+            tokio::spawn(publish(s.clone(), opts))
+        })
+        .collect();
+    let mut names = Vec::new();
+    let mut held = Vec::new();
+    for r in defaults {
+        let p = r.await.unwrap().unwrap();
+        names.push(p.name().to_string());
+        held.push(p);
+    }
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 5, "{names:?}");
+    // Unpublishing lets the name go.
+    drop(won);
+    let mut again = PublishOptions::new("native");
+    again.registry = Some(registry.clone());
+    again.name = Some("same".into());
+    let p = publish(sessions[0].clone(), again).await.unwrap();
+    assert_eq!(p.name(), "same");
+    drop((p, held));
+    for s in sessions {
+        s.shutdown().await;
+    }
+}
+
+#[tokio::test]
+async fn a_live_call_over_the_line_limit_is_refused_before_sending() {
+    let dir = TempDir::new("live-bigargs");
+    let registry = Registry::at(dir.path("tickbox")).unwrap();
+    let session = counter_session().await;
+    let mut opts = PublishOptions::new("native");
+    opts.registry = Some(registry.clone());
+    let published = publish(session.clone(), opts).await.unwrap();
+    // Bound to another revision, so the host sends it unvalidated (the
+    // Tick would refuse it with -32004): only the size check stands between.
+    let revision = "not-the-current-one".to_string();
+    let tool = session.descriptor().unwrap().tools[0]
+        .name
+        .wire()
+        .to_string();
+    let limit = tickbox_protocol::limits::MAX_LINE_BYTES;
+    // Fits the socket's 9 MiB frame, not the Tick's 8 MiB line.
+    let args = json!({"blob": "x".repeat(limit + 1)});
+    let conn = client::Connection::open(published.socket(), "counter")
+        .await
+        .unwrap();
+    let err = conn
+        .request(Request::Call {
+            tool,
+            args,
+            revision,
+            timeout_ms: None,
+        })
+        .await
+        .unwrap_err();
+    match err {
+        LiveError::Remote { kind, message } => {
+            assert_eq!(kind, ErrorKind::Usage);
+            assert!(message.contains("line limit"), "{message}");
+        }
+        other => panic!("{other}"),
+    }
+    assert!(session.end_reason().is_none(), "the Tick never saw it");
+    drop(published);
     session.shutdown().await;
 }

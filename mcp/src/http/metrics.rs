@@ -9,7 +9,7 @@
 //! and processes than an agent's, and reading counts must not let anyone
 //! call a tool. The walls, in the order a connection meets them:
 //!
-//! - its own door (`http/door.rs`, the code MCP's uses): at most
+//! - its own door (`tickbox_guard::door`, the code MCP's uses): at most
 //!   [`METRICS_MAX_UNAUTHENTICATED`] connections that have not sent the
 //!   token (a new one past that closes the oldest), each with
 //!   [`super::AUTH_TIMEOUT`] to send a request carrying it, heads of at
@@ -22,9 +22,8 @@
 //!   the URL would be shown on Prometheus's own targets page;
 //! - only `GET`/`HEAD` of [`METRICS_PATH`] (404 elsewhere, 405 for other
 //!   methods); the page's size is bounded by the Ticks the host runs and
-//!   `tickbox_host::limits::MAX_METRIC_TOOLS_PER_TICK` tools each.
+//!   `tickbox_telemetry::limits::MAX_METRIC_TOOLS_PER_TICK` tools each.
 
-use super::door::{self, Body};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -32,7 +31,8 @@ use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response, StatusCode};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use std::sync::Arc;
-use tickbox_host::metrics::{Exposition, Kind, Metrics, CONTENT_TYPE};
+use tickbox_guard::door::{self, Body};
+use tickbox_telemetry::metrics::{Exposition, Kind, Metrics, CONTENT_TYPE};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -105,7 +105,7 @@ pub(super) async fn serve(
 impl Shared {
     async fn handle(&self, req: Request<Incoming>, conn: &door::Conn) -> Response<Body> {
         if !door::authorized(&req, &self.token, door::TokenIn::Header) {
-            tracing::info!(peer = %conn.peer, "refused a metrics request without the metrics token");
+            tracing::info!(peer = %conn.peer(), "refused a metrics request without the metrics token");
             return door::unauthorized(
                 "unauthorized: send Authorization: Bearer TOKEN with the metrics token (tickbox said where it is at start)",
             );

@@ -88,6 +88,7 @@ pub async fn hosted(launcher: &Launcher, name: Option<&str>, grants: Grants) -> 
         name,
         session: Arc::new(session),
         grants,
+        per_client: None,
     }
 }
 

@@ -1,11 +1,14 @@
 //! The door of every HTTP server tickbox runs (MCP on `--http`, `/metrics`
-//! on `--metrics`): accepting connections, the token check, connection
-//! slots, and the timeouts that keep a silent or slow peer from holding
-//! one. Each server has its own [`Gate`] (its own counts and bounds), so a
-//! flood at one door takes no slot at the other; what a request is for is
-//! the server's handler's business.
+//! on `--metrics`, `tickbox inspect`'s page): accepting connections, the
+//! token check, connection slots, and the timeouts that keep a silent or
+//! slow peer from holding one. Each server has its own [`Gate`] (its own
+//! counts and bounds), so a flood at one door takes no slot at the other;
+//! what a request is for is the server's handler's business.
 
-use super::{AUTH_TIMEOUT, IDLE_TIMEOUT, MAX_HEADER_BYTES};
+use crate::limits::{
+    AUTH_TIMEOUT, IDLE_TIMEOUT, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_PEER, MAX_HEADER_BYTES,
+    MAX_UNAUTHENTICATED,
+};
 use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::Incoming;
@@ -19,14 +22,21 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tickbox_host::util::lock;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// A response body: whole, or a stream (`tickbox inspect`'s events).
 pub type Body = BoxBody<Bytes, Infallible>;
 
-pub(super) fn plain(status: StatusCode, text: &str) -> Response<Body> {
+/// Locks `m`, taking the data even if a thread panicked while holding it:
+/// the counts are consistent at every step, and one handler's panic must
+/// not close the door to everyone after it.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A one-line `text/plain` answer.
+pub fn plain(status: StatusCode, text: &str) -> Response<Body> {
     let mut r = Response::new(Full::new(Bytes::from(format!("{text}\n"))).boxed());
     *r.status_mut() = status;
     r.headers_mut().insert(
@@ -38,7 +48,7 @@ pub(super) fn plain(status: StatusCode, text: &str) -> Response<Body> {
 
 /// A refusal after which the connection is not reused (a body left
 /// unread, or no slot for it).
-pub(super) fn closing(status: StatusCode, text: &str) -> Response<Body> {
+pub fn closing(status: StatusCode, text: &str) -> Response<Body> {
     let mut r = plain(status, text);
     r.headers_mut()
         .insert(CONNECTION, HeaderValue::from_static("close"));
@@ -98,6 +108,14 @@ pub struct Bounds {
     /// it a new connection closes the oldest of them.
     pub unauthenticated: usize,
 }
+
+/// The connection bounds of a server that has none of its own (MCP's,
+/// the inspector's).
+pub const DEFAULT_BOUNDS: Bounds = Bounds {
+    connections: MAX_CONNECTIONS,
+    per_peer: MAX_CONNECTIONS_PER_PEER,
+    unauthenticated: MAX_UNAUTHENTICATED,
+};
 
 /// Who holds a door's connection slots.
 pub struct Gate {
@@ -220,7 +238,7 @@ impl Drop for Slot {
 /// One TCP connection, as [`accept`] hands it to a handler.
 pub struct Conn {
     id: u64,
-    pub(super) peer: SocketAddr,
+    peer: SocketAddr,
     slot: Mutex<Option<Slot>>,
 }
 
@@ -330,5 +348,107 @@ pub async fn accept<H, F>(
             }
             gate.forget(id);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::header::{AUTHORIZATION, COOKIE};
+
+    fn request(uri: &str, headers: &[(hyper::header::HeaderName, &str)]) -> Request<()> {
+        let mut r = Request::builder().uri(uri);
+        for (name, value) in headers {
+            r = r.header(name, *value);
+        }
+        r.body(()).expect("a request")
+    }
+
+    #[test]
+    fn a_request_without_the_token_where_allowed_is_refused() {
+        let token = "0123456789abcdef";
+        let bearer = format!("Bearer {token}");
+        let header = request("/", &[(AUTHORIZATION, bearer.as_str())]);
+        let query = request(&format!("/?a=1&token={token}"), &[]);
+        // Positive controls: the header anywhere, the query where allowed.
+        assert!(authorized(&header, token, TokenIn::Header));
+        assert!(authorized(&header, token, TokenIn::HeaderOrQuery));
+        assert!(authorized(&query, token, TokenIn::HeaderOrQuery));
+        // The query where only the header counts; a wrong or partial
+        // token; another scheme; a cookie, never a place for it.
+        assert!(!authorized(&query, token, TokenIn::Header));
+        let wrong = request("/", &[(AUTHORIZATION, "Bearer 0123456789abcdeX")]);
+        assert!(!authorized(&wrong, token, TokenIn::HeaderOrQuery));
+        let prefix = request("/", &[(AUTHORIZATION, "Bearer 0123")]);
+        assert!(!authorized(&prefix, token, TokenIn::HeaderOrQuery));
+        let basic = format!("Basic {token}");
+        let basic = request("/", &[(AUTHORIZATION, basic.as_str())]);
+        assert!(!authorized(&basic, token, TokenIn::HeaderOrQuery));
+        let cookie = format!("token={token}");
+        let cookie = request("/", &[(COOKIE, cookie.as_str())]);
+        assert!(!authorized(&cookie, token, TokenIn::HeaderOrQuery));
+        assert_eq!(unauthorized("x").status(), StatusCode::UNAUTHORIZED);
+    }
+
+    fn conn(gate: &Gate, peer: &str) -> Conn {
+        let (id, _) = gate.arrive();
+        Conn {
+            id,
+            peer: peer.parse().expect("an address"),
+            slot: Mutex::new(None),
+        }
+    }
+
+    #[test]
+    fn connections_past_the_bounds_are_refused_and_a_freed_slot_is_taken() {
+        let bounds = Bounds {
+            connections: 3,
+            per_peer: 2,
+            unauthenticated: 16,
+        };
+        let gate = Arc::new(Gate::new("test", bounds));
+        let a1 = conn(&gate, "192.0.2.1:1");
+        let a2 = conn(&gate, "192.0.2.1:2");
+        let a3 = conn(&gate, "192.0.2.1:3");
+        assert!(gate.admit(&a1).is_ok() && gate.admit(&a2).is_ok());
+        // Admitting a connection twice takes one slot.
+        assert!(gate.admit(&a1).is_ok());
+        let refused = gate.admit(&a3).expect_err("past the bound per peer");
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        // Another peer gets the last slot; then the door is full.
+        let b1 = conn(&gate, "192.0.2.2:1");
+        assert!(gate.admit(&b1).is_ok());
+        let b2 = conn(&gate, "192.0.2.2:2");
+        assert!(gate.admit(&b2).is_err(), "past the bound in all");
+        // A connection that ends gives its slot back.
+        drop(a1);
+        assert!(gate.admit(&a3).is_ok());
+    }
+
+    #[test]
+    fn past_the_unauthenticated_bound_the_oldest_waiting_connection_is_closed() {
+        let bounds = Bounds {
+            connections: 4,
+            per_peer: 4,
+            unauthenticated: 2,
+        };
+        let gate = Gate::new("test", bounds);
+        let (_, first) = gate.arrive();
+        let (second_id, second) = gate.arrive();
+        assert!(!first.is_cancelled() && !second.is_cancelled());
+        let (_, third) = gate.arrive();
+        assert!(first.is_cancelled(), "the oldest is closed");
+        // Positive control: the others stay; one that authenticated
+        // (forgotten) leaves room, so the next arrival closes nobody.
+        assert!(!second.is_cancelled() && !third.is_cancelled());
+        gate.forget(second_id);
+        let (_, fourth) = gate.arrive();
+        assert!(!third.is_cancelled() && !fourth.is_cancelled());
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same(b"abc", b"abc"));
+        assert!(!same(b"abc", b"abd") && !same(b"abc", b"ab") && !same(b"", b"a"));
     }
 }

@@ -52,6 +52,11 @@
 //!
 //! The HTTP client is not here: the CLI hands [`Otel::start`] an
 //! [`OtlpPost`] (hyper), so this crate needs no HTTP stack.
+//!
+//! **By job.** This file keeps the books: it turns events into spans and
+//! aggregates series (the observer). `endpoint` holds where they go (the
+//! configuration and the [`OtlpPost`] seam), `wire` encodes them as
+//! OTLP/JSON, and `export` is the thread that sends them.
 
 use crate::audit::{outcome_name, AuditObserver, DenialKind, Event, McpCall, McpTransport, Origin};
 pub use crate::limits::{
@@ -60,140 +65,23 @@ pub use crate::limits::{
     OTEL_FLUSH_WAIT, OTEL_QUEUE_SPANS, OTEL_WARN_INTERVAL,
 };
 use crate::metrics::CALL_SECONDS_BUCKETS;
-use crate::session::{CallOutcome, UnknownReason};
+use crate::outcome::{CallOutcome, UnknownReason};
 use crate::util::lock;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tickbox_protocol::text::{self, TickText};
 
-/// The name of the exporter's thread (a test looks for it in
-/// `/proc/PID/task`).
-pub const THREAD_NAME: &str = "tickbox-otlp";
+mod endpoint;
+mod export;
+mod wire;
 
-/// Where one signal is sent: an `http://` URL, parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Endpoint {
-    /// The URL as configured (for messages).
-    pub url: String,
-    /// The host to connect to.
-    pub host: String,
-    /// Its port.
-    pub port: u16,
-    /// The request target (`/v1/traces`).
-    pub path: String,
-}
-
-impl Endpoint {
-    /// Parses `http://HOST[:PORT][/PATH]`; other schemes are refused with
-    /// a one-line reason (the exporter speaks plain HTTP: TLS belongs to a
-    /// collector beside the host).
-    pub fn parse(url: &str) -> Result<Endpoint, String> {
-        let rest = url.strip_prefix("http://").ok_or_else(|| {
-            if url.starts_with("https://") {
-                "an https:// endpoint: tickbox exports over plain http:// only (send to a local \
-                 OpenTelemetry Collector, which can forward over TLS)"
-                    .to_string()
-            } else {
-                "not an http:// URL".to_string()
-            }
-        })?;
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        if authority.is_empty() || authority.contains('@') {
-            return Err("no host, or credentials in the URL (give them as headers)".into());
-        }
-        let (host, port) = match authority.strip_prefix('[') {
-            Some(v6) => {
-                let (h, after) = v6.split_once(']').ok_or("an unclosed [IPv6] host")?;
-                let port = match after.strip_prefix(':') {
-                    Some(p) => p.parse().map_err(|_| "a bad port")?,
-                    None if after.is_empty() => 80,
-                    None => return Err("a bad port".into()),
-                };
-                (h.to_string(), port)
-            }
-            None => match authority.rsplit_once(':') {
-                Some((h, p)) => (h.to_string(), p.parse().map_err(|_| "a bad port")?),
-                None => (authority.to_string(), 80),
-            },
-        };
-        if !path.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err("a path with spaces or non-ASCII characters".into());
-        }
-        Ok(Endpoint {
-            url: url.to_string(),
-            host,
-            port,
-            path: path.to_string(),
-        })
-    }
-
-    /// `base` (`OTEL_EXPORTER_OTLP_ENDPOINT`) with a signal's path
-    /// (`v1/traces`) appended, as the OTLP exporter specification says.
-    pub fn with_signal(base: &str, signal: &str) -> Result<Endpoint, String> {
-        let sep = if base.ends_with('/') { "" } else { "/" };
-        Endpoint::parse(&format!("{base}{sep}{signal}"))
-    }
-}
-
-/// What to export and where: made by the CLI from the standard variables.
-#[derive(Debug, Clone)]
-pub struct OtelConfig {
-    /// Where spans go (none: no traces).
-    pub traces: Option<Endpoint>,
-    /// Where metrics go (none: no metrics).
-    pub metrics: Option<Endpoint>,
-    /// Headers sent with traces (`OTEL_EXPORTER_OTLP_HEADERS` and the
-    /// signal's own).
-    pub trace_headers: Vec<(String, String)>,
-    /// Headers sent with metrics.
-    pub metric_headers: Vec<(String, String)>,
-    /// Resource attributes (`service.name` among them).
-    pub resource: Vec<(String, String)>,
-    /// The longest one export request may take.
-    pub timeout: Duration,
-    /// How long spans wait to be sent in a batch.
-    pub span_delay: Duration,
-    /// How often metrics are exported.
-    pub metric_interval: Duration,
-}
-
-impl OtelConfig {
-    /// A config sending both signals to `traces` and `metrics` with the
-    /// defaults (tests, the bench).
-    pub fn new(traces: Option<Endpoint>, metrics: Option<Endpoint>) -> OtelConfig {
-        OtelConfig {
-            traces,
-            metrics,
-            trace_headers: Vec::new(),
-            metric_headers: Vec::new(),
-            resource: vec![("service.name".into(), "tickbox".into())],
-            timeout: OTEL_DEFAULT_TIMEOUT,
-            span_delay: OTEL_DEFAULT_SPAN_DELAY,
-            metric_interval: OTEL_DEFAULT_METRIC_INTERVAL,
-        }
-    }
-}
-
-/// Sends one OTLP request. Runs on the exporter's thread only, so it may
-/// block, within `timeout`.
-pub trait OtlpPost: Send {
-    /// POSTs `body` (OTLP JSON) to `to` with `headers`; `Err` with a
-    /// one-line reason when the receiver did not accept it.
-    fn post(
-        &mut self,
-        to: &Endpoint,
-        headers: &[(String, String)],
-        body: Vec<u8>,
-        timeout: Duration,
-    ) -> Result<(), String>;
-}
+pub use endpoint::{Endpoint, OtelConfig, OtlpPost};
+use export::Exporter;
+pub use export::THREAD_NAME;
 
 /// One finished span, waiting in the queue.
 #[derive(Debug)]
@@ -906,10 +794,6 @@ fn unhex(s: &str, out: &mut [u8]) -> Option<()> {
     Some(())
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn now_nanos() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -930,303 +814,12 @@ fn seed() -> u64 {
     now_nanos() ^ (u64::from(std::process::id()) << 32)
 }
 
-/// OTLP/JSON attributes (`KeyValue`s).
-fn attributes(attrs: &[(&str, Value)]) -> Value {
-    Value::Array(
-        attrs
-            .iter()
-            .map(|(k, v)| {
-                let value = match v {
-                    Value::Bool(b) => json!({"boolValue": b}),
-                    Value::Number(n) if n.is_i64() || n.is_u64() => {
-                        json!({"intValue": n.to_string()})
-                    }
-                    Value::Number(n) => json!({"doubleValue": n.as_f64()}),
-                    Value::String(s) => json!({"stringValue": s}),
-                    other => json!({"stringValue": other.to_string()}),
-                };
-                json!({"key": k, "value": value})
-            })
-            .collect(),
-    )
-}
-
-/// The resource and scope every request carries.
-fn resource(config: &OtelConfig) -> Value {
-    let attrs: Vec<(&str, Value)> = config
-        .resource
-        .iter()
-        .map(|(k, v)| (k.as_str(), json!(v)))
-        .collect();
-    json!({"attributes": attributes(&attrs)})
-}
-
-fn scope() -> Value {
-    json!({"name": "tickbox", "version": env!("CARGO_PKG_VERSION")})
-}
-
-/// An `ExportTraceServiceRequest` for `spans`, as OTLP/JSON.
-fn traces_body(config: &OtelConfig, spans: &[SpanRecord]) -> Vec<u8> {
-    let spans: Vec<Value> = spans
-        .iter()
-        .map(|s| {
-            let mut v = json!({
-                "traceId": hex(&s.trace),
-                "spanId": hex(&s.id),
-                "name": s.name,
-                "kind": s.kind,
-                "startTimeUnixNano": s.start.to_string(),
-                "endTimeUnixNano": s.end.to_string(),
-                "attributes": attributes(&s.attrs),
-                "status": match &s.error {
-                    Some(m) => json!({"code": 2, "message": m}),
-                    None => json!({"code": 0}),
-                },
-            });
-            if let Some(p) = s.parent {
-                v["parentSpanId"] = json!(hex(&p));
-            }
-            if let Some((t, p)) = s.link {
-                v["links"] = json!([{"traceId": hex(&t), "spanId": hex(&p)}]);
-            }
-            v
-        })
-        .collect();
-    let body = json!({"resourceSpans": [{
-        "resource": resource(config),
-        "scopeSpans": [{"scope": scope(), "spans": spans}],
-    }]});
-    // Every string was escaped already; the wall runs once more on the
-    // whole body, so nothing unsafe can reach a collector's UI raw.
-    text::json_safe(&body.to_string()).into_bytes()
-}
-
-/// An `ExportMetricsServiceRequest` of everything aggregated so far
-/// (cumulative), as OTLP/JSON.
-fn metrics_body(inner: &Inner) -> Vec<u8> {
-    let now = now_nanos().to_string();
-    let since = inner.since.to_string();
-    let point = |attrs: Vec<(&'static str, Value)>| json!({"attributes": attributes(&attrs), "startTimeUnixNano": since, "timeUnixNano": now});
-    let hist_points = |c: &Capped<Hist>, bounds: &[f64]| -> Vec<Value> {
-        c.each()
-            .map(|(attrs, h)| {
-                let mut p = point(attrs);
-                p["count"] = json!(h.count.to_string());
-                p["sum"] = json!(h.sum);
-                p["min"] = json!(h.min);
-                p["max"] = json!(h.max);
-                p["bucketCounts"] = json!(h.buckets.iter().map(u64::to_string).collect::<Vec<_>>());
-                p["explicitBounds"] = json!(bounds);
-                p
-            })
-            .collect()
-    };
-    let int_points = |c: &Capped<u64>| -> Vec<Value> {
-        c.each()
-            .map(|(attrs, n)| {
-                let mut p = point(attrs);
-                p["asInt"] = json!(n.to_string());
-                p
-            })
-            .collect()
-    };
-    let histogram = |name: &str, description: &str, points: Vec<Value>| {
-        json!({"name": name, "unit": "s", "description": description,
-               "histogram": {"aggregationTemporality": 2, "dataPoints": points}})
-    };
-    let sum = |name: &str, unit: &str, description: &str, monotonic: bool, points: Vec<Value>| {
-        json!({"name": name, "unit": unit, "description": description,
-               "sum": {"aggregationTemporality": 2, "isMonotonic": monotonic, "dataPoints": points}})
-    };
-    let mut metrics = Vec::new();
-    {
-        let a = lock(&inner.aggregates);
-        metrics.push(histogram(
-            "mcp.server.operation.duration",
-            "MCP request duration as observed on the server, for every tools/call request.",
-            hist_points(&a.mcp, &CALL_SECONDS_BUCKETS),
-        ));
-        metrics.push(histogram(
-            "mcp.server.session.duration",
-            "The duration of the MCP session as observed on the MCP server, recorded when it ends.",
-            hist_points(&a.mcp_sessions, &MCP_SESSION_SECONDS_BUCKETS),
-        ));
-        metrics.push(histogram(
-            "tickbox.call.duration",
-            "How long tool calls took, from sending to the outcome, by tool and outcome.",
-            hist_points(&a.calls, &CALL_SECONDS_BUCKETS),
-        ));
-        metrics.push(sum(
-            "tickbox.refusals",
-            "{refusal}",
-            "What Ticks attempted and the host refused, by kind.",
-            true,
-            int_points(&a.refusals),
-        ));
-        metrics.push(sum(
-            "tickbox.limits",
-            "{limit}",
-            "Times a Tick ran into a bound, by bound.",
-            true,
-            int_points(&a.limits),
-        ));
-        let live: Vec<Value> = a
-            .live
-            .each()
-            .map(|(attrs, n)| {
-                let mut p = point(attrs);
-                p["asInt"] = json!((*n).to_string());
-                p
-            })
-            .collect();
-        metrics.push(sum(
-            "tickbox.ticks.live",
-            "{tick}",
-            "Tick sessions running.",
-            false,
-            live,
-        ));
-    }
-    let mut dropped = point(vec![("tickbox.telemetry.signal", json!("spans"))]);
-    dropped["asInt"] = json!(inner.dropped.load(Ordering::Relaxed).to_string());
-    metrics.push(sum(
-        "tickbox.telemetry.dropped",
-        "{span}",
-        "Spans dropped because the export queue was full (a slow or stopped receiver).",
-        true,
-        vec![dropped],
-    ));
-    let body = json!({"resourceMetrics": [{
-        "resource": resource(&inner.config),
-        "scopeMetrics": [{"scope": scope(), "metrics": metrics}],
-    }]});
-    text::json_safe(&body.to_string()).into_bytes()
-}
-
-/// The exporter's thread: batches spans, exports them and the metrics,
-/// and warns about failures at a bounded rate.
-struct Exporter {
-    inner: Arc<Inner>,
-    post: Box<dyn OtlpPost>,
-    warned: Option<Instant>,
-    /// Failures since the last warning.
-    failed: u64,
-}
-
-impl Exporter {
-    fn new(inner: Arc<Inner>, post: Box<dyn OtlpPost>) -> Exporter {
-        Exporter {
-            inner,
-            post,
-            warned: None,
-            failed: 0,
-        }
-    }
-
-    fn run(mut self, rx: Receiver<SpanRecord>) {
-        let config = self.inner.config.clone();
-        let mut batch: Vec<SpanRecord> = Vec::new();
-        let mut spans_due = Instant::now() + config.span_delay;
-        let mut metrics_due = Instant::now() + config.metric_interval;
-        loop {
-            let now = Instant::now();
-            let mut next = spans_due;
-            if config.metrics.is_some() {
-                next = next.min(metrics_due);
-            }
-            match rx.recv_timeout(next.saturating_duration_since(now)) {
-                Ok(span) => {
-                    batch.push(span);
-                    if batch.len() >= OTEL_BATCH_SPANS {
-                        self.send_spans(&mut batch);
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.send_spans(&mut batch);
-                    self.send_metrics();
-                    return;
-                }
-            }
-            let now = Instant::now();
-            if now >= spans_due {
-                self.send_spans(&mut batch);
-                spans_due = now + config.span_delay;
-            }
-            if config.metrics.is_some() && now >= metrics_due {
-                self.send_metrics();
-                metrics_due = now + config.metric_interval;
-            }
-        }
-    }
-
-    fn send_spans(&mut self, batch: &mut Vec<SpanRecord>) {
-        let Some(to) = self.inner.config.traces.clone() else {
-            batch.clear();
-            return;
-        };
-        if batch.is_empty() {
-            return;
-        }
-        let body = traces_body(&self.inner.config, batch);
-        let n = batch.len();
-        batch.clear();
-        let result = self.post.post(
-            &to,
-            &self.inner.config.trace_headers,
-            body,
-            self.inner.config.timeout,
-        );
-        if let Err(e) = result {
-            // The spans are lost with the request: counted as dropped.
-            self.inner.dropped.fetch_add(n as u64, Ordering::Relaxed);
-            self.warn(&to, &e);
-        }
-    }
-
-    fn send_metrics(&mut self) {
-        let Some(to) = self.inner.config.metrics.clone() else {
-            return;
-        };
-        let body = metrics_body(&self.inner);
-        let result = self.post.post(
-            &to,
-            &self.inner.config.metric_headers,
-            body,
-            self.inner.config.timeout,
-        );
-        if let Err(e) = result {
-            self.warn(&to, &e);
-        }
-    }
-
-    /// One warning now, then at most one per [`OTEL_WARN_INTERVAL`].
-    fn warn(&mut self, to: &Endpoint, why: &str) {
-        self.failed += 1;
-        if self
-            .warned
-            .is_some_and(|w| w.elapsed() < OTEL_WARN_INTERVAL)
-        {
-            return;
-        }
-        tracing::warn!(
-            endpoint = %text::escape(&to.url),
-            failed_exports = self.failed,
-            dropped_spans = self.inner.dropped.load(Ordering::Relaxed),
-            "cannot export telemetry over OTLP: {}; tickbox keeps serving and tries again (at most one such warning every {}s)",
-            text::escape(why),
-            OTEL_WARN_INTERVAL.as_secs()
-        );
-        self.warned = Some(Instant::now());
-        self.failed = 0;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::audit::{Audit, RequestId};
-    use crate::session::EndReason;
+    use crate::outcome::EndReason;
+    use std::time::Instant;
     use tickbox_protocol::RpcError;
 
     /// Bodies posted, by path.

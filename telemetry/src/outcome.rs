@@ -1,10 +1,10 @@
 //! How a session and a call end: the outcomes the session produces and the
 //! audit, metrics and OpenTelemetry record.
 //!
-//! In a module of their own so that whoever records an outcome needs
-//! nothing else of the session, and the session can record into the audit
-//! without the two files importing each other (issue 40, checked by
-//! `tools/circles`). `session` and `audit` re-export them where they were.
+//! Here, below the host, because they are what the audit records: the
+//! host's session returns them (and `tickbox_host::session` re-exports
+//! them as part of its API), and every recorder reads them without
+//! knowing the session.
 
 use serde_json::Value;
 use std::sync::Arc;

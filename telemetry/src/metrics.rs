@@ -28,8 +28,8 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use tickbox_host::audit::{Audit, DenialKind, Origin};
-//! use tickbox_host::metrics::{Metrics, TickMetrics};
+//! use tickbox_telemetry::audit::{Audit, DenialKind, Origin};
+//! use tickbox_telemetry::metrics::{Metrics, TickMetrics};
 //! let metrics = Metrics::new();
 //! let counter = Arc::new(TickMetrics::default());
 //! let audit = Audit::new(Origin::Mcp, vec![]).observed_by(counter.clone()).for_session();
@@ -462,7 +462,7 @@ pub fn resident_bytes() -> Option<u64> {
 mod tests {
     use super::*;
     use crate::audit::{Audit, Origin};
-    use crate::session::{CallOutcome, EndReason, UnknownReason};
+    use crate::outcome::{CallOutcome, EndReason, UnknownReason};
     use serde_json::json;
 
     fn counted() -> (Arc<TickMetrics>, Audit) {
