@@ -11,6 +11,7 @@
 //! against a loopback TLS server whose test CA is granted as `http_ca`,
 //! and fails with `TLS-certificate-error` without it.
 
+use crate::guest::attempt_in;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -18,9 +19,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-use tickbox_host::{CallOutcome, SessionConfig};
 use tickbox_sandbox::limits::{MAX_CONCURRENT_REQUESTS, MAX_REQUEST_BODY, MAX_RESPONSE_BODY};
-use tickbox_sandbox::{GrantSpec, Launcher, WasmEngine};
+use tickbox_sandbox::GrantSpec;
 use tickbox_test_support::*;
 
 /// The host's response body bound, as the guest counts it.
@@ -48,25 +48,7 @@ fn with_ca(spec: GrantSpec, ca: &str) -> GrantSpec {
 /// `args`: what the guest saw.
 async fn get(args: Value, grants: &GrantSpec) -> Value {
     let guest = build_wasm("tests/guests", "httpget", "wasm32-wasip2");
-    let engine =
-        WasmEngine::new(Some(target_dir().join("test-wasm-cache"))).expect("the wasm engine");
-    let grants = grants.resolve().expect("the grants resolve");
-    let launcher = Launcher::wasm(engine, guest, grants).expect("a wasm file");
-    let session = launcher
-        .open(SessionConfig::default())
-        .await
-        .expect("the guest starts");
-    let call = session
-        .descriptor()
-        .expect("initialized")
-        .prepare("get", args)
-        .expect("valid arguments");
-    let outcome = session.call(&call).await;
-    session.shutdown().await;
-    match outcome {
-        CallOutcome::Ok(result) => result,
-        other => panic!("get: {other:?}"),
-    }
+    attempt_in(&guest.to_string_lossy(), "get", args, grants).await
 }
 
 fn read_head(conn: &mut impl Read) -> Option<(String, usize)> {
