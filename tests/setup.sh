@@ -85,7 +85,7 @@ python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore 
 tests/otel/.venv/bin/pip install -q --disable-pip-version-check -r tests/otel/requirements.txt
 # ---- end of the OTLP receiver ----
 
-# ---- MCP clients (cli/tests/it/mcp_clients.rs, and the bench's FastMCP row) ----
+# ---- MCP clients (cli/tests/it/mcp_clients.rs, mcp/tests/it/sdks.rs, and the bench's FastMCP row) ----
 # Real MCP clients the tests drive against `tickbox mcp`, pinned in
 # tests/mcp-clients/: the Python SDK (requirements.txt, into a venv there)
 # and the TypeScript SDK, MCP Inspector and the conformance suite

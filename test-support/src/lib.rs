@@ -7,10 +7,18 @@
 //! [`TempDir`], [`exits_within`] and [`eventually`]. It depends on no
 //! tickbox crate, so every crate's tests can use it without a cycle.
 //! [`registry`] starts a real OCI registry and makes SSH keys; [`wasm`]
-//! generates the modules that hit the sandbox's walls.
+//! generates the modules that hit the sandbox's walls; [`mcp_http`] is a
+//! raw-TCP client of an MCP HTTP server, [`mcp_lines`] a raw-lines one of
+//! an MCP server on a byte stream.
 
+pub mod mcp_clients;
+pub mod mcp_http;
+pub mod mcp_lines;
+mod output;
 pub mod registry;
 pub mod wasm;
+
+pub use output::{finish_within, finish_within_guarded, Output};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -550,4 +558,23 @@ pub fn check_limits_table(doc: &str, checks: &[(&str, String)]) {
         );
     }
     assert_eq!(rows.len(), checks.len(), "a row without a check");
+}
+
+/// A test CA and a certificate it signs for 127.0.0.1 (for loopback TLS
+/// servers): the CA as PEM, the leaf certificate and its key.
+pub fn loopback_pki(ca_name: &str) -> (String, rcgen::Certificate, rcgen::KeyPair) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, ca_name);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    (ca.pem(), leaf, key)
 }

@@ -11,7 +11,7 @@ of `tickbox mcp --http`).
 
 Prints one `ok CHECK` line per passed check; the first failed check ends the
 run with `FAIL CHECK: why` on stderr and exit 1. Run by
-cli/tests/it/mcp_clients.rs.
+cli/tests/it/mcp_clients.rs (stdio) and mcp/tests/it/sdks.rs (HTTP).
 """
 
 import json

@@ -8,7 +8,7 @@ Calls `increment` (amount 1) N times, printing `value V` after each; then
 prints `paused` and waits for one line on stdin (the test drains and stops
 the other host meanwhile); then calls it N more times, printing each value,
 and `done`. Any failure ends the run with `FAIL what: why` on stderr and
-exit 1. Run by cli/tests/it/drain.rs.
+exit 1. Run by mcp/tests/it/drain.rs.
 """
 
 import sys

@@ -2,11 +2,11 @@
 // package-lock.json) against `tickbox mcp` serving the example counter.
 //
 //     node ts_client.mjs stdio COMMAND ARGS...   (starts `tickbox mcp`)
-//     node ts_client.mjs http URL                 (`tickbox mcp --http`)
+//     node ts_client.mjs http URL                 (an MCP HTTP server's URL)
 //
 // Prints one `ok CHECK` line per passed check; the first failed check ends
 // the run with `FAIL CHECK: why` on stderr and exit 1. Run by
-// cli/tests/it/mcp_clients.rs.
+// cli/tests/it/mcp_clients.rs (stdio) and mcp/tests/it/sdks.rs (HTTP).
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A Tick with the two tools the MCP conformance suite's tool scenarios call
 by name (`test_simple_text`, `test_error_handling`), so those scenarios can
-run against `tickbox mcp --http` (cli/tests/it/mcp_clients.rs). Conforming,
+run against the facade over HTTP (mcp/tests/it/sdks.rs). Conforming,
 no view beyond one line, no state changes.
 """
 import json, sys

@@ -15,14 +15,16 @@
 //!   tickbox-sandbox's tests);
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
 //!   clients, `ls`, `watch`, and the socket's guards;
-//! - `mcp` — `tickbox mcp` driven by a real MCP client (rmcp's);
+//! - `mcp` — `tickbox mcp` as the process a client spawns, driven with raw
+//!   lines: a config of several Ticks, bad starts and their exit codes,
+//!   stdout carrying only MCP frames;
 //! - `walls` — the outer walls the binary adds or measures: the cache's
 //!   variables and commands, host RSS with every memory and table at once,
 //!   compilation in the `tickbox` worker, process hygiene (cgroup v2 and
 //!   the subreaper fallback), registry fallback, the grant area's place;
-//! - `mcp_wire` — `tickbox mcp` frame by frame: revisions, bad frames, bounds,
-//!   cancellation, the screen tool, runtime name clashes, memory over 50,000 requests,
-//!   Streamable HTTP;
+//! - `mcp_wire` — the `tickbox mcp` process driven with raw lines or over
+//!   `--http` (the harnesses other modules share): the token a non-loopback
+//!   bind generates, `--workers`, a spinning Tick's neighbours;
 //! - `inspect` — `tickbox inspect`'s door (token, Host, Origin, CSP) over
 //!   raw HTTP, its bounds (event streams, action bodies), host-validated and
 //!   confirmed calls, the exports, a hostile Tick's markup carried only as
@@ -30,10 +32,8 @@
 //!   page in headless Chromium (`tests/browser/inspect_page.py`: the
 //!   counter, the hostile Tick running nothing, the trimming note, a live
 //!   counter);
-//! - `mcp_http` — `tickbox mcp --http`'s walls: the token (always), token
-//!   file modes, half-sent heads, slots per peer, the session cap and idle
-//!   expiry, bounded request bodies and the host memory they cost, the
-//!   health and readiness probes;
+//! - `mcp_http` — `tickbox mcp --http`'s token: always one, generated into
+//!   a private file, and token files others may read refused;
 //! - `mcp_clients` — real MCP clients (Python SDK, TypeScript SDK, MCP
 //!   Inspector) over stdio and HTTP, and the conformance suite's baseline;
 //! - `per_client` — `instances = "per-client"`: two Python SDK clients
@@ -62,8 +62,9 @@
 //!   drawn from the screen model only, escaped text in every command, a
 //!   `run` host ended during a flood, a huge draw split (bounded view
 //!   sizes and floods stalling nothing are tickbox-sandbox's `views` tests);
-//! - `http` — outgoing wasi:http under `--allow-http` origin grants, against
-//!   loopback HTTP and HTTPS servers: origins, redirects, bounds, the test CA;
+//! - `http` — `--allow-http` and `--http-ca` checked, refused for native
+//!   Ticks and shown by `tickbox info` (what a guest reaches under them is
+//!   tickbox-sandbox's test);
 //! - `tiers` — compilers: a first start on Winch, Cranelift's code from the
 //!   cache after it, the detached optimizing compile's bounds, `tickbox compile`;
 //! - `entries` — write quotas count the files and directories a Tick
@@ -92,11 +93,13 @@
 //!   the page's own token; tool names past the cap fold into `(other)`.
 //! - `suite` — the suite's own rules: no tracked binary, and tests that wait
 //!   for events (at most five fixed sleeps, each saying why);
-//! - `drain` — `tickbox mcp --http` on SIGTERM or SIGINT: a call in flight
-//!   answered while readiness says draining and new sessions and requests
-//!   are refused, exit 0; the drain timeout (130), a second signal (130);
-//!   two hosts behind a real HAProxy that keeps each MCP session on its
-//!   host while the other is drained.
+//! - `drain` — `tickbox mcp --http` on SIGTERM or SIGINT: the signal drains,
+//!   a call in flight is answered, exit 0; the drain timeout (130), a
+//!   second signal (130).
+//!
+//! The MCP facade's own behaviour (the wire frame by frame, a real client
+//! in process, Streamable HTTP and its door, the drain, HAProxy in front
+//! of two hosts) is tested in tickbox-mcp's `tests/it`.
 
 mod audit;
 mod check;

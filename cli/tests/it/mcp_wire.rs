@@ -1,29 +1,44 @@
-//! `tickbox mcp` on the wire, frame by frame: protocol revisions, requests
-//! before `initialize`, malformed and oversized frames, the in-flight bound,
-//! cancellation of a sent call, the screen tool, capped errors, catalog
-//! changes that try to take the facade's names, memory over 50,000
-//! requests, and Streamable HTTP (`--http`) with its Origin and token guards.
+//! `tickbox mcp` as a process, driven with raw JSON-RPC lines or over
+//! `--http`: the harnesses other modules share ([`Raw`], [`HttpServer`]),
+//! and what only the binary does: the token it generates for a bind that
+//! is not loopback, `--workers`, and the guest yield a Tick's neighbours
+//! feel. The facade's own behaviour on the wire (revisions, bad frames,
+//! bounds, cancellation, Streamable HTTP) is tested in tickbox-mcp's
+//! `tests/it`.
 
 use crate::util::*;
-use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc;
+use serde_json::json;
+use std::io::{BufRead, BufReader, Read};
+use std::ops::{Deref, DerefMut};
+use std::process::{Child, Stdio};
 use std::time::Duration;
-use tickbox_runtime::mcp::{MAX_FRAME_BYTES, MAX_PENDING_REQUESTS};
+use tickbox_test_support::mcp_http::Endpoint;
+pub(crate) use tickbox_test_support::mcp_http::{header, initialize_http};
+use tickbox_test_support::mcp_lines::LineClient;
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// A `tickbox mcp` child driven with raw JSON-RPC lines.
+/// A `tickbox mcp` child driven with raw JSON-RPC lines ([`LineClient`]
+/// on its stdin and stdout).
 pub(crate) struct Raw {
     child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
+    client: LineClient,
     stderr: Option<std::thread::JoinHandle<String>>,
-    /// Messages read while waiting for another one.
-    held: Vec<Value>,
+}
+
+impl Deref for Raw {
+    type Target = LineClient;
+
+    fn deref(&self) -> &LineClient {
+        &self.client
+    }
+}
+
+impl DerefMut for Raw {
+    fn deref_mut(&mut self) -> &mut LineClient {
+        &mut self.client
+    }
 }
 
 fn shifty() -> Vec<String> {
@@ -47,102 +62,22 @@ impl Raw {
             .spawn()
             .expect("spawn tickbox mcp");
         let stdout = child.stdout.take().unwrap();
+        let stdin = child.stdin.take().unwrap();
         let mut err = child.stderr.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
         let stderr = std::thread::spawn(move || {
             let mut s = String::new();
             let _ = err.read_to_string(&mut s);
             s
         });
         Raw {
-            stdin: child.stdin.take(),
             child,
-            lines,
+            client: LineClient::new(stdin, stdout),
             stderr: Some(stderr),
-            held: Vec::new(),
         }
     }
 
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
-    }
-
-    fn send_bytes(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(bytes).expect("write to tickbox mcp");
-        stdin.flush().unwrap();
-    }
-
-    pub(crate) fn send(&mut self, frame: Value) {
-        let mut line = frame.to_string();
-        line.push('\n');
-        self.send_bytes(line.as_bytes());
-    }
-
-    /// The next message from the server, whatever it is.
-    pub(crate) fn next(&mut self) -> Value {
-        if !self.held.is_empty() {
-            return self.held.remove(0);
-        }
-        let line = self
-            .lines
-            .recv_timeout(PATIENCE)
-            .unwrap_or_else(|e| panic!("no frame from tickbox mcp within {PATIENCE:?}: {e}"));
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"))
-    }
-
-    /// The answer with this id (other messages are kept for later).
-    pub(crate) fn answer(&mut self, id: Value) -> Value {
-        if let Some(i) = self
-            .held
-            .iter()
-            .position(|m| m["id"] == id && m.get("method").is_none())
-        {
-            return self.held.remove(i);
-        }
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(PATIENCE)
-                .unwrap_or_else(|e| panic!("no answer to {id} within {PATIENCE:?}: {e}"));
-            let m: Value =
-                serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
-            if m["id"] == id && m.get("method").is_none() {
-                return m;
-            }
-            self.held.push(m);
-        }
-    }
-
-    pub(crate) fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        self.answer(json!(id))
-    }
-
-    pub(crate) fn initialize(&mut self, version: &str) -> Value {
-        let r = self.request(
-            0,
-            "initialize",
-            json!({"protocolVersion": version, "capabilities": {},
-                   "clientInfo": {"name": "raw", "version": "0"}}),
-        );
-        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        r
-    }
-
-    pub(crate) fn call(&mut self, id: u64, tool: &str, args: Value) -> Value {
-        let r = self.request(id, "tools/call", json!({"name": tool, "arguments": args}));
-        r.get("result")
-            .cloned()
-            .unwrap_or_else(|| panic!("tools/call {tool} answered with an error: {r}"))
     }
 
     /// SIGKILL, at once, and waits for the exit: nothing of the host's
@@ -154,7 +89,7 @@ impl Raw {
 
     /// Closes stdin; returns the exit code and stderr.
     pub(crate) fn close(mut self) -> (i32, String) {
-        drop(self.stdin.take());
+        self.client.close_input();
         let status = wait_for(&mut self.child);
         let stderr = self
             .stderr
@@ -180,509 +115,12 @@ impl Drop for Raw {
     }
 }
 
-/// The `_meta` a 2026-07-28 request carries instead of a handshake.
-fn meta_2026() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
-        "io.modelcontextprotocol/clientCapabilities": {}
-    })
-}
-
-fn error_code(m: &Value) -> i64 {
-    m["error"]["code"]
-        .as_i64()
-        .unwrap_or_else(|| panic!("expected an error: {m}"))
-}
-
-fn text_of(result: &Value) -> String {
-    result["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-#[test]
-fn each_supported_revision_is_negotiated() {
-    for (asked, got) in [
-        ("2025-06-18", "2025-06-18"),
-        ("2025-11-25", "2025-11-25"),
-        // Older than the facade speaks: its newest revision with initialize.
-        ("2024-11-05", "2025-11-25"),
-        // 2026-07-28 has no initialize: the same answer, the client decides.
-        ("2026-07-28", "2025-11-25"),
-    ] {
-        let mut mcp = Raw::start(&shifty());
-        let r = mcp.initialize(asked);
-        assert_eq!(r["result"]["protocolVersion"], got, "asked {asked}: {r}");
-        let tools = mcp.request(1, "tools/list", json!({}));
-        assert!(
-            tools["result"]["tools"]
-                .as_array()
-                .is_some_and(|t| t.len() == 7),
-            "{tools}"
-        );
-        let (code, stderr) = mcp.close();
-        assert_eq!(code, 0, "{stderr}");
-    }
-}
-
-#[test]
-fn requests_before_initialize_are_answered_and_notifications_dropped() {
-    let mut mcp = Raw::start(&shifty());
-    // The Python SDK's default client opens with server/discover.
-    let r = mcp.request(1, "server/discover", json!({"_meta": meta_2026()}));
-    let versions = &r["result"]["supportedVersions"];
-    assert_eq!(
-        versions,
-        &json!(["2025-06-18", "2025-11-25", "2026-07-28"]),
-        "{r}"
-    );
-    // Without the per-request metadata: an error, not an exit.
-    let r = mcp.request(2, "server/discover", json!({}));
-    assert_eq!(error_code(&r), -32602, "{r}");
-    let r = mcp.request(3, "tools/list", json!({}));
-    assert_eq!(error_code(&r), -32602, "{r}");
-    // A notification and a stray response before initialize: dropped.
-    mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    mcp.send(json!({"jsonrpc": "2.0", "id": 99, "result": {}}));
-    let r = mcp.request(4, "ping", json!({}));
-    assert_eq!(r["result"], json!({}), "{r}");
-    // Then a legacy client falls back to initialize, and everything works.
-    let r = mcp.initialize("2025-11-25");
-    assert_eq!(r["result"]["serverInfo"]["name"], "tickbox", "{r}");
-    let r = mcp.call(5, "echo", json!({"x": 1}));
-    assert_eq!(r["structuredContent"], json!({"x": 1}), "{r}");
-    let (code, stderr) = mcp.close();
-    assert_eq!(code, 0, "{stderr}");
-}
-
-#[test]
-fn a_2026_client_uses_inline_metadata_without_initialize() {
-    let mut mcp = Raw::start(&shifty());
-    let r = mcp.request(1, "tools/list", json!({"_meta": meta_2026()}));
-    let names: Vec<&str> = r["result"]["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{r}"))
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
-    assert_eq!(
-        names,
-        [
-            "echo",
-            "reshape",
-            "fail_big",
-            "sleep",
-            "count",
-            "tick_state",
-            "tick_screen"
-        ]
-    );
-    let r = mcp.request(
-        2,
-        "tools/call",
-        json!({"name": "echo", "arguments": {"y": 2}, "_meta": meta_2026()}),
-    );
-    assert_eq!(r["result"]["structuredContent"], json!({"y": 2}), "{r}");
-    assert_eq!(r["result"]["resultType"], "complete", "{r}");
-    // Legacy subscribe is not part of 2026-07-28.
-    let r = mcp.request(
-        3,
-        "resources/subscribe",
-        json!({"uri": "tick://shifty/state", "_meta": meta_2026()}),
-    );
-    assert_eq!(error_code(&r), -32601, "{r}");
-    let (code, stderr) = mcp.close();
-    assert_eq!(code, 0, "{stderr}");
-}
-
-#[test]
-fn malformed_and_oversized_frames_get_errors_and_the_session_goes_on() {
-    let mut mcp = Raw::start(&shifty());
-    mcp.initialize("2025-11-25");
-    mcp.send_bytes(b"this is not json\n");
-    let m = mcp.next();
-    assert_eq!((error_code(&m), &m["id"]), (-32700, &Value::Null), "{m}");
-    mcp.send_bytes(b"[1, 2]\n");
-    let m = mcp.next();
-    assert_eq!((error_code(&m), &m["id"]), (-32600, &Value::Null), "{m}");
-    assert!(
-        m["error"]["message"].as_str().unwrap().contains("batch"),
-        "{m}"
-    );
-    assert!(
-        m.as_object().unwrap().contains_key("id"),
-        "`id: null` is written: {m}"
-    );
-    mcp.send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": 5}));
-    let m = mcp.answer(json!(7));
-    assert_eq!(error_code(&m), -32602, "{m}");
-    // One byte over the line bound: refused unread, named.
-    let mut big = vec![b'x'; MAX_FRAME_BYTES + 1];
-    big.push(b'\n');
-    mcp.send_bytes(&big);
-    let m = mcp.next();
-    assert_eq!((error_code(&m), &m["id"]), (-32600, &Value::Null), "{m}");
-    let msg = m["error"]["message"].as_str().unwrap();
-    assert!(msg.contains(&MAX_FRAME_BYTES.to_string()), "{msg}");
-    // Positive control: a frame of 1 MiB, under the bound, is served.
-    let pad = "p".repeat(1024 * 1024);
-    let r = mcp.request(8, "ping", json!({"_meta": {"pad": pad}}));
-    assert_eq!(r["result"], json!({}), "{r}");
-    let r = mcp.call(9, "echo", json!({"ok": true}));
-    assert_eq!(r["structuredContent"], json!({"ok": true}));
-    let (code, stderr) = mcp.close();
-    assert_eq!(code, 0, "{stderr}");
-}
-
-#[test]
-fn requests_in_flight_are_bounded() {
-    let mut mcp = Raw::start(&shifty());
-    mcp.initialize("2025-11-25");
-    for id in 1..=MAX_PENDING_REQUESTS as u64 {
-        mcp.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                        "params": {"name": "sleep", "arguments": {"seconds": 3}}}));
-    }
-    // The Tick takes 8 at a time, 3 s each: these all wait.
-    let r = mcp.request(1000, "ping", json!({}));
-    assert_eq!(error_code(&r), -32001, "{r}");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("not executed"),
-        "{r}"
-    );
-    // Room again once calls finish.
-    let first = mcp.answer(json!(1));
-    assert_eq!(first["result"]["isError"], false, "{first}");
-    let r = mcp.request(2000, "ping", json!({}));
-    assert_eq!(r["result"], json!({}), "room again: {r}");
-    let (code, stderr) = mcp.close();
-    assert_eq!(code, 0, "{stderr}");
-}
-
-#[test]
-fn a_reused_id_of_a_pending_request_is_refused() {
-    let mut mcp = Raw::start(&shifty());
-    mcp.initialize("2025-11-25");
-    mcp.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-                    "params": {"name": "sleep", "arguments": {"seconds": 2}}}));
-    mcp.send(json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}));
-    let m = mcp.answer(json!(5));
-    assert_eq!(error_code(&m), -32600, "{m}");
-    assert!(
-        m["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("still in use"),
-        "{m}"
-    );
-    let m = mcp.answer(json!(5));
-    assert_eq!(
-        m["result"]["structuredContent"]["slept"].as_f64(),
-        Some(2.0),
-        "the call itself: {m}"
-    );
-    let (code, stderr) = mcp.close();
-    assert_eq!(code, 0, "{stderr}");
-}
-
-#[test]
-fn a_cancelled_call_runs_to_its_end_and_says_so() {
-    let dir = TempDir::new("mcp-cancel");
-    let log = dir.path("sleeps");
-    let mut mcp = Raw::start_env(&shifty(), &[("SHIFTY_LOG", &log)]);
-    mcp.initialize("2025-11-25");
-    // 3 s: the cancellation must reach tickbox while the Tick still sleeps,
-    // a step of milliseconds after the sleep started, even on a loaded machine.
-    mcp.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-                    "params": {"name": "sleep", "arguments": {"seconds": 3}}}));
-    // Cancelled once the Tick has it: too late to take back.
-    assert!(
-        eventually(PATIENCE, || sleeps_started(&log) == 1),
-        "the sleep reached the Tick"
-    );
-    mcp.send(
-        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                    "params": {"requestId": 5, "reason": "changed my mind"}}),
-    );
-    let m = mcp.answer(json!(5));
-    let result = &m["result"];
-    assert_eq!(result["isError"], false, "{m}");
-    assert_eq!(result["structuredContent"]["finished"], 1, "{m}");
-    assert!(
-        text_of(result).contains("cannot be taken back")
-            && text_of(result).contains("did not retry"),
-        "{m}"
-    );
-    // It ran once, and only once.
-    let r = mcp.call(6, "count", json!({}));
-    assert_eq!(r["structuredContent"], json!({"finished": 1}));
-    // A call not cancelled carries no such note (positive control).
-    let r = mcp.call(7, "echo", json!({}));
-    assert!(!text_of(&r).contains("cancelled"), "{r}");
-    let (code, stderr) = mcp.close();
-    assert_eq!(code, 0, "{stderr}");
-}
-
-/// How many `sleep` calls reached shifty.py (with `SHIFTY_LOG` at `log`).
-fn sleeps_started(log: &std::path::Path) -> usize {
-    std::fs::read_to_string(log)
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
-#[test]
-fn a_call_cancelled_while_waiting_for_its_turn_is_answered_unsent() {
-    let dir = TempDir::new("mcp-turns");
-    let log = dir.path("sleeps");
-    let mut mcp = Raw::start_env(&shifty(), &[("SHIFTY_LOG", &log)]);
-    mcp.initialize("2025-11-25");
-    // The Tick takes 8 calls at a time: these hold every turn for 8 s.
-    for id in 1..=8 {
-        mcp.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                        "params": {"name": "sleep", "arguments": {"seconds": 8}}}));
-    }
-    assert!(
-        eventually(PATIENCE, || sleeps_started(&log) == 8),
-        "the 8 sleeps reached the Tick"
-    );
-    mcp.send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
-                    "params": {"name": "sleep", "arguments": {"seconds": 0.1}}}));
-    // tickbox reads its input in order: once the ping is answered, call 9
-    // was read and is waiting for its turn.
-    let r = mcp.request(1000, "ping", json!({}));
-    assert_eq!(r["result"], json!({}), "{r}");
-    mcp.send(
-        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                    "params": {"requestId": 9, "reason": "changed my mind"}}),
-    );
-    // Answered at once, before any of the sleeping calls.
-    let m = mcp.next();
-    assert_eq!(m["id"], 9, "the cancelled call is answered first: {m}");
-    let e = &m["result"]["structuredContent"]["error"];
-    assert_eq!(m["result"]["isError"], true, "{m}");
-    assert_eq!(
-        (&e["kind"], &e["executed"]),
-        (&json!("cancelled"), &json!(false)),
-        "{m}"
-    );
-    assert!(
-        text_of(&m["result"]).contains("before tickbox sent it"),
-        "{m}"
-    );
-    for id in 1..=8 {
-        let r = mcp.answer(json!(id));
-        assert_eq!(r["result"]["isError"], false, "{r}");
-    }
-    // Only the 8 sleeps ran: the cancelled one never reached the Tick.
-    let r = mcp.call(10, "count", json!({}));
-    assert_eq!(r["structuredContent"], json!({"finished": 8}), "{r}");
-    let (code, stderr) = mcp.close();
-    assert_eq!(code, 0, "{stderr}");
-}
-
-#[test]
-fn tick_screen_is_trimmed_text_once_with_an_optional_window() {
-    let mut mcp = Raw::start(&shifty());
-    mcp.initialize("2025-11-25");
-    // The screen is parsed on its own thread: poll until it is drawn.
-    let (mut r, mut id) = (Value::Null, 0);
-    eventually(PATIENCE, || {
-        id += 1;
-        r = mcp.call(id, "tick_screen", json!({}));
-        text_of(&r).contains("second row")
-    });
-    assert_eq!(r["content"].as_array().map(Vec::len), Some(1), "{r}");
-    assert_eq!(r.get("structuredContent"), None, "the screen once: {r}");
-    assert_eq!(text_of(&r), "Shifty screen\nsecond row");
-    let r = mcp.call(60, "tick_screen", json!({"rows": [1, 2]}));
-    assert_eq!(text_of(&r), "second row");
-    let r = mcp.call(61, "tick_screen", json!({"rows": [0, 1], "cols": [0, 6]}));
-    assert_eq!(text_of(&r), "Shifty");
-    let r = mcp.call(62, "tick_screen", json!({"rows": [3, 1]}));
-    assert_eq!(r["isError"], true, "{r}");
-    assert_eq!(
-        r["structuredContent"]["error"]["kind"], "invalid_arguments",
-        "{r}"
-    );
-    let (code, stderr) = mcp.close();
-    assert_eq!(code, 0, "{stderr}");
-}
-
-#[test]
-fn a_tool_error_over_the_bound_is_replaced_with_its_code() {
-    let mut mcp = Raw::start(&shifty());
-    mcp.initialize("2025-11-25");
-    let r = mcp.call(1, "fail_big", json!({"bytes": 7 * 1024 * 1024}));
-    let e = &r["structuredContent"]["error"];
-    assert_eq!(e["kind"], "response_too_large", "{e}");
-    assert_eq!(
-        (e["code"].as_i64(), e["executed"].as_bool()),
-        (Some(-32000), Some(true))
-    );
-    let size = r.to_string().len();
-    assert!(size < 4096, "the replacement is small: {size} bytes");
-    // Positive control: a short error comes whole.
-    let r = mcp.call(2, "fail_big", json!({"bytes": 100}));
-    let e = &r["structuredContent"]["error"];
-    assert_eq!(e["kind"], "tool_error", "{e}");
-    assert_eq!(e["tick_message"].as_str().map(str::len), Some(100));
-    assert_eq!(e["data"], json!({"why": "asked to"}));
-    let (code, stderr) = mcp.close();
-    assert_eq!(code, 0, "{stderr}");
-}
-
-fn tool_names(list: &Value) -> Vec<String> {
-    list["result"]["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{list}"))
-        .iter()
-        .filter_map(|t| t["name"].as_str().map(String::from))
-        .collect()
-}
-
-fn wait_for_list_changed(mcp: &mut Raw) {
-    loop {
-        let m = mcp.next();
-        if m["method"] == "notifications/tools/list_changed" {
-            return;
-        }
-    }
-}
-
-#[test]
-fn a_runtime_catalog_cannot_take_the_facade_names_and_titles_are_escaped() {
-    let mut mcp = Raw::start(&shifty());
-    mcp.initialize("2025-11-25");
-    mcp.request(1, "tools/list", json!({}));
-    // A hostile title: escape sequences and a bidi override.
-    mcp.call(
-        2,
-        "reshape",
-        json!({"tools": ["extra"], "title": "Evil\u{1b}[2J\u{202e}txt.exe"}),
-    );
-    wait_for_list_changed(&mut mcp);
-    let list = mcp.request(3, "tools/list", json!({}));
-    assert!(tool_names(&list).contains(&"extra".to_string()), "{list}");
-    let raw = list.to_string();
-    assert!(
-        !raw.contains('\u{1b}') && !raw.contains('\u{202e}'),
-        "{raw}"
-    );
-    assert!(raw.contains("Evil\\\\x1b[2J\\\\u{202e}txt.exe"), "{raw}");
-
-    // Now the Tick offers `tick_state` itself: its tools are withheld.
-    mcp.call(4, "reshape", json!({"tools": ["tick_state"]}));
-    wait_for_list_changed(&mut mcp);
-    let list = mcp.request(5, "tools/list", json!({}));
-    assert_eq!(tool_names(&list), ["tick_state", "tick_screen"], "{list}");
-    let desc = list["result"]["tools"][0]["description"].as_str().unwrap();
-    assert!(
-        desc.contains("withheld") && desc.contains("tick_state"),
-        "{desc}"
-    );
-    // `tick_state` is still the facade's.
-    let r = mcp.call(6, "tick_state", json!({}));
-    assert_eq!(r["structuredContent"]["tick"], "shifty", "{r}");
-    assert_eq!(
-        r["structuredContent"]["data"],
-        json!({"revision": 3}),
-        "{r}"
-    );
-    // The Tick's own tools are gone for this client.
-    let r = mcp.request(7, "tools/call", json!({"name": "echo", "arguments": {}}));
-    assert!(r.get("error").is_some(), "{r}");
-    let (code, stderr) = mcp.close();
-    assert_eq!(code, 0, "{stderr}");
-    assert!(
-        stderr.contains("withheld from tools/list") && stderr.contains("facade tool `tick_state`"),
-        "a log line: {stderr}"
-    );
-}
-
-/// Pipelines `count` requests (pings and calls, alternating), at most
-/// `window` outstanding, and checks every answer.
-fn pump(mcp: &mut Raw, first_id: u64, count: u64, window: u64) {
-    let mut next = first_id;
-    let end = first_id + count;
-    let mut answered = 0;
-    while answered < count {
-        while next < end && next - first_id - answered < window {
-            let frame = if next.is_multiple_of(2) {
-                json!({"jsonrpc": "2.0", "id": next, "method": "ping"})
-            } else {
-                json!({"jsonrpc": "2.0", "id": next, "method": "tools/call",
-                       "params": {"name": "echo", "arguments": {"n": next}}})
-            };
-            mcp.send(frame);
-            next += 1;
-        }
-        let m = mcp.next();
-        let id = m["id"].as_u64().unwrap_or_else(|| panic!("{m}"));
-        assert!(m.get("result").is_some(), "{m}");
-        if !id.is_multiple_of(2) {
-            assert_eq!(m["result"]["structuredContent"]["n"], id, "{m}");
-        }
-        answered += 1;
-    }
-}
-
-#[test]
-fn memory_stays_flat_over_50000_requests() {
-    let mut mcp = Raw::start(&shifty());
-    mcp.initialize("2025-11-25");
-    pump(&mut mcp, 1, 1_000, 16);
-    let after_1k = status_kib(mcp.pid(), "VmRSS");
-    pump(&mut mcp, 1_001, 49_000, 16);
-    let after_50k = status_kib(mcp.pid(), "VmRSS");
-    eprintln!("tickbox mcp RSS: {after_1k} KiB after 1,000 requests, {after_50k} KiB after 50,000");
-    assert!(
-        after_50k * 10 <= after_1k * 11,
-        "RSS grew by more than 10%: {after_1k} KiB → {after_50k} KiB"
-    );
-    let (code, stderr) = mcp.close();
-    assert_eq!(code, 0, "{stderr}");
-}
-
-/// The facade polls every Tick's catalog each second; a repeat describe
-/// must not validate and compile the schemas again.
-#[tokio::test]
-async fn a_repeat_describe_reuses_the_compiled_catalog() {
-    use std::sync::Arc;
-    use tickbox_runtime::backend::native::{spawn, NativeSpec};
-    use tickbox_runtime::session::{CallOutcome, Session, SessionConfig};
-    let io = spawn(&NativeSpec::new(["python3".to_string(), tick("shifty.py")])).unwrap();
-    let s = Session::start(io, SessionConfig::default()).await.unwrap();
-    let first = s.descriptor().unwrap();
-    let again = s.describe().await.unwrap();
-    assert!(
-        Arc::ptr_eq(&first, &again),
-        "same bytes, same compiled catalog"
-    );
-    let call = first.prepare("reshape", json!({"tools": ["x"]})).unwrap();
-    assert!(matches!(s.call(&call).await, CallOutcome::Ok(_)));
-    let changed = s.describe().await.unwrap();
-    assert!(!Arc::ptr_eq(&first, &changed), "a new catalog is parsed");
-    assert_eq!(changed.revision, "r2");
-    assert!(changed.tool("x").is_some());
-    let again = s.describe().await.unwrap();
-    assert!(Arc::ptr_eq(&changed, &again));
-    s.shutdown().await;
-}
-
 /// `tickbox mcp --http` on a loopback port, drained with SIGTERM on drop.
+/// Its address and the token of the `serving MCP on` line's URL (a
+/// generated one) are its [`Endpoint`], which sends requests.
 pub(crate) struct HttpServer {
     child: Child,
-    pub(crate) addr: String,
-    /// The token of the `serving MCP on` line's URL (a generated one), sent
-    /// by [`HttpServer::post`] unless the request has its own.
-    pub(crate) token: Option<String>,
+    endpoint: Endpoint,
     /// The stderr lines before the address line.
     pub(crate) banner: Vec<String>,
     /// The stderr lines after it, as they come.
@@ -748,8 +186,7 @@ impl HttpServer {
         });
         HttpServer {
             child,
-            addr,
-            token,
+            endpoint: Endpoint { addr, token },
             banner,
             log,
             read_all: std::sync::Mutex::new(read_all),
@@ -784,110 +221,29 @@ impl HttpServer {
         code
     }
 
-    /// Its stderr after the address line, so far.
-    pub(crate) fn stderr(&self) -> Vec<String> {
-        self.log.lock().unwrap().clone()
-    }
-
     /// The server's pid.
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    /// One HTTP/1.1 request; the status, the headers (lower-case names)
-    /// and the JSON-RPC messages of the body (plain JSON or SSE `data:`).
-    pub(crate) fn post(
-        &self,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &Value,
-    ) -> (u16, Vec<(String, String)>, Vec<Value>) {
-        self.post_as(self.token.as_deref(), path, headers, body)
-    }
-
-    /// [`HttpServer::post`] with this token (none: no `Authorization`),
-    /// unless `headers` has its own `Authorization`.
-    pub(crate) fn post_as(
-        &self,
-        token: Option<&str>,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: &Value,
-    ) -> (u16, Vec<(String, String)>, Vec<Value>) {
-        let bearer = token.map(|t| format!("Bearer {t}"));
-        let mut headers = headers.to_vec();
-        if let Some(b) = &bearer {
-            if !headers
-                .iter()
-                .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
-            {
-                headers.push(("Authorization", b));
-            }
-        }
-        let mut s = std::net::TcpStream::connect(&self.addr).expect("connect");
-        s.set_read_timeout(Some(PATIENCE)).unwrap();
-        let body = body.to_string();
-        let mut req = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-             Accept: application/json, text/event-stream\r\nConnection: close\r\n\
-             Content-Length: {}\r\n",
-            self.addr,
-            body.len()
-        );
-        for (k, v) in &headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        req.push_str("\r\n");
-        req.push_str(&body);
-        s.write_all(req.as_bytes()).unwrap();
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).expect("read the response");
-        let text = String::from_utf8_lossy(&raw).to_string();
-        let (head, rest) = text.split_once("\r\n\r\n").expect("a whole response");
-        let mut head_lines = head.lines();
-        let status: u16 = head_lines
-            .next()
-            .unwrap()
-            .split(' ')
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap();
-        let headers: Vec<(String, String)> = head_lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_string()))
-            .collect();
-        let chunked = headers
-            .iter()
-            .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
-        let body = if chunked {
-            dechunk(rest)
-        } else {
-            rest.to_string()
-        };
-        let messages = body
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:").or(Some(l)))
-            .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
-            .filter(|v| v.is_object())
-            .collect();
-        (status, headers, messages)
+    /// Its stderr after the address line, so far.
+    pub(crate) fn stderr(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
     }
 }
 
-fn dechunk(mut rest: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, tail)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || tail.len() < n {
-            break;
-        }
-        out.push_str(&tail[..n]);
-        rest = tail[n..].trim_start_matches("\r\n");
+impl Deref for HttpServer {
+    type Target = Endpoint;
+
+    fn deref(&self) -> &Endpoint {
+        &self.endpoint
     }
-    out
+}
+
+impl DerefMut for HttpServer {
+    fn deref_mut(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
+    }
 }
 
 impl Drop for HttpServer {
@@ -904,108 +260,6 @@ impl Drop for HttpServer {
             "exit {code} after SIGTERM"
         );
     }
-}
-
-pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    headers
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-}
-
-pub(crate) fn initialize_http(server: &HttpServer, extra: &[(&str, &str)]) -> String {
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "raw-http", "version": "0"}}});
-    let (status, headers, messages) = server.post("/mcp", extra, &init);
-    assert_eq!(status, 200, "{headers:?} {messages:?}");
-    assert_eq!(
-        messages[0]["result"]["serverInfo"]["name"], "tickbox",
-        "{messages:?}"
-    );
-    let session = header(&headers, "mcp-session-id")
-        .expect("a session id")
-        .to_string();
-    let mut with_session = extra.to_vec();
-    with_session.push(("Mcp-Session-Id", &session));
-    let (status, _, _) = server.post(
-        "/mcp",
-        &with_session,
-        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    );
-    assert_eq!(status, 202);
-    session
-}
-
-#[test]
-fn streamable_http_serves_sessions_over_the_shared_ticks() {
-    let server = HttpServer::start(&[]);
-    let a = initialize_http(&server, &[]);
-    let b = initialize_http(&server, &[]);
-    assert_ne!(a, b, "one session per client");
-    let (status, _, m) = server.post(
-        "/mcp",
-        &[("Mcp-Session-Id", &a)],
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
-    );
-    assert_eq!(status, 200);
-    assert_eq!(tool_names(&m[0]).len(), 7, "{m:?}");
-    let call = |session: &str, id: u64, name: &str, args: Value| {
-        let (status, _, m) = server.post(
-            "/mcp",
-            &[("Mcp-Session-Id", session)],
-            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                    "params": {"name": name, "arguments": args}}),
-        );
-        assert_eq!(status, 200, "{m:?}");
-        m.into_iter()
-            .find(|m| m["id"] == id)
-            .unwrap_or_else(|| panic!("no answer to {id}"))
-    };
-    let r = call(&a, 2, "echo", json!({"from": "a"}));
-    assert_eq!(
-        r["result"]["structuredContent"],
-        json!({"from": "a"}),
-        "{r}"
-    );
-    // Session b calls the same Tick: it sees a's finished call.
-    call(&a, 3, "sleep", json!({"seconds": 0.1}));
-    let r = call(&b, 4, "count", json!({}));
-    assert_eq!(
-        r["result"]["structuredContent"],
-        json!({"finished": 1}),
-        "{r}"
-    );
-    // Only /mcp is served.
-    let (status, _, _) = server.post("/other", &[], &json!({}));
-    assert_eq!(status, 404);
-    // A browser page from elsewhere is refused; a loopback one is fine.
-    let (status, _, _) = server.post(
-        "/mcp",
-        &[("Origin", "http://evil.example")],
-        &json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}),
-    );
-    assert_eq!(status, 403);
-    initialize_http(&server, &[("Origin", "http://localhost:3000")]);
-}
-
-#[test]
-fn streamable_http_requires_the_bearer_token_it_was_given() {
-    let dir = TempDir::new("mcp-token");
-    let file = dir.path("token");
-    let token = "s3cret-token-0123456789abcdef";
-    std::fs::write(&file, format!("{token}\n")).unwrap();
-    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let server = HttpServer::start(&["--token-file", file.to_str().unwrap()]);
-    assert_eq!(server.token, None, "a given token is not printed");
-    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
-    let (status, headers, _) = server.post("/mcp", &[], &ping);
-    assert_eq!(status, 401);
-    assert_eq!(header(&headers, "www-authenticate"), Some("Bearer"));
-    let (status, _, _) = server.post("/mcp", &[("Authorization", "Bearer wrong")], &ping);
-    assert_eq!(status, 401);
-    let auth = format!("Bearer {token}");
-    initialize_http(&server, &[("Authorization", &auth)]);
 }
 
 /// A bind that is not loopback gets a generated token, printed on stderr.

@@ -538,7 +538,8 @@ fn over_stdio_the_connection_is_the_client_and_a_subscription_starts_its_instanc
     starts_within(&audit, 2);
     let r = raw.call(3, "increment", json!({"amount": 4}));
     assert_eq!(r["structuredContent"]["value"], 4, "{r}");
-    let updated = (0..64).any(|_| raw.next()["method"] == "notifications/resources/updated");
+    let updated =
+        (0..64).any(|_| raw.next_message()["method"] == "notifications/resources/updated");
     assert!(updated, "the subscription follows the instance");
     let (code, stderr) = raw.close();
     assert_eq!(code, 0, "{stderr}");

@@ -4,36 +4,9 @@
 
 pub use tickbox_test_support::*;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// What one `tickbox` run produced.
-#[derive(Debug)]
-pub struct Output {
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-    pub elapsed: Duration,
-}
-
-impl Output {
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
-    }
-
-    /// Asserts the exit code and that stderr mentions `needle`.
-    pub fn expect(&self, code: i32, needle: &str) -> &Self {
-        assert_eq!(self.code, code, "exit code; {self:#?}");
-        assert!(
-            self.stderr.contains(needle),
-            "stderr should mention {needle:?}; {self:#?}"
-        );
-        self
-    }
-}
 
 /// Runs `tickbox` with these args (and env), failing the test after 60 s.
 pub fn tickbox_env<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> Output {
@@ -79,52 +52,6 @@ pub fn tickbox_in<S: AsRef<str>>(
         args.iter().map(|a| a.as_ref()).collect::<Vec<_>>()
     );
     finish_within(cmd, &shown, limit)
-}
-
-/// Starts `cmd` (stdout and stderr piped), collects both, and waits for it
-/// to end; after `limit` it is killed and the test fails naming `shown`.
-pub fn finish_within(cmd: Command, shown: &str, limit: Duration) -> Output {
-    finish_within_guarded(cmd, shown, limit, |_| ())
-}
-
-/// [`finish_within`], holding `guard(pid)` from the start until it returns
-/// or the test fails: for a child whose own children must go with it (a
-/// guard that kills its process group on drop).
-pub fn finish_within_guarded<G>(
-    mut cmd: Command,
-    shown: &str,
-    limit: Duration,
-    guard: impl FnOnce(u32) -> G,
-) -> Output {
-    let start = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {shown}: {e}"));
-    let _guard = guard(child.id());
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let out_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    if !exits_within(child.id(), limit.saturating_sub(start.elapsed())) {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("{shown} did not finish within {limit:?}");
-    }
-    let status = child.wait().expect("wait");
-    Output {
-        code: status.code().unwrap_or(-1),
-        stdout: out_t.join().unwrap_or_default(),
-        stderr: err_t.join().unwrap_or_default(),
-        elapsed: start.elapsed(),
-    }
 }
 
 /// Runs `tickbox` with these args.
@@ -348,23 +275,4 @@ pub async fn timer_runs_between_requests(s: &Session) {
 /// Waits until the view's screen shows `needle`.
 pub async fn screen_shows(s: &Session, needle: &str) -> String {
     shows(|| s.view().screen_text().wire().to_string(), needle).await
-}
-
-/// A test CA and a certificate it signs for 127.0.0.1 (for loopback TLS
-/// servers): the CA as PEM, the leaf certificate and its key.
-pub fn loopback_pki(ca_name: &str) -> (String, rcgen::Certificate, rcgen::KeyPair) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, ca_name);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::new(ca_params, ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    (ca.pem(), leaf, key)
 }

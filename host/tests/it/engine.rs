@@ -195,3 +195,26 @@ async fn session_end_marks_in_flight_calls_unknown() {
     // Requests after the end fail at once rather than hang.
     assert!(matches!(s.read().await, Err(RequestError::Ended(_))));
 }
+
+/// The MCP facade polls every Tick's catalog each second; a repeat
+/// describe must not validate and compile the schemas again.
+#[tokio::test]
+async fn a_repeat_describe_reuses_the_compiled_catalog() {
+    use std::sync::Arc;
+    let s = start(vec!["python3".to_string(), tick("shifty.py")]).await;
+    let first = s.descriptor().unwrap();
+    let again = s.describe().await.unwrap();
+    assert!(
+        Arc::ptr_eq(&first, &again),
+        "same bytes, same compiled catalog"
+    );
+    let call = first.prepare("reshape", json!({"tools": ["x"]})).unwrap();
+    assert!(matches!(s.call(&call).await, CallOutcome::Ok(_)));
+    let changed = s.describe().await.unwrap();
+    assert!(!Arc::ptr_eq(&first, &changed), "a new catalog is parsed");
+    assert_eq!(changed.revision, "r2");
+    assert!(changed.tool("x").is_some());
+    let again = s.describe().await.unwrap();
+    assert!(Arc::ptr_eq(&changed, &again));
+    s.shutdown().await;
+}

@@ -5,7 +5,8 @@
 //! - `delivery` — subscriptions: a burst as a few merged latest-state
 //!   deliveries, a wide state trimmed to the budget;
 //! - `engine` — per-request faults that leave the session running,
-//!   concurrency, state and catalog events;
+//!   concurrency, state and catalog events, a repeat describe that reuses
+//!   the compiled catalog;
 //! - `live` — publishing live instances: names claimed without
 //!   connecting to any instance, one winner of a race for a name, peers
 //!   of another uid refused, a call too long for the Tick's line refused;

@@ -2,6 +2,9 @@
 //!
 //! - `guest` — what the tests share: a test guest opened through the
 //!   `Launcher` under a `GrantSpec`, its tools called;
+//! - `http` — outgoing `wasi:http` under origin grants against loopback
+//!   HTTP and HTTPS servers: origins, redirects, body bounds, timeouts,
+//!   requests in flight, the test CA;
 //! - `launch` — the `Launcher`: a wasm Tick (a guest built once per run by
 //!   the shared harness) and a native one opened by what they are, and
 //!   each way a start fails as its own `LaunchError`;
@@ -29,6 +32,7 @@ mod catalog;
 mod grants;
 mod guest;
 mod handles;
+mod http;
 mod isolation;
 mod launch;
 mod memory;

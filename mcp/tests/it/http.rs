@@ -1,0 +1,77 @@
+//! Streamable HTTP: one session per client over the shared Ticks, only
+//! the MCP path served, a browser Origin from elsewhere refused, and the
+//! bearer token required.
+
+use crate::server::HttpServer;
+use serde_json::{json, Value};
+use tickbox_mcp::http::HttpOptions;
+use tickbox_test_support::mcp_http::{header, initialize_http};
+use tickbox_test_support::mcp_lines::tool_names;
+
+#[test]
+fn streamable_http_serves_sessions_over_the_shared_ticks() {
+    let server = HttpServer::start();
+    let a = initialize_http(&server, &[]);
+    let b = initialize_http(&server, &[]);
+    assert_ne!(a, b, "one session per client");
+    let (status, _, m) = server.post(
+        "/mcp",
+        &[("Mcp-Session-Id", &a)],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(tool_names(&m[0]).len(), 7, "{m:?}");
+    let call = |session: &str, id: u64, name: &str, args: Value| {
+        let (status, _, m) = server.post(
+            "/mcp",
+            &[("Mcp-Session-Id", session)],
+            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                    "params": {"name": name, "arguments": args}}),
+        );
+        assert_eq!(status, 200, "{m:?}");
+        m.into_iter()
+            .find(|m| m["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {id}"))
+    };
+    let r = call(&a, 2, "echo", json!({"from": "a"}));
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"from": "a"}),
+        "{r}"
+    );
+    // Session b calls the same Tick: it sees a's finished call.
+    call(&a, 3, "sleep", json!({"seconds": 0.1}));
+    let r = call(&b, 4, "count", json!({}));
+    assert_eq!(
+        r["result"]["structuredContent"],
+        json!({"finished": 1}),
+        "{r}"
+    );
+    // Only /mcp is served.
+    let (status, _, _) = server.post("/other", &[], &json!({}));
+    assert_eq!(status, 404);
+    // A browser page from elsewhere is refused; a loopback one is fine.
+    let (status, _, _) = server.post(
+        "/mcp",
+        &[("Origin", "http://evil.example")],
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}),
+    );
+    assert_eq!(status, 403);
+    initialize_http(&server, &[("Origin", "http://localhost:3000")]);
+}
+
+#[test]
+fn streamable_http_requires_the_bearer_token_it_was_given() {
+    let token = "s3cret-token-0123456789abcdef";
+    let server = HttpServer::start_with(crate::shifty(&[]), |o: &mut HttpOptions| {
+        o.token = token.to_string()
+    });
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    let (status, headers, _) = server.post_as(None, "/mcp", &[], &ping);
+    assert_eq!(status, 401);
+    assert_eq!(header(&headers, "www-authenticate"), Some("Bearer"));
+    let (status, _, _) = server.post("/mcp", &[("Authorization", "Bearer wrong")], &ping);
+    assert_eq!(status, 401);
+    let auth = format!("Bearer {token}");
+    initialize_http(&server, &[("Authorization", &auth)]);
+}

@@ -1,0 +1,154 @@
+//! tickbox-mcp's integration tests: the facade served in this process
+//! through its public API, over the stdio serve loop ([`Facade::serve`] on
+//! a socket pair) or Streamable HTTP ([`tickbox_mcp::http::serve`] on a
+//! loopback port the test binds), with real Ticks (native processes and
+//! wasm guests) opened through the sandbox's `Launcher`. One test binary;
+//! each module is one subject.
+//!
+//! - `wire` — the stdio loop frame by frame: protocol revisions, requests
+//!   before `initialize`, malformed and oversized frames, the in-flight
+//!   bound, cancellation, the screen tool, capped errors, catalog changes
+//!   that try to take the facade's names, memory over 50,000 requests;
+//! - `client` — a real MCP client (rmcp's): tools and their annotations,
+//!   calls, state subscriptions and their trimming, dying Ticks, a wasm
+//!   Tick, a 2026-07-28 client that discovers and listens;
+//! - `http` — Streamable HTTP: sessions over the shared Ticks, Origin and
+//!   path checks, the bearer token;
+//! - `guard` — the HTTP door's walls attacked over raw TCP beside a client
+//!   that still gets in: half-sent heads, slots per peer, the session cap
+//!   and idle expiry, bounded bodies and what they cost, the probes;
+//! - `drain` — the drain a `stop` future starts: a call in flight
+//!   answered while new work is refused, the drain timeout, and two
+//!   servers behind a real HAProxy, one drained;
+//! - `sdks` — real MCP SDKs run as programs (Python, TypeScript) and the
+//!   official conformance suite, over Streamable HTTP.
+//!
+//! `raw` and `server` are the two harnesses (a raw-lines stdio client, an
+//! HTTP server on its own runtime). What needs the `tickbox` binary (its
+//! flags, exit codes, token files, signals, the stdio process a client
+//! spawns, and real MCP SDKs that start it as their stdio server) stays in
+//! `cli/tests/it`.
+
+mod client;
+mod drain;
+mod guard;
+mod http;
+mod raw;
+mod sdks;
+mod server;
+mod wire;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tickbox_host::{NativeSpec, SessionConfig};
+use tickbox_mcp::{default_tick_name, Grants, HostedTick};
+use tickbox_sandbox::{Launcher, WasmEngine};
+use tickbox_test_support::{target_dir, tick};
+
+/// A guard against hangs, not a timing assertion.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A native Tick: `argv` with these extra environment variables.
+pub fn native(argv: Vec<String>, env: &[(&str, &str)]) -> Launcher {
+    let mut spec = NativeSpec::new(argv);
+    spec.env = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Launcher::native(spec)
+}
+
+/// shifty.py (tests/ticks): seven tools, one of which reshapes its own
+/// catalog; with `SHIFTY_LOG` it logs each `sleep` call it starts.
+pub fn shifty(env: &[(&str, &str)]) -> Launcher {
+    native(vec!["python3".into(), tick("shifty.py")], env)
+}
+
+/// A wasm Tick with these grants, compiled into the build's own cache (as
+/// the other crates' tests keep it).
+pub fn wasm(path: &str, grants: &Grants) -> Launcher {
+    let engine =
+        WasmEngine::new(Some(target_dir().join("test-wasm-cache"))).expect("the wasm engine");
+    let grants = grants.resolve().expect("the grants resolve");
+    Launcher::wasm(engine, path.into(), grants).expect("a wasm file")
+}
+
+/// Starts and initializes one instance, hosted under `name` (or the name
+/// the CLI gives it: the last part of its kind).
+pub async fn hosted(launcher: &Launcher, name: Option<&str>, grants: Grants) -> HostedTick {
+    let session = launcher
+        .open(SessionConfig::default())
+        .await
+        .unwrap_or_else(|e| panic!("the Tick starts: {e}"));
+    let name = name.map(str::to_string).unwrap_or_else(|| {
+        default_tick_name(session.descriptor().expect("initialized").kind.wire())
+    });
+    HostedTick {
+        name,
+        session: Arc::new(session),
+        grants,
+        per_client: None,
+    }
+}
+
+/// Whether the calling test may measure this process's memory: it runs
+/// alone in it. Under cargo-nextest every test has a process of its own;
+/// under `cargo test` tests share one, so the test is run again by itself
+/// in a child process (its outcome checked here) and the caller returns.
+pub fn alone(test: &str) -> bool {
+    const ALONE: &str = "TICKBOX_MCP_IT_ALONE";
+    if std::env::var_os(ALONE).is_some()
+        || std::env::var("NEXTEST_EXECUTION_MODE").is_ok_and(|m| m == "process-per-test")
+    {
+        return true;
+    }
+    let mut cmd = std::process::Command::new(std::env::current_exe().expect("this test binary"));
+    cmd.args([test, "--exact", "--nocapture"])
+        .env(ALONE, "1")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = tickbox_test_support::finish_within(cmd, test, PATIENCE * 10);
+    assert_eq!(out.code, 0, "{test}, alone in a process: {out:#?}");
+    false
+}
+
+/// Every log line the facade wrote in this process, as the CLI's stderr
+/// would show them.
+#[derive(Clone, Default)]
+pub struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// This process's log, collected from the first call on (at `info`, the
+/// CLI's default level).
+pub fn logs() -> &'static Logs {
+    static LOGS: OnceLock<Logs> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Logs::default();
+        let writer = logs.clone();
+        tracing_subscriber::fmt()
+            .with_env_filter("info")
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .init();
+        logs
+    })
+}
+
+impl Logs {
+    /// What was logged so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
