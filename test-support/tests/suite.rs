@@ -3,7 +3,9 @@
 //! tests wait for events, not for time: every `sleep(` in a test folder is
 //! the one polling pause (`POLL`, in `tickbox-test-support`) or a fixed sleep whose
 //! comment says why no event exists, and there are at most
-//! [`MAX_FIXED_SLEEPS`] of those.
+//! [`MAX_FIXED_SLEEPS`] of those. Also: no test builds into the target
+//! directory the tests run from, no library keeps process-wide locks or
+//! once-cells, and every library crate has tests of its own in `tests/`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -332,4 +334,80 @@ fn library_code_keeps_no_process_wide_lock_or_once_cell() {
         "process-wide locks or once-cells in library code (make them part of \
          a value the caller owns): {offending:?}"
     );
+}
+
+/// The workspace's members, as the root manifest lists them.
+fn members() -> Vec<String> {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("the root manifest");
+    let line = manifest
+        .lines()
+        .find(|l| l.starts_with("members"))
+        .expect("a members line");
+    line.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// The members among `members` under `root` that are libraries (a
+/// `src/lib.rs`) with no test in a `tests/` folder of their own: a
+/// `#[test]` or `#[tokio::test]` in a `.rs` file there.
+fn libraries_without_tests(root: &Path, members: &[String]) -> Vec<String> {
+    fn has_test(dir: &Path) -> bool {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                let p = e.path();
+                if p.is_dir() {
+                    return has_test(&p);
+                }
+                p.extension().is_some_and(|x| x == "rs")
+                    && std::fs::read_to_string(&p)
+                        .is_ok_and(|t| t.contains("#[test]") || t.contains("#[tokio::test"))
+            })
+    }
+    members
+        .iter()
+        .filter(|m| root.join(m).join("src/lib.rs").is_file())
+        .filter(|m| !has_test(&root.join(m).join("tests")))
+        .cloned()
+        .collect()
+}
+
+/// Library behaviour is tested beside the library, through its public
+/// API: every library crate of the workspace has tests of its own in
+/// `tests/`, not only unit tests and not only the binary's.
+#[test]
+fn every_library_crate_has_tests_of_its_own() {
+    let members = members();
+    assert!(members.len() >= 10, "the members were read: {members:?}");
+    let missing = libraries_without_tests(&root(), &members);
+    assert!(
+        missing.is_empty(),
+        "library crates with no tests/: {missing:?}"
+    );
+
+    // Positive control: a library with only unit tests is named; one with
+    // a test under tests/ is not; a binary crate is not a library.
+    let dir = TempDir::new("suite-tests-dirs");
+    for (krate, lib, test) in [
+        ("unit_only", true, None),
+        ("tested", true, Some("tests/it/main.rs")),
+        ("binary", false, None),
+    ] {
+        let src = dir.path(krate).join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        let file = if lib { "lib.rs" } else { "main.rs" };
+        std::fs::write(src.join(file), "#[test]\nfn unit() {}\n").unwrap();
+        if let Some(t) = test {
+            let path = dir.path(krate).join(t);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "#[test]\nfn beside() {}\n").unwrap();
+        }
+    }
+    let names = ["unit_only", "tested", "binary"].map(String::from);
+    assert_eq!(libraries_without_tests(&dir.0, &names), ["unit_only"]);
 }
