@@ -52,6 +52,7 @@ pub mod grants;
 pub mod inspect;
 pub mod live;
 pub mod open;
+pub mod otlp;
 pub mod policy;
 pub mod registry;
 pub mod scaffold;

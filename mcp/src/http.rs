@@ -176,6 +176,29 @@ pub struct NamedClient {
     pub token: String,
 }
 
+impl NamedClient {
+    /// The rule on a server's clients: each token tells its client apart,
+    /// from every other client and from the server's own token (`server`),
+    /// or the host could not say who called. Err names the clients.
+    pub fn check_distinct(clients: &[NamedClient], server: Option<&str>) -> Result<(), String> {
+        for (i, c) in clients.iter().enumerate() {
+            if let Some(other) = clients[..i].iter().find(|o| o.token == c.token) {
+                return Err(format!(
+                    "clients `{}` and `{}` have the same token: give each client its own, so the host can tell them apart",
+                    other.name, c.name
+                ));
+            }
+            if server == Some(c.token.as_str()) {
+                return Err(format!(
+                    "client `{}` has the server's token (--token-file): give it one of its own",
+                    c.name
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// How a drain ended (what [`serve`] returns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Drained {

@@ -79,6 +79,14 @@ impl PerClient {
             idle_timeout: crate::limits::INSTANCE_IDLE_TIMEOUT,
         }
     }
+
+    /// With the bounds a ticks file's entry gave, where it gave them (the
+    /// config checked that they only lower the defaults).
+    pub fn bounded(mut self, max_instances: Option<usize>, idle_timeout: Option<Duration>) -> Self {
+        self.max_instances = max_instances.unwrap_or(self.max_instances);
+        self.idle_timeout = idle_timeout.unwrap_or(self.idle_timeout);
+        self
+    }
 }
 
 /// One running instance of a hosted Tick and what the facade keeps about it.

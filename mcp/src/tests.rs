@@ -208,3 +208,19 @@ async fn a_catalog_change_sends_list_changed_and_refuses_stale_calls() {
         .unwrap()
         .unwrap();
 }
+
+#[test]
+fn each_named_client_has_a_token_of_its_own() {
+    use crate::http::NamedClient;
+    let client = |name: &str, token: &str| NamedClient {
+        name: name.into(),
+        token: token.into(),
+    };
+    let two = [client("a", "t1"), client("b", "t2")];
+    assert!(NamedClient::check_distinct(&two, Some("server")).is_ok());
+    let shared = [client("a", "t1"), client("b", "t1")];
+    let e = NamedClient::check_distinct(&shared, None).unwrap_err();
+    assert!(e.contains("`a` and `b` have the same token"), "{e}");
+    let e = NamedClient::check_distinct(&two, Some("t2")).unwrap_err();
+    assert!(e.contains("client `b` has the server's token"), "{e}");
+}

@@ -272,14 +272,8 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
                         call_timeout,
                         ..Default::default()
                     };
-                    let mut spec = PerClient::new(app.launcher(&request)?, config);
-                    if let Some(n) = max_instances {
-                        spec.max_instances = n;
-                    }
-                    if let Some(t) = idle_timeout {
-                        spec.idle_timeout = t;
-                    }
-                    Some(spec)
+                    let spec = PerClient::new(app.launcher(&request)?, config);
+                    Some(spec.bounded(max_instances, idle_timeout))
                 }
             };
             Ok::<_, Exit>((opened, per_client))
@@ -336,34 +330,19 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
     served
 }
 
-/// The named clients of a clients file, each token read from its own
-/// file under the same rule as `--token-file` (mode 0600 or stricter, else
-/// exit 2 naming the file); each token must tell its client apart, from
-/// the others and from the server's own token.
+/// The named clients of a clients file, each token read under
+/// `--token-file`'s rule and told apart from the others (exit 2 otherwise).
 fn named_clients(file: &std::path::Path, server: Option<&Token>) -> Result<Vec<NamedClient>, Exit> {
     let listed = Clients::load(file).map_err(Exit::usage)?;
-    let mut clients: Vec<NamedClient> = Vec::with_capacity(listed.clients.len());
+    let mut clients = Vec::with_capacity(listed.clients.len());
     for (name, path) in listed.clients {
         let what = format!("the token file of client `{name}`");
-        let token = token::read_or_generate(Some(&path), &what)?;
-        let token = token.token().to_string();
-        let shared = clients
-            .iter()
-            .find(|c| c.token == token)
-            .map(|c| c.name.clone());
-        if let Some(other) = shared {
-            return Err(Exit::usage(format!(
-                "clients `{other}` and `{name}` have the same token: give each client its own, \
-                 so the host can tell them apart"
-            )));
-        }
-        if server.is_some_and(|t| t.token() == token) {
-            return Err(Exit::usage(format!(
-                "client `{name}` has the server's token (--token-file): give it one of its own"
-            )));
-        }
+        let token = token::read_or_generate(Some(&path), &what)?
+            .token()
+            .to_string();
         clients.push(NamedClient { name, token });
     }
+    NamedClient::check_distinct(&clients, server.map(Token::token)).map_err(Exit::usage)?;
     Ok(clients)
 }
 

@@ -1,7 +1,7 @@
 //! OpenTelemetry: the CLI's half of [`tickbox_telemetry::otel`] (the spans,
 //! metrics and exporter thread are the host crate's). This module reads the
-//! standard OpenTelemetry variables, the only place that does, and sends
-//! OTLP requests with hyper.
+//! standard OpenTelemetry variables, the only place that does; requests go
+//! out through the app layer's client ([`tickbox_app::otlp::HyperPost`]).
 //!
 //! Telemetry is on when an OTLP endpoint is set
 //! (`OTEL_EXPORTER_OTLP_ENDPOINT`, or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
@@ -19,15 +19,13 @@
 //! error (exit 2) naming the variable, before any Tick starts.
 
 use super::exit::Exit;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::header::{HeaderName, HeaderValue, CONTENT_TYPE, HOST};
+use hyper::header::{HeaderName, HeaderValue};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tickbox_runtime::util::lock;
 use tickbox_telemetry::otel::{
-    Endpoint, Otel, OtelConfig, OtlpPost, MAX_OTEL_RESPONSE_BYTES, OTEL_DEFAULT_METRIC_INTERVAL,
-    OTEL_DEFAULT_SPAN_DELAY, OTEL_DEFAULT_TIMEOUT,
+    Endpoint, Otel, OtelConfig, OTEL_DEFAULT_METRIC_INTERVAL, OTEL_DEFAULT_SPAN_DELAY,
+    OTEL_DEFAULT_TIMEOUT,
 };
 
 /// The variables read here.
@@ -242,8 +240,10 @@ impl Telemetry {
                 super::logging::init(tracing_subscriber::EnvFilter::new(
                     "tickbox_telemetry::otel=warn",
                 ));
-                let otel = Otel::start(config, Box::new(HyperPost::default()))
-                    .map_err(|e| Exit::session(format!("cannot start the OTLP exporter: {e}")))?;
+                let otel = Otel::start(config, Box::new(tickbox_app::otlp::HyperPost::default()))
+                    .map_err(|e| {
+                    Exit::session(format!("cannot start the OTLP exporter: {e}"))
+                })?;
                 Some(otel)
             }
         };
@@ -273,83 +273,6 @@ impl tickbox_app::Observers for Telemetry {
         if let Some(o) = lock(&self.started).clone().flatten() {
             o.finish();
         }
-    }
-}
-
-/// OTLP requests over HTTP/1.1 with hyper, on a runtime of the exporter
-/// thread's own (made at its first request): one connection per request,
-/// which at one request per signal per interval costs nothing worth
-/// keeping a connection for.
-#[derive(Default)]
-struct HyperPost {
-    runtime: Option<tokio::runtime::Runtime>,
-}
-
-impl OtlpPost for HyperPost {
-    fn post(
-        &mut self,
-        to: &Endpoint,
-        headers: &[(String, String)],
-        body: Vec<u8>,
-        timeout: Duration,
-    ) -> Result<(), String> {
-        if self.runtime.is_none() {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| format!("cannot make the exporter's runtime: {e}"))?;
-            self.runtime = Some(rt);
-        }
-        let Some(rt) = &self.runtime else {
-            return Err("no runtime".into());
-        };
-        rt.block_on(async {
-            match tokio::time::timeout(timeout, send(to, headers, body)).await {
-                Ok(r) => r,
-                Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
-            }
-        })
-    }
-}
-
-async fn send(to: &Endpoint, headers: &[(String, String)], body: Vec<u8>) -> Result<(), String> {
-    let stream = tokio::net::TcpStream::connect((to.host.as_str(), to.port))
-        .await
-        .map_err(|e| format!("cannot connect to {}:{}: {e}", to.host, to.port))?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(|e| format!("HTTP handshake failed: {e}"))?;
-    let driver = tokio::spawn(connection);
-    let authority = if to.host.contains(':') {
-        format!("[{}]:{}", to.host, to.port)
-    } else {
-        format!("{}:{}", to.host, to.port)
-    };
-    let mut request = hyper::Request::post(to.path.as_str())
-        .header(HOST, authority)
-        .header(CONTENT_TYPE, "application/json");
-    for (k, v) in headers {
-        request = request.header(k.as_str(), v.as_str());
-    }
-    let request = request
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| format!("cannot make the request: {e}"))?;
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(|e| format!("the request failed: {e}"))?;
-    let status = response.status();
-    // Read (a bounded part of) the answer, and nothing of it is shown: a
-    // receiver's text is not the host's to print.
-    let _ = Limited::new(response.into_body(), MAX_OTEL_RESPONSE_BYTES)
-        .collect()
-        .await;
-    driver.abort();
-    if status.is_success() {
-        Ok(())
-    } else {
-        Err(format!("the receiver answered HTTP {}", status.as_u16()))
     }
 }
 

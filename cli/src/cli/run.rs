@@ -142,14 +142,10 @@ pub fn main(mut args: RunArgs, verbose: u8, native: Hygiene) -> ExitCode {
             // The subreaper setting is not inherited across fork; the
             // bookkeeping in the App's settings is.
             let reaper = app.settings().native.reaper.clone();
-            if let Some(r) = &reaper {
-                r.renew();
-            }
+            reaper.iter().for_each(|r| r.renew());
             let code = host(&app, &notices, spec, args, registry, ready, parent, verbose);
             // What a native Tick left behind outside its group goes too.
-            if let Some(r) = &reaper {
-                r.sweep();
-            }
+            let _swept = reaper.as_ref().map(|r| r.sweep());
             std::process::exit(code)
         }
         _ => {
