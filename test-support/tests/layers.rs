@@ -245,8 +245,9 @@ fn each_layer_depends_only_on_what_it_is_for() {
         &["rmcp", "clap", "tickbox-mcp"],
     );
     none(&mcp, "tickbox-mcp", &["clap", "tickbox-conformance"]);
-    // OpenTelemetry is OTLP/JSON over hyper's client (ARCHITECTURE.md):
-    // no gRPC stack, no protobuf code generator, no second HTTP client.
+    // OpenTelemetry is OTLP/JSON over hyper's client (ARCHITECTURE.md; the
+    // app layer's `otlp`): no gRPC stack, no protobuf code generator, no
+    // second HTTP client anywhere under the binary.
     none(
         &cli,
         "tickbox",
@@ -259,8 +260,8 @@ fn each_layer_depends_only_on_what_it_is_for() {
         ],
     );
     assert!(
-        own_features("tickbox", "hyper").is_some_and(|f| f.contains(&"client".to_string())),
-        "positive control: the CLI's OTLP client is hyper's"
+        own_features("tickbox-app", "hyper").is_some_and(|f| f.contains(&"client".to_string())),
+        "positive control: the OTLP client is hyper's, the app layer's (the CLI's tree holds it)"
     );
     // The application layer: from a request to a running Tick, for every
     // user (the CLI, `tickbox mcp`, `tickbox test`, embedders), and the
