@@ -27,6 +27,7 @@
 
 use super::first_start::wasmtime_cli;
 use super::mcp::{mcp_command, Peer};
+use super::ready::ticks_file;
 use super::{build_guests, pss, rss_mib, smoke, tickbox_binary, Anchored, Stat};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
@@ -71,18 +72,6 @@ impl Pick {
             .wrapping_add(1442695040888963407);
         ((self.0 >> 33) % n as u64) as usize
     }
-}
-
-/// A `--ticks` file of `n` copies of `wasm`, named `c1`…`cN`.
-fn ticks_file(dir: &Path, wasm: &Path, n: usize) -> Result<PathBuf> {
-    let path = dir.join(format!("density-{n}.toml"));
-    let wasm = wasm.to_str().context("the counter's path is not UTF-8")?;
-    let mut text = String::new();
-    for i in 1..=n {
-        text += &format!("[[tick]]\nname = \"c{i}\"\npath = {}\n\n", json!(wasm));
-    }
-    std::fs::write(&path, text)?;
-    Ok(path)
 }
 
 /// One host of `n` counters: ready, its resident MiB, and `calls` calls

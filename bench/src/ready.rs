@@ -34,7 +34,7 @@ const READY_1000_SECS: f64 = 2.0;
 const MAX_OVER_LINEAR: f64 = 2.0;
 
 /// A `--ticks` file of `n` copies of `wasm`, named `c1`…`cN`.
-fn ticks_file(dir: &Path, wasm: &Path, n: usize) -> Result<PathBuf> {
+pub(crate) fn ticks_file(dir: &Path, wasm: &Path, n: usize) -> Result<PathBuf> {
     let path = dir.join(format!("ticks-{n}.toml"));
     let wasm = wasm.to_str().context("the counter's path is not UTF-8")?;
     let mut text = String::new();
