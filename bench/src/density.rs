@@ -31,7 +31,7 @@ use super::ready::ticks_file;
 use super::{build_guests, pss, rss_mib, smoke, tickbox_binary, Anchored, Stat};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
