@@ -417,7 +417,7 @@ impl Metrics {
         page.family(
             "tickbox_ticks_live",
             Kind::Gauge,
-            "Whether each hosted Tick is running (1) or has ended (0).",
+            "Running instances of each hosted Tick: 1 while a shared Tick runs, 0 once it ended; for a per-client Tick, its template and each client's instance.",
         );
         for (tick, c) in &ticks {
             let live = c.started.saturating_sub(c.ended);
