@@ -69,42 +69,14 @@ fn cache_dir() -> PathBuf {
 /// Runs `program args` with `env` and waits up to [`SLOW`]; exit code,
 /// stdout, stderr, elapsed.
 fn run_slow(program: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let start = Instant::now();
-    let mut child = Command::new(program)
-        .args(args)
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .envs(env.iter().copied())
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let out_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut out, &mut s);
-        s
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut err, &mut s);
-        s
-    });
-    if !exits_within(child.id(), SLOW.saturating_sub(start.elapsed())) {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!(
-            "{} {args:?} did not finish within {SLOW:?}",
-            program.display()
-        );
-    }
-    let status = child.wait().expect("wait");
-    Output {
-        code: status.code().unwrap_or(-1),
-        stdout: out_t.join().unwrap_or_default(),
-        stderr: err_t.join().unwrap_or_default(),
-        elapsed: start.elapsed(),
-    }
+        .stderr(Stdio::piped());
+    finish_within(cmd, &format!("{} {args:?}", program.display()), SLOW)
 }
 
 /// `tickbox ARGS` that may compile a big component (cold cache): the long
