@@ -6,6 +6,10 @@
 //!   an approval of its exact bytes kept in a private trust store; the
 //!   decision, with an [`Approver`](tickbox_app::Approver) of the test's
 //!   own in place of the CLI's terminal prompt;
+//! - `inspect` — the inspector's page server in process: its door, its
+//!   bounds, confirmed calls, exports, a hostile Tick's markup as data,
+//!   trimming, a live instance to its end, and the page in headless
+//!   Chromium;
 //! - `policy` — `policy suggest` from audit files written by real starts
 //!   through [`App::open`], and the suggested policy rerun.
 //!
@@ -14,6 +18,7 @@
 //! is asked) stays in `cli/tests/it`.
 
 mod consent;
+mod inspect;
 mod policy;
 
 use serde_json::Value;

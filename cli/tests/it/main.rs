@@ -25,13 +25,10 @@
 //! - `mcp_wire` — the `tickbox mcp` process driven with raw lines or over
 //!   `--http` (the harnesses other modules share): the token a non-loopback
 //!   bind generates, `--workers`, a spinning Tick's neighbours;
-//! - `inspect` — `tickbox inspect`'s door (token, Host, Origin, CSP) over
-//!   raw HTTP, its bounds (event streams, action bodies), host-validated and
-//!   confirmed calls, the exports, a hostile Tick's markup carried only as
-//!   data, a trimmed state, a live instance (`@NAME`) to its end, and the
-//!   page in headless Chromium (`tests/browser/inspect_page.py`: the
-//!   counter, the hostile Tick running nothing, the trimming note, a live
-//!   counter);
+//! - `inspect` — `tickbox inspect`'s printed URL, `--open`'s 0600 file,
+//!   the token reaching no other loopback port in headless Chromium, and
+//!   an absent `@NAME`'s exit code (the page server itself is
+//!   tickbox-app's `inspect` tests);
 //! - `mcp_http` — `tickbox mcp --http`'s token: always one, generated into
 //!   a private file, and token files others may read refused;
 //! - `mcp_clients` — real MCP clients (Python SDK, TypeScript SDK, MCP
