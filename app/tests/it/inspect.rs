@@ -19,6 +19,7 @@
 //! What needs the binary (`--open`, the printed URL, exit codes) is
 //! `cli/tests/it/inspect.rs`.
 
+use crate::live::{command, native_counter, runtime, Hosted};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -26,8 +27,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 use tickbox_app::inspect::{self, server, AuditRing, Inspector};
 use tickbox_app::{App, AuditWish, Request, Session, SessionConfig, Target};
-use tickbox_host::live::wire::Request as LiveRequest;
-use tickbox_host::live::{client, publish, PublishOptions, Published, Registry};
+use tickbox_host::live::Registry;
 use tickbox_protocol::limits::CALL_TIMEOUT;
 use tickbox_telemetry::audit::Origin;
 use tickbox_test_support::inspect_page::{drive, header, Page, PAGE_PATIENCE as PATIENCE};
@@ -42,14 +42,6 @@ struct Inspect {
     page: Page,
     session: Option<Arc<Session>>,
     rt: Option<Runtime>,
-}
-
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
 }
 
 impl Inspect {
@@ -123,14 +115,6 @@ impl Drop for Inspect {
             rt.shutdown_timeout(PATIENCE);
         }
     }
-}
-
-fn command(argv: Vec<String>) -> Request {
-    Request::new(Target::Command(argv))
-}
-
-fn native_counter() -> Request {
-    command(vec!["python3".into(), tick("counter.py")])
 }
 
 #[test]
@@ -742,90 +726,6 @@ fn the_state_panel_says_what_trimming_cut() {
         seen["control_note_shown"], false,
         "no note for a whole state: {seen}"
     );
-}
-
-/// The native counter published as a live instance named `name`, in a
-/// registry of its own, as `tickbox run --name NAME` publishes it, on a
-/// runtime of its own; stopped and unpublished on drop.
-struct Hosted {
-    _app: App,
-    registry: Registry,
-    name: String,
-    session: Arc<Session>,
-    published: Option<Published>,
-    rt: Option<Runtime>,
-    _dir: TempDir,
-}
-
-impl Hosted {
-    fn counter(tag: &str, name: &str) -> Hosted {
-        let dir = TempDir::new(tag);
-        let registry = Registry::at(dir.path("tickbox")).expect("a registry");
-        let rt = runtime();
-        let app = App::new(crate::settings(None));
-        let (session, published) = rt.block_on(async {
-            let tick = app
-                .open(&native_counter())
-                .await
-                .expect("the counter starts");
-            let session = Arc::new(tick.session);
-            let mut opts = PublishOptions::new("native");
-            opts.name = Some(name.to_string());
-            opts.registry = Some(registry.clone());
-            let published = publish(session.clone(), opts).await.expect("published");
-            (session, published)
-        });
-        Hosted {
-            _app: app,
-            registry,
-            name: name.to_string(),
-            session,
-            published: Some(published),
-            rt: Some(rt),
-            _dir: dir,
-        }
-    }
-
-    fn rt(&self) -> &Runtime {
-        self.rt.as_ref().expect("running")
-    }
-
-    /// Views attached now, as `tickbox ls` lists them.
-    fn views(&self) -> usize {
-        self.published.as_ref().expect("published").info().views
-    }
-
-    /// The counter's value, as `tickbox read @NAME` reads it.
-    fn value(&self) -> Value {
-        self.rt().block_on(async {
-            let mut c = client::connect(&self.registry, &self.name)
-                .await
-                .expect("connect");
-            c.start(LiveRequest::Read).await.expect("a read")["data"]["value"].clone()
-        })
-    }
-
-    /// Stops it through its socket, as `tickbox stop NAME` does.
-    fn stop(&self) {
-        self.rt().block_on(async {
-            let c = client::connect(&self.registry, &self.name)
-                .await
-                .expect("connect");
-            c.request(LiveRequest::Stop).await.expect("stopped");
-        });
-    }
-}
-
-impl Drop for Hosted {
-    fn drop(&mut self) {
-        if let Some(rt) = self.rt.take() {
-            rt.block_on(async {
-                self.session.shutdown().await;
-                drop(self.published.take());
-            });
-            rt.shutdown_timeout(PATIENCE);
-        }
-    }
 }
 
 #[test]

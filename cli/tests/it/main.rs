@@ -14,7 +14,8 @@
 //!   one line, `info`'s grants (the escapes and limits themselves are
 //!   tickbox-sandbox's tests);
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
-//!   clients, `ls`, `watch`, and the socket's guards;
+//!   clients, `ls`, `watch`, and the socket's guards (views sizing the
+//!   Tick's terminal are tickbox-app's `live` tests);
 //! - `mcp` — `tickbox mcp` as the process a client spawns, driven with raw
 //!   lines: a config of several Ticks, bad starts and their exit codes,
 //!   stdout carrying only MCP frames;
@@ -57,8 +58,9 @@
 //!   files' walls and bounds, `[files]` seeding the scratch directory;
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
 //!   drawn from the screen model only, escaped text in every command, a
-//!   `run` host ended during a flood, a huge draw split (bounded view
-//!   sizes and floods stalling nothing are tickbox-sandbox's `views` tests);
+//!   `run` host ended during a flood (a huge draw split is tickbox-app's
+//!   `views` test; bounded view sizes and floods stalling nothing are
+//!   tickbox-sandbox's `views` tests);
 //! - `http` — `--allow-http` and `--http-ca` checked, refused for native
 //!   Ticks and shown by `tickbox info` (what a guest reaches under them is
 //!   tickbox-sandbox's test);

@@ -264,3 +264,16 @@ async fn a_live_call_over_the_line_limit_is_refused_before_sending() {
     drop(published);
     session.shutdown().await;
 }
+
+/// A socket whose host is gone (nobody listens) is taken out of the
+/// registry by the next listing (`tickbox ls`, a client resolving a name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_socket_is_removed_by_ls() {
+    let dir = TempDir::new("live-stale");
+    let registry = Registry::at(dir.path("tickbox")).unwrap();
+    let stale = registry.socket("dead01");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    assert!(stale.exists());
+    assert!(client::list(&registry).await.is_empty());
+    assert!(!stale.exists(), "the stale socket is gone");
+}
