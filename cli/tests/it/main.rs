@@ -22,7 +22,7 @@
 //! - `walls` — the outer walls the binary adds or measures: the cache's
 //!   variables and commands, host RSS with every memory and table at once,
 //!   compilation in the `tickbox` worker, process hygiene (cgroup v2 and
-//!   the subreaper fallback), registry fallback, the grant area's place;
+//!   the subreaper fallback), the grant area's place;
 //! - `mcp_wire` — the `tickbox mcp` process driven with raw lines or over
 //!   `--http` (the harnesses other modules share): the token a non-loopback
 //!   bind generates, `--workers`, a spinning Tick's neighbours;
