@@ -99,6 +99,19 @@ impl Inspect {
     }
 }
 
+impl Inspect {
+    /// Waits until the page's picture of the counter's state has `value`
+    /// (sent as a subscriber gets it).
+    fn value_becomes(&self, value: i64) {
+        assert!(
+            eventually(PATIENCE, || self.snapshot()["state"]["data"]["value"]
+                == value),
+            "{}",
+            self.snapshot()["state"]
+        );
+    }
+}
+
 impl Deref for Inspect {
     type Target = Page;
     fn deref(&self) -> &Page {
@@ -121,11 +134,7 @@ impl Drop for Inspect {
 fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
     let i = Inspect::start(native_counter());
     // The page's picture has the first state (sent as a subscriber gets it).
-    assert!(
-        eventually(PATIENCE, || i.snapshot()["state"]["data"]["value"] == 0),
-        "{}",
-        i.snapshot()["state"]
-    );
+    i.value_becomes(0);
     // No token, a wrong one: 401, on every route with the Tick's data or
     // actions.
     for path in [
@@ -275,11 +284,7 @@ fn the_door_wants_the_token_its_own_host_and_its_own_origin() {
 #[test]
 fn the_token_counts_only_as_a_header_never_as_a_cookie_or_in_the_query() {
     let i = Inspect::start(native_counter());
-    assert!(
-        eventually(PATIENCE, || i.snapshot()["state"]["data"]["value"] == 0),
-        "{}",
-        i.snapshot()["state"]
-    );
+    i.value_becomes(0);
     let t = &i.token;
     let own = format!("Origin: {}", i.origin());
     let json = "Content-Type: application/json".to_string();
@@ -349,14 +354,12 @@ fn the_token_counts_only_as_a_header_never_as_a_cookie_or_in_the_query() {
     );
 }
 
-#[test]
-fn calls_are_validated_by_the_host_and_mutating_ones_confirmed_for_the_revision() {
-    let i = Inspect::start(native_counter());
-    assert!(
-        eventually(PATIENCE, || i.snapshot()["state"]["data"]["value"] == 0),
-        "{}",
-        i.snapshot()["state"]
-    );
+/// The page's `increment 2` on a counter at 0: the host checks the
+/// arguments (400, in its words), a mutating call asks for a confirmation
+/// naming the tool and the catalog's revision (409), one for another
+/// revision is none and nothing unconfirmed runs (`value` reads the
+/// counter), and the confirmed call runs, answered with its latency.
+fn increment_is_checked_then_confirmed(i: &Inspect, value: impl Fn() -> Value) {
     let (status, body) = i.act(
         "/api/call",
         r#"{"tool": "increment", "args": {"amount": "x"}}"#,
@@ -372,8 +375,10 @@ fn calls_are_validated_by_the_host_and_mutating_ones_confirmed_for_the_revision(
     );
     assert_eq!(status, 409, "a mutating call needs a confirmation: {body}");
     let asked: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(asked["confirm"]["tool"], "increment");
-    assert_eq!(asked["confirm"]["revision"], "1");
+    assert_eq!(
+        asked["confirm"],
+        json!({"tool": "increment", "revision": "1"})
+    );
     let (status, body) = i.act(
         "/api/call",
         r#"{"tool": "increment", "args": {"amount": 2}, "confirm": {"tool": "increment", "revision": "0"}}"#,
@@ -382,11 +387,7 @@ fn calls_are_validated_by_the_host_and_mutating_ones_confirmed_for_the_revision(
         status, 409,
         "a confirmation for another revision is none: {body}"
     );
-    assert_eq!(
-        i.snapshot()["state"]["data"]["value"],
-        0,
-        "nothing unconfirmed ran"
-    );
+    assert_eq!(value(), 0, "nothing unconfirmed ran");
     let (status, body) = i.act(
         "/api/call",
         r#"{"tool": "increment", "args": {"amount": 2}, "confirm": {"tool": "increment", "revision": "1"}}"#,
@@ -395,6 +396,27 @@ fn calls_are_validated_by_the_host_and_mutating_ones_confirmed_for_the_revision(
     let done: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(done["ok"]["value"], 2, "{done}");
     assert!(done["latency_ms"].is_u64(), "{done}");
+}
+
+/// The timeline has the call `method` going to `peer` and its answer
+/// coming back, with the call's latency.
+fn answered_with_latency(frames: &[Value], method: &str, peer: &str) {
+    let call = frames
+        .iter()
+        .find(|f| f["method"] == method && f["dir"] == format!("to {peer}"))
+        .unwrap_or_else(|| panic!("no {method} in {frames:?}"));
+    let answer = frames
+        .iter()
+        .find(|f| f["id"] == call["id"] && f["dir"] == format!("from {peer}") && f["method"] == "")
+        .unwrap_or_else(|| panic!("no answer in {frames:?}"));
+    assert!(answer["latency_ms"].is_u64(), "{answer}");
+}
+
+#[test]
+fn calls_are_validated_by_the_host_and_mutating_ones_confirmed_for_the_revision() {
+    let i = Inspect::start(native_counter());
+    i.value_becomes(0);
+    increment_is_checked_then_confirmed(&i, || i.snapshot()["state"]["data"]["value"].clone());
     // The state follows as a subscriber's delivery (within an interval).
     let mut snap = Value::Null;
     assert!(
@@ -409,15 +431,7 @@ fn calls_are_validated_by_the_host_and_mutating_ones_confirmed_for_the_revision(
     assert!(changed.iter().any(|p| p == "/value"), "{snap}");
     // The timeline has the call both ways, the response with its latency.
     let frames = snap["frames"].as_array().unwrap();
-    let call = frames
-        .iter()
-        .find(|f| f["method"] == "tick/call" && f["dir"] == "to tick")
-        .unwrap_or_else(|| panic!("no call in {frames:?}"));
-    let answer = frames
-        .iter()
-        .find(|f| f["id"] == call["id"] && f["dir"] == "from tick" && f["method"] == "")
-        .unwrap_or_else(|| panic!("no answer in {frames:?}"));
-    assert!(answer["latency_ms"].is_u64(), "{answer}");
+    answered_with_latency(frames, "tick/call", "tick");
     // The exports: a scenario with the call, the audit stream with the
     // approval and the call.
     let (status, _, scenario) = i.request("GET", "/api/export/scenario", &[i.bearer()], "");
@@ -762,48 +776,11 @@ fn a_live_instance_is_inspected_through_its_socket_to_its_end() {
         "{}",
         i.snapshot()["screen"]
     );
-    assert!(
-        eventually(PATIENCE, || i.snapshot()["state"]["data"]["value"] == 0),
-        "{}",
-        i.snapshot()["state"]
-    );
+    i.value_becomes(0);
     assert_eq!(i.snapshot()["state"]["trimmed"], json!([]));
     // Calls: the host's validation, then a confirmation for the revision.
-    let (status, body) = i.act(
-        "/api/call",
-        r#"{"tool": "increment", "args": {"amount": "x"}}"#,
-    );
-    assert_eq!(status, 400, "{body}");
-    assert!(body.contains("is not of type"), "{body}");
-    let (status, body) = i.act(
-        "/api/call",
-        r#"{"tool": "increment", "args": {"amount": 2}}"#,
-    );
-    assert_eq!(status, 409, "{body}");
-    let asked: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(
-        asked["confirm"],
-        json!({"tool": "increment", "revision": "1"})
-    );
-    let (status, body) = i.act(
-        "/api/call",
-        r#"{"tool": "increment", "args": {"amount": 2}, "confirm": {"tool": "increment", "revision": "0"}}"#,
-    );
-    assert_eq!(status, 409, "another revision's confirmation: {body}");
-    assert_eq!(w.value(), 0, "nothing unconfirmed ran");
-    let (status, body) = i.act(
-        "/api/call",
-        r#"{"tool": "increment", "args": {"amount": 2}, "confirm": {"tool": "increment", "revision": "1"}}"#,
-    );
-    assert_eq!(status, 200, "{body}");
-    let done: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(done["ok"]["value"], 2, "{done}");
-    assert!(done["latency_ms"].is_u64(), "{done}");
-    assert!(
-        eventually(PATIENCE, || i.snapshot()["state"]["data"]["value"] == 2),
-        "{}",
-        i.snapshot()["state"]
-    );
+    increment_is_checked_then_confirmed(&i, || w.value());
+    i.value_becomes(2);
     assert!(eventually(PATIENCE, || screen_has("Counter: 2")));
     // A key typed on the page reaches the Tick through the view stream.
     let (status, body) = i.act("/api/keys", r#"{"bytes": "+"}"#);
@@ -828,15 +805,7 @@ fn a_live_instance_is_inspected_through_its_socket_to_its_end() {
     // The timeline is the socket's: the call asked and answered (with its
     // latency), and no host↔Tick frame (another process has those).
     let frames = snap["frames"].as_array().unwrap();
-    let call = frames
-        .iter()
-        .find(|f| f["method"] == "call" && f["dir"] == "to host")
-        .unwrap_or_else(|| panic!("no call in {frames:?}"));
-    let answer = frames
-        .iter()
-        .find(|f| f["id"] == call["id"] && f["dir"] == "from host" && f["method"] == "")
-        .unwrap_or_else(|| panic!("no answer in {frames:?}"));
-    assert!(answer["latency_ms"].is_u64(), "{answer}");
+    answered_with_latency(frames, "call", "host");
     for method in ["attach", "watch", "describe", "keys", "output", "delivery"] {
         assert!(
             frames.iter().any(|f| f["method"] == method),
