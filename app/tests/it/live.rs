@@ -4,7 +4,8 @@
 //! the Tick's terminal as large as its smallest view (SIGWINCH for a
 //! native Tick, its terminal interface for a wasm one), keys from a view
 //! reaching it (one huge draw split without dropping a viewer is
-//! `views`).
+//! `views`), and [`call`]'s outcome against a fake host: its deadline sent,
+//! a silent host or an oversized reply an unknown outcome.
 //!
 //! What needs the binary (real terminals, `attach`'s status bar and detach
 //! key, exit codes, `watch`'s lines) is `cli/tests/it/live.rs` and
@@ -12,6 +13,7 @@
 
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
+use tickbox_app::live::{call, Called};
 use tickbox_app::{App, Request, Session, Target};
 use tickbox_host::live::wire::{read_frame, write_frame, Frame, Reply, Request as LiveRequest};
 use tickbox_host::live::{client, publish, PublishOptions, Published, Registry};
@@ -340,4 +342,136 @@ fn a_wasm_tick_gets_view_keys_and_resizes_through_its_terminal_interface() {
         }),
         "{keys:?}"
     );
+}
+
+/// A fake host on a registry's socket: answers `info` and `describe` like
+/// a real one, and handles `call` as the test asks; records the requests.
+/// It serves on the test's runtime, and goes with it.
+struct FakeHost {
+    requests: Arc<Mutex<Vec<LiveRequest>>>,
+}
+
+#[derive(Clone, Copy)]
+enum FakeCall {
+    /// Never answers (a wedged or stopped host).
+    Hang,
+    /// Announces a reply larger than any frame may be.
+    Oversized,
+}
+
+impl FakeHost {
+    fn start(rt: &Runtime, registry: &Registry, name: &str, on_call: FakeCall) -> FakeHost {
+        use tickbox_host::live::wire::{write_json, MAX_FRAME};
+        let socket = registry.socket("fake01");
+        let listener = rt
+            .block_on(async { tokio::net::UnixListener::bind(&socket) })
+            .expect("bind");
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = requests.clone();
+        let name = name.to_string();
+        rt.spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let seen = seen.clone();
+                let name = name.clone();
+                tokio::spawn(async move {
+                    let Ok(Some(Frame::Json(v))) = read_frame(&mut conn).await else {
+                        return;
+                    };
+                    let Ok(request) = serde_json::from_value::<LiveRequest>(v) else {
+                        return;
+                    };
+                    seen.lock().unwrap().push(request.clone());
+                    let reply = match request {
+                        LiveRequest::Info => Reply::Ok(json!({
+                            "id": "fake01", "name": name, "kind": "test.fake",
+                            "title": "Fake", "backend": "native", "pid": 1,
+                            "started": "2026-01-01T00:00:00Z", "views": 0, "seq": 0})),
+                        LiveRequest::Call { .. } => match on_call {
+                            FakeCall::Hang => {
+                                // Never answers; the task ends with the test's runtime.
+                                std::future::pending::<()>().await;
+                                return;
+                            }
+                            FakeCall::Oversized => {
+                                use tokio::io::AsyncWriteExt;
+                                let mut head = vec![b'J'];
+                                head.extend(((MAX_FRAME + 1) as u32).to_be_bytes());
+                                let _ = conn.write_all(&head).await;
+                                let _ = conn.write_all(&[b' '; 4096]).await;
+                                return;
+                            }
+                        },
+                        _ => return,
+                    };
+                    let _ = write_json(&mut conn, &reply).await;
+                });
+            }
+        });
+        FakeHost { requests }
+    }
+
+    fn call_timeout_ms(&self) -> Option<u64> {
+        self.requests.lock().unwrap().iter().find_map(|r| match r {
+            LiveRequest::Call { timeout_ms, .. } => *timeout_ms,
+            _ => None,
+        })
+    }
+}
+
+/// `echo` of the fake host's catalog, as a client prepares it.
+fn echo() -> tickbox_protocol::PreparedCall {
+    tickbox_protocol::PreparedCall {
+        tool: "echo".into(),
+        args: json!({}),
+        revision: "r1".into(),
+        mutates: false,
+    }
+}
+
+#[test]
+fn a_live_call_sends_its_timeout_and_a_silent_host_is_an_unknown_outcome() {
+    use std::time::{Duration, Instant};
+    let dir = TempDir::new("live-silent");
+    let registry = Registry::at(dir.path("tickbox")).expect("a registry");
+    let rt = runtime();
+    let fake = FakeHost::start(&rt, &registry, "fake", FakeCall::Hang);
+    let t = Instant::now();
+    let called = rt
+        .block_on(call(&registry, "fake", echo(), Duration::from_secs(1)))
+        .expect("sent");
+    let elapsed = t.elapsed();
+    let Called::Unknown(why) = called else {
+        panic!("an outcome from a silent host: {called:?}")
+    };
+    assert!(why.contains("no reply within"), "{why}");
+    // The host's deadline is ours; the client waits only a little longer.
+    assert_eq!(fake.call_timeout_ms(), Some(1000));
+    assert!(
+        elapsed >= Duration::from_secs(1) && elapsed < Duration::from_secs(15),
+        "{elapsed:?}"
+    );
+}
+
+#[test]
+fn an_oversized_live_reply_is_an_unknown_outcome_not_a_session_error() {
+    let dir = TempDir::new("live-oversized");
+    let registry = Registry::at(dir.path("tickbox")).expect("a registry");
+    let rt = runtime();
+    let _fake = FakeHost::start(&rt, &registry, "fake", FakeCall::Oversized);
+    let called = rt
+        .block_on(call(
+            &registry,
+            "fake",
+            echo(),
+            tickbox_protocol::limits::CALL_TIMEOUT,
+        ))
+        .expect("sent");
+    let Called::Unknown(why) = called else {
+        panic!("an outcome from an oversized reply: {called:?}")
+    };
+    assert!(
+        why.contains("the host did not deliver the outcome"),
+        "{why}"
+    );
+    assert!(why.contains("limit"), "{why}");
 }
