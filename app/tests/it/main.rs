@@ -6,15 +6,27 @@
 //!   an approval of its exact bytes kept in a private trust store; the
 //!   decision, with an [`Approver`](tickbox_app::Approver) of the test's
 //!   own in place of the CLI's terminal prompt;
+//! - `inspect` — the inspector's page server in process: its door, its
+//!   bounds, confirmed calls, exports, a hostile Tick's markup as data,
+//!   trimming, a live instance to its end, and the page in headless
+//!   Chromium;
+//! - `live` — a Tick published as `tickbox run --name` publishes it and
+//!   driven through its socket: the smallest view sizes its terminal,
+//!   view keys reach a wasm Tick (the harness `inspect` and `views` use);
 //! - `policy` — `policy suggest` from audit files written by real starts
-//!   through [`App::open`], and the suggested policy rerun.
+//!   through [`App::open`], and the suggested policy rerun;
+//! - `views` — a huge draw reaches every view of a live instance in
+//!   pieces and drops none.
 //!
 //! What needs the binary (exit codes, the one line on stderr, the
 //! terminal prompt, `tickbox mcp` and `tickbox test` choosing that nobody
 //! is asked) stays in `cli/tests/it`.
 
 mod consent;
+mod inspect;
+mod live;
 mod policy;
+mod views;
 
 use serde_json::Value;
 use std::path::PathBuf;

@@ -279,3 +279,44 @@ async fn a_live_call_over_the_line_limit_is_refused_before_sending() {
     drop(published);
     session.shutdown().await;
 }
+
+/// A socket whose host is gone (nobody listens) is taken out of the
+/// registry by the next listing (`tickbox ls`, a client resolving a name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_socket_is_removed_by_ls() {
+    let dir = TempDir::new("live-stale");
+    let registry = Registry::at(dir.path("tickbox")).unwrap();
+    let stale = registry.socket("dead01");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    assert!(stale.exists());
+    assert!(client::list(&registry).await.is_empty());
+    assert!(!stale.exists(), "the stale socket is gone");
+}
+
+/// Without `XDG_RUNTIME_DIR` the registry is in the shared temp dir:
+/// someone else's file where ours would go makes a private directory of
+/// our own instead of a denial of service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_registry_dir_in_tmp_is_not_a_denial_of_service() {
+    let tmp = TempDir::new("registry-tmp");
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    std::fs::write(tmp.path(&format!("tickbox-{uid}")), "taken").unwrap();
+    let registry = Registry::in_temp(&tmp.0, uid).expect("a registry");
+    assert!(client::list(&registry).await.is_empty());
+    let private: Vec<_> = std::fs::read_dir(&tmp.0)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("tickbox-{uid}-"))
+        })
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(private.len(), 1, "one private directory was made");
+    assert_eq!(registry.dir(), private[0]);
+    // The next start finds it again rather than making another.
+    let again = Registry::in_temp(&tmp.0, uid).expect("a registry");
+    assert_eq!(again.dir(), registry.dir());
+}
