@@ -139,13 +139,23 @@ pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str
 /// Opens an MCP session (`initialize`, then `notifications/initialized`)
 /// with these extra headers; its id.
 pub fn initialize_http(server: &Endpoint, extra: &[(&str, &str)]) -> String {
+    initialize_http_at(server, extra, "2025-11-25")
+}
+
+/// [`initialize_http`] asking for the protocol revision `version` (which
+/// the server must accept).
+pub fn initialize_http_at(server: &Endpoint, extra: &[(&str, &str)], version: &str) -> String {
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+        "params": {"protocolVersion": version, "capabilities": {},
                    "clientInfo": {"name": "raw-http", "version": "0"}}});
     let (status, headers, messages) = server.post("/mcp", extra, &init);
     assert_eq!(status, 200, "{headers:?} {messages:?}");
     assert_eq!(
         messages[0]["result"]["serverInfo"]["name"], "tickbox",
+        "{messages:?}"
+    );
+    assert_eq!(
+        messages[0]["result"]["protocolVersion"], version,
         "{messages:?}"
     );
     let session = header(&headers, "mcp-session-id")
@@ -245,6 +255,22 @@ pub fn delete(server: &Endpoint, session: &str) -> u16 {
         server.token.as_deref().unwrap()
     );
     raw(server, &head, Vec::<u8>::new()).0
+}
+
+/// `tools/call NAME` with `id` on `session`; the result (the call must
+/// be answered with 200).
+pub fn call_tool(server: &Endpoint, session: &str, id: u64, name: &str, args: Value) -> Value {
+    let (status, _, m) = server.post(
+        "/mcp",
+        &[("Mcp-Session-Id", session)],
+        &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": name, "arguments": args}}),
+    );
+    assert_eq!(status, 200, "{name}: {m:?}");
+    m.into_iter()
+        .find(|m| m["id"] == id)
+        .unwrap_or_else(|| panic!("no answer to {name}"))["result"]
+        .clone()
 }
 
 /// A `ping` request (id 1).

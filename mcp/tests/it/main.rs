@@ -20,6 +20,11 @@
 //! - `drain` — the drain a `stop` future starts: a call in flight
 //!   answered while new work is refused, the drain timeout, and two
 //!   servers behind a real HAProxy, one drained;
+//! - `metrics` — `/metrics` beside MCP scraped by a real Prometheus, its
+//!   door, a bounded page, a hostile tool name escaped;
+//! - `otel` — spans and metrics sent to a real OTLP receiver: calls over
+//!   HTTP and stdio, the facade's own tools, sessions timed when they end,
+//!   a hostile tool name escaped, a stalled or stopped receiver;
 //! - `sdks` — real MCP SDKs run as programs (Python, TypeScript) and the
 //!   official conformance suite, over Streamable HTTP.
 //!
@@ -33,6 +38,8 @@ mod client;
 mod drain;
 mod guard;
 mod http;
+mod metrics;
+mod otel;
 mod raw;
 mod sdks;
 mod server;
