@@ -9,8 +9,10 @@
 //! [`registry`] starts a real OCI registry and makes SSH keys; [`wasm`]
 //! generates the modules that hit the sandbox's walls; [`mcp_http`] is a
 //! raw-TCP client of an MCP HTTP server, [`mcp_lines`] a raw-lines one of
-//! an MCP server on a byte stream; [`otel`] runs a real OTLP receiver.
+//! an MCP server on a byte stream; [`otel`] runs a real OTLP receiver;
+//! [`audit`] reads audit files.
 
+pub mod audit;
 pub mod mcp_clients;
 pub mod mcp_http;
 pub mod mcp_lines;
