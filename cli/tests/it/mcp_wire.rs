@@ -12,8 +12,8 @@ use std::io::{BufRead, BufReader, Read};
 use std::ops::{Deref, DerefMut};
 use std::process::{Child, Stdio};
 use std::time::Duration;
+pub(crate) use tickbox_test_support::mcp_http::initialize_http;
 use tickbox_test_support::mcp_http::Endpoint;
-pub(crate) use tickbox_test_support::mcp_http::{header, initialize_http};
 use tickbox_test_support::mcp_lines::LineClient;
 
 /// A guard against hangs, not a timing assertion.
@@ -219,11 +219,6 @@ impl HttpServer {
             .recv_timeout(Duration::from_secs(10));
         self.exited = Some(code);
         code
-    }
-
-    /// The server's pid.
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
     }
 
     /// Its stderr after the address line, so far.

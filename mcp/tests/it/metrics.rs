@@ -37,7 +37,11 @@ const PROMETHEUS_PATIENCE: Duration = Duration::from_secs(180);
 impl Page {
     /// `GET path` with `token` (none: no `Authorization`): status, headers
     /// and body.
-    fn get(&self, path: &str, token: Option<&str>) -> (u16, Vec<(String, String)>, String) {
+    pub(crate) fn get(
+        &self,
+        path: &str,
+        token: Option<&str>,
+    ) -> (u16, Vec<(String, String)>, String) {
         let bearer = token.map(|t| format!("Bearer {t}"));
         let headers: Vec<(&str, &str)> = bearer
             .as_deref()
@@ -48,7 +52,7 @@ impl Page {
     }
 
     /// The page, scraped with its token.
-    fn scrape(&self) -> String {
+    pub(crate) fn scrape(&self) -> String {
         let (status, _, body) = self.get("/metrics", Some(&self.token));
         assert_eq!(status, 200, "{body}");
         body

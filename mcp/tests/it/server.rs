@@ -5,17 +5,15 @@
 //! the Ticks' audit streams counted as `tickbox mcp --metrics` counts
 //! them). Tests talk to it over raw TCP (`tickbox_test_support::mcp_http`).
 
-use crate::{hosted, logs, PATIENCE};
+use crate::{logs, Hosting, Setup, PATIENCE};
 use std::ops::Deref;
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use tickbox_host::session::Session;
 use tickbox_mcp::http::metrics::MetricsEndpoint;
 use tickbox_mcp::http::{self, Drained, HttpOptions};
-use tickbox_mcp::{Facade, Grants};
+use tickbox_mcp::Facade;
 use tickbox_sandbox::Launcher;
-use tickbox_telemetry::audit::{Audit, Origin};
-use tickbox_telemetry::metrics::{Metrics, TickMetrics};
 use tickbox_test_support::mcp_http::Endpoint;
 use tokio::sync::oneshot;
 
@@ -65,36 +63,37 @@ impl HttpServer {
 
     /// `launcher`'s Tick under the default options changed by `options`.
     pub fn start_with(launcher: Launcher, options: impl FnOnce(&mut HttpOptions)) -> HttpServer {
-        HttpServer::start_ticks(vec![(None, launcher)], false, options)
+        HttpServer::start_setup(Setup::of(vec![Hosting::shared(None, launcher)]), options)
     }
 
     /// These Ticks, each under its name (none: its default), with
     /// `/metrics` on a port of its own counting them, as `tickbox mcp
     /// --http … --metrics 0` serves them.
-    pub fn start_metered(ticks: Vec<(Option<&str>, Launcher)>) -> HttpServer {
-        HttpServer::start_ticks(ticks, true, |_| {})
+    pub fn start_metered(ticks: Vec<(Option<&'static str>, Launcher)>) -> HttpServer {
+        let ticks = ticks
+            .into_iter()
+            .map(|(name, l)| Hosting::shared(name, l))
+            .collect();
+        let setup = Setup {
+            metered: true,
+            ..Setup::of(ticks)
+        };
+        HttpServer::start_setup(setup, |_| {})
     }
 
-    /// These Ticks (with `/metrics` when `metered`) under the default
+    /// What `setup` hosts (with `/metrics` when metered) under the default
     /// options changed by `options`.
-    pub fn start_ticks(
-        ticks: Vec<(Option<&str>, Launcher)>,
-        metered: bool,
-        options: impl FnOnce(&mut HttpOptions),
-    ) -> HttpServer {
+    pub fn start_setup(setup: Setup, options: impl FnOnce(&mut HttpOptions)) -> HttpServer {
         logs();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback");
         let addr = listener.local_addr().expect("its address").to_string();
-        let page_listener =
-            metered.then(|| std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback"));
+        let page_listener = setup
+            .metered
+            .then(|| std::net::TcpListener::bind("127.0.0.1:0").expect("bind loopback"));
         let page = page_listener.as_ref().map(|l| Page {
             port: l.local_addr().expect("its address").port(),
             token: METRICS_TOKEN.to_string(),
         });
-        let ticks: Vec<(Option<String>, Launcher)> = ticks
-            .into_iter()
-            .map(|(name, l)| (name.map(str::to_string), l))
-            .collect();
         let mut opts = HttpOptions::new(TOKEN);
         options(&mut opts);
         let token = opts.token.clone();
@@ -107,23 +106,8 @@ impl HttpServer {
                 .build()
                 .expect("a runtime");
             rt.block_on(async move {
-                let registry = Arc::new(Metrics::new());
-                let mut hosted_ticks = Vec::new();
-                for (name, launcher) in ticks {
-                    // Counted from the Tick's start, named once it has its name.
-                    let counts = Arc::new(TickMetrics::default());
-                    let launcher = match metered {
-                        true => launcher.audited(Some(
-                            Audit::new(Origin::Mcp, vec![]).observed_by(counts.clone()),
-                        )),
-                        false => launcher,
-                    };
-                    let tick = hosted(&launcher, name.as_deref(), Grants::default()).await;
-                    if metered {
-                        registry.add_tick(&tick.name, counts);
-                    }
-                    hosted_ticks.push(tick);
-                }
+                let facade_options = setup.facade;
+                let (hosted_ticks, registry) = setup.host().await;
                 let sessions: Vec<Arc<Session>> =
                     hosted_ticks.iter().map(|t| t.session.clone()).collect();
                 if let Some(l) = page_listener {
@@ -134,7 +118,7 @@ impl HttpServer {
                         metrics: registry,
                     });
                 }
-                let facade = Facade::new(hosted_ticks)
+                let facade = Facade::with_options(hosted_ticks, facade_options)
                     .await
                     .map_err(std::io::Error::other)?;
                 listener.set_nonblocking(true)?;
