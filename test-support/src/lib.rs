@@ -671,3 +671,18 @@ pub fn sample(page: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
         .map(|v| v.parse().expect("a number"))
 }
+
+/// The names of the threads of process `pid`.
+pub fn threads(pid: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+    {
+        let Ok(t) = t else { continue };
+        if let Ok(name) = std::fs::read_to_string(t.path().join("comm")) {
+            out.push(name.trim().to_string());
+        }
+    }
+    out
+}

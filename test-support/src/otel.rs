@@ -207,18 +207,3 @@ pub fn histogram_points(metrics: &[Value], name: &str) -> Vec<Value> {
 pub fn point_with<'a>(points: &'a [Value], key: &str, value: &str) -> Option<&'a Value> {
     points.iter().find(|p| string_attr(p, key) == Some(value))
 }
-
-/// The names of the threads of process `pid`.
-pub fn threads(pid: u32) -> Vec<String> {
-    let mut out = Vec::new();
-    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
-        .into_iter()
-        .flatten()
-    {
-        let Ok(t) = t else { continue };
-        if let Ok(name) = std::fs::read_to_string(t.path().join("comm")) {
-            out.push(name.trim().to_string());
-        }
-    }
-    out
-}

@@ -3,7 +3,8 @@
 //! call --audit FILE` wires it): what a wasm Tick with grants was granted,
 //! called, refused and ran into, each event once and with what was
 //! attempted; a hostile Tick's text only escaped; a session past its byte
-//! budget saying what was dropped; a file rotated at its bound. What the
+//! budget saying what was dropped; a file rotated at its bound; the
+//! stream a policy's `audit` key names. What the
 //! binary decides (`--yes` and the approvals it records, `--audit -` on
 //! stderr, exit codes, signals, SIGKILL under `--audit-sync`) stays in
 //! `cli/tests/it/audit.rs`.
@@ -12,6 +13,7 @@ use crate::{call, settings, Ran};
 use serde_json::{json, Value};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
+use tickbox_app::grants::read_policy;
 use tickbox_app::{App, AuditWish, Request, Settings, Target};
 use tickbox_protocol::text::is_unsafe;
 use tickbox_sandbox::GrantSpec;
@@ -424,4 +426,26 @@ async fn an_audit_file_rotates_at_its_bound() {
             .any(|e| e["event"] == "call" && e["args"]["i"] == runs - 1),
         "{newest:#?}"
     );
+}
+
+/// A policy file's `audit` key names the stream (relative to the policy's
+/// directory) its starts are recorded in, under the policy's grants.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_names_the_stream() {
+    let dir = TempDir::new("audit-policy");
+    let policy = dir.path("policy.toml");
+    std::fs::write(&policy, "audit = \"p.jsonl\"\nmax_memory = \"64MiB\"\n").unwrap();
+    let app = App::new(settings(None));
+    let (_, wish) = read_policy(&policy).expect("the policy reads");
+    let mut request = Request::new(hostile_wasm());
+    request.policy = Some(policy);
+    request.audit = app
+        .audit(Origin::Cli, &wish, &[])
+        .expect("the stream opens");
+    let out = call(&app, &request, "echo", json!({})).await;
+    assert_eq!(out.0, 0, "{out:?}");
+    app.finish_audit();
+    let all = events(&dir.path("p.jsonl"));
+    assert_eq!(all[0]["event"], "start", "{all:#?}");
+    assert_eq!(all[0]["grants"]["max_memory"], 64 << 20);
 }

@@ -1,22 +1,17 @@
 //! The audit stream (`--audit`, docs/AUDIT.md) as the binary writes it:
 //! the approvals `--yes` gives or withholds; `--audit -` on stderr and
 //! never on stdout; the live host's own file rotated at its bound; the MCP
-//! config's and a policy's `audit` keys; a refusal flood beside a
-//! neighbour's calls under `tickbox mcp`; SIGKILL under `--audit-sync`;
+//! config's and a policy's `audit` keys; SIGKILL under `--audit-sync`;
 //! a destination that cannot be used is one line and exit 2; a signal
 //! ends a command blocked on a FIFO. What a start records (through
-//! `tickbox_app::App::open`) is tested in `app/tests/it/audit.rs`.
+//! `tickbox_app::App::open`) is tested in `app/tests/it/audit.rs`, the
+//! facade's Ticks' streams in tickbox-mcp's `tests/it/audit.rs`.
 
 use crate::live::World;
 use crate::mcp_wire::Raw;
 use crate::util::*;
 use serde_json::{json, Value};
-use std::net::TcpListener;
-use tickbox_test_support::audit::{events, of, session_of};
-
-fn hostile_wasm() -> String {
-    hostile()
-}
+use tickbox_test_support::audit::{events, of};
 
 /// `--yes` approves a mutating call on the command line and the stream
 /// says so (granted, by `--yes`; its arguments recorded with
@@ -30,7 +25,7 @@ fn a_mutating_calls_approval_by_yes_and_its_refusal_are_recorded() {
     let data = TempDir::new("audit-approval-data");
     let file = dir.path("audit.jsonl");
     let audit = file.to_str().unwrap();
-    let wasm = hostile_wasm();
+    let wasm = hostile();
     let grant = format!("{}::/data", data.0.display());
     let write = |text: &str, extra: &[&str]| {
         let args = json!({"path": "/data/new.txt", "text": text}).to_string();
@@ -65,7 +60,7 @@ fn a_mutating_calls_approval_by_yes_and_its_refusal_are_recorded() {
 /// `--audit -`: the stream is on stderr; stdout carries only the result.
 #[test]
 fn audit_to_dash_goes_to_stderr_and_never_stdout() {
-    let wasm = hostile_wasm();
+    let wasm = hostile();
     let out = tickbox(&["call", &wasm, "echo", r#"{"a":1}"#, "--audit", "-"]);
     assert_eq!(out.code, 0, "{out:#?}");
     assert_eq!(out.json(), json!({"a": 1}), "stdout is the result alone");
@@ -189,21 +184,13 @@ fn an_mcp_configs_audit_key_records_its_ticks() {
     assert!(!dir.path("audit.jsonl").exists());
 }
 
-/// A policy file's `audit` key (relative to the policy's directory), and a
-/// destination that cannot be opened is one line and exit 2.
+/// A destination that cannot be opened is one line and exit 2; a link
+/// planted where the file goes is not followed. (A policy's `audit` key is
+/// tickbox-app's: `app/tests/it/audit.rs`.)
 #[test]
-fn a_policy_names_the_stream_and_a_bad_destination_is_one_line() {
+fn a_bad_audit_destination_is_one_line_and_exit_2() {
     let dir = TempDir::new("audit-policy");
-    let policy = dir.path("policy.toml");
-    std::fs::write(&policy, "audit = \"p.jsonl\"\nmax_memory = \"64MiB\"\n").unwrap();
-    let wasm = hostile_wasm();
-    let p = policy.to_str().unwrap();
-    let out = tickbox(&["call", &wasm, "echo", "{}", "--policy", p]);
-    assert_eq!(out.code, 0, "{out:#?}");
-    let all = events(&dir.path("p.jsonl"));
-    assert_eq!(all[0]["event"], "start", "{all:#?}");
-    assert_eq!(all[0]["grants"]["max_memory"], 64 << 20);
-    // A link planted where the file goes is not followed.
+    let wasm = hostile();
     let link = dir.path("link.jsonl");
     std::os::unix::fs::symlink(dir.path("elsewhere"), &link).unwrap();
     let out = tickbox(&[
@@ -231,7 +218,7 @@ fn a_policy_names_the_stream_and_a_bad_destination_is_one_line() {
 /// An MCP config hosting two hostile wasm Ticks into one audit file:
 /// `flood` (one `--dir` grant, no network grant) and `calm`.
 fn two_ticks(dir: &TempDir, data: &TempDir, extra: &str) -> std::path::PathBuf {
-    let wasm = hostile_wasm();
+    let wasm = hostile();
     let config = dir.path("ticks.toml");
     std::fs::write(
         &config,
@@ -242,102 +229,6 @@ fn two_ticks(dir: &TempDir, data: &TempDir, extra: &str) -> std::path::PathBuf {
     )
     .unwrap();
     config
-}
-
-/// The sum of the `count`s of a session's events of this kind (a line
-/// without one stands for one).
-fn counted(session: &[&Value], event: &str, what: &str) -> (usize, u64) {
-    let lines: Vec<&&Value> = session
-        .iter()
-        .filter(|e| e["event"] == event && e["what"] == what)
-        .collect();
-    let n = lines.iter().map(|e| e["count"].as_u64().unwrap_or(1)).sum();
-    (lines.len(), n)
-}
-
-/// The red team's flood: a sandboxed Tick with one `--dir` grant looping
-/// over refused opens (and, with no network grant at all, over refused
-/// connects) wrote one `denied` line per try (109 MiB in 11 s). Now each
-/// kind is one line and one merged count, whose counts add up to every
-/// try the guest saw refused; the socket attempts are on record though no
-/// network grant exists (WASI used to refuse them before the host saw the
-/// address); and a neighbour Tick's calls, made while the flood runs, are
-/// all recorded.
-#[test]
-fn a_flood_of_refusals_is_a_few_lines_and_a_neighbours_calls_are_all_recorded() {
-    let dir = TempDir::new("audit-flood");
-    let data = TempDir::new("audit-flood-data");
-    let config = two_ticks(&dir, &data, "");
-    let mut mcp = Raw::start(&["--config".into(), config.display().to_string()]);
-    mcp.initialize("2025-06-18");
-    let tries = 20_000u64;
-    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = closed.local_addr().unwrap().to_string();
-    drop(closed);
-    // The flood runs while the neighbour is called.
-    mcp.send(json!({"jsonrpc": "2.0", "id": 1000, "method": "tools/call",
-        "params": {"name": "flood_refuse_loop", "arguments": {"path": "/data/../../etc/passwd", "n": tries}}}));
-    let calls = 50;
-    for i in 0..calls {
-        let r = mcp.call(i, "calm_echo", json!({"i": i}));
-        assert_eq!(r["structuredContent"]["i"], i, "{r}");
-    }
-    let flood = mcp.answer(json!(1000));
-    assert_eq!(
-        flood["result"]["structuredContent"]["refused"], tries,
-        "the guest was refused every time: {flood}"
-    );
-    let r = mcp.call(
-        2000,
-        "flood_refuse_loop",
-        json!({"addr": addr, "n": tries / 10}),
-    );
-    assert_eq!(r["structuredContent"]["refused"], tries / 10, "{r}");
-    let (code, stderr) = mcp.close();
-    assert_eq!(code, 0, "{stderr}");
-
-    let file = dir.path("audit.jsonl");
-    let size = std::fs::metadata(&file).unwrap().len();
-    let all = events(&file);
-    let flood = session_of(&all, |e| {
-        e["grants"]["dirs"]
-            .as_array()
-            .is_some_and(|d| !d.is_empty())
-    });
-    let (lines, n) = counted(&flood, "denied", "path");
-    assert_eq!(n, tries, "every refused open counted: {flood:#?}");
-    assert!(lines <= 3, "{lines} lines for {tries} refusals");
-    let (lines, n) = counted(&flood, "denied", "socket");
-    assert_eq!(
-        n,
-        tries / 10,
-        "every refused connect counted, no grant needed"
-    );
-    assert!(lines <= 3, "{lines} lines");
-    let socket = flood
-        .iter()
-        .find(|e| e["event"] == "denied" && e["what"] == "socket")
-        .unwrap();
-    assert_eq!(socket["attempted"], addr.as_str(), "the address seen");
-    let merged = flood
-        .iter()
-        .find(|e| e["event"] == "denied" && e["count"].is_u64())
-        .expect("a merged line");
-    assert!(
-        merged["first"].is_string() && merged["last"].is_string(),
-        "{merged}"
-    );
-    assert!(
-        flood.len() < 12,
-        "a few lines for the whole session: {flood:#?}"
-    );
-    // The neighbour: every call on record.
-    let calm = session_of(&all, |e| {
-        e["grants"]["dirs"].as_array().is_some_and(|d| d.is_empty())
-    });
-    let recorded = calm.iter().filter(|e| e["event"] == "call").count();
-    assert_eq!(recorded, calls as usize, "{calm:#?}");
-    assert!(size < 64 * 1024, "the file is {size} bytes");
 }
 
 /// Which of these calls (by the `nonce` in their recorded arguments) are
@@ -365,7 +256,7 @@ fn answered_then_killed(
     rounds: usize,
     extra: &[&str],
 ) -> Vec<(String, std::path::PathBuf)> {
-    let wasm = hostile_wasm();
+    let wasm = hostile();
     (0..rounds)
         .map(|round| {
             let file = dir.path(&format!("{tag}-{round}.jsonl"));
@@ -444,7 +335,7 @@ fn audit_sync_keys_and_a_stream_that_cannot_be_synced() {
     let nonce = ["keyed".to_string()];
     assert!(missing_calls(&dir.path("audit.jsonl"), &nonce).is_empty());
 
-    let wasm = hostile_wasm();
+    let wasm = hostile();
     let policy = dir.path("policy.toml");
     std::fs::write(
         &policy,
@@ -506,7 +397,7 @@ fn an_audit_path_that_is_not_a_regular_file_is_one_line_and_exit_2_at_once() {
     let dir = TempDir::new("audit-fifo");
     let fifo = dir.path("audit.fifo");
     mkfifo(&fifo);
-    let wasm = hostile_wasm();
+    let wasm = hostile();
     let quick = std::time::Duration::from_secs(30);
     let refused = |argv: &[&str]| {
         let out = tickbox_within(argv, &[], quick);
@@ -574,7 +465,7 @@ fn an_audit_path_that_is_not_a_regular_file_is_one_line_and_exit_2_at_once() {
 fn a_signal_ends_a_command_blocked_opening_a_fifo() {
     use std::os::unix::fs::OpenOptionsExt;
     let dir = TempDir::new("audit-fifo-signal");
-    let wasm = hostile_wasm();
+    let wasm = hostile();
     let policy = dir.path("policy.fifo");
     mkfifo(&policy);
     let tick_fifo = dir.path("tick.wasm");

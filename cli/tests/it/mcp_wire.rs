@@ -283,17 +283,10 @@ fn a_non_loopback_bind_generates_a_token_and_requires_it() {
 
 /// How many of a process's threads are tokio workers.
 fn tokio_workers(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|tasks| {
-            tasks
-                .flatten()
-                .filter(|t| {
-                    std::fs::read_to_string(t.path().join("comm"))
-                        .is_ok_and(|c| c.trim() == "tokio-rt-worker")
-                })
-                .count()
-        })
-        .unwrap_or(0)
+    threads(pid)
+        .iter()
+        .filter(|t| *t == "tokio-rt-worker")
+        .count()
 }
 
 #[test]

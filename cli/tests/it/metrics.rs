@@ -11,7 +11,6 @@ use crate::mcp_wire::HttpServer;
 use crate::registry::http;
 use crate::util::*;
 use std::path::PathBuf;
-pub(crate) use tickbox_test_support::sample;
 
 /// Where `tickbox mcp` said it serves `/metrics`: the port, and the file
 /// holding the token a scraper sends.

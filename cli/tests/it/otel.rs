@@ -12,7 +12,7 @@ use crate::util::*;
 use serde_json::json;
 use std::path::Path;
 use tickbox_telemetry::otel::THREAD_NAME;
-use tickbox_test_support::otel::{attr, named, string_attr, threads, Receiver};
+use tickbox_test_support::otel::{attr, named, string_attr, Receiver};
 
 /// The environment that turns telemetry on, sending to `endpoint` soon
 /// (a short batch delay and metric interval, so a test waits little).

@@ -5,6 +5,8 @@
 //! wasm guests) opened through the sandbox's `Launcher`. One test binary;
 //! each module is one subject.
 //!
+//! - `audit` — the hosted Ticks' audit streams: a refusal flood merged
+//!   beside a neighbour's calls, all recorded;
 //! - `wire` — the stdio loop frame by frame: protocol revisions, requests
 //!   before `initialize`, malformed and oversized frames, the in-flight
 //!   bound, cancellation, the screen tool, capped errors, catalog changes
@@ -36,6 +38,7 @@
 //! spawns, and real MCP SDKs that start it as their stdio server) stays in
 //! `cli/tests/it`.
 
+mod audit;
 mod client;
 mod drain;
 mod guard;

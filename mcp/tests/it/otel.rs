@@ -33,9 +33,9 @@ use tickbox_telemetry::otel::{Endpoint, Otel, OtelConfig, THREAD_NAME};
 use tickbox_telemetry::outcome::CallOutcome;
 use tickbox_test_support::mcp_http::{call_tool, delete, initialize_http, initialize_http_at};
 use tickbox_test_support::otel::{
-    attr, histogram_points, named, point_with, string_attr, threads, Receiver,
+    attr, histogram_points, named, point_with, string_attr, Receiver,
 };
-use tickbox_test_support::{assert_inert_by, eventually, shows_escaped};
+use tickbox_test_support::{assert_inert_by, eventually, shows_escaped, threads};
 
 /// The exporter `tickbox` starts when `OTEL_EXPORTER_OTLP_ENDPOINT` is
 /// `endpoint` (both signals), with a short batch delay and metric
