@@ -602,20 +602,23 @@ pub fn http(
     s.write_all(body).unwrap();
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
+    response(&raw)
+}
+
+/// An HTTP/1.1 response read to its end: its status, its headers (names
+/// lower-cased) and its body (unchunked when sent in chunks).
+pub(crate) fn response(raw: &[u8]) -> (u16, Vec<(String, String)>, Vec<u8>) {
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
-        .expect("a head");
+        .expect("a whole response head");
     let head = String::from_utf8_lossy(&raw[..split]).to_string();
     let mut lines = head.lines();
     let status = lines
         .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {head:?}"));
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
@@ -623,24 +626,29 @@ pub fn http(
     let mut body = raw[split + 4..].to_vec();
     if headers
         .iter()
-        .any(|(k, v)| k == "transfer-encoding" && v == "chunked")
+        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"))
     {
         body = unchunk(&body);
     }
     (status, headers, body)
 }
 
-fn unchunk(mut b: &[u8]) -> Vec<u8> {
+/// A chunked body's data, up to its last chunk (or the first malformed one).
+fn unchunk(mut rest: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    loop {
-        let end = b.windows(2).position(|w| w == b"\r\n").unwrap();
-        let n = usize::from_str_radix(std::str::from_utf8(&b[..end]).unwrap().trim(), 16).unwrap();
-        if n == 0 {
-            return out;
+    while let Some(end) = rest.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&rest[..end]).ok();
+        let Some(n) = size.and_then(|s| usize::from_str_radix(s.trim(), 16).ok()) else {
+            break;
+        };
+        let tail = &rest[end + 2..];
+        if n == 0 || tail.len() < n {
+            break;
         }
-        out.extend_from_slice(&b[end + 2..end + 2 + n]);
-        b = &b[end + 2 + n + 2..];
+        out.extend_from_slice(&tail[..n]);
+        rest = tail[n..].strip_prefix(b"\r\n").unwrap_or(&tail[n..]);
     }
+    out
 }
 
 /// Panics naming the sink and the first character `is_unsafe` (tickbox's

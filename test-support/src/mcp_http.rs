@@ -77,30 +77,12 @@ impl Endpoint {
         s.write_all(req.as_bytes()).unwrap();
         let mut raw = Vec::new();
         s.read_to_end(&mut raw).expect("read the response");
-        let text = String::from_utf8_lossy(&raw).to_string();
-        let (head, rest) = text.split_once("\r\n\r\n").expect("a whole response");
-        let mut head_lines = head.lines();
-        let status: u16 = head_lines
-            .next()
-            .unwrap()
-            .split(' ')
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap();
-        let headers: Vec<(String, String)> = head_lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_string()))
-            .collect();
-        let chunked = headers
-            .iter()
-            .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
-        let body = if chunked {
-            dechunk(rest)
-        } else {
-            rest.to_string()
-        };
-        (status, headers, json_messages(&body))
+        let (status, headers, body) = crate::response(&raw);
+        (
+            status,
+            headers,
+            json_messages(&String::from_utf8_lossy(&body)),
+        )
     }
 }
 
@@ -111,21 +93,6 @@ fn json_messages(body: &str) -> Vec<Value> {
         .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
         .filter(|v| v.is_object())
         .collect()
-}
-
-fn dechunk(mut rest: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, tail)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || tail.len() < n {
-            break;
-        }
-        out.push_str(&tail[..n]);
-        rest = tail[n..].trim_start_matches("\r\n");
-    }
-    out
 }
 
 /// The value of the header `name` (lower-case).

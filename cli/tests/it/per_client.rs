@@ -11,6 +11,7 @@ use crate::mcp_wire::{initialize_http, HttpServer};
 use crate::util::*;
 use serde_json::json;
 use std::time::Duration;
+use tickbox_test_support::mcp_http::call_tool;
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(120);
@@ -67,12 +68,6 @@ fn a_named_clients_token_file_others_may_read_is_refused() {
     let cache = cache_dir();
     let server = HttpServer::start_args(&flags, &[("TICKBOX_CACHE_DIR", cache.to_str().unwrap())]);
     let a = initialize_http(&server, &[]);
-    let (status, _, m) = server.post(
-        "/mcp",
-        &[("Mcp-Session-Id", &a)],
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "increment", "arguments": {"amount": 1}}}),
-    );
-    assert_eq!(status, 200, "{m:?}");
-    assert_eq!(m[0]["result"]["structuredContent"]["value"], 1, "{m:?}");
+    let r = call_tool(&server, &a, 1, "increment", json!({"amount": 1}));
+    assert_eq!(r["structuredContent"]["value"], 1, "{r}");
 }
