@@ -429,23 +429,40 @@ async fn an_audit_file_rotates_at_its_bound() {
 }
 
 /// A policy file's `audit` key names the stream (relative to the policy's
-/// directory) its starts are recorded in, under the policy's grants.
+/// directory) its starts are recorded in, under the policy's grants; its
+/// `audit_args` and `audit_sync` keys record the arguments and make the
+/// stream one whose calls wait for their line on disk (and must be
+/// booleans).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_names_the_stream() {
     let dir = TempDir::new("audit-policy");
     let policy = dir.path("policy.toml");
-    std::fs::write(&policy, "audit = \"p.jsonl\"\nmax_memory = \"64MiB\"\n").unwrap();
+    let keys = "audit = \"p.jsonl\"\naudit_args = true\naudit_sync = true\n";
+    std::fs::write(&policy, format!("{keys}max_memory = \"64MiB\"\n")).unwrap();
     let app = App::new(settings(None));
     let (_, wish) = read_policy(&policy).expect("the policy reads");
     let mut request = Request::new(hostile_wasm());
     request.policy = Some(policy);
-    request.audit = app
+    let audit = app
         .audit(Origin::Cli, &wish, &[])
         .expect("the stream opens");
-    let out = call(&app, &request, "echo", json!({})).await;
+    assert!(audit.as_ref().is_some_and(|a| a.syncs()), "audit_sync");
+    request.audit = audit;
+    let out = call(&app, &request, "echo", json!({"nonce": "policy"})).await;
     assert_eq!(out.0, 0, "{out:?}");
     app.finish_audit();
     let all = events(&dir.path("p.jsonl"));
     assert_eq!(all[0]["event"], "start", "{all:#?}");
     assert_eq!(all[0]["grants"]["max_memory"], 64 << 20);
+    let calls = of(&all, "call", None);
+    assert_eq!(
+        calls[0]["args"]["nonce"], "policy",
+        "audit_args: {calls:#?}"
+    ); // A key of the wrong type is refused, naming it.
+    std::fs::write(dir.path("bad.toml"), "audit_sync = \"yes\"\n").unwrap();
+    let bad = read_policy(&dir.path("bad.toml")).map(|_| ()).unwrap_err();
+    assert!(
+        bad.to_string().contains("audit_sync must be true or false"),
+        "{bad}"
+    );
 }

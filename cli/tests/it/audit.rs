@@ -1,5 +1,6 @@
 //! The audit stream (`--audit`, docs/AUDIT.md) as the binary writes it:
-//! the approvals `--yes` gives or withholds; `--audit -` on stderr and
+//! the approvals `--yes` gives or withholds; the bounds its variables
+//! set; `--audit -` on stderr and
 //! never on stdout; the live host's own file rotated at its bound; the MCP
 //! config's and a policy's `audit` keys; SIGKILL under `--audit-sync`;
 //! a destination that cannot be used is one line and exit 2; a signal
@@ -55,6 +56,42 @@ fn a_mutating_calls_approval_by_yes_and_its_refusal_are_recorded() {
     );
     assert_eq!(calls[0]["mutates"], true);
     assert_eq!(calls[0]["args"]["text"], "written");
+}
+
+/// The binary reads the audit bounds from its variables: a session past
+/// `TICKBOX_AUDIT_SESSION_MAX_SIZE` says what was dropped, and a file is
+/// rotated at `TICKBOX_AUDIT_MAX_SIZE`. What the bounds do is tickbox-app's
+/// to test (`app/tests/it/audit.rs`).
+#[test]
+fn the_audit_size_variables_bound_a_session_and_a_file() {
+    let dir = TempDir::new("audit-sizes");
+    let file = dir.path("audit.jsonl");
+    let audit = file.to_str().unwrap();
+    let wasm = hostile();
+    let grant = format!("{}::/data", dir.0.display());
+    let args = json!({"path": "/data/../x", "n": 100}).to_string();
+    let argv = ["call", &wasm, "refuse_loop", &args, "--dir", &grant];
+    let out = tickbox_env(
+        &[&argv[..], &["--audit", audit]].concat(),
+        &[("TICKBOX_AUDIT_SESSION_MAX_SIZE", "400")],
+    );
+    assert_eq!(out.json()["refused"], 100, "{out:#?}");
+    assert_eq!(of(&events(&file), "unrecorded", None).len(), 1);
+    for i in 0..6 {
+        let args = json!({"i": i}).to_string();
+        let argv = [
+            "call",
+            &wasm,
+            "echo",
+            &args,
+            "--audit",
+            audit,
+            "--audit-args",
+        ];
+        let out = tickbox_env(&argv, &[("TICKBOX_AUDIT_MAX_SIZE", "2KiB")]);
+        assert_eq!(out.code, 0, "{out:#?}");
+    }
+    assert!(dir.path("audit.jsonl.1").exists(), "rotated at 2 KiB");
 }
 
 /// `--audit -`: the stream is on stderr; stdout carries only the result.
@@ -215,22 +252,6 @@ fn a_bad_audit_destination_is_one_line_and_exit_2() {
     out.expect(2, "cannot open");
 }
 
-/// An MCP config hosting two hostile wasm Ticks into one audit file:
-/// `flood` (one `--dir` grant, no network grant) and `calm`.
-fn two_ticks(dir: &TempDir, data: &TempDir, extra: &str) -> std::path::PathBuf {
-    let wasm = hostile();
-    let config = dir.path("ticks.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "audit = \"audit.jsonl\"\n{extra}\n[[tick]]\nname = \"flood\"\npath = \"{wasm}\"\ndir = [\"{}::/data\"]\n\n[[tick]]\nname = \"calm\"\npath = \"{wasm}\"\n",
-            data.0.display()
-        ),
-    )
-    .unwrap();
-    config
-}
-
 /// Which of these calls (by the `nonce` in their recorded arguments) are
 /// not in the audit file: the detector of the SIGKILL test.
 fn missing_calls(file: &std::path::Path, nonces: &[String]) -> Vec<String> {
@@ -320,48 +341,24 @@ fn an_answered_call_survives_sigkill_under_audit_sync() {
     assert_eq!(&reported[0], nonce);
 }
 
-/// The `audit_sync` key of an MCP config and of a policy file, and
-/// `--audit-sync` with no file to sync (one line, exit 2).
+/// The `audit_sync` key of an MCP config (SIGKILL after the answer loses
+/// no line), and `--audit-sync` with no file to sync (one line, exit 2).
+/// A policy's audit keys are tickbox-app's to read (`app/tests/it/audit.rs`).
 #[test]
 fn audit_sync_keys_and_a_stream_that_cannot_be_synced() {
     let dir = TempDir::new("audit-sync-keys");
-    let data = TempDir::new("audit-sync-keys-data");
-    let config = two_ticks(&dir, &data, "audit_sync = true\naudit_args = true");
+    let wasm = hostile();
+    let config = dir.path("ticks.toml");
+    let keys = "audit = \"audit.jsonl\"\naudit_sync = true\naudit_args = true";
+    let tick = format!("[[tick]]\nname = \"calm\"\npath = \"{wasm}\"\n");
+    std::fs::write(&config, format!("{keys}\n\n{tick}")).unwrap();
     let mut mcp = Raw::start(&["--config".into(), config.display().to_string()]);
     mcp.initialize("2025-06-18");
-    let r = mcp.call(1, "calm_echo", json!({"nonce": "keyed"}));
+    let r = mcp.call(1, "echo", json!({"nonce": "keyed"}));
     mcp.kill_now();
     assert_eq!(r["structuredContent"]["nonce"], "keyed");
     let nonce = ["keyed".to_string()];
     assert!(missing_calls(&dir.path("audit.jsonl"), &nonce).is_empty());
-
-    let wasm = hostile();
-    let policy = dir.path("policy.toml");
-    std::fs::write(
-        &policy,
-        "audit = \"p.jsonl\"\naudit_sync = true\naudit_args = true\n",
-    )
-    .unwrap();
-    let out = tickbox(&[
-        "call",
-        &wasm,
-        "echo",
-        r#"{"nonce":"policy"}"#,
-        "--policy",
-        policy.to_str().unwrap(),
-    ]);
-    assert_eq!(out.code, 0, "{out:#?}");
-    assert!(missing_calls(&dir.path("p.jsonl"), &["policy".to_string()]).is_empty());
-    std::fs::write(&policy, "audit_sync = \"yes\"\n").unwrap();
-    let out = tickbox(&[
-        "call",
-        &wasm,
-        "echo",
-        "{}",
-        "--policy",
-        policy.to_str().unwrap(),
-    ]);
-    out.expect(2, "audit_sync must be true or false");
 
     for argv in [
         vec!["call", wasm.as_str(), "echo", "{}", "--audit-sync"],
