@@ -2,6 +2,9 @@
 //! commands do, without the binary. One test binary; each module is one
 //! subject.
 //!
+//! - `audit` — the audit file of starts through [`App::open`]: starts,
+//!   calls, denials, limits and ends each once, hostile text escaped, a
+//!   session's byte budget, rotation at the file's bound, a policy's key;
 //! - `consent` — what a wasm Tick's manifest asks for, granted only under
 //!   an approval of its exact bytes kept in a private trust store; the
 //!   decision, with an [`Approver`](tickbox_app::Approver) of the test's
@@ -22,6 +25,7 @@
 //! terminal prompt, `tickbox mcp` and `tickbox test` choosing that nobody
 //! is asked) stays in `cli/tests/it`.
 
+mod audit;
 mod consent;
 mod inspect;
 mod live;

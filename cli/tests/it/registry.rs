@@ -6,13 +6,14 @@
 use crate::util::{build_wasm, tickbox_env, tickbox_in, Output, TempDir};
 use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+pub(crate) use tickbox_test_support::http;
 pub(crate) use tickbox_test_support::registry::{free_port, ssh_key, Registry, Secure};
 
 /// `tickbox` in the working directory `dir` (for what it finds there, such
@@ -34,65 +35,6 @@ fn digest(bytes: &[u8]) -> String {
 
 fn counter() -> PathBuf {
     build_wasm("examples", "counter", "wasm32-wasip2")
-}
-
-/// One plain HTTP/1.1 exchange: (status, headers lowercased, body).
-pub(crate) fn http(
-    port: u16,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> (u16, Vec<(String, String)>, Vec<u8>) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a head");
-    let head = String::from_utf8_lossy(&raw[..split]).to_string();
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let mut body = raw[split + 4..].to_vec();
-    if headers
-        .iter()
-        .any(|(k, v)| k == "transfer-encoding" && v == "chunked")
-    {
-        body = unchunk(&body);
-    }
-    (status, headers, body)
-}
-
-fn unchunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let end = b.windows(2).position(|w| w == b"\r\n").unwrap();
-        let n = usize::from_str_radix(std::str::from_utf8(&b[..end]).unwrap().trim(), 16).unwrap();
-        if n == 0 {
-            return out;
-        }
-        out.extend_from_slice(&b[end + 2..end + 2 + n]);
-        b = &b[end + 2 + n + 2..];
-    }
 }
 
 /// Pushes a blob with the distribution API, as any plain client does.
