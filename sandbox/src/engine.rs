@@ -4,10 +4,11 @@
 
 use super::*;
 
-/// The detached optimizing compiles of one engine whose worker is still
-/// being started (see [`WasmEngine::optimize_in_background`]), and the
+/// The detached work of one engine still under way: optimizing compiles
+/// whose worker is being started (see [`WasmEngine::optimize_in_background`])
+/// and baseline code being written to the cache (`put_detached`), and the
 /// condition variable [`WasmEngine::settle_detached_starts`] waits on;
-/// shared with the threads that start them.
+/// shared with the threads that do it.
 #[derive(Debug, Default)]
 pub(crate) struct DetachedStarts {
     starting: std::sync::Mutex<usize>,
@@ -201,7 +202,7 @@ pub struct WasmEngine {
     pub(crate) pacer: slices::Pacer,
     /// The preview-1 functions the module linkers define, for the import check.
     pub(crate) preview1: imports::Preview1,
-    pub(crate) cache: Option<cache::Cache>,
+    pub(crate) cache: Option<Arc<cache::Cache>>,
     /// Why the cache directory was refused, if it was.
     pub(crate) cache_refused: Option<String>,
     /// The executable that compiles under bounds (see [`compile`]); None
@@ -378,7 +379,7 @@ impl WasmEngine {
             winch_epoch,
             pacer,
             preview1,
-            cache,
+            cache: cache.map(Arc::new),
             cache_refused,
             worker,
             own_state,
@@ -389,11 +390,36 @@ impl WasmEngine {
 
     /// Waits, at most `limit`, until every detached optimizing compile this
     /// engine decided on has its worker started (the compiles themselves
-    /// run on). A one-shot command calls it before it exits, so that its
-    /// first start's optimized code is on its way whatever the timing; true
-    /// when nothing is left starting.
+    /// run on) and every baseline code it is storing is stored. A one-shot
+    /// command calls it before it exits, so that its first start's code is
+    /// cached or on its way whatever the timing; true when nothing is left.
     pub fn settle_detached_starts(&self, limit: Duration) -> bool {
         self.detached.settle(limit)
+    }
+
+    /// Stores a tiered first start's baseline code in the cache on a
+    /// thread of its own, while the Tick starts: the MAC over tens of MB of
+    /// code and the write took a sixth of a large component's first start.
+    /// It counts as a detached start, so a one-shot command waits for it
+    /// before it exits ([`WasmEngine::settle_detached_starts`]). Only for
+    /// tiered starts: should the write not land, the optimized code the
+    /// detached compile stores serves the next start anyway. (That compile
+    /// also removes this entry when it lands; it takes seconds where the
+    /// write takes a fraction of one, and an entry left behind is only
+    /// cache space, evicted like any other.)
+    fn put_detached(&self, cache: &Arc<cache::Cache>, key: &str, bytes: Vec<u8>) {
+        let starting = DetachedStart::begin(&self.detached);
+        let (cache, key) = (cache.clone(), key.to_string());
+        let spawned = std::thread::Builder::new()
+            .name("tickbox-cache-put".into())
+            .spawn(move || {
+                cache.put(&key, &bytes);
+                tracing::debug!("winch code stored in the cache");
+                drop(starting);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "no thread to store the baseline code; it is not cached");
+        }
     }
 
     /// Why the compile cache is off although a directory was given: one
@@ -404,7 +430,7 @@ impl WasmEngine {
 
     /// The compile cache in use, if any.
     pub fn cache(&self) -> Option<&cache::Cache> {
-        self.cache.as_ref()
+        self.cache.as_deref()
     }
 
     /// How many compiles this engine has run for Ticks' starts (in-process
@@ -905,8 +931,12 @@ impl WasmEngine {
             }
         };
         if let (Some((cache, key)), Some(bytes)) = (cache, bytes) {
-            cache.put(key, &bytes);
-            tracing::debug!("{compiler} code stored in the cache");
+            if compiler == compile::Compiler::Winch && self.policy() == CompilePolicy::Tiered {
+                self.put_detached(cache, key, bytes);
+            } else {
+                cache.put(key, &bytes);
+                tracing::debug!("{compiler} code stored in the cache");
+            }
         }
         Ok(Some(c))
     }

@@ -116,6 +116,13 @@ fn a_first_start_runs_on_winch_and_later_starts_on_cranelift() {
         "{first:#?}"
     );
 
+    // Winch's code is stored off the start's path, and the command waits
+    // for that before it exits: one of the two is in the cache now.
+    let now = compilers(&cache);
+    assert!(
+        now == ["winch"] || now == ["cranelift"],
+        "entries right after the first start: {now:?}"
+    );
     // The detached worker lands the optimized code and drops Winch's.
     assert!(
         eventually(Duration::from_secs(120), || compilers(&cache)
