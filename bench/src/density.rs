@@ -27,7 +27,7 @@
 
 use super::first_start::wasmtime_cli;
 use super::mcp::{mcp_command, Peer};
-use super::ready::ticks_file;
+use super::ready::{runtime_dir, ticks_file};
 use super::{build_guests, pss, rss_mib, smoke, tickbox_binary, Anchored, Stat};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
@@ -89,7 +89,7 @@ fn host(
         &["--ticks".as_ref(), ticks.as_os_str()],
         &dir.join("cache"),
     );
-    cmd.env("XDG_RUNTIME_DIR", dir.join("run"));
+    cmd.env("XDG_RUNTIME_DIR", runtime_dir("density", dir.join("run")));
     let log = dir.join(format!("host-{n}.log"));
     let t = Instant::now();
     let mut peer = Peer::spawn_with_stderr(cmd, std::fs::File::create(&log)?.into())?;
@@ -198,7 +198,9 @@ pub async fn rows(quick: bool) -> Result<Vec<Anchored>> {
     }
     let tickbox = tickbox_binary()?;
     let dir = std::env::temp_dir().join(format!("tickbox-bench-density-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("run"))?;
+    let run = runtime_dir("density", dir.join("run"));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::create_dir_all(&run)?;
     let measured = tokio::task::spawn_blocking(move || -> Result<Vec<Anchored>> {
         // Warm: the counter's code in the compile cache; the one-Tick host's
         // memory is what the others are measured over.
@@ -233,6 +235,7 @@ pub async fn rows(quick: bool) -> Result<Vec<Anchored>> {
         Ok(rows)
     })
     .await;
+    let _ = std::fs::remove_dir_all(&run);
     let _ = std::fs::remove_dir_all(
         std::env::temp_dir().join(format!("tickbox-bench-density-{}", std::process::id())),
     );

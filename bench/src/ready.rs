@@ -45,6 +45,21 @@ pub(crate) fn ticks_file(dir: &Path, wasm: &Path, n: usize) -> Result<PathBuf> {
     Ok(path)
 }
 
+/// The live-instance directory a bench host publishes in: on tmpfs, as
+/// `$XDG_RUNTIME_DIR` is where systemd makes it (`/run/user/UID`), when
+/// `/dev/shm` is there; otherwise `fallback`. On a disk file system, the
+/// thousands of sockets and name links a big host makes and removes cost
+/// the file system's own bookkeeping (ext4's inode reuse checks grew with
+/// every run), which is not what the rows measure.
+pub(crate) fn runtime_dir(tag: &str, fallback: PathBuf) -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.join(format!("tickbox-bench-{tag}-{}", std::process::id()))
+    } else {
+        fallback
+    }
+}
+
 /// Seconds from spawning `tickbox mcp --ticks FILE` to its `tools/list`
 /// answer, and its resident MiB then.
 fn ready_once(
@@ -90,8 +105,10 @@ pub async fn rows(quick: bool) -> Result<Vec<Anchored>> {
     let wasm = counter_wasm()?;
     let tickbox = tickbox_binary()?;
     let dir = std::env::temp_dir().join(format!("tickbox-bench-ready-{}", std::process::id()));
-    let (cache, run) = (dir.join("cache"), dir.join("run"));
+    let (cache, run) = (dir.join("cache"), runtime_dir("ready", dir.join("run")));
+    std::fs::create_dir_all(&dir)?;
     std::fs::create_dir_all(&run)?;
+    let run_dir = run.clone();
     let small = ticks_file(&dir, &wasm, n)?;
     let big = ticks_file(&dir, &wasm, 10 * n)?;
     eprintln!(
@@ -125,6 +142,7 @@ pub async fn rows(quick: bool) -> Result<Vec<Anchored>> {
         Ok((at_n, at_10n, mib))
     })
     .await;
+    let _ = std::fs::remove_dir_all(&run_dir);
     let _ = std::fs::remove_dir_all(&dir);
     let (at_n, at_10n, mib) = measured??;
     let linear = Stat::new("s", at_n.iter().map(|s| s * 10.0).collect());
