@@ -7,7 +7,10 @@
 //!   decision, with an [`Approver`](tickbox_app::Approver) of the test's
 //!   own in place of the CLI's terminal prompt;
 //! - `policy` — `policy suggest` from audit files written by real starts
-//!   through [`App::open`], and the suggested policy rerun.
+//!   through [`App::open`], and the suggested policy rerun;
+//! - `registry` — Ticks from a real registry on loopback (and a fake one):
+//!   pulls, pushes, the signers policy, the lock, consent for pulled
+//!   Ticks, and `policy show`'s report.
 //!
 //! What needs the binary (exit codes, the one line on stderr, the
 //! terminal prompt, `tickbox mcp` and `tickbox test` choosing that nobody
@@ -15,6 +18,7 @@
 
 mod consent;
 mod policy;
+mod registry;
 
 use serde_json::Value;
 use std::path::PathBuf;

@@ -9,7 +9,6 @@
 
 use crate::mcp_http::{closed_by_server, send_for_short_answer};
 use crate::mcp_wire::{initialize_http, HttpServer};
-use crate::registry::{free_port, http};
 use crate::tick_text::{assert_inert, shows_escaped};
 use crate::util::*;
 use serde_json::{json, Value};
@@ -21,6 +20,7 @@ use std::time::Duration;
 use tickbox_runtime::mcp::http::metrics::{METRICS_MAX_CONNECTIONS, METRICS_MAX_UNAUTHENTICATED};
 use tickbox_runtime::text::escape;
 use tickbox_telemetry::metrics::{label_value, MAX_METRIC_TOOLS_PER_TICK};
+use tickbox_test_support::registry::{free_port, http};
 
 /// How long to wait for Prometheus to start and scrape: generous, since
 /// the machine may be loaded; only reached when the test is failing.
