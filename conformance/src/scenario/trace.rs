@@ -127,6 +127,11 @@ pub(crate) struct Summary<'a> {
 /// and stdout, each event appended under one lock.
 pub(crate) struct Recorder {
     inner: Mutex<Inner>,
+    /// Held by the taps around a write to the Tick with the frames it
+    /// completed, and around the frames a read completed: the Tick cannot
+    /// answer before the request's write completes, so a response is never
+    /// recorded before its request (the same trace on every run).
+    order: Mutex<()>,
 }
 
 struct Inner {
@@ -171,6 +176,7 @@ impl Recorder {
                 updates: 0,
                 cut: false,
             }),
+            order: Mutex::new(()),
         })
     }
 
@@ -406,6 +412,12 @@ impl FrameSink for Frames {
 
     fn frame(&self, head: &[u8], len: usize) {
         self.recorder.frame(self.dir, head, len);
+    }
+
+    /// Under the recorder's order lock (see [`Recorder`]'s `order`).
+    fn in_order<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _order = tickbox_host::util::lock(&self.recorder.order);
+        f()
     }
 }
 
