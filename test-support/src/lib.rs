@@ -9,13 +9,14 @@
 //! [`registry`] starts a real OCI registry and makes SSH keys; [`wasm`]
 //! generates the modules that hit the sandbox's walls; [`mcp_http`] is a
 //! raw-TCP client of an MCP HTTP server, [`mcp_lines`] a raw-lines one of
-//! an MCP server on a byte stream.
+//! an MCP server on a byte stream; [`traces`] reads a scenario trace.
 
 pub mod mcp_clients;
 pub mod mcp_http;
 pub mod mcp_lines;
 mod output;
 pub mod registry;
+pub mod traces;
 pub mod wasm;
 
 pub use output::{finish_within, finish_within_guarded, Output};

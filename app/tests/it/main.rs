@@ -10,7 +10,10 @@
 //!   through [`App::open`], and the suggested policy rerun;
 //! - `registry` — Ticks from a real registry on loopback (and a fake one):
 //!   pulls, pushes, the signers policy, the lock, consent for pulled
-//!   Ticks, and `policy show`'s report.
+//!   Ticks, and `policy show`'s report;
+//! - `traces` — scenario traces started through [`App::launcher`] and
+//!   written by `scenarios::write_traces`: played by asciinema, the same
+//!   on every run, cut at their bound.
 //!
 //! What needs the binary (exit codes, the one line on stderr, the
 //! terminal prompt, `tickbox mcp` and `tickbox test` choosing that nobody
@@ -19,6 +22,7 @@
 mod consent;
 mod policy;
 mod registry;
+mod traces;
 
 use serde_json::Value;
 use std::path::PathBuf;
