@@ -2,7 +2,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tickbox_conformance::scenario::{
-    self, Failure, Outcome, Policy, Prepared, RunOptions, Scenario, ScenarioResult,
+    self, report, Failure, Outcome, Policy, Prepared, RunOptions, Scenario, ScenarioResult,
 };
 use tickbox_host::backend::native::NativeSpec;
 use tickbox_sandbox::{Launch, Launcher, WasmEngine};
@@ -483,4 +483,125 @@ async fn screen_expectations_check_colours_and_attributes() {
     {
         invalid(&run(&styled(3 + i, style)).await, rule);
     }
+}
+
+/// `tests/scenarios/failing` copied into a fresh directory (a failing
+/// snapshot step writes `NAME.snap.new` beside its snapshot, and a test
+/// must not write into the source tree), its Ticks named by their built
+/// paths.
+fn failing_copy(t: &TempDir) -> Vec<PathBuf> {
+    let from = root().join("tests/scenarios/failing");
+    std::fs::copy(
+        from.join("counter-wrong-screen.one.snap"),
+        t.path("counter-wrong-screen.one.snap"),
+    )
+    .expect("copy the snapshot");
+    let wasm_dir = examples_dir().display().to_string();
+    [
+        "counter-wrong-screen.scenario.toml",
+        "counter-wrong-state.scenario.toml",
+    ]
+    .iter()
+    .map(|name| {
+        let text = std::fs::read_to_string(from.join(name)).expect("read scenario");
+        scenario_file(t, name, &text.replace("${TICKBOX_WASM_DIR}", &wasm_dir))
+    })
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_expectation_fails_with_a_readable_diff() {
+    let t = TempDir::new("failing-copy");
+    let mut results = Vec::new();
+    for file in failing_copy(&t) {
+        results.push(run(&file).await);
+    }
+    let text = report::to_text(&results);
+    // The state diff: the step, the expectation, each difference, the value.
+    for line in [
+        "FAIL    counter with a wrong state expectation",
+        "step 2: expect_state",
+        "expected: expect the state contains {\"recent\":[{\"seq\":1,\"value\":3}],\"value\":3}",
+        "/recent/0/value: expected 3, found 1",
+        "/value: expected 3, found 1",
+        "state: {\"recent\":[{\"seq\":1,\"value\":1}],\"value\":1}",
+        "(virtual time, seed 0: rerun with that seed to reproduce)",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    // The screen diff against the committed snapshot.
+    for line in [
+        "FAIL    counter with a wrong snapshot",
+        "step 2: expect_screen",
+        "expected: expect screen equals snapshot \"one\"",
+        "screen diff (- snapshot, + screen):",
+        "-   2 |│Counter: 5                            │",
+        "+   2 |│Counter: 1                            │",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    assert!(text.contains("FAILED: 0 passed, 2 failed"), "{text}");
+    // The same failure in JUnit: one <failure> per scenario.
+    let junit = report::to_junit(&results);
+    assert!(junit.starts_with("<?xml"), "{junit}");
+    assert!(
+        junit.contains("tests=\"2\" failures=\"2\" errors=\"0\""),
+        "{junit}"
+    );
+    assert_eq!(junit.matches("<failure message=").count(), 2);
+    assert!(junit.contains("/value: expected 3, found 1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_writes_snapshots_trimmed_and_a_changed_screen_then_fails() {
+    let t = TempDir::new("scenario-update");
+    let wasm = examples_dir().join("counter.wasm");
+    let write = |keys: &str| {
+        scenario_file(
+            &t,
+            "c.scenario.toml",
+            &format!(
+                "[tick]\npath = {wasm:?}\nsize = [30, 5]\n\n[[step]]\nkeys = [{keys}]\n\n[[step]]\nwait_for = {{ contains = \"Counter\" }}\n\n[[step]]\nexpect_screen = {{ snapshot = \"end\" }}\n"
+            ),
+        )
+    };
+    let file = write("\"+\"");
+    let missing = run(&file).await;
+    // The screen waits beside it for review; nothing else is written.
+    let found = failure(&missing).found.join("\n");
+    assert!(
+        found.contains("c.end.snap.new: accept or reject it with `tickbox test review`"),
+        "{found}"
+    );
+    assert!(!t.path("c.end.snap").exists());
+    let pending = std::fs::read_to_string(t.path("c.end.snap.new")).expect("pending");
+    assert!(pending.contains("Counter: 1"), "{pending}");
+
+    let update = RunOptions {
+        update: true,
+        ..RunOptions::default()
+    };
+    let updated = run_with(&file, &update).await;
+    assert_eq!(updated.outcome, Outcome::Passed, "{updated:?}");
+    assert_eq!(updated.written, vec![t.path("c.end.snap")]);
+    let text = report::to_text(std::slice::from_ref(&updated));
+    assert!(text.contains("wrote "), "{text}");
+    assert!(
+        !t.path("c.end.snap.new").exists(),
+        "an update answers the pending screen"
+    );
+    let snap = std::fs::read_to_string(t.path("c.end.snap")).expect("the snapshot");
+    assert!(snap.contains("Counter: 1"), "{snap}");
+    assert!(
+        snap.lines().all(|l| l == l.trim_end()),
+        "trailing spaces trimmed: {snap:?}"
+    );
+    assert!(snap.ends_with("┘\n"), "{snap:?}");
+
+    // Two presses now: the snapshot no longer matches.
+    let file = write("\"+\", \"+\"");
+    let changed = run(&file).await;
+    let text = report::to_text(std::slice::from_ref(&changed));
+    failure(&changed);
+    assert!(text.contains("+   2 |│Counter: 2"), "{text}");
 }
