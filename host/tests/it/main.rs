@@ -10,7 +10,8 @@
 //! - `live` — publishing live instances: names claimed without
 //!   connecting to any instance, one winner of a race for a name, peers
 //!   of another uid refused, a call too long for the Tick's line refused;
-//! - `native` — the native backend: PTY, environment, signals, cleanup;
+//! - `native` — the native backend: PTY, environment, signals, cleanup,
+//!   keys typed while a Tick starts kept;
 //! - `writes` — what the host writes to a Tick: deadlines, whole frames
 //!   under cancellation, slots held until the answer, the line limit.
 
