@@ -1,7 +1,7 @@
 //! Reading a scenario trace (`NAME.trace.cast`, asciicast v2 with
 //! tickbox's records) as a test checks it: its header and events decoded,
 //! tickbox's records of one kind, the screens without the renderer's own
-//! sequences.
+//! sequences; and a tampered trace, as someone might hand-edit one.
 
 use serde_json::Value;
 
@@ -76,4 +76,26 @@ pub fn names(dir: &std::path::Path) -> Vec<String> {
         .unwrap_or_default();
     v.sort();
     v
+}
+
+/// A trace as someone might hand-edit one: escape sequences, bidi and C1
+/// characters in every string `show-trace` prints.
+pub fn tampered() -> String {
+    let evil = "\u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{1b}[2J\u{9b}31m\u{202e}\r\nFORGED";
+    let header = serde_json::json!({
+        "version": 2, "width": 20, "height": 4,
+        "tickbox": {"trace": 1, "scenario": evil, "file": evil, "seed": 0,
+                    "outcome": evil, "cut": evil},
+    });
+    let step = serde_json::json!({
+        "kind": "step", "step": 1, "action": evil, "outcome": evil, "expected": evil,
+        "found": [evil], "screen": [evil, evil], "state": evil,
+    });
+    let frame = serde_json::json!({"kind": "frame", "dir": evil, "text": evil});
+    format!(
+        "{header}\n{}\n{}\n{}\n",
+        serde_json::json!([0.0, "o", evil]),
+        serde_json::json!([0.0, "t", frame.to_string()]),
+        serde_json::json!([0.5, "t", step.to_string()]),
+    )
 }

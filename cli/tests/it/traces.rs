@@ -2,17 +2,18 @@
 //! get a trace and that the report names it, that `show-trace` replays
 //! every step or the one asked for, that a hostile Tick's trace, the report
 //! and the replay carry no raw control character, and that `show-trace`
-//! treats a trace file as untrusted input (escaped when tampered with, no
-//! symbolic links, one line for a file that is not a trace). What a trace
-//! holds (played by asciinema, the same on every run, cut at its bound) is
-//! tested through the application layer in `app/tests/it/traces.rs`.
+//! refuses a symbolic link and a file that is not a trace with one line.
+//! What a trace holds (played by asciinema, the same on every run, cut at
+//! its bound) is tested through the application layer in
+//! `app/tests/it/traces.rs`; how a tampered trace reads back, escaped,
+//! through `tickbox_conformance` in `conformance/tests/it/traces.rs`.
 
 use crate::tick_text::{assert_inert, shows_escaped};
 use crate::util::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use tickbox_test_support::traces::{
-    events, names, records, without_renderer_sequences, MAX_TRACE_BYTES,
+    events, names, records, tampered, without_renderer_sequences, MAX_TRACE_BYTES,
 };
 
 /// A scenario on the wasm counter (virtual time) that passes.
@@ -188,53 +189,6 @@ fn collect(v: &Value, out: &mut String) {
         }),
         _ => {}
     }
-}
-
-/// A trace as someone might hand-edit one: escape sequences, bidi and C1
-/// characters in every string show-trace prints.
-fn tampered() -> String {
-    let evil = "\u{1b}]52;c;cm0gLXJmIH4=\u{7}\u{1b}[2J\u{9b}31m\u{202e}\r\nFORGED";
-    let header = serde_json::json!({
-        "version": 2, "width": 20, "height": 4,
-        "tickbox": {"trace": 1, "scenario": evil, "file": evil, "seed": 0,
-                    "outcome": evil, "cut": evil},
-    });
-    let step = serde_json::json!({
-        "kind": "step", "step": 1, "action": evil, "outcome": evil, "expected": evil,
-        "found": [evil], "screen": [evil, evil], "state": evil,
-    });
-    let frame = serde_json::json!({"kind": "frame", "dir": evil, "text": evil});
-    format!(
-        "{header}\n{}\n{}\n{}\n",
-        serde_json::json!([0.0, "o", evil]),
-        serde_json::json!([0.0, "t", frame.to_string()]),
-        serde_json::json!([0.5, "t", step.to_string()]),
-    )
-}
-
-#[test]
-fn show_trace_prints_a_tampered_trace_escaped() {
-    let dir = TempDir::new("trace-tampered");
-    let f = dir.path("evil.trace.cast");
-    std::fs::write(&f, tampered()).unwrap();
-    let shown = tickbox(&["test", "show-trace", f.to_str().unwrap(), "--all"]);
-    assert_eq!(shown.code, 0, "{shown:#?}");
-    assert_inert("show-trace stdout", &shown.stdout);
-    assert_inert("show-trace stderr", &shown.stderr);
-    assert!(
-        !shown
-            .stdout
-            .lines()
-            .any(|l| l.trim_start().starts_with("FORGED")),
-        "{shown:#?}"
-    );
-    // Each field got through, escaped (the positive control).
-    let escaped = shown.stdout.matches("\\x1b]52;c;").count();
-    assert!(
-        escaped >= 10,
-        "every field is shown escaped ({escaped}): {shown:#?}"
-    );
-    assert!(shows_escaped(&shown.stdout));
 }
 
 #[test]

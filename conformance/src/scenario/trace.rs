@@ -479,6 +479,56 @@ pub struct TraceStep {
     pub frames: Vec<(TickText, TickText)>,
 }
 
+impl TraceView {
+    /// What the trace is of, as `show-trace` prints it first (every
+    /// string escaped: `TickText`'s `Display`).
+    pub fn heading(&self) -> Vec<String> {
+        let seed = self.seed.map_or("real time".to_string(), |s| {
+            format!("virtual time, seed {s}")
+        });
+        vec![
+            format!("trace of {} ({})", self.scenario, self.file),
+            format!(
+                "outcome: {}; {seed}; screen {}x{}; {} records",
+                self.outcome,
+                self.size.0,
+                self.size.1,
+                self.steps.len()
+            ),
+        ]
+    }
+}
+
+impl TraceStep {
+    /// The step as `show-trace` prints it, every string escaped.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = vec![
+            String::new(),
+            format!("step {}: {} — {}", self.step, self.action, self.outcome),
+        ];
+        if !self.expected.is_empty() {
+            out.push(format!("  expected: {}", self.expected));
+        }
+        out.extend(self.found.iter().map(|f| format!("  found: {f}")));
+        if !self.screen.is_empty() {
+            out.push("  screen:".into());
+            out.extend(self.screen.iter().map(|r| format!("    |{r}")));
+        }
+        if let Some(state) = &self.state {
+            out.push(format!("  state: {state}"));
+        }
+        if !self.frames.is_empty() {
+            out.push(format!("  frames ({}):", self.frames.len()));
+            out.extend(
+                self.frames
+                    .iter()
+                    .map(|(dir, text)| format!("    {dir}: {text}")),
+            );
+        }
+        out
+    }
+}
+
 /// Why a file is not a trace: the rule it breaks, never its content.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]

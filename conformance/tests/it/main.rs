@@ -8,6 +8,9 @@
 //!   randomness, snapshots), `advance` and `wait_for` move it within their
 //!   bounds, idle and busy guests, style expectations, native Ticks on
 //!   real time. What only `tickbox test` does (its flags, reports, exit
-//!   codes, review) stays in `cli/tests/it/scenario.rs`.
+//!   codes, review) stays in `cli/tests/it/scenario.rs`;
+//! - `traces` — a hand-edited trace read back escaped, as `show-trace`
+//!   prints it.
 
 mod scenario;
+mod traces;
