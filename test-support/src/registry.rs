@@ -332,3 +332,12 @@ pub fn policy_file(
 pub fn signers_policy(dir: &TempDir, name: &str, prefix: &str, allowed: &[&str]) -> PathBuf {
     policy_file(dir, name, "", &[&format!("{prefix}*")], allowed)
 }
+
+/// A fake registry serving `wasm` whose challenge names a token service
+/// over plain HTTP on another host (`10.255.255.1`, never dialled: the
+/// refusal comes first).
+pub fn fake_with_plain_http_realm(wasm: &[u8]) -> Fake {
+    let mut content = fake_content(wasm, wasm, None);
+    content.challenge = Some(r#"Bearer realm="http://10.255.255.1/token",service="fake""#.into());
+    Fake::start(content)
+}

@@ -22,8 +22,8 @@ use tickbox_registry::policy::{Origin, Source};
 use tickbox_sandbox::consent::TrustStore;
 use tickbox_sandbox::limits::DEFAULT_MAX_WASM;
 use tickbox_test_support::registry::{
-    digest, fake_content, free_port, http, policy_file, signers_policy, ssh_key, Fake, FakeContent,
-    Registry, Secure, MANIFEST, WASM_CONFIG,
+    digest, fake_content, fake_with_plain_http_realm, free_port, http, policy_file, signers_policy,
+    ssh_key, Fake, FakeContent, Registry, Secure, MANIFEST, WASM_CONFIG,
 };
 use tickbox_test_support::{build_wasm, loopback_pki, TempDir};
 
@@ -500,11 +500,7 @@ async fn what_a_registry_sends_that_does_not_match_is_refused_before_anything_st
 
 #[tokio::test]
 async fn plain_http_elsewhere_than_loopback_is_refused_unless_named() {
-    let wasm = std::fs::read(counter()).unwrap();
-    let mut content = fake_content(&wasm, &wasm, None);
-    // The token service the registry names is plain HTTP on another host.
-    content.challenge = Some(r#"Bearer realm="http://10.255.255.1/token",service="fake""#.into());
-    let fake = Fake::start(content);
+    let fake = fake_with_plain_http_realm(&std::fs::read(counter()).unwrap());
     let store = TempDir::new("oci-store");
     let reference = format!("oci://127.0.0.1:{}/t/c:v1", fake.port);
     let ran = read(&app_in(&store), &oci(&reference)).await;

@@ -14,7 +14,7 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tickbox_test_support::build_wasm;
-use tickbox_test_support::registry::{fake_content, ssh_key, Fake, Registry};
+use tickbox_test_support::registry::{fake_with_plain_http_realm, ssh_key, Registry};
 
 /// A signers policy file's path as an argument (see `tickbox_test_support::registry::policy_file`).
 fn policy_file(
@@ -130,11 +130,7 @@ fn pull_test_and_cache_clean_take_a_pushed_tick_by_reference() {
 /// The refusal of plain HTTP to another host names the flag that allows it.
 #[test]
 fn plain_http_elsewhere_than_loopback_is_refused_unless_named() {
-    let wasm = std::fs::read(counter()).unwrap();
-    let mut content = fake_content(&wasm, &wasm, None);
-    // The token service the registry names is plain HTTP on another host.
-    content.challenge = Some(r#"Bearer realm="http://10.255.255.1/token",service="fake""#.into());
-    let fake = Fake::start(content);
+    let fake = fake_with_plain_http_realm(&std::fs::read(counter()).unwrap());
     let store = TempDir::new("oci-store");
     let reference = format!("oci://127.0.0.1:{}/t/c:v1", fake.port);
     let out = run(&["read", &reference], &env(&store));
