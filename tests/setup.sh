@@ -97,7 +97,7 @@ tests/mcp-clients/.venv/bin/pip install -q --disable-pip-version-check \
     || (cd tests/mcp-clients && npm ci --no-audit --no-fund --loglevel=error)
 # ---- end of the MCP clients ----
 
-# ---- the inspector's browser tests (cli/tests/it/inspect.rs) ----
+# ---- the inspector's browser tests (app/tests/it/inspect.rs, cli/tests/it/inspect.rs) ----
 # Headless Chromium and its WebDriver (Debian's chromium, chromium-driver),
 # driven by Selenium's Python bindings (PyPI, pinned in
 # tests/browser/requirements.txt, into a venv there, gitignored).

@@ -9,11 +9,17 @@
 //! [`registry`] starts a real OCI registry and makes SSH keys; [`wasm`]
 //! generates the modules that hit the sandbox's walls; [`mcp_http`] is a
 //! raw-TCP client of an MCP HTTP server, [`mcp_lines`] a raw-lines one of
-//! an MCP server on a byte stream; [`traces`] reads a scenario trace.
+//! an MCP server on a byte stream; [`inspect_page`] a raw-HTTP client of
+//! the inspector's page server and its headless-Chromium driver; [`otel`]
+//! runs a real OTLP receiver; [`audit`] reads audit files; [`traces`]
+//! reads a scenario trace.
 
+pub mod audit;
+pub mod inspect_page;
 pub mod mcp_clients;
 pub mod mcp_http;
 pub mod mcp_lines;
+pub mod otel;
 mod output;
 pub mod registry;
 pub mod traces;
@@ -578,4 +584,117 @@ pub fn loopback_pki(ca_name: &str) -> (String, rcgen::Certificate, rcgen::KeyPai
         .signed_by(&key, &issuer)
         .unwrap();
     (ca.pem(), leaf, key)
+}
+
+/// One plain HTTP/1.1 exchange with a server on loopback `port`
+/// (`Connection: close`): (status, headers lowercased, body, unchunked).
+pub fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    response(&raw)
+}
+
+/// An HTTP/1.1 response read to its end: its status, its headers (names
+/// lower-cased) and its body (unchunked when sent in chunks).
+pub(crate) fn response(raw: &[u8]) -> (u16, Vec<(String, String)>, Vec<u8>) {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a whole response head");
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {head:?}"));
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    if headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"))
+    {
+        body = unchunk(&body);
+    }
+    (status, headers, body)
+}
+
+/// A chunked body's data, up to its last chunk (or the first malformed one).
+fn unchunk(mut rest: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(end) = rest.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&rest[..end]).ok();
+        let Some(n) = size.and_then(|s| usize::from_str_radix(s.trim(), 16).ok()) else {
+            break;
+        };
+        let tail = &rest[end + 2..];
+        if n == 0 || tail.len() < n {
+            break;
+        }
+        out.extend_from_slice(&tail[..n]);
+        rest = tail[n..].strip_prefix(b"\r\n").unwrap_or(&tail[n..]);
+    }
+    out
+}
+
+/// Panics naming the sink and the first character `is_unsafe` (tickbox's
+/// one text policy, `tickbox_protocol::text::is_unsafe`, passed in: this
+/// crate depends on no tickbox crate) finds raw in `s`, if any; line
+/// breaks between lines are the sink's own.
+pub fn assert_inert_by(sink: &str, s: &str, is_unsafe: impl Fn(char) -> bool) {
+    if let Some((i, c)) = s.char_indices().find(|(_, c)| is_unsafe(*c) && *c != '\n') {
+        let from = s[..i].char_indices().rev().nth(40).map_or(0, |(j, _)| j);
+        panic!(
+            "{sink}: raw U+{:04X} at byte {i}, after {:?}",
+            c as u32,
+            &s[from..i]
+        );
+    }
+}
+
+/// The hostile corpus's bidi override, escaped visibly: the text got
+/// through (the positive control of [`assert_inert_by`]).
+pub fn shows_escaped(s: &str) -> bool {
+    s.contains("\\u{202e}") || s.contains("\\u202e") || s.contains("\\u{202E}")
+}
+
+/// The value of the sample whose name and labels are exactly `series` in a
+/// page of the Prometheus text format.
+pub fn sample(page: &str, series: &str) -> Option<f64> {
+    page.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .map(|v| v.parse().expect("a number"))
+}
+
+/// The names of the threads of process `pid`.
+pub fn threads(pid: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+    {
+        let Ok(t) = t else { continue };
+        if let Ok(name) = std::fs::read_to_string(t.path().join("comm")) {
+            out.push(name.trim().to_string());
+        }
+    }
+    out
 }

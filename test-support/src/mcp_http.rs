@@ -77,30 +77,12 @@ impl Endpoint {
         s.write_all(req.as_bytes()).unwrap();
         let mut raw = Vec::new();
         s.read_to_end(&mut raw).expect("read the response");
-        let text = String::from_utf8_lossy(&raw).to_string();
-        let (head, rest) = text.split_once("\r\n\r\n").expect("a whole response");
-        let mut head_lines = head.lines();
-        let status: u16 = head_lines
-            .next()
-            .unwrap()
-            .split(' ')
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap();
-        let headers: Vec<(String, String)> = head_lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.trim().to_lowercase(), v.trim().to_string()))
-            .collect();
-        let chunked = headers
-            .iter()
-            .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
-        let body = if chunked {
-            dechunk(rest)
-        } else {
-            rest.to_string()
-        };
-        (status, headers, json_messages(&body))
+        let (status, headers, body) = crate::response(&raw);
+        (
+            status,
+            headers,
+            json_messages(&String::from_utf8_lossy(&body)),
+        )
     }
 }
 
@@ -111,21 +93,6 @@ fn json_messages(body: &str) -> Vec<Value> {
         .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
         .filter(|v| v.is_object())
         .collect()
-}
-
-fn dechunk(mut rest: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, tail)) = rest.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
-            break;
-        };
-        if n == 0 || tail.len() < n {
-            break;
-        }
-        out.push_str(&tail[..n]);
-        rest = tail[n..].trim_start_matches("\r\n");
-    }
-    out
 }
 
 /// The value of the header `name` (lower-case).
@@ -139,13 +106,23 @@ pub fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str
 /// Opens an MCP session (`initialize`, then `notifications/initialized`)
 /// with these extra headers; its id.
 pub fn initialize_http(server: &Endpoint, extra: &[(&str, &str)]) -> String {
+    initialize_http_at(server, extra, "2025-11-25")
+}
+
+/// [`initialize_http`] asking for the protocol revision `version` (which
+/// the server must accept).
+pub fn initialize_http_at(server: &Endpoint, extra: &[(&str, &str)], version: &str) -> String {
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+        "params": {"protocolVersion": version, "capabilities": {},
                    "clientInfo": {"name": "raw-http", "version": "0"}}});
     let (status, headers, messages) = server.post("/mcp", extra, &init);
     assert_eq!(status, 200, "{headers:?} {messages:?}");
     assert_eq!(
         messages[0]["result"]["serverInfo"]["name"], "tickbox",
+        "{messages:?}"
+    );
+    assert_eq!(
+        messages[0]["result"]["protocolVersion"], version,
         "{messages:?}"
     );
     let session = header(&headers, "mcp-session-id")
@@ -245,6 +222,22 @@ pub fn delete(server: &Endpoint, session: &str) -> u16 {
         server.token.as_deref().unwrap()
     );
     raw(server, &head, Vec::<u8>::new()).0
+}
+
+/// `tools/call NAME` with `id` on `session`; the result (the call must
+/// be answered with 200).
+pub fn call_tool(server: &Endpoint, session: &str, id: u64, name: &str, args: Value) -> Value {
+    let (status, _, m) = server.post(
+        "/mcp",
+        &[("Mcp-Session-Id", session)],
+        &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": name, "arguments": args}}),
+    );
+    assert_eq!(status, 200, "{name}: {m:?}");
+    m.into_iter()
+        .find(|m| m["id"] == id)
+        .unwrap_or_else(|| panic!("no answer to {name}"))["result"]
+        .clone()
 }
 
 /// A `ping` request (id 1).

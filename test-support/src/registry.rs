@@ -1,13 +1,12 @@
 //! A real OCI registry for tests: Debian's `docker-registry` (the CNCF
 //! distribution registry, installed by tests/setup.sh), started on a free
-//! loopback port and killed when dropped; SSH keys to sign with; one plain
-//! HTTP exchange, as a plain client speaks to a registry; and a fake
-//! registry serving what a real one never sends.
+//! loopback port and killed when dropped; SSH keys to sign with; signers
+//! policy files; and a fake registry serving what a real one never sends.
 
 use crate::{eventually, TempDir};
 use serde_json::json;
 use sha2::{Digest as _, Sha256};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -114,68 +113,6 @@ pub fn ssh_key(dir: &TempDir, name: &str, principal: &str) -> (PathBuf, String) 
     assert!(out.status.success(), "{out:?}");
     let public = std::fs::read_to_string(key.with_extension("pub")).expect("the public key");
     (key, format!("{principal} {}", public.trim()))
-}
-
-/// One plain HTTP/1.1 exchange with a server on loopback `port`, as any
-/// plain client makes it (a registry's distribution API, a metrics
-/// endpoint): (status, headers lowercased, body, unchunked).
-pub fn http(
-    port: u16,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> (u16, Vec<(String, String)>, Vec<u8>) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the server");
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).expect("send the request");
-    s.write_all(body).expect("send the body");
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).expect("read the answer");
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a head");
-    let head = String::from_utf8_lossy(&raw[..split]).to_string();
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|s| s.parse().ok())
-        .expect("a status line");
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let mut body = raw[split + 4..].to_vec();
-    if headers
-        .iter()
-        .any(|(k, v)| k == "transfer-encoding" && v == "chunked")
-    {
-        body = unchunk(&body);
-    }
-    (status, headers, body)
-}
-
-fn unchunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let end = b
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .expect("a chunk size");
-        let size = std::str::from_utf8(&b[..end]).expect("a chunk size").trim();
-        let n = usize::from_str_radix(size, 16).expect("a hex chunk size");
-        if n == 0 {
-            return out;
-        }
-        out.extend_from_slice(&b[end + 2..end + 2 + n]);
-        b = &b[end + 2 + n + 2..];
-    }
 }
 
 /// The config media type of a wasm artifact (the CNCF Wasm OCI layout).

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Drives `tickbox inspect`'s page in headless Chromium (Debian's chromium
 and chromedriver, through Selenium) and prints what it saw as one JSON
-object on stdout; cli/tests/it/inspect.rs makes the assertions.
+object on stdout; tickbox-app's tests/it/inspect.rs (and the binary's, for
+`--open`) make the assertions.
 
     inspect_page.py counter URL SCREENSHOT.png
     inspect_page.py hostile URL
     inspect_page.py trimmed URL CONTROL_URL
-    inspect_page.py live URL TICKBOX NAME
+    inspect_page.py live URL STOP_FILE NAME
     inspect_page.py crossport OPEN_FILE WITNESS_URL CONTROL_COOKIE
 
 `crossport` opens the page through the file `tickbox inspect --open` wrote
@@ -15,15 +16,15 @@ reload), sets the harmless CONTROL_COOKIE (`name=value`) on the page's
 origin, then visits WITNESS_URL (another user's server on another loopback
 port) twice: once navigated to by the page itself, once as if typed.
 
-`live` inspects the live instance NAME and, at the end, stops it with
-`TICKBOX stop NAME` (the test gives the instance's XDG_RUNTIME_DIR) to see
-the page say how it ended.
+`live` inspects the live instance NAME and, at the end, creates STOP_FILE,
+on which the test stops the instance from outside, to see the page say how
+it ended.
 
 Every wait is for something to appear, with a generous deadline (the
 machine may be loaded); chromedriver and chromium end with the script
 (driver.quit() in a finally, and the test kills the process group).
 """
-import json, os, shutil, subprocess, sys, tempfile
+import json, os, shutil, sys, tempfile
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -174,7 +175,7 @@ def trimmed(d, url, control):
     return seen
 
 
-def live(d, url, tickbox, name):
+def live(d, url, stop_file, name):
     seen = {}
     d.get(url)
     seen["first_screen"] = wait_text(d, "#screen", "Counter: 0")
@@ -193,8 +194,7 @@ def live(d, url, tickbox, name):
     wait(d, "the call in the timeline", lambda: "call" in text(d, "#frames"))
     seen["timeline"] = text(d, "#frames")
     # The end: the instance is stopped from outside, the page says so.
-    subprocess.run([tickbox, "stop", name], check=True, timeout=PATIENCE,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    open(stop_file, "w").close()
     seen["ended"] = wait_text(d, "#status", "ended")
     return seen
 

@@ -192,9 +192,11 @@ fn outcome_of(reply: CallReply) -> CallOutcome {
 }
 
 impl LiveTick {
-    /// Finds the instance `target` names, reads its catalog and opens its
-    /// view and watch streams. Fails (exit 3) when any of that fails.
+    /// Finds the instance `target` names in `registry`, reads its catalog
+    /// and opens its view and watch streams. Fails (exit 3) when any of
+    /// that fails.
     pub async fn connect(
+        registry: &Registry,
         target: &str,
         timeline: Arc<Timeline>,
         call_timeout: Duration,
@@ -206,8 +208,7 @@ impl LiveTick {
                 limit.as_secs()
             ))
         };
-        let registry = Registry::open().map_err(exit_of)?;
-        let info = tokio::time::timeout(limit, client::resolve(&registry, target))
+        let info = tokio::time::timeout(limit, client::resolve(registry, target))
             .await
             .map_err(|_| late("its listing"))?
             .map_err(exit_of)?;

@@ -73,15 +73,17 @@ use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tickbox_conformance::scenario::Recorder;
+use tickbox_conformance::scenario::{RecordTick, Recorder};
 use tickbox_host::delivery::{item_budget, Delivery, Subscription};
-use tickbox_host::session::{CallOutcome, Session, SessionEvent};
+use tickbox_host::live::Registry;
+use tickbox_host::session::{CallOutcome, Session, SessionConfig, SessionEvent};
 use tickbox_host::text::{self, TickData};
 use tickbox_host::util::lock;
 use tickbox_host::view::View;
 use tickbox_protocol::{Descriptor, PreparedCall, TickText};
+use tickbox_sandbox::Launcher;
 use tickbox_telemetry::audit::{AuditLine, AuditSink};
-use timeline::Timeline;
+use timeline::{Dir, Timeline};
 use tokio::sync::watch;
 
 /// Frames kept for the page; older ones are dropped and counted.
@@ -291,6 +293,66 @@ pub async fn drive_local(inspector: Arc<Inspector>, session: Arc<Session>) {
         .view()
         .last_lines(tickbox_host::view::LAST_WORDS_LINES);
     inspector.set_ended(&reason.to_string(), &last_words);
+}
+
+/// `tickbox inspect TICK`: starts `launcher`'s Tick with its stdin and
+/// stdout tapped into the page's timeline, and makes the inspector of it,
+/// kept current by [`drive_local`]. `audit` is the ring the page's audit
+/// export reads: the App must already audit into it
+/// ([`App::also_audit_into`](crate::App::also_audit_into)) when the
+/// launcher's request got its audit stream. `record` makes the scenario
+/// export's `[tick]` from how the Tick runs and its terminal's size.
+pub async fn start_local(
+    launcher: &Launcher,
+    config: SessionConfig,
+    audit: Arc<AuditRing>,
+    record: impl FnOnce(tickbox_host::TickKind, (u16, u16)) -> RecordTick,
+) -> Result<(Arc<Inspector>, Arc<Session>), Exit> {
+    let timeline = Timeline::new();
+    let mut io = launcher.spawn().await.map_err(Exit::session)?;
+    io.stdin = Box::new(timeline.tap(io.stdin, Dir::ToTick));
+    io.stdout = Box::new(timeline.tap(io.stdout, Dir::FromTick));
+    let session = Session::start(io, config).await.map_err(|e| Exit::Start {
+        last_words: e.last_words.clone(),
+        message: e.to_string(),
+    })?;
+    let session = Arc::new(session);
+    let record = record(launcher.kind(), session.view().size());
+    let target = Target::Local {
+        session: session.clone(),
+        audit,
+    };
+    let inspector = Arc::new(Inspector::new(target, timeline, &record, None));
+    if let Some(d) = session.descriptor() {
+        inspector.set_catalog(&d);
+    }
+    tokio::spawn(drive_local(inspector.clone(), session.clone()));
+    Ok((inspector, session))
+}
+
+/// `tickbox inspect @NAME`: the inspector of the live instance `target`
+/// names in `registry`, reached through its socket and kept current by
+/// [`live::drive`]; calls wait at most `call_timeout`.
+pub async fn connect_live(
+    registry: &Registry,
+    target: &str,
+    call_timeout: Duration,
+) -> Result<Arc<Inspector>, Exit> {
+    let timeline = Timeline::new();
+    let (tick, streams) =
+        live::LiveTick::connect(registry, target, timeline.clone(), call_timeout).await?;
+    let record = tick.record_tick();
+    let note = tick.scenario_note();
+    let catalog = streams.catalog.clone();
+    let inspector = Arc::new(Inspector::new(
+        Target::Live(Box::new(tick)),
+        timeline,
+        &record,
+        Some(note),
+    ));
+    inspector.set_catalog(&catalog);
+    live::drive(inspector.clone(), streams);
+    Ok(inspector)
 }
 
 /// The catalog as the page reads it (strings inert).

@@ -2,10 +2,20 @@
 //! commands do, without the binary. One test binary; each module is one
 //! subject.
 //!
+//! - `audit` — the audit file of starts through [`App::open`]: starts,
+//!   calls, denials, limits and ends each once, hostile text escaped, a
+//!   session's byte budget, rotation at the file's bound, a policy's key;
 //! - `consent` — what a wasm Tick's manifest asks for, granted only under
 //!   an approval of its exact bytes kept in a private trust store; the
 //!   decision, with an [`Approver`](tickbox_app::Approver) of the test's
 //!   own in place of the CLI's terminal prompt;
+//! - `inspect` — the inspector's page server in process: its door, its
+//!   bounds, confirmed calls, exports, a hostile Tick's markup as data,
+//!   trimming, a live instance to its end, and the page in headless
+//!   Chromium;
+//! - `live` — a Tick published as `tickbox run --name` publishes it and
+//!   driven through its socket: the smallest view sizes its terminal,
+//!   view keys reach a wasm Tick (the harness `inspect` and `views` use);
 //! - `policy` — `policy suggest` from audit files written by real starts
 //!   through [`App::open`], and the suggested policy rerun;
 //! - `registry` — Ticks from a real registry on loopback (and a fake one):
@@ -19,10 +29,14 @@
 //! terminal prompt, `tickbox mcp` and `tickbox test` choosing that nobody
 //! is asked) stays in `cli/tests/it`.
 
+mod audit;
 mod consent;
+mod inspect;
+mod live;
 mod policy;
 mod registry;
 mod traces;
+mod views;
 
 use serde_json::Value;
 use std::path::PathBuf;

@@ -22,10 +22,10 @@ use tickbox_registry::policy::{Origin, Source};
 use tickbox_sandbox::consent::TrustStore;
 use tickbox_sandbox::limits::DEFAULT_MAX_WASM;
 use tickbox_test_support::registry::{
-    digest, fake_content, fake_with_plain_http_realm, free_port, http, policy_file, signers_policy,
+    digest, fake_content, fake_with_plain_http_realm, free_port, policy_file, signers_policy,
     ssh_key, Fake, FakeContent, Registry, Secure, MANIFEST, WASM_CONFIG,
 };
-use tickbox_test_support::{build_wasm, loopback_pki, TempDir};
+use tickbox_test_support::{build_wasm, http, loopback_pki, TempDir};
 
 fn counter() -> PathBuf {
     build_wasm("examples", "counter", "wasm32-wasip2")

@@ -7,10 +7,8 @@ use super::open::{self, TickOpts, TickSpec};
 use clap::Args;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tickbox_app::inspect::live;
-use tickbox_app::inspect::timeline::{Dir, Timeline};
-use tickbox_app::inspect::{drive_local, server, AuditRing, Inspector, Target};
-use tickbox_runtime::session::Session;
+use tickbox_app::inspect::{self, server, AuditRing};
+use tickbox_runtime::live::Registry;
 use tickbox_runtime::text;
 
 pub const HELP: &str = "\
@@ -75,55 +73,23 @@ pub async fn run(mut args: InspectArgs, app: &tickbox_app::App) -> Result<(), Ex
             "tickbox inspect: warning: listening on {addr}, reachable from other machines; every request still needs the token"
         );
     }
-    let timeline = Timeline::new();
     let (inspector, session) = match &spec {
         TickSpec::Live(target) => {
             let call_timeout = open::call_timeout(args.opts.call_timeout)?;
-            let (tick, streams) =
-                live::LiveTick::connect(target, timeline.clone(), call_timeout).await?;
-            let record = tick.record_tick();
-            let note = tick.scenario_note();
-            let catalog = streams.catalog.clone();
-            let inspector = Arc::new(Inspector::new(
-                Target::Live(Box::new(tick)),
-                timeline,
-                &record,
-                Some(note),
-            ));
-            inspector.set_catalog(&catalog);
-            live::drive(inspector.clone(), streams);
-            (inspector, None)
+            let registry = Registry::open().map_err(tickbox_app::live::exit_of)?;
+            (
+                inspect::connect_live(&registry, target, call_timeout).await?,
+                None,
+            )
         }
         _ => {
             let audit = Arc::new(AuditRing::default());
             app.also_audit_into(audit.clone());
             args.opts.audit_origin = tickbox_telemetry::audit::Origin::Cli;
             let launcher = open::launcher(app, spec.clone(), &args.opts)?;
-            let config = args.opts.config()?;
-            let mut io = launcher.spawn().await.map_err(Exit::session)?;
-            io.stdin = Box::new(timeline.tap(io.stdin, Dir::ToTick));
-            io.stdout = Box::new(timeline.tap(io.stdout, Dir::FromTick));
-            let session = Session::start(io, config).await.map_err(|e| {
-                let last_words = e.last_words.clone();
-                Exit::session(e).with_last_words(last_words)
-            })?;
-            let session = Arc::new(session);
-            let record = super::run::record_tick(
-                app,
-                &spec,
-                &args.opts,
-                launcher.kind(),
-                session.view().size(),
-            );
-            let target = Target::Local {
-                session: session.clone(),
-                audit,
-            };
-            let inspector = Arc::new(Inspector::new(target, timeline, &record, None));
-            if let Some(d) = session.descriptor() {
-                inspector.set_catalog(&d);
-            }
-            tokio::spawn(drive_local(inspector.clone(), session.clone()));
+            let record = |kind, size| super::run::record_tick(app, &spec, &args.opts, kind, size);
+            let (inspector, session) =
+                inspect::start_local(&launcher, args.opts.config()?, audit, record).await?;
             (inspector, Some(session))
         }
     };

@@ -15,7 +15,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tickbox_app::token::{self, Token};
 use tickbox_app::{Request, Target};
-use tickbox_runtime::live;
 use tickbox_runtime::mcp::http::metrics::MetricsEndpoint;
 use tickbox_runtime::mcp::http::{Drained, NamedClient};
 use tickbox_runtime::mcp::{
@@ -243,6 +242,7 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
     // Each Tick is also a live instance (`tickbox ls`, `attach`, `@NAME`)
     // for as long as the facade serves it.
     let mut published = Vec::new();
+    let live = tickbox_app::live::Publisher::open();
     for p in planned {
         let label = p.label;
         // The Tick's audit events are counted from its first (its start);
@@ -285,7 +285,7 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
                     registry.add_tick(&name, c);
                 }
                 let session = Arc::new(t.session);
-                published.extend(publish_live(&session, &name, t.kind).await);
+                published.extend(live.publish(&session, &name, t.kind.label()).await);
                 hosted.push(HostedTick {
                     name,
                     session,
@@ -505,32 +505,6 @@ fn metrics_endpoint(
         metrics,
     };
     Ok((file, endpoint))
-}
-
-/// Publishes a hosted Tick as a live instance under its MCP name (or, if a
-/// live instance has that name already, the next free one). Failing to
-/// publish is logged, never fatal: the MCP client does not depend on it.
-async fn publish_live(
-    session: &Arc<Session>,
-    name: &str,
-    kind: tickbox_runtime::TickKind,
-) -> Option<live::Published> {
-    let mut options = live::PublishOptions::new(kind.label());
-    options.name = Some(name.to_string());
-    let result = match live::publish(session.clone(), options.clone()).await {
-        Err(live::LiveError::NameTaken(_)) => {
-            options.name = None;
-            live::publish(session.clone(), options).await
-        }
-        other => other,
-    };
-    match result {
-        Ok(p) => Some(p),
-        Err(e) => {
-            tracing::warn!(tick = name, error = %e, "not published as a live instance");
-            None
-        }
-    }
 }
 
 /// The Ticks to start, the facade's options and the ticks file's clients file.

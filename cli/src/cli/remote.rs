@@ -9,11 +9,8 @@
 //!
 //! Every request has a deadline of its own, so a stopped or wedged host
 //! never hangs the client: one-shot requests get [`REQUEST_TIMEOUT`] plus
-//! [`REPLY_GRACE`] (exit 3 past it); a call sends its `--call-timeout` to
-//! the host and waits that long plus the grace. Once the call request has
-//! left, anything but a reply (the host killed, the connection lost, an
-//! unreadable or oversized reply, the deadline) is an unknown outcome,
-//! exit 4: the Tick may have had the call.
+//! [`REPLY_GRACE`] (exit 3 past it); a call is `tickbox_app::live::call`,
+//! whose unknown outcome (the Tick may have had the call) is exit 4.
 
 use super::attach::exit_of;
 use super::exit::{self, Exit};
@@ -22,8 +19,9 @@ use super::{approve, emit, emit_tick_text, report_call, Command};
 use clap::Args;
 use serde_json::Value;
 use std::time::Duration;
-use tickbox_runtime::live::wire::{CallReply, ErrorKind, Request};
-use tickbox_runtime::live::{client, LiveError, Registry};
+use tickbox_app::live::Called;
+use tickbox_runtime::live::wire::Request;
+use tickbox_runtime::live::{client, Registry};
 use tickbox_runtime::protocol::limits::REQUEST_TIMEOUT;
 use tickbox_runtime::protocol::{Descriptor, TickText};
 
@@ -170,59 +168,14 @@ async fn call(
     // The live host records the call in its own audit stream.
     let prepared = approve(&catalog, tool, args, yes, None)?;
     let registry = Registry::open().map_err(exit_of)?;
-    let mut conn = tokio::time::timeout(REQUEST_TIMEOUT, client::connect(&registry, target))
-        .await
-        .map_err(|_| Exit::session(format!("the live instance `{target}` did not answer")))?
-        .map_err(exit_of)?;
-    let timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-    let request = Request::Call {
-        tool: prepared.tool,
-        args: prepared.args,
-        revision: prepared.revision,
-        timeout_ms: Some(timeout_ms),
-    };
-    // Until the request has left, nothing can have run: a failure is exit 3.
-    tokio::time::timeout(REQUEST_TIMEOUT, conn.send_request(&request))
-        .await
-        .map_err(|_| {
-            Exit::session(format!(
-                "the live instance `{target}` did not take the call"
+    let reply = match tickbox_app::live::call(&registry, target, prepared, timeout).await? {
+        Called::Replied(reply) => reply,
+        Called::Unknown(why) => {
+            return Err(Exit::new(
+                exit::UNKNOWN_OUTCOME,
+                format!("unknown outcome for `{tool}`: {why}; it was not resent"),
             ))
-        })?
-        .map_err(exit_of)?;
-    let unknown = |why: String| {
-        Exit::new(
-            exit::UNKNOWN_OUTCOME,
-            format!("unknown outcome for `{tool}`: {why}; it was not resent"),
-        )
-    };
-    // The host answers its own timeout; ours is only for a host that cannot.
-    let limit = timeout + timeout / 20 + REPLY_GRACE;
-    let reply = match tokio::time::timeout(limit, conn.reply()).await {
-        Ok(Ok(v)) => v,
-        // The host refused before sending anything to the Tick.
-        Ok(Err(e @ (LiveError::Remote { .. } | LiveError::Refused(_)))) => {
-            return Err(match e {
-                LiveError::Remote {
-                    kind: ErrorKind::Usage,
-                    message,
-                } => Exit::usage(message),
-                other => Exit::session(other),
-            })
-        }
-        Ok(Err(e)) => {
-            return Err(unknown(format!(
-                "the host did not deliver the outcome ({e})"
-            )))
-        }
-        Err(_) => {
-            return Err(unknown(format!(
-                "the host sent no reply within {:.1}s",
-                limit.as_secs_f64()
-            )))
         }
     };
-    let reply: CallReply = serde_json::from_value(reply)
-        .map_err(|e| unknown(format!("unreadable call reply from the host: {e}")))?;
     report_call(tool, reply, pretty)
 }

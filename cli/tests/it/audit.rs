@@ -1,272 +1,103 @@
-//! The audit stream (`--audit`, docs/AUDIT.md) through the wire: what a
-//! wasm Tick with grants was granted, called, approved, refused and ran
-//! into, each event once and with what was attempted; a hostile Tick's
-//! names only escaped; `--audit -` on stderr and never on stdout; the live
-//! host's own file rotated at its bound; the MCP config's `audit` key.
+//! The audit stream (`--audit`, docs/AUDIT.md) as the binary writes it:
+//! the approvals `--yes` gives or withholds; the bounds its variables
+//! set; `--audit -` on stderr and
+//! never on stdout; the live host's own file rotated at its bound; the MCP
+//! config's and a policy's `audit` keys; SIGKILL under `--audit-sync`;
+//! a destination that cannot be used is one line and exit 2; a signal
+//! ends a command blocked on a FIFO. What a start records (through
+//! `tickbox_app::App::open`) is tested in `app/tests/it/audit.rs`, the
+//! facade's Ticks' streams in tickbox-mcp's `tests/it/audit.rs`.
 
 use crate::live::World;
 use crate::mcp_wire::Raw;
 use crate::util::*;
 use serde_json::{json, Value};
-use std::net::TcpListener;
-use tickbox_runtime::text::is_unsafe;
+use tickbox_test_support::audit::{events, of};
 
-fn hostile_wasm() -> String {
-    hostile()
-}
-
-fn httpget() -> String {
-    build_wasm("tests/guests", "httpget", "wasm32-wasip2")
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// The audit file's events, each line parsed (a line that is not one JSON
-/// object fails the test).
-fn events(path: &std::path::Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l:?}")))
-        .collect()
-}
-
-/// The events of kind `event` (and, for `denied`, of what `what`).
-fn of<'a>(all: &'a [Value], event: &str, what: Option<&str>) -> Vec<&'a Value> {
-    all.iter()
-        .filter(|e| e["event"] == event && what.is_none_or(|w| e["what"] == w))
-        .collect()
-}
-
-/// The events of one session: the one whose `start` satisfies `pick`.
-fn session_of(all: &[Value], pick: impl Fn(&Value) -> bool) -> Vec<&Value> {
-    let start = all
-        .iter()
-        .find(|e| e["event"] == "start" && pick(e))
-        .unwrap_or_else(|| panic!("no such start in {all:#?}"));
-    let id = &start["session"];
-    all.iter().filter(|e| &e["session"] == id).collect()
-}
-
-fn kinds(session: &[&Value]) -> Vec<String> {
-    session
-        .iter()
-        .map(|e| e["event"].as_str().unwrap_or("?").to_string())
-        .collect()
-}
-
-fn sha256_file(path: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let bytes = std::fs::read(path).unwrap();
-    let hex: String = Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("sha256:{hex}")
-}
-
-/// Runs, all appending to one audit file: a read-only call that reads past
-/// its grant, a mutating call approved with `--yes` (arguments recorded),
-/// one refused for want of it, a connect to an address not granted (beside
-/// one to the granted address), an HTTP request to an origin not granted,
-/// and a guest that grows past `--max-memory`. Each denial and the limit
-/// is in the stream exactly once, with what was attempted; each session
-/// has one start and one end.
+/// `--yes` approves a mutating call on the command line and the stream
+/// says so (granted, by `--yes`; its arguments recorded with
+/// `--audit-args`); without it the call is refused (exit 2), the refusal
+/// recorded and the call never sent. What a start records besides (its
+/// grants, calls, denials, limits and end) is tickbox-app's to test
+/// (`app/tests/it/audit.rs`).
 #[test]
-fn each_start_call_approval_denial_limit_and_end_is_recorded_once() {
-    let dir = TempDir::new("audit-run");
-    let data = TempDir::new("audit-data");
-    std::fs::write(data.path("hello.txt"), "hello").unwrap();
+fn a_mutating_calls_approval_by_yes_and_its_refusal_are_recorded() {
+    let dir = TempDir::new("audit-approval");
+    let data = TempDir::new("audit-approval-data");
     let file = dir.path("audit.jsonl");
     let audit = file.to_str().unwrap();
-    let wasm = hostile_wasm();
+    let wasm = hostile();
     let grant = format!("{}::/data", data.0.display());
-    let call = |tool: &str, args: Value, extra: &[&str]| {
-        let args = args.to_string();
-        let mut argv = vec!["call", wasm.as_str(), tool, args.as_str(), "--audit", audit];
+    let write = |text: &str, extra: &[&str]| {
+        let args = json!({"path": "/data/new.txt", "text": text}).to_string();
+        let mut argv = vec!["call", wasm.as_str(), "write_file", &args, "--dir", &grant];
+        argv.extend_from_slice(&["--audit", audit]);
         argv.extend_from_slice(extra);
         tickbox(&argv)
     };
-
-    // A read inside the grant (the positive control) and one leading out.
-    let inside = call(
-        "read_file",
-        json!({"path": "/data/hello.txt"}),
-        &["--dir", &grant],
-    );
-    assert_eq!(inside.json()["value"], "hello", "{inside:#?}");
-    let escape = "/data/../../../../etc/passwd";
-    let out = call("read_file", json!({"path": escape}), &["--dir", &grant]);
-    assert_eq!(out.json()["ok"], false, "{out:#?}");
-
-    // A mutating call, approved on the command line, arguments recorded.
-    let out = call(
-        "write_file",
-        json!({"path": "/data/new.txt", "text": "written"}),
-        &["--dir", &grant, "--yes", "--audit-args"],
-    );
+    let out = write("written", &["--yes", "--audit-args"]);
     assert_eq!(out.json()["ok"], true, "{out:#?}");
-    // And one refused: no --yes.
-    call(
-        "write_file",
-        json!({"path": "/data/no.txt", "text": "x"}),
-        &["--dir", &grant],
-    )
-    .expect(2, "approval required");
-
-    // Sockets: the granted address works, another port is refused.
-    let granted = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = granted.local_addr().unwrap().port();
-    let server = std::thread::spawn(move || {
-        use std::io::Write;
-        if let Ok((mut c, _)) = granted.accept() {
-            let _ = c.write_all(b"hi");
-        }
-    });
-    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
-    let other = closed.local_addr().unwrap().port();
-    drop(closed);
-    let net = format!("127.0.0.1:{port}");
-    let out = call("connect", json!({"addr": net}), &["--allow-net", &net]);
-    assert_eq!(out.json()["value"], "hi", "positive control: {out:#?}");
-    server.join().unwrap();
-    let refused_addr = format!("127.0.0.1:{other}");
-    let out = call(
-        "connect",
-        json!({"addr": refused_addr}),
-        &["--allow-net", &net],
-    );
-    assert_eq!(out.json()["ok"], false, "{out:#?}");
-
-    // An HTTP origin not granted (refused before anything connects).
-    let http = httpget();
-    let url = "http://127.0.0.1:1/secret";
-    let args = json!({"url": url}).to_string();
-    let out = tickbox(&[
-        "call",
-        &http,
-        "get",
-        &args,
-        "--yes",
-        "--allow-http",
-        "http://127.0.0.1:9",
-        "--audit",
-        audit,
-    ]);
-    assert_eq!(out.json()["error"], "HttpRequestDenied", "{out:#?}");
-
-    // Memory: the guest grows past its bound and is stopped.
-    let out = call("grow", json!({"mb": 64}), &["--max-memory", "16MiB"]);
-    assert_eq!(out.code, 4, "the call's outcome is unknown: {out:#?}");
+    write("refused", &[]).expect(2, "approval required");
 
     let all = events(&file);
-    let raw = std::fs::read_to_string(&file).unwrap();
-    assert!(!raw.chars().any(|c| is_unsafe(c) && c != '\n'));
-    assert!(
-        all.iter().all(|e| e["v"] == 1 && e["ts"].is_string()),
-        "{all:#?}"
-    );
-    // Every run is one session with one start and one end.
-    assert_eq!(of(&all, "start", None).len(), 8, "{all:#?}");
-    assert_eq!(of(&all, "end", None).len(), 8, "{all:#?}");
-
-    // The escape: one denied path, naming it.
-    let paths = of(&all, "denied", Some("path"));
-    assert_eq!(paths.len(), 1, "{paths:#?}");
-    assert!(
-        paths[0]["attempted"]
-            .as_str()
-            .unwrap()
-            .ends_with("../etc/passwd"),
-        "{paths:#?}"
-    );
-    assert_eq!(paths[0]["detail"], "leads out of its granted directory");
-    let s = session_of(&all, |e| {
-        e["grants"]["dirs"]
-            .as_array()
-            .is_some_and(|d| !d.is_empty())
-    });
-    assert_eq!(s[0]["event"], "start");
-    assert_eq!(s[0]["origin"], "cli");
-    assert_eq!(s[0]["backend"], "wasm component");
-    assert_eq!(s[0]["sha256"], sha256_file(&wasm), "the very bytes started");
-    assert!(s[0]["tick"].as_str().unwrap().ends_with("hostile.wasm"));
-    assert!(s[0]["grants"].to_string().contains("/data"), "{}", s[0]);
-
-    // The calls: read-only with a hash of its arguments, the mutating
-    // one with them whole (it asked for --audit-args).
+    assert_eq!(of(&all, "start", None).len(), 2, "{all:#?}");
+    assert_eq!(of(&all, "end", None).len(), 2, "{all:#?}");
+    let approvals = of(&all, "approval", None);
+    assert_eq!(approvals.len(), 2, "{approvals:#?}");
+    assert!(approvals.iter().all(|a| a["subject"] == "write_file"));
+    assert_eq!(approvals[0]["granted"], true);
+    assert!(approvals[0]["by"].as_str().unwrap().contains("--yes"));
+    assert_eq!(approvals[1]["granted"], false);
     let calls = of(&all, "call", None);
-    let reads: Vec<_> = calls.iter().filter(|c| c["tool"] == "read_file").collect();
-    assert_eq!(reads.len(), 2);
-    assert_eq!(reads[1]["mutates"], false);
     assert_eq!(
-        reads[1]["outcome"], "ok",
-        "the tool answered (with its error)"
-    );
-    assert_eq!(reads[1]["args"], Value::Null, "arguments only as a hash");
-    assert_eq!(reads[1]["args_sha256"].as_str().unwrap().len(), 64);
-    assert!(
-        !raw.contains("etc/passwd\"}"),
-        "the path is not in a call's arguments"
-    );
-    let writes: Vec<_> = calls.iter().filter(|c| c["tool"] == "write_file").collect();
-    assert_eq!(
-        writes.len(),
+        calls.len(),
         1,
         "the refused call was never sent: {calls:#?}"
     );
-    assert_eq!(writes[0]["mutates"], true);
-    assert_eq!(writes[0]["args"]["text"], "written");
-    assert!(writes[0]["duration_ms"].as_f64().unwrap() >= 0.0);
+    assert_eq!(calls[0]["mutates"], true);
+    assert_eq!(calls[0]["args"]["text"], "written");
+}
 
-    // Approvals: `write_file` granted by --yes, then refused; httpget's
-    // `get` (it mutates) granted by --yes.
-    let all_approvals = of(&all, "approval", None);
-    assert_eq!(all_approvals.len(), 3, "{all_approvals:#?}");
-    let approvals: Vec<_> = all_approvals
-        .iter()
-        .filter(|a| a["subject"] == "write_file")
-        .collect();
-    assert_eq!(approvals.len(), 2, "{approvals:#?}");
-    assert_eq!(approvals[0]["granted"], true);
-    assert_eq!(approvals[0]["subject"], "write_file");
-    assert!(approvals[0]["by"].as_str().unwrap().contains("--yes"));
-    assert_eq!(approvals[1]["granted"], false);
-
-    // Sockets: the refused address once, the granted one never.
-    let sockets = of(&all, "denied", Some("socket"));
-    assert_eq!(sockets.len(), 1, "{sockets:#?}");
-    assert_eq!(sockets[0]["attempted"], refused_addr);
-    assert!(!raw.contains(&format!("\"attempted\":\"{net}\"")));
-
-    // The origin, once, with the URL asked for.
-    let origins = of(&all, "denied", Some("http_origin"));
-    assert_eq!(origins.len(), 1, "{origins:#?}");
-    assert_eq!(origins[0]["attempted"], url);
-
-    // The memory bound, once, with its value; the session's end says why.
-    let limits = of(&all, "limit", None);
-    assert_eq!(limits.len(), 1, "{limits:#?}");
-    assert_eq!(limits[0]["bound"], "max_memory");
-    assert_eq!(limits[0]["value"], 16 << 20);
-    let grown = session_of(&all, |e| e["grants"]["max_memory"] == 16 << 20);
-    assert!(kinds(&grown).contains(&"limit".to_string()), "{grown:#?}");
-    let end = grown.iter().find(|e| e["event"] == "end").unwrap();
-    assert_eq!(end["reason"], "exited");
-    assert!(
-        end["detail"]
-            .as_str()
-            .unwrap()
-            .contains("memory limit exceeded"),
-        "{end}"
+/// The binary reads the audit bounds from its variables: a session past
+/// `TICKBOX_AUDIT_SESSION_MAX_SIZE` says what was dropped, and a file is
+/// rotated at `TICKBOX_AUDIT_MAX_SIZE`. What the bounds do is tickbox-app's
+/// to test (`app/tests/it/audit.rs`).
+#[test]
+fn the_audit_size_variables_bound_a_session_and_a_file() {
+    let dir = TempDir::new("audit-sizes");
+    let file = dir.path("audit.jsonl");
+    let audit = file.to_str().unwrap();
+    let wasm = hostile();
+    let grant = format!("{}::/data", dir.0.display());
+    let args = json!({"path": "/data/../x", "n": 100}).to_string();
+    let argv = ["call", &wasm, "refuse_loop", &args, "--dir", &grant];
+    let out = tickbox_env(
+        &[&argv[..], &["--audit", audit]].concat(),
+        &[("TICKBOX_AUDIT_SESSION_MAX_SIZE", "400")],
     );
-    let call = grown.iter().find(|e| e["event"] == "call").unwrap();
-    assert_eq!(call["outcome"], "unknown");
+    assert_eq!(out.json()["refused"], 100, "{out:#?}");
+    assert_eq!(of(&events(&file), "unrecorded", None).len(), 1);
+    for i in 0..6 {
+        let args = json!({"i": i}).to_string();
+        let argv = [
+            "call",
+            &wasm,
+            "echo",
+            &args,
+            "--audit",
+            audit,
+            "--audit-args",
+        ];
+        let out = tickbox_env(&argv, &[("TICKBOX_AUDIT_MAX_SIZE", "2KiB")]);
+        assert_eq!(out.code, 0, "{out:#?}");
+    }
+    assert!(dir.path("audit.jsonl.1").exists(), "rotated at 2 KiB");
 }
 
 /// `--audit -`: the stream is on stderr; stdout carries only the result.
 #[test]
 fn audit_to_dash_goes_to_stderr_and_never_stdout() {
-    let wasm = hostile_wasm();
+    let wasm = hostile();
     let out = tickbox(&["call", &wasm, "echo", r#"{"a":1}"#, "--audit", "-"]);
     assert_eq!(out.code, 0, "{out:#?}");
     assert_eq!(out.json(), json!({"a": 1}), "stdout is the result alone");
@@ -278,113 +109,6 @@ fn audit_to_dash_goes_to_stderr_and_never_stdout() {
         .collect();
     let kinds: Vec<&str> = lines.iter().filter_map(|e| e["event"].as_str()).collect();
     assert_eq!(kinds, ["start", "call", "end"], "{out:#?}");
-}
-
-/// The corpus `tests/ticks/corpus.py` puts in every string a Tick
-/// controls, in Rust.
-fn corpus() -> String {
-    "[\x1b]2;pwned-title\x07\x1b]52;c;cm0gLXJmIH4=\x07\x1b[2K\u{9b}31m\x7f\r\nFORGED line\u{202e}\u{2066}\u{200b}\u{feff}\u{ad}\u{34f}\u{115f}\u{3164}\u{ffa0}\u{fe0f}\u{180e}\u{2028}\u{2029}\u{e0001}\u{e0041}\u{e007f}]".to_string()
-}
-
-/// A hostile Tick's text through every event it reaches (the start's
-/// command line, a call's arguments and error message, an approval, a
-/// denied path, a limit, the end): the file has no raw control, line
-/// break or bidi character, and (the positive control) the text is all
-/// there, escaped, the same JSON value.
-#[test]
-fn a_hostile_ticks_names_reach_the_audit_file_only_escaped() {
-    let dir = TempDir::new("audit-hostile");
-    let file = dir.path("audit.jsonl");
-    let audit = file.to_str().unwrap();
-    let c = corpus();
-    // A native corpus Tick: its command line, arguments and error message.
-    let args = json!({"x": c}).to_string();
-    let script = tick("corpus.py");
-    let out = tickbox(&[
-        "call",
-        "fail",
-        &args,
-        "--audit",
-        audit,
-        "--audit-args",
-        "--",
-        "python3",
-        &script,
-        &c,
-    ]);
-    assert_eq!(out.code, 1, "{out:#?}");
-    // A wasm Tick: a path with the corpus leading out of its grant, a
-    // mutating call approved, and its memory bound.
-    let data = TempDir::new("audit-hostile-data");
-    let grant = format!("{}::/data", data.0.display());
-    let wasm = hostile_wasm();
-    let path = format!("/data/../{c}");
-    let args = json!({"path": path, "text": c}).to_string();
-    let out = tickbox(&[
-        "call",
-        &wasm,
-        "write_file",
-        &args,
-        "--yes",
-        "--dir",
-        &grant,
-        "--audit",
-        audit,
-        "--audit-args",
-        "--max-memory",
-        "16MiB",
-    ]);
-    assert_eq!(out.code, 0, "{out:#?}");
-    let out = tickbox(&[
-        "call",
-        &wasm,
-        "grow",
-        r#"{"mb": 64}"#,
-        "--audit",
-        audit,
-        "--max-memory",
-        "16MiB",
-    ]);
-    assert_eq!(out.code, 4, "{out:#?}");
-
-    let raw = std::fs::read_to_string(&file).unwrap();
-    if let Some((i, ch)) = raw
-        .char_indices()
-        .find(|(_, ch)| is_unsafe(*ch) && *ch != '\n')
-    {
-        panic!("a raw U+{:04X} at byte {i} of the audit file", ch as u32);
-    }
-    assert!(
-        !raw.lines().any(|l| l.starts_with("FORGED")),
-        "a forged line"
-    );
-    assert!(
-        raw.contains("\\u202e") && raw.contains("\\u001b"),
-        "escaped, not dropped"
-    );
-    let all = events(&file);
-    let kinds: Vec<&str> = all.iter().filter_map(|e| e["event"].as_str()).collect();
-    for k in ["start", "call", "approval", "denied", "limit", "end"] {
-        assert!(kinds.contains(&k), "no {k} event: {kinds:?}");
-    }
-    // Decoded, the values are the corpus itself.
-    let native = session_of(&all, |e| e["backend"] == "native");
-    assert!(
-        native[0]["tick"].as_str().unwrap().ends_with(&c),
-        "{}",
-        native[0]
-    );
-    let failed = native.iter().find(|e| e["event"] == "call").unwrap();
-    assert_eq!(failed["message"], c.as_str());
-    assert_eq!(failed["args"]["x"], c.as_str());
-    let denied = of(&all, "denied", Some("path"));
-    assert_eq!(denied.len(), 1, "{denied:#?}");
-    assert_eq!(denied[0]["attempted"], format!("../{c}"));
-    let call = all
-        .iter()
-        .find(|e| e["event"] == "call" && e["tool"] == "write_file")
-        .unwrap();
-    assert_eq!(call["args"]["text"], c.as_str());
 }
 
 /// A live host writes its own audit file in the state directory, rotated
@@ -497,21 +221,13 @@ fn an_mcp_configs_audit_key_records_its_ticks() {
     assert!(!dir.path("audit.jsonl").exists());
 }
 
-/// A policy file's `audit` key (relative to the policy's directory), and a
-/// destination that cannot be opened is one line and exit 2.
+/// A destination that cannot be opened is one line and exit 2; a link
+/// planted where the file goes is not followed. (A policy's `audit` key is
+/// tickbox-app's: `app/tests/it/audit.rs`.)
 #[test]
-fn a_policy_names_the_stream_and_a_bad_destination_is_one_line() {
+fn a_bad_audit_destination_is_one_line_and_exit_2() {
     let dir = TempDir::new("audit-policy");
-    let policy = dir.path("policy.toml");
-    std::fs::write(&policy, "audit = \"p.jsonl\"\nmax_memory = \"64MiB\"\n").unwrap();
-    let wasm = hostile_wasm();
-    let p = policy.to_str().unwrap();
-    let out = tickbox(&["call", &wasm, "echo", "{}", "--policy", p]);
-    assert_eq!(out.code, 0, "{out:#?}");
-    let all = events(&dir.path("p.jsonl"));
-    assert_eq!(all[0]["event"], "start", "{all:#?}");
-    assert_eq!(all[0]["grants"]["max_memory"], 64 << 20);
-    // A link planted where the file goes is not followed.
+    let wasm = hostile();
     let link = dir.path("link.jsonl");
     std::os::unix::fs::symlink(dir.path("elsewhere"), &link).unwrap();
     let out = tickbox(&[
@@ -534,219 +250,6 @@ fn a_policy_names_the_stream_and_a_bad_destination_is_one_line() {
         "/nonexistent/dir/a.jsonl",
     ]);
     out.expect(2, "cannot open");
-}
-
-/// An MCP config hosting two hostile wasm Ticks into one audit file:
-/// `flood` (one `--dir` grant, no network grant) and `calm`.
-fn two_ticks(dir: &TempDir, data: &TempDir, extra: &str) -> std::path::PathBuf {
-    let wasm = hostile_wasm();
-    let config = dir.path("ticks.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "audit = \"audit.jsonl\"\n{extra}\n[[tick]]\nname = \"flood\"\npath = \"{wasm}\"\ndir = [\"{}::/data\"]\n\n[[tick]]\nname = \"calm\"\npath = \"{wasm}\"\n",
-            data.0.display()
-        ),
-    )
-    .unwrap();
-    config
-}
-
-/// The sum of the `count`s of a session's events of this kind (a line
-/// without one stands for one).
-fn counted(session: &[&Value], event: &str, what: &str) -> (usize, u64) {
-    let lines: Vec<&&Value> = session
-        .iter()
-        .filter(|e| e["event"] == event && e["what"] == what)
-        .collect();
-    let n = lines.iter().map(|e| e["count"].as_u64().unwrap_or(1)).sum();
-    (lines.len(), n)
-}
-
-/// The red team's flood: a sandboxed Tick with one `--dir` grant looping
-/// over refused opens (and, with no network grant at all, over refused
-/// connects) wrote one `denied` line per try (109 MiB in 11 s). Now each
-/// kind is one line and one merged count, whose counts add up to every
-/// try the guest saw refused; the socket attempts are on record though no
-/// network grant exists (WASI used to refuse them before the host saw the
-/// address); and a neighbour Tick's calls, made while the flood runs, are
-/// all recorded.
-#[test]
-fn a_flood_of_refusals_is_a_few_lines_and_a_neighbours_calls_are_all_recorded() {
-    let dir = TempDir::new("audit-flood");
-    let data = TempDir::new("audit-flood-data");
-    let config = two_ticks(&dir, &data, "");
-    let mut mcp = Raw::start(&["--config".into(), config.display().to_string()]);
-    mcp.initialize("2025-06-18");
-    let tries = 20_000u64;
-    let closed = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = closed.local_addr().unwrap().to_string();
-    drop(closed);
-    // The flood runs while the neighbour is called.
-    mcp.send(json!({"jsonrpc": "2.0", "id": 1000, "method": "tools/call",
-        "params": {"name": "flood_refuse_loop", "arguments": {"path": "/data/../../etc/passwd", "n": tries}}}));
-    let calls = 50;
-    for i in 0..calls {
-        let r = mcp.call(i, "calm_echo", json!({"i": i}));
-        assert_eq!(r["structuredContent"]["i"], i, "{r}");
-    }
-    let flood = mcp.answer(json!(1000));
-    assert_eq!(
-        flood["result"]["structuredContent"]["refused"], tries,
-        "the guest was refused every time: {flood}"
-    );
-    let r = mcp.call(
-        2000,
-        "flood_refuse_loop",
-        json!({"addr": addr, "n": tries / 10}),
-    );
-    assert_eq!(r["structuredContent"]["refused"], tries / 10, "{r}");
-    let (code, stderr) = mcp.close();
-    assert_eq!(code, 0, "{stderr}");
-
-    let file = dir.path("audit.jsonl");
-    let size = std::fs::metadata(&file).unwrap().len();
-    let all = events(&file);
-    let flood = session_of(&all, |e| {
-        e["grants"]["dirs"]
-            .as_array()
-            .is_some_and(|d| !d.is_empty())
-    });
-    let (lines, n) = counted(&flood, "denied", "path");
-    assert_eq!(n, tries, "every refused open counted: {flood:#?}");
-    assert!(lines <= 3, "{lines} lines for {tries} refusals");
-    let (lines, n) = counted(&flood, "denied", "socket");
-    assert_eq!(
-        n,
-        tries / 10,
-        "every refused connect counted, no grant needed"
-    );
-    assert!(lines <= 3, "{lines} lines");
-    let socket = flood
-        .iter()
-        .find(|e| e["event"] == "denied" && e["what"] == "socket")
-        .unwrap();
-    assert_eq!(socket["attempted"], addr.as_str(), "the address seen");
-    let merged = flood
-        .iter()
-        .find(|e| e["event"] == "denied" && e["count"].is_u64())
-        .expect("a merged line");
-    assert!(
-        merged["first"].is_string() && merged["last"].is_string(),
-        "{merged}"
-    );
-    assert!(
-        flood.len() < 12,
-        "a few lines for the whole session: {flood:#?}"
-    );
-    // The neighbour: every call on record.
-    let calm = session_of(&all, |e| {
-        e["grants"]["dirs"].as_array().is_some_and(|d| d.is_empty())
-    });
-    let recorded = calm.iter().filter(|e| e["event"] == "call").count();
-    assert_eq!(recorded, calls as usize, "{calm:#?}");
-    assert!(size < 64 * 1024, "the file is {size} bytes");
-}
-
-/// A session's own events past its byte budget (set low here) are
-/// dropped and counted, and one `unrecorded` event says how many of each
-/// kind, before its end; the budget's positive control is the default,
-/// under which the same run is recorded whole.
-#[test]
-fn a_session_past_its_budget_says_what_was_dropped() {
-    let data = TempDir::new("audit-budget-data");
-    let grant = format!("{}::/data", data.0.display());
-    let wasm = hostile_wasm();
-    let run = |budget: Option<&str>| {
-        let dir = TempDir::new("audit-budget");
-        let file = dir.path("audit.jsonl");
-        let args = json!({"path": "/data/../x", "n": 100}).to_string();
-        let mut env = vec![];
-        if let Some(b) = budget {
-            env.push(("TICKBOX_AUDIT_SESSION_MAX_SIZE", b));
-        }
-        let out = tickbox_env(
-            &[
-                "call",
-                &wasm,
-                "refuse_loop",
-                &args,
-                "--dir",
-                &grant,
-                "--audit",
-                file.to_str().unwrap(),
-            ],
-            &env,
-        );
-        assert_eq!(out.json()["refused"], 100, "{out:#?}");
-        (events(&file), dir)
-    };
-    let (all, _d) = run(Some("400"));
-    let kinds: Vec<&str> = all.iter().filter_map(|e| e["event"].as_str()).collect();
-    assert_eq!(
-        kinds,
-        ["start", "denied", "call", "unrecorded", "end"],
-        "{all:#?}"
-    );
-    let u = &all[3];
-    assert_eq!(u["bound"], 400);
-    assert_eq!(u["dropped"]["denied"]["path"], 99, "the merged count: {u}");
-    // Positive control: under the default budget, the count is written.
-    let (all, _d) = run(None);
-    let kinds: Vec<&str> = all.iter().filter_map(|e| e["event"].as_str()).collect();
-    assert_eq!(
-        kinds,
-        ["start", "denied", "call", "denied", "end"],
-        "{all:#?}"
-    );
-    assert_eq!(all[3]["count"], 99);
-}
-
-/// Every `--audit FILE` is rotated at its bound (set low here), the older
-/// files kept beside it, by processes appending to it one after another.
-#[test]
-fn an_audit_file_rotates_at_its_bound() {
-    let dir = TempDir::new("audit-rotate");
-    let file = dir.path("audit.jsonl");
-    let wasm = hostile_wasm();
-    let runs = 6;
-    for i in 0..runs {
-        let args = json!({"i": i}).to_string();
-        let out = tickbox_env(
-            &[
-                "call",
-                &wasm,
-                "echo",
-                &args,
-                "--audit",
-                file.to_str().unwrap(),
-                "--audit-args",
-            ],
-            &[("TICKBOX_AUDIT_MAX_SIZE", "2KiB")],
-        );
-        assert_eq!(out.code, 0, "{out:#?}");
-    }
-    let files: Vec<std::path::PathBuf> = std::iter::once(file.clone())
-        .chain((1..=3).map(|n| dir.path(&format!("audit.jsonl.{n}"))))
-        .filter(|p| p.exists())
-        .collect();
-    assert!(files.len() >= 2, "rotated: {files:?}");
-    assert!(
-        !dir.path("audit.jsonl.4").exists(),
-        "three older files kept"
-    );
-    for f in &files {
-        let size = std::fs::metadata(f).unwrap().len();
-        assert!(size <= 2048, "{} is {size} bytes", f.display());
-    }
-    // The newest run is in the newest file.
-    let newest = events(&file);
-    assert!(
-        newest
-            .iter()
-            .any(|e| e["event"] == "call" && e["args"]["i"] == runs - 1),
-        "{newest:#?}"
-    );
 }
 
 /// Which of these calls (by the `nonce` in their recorded arguments) are
@@ -774,7 +277,7 @@ fn answered_then_killed(
     rounds: usize,
     extra: &[&str],
 ) -> Vec<(String, std::path::PathBuf)> {
-    let wasm = hostile_wasm();
+    let wasm = hostile();
     (0..rounds)
         .map(|round| {
             let file = dir.path(&format!("{tag}-{round}.jsonl"));
@@ -838,48 +341,24 @@ fn an_answered_call_survives_sigkill_under_audit_sync() {
     assert_eq!(&reported[0], nonce);
 }
 
-/// The `audit_sync` key of an MCP config and of a policy file, and
-/// `--audit-sync` with no file to sync (one line, exit 2).
+/// The `audit_sync` key of an MCP config (SIGKILL after the answer loses
+/// no line), and `--audit-sync` with no file to sync (one line, exit 2).
+/// A policy's audit keys are tickbox-app's to read (`app/tests/it/audit.rs`).
 #[test]
 fn audit_sync_keys_and_a_stream_that_cannot_be_synced() {
     let dir = TempDir::new("audit-sync-keys");
-    let data = TempDir::new("audit-sync-keys-data");
-    let config = two_ticks(&dir, &data, "audit_sync = true\naudit_args = true");
+    let wasm = hostile();
+    let config = dir.path("ticks.toml");
+    let keys = "audit = \"audit.jsonl\"\naudit_sync = true\naudit_args = true";
+    let tick = format!("[[tick]]\nname = \"calm\"\npath = \"{wasm}\"\n");
+    std::fs::write(&config, format!("{keys}\n\n{tick}")).unwrap();
     let mut mcp = Raw::start(&["--config".into(), config.display().to_string()]);
     mcp.initialize("2025-06-18");
-    let r = mcp.call(1, "calm_echo", json!({"nonce": "keyed"}));
+    let r = mcp.call(1, "echo", json!({"nonce": "keyed"}));
     mcp.kill_now();
     assert_eq!(r["structuredContent"]["nonce"], "keyed");
     let nonce = ["keyed".to_string()];
     assert!(missing_calls(&dir.path("audit.jsonl"), &nonce).is_empty());
-
-    let wasm = hostile_wasm();
-    let policy = dir.path("policy.toml");
-    std::fs::write(
-        &policy,
-        "audit = \"p.jsonl\"\naudit_sync = true\naudit_args = true\n",
-    )
-    .unwrap();
-    let out = tickbox(&[
-        "call",
-        &wasm,
-        "echo",
-        r#"{"nonce":"policy"}"#,
-        "--policy",
-        policy.to_str().unwrap(),
-    ]);
-    assert_eq!(out.code, 0, "{out:#?}");
-    assert!(missing_calls(&dir.path("p.jsonl"), &["policy".to_string()]).is_empty());
-    std::fs::write(&policy, "audit_sync = \"yes\"\n").unwrap();
-    let out = tickbox(&[
-        "call",
-        &wasm,
-        "echo",
-        "{}",
-        "--policy",
-        policy.to_str().unwrap(),
-    ]);
-    out.expect(2, "audit_sync must be true or false");
 
     for argv in [
         vec!["call", wasm.as_str(), "echo", "{}", "--audit-sync"],
@@ -915,7 +394,7 @@ fn an_audit_path_that_is_not_a_regular_file_is_one_line_and_exit_2_at_once() {
     let dir = TempDir::new("audit-fifo");
     let fifo = dir.path("audit.fifo");
     mkfifo(&fifo);
-    let wasm = hostile_wasm();
+    let wasm = hostile();
     let quick = std::time::Duration::from_secs(30);
     let refused = |argv: &[&str]| {
         let out = tickbox_within(argv, &[], quick);
@@ -983,7 +462,7 @@ fn an_audit_path_that_is_not_a_regular_file_is_one_line_and_exit_2_at_once() {
 fn a_signal_ends_a_command_blocked_opening_a_fifo() {
     use std::os::unix::fs::OpenOptionsExt;
     let dir = TempDir::new("audit-fifo-signal");
-    let wasm = hostile_wasm();
+    let wasm = hostile();
     let policy = dir.path("policy.fifo");
     mkfifo(&policy);
     let tick_fifo = dir.path("tick.wasm");

@@ -14,24 +14,22 @@
 //!   one line, `info`'s grants (the escapes and limits themselves are
 //!   tickbox-sandbox's tests);
 //! - `live` — live instances: `run`/`attach` through real PTYs, `@NAME`
-//!   clients, `ls`, `watch`, and the socket's guards;
+//!   clients, `ls`, `watch`, and the socket's guards (views sizing the
+//!   Tick's terminal are tickbox-app's `live` tests);
 //! - `mcp` — `tickbox mcp` as the process a client spawns, driven with raw
 //!   lines: a config of several Ticks, bad starts and their exit codes,
 //!   stdout carrying only MCP frames;
 //! - `walls` — the outer walls the binary adds or measures: the cache's
 //!   variables and commands, host RSS with every memory and table at once,
 //!   compilation in the `tickbox` worker, process hygiene (cgroup v2 and
-//!   the subreaper fallback), registry fallback, the grant area's place;
+//!   the subreaper fallback), the grant area's place;
 //! - `mcp_wire` — the `tickbox mcp` process driven with raw lines or over
 //!   `--http` (the harnesses other modules share): the token a non-loopback
 //!   bind generates, `--workers`, a spinning Tick's neighbours;
-//! - `inspect` — `tickbox inspect`'s door (token, Host, Origin, CSP) over
-//!   raw HTTP, its bounds (event streams, action bodies), host-validated and
-//!   confirmed calls, the exports, a hostile Tick's markup carried only as
-//!   data, a trimmed state, a live instance (`@NAME`) to its end, and the
-//!   page in headless Chromium (`tests/browser/inspect_page.py`: the
-//!   counter, the hostile Tick running nothing, the trimming note, a live
-//!   counter);
+//! - `inspect` — `tickbox inspect`'s printed URL, `--open`'s 0600 file,
+//!   the token reaching no other loopback port in headless Chromium, and
+//!   an absent `@NAME`'s exit code (the page server itself is
+//!   tickbox-app's `inspect` tests);
 //! - `mcp_http` — `tickbox mcp --http`'s token: always one, generated into
 //!   a private file, and token files others may read refused;
 //! - `mcp_clients` — real MCP clients (Python SDK, TypeScript SDK, MCP
@@ -60,8 +58,9 @@
 //!   files' walls and bounds, `[files]` seeding the scratch directory;
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
 //!   drawn from the screen model only, escaped text in every command, a
-//!   `run` host ended during a flood, a huge draw split (bounded view
-//!   sizes and floods stalling nothing are tickbox-sandbox's `views` tests);
+//!   `run` host ended during a flood (a huge draw split is tickbox-app's
+//!   `views` test; bounded view sizes and floods stalling nothing are
+//!   tickbox-sandbox's `views` tests);
 //! - `http` — `--allow-http` and `--http-ca` checked, refused for native
 //!   Ticks and shown by `tickbox info` (what a guest reaches under them is
 //!   tickbox-sandbox's test);

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tickbox_test_support::mcp_clients::{
     assert_checks, npm_package, python_client, run, ts_client, with, SDK_CHECKS,
 };
-pub(crate) use tickbox_test_support::mcp_clients::{cache_dir, clients_dir, counter_wasm, python};
+pub(crate) use tickbox_test_support::mcp_clients::{cache_dir, counter_wasm};
 
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(180);

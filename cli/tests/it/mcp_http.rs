@@ -11,7 +11,6 @@ use crate::util::*;
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-pub(crate) use tickbox_test_support::mcp_http::{closed_by_server, delete, send_for_short_answer};
 use tickbox_test_support::mcp_http::{echo, ping};
 
 #[test]

@@ -12,8 +12,8 @@ use std::io::{BufRead, BufReader, Read};
 use std::ops::{Deref, DerefMut};
 use std::process::{Child, Stdio};
 use std::time::Duration;
+pub(crate) use tickbox_test_support::mcp_http::initialize_http;
 use tickbox_test_support::mcp_http::Endpoint;
-pub(crate) use tickbox_test_support::mcp_http::{header, initialize_http};
 use tickbox_test_support::mcp_lines::LineClient;
 
 /// A guard against hangs, not a timing assertion.
@@ -221,11 +221,6 @@ impl HttpServer {
         code
     }
 
-    /// The server's pid.
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// Its stderr after the address line, so far.
     pub(crate) fn stderr(&self) -> Vec<String> {
         self.log.lock().unwrap().clone()
@@ -288,17 +283,10 @@ fn a_non_loopback_bind_generates_a_token_and_requires_it() {
 
 /// How many of a process's threads are tokio workers.
 fn tokio_workers(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|tasks| {
-            tasks
-                .flatten()
-                .filter(|t| {
-                    std::fs::read_to_string(t.path().join("comm"))
-                        .is_ok_and(|c| c.trim() == "tokio-rt-worker")
-                })
-                .count()
-        })
-        .unwrap_or(0)
+    threads(pid)
+        .iter()
+        .filter(|t| *t == "tokio-rt-worker")
+        .count()
 }
 
 #[test]

@@ -11,6 +11,8 @@ use crate::mcp_wire::Raw;
 use crate::util::*;
 use serde_json::{json, Value};
 use tickbox_runtime::text::is_unsafe;
+/// Re-exported for the other sinks' tests.
+pub(crate) use tickbox_test_support::shows_escaped;
 
 fn corpus() -> Vec<String> {
     vec!["--".into(), "python3".into(), tick("corpus.py")]
@@ -19,14 +21,7 @@ fn corpus() -> Vec<String> {
 /// Panics naming the sink and the first raw character, if any; line
 /// breaks between lines are the sink's own.
 pub(crate) fn assert_inert(sink: &str, s: &str) {
-    if let Some((i, c)) = s.char_indices().find(|(_, c)| is_unsafe(*c) && *c != '\n') {
-        let from = s[..i].char_indices().rev().nth(40).map_or(0, |(j, _)| j);
-        panic!(
-            "{sink}: raw U+{:04X} at byte {i}, after {:?}",
-            c as u32,
-            &s[from..i]
-        );
-    }
+    assert_inert_by(sink, s, is_unsafe)
 }
 
 /// For log sinks, where each line is one event: no line the Tick began
@@ -63,11 +58,6 @@ fn assert_inert_value(sink: &str, v: &Value) {
     let mut all = String::new();
     strings(v, &mut all);
     assert_inert(sink, &all.replace(['\n', '\t'], " "));
-}
-
-/// The corpus's bidi override, escaped visibly: the text got through.
-pub(crate) fn shows_escaped(s: &str) -> bool {
-    s.contains("\\u{202e}") || s.contains("\\u202e") || s.contains("\\u{202E}")
 }
 
 #[test]

@@ -1,86 +1,257 @@
 //! Atomic name claims: two hosts publishing the same name at the same
-//! instant cannot both get it.
+//! instant cannot both get it, and a claim costs no descriptor of its own.
 //!
 //! Listing the live instances and then binding is a check-then-act race
 //! (two Ticks published together under the same name both got it), and
 //! costs a connection to every published instance. A name is therefore
-//! claimed, and the claim is the only check publishing makes: `<name>.name`
-//! in the registry directory (0700, ours), opened 0600 and locked with
-//! `flock(LOCK_EX | LOCK_NB)`. One claim costs an `open` and an `flock`
-//! whatever the number of live instances, so a host publishing N Ticks does
-//! N claims and never contacts another instance.
+//! claimed, and the claim is the only check publishing makes.
 //!
-//! The kernel holds the lock for as long as the claiming process keeps the
-//! file open, and drops it when that process dies, however it dies, so a
-//! crashed host never keeps a name: its claim file stays behind unlocked,
-//! and the next claimer locks it and owns the name. `flock` locks belong to
-//! an open file description, so two claims of one name in the same process
-//! exclude each other as two processes' do. The file descriptor is
-//! close-on-exec, so a Tick never inherits it.
+//! Each publishing process holds one [`HostLock`]: `host-<pid>-<id>.host` in
+//! the registry directory (0700, ours), created 0600 and locked with
+//! `flock(LOCK_EX | LOCK_NB)` for as long as it publishes anything. A name
+//! is the symlink `<name>.name` pointing at its holder's lock file, made
+//! with `symlink(2)`, which fails when the name exists: of two racers,
+//! exactly one creates it. A name is held while the lock it points at is
+//! held. The kernel drops that lock when its process dies, however it dies,
+//! so a crashed host never keeps a name: its links stay behind, and the
+//! next claimer that can take the lock they point at owns them.
 //!
-//! What can go wrong: the holder unlinks the file when it lets the name go,
-//! and a racer may have opened the old file just before; its lock would then
-//! be on an unlinked file. So after locking, a claimer checks that the path
-//! still names the very file it locked, and starts over if not.
+//! Taking over such a stale name happens with the dead host's lock held:
+//! any other claimer of it then fails to take that lock and counts the
+//! name as taken, and nobody can create the link since it exists, so the
+//! replacement (a `rename(2)` over the link) has no racer. A name costs a
+//! link, never a descriptor: a host publishing 10,000 Ticks holds one lock,
+//! where a locked file per name took a descriptor per Tick, as many as its
+//! sockets, and stopped at half the open-file limit.
+//!
+//! A regular `<name>.name` file is an older tickbox's claim: it is its own
+//! lock, taken over the same way when nobody holds it.
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// File name suffix of name claims.
 pub const CLAIM_SUFFIX: &str = ".name";
+/// File name suffix of host locks.
+pub const HOST_SUFFIX: &str = ".host";
 
-/// A held name; dropping it lets the name go.
+/// Retries of a claim whose state changed under it. Bounded: each retry
+/// means a holder let go in between, which a handful of racers cannot keep
+/// doing forever.
+const MAX_RETRIES: usize = 100;
+
+/// A file locked with `flock`; dropping it unlinks the file (if the path
+/// still names it), then unlocks.
 #[derive(Debug)]
-pub struct NameClaim {
+struct Lock {
     file: File,
     path: PathBuf,
 }
 
-/// Claims `name` in `dir`: `Ok(None)` when another live process holds it.
-/// `name` must already be a valid instance name (no `/`).
-pub fn claim(dir: &Path, name: &str) -> std::io::Result<Option<NameClaim>> {
-    let path = dir.join(format!("{name}{CLAIM_SUFFIX}"));
-    // Bounded: each retry means a holder let go in between, which a
-    // handful of racers cannot keep doing forever.
-    for _ in 0..100 {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
-            .open(&path)?;
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let e = std::io::Error::last_os_error();
-            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                return Ok(None);
-            }
-            return Err(e);
-        }
-        let locked = file.metadata()?;
-        match std::fs::symlink_metadata(&path) {
-            Ok(now) if now.dev() == locked.dev() && now.ino() == locked.ino() => {
-                return Ok(Some(NameClaim { file, path }));
-            }
-            // Unlinked (or replaced) by the previous holder: try again.
-            _ => continue,
+impl Lock {
+    /// Locks the file at `path`, creating it if missing (a missing host
+    /// lock is a dead host's); `Ok(None)` when a live process holds it.
+    fn try_take(path: &Path) -> std::io::Result<Option<Lock>> {
+        Lock::open(path, false)
+    }
+
+    /// Creates and locks a new file at `path`; `Ok(None)` when it exists.
+    fn create_new(path: &Path) -> std::io::Result<Option<Lock>> {
+        match Lock::open(path, true) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(None),
+            other => other,
         }
     }
+
+    fn open(path: &Path, new: bool) -> std::io::Result<Option<Lock>> {
+        for _ in 0..MAX_RETRIES {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(!new)
+                .create_new(new)
+                .truncate(false)
+                .mode(0o600)
+                .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+                .open(path)?;
+            // SAFETY: flock on a descriptor we own.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                    return Ok(None);
+                }
+                return Err(e);
+            }
+            // The previous holder unlinks the file when it lets go; a racer
+            // that opened it just before would hold a lock on an unlinked
+            // file. So the path must still name the very file locked.
+            let lock = Lock {
+                file,
+                path: path.to_path_buf(),
+            };
+            if lock.still_named()? {
+                return Ok(Some(lock));
+            }
+            drop(lock);
+            if new {
+                return Ok(None);
+            }
+        }
+        Err(std::io::Error::other(format!(
+            "could not lock {}: it kept changing",
+            path.display()
+        )))
+    }
+
+    /// Whether the path still names the locked file.
+    fn still_named(&self) -> std::io::Result<bool> {
+        let locked = self.file.metadata()?;
+        Ok(std::fs::symlink_metadata(&self.path)
+            .is_ok_and(|now| now.dev() == locked.dev() && now.ino() == locked.ino()))
+    }
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        // Unlink while still holding the lock, then close (which unlocks):
+        // a racer that opened the old file sees it is gone and starts over.
+        // Only the file locked: a taken-over claim's path names a link now.
+        if self.still_named().unwrap_or(false) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// This process's lock in one registry, which its names point at. Shared
+/// by every instance it publishes there; the last one to go lets it go.
+#[derive(Debug)]
+pub struct HostLock {
+    /// Held, never read: the lock is the point.
+    _lock: Lock,
+    file_name: String,
+}
+
+impl HostLock {
+    /// A new host lock in `dir`.
+    pub fn take(dir: &Path) -> std::io::Result<HostLock> {
+        for _ in 0..MAX_RETRIES {
+            let file_name = format!(
+                "host-{}-{}{HOST_SUFFIX}",
+                std::process::id(),
+                super::server::new_id()
+            );
+            if let Some(lock) = Lock::create_new(&dir.join(&file_name))? {
+                return Ok(HostLock {
+                    _lock: lock,
+                    file_name,
+                });
+            }
+        }
+        Err(std::io::Error::other(format!(
+            "could not create a host lock in {}",
+            dir.display()
+        )))
+    }
+}
+
+/// A held name; dropping it lets the name go.
+#[derive(Debug)]
+pub struct NameClaim {
+    path: PathBuf,
+    host: Arc<HostLock>,
+}
+
+/// What a `<name>.name` entry found in the directory is locked by.
+fn holder(dir: &Path, path: &Path) -> std::io::Result<Option<PathBuf>> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if meta.file_type().is_file() {
+        return Ok(Some(path.to_path_buf()));
+    }
+    let target = match std::fs::read_link(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    // Only a plain file name: a link is resolved in this directory alone.
+    let plain = target
+        .to_str()
+        .is_some_and(|t| t.ends_with(HOST_SUFFIX) && !t.contains('/') && !t.starts_with('.'));
+    if !plain {
+        return Err(std::io::Error::other(format!(
+            "{} is not a name claim (it points at {})",
+            path.display(),
+            target.display()
+        )));
+    }
+    Ok(Some(dir.join(target)))
+}
+
+/// Claims `name` in `dir` for `host`: `Ok(None)` when a live process holds
+/// it (this one included). `name` must already be a valid instance name
+/// (no `/`).
+pub fn claim(dir: &Path, name: &str, host: &Arc<HostLock>) -> std::io::Result<Option<NameClaim>> {
+    let path = dir.join(format!("{name}{CLAIM_SUFFIX}"));
+    let ours = dir.join(&host.file_name);
+    for _ in 0..MAX_RETRIES {
+        match std::os::unix::fs::symlink(&host.file_name, &path) {
+            Ok(()) => {
+                return Ok(Some(NameClaim {
+                    path,
+                    host: host.clone(),
+                }))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let Some(lock_path) = holder(dir, &path)? else {
+            continue; // let go meanwhile: try again
+        };
+        if lock_path == ours {
+            return Ok(None);
+        }
+        let Some(dead) = Lock::try_take(&lock_path)? else {
+            return Ok(None);
+        };
+        // Stale. With its lock held, nobody else takes it over; but it may
+        // have been let go and claimed again before the lock was taken.
+        if holder(dir, &path)?.as_ref() != Some(&lock_path) {
+            continue;
+        }
+        let pending = dir.join(format!("{name}{CLAIM_SUFFIX}.{}", host.file_name));
+        let _ = std::fs::remove_file(&pending);
+        std::os::unix::fs::symlink(&host.file_name, &pending)?;
+        if let Err(e) = std::fs::rename(&pending, &path) {
+            let _ = std::fs::remove_file(&pending);
+            return Err(e);
+        }
+        tracing::info!(name, "took over the name of a host that is gone");
+        drop(dead);
+        return Ok(Some(NameClaim {
+            path,
+            host: host.clone(),
+        }));
+    }
     Err(std::io::Error::other(format!(
-        "could not claim the name `{name}`: its claim file kept changing"
+        "could not claim the name `{name}`: its claim kept changing"
     )))
 }
 
 impl Drop for NameClaim {
     fn drop(&mut self) {
-        // Unlink while still holding the lock, then close (which unlocks):
-        // a racer that opened the old file sees it is gone and starts over.
-        let _ = std::fs::remove_file(&self.path);
-        let _ = &self.file;
+        // Only a link to our own lock is ours to remove; nobody else can
+        // replace it while that lock is held, which it is until `host` goes.
+        let ours = std::fs::read_link(&self.path)
+            .is_ok_and(|t| t.as_os_str() == self.host.file_name.as_str());
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -88,26 +259,38 @@ impl Drop for NameClaim {
 mod tests {
     use super::*;
 
+    fn dir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tickbox-claim-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
     #[test]
     fn a_name_is_held_once_and_freed_on_drop() {
-        let dir = std::env::temp_dir().join(format!("tickbox-claim-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let first = claim(&dir, "same").unwrap().expect("free");
-        assert!(claim(&dir, "same").unwrap().is_none(), "held");
+        let dir = dir("once");
+        let host = Arc::new(HostLock::take(&dir).unwrap());
+        let other = Arc::new(HostLock::take(&dir).unwrap());
+        let first = claim(&dir, "same", &host).unwrap().expect("free");
+        assert!(claim(&dir, "same", &host).unwrap().is_none(), "held by us");
+        assert!(claim(&dir, "same", &other).unwrap().is_none(), "held");
         assert!(
-            claim(&dir, "other").unwrap().is_some(),
+            claim(&dir, "other", &other).unwrap().is_some(),
             "names are independent"
         );
         drop(first);
         assert!(
-            !dir.join("same.name").exists(),
-            "the file goes with the claim"
+            std::fs::symlink_metadata(dir.join("same.name")).is_err(),
+            "the link goes with the claim"
         );
-        assert!(claim(&dir, "same").unwrap().is_some(), "free again");
+        assert!(claim(&dir, "same", &other).unwrap().is_some(), "free again");
         let threads: Vec<_> = (0..8)
             .map(|_| {
                 let dir = dir.clone();
-                std::thread::spawn(move || claim(&dir, "raced").unwrap())
+                std::thread::spawn(move || {
+                    let host = Arc::new(HostLock::take(&dir).unwrap());
+                    claim(&dir, "raced", &host).unwrap()
+                })
             })
             .collect();
         let held: Vec<NameClaim> = threads
@@ -116,6 +299,43 @@ mod tests {
             .collect();
         assert_eq!(held.len(), 1, "exactly one of eight racers");
         drop(held);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_dead_hosts_names_are_taken_over_by_exactly_one_claimer() {
+        let dir = dir("stale");
+        // A host that died: its link stays, its lock file is unlocked (or
+        // gone), and a regular file from an older tickbox nobody locks.
+        std::os::unix::fs::symlink("host-1-dead.host", dir.join("gone.name")).unwrap();
+        std::fs::write(dir.join("host-2-dead.host"), "").unwrap();
+        std::os::unix::fs::symlink("host-2-dead.host", dir.join("left.name")).unwrap();
+        std::fs::write(dir.join("old.name"), "").unwrap();
+        let threads: Vec<_> = (0..6)
+            .map(|_| {
+                let dir = dir.clone();
+                std::thread::spawn(move || {
+                    let host = Arc::new(HostLock::take(&dir).unwrap());
+                    ["gone", "left", "old"]
+                        .map(|n| claim(&dir, n, &host).unwrap().map(|c| (c, host.clone())))
+                })
+            })
+            .collect();
+        let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        for (i, name) in ["gone", "left", "old"].iter().enumerate() {
+            let won = results.iter().filter(|r| r[i].is_some()).count();
+            assert_eq!(won, 1, "`{name}` taken over by {won} claimers");
+        }
+        // Positive control: a live host's name is not taken over.
+        let live = Arc::new(HostLock::take(&dir).unwrap());
+        let _held = claim(&dir, "live", &live).unwrap().unwrap();
+        let other = Arc::new(HostLock::take(&dir).unwrap());
+        assert!(claim(&dir, "live", &other).unwrap().is_none());
+        // A link pointing anywhere else is refused, not followed.
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("odd.name")).unwrap();
+        let err = claim(&dir, "odd", &other).unwrap_err();
+        assert!(err.to_string().contains("is not a name claim"), "{err}");
+        drop(results);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

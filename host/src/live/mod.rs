@@ -12,7 +12,8 @@
 //!   `$TMPDIR/tickbox-<uid>/`), its permission checks, and the peer check;
 //! - [`wire`] — the socket protocol: frames, requests and replies;
 //! - `claim` — names: unique among the user's live instances across
-//!   processes, claimed with a lock file, never by asking other instances;
+//!   processes, each a link to its host's one lock file, claimed without
+//!   asking other instances;
 //! - `server` — [`publish`]: accepting connections and serving one session;
 //! - `viewer` — serving one view: frames rendered from the screen model,
 //!   keys, resizes, and the smallest-view size policy;

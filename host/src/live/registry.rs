@@ -18,10 +18,12 @@
 //! listens on any more (its host was killed) is stale; `tickbox ls` and name
 //! resolution remove those.
 
+use super::claim::HostLock;
 use super::LiveError;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 
 /// File name suffix of instance sockets.
 const SOCKET_SUFFIX: &str = ".sock";
@@ -52,6 +54,9 @@ pub fn authorize(peer_uid: u32, owner: u32) -> Result<(), LiveError> {
 #[derive(Debug, Clone)]
 pub struct Registry {
     dir: PathBuf,
+    /// This process's lock here while it publishes anything through this
+    /// handle or its clones: one descriptor for all of its names.
+    host: Arc<Mutex<Weak<HostLock>>>,
 }
 
 impl Registry {
@@ -85,7 +90,7 @@ impl Registry {
         };
         let prefix = format!("tickbox-{uid}-");
         if let Some(dir) = find_private(base, &prefix, uid) {
-            return Ok(Registry { dir });
+            return Ok(Registry::new(dir));
         }
         let template = base.join(format!("{prefix}XXXXXX"));
         let c = std::ffi::CString::new(template.as_os_str().as_encoded_bytes()).map_err(|_| {
@@ -108,7 +113,7 @@ impl Registry {
         }
         let dir = PathBuf::from(std::ffi::OsStr::from_bytes(filled.as_bytes()));
         tracing::warn!(refused = %preferred.display(), %why, using = %dir.display(), "the usual live-instance directory is unusable; using a private one");
-        Ok(Registry { dir })
+        Ok(Registry::new(dir))
     }
 
     /// A registry in `dir`, created 0700 if missing, and checked.
@@ -142,7 +147,26 @@ impl Registry {
         if meta.mode() & 0o077 != 0 {
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(io)?;
         }
-        Ok(Registry { dir })
+        Ok(Registry::new(dir))
+    }
+
+    fn new(dir: PathBuf) -> Registry {
+        Registry {
+            dir,
+            host: Arc::default(),
+        }
+    }
+
+    /// This process's host lock here, taken on first use and shared until
+    /// the last instance published with it goes.
+    pub(crate) fn host_lock(&self) -> std::io::Result<Arc<HostLock>> {
+        let mut slot = self.host.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(held) = slot.upgrade() {
+            return Ok(held);
+        }
+        let held = Arc::new(HostLock::take(&self.dir)?);
+        *slot = Arc::downgrade(&held);
+        Ok(held)
     }
 
     /// The directory.

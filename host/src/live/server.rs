@@ -130,7 +130,7 @@ impl Drop for Published {
 }
 
 /// A short random hex id.
-fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     use std::hash::{BuildHasher, Hasher};
     // RandomState is seeded per process from the OS; mixing in time and a
     // counter keeps ids apart within one process, so the counter is the
@@ -186,8 +186,9 @@ pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Publ
         path: registry.dir().to_path_buf(),
         source,
     };
+    let host = registry.host_lock().map_err(dir_error)?;
     let try_claim = |name: &str| -> Result<Option<NameClaim>, LiveError> {
-        claim(registry.dir(), name).map_err(dir_error)
+        claim(registry.dir(), name, &host).map_err(dir_error)
     };
     let (name, held) = match opts.name {
         Some(n) if !valid_name(&n) => return Err(LiveError::BadName(n)),

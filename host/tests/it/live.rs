@@ -1,8 +1,9 @@
 //! Live instances through the crate's API: what publishing costs other
-//! instances. A name is claimed with a lock file (`live::claim`), never by
-//! asking the instances already published, so a host publishing N Ticks
-//! makes no connection at all, where listing before each claim made
-//! N(N−1)/2 of them (issue 42). Connections are counted, not timed.
+//! instances. A name is claimed with a link to the host's one lock file
+//! (`live::claim`), never by asking the instances already published, so a
+//! host publishing N Ticks makes no connection at all, where listing before
+//! each claim made N(N−1)/2 of them (issue 42), and holds N + 1
+//! descriptors. Connections and descriptors are counted, not timed.
 //! Names are claimed by exactly one of the hosts racing for one, a peer
 //! of another uid is refused, and a live call too long for the Tick's
 //! line is refused before it is sent.
@@ -32,6 +33,11 @@ async fn counter_session() -> Arc<Session> {
     )
 }
 
+/// Descriptors this process has open.
+fn descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
 /// Whether someone connected to `listener` (a connection waits in its
 /// backlog until accepted; accepting it closes it at once).
 fn connected(listener: &std::os::unix::net::UnixListener) -> bool {
@@ -51,12 +57,21 @@ async fn publishing_claims_names_without_connecting_to_any_instance() {
     let other = std::os::unix::net::UnixListener::bind(registry.socket("0ther")).unwrap();
     other.set_nonblocking(true).unwrap();
     let session = counter_session().await;
+    let before = descriptors();
     let mut held: Vec<Published> = Vec::new();
     for _ in 0..PUBLISHED {
         let mut opts = PublishOptions::new("native");
         opts.registry = Some(registry.clone());
         held.push(publish(session.clone(), opts).await.unwrap());
     }
+    // Each instance is its socket, and the names all point at one lock:
+    // a descriptor per published Tick (plus the lock), so a host stops at
+    // the open-file limit, not at half of it.
+    let opened = descriptors() - before;
+    assert!(
+        (PUBLISHED..=PUBLISHED + 2).contains(&opened),
+        "publishing {PUBLISHED} instances opened {opened} descriptors"
+    );
     let mut names: Vec<&str> = held.iter().map(Published::name).collect();
     names.sort_unstable();
     names.dedup();
@@ -263,4 +278,45 @@ async fn a_live_call_over_the_line_limit_is_refused_before_sending() {
     assert!(session.end_reason().is_none(), "the Tick never saw it");
     drop(published);
     session.shutdown().await;
+}
+
+/// A socket whose host is gone (nobody listens) is taken out of the
+/// registry by the next listing (`tickbox ls`, a client resolving a name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_socket_is_removed_by_ls() {
+    let dir = TempDir::new("live-stale");
+    let registry = Registry::at(dir.path("tickbox")).unwrap();
+    let stale = registry.socket("dead01");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    assert!(stale.exists());
+    assert!(client::list(&registry).await.is_empty());
+    assert!(!stale.exists(), "the stale socket is gone");
+}
+
+/// Without `XDG_RUNTIME_DIR` the registry is in the shared temp dir:
+/// someone else's file where ours would go makes a private directory of
+/// our own instead of a denial of service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_registry_dir_in_tmp_is_not_a_denial_of_service() {
+    let tmp = TempDir::new("registry-tmp");
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    std::fs::write(tmp.path(&format!("tickbox-{uid}")), "taken").unwrap();
+    let registry = Registry::in_temp(&tmp.0, uid).expect("a registry");
+    assert!(client::list(&registry).await.is_empty());
+    let private: Vec<_> = std::fs::read_dir(&tmp.0)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("tickbox-{uid}-"))
+        })
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(private.len(), 1, "one private directory was made");
+    assert_eq!(registry.dir(), private[0]);
+    // The next start finds it again rather than making another.
+    let again = Registry::in_temp(&tmp.0, uid).expect("a registry");
+    assert_eq!(again.dir(), registry.dir());
 }

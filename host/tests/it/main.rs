@@ -9,7 +9,9 @@
 //!   the compiled catalog;
 //! - `live` — publishing live instances: names claimed without
 //!   connecting to any instance, one winner of a race for a name, peers
-//!   of another uid refused, a call too long for the Tick's line refused;
+//!   of another uid refused, a call too long for the Tick's line refused,
+//!   a stale socket removed by a listing, a taken registry directory in
+//!   the shared temp dir replaced by a private one;
 //! - `native` — the native backend: PTY, environment, signals, cleanup,
 //!   keys typed while a Tick starts kept;
 //! - `writes` — what the host writes to a Tick: deadlines, whole frames

@@ -5,7 +5,7 @@
 use crate::server::HttpServer;
 use serde_json::{json, Value};
 use tickbox_mcp::http::HttpOptions;
-use tickbox_test_support::mcp_http::{header, initialize_http};
+use tickbox_test_support::mcp_http::{call_tool, header, initialize_http};
 use tickbox_test_support::mcp_lines::tool_names;
 
 #[test]
@@ -22,31 +22,14 @@ fn streamable_http_serves_sessions_over_the_shared_ticks() {
     assert_eq!(status, 200);
     assert_eq!(tool_names(&m[0]).len(), 7, "{m:?}");
     let call = |session: &str, id: u64, name: &str, args: Value| {
-        let (status, _, m) = server.post(
-            "/mcp",
-            &[("Mcp-Session-Id", session)],
-            &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                    "params": {"name": name, "arguments": args}}),
-        );
-        assert_eq!(status, 200, "{m:?}");
-        m.into_iter()
-            .find(|m| m["id"] == id)
-            .unwrap_or_else(|| panic!("no answer to {id}"))
+        call_tool(&server, session, id, name, args)
     };
     let r = call(&a, 2, "echo", json!({"from": "a"}));
-    assert_eq!(
-        r["result"]["structuredContent"],
-        json!({"from": "a"}),
-        "{r}"
-    );
+    assert_eq!(r["structuredContent"], json!({"from": "a"}), "{r}");
     // Session b calls the same Tick: it sees a's finished call.
     call(&a, 3, "sleep", json!({"seconds": 0.1}));
     let r = call(&b, 4, "count", json!({}));
-    assert_eq!(
-        r["result"]["structuredContent"],
-        json!({"finished": 1}),
-        "{r}"
-    );
+    assert_eq!(r["structuredContent"], json!({"finished": 1}), "{r}");
     // Only /mcp is served.
     let (status, _, _) = server.post("/other", &[], &json!({}));
     assert_eq!(status, 404);

@@ -5,6 +5,8 @@
 //! wasm guests) opened through the sandbox's `Launcher`. One test binary;
 //! each module is one subject.
 //!
+//! - `audit` — the hosted Ticks' audit streams: a refusal flood merged
+//!   beside a neighbour's calls, all recorded;
 //! - `wire` — the stdio loop frame by frame: protocol revisions, requests
 //!   before `initialize`, malformed and oversized frames, the in-flight
 //!   bound, cancellation, the screen tool, capped errors, catalog changes
@@ -20,6 +22,13 @@
 //! - `drain` — the drain a `stop` future starts: a call in flight
 //!   answered while new work is refused, the drain timeout, and two
 //!   servers behind a real HAProxy, one drained;
+//! - `metrics` — `/metrics` beside MCP scraped by a real Prometheus, its
+//!   door, a bounded page, a hostile tool name escaped;
+//! - `otel` — spans and metrics sent to a real OTLP receiver: calls over
+//!   HTTP and stdio, the facade's own tools, sessions timed when they end,
+//!   a hostile tool name escaped, a stalled or stopped receiver;
+//! - `per_client` — one instance of a Tick per client: sessions, named
+//!   clients, stdio, the caps, idle and expired instances, the metrics;
 //! - `sdks` — real MCP SDKs run as programs (Python, TypeScript) and the
 //!   official conformance suite, over Streamable HTTP.
 //!
@@ -29,10 +38,14 @@
 //! spawns, and real MCP SDKs that start it as their stdio server) stays in
 //! `cli/tests/it`.
 
+mod audit;
 mod client;
 mod drain;
 mod guard;
 mod http;
+mod metrics;
+mod otel;
+mod per_client;
 mod raw;
 mod sdks;
 mod server;
@@ -42,8 +55,10 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tickbox_host::{NativeSpec, SessionConfig};
-use tickbox_mcp::{default_tick_name, Grants, HostedTick};
+use tickbox_mcp::{default_tick_name, FacadeOptions, Grants, HostedTick, PerClient};
 use tickbox_sandbox::{Launcher, WasmEngine};
+use tickbox_telemetry::audit::{Audit, AuditLine, AuditSink, Origin};
+use tickbox_telemetry::metrics::{Metrics, TickMetrics};
 use tickbox_test_support::{target_dir, tick};
 
 /// A guard against hangs, not a timing assertion.
@@ -89,6 +104,101 @@ pub async fn hosted(launcher: &Launcher, name: Option<&str>, grants: Grants) -> 
         session: Arc::new(session),
         grants,
         per_client: None,
+    }
+}
+
+/// A Tick to host and how: under `name` (none: its default), shared by
+/// every client or, with `per_client`, one instance per client within
+/// these bounds (instances of this Tick at once, idle timeout; none: the
+/// defaults), as a ticks file's `instances = "per-client"` entry asks.
+pub struct Hosting {
+    pub name: Option<&'static str>,
+    pub launcher: Launcher,
+    pub per_client: Option<(Option<usize>, Option<Duration>)>,
+}
+
+impl Hosting {
+    /// `launcher`'s Tick under `name`, shared.
+    pub fn shared(name: Option<&'static str>, launcher: Launcher) -> Hosting {
+        Hosting {
+            name,
+            launcher,
+            per_client: None,
+        }
+    }
+}
+
+/// What a facade hosts, as `tickbox mcp` sets it up: its Ticks; counted
+/// for `/metrics` when `metered`; every Tick's audit stream (template and
+/// instances) also into `audit`; the facade's own options.
+pub struct Setup {
+    pub ticks: Vec<Hosting>,
+    pub metered: bool,
+    pub audit: Option<Arc<dyn AuditSink>>,
+    pub facade: FacadeOptions,
+}
+
+impl Setup {
+    /// These Ticks, nothing counted or audited, the default options.
+    pub fn of(ticks: Vec<Hosting>) -> Setup {
+        Setup {
+            ticks,
+            metered: false,
+            audit: None,
+            facade: FacadeOptions::default(),
+        }
+    }
+
+    /// Starts and initializes every Tick (each per-client one's template),
+    /// its audit stream counted in the returned registry when metered.
+    pub async fn host(self) -> (Vec<HostedTick>, Arc<Metrics>) {
+        let registry = Arc::new(Metrics::new());
+        let mut hosted_ticks = Vec::new();
+        for t in self.ticks {
+            // Counted from the Tick's start, named once it has its name.
+            let counts = Arc::new(TickMetrics::default());
+            let mut launcher = t.launcher;
+            if self.metered || self.audit.is_some() {
+                let sinks = self.audit.iter().cloned().collect();
+                let mut audit = Audit::new(Origin::Mcp, sinks);
+                if self.metered {
+                    audit = audit.observed_by(counts.clone());
+                }
+                launcher = launcher.audited(Some(audit));
+            }
+            let mut tick = hosted(&launcher, t.name, Grants::default()).await;
+            tick.per_client = t.per_client.map(|(max, idle)| {
+                PerClient::new(launcher.clone(), SessionConfig::default()).bounded(max, idle)
+            });
+            if self.metered {
+                registry.add_tick(&tick.name, counts);
+            }
+            hosted_ticks.push(tick);
+        }
+        (hosted_ticks, registry)
+    }
+}
+
+/// Audit lines kept in memory, as a file would have them.
+#[derive(Default)]
+pub struct AuditLines(Mutex<Vec<String>>);
+
+impl AuditLines {
+    /// Every event so far, parsed.
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect()
+    }
+}
+
+impl AuditSink for AuditLines {
+    fn offer(&self, event: AuditLine) -> bool {
+        self.0.lock().unwrap().push(event.into_line());
+        true
     }
 }
 

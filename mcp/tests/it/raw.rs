@@ -3,12 +3,12 @@
 //! `tickbox mcp` runs over stdio), the test writes and reads JSON-RPC
 //! lines on the other ([`LineClient`]).
 
-use crate::{hosted, logs, PATIENCE};
+use crate::{logs, Hosting, Setup, PATIENCE};
 use std::ops::{Deref, DerefMut};
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
-use tickbox_mcp::{Facade, FacadeError, Grants};
+use tickbox_mcp::{Facade, FacadeError};
 use tickbox_sandbox::Launcher;
 use tickbox_test_support::mcp_lines::LineClient;
 
@@ -38,6 +38,11 @@ impl DerefMut for Raw {
 impl Raw {
     /// Serves `launcher`'s Tick under its default name.
     pub fn start(launcher: Launcher) -> Raw {
+        Raw::start_setup(Setup::of(vec![Hosting::shared(None, launcher)]))
+    }
+
+    /// Serves what `setup` hosts.
+    pub fn start_setup(setup: Setup) -> Raw {
         logs();
         let (ours, theirs) = UnixStream::pair().expect("a socket pair");
         let (ready, started) = mpsc::channel();
@@ -47,8 +52,9 @@ impl Raw {
                 .build()
                 .expect("a runtime");
             rt.block_on(async move {
-                let tick = hosted(&launcher, None, Grants::default()).await;
-                let facade = Facade::new(vec![tick]).await?;
+                let options = setup.facade;
+                let (ticks, _) = setup.host().await;
+                let facade = Facade::with_options(ticks, options).await?;
                 theirs.set_nonblocking(true).expect("nonblocking");
                 let stream = tokio::net::UnixStream::from_std(theirs).expect("a tokio stream");
                 let (read, write) = stream.into_split();
