@@ -108,7 +108,7 @@ tests/browser/.venv/bin/pip install -q --disable-pip-version-check \
     -r tests/browser/requirements.txt
 # ---- end of the inspector's browser tests ----
 
-# ---- trace players (cli/tests/it/traces.rs) ----
+# ---- trace players (app/tests/it/traces.rs) ----
 # asciinema's own CLI (PyPI, pinned in tests/players/requirements.txt, into
 # a venv there, gitignored): the trace tests play every trace with it.
 [ -x tests/players/.venv/bin/python3 ] || python3 -m venv tests/players/.venv

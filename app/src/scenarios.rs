@@ -1,8 +1,35 @@
-//! `tickbox test`'s files: a scenario's scratch directory and the traces
-//! a run writes.
+//! `tickbox test`'s starts and files: the request a scenario's `[tick]`
+//! makes, a scenario's scratch directory and the traces a run writes.
 
+use crate::{Asking, Request, Target};
 use std::path::{Path, PathBuf};
-use tickbox_conformance::scenario::{self, trace, ScenarioResult};
+use tickbox_conformance::scenario::{self, trace, Scenario, ScenarioResult};
+
+/// The request a scenario's `[tick]` makes: its grants straight from the
+/// scenario (the same checks and defaults as a command line's), a native
+/// Tick started in the scenario's directory unless it says otherwise, and
+/// nobody to approve (`why`): a scenario runs unattended, so what a
+/// manifest asks for must have been approved beforehand (`tickbox trust`).
+pub fn request(s: &Scenario, why: &'static str) -> Request {
+    let t = &s.tick;
+    let target = match &t.path {
+        Some(p) => Target::named(&p.display().to_string()),
+        None => Target::Command(t.command.clone()),
+    };
+    let cwd = t.cwd.clone().or_else(|| {
+        (!target.is_sandboxed()).then(|| {
+            s.file
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .map_or_else(|| PathBuf::from("."), PathBuf::from)
+        })
+    });
+    let mut request = Request::new(target);
+    request.grants = t.grants.clone();
+    request.cwd = cwd;
+    request.asking = Asking::Nobody(why);
+    request
+}
 
 /// A private temporary directory, removed on drop.
 pub struct Scratch(PathBuf);

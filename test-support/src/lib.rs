@@ -11,7 +11,8 @@
 //! raw-TCP client of an MCP HTTP server, [`mcp_lines`] a raw-lines one of
 //! an MCP server on a byte stream; [`inspect_page`] a raw-HTTP client of
 //! the inspector's page server and its headless-Chromium driver; [`otel`]
-//! runs a real OTLP receiver; [`audit`] reads audit files.
+//! runs a real OTLP receiver; [`audit`] reads audit files; [`traces`]
+//! reads a scenario trace.
 
 pub mod audit;
 pub mod inspect_page;
@@ -21,6 +22,7 @@ pub mod mcp_lines;
 pub mod otel;
 mod output;
 pub mod registry;
+pub mod traces;
 pub mod wasm;
 
 pub use output::{finish_within, finish_within_guarded, Output};

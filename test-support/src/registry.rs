@@ -1,11 +1,17 @@
 //! A real OCI registry for tests: Debian's `docker-registry` (the CNCF
 //! distribution registry, installed by tests/setup.sh), started on a free
-//! loopback port and killed when dropped; and SSH keys to sign with.
+//! loopback port and killed when dropped; SSH keys to sign with; signers
+//! policy files; and a fake registry serving what a real one never sends.
 
 use crate::{eventually, TempDir};
+use serde_json::json;
+use sha2::{Digest as _, Sha256};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A loopback port nobody listens on now (another process may take it
@@ -107,4 +113,168 @@ pub fn ssh_key(dir: &TempDir, name: &str, principal: &str) -> (PathBuf, String) 
     assert!(out.status.success(), "{out:?}");
     let public = std::fs::read_to_string(key.with_extension("pub")).expect("the public key");
     (key, format!("{principal} {}", public.trim()))
+}
+
+/// The config media type of a wasm artifact (the CNCF Wasm OCI layout).
+pub const WASM_CONFIG: &str = "application/vnd.wasm.config.v0+json";
+/// An OCI image manifest's media type.
+pub const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+
+/// A content digest as a registry names it (`sha256:HEX`), computed apart
+/// from tickbox's own code.
+pub fn digest(bytes: &[u8]) -> String {
+    let h = Sha256::digest(bytes);
+    format!(
+        "sha256:{}",
+        h.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+/// A registry that serves one repository's manifest and blobs as told,
+/// counting blob requests.
+pub struct Fake {
+    pub port: u16,
+    /// How many blob requests it answered.
+    pub blob_gets: Arc<AtomicUsize>,
+}
+
+#[derive(Clone)]
+pub struct FakeContent {
+    pub manifest: Vec<u8>,
+    pub manifest_type: String,
+    /// Blobs by digest: the bytes served (maybe not the digest's).
+    pub blobs: Vec<(String, Vec<u8>)>,
+    /// A 401 challenge instead of the manifest.
+    pub challenge: Option<String>,
+    /// A registry error body (for its message) instead of the manifest.
+    pub error: Option<String>,
+    /// Blobs sent chunked, without a length up front.
+    pub chunked: bool,
+}
+
+impl Fake {
+    pub fn start(content: FakeContent) -> Fake {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let blob_gets = Arc::new(AtomicUsize::new(0));
+        let gets = blob_gets.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { return };
+                let content = content.clone();
+                let gets = gets.clone();
+                std::thread::spawn(move || {
+                    let Some(head) = crate::read_request_head(&mut s) else {
+                        return;
+                    };
+                    let path = head.split(' ').nth(1).unwrap_or("").to_string();
+                    let reply = |s: &mut TcpStream, status: &str, headers: &str, body: &[u8]| {
+                        let _ = s.write_all(format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n", body.len()).as_bytes());
+                        let _ = s.write_all(body);
+                    };
+                    if head.starts_with("GET ") && path.contains("/manifests/") {
+                        if let Some(c) = &content.challenge {
+                            reply(
+                                &mut s,
+                                "401 Unauthorized",
+                                &format!("WWW-Authenticate: {c}\r\n"),
+                                b"",
+                            );
+                        } else if let Some(e) = &content.error {
+                            reply(
+                                &mut s,
+                                "500 Oops",
+                                "Content-Type: application/json\r\n",
+                                e.as_bytes(),
+                            );
+                        } else {
+                            reply(
+                                &mut s,
+                                "200 OK",
+                                &format!("Content-Type: {}\r\n", content.manifest_type),
+                                &content.manifest,
+                            );
+                        }
+                    } else if let Some((_, bytes)) = content
+                        .blobs
+                        .iter()
+                        .find(|(d, _)| path.ends_with(d.as_str()))
+                    {
+                        gets.fetch_add(1, Ordering::SeqCst);
+                        if content.chunked {
+                            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+                            for piece in bytes.chunks(64 << 10) {
+                                let _ = s.write_all(format!("{:x}\r\n", piece.len()).as_bytes());
+                                let _ = s.write_all(piece);
+                                let _ = s.write_all(b"\r\n");
+                            }
+                            let _ = s.write_all(b"0\r\n\r\n");
+                        } else {
+                            reply(&mut s, "200 OK", "", bytes);
+                        }
+                    } else {
+                        reply(&mut s, "404 Not Found", "", b"");
+                    }
+                });
+            }
+        });
+        Fake { port, blob_gets }
+    }
+}
+
+/// A manifest for `wasm` (its declared size may be overridden), and the
+/// content serving `served` as that layer.
+pub fn fake_content(wasm: &[u8], served: &[u8], declared: Option<u64>) -> FakeContent {
+    let layer = json!({"mediaType": "application/wasm", "digest": digest(wasm), "size": declared.unwrap_or(wasm.len() as u64)});
+    let config = br#"{"architecture":"wasm","os":"wasip2"}"#;
+    let manifest = serde_json::to_vec(&json!({"schemaVersion": 2, "mediaType": MANIFEST, "config": {"mediaType": WASM_CONFIG, "digest": digest(config), "size": config.len()}, "layers": [layer]})).unwrap();
+    FakeContent {
+        manifest,
+        manifest_type: MANIFEST.into(),
+        blobs: vec![(digest(wasm), served.to_vec())],
+        challenge: None,
+        error: None,
+        chunked: false,
+    }
+}
+
+/// A signers policy `NAME.toml` in `dir`: `top` (settings), then one rule
+/// per pattern, each requiring the signers in `allowed` (allowed-signers
+/// lines, written to `NAME.allowed` beside it).
+pub fn policy_file(
+    dir: &TempDir,
+    name: &str,
+    top: &str,
+    patterns: &[&str],
+    allowed: &[&str],
+) -> PathBuf {
+    std::fs::write(
+        dir.path(&format!("{name}.allowed")),
+        allowed.join("\n") + "\n",
+    )
+    .expect("write the allowed signers");
+    let policy = dir.path(&format!("{name}.toml"));
+    let rules: String = patterns
+        .iter()
+        .map(|p| {
+            format!("[[require]]\nreferences = \"{p}\"\nallowed_signers = \"{name}.allowed\"\n")
+        })
+        .collect();
+    std::fs::write(&policy, format!("{top}{rules}")).expect("write the signers policy");
+    policy
+}
+
+/// A signers policy requiring the signers in `allowed` (lines) for every
+/// repository under `prefix` (`oci://HOST/REPO/`).
+pub fn signers_policy(dir: &TempDir, name: &str, prefix: &str, allowed: &[&str]) -> PathBuf {
+    policy_file(dir, name, "", &[&format!("{prefix}*")], allowed)
+}
+
+/// A fake registry serving `wasm` whose challenge names a token service
+/// over plain HTTP on another host (`10.255.255.1`, never dialled: the
+/// refusal comes first).
+pub fn fake_with_plain_http_realm(wasm: &[u8]) -> Fake {
+    let mut content = fake_content(wasm, wasm, None);
+    content.challenge = Some(r#"Bearer realm="http://10.255.255.1/token",service="fake""#.into());
+    Fake::start(content)
 }

@@ -18,8 +18,12 @@
 //!   view keys reach a wasm Tick (the harness `inspect` and `views` use);
 //! - `policy` — `policy suggest` from audit files written by real starts
 //!   through [`App::open`], and the suggested policy rerun;
-//! - `views` — a huge draw reaches every view of a live instance in
-//!   pieces and drops none.
+//! - `registry` — Ticks from a real registry on loopback (and a fake one):
+//!   pulls, pushes, the signers policy, the lock, consent for pulled
+//!   Ticks, and `policy show`'s report;
+//! - `traces` — scenario traces started through [`App::launcher`] and
+//!   written by `scenarios::write_traces`: played by asciinema, the same
+//!   on every run, cut at their bound.
 //!
 //! What needs the binary (exit codes, the one line on stderr, the
 //! terminal prompt, `tickbox mcp` and `tickbox test` choosing that nobody
@@ -30,6 +34,8 @@ mod consent;
 mod inspect;
 mod live;
 mod policy;
+mod registry;
+mod traces;
 mod views;
 
 use serde_json::Value;

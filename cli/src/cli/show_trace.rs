@@ -58,9 +58,9 @@ pub fn run(args: ShowTraceArgs) -> Result<(), Exit> {
         && args.step.is_none()
         && std::io::stdin().is_terminal()
         && std::io::stdout().is_terminal();
-    super::emit_text(&header(&view).join("\n"))?;
+    super::emit_text(&view.heading().join("\n"))?;
     for (i, s) in steps.iter().enumerate() {
-        super::emit_text(&step_lines(s).join("\n"))?;
+        super::emit_text(&s.lines().join("\n"))?;
         if interactive && i + 1 < steps.len() && !next()? {
             break;
         }
@@ -69,51 +69,6 @@ pub fn run(args: ShowTraceArgs) -> Result<(), Exit> {
         super::emit_text(&format!("cut: {why}"))?;
     }
     Ok(())
-}
-
-/// What the trace is of.
-fn header(v: &trace::TraceView) -> Vec<String> {
-    let seed = v.seed.map_or("real time".to_string(), |s| {
-        format!("virtual time, seed {s}")
-    });
-    vec![
-        format!("trace of {} ({})", v.scenario, v.file),
-        format!(
-            "outcome: {}; {seed}; screen {}x{}; {} records",
-            v.outcome,
-            v.size.0,
-            v.size.1,
-            v.steps.len()
-        ),
-    ]
-}
-
-/// One step, every string escaped (`TickText`'s `Display`).
-fn step_lines(s: &trace::TraceStep) -> Vec<String> {
-    let mut out = vec![
-        String::new(),
-        format!("step {}: {} — {}", s.step, s.action, s.outcome),
-    ];
-    if !s.expected.is_empty() {
-        out.push(format!("  expected: {}", s.expected));
-    }
-    out.extend(s.found.iter().map(|f| format!("  found: {f}")));
-    if !s.screen.is_empty() {
-        out.push("  screen:".into());
-        out.extend(s.screen.iter().map(|r| format!("    |{r}")));
-    }
-    if let Some(state) = &s.state {
-        out.push(format!("  state: {state}"));
-    }
-    if !s.frames.is_empty() {
-        out.push(format!("  frames ({}):", s.frames.len()));
-        out.extend(
-            s.frames
-                .iter()
-                .map(|(dir, text)| format!("    {dir}: {text}")),
-        );
-    }
-    out
 }
 
 /// Waits for Enter (next step) or q (quit) on the terminal; end of input quits.

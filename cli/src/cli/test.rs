@@ -1,14 +1,14 @@
 //! `tickbox test`: run scenario files against fresh instances of their
 //! Ticks, in parallel, and print a report (text, JSON or JUnit) on stdout.
 
-use super::consent::{Asking, NOBODY_TEST};
+use super::consent::NOBODY_TEST;
 use super::exit::{self, Exit};
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tickbox_app::scenarios::{write_traces, Scratch};
-use tickbox_app::{App, Request, Target};
+use tickbox_app::App;
 use tickbox_runtime::scenario::{
     self, report, trace, Outcome, Policy, Prepared, RunOptions, Scenario, ScenarioResult,
     TimeBudget,
@@ -275,26 +275,10 @@ impl Rules {
     }
 }
 
-/// The request a scenario's `[tick]` makes: its grants as the one grant
-/// type, straight from the scenario (the same checks and defaults as a
-/// command line's, in the application layer), the audit stream from the
-/// command line, and nobody to approve.
+/// The launcher of a scenario's `[tick]` (its request is the application
+/// layer's), with the audit stream of the command line, never the
+/// scenario file's.
 fn launcher(app: &App, s: &Scenario, args: &TestArgs) -> Result<Launcher, Exit> {
-    let t = &s.tick;
-    let target = match &t.path {
-        Some(p) => Target::named(&p.display().to_string()),
-        None => Target::Command(t.command.clone()),
-    };
-    // A native Tick starts in the scenario's directory unless it says otherwise.
-    let cwd = t.cwd.clone().or_else(|| {
-        (!target.is_sandboxed()).then(|| {
-            s.file
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .map_or_else(|| PathBuf::from("."), PathBuf::from)
-        })
-    });
-    // The audit stream is the command line's, never the scenario file's.
     let wanted = super::audit::Wanted {
         to: args.audit.clone(),
         args: args.audit_args,
@@ -306,14 +290,9 @@ fn launcher(app: &App, s: &Scenario, args: &TestArgs) -> Result<Launcher, Exit> 
         &wanted,
         &[],
     )?;
-    let mut request = Request::new(target);
-    request.grants = t.grants.clone();
-    request.cwd = cwd;
+    let mut request = tickbox_app::scenarios::request(s, NOBODY_TEST);
     request.audit = audit;
     request.no_cache = args.no_cache;
-    // A scenario runs unattended: what a manifest asks for must have
-    // been approved beforehand (`tickbox trust`).
-    request.asking = Asking::Nobody(NOBODY_TEST);
     Ok(app.launcher(&request)?)
 }
 

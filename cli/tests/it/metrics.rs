@@ -8,9 +8,9 @@
 //! in this process in tickbox-mcp's `tests/it/metrics.rs`.
 
 use crate::mcp_wire::HttpServer;
-use crate::registry::http;
 use crate::util::*;
 use std::path::PathBuf;
+use tickbox_test_support::http;
 
 /// Where `tickbox mcp` said it serves `/metrics`: the port, and the file
 /// holding the token a scraper sends.

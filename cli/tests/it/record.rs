@@ -1,8 +1,9 @@
 //! `tickbox run --record FILE`: a live session driven through a real PTY —
 //! keys, a resize, a mark, a call from the shell — is written as a
 //! scenario that `tickbox test` replays green, and that fails once an
-//! expectation in it is edited. Also: the native counter fixture the
-//! recordings use keeps keys typed while it starts.
+//! expectation in it is edited. (That the native counter fixture the
+//! recordings use keeps keys typed while it starts is the native
+//! backend's, in `host/tests/it/native.rs`.)
 
 use crate::live::{rendered, World, WAIT};
 use crate::util::*;
@@ -272,36 +273,4 @@ fn record_refuses_a_file_it_cannot_write() {
         &wasm.to_string_lossy(),
     ]);
     out.expect(2, "is a directory");
-}
-
-/// The native counter fixture keeps keys that reach its terminal before it
-/// has set it up (it enters cbreak first thing, with TCSANOW: tty's default
-/// TCSAFLUSH would discard them). The keys are written the moment the
-/// process is spawned, long before Python has started.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_native_counter_keeps_keys_typed_while_it_starts() {
-    use tickbox_runtime::backend::native::{self, NativeSpec};
-    use tickbox_runtime::session::{Session, SessionConfig};
-    let io = native::spawn(&NativeSpec::new([
-        "python3".to_string(),
-        tick("counter.py"),
-    ]))
-    .expect("spawn");
-    io.view.send_input(b"+++");
-    let s = Session::start(io, SessionConfig::default())
-        .await
-        .expect("initialize");
-    let value = std::cell::RefCell::new(serde_json::Value::Null);
-    eventually_await(WAIT, || async {
-        let now = s.read().await.expect("read").data.wire()["value"].clone();
-        *value.borrow_mut() = now;
-        *value.borrow() == json!(3)
-    })
-    .await;
-    assert_eq!(
-        value.into_inner(),
-        json!(3),
-        "keys typed at start were lost"
-    );
-    s.shutdown().await;
 }

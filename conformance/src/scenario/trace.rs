@@ -127,6 +127,11 @@ pub(crate) struct Summary<'a> {
 /// and stdout, each event appended under one lock.
 pub(crate) struct Recorder {
     inner: Mutex<Inner>,
+    /// Held by the taps around a write to the Tick with the frames it
+    /// completed, and around the frames a read completed: the Tick cannot
+    /// answer before the request's write completes, so a response is never
+    /// recorded before its request (the same trace on every run).
+    order: Mutex<()>,
 }
 
 struct Inner {
@@ -171,6 +176,7 @@ impl Recorder {
                 updates: 0,
                 cut: false,
             }),
+            order: Mutex::new(()),
         })
     }
 
@@ -407,6 +413,12 @@ impl FrameSink for Frames {
     fn frame(&self, head: &[u8], len: usize) {
         self.recorder.frame(self.dir, head, len);
     }
+
+    /// Under the recorder's order lock (see [`Recorder`]'s `order`).
+    fn in_order<R>(&self, f: impl FnOnce() -> R) -> R {
+        let _order = tickbox_host::util::lock(&self.recorder.order);
+        f()
+    }
 }
 
 impl Recorder {
@@ -465,6 +477,56 @@ pub struct TraceStep {
     pub state: Option<TickText>,
     /// The protocol frames during it: direction and text.
     pub frames: Vec<(TickText, TickText)>,
+}
+
+impl TraceView {
+    /// What the trace is of, as `show-trace` prints it first (every
+    /// string escaped: `TickText`'s `Display`).
+    pub fn heading(&self) -> Vec<String> {
+        let seed = self.seed.map_or("real time".to_string(), |s| {
+            format!("virtual time, seed {s}")
+        });
+        vec![
+            format!("trace of {} ({})", self.scenario, self.file),
+            format!(
+                "outcome: {}; {seed}; screen {}x{}; {} records",
+                self.outcome,
+                self.size.0,
+                self.size.1,
+                self.steps.len()
+            ),
+        ]
+    }
+}
+
+impl TraceStep {
+    /// The step as `show-trace` prints it, every string escaped.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = vec![
+            String::new(),
+            format!("step {}: {} — {}", self.step, self.action, self.outcome),
+        ];
+        if !self.expected.is_empty() {
+            out.push(format!("  expected: {}", self.expected));
+        }
+        out.extend(self.found.iter().map(|f| format!("  found: {f}")));
+        if !self.screen.is_empty() {
+            out.push("  screen:".into());
+            out.extend(self.screen.iter().map(|r| format!("    |{r}")));
+        }
+        if let Some(state) = &self.state {
+            out.push(format!("  state: {state}"));
+        }
+        if !self.frames.is_empty() {
+            out.push(format!("  frames ({}):", self.frames.len()));
+            out.extend(
+                self.frames
+                    .iter()
+                    .map(|(dir, text)| format!("    {dir}: {text}")),
+            );
+        }
+        out
+    }
 }
 
 /// Why a file is not a trace: the rule it breaks, never its content.

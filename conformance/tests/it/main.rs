@@ -4,6 +4,13 @@
 //! sandbox's launcher on virtual time, and judged.
 //!
 //! - `scenario` — a scenario that holds passes, one that does not fails at
-//!   its step with what was found, and virtual time makes two runs alike.
+//!   its step with what was found; virtual time makes runs alike (clocks,
+//!   randomness, snapshots), `advance` and `wait_for` move it within their
+//!   bounds, idle and busy guests, style expectations, native Ticks on
+//!   real time. What only `tickbox test` does (its flags, reports, exit
+//!   codes, review) stays in `cli/tests/it/scenario.rs`;
+//! - `traces` — a hand-edited trace read back escaped, as `show-trace`
+//!   prints it.
 
 mod scenario;
+mod traces;

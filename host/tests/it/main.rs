@@ -12,7 +12,8 @@
 //!   of another uid refused, a call too long for the Tick's line refused,
 //!   a stale socket removed by a listing, a taken registry directory in
 //!   the shared temp dir replaced by a private one;
-//! - `native` — the native backend: PTY, environment, signals, cleanup;
+//! - `native` — the native backend: PTY, environment, signals, cleanup,
+//!   keys typed while a Tick starts kept;
 //! - `writes` — what the host writes to a Tick: deadlines, whole frames
 //!   under cancellation, slots held until the answer, the line limit.
 

@@ -153,3 +153,34 @@ async fn a_stubborn_tick_and_its_children_are_killed() {
         );
     }
 }
+
+/// The native counter fixture (the one `tickbox run --record`'s tests
+/// record) keeps keys that reach its terminal before it has set it up (it
+/// enters cbreak first thing, with TCSANOW: tty's default TCSAFLUSH would
+/// discard them). The keys are written the moment the process is spawned,
+/// long before Python has started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_native_counter_keeps_keys_typed_while_it_starts() {
+    let io = spawn(&NativeSpec::new([
+        "python3".to_string(),
+        tick("counter.py"),
+    ]))
+    .expect("spawn");
+    io.view.send_input(b"+++");
+    let s = Session::start(io, SessionConfig::default())
+        .await
+        .expect("initialize");
+    let value = std::cell::RefCell::new(Value::Null);
+    eventually_await(Duration::from_secs(20), || async {
+        let now = s.read().await.expect("read").data.wire()["value"].clone();
+        *value.borrow_mut() = now;
+        *value.borrow() == json!(3)
+    })
+    .await;
+    assert_eq!(
+        value.into_inner(),
+        json!(3),
+        "keys typed at start were lost"
+    );
+    s.shutdown().await;
+}
