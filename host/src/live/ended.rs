@@ -6,7 +6,8 @@
 //! and why it ended, and its last words (the last non-blank lines of its
 //! screen, as drawn, typed as the Tick's text). Records are kept for
 //! [`ENDED_RETENTION`]; listing removes older ones and keeps at most
-//! [`MAX_ENDED_RECORDS`]. The directory is the registry's (0700, ours), and
+//! [`MAX_ENDED_RECORDS`], and so does a host every that many records it
+//! writes (a host of thousands of Ticks that stops writes that many). The directory is the registry's (0700, ours), and
 //! each record is written to a temporary file and renamed into place.
 
 use super::registry::Registry;
@@ -88,10 +89,10 @@ pub(super) fn record(
     }
 }
 
-/// The ended instances of the last [`ENDED_RETENTION`], oldest first;
-/// older and surplus records are removed.
-pub fn list(registry: &Registry) -> Vec<EndedInstance> {
-    let Ok(entries) = std::fs::read_dir(registry.dir()) else {
+/// The records in `dir` still to keep, oldest first: older and surplus
+/// ones are removed.
+fn kept(dir: &std::path::Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut found: Vec<(SystemTime, PathBuf)> = entries
@@ -107,8 +108,26 @@ pub fn list(registry: &Registry) -> Vec<EndedInstance> {
         let old = now.duration_since(modified).unwrap_or_default() > ENDED_RETENTION;
         if old || i < surplus {
             let _ = std::fs::remove_file(&p);
-            continue;
+        } else {
+            out.push(p);
         }
+    }
+    out
+}
+
+/// Removes older and surplus records. A host calls it every
+/// [`MAX_ENDED_RECORDS`] records it writes, so a host of thousands of
+/// Ticks leaves at most about twice that many behind when nobody lists
+/// them, for the price of one directory scan per that many records.
+pub(super) fn prune(registry_dir: &std::path::Path) {
+    kept(registry_dir);
+}
+
+/// The ended instances of the last [`ENDED_RETENTION`], oldest first;
+/// older and surplus records are removed.
+pub fn list(registry: &Registry) -> Vec<EndedInstance> {
+    let mut out = Vec::new();
+    for p in kept(registry.dir()) {
         // Records are small, but a file someone else put here is not read whole.
         let Ok(bytes) = std::fs::read(&p) else {
             continue;

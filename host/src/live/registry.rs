@@ -23,6 +23,7 @@ use super::LiveError;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 /// File name suffix of instance sockets.
@@ -57,6 +58,9 @@ pub struct Registry {
     /// This process's lock here while it publishes anything through this
     /// handle or its clones: one descriptor for all of its names.
     host: Arc<Mutex<Weak<HostLock>>>,
+    /// Records of ended instances written through this handle or its
+    /// clones (`live::ended`).
+    ended: Arc<AtomicUsize>,
 }
 
 impl Registry {
@@ -154,7 +158,16 @@ impl Registry {
         Registry {
             dir,
             host: Arc::default(),
+            ended: Arc::default(),
         }
+    }
+
+    /// Counts one more ended record written; true every
+    /// [`MAX_ENDED_RECORDS`](super::ended::MAX_ENDED_RECORDS)th, when the
+    /// host prunes the records.
+    pub(crate) fn ended_one(&self) -> bool {
+        let n = self.ended.fetch_add(1, Ordering::Relaxed) + 1;
+        n % super::ended::MAX_ENDED_RECORDS == 0
     }
 
     /// This process's host lock here, taken on first use and shared until

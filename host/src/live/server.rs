@@ -72,6 +72,8 @@ pub struct Published {
     accept: tokio::task::JoinHandle<()>,
     /// The name, held until after the socket is gone (fields drop after `drop`).
     _claim: NameClaim,
+    /// Where it is published, which counts the ended records written there.
+    registry: Registry,
 }
 
 impl Published {
@@ -125,6 +127,9 @@ impl Drop for Published {
         let lines = session.view().last_lines(super::ended::RETAINED_LINES);
         if let Some(dir) = self.socket.parent() {
             super::ended::record(dir, self.instance.info(), status, lines);
+            if self.registry.ended_one() {
+                super::ended::prune(dir);
+            }
         }
     }
 }
@@ -263,6 +268,7 @@ pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Publ
         socket,
         accept,
         _claim: held,
+        registry,
     })
 }
 

@@ -114,6 +114,40 @@ async fn publishing_claims_names_without_connecting_to_any_instance() {
     session.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_of_many_ticks_leaves_a_bounded_number_of_ended_records() {
+    use tickbox_host::live::ended::MAX_ENDED_RECORDS;
+    let dir = TempDir::new("live-ended");
+    let registry = Registry::at(dir.path("tickbox")).unwrap();
+    let session = counter_session().await;
+    let records = || {
+        std::fs::read_dir(registry.dir())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".ended.json"))
+            .count()
+    };
+    // Two and a half times the bound, published and unpublished one by
+    // one, as a host of that many Ticks does when it stops.
+    let total = MAX_ENDED_RECORDS * 5 / 2;
+    for _ in 0..total {
+        let mut opts = PublishOptions::new("native");
+        opts.registry = Some(registry.clone());
+        drop(publish(session.clone(), opts).await.unwrap());
+    }
+    let left = records();
+    assert!(
+        (MAX_ENDED_RECORDS..2 * MAX_ENDED_RECORDS).contains(&left),
+        "{total} instances ended; {left} records are left (bound {MAX_ENDED_RECORDS})"
+    );
+    // Listing keeps the bound itself.
+    assert_eq!(
+        tickbox_host::live::ended::list(&registry).len(),
+        MAX_ENDED_RECORDS
+    );
+    session.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_peer_of_another_uid_is_refused() {
     let dir = TempDir::new("live-peer");
