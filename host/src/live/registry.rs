@@ -167,7 +167,7 @@ impl Registry {
     /// host prunes the records.
     pub(crate) fn ended_one(&self) -> bool {
         let n = self.ended.fetch_add(1, Ordering::Relaxed) + 1;
-        n % super::ended::MAX_ENDED_RECORDS == 0
+        n.is_multiple_of(super::ended::MAX_ENDED_RECORDS)
     }
 
     /// This process's host lock here, taken on first use and shared until
