@@ -31,7 +31,9 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 /// File name suffix of name claims.
 pub const CLAIM_SUFFIX: &str = ".name";
@@ -138,11 +140,7 @@ impl HostLock {
     /// A new host lock in `dir`.
     pub fn take(dir: &Path) -> std::io::Result<HostLock> {
         for _ in 0..MAX_RETRIES {
-            let file_name = format!(
-                "host-{}-{}{HOST_SUFFIX}",
-                std::process::id(),
-                super::server::new_id()
-            );
+            let file_name = format!("host-{}-{}{HOST_SUFFIX}", std::process::id(), new_id());
             if let Some(lock) = Lock::create_new(&dir.join(&file_name))? {
                 return Ok(HostLock {
                     _lock: lock,
@@ -155,6 +153,24 @@ impl HostLock {
             dir.display()
         )))
     }
+}
+
+/// A short random hex id.
+pub(crate) fn new_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    // RandomState is seeded per process from the OS; mixing in time and a
+    // counter keeps ids apart within one process, so the counter is the
+    // process's, whoever asks.
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_usize(N.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    format!("{:06x}", h.finish() & 0xff_ffff)
 }
 
 /// A held name; dropping it lets the name go.

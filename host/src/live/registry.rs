@@ -162,12 +162,10 @@ impl Registry {
         }
     }
 
-    /// Counts one more ended record written; true every
-    /// [`MAX_ENDED_RECORDS`](super::ended::MAX_ENDED_RECORDS)th, when the
-    /// host prunes the records.
-    pub(crate) fn ended_one(&self) -> bool {
-        let n = self.ended.fetch_add(1, Ordering::Relaxed) + 1;
-        n.is_multiple_of(super::ended::MAX_ENDED_RECORDS)
+    /// Counts one more ended record written through this handle or its
+    /// clones; the count so far.
+    pub(crate) fn ended_one(&self) -> usize {
+        self.ended.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// This process's host lock here, taken on first use and shared until

@@ -127,29 +127,13 @@ impl Drop for Published {
         let lines = session.view().last_lines(super::ended::RETAINED_LINES);
         if let Some(dir) = self.socket.parent() {
             super::ended::record(dir, self.instance.info(), status, lines);
-            if self.registry.ended_one() {
+            // Every that many records this host writes, it prunes them.
+            let written = self.registry.ended_one();
+            if written.is_multiple_of(super::ended::MAX_ENDED_RECORDS) {
                 super::ended::prune(dir);
             }
         }
     }
-}
-
-/// A short random hex id.
-pub(crate) fn new_id() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    // RandomState is seeded per process from the OS; mixing in time and a
-    // counter keeps ids apart within one process, so the counter is the
-    // process's, whoever asks.
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_usize(N.fetch_add(1, Ordering::Relaxed));
-    h.write_u128(
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    format!("{:06x}", h.finish() & 0xff_ffff)
 }
 
 fn default_name(kind: &str) -> String {
@@ -224,7 +208,7 @@ pub async fn publish(session: Arc<Session>, opts: PublishOptions) -> Result<Publ
         }
     };
     let (id, socket) = loop {
-        let id = new_id();
+        let id = super::claim::new_id();
         let path = registry.socket(&id);
         if !path.exists() {
             break (id, path);
