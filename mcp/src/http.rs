@@ -46,9 +46,10 @@
 //! connection is an unauthenticated one, bounded like any other):
 //! `GET` [`HEALTH_PATH`] is 200 while the process serves, and `GET`
 //! [`READY_PATH`] is 200 while it can take a new session: every hosted
-//! Tick still runs (the facade never restarts one) and a new session
-//! would get in under [`MAX_SESSIONS`]; 503 naming which is not so
-//! otherwise. Neither names a Tick or a tool.
+//! Tick still runs (the facade never restarts one), a new session
+//! would get in under [`MAX_SESSIONS`], and its first use of a per-client
+//! Tick would get an instance under the caps (`max_instances`); 503
+//! naming which is not so otherwise. Neither names a Tick or a tool.
 //!
 //! The first four walls and the body's are the door every HTTP server of
 //! tickbox shares (the `tickbox-guard` crate: accepting, the token check,
@@ -616,6 +617,10 @@ impl Shared {
             return Some(format!(
                 "{ended} of the hosted Ticks ended; tickbox does not restart them"
             ));
+        }
+        // A new session would be refused its own instance at its first use.
+        if let Some(why) = self.facade.instances_full() {
+            return Some(why);
         }
         let open = self.open_sessions().await;
         if open.len() < MAX_SESSIONS {

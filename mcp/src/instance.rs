@@ -323,6 +323,27 @@ impl Book {
     pub(crate) fn running(&self) -> usize {
         lock(&self.counts).0
     }
+
+    /// Why a new client's first use of a per-client Tick would be refused
+    /// now: the host's cap, or the cap of the Tick at an index of
+    /// `per_tick` (its `max_instances`; None for a shared Tick), reached.
+    /// Names no Tick: `/readyz` answers without the token.
+    pub(crate) fn full(&self, per_tick: &[Option<usize>]) -> Option<String> {
+        let c = lock(&self.counts);
+        if per_tick.iter().all(Option::is_none) {
+            return None;
+        }
+        if c.0 >= self.limit {
+            return Some(format!(
+                "{} per-client instances run in this host, its max_instances",
+                c.0
+            ));
+        }
+        per_tick.iter().zip(&c.1).find_map(|(cap, &n)| {
+            cap.is_some_and(|cap| n >= cap)
+                .then(|| format!("a Tick runs {n} per-client instances, its max_instances"))
+        })
+    }
 }
 
 /// One client's place for its instance of one Tick.

@@ -340,6 +340,19 @@ impl Facade {
         self.inner.book.running()
     }
 
+    /// Why a new client could not get an instance of some per-client Tick
+    /// now (a cap is reached), for `/readyz`; None when it could, or when
+    /// no Tick runs one per client.
+    pub fn instances_full(&self) -> Option<String> {
+        let caps: Vec<Option<usize>> = self
+            .inner
+            .ticks
+            .iter()
+            .map(|t| t.per_client.as_ref().map(|p| p.max_instances))
+            .collect();
+        self.inner.book.full(&caps)
+    }
+
     fn current_catalogs(&self) -> Vec<Arc<Descriptor>> {
         self.inner
             .ticks

@@ -55,8 +55,8 @@ read from --token-file (a file only you may read: mode 0600 or stricter, else
 exit 2), or generated at start, written to a 0600 file in tickbox's per-user
 directory (its path is printed to stderr; removed at exit) and printed once,
 in the URL of the `serving MCP on` line. GET /healthz (200 while serving) and
-GET /readyz (200 while a new session can be taken: every Tick runs and the
-session cap is not reached; else 503) answer without the token.
+GET /readyz (200 while a new session can be taken: every Tick runs and no
+session or per-client instance cap is reached; else 503) answer without the token.
 
 With --clients FILE (or the ticks file's `clients` key), each NAME = \"TOKEN_FILE\"
 line names a client with a token of its own: a request carrying it is that

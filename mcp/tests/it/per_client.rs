@@ -22,7 +22,7 @@ use std::time::Duration;
 use tickbox_mcp::http::{HttpOptions, NamedClient};
 use tickbox_mcp::{FacadeOptions, Grants, INSTANCE_CAP};
 use tickbox_test_support::mcp_clients::{counter_wasm, python, run};
-use tickbox_test_support::mcp_http::{delete, header, initialize_http};
+use tickbox_test_support::mcp_http::{delete, header, initialize_http, probe};
 use tickbox_test_support::{eventually, sample, status_kib, Output};
 
 /// The counter as `counter`, one instance per client within these bounds
@@ -147,10 +147,19 @@ fn the_instance_caps_refuse_a_new_client_until_one_ends() {
     assert_eq!(increment(&server, &b, 5), Ok(5), "each its own counter");
     let refused = increment(&server, &c, 1).unwrap_err();
     assert_at_cap(&refused, "max_instances", 2);
+    // A load balancer hears of it: a new session would be refused too.
+    let (status, text) = probe(&server, "/readyz");
+    assert_eq!(status, 503, "{text}");
+    assert!(
+        text.contains("a Tick runs 2 per-client instances, its max_instances")
+            && !text.contains("counter"),
+        "{text}"
+    );
     // The clients that hold instances keep them at the cap.
     assert_eq!(increment(&server, &a, 1), Ok(2));
     // An ended client (DELETE) makes room before its answer.
     assert_eq!(delete(&server, &a), 204);
+    assert_eq!(probe(&server, "/readyz").0, 200, "room for one more");
     assert_eq!(increment(&server, &c, 1), Ok(1), "a fresh counter for c");
     assert_eq!(value(&server, &b), 5);
 
@@ -167,6 +176,12 @@ fn the_instance_caps_refuse_a_new_client_until_one_ends() {
         &refused,
         "max_instances (the host's, at the top of the ticks file)",
         1,
+    );
+    let (status, text) = probe(&server, "/readyz");
+    assert_eq!(status, 503, "{text}");
+    assert!(
+        text.contains("1 per-client instances run in this host, its max_instances"),
+        "{text}"
     );
     assert_eq!(delete(&server, &a), 204);
     assert_eq!(increment(&server, &b, 1), Ok(1));
