@@ -25,7 +25,8 @@
 //!   the subreaper fallback), the grant area's place;
 //! - `mcp_wire` — the `tickbox mcp` process driven with raw lines or over
 //!   `--http` (the harnesses other modules share): the token a non-loopback
-//!   bind generates, `--workers`, a spinning Tick's neighbours;
+//!   bind generates, `--workers` (a spinning Tick's neighbours are
+//!   tickbox-mcp's `fairness` test);
 //! - `inspect` — `tickbox inspect`'s printed URL, `--open`'s 0600 file,
 //!   the token reaching no other loopback port in headless Chromium, and
 //!   an absent `@NAME`'s exit code (the page server itself is
@@ -66,8 +67,6 @@
 //!   tickbox-sandbox's test);
 //! - `tiers` — compilers: a first start on Winch, Cranelift's code from the
 //!   cache after it, the detached optimizing compile's bounds, `tickbox compile`;
-//! - `entries` — write quotas count the files and directories a Tick
-//!   creates, and moves into or out of a metered grant are refused;
 //! - `determinism` — every example scenario's report and screens are the
 //!   same in every `tickbox test` process (what a guest reads under virtual
 //!   time is tickbox-sandbox's `virtual_time` tests);
@@ -107,7 +106,6 @@ mod consent;
 mod determinism;
 mod doc_examples;
 mod drain;
-mod entries;
 mod examples;
 mod fixtures;
 mod http;
@@ -128,7 +126,6 @@ mod registry;
 mod sandbox;
 mod scenario;
 mod scenario_walls;
-mod schema_bomb;
 mod sdks;
 mod tick_text;
 mod tiers;
