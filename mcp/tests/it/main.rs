@@ -14,6 +14,8 @@
 //! - `client` — a real MCP client (rmcp's): tools and their annotations,
 //!   calls, state subscriptions and their trimming, dying Ticks, a wasm
 //!   Tick, a 2026-07-28 client that discovers and listens;
+//! - `prefixes` — several Ticks behind one facade: tools and resources
+//!   under each Tick's name, hints from its grants;
 //! - `http` — Streamable HTTP: sessions over the shared Ticks, Origin and
 //!   path checks, the bearer token;
 //! - `guard` — the HTTP door's walls attacked over raw TCP beside a client
@@ -33,6 +35,8 @@
 //!   a hostile tool name escaped, a stalled or stopped receiver;
 //! - `per_client` — one instance of a Tick per client: sessions, named
 //!   clients, stdio, the caps, idle and expired instances, the metrics;
+//! - `tick_text` — a hostile corpus in every string a Tick controls
+//!   reaches no listing, result or resource raw, and still shows escaped;
 //! - `sdks` — real MCP clients run as programs (the Python and TypeScript
 //!   SDKs, MCP Inspector's CLI) and the official conformance suite, over
 //!   Streamable HTTP.
@@ -52,10 +56,12 @@ mod http;
 mod metrics;
 mod otel;
 mod per_client;
+mod prefixes;
 mod raw;
 mod schema_bomb;
 mod sdks;
 mod server;
+mod tick_text;
 mod wire;
 
 use std::io::Write;
@@ -132,19 +138,24 @@ pub async fn hosted(launcher: &Launcher, name: Option<&str>, grants: Grants) -> 
 /// every client or, with `per_client`, one instance per client within
 /// these bounds (instances of this Tick at once, idle timeout; none: the
 /// defaults), as a ticks file's `instances = "per-client"` entry asks.
+/// `grants` are what the facade is told the Tick may reach (a network
+/// grant makes its tools open-world); the launcher holds what the sandbox
+/// enforces.
 pub struct Hosting {
     pub name: Option<&'static str>,
     pub launcher: Launcher,
     pub per_client: Option<(Option<usize>, Option<Duration>)>,
+    pub grants: Grants,
 }
 
 impl Hosting {
-    /// `launcher`'s Tick under `name`, shared.
+    /// `launcher`'s Tick under `name`, shared, nothing granted.
     pub fn shared(name: Option<&'static str>, launcher: Launcher) -> Hosting {
         Hosting {
             name,
             launcher,
             per_client: None,
+            grants: Grants::default(),
         }
     }
 }
@@ -187,7 +198,7 @@ impl Setup {
                 }
                 launcher = launcher.audited(Some(audit));
             }
-            let mut tick = hosted(&launcher, t.name, Grants::default()).await;
+            let mut tick = hosted(&launcher, t.name, t.grants).await;
             tick.per_client = t.per_client.map(|(max, idle)| {
                 PerClient::new(launcher.clone(), SessionConfig::default()).bounded(max, idle)
             });
