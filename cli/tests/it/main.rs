@@ -2,7 +2,9 @@
 //! driven through the wire.
 //!
 //! - `util` — the harness: running `tickbox`, locating test Ticks, temp dirs;
-//! - `check` — `tickbox check` against conforming and deliberately broken Ticks;
+//! - `check` — `tickbox check`'s exit codes, the format asked and
+//!   `--list-rules` (the checker itself is tickbox-conformance's `check`
+//!   tests);
 //! - `docs` — docs/PROTOCOL.md names every rule, limit and cited section;
 //! - `cli` — the one-shot commands and their exit codes, one test per host rule;
 //! - `consent` — a manifest's requests granted only under an approval of the
@@ -34,7 +36,9 @@
 //! - `mcp_http` — `tickbox mcp --http`'s token: always one, generated into
 //!   a private file, and token files others may read refused;
 //! - `mcp_clients` — real MCP clients (Python SDK, TypeScript SDK, MCP
-//!   Inspector) over stdio and HTTP, and the conformance suite's baseline;
+//!   Inspector) starting `tickbox mcp` as their stdio server (over
+//!   Streamable HTTP, and the conformance suite, they are tickbox-mcp's
+//!   `sdks` tests);
 //! - `per_client` — `instances = "per-client"`: two Python SDK clients
 //!   that do not see each other's counter (a shared one as the control),
 //!   the instance caps, idle expiry, a hostile client opening sessions in a

@@ -9,6 +9,7 @@ use crate::mcp_wire::Raw;
 use crate::util::*;
 use serde_json::{json, Value};
 use std::process::Stdio;
+use tickbox_test_support::mcp_lines::tool_hint;
 
 /// A config's entries become the Ticks `tickbox mcp` hosts, each under
 /// its name, a command or a path, with its own grants (what the facade
@@ -43,13 +44,7 @@ allow_net = ["127.0.0.1:9"]
     );
     mcp.initialize("2025-11-25");
     let list = mcp.request(1, "tools/list", json!({}));
-    let open_world = |n: &str| {
-        list["result"]["tools"]
-            .as_array()
-            .and_then(|tools| tools.iter().find(|t| t["name"] == n))
-            .unwrap_or_else(|| panic!("no tool `{n}` in {list}"))["annotations"]["openWorldHint"]
-            .as_bool()
-    };
+    let open_world = |n: &str| tool_hint(&list, n, "openWorldHint");
     assert_eq!(open_world("web_echo"), Some(true), "the entry's grant");
     assert_eq!(open_world("counter_increment"), Some(false));
     let r = mcp.call(2, "counter_increment", json!({"amount": 1}));

@@ -7,7 +7,7 @@ use crate::raw::Raw;
 use crate::{native, wasm, Hosting, Setup};
 use serde_json::json;
 use tickbox_mcp::Grants;
-use tickbox_test_support::mcp_lines::tool_names;
+use tickbox_test_support::mcp_lines::{tool_hint, tool_names};
 use tickbox_test_support::{hostile, tick};
 
 #[test]
@@ -44,13 +44,7 @@ fn several_ticks_are_served_under_their_names_as_prefixes() {
     ] {
         assert!(names.iter().any(|m| m == n), "{n} in {names:?}");
     }
-    let open_world = |n: &str| {
-        list["result"]["tools"]
-            .as_array()
-            .and_then(|tools| tools.iter().find(|t| t["name"] == n))
-            .unwrap_or_else(|| panic!("no tool `{n}` in {list}"))["annotations"]["openWorldHint"]
-            .as_bool()
-    };
+    let open_world = |n: &str| tool_hint(&list, n, "openWorldHint");
     assert_eq!(open_world("web_echo"), Some(true), "a network grant");
     assert_eq!(open_world("counter_increment"), Some(false));
     let r = mcp.call(2, "counter_increment", json!({"amount": 1}));
