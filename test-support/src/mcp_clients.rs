@@ -132,3 +132,26 @@ pub fn with<'a>(first: &'a str, rest: &[&'a str]) -> Vec<&'a str> {
     v.extend_from_slice(rest);
     v
 }
+
+/// One `mcp-inspector --cli` run against `target` (a command line, or a
+/// URL with `--transport http`): a fresh client (and, over stdio, a fresh
+/// server) each time, since the CLI does one method per run; its JSON.
+pub fn inspector(target: &[String], method: &[&str]) -> serde_json::Value {
+    let dir = npm_package("@modelcontextprotocol/inspector");
+    let mut cmd = Command::new("node");
+    // What `npx @modelcontextprotocol/inspector --cli` runs.
+    cmd.arg(dir.join("cli/build/cli.js"))
+        .arg("--cli")
+        .args(target)
+        .arg("--method")
+        .args(method);
+    let r = run(cmd);
+    assert_eq!(
+        r.code, 0,
+        "inspector {method:?}: {}\n{}",
+        r.stdout, r.stderr
+    );
+    let json = &r.stdout[r.stdout.find('{').unwrap_or(0)..];
+    serde_json::from_str(json)
+        .unwrap_or_else(|e| panic!("inspector {method:?} printed no JSON ({e}): {}", r.stdout))
+}

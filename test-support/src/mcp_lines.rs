@@ -130,3 +130,13 @@ pub fn tool_names(list: &Value) -> Vec<String> {
         .filter_map(|t| t["name"].as_str().map(String::from))
         .collect()
 }
+
+/// A tool's annotation hint (`openWorldHint`, `readOnlyHint`, ...) in a
+/// `tools/list` answer; the tool must be listed.
+pub fn tool_hint(list: &Value, tool: &str, hint: &str) -> Option<bool> {
+    list["result"]["tools"]
+        .as_array()
+        .and_then(|tools| tools.iter().find(|t| t["name"] == tool))
+        .unwrap_or_else(|| panic!("no tool `{tool}` in {list}"))["annotations"][hint]
+        .as_bool()
+}

@@ -2,7 +2,9 @@
 //! driven through the wire.
 //!
 //! - `util` — the harness: running `tickbox`, locating test Ticks, temp dirs;
-//! - `check` — `tickbox check` against conforming and deliberately broken Ticks;
+//! - `check` — `tickbox check`'s exit codes, the format asked and
+//!   `--list-rules` (the checker itself is tickbox-conformance's `check`
+//!   tests);
 //! - `docs` — docs/PROTOCOL.md names every rule, limit and cited section;
 //! - `cli` — the one-shot commands and their exit codes, one test per host rule;
 //! - `consent` — a manifest's requests granted only under an approval of the
@@ -25,7 +27,8 @@
 //!   the subreaper fallback), the grant area's place;
 //! - `mcp_wire` — the `tickbox mcp` process driven with raw lines or over
 //!   `--http` (the harnesses other modules share): the token a non-loopback
-//!   bind generates, `--workers`, a spinning Tick's neighbours;
+//!   bind generates, `--workers` (a spinning Tick's neighbours are
+//!   tickbox-mcp's `fairness` test);
 //! - `inspect` — `tickbox inspect`'s printed URL, `--open`'s 0600 file,
 //!   the token reaching no other loopback port in headless Chromium, and
 //!   an absent `@NAME`'s exit code (the page server itself is
@@ -33,7 +36,9 @@
 //! - `mcp_http` — `tickbox mcp --http`'s token: always one, generated into
 //!   a private file, and token files others may read refused;
 //! - `mcp_clients` — real MCP clients (Python SDK, TypeScript SDK, MCP
-//!   Inspector) over stdio and HTTP, and the conformance suite's baseline;
+//!   Inspector) starting `tickbox mcp` as their stdio server (over
+//!   Streamable HTTP, and the conformance suite, they are tickbox-mcp's
+//!   `sdks` tests);
 //! - `per_client` — `instances = "per-client"`: two Python SDK clients
 //!   that do not see each other's counter (a shared one as the control),
 //!   the instance caps, idle expiry, a hostile client opening sessions in a
@@ -66,8 +71,6 @@
 //!   tickbox-sandbox's test);
 //! - `tiers` — compilers: a first start on Winch, Cranelift's code from the
 //!   cache after it, the detached optimizing compile's bounds, `tickbox compile`;
-//! - `entries` — write quotas count the files and directories a Tick
-//!   creates, and moves into or out of a metered grant are refused;
 //! - `determinism` — every example scenario's report and screens are the
 //!   same in every `tickbox test` process (what a guest reads under virtual
 //!   time is tickbox-sandbox's `virtual_time` tests);
@@ -107,7 +110,6 @@ mod consent;
 mod determinism;
 mod doc_examples;
 mod drain;
-mod entries;
 mod examples;
 mod fixtures;
 mod http;
@@ -128,7 +130,6 @@ mod registry;
 mod sandbox;
 mod scenario;
 mod scenario_walls;
-mod schema_bomb;
 mod sdks;
 mod tick_text;
 mod tiers;

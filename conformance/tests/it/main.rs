@@ -1,8 +1,13 @@
 //! tickbox-conformance's integration tests, through the crate's public
-//! API: a scenario file loaded, run against a real wasm guest (the counter
-//! example, built once per run by the shared harness) started by the
-//! sandbox's launcher on virtual time, and judged.
+//! API: the checker against real Tick processes, and a scenario file
+//! loaded, run against a real wasm guest (the counter example, built once
+//! per run by the shared harness) started by the sandbox's launcher on
+//! virtual time, and judged.
 //!
+//! - `check` — the checker against real processes (Python Ticks started
+//!   by the sandbox's native launcher): the text, JSON and JUnit reports,
+//!   a selection of rules, sample args, real signals, and the host and the
+//!   checker naming the same rule for each broken start;
 //! - `scenario` — a scenario that holds passes, one that does not fails at
 //!   its step with what was found; virtual time makes runs alike (clocks,
 //!   randomness, snapshots), `advance` and `wait_for` move it within their
@@ -12,5 +17,6 @@
 //! - `traces` — a hand-edited trace read back escaped, as `show-trace`
 //!   prints it.
 
+mod check;
 mod scenario;
 mod traces;

@@ -14,14 +14,20 @@
 //! - `client` — a real MCP client (rmcp's): tools and their annotations,
 //!   calls, state subscriptions and their trimming, dying Ticks, a wasm
 //!   Tick, a 2026-07-28 client that discovers and listens;
+//! - `prefixes` — several Ticks behind one facade: tools and resources
+//!   under each Tick's name, hints from its grants;
 //! - `http` — Streamable HTTP: sessions over the shared Ticks, Origin and
 //!   path checks, the bearer token;
 //! - `guard` — the HTTP door's walls attacked over raw TCP beside a client
 //!   that still gets in: half-sent heads, slots per peer, the session cap
 //!   and idle expiry, bounded bodies and what they cost, the probes;
+//! - `fairness` — a wasm Tick spinning in a call adds little to its
+//!   neighbour's calls, on one thread and on two;
 //! - `drain` — the drain a `stop` future starts: a call in flight
 //!   answered while new work is refused, the drain timeout, and two
 //!   servers behind a real HAProxy, one drained;
+//! - `schema_bomb` — a Tick churning costly catalogs beside a neighbour
+//!   that stays fast, the host's memory bounded;
 //! - `metrics` — `/metrics` beside MCP scraped by a real Prometheus, its
 //!   door, a bounded page, a hostile tool name escaped;
 //! - `otel` — spans and metrics sent to a real OTLP receiver: calls over
@@ -29,8 +35,11 @@
 //!   a hostile tool name escaped, a stalled or stopped receiver;
 //! - `per_client` — one instance of a Tick per client: sessions, named
 //!   clients, stdio, the caps, idle and expired instances, the metrics;
-//! - `sdks` — real MCP SDKs run as programs (Python, TypeScript) and the
-//!   official conformance suite, over Streamable HTTP.
+//! - `tick_text` — a hostile corpus in every string a Tick controls
+//!   reaches no listing, result or resource raw, and still shows escaped;
+//! - `sdks` — real MCP clients run as programs (the Python and TypeScript
+//!   SDKs, MCP Inspector's CLI) and the official conformance suite, over
+//!   Streamable HTTP.
 //!
 //! `raw` and `server` are the two harnesses (a raw-lines stdio client, an
 //! HTTP server on its own runtime). What needs the `tickbox` binary (its
@@ -41,14 +50,18 @@
 mod audit;
 mod client;
 mod drain;
+mod fairness;
 mod guard;
 mod http;
 mod metrics;
 mod otel;
 mod per_client;
+mod prefixes;
 mod raw;
+mod schema_bomb;
 mod sdks;
 mod server;
+mod tick_text;
 mod wire;
 
 use std::io::Write;
@@ -56,7 +69,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use tickbox_host::{NativeSpec, SessionConfig};
 use tickbox_mcp::{default_tick_name, FacadeOptions, Grants, HostedTick, PerClient};
-use tickbox_sandbox::{Launcher, WasmEngine};
+use tickbox_sandbox::{EngineOptions, GuestYield, Launcher, WasmEngine};
 use tickbox_telemetry::audit::{Audit, AuditLine, AuditSink, Origin};
 use tickbox_telemetry::metrics::{Metrics, TickMetrics};
 use tickbox_test_support::{target_dir, tick};
@@ -83,10 +96,24 @@ pub fn shifty(env: &[(&str, &str)]) -> Launcher {
 /// A wasm Tick with these grants, compiled into the build's own cache (as
 /// the other crates' tests keep it).
 pub fn wasm(path: &str, grants: &Grants) -> Launcher {
-    let engine =
-        WasmEngine::new(Some(target_dir().join("test-wasm-cache"))).expect("the wasm engine");
+    wasm_on(&engine(GuestYield::Deferred), path, grants)
+}
+
+/// An engine compiling into the build's own cache, its guests yielding at
+/// their slices' ends as `guest_yield` says.
+pub fn engine(guest_yield: GuestYield) -> Arc<WasmEngine> {
+    WasmEngine::with_options(EngineOptions {
+        cache_dir: Some(target_dir().join("test-wasm-cache")),
+        guest_yield,
+        ..EngineOptions::default()
+    })
+    .expect("the wasm engine")
+}
+
+/// A wasm Tick with these grants on `engine`.
+pub fn wasm_on(engine: &Arc<WasmEngine>, path: &str, grants: &Grants) -> Launcher {
     let grants = grants.resolve().expect("the grants resolve");
-    Launcher::wasm(engine, path.into(), grants).expect("a wasm file")
+    Launcher::wasm(engine.clone(), path.into(), grants).expect("a wasm file")
 }
 
 /// Starts and initializes one instance, hosted under `name` (or the name
@@ -111,19 +138,24 @@ pub async fn hosted(launcher: &Launcher, name: Option<&str>, grants: Grants) -> 
 /// every client or, with `per_client`, one instance per client within
 /// these bounds (instances of this Tick at once, idle timeout; none: the
 /// defaults), as a ticks file's `instances = "per-client"` entry asks.
+/// `grants` are what the facade is told the Tick may reach (a network
+/// grant makes its tools open-world); the launcher holds what the sandbox
+/// enforces.
 pub struct Hosting {
     pub name: Option<&'static str>,
     pub launcher: Launcher,
     pub per_client: Option<(Option<usize>, Option<Duration>)>,
+    pub grants: Grants,
 }
 
 impl Hosting {
-    /// `launcher`'s Tick under `name`, shared.
+    /// `launcher`'s Tick under `name`, shared, nothing granted.
     pub fn shared(name: Option<&'static str>, launcher: Launcher) -> Hosting {
         Hosting {
             name,
             launcher,
             per_client: None,
+            grants: Grants::default(),
         }
     }
 }
@@ -166,7 +198,7 @@ impl Setup {
                 }
                 launcher = launcher.audited(Some(audit));
             }
-            let mut tick = hosted(&launcher, t.name, Grants::default()).await;
+            let mut tick = hosted(&launcher, t.name, t.grants).await;
             tick.per_client = t.per_client.map(|(max, idle)| {
                 PerClient::new(launcher.clone(), SessionConfig::default()).bounded(max, idle)
             });

@@ -1,7 +1,7 @@
 //! A raw-lines client of the stdio serve loop: the facade serves one end
 //! of a Unix socket pair on a runtime of its own thread (one thread, as
-//! `tickbox mcp` runs over stdio), the test writes and reads JSON-RPC
-//! lines on the other ([`LineClient`]).
+//! `tickbox mcp` runs over stdio, unless given workers), the test writes
+//! and reads JSON-RPC lines on the other ([`LineClient`]).
 
 use crate::{logs, Hosting, Setup, PATIENCE};
 use std::ops::{Deref, DerefMut};
@@ -43,14 +43,25 @@ impl Raw {
 
     /// Serves what `setup` hosts.
     pub fn start_setup(setup: Setup) -> Raw {
+        Raw::start_on(setup, None)
+    }
+
+    /// Serves what `setup` hosts on a runtime of `workers` threads (none:
+    /// one thread, as over stdio by default; `tickbox mcp --workers N`).
+    pub fn start_on(setup: Setup, workers: Option<usize>) -> Raw {
         logs();
         let (ours, theirs) = UnixStream::pair().expect("a socket pair");
         let (ready, started) = mpsc::channel();
         let served = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime");
+            let mut builder = match workers {
+                None => tokio::runtime::Builder::new_current_thread(),
+                Some(n) => {
+                    let mut b = tokio::runtime::Builder::new_multi_thread();
+                    b.worker_threads(n);
+                    b
+                }
+            };
+            let rt = builder.enable_all().build().expect("a runtime");
             rt.block_on(async move {
                 let options = setup.facade;
                 let (ticks, _) = setup.host().await;

@@ -1,8 +1,8 @@
 //! Real MCP SDKs, run as programs, against the facade over Streamable
 //! HTTP in this process: the Python SDK (its default `mcp.Client()`, which
 //! opens with `server/discover`, and the legacy `ClientSession` with
-//! `initialize`), the TypeScript SDK, and the official conformance suite
-//! against its baseline. Each client checks what it saw and prints `ok
+//! `initialize`), the TypeScript SDK, MCP Inspector's CLI, and the
+//! official conformance suite against its baseline. Each client checks what it saw and prints `ok
 //! CHECK` lines (`tests/mcp-clients/`); the same clients over stdio start
 //! the `tickbox mcp` process, in the CLI's tests.
 
@@ -11,7 +11,8 @@ use crate::{native, wasm};
 use std::process::Command;
 use tickbox_mcp::Grants;
 use tickbox_test_support::mcp_clients::{
-    assert_checks, counter_wasm, npm_package, python_client, run, ts_client, with, SDK_CHECKS,
+    assert_checks, counter_wasm, inspector, npm_package, python_client, run, ts_client, with,
+    SDK_CHECKS,
 };
 use tickbox_test_support::{tick, TempDir};
 
@@ -50,6 +51,30 @@ fn typescript_sdk_over_streamable_http() {
     let r = ts_client("http", &[server.url()]);
     let checks = with("resources/subscribe", SDK_CHECKS);
     assert_checks("the TypeScript SDK (HTTP)", &r, &checks);
+}
+
+/// Over Streamable HTTP, calls of two `mcp-inspector --cli` runs (two
+/// clients, one method each) reach the same Tick.
+#[test]
+fn mcp_inspector_cli_over_streamable_http() {
+    let server = HttpServer::start_with(counter(), |_| {});
+    let http = [server.url(), "--transport".into(), "http".into()];
+    let r = inspector(
+        &http,
+        &[
+            "tools/call",
+            "--tool-name",
+            "increment",
+            "--tool-arg",
+            "amount=3",
+        ],
+    );
+    assert_eq!(r["structuredContent"]["value"], 3, "{r}");
+    let r = inspector(&http, &["resources/read", "--uri", "tick://counter/state"]);
+    let text = r["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!(text.contains(r#""value":3"#), "{text}");
 }
 
 /// The official conformance suite: every active server scenario passes on

@@ -19,6 +19,9 @@
 //! - `memory` — memories and tables a Tick may define, the size bound;
 //! - `handles` — handle caps for components and preview-1 modules;
 //! - `quota` — write quotas, per Tick and per grant;
+//! - `entries` — files, directories and hard links a Tick creates count
+//!   against its write quota, and moves into or out of a metered grant are
+//!   refused;
 //! - `cache` — the compile cache: private, MAC-checked, capped;
 //! - `catalog` — a catalog's costly patterns bounded, and charged to the
 //!   Tick's memory bound;
@@ -29,6 +32,7 @@
 
 mod cache;
 mod catalog;
+mod entries;
 mod grants;
 mod guest;
 mod handles;

@@ -1,27 +1,28 @@
 //! Write quotas count what a Tick creates, not only the bytes it writes:
 //! every file, directory or hard link a component creates costs
-//! `ENTRY_COST` (4 KiB) against `--max-write` and its grant's `max=`, and
-//! a file cannot be moved into or out of a grant with its own quota from
+//! `ENTRY_COST` (4 KiB) against `max_write` and its grant's `max=`, and a
+//! file cannot be moved into or out of a grant with its own quota from
 //! another grant (`cross-device`, so a program copies it instead, and the
-//! copy is metered). Each through the wire: the hostile guest, a real
-//! `tickbox call` per step, the host's directory checked after.
+//! copy is metered). Each through a fresh hostile guest per step, the
+//! host's directory checked after.
 
-use crate::util::*;
+use crate::guest::*;
 use serde_json::{json, Value};
 use std::path::Path;
+use tickbox_sandbox::GrantSpec;
+use tickbox_test_support::*;
 
 /// What one entry costs against a write quota (the runtime's `ENTRY_COST`).
 const ENTRY_COST: usize = 4096;
 
-/// One `tickbox call` of the hostile guest with these grants; its result.
-fn call(tool: &str, args: Value, grants: &[&str]) -> Value {
-    let wasm = hostile();
-    let args = args.to_string();
-    let mut argv = vec!["call", wasm.as_str(), tool, args.as_str(), "--yes"];
-    argv.extend_from_slice(grants);
-    let out = tickbox(&argv);
-    assert_eq!(out.code, 0, "{out:#?}");
-    out.json()
+/// One call of a fresh hostile guest under these `dir` grants and this
+/// `max_write` quota; its result.
+async fn call(tool: &str, args: Value, grants: &[&str], max_write: Option<&str>) -> Value {
+    let spec = GrantSpec {
+        max_write: max_write.map(str::to_string),
+        ..dirs(grants)
+    };
+    attempt(tool, args, &spec).await
 }
 
 /// How many entries `dir` holds on the host.
@@ -41,36 +42,41 @@ fn assert_cross_device(v: &Value) {
     assert_eq!(v["kind"], "CrossesDevices", "refused as cross-device: {v}");
 }
 
-#[test]
-fn files_and_directories_a_tick_creates_count_against_its_write_quota() {
+#[tokio::test]
+async fn files_and_directories_a_tick_creates_count_against_its_write_quota() {
     let data = TempDir::new("entries");
     let grant = format!("{}::/q", data.0.display());
-    let make = |kind: &str, dirs: bool, flags: &[&str]| -> Value {
+    // Twenty files or directories made under `data/KIND` with this quota;
+    // what the guest counted must be what the host holds.
+    let make = |kind: &'static str, dirs: bool, max_write: Option<&'static str>| {
         let sub = data.path(kind);
         std::fs::create_dir(&sub).unwrap();
-        let mut grants = vec!["--dir", grant.as_str()];
-        grants.extend_from_slice(flags);
-        let v = call(
-            "create_many",
-            json!({"path": format!("/q/{kind}"), "n": 20, "dirs": dirs}),
-            &grants,
-        );
-        assert_eq!(
-            v["created"].as_u64().unwrap_or(20) as usize,
-            count(&sub),
-            "what the guest counted is what the host holds: {v}"
-        );
-        v
+        let grant = grant.clone();
+        async move {
+            let v = call(
+                "create_many",
+                json!({"path": format!("/q/{kind}"), "n": 20, "dirs": dirs}),
+                &[&grant],
+                max_write,
+            )
+            .await;
+            assert_eq!(
+                v["created"].as_u64().unwrap_or(20) as usize,
+                count(&sub),
+                "what the guest counted is what the host holds: {v}"
+            );
+            v
+        }
     };
     // 40 KiB: ten entries of 4 KiB, files or directories; the eleventh is
     // the guest's `quota` error.
     for (kind, dirs) in [("files", false), ("dirs", true)] {
-        let v = make(kind, dirs, &["--max-write", "40KiB"]);
+        let v = make(kind, dirs, Some("40KiB")).await;
         assert_quota(&v);
         assert_eq!(v["created"], 40 * 1024 / ENTRY_COST, "{v}");
     }
     // 1 KiB: not one entry.
-    let v = make("none", false, &["--max-write", "1KiB"]);
+    let v = make("none", false, Some("1KiB")).await;
     assert_quota(&v);
     assert_eq!(v["created"], 0, "{v}");
     // A grant's own quota counts entries too.
@@ -79,8 +85,10 @@ fn files_and_directories_a_tick_creates_count_against_its_write_quota() {
     let v = call(
         "create_many",
         json!({"path": "/q/own", "n": 20}),
-        &["--dir", &own],
-    );
+        &[&own],
+        None,
+    )
+    .await;
     assert_quota(&v);
     assert_eq!(v["created"], 2, "{v}");
     assert_eq!(count(&data.path("own")), 2);
@@ -88,14 +96,16 @@ fn files_and_directories_a_tick_creates_count_against_its_write_quota() {
     // Positive controls: without a quota all twenty are made; and under
     // 1 KiB a file that exists is still written (opening it with `create`
     // creates nothing, so costs nothing), within the byte quota.
-    let v = make("free", false, &[]);
+    let v = make("free", false, None).await;
     assert_eq!(v, json!({"ok": true, "created": 20}));
     std::fs::write(data.path("none/exists.txt"), "").unwrap();
     let v = call(
         "write_file",
         json!({"path": "/q/none/exists.txt", "text": "x".repeat(100)}),
-        &["--dir", &grant, "--max-write", "1KiB"],
-    );
+        &[&grant],
+        Some("1KiB"),
+    )
+    .await;
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(
         std::fs::read_to_string(data.path("none/exists.txt")).unwrap(),
@@ -106,14 +116,18 @@ fn files_and_directories_a_tick_creates_count_against_its_write_quota() {
     let v = call(
         "write_file",
         json!({"path": "/q/new.txt", "text": "x".repeat(5000)}),
-        &["--dir", &grant, "--max-write", "8KiB"],
-    );
+        &[&grant],
+        Some("8KiB"),
+    )
+    .await;
     assert_eq!(v["ok"], false, "{v}");
     let v = call(
         "write_file",
         json!({"path": "/q/new2.txt", "text": "x".repeat(4000)}),
-        &["--dir", &grant, "--max-write", "8KiB"],
-    );
+        &[&grant],
+        Some("8KiB"),
+    )
+    .await;
     assert_eq!(v["ok"], true, "{v}");
     assert_eq!(
         std::fs::metadata(data.path("new2.txt")).unwrap().len(),
@@ -121,35 +135,29 @@ fn files_and_directories_a_tick_creates_count_against_its_write_quota() {
     );
 }
 
-#[test]
-fn a_file_cannot_be_moved_or_linked_into_a_metered_grant_from_another() {
+#[tokio::test]
+async fn a_file_cannot_be_moved_or_linked_into_a_metered_grant_from_another() {
     let q = TempDir::new("move-metered");
     let free = TempDir::new("move-free");
     let free2 = TempDir::new("move-free2");
     let metered = format!("{}::/q:rw,max=64KiB", q.0.display());
     let open = format!("{}::/free", free.0.display());
     let open2 = format!("{}::/free2", free2.0.display());
-    let grants = [
-        "--dir",
-        metered.as_str(),
-        "--dir",
-        open.as_str(),
-        "--dir",
-        open2.as_str(),
-    ];
+    let grants = [metered.as_str(), open.as_str(), open2.as_str()];
+    let call = |tool: &'static str, args: Value| call(tool, args, &grants, None);
     // 100,000 bytes where no quota applies, then moved into the grant
     // whose quota is 64 KiB: refused, and nothing moved.
     let v = call(
         "write_file",
         json!({"path": "/free/big.txt", "text": "x".repeat(100_000)}),
-        &grants,
-    );
+    )
+    .await;
     assert_eq!(v["ok"], true, "{v}");
     let v = call(
         "rename",
         json!({"from": "/free/big.txt", "to": "/q/big.txt"}),
-        &grants,
-    );
+    )
+    .await;
     assert_cross_device(&v);
     assert!(!q.path("big.txt").exists());
     assert_eq!(
@@ -160,8 +168,8 @@ fn a_file_cannot_be_moved_or_linked_into_a_metered_grant_from_another() {
     let v = call(
         "hard_link",
         json!({"from": "/free/big.txt", "to": "/q/big.txt"}),
-        &grants,
-    );
+    )
+    .await;
     assert_cross_device(&v);
     assert!(!q.path("big.txt").exists());
     // Out of the metered grant as well (either side metered).
@@ -169,8 +177,8 @@ fn a_file_cannot_be_moved_or_linked_into_a_metered_grant_from_another() {
     let v = call(
         "rename",
         json!({"from": "/q/small.txt", "to": "/free/small.txt"}),
-        &grants,
-    );
+    )
+    .await;
     assert_cross_device(&v);
     assert!(q.path("small.txt").exists());
 
@@ -180,22 +188,22 @@ fn a_file_cannot_be_moved_or_linked_into_a_metered_grant_from_another() {
     let v = call(
         "rename",
         json!({"from": "/q/small.txt", "to": "/q/moved.txt"}),
-        &grants,
-    );
+    )
+    .await;
     assert_eq!(v, json!({"ok": true}));
     assert!(q.path("moved.txt").exists() && !q.path("small.txt").exists());
     let v = call(
         "hard_link",
         json!({"from": "/q/moved.txt", "to": "/q/linked.txt"}),
-        &grants,
-    );
+    )
+    .await;
     assert_eq!(v, json!({"ok": true}));
     assert_eq!(std::fs::read_to_string(q.path("linked.txt")).unwrap(), "s");
     let v = call(
         "rename",
         json!({"from": "/free/big.txt", "to": "/free2/big.txt"}),
-        &grants,
-    );
+    )
+    .await;
     assert_eq!(v, json!({"ok": true}));
     assert_eq!(
         std::fs::metadata(free2.path("big.txt")).unwrap().len(),
