@@ -9,7 +9,9 @@
 //! [`registry`] starts a real OCI registry and makes SSH keys; [`wasm`]
 //! generates the modules that hit the sandbox's walls; [`mcp_http`] is a
 //! raw-TCP client of an MCP HTTP server, [`mcp_lines`] a raw-lines one of
-//! an MCP server on a byte stream; [`inspect_page`] a raw-HTTP client of
+//! an MCP server on a byte stream, [`mcp_process`] an MCP server as a
+//! process (raw lines or HTTP), [`pty`] a process on a terminal of its
+//! own; [`inspect_page`] a raw-HTTP client of
 //! the inspector's page server and its headless-Chromium driver; [`otel`]
 //! runs a real OTLP receiver; [`audit`] reads audit files; [`traces`]
 //! reads a scenario trace.
@@ -19,8 +21,10 @@ pub mod inspect_page;
 pub mod mcp_clients;
 pub mod mcp_http;
 pub mod mcp_lines;
+pub mod mcp_process;
 pub mod otel;
 mod output;
+pub mod pty;
 pub mod registry;
 pub mod traces;
 pub mod wasm;

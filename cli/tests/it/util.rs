@@ -2,6 +2,7 @@
 //! or the library crates here, over the workspace-wide harness of
 //! `tickbox-test-support` (re-exported whole).
 
+pub(crate) use crate::mcp_wire::{Start, StartHttp};
 pub use tickbox_test_support::*;
 
 use std::path::{Path, PathBuf};
