@@ -9,6 +9,10 @@
 //!   an approval of its exact bytes kept in a private trust store; the
 //!   decision, with an [`Approver`](tickbox_app::Approver) of the test's
 //!   own in place of the CLI's terminal prompt;
+//! - `examples` — the SDK's example Ticks (`examples/`), built for
+//!   wasm32-wasip2 and natively and started through [`App::open`], each
+//!   driven through a scripted session on both backends, and each passing
+//!   `tickbox_conformance`'s checker;
 //! - `inspect` — the inspector's page server in process: its door, its
 //!   bounds, confirmed calls, exports, a hostile Tick's markup as data,
 //!   trimming, a live instance to its end, and the page in headless
@@ -31,6 +35,7 @@
 
 mod audit;
 mod consent;
+mod examples;
 mod inspect;
 mod live;
 mod policy;

@@ -77,8 +77,6 @@
 //!   get a trace, asciinema plays it, frames, states and outcomes in it,
 //!   the same file on every run, a hostile Tick's trace inert, the size
 //!   bound, and trace files as untrusted input;
-//! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
-//!   natively, each driven through a scripted session on both backends;
 //! - `audit` — the audit stream (`--audit`): each start, call, approval,
 //!   denial, limit and end once with what was attempted, a hostile Tick's
 //!   names only escaped, `-` on stderr only, the live host's rotating
@@ -108,7 +106,6 @@ mod determinism;
 mod doc_examples;
 mod drain;
 mod entries;
-mod examples;
 mod fixtures;
 mod http;
 mod inspect;
