@@ -13,6 +13,10 @@
 //!   wasm32-wasip2 and natively and started through [`App::open`], each
 //!   driven through a scripted session on both backends, and each passing
 //!   `tickbox_conformance`'s checker;
+//! - `fixtures` — a scenario's `[[http]]` answers (no socket opened, a
+//!   miss one escaped line in every report) and `[files]` seeding its
+//!   scratch directory, run as `tickbox test` runs it; their walls and
+//!   bounds;
 //! - `inspect` — the inspector's page server in process: its door, its
 //!   bounds, confirmed calls, exports, a hostile Tick's markup as data,
 //!   trimming, a live instance to its end, and the page in headless
@@ -36,6 +40,7 @@
 mod audit;
 mod consent;
 mod examples;
+mod fixtures;
 mod inspect;
 mod live;
 mod policy;

@@ -53,9 +53,8 @@
 //! - `scenario_walls` — scenario files as untrusted input: native Ticks only
 //!   when allowed, grant roots, allowed environment variables, no symbolic
 //!   links, names that forge no report line, time budgets;
-//! - `fixtures` — scenarios' `[[http]]` answers with no socket opened (a
-//!   loopback witness), unmatched requests as one escaped line, fixture
-//!   files' walls and bounds, `[files]` seeding the scratch directory;
+//! - `fixtures` — `--retries` starting each attempt from the seeded
+//!   scratch directory (the fixtures themselves are tickbox-app's);
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
 //!   drawn from the screen model only, escaped text in every command, a
 //!   `run` host ended during a flood (a huge draw split is tickbox-app's
