@@ -50,9 +50,9 @@
 //!   scenario that replays green (wasm on virtual time, native on real time);
 //! - `scenario` — `tickbox test`: the example scenarios, failure output,
 //!   identical screens under virtual time, exit codes;
-//! - `scenario_walls` — scenario files as untrusted input: native Ticks only
-//!   when allowed, grant roots, allowed environment variables, no symbolic
-//!   links, names that forge no report line, time budgets;
+//! - `scenario_walls` — what `tickbox test` decides about scenario files
+//!   as untrusted input: native Ticks only when allowed, `--grant-root`,
+//!   `--allow-env`, the time budgets' flags (the walls are the runner's);
 //! - `fixtures` — `--retries` starting each attempt from the seeded
 //!   scratch directory (the fixtures themselves are tickbox-app's);
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
