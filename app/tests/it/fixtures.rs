@@ -15,22 +15,18 @@
 //! reads what `[files]` seeded. A retry starting from the seeded files is
 //! `tickbox test --retries`'s, in `cli/tests/it/fixtures.rs`.
 
-use crate::settings;
+use crate::{prepared, settings};
 use serde_json::json;
 use std::net::TcpListener;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 use tickbox_app::{scenarios, App, Request, Target};
 use tickbox_conformance::scenario::{
-    self, report, Outcome, Policy, Prepared, RunOptions, ScenarioResult, MAX_FIXTURE_BODY,
-    MAX_HTTP_FIXTURES, MAX_SEED_FILES,
+    self, report, Outcome, Policy, RunOptions, ScenarioResult, MAX_FIXTURE_BODY, MAX_HTTP_FIXTURES,
+    MAX_SEED_FILES,
 };
 use tickbox_sandbox::GrantSpec;
 use tickbox_test_support::*;
-
-/// Why nobody is asked, for the scenarios' requests.
-const NOBODY: &str = "a scenario runs unattended in this test";
 
 fn httpget() -> String {
     build_wasm("tests/guests", "httpget", "wasm32-wasip2")
@@ -60,14 +56,7 @@ pub async fn run(file: &Path) -> ScenarioResult {
         Err(o) => return ScenarioResult::not_run(&s.name, file.into(), s.steps.len(), o),
     };
     let app = App::new(settings(None));
-    let launcher = app
-        .launcher(&scenarios::request(&s, NOBODY))
-        .expect("a launcher");
-    let prepared = Prepared {
-        kind: launcher.kind(),
-        launch: Arc::new(launcher),
-    };
-    scenario::run(&s, &prepared, &RunOptions::default()).await
+    scenario::run(&s, &prepared(&app, &s), &RunOptions::default()).await
 }
 
 /// Asserts `r` passed, showing its report if not.

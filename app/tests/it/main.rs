@@ -50,8 +50,11 @@ mod views;
 
 use serde_json::Value;
 use std::path::PathBuf;
-use std::sync::Mutex;
-use tickbox_app::{App, AppError, CallOutcome, Notice, Notices, Opened, Request, Settings};
+use std::sync::{Arc, Mutex};
+use tickbox_app::{
+    scenarios, App, AppError, CallOutcome, Notice, Notices, Opened, Request, Settings,
+};
+use tickbox_conformance::scenario::{Prepared, Scenario};
 use tickbox_test_support::target_dir;
 
 /// Settings as the CLI fills them with no `TICKBOX_*` variable set, but
@@ -133,4 +136,19 @@ pub async fn read(app: &App, request: &Request) -> Ran {
     };
     tick.close().await;
     ran
+}
+
+/// Why nobody is asked, for the scenarios' requests.
+const NOBODY: &str = "a scenario runs unattended in this test";
+
+/// What `tickbox test` starts for `s`'s `[tick]`: the app's launcher of
+/// [`scenarios::request`], nobody asked.
+pub fn prepared(app: &App, s: &Scenario) -> Prepared {
+    let launcher = app
+        .launcher(&scenarios::request(s, NOBODY))
+        .expect("a launcher");
+    Prepared {
+        kind: launcher.kind(),
+        launch: Arc::new(launcher),
+    }
 }

@@ -7,28 +7,7 @@
 //! are the runner's: `conformance/tests/it/scenario_walls.rs`.
 
 use crate::util::*;
-use std::path::{Path, PathBuf};
-
-/// The wasm counter example (`examples/counter`).
-fn counter_wasm() -> String {
-    build_wasm("examples", "counter", "wasm32-wasip2")
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// A scenario for the wasm counter: `tick` extra lines in `[tick]`, then
-/// `steps`.
-fn wasm_scenario(file: &Path, tick: &str, steps: &str) {
-    let body = format!(
-        "[tick]\npath = {:?}\nsize = [40, 8]\n{tick}\n{steps}",
-        counter_wasm()
-    );
-    std::fs::write(file, body).unwrap();
-}
-
-/// Two presses and their state: passes on the counter.
-const PRESS_TWICE: &str =
-    "[[step]]\nkeys = [\"+\", \"+\"]\n\n[[step]]\nexpect_state = { pointer = \"/value\", equals = 2 }\n";
+use std::path::Path;
 
 fn test(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut argv = vec!["test"];
@@ -67,7 +46,7 @@ fn native_scenarios_run_only_when_allowed() {
     // Positive control: a wasm Tick runs under both.
     let t = TempDir::new("walls-sandboxed");
     let file = t.path("wasm.scenario.toml");
-    wasm_scenario(&file, "", PRESS_TWICE);
+    counter_scenario_at(&file, "", PRESS_TWICE);
     let out = test(&[&s(&file), "--sandboxed-only"], &[("CI", "1")]);
     assert_eq!(out.code, 0, "{out:#?}");
 }
@@ -79,7 +58,7 @@ fn dir_grants_stay_under_the_grant_root() {
     std::fs::create_dir_all(&here).unwrap();
     std::fs::create_dir_all(t.path("outside")).unwrap();
     let file = here.join("g.scenario.toml");
-    wasm_scenario(&file, "dir = [\"../outside\"]", PRESS_TWICE);
+    counter_scenario_at(&file, "dir = [\"../outside\"]", PRESS_TWICE);
     let out = test(&[&s(&file)], &[]);
     out.expect(2, "test: 1 scenario is invalid");
     assert!(out.stdout.contains("is outside the grant root"), "{out:#?}");
@@ -94,7 +73,7 @@ fn environment_variables_are_read_only_when_allowed() {
     let t = TempDir::new("walls-env");
     let file = t.path("e.scenario.toml");
     let secret = ("WALLS_SECRET", "hunter2-do-not-print");
-    wasm_scenario(&file, "env = [\"WALLS_SECRET\"]", PRESS_TWICE);
+    counter_scenario_at(&file, "env = [\"WALLS_SECRET\"]", PRESS_TWICE);
     let out = test(&[&s(&file)], &[secret]);
     out.expect(2, "test: 1 scenario is invalid");
     assert!(
@@ -108,24 +87,11 @@ fn environment_variables_are_read_only_when_allowed() {
     test(&[&s(&file), "--allow-env", "A=B"], &[]).expect(2, "give a variable's name");
 }
 
-/// A native counter scenario that waits (real time, up to its 10 minute
-/// step timeout) for a value that never comes.
-fn forever(file: &PathBuf) {
-    std::fs::write(
-        file,
-        format!(
-            "[tick]\ncommand = [\"python3\", {:?}]\n[[step]]\nwait_for = {{ pointer = \"/value\", equals = 99 }}\ntimeout = \"10m\"\n",
-            tick("counter.py")
-        ),
-    )
-    .unwrap();
-}
-
 #[test]
 fn scenarios_and_runs_stop_at_their_time_budget() {
     let t = TempDir::new("walls-time");
     let (a, b) = (t.path("a.scenario.toml"), t.path("b.scenario.toml"));
-    forever(&a);
+    forever_scenario_at(&a);
     let out = test(&[&s(&a), "--timeout", "2s"], &[]);
     out.expect(1, "1 of 1 scenario failed");
     assert!(
@@ -137,7 +103,7 @@ fn scenarios_and_runs_stop_at_their_time_budget() {
 
     // The run's budget: the first scenario uses it up, the second never
     // starts (one at a time).
-    forever(&b);
+    forever_scenario_at(&b);
     let out = test(&[&s(&t.0), "-j", "1", "--run-timeout", "2s"], &[]);
     out.expect(1, "2 of 2 scenarios failed");
     assert!(

@@ -7,7 +7,7 @@
 //! stays in `cli/tests/it/scenario_walls.rs`.
 
 use crate::scenario::{invalid, run_under, run_with};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 use tickbox_conformance::scenario::{
     self, report, Outcome, Policy, RunOptions, ScenarioResult, TimeBudget,
@@ -20,20 +20,6 @@ fn counter_wasm() -> String {
         .to_string_lossy()
         .into_owned()
 }
-
-/// A scenario for the wasm counter: `tick` extra lines in `[tick]`, then
-/// `steps`.
-fn wasm_scenario(file: &Path, tick: &str, steps: &str) {
-    let body = format!(
-        "[tick]\npath = {:?}\nsize = [40, 8]\n{tick}\n{steps}",
-        counter_wasm()
-    );
-    std::fs::write(file, body).unwrap();
-}
-
-/// Two presses and their state: passes on the counter.
-const PRESS_TWICE: &str =
-    "[[step]]\nkeys = [\"+\", \"+\"]\n\n[[step]]\nexpect_state = { pointer = \"/value\", equals = 2 }\n";
 
 /// Runs `file` once with no flags.
 async fn run(file: &Path) -> ScenarioResult {
@@ -70,7 +56,7 @@ async fn dir_grants_stay_under_the_grant_root() {
     let file = here.join("g.scenario.toml");
 
     // Positive control: a directory beside the scenario is granted.
-    wasm_scenario(&file, "dir = [\"data::/data:ro\"]", PRESS_TWICE);
+    counter_scenario_at(&file, "dir = [\"data::/data:ro\"]", PRESS_TWICE);
     passed(&run(&file).await);
 
     // Outside it, by absolute path, by `..`, through a link: refused.
@@ -80,7 +66,7 @@ async fn dir_grants_stay_under_the_grant_root() {
     };
     let outside = outside.to_string_lossy().into_owned();
     for grant in [outside, "../outside".into(), "link::/l".into()] {
-        wasm_scenario(&file, &format!("dir = [{grant:?}]"), PRESS_TWICE);
+        counter_scenario_at(&file, &format!("dir = [{grant:?}]"), PRESS_TWICE);
         invalid(&run(&file).await, "is outside the grant root");
         // A root the run names widens it.
         passed(&run_under(&file, &wider, &RunOptions::default()).await);
@@ -119,7 +105,7 @@ async fn environment_variables_are_read_only_when_allowed() {
     assert!(!format!("{r:?}").contains(secret), "{r:?}");
 
     // An env grant copying it to the Tick: refused too.
-    wasm_scenario(&file, "env = [\"WALLS_SECRET\"]", PRESS_TWICE);
+    counter_scenario_at(&file, "env = [\"WALLS_SECRET\"]", PRESS_TWICE);
     let r = run(&file).await;
     invalid(&r, "allow it with allow_env WALLS_SECRET");
     assert!(!format!("{r:?}").contains(secret), "{r:?}");
@@ -133,7 +119,7 @@ async fn environment_variables_are_read_only_when_allowed() {
     )
     .unwrap();
     passed(&run_under(&file, &allowing("WALLS_DIR"), &opts).await);
-    wasm_scenario(&file, "env = [\"MODE=fast\"]", PRESS_TWICE);
+    counter_scenario_at(&file, "env = [\"MODE=fast\"]", PRESS_TWICE);
     passed(&run(&file).await);
 }
 
@@ -169,7 +155,7 @@ async fn snapshots_are_never_read_or_written_through_a_link() {
     let dir = t.path("repo");
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("s.scenario.toml");
-    wasm_scenario(
+    counter_scenario_at(
         &file,
         "",
         &format!("{PRESS_TWICE}\n[[step]]\nexpect_screen = {{ snapshot = \"after\" }}\n"),
@@ -260,24 +246,11 @@ async fn a_newline_in_a_name_forges_no_report_line() {
     assert!(out.starts_with("FAIL    plain counter ("), "{out}");
 }
 
-/// A native counter scenario that waits (real time, up to its 10 minute
-/// step timeout) for a value that never comes.
-fn forever(file: &PathBuf) {
-    std::fs::write(
-        file,
-        format!(
-            "[tick]\ncommand = [\"python3\", {:?}]\n[[step]]\nwait_for = {{ pointer = \"/value\", equals = 99 }}\ntimeout = \"10m\"\n",
-            tick("counter.py")
-        ),
-    )
-    .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scenarios_stop_at_their_time_budget() {
     let t = TempDir::new("walls-time");
     let file = t.path("a.scenario.toml");
-    forever(&file);
+    forever_scenario_at(&file);
     let bound = "the test's budget of 2s";
     let opts = |limit: Duration| RunOptions {
         budget: TimeBudget {
