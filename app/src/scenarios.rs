@@ -3,7 +3,7 @@
 
 use crate::{Asking, Request, Target};
 use std::path::{Path, PathBuf};
-use tickbox_conformance::scenario::{self, trace, Scenario, ScenarioResult};
+use tickbox_conformance::scenario::{self, trace, Outcome, Scenario, ScenarioResult};
 
 /// The request a scenario's `[tick]` makes: its grants straight from the
 /// scenario (the same checks and defaults as a command line's), a native
@@ -29,6 +29,33 @@ pub fn request(s: &Scenario, why: &'static str) -> Request {
     request.cwd = cwd;
     request.asking = Asking::Nobody(why);
     request
+}
+
+/// The scratch directory a scenario's `[tick] scratch` asks for: a fresh
+/// empty one seeded with its `[files]` before the Tick starts, granted to
+/// the Tick at the guest path (added to `s`'s dir grants), removed when the
+/// [`Scratch`] is dropped. None without `scratch`; a scratch on a native
+/// Tick is invalid, a directory that cannot be made or seeded a start that
+/// failed.
+pub fn scratch(s: &mut Scenario) -> Result<Option<Scratch>, Outcome> {
+    let Some(guest) = s.tick.scratch.clone() else {
+        return Ok(None);
+    };
+    if !s.tick.path.as_deref().is_some_and(crate::is_sandboxed) {
+        return Err(Outcome::Invalid(
+            "[tick] scratch applies to wasm Ticks".into(),
+        ));
+    }
+    let dir = Scratch::new()
+        .map_err(|e| Outcome::StartFailed(format!("cannot make the scratch directory: {e}")))?;
+    scenario::seed_files(dir.path(), &s.files).map_err(|e| {
+        Outcome::StartFailed(format!("cannot seed the scratch directory ([files]): {e}"))
+    })?;
+    s.tick
+        .grants
+        .dir
+        .push(format!("{}::{guest}", dir.path().display()));
+    Ok(Some(dir))
 }
 
 /// A private temporary directory, removed on drop.

@@ -474,6 +474,54 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
 
+/// Two presses of `+` and the state they make: steps that pass on the
+/// counter example.
+pub const PRESS_TWICE: &str =
+    "[[step]]\nkeys = [\"+\", \"+\"]\n\n[[step]]\nexpect_state = { pointer = \"/value\", equals = 2 }\n";
+
+/// Writes a scenario on the wasm counter example (40x8) to `file`: `tick`'s
+/// lines added to its `[tick]` table, then `steps`.
+pub fn counter_scenario_at(file: &Path, tick: &str, steps: &str) {
+    let wasm = build_wasm("examples", "counter", "wasm32-wasip2");
+    let body = format!("[tick]\npath = {wasm:?}\nsize = [40, 8]\n{tick}\n{steps}");
+    std::fs::write(file, body).expect("write the scenario");
+}
+
+/// Writes to `file` a scenario on the native counter (`tests/ticks`) that
+/// waits (real time, up to its 10 minute step timeout) for a value that
+/// never comes: only a time budget stops it.
+pub fn forever_scenario_at(file: &Path) {
+    let text = format!(
+        "[tick]\ncommand = [\"python3\", {:?}]\n[[step]]\nwait_for = {{ pointer = \"/value\", equals = 99 }}\ntimeout = \"10m\"\n",
+        tick("counter.py")
+    );
+    std::fs::write(file, text).expect("write the scenario");
+}
+
+/// Waits (up to [`PATIENCE`]) for the first event on `events` that `pick`
+/// maps to `Ok(Some(_))`, and returns what it made of it; `Err(why)` (an
+/// event that ends the wait, e.g. a session's end), a closed channel or
+/// the time running out fails the test, naming `what` was awaited.
+pub async fn event_where<E: Clone, T>(
+    events: &mut tokio::sync::broadcast::Receiver<E>,
+    what: &str,
+    mut pick: impl FnMut(E) -> Result<Option<T>, String>,
+) -> T {
+    let wait = async {
+        loop {
+            match events.recv().await.map(&mut pick) {
+                Ok(Ok(Some(found))) => return found,
+                Ok(Ok(None)) => {}
+                Ok(Err(why)) => panic!("{why}, waiting for {what}"),
+                Err(e) => panic!("events closed waiting for {what}: {e}"),
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, wait)
+        .await
+        .unwrap_or_else(|_| panic!("no {what} within {PATIENCE:?}"))
+}
+
 /// Waits (up to [`PATIENCE`]) until the text `read` returns contains
 /// `needle` (a view's screen, a log), and returns that text; fails the
 /// test with the last text read otherwise.

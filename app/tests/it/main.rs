@@ -9,6 +9,14 @@
 //!   an approval of its exact bytes kept in a private trust store; the
 //!   decision, with an [`Approver`](tickbox_app::Approver) of the test's
 //!   own in place of the CLI's terminal prompt;
+//! - `examples` — the SDK's example Ticks (`examples/`), built for
+//!   wasm32-wasip2 and natively and started through [`App::open`], each
+//!   driven through a scripted session on both backends, and each passing
+//!   `tickbox_conformance`'s checker;
+//! - `fixtures` — a scenario's `[[http]]` answers (no socket opened, a
+//!   miss one escaped line in every report) and `[files]` seeding its
+//!   scratch directory, run as `tickbox test` runs it; their walls and
+//!   bounds;
 //! - `inspect` — the inspector's page server in process: its door, its
 //!   bounds, confirmed calls, exports, a hostile Tick's markup as data,
 //!   trimming, a live instance to its end, and the page in headless
@@ -31,6 +39,8 @@
 
 mod audit;
 mod consent;
+mod examples;
+mod fixtures;
 mod inspect;
 mod live;
 mod policy;
@@ -40,8 +50,11 @@ mod views;
 
 use serde_json::Value;
 use std::path::PathBuf;
-use std::sync::Mutex;
-use tickbox_app::{App, AppError, CallOutcome, Notice, Notices, Opened, Request, Settings};
+use std::sync::{Arc, Mutex};
+use tickbox_app::{
+    scenarios, App, AppError, CallOutcome, Notice, Notices, Opened, Request, Settings,
+};
+use tickbox_conformance::scenario::{Prepared, Scenario};
 use tickbox_test_support::target_dir;
 
 /// Settings as the CLI fills them with no `TICKBOX_*` variable set, but
@@ -123,4 +136,19 @@ pub async fn read(app: &App, request: &Request) -> Ran {
     };
     tick.close().await;
     ran
+}
+
+/// Why nobody is asked, for the scenarios' requests.
+const NOBODY: &str = "a scenario runs unattended in this test";
+
+/// What `tickbox test` starts for `s`'s `[tick]`: the app's launcher of
+/// [`scenarios::request`], nobody asked.
+pub fn prepared(app: &App, s: &Scenario) -> Prepared {
+    let launcher = app
+        .launcher(&scenarios::request(s, NOBODY))
+        .expect("a launcher");
+    Prepared {
+        kind: launcher.kind(),
+        launch: Arc::new(launcher),
+    }
 }

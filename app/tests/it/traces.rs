@@ -8,20 +8,16 @@
 //! Which scenarios `--trace` traces, the report's lines and `tickbox test
 //! show-trace` stay in `cli/tests/it/traces.rs`.
 
-use crate::settings;
+use crate::{prepared, settings};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use tickbox_app::{scenarios, App};
-use tickbox_conformance::scenario::{self, Outcome, Policy, Prepared, RunOptions, ScenarioResult};
+use tickbox_conformance::scenario::{self, Outcome, Policy, RunOptions, ScenarioResult};
 use tickbox_protocol::text::is_unsafe;
 use tickbox_test_support::traces::{
     events, names, records, without_renderer_sequences, MAX_TRACE_BYTES,
 };
 use tickbox_test_support::{build_wasm, root, tick, TempDir};
-
-/// Why nobody is asked, for the scenarios' requests.
-const NOBODY: &str = "a scenario runs unattended in this test";
 
 /// Writes the scenario `name` on the wasm counter (virtual time), its
 /// steps after the `[tick]` table.
@@ -65,14 +61,7 @@ async fn traced(files: &[&Path], traces: &Path) -> Vec<ScenarioResult> {
     let mut results = Vec::new();
     for file in files {
         let s = scenario::load(file, &Policy::default()).expect("a valid scenario");
-        let launcher = app
-            .launcher(&scenarios::request(&s, NOBODY))
-            .expect("a launcher");
-        let prepared = Prepared {
-            kind: launcher.kind(),
-            launch: Arc::new(launcher),
-        };
-        results.push(scenario::run(&s, &prepared, &opts).await);
+        results.push(scenario::run(&s, &prepared(&app, &s), &opts).await);
     }
     std::fs::create_dir_all(traces).expect("the traces directory");
     scenarios::write_traces(&mut results, traces);

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tickbox_app::scenarios::{write_traces, Scratch};
+use tickbox_app::scenarios::{self, write_traces};
 use tickbox_app::App;
 use tickbox_runtime::scenario::{
     self, report, trace, Outcome, Policy, Prepared, RunOptions, Scenario, ScenarioResult,
@@ -352,40 +352,9 @@ async fn one(
     };
     // A fresh empty directory for `scratch`, removed when the run is over.
     let mut s = s;
-    let scratch = match s.tick.scratch.clone() {
-        None => None,
-        Some(guest) => {
-            if !s
-                .tick
-                .path
-                .as_deref()
-                .is_some_and(super::open::is_sandboxed)
-            {
-                let o = Outcome::Invalid("[tick] scratch applies to wasm Ticks".into());
-                return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
-            }
-            // `[files]` are written into it before the Tick starts.
-            let made =
-                Scratch::new().map_err(|e| format!("cannot make the scratch directory: {e}"));
-            let seeded = made.and_then(|dir| {
-                scenario::seed_files(dir.path(), &s.files)
-                    .map(|()| dir)
-                    .map_err(|e| format!("cannot seed the scratch directory ([files]): {e}"))
-            });
-            match seeded {
-                Ok(dir) => {
-                    s.tick
-                        .grants
-                        .dir
-                        .push(format!("{}::{guest}", dir.path().display()));
-                    Some(dir)
-                }
-                Err(e) => {
-                    let o = Outcome::StartFailed(e);
-                    return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o));
-                }
-            }
-        }
+    let scratch = match scenarios::scratch(&mut s) {
+        Ok(dir) => dir,
+        Err(o) => return Some(ScenarioResult::not_run(&s.name, file, s.steps.len(), o)),
     };
     let prepared = match launcher(&app, &s, &args) {
         Ok(l) => prepare(l),

@@ -55,12 +55,11 @@
 //!   scenario that replays green (wasm on virtual time, native on real time);
 //! - `scenario` — `tickbox test`: the example scenarios, failure output,
 //!   identical screens under virtual time, exit codes;
-//! - `scenario_walls` — scenario files as untrusted input: native Ticks only
-//!   when allowed, grant roots, allowed environment variables, no symbolic
-//!   links, names that forge no report line, time budgets;
-//! - `fixtures` — scenarios' `[[http]]` answers with no socket opened (a
-//!   loopback witness), unmatched requests as one escaped line, fixture
-//!   files' walls and bounds, `[files]` seeding the scratch directory;
+//! - `scenario_walls` — what `tickbox test` decides about scenario files
+//!   as untrusted input: native Ticks only when allowed, `--grant-root`,
+//!   `--allow-env`, the time budgets' flags (the walls are the runner's);
+//! - `fixtures` — `--retries` starting each attempt from the seeded
+//!   scratch directory (the fixtures themselves are tickbox-app's);
 //! - `views` — what reaches a person's terminal from a hostile Tick: views
 //!   drawn from the screen model only, escaped text in every command, a
 //!   `run` host ended during a flood (a huge draw split is tickbox-app's
@@ -80,8 +79,6 @@
 //!   get a trace, asciinema plays it, frames, states and outcomes in it,
 //!   the same file on every run, a hostile Tick's trace inert, the size
 //!   bound, and trace files as untrusted input;
-//! - `examples` — the SDK's example Ticks (`examples/`), built for wasm32-wasip2 and
-//!   natively, each driven through a scripted session on both backends;
 //! - `audit` — the audit stream (`--audit`): each start, call, approval,
 //!   denial, limit and end once with what was attempted, a hostile Tick's
 //!   names only escaped, `-` on stderr only, the live host's rotating
@@ -110,7 +107,6 @@ mod consent;
 mod determinism;
 mod doc_examples;
 mod drain;
-mod examples;
 mod fixtures;
 mod http;
 mod inspect;

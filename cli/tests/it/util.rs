@@ -211,21 +211,15 @@ pub async fn update_where(
     what: &str,
     want: impl Fn(&Value) -> bool,
 ) -> (u64, Value) {
-    let wait = async {
-        loop {
-            match events.recv().await {
-                Ok(SessionEvent::Updated(st)) if want(st.data.wire()) => {
-                    return (st.seq, st.data.wire().clone())
-                }
-                Ok(SessionEvent::Ended(why)) => panic!("session ended waiting for {what}: {why:?}"),
-                Ok(_) => {}
-                Err(e) => panic!("events closed waiting for {what}: {e}"),
-            }
+    let what = format!("an update with {what}");
+    event_where(events, &what, |ev| match ev {
+        SessionEvent::Updated(st) if want(st.data.wire()) => {
+            Ok(Some((st.seq, st.data.wire().clone())))
         }
-    };
-    tokio::time::timeout(PATIENCE, wait)
-        .await
-        .unwrap_or_else(|_| panic!("no update with {what}"))
+        SessionEvent::Ended(why) => Err(format!("the session ended ({why:?})")),
+        _ => Ok(None),
+    })
+    .await
 }
 
 /// Waits for an update whose value is at least `value`; its seq.

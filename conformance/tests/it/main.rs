@@ -14,9 +14,14 @@
 //!   bounds, idle and busy guests, style expectations, native Ticks on
 //!   real time. What only `tickbox test` does (its flags, reports, exit
 //!   codes, review) stays in `cli/tests/it/scenario.rs`;
+//! - `scenario_walls` — scenario files as untrusted input: dir grants
+//!   under the grant roots, the host's variables only when allowed, no
+//!   symbolic links for scenario and snapshot files, names that forge no
+//!   report line, a scenario's time budget;
 //! - `traces` — a hand-edited trace read back escaped, as `show-trace`
 //!   prints it.
 
 mod check;
 mod scenario;
+mod scenario_walls;
 mod traces;

@@ -60,8 +60,14 @@ fn prepared(s: &Scenario) -> Prepared {
 
 /// Loads `file` and runs it once under `opts`; a scenario that does not
 /// load is invalid, as `tickbox test` reports it.
-async fn run_with(file: &Path, opts: &RunOptions) -> ScenarioResult {
-    let s = match scenario::load(file, &Policy::default()) {
+pub(crate) async fn run_with(file: &Path, opts: &RunOptions) -> ScenarioResult {
+    run_under(file, &Policy::default(), opts).await
+}
+
+/// [`run_with`], the file loaded under `policy` (what a run allows: the
+/// host's variables, the grant roots).
+pub(crate) async fn run_under(file: &Path, policy: &Policy, opts: &RunOptions) -> ScenarioResult {
+    let s = match scenario::load(file, policy) {
         Ok(s) => s,
         Err(e) => {
             let stem = scenario::stem(file);
@@ -80,7 +86,7 @@ fn failure(r: &ScenarioResult) -> &Failure {
 }
 
 /// Asserts that `r` is invalid for a reason holding `why`.
-fn invalid(r: &ScenarioResult, why: &str) {
+pub(crate) fn invalid(r: &ScenarioResult, why: &str) {
     match &r.outcome {
         Outcome::Invalid(m) => assert!(m.contains(why), "{why} in: {m}"),
         other => panic!("expected invalid ({why}): {other:?}"),

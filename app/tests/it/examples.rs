@@ -1,19 +1,17 @@
 //! The SDK's example Ticks (`examples/`), each built for wasm32-wasip2 and
-//! natively from the same source, and each driven through a scripted
-//! session on both backends: the CLI for one-shot commands, the library API
-//! where a session must stay open (keys, background updates, kills).
+//! natively from the same source, started through [`App::open`] as
+//! `tickbox run` starts them (a `.wasm` sandboxed, a command natively) and
+//! driven through a scripted session on both backends: keys, background
+//! updates, kills, grants, and `tickbox_conformance`'s checker.
 
-use crate::util::*;
+use crate::{call as call_once, read as read_once, settings};
 use serde_json::{json, Value};
-use std::sync::{Arc, OnceLock};
-use tickbox_runtime::backend::native::{self, NativeSpec};
-use tickbox_runtime::backend::wasm::grants::GrantSpec;
-use tickbox_runtime::backend::wasm::{self, WasmEngine, WasmSpec};
-use tickbox_runtime::protocol::PreparedCall;
-use tickbox_runtime::session::{CallOutcome, Session, SessionConfig};
-
-/// How long a test waits for something that should happen within
-/// milliseconds; only reached when the test is failing.
+use tickbox_app::{App, CallOutcome, Opened, Request, Session, Target};
+use tickbox_conformance::check::{self, Options};
+use tickbox_host::SessionEvent;
+use tickbox_protocol::PreparedCall;
+use tickbox_sandbox::GrantSpec;
+use tickbox_test_support::*;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Backend {
@@ -24,69 +22,23 @@ use Backend::*;
 
 const BOTH: [Backend; 2] = [Wasm, Native];
 
-fn binary(b: Backend, name: &str) -> String {
-    let path = match b {
-        Wasm => build_wasm("examples", name, "wasm32-wasip2"),
-        Native => build_native("examples", name),
+/// The request for an example: its `.wasm` (sandboxed, under `grants`) or
+/// its native build (`grants` may only hold env).
+fn request(b: Backend, name: &str, grants: GrantSpec) -> Request {
+    let target = match b {
+        Wasm => Target::File(build_wasm("examples", name, "wasm32-wasip2")),
+        Native => Target::Command(vec![build_native("examples", name)
+            .to_string_lossy()
+            .into_owned()]),
     };
-    path.to_string_lossy().into_owned()
+    let mut request = Request::new(target);
+    request.grants = grants;
+    request
 }
 
-/// argv for `tickbox CMD`: the `.wasm` as the positional, or `-- BINARY`.
-fn argv(b: Backend, cmd: &str, name: &str, extra: &[&str]) -> Vec<String> {
-    let mut v = vec![cmd.to_string()];
-    match b {
-        Wasm => {
-            v.push(binary(b, name));
-            v.extend(extra.iter().map(|s| s.to_string()));
-        }
-        Native => {
-            v.extend(extra.iter().map(|s| s.to_string()));
-            v.push("--".into());
-            v.push(binary(b, name));
-        }
-    }
-    v
-}
-
-fn engine() -> Arc<WasmEngine> {
-    static ENGINE: OnceLock<Arc<WasmEngine>> = OnceLock::new();
-    ENGINE
-        .get_or_init(|| WasmEngine::new(None).expect("engine"))
-        .clone()
-}
-
-/// Starts an example through the library API. `grants` apply to wasm;
-/// `env` is passed to both.
-async fn open(b: Backend, name: &str, grants: GrantSpec, env: &[(&str, &str)]) -> Session {
-    let path = binary(b, name);
-    let io = match b {
-        Wasm => {
-            let mut grants = grants.resolve().expect("grants");
-            grants
-                .env
-                .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-            let spec = WasmSpec {
-                path: path.into(),
-                args: vec![],
-                grants,
-                instance_id: None,
-                exit_grace: wasm::EXIT_GRACE,
-                pin: None,
-                audit: None,
-            };
-            wasm::spawn(&engine(), &spec).await.expect("spawn wasm")
-        }
-        Native => {
-            let mut spec = NativeSpec::new([path]);
-            spec.env = env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            native::spawn(&spec).expect("spawn native")
-        }
-    };
-    Session::start(io, SessionConfig::default())
+/// Starts an example and initializes it.
+async fn open(app: &App, b: Backend, name: &str, grants: GrantSpec) -> Opened {
+    app.open(&request(b, name, grants))
         .await
         .unwrap_or_else(|e| panic!("{name} on {b:?} failed to initialize: {e}"))
 }
@@ -103,8 +55,31 @@ fn ok(outcome: CallOutcome) -> Value {
     }
 }
 
-#[test]
-fn counter_describes_itself_as_in_appendix_a() {
+/// Waits for the next `tick/update` whose data satisfies `want`; its seq
+/// and data.
+async fn update_where(
+    events: &mut tokio::sync::broadcast::Receiver<SessionEvent>,
+    what: &str,
+    want: impl Fn(&Value) -> bool,
+) -> (u64, Value) {
+    let what = format!("an update with {what}");
+    event_where(events, &what, |ev| match ev {
+        SessionEvent::Updated(st) if want(st.data.wire()) => {
+            Ok(Some((st.seq, st.data.wire().clone())))
+        }
+        SessionEvent::Ended(why) => Err(format!("the session ended ({why:?})")),
+        _ => Ok(None),
+    })
+    .await
+}
+
+/// Waits until the view's screen shows `needle`.
+async fn screen_shows(s: &Session, needle: &str) -> String {
+    shows(|| s.view().screen_text().wire().to_string(), needle).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counter_describes_itself_as_in_appendix_a() {
     let expected = json!({
         "protocol": 3, "kind": "example.counter", "title": "Counter",
         "description": "Keyboard and tool calls share one value.", "revision": "1",
@@ -117,41 +92,41 @@ fn counter_describes_itself_as_in_appendix_a() {
              "input_schema": {"type": "object", "additionalProperties": false}, "mutates": false}],
         "recover_with": "history", "state": {"series": [{"path": "/recent", "newest": "last"}]}
     });
+    let app = App::new(settings(None));
     for b in BOTH {
-        let out = tickbox(&argv(b, "describe", "counter", &[]));
-        assert_eq!(out.code, 0, "{b:?}: {out:#?}");
-        assert_eq!(out.json(), expected, "{b:?}");
-        let out = tickbox(&argv(b, "read", "counter", &[]));
+        let tick = open(&app, b, "counter", GrantSpec::default()).await;
+        assert_eq!(tick.session.descriptor().unwrap().raw, expected, "{b:?}");
+        tick.close().await;
+        let request = request(b, "counter", GrantSpec::default());
+        let (code, state) = read_once(&app, &request).await;
+        assert_eq!(code, 0, "{b:?}: {state}");
         assert_eq!(
-            out.json(),
+            serde_json::from_str::<Value>(&state).unwrap(),
             json!({"seq": 0, "data": {"value": 0, "recent": []}}),
             "{b:?}"
         );
-        let out = tickbox(&argv(
-            b,
-            "call",
-            "counter",
-            &["increment", r#"{"amount":2}"#, "--yes"],
-        ));
-        assert_eq!(out.json(), json!({"value": 2}), "{b:?}: {out:#?}");
+        let (code, result) = call_once(&app, &request, "increment", json!({"amount": 2})).await;
+        assert_eq!((code, result.as_str()), (0, r#"{"value":2}"#), "{b:?}");
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counter_keys_and_tools_share_one_value() {
+    let app = App::new(settings(None));
     for b in BOTH {
-        let s = open(b, "counter", GrantSpec::default(), &[]).await;
-        screen_shows(&s, "Counter: 0").await;
+        let tick = open(&app, b, "counter", GrantSpec::default()).await;
+        let s = &tick.session;
+        screen_shows(s, "Counter: 0").await;
         let mut events = s.events();
         // A person types + in the view: exactly one update, value + 1.
         s.view().send_input(b"+");
         let (seq, data) = update_where(&mut events, "value 1", |d| d["value"] == 1).await;
         assert_eq!(seq, 1, "{b:?}");
         assert_eq!(data["recent"], json!([{"seq": 1, "value": 1}]), "{b:?}");
-        screen_shows(&s, "Counter: 1").await;
+        screen_shows(s, "Counter: 1").await;
         // The next change is seq 2: no update came in between.
         assert_eq!(
-            ok(call(&s, "increment", json!({"amount": 2})).await),
+            ok(call(s, "increment", json!({"amount": 2})).await),
             json!({"value": 3})
         );
         let (seq, _) = update_where(&mut events, "value 3", |d| d["value"] == 3).await;
@@ -161,7 +136,7 @@ async fn counter_keys_and_tools_share_one_value() {
         assert_eq!(seq, 3, "{b:?}");
         assert_eq!(s.state().updates, 3, "{b:?}: one update per change");
         assert_eq!(s.read().await.unwrap().seq, 3, "{b:?}");
-        let history = ok(call(&s, "history", json!({})).await);
+        let history = ok(call(s, "history", json!({})).await);
         assert_eq!(history["recent"].as_array().unwrap().len(), 3, "{b:?}");
         // A resize repaints at the new size and is not an update. Until the
         // Tick repaints, the screen model only clips the old 120-column
@@ -182,14 +157,16 @@ async fn counter_keys_and_tools_share_one_value() {
         .await;
         assert!(repainted(&screen), "{b:?}: not redrawn at 50x8:\n{screen}");
         assert_eq!(s.read().await.unwrap().seq, 3, "{b:?}");
-        s.shutdown().await;
+        tick.close().await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sdk_refuses_what_the_host_did_not_filter() {
+    let app = App::new(settings(None));
     for b in BOTH {
-        let s = open(b, "counter", GrantSpec::default(), &[]).await;
+        let tick = open(&app, b, "counter", GrantSpec::default()).await;
+        let s = &tick.session;
         // Calls the host would never prepare, sent raw: the Tick checks too.
         let raw = |tool: &str, args: Value, revision: &str| PreparedCall {
             tool: tool.into(),
@@ -214,28 +191,29 @@ async fn the_sdk_refuses_what_the_host_did_not_filter() {
             }
         }
         assert_eq!(s.state().updates, 0, "{b:?}: nothing ran");
-        s.shutdown().await;
+        tick.close().await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notes_are_durable_across_restarts_and_kills() {
+    let app = App::new(settings(None));
     for b in BOTH {
         let dir = TempDir::new("notes");
         let host_dir = dir.0.to_string_lossy().into_owned();
-        let grant = format!("{host_dir}::/notes");
-        let (grants, env): (GrantSpec, Vec<(&str, &str)>) = match b {
-            Wasm => (
-                GrantSpec {
-                    dir: vec![grant.clone()],
-                    ..Default::default()
-                },
-                vec![],
-            ),
-            Native => (GrantSpec::default(), vec![("NOTES_DIR", host_dir.as_str())]),
+        let grants = match b {
+            Wasm => GrantSpec {
+                dir: vec![format!("{host_dir}::/notes")],
+                ..Default::default()
+            },
+            Native => GrantSpec {
+                env: vec![format!("NOTES_DIR={host_dir}")],
+                ..Default::default()
+            },
         };
-        let s = open(b, "notes", grants.clone(), &env).await;
-        let written = ok(call(&s, "write", json!({"name": "todo", "text": "milk"})).await);
+        let tick = open(&app, b, "notes", grants.clone()).await;
+        let s = &tick.session;
+        let written = ok(call(s, "write", json!({"name": "todo", "text": "milk"})).await);
         assert_eq!(written, json!({"name": "todo", "bytes": 4}), "{b:?}");
         // On disk when the response arrives, while the Tick still runs.
         assert_eq!(
@@ -253,13 +231,13 @@ async fn notes_are_durable_across_restarts_and_kills() {
             json!([{"name": "todo", "bytes": 4}]),
             "{b:?}"
         );
-        match call(&s, "read", json!({"name": "nope"})).await {
+        match call(s, "read", json!({"name": "nope"})).await {
             CallOutcome::Failed { error, executed } => {
                 assert_eq!((error.code, executed), (-32602, false), "{b:?}")
             }
             other => panic!("{other:?}"),
         }
-        ok(call(&s, "write", json!({"name": "todo", "text": "milk, eggs"})).await);
+        ok(call(s, "write", json!({"name": "todo", "text": "milk, eggs"})).await);
         // Kill without any shutdown: natively SIGKILL, in wasm the guest's
         // task is dropped. Nothing is saved at exit, so nothing is lost.
         match b {
@@ -270,51 +248,28 @@ async fn notes_are_durable_across_restarts_and_kills() {
                     .await
                     .expect("the session ends when the Tick is killed");
             }
-            Wasm => drop(s),
+            Wasm => drop(tick),
         }
-        let s = open(b, "notes", grants, &env).await;
+        let tick = open(&app, b, "notes", grants).await;
         assert_eq!(
-            ok(call(&s, "read", json!({"name": "todo"})).await),
+            ok(call(&tick.session, "read", json!({"name": "todo"})).await),
             json!({"name": "todo", "text": "milk, eggs"}),
             "{b:?}"
         );
-        s.shutdown().await;
+        tick.close().await;
     }
-    // Through the CLI, and without the grant it fails cleanly.
-    let dir = TempDir::new("notes-cli");
-    let grant = format!("{}::/notes", dir.0.display());
-    let out = tickbox(&argv(
-        Wasm,
-        "call",
-        "notes",
-        &[
-            "write",
-            r#"{"name":"a","text":"b"}"#,
-            "--yes",
-            "--dir",
-            &grant,
-        ],
-    ));
-    assert_eq!(out.json(), json!({"name": "a", "bytes": 1}), "{out:#?}");
-    let out = tickbox(&argv(Wasm, "read", "notes", &["--dir", &grant]));
-    assert_eq!(
-        out.json()["data"]["notes"],
-        json!([{"name": "a", "bytes": 1}])
-    );
-    let out = tickbox(&argv(Wasm, "read", "notes", &[]));
-    let problem = out.json()["data"]["problem"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
-    assert!(problem.contains("--dir HOST_DIR::/notes"), "{out:#?}");
-    let out = tickbox(&argv(
-        Wasm,
-        "call",
-        "notes",
-        &["write", r#"{"name":"a","text":"b"}"#, "--yes"],
-    ));
-    assert_eq!(out.code, 1, "{out:#?}");
-    assert_eq!(out.json()["executed"], false, "{out:#?}");
+    // Without the grant the sandboxed Tick says which grant it needs, and
+    // a write fails without running.
+    let ungranted = open(&app, Wasm, "notes", GrantSpec::default()).await;
+    let data = ungranted.session.read().await.unwrap().data.wire().clone();
+    let problem = data["problem"].as_str().unwrap_or("");
+    assert!(problem.contains("--dir HOST_DIR::/notes"), "{data}");
+    let write = json!({"name": "a", "text": "b"});
+    match call(&ungranted.session, "write", write).await {
+        CallOutcome::Failed { executed, .. } => assert!(!executed),
+        other => panic!("a write without the grant: {other:?}"),
+    }
+    ungranted.close().await;
 }
 
 /// The pid of the process whose environment has `key=value`.
@@ -338,8 +293,10 @@ fn pid_with_env(key: &str, value: &str) -> Option<i32> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ticker_updates_in_the_background() {
+    let app = App::new(settings(None));
     for b in BOTH {
-        let s = open(b, "ticker", GrantSpec::default(), &[]).await;
+        let tick = open(&app, b, "ticker", GrantSpec::default()).await;
+        let s = &tick.session;
         let d = s.descriptor().unwrap();
         assert_eq!(
             d.raw["state"]["series"],
@@ -361,89 +318,90 @@ async fn the_ticker_updates_in_the_background() {
             seqs.push(seq);
         }
         assert!(seqs.windows(2).all(|w| w[1] > w[0]), "{b:?}: {seqs:?}");
-        match call(&s, "set_interval", json!({"ms": 1})).await {
+        match call(s, "set_interval", json!({"ms": 1})).await {
             CallOutcome::Failed { error, executed } => {
                 assert_eq!((error.code, executed), (-32602, false), "{b:?}")
             }
             other => panic!("{other:?}"),
         }
         assert_eq!(
-            ok(call(&s, "set_interval", json!({"ms": 50})).await),
+            ok(call(s, "set_interval", json!({"ms": 50})).await),
             json!({"interval_ms": 50})
         );
         update_where(&mut events, "the new interval", |d| d["interval_ms"] == 50).await;
-        let samples = ok(call(&s, "samples", json!({"last": 2})).await);
+        let samples = ok(call(s, "samples", json!({"last": 2})).await);
         assert_eq!(samples["samples"].as_array().unwrap().len(), 2, "{b:?}");
-        screen_shows(&s, "every 50 ms").await;
-        s.shutdown().await;
+        screen_shows(s, "every 50 ms").await;
+        tick.close().await;
     }
 }
 
-/// A loopback HTTP server answering every request with one body.
-pub(crate) use tickbox_test_support::HelloServer as Server;
-
-#[test]
-fn fetch_reaches_granted_addresses_only() {
-    let server = Server::start();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_reaches_granted_addresses_only() {
+    let server = HelloServer::start();
     let origin = format!("http://127.0.0.1:{}", server.port);
-    let args = json!({ "url": format!("{origin}/hello") }).to_string();
-    let expected = json!({"status": 200, "body": "hello from the test server"});
+    let args = json!({ "url": format!("{origin}/hello") });
+    let expected = json!({"status": 200, "body": "hello from the test server"}).to_string();
+    let app = App::new(settings(None));
     // Sandboxed without a grant: refused before anything was sent.
-    let out = tickbox(&argv(Wasm, "call", "fetch", &["get", &args, "--yes"]));
-    assert_eq!(out.code, 1, "{out:#?}");
-    let err = out.json();
-    assert_eq!(
-        (err["code"].clone(), err["executed"].clone()),
-        (json!(-32602), json!(false))
-    );
-    assert!(
-        err["message"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("--allow-http {origin}")),
-        "{err}"
-    );
+    let tick = open(&app, Wasm, "fetch", GrantSpec::default()).await;
+    match call(&tick.session, "get", args.clone()).await {
+        CallOutcome::Failed { error, executed } => {
+            assert_eq!((error.code, executed), (-32602, false));
+            let needed = format!("--allow-http {origin}");
+            assert!(error.message.wire().contains(&needed), "{error:?}");
+        }
+        other => panic!("a fetch without the grant: {other:?}"),
+    }
+    tick.close().await;
     // With the grant, and natively (a native Tick is not sandboxed).
-    let out = tickbox(&argv(
-        Wasm,
-        "call",
-        "fetch",
-        &["get", &args, "--yes", "--allow-http", &origin],
-    ));
-    assert_eq!(out.json(), expected, "{out:#?}");
-    let out = tickbox(&argv(Native, "call", "fetch", &["get", &args, "--yes"]));
-    assert_eq!(out.json(), expected, "{out:#?}");
+    let granted = GrantSpec {
+        allow_http: vec![origin.clone()],
+        ..Default::default()
+    };
+    for (b, grants) in [(Wasm, granted), (Native, GrantSpec::default())] {
+        let ran = call_once(&app, &request(b, "fetch", grants), "get", args.clone()).await;
+        assert_eq!(ran, (0, expected.clone()), "{b:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fetch_records_what_it_fetched() {
-    let server = Server::start();
+    let server = HelloServer::start();
     let origin = format!("http://127.0.0.1:{}", server.port);
+    let app = App::new(settings(None));
     for b in BOTH {
-        let grants = GrantSpec {
-            allow_http: vec![origin.clone()],
-            ..Default::default()
+        // A native Tick is not sandboxed: it takes no grant.
+        let grants = match b {
+            Wasm => GrantSpec {
+                allow_http: vec![origin.clone()],
+                ..Default::default()
+            },
+            Native => GrantSpec::default(),
         };
-        let s = open(b, "fetch", grants, &[]).await;
+        let tick = open(&app, b, "fetch", grants).await;
+        let s = &tick.session;
         let mut events = s.events();
-        let r = ok(call(&s, "get", json!({ "url": origin })).await);
+        let r = ok(call(s, "get", json!({ "url": origin })).await);
         assert_eq!(r["status"], 200, "{b:?}");
         let (_, data) = update_where(&mut events, "one fetch", |d| d["fetched"] == 1).await;
         assert_eq!(data["recent"][0]["url"], origin.as_str(), "{b:?}");
-        screen_shows(&s, "hello from the test server").await;
-        s.shutdown().await;
+        screen_shows(s, "hello from the test server").await;
+        tick.close().await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboard_jobs_outlive_their_call_and_the_view_is_usable() {
+    let app = App::new(settings(None));
     for b in BOTH {
-        let s = open(b, "dashboard", GrantSpec::default(), &[]).await;
+        let tick = open(&app, b, "dashboard", GrantSpec::default()).await;
+        let s = &tick.session;
         let before = s.descriptor().unwrap();
         assert!(before.tool("cancel_job").is_none());
         let mut events = s.events();
         // The call returns at once; the job reports through updates (§7.3).
-        let r = ok(call(&s, "start_job", json!({"name": "build", "seconds": 1})).await);
+        let r = ok(call(s, "start_job", json!({"name": "build", "seconds": 1})).await);
         assert_eq!(r, json!({"id": 1, "status": "running"}), "{b:?}");
         // The catalog grew a tool, so it has a new revision, and a call
         // approved against the old one is refused without running.
@@ -474,42 +432,48 @@ async fn dashboard_jobs_outlive_their_call_and_the_view_is_usable() {
             d["jobs"][1]["status"] == "running"
         })
         .await;
-        screen_shows(&s, "job 2").await;
+        screen_shows(s, "job 2").await;
         s.view().send_input(b"\x1b[B");
         s.view().send_input(b"c");
         update_where(&mut events, "job 2 cancelled", |d| {
             d["jobs"][1]["status"] == "cancelled"
         })
         .await;
-        screen_shows(&s, "cancelled").await;
-        s.shutdown().await;
+        screen_shows(s, "cancelled").await;
+        tick.close().await;
     }
 }
 
-#[test]
-fn every_example_passes_tickbox_check() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_example_passes_tickbox_check() {
+    let app = App::new(settings(None));
     for b in BOTH {
         for name in ["counter", "notes", "ticker", "fetch", "dashboard"] {
             let dir = TempDir::new("check");
-            let grant = match b {
-                Wasm => format!("--dir={}::/notes", dir.0.display()),
-                Native => format!("--env=NOTES_DIR={}", dir.0.display()),
+            let grants = match b {
+                Wasm => GrantSpec {
+                    dir: vec![format!("{}::/notes", dir.0.display())],
+                    ..Default::default()
+                },
+                Native => GrantSpec {
+                    env: vec![format!("NOTES_DIR={}", dir.0.display())],
+                    ..Default::default()
+                },
             };
-            let mut extra = vec![grant.as_str()];
-            // fetch's only tool needs a server; the others are safe to call.
-            if name != "fetch" {
-                extra.push("--allow-mutations");
-            }
-            let out = tickbox(&argv(b, "check", name, &extra));
-            assert_eq!(
-                out.code, 0,
-                "{name} on {b:?}:\n{}\n{}",
-                out.stdout, out.stderr
-            );
+            let options = Options {
+                // fetch's only tool needs a server; the others are safe to call.
+                allow_mutations: name != "fetch",
+                ..Options::default()
+            };
+            let launcher = app.launcher(&request(b, name, grants)).expect("a launcher");
+            let report = check::run(&launcher, name, &options)
+                .await
+                .unwrap_or_else(|e| panic!("{name} on {b:?}: {e}"));
+            assert!(report.passed(), "{name} on {b:?}:\n{}", report.to_text());
             assert!(
-                out.stdout.contains("PASSED"),
+                report.to_text().contains("PASSED"),
                 "{name} on {b:?}: {}",
-                out.stdout
+                report.to_text()
             );
         }
     }
