@@ -32,9 +32,9 @@
 //! starts a new instance from the Tick's initial state.
 //!
 //! Each instance is a Tick session of its own: its audit events carry its
-//! own session id (and its `start` and `end`), and its calls name the MCP
-//! session or the client they came from, so what an instance costs is
-//! charged to it.
+//! own session id, its `start` names the client it was started for, and
+//! its calls name the MCP session or the client they came from, so what an
+//! instance costs is charged to it and to whom.
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -380,11 +380,14 @@ impl Owner {
     }
 
     /// This client's instance of the Tick at `tick`, started now if it has
-    /// none: charged in `book`, stopped when idle for the spec's time.
+    /// none: charged in `book`, stopped when idle for the spec's time; its
+    /// audit `start` names `client`.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn instance(
         &self,
         tick: usize,
         name: &str,
+        client: &str,
         spec: &PerClient,
         book: &Arc<Book>,
         started: &Mutex<Vec<Weak<Instance>>>,
@@ -398,14 +401,15 @@ impl Owner {
             return Ok(i.begin_use());
         }
         let charge = book.charge(tick, name, spec.max_instances)?;
-        let session =
-            spec.launcher
-                .open(spec.config.clone())
-                .await
-                .map_err(|e| InstanceError::Start {
-                    tick: name.into(),
-                    reason: e.to_string(),
-                })?;
+        let session = spec
+            .launcher
+            .for_client(client)
+            .open(spec.config.clone())
+            .await
+            .map_err(|e| InstanceError::Start {
+                tick: name.into(),
+                reason: e.to_string(),
+            })?;
         // The audit session id links the instance's own lines to its client.
         tracing::info!(
             tick = name,

@@ -684,8 +684,14 @@ impl Connection {
             ));
         };
         let f = &self.inner.facade.inner;
+        // The audit names the client as its calls do: its MCP session, or
+        // (sessionless, or stdio) how the facade names the owner.
+        let client = match self.inner.http_session.get() {
+            Some(id) => id.to_string(),
+            None => owner.who.clone(),
+        };
         owner
-            .instance(index, &t.name, spec, &f.book, &f.started)
+            .instance(index, &t.name, &client, spec, &f.book, &f.started)
             .await
             .map_err(|e| match &e {
                 InstanceError::AtCap { bound, limit, .. } => McpError::new(

@@ -163,6 +163,21 @@ impl Launcher {
         self
     }
 
+    /// This launcher for the instances of one client (a per-client Tick's):
+    /// each instance's audit `start` names `client`.
+    pub fn for_client(&self, client: &str) -> Launcher {
+        let mut launcher = self.clone();
+        match &mut launcher {
+            Launcher::Native(spec) => {
+                spec.audit = spec.audit.as_ref().map(|a| a.for_client(client))
+            }
+            Launcher::Wasm { spec, .. } => {
+                spec.audit = spec.audit.as_ref().map(|a| a.for_client(client))
+            }
+        }
+        launcher
+    }
+
     /// How the Tick this launcher starts runs.
     pub fn kind(&self) -> tickbox_host::TickKind {
         match self {

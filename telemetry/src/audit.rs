@@ -633,6 +633,9 @@ pub trait AuditObserver: Send + Sync {
 pub struct Audit {
     shared: Arc<Shared>,
     session: Option<Arc<str>>,
+    /// The client whose own instance this handle's sessions are (a
+    /// per-client Tick's; [`Audit::for_client`]), named in `start`.
+    client: Option<Arc<str>>,
     /// What this session wrote, merged and dropped; every clone of a
     /// session's handle shares it (the sandbox holds several).
     record: Arc<Mutex<Record>>,
@@ -697,6 +700,20 @@ impl Audit {
                 next: AtomicU64::new(1),
             }),
             session: None,
+            client: None,
+            record: Arc::default(),
+        }
+    }
+
+    /// This handle for the instances one client gets of a per-client Tick:
+    /// each session's `start` names `client` (its MCP session, a named
+    /// client or the stdio connection), so the instance's own lines are
+    /// tied to whoever it was started for.
+    pub fn for_client(&self, client: &str) -> Audit {
+        Audit {
+            shared: self.shared.clone(),
+            session: self.session.clone(),
+            client: Some(client.into()),
             record: Arc::default(),
         }
     }
@@ -755,6 +772,7 @@ impl Audit {
         Audit {
             shared: Arc::new(shared),
             session: self.session,
+            client: self.client,
             record: self.record,
         }
     }
@@ -777,6 +795,7 @@ impl Audit {
         Audit {
             shared: self.shared.clone(),
             session: Some(id.into()),
+            client: self.client.clone(),
             record: Arc::default(),
         }
     }
@@ -787,6 +806,7 @@ impl Audit {
         Audit {
             shared: self.shared.clone(),
             session: None,
+            client: self.client.clone(),
             record: Arc::default(),
         }
     }
@@ -805,16 +825,17 @@ impl Audit {
             backend,
             origin: self.shared.origin,
         });
-        self.emit(
-            "start",
-            json!({
-                "origin": self.shared.origin.as_str(),
-                "tick": tick,
-                "backend": backend,
-                "sha256": sha256,
-                "grants": grants,
-            }),
-        );
+        let mut fields = json!({
+            "origin": self.shared.origin.as_str(),
+            "tick": tick,
+            "backend": backend,
+            "sha256": sha256,
+            "grants": grants,
+        });
+        if let Some(client) = &self.client {
+            fields["client"] = json!(client);
+        }
+        self.emit("start", fields);
     }
 
     /// `call`: a tool call and its outcome. What it returns resolves

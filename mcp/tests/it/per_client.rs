@@ -236,9 +236,17 @@ fn an_idle_instance_is_stopped_and_the_next_use_starts_a_fresh_one() {
     let server = HttpServer::start_setup(setup, |_| {});
     let a = initialize_http(&server, &[]);
     assert_eq!(increment(&server, &a, 3), Ok(3));
-    // The template's start, then a's instance's.
+    // The template's start, then a's instance's, which names a's session
+    // (the template's names no client).
     let starts = starts_within(&audit, 2);
     let instance = starts[1].clone();
+    let clients: Vec<Value> = audit
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "start")
+        .map(|e| e["client"].clone())
+        .collect();
+    assert_eq!(clients, [Value::Null, json!(a)], "{:?}", audit.events());
     let stopped = eventually(PATIENCE, || {
         starts_and_ends(&audit.events()).1.contains(&instance)
     });

@@ -95,6 +95,9 @@ pub struct Start {
     /// Its wasm's digest.
     #[serde(default)]
     pub sha256: Option<String>,
+    /// The client a per-client Tick's instance was started for.
+    #[serde(default)]
+    pub client: Option<String>,
     /// Every grant and bound in force, as its starter wrote them (the
     /// sandbox's grant table for a wasm Tick; `sandboxed: false` and the
     /// variable names for a native one).
@@ -466,6 +469,7 @@ mod tests {
                 backend: "wasm component".into(),
                 origin: Some("mcp".into()),
                 sha256: Some("sha256:ab".into()),
+                client: None,
                 grants,
             })
         );
