@@ -414,24 +414,76 @@ pub(crate) fn rendered(bytes: &str) -> String {
     p.screen().contents()
 }
 
+/// README's tour of three terminals, as written there: one command line
+/// per terminal, in order, without the leading `tickbox`, with `$C` (the
+/// tour's counter) replaced by `counter`. Words are split as a shell would
+/// split these lines (blanks, and single quotes kept together).
+fn readme_terminals(counter: &str) -> Vec<Vec<String>> {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let (_, after) = readme
+        .split_once("<!-- not run: three terminals at once")
+        .expect("README's three-terminal tour");
+    let block = after
+        .split_once("```sh\n")
+        .and_then(|(_, b)| b.split_once("```"))
+        .expect("its sh block")
+        .0;
+    let words = |line: &str| {
+        let (mut out, mut word, mut quoted) = (Vec::new(), String::new(), false);
+        for c in line.chars() {
+            match c {
+                '\'' => quoted = !quoted,
+                c if c.is_whitespace() && !quoted => {
+                    out.extend((!word.is_empty()).then(|| std::mem::take(&mut word)))
+                }
+                c => word.push(c),
+            }
+        }
+        out.extend((!word.is_empty()).then_some(word));
+        out
+    };
+    block
+        .lines()
+        .map(|line| {
+            let (command, comment) = line.split_once('#').expect("a `# terminal N` comment");
+            assert!(comment.trim_start().starts_with("terminal "), "{line}");
+            let mut argv: Vec<String> = words(command)
+                .into_iter()
+                .map(|w| if w == "$C" { counter.to_string() } else { w })
+                .collect();
+            assert_eq!(argv.remove(0), "tickbox", "{line}");
+            argv
+        })
+        .collect()
+}
+
+/// A command line's words, borrowed.
+fn argv(words: &[String]) -> Vec<&str> {
+    words.iter().map(String::as_str).collect()
+}
+
+/// README's three terminals, each line as written there.
 #[test]
 fn the_readme_story_with_the_counter_example_as_wasm() {
     let w = World::new("live-counter-wasm");
     let wasm = build_wasm("examples", "counter", "wasm32-wasip2");
-    let wasm = wasm.to_string_lossy().to_string();
-    // Terminal 1: `tickbox run counter.wasm`.
-    let host = w.pty(&["run", &wasm], 100, 30);
-    assert!(eventually(WAIT, || w.wait_for("counter")["views"] == 1));
-    assert_eq!(w.wait_for("counter")["backend"], "wasm");
-    // Terminal 2: `tickbox attach counter`, repainted at once.
-    let view = w.pty(&["attach", "counter"], 80, 24);
+    let lines = readme_terminals(&wasm.to_string_lossy());
+    let [run, attach, call] = lines.as_slice() else {
+        panic!("README's tour has three terminals: {lines:?}")
+    };
+    // Terminal 1: `tickbox run --name c $C`.
+    let host = w.pty(&argv(run), 100, 30);
+    assert!(eventually(WAIT, || w.wait_for("c")["views"] == 1));
+    assert_eq!(w.wait_for("c")["backend"], "wasm");
+    // Terminal 2: `tickbox attach c`, repainted at once.
+    let view = w.pty(&argv(attach), 80, 24);
     assert!(
         eventually(WAIT, || rendered(&view.text()).contains("Counter: 0")),
         "{}",
         rendered(&view.text())
     );
     // Terminal 3: a call through the protocol; all three see the value.
-    let out = w.tickbox(&["call", "@counter", "increment", r#"{"amount":2}"#, "--yes"]);
+    let out = w.tickbox(&argv(call));
     assert_eq!((out.code, &out.json()["value"]), (0, &json!(2)), "{out:#?}");
     for (who, pty) in [("run", &host), ("attach", &view)] {
         assert!(
@@ -440,8 +492,8 @@ fn the_readme_story_with_the_counter_example_as_wasm() {
             rendered(&pty.text())
         );
     }
-    assert_eq!(counter_value(&w, "counter")["data"]["value"], 2);
-    let out = w.tickbox(&["stop", "counter"]);
+    assert_eq!(counter_value(&w, "c")["data"]["value"], 2);
+    let out = w.tickbox(&["stop", "c"]);
     assert_eq!(out.code, 0, "{out:#?}");
     assert!(eventually(WAIT, || w.ls().is_empty()), "{:?}", w.ls());
 }
