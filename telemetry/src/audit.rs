@@ -833,7 +833,7 @@ impl Audit {
             "grants": grants,
         });
         if let Some(client) = &self.client {
-            fields["client"] = json!(client);
+            fields["client"] = json!(client.as_ref());
         }
         self.emit("start", fields);
     }
