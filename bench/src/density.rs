@@ -74,12 +74,13 @@ impl Pick {
     }
 }
 
-/// One host of `n` counters: ready, its resident MiB, and `calls` calls
-/// at random Ticks (µs each).
+/// One host of `n` counters publishing in `run`: ready, its resident MiB,
+/// and `calls` calls at random Ticks (µs each).
 fn host(
     tickbox: &Path,
     wasm: &Path,
     dir: &Path,
+    run: &Path,
     n: usize,
     calls: usize,
 ) -> Result<(f64, f64, Vec<f64>)> {
@@ -89,7 +90,7 @@ fn host(
         &["--ticks".as_ref(), ticks.as_os_str()],
         &dir.join("cache"),
     );
-    cmd.env("XDG_RUNTIME_DIR", runtime_dir("density", dir.join("run")));
+    cmd.env("XDG_RUNTIME_DIR", run);
     let log = dir.join(format!("host-{n}.log"));
     let t = Instant::now();
     let mut peer = Peer::spawn_with_stderr(cmd, std::fs::File::create(&log)?.into())?;
@@ -201,14 +202,16 @@ pub async fn rows(quick: bool) -> Result<Vec<Anchored>> {
     let run = runtime_dir("density", dir.join("run"));
     std::fs::create_dir_all(&dir)?;
     std::fs::create_dir_all(&run)?;
+    let host_run = run.clone();
     let measured = tokio::task::spawn_blocking(move || -> Result<Vec<Anchored>> {
+        let run = host_run;
         // Warm: the counter's code in the compile cache; the one-Tick host's
         // memory is what the others are measured over.
-        let (_, one_mib, _) = host(&tickbox, &wasm, &dir, 1, 0)?;
+        let (_, one_mib, _) = host(&tickbox, &wasm, &dir, &run, 1, 0)?;
         let mut rows = Vec::new();
         for &n in &sizes {
             eprintln!("  {n} Ticks: one host, then processes…");
-            let (ready_s, mib, us) = match host(&tickbox, &wasm, &dir, n, calls) {
+            let (ready_s, mib, us) = match host(&tickbox, &wasm, &dir, &run, n, calls) {
                 Ok(measured) => measured,
                 Err(e) => {
                     // Reported, and the other sizes still measured.
