@@ -2,10 +2,17 @@
 //! client gets its own [`Connection`] (rmcp's [`ServerHandler`]) with its own
 //! listing, subscriptions and read marks over the shared Ticks.
 //!
-//! The facade polls each Tick's catalog once per [`DESCRIBE_POLL`]
-//! ([`FacadeOptions::describe_poll`]; a repeat
-//! describe is compared with the last one and costs no schema compilation,
-//! see [`Session::describe`]) and wakes every connection when one changed.
+//! The facade polls each Tick's catalog ([`Session::describe`]; a repeat
+//! describe is compared with the last one and costs no schema compilation)
+//! and wakes every connection when one changed. The protocol has no
+//! notification for a new catalog, so polling is the only way to notice
+//! one a Tick makes on its own; catalogs change with what a Tick does, so
+//! the poll follows activity: once per [`DESCRIBE_POLL`]
+//! ([`FacadeOptions::describe_poll`]) after a state update or a call, and
+//! each quiet poll doubles the wait, up to [`DESCRIBE_POLL_BACKOFF`] times
+//! that. An idle host's CPU then stays near zero however many Ticks it
+//! holds, and a call is never bound to a stale catalog whatever the wait:
+//! the Tick refuses a wrong revision (§6.2) and the facade describes anew.
 //! A connection tells its client in the way the client's protocol revision
 //! wants: unsolicited notifications for sessions that began with
 //! `initialize` (2025-06-18, 2025-11-25), the `subscriptions/listen` stream
@@ -52,6 +59,11 @@ use tokio_util::sync::CancellationToken;
 /// before the client's next call (the default of
 /// [`FacadeOptions::describe_poll`]).
 pub const DESCRIBE_POLL: Duration = Duration::from_secs(1);
+
+/// How many times [`FacadeOptions::describe_poll`] a quiet Tick's catalog
+/// poll may wait at most (32 s by default): a catalog a Tick changes
+/// without any state update or call reaches clients within that.
+pub const DESCRIBE_POLL_BACKOFF: u32 = 32;
 
 /// How the facade runs; [`Facade::new`] takes the defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +143,9 @@ struct Hosted {
     grants: Grants,
     /// The catalog last seen (of the template), to tell a new one by identity.
     seen: Mutex<Arc<Descriptor>>,
+    /// Raised when a client's call reached the template, so its catalog
+    /// is polled soon (a call may change it without a state update).
+    activity: tokio::sync::Notify,
     /// How a per-client Tick starts a client's instance.
     per_client: Option<PerClient>,
 }
@@ -193,6 +208,7 @@ impl Facade {
                 template: Instance::new(t.session, None),
                 grants: t.grants,
                 seen: Mutex::new(d),
+                activity: tokio::sync::Notify::new(),
                 per_client: t.per_client,
             });
         }
@@ -389,16 +405,50 @@ impl Facade {
         }
     }
 
+    /// Polls one Tick's catalog for as long as it runs, following its
+    /// activity (see the module docs): after a state update or a call, at
+    /// most once per `describe_poll`; while it is quiet, each unchanged
+    /// catalog doubles the wait, up to [`DESCRIBE_POLL_BACKOFF`] times.
     async fn poll_catalog(&self, index: usize) {
         let t = &self.inner.ticks[index];
+        let base = self.inner.options.describe_poll;
+        let quiet_most = base.saturating_mul(DESCRIBE_POLL_BACKOFF);
+        let mut state = t.template.session.watch_state();
+        let mut wait = base;
+        let mut last = tokio::time::Instant::now();
         loop {
-            tokio::time::sleep(self.inner.options.describe_poll).await;
+            let active = tokio::select! {
+                _ = tokio::time::sleep_until(last + wait) => false,
+                changed = state.changed() => {
+                    if changed.is_err() {
+                        return; // The session is gone.
+                    }
+                    true
+                }
+                _ = t.activity.notified() => true,
+            };
+            if active {
+                // However busy the Tick, one describe per interval.
+                tokio::time::sleep_until(last + base).await;
+                state.borrow_and_update();
+            }
             if t.template.session.end_reason().is_some() {
                 return;
             }
-            if let Err(e) = self.fresh_catalog(index).await {
-                tracing::debug!(tick = %t.name, "polling the catalog failed: {e}");
-            }
+            last = tokio::time::Instant::now();
+            let before = lock(&t.seen).clone();
+            let changed = match self.fresh_catalog(index).await {
+                Ok(d) => !Arc::ptr_eq(&d, &before),
+                Err(e) => {
+                    tracing::debug!(tick = %t.name, "polling the catalog failed: {e}");
+                    false
+                }
+            };
+            wait = if active || changed {
+                base
+            } else {
+                wait.saturating_mul(2).min(quiet_most)
+            };
         }
     }
 
@@ -1234,7 +1284,11 @@ impl Connection {
             listed: ready.listed.clone(),
             current,
         };
-        match instance.session.call_via(prepared, mcp).await {
+        let outcome = instance.session.call_via(prepared, mcp).await;
+        if Arc::ptr_eq(instance, &t.template) {
+            t.activity.notify_one();
+        }
+        match outcome {
             CallOutcome::Ok(v) => Ok(v),
             CallOutcome::Failed { error, .. } if error.code == REVISION_MISMATCH => {
                 // The Tick moved on before our poll noticed: learn the new
