@@ -6,13 +6,16 @@
 //! the shown output a line `…` stands for any number of lines, a `…`
 //! inside a line for any text, and a last line `[exit N]` for the exit
 //! code (0 when none is shown). Each command runs in `bash -o pipefail`
-//! with the `tickbox` under test first on PATH (a `cd` carries over to the
-//! page's next commands), in a copy of the
+//! with the `tickbox` under test first on PATH, after the page's setup
+//! (a `sh` block marked as run by this module's test, aliases expanded;
+//! README's tour sets `C` and `tickbox` there), in a copy of the
 //! repository's layout (links to its files) where
 //! `examples/target/wasm32-wasip2/release` is where the test build put
-//! the example guests, so the paths README's first command makes work as
-//! written (and `hostile.wasm`, the test suite's hostile guest, with an
-//! empty `data/` for it to be refused from).
+//! the example guests and `target/debug/tickbox` is the `tickbox` under
+//! test, so the paths README's first command makes work as written (and
+//! `hostile.wasm`, the test suite's hostile guest, with an empty `data/`
+//! for it to be refused from). A `cd` carries over to the page's next
+//! commands.
 //!
 //! A block preceded by `<!-- serves until stopped -->` shows servers: each
 //! command starts, must print the shown lines on stderr (in that order,
@@ -47,8 +50,9 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// The variable README's tour sets before its examples, as it sets it.
-const TOUR_SETUP: (&str, &str) = ("C", "examples/target/wasm32-wasip2/release/counter.wasm");
+/// This module's test: a shell block marked as run by it is its page's
+/// setup (see the module doc).
+const SETUP_BY: &str = "doc_examples::the_examples_in_readme_and_the_manual_print_what_they_show";
 
 /// The marker of a block that is shown and not run.
 const NOT_RUN: &str = "<!-- not run:";
@@ -72,14 +76,10 @@ const SERVER_STOP: Duration = Duration::from_secs(60);
 /// A new block marked as not run fails the test until it is listed here.
 const NOT_RUN_ALLOWED: &[(&str, &str)] = &[
     ("README.md", "README's two commands: CI runs the second as written, and the first is the build the other examples start from"),
-    ("README.md", "the tour's setup; doc_examples.rs sets C to the same path (it checks this line)"),
-    ("README.md", "three terminals at once; cli/tests/it/live.rs runs these three lines as written, each on a terminal of its own"),
     ("README.md", "an install"),
     ("docs/development.md", "the test suite itself"),
     ("docs/development.md", "the test suite itself"),
-    ("docs/development.md", "the test suite itself"),
-    ("docs/guide/live.md", "three terminals at once; cli/tests/it/live.rs drives them"),
-    ("docs/guide/mcp.md", "needs MCP Inspector; cli/tests/it/mcp_clients.rs runs it"),
+    ("docs/development.md", "an install"),
     ("docs/guide/service.md", "needs podman and a container image build"),
     ("docs/guide/testing.md", "builds the examples; `.ci/run` runs the same scenarios from the test build"),
 ];
@@ -154,6 +154,8 @@ struct Blocks {
     not_run: Vec<(String, String)>,
     /// `file:line` of each block marked as run by a test, and the test.
     run_by: Vec<(String, String)>,
+    /// The lines of the page's setup, run before each of its commands.
+    setup: String,
     /// The `tickbox` invocations in blocks not run: `file:line`, the
     /// command, its flags.
     unrun_commands: Vec<(String, String, Vec<String>)>,
@@ -266,6 +268,12 @@ fn examples(shown: &str, text: &str) -> Blocks {
                 );
             }
         }
+        if shell && run_by == Some(SETUP_BY) {
+            for line in &lines[i + 1..end] {
+                blocks.setup.push_str(line);
+                blocks.setup.push('\n');
+            }
+        }
         if !shell && not_run.is_none() && run_by.is_none() {
             let serves = marker == Some(SERVES);
             let registry = marker == Some(WITH_REGISTRY);
@@ -350,7 +358,7 @@ pub(crate) fn run_as_written(
             Step::Write { at, path, text } => std::fs::write(cwd.join(path), text)
                 .map_err(|e| format!("{at}: cannot write {path} in {}: {e}", cwd.display()))?,
             Step::Run(e) => {
-                let ran = run(e, &cwd, bound, &mut prepare);
+                let ran = run(e, "", &cwd, bound, &mut prepare);
                 if let Some(failed) = differs(e, &ran) {
                     return Err(failed);
                 }
@@ -455,6 +463,12 @@ fn layout(dir: &TempDir, page: &str) -> PathBuf {
         top.join("examples/target/wasm32-wasip2/release"),
     );
     link(PathBuf::from(hostile()), top.join("hostile.wasm"));
+    // The debug build README's tour names, which is the one under test.
+    std::fs::create_dir_all(top.join("target/debug")).unwrap();
+    link(
+        PathBuf::from(env!("CARGO_BIN_EXE_tickbox")),
+        top.join("target/debug/tickbox"),
+    );
     std::fs::create_dir(top.join("data")).unwrap();
     top
 }
@@ -483,7 +497,6 @@ fn shell(script: &str, cwd: &Path, bound: Option<u32>) -> Command {
     };
     cmd.current_dir(cwd)
         .env("PATH", path)
-        .env(TOUR_SETUP.0, TOUR_SETUP.1)
         .env_remove("TICKBOX_SIGNERS");
     cmd
 }
@@ -500,17 +513,18 @@ struct Ran {
 /// directory it ended in, so a `cd` carries over to the next command.
 const ENDED_IN: &str = "TICKBOX_DOC_ENDED_IN";
 
-/// Runs an example's command in `cwd`, bounded by `bound` seconds (a
-/// hang; `timeout`'s 124 then fails the comparison), `prepare` adding to
-/// its environment.
+/// Runs an example's command in `cwd` after its page's `setup` (aliases
+/// expanded), bounded by `bound` seconds (a hang; `timeout`'s 124 then
+/// fails the comparison), `prepare` adding to its environment.
 fn run(
     example: &Example,
+    setup: &str,
     cwd: &Path,
     bound: u32,
     prepare: &mut dyn FnMut(&Path, &mut Command),
 ) -> Ran {
     let script = format!(
-        "{}\nstatus=$?; pwd >\"${ENDED_IN}\"; exit $status",
+        "shopt -s expand_aliases\n{setup}{}\nstatus=$?; pwd >\"${ENDED_IN}\"; exit $status",
         example.command
     );
     let scratch = TempDir::new("doc-cwd");
@@ -660,8 +674,16 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
     let Step::Run(cd) = steps("sample", &page, "t::a").remove(0) else {
         panic!("the first step is the `cd`")
     };
-    let ran = run(&cd, &dir.0, 60, &mut |_, _| {});
+    let ran = run(&cd, "", &dir.0, 60, &mut |_, _| {});
     assert_eq!(ran.cwd, dir.path("sub"));
+    // A shell block this test runs is its page's setup, run before each
+    // command.
+    let page = format!("{RUN_BY}{SETUP_BY} -->\n```sh\nalias say=echo\nC=hi\n```\n");
+    let blocks = examples("sample", &page);
+    assert_eq!(blocks.setup, "alias say=echo\nC=hi\n");
+    let say = session("sample", &["$ say $C"], 0, 1, false, false).remove(0);
+    let ran = run(&say, &blocks.setup, &dir.0, 60, &mut |_, _| {});
+    assert_eq!(ran.stdout, "hi\n");
     // A marker names a test of this suite that names the page in its own
     // source, and nothing else.
     runs_page(
@@ -722,17 +744,13 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
     )
     .is_err());
 
-    // README's tour sets the variable the way the test does.
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let setup = format!("{}={}", TOUR_SETUP.0, TOUR_SETUP.1);
-    assert!(readme.lines().any(|l| l == setup), "README lost `{setup}`");
-
     // Each page runs in a layout of its own: one page's files (an audit
     // file, a directory it made) are not another's; a `cd` carries over
     // to the page's next commands.
     let dir = TempDir::new("doc-examples");
     let mut all = Vec::new();
     let mut cwds = Vec::new();
+    let mut setups = std::collections::HashMap::new();
     let mut not_run = Vec::new();
     let mut run_by = Vec::new();
     let mut unmarked = Vec::new();
@@ -742,6 +760,7 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
         let text = std::fs::read_to_string(&page).unwrap();
         let blocks = examples(&shown, &text);
         cwds.push(layout(&dir, &shown));
+        setups.insert(cwds.len() - 1, blocks.setup);
         all.extend(blocks.run.into_iter().map(|e| (e, cwds.len() - 1)));
         not_run.extend(blocks.not_run);
         run_by.extend(blocks.run_by);
@@ -753,6 +772,12 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
         "shell examples neither run (a `console` block) nor marked `{NOT_RUN} WHY -->`: {unmarked:?}"
     );
     assert!(all.len() >= 5, "README's tour has examples: {all:?}");
+    // README's tour names its counter in its setup.
+    let readme = pages().iter().position(|p| p.ends_with("README.md"));
+    assert!(
+        setups[&readme.expect("README.md")].contains("\nC="),
+        "README's tour has a setup that sets C"
+    );
     let mut failed = Vec::new();
     // Each block run by a test names one that reads its page.
     for (at, test) in &run_by {
@@ -804,10 +829,6 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
             }
         }
     }
-    assert!(
-        unrun_commands.len() >= 5,
-        "the blocks not run were read: {unrun_commands:?}"
-    );
     // Started for the first block that needs it, stopped at the end.
     let mut registry: Option<Registry> = None;
     for (e, page) in &mut all {
@@ -835,7 +856,7 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
             }
             continue;
         }
-        let ran = run(e, &cwds[*page], 300, &mut |_, _| {});
+        let ran = run(e, &setups[page], &cwds[*page], 300, &mut |_, _| {});
         failed.extend(differs(e, &ran));
         cwds[*page] = ran.cwd;
     }
