@@ -31,7 +31,9 @@
 //! name a test that does not read it. [`run_as_written`] runs such a
 //! page's `console` blocks as this module runs the others, in order in
 //! one directory, writing on the way each file the page has the reader
-//! write (a code block after a line "Replace `PATH` with:").
+//! write (a code block after a line "Replace `PATH` with:"); a block
+//! marked `<!-- run by MODULE::TEST, on a terminal -->` runs with a
+//! terminal as its output, for commands that print otherwise there.
 //!
 //! A block preceded by `<!-- not run: WHY -->` is not run, and is allowed
 //! only where [`NOT_RUN_ALLOWED`] lists its page and reason: what no test
@@ -56,8 +58,11 @@ const SETUP_BY: &str = "doc_examples::the_examples_in_readme_and_the_manual_prin
 
 /// The marker of a block that is shown and not run.
 const NOT_RUN: &str = "<!-- not run:";
-/// The marker of a block that a test runs: `<!-- run by MODULE::TEST -->`.
+/// The marker of a block that a test runs: `<!-- run by MODULE::TEST -->`,
+/// or `<!-- run by MODULE::TEST, on a terminal -->` for commands that
+/// print otherwise on a terminal.
 const RUN_BY: &str = "<!-- run by ";
+const ON_A_TERMINAL: &str = ", on a terminal";
 /// The marker of a block of servers (see the module doc).
 const SERVES: &str = "<!-- serves until stopped -->";
 /// The marker of a block that runs against a registry, and the address it
@@ -81,7 +86,7 @@ const NOT_RUN_ALLOWED: &[(&str, &str)] = &[
     ("docs/development.md", "the test suite itself"),
     ("docs/development.md", "an install"),
     ("docs/guide/service.md", "needs podman and a container image build"),
-    ("docs/guide/testing.md", "builds the examples; `.ci/run` runs the same scenarios from the test build"),
+    ("docs/guide/testing.md", "builds the examples; the test build builds them the same way, and the blocks below run against it"),
 ];
 
 /// Whether `test` (`MODULE::NAME`) is a test of this suite whose own
@@ -125,6 +130,9 @@ struct Example {
     serves: bool,
     /// Runs against a registry, named [`SHOWN_REGISTRY`].
     registry: bool,
+    /// Runs with a terminal as its stdout and stderr (what it shows is
+    /// both).
+    terminal: bool,
 }
 
 /// README.md and every page under docs/.
@@ -174,12 +182,13 @@ fn marker_before<'a>(lines: &[&'a str], i: usize) -> Option<&'a str> {
         .map(|l| l.trim())
 }
 
-/// The test a `<!-- run by TEST -->` marker names.
+/// The test a `<!-- run by TEST -->` marker names (`<!-- run by TEST, on
+/// a terminal -->` too).
 fn run_by_test(marker: &str) -> Option<&str> {
     marker
         .strip_prefix(RUN_BY)
         .and_then(|r| r.strip_suffix("-->"))
-        .map(str::trim)
+        .map(|r| r.trim().trim_end_matches(ON_A_TERMINAL))
 }
 
 /// The index of the fence that closes the block opened before `start`.
@@ -218,6 +227,7 @@ fn session(
                 code: 0,
                 serves,
                 registry,
+                terminal: false,
             });
         } else if let Some(e) = block.last_mut() {
             match line
@@ -249,7 +259,10 @@ fn examples(shown: &str, text: &str) -> Blocks {
         let not_run = marker
             .and_then(|l| l.strip_prefix(NOT_RUN))
             .map(|why| why.trim_end_matches("-->").trim());
-        let run_by = marker.and_then(run_by_test);
+        // A `console` block marked as run by this test is run as any other.
+        let run_by = marker
+            .and_then(run_by_test)
+            .filter(|t| shell || *t != SETUP_BY);
         let at = format!("{shown}:{}", i + 1);
         match (not_run, run_by) {
             (Some(why), _) => blocks.not_run.push((at, why.to_string())),
@@ -315,10 +328,11 @@ fn steps(shown: &str, text: &str, test: &str) -> Vec<Step> {
             .and_then(|r| r.strip_suffix("` with:"));
         let end = block_end(&lines, i + 1);
         if fence == "```console" && marker.and_then(run_by_test) == Some(test) {
+            let terminal = marker.is_some_and(|m| m.ends_with(&format!("{ON_A_TERMINAL} -->")));
             steps.extend(
                 session(shown, &lines, i + 1, end, false, false)
                     .into_iter()
-                    .map(Step::Run),
+                    .map(|e| Step::Run(Example { terminal, ..e })),
             );
         } else if let (Some(path), true) = (write, fence.len() > 3 && fence.starts_with("```")) {
             steps.push(Step::Write {
@@ -527,6 +541,15 @@ fn run(
         "shopt -s expand_aliases\n{setup}{}\nstatus=$?; pwd >\"${ENDED_IN}\"; exit $status",
         example.command
     );
+    // On a terminal: `script` (util-linux) runs it on a pseudo-terminal
+    // of its own and copies what it prints.
+    let script = match example.terminal {
+        true => {
+            let inner = format!("bash -o pipefail -c {}", quoted(&script));
+            format!("script -qec {} /dev/null", quoted(&inner))
+        }
+        false => script,
+    };
     let scratch = TempDir::new("doc-cwd");
     let ended_in = scratch.path("ended-in");
     let mut cmd = shell(&script, cwd, Some(bound));
@@ -538,10 +561,16 @@ fn run(
         .unwrap_or_else(|_| cwd.to_path_buf());
     Ran {
         code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        // A terminal ends its lines with CR LF.
+        stdout: String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n"),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         cwd: ended,
     }
+}
+
+/// `text` as one word of a shell command line.
+fn quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// What is wrong with what a command printed, if anything, with
@@ -676,6 +705,24 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
     };
     let ran = run(&cd, "", &dir.0, 60, &mut |_, _| {});
     assert_eq!(ran.cwd, dir.path("sub"));
+    // A block run on a terminal has one for stdout; the others do not.
+    let page = format!(
+        "{RUN_BY}t::a{ON_A_TERMINAL} -->\n```console\n$ [ -t 1 ] && echo 'a tty'\n```\n\
+         {RUN_BY}t::a -->\n```console\n$ [ -t 1 ] || echo 'a pipe'\n```\n"
+    );
+    for step in steps("sample", &page, "t::a") {
+        let Step::Run(e) = step else {
+            panic!("commands")
+        };
+        let ran = run(&e, "", &dir.0, 60, &mut |_, _| {});
+        let shown = if e.terminal { "a tty\n" } else { "a pipe\n" };
+        assert_eq!(
+            (ran.code, ran.stdout.as_str()),
+            (0, shown),
+            "{}",
+            ran.stderr
+        );
+    }
     // A shell block this test runs is its page's setup, run before each
     // command.
     let page = format!("{RUN_BY}{SETUP_BY} -->\n```sh\nalias say=echo\nC=hi\n```\n");
@@ -718,6 +765,7 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
         code: 0,
         serves: true,
         registry: false,
+        terminal: false,
     };
     let marked = examples("sample", &format!("{SERVES}\n```console\n$ x\n```\n"));
     assert!(
@@ -779,8 +827,9 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
         "README's tour has a setup that sets C"
     );
     let mut failed = Vec::new();
-    // Each block run by a test names one that reads its page.
-    for (at, test) in &run_by {
+    // Each block run by a test names one that reads its page; this test
+    // reads every page, and runs its setup.
+    for (at, test) in run_by.iter().filter(|(_, test)| test != SETUP_BY) {
         let page = at.rsplit_once(':').map_or(at.as_str(), |(p, _)| p);
         if let Err(why) = runs_page(test, page) {
             failed.push(format!("{at}: {why}"));
