@@ -1056,11 +1056,7 @@ impl Connection {
         let began = Instant::now();
         let name = params.name.to_string();
         let request = from.request("tools/call", &name, id);
-        let found = lock(&self.inner.mapping)
-            .names
-            .iter()
-            .find(|m| m.name == name)
-            .cloned();
+        let found = lock(&self.inner.mapping).find(&name).cloned();
         let Some(mapped) = found else {
             let message = format!("unknown tool `{name}`; list the tools again");
             if let Some(audit) = &self.inner.facade.inner.observed {
