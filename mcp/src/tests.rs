@@ -135,9 +135,10 @@ async fn a_catalog_change_sends_list_changed_and_refuses_stale_calls() {
     let session = Arc::new(Session::start(io, SessionConfig::default()).await.unwrap());
     let hosted = HostedTick {
         name: "shifting".into(),
-        session,
+        session: Some(session),
         grants: Grants::default(),
         per_client: None,
+        on_first_use: None,
     };
     let options = FacadeOptions::default().describe_poll(Duration::from_millis(20));
     let facade = Facade::with_options(vec![hosted], options).await.unwrap();

@@ -211,6 +211,21 @@ impl Cache {
         format!("{}-{compiler}", hex(&h.finalize()))
     }
 
+    /// The key of an entry that is not compiled code: a SHA-256 of
+    /// `parts` (each length-prefixed, so no two lists of parts collide)
+    /// and tickbox's version, then `-` and `kind`, which names what the
+    /// entry holds (`catalog`) and keeps it apart from every code entry,
+    /// whose keys end in a compiler's name.
+    pub fn key_of(&self, kind: &str, parts: &[&[u8]]) -> String {
+        let mut h = Sha256::new();
+        h.update(env!("CARGO_PKG_VERSION").as_bytes());
+        for part in parts {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        format!("{}-{kind}", hex(&h.finalize()))
+    }
+
     /// Whether an entry exists under `key` (not checked: [`Cache::get`]
     /// checks before anything is loaded).
     pub fn contains(&self, key: &str) -> bool {
@@ -259,7 +274,14 @@ impl Cache {
     /// matching MAC. A hit refreshes the entry's time (LRU). A bad entry is
     /// removed, so the caller's compile replaces it.
     pub fn get(&self, key: &str) -> Option<Verified> {
+        self.get_within(key, MAX_CACHE_ENTRY_BYTES)
+    }
+
+    /// [`Cache::get`] of an entry whose payload is at most `max` bytes: a
+    /// larger one is refused (and removed) before it is read.
+    pub fn get_within(&self, key: &str, max: u64) -> Option<Verified> {
         let name = Self::entry_name(key);
+        let limit = max.min(MAX_CACHE_ENTRY_BYTES) + HEADER_LEN as u64;
         let mut file = match self.open_at(&name, libc::O_RDONLY, 0) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
@@ -270,20 +292,26 @@ impl Cache {
             }
         };
         let meta = file.metadata().ok()?;
-        if !meta.is_file() || meta.uid() != euid() || meta.len() > MAX_CACHE_ENTRY_BYTES {
+        if !meta.is_file() || meta.uid() != euid() {
             tracing::warn!(entry = %name, "compile cache entry is not a file of ours; rebuilding");
             self.remove(key);
             return None;
         }
+        if meta.len() > limit {
+            tracing::warn!(
+                entry = %name,
+                bytes = meta.len(),
+                "cache entry over its size bound ({limit} bytes with its header); rebuilding"
+            );
+            self.remove(key);
+            return None;
+        }
         let mut bytes = Vec::with_capacity(meta.len() as usize);
-        if (&mut file)
-            .take(MAX_CACHE_ENTRY_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .is_err()
-        {
+        if (&mut file).take(limit + 1).read_to_end(&mut bytes).is_err() {
             return None;
         }
         let ok = bytes.len() >= HEADER_LEN
+            && bytes.len() as u64 <= limit
             && bytes[..MAGIC.len()] == MAGIC[..]
             && self
                 .mac(key, &bytes[HEADER_LEN..])

@@ -55,7 +55,7 @@ fn serve(ticks: Vec<Hosting>) -> HttpServer {
 }
 
 /// One JSON-RPC request of `session`; its one answer.
-fn request(server: &HttpServer, session: &str, method: &str, params: Value) -> Value {
+pub(crate) fn request(server: &HttpServer, session: &str, method: &str, params: Value) -> Value {
     let (status, _, m) = server.post(
         "/mcp",
         &[("Mcp-Session-Id", session)],
@@ -68,7 +68,7 @@ fn request(server: &HttpServer, session: &str, method: &str, params: Value) -> V
 }
 
 /// `increment` by `amount`: the counter's value after it, or the JSON-RPC error.
-fn increment(server: &HttpServer, session: &str, amount: i64) -> Result<i64, Value> {
+pub(crate) fn increment(server: &HttpServer, session: &str, amount: i64) -> Result<i64, Value> {
     let m = request(
         server,
         session,
@@ -82,7 +82,7 @@ fn increment(server: &HttpServer, session: &str, amount: i64) -> Result<i64, Val
 }
 
 /// The counter's value as `session` reads it.
-fn value(server: &HttpServer, session: &str) -> i64 {
+pub(crate) fn value(server: &HttpServer, session: &str) -> i64 {
     let m = request(
         server,
         session,
@@ -211,7 +211,7 @@ fn each_instance_is_counted_in_the_ticks_metrics() {
 }
 
 /// The Tick sessions that started and those that ended, by audit session id.
-fn starts_and_ends(events: &[Value]) -> (Vec<String>, Vec<String>) {
+pub(crate) fn starts_and_ends(events: &[Value]) -> (Vec<String>, Vec<String>) {
     let of = |kind: &str| {
         events
             .iter()
@@ -223,7 +223,7 @@ fn starts_and_ends(events: &[Value]) -> (Vec<String>, Vec<String>) {
 }
 
 /// The audit's `start` events once there are `n` of them (exactly `n`).
-fn starts_within(audit: &AuditLines, n: usize) -> Vec<String> {
+pub(crate) fn starts_within(audit: &AuditLines, n: usize) -> Vec<String> {
     eventually(PATIENCE, || starts_and_ends(&audit.events()).0.len() >= n);
     let (starts, _) = starts_and_ends(&audit.events());
     assert_eq!(starts.len(), n, "{starts:?}");

@@ -108,8 +108,10 @@ impl HttpServer {
             rt.block_on(async move {
                 let facade_options = setup.facade;
                 let (hosted_ticks, registry) = setup.host().await;
-                let sessions: Vec<Arc<Session>> =
-                    hosted_ticks.iter().map(|t| t.session.clone()).collect();
+                let sessions: Vec<Arc<Session>> = hosted_ticks
+                    .iter()
+                    .filter_map(|t| t.session.clone())
+                    .collect();
                 if let Some(l) = page_listener {
                     l.set_nonblocking(true)?;
                     opts.metrics = Some(MetricsEndpoint {

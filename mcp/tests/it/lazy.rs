@@ -1,0 +1,190 @@
+//! `start = "on-first-use"` (issue 42): a shared wasm Tick whose catalog
+//! is in the catalog cache is listed without being started, started by
+//! its first call, and stopped again when idle; the cache keyed by the
+//! Tick's bytes and grants, and refused when tampered with or oversized.
+//! Each test keeps its own compile cache (the catalog cache lives in it),
+//! so a first host start in it has nothing cached: the positive control
+//! that starts the Tick with the host.
+
+use crate::per_client::{increment, request, starts_and_ends, starts_within};
+use crate::server::HttpServer;
+use crate::{logs, wasm_on, AuditLines, Hosting, Setup, PATIENCE};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tickbox_mcp::limits::MAX_CACHED_CATALOG_BYTES;
+use tickbox_mcp::Grants;
+use tickbox_sandbox::{EngineOptions, WasmEngine};
+use tickbox_test_support::mcp_clients::counter_wasm;
+use tickbox_test_support::mcp_http::initialize_http;
+use tickbox_test_support::{cache_entries, eventually, TempDir};
+
+/// The counter as `counter`, started on first use and stopped after
+/// `idle`, compiled into (and its catalog cached in) `cache`.
+fn lazy_counter(cache: &Path, grants: &Grants, idle: Duration) -> Hosting {
+    let engine = WasmEngine::with_options(EngineOptions {
+        cache_dir: Some(cache.to_path_buf()),
+        ..EngineOptions::default()
+    })
+    .expect("the wasm engine");
+    Hosting {
+        on_first_use: Some(idle),
+        ..Hosting::shared(Some("counter"), wasm_on(&engine, &counter_wasm(), grants))
+    }
+}
+
+/// Serves `tick` over HTTP, its audit kept.
+fn serve(tick: Hosting) -> (HttpServer, Arc<AuditLines>) {
+    let lines = Arc::new(AuditLines::default());
+    let setup = Setup {
+        audit: Some(lines.clone()),
+        ..Setup::of(vec![tick])
+    };
+    (HttpServer::start_setup(setup, |_| {}), lines)
+}
+
+/// The names `tools/list` gives `session`.
+fn tools(server: &HttpServer, session: &str) -> Vec<String> {
+    let m = request(server, session, "tools/list", json!({}));
+    m["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{m}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The URIs `resources/list` gives `session`.
+fn resources(server: &HttpServer, session: &str) -> Vec<Value> {
+    let m = request(server, session, "resources/list", json!({}));
+    m["result"]["resources"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{m}"))
+        .iter()
+        .map(|r| r["uri"].clone())
+        .collect()
+}
+
+/// A host start of `tick` that starts it with the host (nothing usable
+/// cached): one audit `start` before any client came, its tools listed.
+/// The host stops when this returns, its catalog cached.
+fn starts_with_the_host(tick: Hosting) {
+    let (server, audit) = serve(tick);
+    let starts = starts_and_ends(&audit.events()).0;
+    assert_eq!(
+        starts.len(),
+        1,
+        "started with the host: {:?}",
+        audit.events()
+    );
+    let s = initialize_http(&server, &[]);
+    assert!(tools(&server, &s).contains(&"increment".to_string()));
+}
+
+/// The one catalog entry in the cache `dir`.
+fn catalog_entry(dir: &Path) -> PathBuf {
+    let entries: Vec<PathBuf> = cache_entries(dir)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with("-catalog.cwasm"))
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    entries[0].clone()
+}
+
+#[test]
+fn a_tick_whose_catalog_is_cached_is_listed_unstarted_and_its_first_call_starts_it() {
+    let dir = TempDir::new("lazy-cached");
+    let cache = dir.path("cache");
+    // Positive control: nothing cached yet, so it starts with the host.
+    starts_with_the_host(lazy_counter(&cache, &Grants::default(), PATIENCE));
+    catalog_entry(&cache);
+    let (server, audit) = serve(lazy_counter(&cache, &Grants::default(), PATIENCE));
+    let s = initialize_http(&server, &[]);
+    let listed = tools(&server, &s);
+    for tool in ["increment", "tick_state", "tick_screen"] {
+        assert!(listed.contains(&tool.to_string()), "{tool} in {listed:?}");
+    }
+    assert_eq!(resources(&server, &s), [json!("tick://counter/state")]);
+    assert!(
+        starts_and_ends(&audit.events()).0.is_empty(),
+        "listings start nothing: {:?}",
+        audit.events()
+    );
+    // The first call starts it, waits for it, and is answered.
+    assert_eq!(increment(&server, &s, 2), Ok(2));
+    starts_within(&audit, 1);
+    // One shared instance: the next call goes to the same one.
+    assert_eq!(increment(&server, &s, 3), Ok(5));
+    starts_within(&audit, 1);
+}
+
+#[test]
+fn an_idle_tick_started_on_first_use_is_stopped_and_the_next_call_starts_it_afresh() {
+    let dir = TempDir::new("lazy-idle");
+    let cache = dir.path("cache");
+    let idle = Duration::from_secs(1);
+    starts_with_the_host(lazy_counter(&cache, &Grants::default(), idle));
+    let (server, audit) = serve(lazy_counter(&cache, &Grants::default(), idle));
+    let s = initialize_http(&server, &[]);
+    assert_eq!(increment(&server, &s, 3), Ok(3));
+    let first = starts_within(&audit, 1)[0].clone();
+    let stopped = eventually(PATIENCE, || {
+        starts_and_ends(&audit.events()).1.contains(&first)
+    });
+    assert!(stopped, "the idle instance ended: {:?}", audit.events());
+    // Its state went with it: the next call starts from zero.
+    assert_eq!(increment(&server, &s, 1), Ok(1));
+    let starts = starts_within(&audit, 2);
+    assert_ne!(starts[1], first);
+}
+
+#[test]
+fn a_tampered_or_oversized_cached_catalog_is_ignored_and_the_tick_starts_with_the_host() {
+    let dir = TempDir::new("lazy-tampered");
+    let cache = dir.path("cache");
+    let tick = || lazy_counter(&cache, &Grants::default(), PATIENCE);
+    starts_with_the_host(tick());
+    let entry = catalog_entry(&cache);
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x20;
+    std::fs::write(&entry, &bytes).unwrap();
+    starts_with_the_host(tick());
+    assert!(logs().text().contains("fails its MAC"), "{}", logs().text());
+    // The eager start wrote a good entry again: the next start is lazy.
+    let (server, audit) = serve(tick());
+    let s = initialize_http(&server, &[]);
+    assert!(tools(&server, &s).contains(&"increment".to_string()));
+    assert!(starts_and_ends(&audit.events()).0.is_empty());
+    drop(server);
+    // Oversized: refused before it is read, whatever it holds.
+    let entry = catalog_entry(&cache);
+    let mut big = std::fs::read(&entry).unwrap();
+    big.resize(MAX_CACHED_CATALOG_BYTES as usize + 4096, b' ');
+    std::fs::write(&entry, &big).unwrap();
+    starts_with_the_host(tick());
+    assert!(
+        logs().text().contains("over its size bound"),
+        "{}",
+        logs().text()
+    );
+}
+
+#[test]
+fn a_changed_grant_misses_the_cached_catalog() {
+    let dir = TempDir::new("lazy-grant");
+    let cache = dir.path("cache");
+    starts_with_the_host(lazy_counter(&cache, &Grants::default(), PATIENCE));
+    let tz = Grants {
+        env: vec!["TZ=UTC".into()],
+        ..Grants::default()
+    };
+    starts_with_the_host(lazy_counter(&cache, &tz, PATIENCE));
+    // Positive control: each grant set now has its own entry, and the
+    // first one is still lazy.
+    let (server, audit) = serve(lazy_counter(&cache, &Grants::default(), PATIENCE));
+    let s = initialize_http(&server, &[]);
+    assert!(tools(&server, &s).contains(&"increment".to_string()));
+    assert!(starts_and_ends(&audit.events()).0.is_empty());
+}
