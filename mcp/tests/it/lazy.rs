@@ -20,14 +20,19 @@ use tickbox_test_support::mcp_clients::counter_wasm;
 use tickbox_test_support::mcp_http::initialize_http;
 use tickbox_test_support::{cache_entries, eventually, TempDir};
 
-/// The counter as `counter`, started on first use and stopped after
-/// `idle`, compiled into (and its catalog cached in) `cache`.
-fn lazy_counter(cache: &Path, grants: &Grants, idle: Duration) -> Hosting {
-    let engine = WasmEngine::with_options(EngineOptions {
+/// An engine compiling into (and keeping catalogs in) `cache`.
+fn engine_in(cache: &Path) -> Arc<WasmEngine> {
+    WasmEngine::with_options(EngineOptions {
         cache_dir: Some(cache.to_path_buf()),
         ..EngineOptions::default()
     })
-    .expect("the wasm engine");
+    .expect("the wasm engine")
+}
+
+/// The counter as `counter`, started on first use and stopped after
+/// `idle`, compiled into (and its catalog cached in) `cache`.
+fn lazy_counter(cache: &Path, grants: &Grants, idle: Duration) -> Hosting {
+    let engine = engine_in(cache);
     Hosting {
         on_first_use: Some(idle),
         ..Hosting::shared(Some("counter"), wasm_on(&engine, &counter_wasm(), grants))
@@ -127,6 +132,7 @@ fn an_idle_tick_started_on_first_use_is_stopped_and_the_next_call_starts_it_afre
     starts_with_the_host(lazy_counter(&cache, &Grants::default(), idle));
     let (server, audit) = serve(lazy_counter(&cache, &Grants::default(), idle));
     let s = initialize_http(&server, &[]);
+    assert!(starts_and_ends(&audit.events()).0.is_empty());
     assert_eq!(increment(&server, &s, 3), Ok(3));
     let first = starts_within(&audit, 1)[0].clone();
     let stopped = eventually(PATIENCE, || {
@@ -187,4 +193,56 @@ fn a_changed_grant_misses_the_cached_catalog() {
     let s = initialize_http(&server, &[]);
     assert!(tools(&server, &s).contains(&"increment".to_string()));
     assert!(starts_and_ends(&audit.events()).0.is_empty());
+}
+
+#[test]
+fn a_started_tick_whose_catalog_differs_from_the_cached_one_refuses_the_stale_call_and_recaches() {
+    let dir = TempDir::new("lazy-stale");
+    let cache = dir.path("cache");
+    starts_with_the_host(lazy_counter(&cache, &Grants::default(), PATIENCE));
+    // An entry tickbox itself wrote (under its MAC key) for another
+    // revision of the same catalog: what a Tick rebuilt with the same
+    // bytes could never give, but a changed catalog looks like this.
+    let entry = catalog_entry(&cache);
+    let key = entry.file_stem().unwrap().to_string_lossy().into_owned();
+    let engine = engine_in(&cache);
+    let store = engine.cache().expect("the cache opens");
+    let real: Value = serde_json::from_slice(
+        store
+            .get_within(&key, MAX_CACHED_CATALOG_BYTES)
+            .expect("the entry")
+            .code(),
+    )
+    .unwrap();
+    let mut stale = real.clone();
+    stale["revision"] = json!("cached-stale");
+    store.put(&key, &serde_json::to_vec(&stale).unwrap());
+    let (server, audit) = serve(lazy_counter(&cache, &Grants::default(), PATIENCE));
+    let s = initialize_http(&server, &[]);
+    assert!(tools(&server, &s).contains(&"increment".to_string()));
+    assert!(starts_and_ends(&audit.events()).0.is_empty());
+    // The call bound to the cached revision starts the Tick, which has
+    // another: refused, never sent.
+    let m = request(
+        &server,
+        &s,
+        "tools/call",
+        json!({"name": "increment", "arguments": {"amount": 2}}),
+    );
+    let error = &m["result"]["structuredContent"]["error"];
+    assert_eq!(error["kind"], "catalog_changed", "{m}");
+    assert_eq!(error["executed"], false, "{m}");
+    starts_within(&audit, 1);
+    // The cache holds the started Tick's catalog again.
+    let cached: Value = serde_json::from_slice(
+        store
+            .get_within(&key, MAX_CACHED_CATALOG_BYTES)
+            .expect("the entry")
+            .code(),
+    )
+    .unwrap();
+    assert_eq!(cached, real);
+    // Listed again, the call runs (once: the refused one did not).
+    tools(&server, &s);
+    assert_eq!(increment(&server, &s, 2), Ok(2));
 }
