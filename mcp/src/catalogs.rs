@@ -17,7 +17,7 @@
 //!   directory, under its MAC key ([`tickbox_sandbox::cache`]): an entry
 //!   is trusted only if tickbox wrote it for this key, read with
 //!   `O_NOFOLLOW` and at most
-//!   [`MAX_CACHED_CATALOG_BYTES`](crate::limits::MAX_CACHED_CATALOG_BYTES).
+//!   [`MAX_CACHED_CATALOG_BYTES`].
 //!   It is then parsed and validated as the Tick's own answer would be.
 //! - **Failing closed**: a missing, tampered, oversized, unreadable or
 //!   invalid entry is ignored (with a warning naming the rule when it was

@@ -49,25 +49,22 @@ fn serve(tick: Hosting) -> (HttpServer, Arc<AuditLines>) {
     (HttpServer::start_setup(setup, |_| {}), lines)
 }
 
-/// The names `tools/list` gives `session`.
-fn tools(server: &HttpServer, session: &str) -> Vec<String> {
-    let m = request(server, session, "tools/list", json!({}));
-    m["result"]["tools"]
+/// The `field` of each item of the `list` (`tools`, `resources`) that
+/// `LIST/list` gives `session`.
+fn listed(server: &HttpServer, session: &str, list: &str, field: &str) -> Vec<Value> {
+    let m = request(server, session, &format!("{list}/list"), json!({}));
+    let items = m["result"][list]
         .as_array()
-        .unwrap_or_else(|| panic!("{m}"))
-        .iter()
-        .map(|t| t["name"].as_str().unwrap_or_default().to_string())
-        .collect()
+        .unwrap_or_else(|| panic!("{m}"));
+    items.iter().map(|i| i[field].clone()).collect()
 }
 
-/// The URIs `resources/list` gives `session`.
-fn resources(server: &HttpServer, session: &str) -> Vec<Value> {
-    let m = request(server, session, "resources/list", json!({}));
-    m["result"]["resources"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{m}"))
+/// The names `tools/list` gives `session`.
+fn tools(server: &HttpServer, session: &str) -> Vec<String> {
+    let names = listed(server, session, "tools", "name");
+    names
         .iter()
-        .map(|r| r["uri"].clone())
+        .map(|n| n.as_str().unwrap_or_default().to_string())
         .collect()
 }
 
@@ -106,11 +103,14 @@ fn a_tick_whose_catalog_is_cached_is_listed_unstarted_and_its_first_call_starts_
     catalog_entry(&cache);
     let (server, audit) = serve(lazy_counter(&cache, &Grants::default(), PATIENCE));
     let s = initialize_http(&server, &[]);
-    let listed = tools(&server, &s);
+    let names = tools(&server, &s);
     for tool in ["increment", "tick_state", "tick_screen"] {
-        assert!(listed.contains(&tool.to_string()), "{tool} in {listed:?}");
+        assert!(names.contains(&tool.to_string()), "{tool} in {names:?}");
     }
-    assert_eq!(resources(&server, &s), [json!("tick://counter/state")]);
+    assert_eq!(
+        listed(&server, &s, "resources", "uri"),
+        [json!("tick://counter/state")]
+    );
     assert!(
         starts_and_ends(&audit.events()).0.is_empty(),
         "listings start nothing: {:?}",
@@ -207,13 +207,11 @@ fn a_started_tick_whose_catalog_differs_from_the_cached_one_refuses_the_stale_ca
     let key = entry.file_stem().unwrap().to_string_lossy().into_owned();
     let engine = engine_in(&cache);
     let store = engine.cache().expect("the cache opens");
-    let real: Value = serde_json::from_slice(
-        store
-            .get_within(&key, MAX_CACHED_CATALOG_BYTES)
-            .expect("the entry")
-            .code(),
-    )
-    .unwrap();
+    let cached = || -> Value {
+        let entry = store.get_within(&key, MAX_CACHED_CATALOG_BYTES);
+        serde_json::from_slice(entry.expect("the entry").code()).unwrap()
+    };
+    let real = cached();
     let mut stale = real.clone();
     stale["revision"] = json!("cached-stale");
     store.put(&key, &serde_json::to_vec(&stale).unwrap());
@@ -234,14 +232,7 @@ fn a_started_tick_whose_catalog_differs_from_the_cached_one_refuses_the_stale_ca
     assert_eq!(error["executed"], false, "{m}");
     starts_within(&audit, 1);
     // The cache holds the started Tick's catalog again.
-    let cached: Value = serde_json::from_slice(
-        store
-            .get_within(&key, MAX_CACHED_CATALOG_BYTES)
-            .expect("the entry")
-            .code(),
-    )
-    .unwrap();
-    assert_eq!(cached, real);
+    assert_eq!(cached(), real);
     // Listed again, the call runs (once: the refused one did not).
     tools(&server, &s);
     assert_eq!(increment(&server, &s, 2), Ok(2));
