@@ -142,6 +142,20 @@ pub struct EntryInfo {
     pub last_used: u64,
 }
 
+impl EntryInfo {
+    /// What the entry holds, as `cache ls` names it: the compiler of
+    /// compiled code, what the key's suffix names for an entry that is not
+    /// code (`catalog`, see [`Cache::key_of`]), `old` for an older
+    /// tickbox's code.
+    pub fn holds(&self) -> &str {
+        match (self.compiler, self.key.rsplit_once('-')) {
+            (Some(c), _) => c.name(),
+            (None, Some((_, kind))) => kind,
+            (None, None) => "old",
+        }
+    }
+}
+
 /// Compiled code read back from an entry whose MAC matched.
 pub struct Verified(Vec<u8>);
 

@@ -32,10 +32,15 @@ fn engine_in(cache: &Path) -> Arc<WasmEngine> {
 /// The counter as `counter`, started on first use and stopped after
 /// `idle`, compiled into (and its catalog cached in) `cache`.
 fn lazy_counter(cache: &Path, grants: &Grants, idle: Duration) -> Hosting {
+    lazy_counter_at(&counter_wasm(), cache, grants, idle)
+}
+
+/// [`lazy_counter`] from the file `wasm`.
+fn lazy_counter_at(wasm: &str, cache: &Path, grants: &Grants, idle: Duration) -> Hosting {
     let engine = engine_in(cache);
     Hosting {
         on_first_use: Some(idle),
-        ..Hosting::shared(Some("counter"), wasm_on(&engine, &counter_wasm(), grants))
+        ..Hosting::shared(Some("counter"), wasm_on(&engine, wasm, grants))
     }
 }
 
@@ -236,4 +241,42 @@ fn a_started_tick_whose_catalog_differs_from_the_cached_one_refuses_the_stale_ca
     // Listed again, the call runs (once: the refused one did not).
     tools(&server, &s);
     assert_eq!(increment(&server, &s, 2), Ok(2));
+}
+
+#[test]
+fn a_tick_whose_file_changed_after_the_host_started_is_refused_at_its_first_use() {
+    let dir = TempDir::new("lazy-changed");
+    let cache = dir.path("cache");
+    let wasm = dir.path("counter.wasm");
+    std::fs::copy(counter_wasm(), &wasm).unwrap();
+    let wasm = wasm.display().to_string();
+    let tick = || lazy_counter_at(&wasm, &cache, &Grants::default(), PATIENCE);
+    starts_with_the_host(tick());
+    let (server, audit) = serve(tick());
+    let s = initialize_http(&server, &[]);
+    // Positive control: the listing is the cached catalog's.
+    assert!(tools(&server, &s).contains(&"increment".to_string()));
+    // Other bytes under the same name: not the Tick the clients listed.
+    let mut bytes = std::fs::read(&wasm).unwrap();
+    bytes.extend_from_slice(b"\0\x08appended\0");
+    std::fs::write(&wasm, &bytes).unwrap();
+    let m = request(
+        &server,
+        &s,
+        "tools/call",
+        json!({"name": "increment", "arguments": {"amount": 1}}),
+    );
+    let message = m["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{m}"));
+    assert!(
+        message.contains("the Tick `counter` (start = \"on-first-use\") could not start"),
+        "{message}"
+    );
+    assert!(
+        message.contains("sha256"),
+        "names the digest rule: {message}"
+    );
+    let calls = audit.events().into_iter().filter(|e| e["event"] == "call");
+    assert_eq!(calls.count(), 0, "no call reached a Tick");
 }

@@ -36,8 +36,9 @@ pub struct HttpServer {
     endpoint: Endpoint,
     /// `/metrics`, when served ([`HttpServer::start_metered`]).
     pub page: Option<Page>,
-    /// The hosted Ticks' sessions, in order (a live client calls through
-    /// them, by the Tick's own tool names).
+    /// The sessions the host started, in the Ticks' order (a live client
+    /// calls through them, by the Tick's own tool names); a Tick left to
+    /// its first use has none.
     pub sessions: Vec<Arc<Session>>,
     /// The runtime serving them, to call through a session on.
     pub runtime: tokio::runtime::Handle,
