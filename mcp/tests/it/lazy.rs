@@ -1,7 +1,9 @@
 //! `start = "on-first-use"` (issue 42): a shared wasm Tick whose catalog
 //! is in the catalog cache is listed without being started, started by
-//! its first call, and stopped again when idle; the cache keyed by the
-//! Tick's bytes and grants, and refused when tampered with or oversized.
+//! its first call, and stopped again when idle unless subscribed to; the
+//! cache keyed by the Tick's bytes and grants, refused when tampered with
+//! or oversized, and written again when the started Tick's catalog
+//! differs; a file changed after the host started refused at first use.
 //! Each test keeps its own compile cache (the catalog cache lives in it),
 //! so a first host start in it has nothing cached: the positive control
 //! that starts the Tick with the host.
@@ -46,10 +48,15 @@ fn lazy_counter_at(wasm: &str, cache: &Path, grants: &Grants, idle: Duration) ->
 
 /// Serves `tick` over HTTP, its audit kept.
 fn serve(tick: Hosting) -> (HttpServer, Arc<AuditLines>) {
+    serve_all(vec![tick])
+}
+
+/// Serves `ticks` over HTTP, their audit kept in one stream.
+fn serve_all(ticks: Vec<Hosting>) -> (HttpServer, Arc<AuditLines>) {
     let lines = Arc::new(AuditLines::default());
     let setup = Setup {
         audit: Some(lines.clone()),
-        ..Setup::of(vec![tick])
+        ..Setup::of(ticks)
     };
     (HttpServer::start_setup(setup, |_| {}), lines)
 }
@@ -279,4 +286,55 @@ fn a_tick_whose_file_changed_after_the_host_started_is_refused_at_its_first_use(
     );
     let calls = audit.events().into_iter().filter(|e| e["event"] == "call");
     assert_eq!(calls.count(), 0, "no call reached a Tick");
+}
+
+#[test]
+fn a_subscribed_tick_started_on_first_use_is_not_stopped_when_idle_until_unsubscribed() {
+    let dir = TempDir::new("lazy-subscribed");
+    let cache = dir.path("cache");
+    let idle = Duration::from_secs(1);
+    starts_with_the_host(lazy_counter(&cache, &Grants::default(), idle));
+    // Two copies of the counter (one cached catalog), both lazy.
+    let (server, audit) = serve_all(vec![
+        Hosting {
+            name: Some("kept"),
+            ..lazy_counter(&cache, &Grants::default(), idle)
+        },
+        Hosting {
+            name: Some("idle"),
+            ..lazy_counter(&cache, &Grants::default(), idle)
+        },
+    ]);
+    let s = initialize_http(&server, &[]);
+    let uri = json!({"uri": "tick://kept/state"});
+    let m = request(&server, &s, "resources/subscribe", uri.clone());
+    assert!(m.get("error").is_none(), "{m}");
+    let kept = starts_within(&audit, 1)[0].clone();
+    // The control: `idle`, used after `kept` was and not subscribed to,
+    // is stopped when idle; by then `kept` has been idle longer.
+    let m = request(
+        &server,
+        &s,
+        "tools/call",
+        json!({"name": "idle_increment", "arguments": {"amount": 1}}),
+    );
+    assert_eq!(m["result"]["structuredContent"]["value"], 1, "{m}");
+    let other = starts_within(&audit, 2)[1].clone();
+    let stopped = eventually(PATIENCE, || {
+        starts_and_ends(&audit.events()).1.contains(&other)
+    });
+    assert!(
+        stopped,
+        "the unsubscribed one stopped: {:?}",
+        audit.events()
+    );
+    let ends = starts_and_ends(&audit.events()).1;
+    assert!(!ends.contains(&kept), "the subscribed one runs: {ends:?}");
+    // Unsubscribed, it is idle like any other.
+    let m = request(&server, &s, "resources/unsubscribe", uri);
+    assert!(m.get("error").is_none(), "{m}");
+    let stopped = eventually(PATIENCE, || {
+        starts_and_ends(&audit.events()).1.contains(&kept)
+    });
+    assert!(stopped, "then it stopped: {:?}", audit.events());
 }
