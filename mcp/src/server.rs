@@ -436,7 +436,13 @@ impl Facade {
 
     async fn poll_catalog(&self, index: usize) {
         let t = &self.inner.ticks[index];
+        let mut running = t.shared.current.subscribe();
         loop {
+            // A Tick started on first use has nothing to poll until it
+            // runs: thousands of them cost no wake-ups while unused.
+            if running.wait_for(Option::is_some).await.is_err() {
+                return;
+            }
             tokio::time::sleep(self.inner.options.describe_poll).await;
             // A Tick started on first use may start again; any other
             // never does.
