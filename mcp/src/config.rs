@@ -33,7 +33,9 @@
 //! `start = "on-first-use"` leaves a shared wasm Tick unstarted until a
 //! client uses it, when the catalog cache holds its catalog
 //! ([`crate::catalogs`]); it is stopped again after `idle_timeout` without
-//! a request or a subscription, and its state is lost with it.
+//! a request or a subscription, and its state is lost with it. With
+//! `instances = "per-client"` it is the template that is left unstarted:
+//! the cached catalog lists the Tick until a client starts its own.
 //!
 //! `instances = "per-client"` gives each client (an MCP session, the
 //! stdio connection, a named client) an instance of the Tick of its own,
@@ -279,9 +281,10 @@ struct RawEntry {
     /// instance may go without a request before it is stopped (default 300).
     idle_timeout: Option<f64>,
     /// `"with-host"` (the default): the Tick starts when the host does;
-    /// `"on-first-use"`: a shared wasm Tick whose catalog is in the
-    /// catalog cache starts on its first call, read or subscription, and
-    /// is stopped again after `idle_timeout` unused (its state is lost).
+    /// `"on-first-use"`: a wasm Tick whose catalog is in the catalog cache
+    /// starts on its first call, read or subscription, and is stopped
+    /// again after `idle_timeout` unused (its state is lost); with
+    /// `"per-client"`, its template is never started.
     start: Option<String>,
     /// A `[tick.grants]` table of grant keys: the same as giving them in
     /// the entry (the form earlier configs used).
@@ -436,8 +439,8 @@ impl Config {
             let mut grants = grants;
             grants.dir = grants.dir.iter().map(|d| resolve(base, d)).collect();
             grants.http_ca = grants.http_ca.map(|ca| resolve(base, &ca));
-            let start = start_of(e.start.as_deref(), e.instances.as_deref(), &source)
-                .map_err(|why| invalid(entry.clone(), why))?;
+            let start =
+                start_of(e.start.as_deref(), &source).map_err(|why| invalid(entry.clone(), why))?;
             let (instances, max_instances, idle_timeout) = instances_of(
                 e.instances.as_deref(),
                 e.max_instances,
@@ -543,11 +546,7 @@ fn instances_of(
 
 /// An entry's `start`, checked: an unknown value is refused, and so is
 /// `"on-first-use"` where it cannot apply.
-fn start_of(
-    start: Option<&str>,
-    instances: Option<&str>,
-    source: &TickSource,
-) -> Result<Start, String> {
+fn start_of(start: Option<&str>, source: &TickSource) -> Result<Start, String> {
     let start = match start {
         None | Some("with-host") => return Ok(Start::WithHost),
         Some("on-first-use") => Start::OnFirstUse,
@@ -558,15 +557,6 @@ fn start_of(
             ))
         }
     };
-    // A per-client Tick already starts each client's instance on its
-    // first use; its template is what lists it before any client has one.
-    if instances == Some("per-client") {
-        return Err(
-            "start = \"on-first-use\" applies only to instances = \"shared\": a \
-                    per-client Tick already starts each client's instance on first use"
-                .into(),
-        );
-    }
     // A command's catalog depends on more than tickbox can digest (the
     // interpreter, the scripts it loads, the environment): nothing could
     // key its cached catalog.
@@ -734,14 +724,17 @@ mod tests {
         );
     }
 
-    /// A shared wasm Tick may start on its first use, and be stopped again
-    /// when idle.
+    /// A wasm Tick may start on its first use, and be stopped again when
+    /// idle; a per-client one's template too.
     #[test]
     fn an_entry_may_start_on_first_use_and_stop_when_idle() {
         let c = parse(
-            "[[tick]]\nname = \"clock\"\npath = \"clock.wasm\"\nstart = \"on-first-use\"\nidle_timeout = 2",
+            "[[tick]]\nname = \"clock\"\npath = \"clock.wasm\"\nstart = \"on-first-use\"\nidle_timeout = 2\n\
+             [[tick]]\nname = \"notes\"\npath = \"notes.wasm\"\nstart = \"on-first-use\"\ninstances = \"per-client\"",
         )
         .unwrap();
+        assert_eq!(c.ticks[1].instances, Instances::PerClient);
+        assert_eq!(c.ticks[1].start, Start::OnFirstUse);
         assert_eq!(c.ticks[0].start, Start::OnFirstUse);
         assert_eq!(
             c.ticks[0].idle_timeout,
@@ -816,10 +809,6 @@ mod tests {
             (
                 "[[tick]]\nname = \"a\"\npath = \"x\"\nstart = \"lazy\"",
                 "start = `lazy`: give \"with-host\" or \"on-first-use\"",
-            ),
-            (
-                "[[tick]]\nname = \"a\"\npath = \"x\"\ninstances = \"per-client\"\nstart = \"on-first-use\"",
-                "applies only to instances = \"shared\"",
             ),
             (
                 "[[tick]]\nname = \"a\"\ncommand = [\"x\"]\nstart = \"on-first-use\"",

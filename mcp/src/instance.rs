@@ -7,7 +7,9 @@
 //! host started at its own start is the Tick's **template**: it answers
 //! `tools/list` and `resources/list` for a client that has not used the
 //! Tick yet (an instance of the same digest with the same grants has the
-//! same catalog), and no client's call or read ever reaches it. A client's
+//! same catalog), and no client's call or read ever reaches it (with
+//! `start = "on-first-use"` and a cached catalog no template runs at all:
+//! the catalog lists the Tick, [`crate::catalogs`]). A client's
 //! first use of the Tick (a call, a read, a subscription) starts its own
 //! instance; from then on its listings, calls, reads and notifications
 //! are that instance's. Only the template's catalog is polled: should a

@@ -115,6 +115,8 @@ pub struct HostedTick {
     pub per_client: Option<PerClient>,
     /// A shared Tick started on its first use and stopped when idle
     /// ([`crate::catalogs`]); `session`, when given, is its first instance.
+    /// With `per_client`, it is the template that is left unstarted (or,
+    /// when given, stopped when idle): the catalog lists the Tick.
     pub on_first_use: Option<OnFirstUse>,
 }
 

@@ -269,25 +269,28 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
                 call_timeout,
                 ..Default::default()
             };
-            if let (Start::OnFirstUse, Some(name)) = (start, &p.name) {
-                let launcher = app.launcher(&request)?;
-                let idle = idle_timeout.unwrap_or(INSTANCE_IDLE_TIMEOUT);
-                let t = HostedTick::on_first_use(name.clone(), &launcher, grants, config, idle)
-                    .await
-                    .map_err(tickbox_app::AppError::from)?;
-                return Ok::<_, Exit>(Err((t, launcher.kind())));
-            }
-            let opened = app.open(&request).await?;
-            // The template (`opened`) answers listings; each client's
+            // A per-client Tick's template answers listings; each client's
             // instance is started by the same launcher, into the same
             // audit stream and counts.
             let per_client = match instances {
                 Instances::Shared => None,
                 Instances::PerClient => {
-                    let spec = PerClient::new(app.launcher(&request)?, config);
+                    let spec = PerClient::new(app.launcher(&request)?, config.clone());
                     Some(spec.bounded(max_instances, idle_timeout))
                 }
             };
+            // On first use: the shared instance, or the template, is left
+            // unstarted when its catalog is cached.
+            if let (Start::OnFirstUse, Some(name)) = (start, &p.name) {
+                let launcher = app.launcher(&request)?;
+                let idle = idle_timeout.unwrap_or(INSTANCE_IDLE_TIMEOUT);
+                let mut t = HostedTick::on_first_use(name.clone(), &launcher, grants, config, idle)
+                    .await
+                    .map_err(tickbox_app::AppError::from)?;
+                t.per_client = per_client;
+                return Ok::<_, Exit>(Err((t, launcher.kind())));
+            }
+            let opened = app.open(&request).await?;
             Ok(Ok((opened, per_client)))
         };
         match opened.await {

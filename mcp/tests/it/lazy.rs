@@ -3,7 +3,8 @@
 //! its first call, and stopped again when idle unless subscribed to; the
 //! cache keyed by the Tick's bytes and grants, refused when tampered with
 //! or oversized, and written again when the started Tick's catalog
-//! differs; a file changed after the host started refused at first use.
+//! differs; a file changed after the host started refused at first use;
+//! a per-client Tick's template left unstarted.
 //! Each test keeps its own compile cache (the catalog cache lives in it),
 //! so a first host start in it has nothing cached: the positive control
 //! that starts the Tick with the host.
@@ -337,4 +338,30 @@ fn a_subscribed_tick_started_on_first_use_is_not_stopped_when_idle_until_unsubsc
         starts_and_ends(&audit.events()).1.contains(&kept)
     });
     assert!(stopped, "then it stopped: {:?}", audit.events());
+}
+
+#[test]
+fn a_per_client_tick_on_first_use_starts_no_template_and_each_client_its_own_instance() {
+    let dir = TempDir::new("lazy-per-client");
+    let cache = dir.path("cache");
+    let per_client = || Hosting {
+        per_client: Some((None, None)),
+        ..lazy_counter(&cache, &Grants::default(), PATIENCE)
+    };
+    // Nothing cached: the template starts with the host (the control).
+    starts_with_the_host(per_client());
+    let (server, audit) = serve(per_client());
+    let (a, b) = (initialize_http(&server, &[]), initialize_http(&server, &[]));
+    assert!(tools(&server, &a).contains(&"increment".to_string()));
+    assert!(starts_and_ends(&audit.events()).0.is_empty());
+    assert_eq!(increment(&server, &a, 2), Ok(2));
+    assert_eq!(increment(&server, &b, 1), Ok(1));
+    starts_within(&audit, 2);
+    let clients: Vec<Value> = audit
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "start")
+        .map(|e| e["client"].clone())
+        .collect();
+    assert_eq!(clients, [json!(a), json!(b)], "no template: {clients:?}");
 }
