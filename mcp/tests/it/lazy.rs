@@ -9,7 +9,7 @@
 //! so a first host start in it has nothing cached: the positive control
 //! that starts the Tick with the host.
 
-use crate::per_client::{increment, request, starts_and_ends, starts_within};
+use crate::per_client::{increment, request, start_clients, starts_and_ends, starts_within};
 use crate::server::HttpServer;
 use crate::{logs, wasm_on, AuditLines, Hosting, Setup, PATIENCE};
 use serde_json::{json, Value};
@@ -97,6 +97,16 @@ fn starts_with_the_host(tick: Hosting) {
     assert!(tools(&server, &s).contains(&"increment".to_string()));
 }
 
+/// A test's own directory and compile cache in it, the counter's catalog
+/// cached there by a first host start (which starts it with the host:
+/// the positive control of every lazy start after it).
+fn warmed(tag: &str) -> (TempDir, PathBuf) {
+    let dir = TempDir::new(tag);
+    let cache = dir.path("cache");
+    starts_with_the_host(lazy_counter(&cache, &Grants::default(), PATIENCE));
+    (dir, cache)
+}
+
 /// The one catalog entry in the cache `dir`.
 fn catalog_entry(dir: &Path) -> PathBuf {
     let entries: Vec<PathBuf> = cache_entries(dir)
@@ -109,10 +119,8 @@ fn catalog_entry(dir: &Path) -> PathBuf {
 
 #[test]
 fn a_tick_whose_catalog_is_cached_is_listed_unstarted_and_its_first_call_starts_it() {
-    let dir = TempDir::new("lazy-cached");
-    let cache = dir.path("cache");
     // Positive control: nothing cached yet, so it starts with the host.
-    starts_with_the_host(lazy_counter(&cache, &Grants::default(), PATIENCE));
+    let (_dir, cache) = warmed("lazy-cached");
     catalog_entry(&cache);
     let (server, audit) = serve(lazy_counter(&cache, &Grants::default(), PATIENCE));
     let s = initialize_http(&server, &[]);
@@ -139,10 +147,8 @@ fn a_tick_whose_catalog_is_cached_is_listed_unstarted_and_its_first_call_starts_
 
 #[test]
 fn an_idle_tick_started_on_first_use_is_stopped_and_the_next_call_starts_it_afresh() {
-    let dir = TempDir::new("lazy-idle");
-    let cache = dir.path("cache");
+    let (_dir, cache) = warmed("lazy-idle");
     let idle = Duration::from_secs(1);
-    starts_with_the_host(lazy_counter(&cache, &Grants::default(), idle));
     let (server, audit) = serve(lazy_counter(&cache, &Grants::default(), idle));
     let s = initialize_http(&server, &[]);
     assert!(starts_and_ends(&audit.events()).0.is_empty());
@@ -160,10 +166,8 @@ fn an_idle_tick_started_on_first_use_is_stopped_and_the_next_call_starts_it_afre
 
 #[test]
 fn a_tampered_or_oversized_cached_catalog_is_ignored_and_the_tick_starts_with_the_host() {
-    let dir = TempDir::new("lazy-tampered");
-    let cache = dir.path("cache");
+    let (_dir, cache) = warmed("lazy-tampered");
     let tick = || lazy_counter(&cache, &Grants::default(), PATIENCE);
-    starts_with_the_host(tick());
     let entry = catalog_entry(&cache);
     let mut bytes = std::fs::read(&entry).unwrap();
     let last = bytes.len() - 1;
@@ -192,9 +196,7 @@ fn a_tampered_or_oversized_cached_catalog_is_ignored_and_the_tick_starts_with_th
 
 #[test]
 fn a_changed_grant_misses_the_cached_catalog() {
-    let dir = TempDir::new("lazy-grant");
-    let cache = dir.path("cache");
-    starts_with_the_host(lazy_counter(&cache, &Grants::default(), PATIENCE));
+    let (_dir, cache) = warmed("lazy-grant");
     let tz = Grants {
         env: vec!["TZ=UTC".into()],
         ..Grants::default()
@@ -210,9 +212,7 @@ fn a_changed_grant_misses_the_cached_catalog() {
 
 #[test]
 fn a_started_tick_whose_catalog_differs_from_the_cached_one_refuses_the_stale_call_and_recaches() {
-    let dir = TempDir::new("lazy-stale");
-    let cache = dir.path("cache");
-    starts_with_the_host(lazy_counter(&cache, &Grants::default(), PATIENCE));
+    let (_dir, cache) = warmed("lazy-stale");
     // An entry tickbox itself wrote (under its MAC key) for another
     // revision of the same catalog: what a Tick rebuilt with the same
     // bytes could never give, but a changed catalog looks like this.
@@ -291,10 +291,8 @@ fn a_tick_whose_file_changed_after_the_host_started_is_refused_at_its_first_use(
 
 #[test]
 fn a_subscribed_tick_started_on_first_use_is_not_stopped_when_idle_until_unsubscribed() {
-    let dir = TempDir::new("lazy-subscribed");
-    let cache = dir.path("cache");
+    let (_dir, cache) = warmed("lazy-subscribed");
     let idle = Duration::from_secs(1);
-    starts_with_the_host(lazy_counter(&cache, &Grants::default(), idle));
     // Two copies of the counter (one cached catalog), both lazy.
     let (server, audit) = serve_all(vec![
         Hosting {
@@ -357,11 +355,6 @@ fn a_per_client_tick_on_first_use_starts_no_template_and_each_client_its_own_ins
     assert_eq!(increment(&server, &a, 2), Ok(2));
     assert_eq!(increment(&server, &b, 1), Ok(1));
     starts_within(&audit, 2);
-    let clients: Vec<Value> = audit
-        .events()
-        .iter()
-        .filter(|e| e["event"] == "start")
-        .map(|e| e["client"].clone())
-        .collect();
+    let clients = start_clients(&audit);
     assert_eq!(clients, [json!(a), json!(b)], "no template: {clients:?}");
 }

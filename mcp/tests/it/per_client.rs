@@ -222,6 +222,14 @@ pub(crate) fn starts_and_ends(events: &[Value]) -> (Vec<String>, Vec<String>) {
     (of("start"), of("end"))
 }
 
+/// Whom each audit `start` so far was for (its `client`; null for a
+/// shared instance or a template).
+pub(crate) fn start_clients(audit: &AuditLines) -> Vec<Value> {
+    let events = audit.events();
+    let starts = events.iter().filter(|e| e["event"] == "start");
+    starts.map(|e| e["client"].clone()).collect()
+}
+
 /// The audit's `start` events once there are `n` of them (exactly `n`).
 pub(crate) fn starts_within(audit: &AuditLines, n: usize) -> Vec<String> {
     eventually(PATIENCE, || starts_and_ends(&audit.events()).0.len() >= n);
@@ -240,12 +248,7 @@ fn an_idle_instance_is_stopped_and_the_next_use_starts_a_fresh_one() {
     // (the template's names no client).
     let starts = starts_within(&audit, 2);
     let instance = starts[1].clone();
-    let clients: Vec<Value> = audit
-        .events()
-        .iter()
-        .filter(|e| e["event"] == "start")
-        .map(|e| e["client"].clone())
-        .collect();
+    let clients = start_clients(&audit);
     assert_eq!(clients, [Value::Null, json!(a)], "{:?}", audit.events());
     let stopped = eventually(PATIENCE, || {
         starts_and_ends(&audit.events()).1.contains(&instance)
