@@ -40,7 +40,11 @@
 //! wasmtime's compatibility hash and the compiler, followed by the
 //! compiler's name (`<sha256>-cranelift`, `<sha256>-winch`), so a changed
 //! Tick, a new tickbox or a different engine configuration never hits an
-//! old entry, and Winch's code is never taken for Cranelift's.
+//! old entry, and Winch's code is never taken for Cranelift's. Entries
+//! that are not code (a hosted Tick's catalog, kept so that it can start
+//! on first use) are keyed by [`Cache::key_of`], named by what they hold
+//! (`<sha256>-catalog`), under the same MAC and writes, and read with a
+//! bound of their own ([`Cache::get_within`]).
 
 pub use crate::limits::{DEFAULT_CACHE_MAX_BYTES, MAX_CACHE_ENTRY_BYTES};
 use hmac::{Hmac, Mac};

@@ -1,6 +1,7 @@
 //! `start = "on-first-use"` (issue 42): a shared wasm Tick whose catalog
 //! is in the catalog cache is listed without being started, started by
-//! its first call, and stopped again when idle unless subscribed to; the
+//! its first call, and stopped again when idle unless subscribed to (a
+//! `resources/subscribe`, or a 2026-07-28 `subscriptions/listen`); the
 //! cache keyed by the Tick's bytes and grants, refused when tampered with
 //! or oversized, and written again when the started Tick's catalog
 //! differs; a file changed after the host started refused at first use;
@@ -9,19 +10,24 @@
 //! so a first host start in it has nothing cached: the positive control
 //! that starts the Tick with the host.
 
+use crate::client::{serve_ticks, soon};
 use crate::per_client::{increment, request, start_clients, starts_and_ends, starts_within};
 use crate::server::HttpServer;
 use crate::{logs, wasm_on, AuditLines, Hosting, Setup, PATIENCE};
+use rmcp::model::{ProtocolVersion, SubscriptionFilter};
+use rmcp::service::ClientLifecycleMode;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+use tickbox_host::SessionConfig;
 use tickbox_mcp::limits::MAX_CACHED_CATALOG_BYTES;
-use tickbox_mcp::Grants;
+use tickbox_mcp::{Grants, HostedTick};
 use tickbox_sandbox::{EngineOptions, WasmEngine};
+use tickbox_telemetry::audit::{Audit, AuditSink, Origin};
 use tickbox_test_support::mcp_clients::counter_wasm;
 use tickbox_test_support::mcp_http::initialize_http;
-use tickbox_test_support::{cache_entries, eventually, TempDir};
+use tickbox_test_support::{cache_entries, eventually, eventually_await, TempDir};
 
 /// An engine compiling into (and keeping catalogs in) `cache`.
 fn engine_in(cache: &Path) -> Arc<WasmEngine> {
@@ -357,4 +363,80 @@ fn a_per_client_tick_on_first_use_starts_no_template_and_each_client_its_own_ins
     starts_within(&audit, 2);
     let clients = start_clients(&audit);
     assert_eq!(clients, [json!(a), json!(b)], "no template: {clients:?}");
+}
+
+/// `kept` and `idle`, two copies of the counter started on first use and
+/// stopped after a second idle, their catalog cached in `cache`, their
+/// starts and ends in `audit`.
+async fn two_lazy_counters(cache: &Path, audit: &Arc<AuditLines>) -> Vec<HostedTick> {
+    let sink: Arc<dyn AuditSink> = audit.clone();
+    let mut ticks = Vec::new();
+    for name in ["kept", "idle"] {
+        let launcher = wasm_on(&engine_in(cache), &counter_wasm(), &Grants::default())
+            .audited(Some(Audit::new(Origin::Mcp, vec![sink.clone()])));
+        let config = SessionConfig::default();
+        let idle = Duration::from_secs(1);
+        let tick =
+            HostedTick::on_first_use(name.into(), &launcher, Grants::default(), config, idle);
+        ticks.push(tick.await.expect("the facade is given its Tick"));
+    }
+    ticks
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_listen_starts_a_tick_on_first_use_and_keeps_it_from_its_idle_stop() {
+    let (_dir, cache) = tokio::task::spawn_blocking(|| warmed("lazy-listen"))
+        .await
+        .unwrap();
+    let audit = Arc::new(AuditLines::default());
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let mcp = serve_ticks(two_lazy_counters(&cache, &audit).await, lifecycle).await;
+    assert!(mcp.tools().await.iter().any(|t| t.name == "kept_increment"));
+    assert!(
+        starts_and_ends(&audit.events()).0.is_empty(),
+        "listed, not started"
+    );
+    let uri = "tick://kept/state";
+    let filter = SubscriptionFilter::builder()
+        .resource_subscriptions([uri])
+        .build();
+    let stream = soon("subscriptions/listen", mcp.client.peer().listen(filter))
+        .await
+        .expect("listen");
+    let started = |n: usize| starts_and_ends(&audit.events()).0.len() >= n;
+    assert!(
+        eventually_await(PATIENCE, || async { started(1) }).await,
+        "listening starts it"
+    );
+    let kept = starts_and_ends(&audit.events()).0[0].clone();
+    // The control: `idle`, used after `kept` was and not listened to, is
+    // stopped when idle; by then `kept` has been idle longer.
+    let r = mcp.call("idle_increment", json!({"amount": 1})).await;
+    assert_eq!(r.structured_content, Some(json!({"value": 1})), "{r:?}");
+    assert!(eventually_await(PATIENCE, || async { started(2) }).await);
+    let other = starts_and_ends(&audit.events()).0[1].clone();
+    let ended = |session: &str| {
+        starts_and_ends(&audit.events())
+            .1
+            .contains(&session.to_string())
+    };
+    assert!(
+        eventually_await(PATIENCE, || async { ended(&other) }).await,
+        "the control stopped"
+    );
+    assert!(
+        !ended(&kept),
+        "the listened-to one runs: {:?}",
+        audit.events()
+    );
+    // The stream closed, it is idle like any other.
+    drop(stream);
+    assert!(
+        eventually_await(PATIENCE, || async { ended(&kept) }).await,
+        "then it stopped"
+    );
+    let (served, logged) = mcp.close().await;
+    assert!(served.is_ok(), "{served:?}: {logged}");
 }
