@@ -304,14 +304,14 @@ impl Cache {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
             Err(e) => {
-                tracing::warn!(entry = %name, error = %e, "compile cache entry refused; rebuilding");
+                tracing::warn!(entry = %name, error = %e, "cache entry refused (unreadable); ignored and made again");
                 self.remove(key);
                 return None;
             }
         };
         let meta = file.metadata().ok()?;
         if !meta.is_file() || meta.uid() != euid() {
-            tracing::warn!(entry = %name, "compile cache entry is not a file of ours; rebuilding");
+            tracing::warn!(entry = %name, "cache entry refused (not a regular file of ours); ignored and made again");
             self.remove(key);
             return None;
         }
@@ -319,7 +319,7 @@ impl Cache {
             tracing::warn!(
                 entry = %name,
                 bytes = meta.len(),
-                "cache entry over its size bound ({limit} bytes with its header); rebuilding"
+                "cache entry refused (over its size bound, {limit} bytes with its header); ignored and made again"
             );
             self.remove(key);
             return None;
@@ -336,7 +336,7 @@ impl Cache {
                 .verify_slice(&bytes[MAGIC.len()..HEADER_LEN])
                 .is_ok();
         if !ok {
-            tracing::warn!(entry = %name, "compile cache entry fails its MAC; rebuilding");
+            tracing::warn!(entry = %name, "cache entry refused (fails its MAC: not written by tickbox for this key); ignored and made again");
             self.remove(key);
             return None;
         }
