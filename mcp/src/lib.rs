@@ -80,7 +80,7 @@ pub use names::NameError;
 pub use outcome::MAX_RESULT_BYTES;
 pub use server::{
     state_uri, Connection, Facade, FacadeError, FacadeOptions, HostedTick, DESCRIBE_POLL,
-    INSTANCE_CAP, STATE_URI_PREFIX,
+    DESCRIBE_POLL_BACKOFF, INSTANCE_CAP, STATE_URI_PREFIX,
 };
 pub use transport::{MAX_FRAME_BYTES, MAX_PENDING_REQUESTS, SUPPORTED_VERSIONS};
 

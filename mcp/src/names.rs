@@ -104,6 +104,16 @@ pub struct Mapping {
     pub errors: Vec<NameError>,
     /// Per Tick: why its own tools are withheld (`None`: they are listed).
     pub withheld: Vec<Option<String>>,
+    /// Where each name is in `names`: a call finds its tool in constant
+    /// time however many Ticks a host holds.
+    at: std::collections::HashMap<String, usize>,
+}
+
+impl Mapping {
+    /// The usable name `name`, if it is one.
+    pub fn find(&self, name: &str) -> Option<&Mapped> {
+        self.at.get(name).map(|&i| &self.names[i])
+    }
 }
 
 /// Maps the tools of every hosted Tick (name, catalog) to MCP names.
@@ -202,10 +212,16 @@ pub fn map_tools(ticks: &[(&str, &Descriptor)], prefixed: bool, changed: &[bool]
             });
         }
     }
+    let at = names
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.name.clone(), i))
+        .collect();
     Mapping {
         names,
         errors,
         withheld,
+        at,
     }
 }
 
@@ -228,6 +244,20 @@ mod tests {
 
     fn names(m: &[Mapped]) -> Vec<&str> {
         m.iter().map(|m| m.name.as_str()).collect()
+    }
+
+    #[test]
+    fn find_gives_each_usable_name_its_own_entry_and_nothing_else() {
+        let a = catalog(&["ok", "add item"]);
+        let b = catalog(&["ok"]);
+        let m = map_tools(&[("a", &a), ("b", &b)], true, &[true, true]);
+        assert_eq!(m.names.len(), 7, "{:?}", names(&m.names));
+        for entry in &m.names {
+            assert_eq!(m.find(&entry.name), Some(entry));
+        }
+        for unknown in ["ok", "a_", "c_ok", "a_add item", ""] {
+            assert_eq!(m.find(unknown), None, "{unknown}");
+        }
     }
 
     #[test]

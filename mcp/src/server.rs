@@ -2,10 +2,17 @@
 //! client gets its own [`Connection`] (rmcp's [`ServerHandler`]) with its own
 //! listing, subscriptions and read marks over the shared Ticks.
 //!
-//! The facade polls each Tick's catalog once per [`DESCRIBE_POLL`]
-//! ([`FacadeOptions::describe_poll`]; a repeat
-//! describe is compared with the last one and costs no schema compilation,
-//! see [`Session::describe`]) and wakes every connection when one changed.
+//! The facade polls each Tick's catalog ([`Session::describe`]; a repeat
+//! describe is compared with the last one and costs no schema compilation)
+//! and wakes every connection when one changed. The protocol has no
+//! notification for a new catalog, so polling is the only way to notice
+//! one a Tick makes on its own; catalogs change with what a Tick does, so
+//! the poll follows activity: once per [`DESCRIBE_POLL`]
+//! ([`FacadeOptions::describe_poll`]) after a state update or a call, and
+//! each quiet poll doubles the wait, up to [`DESCRIBE_POLL_BACKOFF`] times
+//! that. An idle host's CPU then stays near zero however many Ticks it
+//! holds, and a call is never bound to a stale catalog whatever the wait:
+//! the Tick refuses a wrong revision (§6.2) and the facade describes anew.
 //! A connection tells its client in the way the client's protocol revision
 //! wants: unsolicited notifications for sessions that began with
 //! `initialize` (2025-06-18, 2025-11-25), the `subscriptions/listen` stream
@@ -55,6 +62,11 @@ use tokio_util::sync::CancellationToken;
 /// before the client's next call (the default of
 /// [`FacadeOptions::describe_poll`]).
 pub const DESCRIBE_POLL: Duration = Duration::from_secs(1);
+
+/// How many times [`FacadeOptions::describe_poll`] a quiet Tick's catalog
+/// poll may wait at most (32 s by default): a catalog a Tick changes
+/// without any state update or call reaches clients within that.
+pub const DESCRIBE_POLL_BACKOFF: u32 = 32;
 
 /// How the facade runs; [`Facade::new`] takes the defaults.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +155,9 @@ struct Hosted {
     /// The catalog last seen (of the template), to tell a new one by
     /// identity; a Tick not started yet is listed with it.
     seen: Mutex<Arc<Descriptor>>,
+    /// Raised when a client's call reached the template, so its catalog
+    /// is polled soon (a call may change it without a state update).
+    activity: tokio::sync::Notify,
     /// How a per-client Tick starts a client's instance.
     per_client: Option<PerClient>,
     /// How a Tick started on first use starts.
@@ -232,6 +247,7 @@ impl Facade {
                 shared,
                 grants: t.grants,
                 seen: Mutex::new(d),
+                activity: tokio::sync::Notify::new(),
                 per_client: t.per_client,
                 on_first_use: t.on_first_use,
             });
@@ -436,31 +452,80 @@ impl Facade {
         }
     }
 
+    /// Polls one Tick's catalog for as long as it runs ([`Self::poll_instance`]);
+    /// a Tick started on first use is polled while an instance of it runs,
+    /// and from its next start again after an idle stop.
     async fn poll_catalog(&self, index: usize) {
         let t = &self.inner.ticks[index];
         let mut running = t.shared.current.subscribe();
         loop {
             // A Tick started on first use has nothing to poll until it
             // runs: thousands of them cost no wake-ups while unused.
-            if running.wait_for(Option::is_some).await.is_err() {
+            let instance = match running.wait_for(Option::is_some).await {
+                Ok(current) => current.clone(),
+                Err(_) => return,
+            };
+            let Some(instance) = instance else {
+                continue;
+            };
+            self.poll_instance(index, &instance).await;
+            // Any other Tick never starts again.
+            if t.on_first_use.is_none() {
                 return;
             }
-            tokio::time::sleep(self.inner.options.describe_poll).await;
-            // A Tick started on first use may start again; any other
-            // never does.
-            match t.template() {
-                None => continue,
-                Some(i) if i.session.end_reason().is_some() => {
-                    if t.on_first_use.is_none() {
-                        return;
+            let gone =
+                |c: &Option<Arc<Instance>>| !c.as_ref().is_some_and(|i| Arc::ptr_eq(i, &instance));
+            if running.wait_for(gone).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Polls the catalog of the Tick at `index` through `instance` (its
+    /// shared one or template) until that instance ends, following its
+    /// activity (see the module docs): after a state update or a call, at
+    /// most once per `describe_poll`; while it is quiet, each unchanged
+    /// catalog doubles the wait, up to [`DESCRIBE_POLL_BACKOFF`] times.
+    async fn poll_instance(&self, index: usize, instance: &Arc<Instance>) {
+        let t = &self.inner.ticks[index];
+        let base = self.inner.options.describe_poll;
+        let quiet_most = base.saturating_mul(DESCRIBE_POLL_BACKOFF);
+        let mut state = instance.session.watch_state();
+        let mut wait = base;
+        let mut last = tokio::time::Instant::now();
+        loop {
+            let active = tokio::select! {
+                _ = tokio::time::sleep_until(last + wait) => false,
+                changed = state.changed() => {
+                    if changed.is_err() {
+                        return; // The session is gone.
                     }
-                    continue;
+                    true
                 }
-                Some(_) => {}
+                _ = t.activity.notified() => true,
+            };
+            if active {
+                // However busy the Tick, one describe per interval.
+                tokio::time::sleep_until(last + base).await;
+                state.borrow_and_update();
             }
-            if let Err(e) = self.fresh_catalog(index).await {
-                tracing::debug!(tick = %t.name, "polling the catalog failed: {e}");
+            if instance.session.end_reason().is_some() {
+                return;
             }
+            last = tokio::time::Instant::now();
+            let before = lock(&t.seen).clone();
+            let changed = match self.fresh_catalog(index).await {
+                Ok(d) => !Arc::ptr_eq(&d, &before),
+                Err(e) => {
+                    tracing::debug!(tick = %t.name, "polling the catalog failed: {e}");
+                    false
+                }
+            };
+            wait = if active || changed {
+                base
+            } else {
+                wait.saturating_mul(2).min(quiet_most)
+            };
         }
     }
 
@@ -1141,11 +1206,7 @@ impl Connection {
         let began = Instant::now();
         let name = params.name.to_string();
         let request = from.request("tools/call", &name, id);
-        let found = lock(&self.inner.mapping)
-            .names
-            .iter()
-            .find(|m| m.name == name)
-            .cloned();
+        let found = lock(&self.inner.mapping).find(&name).cloned();
         let Some(mapped) = found else {
             let message = format!("unknown tool `{name}`; list the tools again");
             if let Some(audit) = &self.inner.facade.inner.observed {
@@ -1369,7 +1430,11 @@ impl Connection {
             listed: ready.listed.clone(),
             current,
         };
-        match instance.session.call_via(prepared, mcp).await {
+        let outcome = instance.session.call_via(prepared, mcp).await;
+        if t.is_template(instance) {
+            t.activity.notify_one();
+        }
+        match outcome {
             CallOutcome::Ok(v) => Ok(v),
             CallOutcome::Failed { error, .. } if error.code == REVISION_MISMATCH => {
                 // The Tick moved on before our poll noticed: learn the new

@@ -225,3 +225,173 @@ fn each_named_client_has_a_token_of_its_own() {
     let e = NamedClient::check_distinct(&two, Some("t2")).unwrap_err();
     assert!(e.contains("client `b` has the server's token"), "{e}");
 }
+
+/// A Tick with one read-only tool `echo`, whose catalog revision is what
+/// `revision` holds when it is described; it records when (in tokio's
+/// time) each describe came.
+async fn watched_tick(
+    tick: MemoryTick,
+    revision: Arc<std::sync::Mutex<&'static str>>,
+    describes: Arc<std::sync::Mutex<Vec<tokio::time::Instant>>>,
+) {
+    let MemoryTick {
+        stdin,
+        mut stdout,
+        control: _alive,
+        ..
+    } = tick;
+    let mut lines = BufReader::new(stdin).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let Ok(req) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let now = *revision.lock().unwrap();
+        let body = match req["method"].as_str() {
+            Some("tick/describe") => {
+                describes.lock().unwrap().push(tokio::time::Instant::now());
+                json!({"result": {
+                    "protocol": 3, "kind": "test.watched", "title": "Watched",
+                    "description": "counts its describes", "revision": now,
+                    "tools": [{"name": "echo", "description": "Return args.",
+                               "input_schema": {"type": "object"}, "mutates": false}]}})
+            }
+            Some("tick/read") => json!({"result": {"seq": 0, "data": {}}}),
+            Some("tick/call") => json!({"result": req["params"]["args"]}),
+            _ => json!({"error": {"code": -32601, "message": "no such method"}}),
+        };
+        let mut frame = json!({"jsonrpc": "2.0", "id": req["id"]});
+        if let (Some(f), Value::Object(b)) = (frame.as_object_mut(), body) {
+            f.extend(b);
+        }
+        if stdout
+            .write_all(format!("{frame}\n").as_bytes())
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// On tokio's paused clock (no real waiting): a quiet Tick's catalog is
+/// polled less and less often, down to one poll per
+/// `DESCRIBE_POLL_BACKOFF` intervals, so an idle host costs next to no
+/// CPU; a call brings the poll back to once per interval at once; and a
+/// catalog the Tick changes on its own still reaches the client within
+/// the longest wait.
+#[tokio::test(start_paused = true)]
+async fn a_quiet_ticks_catalog_is_polled_less_often_and_a_call_brings_the_poll_back() {
+    use tokio::time::{Duration as D, Instant};
+    let revision = Arc::new(std::sync::Mutex::new("r1"));
+    let describes = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (io, tick) = memory::pair();
+    tokio::spawn(watched_tick(tick, revision.clone(), describes.clone()));
+    let session = Arc::new(Session::start(io, SessionConfig::default()).await.unwrap());
+    let hosted = HostedTick {
+        name: "watched".into(),
+        session: Some(session),
+        grants: Grants::default(),
+        per_client: None,
+        on_first_use: None,
+    };
+    let every = super::DESCRIBE_POLL;
+    let quiet_most = every * super::DESCRIBE_POLL_BACKOFF;
+    let facade = Facade::with_options(vec![hosted], FacadeOptions::default())
+        .await
+        .unwrap();
+    let (client_to, facade_from) = tokio::io::duplex(64 * 1024);
+    let (facade_to, client_from) = tokio::io::duplex(64 * 1024);
+    let serving = tokio::spawn(facade.serve(facade_from, facade_to));
+    let mut mcp = Client {
+        to: client_to,
+        from: BufReader::new(client_from).lines(),
+        held: Vec::new(),
+    };
+    mcp.request(
+        0,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "raw", "version": "0"}}),
+    )
+    .await;
+    mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    mcp.request(1, "tools/list", json!({})).await;
+
+    // Ten minutes of quiet: with a poll per interval that would be 600
+    // describes; backing off, it is the doubling steps and then one per
+    // longest wait.
+    let quiet = D::from_secs(600);
+    let from = Instant::now();
+    describes.lock().unwrap().clear();
+    tokio::time::sleep(quiet).await;
+    let polls = describes.lock().unwrap().len() as u32;
+    // At least ten times fewer than one per interval, and never none.
+    let most = (quiet.as_secs_f64() / every.as_secs_f64() / 10.0) as u32;
+    assert!(
+        (3..=most).contains(&polls),
+        "{polls} polls in {quiet:?} of quiet (expected 3 to {most}: still polled, rarely)"
+    );
+    let gaps: Vec<D> = describes
+        .lock()
+        .unwrap()
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .collect();
+    assert!(
+        gaps.iter().all(|g| *g <= quiet_most + every),
+        "a quiet poll waited longer than {quiet_most:?}: {gaps:?}"
+    );
+    assert!(from.elapsed() >= quiet);
+
+    // A call: the next poll comes within one interval, and the ones after
+    // it at the short interval again.
+    describes.lock().unwrap().clear();
+    let called = Instant::now();
+    let r = mcp.call(2, "echo", json!({"x": 1})).await;
+    assert_eq!(r["isError"], false, "{r}");
+    tokio::time::sleep(every * 4).await;
+    let after: Vec<D> = describes
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|t| *t - called)
+        .collect();
+    assert!(
+        after
+            .first()
+            .is_some_and(|d| *d <= every + D::from_millis(10)),
+        "no poll within {every:?} of a call: {after:?}"
+    );
+    assert!(
+        after.len() >= 2,
+        "the poll did not return to its short interval: {after:?}"
+    );
+
+    // A catalog the Tick changes on its own, after a long quiet: the
+    // client hears of it within the longest wait.
+    tokio::time::sleep(quiet).await;
+    *revision.lock().unwrap() = "r2";
+    let changed = Instant::now();
+    let noticed = tokio::time::timeout(quiet_most + every * 2, async {
+        loop {
+            if mcp.next().await["method"] == "notifications/tools/list_changed" {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        noticed.is_ok(),
+        "a catalog changed during quiet was not announced within {:?}",
+        quiet_most + every * 2
+    );
+    assert!(changed.elapsed() <= quiet_most + every * 2);
+
+    drop(mcp);
+    tokio::time::timeout(PATIENCE, serving)
+        .await
+        .expect("the facade stops when its client leaves")
+        .unwrap()
+        .unwrap();
+}

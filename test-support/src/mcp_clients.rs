@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// A guard against hangs, not a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(180);
+pub const PATIENCE: Duration = Duration::from_secs(180);
 
 /// What every SDK client checks, in its own words (`ok CHECK` lines).
 pub const SDK_CHECKS: &[&str] = &[

@@ -6,12 +6,16 @@
 //! the shown output a line `…` stands for any number of lines, a `…`
 //! inside a line for any text, and a last line `[exit N]` for the exit
 //! code (0 when none is shown). Each command runs in `bash -o pipefail`
-//! with the `tickbox` under test first on PATH, in a copy of the
+//! with the `tickbox` under test first on PATH, after the page's setup
+//! (a `sh` block marked as run by this module's test, aliases expanded;
+//! README's tour sets `C` and `tickbox` there), in a copy of the
 //! repository's layout (links to its files) where
 //! `examples/target/wasm32-wasip2/release` is where the test build put
-//! the example guests, so the paths README's first command makes work as
-//! written (and `hostile.wasm`, the test suite's hostile guest, with an
-//! empty `data/` for it to be refused from).
+//! the example guests and `target/debug/tickbox` is the `tickbox` under
+//! test, so the paths README's first command makes work as written (and
+//! `hostile.wasm`, the test suite's hostile guest, with an empty `data/`
+//! for it to be refused from). A `cd` carries over to the page's next
+//! commands.
 //!
 //! A block preceded by `<!-- serves until stopped -->` shows servers: each
 //! command starts, must print the shown lines on stderr (in that order,
@@ -20,11 +24,25 @@
 //! `<!-- with a registry at 127.0.0.1:5000 -->` runs against a real
 //! registry the test starts (its address put where the block says
 //! `127.0.0.1:5000`, in commands and output). A block preceded by
-//! `<!-- not run: WHY -->` is not run; the test lists them with their
-//! reasons, and fails on a shell block (`sh`, `bash`, `shell`) that is
-//! neither run nor marked. Every `tickbox COMMAND --flag …` line of a
-//! block not run must still name a command and flags that `tickbox
-//! COMMAND --help` lists, so a renamed flag cannot hide there.
+//! `<!-- run by MODULE::TEST -->` is run by that test instead, which
+//! reads it from the page (a page the repository's layout cannot hold,
+//! such as a project made outside the checkout): the test must be in this
+//! suite and its own source must name the page, so the marker cannot
+//! name a test that does not read it. [`run_as_written`] runs such a
+//! page's `console` blocks as this module runs the others, in order in
+//! one directory, writing on the way each file the page has the reader
+//! write (a code block after a line "Replace `PATH` with:"); a block
+//! marked `<!-- run by MODULE::TEST, on a terminal -->` runs with a
+//! terminal as its output, for commands that print otherwise there.
+//!
+//! A block preceded by `<!-- not run: WHY -->` is not run, and is allowed
+//! only where [`NOT_RUN_ALLOWED`] lists its page and reason: what no test
+//! can run (an install, the test suite itself, a tool the suite does not
+//! install). The test lists them, and fails on a shell block (`sh`,
+//! `bash`, `shell`) that is neither run nor marked. Every `tickbox COMMAND
+//! --flag …` line of a block not run must still name a command and flags
+//! that `tickbox COMMAND --help` lists, so a renamed flag cannot hide
+//! there.
 
 use crate::util::registry::Registry;
 use crate::util::{build_wasm, hostile, root, TempDir};
@@ -34,11 +52,17 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// The variable README's tour sets before its examples, as it sets it.
-const TOUR_SETUP: (&str, &str) = ("C", "examples/target/wasm32-wasip2/release/counter.wasm");
+/// This module's test: a shell block marked as run by it is its page's
+/// setup (see the module doc).
+const SETUP_BY: &str = "doc_examples::the_examples_in_readme_and_the_manual_print_what_they_show";
 
 /// The marker of a block that is shown and not run.
 const NOT_RUN: &str = "<!-- not run:";
+/// The marker of a block that a test runs: `<!-- run by MODULE::TEST -->`,
+/// or `<!-- run by MODULE::TEST, on a terminal -->` for commands that
+/// print otherwise on a terminal.
+const RUN_BY: &str = "<!-- run by ";
+const ON_A_TERMINAL: &str = ", on a terminal";
 /// The marker of a block of servers (see the module doc).
 const SERVES: &str = "<!-- serves until stopped -->";
 /// The marker of a block that runs against a registry, and the address it
@@ -51,6 +75,50 @@ const SERVER_READY: Duration = Duration::from_secs(120);
 /// How long a server may take to exit after SIGTERM (its drain included).
 const SERVER_STOP: Duration = Duration::from_secs(60);
 
+/// The blocks no test runs, by page, each with the reason its marker
+/// gives: an install (a release build of wasmtime, too slow for a test),
+/// the test suite itself, and what needs a tool the suite does not install.
+/// A new block marked as not run fails the test until it is listed here.
+const NOT_RUN_ALLOWED: &[(&str, &str)] = &[
+    ("README.md", "README's two commands: CI runs the second as written, and the first is the build the other examples start from"),
+    ("README.md", "an install"),
+    ("docs/development.md", "the test suite itself"),
+    ("docs/development.md", "the test suite itself"),
+    ("docs/development.md", "an install"),
+    ("docs/guide/service.md", "needs podman and a container image build"),
+    ("docs/guide/testing.md", "builds the examples; the test build builds them the same way, and the blocks below run against it"),
+];
+
+/// Whether `test` (`MODULE::NAME`) is a test of this suite whose own
+/// source (its function, in `cli/tests/it/MODULE.rs`) names `page`.
+fn runs_page(test: &str, page: &str) -> Result<(), String> {
+    static LISTED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let listed = LISTED.get_or_init(|| {
+        let out = Command::new(std::env::current_exe().expect("this test binary"))
+            .args(["--list", "--format", "terse"])
+            .output()
+            .expect("list this suite's tests");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    });
+    if !listed.lines().any(|l| l == format!("{test}: test")) {
+        return Err(format!("`{test}` is no test of cli/tests/it"));
+    }
+    let (module, name) = test.rsplit_once("::").expect("MODULE::TEST");
+    let file = root().join(format!("cli/tests/it/{}.rs", module.replace("::", "/")));
+    let source = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let body = source
+        .split_once(&format!("fn {name}("))
+        .and_then(|(_, rest)| rest.split("\n}\n").next())
+        .unwrap_or("");
+    if body.contains(&format!("\"{page}\"")) {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{test}` does not name \"{page}\" in its source, so it does not read it"
+        ))
+    }
+}
+
 #[derive(Debug)]
 struct Example {
     /// `file:line` of the command.
@@ -62,6 +130,9 @@ struct Example {
     serves: bool,
     /// Runs against a registry, named [`SHOWN_REGISTRY`].
     registry: bool,
+    /// Runs with a terminal as its stdout and stderr (what it shows is
+    /// both).
+    terminal: bool,
 }
 
 /// README.md and every page under docs/.
@@ -88,13 +159,88 @@ struct Blocks {
     /// The commands of `console` blocks to run.
     run: Vec<Example>,
     /// `file:line` of each block marked as not run, and why.
-    not_run: Vec<String>,
+    not_run: Vec<(String, String)>,
+    /// `file:line` of each block marked as run by a test, and the test.
+    run_by: Vec<(String, String)>,
+    /// The lines of the page's setup, run before each of its commands.
+    setup: String,
     /// The `tickbox` invocations in blocks not run: `file:line`, the
     /// command, its flags.
     unrun_commands: Vec<(String, String, Vec<String>)>,
     /// `file:line` of each shell block (`sh`, `bash`, `shell`) neither a
     /// `console` block nor marked: an example nobody runs, unexplained.
     unmarked: Vec<String>,
+}
+
+/// The last line before line `i` that is not blank, trimmed: a block's
+/// marker, if it has one.
+fn marker_before<'a>(lines: &[&'a str], i: usize) -> Option<&'a str> {
+    lines[..i]
+        .iter()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| l.trim())
+}
+
+/// The test a `<!-- run by TEST -->` marker names (`<!-- run by TEST, on
+/// a terminal -->` too).
+fn run_by_test(marker: &str) -> Option<&str> {
+    marker
+        .strip_prefix(RUN_BY)
+        .and_then(|r| r.strip_suffix("-->"))
+        .map(|r| r.trim().trim_end_matches(ON_A_TERMINAL))
+}
+
+/// The index of the fence that closes the block opened before `start`.
+fn block_end(lines: &[&str], start: usize) -> usize {
+    (start..lines.len())
+        .find(|&j| lines[j].trim_end() == "```")
+        .unwrap_or(lines.len())
+}
+
+/// The commands of a `console` block whose lines are `lines[start..end]`,
+/// each with the output it shows.
+fn session(
+    shown: &str,
+    lines: &[&str],
+    start: usize,
+    end: usize,
+    serves: bool,
+    registry: bool,
+) -> Vec<Example> {
+    let mut block: Vec<Example> = Vec::new();
+    let mut i = start;
+    while i < end {
+        let line = lines[i];
+        if let Some(cmd) = line.strip_prefix("$ ") {
+            let mut command = cmd.to_string();
+            let at = format!("{shown}:{}", i + 1);
+            while command.ends_with('\\') && i + 1 < end {
+                command.pop();
+                i += 1;
+                command.push_str(lines[i].trim_start());
+            }
+            block.push(Example {
+                at,
+                command,
+                output: Vec::new(),
+                code: 0,
+                serves,
+                registry,
+                terminal: false,
+            });
+        } else if let Some(e) = block.last_mut() {
+            match line
+                .strip_prefix("[exit ")
+                .and_then(|r| r.strip_suffix(']'))
+            {
+                Some(code) => e.code = code.parse().expect("an exit code"),
+                None => e.output.push(line.to_string()),
+            }
+        }
+        i += 1;
+    }
+    block.into_iter().map(trimmed).collect()
 }
 
 /// The examples of one page.
@@ -109,71 +255,132 @@ fn examples(shown: &str, text: &str) -> Blocks {
             i += 1;
             continue;
         }
-        let before = lines[..i].iter().rev().find(|l| !l.trim().is_empty());
-        let marked = before.and_then(|l| l.trim_start().strip_prefix(NOT_RUN));
-        let serves = before.is_some_and(|l| l.trim() == SERVES);
-        let registry = before.is_some_and(|l| l.trim() == WITH_REGISTRY);
-        match marked {
-            Some(why) => blocks.not_run.push(format!(
-                "{shown}:{} ({})",
-                i + 1,
-                why.trim_end_matches("-->").trim()
-            )),
-            None if shell => blocks.unmarked.push(format!("{shown}:{}", i + 1)),
-            None => {}
+        let marker = marker_before(&lines, i);
+        let not_run = marker
+            .and_then(|l| l.strip_prefix(NOT_RUN))
+            .map(|why| why.trim_end_matches("-->").trim());
+        // A `console` block marked as run by this test is run as any other.
+        let run_by = marker
+            .and_then(run_by_test)
+            .filter(|t| shell || *t != SETUP_BY);
+        let at = format!("{shown}:{}", i + 1);
+        match (not_run, run_by) {
+            (Some(why), _) => blocks.not_run.push((at, why.to_string())),
+            (None, Some(test)) => blocks.run_by.push((at, test.to_string())),
+            (None, None) if shell => blocks.unmarked.push(at),
+            (None, None) => {}
         }
-        i += 1;
-        if marked.is_some() {
-            let mut j = i;
-            while j < lines.len() && lines[j].trim_end() != "```" {
+        let end = block_end(&lines, i + 1);
+        if not_run.is_some() {
+            for (j, line) in lines.iter().enumerate().take(end).skip(i + 1) {
                 let at = format!("{shown}:{}", j + 1);
                 blocks.unrun_commands.extend(
-                    invocations(lines[j])
+                    invocations(line)
                         .into_iter()
                         .map(|(c, f)| (at.clone(), c, f)),
                 );
-                j += 1;
             }
         }
-        if shell {
-            continue;
-        }
-        let mut block: Vec<Example> = Vec::new();
-        while i < lines.len() && lines[i].trim_end() != "```" {
-            let line = lines[i];
-            if let Some(cmd) = line.strip_prefix("$ ") {
-                let mut command = cmd.to_string();
-                let at = format!("{shown}:{}", i + 1);
-                while command.ends_with('\\') && i + 1 < lines.len() {
-                    command.pop();
-                    i += 1;
-                    command.push_str(lines[i].trim_start());
-                }
-                block.push(Example {
-                    at,
-                    command,
-                    output: Vec::new(),
-                    code: 0,
-                    serves,
-                    registry,
-                });
-            } else if let Some(e) = block.last_mut() {
-                match line
-                    .strip_prefix("[exit ")
-                    .and_then(|r| r.strip_suffix(']'))
-                {
-                    Some(code) => e.code = code.parse().expect("an exit code"),
-                    None => e.output.push(line.to_string()),
-                }
+        if shell && run_by == Some(SETUP_BY) {
+            for line in &lines[i + 1..end] {
+                blocks.setup.push_str(line);
+                blocks.setup.push('\n');
             }
-            i += 1;
         }
-        if marked.is_none() {
-            blocks.run.extend(block.into_iter().map(trimmed));
+        if !shell && not_run.is_none() && run_by.is_none() {
+            let serves = marker == Some(SERVES);
+            let registry = marker == Some(WITH_REGISTRY);
+            blocks
+                .run
+                .extend(session(shown, &lines, i + 1, end, serves, registry));
         }
-        i += 1;
+        i = end + 1;
     }
     blocks
+}
+
+/// What a page has the reader do, in its order.
+#[derive(Debug)]
+enum Step {
+    Run(Example),
+    /// A file to write (`path` relative to where the commands have got
+    /// to) with `text`.
+    Write {
+        at: String,
+        path: String,
+        text: String,
+    },
+}
+
+/// The commands of the `console` blocks of a page that are marked as run
+/// by `test`, and the files the page has the reader write (a code block
+/// after a line ending in "Replace `PATH` with:"), in the page's order.
+fn steps(shown: &str, text: &str, test: &str) -> Vec<Step> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut steps = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let fence = lines[i].trim_end();
+        let marker = marker_before(&lines, i);
+        let write = marker
+            .and_then(|l| l.rsplit_once("Replace `"))
+            .map(|(_, r)| r)
+            .and_then(|r| r.strip_suffix("` with:"));
+        let end = block_end(&lines, i + 1);
+        if fence == "```console" && marker.and_then(run_by_test) == Some(test) {
+            let terminal = marker.is_some_and(|m| m.ends_with(&format!("{ON_A_TERMINAL} -->")));
+            steps.extend(
+                session(shown, &lines, i + 1, end, false, false)
+                    .into_iter()
+                    .map(|e| Step::Run(Example { terminal, ..e })),
+            );
+        } else if let (Some(path), true) = (write, fence.len() > 3 && fence.starts_with("```")) {
+            steps.push(Step::Write {
+                at: format!("{shown}:{}", i + 1),
+                path: path.to_string(),
+                text: lines[i + 1..end].join("\n") + "\n",
+            });
+        } else {
+            i += 1;
+            continue;
+        }
+        i = end + 1;
+    }
+    steps
+}
+
+/// Runs what `page` (a path from the repository's root) has the reader do
+/// for `test` ([`steps`]), in order, starting in `dir`, each command as
+/// this module runs one and bounded by `bound` seconds; `prepare` may add
+/// to each command's environment, given the directory it runs in. The
+/// number of steps, or what differed from what the page shows.
+pub(crate) fn run_as_written(
+    page: &str,
+    test: &str,
+    dir: &Path,
+    bound: u32,
+    mut prepare: impl FnMut(&Path, &mut Command),
+) -> Result<usize, String> {
+    let text = std::fs::read_to_string(root().join(page)).map_err(|e| format!("{page}: {e}"))?;
+    let steps = steps(page, &text, test);
+    if !steps.iter().any(|s| matches!(s, Step::Run(_))) {
+        return Err(format!("{page} has no block marked `{RUN_BY}{test} -->`"));
+    }
+    let mut cwd = dir.to_path_buf();
+    for step in &steps {
+        match step {
+            Step::Write { at, path, text } => std::fs::write(cwd.join(path), text)
+                .map_err(|e| format!("{at}: cannot write {path} in {}: {e}", cwd.display()))?,
+            Step::Run(e) => {
+                let ran = run(e, "", &cwd, bound, &mut prepare);
+                if let Some(failed) = differs(e, &ran) {
+                    return Err(failed);
+                }
+                cwd = ran.cwd;
+            }
+        }
+    }
+    Ok(steps.len())
 }
 
 /// The `tickbox` invocations on one shell line: each command with the
@@ -270,24 +477,30 @@ fn layout(dir: &TempDir, page: &str) -> PathBuf {
         top.join("examples/target/wasm32-wasip2/release"),
     );
     link(PathBuf::from(hostile()), top.join("hostile.wasm"));
+    // The debug build README's tour names, which is the one under test.
+    std::fs::create_dir_all(top.join("target/debug")).unwrap();
+    link(
+        PathBuf::from(env!("CARGO_BIN_EXE_tickbox")),
+        top.join("target/debug/tickbox"),
+    );
     std::fs::create_dir(top.join("data")).unwrap();
     top
 }
 
-/// An example's command in `bash -o pipefail`, the `tickbox` under test
-/// first on PATH, in `cwd`; under `timeout SECONDS` when `bound` says so.
-fn shell(example: &Example, cwd: &Path, bound: Option<&str>) -> Command {
+/// `script` in `bash -o pipefail`, the `tickbox` under test first on
+/// PATH, in `cwd`; under `timeout SECONDS` when `bound` says so.
+fn shell(script: &str, cwd: &Path, bound: Option<u32>) -> Command {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_tickbox"));
     let path = format!(
         "{}:{}",
         bin.parent().unwrap().display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let bash = ["bash", "-o", "pipefail", "-c", &example.command];
+    let bash = ["bash", "-o", "pipefail", "-c", script];
     let mut cmd = match bound {
         Some(seconds) => {
             let mut cmd = Command::new("timeout");
-            cmd.arg(seconds).args(bash);
+            cmd.arg(seconds.to_string()).args(bash);
             cmd
         }
         None => {
@@ -298,19 +511,84 @@ fn shell(example: &Example, cwd: &Path, bound: Option<&str>) -> Command {
     };
     cmd.current_dir(cwd)
         .env("PATH", path)
-        .env(TOUR_SETUP.0, TOUR_SETUP.1)
         .env_remove("TICKBOX_SIGNERS");
     cmd
 }
 
-fn run(example: &Example, cwd: &Path) -> (i32, String, String) {
-    // `timeout` bounds a command that hangs; its 124 fails the comparison.
-    let out = shell(example, cwd, Some("300")).output().expect("run bash");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+/// What a command printed, its exit code, and the directory it ended in.
+struct Ran {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    cwd: PathBuf,
+}
+
+/// The variable naming the file where a command's shell writes the
+/// directory it ended in, so a `cd` carries over to the next command.
+const ENDED_IN: &str = "TICKBOX_DOC_ENDED_IN";
+
+/// Runs an example's command in `cwd` after its page's `setup` (aliases
+/// expanded), bounded by `bound` seconds (a hang; `timeout`'s 124 then
+/// fails the comparison), `prepare` adding to its environment.
+fn run(
+    example: &Example,
+    setup: &str,
+    cwd: &Path,
+    bound: u32,
+    prepare: &mut dyn FnMut(&Path, &mut Command),
+) -> Ran {
+    let script = format!(
+        "shopt -s expand_aliases\n{setup}{}\nstatus=$?; pwd >\"${ENDED_IN}\"; exit $status",
+        example.command
+    );
+    // On a terminal: `script` (util-linux) runs it on a pseudo-terminal
+    // of its own and copies what it prints.
+    let script = match example.terminal {
+        true => {
+            let inner = format!("bash -o pipefail -c {}", quoted(&script));
+            format!("script -qec {} /dev/null", quoted(&inner))
+        }
+        false => script,
+    };
+    let scratch = TempDir::new("doc-cwd");
+    let ended_in = scratch.path("ended-in");
+    let mut cmd = shell(&script, cwd, Some(bound));
+    cmd.env(ENDED_IN, &ended_in);
+    prepare(cwd, &mut cmd);
+    let out = cmd.output().expect("run bash");
+    let ended = std::fs::read_to_string(&ended_in)
+        .map(|d| PathBuf::from(d.trim_end_matches('\n')))
+        .unwrap_or_else(|_| cwd.to_path_buf());
+    Ran {
+        code: out.status.code().unwrap_or(-1),
+        // A terminal ends its lines with CR LF.
+        stdout: String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n"),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        cwd: ended,
+    }
+}
+
+/// `text` as one word of a shell command line.
+fn quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// What is wrong with what a command printed, if anything, with
+/// everything it printed.
+fn differs(e: &Example, ran: &Ran) -> Option<String> {
+    let got: Vec<&str> = ran.stdout.trim_end_matches('\n').lines().collect();
+    (ran.code != e.code || !matches(&e.output, &got)).then(|| {
+        format!(
+            "{}: `{}`\n  expected exit {} and:\n{}\n  got exit {} and:\n{}\n  stderr:\n{}",
+            e.at,
+            e.command,
+            e.code,
+            e.output.join("\n"),
+            ran.code,
+            ran.stdout,
+            ran.stderr
+        )
+    })
 }
 
 /// Runs a server's example: it must print the shown lines on stderr, in
@@ -321,7 +599,7 @@ fn serve(example: &Example, cwd: &Path) -> Result<(), String> {
     // Bounded here rather than by `timeout`, which would pass the group's
     // SIGTERM on to its child: a second signal, which stops a draining
     // server at once.
-    let mut child = shell(example, cwd, None)
+    let mut child = shell(&example.command, cwd, None)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -395,8 +673,73 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
     assert_eq!(found.len(), 2, "{found:?}");
     assert_eq!((found[0].command.as_str(), found[0].code), ("echo a b", 0));
     assert_eq!(found[1].code, 1);
-    assert_eq!(blocks.not_run, ["sample:9 (a server)"]);
+    assert_eq!(
+        blocks.not_run,
+        [("sample:9".to_string(), "a server".to_string())]
+    );
     assert_eq!(blocks.unmarked, ["sample:12"]);
+    // A block run by a test is left to it, with the files the page has
+    // the reader write, in order; a `cd` carries over.
+    let page = format!(
+        "{RUN_BY}t::a -->\n```console\n$ cd sub\n```\nThen, Replace `f` with:\n\n```text\nhi\n```\n\
+         {RUN_BY}t::a -->\n```console\n$ cat f\nhi\n```\n{RUN_BY}t::b -->\n```sh\nx\n```\n"
+    );
+    let blocks = examples("sample", &page);
+    assert!(
+        blocks.run.is_empty() && blocks.unmarked.is_empty(),
+        "{blocks:?}"
+    );
+    assert_eq!(blocks.run_by.len(), 3, "{blocks:?}");
+    let order: Vec<String> = steps("sample", &page, "t::a")
+        .into_iter()
+        .map(|s| match s {
+            Step::Run(e) => e.command,
+            Step::Write { path, text, .. } => format!("{path}={text}"),
+        })
+        .collect();
+    assert_eq!(order, ["cd sub", "f=hi\n", "cat f"]);
+    let dir = TempDir::new("doc-cd");
+    std::fs::create_dir(dir.path("sub")).unwrap();
+    let Step::Run(cd) = steps("sample", &page, "t::a").remove(0) else {
+        panic!("the first step is the `cd`")
+    };
+    let ran = run(&cd, "", &dir.0, 60, &mut |_, _| {});
+    assert_eq!(ran.cwd, dir.path("sub"));
+    // A block run on a terminal has one for stdout; the others do not.
+    let page = format!(
+        "{RUN_BY}t::a{ON_A_TERMINAL} -->\n```console\n$ [ -t 1 ] && echo 'a tty'\n```\n\
+         {RUN_BY}t::a -->\n```console\n$ [ -t 1 ] || echo 'a pipe'\n```\n"
+    );
+    for step in steps("sample", &page, "t::a") {
+        let Step::Run(e) = step else {
+            panic!("commands")
+        };
+        let ran = run(&e, "", &dir.0, 60, &mut |_, _| {});
+        let shown = if e.terminal { "a tty\n" } else { "a pipe\n" };
+        assert_eq!(
+            (ran.code, ran.stdout.as_str()),
+            (0, shown),
+            "{}",
+            ran.stderr
+        );
+    }
+    // A shell block this test runs is its page's setup, run before each
+    // command.
+    let page = format!("{RUN_BY}{SETUP_BY} -->\n```sh\nalias say=echo\nC=hi\n```\n");
+    let blocks = examples("sample", &page);
+    assert_eq!(blocks.setup, "alias say=echo\nC=hi\n");
+    let say = session("sample", &["$ say $C"], 0, 1, false, false).remove(0);
+    let ran = run(&say, &blocks.setup, &dir.0, 60, &mut |_, _| {});
+    assert_eq!(ran.stdout, "hi\n");
+    // A marker names a test of this suite that names the page in its own
+    // source, and nothing else.
+    runs_page(
+        "langs::the_first_tick_guide_runs_as_written",
+        "docs/guide/first-tick.md",
+    )
+    .expect("the guide's test");
+    assert!(runs_page("langs::the_first_tick_guide_runs_as_written", "README.md").is_err());
+    assert!(runs_page("langs::no_such_test", "docs/guide/first-tick.md").is_err());
     assert_eq!(
         invocations("tickbox call --dir ./d::/d x.wasm t --yes -- cmd --not-ours # --nor-this"),
         [(
@@ -422,6 +765,7 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
         code: 0,
         serves: true,
         registry: false,
+        terminal: false,
     };
     let marked = examples("sample", &format!("{SERVES}\n```console\n$ x\n```\n"));
     assert!(
@@ -448,25 +792,26 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
     )
     .is_err());
 
-    // README's tour sets the variable the way the test does.
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let setup = format!("{}={}", TOUR_SETUP.0, TOUR_SETUP.1);
-    assert!(readme.lines().any(|l| l == setup), "README lost `{setup}`");
-
     // Each page runs in a layout of its own: one page's files (an audit
-    // file, a directory it made) are not another's.
+    // file, a directory it made) are not another's; a `cd` carries over
+    // to the page's next commands.
     let dir = TempDir::new("doc-examples");
     let mut all = Vec::new();
+    let mut cwds = Vec::new();
+    let mut setups = std::collections::HashMap::new();
     let mut not_run = Vec::new();
+    let mut run_by = Vec::new();
     let mut unmarked = Vec::new();
     let mut unrun_commands = Vec::new();
     for page in pages() {
         let shown = page.strip_prefix(root()).unwrap().display().to_string();
         let text = std::fs::read_to_string(&page).unwrap();
         let blocks = examples(&shown, &text);
-        let cwd = layout(&dir, &shown);
-        all.extend(blocks.run.into_iter().map(|e| (e, cwd.clone())));
+        cwds.push(layout(&dir, &shown));
+        setups.insert(cwds.len() - 1, blocks.setup);
+        all.extend(blocks.run.into_iter().map(|e| (e, cwds.len() - 1)));
         not_run.extend(blocks.not_run);
+        run_by.extend(blocks.run_by);
         unmarked.extend(blocks.unmarked);
         unrun_commands.extend(blocks.unrun_commands);
     }
@@ -475,7 +820,41 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
         "shell examples neither run (a `console` block) nor marked `{NOT_RUN} WHY -->`: {unmarked:?}"
     );
     assert!(all.len() >= 5, "README's tour has examples: {all:?}");
+    // README's tour names its counter in its setup.
+    let readme = pages().iter().position(|p| p.ends_with("README.md"));
+    assert!(
+        setups[&readme.expect("README.md")].contains("\nC="),
+        "README's tour has a setup that sets C"
+    );
     let mut failed = Vec::new();
+    // Each block run by a test names one that reads its page; this test
+    // reads every page, and runs its setup.
+    for (at, test) in run_by.iter().filter(|(_, test)| test != SETUP_BY) {
+        let page = at.rsplit_once(':').map_or(at.as_str(), |(p, _)| p);
+        if let Err(why) = runs_page(test, page) {
+            failed.push(format!("{at}: {why}"));
+        }
+    }
+    // What is not run is what the allow-list says, no more and no less.
+    let mut unrun: Vec<(&str, &str)> = not_run
+        .iter()
+        .map(|(at, why)| {
+            (
+                at.rsplit_once(':').map_or(at.as_str(), |(p, _)| p),
+                why.as_str(),
+            )
+        })
+        .collect();
+    unrun.sort();
+    let mut allowed = NOT_RUN_ALLOWED.to_vec();
+    allowed.sort();
+    if unrun != allowed {
+        failed.push(format!(
+            "the blocks marked `{NOT_RUN} WHY -->` are not those NOT_RUN_ALLOWED lists \
+             (a block a test can run is run, or marked `{RUN_BY}MODULE::TEST -->`):\n  \
+             marked: {unrun:?}\n  allowed: {allowed:?}"
+        ));
+    }
     // The lines not run still name commands and flags that exist.
     let mut helps = std::collections::HashMap::new();
     for (at, command, flags) in &unrun_commands {
@@ -499,13 +878,9 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
             }
         }
     }
-    assert!(
-        unrun_commands.len() >= 5,
-        "the blocks not run were read: {unrun_commands:?}"
-    );
     // Started for the first block that needs it, stopped at the end.
     let mut registry: Option<Registry> = None;
-    for (e, cwd) in &mut all {
+    for (e, page) in &mut all {
         if e.registry {
             let port = registry.get_or_insert_with(|| Registry::start(None)).port;
             let real = format!("127.0.0.1:{port}");
@@ -519,34 +894,31 @@ fn the_examples_in_readme_and_the_manual_print_what_they_show() {
         // has built. Builds are shown in `sh` blocks.
         if e.command.starts_with("cargo ") {
             failed.push(format!(
-                "{}: `{}` builds; show builds in an `sh` block",
+                "{}: `{}` builds; show builds in an `sh` block, or one a test runs",
                 e.at, e.command
             ));
             continue;
         }
         if e.serves {
-            if let Err(why) = serve(e, cwd) {
+            if let Err(why) = serve(e, &cwds[*page]) {
                 failed.push(format!("{}: `{}` {why}", e.at, e.command));
             }
             continue;
         }
-        let (code, stdout, stderr) = run(e, cwd);
-        let got: Vec<&str> = stdout.trim_end_matches('\n').lines().collect();
-        if code != e.code || !matches(&e.output, &got) {
-            failed.push(format!(
-                "{}: `{}`\n  expected exit {} and:\n{}\n  got exit {code} and:\n{stdout}\n  stderr:\n{stderr}",
-                e.at,
-                e.command,
-                e.code,
-                e.output.join("\n")
-            ));
-        }
+        let ran = run(e, &setups[page], &cwds[*page], 300, &mut |_, _| {});
+        failed.extend(differs(e, &ran));
+        cwds[*page] = ran.cwd;
     }
     eprintln!(
-        "{} examples run; {} blocks shown but not run:\n{}",
+        "{} examples run here; {} blocks run by other tests; {} blocks shown but not run:\n{}",
         all.len(),
+        run_by.len(),
         not_run.len(),
-        not_run.join("\n")
+        not_run
+            .iter()
+            .map(|(at, why)| format!("{at} ({why})"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
 }

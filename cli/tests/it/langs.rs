@@ -14,6 +14,9 @@
 //!   carries the SDK (`vendor/`) and builds offline from its lock;
 //! - what `tickbox new` prints: every command after one `cd`, and
 //!   `tickbox --help` naming every language.
+//! - docs/guide/first-tick.md, run as written: its `console` blocks in
+//!   order in one folder out of the checkout's reach, and its Rust and
+//!   scenario blocks written where it says.
 //!
 //! The C toolchain is not optional here: `.ci/run` installs it, and a
 //! missing one fails the test with the command that installs it.
@@ -262,7 +265,7 @@ fn tickbox_new_rust_builds_with_only_the_binary() {
     build_wasm("examples", "counter", "wasm32-wasip2");
     let build = created["build"].as_str().expect("build");
     assert_eq!(build, "cargo build --release --target wasm32-wasip2");
-    let target = target_dir().join("guests").join("new-rust");
+    let target = new_rust_target();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let result = std::process::Command::new(cargo)
         .args(build.split(' ').skip(1))
@@ -327,6 +330,50 @@ fn tickbox_new_rust_builds_with_only_the_binary() {
     // It never overwrites: the same path again is a usage error.
     let out = tickbox(&["new", p.as_str()]);
     out.expect(2, "exists");
+}
+
+/// Where the `tickbox new` Rust projects of these tests build: kept
+/// between runs, so only the project's own crates build again.
+fn new_rust_target() -> PathBuf {
+    target_dir().join("guests").join("new-rust")
+}
+
+/// docs/guide/first-tick.md as a newcomer follows it, every block as
+/// written and its output checked: `tickbox new` and the commands it
+/// prints, the guide's Tick written over `src/main.rs` and its scenario,
+/// the build, `describe`, `call`, `screen`, the scenario and the native
+/// build, in a folder out of the checkout's reach.
+#[test]
+fn the_first_tick_guide_runs_as_written() {
+    let dir = TempDir::new("first-tick");
+    // The crates the project's lock pins are those this build fetched.
+    build_wasm("examples", "counter", "wasm32-wasip2");
+    let target = new_rust_target();
+    let cache = target_dir().join("test-wasm-cache");
+    let steps = crate::doc_examples::run_as_written(
+        "docs/guide/first-tick.md",
+        "langs::the_first_tick_guide_runs_as_written",
+        &dir.0,
+        // A bound for a hang: the first build of the SDK's crates takes
+        // minutes on a loaded machine.
+        900,
+        |cwd, cmd| {
+            // The project, once made: its `target` is a link to the build
+            // directory kept between runs, and cargo stays offline.
+            if cwd.join("Cargo.toml").is_file() && !cwd.join("target").exists() {
+                out_of_the_checkouts_reach(cwd);
+                std::os::unix::fs::symlink(&target, cwd.join("target")).expect("link target");
+            }
+            cmd.env("CARGO_NET_OFFLINE", "true")
+                .env("TICKBOX_CACHE_DIR", &cache)
+                .env_remove("CARGO_TARGET_DIR")
+                .env_remove("RUSTFLAGS")
+                .env_remove("RUSTC_BOOTSTRAP");
+        },
+    )
+    .unwrap_or_else(|why| panic!("docs/guide/first-tick.md: {why}"));
+    assert!(steps >= 12, "the guide's steps were read: {steps}");
+    assert!(dir.path("hello-tick/src/main.rs").is_file());
 }
 
 /// `--sdk-path DIR` depends on the SDK at DIR instead of carrying one.

@@ -414,15 +414,17 @@ pub(crate) fn rendered(bytes: &str) -> String {
     p.screen().contents()
 }
 
-/// README's tour of three terminals, as written there: one command line
+/// The three terminals of `page` (README's tour, or the manual's page on
+/// live instances), as written there: the block marked as run by
+/// [`the_readme_story_with_the_counter_example_as_wasm`], one command line
 /// per terminal, in order, without the leading `tickbox`, with `$C` (the
 /// tour's counter) replaced by `counter`. Words are split as a shell would
 /// split these lines (blanks, and single quotes kept together).
-fn readme_terminals(counter: &str) -> Vec<Vec<String>> {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
-    let (_, after) = readme
-        .split_once("<!-- not run: three terminals at once")
-        .expect("README's three-terminal tour");
+fn page_terminals(page: &str, counter: &str) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(root().join(page)).expect(page);
+    let (_, after) = text
+        .split_once("<!-- run by live::the_readme_story_with_the_counter_example_as_wasm -->")
+        .unwrap_or_else(|| panic!("{page}'s three terminals"));
     let block = after
         .split_once("```sh\n")
         .and_then(|(_, b)| b.split_once("```"))
@@ -462,40 +464,56 @@ fn argv(words: &[String]) -> Vec<&str> {
     words.iter().map(String::as_str).collect()
 }
 
-/// README's three terminals, each line as written there.
+/// README's three terminals, and the same on the manual's page on live
+/// instances, each line as written there.
 #[test]
 fn the_readme_story_with_the_counter_example_as_wasm() {
-    let w = World::new("live-counter-wasm");
     let wasm = build_wasm("examples", "counter", "wasm32-wasip2");
-    let lines = readme_terminals(&wasm.to_string_lossy());
-    let [run, attach, call] = lines.as_slice() else {
-        panic!("README's tour has three terminals: {lines:?}")
+    for page in ["README.md", "docs/guide/live.md"] {
+        three_terminals(page, &page_terminals(page, &wasm.to_string_lossy()));
+    }
+}
+
+/// Runs `page`'s three terminals: `run --name c $C`, `attach c`, and a
+/// call that both views show.
+fn three_terminals(page: &str, lines: &[Vec<String>]) {
+    let w = World::new("live-counter-wasm");
+    let [run, attach, call] = lines else {
+        panic!("{page} has three terminals: {lines:?}")
     };
     // Terminal 1: `tickbox run --name c $C`.
     let host = w.pty(&argv(run), 100, 30);
-    assert!(eventually(WAIT, || w.wait_for("c")["views"] == 1));
+    assert!(eventually(WAIT, || w.wait_for("c")["views"] == 1), "{page}");
     assert_eq!(w.wait_for("c")["backend"], "wasm");
     // Terminal 2: `tickbox attach c`, repainted at once.
     let view = w.pty(&argv(attach), 80, 24);
     assert!(
         eventually(WAIT, || rendered(&view.text()).contains("Counter: 0")),
-        "{}",
+        "{page}: {}",
         rendered(&view.text())
     );
     // Terminal 3: a call through the protocol; all three see the value.
     let out = w.tickbox(&argv(call));
-    assert_eq!((out.code, &out.json()["value"]), (0, &json!(2)), "{out:#?}");
+    assert_eq!(
+        (out.code, &out.json()["value"]),
+        (0, &json!(2)),
+        "{page}: {out:#?}"
+    );
     for (who, pty) in [("run", &host), ("attach", &view)] {
         assert!(
             eventually(WAIT, || rendered(&pty.text()).contains("Counter: 2")),
-            "{who}: {}",
+            "{page}, {who}: {}",
             rendered(&pty.text())
         );
     }
     assert_eq!(counter_value(&w, "c")["data"]["value"], 2);
     let out = w.tickbox(&["stop", "c"]);
-    assert_eq!(out.code, 0, "{out:#?}");
-    assert!(eventually(WAIT, || w.ls().is_empty()), "{:?}", w.ls());
+    assert_eq!(out.code, 0, "{page}: {out:#?}");
+    assert!(
+        eventually(WAIT, || w.ls().is_empty()),
+        "{page}: {:?}",
+        w.ls()
+    );
 }
 
 #[test]
