@@ -107,6 +107,23 @@ impl Request {
     }
 }
 
+/// A start that failed, with the Tick's last words when it got as far
+/// as initializing.
+impl From<LaunchError> for AppError {
+    fn from(e: LaunchError) -> AppError {
+        match e {
+            LaunchError::Init(e) => AppError::Start {
+                last_words: e.last_words.clone(),
+                message: e.to_string(),
+            },
+            e => AppError::Start {
+                message: e.to_string(),
+                last_words: Vec::new(),
+            },
+        }
+    }
+}
+
 /// How a Tick was started, for `tickbox info`.
 // One per opened Tick: its size does not matter.
 #[allow(clippy::large_enum_variant)]
@@ -153,16 +170,7 @@ impl App {
             call_timeout: request.call_timeout,
             ..SessionConfig::default()
         };
-        let session = launcher.open(config).await.map_err(|e| match e {
-            LaunchError::Init(e) => AppError::Start {
-                last_words: e.last_words.clone(),
-                message: e.to_string(),
-            },
-            e => AppError::Start {
-                message: e.to_string(),
-                last_words: Vec::new(),
-            },
-        })?;
+        let session = launcher.open(config).await?;
         Ok(Opened {
             session,
             backend: self.backend(&launcher),

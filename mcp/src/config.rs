@@ -21,7 +21,21 @@
 //! max_instances = 8                # per-client: instances at once (at most 32)
 //! idle_timeout = 120               # per-client: seconds without a request
 //!                                  # before an instance stops (default and most 300)
+//!
+//! [[tick]]
+//! name = "clock"
+//! path = "ticks/clock.wasm"
+//! start = "on-first-use"           # started by its first call, read or subscription
+//!                                  # once its catalog is cached; "with-host" (the default)
+//! idle_timeout = 60                # on-first-use: stopped after this long unused
 //! ```
+//!
+//! `start = "on-first-use"` leaves a shared wasm Tick unstarted until a
+//! client uses it, when the catalog cache holds its catalog
+//! ([`crate::catalogs`]); it is stopped again after `idle_timeout` without
+//! a request or a subscription, and its state is lost with it. With
+//! `instances = "per-client"` it is the template that is left unstarted:
+//! the cached catalog lists the Tick until a client starts its own.
 //!
 //! `instances = "per-client"` gives each client (an MCP session, the
 //! stdio connection, a named client) an instance of the Tick of its own,
@@ -107,8 +121,21 @@ pub struct TickEntry {
     pub instances: Instances,
     /// Per-client: instances at once, when lower than the default.
     pub max_instances: Option<usize>,
-    /// Per-client: how long an instance may go without a request.
+    /// Per-client, or started on first use: how long an instance may go
+    /// without a request.
     pub idle_timeout: Option<std::time::Duration>,
+    /// When the shared instance starts.
+    pub start: Start,
+}
+
+/// When a Tick's shared instance starts (`start` in its entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Start {
+    /// With the host (`"with-host"`, the default).
+    #[default]
+    WithHost,
+    /// On its first use, when its catalog is cached (`"on-first-use"`).
+    OnFirstUse,
 }
 
 /// Whom a Tick's instance serves (`instances` in its entry).
@@ -250,9 +277,15 @@ struct RawEntry {
     /// With `"per-client"`: instances of this Tick at once, at most 32 (the
     /// default).
     max_instances: Option<usize>,
-    /// With `"per-client"`: seconds an instance may go without a request
-    /// before it is stopped (default 300).
+    /// With `"per-client"` or `start = "on-first-use"`: seconds an
+    /// instance may go without a request before it is stopped (default 300).
     idle_timeout: Option<f64>,
+    /// `"with-host"` (the default): the Tick starts when the host does;
+    /// `"on-first-use"`: a wasm Tick whose catalog is in the catalog cache
+    /// starts on its first call, read or subscription, and is stopped
+    /// again after `idle_timeout` unused (its state is lost); with
+    /// `"per-client"`, its template is never started.
+    start: Option<String>,
     /// A `[tick.grants]` table of grant keys: the same as giving them in
     /// the entry (the form earlier configs used).
     #[serde(default)]
@@ -406,9 +439,15 @@ impl Config {
             let mut grants = grants;
             grants.dir = grants.dir.iter().map(|d| resolve(base, d)).collect();
             grants.http_ca = grants.http_ca.map(|ca| resolve(base, &ca));
-            let (instances, max_instances, idle_timeout) =
-                instances_of(e.instances.as_deref(), e.max_instances, e.idle_timeout)
-                    .map_err(|why| invalid(entry.clone(), why))?;
+            let start =
+                start_of(e.start.as_deref(), &source).map_err(|why| invalid(entry.clone(), why))?;
+            let (instances, max_instances, idle_timeout) = instances_of(
+                e.instances.as_deref(),
+                e.max_instances,
+                e.idle_timeout,
+                start,
+            )
+            .map_err(|why| invalid(entry.clone(), why))?;
             let cwd = Some(match e.cwd {
                 Some(dir) => PathBuf::from(resolve(base, &dir)),
                 None => base.to_path_buf(),
@@ -422,6 +461,7 @@ impl Config {
                 instances,
                 max_instances,
                 idle_timeout,
+                start,
             });
         }
         if let Some(n) = raw.max_instances {
@@ -454,6 +494,7 @@ fn instances_of(
     instances: Option<&str>,
     max: Option<usize>,
     idle: Option<f64>,
+    start: Start,
 ) -> Result<(Instances, Option<usize>, Option<std::time::Duration>), String> {
     let kind = match instances {
         None | Some("shared") => Instances::Shared,
@@ -468,14 +509,17 @@ fn instances_of(
     if kind == Instances::Shared {
         if let Some(key) = [
             ("max_instances", max.is_some()),
-            ("idle_timeout", idle.is_some()),
+            ("idle_timeout", idle.is_some() && start == Start::WithHost),
         ]
         .into_iter()
         .find_map(|(k, given)| given.then_some(k))
         {
-            return Err(format!(
-                "`{key}` applies only to instances = \"per-client\""
-            ));
+            return Err(match key {
+                "idle_timeout" => "`idle_timeout` applies only to instances = \"per-client\" \
+                                   or start = \"on-first-use\""
+                    .into(),
+                _ => format!("`{key}` applies only to instances = \"per-client\""),
+            });
         }
     }
     if let Some(n) = max {
@@ -498,6 +542,32 @@ fn instances_of(
         }
     };
     Ok((kind, max, idle))
+}
+
+/// An entry's `start`, checked: an unknown value is refused, and so is
+/// `"on-first-use"` where it cannot apply.
+fn start_of(start: Option<&str>, source: &TickSource) -> Result<Start, String> {
+    let start = match start {
+        None | Some("with-host") => return Ok(Start::WithHost),
+        Some("on-first-use") => Start::OnFirstUse,
+        Some(other) => {
+            return Err(format!(
+                "start = `{}`: give \"with-host\" or \"on-first-use\"",
+                tickbox_host::text::escape(other)
+            ))
+        }
+    };
+    // A command's catalog depends on more than tickbox can digest (the
+    // interpreter, the scripts it loads, the environment): nothing could
+    // key its cached catalog.
+    if let TickSource::Command(_) = source {
+        return Err(
+            "start = \"on-first-use\" needs a wasm Tick (`path`): a `command` \
+                    always starts with the host"
+                .into(),
+        );
+    }
+    Ok(start)
 }
 
 fn resolve(base: &Path, p: &str) -> String {
@@ -648,6 +718,28 @@ mod tests {
         );
         assert_eq!(clock.instances, Instances::Shared);
         assert_eq!((clock.max_instances, clock.idle_timeout), (None, None));
+        assert_eq!(
+            (notes.start, clock.start),
+            (Start::WithHost, Start::WithHost)
+        );
+    }
+
+    /// A wasm Tick may start on its first use, and be stopped again when
+    /// idle; a per-client one's template too.
+    #[test]
+    fn an_entry_may_start_on_first_use_and_stop_when_idle() {
+        let c = parse(
+            "[[tick]]\nname = \"clock\"\npath = \"clock.wasm\"\nstart = \"on-first-use\"\nidle_timeout = 2\n\
+             [[tick]]\nname = \"notes\"\npath = \"notes.wasm\"\nstart = \"on-first-use\"\ninstances = \"per-client\"",
+        )
+        .unwrap();
+        assert_eq!(c.ticks[1].instances, Instances::PerClient);
+        assert_eq!(c.ticks[1].start, Start::OnFirstUse);
+        assert_eq!(c.ticks[0].start, Start::OnFirstUse);
+        assert_eq!(
+            c.ticks[0].idle_timeout,
+            Some(std::time::Duration::from_secs(2))
+        );
     }
 
     #[test]
@@ -713,6 +805,14 @@ mod tests {
             (
                 "max_instances = 129\n[[tick]]\nname = \"a\"\npath = \"x\"",
                 "max_instances: must be 1 to 128",
+            ),
+            (
+                "[[tick]]\nname = \"a\"\npath = \"x\"\nstart = \"lazy\"",
+                "start = `lazy`: give \"with-host\" or \"on-first-use\"",
+            ),
+            (
+                "[[tick]]\nname = \"a\"\ncommand = [\"x\"]\nstart = \"on-first-use\"",
+                "needs a wasm Tick",
             ),
         ];
         for (text, needle) in cases {

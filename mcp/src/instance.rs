@@ -7,7 +7,9 @@
 //! host started at its own start is the Tick's **template**: it answers
 //! `tools/list` and `resources/list` for a client that has not used the
 //! Tick yet (an instance of the same digest with the same grants has the
-//! same catalog), and no client's call or read ever reaches it. A client's
+//! same catalog), and no client's call or read ever reaches it (with
+//! `start = "on-first-use"` and a cached catalog no template runs at all:
+//! the catalog lists the Tick, [`crate::catalogs`]). A client's
 //! first use of the Tick (a call, a read, a subscription) starts its own
 //! instance; from then on its listings, calls, reads and notifications
 //! are that instance's. Only the template's catalog is polled: should a
@@ -156,7 +158,7 @@ impl Instance {
     /// `slot` (if it still holds this instance) so the next use starts
     /// another. Holds the instance only weakly: a client that ends drops
     /// it without waiting for this.
-    fn reaper(self: &Arc<Instance>, slot: Weak<Slot>, idle: Duration) {
+    pub(crate) fn reaper(self: &Arc<Instance>, slot: Weak<Slot>, idle: Duration) {
         let me = Arc::downgrade(self);
         let task = tokio::spawn(async move {
             loop {
@@ -183,7 +185,7 @@ impl Instance {
                 });
             }
             tracing::info!(
-                "stopping a per-client instance idle for {}s (idle_timeout)",
+                "stopping an instance idle for {}s (idle_timeout)",
                 idle.as_secs_f32()
             );
             instance.release();
@@ -255,6 +257,9 @@ pub(crate) enum InstanceError {
     /// The instance could not start or initialize.
     #[error("the Tick `{tick}` could not start an instance for this client: {reason}")]
     Start { tick: String, reason: String },
+    /// A Tick started on first use could not start.
+    #[error("the Tick `{tick}` (start = \"on-first-use\") could not start: {reason}")]
+    FirstUse { tick: String, reason: String },
 }
 
 /// The per-client instances running, per Tick and in all, against their caps.
@@ -346,12 +351,59 @@ impl Book {
     }
 }
 
-/// One client's place for its instance of one Tick.
+/// One client's place for its instance of one Tick, or the place of a
+/// shared Tick started on first use.
 pub(crate) struct Slot {
     /// The instance, once started (none again after an idle stop).
     pub(crate) current: watch::Sender<Option<Arc<Instance>>>,
     /// Held while an instance starts, so two first uses at once start one.
     starting: tokio::sync::Mutex<()>,
+}
+
+impl Slot {
+    /// An empty place.
+    pub(crate) fn new() -> Arc<Slot> {
+        Arc::new(Slot {
+            current: watch::channel(None).0,
+            starting: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The instance here, if one was started (and not idle-stopped).
+    pub(crate) fn current(&self) -> Option<Arc<Instance>> {
+        self.current.borrow().clone()
+    }
+
+    /// The instance here, in use; started by `start` when there is none
+    /// (one start for any number of first uses at once), then stopped when
+    /// idle for `idle`, and kept in `started` so the host's stop waits for it.
+    pub(crate) async fn get_or_start<F>(
+        self: &Arc<Slot>,
+        idle: Duration,
+        started: &Mutex<Vec<Weak<Instance>>>,
+        start: F,
+    ) -> Result<InUse, InstanceError>
+    where
+        F: std::future::Future<Output = Result<Arc<Instance>, InstanceError>>,
+    {
+        if let Some(i) = self.current() {
+            return Ok(i.begin_use());
+        }
+        let _starting = self.starting.lock().await;
+        if let Some(i) = self.current() {
+            return Ok(i.begin_use());
+        }
+        let instance = start.await?;
+        instance.reaper(Arc::downgrade(self), idle);
+        {
+            let mut all = lock(started);
+            all.retain(|i| i.strong_count() > 0);
+            all.push(Arc::downgrade(&instance));
+        }
+        let used = instance.begin_use();
+        self.current.send_replace(Some(instance));
+        Ok(used)
+    }
 }
 
 /// A client: its slots, one per hosted Tick (only per-client Ticks use theirs).
@@ -363,20 +415,13 @@ pub(crate) struct Owner {
 
 impl Owner {
     pub(crate) fn new(who: String, ticks: usize) -> Arc<Owner> {
-        let slots = (0..ticks)
-            .map(|_| {
-                Arc::new(Slot {
-                    current: watch::channel(None).0,
-                    starting: tokio::sync::Mutex::new(()),
-                })
-            })
-            .collect();
+        let slots = (0..ticks).map(|_| Slot::new()).collect();
         Arc::new(Owner { who, slots })
     }
 
     /// This client's instance of the Tick at `tick`, if it has one.
     pub(crate) fn current(&self, tick: usize) -> Option<Arc<Instance>> {
-        self.slots[tick].current.borrow().clone()
+        self.slots[tick].current()
     }
 
     /// This client's instance of the Tick at `tick`, started now if it has
@@ -392,41 +437,29 @@ impl Owner {
         book: &Arc<Book>,
         started: &Mutex<Vec<Weak<Instance>>>,
     ) -> Result<InUse, InstanceError> {
-        let slot = &self.slots[tick];
-        if let Some(i) = self.current(tick) {
-            return Ok(i.begin_use());
-        }
-        let _starting = slot.starting.lock().await;
-        if let Some(i) = self.current(tick) {
-            return Ok(i.begin_use());
-        }
-        let charge = book.charge(tick, name, spec.max_instances)?;
-        let session = spec
-            .launcher
-            .for_client(client)
-            .open(spec.config.clone())
+        let start = async {
+            let charge = book.charge(tick, name, spec.max_instances)?;
+            let session = spec
+                .launcher
+                .for_client(client)
+                .open(spec.config.clone())
+                .await
+                .map_err(|e| InstanceError::Start {
+                    tick: name.into(),
+                    reason: e.to_string(),
+                })?;
+            // The audit session id links the instance's own lines to its client.
+            tracing::info!(
+                tick = name,
+                client = %self.who,
+                audit_session = session.audit().and_then(|a| a.session()).unwrap_or("-"),
+                "started a per-client instance"
+            );
+            Ok(Instance::new(Arc::new(session), Some(charge)))
+        };
+        self.slots[tick]
+            .get_or_start(spec.idle_timeout, started, start)
             .await
-            .map_err(|e| InstanceError::Start {
-                tick: name.into(),
-                reason: e.to_string(),
-            })?;
-        // The audit session id links the instance's own lines to its client.
-        tracing::info!(
-            tick = name,
-            client = %self.who,
-            audit_session = session.audit().and_then(|a| a.session()).unwrap_or("-"),
-            "started a per-client instance"
-        );
-        let instance = Instance::new(Arc::new(session), Some(charge));
-        instance.reaper(Arc::downgrade(slot), spec.idle_timeout);
-        {
-            let mut all = lock(started);
-            all.retain(|i| i.strong_count() > 0);
-            all.push(Arc::downgrade(&instance));
-        }
-        let used = instance.begin_use();
-        slot.current.send_replace(Some(instance));
-        Ok(used)
     }
 
     /// Takes every instance from this client's slots (its session ended),

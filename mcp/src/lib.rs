@@ -48,15 +48,17 @@
 //! let session = std::sync::Arc::new(Session::start(io, SessionConfig::default()).await?);
 //! let tick = HostedTick {
 //!     name: "counter".into(),
-//!     session,
+//!     session: Some(session),
 //!     grants: Grants::default(),
 //!     per_client: None,
+//!     on_first_use: None,
 //! };
 //! let facade = Facade::new(vec![tick]).await?;
 //! facade.serve(tokio::io::stdin(), tokio::io::stdout()).await?;
 //! # Ok(()) }
 //! ```
 
+pub mod catalogs;
 pub(crate) mod config;
 pub(crate) mod delivery;
 pub mod http;
@@ -69,8 +71,8 @@ pub(crate) mod text;
 pub(crate) mod transport;
 
 pub use config::{
-    default_tick_name, valid_tick_name, Clients, Config, ConfigError, Grants, Instances, TickEntry,
-    TickSource,
+    default_tick_name, valid_tick_name, Clients, Config, ConfigError, Grants, Instances, Start,
+    TickEntry, TickSource,
 };
 pub use delivery::DELIVERY_INTERVAL;
 pub use instance::PerClient;

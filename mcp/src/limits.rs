@@ -9,7 +9,9 @@
 //! | **per-client instances** (`instance`) | | |
 //! | [`MAX_INSTANCES_PER_TICK`] | 32 | instances of one per-client Tick at once (`max_instances` in its `[[tick]]`); the next client's first use of it is refused with an error naming the bound |
 //! | [`MAX_INSTANCES`] | 128 | per-client instances of every Tick of the host at once (`max_instances` at the top of the ticks file); the shared instances and each per-client Tick's template are not counted |
-//! | [`INSTANCE_IDLE_TIMEOUT`] | 300 s | how long a per-client instance may go without a request before it is stopped (`idle_timeout`); the client's next use starts a new one, from the Tick's initial state |
+//! | [`INSTANCE_IDLE_TIMEOUT`] | 300 s | how long a per-client instance, or a shared one started on first use, may go without a request before it is stopped (`idle_timeout`); the next use starts a new one, from the Tick's initial state |
+//! | **the catalog cache** (`catalogs`) | | |
+//! | [`MAX_CACHED_CATALOG_BYTES`] | 512 KiB | a cached catalog (`start = "on-first-use"`): as large as a tick/describe result may be; a larger entry is ignored and the Tick starts with the host |
 //!
 //! A unit test checks the table's values against the constants.
 
@@ -31,6 +33,11 @@ pub const MAX_INSTANCES: usize = 128;
 /// (2026-07-28) have no session, and this is what ends their instances.
 pub const INSTANCE_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// A cached catalog's payload: the largest tick/describe result the
+/// protocol lets a Tick send (its re-encoded size), so every catalog that
+/// was accepted fits and nothing larger is read.
+pub const MAX_CACHED_CATALOG_BYTES: u64 = tickbox_protocol::limits::MAX_DESCRIPTOR_BYTES as u64;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,6 +57,10 @@ mod tests {
             (
                 "INSTANCE_IDLE_TIMEOUT",
                 format!("| {} s |", INSTANCE_IDLE_TIMEOUT.as_secs()),
+            ),
+            (
+                "MAX_CACHED_CATALOG_BYTES",
+                format!("| {} KiB |", MAX_CACHED_CATALOG_BYTES / 1024),
             ),
         ];
         for (name, want) in &checks {

@@ -18,9 +18,12 @@
 //! `initialize` (2025-06-18, 2025-11-25), the `subscriptions/listen` stream
 //! for 2026-07-28.
 
+use super::catalogs::OnFirstUse;
 use super::config::Grants;
 use super::delivery::{deliver_latest_from, DELIVERY_INTERVAL};
-use super::instance::{now_rfc3339, Book, ClientName, Instance, InstanceError, Owner, PerClient};
+use super::instance::{
+    now_rfc3339, Book, ClientName, InUse, Instance, InstanceError, Owner, PerClient, Slot,
+};
 use super::names::{map_tools, Mapping, NameError, Target};
 use super::outcome::{self, CallError, MAX_RESULT_BYTES};
 use super::text;
@@ -113,14 +116,20 @@ pub struct HostedTick {
     /// The NAME in tool prefixes and `tick://NAME/state`.
     pub name: String,
     /// The initialized session (shared: the host may also publish it as a
-    /// live instance, see [`tickbox_host::live::publish`]).
-    pub session: Arc<Session>,
+    /// live instance, see [`tickbox_host::live::publish`]); none for a Tick
+    /// left to its first use ([`HostedTick::on_first_use`]).
+    pub session: Option<Arc<Session>>,
     /// What the Tick may reach (decides `openWorldHint`).
     pub grants: Grants,
     /// One instance per client, started by this, instead of `session`
     /// for everyone; `session` is then the template that answers listings
     /// (see [`crate::instance`]).
     pub per_client: Option<PerClient>,
+    /// A shared Tick started on its first use and stopped when idle
+    /// ([`crate::catalogs`]); `session`, when given, is its first instance.
+    /// With `per_client`, it is the template that is left unstarted (or,
+    /// when given, stopped when idle): the catalog lists the Tick.
+    pub on_first_use: Option<OnFirstUse>,
 }
 
 /// Why the facade could not start or serve.
@@ -138,16 +147,33 @@ pub enum FacadeError {
 /// A hosted Tick, shared by every connection.
 struct Hosted {
     name: String,
-    /// The instance every client shares, or a per-client Tick's template.
-    template: Arc<Instance>,
+    /// The instance every client shares, or a per-client Tick's template;
+    /// empty for a Tick started on first use until its first use, and
+    /// again after an idle stop.
+    shared: Arc<Slot>,
     grants: Grants,
-    /// The catalog last seen (of the template), to tell a new one by identity.
+    /// The catalog last seen (of the template), to tell a new one by
+    /// identity; a Tick not started yet is listed with it.
     seen: Mutex<Arc<Descriptor>>,
     /// Raised when a client's call reached the template, so its catalog
     /// is polled soon (a call may change it without a state update).
     activity: tokio::sync::Notify,
     /// How a per-client Tick starts a client's instance.
     per_client: Option<PerClient>,
+    /// How a Tick started on first use starts.
+    on_first_use: Option<OnFirstUse>,
+}
+
+impl Hosted {
+    /// The instance every client shares (or the template), if it runs.
+    fn template(&self) -> Option<Arc<Instance>> {
+        self.shared.current()
+    }
+
+    /// Whether `instance` is the shared one (or the template).
+    fn is_template(&self, instance: &Arc<Instance>) -> bool {
+        self.template().is_some_and(|t| Arc::ptr_eq(&t, instance))
+    }
 }
 
 struct Inner {
@@ -199,23 +225,40 @@ impl Facade {
         let prefixed = ticks.len() > 1;
         let mut hosted = Vec::with_capacity(ticks.len());
         for t in ticks {
-            let Some(d) = t.session.descriptor() else {
+            let d = match (&t.session, &t.on_first_use) {
+                (Some(s), _) => s.descriptor(),
+                (None, Some(lazy)) => Some(lazy.catalog.clone()),
+                (None, None) => None,
+            };
+            let Some(d) = d else {
                 // Session::start only returns initialized sessions.
                 continue;
             };
+            let shared = Slot::new();
+            if let Some(session) = t.session {
+                let instance = Instance::new(session, None);
+                if let Some(lazy) = &t.on_first_use {
+                    instance.reaper(Arc::downgrade(&shared), lazy.idle_timeout);
+                }
+                shared.current.send_replace(Some(instance));
+            }
             hosted.push(Hosted {
                 name: t.name,
-                template: Instance::new(t.session, None),
+                shared,
                 grants: t.grants,
                 seen: Mutex::new(d),
                 activity: tokio::sync::Notify::new(),
                 per_client: t.per_client,
+                on_first_use: t.on_first_use,
             });
         }
         let observed = hosted
             .iter()
-            .find_map(|t| t.template.session.audit())
-            .map(Audit::without_session);
+            .find_map(|t| match t.template() {
+                Some(i) => i.session.audit().cloned(),
+                None => t.on_first_use.as_ref().and_then(|l| l.audit().cloned()),
+            })
+            .map(|a| a.without_session());
         let book = Book::new(hosted.len(), options.max_instances);
         let facade = Facade {
             inner: Arc::new(Inner {
@@ -253,7 +296,10 @@ impl Facade {
         self.inner
             .ticks
             .iter()
-            .filter(|t| t.template.session.end_reason().is_some())
+            .filter(|t| {
+                t.template()
+                    .is_some_and(|i| i.session.end_reason().is_some())
+            })
             .count()
     }
 
@@ -329,7 +375,9 @@ impl Facade {
             i.session.shutdown().await;
         }
         for t in &self.inner.ticks {
-            t.template.session.shutdown().await;
+            if let Some(i) = t.template() {
+                i.session.shutdown().await;
+            }
         }
     }
 
@@ -374,9 +422,8 @@ impl Facade {
             .ticks
             .iter()
             .map(|t| {
-                t.template
-                    .session
-                    .descriptor()
+                t.template()
+                    .and_then(|i| i.session.descriptor())
                     .unwrap_or_else(|| lock(&t.seen).clone())
             })
             .collect()
@@ -405,15 +452,45 @@ impl Facade {
         }
     }
 
-    /// Polls one Tick's catalog for as long as it runs, following its
+    /// Polls one Tick's catalog for as long as it runs ([`Self::poll_instance`]);
+    /// a Tick started on first use is polled while an instance of it runs,
+    /// and from its next start again after an idle stop.
+    async fn poll_catalog(&self, index: usize) {
+        let t = &self.inner.ticks[index];
+        let mut running = t.shared.current.subscribe();
+        loop {
+            // A Tick started on first use has nothing to poll until it
+            // runs: thousands of them cost no wake-ups while unused.
+            let instance = match running.wait_for(Option::is_some).await {
+                Ok(current) => current.clone(),
+                Err(_) => return,
+            };
+            let Some(instance) = instance else {
+                continue;
+            };
+            self.poll_instance(index, &instance).await;
+            // Any other Tick never starts again.
+            if t.on_first_use.is_none() {
+                return;
+            }
+            let gone =
+                |c: &Option<Arc<Instance>>| !c.as_ref().is_some_and(|i| Arc::ptr_eq(i, &instance));
+            if running.wait_for(gone).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Polls the catalog of the Tick at `index` through `instance` (its
+    /// shared one or template) until that instance ends, following its
     /// activity (see the module docs): after a state update or a call, at
     /// most once per `describe_poll`; while it is quiet, each unchanged
     /// catalog doubles the wait, up to [`DESCRIBE_POLL_BACKOFF`] times.
-    async fn poll_catalog(&self, index: usize) {
+    async fn poll_instance(&self, index: usize, instance: &Arc<Instance>) {
         let t = &self.inner.ticks[index];
         let base = self.inner.options.describe_poll;
         let quiet_most = base.saturating_mul(DESCRIBE_POLL_BACKOFF);
-        let mut state = t.template.session.watch_state();
+        let mut state = instance.session.watch_state();
         let mut wait = base;
         let mut last = tokio::time::Instant::now();
         loop {
@@ -432,7 +509,7 @@ impl Facade {
                 tokio::time::sleep_until(last + base).await;
                 state.borrow_and_update();
             }
-            if t.template.session.end_reason().is_some() {
+            if instance.session.end_reason().is_some() {
                 return;
             }
             last = tokio::time::Instant::now();
@@ -457,29 +534,43 @@ impl Facade {
         &self,
         index: usize,
     ) -> Result<Arc<Descriptor>, tickbox_host::session::RequestError> {
-        let d = self.inner.ticks[index].template.session.describe().await?;
+        let t = &self.inner.ticks[index];
+        let Some(template) = t.template() else {
+            // Not started (on first use): listed with the catalog last seen.
+            return Ok(lock(&t.seen).clone());
+        };
+        let d = template.session.describe().await?;
         self.catalog_seen(index, &d);
         Ok(d)
     }
 
-    fn catalog_seen(&self, index: usize, d: &Arc<Descriptor>) {
+    /// Notes the catalog of the shared instance (or template); whether it
+    /// is another than the one last seen (the connections were woken).
+    fn catalog_seen(&self, index: usize, d: &Arc<Descriptor>) -> bool {
         let mut seen = lock(&self.inner.ticks[index].seen);
-        if !Arc::ptr_eq(&seen, d) {
-            tracing::debug!(
-                tick = %self.inner.ticks[index].name,
-                "catalog revision {} → {}",
-                seen.revision,
-                d.revision
-            );
-            *seen = d.clone();
-            drop(seen);
-            self.inner.catalogs.send_modify(|n| *n += 1);
+        if Arc::ptr_eq(&seen, d) {
+            return false;
         }
+        tracing::debug!(
+            tick = %self.inner.ticks[index].name,
+            "catalog revision {} → {}",
+            seen.revision,
+            d.revision
+        );
+        *seen = d.clone();
+        drop(seen);
+        self.inner.catalogs.send_modify(|n| *n += 1);
+        true
     }
 
     async fn watch_end(&self, index: usize) {
         let t = &self.inner.ticks[index];
-        let reason = t.template.session.ended().await;
+        // A Tick started on first use is stopped when idle and may start
+        // again: its instances' ends are no end of the Tick.
+        let Some(template) = t.template().filter(|_| t.on_first_use.is_none()) else {
+            return;
+        };
+        let reason = template.session.ended().await;
         if reason == EndReason::Shutdown {
             return;
         }
@@ -510,6 +601,9 @@ struct ClientTick {
     subscribed: AtomicBool,
     /// The session's update count when the client last read the state.
     read_mark: AtomicU64,
+    /// The use a `resources/subscribe` holds of a Tick started on first
+    /// use: a subscribed Tick is never idle.
+    held: Mutex<Option<InUse>>,
 }
 
 struct ConnInner {
@@ -640,6 +734,7 @@ impl Connection {
                 listed: Mutex::new(d),
                 subscribed: AtomicBool::new(false),
                 read_mark: AtomicU64::new(0),
+                held: Mutex::new(None),
             })
             .collect();
         let who = format!(
@@ -699,27 +794,29 @@ impl Connection {
 
     /// The instance a client sees of the Tick at `index` without using it:
     /// its own when it has one, else the shared instance or the template.
-    fn current(&self, owner: Option<&Owner>, index: usize) -> Arc<Instance> {
+    fn current(&self, owner: Option<&Owner>, index: usize) -> Option<Arc<Instance>> {
         let t = self.hosted(index);
         let own = t
             .per_client
             .as_ref()
             .and(owner)
             .and_then(|o| o.current(index));
-        own.unwrap_or_else(|| t.template.clone())
+        own.or_else(|| t.template())
     }
 
     /// The instance a client's use of the Tick at `index` goes to, in use
     /// until the guard drops: the shared one, or the client's own, started
     /// now when it has none (the JSON-RPC error names the cap it hit).
-    async fn instance(
-        &self,
-        owner: Option<&Owner>,
-        index: usize,
-    ) -> Result<super::instance::InUse, McpError> {
+    async fn instance(&self, owner: Option<&Owner>, index: usize) -> Result<InUse, McpError> {
         let t = self.hosted(index);
         let Some(spec) = &t.per_client else {
-            return Ok(t.template.begin_use());
+            if let Some(lazy) = &t.on_first_use {
+                return self.first_use(index, lazy).await;
+            }
+            // Started with the host, and kept until the host stops.
+            return t.template().map(|i| i.begin_use()).ok_or_else(|| {
+                McpError::internal_error(format!("the Tick `{}` is not running", t.name), None)
+            });
         };
         let Some(owner) = owner else {
             return Err(McpError::invalid_request(
@@ -749,8 +846,45 @@ impl Connection {
                     e.to_string(),
                     Some(json!({"bound": bound, "limit": limit, "tick": t.name})),
                 ),
-                InstanceError::Start { .. } => McpError::internal_error(e.to_string(), None),
+                InstanceError::Start { .. } | InstanceError::FirstUse { .. } => {
+                    McpError::internal_error(e.to_string(), None)
+                }
             })
+    }
+
+    /// The shared instance of a Tick started on first use, in use; started
+    /// now when none runs (the request waits for its start, within the
+    /// start's own bounds). A catalog other than the one listed so far is
+    /// cached, and the clients are told of it as of any new catalog.
+    async fn first_use(&self, index: usize, lazy: &OnFirstUse) -> Result<InUse, McpError> {
+        let t = self.hosted(index);
+        let f = &self.inner.facade.inner;
+        let start = async {
+            let session = lazy.launcher.open(lazy.config.clone()).await.map_err(|e| {
+                InstanceError::FirstUse {
+                    tick: t.name.clone(),
+                    // The reason may carry the Tick's last words.
+                    reason: text::description(&e.to_string()),
+                }
+            })?;
+            tracing::info!(
+                tick = %t.name,
+                audit_session = session.audit().and_then(|a| a.session()).unwrap_or("-"),
+                "started on its first use"
+            );
+            Ok(Instance::new(Arc::new(session), None))
+        };
+        let used = t
+            .shared
+            .get_or_start(lazy.idle_timeout, &f.started, start)
+            .await
+            .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+        if let Some(d) = used.instance().session.descriptor() {
+            if self.inner.facade.catalog_seen(index, &d) {
+                lazy.refresh(&d);
+            }
+        }
+        Ok(used)
     }
 
     /// Starts the tasks that tell this client about catalog and state
@@ -809,12 +943,16 @@ impl Connection {
             let uri = state_uri(&self.hosted(index).name);
             // A per-client Tick's instance is this client's, once it has
             // one; a shared Tick's is the one instance.
-            let mut own = match (&self.hosted(index).per_client, &owner) {
-                (Some(_), Some(o)) => Some(o.slots[index].current.subscribe()),
-                (Some(_), None) => continue,
-                (None, _) => None,
+            // A Tick started on first use is followed through its
+            // place, as a client's own instance is.
+            let hosted = self.hosted(index);
+            let mut own = match (&hosted.per_client, &owner, &hosted.on_first_use) {
+                (Some(_), Some(o), _) => Some(o.slots[index].current.subscribe()),
+                (Some(_), None, _) => continue,
+                (None, _, Some(_)) => Some(hosted.shared.current.subscribe()),
+                (None, _, None) => None,
             };
-            let shared = self.hosted(index).template.session.clone();
+            let shared = hosted.template().map(|i| i.session.clone());
             // A listen stream is told about any state this client has not
             // read yet; a legacy session counts from now.
             let mut from_now = follows_subscribe;
@@ -828,7 +966,10 @@ impl Connection {
                 };
                 loop {
                     let session = match &mut own {
-                        None => shared.clone(),
+                        None => match &shared {
+                            Some(s) => s.clone(),
+                            None => return,
+                        },
                         Some(slot) => {
                             let Ok(current) = slot.wait_for(Option::is_some).await else {
                                 return;
@@ -881,7 +1022,11 @@ impl Connection {
     /// Tells the client once per new revision that a Tick's catalog is not
     /// the one it listed. False when the client is gone.
     async fn announce(&self, index: usize, out: &Notifier, owner: Option<&Owner>) -> bool {
-        let Some(current) = self.current(owner, index).session.descriptor() else {
+        let Some(current) = self
+            .current(owner, index)
+            .and_then(|i| i.session.descriptor())
+            .or_else(|| Some(lock(&self.hosted(index).seen).clone()))
+        else {
             return true;
         };
         if !out.applies() {
@@ -999,16 +1144,21 @@ impl Connection {
         let mut catalogs = Vec::new();
         let mut changed = Vec::new();
         for (index, c) in self.inner.ticks.iter().enumerate() {
-            let instance = self.current(owner, index);
-            let fresh = if instance.session.end_reason().is_none() {
-                self.fresh_catalog(index, &instance).await.ok()
-            } else {
-                None
-            };
             let old = lock(&c.listed).clone();
-            let d = fresh
-                .or_else(|| instance.session.descriptor())
-                .unwrap_or(old.clone());
+            let d = match self.current(owner, index) {
+                Some(instance) => {
+                    let fresh = if instance.session.end_reason().is_none() {
+                        self.fresh_catalog(index, &instance).await.ok()
+                    } else {
+                        None
+                    };
+                    fresh
+                        .or_else(|| instance.session.descriptor())
+                        .unwrap_or(old.clone())
+                }
+                // Not started (on first use): the catalog last seen.
+                None => lock(&self.hosted(index).seen).clone(),
+            };
             changed.push(!Arc::ptr_eq(&old, &d));
             *lock(&c.announced) = d.revision.clone();
             *lock(&c.listed) = d.clone();
@@ -1038,7 +1188,7 @@ impl Connection {
         index: usize,
         instance: &Arc<Instance>,
     ) -> Result<Arc<Descriptor>, tickbox_host::session::RequestError> {
-        if Arc::ptr_eq(instance, &self.hosted(index).template) {
+        if self.hosted(index).is_template(instance) {
             self.inner.facade.fresh_catalog(index).await
         } else {
             instance.session.describe().await
@@ -1231,7 +1381,7 @@ impl Connection {
         let listed = lock(&self.inner.ticks[index].listed).clone();
         if let Some(current) = instance.session.descriptor() {
             if current.revision != listed.revision {
-                if Arc::ptr_eq(instance, &t.template) {
+                if t.is_template(instance) {
                     self.inner.facade.catalog_seen(index, &current);
                 }
                 return Err(CallError::CatalogChanged {
@@ -1281,7 +1431,7 @@ impl Connection {
             current,
         };
         let outcome = instance.session.call_via(prepared, mcp).await;
-        if Arc::ptr_eq(instance, &t.template) {
+        if t.is_template(instance) {
             t.activity.notify_one();
         }
         match outcome {
@@ -1476,7 +1626,7 @@ impl Connection {
         failed: Option<&McpError>,
     ) {
         let owner = self.owner(context);
-        let instance = index.map(|i| self.current(owner.as_deref(), i));
+        let instance = index.and_then(|i| self.current(owner.as_deref(), i));
         let audit = instance.as_ref().and_then(|i| i.session.audit()).or(self
             .inner
             .facade
@@ -1511,16 +1661,21 @@ impl Connection {
     ) -> Result<(), McpError> {
         let began = Instant::now();
         let mut slot = self.slot_for_uri(uri);
+        let mut held = None;
         if let (Ok(index), true) = (&slot, on) {
             let owner = self.owner(context);
-            if let Err(e) = self.instance(owner.as_deref(), *index).await {
-                slot = Err(e);
+            match self.instance(owner.as_deref(), *index).await {
+                Ok(used) => held = Some(used),
+                Err(e) => slot = Err(e),
             }
         }
         if let Ok(index) = slot {
-            self.inner.ticks[index]
-                .subscribed
-                .store(on, Ordering::Relaxed);
+            let c = &self.inner.ticks[index];
+            c.subscribed.store(on, Ordering::Relaxed);
+            // A subscription keeps a Tick started on first use from being
+            // idle-stopped until it is dropped.
+            let lazy = self.hosted(index).on_first_use.is_some();
+            *lock(&c.held) = held.filter(|_| lazy);
         }
         let index = slot.as_ref().ok().copied();
         self.served(context, method, index, began, slot.as_ref().err());
@@ -1812,12 +1967,18 @@ impl ServerHandler for Connection {
         // A subscription is a use: the client's instances of the
         // per-client Ticks it follows start now.
         let owner = self.owner(context.request_context());
+        let mut held = Vec::new();
         for index in &uris {
-            self.instance(owner.as_deref(), *index).await?;
+            let used = self.instance(owner.as_deref(), *index).await?;
+            // A listened-to Tick started on first use is never idle.
+            if self.hosted(*index).on_first_use.is_some() {
+                held.push(used);
+            }
         }
         let tasks = self.notifications(Notifier::Listen(context.sink().clone()), Some(uris), owner);
         context.cancelled().await;
         drop(tasks);
+        drop(held);
         Ok(())
     }
 }

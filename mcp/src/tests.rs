@@ -135,9 +135,10 @@ async fn a_catalog_change_sends_list_changed_and_refuses_stale_calls() {
     let session = Arc::new(Session::start(io, SessionConfig::default()).await.unwrap());
     let hosted = HostedTick {
         name: "shifting".into(),
-        session,
+        session: Some(session),
         grants: Grants::default(),
         per_client: None,
+        on_first_use: None,
     };
     let options = FacadeOptions::default().describe_poll(Duration::from_millis(20));
     let facade = Facade::with_options(vec![hosted], options).await.unwrap();
@@ -288,9 +289,10 @@ async fn a_quiet_ticks_catalog_is_polled_less_often_and_a_call_brings_the_poll_b
     let session = Arc::new(Session::start(io, SessionConfig::default()).await.unwrap());
     let hosted = HostedTick {
         name: "watched".into(),
-        session,
+        session: Some(session),
         grants: Grants::default(),
         per_client: None,
+        on_first_use: None,
     };
     let every = super::DESCRIBE_POLL;
     let quiet_most = every * super::DESCRIBE_POLL_BACKOFF;

@@ -40,7 +40,11 @@
 //! wasmtime's compatibility hash and the compiler, followed by the
 //! compiler's name (`<sha256>-cranelift`, `<sha256>-winch`), so a changed
 //! Tick, a new tickbox or a different engine configuration never hits an
-//! old entry, and Winch's code is never taken for Cranelift's.
+//! old entry, and Winch's code is never taken for Cranelift's. Entries
+//! that are not code (a hosted Tick's catalog, kept so that it can start
+//! on first use) are keyed by [`Cache::key_of`], named by what they hold
+//! (`<sha256>-catalog`), under the same MAC and writes, and read with a
+//! bound of their own ([`Cache::get_within`]).
 
 pub use crate::limits::{DEFAULT_CACHE_MAX_BYTES, MAX_CACHE_ENTRY_BYTES};
 use hmac::{Hmac, Mac};
@@ -142,6 +146,20 @@ pub struct EntryInfo {
     pub last_used: u64,
 }
 
+impl EntryInfo {
+    /// What the entry holds, as `cache ls` names it: the compiler of
+    /// compiled code, what the key's suffix names for an entry that is not
+    /// code (`catalog`, see [`Cache::key_of`]), `old` for an older
+    /// tickbox's code.
+    pub fn holds(&self) -> &str {
+        match (self.compiler, self.key.rsplit_once('-')) {
+            (Some(c), _) => c.name(),
+            (None, Some((_, kind))) => kind,
+            (None, None) => "old",
+        }
+    }
+}
+
 /// Compiled code read back from an entry whose MAC matched.
 pub struct Verified(Vec<u8>);
 
@@ -211,6 +229,21 @@ impl Cache {
         format!("{}-{compiler}", hex(&h.finalize()))
     }
 
+    /// The key of an entry that is not compiled code: a SHA-256 of
+    /// `parts` (each length-prefixed, so no two lists of parts collide)
+    /// and tickbox's version, then `-` and `kind`, which names what the
+    /// entry holds (`catalog`) and keeps it apart from every code entry,
+    /// whose keys end in a compiler's name.
+    pub fn key_of(&self, kind: &str, parts: &[&[u8]]) -> String {
+        let mut h = Sha256::new();
+        h.update(env!("CARGO_PKG_VERSION").as_bytes());
+        for part in parts {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        format!("{}-{kind}", hex(&h.finalize()))
+    }
+
     /// Whether an entry exists under `key` (not checked: [`Cache::get`]
     /// checks before anything is loaded).
     pub fn contains(&self, key: &str) -> bool {
@@ -259,38 +292,51 @@ impl Cache {
     /// matching MAC. A hit refreshes the entry's time (LRU). A bad entry is
     /// removed, so the caller's compile replaces it.
     pub fn get(&self, key: &str) -> Option<Verified> {
+        self.get_within(key, MAX_CACHE_ENTRY_BYTES)
+    }
+
+    /// [`Cache::get`] of an entry whose payload is at most `max` bytes: a
+    /// larger one is refused (and removed) before it is read.
+    pub fn get_within(&self, key: &str, max: u64) -> Option<Verified> {
         let name = Self::entry_name(key);
+        let limit = max.min(MAX_CACHE_ENTRY_BYTES) + HEADER_LEN as u64;
         let mut file = match self.open_at(&name, libc::O_RDONLY, 0) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
             Err(e) => {
-                tracing::warn!(entry = %name, error = %e, "compile cache entry refused; rebuilding");
+                tracing::warn!(entry = %name, error = %e, "cache entry refused (unreadable); ignored and made again");
                 self.remove(key);
                 return None;
             }
         };
         let meta = file.metadata().ok()?;
-        if !meta.is_file() || meta.uid() != euid() || meta.len() > MAX_CACHE_ENTRY_BYTES {
-            tracing::warn!(entry = %name, "compile cache entry is not a file of ours; rebuilding");
+        if !meta.is_file() || meta.uid() != euid() {
+            tracing::warn!(entry = %name, "cache entry refused (not a regular file of ours); ignored and made again");
+            self.remove(key);
+            return None;
+        }
+        if meta.len() > limit {
+            tracing::warn!(
+                entry = %name,
+                bytes = meta.len(),
+                "cache entry refused (over its size bound, {limit} bytes with its header); ignored and made again"
+            );
             self.remove(key);
             return None;
         }
         let mut bytes = Vec::with_capacity(meta.len() as usize);
-        if (&mut file)
-            .take(MAX_CACHE_ENTRY_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .is_err()
-        {
+        if (&mut file).take(limit + 1).read_to_end(&mut bytes).is_err() {
             return None;
         }
         let ok = bytes.len() >= HEADER_LEN
+            && bytes.len() as u64 <= limit
             && bytes[..MAGIC.len()] == MAGIC[..]
             && self
                 .mac(key, &bytes[HEADER_LEN..])
                 .verify_slice(&bytes[MAGIC.len()..HEADER_LEN])
                 .is_ok();
         if !ok {
-            tracing::warn!(entry = %name, "compile cache entry fails its MAC; rebuilding");
+            tracing::warn!(entry = %name, "cache entry refused (fails its MAC: not written by tickbox for this key); ignored and made again");
             self.remove(key);
             return None;
         }

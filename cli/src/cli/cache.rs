@@ -140,7 +140,7 @@ fn ls_table(cache: &Cache) -> Result<String, Exit> {
             s if s < 172_800 => format!("{} h ago", s / 3600),
             s => format!("{} days ago", s / 86_400),
         };
-        let compiler = e.compiler.map_or("old".to_string(), |c| c.to_string());
+        let compiler = e.holds();
         let _ = writeln!(
             out,
             "  {:.16}…  {compiler:9} {:>10}  used {ago}",

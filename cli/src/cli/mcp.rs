@@ -17,9 +17,10 @@ use tickbox_app::token::{self, Token};
 use tickbox_app::{Request, Target};
 use tickbox_runtime::mcp::http::metrics::MetricsEndpoint;
 use tickbox_runtime::mcp::http::{Drained, NamedClient};
+use tickbox_runtime::mcp::limits::INSTANCE_IDLE_TIMEOUT;
 use tickbox_runtime::mcp::{
     valid_tick_name, Clients, Config, Facade, FacadeOptions, Grants, HostedTick, Instances,
-    PerClient, TickEntry, TickSource,
+    PerClient, Start, TickEntry, TickSource,
 };
 use tickbox_runtime::session::Session;
 use tickbox_telemetry::audit::Origin;
@@ -170,6 +171,8 @@ struct Planned {
     instances: Instances,
     max_instances: Option<usize>,
     idle_timeout: Option<std::time::Duration>,
+    /// With the host, or on first use when its catalog is cached.
+    start: Start,
 }
 
 /// Runs the MCP server until the client goes away (stdio) or a signal has
@@ -255,31 +258,51 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
         let (request, audit, call_timeout) = (p.request, p.audit, p.call_timeout);
         let (instances, max_instances, idle_timeout) =
             (p.instances, p.max_instances, p.idle_timeout);
+        let (start, grants) = (p.start, p.grants.clone());
         let opened = async {
             let call_timeout = open::call_timeout(call_timeout)?;
             let audit = super::audit::handle(app, Origin::Mcp, &audit?, &observers)?;
             let mut request = request?;
             request.call_timeout = call_timeout;
             request.audit = audit;
-            let opened = app.open(&request).await?;
-            // The template (`opened`) answers listings; each client's
+            let config = tickbox_runtime::session::SessionConfig {
+                call_timeout,
+                ..Default::default()
+            };
+            // A per-client Tick's template answers listings; each client's
             // instance is started by the same launcher, into the same
             // audit stream and counts.
             let per_client = match instances {
                 Instances::Shared => None,
                 Instances::PerClient => {
-                    let config = tickbox_runtime::session::SessionConfig {
-                        call_timeout,
-                        ..Default::default()
-                    };
-                    let spec = PerClient::new(app.launcher(&request)?, config);
+                    let spec = PerClient::new(app.launcher(&request)?, config.clone());
                     Some(spec.bounded(max_instances, idle_timeout))
                 }
             };
-            Ok::<_, Exit>((opened, per_client))
+            // On first use: the shared instance, or the template, is left
+            // unstarted when its catalog is cached.
+            if let (Start::OnFirstUse, Some(name)) = (start, &p.name) {
+                let launcher = app.launcher(&request)?;
+                let idle = idle_timeout.unwrap_or(INSTANCE_IDLE_TIMEOUT);
+                let mut t = HostedTick::on_first_use(name.clone(), &launcher, grants, config, idle)
+                    .await
+                    .map_err(tickbox_app::AppError::from)?;
+                t.per_client = per_client;
+                return Ok::<_, Exit>(Err((t, launcher.kind())));
+            }
+            let opened = app.open(&request).await?;
+            Ok(Ok((opened, per_client)))
         };
         match opened.await {
-            Ok((t, per_client)) => {
+            // Started on first use: published as a live instance only
+            // when it started now, as its first instance.
+            Ok(Err((t, kind))) => {
+                if let Some(session) = &t.session {
+                    published.extend(live.publish(session, &t.name, kind.label()).await);
+                }
+                hosted.push(t);
+            }
+            Ok(Ok((t, per_client))) => {
                 let name = p.name.unwrap_or_else(|| default_name(&t.session));
                 if let (Some((_, _, registry)), Some(c)) = (&metrics, counts) {
                     registry.add_tick(&name, c);
@@ -288,14 +311,15 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
                 published.extend(live.publish(&session, &name, t.kind.label()).await);
                 hosted.push(HostedTick {
                     name,
-                    session,
+                    session: Some(session),
                     grants: p.grants,
                     per_client,
+                    on_first_use: None,
                 });
             }
             Err(e) => {
-                for h in &hosted {
-                    h.session.shutdown().await;
+                for s in hosted.iter().filter_map(|h| h.session.as_ref()) {
+                    s.shutdown().await;
                 }
                 return Err(Exit::new(e.code, format!("Tick `{label}`: {}", e.message)));
             }
@@ -536,6 +560,7 @@ fn plan(args: McpArgs) -> Result<Plan, Exit> {
             instances: Instances::Shared,
             max_instances: None,
             idle_timeout: None,
+            start: Start::WithHost,
         };
         return Ok((vec![planned], FacadeOptions::default(), None));
     };
@@ -612,6 +637,7 @@ fn planned(
         instances: entry.instances,
         max_instances: entry.max_instances,
         idle_timeout: entry.idle_timeout,
+        start: entry.start,
     }
 }
 

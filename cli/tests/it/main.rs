@@ -43,6 +43,8 @@
 //!   that do not see each other's counter (a shared one as the control),
 //!   the instance caps, idle expiry, a hostile client opening sessions in a
 //!   loop;
+//! - `lazy` — `start = "on-first-use"` in a ticks file: with the host
+//!   until its catalog is cached, on first use after;
 //! - `langs` — Ticks without the Rust SDK (the C counter in `examples/c`),
 //!   and imports refused before compiling;
 //! - `sdks` — the Python, JavaScript and Go SDKs: their property and fuzz
@@ -111,6 +113,7 @@ mod fixtures;
 mod http;
 mod inspect;
 mod langs;
+mod lazy;
 mod live;
 mod mcp;
 mod mcp_clients;

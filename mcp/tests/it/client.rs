@@ -20,7 +20,7 @@ use rmcp::ClientHandler;
 use serde_json::{json, Value};
 use std::future::Future;
 use std::time::Duration;
-use tickbox_mcp::{Facade, FacadeError, Grants};
+use tickbox_mcp::{Facade, FacadeError, Grants, HostedTick};
 use tickbox_sandbox::Launcher;
 use tickbox_test_support::{
     alive, build_wasm, eventually, eventually_await, faulty, tick, TempDir,
@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 /// A guard against hangs, not a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-async fn soon<T>(what: &str, f: impl Future<Output = T>) -> T {
+pub(crate) async fn soon<T>(what: &str, f: impl Future<Output = T>) -> T {
     tokio::time::timeout(PATIENCE, f)
         .await
         .unwrap_or_else(|_| panic!("{what}: nothing within {PATIENCE:?}"))
@@ -38,12 +38,12 @@ async fn soon<T>(what: &str, f: impl Future<Output = T>) -> T {
 
 /// What the server told the client on its own.
 #[derive(Debug, PartialEq)]
-enum Note {
+pub(crate) enum Note {
     ToolsChanged,
     ResourceUpdated(String),
 }
 
-struct Recorder(mpsc::UnboundedSender<Note>);
+pub(crate) struct Recorder(mpsc::UnboundedSender<Note>);
 
 impl ClientHandler for Recorder {
     async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
@@ -58,9 +58,9 @@ impl ClientHandler for Recorder {
     }
 }
 
-/// The facade serving one Tick, with an initialized client.
-struct Mcp {
-    client: RunningService<RoleClient, Recorder>,
+/// The facade serving its Ticks, with an initialized client.
+pub(crate) struct Mcp {
+    pub(crate) client: RunningService<RoleClient, Recorder>,
     notes: mpsc::UnboundedReceiver<Note>,
     served: tokio::task::JoinHandle<Result<(), FacadeError>>,
 }
@@ -70,9 +70,15 @@ async fn start(launcher: Launcher, name: Option<&str>) -> Mcp {
 }
 
 async fn start_with(launcher: Launcher, name: Option<&str>, lifecycle: ClientLifecycleMode) -> Mcp {
-    logs();
     let tick = hosted(&launcher, name, Grants::default()).await;
-    let facade = Facade::new(vec![tick]).await.expect("the facade starts");
+    serve_ticks(vec![tick], lifecycle).await
+}
+
+/// The facade serving `ticks` over the stdio loop, and a client that
+/// began with `lifecycle`.
+pub(crate) async fn serve_ticks(ticks: Vec<HostedTick>, lifecycle: ClientLifecycleMode) -> Mcp {
+    logs();
+    let facade = Facade::new(ticks).await.expect("the facade starts");
     let (ours, theirs) = tokio::io::duplex(64 * 1024);
     let (read, write) = tokio::io::split(theirs);
     let served = tokio::spawn(facade.serve(read, write));
@@ -96,13 +102,13 @@ fn counter() -> Launcher {
 }
 
 impl Mcp {
-    async fn tools(&self) -> Vec<Tool> {
+    pub(crate) async fn tools(&self) -> Vec<Tool> {
         soon("tools/list", self.client.list_all_tools())
             .await
             .expect("tools/list")
     }
 
-    async fn call(&self, name: &str, args: Value) -> CallToolResult {
+    pub(crate) async fn call(&self, name: &str, args: Value) -> CallToolResult {
         let args: JsonObject = serde_json::from_value(args).expect("args object");
         let params = CallToolRequestParams::new(name.to_string()).with_arguments(args);
         soon(name, self.client.call_tool(params))
@@ -133,7 +139,7 @@ impl Mcp {
 
     /// Closes the client's side (the end of the facade's input) and
     /// returns how the serve loop ended and what was logged.
-    async fn close(self) -> (Result<(), FacadeError>, String) {
+    pub(crate) async fn close(self) -> (Result<(), FacadeError>, String) {
         let _ = self.client.cancel().await;
         let served = soon("the serve loop to return", self.served)
             .await

@@ -53,6 +53,7 @@ mod drain;
 mod fairness;
 mod guard;
 mod http;
+mod lazy;
 mod metrics;
 mod otel;
 mod per_client;
@@ -128,9 +129,10 @@ pub async fn hosted(launcher: &Launcher, name: Option<&str>, grants: Grants) -> 
     });
     HostedTick {
         name,
-        session: Arc::new(session),
+        session: Some(Arc::new(session)),
         grants,
         per_client: None,
+        on_first_use: None,
     }
 }
 
@@ -146,6 +148,10 @@ pub struct Hosting {
     pub launcher: Launcher,
     pub per_client: Option<(Option<usize>, Option<Duration>)>,
     pub grants: Grants,
+    /// Shared and started on first use, stopped after this long idle, as
+    /// a ticks file's `start = "on-first-use"` entry asks (its catalog
+    /// cached in the launcher's compile cache).
+    pub on_first_use: Option<Duration>,
 }
 
 impl Hosting {
@@ -156,6 +162,7 @@ impl Hosting {
             launcher,
             per_client: None,
             grants: Grants::default(),
+            on_first_use: None,
         }
     }
 }
@@ -198,7 +205,18 @@ impl Setup {
                 }
                 launcher = launcher.audited(Some(audit));
             }
-            let mut tick = hosted(&launcher, t.name, t.grants).await;
+            let mut tick = match (t.on_first_use, t.name) {
+                (Some(idle), Some(name)) => HostedTick::on_first_use(
+                    name.into(),
+                    &launcher,
+                    t.grants,
+                    SessionConfig::default(),
+                    idle,
+                )
+                .await
+                .unwrap_or_else(|e| panic!("the Tick starts: {e}")),
+                _ => hosted(&launcher, t.name, t.grants).await,
+            };
             tick.per_client = t.per_client.map(|(max, idle)| {
                 PerClient::new(launcher.clone(), SessionConfig::default()).bounded(max, idle)
             });

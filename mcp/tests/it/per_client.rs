@@ -55,7 +55,7 @@ fn serve(ticks: Vec<Hosting>) -> HttpServer {
 }
 
 /// One JSON-RPC request of `session`; its one answer.
-fn request(server: &HttpServer, session: &str, method: &str, params: Value) -> Value {
+pub(crate) fn request(server: &HttpServer, session: &str, method: &str, params: Value) -> Value {
     let (status, _, m) = server.post(
         "/mcp",
         &[("Mcp-Session-Id", session)],
@@ -68,7 +68,7 @@ fn request(server: &HttpServer, session: &str, method: &str, params: Value) -> V
 }
 
 /// `increment` by `amount`: the counter's value after it, or the JSON-RPC error.
-fn increment(server: &HttpServer, session: &str, amount: i64) -> Result<i64, Value> {
+pub(crate) fn increment(server: &HttpServer, session: &str, amount: i64) -> Result<i64, Value> {
     let m = request(
         server,
         session,
@@ -82,7 +82,7 @@ fn increment(server: &HttpServer, session: &str, amount: i64) -> Result<i64, Val
 }
 
 /// The counter's value as `session` reads it.
-fn value(server: &HttpServer, session: &str) -> i64 {
+pub(crate) fn value(server: &HttpServer, session: &str) -> i64 {
     let m = request(
         server,
         session,
@@ -211,7 +211,7 @@ fn each_instance_is_counted_in_the_ticks_metrics() {
 }
 
 /// The Tick sessions that started and those that ended, by audit session id.
-fn starts_and_ends(events: &[Value]) -> (Vec<String>, Vec<String>) {
+pub(crate) fn starts_and_ends(events: &[Value]) -> (Vec<String>, Vec<String>) {
     let of = |kind: &str| {
         events
             .iter()
@@ -222,8 +222,16 @@ fn starts_and_ends(events: &[Value]) -> (Vec<String>, Vec<String>) {
     (of("start"), of("end"))
 }
 
+/// Whom each audit `start` so far was for (its `client`; null for a
+/// shared instance or a template).
+pub(crate) fn start_clients(audit: &AuditLines) -> Vec<Value> {
+    let events = audit.events();
+    let starts = events.iter().filter(|e| e["event"] == "start");
+    starts.map(|e| e["client"].clone()).collect()
+}
+
 /// The audit's `start` events once there are `n` of them (exactly `n`).
-fn starts_within(audit: &AuditLines, n: usize) -> Vec<String> {
+pub(crate) fn starts_within(audit: &AuditLines, n: usize) -> Vec<String> {
     eventually(PATIENCE, || starts_and_ends(&audit.events()).0.len() >= n);
     let (starts, _) = starts_and_ends(&audit.events());
     assert_eq!(starts.len(), n, "{starts:?}");
@@ -240,12 +248,7 @@ fn an_idle_instance_is_stopped_and_the_next_use_starts_a_fresh_one() {
     // (the template's names no client).
     let starts = starts_within(&audit, 2);
     let instance = starts[1].clone();
-    let clients: Vec<Value> = audit
-        .events()
-        .iter()
-        .filter(|e| e["event"] == "start")
-        .map(|e| e["client"].clone())
-        .collect();
+    let clients = start_clients(&audit);
     assert_eq!(clients, [Value::Null, json!(a)], "{:?}", audit.events());
     let stopped = eventually(PATIENCE, || {
         starts_and_ends(&audit.events()).1.contains(&instance)

@@ -36,8 +36,9 @@ pub struct HttpServer {
     endpoint: Endpoint,
     /// `/metrics`, when served ([`HttpServer::start_metered`]).
     pub page: Option<Page>,
-    /// The hosted Ticks' sessions, in order (a live client calls through
-    /// them, by the Tick's own tool names).
+    /// The sessions the host started, in the Ticks' order (a live client
+    /// calls through them, by the Tick's own tool names); a Tick left to
+    /// its first use has none.
     pub sessions: Vec<Arc<Session>>,
     /// The runtime serving them, to call through a session on.
     pub runtime: tokio::runtime::Handle,
@@ -108,8 +109,10 @@ impl HttpServer {
             rt.block_on(async move {
                 let facade_options = setup.facade;
                 let (hosted_ticks, registry) = setup.host().await;
-                let sessions: Vec<Arc<Session>> =
-                    hosted_ticks.iter().map(|t| t.session.clone()).collect();
+                let sessions: Vec<Arc<Session>> = hosted_ticks
+                    .iter()
+                    .filter_map(|t| t.session.clone())
+                    .collect();
                 if let Some(l) = page_listener {
                     l.set_nonblocking(true)?;
                     opts.metrics = Some(MetricsEndpoint {

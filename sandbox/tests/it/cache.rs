@@ -175,3 +175,30 @@ async fn the_compile_cache_is_used_and_never_trusted_blindly() {
         "the corrupt entry was replaced"
     );
 }
+
+/// An entry that is not compiled code (a catalog, `key_of`): its key
+/// names what it holds and depends on every part and where each ends, and
+/// a read bounded below the entry's size refuses and removes it.
+#[test]
+fn an_entry_of_another_kind_is_keyed_by_its_parts_and_read_within_its_bound() {
+    let dir = TempDir::new("cache-kind");
+    let engine = cached_engine(Some(&dir.0), None);
+    let cache = engine.cache().expect("a private cache");
+    let key = cache.key_of("catalog", &[b"ab", b"c"]);
+    assert!(key.ends_with("-catalog"), "{key}");
+    assert_ne!(
+        key,
+        cache.key_of("catalog", &[b"a", b"bc"]),
+        "parts end where they end"
+    );
+    assert_ne!(key, cache.key_of("catalog", &[b"ab", b"d"]));
+    cache.put(&key, &[b'x'; 100]);
+    let entry = cache.entries().remove(0);
+    assert_eq!(entry.holds(), "catalog");
+    // Within the bound: read back, exactly.
+    let read = cache.get_within(&key, 100).expect("within its bound");
+    assert_eq!(read.code(), &[b'x'; 100]);
+    // Over it: refused before it is read, and removed.
+    assert!(cache.get_within(&key, 99).is_none());
+    assert!(!cache.contains(&key), "the oversized entry is gone");
+}
