@@ -18,6 +18,11 @@
 //!   by `tick/call` to a process, one at a time; median and 99th
 //!   percentile.
 //!
+//! Beside each host, one of the same N Ticks with `start = "on-first-use"`
+//! and their catalog cached (a host of one ran first and cached it): its
+//! ready time and memory before any call, and its calls (the first at each
+//! Tick starts it), against the host whose Ticks started with it.
+//!
 //! The process anchors run only for the sizes this machine can hold:
 //! [`WASMTIME_MAX`] and [`NATIVE_MAX`]; larger sizes say so. `wasmtime` is
 //! found on PATH (BENCHMARKS.md says where to get one); without it its
@@ -27,7 +32,7 @@
 
 use super::first_start::wasmtime_cli;
 use super::mcp::{mcp_command, Peer};
-use super::ready::{runtime_dir, ticks_file};
+use super::ready::{runtime_dir, ticks_file_starting, Start};
 use super::{build_guests, pss, rss_mib, smoke, tickbox_binary, Anchored, Stat};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
@@ -81,10 +86,10 @@ fn host(
     wasm: &Path,
     dir: &Path,
     run: &Path,
-    n: usize,
+    (n, start): (usize, Start),
     calls: usize,
 ) -> Result<(f64, f64, Vec<f64>)> {
-    let ticks = ticks_file(dir, wasm, n)?;
+    let ticks = ticks_file_starting(dir, wasm, n, start)?;
     let mut cmd = mcp_command(
         tickbox,
         &["--ticks".as_ref(), ticks.as_os_str()],
@@ -207,23 +212,41 @@ pub async fn rows(quick: bool) -> Result<Vec<Anchored>> {
         let run = host_run;
         // Warm: the counter's code in the compile cache; the one-Tick host's
         // memory is what the others are measured over.
-        let (_, one_mib, _) = host(&tickbox, &wasm, &dir, &run, 1, 0)?;
+        let (_, one_mib, _) = host(&tickbox, &wasm, &dir, &run, (1, Start::WithHost), 0)?;
+        // The same for Ticks started on first use: the first host of one
+        // starts it (nothing cached) and caches its catalog, which every
+        // copy shares; the second holds it unstarted.
+        host(&tickbox, &wasm, &dir, &run, (1, Start::OnFirstUse), 0)?;
+        let (_, one_lazy_mib, _) = host(&tickbox, &wasm, &dir, &run, (1, Start::OnFirstUse), 0)?;
         let mut rows = Vec::new();
         for &n in &sizes {
-            eprintln!("  {n} Ticks: one host, then processes…");
-            let (ready_s, mib, us) = match host(&tickbox, &wasm, &dir, &run, n, calls) {
-                Ok(measured) => measured,
-                Err(e) => {
-                    // Reported, and the other sizes still measured.
-                    eprintln!("  {n} Ticks in one host failed: {e:#}");
-                    continue;
-                }
-            };
+            eprintln!("  {n} Ticks: one host, one of Ticks started on first use, then processes…");
+            let (ready_s, mib, us) =
+                match host(&tickbox, &wasm, &dir, &run, (n, Start::WithHost), calls) {
+                    Ok(measured) => measured,
+                    Err(e) => {
+                        // Reported, and the other sizes still measured.
+                        eprintln!("  {n} Ticks in one host failed: {e:#}");
+                        continue;
+                    }
+                };
             let hosted = Side {
                 ready_s,
                 mib_per_tick: (mib - one_mib) / (n.max(2) - 1) as f64,
                 call_us: Stat::new("µs", us),
             };
+            match host(&tickbox, &wasm, &dir, &run, (n, Start::OnFirstUse), calls) {
+                Ok((ready_s, mib, us)) => rows.extend(lazy_rows(
+                    n,
+                    &Side {
+                        ready_s,
+                        mib_per_tick: (mib - one_lazy_mib) / (n.max(2) - 1) as f64,
+                        call_us: Stat::new("µs", us),
+                    },
+                    &hosted,
+                )),
+                Err(e) => eprintln!("  {n} Ticks started on first use failed: {e:#}"),
+            }
             let wasmtime = match &wasmtime {
                 Some(cli) if n <= WASMTIME_MAX => {
                     Some(processes(&[cli, Path::new("run"), &wasm], n, calls)?)
@@ -243,6 +266,35 @@ pub async fn rows(quick: bool) -> Result<Vec<Anchored>> {
         std::env::temp_dir().join(format!("tickbox-bench-density-{}", std::process::id())),
     );
     measured?
+}
+
+/// One size's rows for Ticks started on first use (`start =
+/// "on-first-use"`, their catalog cached), against the same host's Ticks
+/// started with it: ready and memory before any call, and the calls, of
+/// which the first at each Tick starts it.
+fn lazy_rows(n: usize, lazy: &Side, eager: &Side) -> Vec<Anchored> {
+    let one = |v: f64, unit| Stat::new(unit, vec![v]);
+    let against = "Ticks started with the host";
+    vec![
+        Anchored {
+            name: format!("density, {n} Ticks on first use: ready"),
+            value: one(lazy.ready_s, "s"),
+            anchor: Some((against, one(eager.ready_s, "s"))),
+            target: None,
+        },
+        Anchored {
+            name: format!("density, {n} Ticks on first use: MiB per Tick, unstarted"),
+            value: one(lazy.mib_per_tick, "MiB"),
+            anchor: Some((against, one(eager.mib_per_tick, "MiB"))),
+            target: None,
+        },
+        Anchored {
+            name: format!("density, {n} Ticks on first use: a call (a first starts it)"),
+            value: lazy.call_us.clone(),
+            anchor: Some((against, eager.call_us.clone())),
+            target: None,
+        },
+    ]
 }
 
 /// One size's rows: the host's figures, each against the processes'.

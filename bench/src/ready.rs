@@ -35,11 +35,35 @@ const MAX_OVER_LINEAR: f64 = 2.0;
 
 /// A `--ticks` file of `n` copies of `wasm`, named `c1`…`cN`.
 pub(crate) fn ticks_file(dir: &Path, wasm: &Path, n: usize) -> Result<PathBuf> {
-    let path = dir.join(format!("ticks-{n}.toml"));
+    ticks_file_starting(dir, wasm, n, Start::WithHost)
+}
+
+/// When the Ticks of a bench host start (the ticks file's `start`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Start {
+    WithHost,
+    OnFirstUse,
+}
+
+/// [`ticks_file`] with every entry starting as `start` says.
+pub(crate) fn ticks_file_starting(
+    dir: &Path,
+    wasm: &Path,
+    n: usize,
+    start: Start,
+) -> Result<PathBuf> {
+    let (suffix, line) = match start {
+        Start::WithHost => ("", ""),
+        Start::OnFirstUse => ("-on-first-use", "start = \"on-first-use\"\n"),
+    };
+    let path = dir.join(format!("ticks-{n}{suffix}.toml"));
     let wasm = wasm.to_str().context("the counter's path is not UTF-8")?;
     let mut text = String::new();
     for i in 1..=n {
-        text += &format!("[[tick]]\nname = \"c{i}\"\npath = {}\n\n", json!(wasm));
+        text += &format!(
+            "[[tick]]\nname = \"c{i}\"\npath = {}\n{line}\n",
+            json!(wasm)
+        );
     }
     std::fs::write(&path, text)?;
     Ok(path)
