@@ -33,11 +33,9 @@
 //! environment), so nothing could key it.
 
 use crate::limits::MAX_CACHED_CATALOG_BYTES;
-use crate::server::HostedTick;
-use crate::Grants;
 use std::sync::Arc;
 use std::time::Duration;
-use tickbox_host::session::SessionConfig;
+use tickbox_host::session::{Session, SessionConfig};
 use tickbox_protocol::Descriptor;
 use tickbox_sandbox::{LaunchError, Launcher};
 
@@ -161,47 +159,33 @@ fn put(launcher: &Launcher, key: &str, catalog: &Descriptor) {
     }
 }
 
-impl HostedTick {
-    /// `launcher`'s Tick as a `start = "on-first-use"` entry asks: left to
-    /// its first use when its catalog is cached; else started and
-    /// initialized now (its catalog then cached for the next start).
-    pub async fn on_first_use(
-        name: String,
-        launcher: &Launcher,
-        grants: Grants,
-        config: SessionConfig,
-        idle_timeout: Duration,
-    ) -> Result<HostedTick, LaunchError> {
-        if let Some(lazy) = OnFirstUse::cached(launcher, config.clone(), idle_timeout) {
-            tracing::info!(tick = %name, "its catalog is cached: it starts on its first use");
-            return Ok(HostedTick {
-                name,
-                session: None,
-                grants,
-                per_client: None,
-                on_first_use: Some(lazy),
-            });
-        }
-        let session = launcher.open(config.clone()).await?;
-        if let Some(d) = session.descriptor() {
-            keep(launcher, &d);
-        }
-        // Kept as the instance until idle; the next use starts another.
-        let lazy = key_of(launcher).and_then(|(key, digest)| {
-            Some(OnFirstUse {
-                launcher: launcher.clone().pinned(digest),
-                config,
-                idle_timeout,
-                catalog: session.descriptor()?,
-                key,
-            })
-        });
-        Ok(HostedTick {
-            name,
-            session: Some(Arc::new(session)),
-            grants,
-            per_client: None,
-            on_first_use: lazy,
-        })
+/// `launcher`'s Tick as a `start = "on-first-use"` entry asks: left to
+/// its first use when its catalog is cached (no session, and how to start
+/// it); else started and initialized now, its catalog then cached for the
+/// next start (the session, kept as the instance until idle, and how to
+/// start the next one).
+pub(crate) async fn start_or_defer(
+    name: &str,
+    launcher: &Launcher,
+    config: SessionConfig,
+    idle_timeout: Duration,
+) -> Result<(Option<Arc<Session>>, Option<OnFirstUse>), LaunchError> {
+    if let Some(lazy) = OnFirstUse::cached(launcher, config.clone(), idle_timeout) {
+        tracing::info!(tick = %name, "its catalog is cached: it starts on its first use");
+        return Ok((None, Some(lazy)));
     }
+    let session = launcher.open(config.clone()).await?;
+    if let Some(d) = session.descriptor() {
+        keep(launcher, &d);
+    }
+    let lazy = key_of(launcher).and_then(|(key, digest)| {
+        Some(OnFirstUse {
+            launcher: launcher.clone().pinned(digest),
+            config,
+            idle_timeout,
+            catalog: session.descriptor()?,
+            key,
+        })
+    });
+    Ok((Some(Arc::new(session)), lazy))
 }

@@ -132,6 +132,29 @@ pub struct HostedTick {
     pub on_first_use: Option<OnFirstUse>,
 }
 
+impl HostedTick {
+    /// `launcher`'s Tick as a `start = "on-first-use"` entry asks: left to
+    /// its first use when its catalog is cached; else started and
+    /// initialized now (its catalog then cached for the next start).
+    pub async fn on_first_use(
+        name: String,
+        launcher: &tickbox_sandbox::Launcher,
+        grants: Grants,
+        config: tickbox_host::session::SessionConfig,
+        idle_timeout: Duration,
+    ) -> Result<HostedTick, tickbox_sandbox::LaunchError> {
+        let (session, on_first_use) =
+            super::catalogs::start_or_defer(&name, launcher, config, idle_timeout).await?;
+        Ok(HostedTick {
+            name,
+            session,
+            grants,
+            per_client: None,
+            on_first_use,
+        })
+    }
+}
+
 /// Why the facade could not start or serve.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
