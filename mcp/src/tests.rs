@@ -15,25 +15,42 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
 /// reached when the test is failing.
 const PATIENCE: Duration = Duration::from_secs(20);
 
-/// A Tick with tools `echo` (returns its args) and `misbehave` (switches
-/// the catalog to revision r2); a call bound to another revision is refused
-/// with -32004, unexecuted.
-async fn shifting_tick(tick: MemoryTick) {
+/// A Tick in memory that answers each request with what `answer` makes
+/// of it (a `result` or `error` member), until the host closes its input.
+async fn fake_tick(tick: MemoryTick, mut answer: impl FnMut(&Value) -> Value) {
     let MemoryTick {
         stdin,
         mut stdout,
         control: _alive,
         ..
     } = tick;
-    let mut revision = "r1";
     let mut lines = BufReader::new(stdin).lines();
     while let Ok(Some(line)) = lines.next_line().await {
         let Ok(req) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
-        let id = req["id"].clone();
+        let mut frame = json!({"jsonrpc": "2.0", "id": req["id"]});
+        if let (Some(f), Value::Object(b)) = (frame.as_object_mut(), answer(&req)) {
+            f.extend(b);
+        }
+        if stdout
+            .write_all(format!("{frame}\n").as_bytes())
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+/// A Tick with tools `echo` (returns its args) and `misbehave` (switches
+/// the catalog to revision r2); a call bound to another revision is refused
+/// with -32004, unexecuted.
+async fn shifting_tick(tick: MemoryTick) {
+    let mut revision = "r1";
+    fake_tick(tick, move |req| {
         let params = &req["params"];
-        let body = match req["method"].as_str() {
+        match req["method"].as_str() {
             Some("tick/describe") => json!({"result": {
             "protocol": 3, "kind": "test.shifting", "title": "Shifting",
             "description": "changes its catalog", "revision": revision,
@@ -53,16 +70,9 @@ async fn shifting_tick(tick: MemoryTick) {
             }
             Some("tick/call") => json!({"result": params["args"]}),
             _ => json!({"error": {"code": -32601, "message": "no such method"}}),
-        };
-        let mut frame = json!({"jsonrpc": "2.0", "id": id});
-        if let (Some(f), Value::Object(b)) = (frame.as_object_mut(), body) {
-            f.extend(b);
         }
-        let out = format!("{frame}\n");
-        if stdout.write_all(out.as_bytes()).await.is_err() {
-            return;
-        }
-    }
+    })
+    .await
 }
 
 /// An MCP client speaking raw lines.
@@ -118,29 +128,25 @@ impl Client {
     }
 }
 
-fn text(result: &Value) -> String {
-    result["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-#[tokio::test]
-async fn a_catalog_change_sends_list_changed_and_refuses_stale_calls() {
-    let (io, tick) = memory::pair();
-    tokio::spawn(shifting_tick(tick));
+/// The facade over one Tick (its session started on `io`) serving a
+/// client over in-memory pipes, the client initialized (2025-06-18); and
+/// the serving task.
+async fn serve_initialized(
+    name: &str,
+    io: tickbox_host::backend::TickIo,
+    options: FacadeOptions,
+) -> (
+    Client,
+    tokio::task::JoinHandle<Result<(), crate::server::FacadeError>>,
+) {
     let session = Arc::new(Session::start(io, SessionConfig::default()).await.unwrap());
     let hosted = HostedTick {
-        name: "shifting".into(),
+        name: name.into(),
         session: Some(session),
         grants: Grants::default(),
         per_client: None,
         on_first_use: None,
     };
-    let options = FacadeOptions::default().describe_poll(Duration::from_millis(20));
     let facade = Facade::with_options(vec![hosted], options).await.unwrap();
     let (client_to, facade_from) = tokio::io::duplex(64 * 1024);
     let (facade_to, client_from) = tokio::io::duplex(64 * 1024);
@@ -159,6 +165,25 @@ async fn a_catalog_change_sends_list_changed_and_refuses_stale_calls() {
     .await;
     mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         .await;
+    (mcp, serving)
+}
+
+fn text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn a_catalog_change_sends_list_changed_and_refuses_stale_calls() {
+    let (io, tick) = memory::pair();
+    tokio::spawn(shifting_tick(tick));
+    let options = FacadeOptions::default().describe_poll(Duration::from_millis(20));
+    let (mut mcp, serving) = serve_initialized("shifting", io, options).await;
     let list = mcp.request(1, "tools/list", json!({})).await;
     assert!(
         list["result"]["tools"]
@@ -234,43 +259,20 @@ async fn watched_tick(
     revision: Arc<std::sync::Mutex<&'static str>>,
     describes: Arc<std::sync::Mutex<Vec<tokio::time::Instant>>>,
 ) {
-    let MemoryTick {
-        stdin,
-        mut stdout,
-        control: _alive,
-        ..
-    } = tick;
-    let mut lines = BufReader::new(stdin).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        let Ok(req) = serde_json::from_str::<Value>(&line) else {
-            continue;
-        };
-        let now = *revision.lock().unwrap();
-        let body = match req["method"].as_str() {
-            Some("tick/describe") => {
-                describes.lock().unwrap().push(tokio::time::Instant::now());
-                json!({"result": {
-                    "protocol": 3, "kind": "test.watched", "title": "Watched",
-                    "description": "counts its describes", "revision": now,
-                    "tools": [{"name": "echo", "description": "Return args.",
-                               "input_schema": {"type": "object"}, "mutates": false}]}})
-            }
-            Some("tick/read") => json!({"result": {"seq": 0, "data": {}}}),
-            Some("tick/call") => json!({"result": req["params"]["args"]}),
-            _ => json!({"error": {"code": -32601, "message": "no such method"}}),
-        };
-        let mut frame = json!({"jsonrpc": "2.0", "id": req["id"]});
-        if let (Some(f), Value::Object(b)) = (frame.as_object_mut(), body) {
-            f.extend(b);
+    fake_tick(tick, move |req| match req["method"].as_str() {
+        Some("tick/describe") => {
+            describes.lock().unwrap().push(tokio::time::Instant::now());
+            json!({"result": {
+                "protocol": 3, "kind": "test.watched", "title": "Watched",
+                "description": "counts its describes", "revision": *revision.lock().unwrap(),
+                "tools": [{"name": "echo", "description": "Return args.",
+                           "input_schema": {"type": "object"}, "mutates": false}]}})
         }
-        if stdout
-            .write_all(format!("{frame}\n").as_bytes())
-            .await
-            .is_err()
-        {
-            return;
-        }
-    }
+        Some("tick/read") => json!({"result": {"seq": 0, "data": {}}}),
+        Some("tick/call") => json!({"result": req["params"]["args"]}),
+        _ => json!({"error": {"code": -32601, "message": "no such method"}}),
+    })
+    .await
 }
 
 /// On tokio's paused clock (no real waiting): a quiet Tick's catalog is
@@ -286,36 +288,9 @@ async fn a_quiet_ticks_catalog_is_polled_less_often_and_a_call_brings_the_poll_b
     let describes = Arc::new(std::sync::Mutex::new(Vec::new()));
     let (io, tick) = memory::pair();
     tokio::spawn(watched_tick(tick, revision.clone(), describes.clone()));
-    let session = Arc::new(Session::start(io, SessionConfig::default()).await.unwrap());
-    let hosted = HostedTick {
-        name: "watched".into(),
-        session: Some(session),
-        grants: Grants::default(),
-        per_client: None,
-        on_first_use: None,
-    };
     let every = super::DESCRIBE_POLL;
     let quiet_most = every * super::DESCRIBE_POLL_BACKOFF;
-    let facade = Facade::with_options(vec![hosted], FacadeOptions::default())
-        .await
-        .unwrap();
-    let (client_to, facade_from) = tokio::io::duplex(64 * 1024);
-    let (facade_to, client_from) = tokio::io::duplex(64 * 1024);
-    let serving = tokio::spawn(facade.serve(facade_from, facade_to));
-    let mut mcp = Client {
-        to: client_to,
-        from: BufReader::new(client_from).lines(),
-        held: Vec::new(),
-    };
-    mcp.request(
-        0,
-        "initialize",
-        json!({"protocolVersion": "2025-06-18", "capabilities": {},
-               "clientInfo": {"name": "raw", "version": "0"}}),
-    )
-    .await;
-    mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .await;
+    let (mut mcp, serving) = serve_initialized("watched", io, FacadeOptions::default()).await;
     mcp.request(1, "tools/list", json!({})).await;
 
     // Ten minutes of quiet: with a poll per interval that would be 600
