@@ -168,6 +168,19 @@ async fn serve_initialized(
     (mcp, serving)
 }
 
+/// The client leaves: that ends the service, which stops the Tick.
+async fn close(
+    mcp: Client,
+    serving: tokio::task::JoinHandle<Result<(), crate::server::FacadeError>>,
+) {
+    drop(mcp);
+    tokio::time::timeout(PATIENCE, serving)
+        .await
+        .expect("the facade stops when its client leaves")
+        .unwrap()
+        .unwrap();
+}
+
 fn text(result: &Value) -> String {
     result["content"]
         .as_array()
@@ -226,13 +239,7 @@ async fn a_catalog_change_sends_list_changed_and_refuses_stale_calls() {
     assert_eq!(r["isError"], false, "{r}");
     assert_eq!(r["structuredContent"], json!({"x": 1}));
 
-    // The client leaving ends the service and stops the Tick.
-    drop(mcp);
-    tokio::time::timeout(PATIENCE, serving)
-        .await
-        .expect("the facade stops when its client leaves")
-        .unwrap()
-        .unwrap();
+    close(mcp, serving).await;
 }
 
 #[test]
@@ -363,10 +370,5 @@ async fn a_quiet_ticks_catalog_is_polled_less_often_and_a_call_brings_the_poll_b
     );
     assert!(changed.elapsed() <= quiet_most + every * 2);
 
-    drop(mcp);
-    tokio::time::timeout(PATIENCE, serving)
-        .await
-        .expect("the facade stops when its client leaves")
-        .unwrap()
-        .unwrap();
+    close(mcp, serving).await;
 }
