@@ -14,9 +14,11 @@
 //! own; [`inspect_page`] a raw-HTTP client of
 //! the inspector's page server and its headless-Chromium driver; [`otel`]
 //! runs a real OTLP receiver; [`audit`] reads audit files; [`traces`]
-//! reads a scenario trace.
+//! reads a scenario trace; [`doc_pages`] reads the examples of README and
+//! the manual.
 
 pub mod audit;
+pub mod doc_pages;
 pub mod inspect_page;
 pub mod mcp_clients;
 pub mod mcp_http;

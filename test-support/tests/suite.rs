@@ -411,3 +411,35 @@ fn every_library_crate_has_tests_of_its_own() {
     let names = ["unit_only", "tested", "binary"].map(String::from);
     assert_eq!(libraries_without_tests(&dir.0, &names), ["unit_only"]);
 }
+
+/// The most lines the binary's own tests (`cli/tests/it`) may hold:
+/// library behaviour is tested beside its crate, and what stays there is
+/// what needs the `tickbox` binary (issue 41).
+const MAX_BINARY_TEST_LINES: usize = 10_000;
+
+/// Lines of the `.rs` files directly in `dir`.
+fn rust_lines(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rs"))
+        .map(|p| std::fs::read_to_string(&p).unwrap().lines().count())
+        .sum()
+}
+
+#[test]
+fn the_binarys_own_tests_stay_under_their_bound() {
+    let lines = rust_lines(&root().join("cli/tests/it"));
+    assert!(
+        lines < MAX_BINARY_TEST_LINES,
+        "cli/tests/it holds {lines} lines, over {MAX_BINARY_TEST_LINES}: \
+         move what tests a library beside its crate"
+    );
+    // Positive control: the count is of lines, over every `.rs` file.
+    let dir = TempDir::new("suite-lines");
+    std::fs::write(dir.path("a.rs"), "1\n2\n3\n").unwrap();
+    std::fs::write(dir.path("b.rs"), "4\n").unwrap();
+    std::fs::write(dir.path("c.txt"), "not counted\n").unwrap();
+    assert_eq!(rust_lines(&dir.0), 4);
+}
