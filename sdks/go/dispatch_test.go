@@ -81,7 +81,9 @@ func run(session []byte, cuts []int) (lines, out []byte) {
 	at := 0
 	sort.Ints(cuts)
 	for _, cut := range append(cuts, len(lines)) {
-		cut = max(cut, at)
+		// Within the lines: a slice may reach past its length into its
+		// capacity, which would feed the key bytes as protocol lines.
+		cut = min(max(cut, at), len(lines))
 		out = append(out, d.Feed(lines[at:cut])...)
 		at = cut
 	}
