@@ -443,3 +443,47 @@ fn the_binarys_own_tests_stay_under_their_bound() {
     std::fs::write(dir.path("c.txt"), "not counted\n").unwrap();
     assert_eq!(rust_lines(&dir.0), 4);
 }
+
+/// The body of the shell function `name` in `script`: the lines between
+/// `name() {` and the next line `}`.
+fn function_body(script: &str, name: &str) -> Option<String> {
+    let (_, rest) = script.split_once(&format!("\n{name}() {{\n"))?;
+    let (body, _) = rest.split_once("\n}\n")?;
+    Some(body.to_string())
+}
+
+/// `.ci/run` runs README's two commands (the first, a Tick called, and
+/// the second, the whole test suite) exactly as README shows them: the
+/// lines of the first shell block after README's "Two commands".
+#[test]
+fn ci_runs_the_two_readme_commands_as_written() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let (_, after) = readme
+        .split_once("Two commands")
+        .expect("README introduces its two commands");
+    let block = after
+        .split_once("```sh\n")
+        .and_then(|(_, b)| b.split_once("\n```"))
+        .map(|(b, _)| b)
+        .expect("README's two commands are a sh block");
+    let commands: Vec<&str> = block.lines().collect();
+    assert_eq!(commands.len(), 2, "README's block: {block}");
+    let ci = std::fs::read_to_string(root().join(".ci/run")).unwrap();
+    for (name, command) in [
+        ("readme_first_command", commands[0]),
+        ("readme_test_command", commands[1]),
+    ] {
+        assert_eq!(
+            function_body(&ci, name).as_deref(),
+            Some(command),
+            ".ci/run's {name} is not README's command"
+        );
+    }
+    // Positive control: the body is read exactly, and another is not it.
+    let script = "a\nrun() {\necho one && echo two\n}\nb\n";
+    assert_eq!(
+        function_body(script, "run").as_deref(),
+        Some("echo one && echo two")
+    );
+    assert_eq!(function_body(script, "walk"), None);
+}

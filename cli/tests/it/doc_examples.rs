@@ -69,7 +69,7 @@ const SERVER_STOP: Duration = Duration::from_secs(60);
 /// the test suite itself, and what needs a tool the suite does not install.
 /// A new block marked as not run fails the test until it is listed here.
 const NOT_RUN_ALLOWED: &[(&str, &str)] = &[
-    ("README.md", "README's two commands: CI runs the second as written, and the first is the build the other examples start from"),
+    ("README.md", "README's two commands: .ci/run runs both as written, and test-support's suite checks they are these"),
     ("README.md", "an install"),
     ("docs/development.md", "the test suite itself"),
     ("docs/development.md", "the test suite itself"),
