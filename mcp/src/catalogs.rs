@@ -90,12 +90,12 @@ fn key_of(launcher: &Launcher) -> Option<(String, tickbox_sandbox::WasmDigest)> 
 impl OnFirstUse {
     /// `launcher`'s Tick left to its first use, when the cache holds its
     /// catalog (see the module docs); None when it must start now.
-    pub fn cached(
+    fn cached(
         launcher: &Launcher,
+        (key, digest): (String, tickbox_sandbox::WasmDigest),
         config: SessionConfig,
         idle_timeout: Duration,
     ) -> Option<OnFirstUse> {
-        let (key, digest) = key_of(launcher)?;
         let Launcher::Wasm { engine, .. } = launcher else {
             return None;
         };
@@ -139,14 +139,6 @@ impl OnFirstUse {
     }
 }
 
-/// Keeps `catalog` as the catalog of `launcher`'s Tick, so that its next
-/// start on first use can be lazy; nothing for a Tick that cannot be keyed.
-pub fn keep(launcher: &Launcher, catalog: &Descriptor) {
-    if let Some((key, _)) = key_of(launcher) {
-        put(launcher, &key, catalog);
-    }
-}
-
 fn put(launcher: &Launcher, key: &str, catalog: &Descriptor) {
     let Launcher::Wasm { engine, .. } = launcher else {
         return;
@@ -170,15 +162,22 @@ pub(crate) async fn start_or_defer(
     config: SessionConfig,
     idle_timeout: Duration,
 ) -> Result<(Option<Arc<Session>>, Option<OnFirstUse>), LaunchError> {
-    if let Some(lazy) = OnFirstUse::cached(launcher, config.clone(), idle_timeout) {
+    // The file is read and hashed once: the key serves the lookup, the
+    // catalog kept after a start, and the pin.
+    let keyed = key_of(launcher);
+    if let Some(lazy) = keyed
+        .clone()
+        .and_then(|k| OnFirstUse::cached(launcher, k, config.clone(), idle_timeout))
+    {
         tracing::info!(tick = %name, "its catalog is cached: it starts on its first use");
         return Ok((None, Some(lazy)));
     }
     let session = launcher.open(config.clone()).await?;
-    if let Some(d) = session.descriptor() {
-        keep(launcher, &d);
+    // Kept, so that the next start can be lazy.
+    if let (Some((key, _)), Some(d)) = (&keyed, session.descriptor()) {
+        put(launcher, key, &d);
     }
-    let lazy = key_of(launcher).and_then(|(key, digest)| {
+    let lazy = keyed.and_then(|(key, digest)| {
         Some(OnFirstUse {
             launcher: launcher.clone().pinned(digest),
             config,
