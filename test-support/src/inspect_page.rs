@@ -164,10 +164,15 @@ pub fn drive(args: &[String], env: &[(&str, &str)]) -> Value {
             unsafe { libc::kill(-self.0, libc::SIGKILL) };
         }
     }
+    // The driver's temporary files (Chromium's profile, its downloads) go
+    // in a folder of this call's own, removed when it returns even if the
+    // group had to be killed before the script could clean up.
+    let scratch = crate::TempDir::new("page-driver");
     let mut cmd = Command::new(browser_python());
     cmd.arg(crate::root().join("tests/browser/inspect_page.py"))
         .args(args)
         .envs(env.iter().copied())
+        .env("TMPDIR", &scratch.0)
         .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

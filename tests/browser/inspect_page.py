@@ -31,7 +31,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 PATIENCE = 90
-DOWNLOADS = tempfile.mkdtemp(prefix="tickbox-inspect-downloads-")
+# One scratch folder for the browser's profile and its downloads, removed
+# at the end whatever happens: Chromium writes megabytes into a profile.
+SCRATCH = tempfile.mkdtemp(prefix="tickbox-inspect-")
+DOWNLOADS = os.path.join(SCRATCH, "downloads")
+PROFILE = os.path.join(SCRATCH, "profile")
 
 
 def browser():
@@ -42,7 +46,7 @@ def browser():
                                            "download.prompt_for_download": False})
     for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
               "--no-first-run", "--disable-extensions", "--window-size=1400,1000",
-              "--user-data-dir=" + tempfile.mkdtemp(prefix="tickbox-inspect-chromium-")]:
+              "--user-data-dir=" + PROFILE]:
         opts.add_argument(a)
     # The driver Debian installs: Selenium Manager downloads nothing.
     return webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=opts)
@@ -231,7 +235,11 @@ def crossport(d, opened, witness, control):
 
 def main():
     mode, url = sys.argv[1], sys.argv[2]
-    d = browser()
+    try:
+        d = browser()
+    except BaseException:
+        shutil.rmtree(SCRATCH, ignore_errors=True)
+        raise
     try:
         if mode == "counter":
             seen = counter(d, url, sys.argv[3])
@@ -245,7 +253,7 @@ def main():
             seen = hostile(d, url)
     finally:
         d.quit()
-        shutil.rmtree(DOWNLOADS, ignore_errors=True)
+        shutil.rmtree(SCRATCH, ignore_errors=True)
     print(json.dumps(seen))
 
 
