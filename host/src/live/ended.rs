@@ -6,8 +6,10 @@
 //! and why it ended, and its last words (the last non-blank lines of its
 //! screen, as drawn, typed as the Tick's text). Records are kept for
 //! [`ENDED_RETENTION`]; listing removes older ones and keeps at most
-//! [`MAX_ENDED_RECORDS`], and so does a host every that many records it
-//! writes (a host of thousands of Ticks that stops writes that many). The directory is the registry's (0700, ours), and
+//! [`MAX_ENDED_RECORDS`], and so does a host at its first record and every
+//! that many records it writes after (a host of thousands of Ticks that
+//! stops writes that many; a script of one-shot commands starts a host per
+//! command). The directory is the registry's (0700, ours), and
 //! each record is written to a temporary file and renamed into place.
 
 use super::registry::Registry;
@@ -115,10 +117,11 @@ fn kept(dir: &std::path::Path) -> Vec<PathBuf> {
     out
 }
 
-/// Removes older and surplus records. A host calls it every
-/// [`MAX_ENDED_RECORDS`] records it writes, so a host of thousands of
-/// Ticks leaves at most about twice that many behind when nobody lists
-/// them, for the price of one directory scan per that many records.
+/// Removes older and surplus records. A host calls it at its first record
+/// and every [`MAX_ENDED_RECORDS`] records it writes, so hosts leave at
+/// most about twice that many behind each when nobody lists them, however
+/// many one-shot hosts come and go, for the price of one directory scan
+/// per host and per that many records.
 pub(super) fn prune(registry_dir: &std::path::Path) {
     kept(registry_dir);
 }

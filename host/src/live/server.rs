@@ -127,9 +127,11 @@ impl Drop for Published {
         let lines = session.view().last_lines(super::ended::RETAINED_LINES);
         if let Some(dir) = self.socket.parent() {
             super::ended::record(dir, self.instance.info(), status, lines);
-            // Every that many records this host writes, it prunes them.
+            // A host prunes at its first record, so that one-shot hosts
+            // (a `tickbox call` each) keep the directory bounded too, and
+            // again every that many records it writes.
             let written = self.registry.ended_one();
-            if written.is_multiple_of(super::ended::MAX_ENDED_RECORDS) {
+            if written == 1 || written.is_multiple_of(super::ended::MAX_ENDED_RECORDS) {
                 super::ended::prune(dir);
             }
         }

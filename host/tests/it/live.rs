@@ -148,6 +148,39 @@ async fn a_host_of_many_ticks_leaves_a_bounded_number_of_ended_records() {
     session.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_shot_hosts_one_after_another_leave_a_bounded_number_of_ended_records() {
+    use tickbox_host::live::ended::MAX_ENDED_RECORDS;
+    let dir = TempDir::new("live-one-shot");
+    let dir = dir.path("tickbox");
+    let session = counter_session().await;
+    let records = || {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".ended.json"))
+            .count()
+    };
+    // Each handle is a host of its own (a `tickbox call` in a script): it
+    // publishes one instance and ends it.
+    let total = MAX_ENDED_RECORDS * 5 / 2;
+    for done in 1..=total {
+        let mut opts = PublishOptions::new("native");
+        opts.registry = Some(Registry::at(&dir).unwrap());
+        drop(publish(session.clone(), opts).await.unwrap());
+        // Positive control: below the bound, every record is kept.
+        if done == MAX_ENDED_RECORDS {
+            assert_eq!(records(), MAX_ENDED_RECORDS);
+        }
+    }
+    assert_eq!(
+        records(),
+        MAX_ENDED_RECORDS,
+        "{total} one-shot hosts ended an instance each"
+    );
+    session.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_peer_of_another_uid_is_refused() {
     let dir = TempDir::new("live-peer");
