@@ -20,7 +20,7 @@ pub const COMPILER: &str = "TICKBOX_COMPILER";
 /// Set (to anything), native Ticks get no cgroup (the subreaper remains).
 pub const NO_CGROUP: &str = "TICKBOX_NO_CGROUP";
 /// `immediate`: guests yield the way they did before the deferred yield
-/// (benchmarks compare the two).
+/// (benchmarks compare the two); `deferred`, the default.
 pub const GUEST_YIELD: &str = "TICKBOX_GUEST_YIELD";
 /// The async runtime's shape (`current_thread` or workers), for the bench.
 pub const RUNTIME: &str = "TICKBOX_RUNTIME";
@@ -105,13 +105,10 @@ pub fn trust_dir_found() -> Option<(PathBuf, bool)> {
     }
 }
 
-/// The compile cache's size cap: `$TICKBOX_CACHE_MAX_SIZE` when set and
-/// valid, else the default.
+/// The compile cache's size cap: `$TICKBOX_CACHE_MAX_SIZE`, else the
+/// default.
 pub fn cache_max_bytes() -> u64 {
-    std::env::var(CACHE_MAX_SIZE)
-        .ok()
-        .and_then(|s| parse_size(&s))
-        .unwrap_or(limits::DEFAULT_CACHE_MAX_BYTES)
+    size_or(CACHE_MAX_SIZE, limits::DEFAULT_CACHE_MAX_BYTES)
 }
 
 /// `$TICKBOX_COMPILER`, if set: the policy, or the one-line error.
@@ -124,33 +121,111 @@ pub fn compile_policy() -> Option<Result<CompilePolicy, String>> {
 }
 
 /// The size a live host's audit file is rotated at:
-/// `$TICKBOX_LIVE_AUDIT_MAX_SIZE` when set and valid (at least 1 KiB),
-/// else the default.
+/// `$TICKBOX_LIVE_AUDIT_MAX_SIZE`, else the default.
 pub fn live_audit_max_bytes() -> u64 {
-    std::env::var(LIVE_AUDIT_MAX_SIZE)
-        .ok()
-        .and_then(|s| parse_size(&s))
-        .map(|n| n.max(1024))
-        .unwrap_or(tickbox_telemetry::audit::LIVE_AUDIT_MAX_BYTES)
+    size_or(
+        LIVE_AUDIT_MAX_SIZE,
+        tickbox_telemetry::audit::LIVE_AUDIT_MAX_BYTES,
+    )
 }
 
-/// The size an audit file is rotated at: `$TICKBOX_AUDIT_MAX_SIZE` when
-/// set and valid (at least 1 KiB), else the default.
+/// The size an audit file is rotated at: `$TICKBOX_AUDIT_MAX_SIZE`, else
+/// the default.
 pub fn audit_max_bytes() -> u64 {
-    std::env::var(AUDIT_MAX_SIZE)
-        .ok()
-        .and_then(|s| parse_size(&s))
-        .map(|n| n.max(1024))
-        .unwrap_or(tickbox_telemetry::audit::AUDIT_FILE_MAX_BYTES)
+    size_or(
+        AUDIT_MAX_SIZE,
+        tickbox_telemetry::audit::AUDIT_FILE_MAX_BYTES,
+    )
 }
 
 /// What one Tick session's own audit events may take:
-/// `$TICKBOX_AUDIT_SESSION_MAX_SIZE` when set and valid, else the default.
+/// `$TICKBOX_AUDIT_SESSION_MAX_SIZE`, else the default.
 pub fn audit_session_max_bytes() -> u64 {
-    std::env::var(AUDIT_SESSION_MAX_SIZE)
-        .ok()
-        .and_then(|s| parse_size(&s))
-        .unwrap_or(tickbox_telemetry::audit::MAX_AUDIT_SESSION_BYTES)
+    size_or(
+        AUDIT_SESSION_MAX_SIZE,
+        tickbox_telemetry::audit::MAX_AUDIT_SESSION_BYTES,
+    )
+}
+
+/// The size variables and the least size each takes: an audit file
+/// rotated below 1 KiB would hold less than one event.
+const SIZES: &[(&str, u64)] = &[
+    (CACHE_MAX_SIZE, 1),
+    (LIVE_AUDIT_MAX_SIZE, 1024),
+    (AUDIT_MAX_SIZE, 1024),
+    (AUDIT_SESSION_MAX_SIZE, 1),
+];
+
+/// The variables that take one of a few words, and those words.
+const CHOICES: &[(&str, &[&str])] = &[
+    (GUEST_YIELD, &["immediate", "deferred"]),
+    (RUNTIME, &["multi-thread", "current-thread"]),
+];
+
+/// A variable's value, `None` when it is unset; one line naming it when
+/// it is not text.
+fn var(name: &str) -> Result<Option<String>, String> {
+    match std::env::var(name) {
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(format!("{name}: not UTF-8 text")),
+    }
+}
+
+/// A size variable: `None` when unset, else its size or one line naming
+/// the variable and what it takes.
+fn size_var(name: &str) -> Result<Option<u64>, String> {
+    let least = SIZES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(1, |(_, least)| *least);
+    let Some(v) = var(name)? else {
+        return Ok(None);
+    };
+    match parse_size(&v) {
+        Some(n) if n >= least => Ok(Some(n)),
+        Some(_) => Err(format!("{name}={v}: at least {least} bytes")),
+        None => Err(format!(
+            "{name}={v}: expected a size such as 4096, 64KiB or 16MiB"
+        )),
+    }
+}
+
+/// A size variable's value, or `default` when it is unset. [`check`]
+/// refused any other value before a command ran, so no value that cannot
+/// be used comes here.
+fn size_or(name: &str, default: u64) -> u64 {
+    size_var(name).ok().flatten().unwrap_or(default)
+}
+
+/// Refuses, before any command runs, a variable tickbox reads that is set
+/// to a value it cannot use: the setting fails closed with one line naming
+/// the variable and what it takes, never with the default in its place.
+pub fn check() -> Result<(), String> {
+    for (name, _) in SIZES {
+        size_var(name)?;
+    }
+    for (name, words) in CHOICES {
+        if let Some(v) = var(name)? {
+            if !words.contains(&v.as_str()) {
+                return Err(format!("{name}={v}: expected {}", words.join(" or ")));
+            }
+        }
+    }
+    if let Some(policy) = compile_policy() {
+        policy?;
+    }
+    Ok(())
+}
+
+/// `$TICKBOX_RUNTIME`: whether a command's async runtime is one thread
+/// (`Some(true)`), workers (`Some(false)`), or left to the command.
+pub fn runtime_single() -> Option<bool> {
+    match var(RUNTIME).ok().flatten()?.as_str() {
+        "current-thread" => Some(true),
+        "multi-thread" => Some(false),
+        _ => None,
+    }
 }
 
 /// Whether `$TICKBOX_NO_CGROUP` is set.
@@ -158,7 +233,7 @@ pub fn no_cgroup() -> bool {
     std::env::var_os(NO_CGROUP).is_some()
 }
 
-/// `$TICKBOX_GUEST_YIELD`.
+/// `$TICKBOX_GUEST_YIELD`: `immediate`, else deferred.
 pub fn guest_yield() -> GuestYield {
     if std::env::var(GUEST_YIELD).is_ok_and(|v| v == "immediate") {
         GuestYield::Immediate

@@ -22,9 +22,10 @@ pub const HELP: &str = "\
 Exit codes:
   0    success
   1    the tool returned an error (stdout: {\"code\",\"message\",\"data\",\"executed\"})
-  2    usage error, invalid args, a mutating call without --yes (nothing was sent), or
-       a Tick's manifest asking for grants no one approved for its content (nothing
-       was started; `tickbox trust PATH` approves it)
+  2    usage error, invalid args, a TICKBOX_* variable set to a value it cannot take,
+       a mutating call without --yes (nothing was sent), or a Tick's manifest asking
+       for grants no one approved for its content (nothing was started; `tickbox
+       trust PATH` approves it)
   3    the Tick could not start, initialization failed, or the session ended on a
        protocol violation (stderr names the rule)
   4    unknown outcome: the call timed out, the Tick died mid-call, or its response

@@ -152,6 +152,9 @@ pub fn main() -> ExitCode {
     };
     init_logging(cli.verbose);
     tracing::debug!("command line parsed");
+    if let Err(e) = env::check() {
+        return fail(Exit::usage(e));
+    }
     // Orphans of native Ticks come back to this process, to be swept on the
     // way out (see backend::reaper); every child this binary starts is a
     // Tick or a compile worker, registered as such.
@@ -312,12 +315,7 @@ fn one_shot(command: &Command) -> bool {
 /// `TICKBOX_RUNTIME=multi-thread` or `current-thread` overrides the shape
 /// for any command (for comparison).
 fn new_runtime(workers: u16) -> Result<tokio::runtime::Runtime, Exit> {
-    let shape = std::env::var(env::RUNTIME).unwrap_or_default();
-    let single = match shape.as_str() {
-        "multi-thread" => false,
-        "current-thread" => true,
-        _ => workers <= 1,
-    };
+    let single = env::runtime_single().unwrap_or(workers <= 1);
     let built = if single {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()

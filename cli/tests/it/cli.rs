@@ -150,6 +150,34 @@ fn usage_errors_exit_2() {
 }
 
 #[test]
+fn a_variable_set_to_a_value_tickbox_cannot_use_is_refused_naming_it() {
+    let cache = TempDir::new("env-check");
+    let dir = cache.0.to_str().unwrap();
+    let ls = |var: &str, value: &str| {
+        let env = [("TICKBOX_CACHE_DIR", dir), (var, value)];
+        tickbox_env(&["cache", "ls", "--json"], &env)
+    };
+    // Each variable (after `TICKBOX_`), a value it refuses, one it takes,
+    // and the start of what the refusal says it takes.
+    for (var, bad, good, rule) in [
+        ("CACHE_MAX_SIZE", "1 gig", "1GiB", "expected a size"),
+        ("AUDIT_MAX_SIZE", "100", "1KiB", "at least 1024 bytes"),
+        ("LIVE_AUDIT_MAX_SIZE", "4MB!", "4MB", "expected a size"),
+        ("AUDIT_SESSION_MAX_SIZE", "0", "400", "expected a size"),
+        ("GUEST_YIELD", "later", "deferred", "expected immediate"),
+        ("RUNTIME", "1", "current-thread", "expected multi-thread"),
+        ("COMPILER", "fast", "winch", "expected tiered"),
+    ] {
+        let var = format!("TICKBOX_{var}");
+        let out = ls(&var, bad);
+        out.expect(2, &format!("{var}={bad}: {rule}"));
+        assert_eq!(out.stderr.lines().count(), 1, "{out:#?}");
+        // Positive control: a value it takes.
+        assert_eq!(ls(&var, good).code, 0, "{var}={good}");
+    }
+}
+
+#[test]
 fn a_missing_tick_is_one_clear_line() {
     let out = tickbox(&["read", "/nonexistent/tick"]);
     out.expect(3, "does not exist");
