@@ -95,13 +95,10 @@ pub enum CacheError {
 }
 
 /// Where compiled code is kept by default, following the XDG base
-/// directories: `$XDG_CACHE_HOME/tickbox/wasm`, else
+/// directories ([`crate::places`]): `$XDG_CACHE_HOME/tickbox/wasm`, else
 /// `~/.cache/tickbox/wasm` (the CLI lets `$TICKBOX_CACHE_DIR` override it).
 pub fn default_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("tickbox").join("wasm"))
+    Some(crate::places::cache_home()?.join("tickbox").join("wasm"))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -147,13 +147,10 @@ struct StoreFile {
 }
 
 /// Where approvals are kept by default, following the XDG base
-/// directories: `$XDG_CONFIG_HOME/tickbox/trust`, else
+/// directories ([`crate::places`]): `$XDG_CONFIG_HOME/tickbox/trust`, else
 /// `~/.config/tickbox/trust` (the CLI lets `$TICKBOX_TRUST_DIR` override it).
 pub fn default_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
-    Some(base.join("tickbox").join("trust"))
+    Some(crate::places::config_home()?.join("tickbox").join("trust"))
 }
 
 /// Refuses what a manifest may not ask for (see the module docs).

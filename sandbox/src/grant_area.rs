@@ -146,6 +146,41 @@ pub fn for_file(
     Ok((dir, parent))
 }
 
+/// Where `path` is once it exists, as the kernel will resolve it: made
+/// absolute, its longest existing ancestor canonicalized (links followed)
+/// and the rest appended, `..` taking away the part before it (a part not
+/// created yet is no link). A state directory not created yet (the trust
+/// store before its first approval) is so compared by the place it will
+/// be, not by how its path happens to be spelled.
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut missing = Vec::new();
+    let mut out = loop {
+        if let Ok(found) = existing.canonicalize() {
+            break found;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(_)) => {
+                missing.push(existing.components().next_back());
+                existing = parent;
+            }
+            // Nothing of it exists, not even the root: as written.
+            _ => return absolute,
+        }
+    };
+    for part in missing.into_iter().rev().flatten() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::Normal(name) => out.push(name),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Refuses a grant (directory or file) that contains or lies inside one of `own`
 /// (tickbox's state directories; see the module docs).
 pub fn check_not_own_state(grant: &Path, own: &[PathBuf]) -> Result<(), String> {
@@ -153,8 +188,7 @@ pub fn check_not_own_state(grant: &Path, own: &[PathBuf]) -> Result<(), String> 
         return Ok(()); // the grant itself will fail to open with a better error
     };
     for dir in own {
-        // A state directory not created yet is judged by its path.
-        let dir = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+        let dir = resolved(dir);
         if dir.starts_with(&grant) || grant.starts_with(&dir) {
             return Err(format!(
                 "{}: it overlaps tickbox's own state ({}); grant a directory that does not contain it",
@@ -185,6 +219,29 @@ mod tests {
             "inside"
         );
         assert!(check_not_own_state(&base.join("other"), &own).is_ok());
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn a_state_directory_not_created_yet_is_judged_where_it_will_be() {
+        let base = std::env::temp_dir().join(format!("tickbox-area-later-{}", std::process::id()));
+        let real = base.join("real");
+        std::fs::create_dir_all(real.join("other")).unwrap();
+        // The home reached through a link, the trust store not made yet.
+        let link = base.join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let own = [link.join(".config/tickbox/trust")];
+        assert!(
+            check_not_own_state(&real, &own).is_err(),
+            "its parent, linked"
+        );
+        let spelled = [link.join("other/../.config/./tickbox/trust")];
+        assert!(
+            check_not_own_state(&real, &spelled).is_err(),
+            "spelled otherwise"
+        );
+        // Positive control: a sibling is no parent of it.
+        assert!(check_not_own_state(&real.join("other"), &own).is_ok());
         let _ = std::fs::remove_dir_all(&base);
     }
 

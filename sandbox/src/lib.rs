@@ -68,6 +68,7 @@ mod launch_options;
 pub mod limits;
 pub mod memory;
 pub(crate) mod pipe;
+pub mod places;
 pub(crate) mod quota;
 pub mod slices;
 pub(crate) mod terminal;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use tickbox_runtime::backend::wasm::{
-    cache, consent, grants::parse_size, limits, CompilePolicy, GuestYield,
+    cache, consent, grants::parse_size, limits, places, CompilePolicy, GuestYield,
 };
 
 /// Overrides where compiled code is kept (default: [`cache::default_dir`]).
@@ -54,42 +54,43 @@ pub const SIGNERS: &str = "TICKBOX_SIGNERS";
 
 /// The signers policy file `$TICKBOX_SIGNERS` names, if it is set.
 pub fn signers_env() -> Option<PathBuf> {
-    std::env::var_os(SIGNERS)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+    path_var(SIGNERS)
+}
+
+/// A variable naming a file or directory: `None` when unset or empty; a
+/// relative path made absolute against the working directory now, so that
+/// what tickbox reports and compares is where it reads.
+fn path_var(name: &str) -> Option<PathBuf> {
+    let value = std::env::var_os(name).filter(|v| !v.is_empty())?;
+    let path = PathBuf::from(value);
+    Some(std::path::absolute(&path).unwrap_or(path))
 }
 
 /// The signers policy's default path: `$XDG_CONFIG_HOME/tickbox/signers.toml`,
 /// else `~/.config/tickbox/signers.toml`.
 pub fn default_signers_file() -> Option<PathBuf> {
-    std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .map(|d| d.join("tickbox").join("signers.toml"))
+    Some(places::config_home()?.join("tickbox").join("signers.toml"))
 }
 
 /// The Tick store: `$TICKBOX_STORE_DIR`, else `oci` beside the compile
 /// cache's default directory.
 pub fn store_dir() -> Option<PathBuf> {
-    std::env::var_os(STORE_DIR)
-        .map(PathBuf::from)
+    path_var(STORE_DIR)
         .or_else(|| cache::default_dir().and_then(|d| d.parent().map(|p| p.join("oci"))))
 }
 
 /// The Docker config file with registry credentials:
 /// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
 pub fn docker_config() -> Option<PathBuf> {
-    match std::env::var_os(DOCKER_CONFIG) {
-        Some(d) => Some(PathBuf::from(d).join("config.json")),
-        None => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker/config.json")),
+    match path_var(DOCKER_CONFIG) {
+        Some(d) => Some(d.join("config.json")),
+        None => Some(places::home()?.join(".docker/config.json")),
     }
 }
 
 /// The compile cache's directory: `$TICKBOX_CACHE_DIR`, else the XDG default.
 pub fn cache_dir() -> Option<PathBuf> {
-    std::env::var_os(CACHE_DIR)
-        .map(PathBuf::from)
-        .or_else(cache::default_dir)
+    path_var(CACHE_DIR).or_else(cache::default_dir)
 }
 
 /// The trust store's directory: `$TICKBOX_TRUST_DIR`, else the XDG default.
@@ -99,8 +100,8 @@ pub fn trust_dir() -> Option<PathBuf> {
 
 /// The trust store's directory and whether the variable named it.
 pub fn trust_dir_found() -> Option<(PathBuf, bool)> {
-    match std::env::var_os(TRUST_DIR) {
-        Some(d) => Some((PathBuf::from(d), true)),
+    match path_var(TRUST_DIR) {
+        Some(d) => Some((d, true)),
         None => consent::default_dir().map(|d| (d, false)),
     }
 }
@@ -202,6 +203,9 @@ fn size_or(name: &str, default: u64) -> u64 {
 /// to a value it cannot use: the setting fails closed with one line naming
 /// the variable and what it takes, never with the default in its place.
 pub fn check() -> Result<(), String> {
+    if let Some(line) = places::relative() {
+        return Err(line);
+    }
     for (name, _) in SIZES {
         size_var(name)?;
     }

@@ -304,6 +304,20 @@ fn policy_show_finds_each_file_by_flag_variable_or_default_path() {
             "{v}"
         );
     }
+    // An empty XDG_CONFIG_HOME is unset (never the working directory, where
+    // a clone could plant a policy); a relative one is refused.
+    std::fs::create_dir_all(work.join("tickbox")).unwrap();
+    std::fs::copy(&policy, work.join("tickbox/signers.toml")).unwrap();
+    let env = [("XDG_CONFIG_HOME", ""), ("HOME", dir.0.to_str().unwrap())];
+    let v = tickbox_here(&work, &["policy", "show"], &env).json();
+    let default = json!(dir.path(".config/tickbox/signers.toml"));
+    assert_eq!(
+        (&v["signers"]["found"], &v["signers"]["default"]),
+        (&json!("none"), &default)
+    );
+    let env = [("XDG_CONFIG_HOME", "tickbox/..")];
+    let out = tickbox_here(&work, &["policy", "show"], &env);
+    out.expect(2, "XDG_CONFIG_HOME=tickbox/..: must be an absolute path");
     std::fs::write(work.join("tickbox.lock"), "version = 1\n").unwrap();
     let v = show(&[], &[]);
     assert_eq!(

@@ -161,7 +161,6 @@ fn a_first_start_runs_on_winch_and_later_starts_on_cranelift() {
     );
     assert_eq!(compilers(&fresh), ["winch"]);
     assert_eq!(state(&only), state(&first));
-    // A bad value: cli::a_variable_set_to_a_value_tickbox_cannot_use_is_refused_naming_it.
 }
 
 #[test]
