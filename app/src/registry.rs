@@ -151,6 +151,13 @@ pub fn parse(reference: &str) -> Result<Reference, AppError> {
     reference.parse().map_err(AppError::usage)
 }
 
+/// What an App's resolutions are kept under: the reference's canonical
+/// spelling, so that two spellings of one reference in a config are one
+/// resolution (a tag that moves in between cannot run two digests).
+fn resolution_key(reference: &str) -> Result<String, AppError> {
+    Ok(parse(reference)?.to_string())
+}
+
 /// Runs registry work on a runtime of its own, off the caller's (which
 /// may be a current-thread runtime, or none).
 pub fn blocking<T: Send>(
@@ -292,7 +299,8 @@ impl crate::App {
         registry: &RegistrySettings,
         max_wasm: u64,
     ) -> Result<Pulled, AppError> {
-        if let Some(p) = tickbox_host::util::lock(&self.resolved).get(reference) {
+        let key = resolution_key(reference)?;
+        if let Some(p) = tickbox_host::util::lock(&self.resolved).get(&key) {
             return Ok(p.clone());
         }
         let (mut pulled, entry) = self.fetch(reference, registry, max_wasm)?;
@@ -313,7 +321,7 @@ impl crate::App {
                 tracing::warn!("{drift}");
             }
         }
-        tickbox_host::util::lock(&self.resolved).insert(reference.to_string(), pulled.clone());
+        tickbox_host::util::lock(&self.resolved).insert(key, pulled.clone());
         Ok(pulled)
     }
 
@@ -635,4 +643,21 @@ pub fn files_report(
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_reference_is_resolved_once_under_every_spelling() {
+        let key = |r: &str| super::resolution_key(r).unwrap();
+        assert_eq!(
+            key("oci://LocalHost:5000/t/c:v1"),
+            key("oci://localhost:5000/t/c:v1")
+        );
+        // Positive control: another tag is another resolution.
+        assert_ne!(
+            key("oci://localhost:5000/t/c:v1"),
+            key("oci://localhost:5000/t/c:v2")
+        );
+    }
 }

@@ -7,7 +7,7 @@ use crate::AppError;
 use std::path::{Path, PathBuf};
 use tickbox_host::live;
 
-/// The most of a token file that is read (a token is far shorter).
+/// The longest token file accepted (a token is far shorter).
 pub const MAX_TOKEN_FILE_BYTES: u64 = 4096;
 
 /// The shortest token accepted from a file.
@@ -59,9 +59,17 @@ pub fn read_or_generate(file: Option<&Path>, what: &str) -> Result<Token, AppErr
         )));
     }
     let mut text = String::new();
-    f.take(MAX_TOKEN_FILE_BYTES)
+    // One byte past the bound tells a longer file from one at the bound:
+    // a token cut short would be refused by every client, for no reason
+    // given.
+    f.take(MAX_TOKEN_FILE_BYTES + 1)
         .read_to_string(&mut text)
         .map_err(cannot)?;
+    if text.len() as u64 > MAX_TOKEN_FILE_BYTES {
+        return Err(AppError::usage(format!(
+            "{what} {shown} is longer than {MAX_TOKEN_FILE_BYTES} bytes (MAX_TOKEN_FILE_BYTES)"
+        )));
+    }
     let token = text.trim().to_string();
     if token.len() < MIN_TOKEN_CHARS || !token.bytes().all(|b| b.is_ascii_graphic()) {
         return Err(AppError::usage(format!(
@@ -121,4 +129,32 @@ pub fn write_file(name: &str, token: &str) -> Result<TokenFile, AppError> {
             ))
         })?;
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_token_file_past_the_bound_is_refused_not_cut() {
+        let dir = std::env::temp_dir().join(format!("tickbox-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, len: usize| {
+            let path = dir.join(name);
+            std::fs::write(&path, "t".repeat(len)).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+            path
+        };
+        let long = file("long", MAX_TOKEN_FILE_BYTES as usize + 1);
+        let Err(e) = read_or_generate(Some(&long), "--token-file") else {
+            panic!("a token longer than the bound was taken");
+        };
+        assert!(e.to_string().contains("MAX_TOKEN_FILE_BYTES"), "{e}");
+        // Positive control: a token at the bound is read whole.
+        let at = file("at", MAX_TOKEN_FILE_BYTES as usize);
+        let token = read_or_generate(Some(&at), "--token-file").unwrap();
+        assert_eq!(token.token().len(), MAX_TOKEN_FILE_BYTES as usize);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -146,10 +146,12 @@ pub fn config() -> Result<Option<OtelConfig>, Exit> {
 /// attributes' format).
 fn pairs(v: &str) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
-    for item in v.split(',').filter(|i| !i.trim().is_empty()) {
+    for (n, item) in v.split(',').filter(|i| !i.trim().is_empty()).enumerate() {
+        // Named by its place, not echoed: a header item is often a
+        // credential (`Authorization: Bearer …`, written with a colon).
         let (k, val) = item
             .split_once('=')
-            .ok_or_else(|| format!("`{item}` is not KEY=VALUE"))?;
+            .ok_or_else(|| format!("item {} is not KEY=VALUE", n + 1))?;
         out.push((k.trim().to_string(), percent_decoded(val.trim())?));
     }
     Ok(out)
@@ -291,6 +293,9 @@ mod tests {
         );
         assert!(pairs("novalue").is_err());
         assert!(pairs("a=%zz").is_err());
+        // A malformed item is named by its place: it may be a credential.
+        let e = pairs("a=1,Authorization: Bearer s3cret").unwrap_err();
+        assert_eq!(e, "item 2 is not KEY=VALUE");
     }
 
     #[test]
