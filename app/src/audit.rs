@@ -113,6 +113,7 @@ impl App {
                 .create(&dir)
         };
         made.map_err(|e| AppError::Session(format!("cannot create {}: {e}", dir.display())))?;
+        prune_ended_hosts(&dir, tickbox_telemetry::audit::LIVE_AUDIT_ENDED_HOSTS);
         let path = dir.join(format!("host-{}.jsonl", std::process::id()));
         let keep = tickbox_telemetry::audit::LIVE_AUDIT_KEEP;
         let key = path.display().to_string();
@@ -132,5 +133,95 @@ impl App {
         if let Some(o) = &self.observers {
             o.finish();
         }
+    }
+}
+
+/// Removes the audit files (`host-PID.jsonl` and its rotations) of live
+/// hosts that no longer run, but those of the `keep` most recently
+/// written: each `tickbox run` host writes its own, and a script of many
+/// would otherwise fill the runtime directory. A process that runs under
+/// that PID, whoever it is, keeps its files: they may be its own.
+fn prune_ended_hosts(dir: &Path, keep: usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut hosts: std::collections::HashMap<
+        u32,
+        (std::time::SystemTime, Vec<std::path::PathBuf>),
+    > = std::collections::HashMap::new();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("host-"))
+            .and_then(|n| n.split_once(".jsonl"))
+            .and_then(|(pid, rest)| {
+                let rotation = rest.is_empty()
+                    || rest
+                        .strip_prefix('.')
+                        .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
+                rotation.then(|| pid.parse::<u32>().ok()).flatten()
+            })
+        else {
+            continue;
+        };
+        let written = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .unwrap_or(std::time::UNIX_EPOCH);
+        let host = hosts
+            .entry(pid)
+            .or_insert((std::time::UNIX_EPOCH, Vec::new()));
+        host.0 = host.0.max(written);
+        host.1.push(e.path());
+    }
+    let mut ended: Vec<_> = hosts
+        .into_iter()
+        .filter(|(pid, _)| !runs(*pid))
+        .map(|(_, host)| host)
+        .collect();
+    ended.sort_by_key(|host| std::cmp::Reverse(host.0));
+    for (_, files) in ended.into_iter().skip(keep) {
+        for f in files {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// Whether a process runs under `pid` (ours or another user's).
+fn runs(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill(2) with signal 0 sends nothing; it only checks.
+    let sent = unsafe { libc::kill(pid, 0) };
+    sent == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(test)]
+mod prune_tests {
+    use super::*;
+
+    #[test]
+    fn ended_hosts_audit_files_are_kept_to_a_bound_and_running_ones_never_removed() {
+        let dir = std::env::temp_dir().join(format!("tickbox-live-audit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // PIDs above pid_max: hosts that ended. Each with a rotation.
+        let ended: Vec<u32> = (0..10).map(|n| 2_147_483_000 + n).collect();
+        for pid in &ended {
+            for name in [format!("host-{pid}.jsonl"), format!("host-{pid}.jsonl.1")] {
+                std::fs::write(dir.join(name), "{}\n").unwrap();
+            }
+        }
+        let mine = dir.join(format!("host-{}.jsonl", std::process::id()));
+        std::fs::write(&mine, "{}\n").unwrap();
+        // Not an audit file of a host: left alone.
+        std::fs::write(dir.join("host-12.jsonl.bak"), "").unwrap();
+        prune_ended_hosts(&dir, 4);
+        let left = std::fs::read_dir(&dir).unwrap().count();
+        // Four ended hosts' two files, the running host's and the stranger.
+        assert_eq!(left, 4 * 2 + 1 + 1);
+        assert!(mine.exists(), "a running host's file is never removed");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

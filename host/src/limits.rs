@@ -11,6 +11,8 @@
 //! | [`LAST_DRAW_WAIT`] | 2 s | once a Tick has ended, the longest wait for what it drew on its way out to reach its screen (its last words); only a process it left holding its PTY makes the wait this long |
 //! | **a Tick's view** ([`crate::view`]) | | |
 //! | [`VIEW_PARSER_LINGER`] | 500 ms | how long a view's parser thread waits for more of what the Tick draws before it ends (the next draw starts another), so an idle Tick holds no thread |
+//! | **what a Tick sends that the host ignores** | | |
+//! | [`IGNORED_REQUEST_LOG_INTERVAL`] | 10 s | how often at most a session logs the requests its Tick sends (the first at once, the rest counted into one line per interval and one at the end) |
 //! | **a person's keys** | | |
 //! | [`KEY_QUEUE`] | 256 | key chunks queued for a Tick that does not read its terminal (either kind) |
 //!
@@ -37,6 +39,12 @@ pub const LAST_DRAW_WAIT: Duration = Duration::from_secs(2);
 /// every 100 ms and faster never waits for a new one), short enough that
 /// thousands of idle Ticks in one host hold no thread each.
 pub const VIEW_PARSER_LINGER: Duration = Duration::from_millis(500);
+
+/// How often at most a session logs the requests its Tick sends, which
+/// the host never answers (§3.2): the first is logged at once, the rest
+/// counted and named in one line per interval and one when the session
+/// ends, so a Tick cannot write log lines at the rate it sends requests.
+pub const IGNORED_REQUEST_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Key chunks queued for a Tick that does not read its terminal; past it a
 /// view's keys are dropped, never buffered without bound.
@@ -67,6 +75,10 @@ mod tests {
                 format!("| {} ms |", VIEW_PARSER_LINGER.as_millis()),
             ),
             ("KEY_QUEUE", format!("| {KEY_QUEUE} |")),
+            (
+                "IGNORED_REQUEST_LOG_INTERVAL",
+                format!("| {} s |", IGNORED_REQUEST_LOG_INTERVAL.as_secs()),
+            ),
         ];
         for (name, value) in checks {
             assert!(

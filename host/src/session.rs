@@ -950,12 +950,53 @@ async fn close_stdin(writer: Writer) {
     outbox.drop_stdin();
 }
 
+/// The requests a Tick sent, logged at most once per
+/// [`IGNORED_REQUEST_LOG_INTERVAL`]: the first at once, then how many
+/// more, and at the end (when dropped) how many since the last line.
+#[derive(Default)]
+struct IgnoredRequests {
+    logged_at: Option<std::time::Instant>,
+    unlogged: u64,
+}
+
+impl IgnoredRequests {
+    fn request(&mut self, method: &impl std::fmt::Display) {
+        let now = std::time::Instant::now();
+        if self
+            .logged_at
+            .is_some_and(|at| now.duration_since(at) < crate::limits::IGNORED_REQUEST_LOG_INTERVAL)
+        {
+            self.unlogged += 1;
+            return;
+        }
+        tracing::warn!(
+            method = %method,
+            more = self.unlogged,
+            "ignoring a request sent by the Tick (§3.2), and `more` since the last such line"
+        );
+        self.unlogged = 0;
+        self.logged_at = Some(now);
+    }
+}
+
+impl Drop for IgnoredRequests {
+    fn drop(&mut self) {
+        if self.unlogged > 0 {
+            tracing::warn!(
+                more = self.unlogged,
+                "ignored `more` requests sent by the Tick (§3.2) since the last such line"
+            );
+        }
+    }
+}
+
 async fn read_frames(
     stdout: Box<dyn AsyncRead + Send + Unpin>,
     shared: Arc<Shared>,
     triggers: mpsc::UnboundedSender<Trigger>,
 ) {
     let mut lines = LineReader::new(stdout);
+    let mut ignored = IgnoredRequests::default();
     let trigger = loop {
         let line = match lines.next_line().await {
             Ok(Some(line)) => line,
@@ -998,9 +1039,7 @@ async fn read_frames(
             Ok(Incoming::OtherNotification(m)) => {
                 tracing::debug!(method = %m, "ignoring a notification")
             }
-            Ok(Incoming::Request(m)) => {
-                tracing::warn!(method = %m, "ignoring a request sent by the Tick (§3.2)")
-            }
+            Ok(Incoming::Request(m)) => ignored.request(&m),
         }
     };
     let _ = triggers.send(trigger);

@@ -20,6 +20,7 @@
 //! | [`BLOB_DEADLINE`] | 600 s | a blob request, the same way: a GET with its redirects, or an upload's HEAD, POST and PUT |
 //! | [`MAX_POLICY_BYTES`] | 1 MiB | the signers policy file read |
 //! | [`MAX_LOCK_BYTES`] | 1 MiB | the lock file read |
+//! | [`MAX_STORE_BYTES`] | 4096 MiB | the store of pulled blobs, least recently used evicted past it |
 //!
 //! The size of a wasm layer is bounded by the Tick's own `max_wasm_size`
 //! (declared size and streamed bytes both). The per-wait timeouts bound
@@ -66,6 +67,11 @@ pub const BLOB_DEADLINE: Duration = Duration::from_secs(600);
 pub const MAX_POLICY_BYTES: u64 = 1 << 20;
 /// Largest lock file read.
 pub const MAX_LOCK_BYTES: u64 = 1 << 20;
+/// The store's blobs in all: past it the least recently used (read or
+/// written) are removed after a blob is written, never that blob, so a
+/// registry moving a tag on every pull cannot fill the disk. An evicted
+/// blob is pulled again when next needed.
+pub const MAX_STORE_BYTES: u64 = 4 << 30;
 
 #[cfg(test)]
 mod tests {
@@ -114,6 +120,7 @@ mod tests {
             ("BLOB_DEADLINE", format!("{} s", BLOB_DEADLINE.as_secs())),
             ("MAX_POLICY_BYTES", size(MAX_POLICY_BYTES)),
             ("MAX_LOCK_BYTES", size(MAX_LOCK_BYTES)),
+            ("MAX_STORE_BYTES", size(MAX_STORE_BYTES)),
         ] {
             let r = row(name);
             assert!(

@@ -13,6 +13,7 @@
 //! bytes it compiles (`Launcher::pinned`).
 
 use crate::error::RegistryError;
+use crate::limits::MAX_STORE_BYTES;
 use crate::reference::{Digest, Hasher};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -25,6 +26,8 @@ use tickbox_trust::private_dir;
 #[derive(Debug, Clone)]
 pub struct Store {
     dir: PathBuf,
+    /// Blob bytes kept in all ([`MAX_STORE_BYTES`] unless set).
+    max_bytes: u64,
 }
 
 /// One blob in the store, for `tickbox cache ls`.
@@ -50,7 +53,49 @@ impl Store {
             path: dir.clone(),
             rule,
         })?;
-        Ok(Store { dir })
+        Ok(Store {
+            dir,
+            max_bytes: MAX_STORE_BYTES,
+        })
+    }
+
+    /// This store keeping at most `max` bytes of blobs.
+    pub fn with_max_bytes(mut self, max: u64) -> Store {
+        self.max_bytes = max;
+        self
+    }
+
+    /// Removes the least recently used blobs (and what was remembered of
+    /// their signatures) until the rest fit the bound, never `kept`.
+    fn evict(&self, kept: &Path) {
+        let mut blobs: Vec<(std::time::SystemTime, u64, PathBuf, String)> =
+            std::fs::read_dir(&self.dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().into_string().ok()?;
+                    format!("sha256:{name}").parse::<Digest>().ok()?;
+                    let meta = std::fs::symlink_metadata(e.path()).ok()?;
+                    let used = meta.modified().ok()?;
+                    meta.is_file().then(|| (used, meta.len(), e.path(), name))
+                })
+                .collect();
+        let mut total: u64 = blobs.iter().map(|b| b.1).sum();
+        if total <= self.max_bytes {
+            return;
+        }
+        blobs.sort();
+        for (_, bytes, path, hex) in blobs {
+            if total <= self.max_bytes {
+                break;
+            }
+            if path == kept || std::fs::remove_file(&path).is_err() {
+                continue;
+            }
+            let _ = std::fs::remove_file(self.dir.join(format!(".signatures-{hex}")));
+            total -= bytes;
+        }
     }
 
     /// The directory.
@@ -79,6 +124,8 @@ impl Store {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&path)
             .map_err(|e| RegistryError::store(&path, e))?;
+        // A read is a use: the least recently used go first.
+        let _ = file.set_modified(std::time::SystemTime::now());
         let mut bytes = Vec::new();
         file.take(max + 1)
             .read_to_end(&mut bytes)
@@ -97,6 +144,9 @@ impl Store {
     pub fn put(&self, bytes: &[u8]) -> Result<Digest, RegistryError> {
         let digest = Digest::of(bytes);
         if self.has(&digest, bytes.len() as u64) {
+            // Written again is used again.
+            let _ = File::open(self.path(&digest))
+                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
             return Ok(digest);
         }
         let mut w = self.writer()?;
@@ -228,6 +278,7 @@ impl BlobWriter {
             .map_err(|e| RegistryError::store(&self.tmp, e.into_error()))?;
         let to = self.store.path(expected);
         std::fs::rename(&self.tmp, &to).map_err(|e| RegistryError::store(&to, e))?;
+        self.store.evict(&to);
         Ok(to)
     }
 }
@@ -243,6 +294,40 @@ impl Drop for BlobWriter {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn past_its_bound_the_least_recently_used_blobs_go_and_the_new_one_stays() {
+        let dir = temp("evict");
+        let store = Store::open(&dir).unwrap().with_max_bytes(3000);
+        let blob = |n: u8| vec![n; 1000];
+        // Each written an hour apart, long ago: uses are told apart
+        // however coarse the file system's times are.
+        let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(86_400);
+        let put = |n: u8| {
+            let d = store.put(&blob(n)).unwrap();
+            let at = long_ago + std::time::Duration::from_secs(3600 * u64::from(n));
+            File::open(store.path(&d))
+                .unwrap()
+                .set_modified(at)
+                .unwrap();
+            d
+        };
+        let (a, b, c) = (put(1), put(2), put(3));
+        // Positive control: within the bound, everything is kept.
+        assert_eq!(store.entries().len(), 3);
+        // `a` is read (a use, now), so `b` is the least recently used.
+        store.read(&a, 1000).unwrap();
+        let d = store.put(&blob(4)).unwrap();
+        let kept: Vec<Digest> = store.entries().into_iter().map(|e| e.digest).collect();
+        assert_eq!(kept.len(), 3, "{kept:?}");
+        assert!(!kept.contains(&b), "the least recently used went");
+        assert!([a, c, d].iter().all(|x| kept.contains(x)), "{kept:?}");
+        // A blob larger than the bound alone is still kept, alone.
+        let big = store.put(&vec![9; 5000]).unwrap();
+        let kept: Vec<Digest> = store.entries().into_iter().map(|e| e.digest).collect();
+        assert_eq!(kept, [big]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 

@@ -75,6 +75,13 @@ pub enum TrustError {
     /// The file is not an approvals file of this version, or too large.
     #[error("trust store {} refused: {why}", path.display())]
     Malformed { path: PathBuf, why: String },
+    /// The approvals would no longer fit the bound the store is read
+    /// with: nothing was written, so the store stays readable.
+    #[error(
+        "trust store {}: the approvals would take {bytes} bytes, over MAX_TRUST_STORE_BYTES ({MAX_TRUST_STORE_BYTES}); nothing was written (`tickbox trust revoke` removes approvals)",
+        path.display()
+    )]
+    Full { path: PathBuf, bytes: u64 },
     /// Reading or writing failed.
     #[error("trust store {}: {source}", path.display())]
     Io {
@@ -414,6 +421,14 @@ impl TrustStore {
             approvals: list,
         })
         .map_err(|e| io(std::io::Error::other(e)))?;
+        // Written only where it will be read back: a store past the bound
+        // would refuse every later read, revoking included.
+        if text.len() as u64 > MAX_TRUST_STORE_BYTES {
+            return Err(TrustError::Full {
+                path: dir.to_path_buf(),
+                bytes: text.len() as u64,
+            });
+        }
         let mut nonce = [0u8; 8];
         File::open("/dev/urandom")
             .and_then(|mut f| f.read_exact(&mut nonce))
@@ -592,6 +607,39 @@ mod tests {
             approved_at: "2026-12-02T00:00:00Z".into(),
             updates,
         }
+    }
+
+    #[test]
+    fn an_approval_that_would_overfill_the_store_is_refused_and_the_store_stays_usable() {
+        let dir = temp("full");
+        // Each approval asks for about 64 KiB of environment names.
+        let big = |n: u32| {
+            let names: Vec<(&str, String)> = (0..64)
+                .map(|i| ("env", format!("{}{n}_{i}", "N".repeat(1000))))
+                .collect();
+            let names: Vec<(&str, &str)> = names.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            approval("/t/big.wasm", &n.to_le_bytes(), spec(&names), false)
+        };
+        let mut approved = 0;
+        let refused = loop {
+            match TrustStore::approve(&dir, big(approved)) {
+                Ok(()) => approved += 1,
+                Err(e) => break e,
+            }
+            assert!(approved < 200, "never refused");
+        };
+        assert!(
+            matches!(refused, TrustError::Full { .. })
+                && refused.to_string().contains("MAX_TRUST_STORE_BYTES"),
+            "{refused}"
+        );
+        // Positive control: what was approved before is all there, and a
+        // revocation (which reads the store first) still works.
+        let store = TrustStore::open(&dir).unwrap();
+        assert_eq!(store.approvals().len(), approved as usize);
+        let gone = TrustStore::revoke(&dir, |_| true).unwrap();
+        assert_eq!(gone.len(), approved as usize);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

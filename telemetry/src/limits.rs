@@ -16,6 +16,7 @@
 //! | [`AUDIT_FILE_KEEP`] | 3 | rotated files kept beside an audit file (`.1` newest) |
 //! | [`LIVE_AUDIT_MAX_BYTES`] | 4 MiB | a live host's audit file before it is rotated |
 //! | [`LIVE_AUDIT_KEEP`] | 3 | rotated files kept beside it (`.1` newest) |
+//! | [`LIVE_AUDIT_ENDED_HOSTS`] | 32 | ended live hosts whose audit files a starting host leaves (the newest), so a script of `tickbox run` hosts cannot fill the runtime directory |
 //! | [`MAX_AUDIT_USES`] | 256 | distinct uses (`used` events) recorded per Tick session; past it one `unrecorded` event says the record is incomplete |
 //! | [`MAX_AUDIT_READ_BYTES`] | 64 MiB | one audit file read back (`tickbox policy suggest`) |
 //! | **metrics** ([`crate::metrics`]) | | |
@@ -92,6 +93,12 @@ pub const LIVE_AUDIT_MAX_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Rotated audit files a live host keeps (`FILE.1` is the newest).
 pub const LIVE_AUDIT_KEEP: usize = 3;
+
+/// Live hosts no longer running whose audit files a starting host leaves
+/// in place (the most recently written); those of older ones it removes,
+/// so that the directory holds at most this many ended hosts' files
+/// besides the running hosts' own.
+pub const LIVE_AUDIT_ENDED_HOSTS: usize = 32;
 
 /// Distinct uses one Tick session records (`used` events: a grant read or
 /// written, an address, a name, an origin). Each is recorded once; most
@@ -189,6 +196,10 @@ mod tests {
                 format!("| {} MiB |", LIVE_AUDIT_MAX_BYTES >> 20),
             ),
             ("LIVE_AUDIT_KEEP", format!("| {LIVE_AUDIT_KEEP} |")),
+            (
+                "LIVE_AUDIT_ENDED_HOSTS",
+                format!("| {LIVE_AUDIT_ENDED_HOSTS} |"),
+            ),
             (
                 "AUDIT_MERGE_WINDOW",
                 format!("| {} s |", AUDIT_MERGE_WINDOW.as_secs()),

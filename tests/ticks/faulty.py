@@ -3,7 +3,8 @@
 
 Apart from the chosen fault it behaves like a conforming Tick with tools
 `echo` (query), `bump` (mutating: emits an update) and a few that misbehave
-on purpose. Each mode is one host rule the tests check; see MODES below.
+on purpose. Each mode is one host rule the tests check; see the `MODE ==`
+tests below.
 """
 import json, os, signal, subprocess, sys, threading, time
 
@@ -12,6 +13,8 @@ seq = 0
 REVISION = "r1"
 MISBEHAVING = 0
 OBJ = {"type": "object"}
+# Requests sent by `request_flood` before its catalog.
+REQUEST_FLOOD = 20000
 
 
 def descriptor():
@@ -116,6 +119,10 @@ def answer_describe(rid):
     if MODE == "protocol2":
         sys.stderr.write("this Tick needs a protocol 2 host\r\n")
         sys.stderr.flush()
+    if MODE == "request_flood":
+        # Requests the host never answers (§3.2), far more than log lines.
+        for i in range(REQUEST_FLOOD):
+            send({"id": 1000 + i, "method": "host/please"})
     if MODE == "noise":
         # Notifications other than tick/update and requests from the Tick are ignored.
         send({"method": "x/log", "params": {"hello": 1}})

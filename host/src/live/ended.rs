@@ -16,7 +16,7 @@ use super::registry::Registry;
 use super::InstanceInfo;
 use crate::util::rfc3339;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -30,6 +30,14 @@ pub const MAX_ENDED_RECORDS: usize = 100;
 pub const RETAINED_LINES: usize = 100;
 /// Characters kept of each retained line.
 pub const RETAINED_LINE_CHARS: usize = 1000;
+/// Characters kept of the Tick's title and kind and of the end reason
+/// (which may quote the Tick): a Tick's descriptor may be far longer.
+pub const RETAINED_FIELD_CHARS: usize = 1000;
+/// The largest record read back: the retained lines and fields, each
+/// escaped at worst into a few bytes a character, and room for the rest.
+/// A larger file (tickbox writes none) is skipped with a warning.
+pub const MAX_ENDED_RECORD_BYTES: u64 =
+    (8 * (RETAINED_LINES * RETAINED_LINE_CHARS + 3 * RETAINED_FIELD_CHARS) + 64 * 1024) as u64;
 
 const SUFFIX: &str = ".ended.json";
 
@@ -61,6 +69,10 @@ pub(super) fn record(
     last_lines: Vec<TickText>,
 ) {
     info.views = 0;
+    let cut = |s: &str| crate::text::truncate(s, RETAINED_FIELD_CHARS).to_string();
+    info.title = cut(&info.title);
+    info.kind = cut(&info.kind);
+    let status = cut(&status);
     let last_lines = last_lines
         .into_iter()
         .map(|l| TickText::from(crate::text::truncate(l.wire(), RETAINED_LINE_CHARS)))
@@ -131,11 +143,19 @@ pub(super) fn prune(registry_dir: &std::path::Path) {
 pub fn list(registry: &Registry) -> Vec<EndedInstance> {
     let mut out = Vec::new();
     for p in kept(registry.dir()) {
-        // Records are small, but a file someone else put here is not read whole.
-        let Ok(bytes) = std::fs::read(&p) else {
+        // Records are small, but a file someone else put here is not read
+        // whole: one byte past the bound tells it apart.
+        let mut bytes = Vec::new();
+        let read = std::fs::File::open(&p)
+            .and_then(|f| f.take(MAX_ENDED_RECORD_BYTES + 1).read_to_end(&mut bytes));
+        if read.is_err() {
             continue;
-        };
-        if bytes.len() > 4 * RETAINED_LINES * RETAINED_LINE_CHARS + 64 * 1024 {
+        }
+        if bytes.len() as u64 > MAX_ENDED_RECORD_BYTES {
+            tracing::warn!(
+                path = %p.display(),
+                "an ended record larger than MAX_ENDED_RECORD_BYTES ({MAX_ENDED_RECORD_BYTES}) is skipped"
+            );
             continue;
         }
         match serde_json::from_slice::<EndedInstance>(&bytes) {
@@ -155,4 +175,68 @@ pub fn find(registry: &Registry, target: &str) -> Option<EndedInstance> {
         .find(|r| r.info.id == target)
         .or_else(|| all.iter().rev().find(|r| r.info.name == target))
         .cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(id: &str, title: String) -> InstanceInfo {
+        InstanceInfo {
+            id: id.into(),
+            name: id.into(),
+            kind: "k".repeat(600_000),
+            title,
+            backend: "native".into(),
+            pid: 1,
+            started: "2026-01-01T00:00:00Z".into(),
+            views: 0,
+            seq: None,
+        }
+    }
+
+    #[test]
+    fn a_record_keeps_its_bound_whatever_the_tick_declared() {
+        let dir = std::env::temp_dir().join(format!("tickbox-ended-{}", std::process::id()));
+        let registry = Registry::at(&dir).unwrap();
+        // A title and kind far over the bound, as a descriptor may declare.
+        record(
+            registry.dir(),
+            info("aa", "t".repeat(600_000)),
+            "s".repeat(600_000),
+            vec![],
+        );
+        // Positive control: a record within the bound is kept as it was.
+        record(
+            registry.dir(),
+            info("bb", "counter".into()),
+            "ended".into(),
+            vec![],
+        );
+        let listed = list(&registry);
+        assert_eq!(listed.len(), 2);
+        let long = listed.iter().find(|r| r.info.id == "aa").unwrap();
+        assert_eq!(
+            (
+                long.info.title.len(),
+                long.info.kind.len(),
+                long.status.len()
+            ),
+            (
+                RETAINED_FIELD_CHARS,
+                RETAINED_FIELD_CHARS,
+                RETAINED_FIELD_CHARS
+            )
+        );
+        let short = listed.iter().find(|r| r.info.id == "bb").unwrap();
+        assert_eq!(
+            (short.info.title.as_str(), short.status.as_str()),
+            ("counter", "ended")
+        );
+        // A file past the bound (not one tickbox wrote) is skipped.
+        let big = vec![b' '; MAX_ENDED_RECORD_BYTES as usize + 1];
+        std::fs::write(path(registry.dir(), "cc"), big).unwrap();
+        assert_eq!(list(&registry).len(), 2);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

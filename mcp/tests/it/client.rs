@@ -23,7 +23,7 @@ use std::time::Duration;
 use tickbox_mcp::{Facade, FacadeError, Grants, HostedTick};
 use tickbox_sandbox::Launcher;
 use tickbox_test_support::{
-    alive, build_wasm, eventually, eventually_await, faulty, tick, TempDir,
+    alive, build_wasm, eventually, eventually_async, eventually_await, faulty, tick, TempDir,
 };
 use tokio::sync::mpsc;
 
@@ -401,6 +401,45 @@ async fn a_protocol_violation_ends_the_tick_not_the_server() {
         logged.contains("protocol violation"),
         "a log line: {logged}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_flooding_the_host_with_requests_costs_a_few_log_lines() {
+    logs();
+    // 20,000 requests before its catalog (faulty.py's REQUEST_FLOOD).
+    let mcp = start(native(faulty("request_flood"), &[]), None).await;
+    let r = mcp.call("echo", json!({"x": 1})).await;
+    assert_ne!(r.is_error, Some(true), "the Tick still serves: {r:?}");
+    let (served, _) = mcp.close().await;
+    assert!(served.is_ok(), "{served:?}");
+    // The last count is logged when the session's reader ends, once the
+    // Tick's output has closed.
+    let counted_all = || logs().text().contains("ignored `more` requests");
+    let ended = eventually_async(Duration::from_secs(60), counted_all).await;
+    let logged = logs().text();
+    assert!(ended, "{logged}");
+    let lines: Vec<&str> = logged
+        .lines()
+        .filter(|l| l.contains("sent by the Tick (§3.2)"))
+        .collect();
+    // The first at once, then one line per interval and one at the end:
+    // on a machine slow enough to take several intervals, a few more.
+    assert!((2..=10).contains(&lines.len()), "{lines:#?}");
+    // Positive control: every request is counted in them.
+    let counted: u64 = lines
+        .iter()
+        .map(|l| {
+            l.split("more=")
+                .nth(1)
+                .and_then(|m| m.split_whitespace().next())
+        })
+        .map(|m| m.and_then(|m| m.parse::<u64>().ok()).unwrap_or(0))
+        .sum();
+    let each = lines
+        .iter()
+        .filter(|l| l.contains("ignoring a request"))
+        .count();
+    assert_eq!(counted + each as u64, 20_000, "{lines:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
