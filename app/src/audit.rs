@@ -113,7 +113,10 @@ impl App {
                 .create(&dir)
         };
         made.map_err(|e| AppError::Session(format!("cannot create {}: {e}", dir.display())))?;
-        prune_ended_hosts(&dir, tickbox_telemetry::audit::LIVE_AUDIT_ENDED_HOSTS);
+        // The files of hosts that ended: their audit, and their `-v` logs.
+        let keep = tickbox_telemetry::audit::LIVE_AUDIT_ENDED_HOSTS;
+        prune_ended_hosts(&dir, ".jsonl", keep);
+        prune_ended_hosts(state, ".log", keep);
         let path = dir.join(format!("host-{}.jsonl", std::process::id()));
         let keep = tickbox_telemetry::audit::LIVE_AUDIT_KEEP;
         let key = path.display().to_string();
@@ -136,12 +139,13 @@ impl App {
     }
 }
 
-/// Removes the audit files (`host-PID.jsonl` and its rotations) of live
-/// hosts that no longer run, but those of the `keep` most recently
-/// written: each `tickbox run` host writes its own, and a script of many
-/// would otherwise fill the runtime directory. A process that runs under
-/// that PID, whoever it is, keeps its files: they may be its own.
-fn prune_ended_hosts(dir: &Path, keep: usize) {
+/// Removes the files `host-PID{suffix}` (and their rotations, `.N`) of
+/// live hosts that no longer run, but those of the `keep` most recently
+/// written: each `tickbox run` host writes its own audit (and with `-v`
+/// its log), and a script of many would otherwise fill the runtime
+/// directory. A process that runs under that PID, whoever it is, keeps its
+/// files: they may be its own.
+fn prune_ended_hosts(dir: &Path, suffix: &str, keep: usize) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -154,7 +158,7 @@ fn prune_ended_hosts(dir: &Path, keep: usize) {
         let Some(pid) = name
             .to_str()
             .and_then(|n| n.strip_prefix("host-"))
-            .and_then(|n| n.split_once(".jsonl"))
+            .and_then(|n| n.split_once(suffix))
             .and_then(|(pid, rest)| {
                 let rotation = rest.is_empty()
                     || rest
@@ -217,11 +221,18 @@ mod prune_tests {
         std::fs::write(&mine, "{}\n").unwrap();
         // Not an audit file of a host: left alone.
         std::fs::write(dir.join("host-12.jsonl.bak"), "").unwrap();
-        prune_ended_hosts(&dir, 4);
+        prune_ended_hosts(&dir, ".jsonl", 4);
         let left = std::fs::read_dir(&dir).unwrap().count();
         // Four ended hosts' two files, the running host's and the stranger.
         assert_eq!(left, 4 * 2 + 1 + 1);
         assert!(mine.exists(), "a running host's file is never removed");
+        // Their `-v` logs, by the same rule, leave the audit files alone.
+        for pid in &ended {
+            std::fs::write(dir.join(format!("host-{pid}.log")), "").unwrap();
+        }
+        prune_ended_hosts(&dir, ".log", 4);
+        let left = std::fs::read_dir(&dir).unwrap().count();
+        assert_eq!(left, 4 * 2 + 1 + 1 + 4);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

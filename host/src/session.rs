@@ -950,17 +950,29 @@ async fn close_stdin(writer: Writer) {
     outbox.drop_stdin();
 }
 
-/// The requests a Tick sent, logged at most once per
-/// [`IGNORED_REQUEST_LOG_INTERVAL`]: the first at once, then how many
-/// more, and at the end (when dropped) how many since the last line.
-#[derive(Default)]
-struct IgnoredRequests {
+/// What a Tick sent that the host ignores, logged at most once per
+/// [`IGNORED_REQUEST_LOG_INTERVAL`](crate::limits::IGNORED_REQUEST_LOG_INTERVAL):
+/// the first at once, then how many more, and at the end (when dropped)
+/// how many since the last line. Requests are warnings (the Tick expects
+/// an answer it never gets, §3.2); the rest (other notifications,
+/// answers to ids not in flight) are debug lines.
+struct Ignored {
+    /// `None` for requests; what the rest are.
+    what: Option<&'static str>,
     logged_at: Option<std::time::Instant>,
     unlogged: u64,
 }
 
-impl IgnoredRequests {
-    fn request(&mut self, method: &impl std::fmt::Display) {
+impl Ignored {
+    fn new(what: Option<&'static str>) -> Ignored {
+        Ignored {
+            what,
+            logged_at: None,
+            unlogged: 0,
+        }
+    }
+
+    fn seen(&mut self, name: &dyn std::fmt::Display) {
         let now = std::time::Instant::now();
         if self
             .logged_at
@@ -969,23 +981,39 @@ impl IgnoredRequests {
             self.unlogged += 1;
             return;
         }
-        tracing::warn!(
-            method = %method,
-            more = self.unlogged,
-            "ignoring a request sent by the Tick (§3.2), and `more` since the last such line"
-        );
+        let more = self.unlogged;
+        match self.what {
+            None => tracing::warn!(
+                method = %name,
+                more,
+                "ignoring a request sent by the Tick (§3.2), and `more` since the last such line"
+            ),
+            Some(what) => tracing::debug!(
+                what,
+                name = %name,
+                more,
+                "ignoring what the Tick sent, and `more` since the last such line"
+            ),
+        }
         self.unlogged = 0;
         self.logged_at = Some(now);
     }
 }
 
-impl Drop for IgnoredRequests {
+impl Drop for Ignored {
     fn drop(&mut self) {
-        if self.unlogged > 0 {
-            tracing::warn!(
-                more = self.unlogged,
+        let more = self.unlogged;
+        match self.what {
+            _ if more == 0 => {}
+            None => tracing::warn!(
+                more,
                 "ignored `more` requests sent by the Tick (§3.2) since the last such line"
-            );
+            ),
+            Some(what) => tracing::debug!(
+                what,
+                more,
+                "ignored `more` more messages of this kind from the Tick since the last such line"
+            ),
         }
     }
 }
@@ -996,7 +1024,9 @@ async fn read_frames(
     triggers: mpsc::UnboundedSender<Trigger>,
 ) {
     let mut lines = LineReader::new(stdout);
-    let mut ignored = IgnoredRequests::default();
+    let mut requests = Ignored::new(None);
+    let mut notifications = Ignored::new(Some("a notification"));
+    let mut strays = Ignored::new(Some("an answer to an id not in flight"));
     let trigger = loop {
         let line = match lines.next_line().await {
             Ok(Some(line)) => line,
@@ -1016,7 +1046,7 @@ async fn read_frames(
                     Some(entry) => {
                         let _ = entry.tx.send(body);
                     }
-                    None => tracing::debug!(id, "discarding a response to an id not in flight"),
+                    None => strays.seen(&id),
                 }
             }
             Ok(Incoming::Update(params)) => {
@@ -1036,10 +1066,8 @@ async fn read_frames(
                     Err(finding) => break Trigger::Fault(Violation::BadUpdate(finding).into()),
                 }
             }
-            Ok(Incoming::OtherNotification(m)) => {
-                tracing::debug!(method = %m, "ignoring a notification")
-            }
-            Ok(Incoming::Request(m)) => ignored.request(&m),
+            Ok(Incoming::OtherNotification(m)) => notifications.seen(&m),
+            Ok(Incoming::Request(m)) => requests.seen(&m),
         }
     };
     let _ = triggers.send(trigger);

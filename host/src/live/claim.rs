@@ -259,6 +259,58 @@ pub fn claim(dir: &Path, name: &str, host: &Arc<HostLock>) -> std::io::Result<Op
     )))
 }
 
+/// Removes what hosts that died left in `dir`: each name whose lock
+/// nobody holds, then each host lock nobody holds. Every lock is taken
+/// before anything of its goes, so a live host (which holds its lock from
+/// before its first name to after its last) loses nothing; a claimer that
+/// races this finds such a name taken for that instant, as it would while
+/// another claimer took it over. Returns how many entries went.
+pub fn sweep(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let (mut names, mut hosts) = (Vec::new(), Vec::new());
+    for e in entries.flatten() {
+        let file_name = e.file_name();
+        let Some(n) = file_name.to_str() else {
+            continue;
+        };
+        if n.ends_with(CLAIM_SUFFIX) {
+            names.push(e.path());
+        } else if n.starts_with("host-") && n.ends_with(HOST_SUFFIX) {
+            hosts.push(e.path());
+        }
+    }
+    let mut removed = 0;
+    for name in names {
+        let Ok(Some(lock_path)) = holder(dir, &name) else {
+            continue;
+        };
+        let Ok(Some(dead)) = Lock::try_take(&lock_path) else {
+            continue;
+        };
+        // Still that lock's name (not claimed anew before it was taken).
+        let same = holder(dir, &name).ok().flatten().as_ref() == Some(&lock_path);
+        if same && std::fs::remove_file(&name).is_ok() {
+            removed += 1;
+        }
+        // Dropping it unlinks the dead lock file (one it created included).
+        drop(dead);
+    }
+    for host in hosts {
+        // Gone with its names already; taking it now would create it.
+        if std::fs::symlink_metadata(&host).is_err() {
+            removed += 1;
+            continue;
+        }
+        if let Ok(Some(dead)) = Lock::try_take(&host) {
+            drop(dead);
+            removed += usize::from(std::fs::symlink_metadata(&host).is_err());
+        }
+    }
+    removed
+}
+
 impl Drop for NameClaim {
     fn drop(&mut self) {
         // Only a link to our own lock is ours to remove; nobody else can
@@ -314,6 +366,34 @@ mod tests {
             .filter_map(|t| t.join().unwrap())
             .collect();
         assert_eq!(held.len(), 1, "exactly one of eight racers");
+        drop(held);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_sweep_removes_what_dead_hosts_left_and_nothing_of_a_live_one() {
+        let dir = dir("sweep");
+        // Dead hosts: a lock with its names, a name whose lock is gone, an
+        // older tickbox's claim file, a lock that named nothing.
+        std::fs::write(dir.join("host-2-dead.host"), "").unwrap();
+        for n in ["a", "b"] {
+            std::os::unix::fs::symlink("host-2-dead.host", dir.join(format!("{n}.name"))).unwrap();
+        }
+        std::os::unix::fs::symlink("host-1-dead.host", dir.join("gone.name")).unwrap();
+        std::fs::write(dir.join("old.name"), "").unwrap();
+        std::fs::write(dir.join("host-3-dead.host"), "").unwrap();
+        // Positive control: a live host's lock and name stay, and hold.
+        let live = Arc::new(HostLock::take(&dir).unwrap());
+        let held = claim(&dir, "live", &live).unwrap().expect("free");
+        assert_eq!(sweep(&dir), 6);
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, [live.file_name.clone(), "live.name".to_string()]);
+        let other = Arc::new(HostLock::take(&dir).unwrap());
+        assert!(claim(&dir, "live", &other).unwrap().is_none(), "still held");
         drop(held);
         let _ = std::fs::remove_dir_all(&dir);
     }

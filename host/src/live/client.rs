@@ -19,8 +19,16 @@ use tokio::net::UnixStream;
 /// How long `ls` waits for one instance to answer.
 const INFO_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Every live instance in the registry, by start time; stale sockets are removed.
+/// Every live instance in the registry, by start time; stale sockets are
+/// removed, and the names and host locks of hosts that died
+/// ([`super::claim::sweep`]).
 pub async fn list(registry: &Registry) -> Vec<InstanceInfo> {
+    let dir = registry.dir().to_path_buf();
+    if let Ok(swept) = tokio::task::spawn_blocking(move || super::claim::sweep(&dir)).await {
+        if swept > 0 {
+            tracing::info!(swept, "removed the names and locks of hosts that are gone");
+        }
+    }
     let mut found = Vec::new();
     for (id, path) in registry.sockets() {
         let conn = match UnixStream::connect(&path).await {
