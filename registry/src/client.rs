@@ -674,7 +674,7 @@ impl Registry {
                 "the manifest bound",
             )
             .await?;
-        Ok(serde_json::from_slice(&body).ok())
+        Ok(Some(index_of(&body, pinned)?))
     }
 
     /// The signatures of a pinned reference's manifest (at most
@@ -721,19 +721,34 @@ impl Registry {
                         "the manifest bound",
                     )
                     .await?;
-                serde_json::from_slice(&body).ok()
+                Some(index_of(&body, pinned)?)
             } else {
                 drop(answer);
                 self.referrers_by_tag(pinned).await?
             };
-            let list: Vec<Descriptor> = index
-                .and_then(|i: serde_json::Value| {
-                    serde_json::from_value(i["manifests"].clone()).ok()
-                })
-                .unwrap_or_default();
-            let list: Vec<Descriptor> = list
+            let list: Vec<Descriptor> = match index {
+                None => Vec::new(),
+                Some(i) => serde_json::from_value(i["manifests"].clone()).map_err(|_| {
+                    RegistryError::Malformed {
+                        what: format!("the signature index of {pinned}"),
+                        expected: "an OCI image index (its `manifests` a list of descriptors)",
+                    }
+                })?,
+            };
+            let signatures: Vec<Descriptor> = list
                 .into_iter()
                 .filter(|d| d.artifact_type.as_deref() == Some(SIGNATURE_TYPE))
+                .collect();
+            if signatures.len() > crate::limits::MAX_SIGNATURES {
+                tracing::warn!(
+                    reference = %pinned,
+                    listed = signatures.len(),
+                    "more signatures listed than MAX_SIGNATURES ({}): only the first are looked at",
+                    crate::limits::MAX_SIGNATURES
+                );
+            }
+            let list: Vec<Descriptor> = signatures
+                .into_iter()
                 .take(crate::limits::MAX_SIGNATURES)
                 .collect();
             // Which signature manifests belong to this digest, for a start
@@ -1043,4 +1058,34 @@ fn read_ca(
         return Err(bad("no certificate in it".into()));
     }
     Ok(certs)
+}
+
+/// A signature index the registry sent, as JSON; one that is not refuses
+/// the signatures (never read as "none").
+fn index_of(body: &[u8], pinned: &Reference) -> Result<serde_json::Value, RegistryError> {
+    serde_json::from_slice(body).map_err(|_| RegistryError::Malformed {
+        what: format!("the signature index of {pinned}"),
+        expected: "JSON",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signature_index_that_is_not_json_refuses_the_signatures() {
+        let pinned: Reference = "oci://localhost:5000/t/c@sha256:0000000000000000000000000000000000000000000000000000000000000000"
+            .parse()
+            .unwrap();
+        let e = index_of(b"<html>\x1b]2;owned\x07</html>", &pinned).unwrap_err();
+        let shown = e.to_string();
+        assert!(
+            shown.contains("is not JSON") && !shown.contains("owned"),
+            "{shown}"
+        );
+        // Positive control: an index is read.
+        let index = index_of(br#"{"manifests": []}"#, &pinned).unwrap();
+        assert_eq!(index["manifests"], serde_json::json!([]));
+    }
 }

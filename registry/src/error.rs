@@ -44,6 +44,13 @@ pub enum RegistryError {
         /// `: ` and the registry's own message, escaped; or empty.
         message: String,
     },
+    /// An answer that is not what the distribution spec says it is (its
+    /// bytes are never echoed).
+    #[error("{what}: the registry's answer is not {expected}")]
+    Malformed {
+        what: String,
+        expected: &'static str,
+    },
     /// A tag or digest the registry does not have.
     #[error("{reference}: not found in the registry")]
     NotFound { reference: String },
