@@ -6,13 +6,15 @@ use tickbox_runtime::backend::wasm::{
     cache, consent, grants::parse_size, limits, places, CompilePolicy, GuestYield,
 };
 
-/// Overrides where compiled code is kept (default: [`cache::default_dir`]).
+/// Where compiled code is kept (default: `$XDG_CACHE_HOME/tickbox/wasm`,
+/// else `~/.cache/tickbox/wasm`; [`cache::default_dir`]).
 pub const CACHE_DIR: &str = "TICKBOX_CACHE_DIR";
-/// Overrides where approvals of Ticks' requested grants are kept
-/// (default: [`consent::default_dir`]).
+/// Where approvals of Ticks' requested grants are kept (default:
+/// `$XDG_CONFIG_HOME/tickbox/trust`, else `~/.config/tickbox/trust`;
+/// [`consent::default_dir`]).
 pub const TRUST_DIR: &str = "TICKBOX_TRUST_DIR";
-/// Overrides the compile cache's size cap (a size such as `512MiB`;
-/// default [`limits::DEFAULT_CACHE_MAX_BYTES`]).
+/// The compile cache's size cap (a size such as `512MiB`; default 1 GiB,
+/// [`limits::DEFAULT_CACHE_MAX_BYTES`]).
 pub const CACHE_MAX_SIZE: &str = "TICKBOX_CACHE_MAX_SIZE";
 /// How Ticks without optimized code in the cache are compiled: `tiered`
 /// (default), `cranelift` or `winch`.
@@ -22,7 +24,9 @@ pub const NO_CGROUP: &str = "TICKBOX_NO_CGROUP";
 /// `immediate`: guests yield the way they did before the deferred yield
 /// (benchmarks compare the two); `deferred`, the default.
 pub const GUEST_YIELD: &str = "TICKBOX_GUEST_YIELD";
-/// The async runtime's shape (`current_thread` or workers), for the bench.
+/// The async runtime's shape for any command, `current-thread` or
+/// `multi-thread` (the bench compares them); by default each command
+/// picks its own.
 pub const RUNTIME: &str = "TICKBOX_RUNTIME";
 /// How long an idle MCP HTTP session lives, in milliseconds (tests).
 pub const MCP_HTTP_SESSION_IDLE_MS: &str = "TICKBOX_MCP_HTTP_SESSION_IDLE_MS";
@@ -41,15 +45,16 @@ pub const AUDIT_MAX_SIZE: &str = "TICKBOX_AUDIT_MAX_SIZE";
 /// write (a size; default `MAX_AUDIT_SESSION_BYTES`, 1 MiB).
 pub const AUDIT_SESSION_MAX_SIZE: &str = "TICKBOX_AUDIT_SESSION_MAX_SIZE";
 
-/// Overrides where Ticks pulled from registries are kept (default:
-/// `tickbox/oci` beside the compile cache's default).
+/// Where Ticks pulled from registries are kept (default: `tickbox/oci`
+/// beside the compile cache's default, `~/.cache/tickbox/oci`).
 pub const STORE_DIR: &str = "TICKBOX_STORE_DIR";
 /// Docker's own variable: the directory of `config.json` with registry
 /// credentials (default `~/.docker`).
 pub const DOCKER_CONFIG: &str = "DOCKER_CONFIG";
 
-/// Overrides where the signers policy is read from (default:
-/// `tickbox/signers.toml` in the user's config directory).
+/// The signers policy file, which must exist (default:
+/// `$XDG_CONFIG_HOME/tickbox/signers.toml`, else
+/// `~/.config/tickbox/signers.toml`, when it exists).
 pub const SIGNERS: &str = "TICKBOX_SIGNERS";
 
 /// The signers policy file `$TICKBOX_SIGNERS` names, if it is set.
@@ -267,5 +272,70 @@ pub fn settings() -> tickbox_app::Settings {
         audit_session_max_bytes: audit_session_max_bytes(),
         // The process's hygiene is no variable: `main` installs it.
         native: Default::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// docs/reference/environment.md, from this module: each variable it
+    /// names, with its doc comment, in the order written here.
+    fn page() -> String {
+        let mut rows = Vec::new();
+        let mut doc: Vec<&str> = Vec::new();
+        for line in include_str!("env.rs").lines() {
+            let line = line.trim();
+            if let Some(text) = line.strip_prefix("///") {
+                doc.push(text.trim());
+                continue;
+            }
+            let name = line
+                .strip_prefix("pub const ")
+                .and_then(|rest| rest.split_once(": &str = \""))
+                .and_then(|(_, value)| value.strip_suffix("\";"));
+            if let Some(name) = name {
+                // Intra-doc links read as plain code here.
+                let text = doc.join(" ").replace("[`", "`").replace("`]", "`");
+                rows.push(format!("| `{name}` | {text} |"));
+            }
+            doc.clear();
+        }
+        format!(
+            "# Environment variables\n\n\
+             Generated from `cli/src/cli/env.rs`, the one place the `tickbox` \
+             command reads them (the libraries take these settings as values); \
+             rewrite it with `TICKBOX_BLESS=1 cargo nextest run -p tickbox --bin tickbox env`.\n\n\
+             A variable set to a value tickbox cannot take is refused before any \
+             command runs: one line naming it and what it takes, exit 2, never \
+             the default in its place. The XDG base directories (`XDG_CONFIG_HOME`, \
+             `XDG_CACHE_HOME`, `XDG_RUNTIME_DIR`) and `HOME` place the defaults; \
+             an empty one counts as unset, and a relative one is refused. \
+             The OpenTelemetry variables (`OTEL_*`) are in \
+             [The audit trail, metrics and OpenTelemetry](../guide/audit-trail.md).\n\n\
+             | variable | what it sets |\n|---|---|\n{}\n",
+            rows.join("\n")
+        )
+    }
+
+    #[test]
+    fn the_environment_reference_is_this_module() {
+        let page = page();
+        // Positive control: the reading found the variables, docs and all.
+        assert!(
+            page.contains("| `TICKBOX_CACHE_DIR` | Where compiled code is kept (default"),
+            "{page}"
+        );
+        assert_eq!(page.matches("\n| `").count(), 15, "{page}");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../docs/reference/environment.md");
+        if std::env::var_os("TICKBOX_BLESS").is_some() {
+            std::fs::write(&path, &page).unwrap();
+            return;
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            on_disk == page,
+            "docs/reference/environment.md is not what env.rs says; rewrite it with \
+             `TICKBOX_BLESS=1 cargo nextest run -p tickbox --bin tickbox env`"
+        );
     }
 }
