@@ -15,7 +15,7 @@ use tickbox_test_support::*;
 /// cache's own behaviour is tested in `cache` and `sharing`, on caches of
 /// their own.
 pub fn engine() -> Arc<WasmEngine> {
-    WasmEngine::new(Some(target_dir().join("test-wasm-cache"))).expect("engine")
+    WasmEngine::new(Some(wasm_cache())).expect("engine")
 }
 
 /// Starts and initializes `path` on `engine` under `grants`; a grant that
