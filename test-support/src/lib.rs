@@ -248,6 +248,14 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| root().join("target"))
 }
 
+/// The build's own compile cache, which every test that does not test the
+/// cache itself compiles into, so a guest is compiled once per run (and
+/// kept between runs), never in the user's home. Entries are written
+/// atomically, so tests running at once share it safely.
+pub fn wasm_cache() -> PathBuf {
+    target_dir().join("test-wasm-cache")
+}
+
 /// The source trees a guest workspace is built from: its own directory and
 /// the path dependencies guests use (the SDK and the protocol crate it
 /// depends on). Over-inclusive on purpose: a change anywhere here rebuilds.

@@ -8,7 +8,7 @@
 //! `tests/mcp-clients/node_modules`, Python into `tests/mcp-clients/.venv`).
 //! A missing client fails its test with one line naming the install command.
 
-use crate::{build_wasm, finish_within, root, target_dir, Output};
+use crate::{build_wasm, finish_within, root, wasm_cache, Output};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -75,11 +75,6 @@ pub fn counter_wasm() -> String {
         .into_owned()
 }
 
-/// The build's own compile cache, for a `tickbox` a client starts.
-pub fn cache_dir() -> PathBuf {
-    target_dir().join("test-wasm-cache")
-}
-
 /// Runs a client to its end (killed after PATIENCE).
 pub fn run(mut cmd: Command) -> Output {
     cmd.current_dir(clients_dir())
@@ -87,7 +82,7 @@ pub fn run(mut cmd: Command) -> Output {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .env_remove("RUST_LOG")
-        .env("TICKBOX_CACHE_DIR", cache_dir());
+        .env("TICKBOX_CACHE_DIR", wasm_cache());
     let shown = format!("{cmd:?}");
     finish_within(cmd, &shown, PATIENCE)
 }

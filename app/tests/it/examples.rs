@@ -447,6 +447,9 @@ async fn dashboard_jobs_outlive_their_call_and_the_view_is_usable() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_example_passes_tickbox_check() {
     let app = App::new(settings(None));
+    // The checks run at once: each mostly waits on its Tick (the checker's
+    // quiet periods and settles), and no two share a Tick or a directory.
+    let mut checks = tokio::task::JoinSet::new();
     for b in BOTH {
         for name in ["counter", "notes", "ticker", "fetch", "dashboard"] {
             let dir = TempDir::new("check");
@@ -466,15 +469,25 @@ async fn every_example_passes_tickbox_check() {
                 ..Options::default()
             };
             let launcher = app.launcher(&request(b, name, grants)).expect("a launcher");
-            let report = check::run(&launcher, name, &options)
-                .await
-                .unwrap_or_else(|e| panic!("{name} on {b:?}: {e}"));
-            assert!(report.passed(), "{name} on {b:?}:\n{}", report.to_text());
-            assert!(
-                report.to_text().contains("PASSED"),
-                "{name} on {b:?}: {}",
-                report.to_text()
-            );
+            checks.spawn(async move {
+                let report = check::run(&launcher, name, &options)
+                    .await
+                    .unwrap_or_else(|e| panic!("{name} on {b:?}: {e}"));
+                drop(dir);
+                (b, name, report)
+            });
         }
     }
+    let mut checked = 0;
+    while let Some(done) = checks.join_next().await {
+        let (b, name, report) = done.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        assert!(report.passed(), "{name} on {b:?}:\n{}", report.to_text());
+        assert!(
+            report.to_text().contains("PASSED"),
+            "{name} on {b:?}: {}",
+            report.to_text()
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 10, "every example on both backends");
 }

@@ -55,14 +55,14 @@ use tickbox_app::{
     scenarios, App, AppError, CallOutcome, Notice, Notices, Opened, Request, Settings,
 };
 use tickbox_conformance::scenario::{Prepared, Scenario};
-use tickbox_test_support::target_dir;
+use tickbox_test_support::wasm_cache;
 
 /// Settings as the CLI fills them with no `TICKBOX_*` variable set, but
 /// for where things are kept: compiled wasm in the build's own cache (as
 /// the binary's tests keep it), approvals in `trust` (none: nowhere).
 pub fn settings(trust: Option<PathBuf>) -> Settings {
     Settings {
-        cache_dir: Some(target_dir().join("test-wasm-cache")),
+        cache_dir: Some(wasm_cache()),
         cache_max_bytes: tickbox_sandbox::limits::DEFAULT_CACHE_MAX_BYTES,
         trust_dir: trust,
         audit_max_bytes: tickbox_telemetry::audit::AUDIT_FILE_MAX_BYTES,

@@ -490,7 +490,7 @@ fn a_signal_ends_a_command_blocked_opening_a_fifo() {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
-            .env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"))
+            .env("TICKBOX_CACHE_DIR", wasm_cache())
             .env("TICKBOX_TRUST_DIR", target_dir().join("test-trust-none"))
             .spawn()
             .unwrap();

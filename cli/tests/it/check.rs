@@ -24,18 +24,43 @@ fn cli_check(extra: &[&str], script: &str) -> Output {
 
 #[test]
 fn the_exit_code_follows_must_rules_and_the_report_is_in_the_format_asked() {
-    let ok = cli_check(&["--format", "json"], &tick("counter.py"));
+    // Sample args that fit the Tick's catalog, and two that do not.
+    let dir = TempDir::new("samples");
+    let sample = |name: &str, text: &str| {
+        std::fs::write(dir.path(name), text).unwrap();
+        dir.path(name).to_string_lossy().into_owned()
+    };
+    let (fits, wrong, list) = (
+        sample("fits.json", r#"{"increment": {"amount": 3}}"#),
+        sample("wrong.json", r#"{"increment": {"amount": "three"}}"#),
+        sample("list.json", "[]"),
+    );
+    let (counter, null_id, ignores_eof) = (
+        tick("counter.py"),
+        broken("null_id_reply.py"),
+        broken("ignores_eof.py"),
+    );
+    // The checks run at once: each mostly waits on its own Tick.
+    let [ok, bad, advisory, fits, wrong, list] = std::thread::scope(|s| {
+        [
+            (vec!["--format", "json"], &counter),
+            (vec!["--format", "junit"], &null_id),
+            // `--only` with commas.
+            (vec!["--only", "lifecycle,describe.valid"], &ignores_eof),
+            (vec!["--allow-mutations", "--sample-args", &fits], &counter),
+            (vec!["--sample-args", &wrong], &counter),
+            (vec!["--sample-args", &list], &counter),
+        ]
+        .map(|(extra, script)| s.spawn(move || cli_check(&extra, script)))
+        .map(|check| check.join().expect("the check ran"))
+    });
     assert_eq!(ok.code, 0, "{ok:#?}");
     assert_eq!(ok.json()["passed"], true);
-    let bad = cli_check(&["--format", "junit"], &broken("null_id_reply.py"));
     assert_eq!(bad.code, 1, "{bad:#?}");
     assert!(bad.stdout.starts_with("<?xml"), "{bad:#?}");
     assert!(bad.stderr.contains("MUST rules broken"), "{bad:#?}");
-    // `--only` with commas; an advisory failure alone exits 0.
-    let out = cli_check(
-        &["--only", "lifecycle,describe.valid"],
-        &broken("ignores_eof.py"),
-    );
+    // An advisory failure alone exits 0.
+    let out = advisory;
     assert_eq!(out.code, 0, "an advisory failure alone passes: {out:#?}");
     assert!(
         out.stdout.contains("lifecycle.stdin_eof"),
@@ -43,20 +68,9 @@ fn the_exit_code_follows_must_rules_and_the_report_is_in_the_format_asked() {
     );
     assert!(!out.stdout.contains("call.unknown_tool"), "{out:#?}");
     // Sample args that do not fit the Tick's catalog: a usage error.
-    let dir = TempDir::new("samples");
-    let path = dir.path("args.json");
-    let p = path.to_str().unwrap();
-    std::fs::write(&path, r#"{"increment": {"amount": 3}}"#).unwrap();
-    let out = cli_check(
-        &["--allow-mutations", "--sample-args", p],
-        &tick("counter.py"),
-    );
-    assert_eq!(out.code, 0, "{out:#?}");
-    std::fs::write(&path, r#"{"increment": {"amount": "three"}}"#).unwrap();
-    cli_check(&["--sample-args", p], &tick("counter.py"))
-        .expect(2, "do not match its input schema");
-    std::fs::write(&path, "[]").unwrap();
-    cli_check(&["--sample-args", p], &tick("counter.py")).expect(2, "must be a JSON object");
+    assert_eq!(fits.code, 0, "{fits:#?}");
+    wrong.expect(2, "do not match its input schema");
+    list.expect(2, "must be a JSON object");
 }
 
 #[test]

@@ -34,7 +34,7 @@ impl Inspect {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .env_remove("RUST_LOG")
-            .env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"))
+            .env("TICKBOX_CACHE_DIR", wasm_cache())
             .env("TICKBOX_TRUST_DIR", target_dir().join("test-trust-none"))
             .spawn()
             .expect("spawn tickbox inspect");

@@ -349,7 +349,7 @@ fn the_first_tick_guide_runs_as_written() {
     // The crates the project's lock pins are those this build fetched.
     build_wasm("examples", "counter", "wasm32-wasip2");
     let target = new_rust_target();
-    let cache = target_dir().join("test-wasm-cache");
+    let cache = wasm_cache();
     let steps = crate::doc_examples::run_as_written(
         "docs/guide/first-tick.md",
         "langs::the_first_tick_guide_runs_as_written",

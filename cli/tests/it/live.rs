@@ -39,7 +39,7 @@ impl World {
         cmd.arg(subcommand)
             .args(args)
             .env("XDG_RUNTIME_DIR", &self.xdg)
-            .env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"))
+            .env("TICKBOX_CACHE_DIR", wasm_cache())
             .env_remove("RUST_LOG")
             .stderr(std::process::Stdio::null());
         cmd
@@ -99,7 +99,7 @@ impl World {
         let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_tickbox"));
         cmd.args(args);
         cmd.env("XDG_RUNTIME_DIR", &self.xdg);
-        cmd.env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"));
+        cmd.env("TICKBOX_CACHE_DIR", wasm_cache());
         cmd.env("TICKBOX_TRUST_DIR", target_dir().join("test-trust-none"));
         cmd.env_remove("RUST_LOG");
         for (k, v) in env {

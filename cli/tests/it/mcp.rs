@@ -37,7 +37,7 @@ allow_net = ["127.0.0.1:9"]
         ),
     )
     .unwrap();
-    let cache = target_dir().join("test-wasm-cache");
+    let cache = wasm_cache();
     let mut mcp = Raw::start_env(
         &["--config".into(), config.to_string_lossy().to_string()],
         &[("TICKBOX_CACHE_DIR", &cache)],

@@ -9,10 +9,10 @@
 
 use crate::mcp_wire::HttpServer;
 use crate::util::{finish_within, root, StartHttp, TempDir};
+pub(crate) use tickbox_test_support::mcp_clients::counter_wasm;
 use tickbox_test_support::mcp_clients::{
     assert_checks, inspector, npm_package, python_client, ts_client, with, PATIENCE, SDK_CHECKS,
 };
-pub(crate) use tickbox_test_support::mcp_clients::{cache_dir, counter_wasm};
 
 /// The command that starts `tickbox mcp` on the counter, as a client runs it.
 fn stdio_target() -> Vec<String> {
@@ -174,7 +174,7 @@ fn the_mcp_guides_inspector_lines_run_as_written() {
         cmd.args(["-o", "pipefail", "-c", &script])
             .current_dir(&dir.0)
             .env("PATH", &path)
-            .env("TICKBOX_CACHE_DIR", cache_dir())
+            .env("TICKBOX_CACHE_DIR", tickbox_test_support::wasm_cache())
             .env_remove("RUST_LOG")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())

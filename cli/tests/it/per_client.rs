@@ -6,7 +6,7 @@
 //! named clients, stdio, the metrics) is tested in this process in
 //! tickbox-mcp's `tests/it/per_client.rs`.
 
-use crate::mcp_clients::{cache_dir, counter_wasm};
+use crate::mcp_clients::counter_wasm;
 use crate::mcp_wire::{initialize_http, HttpServer};
 use crate::util::*;
 use serde_json::json;
@@ -65,7 +65,7 @@ fn a_named_clients_token_file_others_may_read_is_refused() {
     );
     // Positive control: with bob's file private, the server serves.
     clients_file(&dir, 0o600);
-    let cache = cache_dir();
+    let cache = wasm_cache();
     let server = HttpServer::start_args(&flags, &[("TICKBOX_CACHE_DIR", cache.to_str().unwrap())]);
     let a = initialize_http(&server, &[]);
     let r = call_tool(&server, &a, 1, "increment", json!({"amount": 1}));

@@ -62,10 +62,6 @@ fn s(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
-fn cache_dir() -> PathBuf {
-    target_dir().join("test-wasm-cache")
-}
-
 /// Runs `program args` with `env` and waits up to [`SLOW`]; exit code,
 /// stdout, stderr, elapsed.
 fn run_slow(program: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -169,7 +165,7 @@ pub(crate) fn example(lang: Lang) -> PathBuf {
         });
         // The first start compiles (once per cache); later ones load it.
         let w = s(&wasm);
-        let out = tickbox_slow(&["describe", w.as_str()], &cache_dir());
+        let out = tickbox_slow(&["describe", w.as_str()], &wasm_cache());
         assert_eq!(out.code, 0, "{out:#?}");
         eprintln!(
             "{}: {} bytes, describe (compiling unless cached) in {:?}",
@@ -205,7 +201,7 @@ fn check_and_appendix_a(wasm: &Path) {
 fn engine() -> Arc<WasmEngine> {
     static ENGINE: OnceLock<Arc<WasmEngine>> = OnceLock::new();
     ENGINE
-        .get_or_init(|| WasmEngine::new(Some(cache_dir())).expect("engine"))
+        .get_or_init(|| WasmEngine::new(Some(wasm_cache())).expect("engine"))
         .clone()
 }
 
@@ -426,7 +422,7 @@ fn tickbox_new_js_builds_and_passes_check() {
         "named for the project"
     );
     let w = s(&wasm);
-    let out = tickbox_slow(&["check", w.as_str(), "--allow-mutations"], &cache_dir());
+    let out = tickbox_slow(&["check", w.as_str(), "--allow-mutations"], &wasm_cache());
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stdout.contains("PASSED"), "{}", out.stdout);
     eprintln!("js project: check (cold compile) in {:?}", out.elapsed);

@@ -39,7 +39,7 @@ pub fn tickbox_in<S: AsRef<str>>(
         // tests that need it set it themselves, whatever CI runs them.
         .env_remove("CI")
         // Compiled wasm goes to the build's own cache, not the user's home.
-        .env("TICKBOX_CACHE_DIR", target_dir().join("test-wasm-cache"))
+        .env("TICKBOX_CACHE_DIR", wasm_cache())
         // Pulled Ticks too (the registry tests give each test its own).
         .env("TICKBOX_STORE_DIR", target_dir().join("test-oci-store"))
         // Approvals are never read from or written to the user's home: a

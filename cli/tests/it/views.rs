@@ -350,10 +350,7 @@ impl Tmux {
                 ("XDG_RUNTIME_DIR".into(), world.xdg.clone()),
                 (
                     "TICKBOX_CACHE_DIR".into(),
-                    target_dir()
-                        .join("test-wasm-cache")
-                        .to_string_lossy()
-                        .into(),
+                    wasm_cache().to_string_lossy().into(),
                 ),
             ],
         };

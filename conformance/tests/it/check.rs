@@ -133,7 +133,12 @@ fn status_of(report: &Value, id: &str) -> Value {
 
 #[tokio::test]
 async fn json_report_is_stable_and_passes_only_when_must_rules_hold() {
-    let ok = run_check(python(&tick("counter.py")), &Options::default()).await;
+    // Both checks at once: each mostly waits on its own Tick.
+    let defaults = Options::default();
+    let (ok, bad) = tokio::join!(
+        run_check(python(&tick("counter.py")), &defaults),
+        run_check(python(&broken("null_id_reply.py")), &defaults),
+    );
     assert!(ok.passed(), "{}", ok.to_text());
     let j = ok.to_json();
     assert_eq!(j["format"], 1);
@@ -167,7 +172,6 @@ async fn json_report_is_stable_and_passes_only_when_must_rules_hold() {
         assert_eq!(status_of(&j, id), Value::from(want), "{id}: {j}");
     }
 
-    let bad = run_check(python(&broken("null_id_reply.py")), &Options::default()).await;
     assert!(!bad.passed(), "{}", bad.to_text());
     let j = bad.to_json();
     assert_eq!(j["passed"], false);
@@ -228,15 +232,21 @@ async fn only_limits_the_report_and_advisories_keep_it_passing() {
 /// the PTY, SIGTERM goes to the process group.
 #[tokio::test]
 async fn real_signals_judge_resizes_and_sigterm() {
-    let opts = only(&["state.no_presentation_updates"]);
-    let report = run_check(python(&broken("resize_update.py")), &opts).await;
+    // Both checks at once: each mostly waits on its own Tick.
+    let (presentation, sigterm) = (
+        only(&["state.no_presentation_updates"]),
+        only(&["lifecycle.sigterm"]),
+    );
+    let (report, sigterm_report) = tokio::join!(
+        run_check(python(&broken("resize_update.py")), &presentation),
+        run_check(python(&broken("ignores_sigterm.py")), &sigterm),
+    );
     assert!(!report.passed(), "{}", report.to_text());
     assert_eq!(
         status_of(&report.to_json(), "state.no_presentation_updates"),
         Value::from("fail")
     );
-    let opts = only(&["lifecycle.sigterm"]);
-    let report = run_check(python(&broken("ignores_sigterm.py")), &opts).await;
+    let report = sigterm_report;
     assert!(
         report.passed(),
         "an advisory failure alone passes: {}",

@@ -41,8 +41,7 @@ fn prepared(s: &Scenario) -> Prepared {
     let grants = s.tick.grants.resolve().expect("grants");
     let launcher = match &s.tick.path {
         Some(path) => {
-            let engine =
-                WasmEngine::new(Some(target_dir().join("test-wasm-cache"))).expect("engine");
+            let engine = WasmEngine::new(Some(wasm_cache())).expect("engine");
             Launcher::wasm(engine, path.clone(), grants).expect("launcher")
         }
         None => Launcher::native(NativeSpec {

@@ -73,7 +73,7 @@ use tickbox_mcp::{default_tick_name, FacadeOptions, Grants, HostedTick, PerClien
 use tickbox_sandbox::{EngineOptions, GuestYield, Launcher, WasmEngine};
 use tickbox_telemetry::audit::{Audit, AuditLine, AuditSink, Origin};
 use tickbox_telemetry::metrics::{Metrics, TickMetrics};
-use tickbox_test_support::{target_dir, tick};
+use tickbox_test_support::{tick, wasm_cache};
 
 /// A guard against hangs, not a timing assertion.
 pub const PATIENCE: Duration = Duration::from_secs(60);
@@ -104,7 +104,7 @@ pub fn wasm(path: &str, grants: &Grants) -> Launcher {
 /// their slices' ends as `guest_yield` says.
 pub fn engine(guest_yield: GuestYield) -> Arc<WasmEngine> {
     WasmEngine::with_options(EngineOptions {
-        cache_dir: Some(target_dir().join("test-wasm-cache")),
+        cache_dir: Some(wasm_cache()),
         guest_yield,
         ..EngineOptions::default()
     })

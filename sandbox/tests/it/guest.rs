@@ -8,9 +8,14 @@ use tickbox_host::{CallOutcome, Session, SessionConfig};
 use tickbox_sandbox::{GrantSpec, LaunchError, Launcher, WasmEngine};
 use tickbox_test_support::*;
 
-/// An engine without a compile cache, compiling in-process.
+/// An engine compiling in-process into the build's own compile cache (as
+/// the other crates' tests keep it), so a guest is compiled once per run,
+/// not once per start: what these tests prove is the sandbox around a
+/// running guest, the same whether its code was compiled or loaded. The
+/// cache's own behaviour is tested in `cache` and `sharing`, on caches of
+/// their own.
 pub fn engine() -> Arc<WasmEngine> {
-    WasmEngine::new(None).expect("engine")
+    WasmEngine::new(Some(wasm_cache())).expect("engine")
 }
 
 /// Starts and initializes `path` on `engine` under `grants`; a grant that
