@@ -311,10 +311,8 @@ fn policy_show_finds_each_file_by_flag_variable_or_default_path() {
     let env = [("XDG_CONFIG_HOME", ""), ("HOME", dir.0.to_str().unwrap())];
     let v = tickbox_here(&work, &["policy", "show"], &env).json();
     let default = json!(dir.path(".config/tickbox/signers.toml"));
-    assert_eq!(
-        (&v["signers"]["found"], &v["signers"]["default"]),
-        (&json!("none"), &default)
-    );
+    assert_eq!(v["signers"]["found"], json!("none"), "{v}");
+    assert_eq!(v["signers"]["default"], default, "{v}");
     let env = [("XDG_CONFIG_HOME", "tickbox/..")];
     let out = tickbox_here(&work, &["policy", "show"], &env);
     out.expect(2, "XDG_CONFIG_HOME=tickbox/..: must be an absolute path");
