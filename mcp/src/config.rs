@@ -61,7 +61,9 @@
 //! directory of the config file, and a Tick runs there unless `cwd` says
 //! otherwise, so a config works from wherever the MCP client starts it.
 
-use crate::limits::{INSTANCE_IDLE_TIMEOUT, MAX_INSTANCES, MAX_INSTANCES_PER_TICK};
+use crate::limits::{
+    INSTANCE_IDLE_TIMEOUT, MAX_CONFIG_BYTES, MAX_INSTANCES, MAX_INSTANCES_PER_TICK,
+};
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -186,14 +188,32 @@ pub struct Clients {
     pub clients: Vec<(String, PathBuf)>,
 }
 
+/// A ticks or clients file, at most [`MAX_CONFIG_BYTES`] of it: one byte
+/// more tells a larger file apart, which is refused naming the bound.
+fn read_bounded(path: &Path) -> Result<String, ConfigError> {
+    use std::io::Read;
+    let read = |source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CONFIG_BYTES + 1).read_to_string(&mut text))
+        .map_err(read)?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: format!("it is larger than MAX_CONFIG_BYTES ({MAX_CONFIG_BYTES} bytes)"),
+        });
+    }
+    Ok(text)
+}
+
 impl Clients {
     /// Reads and checks a clients file (the token files are the reader's
     /// to open: only the binary reads secrets).
     pub fn load(path: &Path) -> Result<Clients, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = read_bounded(path)?;
         let invalid = |entry: String, reason: String| ConfigError::Invalid {
             path: path.to_path_buf(),
             entry,
@@ -346,10 +366,7 @@ pub fn default_tick_name(kind: &str) -> String {
 impl Config {
     /// Reads and checks a config file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = read_bounded(path)?;
         let base = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -586,6 +603,30 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("/etc/ticks"))
+    }
+
+    #[test]
+    fn a_file_past_the_bound_is_refused_naming_it() {
+        let dir = std::env::temp_dir().join(format!("tickbox-config-big-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = dir.join("ticks.toml");
+        // A comment one byte past the bound: valid TOML, but too much.
+        let mut text = "#".repeat(MAX_CONFIG_BYTES as usize);
+        text.push('\n');
+        std::fs::write(&big, &text).unwrap();
+        for e in [Config::load(&big).err(), Clients::load(&big).err()] {
+            let e = e.expect("refused").to_string();
+            assert!(e.contains("MAX_CONFIG_BYTES"), "{e}");
+        }
+        // Positive control: at the bound it is read (and found empty).
+        text.pop();
+        std::fs::write(&big, &text).unwrap();
+        let e = Config::load(&big)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(!e.contains("MAX_CONFIG_BYTES"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -24,11 +24,13 @@
 //!   in all (503 and the connection is closed past them). An authenticated
 //!   connection idle for [`IDLE_TIMEOUT`] is closed (hyper's header-read
 //!   timeout, which also runs while a keep-alive connection waits);
-//! - at most [`MAX_SESSIONS`] MCP sessions (there is one token, so this is
-//!   the cap per token); a session idle for
+//! - at most [`MAX_SESSIONS`] MCP sessions, and
+//!   [`MAX_SESSIONS_PER_CLIENT`] of one named client; a session idle for
 //!   [`HttpOptions::session_idle`] (default [`SESSION_IDLE_TIMEOUT`]) is
-//!   closed, and at the cap a new session closes the least recently used
-//!   one idle for at least [`SESSION_EVICT_IDLE`] (503 when none is);
+//!   closed, and at a cap a new session closes the least recently used
+//!   one idle for at least [`SESSION_EVICT_IDLE`] (503 when none is): at
+//!   a client's own cap one of its own, at the overall cap one of the
+//!   client holding the most, so no client makes room at another's cost;
 //! - a request body is at most [`MAX_FRAME_BYTES`] (like a stdio line;
 //!   a larger `Content-Length` is refused before reading), nests at most
 //!   [`MAX_BODY_DEPTH`] deep and holds at most [`MAX_BODY_VALUES`] JSON
@@ -126,9 +128,14 @@ pub const HEALTH_PATH: &str = "/healthz";
 /// (no token needed).
 pub const READY_PATH: &str = "/readyz";
 
-/// MCP sessions at once (default 32). The server has one token, so this is
-/// the cap per token.
+/// MCP sessions at once (default 32), named clients' and the server
+/// token's together.
 pub const MAX_SESSIONS: usize = 32;
+
+/// MCP sessions one named client may hold at once: half of
+/// [`MAX_SESSIONS`], so no client can hold every session and keep the
+/// others out. The server's own token (no named client) may hold them all.
+pub const MAX_SESSIONS_PER_CLIENT: usize = MAX_SESSIONS / 2;
 
 /// A session with no request for this long is closed (default 5 minutes;
 /// [`HttpOptions::session_idle`] overrides it).
@@ -180,8 +187,14 @@ pub struct NamedClient {
 impl NamedClient {
     /// The rule on a server's clients: each token tells its client apart,
     /// from every other client and from the server's own token (`server`),
-    /// or the host could not say who called. Err names the clients.
-    pub fn check_distinct(clients: &[NamedClient], server: Option<&str>) -> Result<(), String> {
+    /// or the host could not say who called; and none is the metrics
+    /// scraper's (`metrics`), or reading metrics would let one call tools.
+    /// Err names the clients.
+    pub fn check_distinct(
+        clients: &[NamedClient],
+        server: Option<&str>,
+        metrics: Option<&str>,
+    ) -> Result<(), String> {
         for (i, c) in clients.iter().enumerate() {
             if let Some(other) = clients[..i].iter().find(|o| o.token == c.token) {
                 return Err(format!(
@@ -192,6 +205,12 @@ impl NamedClient {
             if server == Some(c.token.as_str()) {
                 return Err(format!(
                     "client `{}` has the server's token (--token-file): give it one of its own",
+                    c.name
+                ));
+            }
+            if metrics == Some(c.token.as_str()) {
+                return Err(format!(
+                    "client `{}` has the metrics scraper's token (--metrics-token-file): give it one of its own",
                     c.name
                 ));
             }
@@ -514,14 +533,10 @@ impl Shared {
             tracing::info!(peer = %conn.peer(), "refused a request: draining");
             return closing(StatusCode::SERVICE_UNAVAILABLE, why);
         }
-        if opens_session && !self.room_for_a_session().await {
-            return plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!(
-                    "busy: {MAX_SESSIONS} MCP sessions are open (the limit) and none has been idle for {:?}",
-                    self.evict_idle
-                ),
-            );
+        if opens_session {
+            if let Err(busy) = self.room_for_a_session(&client_name).await {
+                return plain(StatusCode::SERVICE_UNAVAILABLE, &busy);
+            }
         }
         if let Some(refused) = self.foreign(&parts.headers, conn) {
             return refused;
@@ -649,30 +664,75 @@ impl Shared {
             .collect()
     }
 
-    /// Whether a new session may open: under [`MAX_SESSIONS`], or after
-    /// closing the least recently used session idle for `evict_idle`.
-    async fn room_for_a_session(&self) -> bool {
+    /// Whether `opener` (a named client, or `None` for the server's own
+    /// token) may open a new session: under its own cap
+    /// ([`MAX_SESSIONS_PER_CLIENT`], a named client's) and under
+    /// [`MAX_SESSIONS`], or after closing a session idle for `evict_idle`:
+    /// at its own cap one of its own, at the overall cap one of whoever
+    /// holds the most, so no client's sessions make room for another's
+    /// while it holds less. Err says which cap, for the 503.
+    async fn room_for_a_session(&self, opener: &Option<Arc<str>>) -> Result<(), String> {
         let open = self.open_sessions().await;
-        let victim = {
+        let (victim, busy) = {
             let mut used = lock(&self.last_used);
+            let mut opened_by = lock(&self.opened_by);
             // Forget sessions that ended (idle expiry, DELETE).
             used.retain(|id, _| open.contains(id));
-            lock(&self.opened_by).retain(|id, _| open.contains(id));
-            if open.len() < MAX_SESSIONS {
-                return true;
+            opened_by.retain(|id, _| open.contains(id));
+            let by = |id: &Arc<str>| opened_by.get(id).cloned().flatten();
+            let mut held: HashMap<Option<Arc<str>>, usize> = HashMap::new();
+            for id in &open {
+                *held.entry(by(id)).or_default() += 1;
             }
-            used.iter()
+            let own = held.get(opener).copied().unwrap_or(0);
+            let at_own_cap = opener.is_some() && own >= MAX_SESSIONS_PER_CLIENT;
+            if !at_own_cap && open.len() < MAX_SESSIONS {
+                return Ok(());
+            }
+            let from = if at_own_cap {
+                opener.clone()
+            } else {
+                let most = held.values().copied().max().unwrap_or(0);
+                // The holder of the most sessions; of several, the opener
+                // itself when it is one of them.
+                match held.get(opener) {
+                    Some(&n) if n == most => opener.clone(),
+                    _ => held
+                        .iter()
+                        .filter(|(_, n)| **n == most)
+                        .map(|(who, _)| who.clone())
+                        .next()
+                        .flatten(),
+                }
+            };
+            let victim = open
+                .iter()
+                .filter(|id| by(id) == from)
+                .filter_map(|id| used.get(id).map(|t| (id, *t)))
                 .filter(|(_, t)| t.elapsed() >= self.evict_idle)
-                .min_by_key(|(_, t)| **t)
-                .map(|(id, _)| id.clone())
+                .min_by_key(|(_, t)| *t)
+                .map(|(id, _)| id.clone());
+            let busy = if at_own_cap {
+                format!(
+                    "busy: client `{}` has {MAX_SESSIONS_PER_CLIENT} MCP sessions open (the limit per client) and none has been idle for {:?}",
+                    opener.as_deref().unwrap_or_default(),
+                    self.evict_idle
+                )
+            } else {
+                format!(
+                    "busy: {MAX_SESSIONS} MCP sessions are open (the limit) and none has been idle for {:?}",
+                    self.evict_idle
+                )
+            };
+            (victim, busy)
         };
         let Some(id) = victim else {
-            return false;
+            return Err(busy);
         };
         tracing::info!("closing the least recently used MCP session to make room for a new one");
         lock(&self.last_used).remove(&id);
         let _ = self.sessions.close_session(&id).await;
-        true
+        Ok(())
     }
 }
 

@@ -10,6 +10,8 @@
 //! | [`MAX_INSTANCES_PER_TICK`] | 32 | instances of one per-client Tick at once (`max_instances` in its `[[tick]]`); the next client's first use of it is refused with an error naming the bound |
 //! | [`MAX_INSTANCES`] | 128 | per-client instances of every Tick of the host at once (`max_instances` at the top of the ticks file); the shared instances and each per-client Tick's template are not counted |
 //! | [`INSTANCE_IDLE_TIMEOUT`] | 300 s | how long a per-client instance, or a shared one started on first use, may go without a request before it is stopped (`idle_timeout`); the next use starts a new one, from the Tick's initial state |
+//! | **files** (`config`) | | |
+//! | [`MAX_CONFIG_BYTES`] | 1024 KiB | a ticks file or a clients file read; a larger one is refused naming the bound |
 //! | **the catalog cache** (`catalogs`) | | |
 //! | [`MAX_CACHED_CATALOG_BYTES`] | 512 KiB | a cached catalog (`start = "on-first-use"`): as large as a tick/describe result may be; a larger entry is ignored and the Tick starts with the host |
 //!
@@ -38,6 +40,11 @@ pub const INSTANCE_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// was accepted fits and nothing larger is read.
 pub const MAX_CACHED_CATALOG_BYTES: u64 = tickbox_protocol::limits::MAX_DESCRIPTOR_BYTES as u64;
 
+/// The largest ticks file or clients file read: far more than thousands
+/// of entries take, and a file such as `/dev/zero` is refused, not read
+/// until memory runs out.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,6 +64,10 @@ mod tests {
             (
                 "INSTANCE_IDLE_TIMEOUT",
                 format!("| {} s |", INSTANCE_IDLE_TIMEOUT.as_secs()),
+            ),
+            (
+                "MAX_CONFIG_BYTES",
+                format!("| {} KiB |", MAX_CONFIG_BYTES / 1024),
             ),
             (
                 "MAX_CACHED_CATALOG_BYTES",

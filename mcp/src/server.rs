@@ -1346,10 +1346,10 @@ impl Connection {
         let (r0, r1) = window(args.get("rows"), rows, "rows")?;
         let (c0, c1) = window(args.get("cols"), cols, "cols")?;
         let lines = view.screen_rows(c0, c1 - c0);
-        let mut lines: Vec<&str> = lines[usize::from(r0)..usize::from(r1).min(lines.len())]
-            .iter()
-            .map(|l| l.trim_end())
-            .collect();
+        // The screen may have shrunk since its size was read (a person's
+        // view resized it): the window is cut to the rows there are.
+        let rows = screen_window(&lines, r0, r1);
+        let mut lines: Vec<&str> = rows.iter().map(|l| l.trim_end()).collect();
         while lines.last().is_some_and(|l| l.is_empty()) {
             lines.pop();
         }
@@ -1734,6 +1734,13 @@ impl Connection {
     }
 }
 
+/// Rows `r0..r1` of `lines`, cut to the rows there are (none when the
+/// screen has fewer than `r0`).
+fn screen_window(lines: &[String], r0: u16, r1: u16) -> &[String] {
+    let end = usize::from(r1).min(lines.len());
+    lines.get(usize::from(r0)..end).unwrap_or(&[])
+}
+
 /// Reads an optional `[first, end)` window argument, clamped to `size`.
 fn window(arg: Option<&Value>, size: u16, what: &str) -> Result<(u16, u16), String> {
     let Some(arg) = arg else {
@@ -2063,5 +2070,18 @@ impl<'a> Requester<'a> {
             traceparent: self.traceparent,
             protocol_version: self.version.as_ref().map(ProtocolVersion::as_str),
         }
+    }
+}
+
+#[cfg(test)]
+mod screen_tests {
+    #[test]
+    fn a_window_past_a_screen_that_shrank_is_cut_not_a_panic() {
+        let lines: Vec<String> = ["a", "b"].map(String::from).to_vec();
+        // Rows 30..40 were on the screen when its size was read.
+        assert!(super::screen_window(&lines, 30, 40).is_empty());
+        assert_eq!(super::screen_window(&lines, 1, 40), ["b"]);
+        // Positive control: a window within the screen.
+        assert_eq!(super::screen_window(&lines, 0, 1), ["a"]);
     }
 }

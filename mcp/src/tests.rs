@@ -250,12 +250,17 @@ fn each_named_client_has_a_token_of_its_own() {
         token: token.into(),
     };
     let two = [client("a", "t1"), client("b", "t2")];
-    assert!(NamedClient::check_distinct(&two, Some("server")).is_ok());
+    assert!(NamedClient::check_distinct(&two, Some("server"), Some("scraper")).is_ok());
     let shared = [client("a", "t1"), client("b", "t1")];
-    let e = NamedClient::check_distinct(&shared, None).unwrap_err();
+    let e = NamedClient::check_distinct(&shared, None, None).unwrap_err();
     assert!(e.contains("`a` and `b` have the same token"), "{e}");
-    let e = NamedClient::check_distinct(&two, Some("t2")).unwrap_err();
+    let e = NamedClient::check_distinct(&two, Some("t2"), None).unwrap_err();
     assert!(e.contains("client `b` has the server's token"), "{e}");
+    let e = NamedClient::check_distinct(&two, None, Some("t1")).unwrap_err();
+    assert!(
+        e.contains("client `a` has the metrics scraper's token"),
+        "{e}"
+    );
 }
 
 /// A Tick with one read-only tool `echo`, whose catalog revision is what

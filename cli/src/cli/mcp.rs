@@ -210,7 +210,9 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
     let serves_http = args.http.is_some();
     let (planned, facade_options, clients_key) = plan(args)?;
     let clients = match clients_flag.or(clients_key) {
-        Some(file) if serves_http => named_clients(&file, http.as_ref().map(|(_, t)| t))?,
+        Some(file) if serves_http => {
+            named_clients(&file, http.as_ref().map(|(_, t)| t), metrics_token.as_ref())?
+        }
         Some(file) => {
             tracing::warn!(
                 "the clients file {} is for --http only; over stdio the connection is the client",
@@ -356,7 +358,11 @@ pub async fn run(args: McpArgs, signals: Signals, app: &tickbox_app::App) -> Res
 
 /// The named clients of a clients file, each token read under
 /// `--token-file`'s rule and told apart from the others (exit 2 otherwise).
-fn named_clients(file: &std::path::Path, server: Option<&Token>) -> Result<Vec<NamedClient>, Exit> {
+fn named_clients(
+    file: &std::path::Path,
+    server: Option<&Token>,
+    metrics: Option<&Token>,
+) -> Result<Vec<NamedClient>, Exit> {
     let listed = Clients::load(file).map_err(Exit::usage)?;
     let mut clients = Vec::with_capacity(listed.clients.len());
     for (name, path) in listed.clients {
@@ -366,7 +372,12 @@ fn named_clients(file: &std::path::Path, server: Option<&Token>) -> Result<Vec<N
             .to_string();
         clients.push(NamedClient { name, token });
     }
-    NamedClient::check_distinct(&clients, server.map(Token::token)).map_err(Exit::usage)?;
+    NamedClient::check_distinct(
+        &clients,
+        server.map(Token::token),
+        metrics.map(Token::token),
+    )
+    .map_err(Exit::usage)?;
     Ok(clients)
 }
 
@@ -660,11 +671,13 @@ fn default_name(session: &Session) -> String {
 }
 
 /// Warnings and errors reach stderr even without -v: a Tick that dies is
-/// worth a line in the MCP client's server log. A no-op when -v or RUST_LOG
-/// already set up logging.
+/// worth a line in the MCP client's server log. Not rmcp's warning for
+/// every error answer: a client sending refused requests in a loop would
+/// write a line per request (the answer itself tells the client). A no-op
+/// when -v or RUST_LOG already set up logging.
 fn default_logging() {
     super::logging::init(tracing_subscriber::EnvFilter::new(format!(
-        "warn,{}=info",
+        "warn,rmcp=error,{}=info",
         super::oci::FILES_TARGET
     )));
 }

@@ -44,11 +44,8 @@
 
 use crate::util::registry::Registry;
 use crate::util::{build_wasm, hostile, root, TempDir};
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::{io::BufRead, path::Path, path::PathBuf, process::Command, process::Stdio};
+use std::{sync::mpsc, time::Duration, time::Instant};
 use tickbox_test_support::doc_pages::{
     differs, examples, invocations, matches, pages, quoted, session, steps, Example, Ran, Step,
     NOT_RUN, ON_A_TERMINAL, RUN_BY, SERVES, SHOWN_REGISTRY, WITH_REGISTRY,

@@ -12,10 +12,7 @@
 
 use crate::util::*;
 use serde_json::{json, Value};
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::{os::unix::fs::PermissionsExt, path::Path, sync::Arc, time::Duration, time::Instant};
 use tickbox_runtime::backend::wasm::grants::GrantSpec;
 use tickbox_runtime::backend::wasm::{spawn, WasmEngine, WasmSpec};
 use tickbox_runtime::session::{CallOutcome, Session, SessionConfig};

@@ -384,6 +384,32 @@ fn named_clients(o: &mut HttpOptions) {
 }
 
 #[test]
+fn a_named_client_cannot_hold_every_session_and_keep_another_out() {
+    use tickbox_mcp::http::MAX_SESSIONS_PER_CLIENT;
+    use tickbox_test_support::mcp_http::{try_initialize, Endpoint};
+    let server = HttpServer::start_setup(Setup::of(vec![shared_counter()]), named_clients);
+    let as_client = |token: &str| Endpoint {
+        addr: server.addr.clone(),
+        token: Some(token.into()),
+    };
+    let (alice, bob) = (as_client(ALICE), as_client(BOB));
+    for _ in 0..MAX_SESSIONS_PER_CLIENT {
+        initialize_http(&alice, &[]);
+    }
+    // None of alice's is idle long enough to make room: refused, naming
+    // the cap per client.
+    let (status, text) = try_initialize(&alice);
+    assert_eq!(status, 503, "{text}");
+    let cap = format!(
+        "client `alice` has {MAX_SESSIONS_PER_CLIENT} MCP sessions open (the limit per client)"
+    );
+    assert!(text.contains(&cap), "{text}");
+    // Positive control: the other client still gets in, while the host
+    // is under its overall cap.
+    initialize_http(&bob, &[]);
+}
+
+#[test]
 fn named_clients_on_2026_07_28_each_get_a_counter_of_their_own() {
     let (setup, audit) = audited(None, None);
     let server = HttpServer::start_setup(setup, named_clients);
