@@ -407,6 +407,9 @@ pub async fn serve(
     })
 }
 
+/// The 2026-07-28 method that opens a stream of change notifications.
+const LISTEN_METHOD: &str = "subscriptions/listen";
+
 /// The `method` of a JSON-RPC message, read without building the rest.
 fn method_of(body: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
@@ -519,9 +522,14 @@ impl Shared {
                 *t = Instant::now();
             }
         }
+        let method = method_of(&body);
         let opens_session = session.is_none()
             && parts.method == hyper::Method::POST
-            && method_of(&body).as_deref() == Some("initialize");
+            && method.as_deref() == Some("initialize");
+        // A 2026-07-28 `subscriptions/listen` is a stream that ends only
+        // when its client cancels it, as a GET's does: nothing a drain
+        // could wait to finish, so it is not counted.
+        let in_flight = in_flight.filter(|_| method.as_deref() != Some(LISTEN_METHOD));
         // A request that was in flight when the drain began is served
         // (checked as it began); one that begins after is refused.
         if draining && parts.method == hyper::Method::POST && asks_for_work(&body) {

@@ -2034,22 +2034,30 @@ impl<'a> Requester<'a> {
         version: Option<ProtocolVersion>,
     ) -> Requester<'a> {
         let parts = context.extensions.get::<::http::request::Parts>();
+        // A 2026-07-28 request has no session: rmcp neither routes nor
+        // checks an `Mcp-Session-Id` it carries, so only the named client
+        // its token named may stand where a session id would (the header
+        // would let a client write another's name into the audit).
+        let sessionless = parts.is_some() && context.meta.protocol_version().is_some();
+        let client = || {
+            parts
+                .and_then(|p| p.extensions.get::<ClientName>())
+                .map(|c| &*c.0)
+        };
         Requester {
             transport: if parts.is_some() {
                 McpTransport::Http
             } else {
                 McpTransport::Stdio
             },
-            // A named client (2026-07-28, no session) is named where a
-            // session id would be.
-            session: parts
-                .and_then(|p| p.headers.get(super::transport::SESSION_HEADER))
-                .and_then(|v| v.to_str().ok())
-                .or_else(|| {
-                    parts
-                        .and_then(|p| p.extensions.get::<ClientName>())
-                        .map(|c| &*c.0)
-                }),
+            session: if sessionless {
+                client()
+            } else {
+                parts
+                    .and_then(|p| p.headers.get(super::transport::SESSION_HEADER))
+                    .and_then(|v| v.to_str().ok())
+                    .or_else(client)
+            },
             traceparent: context.meta.get_traceparent(),
             version,
         }

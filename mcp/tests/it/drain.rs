@@ -70,6 +70,39 @@ fn a_drain_answers_a_call_in_flight_and_refuses_new_work() {
 }
 
 #[test]
+fn an_open_listen_stream_does_not_hold_a_drain() {
+    let t = TempDir::new("drain-listen");
+    let mut server = server(&t.path("shifty.log"), Duration::from_secs(120));
+    // A 2026-07-28 `subscriptions/listen`: a POST whose answer streams
+    // until the client cancels it.
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+        "params": {"_meta": meta, "notifications": {"toolsListChanged": true}}})
+    .to_string();
+    let mut listen = TcpStream::connect(&server.addr).unwrap();
+    let head = tickbox_test_support::mcp_http::post_head(&server, None, body.len()).replacen(
+        "\r\n\r\n",
+        "\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: subscriptions/listen\r\n\r\n",
+        1,
+    );
+    listen
+        .write_all(format!("{head}{body}").as_bytes())
+        .unwrap();
+    // The stream's head says it is open.
+    let mut seen = [0u8; 512];
+    listen.set_read_timeout(Some(PATIENCE)).unwrap();
+    let n = listen.read(&mut seen).unwrap();
+    let seen = String::from_utf8_lossy(&seen[..n]);
+    assert!(seen.starts_with("HTTP/1.1 200"), "{seen}");
+    // The drain finishes without waiting out its bound (120 s): the
+    // control, a call in flight, holds it (the tests above).
+    server.drain();
+    assert_eq!(server.wait_exit(), Drained::Finished);
+}
+
+#[test]
 fn a_call_past_the_drain_timeout_is_cut_off() {
     let t = TempDir::new("drain-timeout");
     let (log, gate) = (t.path("shifty.log"), t.path("never"));

@@ -410,6 +410,43 @@ fn a_named_client_cannot_hold_every_session_and_keep_another_out() {
 }
 
 #[test]
+fn a_sessionless_request_is_audited_as_its_client_whatever_session_header_it_sends() {
+    use tickbox_test_support::mcp_http::Endpoint;
+    let (setup, audit) = audited(None, None);
+    let server = HttpServer::start_setup(setup, named_clients);
+    let alice = Endpoint {
+        addr: server.addr.clone(),
+        token: Some(ALICE.into()),
+    };
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let call = |id: u64, headers: &[(&str, &str)]| {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "increment", "arguments": {"amount": 1}, "_meta": meta}});
+        let mut headers = headers.to_vec();
+        // 2026-07-28 repeats the version, method and tool in headers.
+        headers.extend([
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "increment"),
+        ]);
+        let (status, _, answer) = alice.post("/mcp", &headers, &body);
+        assert_eq!(status, 200, "{answer:?}");
+    };
+    // Positive control: without the header, alice by her token.
+    call(1, &[]);
+    call(2, &[("Mcp-Session-Id", "bob")]);
+    let sessions: Vec<Value> = audit
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "call")
+        .map(|e| e["mcp"]["session"].clone())
+        .collect();
+    assert_eq!(sessions, [json!("alice"), json!("alice")]);
+}
+
+#[test]
 fn named_clients_on_2026_07_28_each_get_a_counter_of_their_own() {
     let (setup, audit) = audited(None, None);
     let server = HttpServer::start_setup(setup, named_clients);
