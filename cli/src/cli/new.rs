@@ -123,12 +123,25 @@ pub fn run(args: NewArgs) -> Result<(), Exit> {
             format!("cannot write {}: {e}", p.display()),
         )
     };
+    // The project's directory is made here, new, or nothing is written:
+    // one that appeared since the check above (in a shared directory,
+    // another user's, holding links) is refused, not written through.
+    if let Some(parent) = args.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
+    }
+    std::fs::create_dir(&args.path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => Exit::usage(format!(
+            "{} exists; tickbox new writes only a new directory",
+            args.path.display()
+        )),
+        _ => io(&args.path, e),
+    })?;
     for (rel, text, exec) in &files {
         let p = args.path.join(rel);
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent).map_err(|e| io(parent, e))?;
         }
-        std::fs::write(&p, text).map_err(|e| io(&p, e))?;
+        write_new(&p, text.as_bytes()).map_err(|e| io(&p, e))?;
         if *exec {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
@@ -166,4 +179,39 @@ pub fn run(args: NewArgs) -> Result<(), Exit> {
         step("test"),
     );
     super::emit_text(&text)
+}
+
+/// Writes a file that must not exist yet, never through a link.
+fn write_new(path: &Path, text: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?
+        .write_all(text)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_project_file_is_never_written_through_a_link_or_over_a_file() {
+        let dir = std::env::temp_dir().join(format!("tickbox-new-write-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, "mine").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join("Cargo.toml")).unwrap();
+        assert!(super::write_new(&dir.join("Cargo.toml"), b"[package]").is_err());
+        assert!(super::write_new(&victim, b"[package]").is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "mine");
+        // Positive control: a new file is written.
+        super::write_new(&dir.join("new.toml"), b"[package]").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("new.toml")).unwrap(),
+            "[package]"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
