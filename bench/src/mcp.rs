@@ -76,10 +76,15 @@ impl Peer {
         })
     }
 
+    /// Writes `frame` and its newline in one write, as MCP clients do: the
+    /// line split over two writes woke the peer twice (once for a line
+    /// without its end), which both the host and the process anchors paid
+    /// on every request and no real client makes them pay.
     fn send(&mut self, frame: &str) -> Result<()> {
-        self.stdin.write_all(frame.as_bytes())?;
-        self.stdin.write_all(b"\n")?;
-        self.stdin.flush()?;
+        let mut line = Vec::with_capacity(frame.len() + 1);
+        line.extend_from_slice(frame.as_bytes());
+        line.push(b'\n');
+        self.stdin.write_all(&line)?;
         Ok(())
     }
 

@@ -31,8 +31,8 @@
 
 use bytes::BytesMut;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorCode, ErrorData, GetMeta,
-    JsonRpcMessage, ProtocolVersion, RequestId, ServerJsonRpcMessage,
+    CallToolRequestParams, ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorCode,
+    ErrorData, GetMeta, JsonRpcMessage, ProtocolVersion, Request, RequestId, ServerJsonRpcMessage,
 };
 use rmcp::service::RoleServer;
 use rmcp::transport::Transport;
@@ -207,7 +207,7 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
         if line.iter().all(u8::is_ascii_whitespace) {
             return None;
         }
-        let value: Value = match serde_json::from_slice(line) {
+        let mut value: Value = match serde_json::from_slice(line) {
             Ok(v) => v,
             Err(e) => {
                 tracing::info!("a client frame is not JSON ({e}); answering -32700");
@@ -219,6 +219,9 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
                 return None;
             }
         };
+        if let Some(message) = plain_tool_call(&mut value) {
+            return self.admit(message);
+        }
         let Value::Object(obj) = &value else {
             let what = if value.is_array() {
                 "a batch; MCP does not use JSON-RPC batches"
@@ -331,6 +334,46 @@ impl<R: AsyncRead + Send + Unpin + 'static> LineTransport<R> {
             _ => Some(message),
         }
     }
+}
+
+/// A `tools/call` request in its plain form (exactly `jsonrpc` "2.0", an
+/// integer or string `id`, `method` and `params`; `params` exactly a string
+/// `name` and, optionally, an object of `arguments`), as the message rmcp
+/// would read from it; `None` for anything else, which rmcp reads. rmcp
+/// reads a message as an untagged enum over buffered content, copying every
+/// key and string, which cost more than all the rest the facade does to
+/// take in a call; the plain form is what clients send for nearly every
+/// call. Takes the arguments out of `value` only when it answers.
+fn plain_tool_call(value: &mut Value) -> Option<ClientJsonRpcMessage> {
+    let obj = value.as_object_mut()?;
+    if obj.len() != 4
+        || obj.get("jsonrpc")?.as_str()? != "2.0"
+        || obj.get("method")?.as_str()? != "tools/call"
+    {
+        return None;
+    }
+    let id = match obj.get("id")? {
+        Value::Number(n) => RequestId::Number(n.as_i64()?),
+        Value::String(s) => RequestId::String(s.as_str().into()),
+        _ => return None,
+    };
+    let params = obj.get_mut("params")?.as_object_mut()?;
+    let with_arguments = match params.get("arguments") {
+        None => false,
+        Some(Value::Object(_)) => true,
+        Some(_) => return None,
+    };
+    if params.len() != 1 + usize::from(with_arguments) {
+        return None;
+    }
+    let mut call = CallToolRequestParams::new(params.get("name")?.as_str()?.to_owned());
+    if let Some(Value::Object(arguments)) = params.remove("arguments") {
+        call = call.with_arguments(arguments);
+    }
+    Some(JsonRpcMessage::request(
+        ClientRequest::CallToolRequest(Request::new(call)),
+        id,
+    ))
 }
 
 /// `initialize`, or a request carrying complete 2026-07-28 metadata in a
@@ -454,4 +497,68 @@ impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransp
 
 fn closed() -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the MCP client is gone")
+}
+
+#[cfg(test)]
+mod plain_calls {
+    use super::*;
+    use serde_json::json;
+
+    fn by_rmcp(frame: &Value) -> Value {
+        let read: ClientJsonRpcMessage = serde_json::from_value(frame.clone()).unwrap();
+        serde_json::to_value(read).unwrap()
+    }
+
+    #[test]
+    fn a_plain_tool_call_is_read_as_rmcp_reads_it() {
+        let frames = [
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                   "params": {"name": "c1_increment", "arguments": {}}}),
+            json!({"jsonrpc": "2.0", "id": -3, "method": "tools/call",
+                   "params": {"name": "c1_get"}}),
+            json!({"method": "tools/call", "id": "abc", "jsonrpc": "2.0",
+                   "params": {"arguments": {"n": [1, {"x": null}], "s": "é"}, "name": "t"}}),
+        ];
+        for frame in frames {
+            let mut taken = frame.clone();
+            let fast = plain_tool_call(&mut taken).expect("a plain call");
+            let JsonRpcMessage::Request(r) = &fast else {
+                panic!("not a request: {fast:?}");
+            };
+            assert!(matches!(r.request, ClientRequest::CallToolRequest(_)));
+            assert!(r.request.get_meta().is_empty());
+            assert_eq!(serde_json::to_value(&fast).unwrap(), by_rmcp(&frame));
+        }
+    }
+
+    #[test]
+    fn anything_but_a_plain_tool_call_is_left_to_rmcp_untouched() {
+        let call = |params: Value| json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+        let mut others = vec![
+            call(json!({"name": "t", "_meta": {"progressToken": 1}})),
+            call(json!({"name": "t", "arguments": null})),
+            call(json!({"name": "t", "arguments": [1]})),
+            call(json!({"name": 5})),
+            call(json!({"arguments": {}})),
+            call(json!({"name": "t", "requestState": "s"})),
+            call(json!(["t"])),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
+            json!({"jsonrpc": "1.0", "id": 1, "method": "tools/call", "params": {"name": "t"}}),
+            json!({"jsonrpc": "2.0", "id": 1.5, "method": "tools/call", "params": {"name": "t"}}),
+            json!({"jsonrpc": "2.0", "id": null, "method": "tools/call", "params": {"name": "t"}}),
+            json!({"jsonrpc": "2.0", "id": 18446744073709551615u64, "method": "tools/call",
+                   "params": {"name": "t"}}),
+            json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "t"}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": "t"}, "extra": true}),
+            json!([1]),
+        ];
+        for frame in &mut others {
+            let before = frame.clone();
+            assert!(plain_tool_call(frame).is_none(), "read as plain: {before}");
+            assert_eq!(*frame, before, "changed while refusing it");
+        }
+        // The positive control: the same shape, plain, is taken.
+        assert!(plain_tool_call(&mut call(json!({"name": "t"}))).is_some());
+    }
 }
