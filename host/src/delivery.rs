@@ -314,8 +314,16 @@ impl Subscription {
                     if let Some(last) = self.last {
                         // Latest-only: anything arriving while we wait is
                         // merged into this delivery.
+                        // An interval past the clock's range waits for the end.
+                        let due = last.checked_add(self.interval);
+                        let wait = async {
+                            match due {
+                                Some(at) => tokio::time::sleep_until(at).await,
+                                None => std::future::pending().await,
+                            }
+                        };
                         tokio::select! {
-                            _ = tokio::time::sleep_until(last + self.interval) => {}
+                            _ = wait => {}
                             _ = session.ended() => {}
                         }
                     }

@@ -950,38 +950,29 @@ async fn close_stdin(writer: Writer) {
     outbox.drop_stdin();
 }
 
-/// What a Tick sent that the host ignores, logged at most once per
-/// [`IGNORED_REQUEST_LOG_INTERVAL`](crate::limits::IGNORED_REQUEST_LOG_INTERVAL):
-/// the first at once, then how many more, and at the end (when dropped)
-/// how many since the last line. Requests are warnings (the Tick expects
-/// an answer it never gets, §3.2); the rest (other notifications,
-/// answers to ids not in flight) are debug lines.
+/// What a Tick sent that the host ignores, logged through a
+/// [`Throttle`](crate::util::Throttle), and at the end (when dropped) how
+/// many since the last line. Requests are warnings (the Tick expects an
+/// answer it never gets, §3.2); the rest (other notifications, answers to
+/// ids not in flight) are debug lines.
 struct Ignored {
     /// `None` for requests; what the rest are.
     what: Option<&'static str>,
-    logged_at: Option<std::time::Instant>,
-    unlogged: u64,
+    throttle: crate::util::Throttle,
 }
 
 impl Ignored {
     fn new(what: Option<&'static str>) -> Ignored {
         Ignored {
             what,
-            logged_at: None,
-            unlogged: 0,
+            throttle: Default::default(),
         }
     }
 
     fn seen(&mut self, name: &dyn std::fmt::Display) {
-        let now = std::time::Instant::now();
-        if self
-            .logged_at
-            .is_some_and(|at| now.duration_since(at) < crate::limits::IGNORED_REQUEST_LOG_INTERVAL)
-        {
-            self.unlogged += 1;
+        let Some(more) = self.throttle.hit() else {
             return;
-        }
-        let more = self.unlogged;
+        };
         match self.what {
             None => tracing::warn!(
                 method = %name,
@@ -995,14 +986,12 @@ impl Ignored {
                 "ignoring what the Tick sent, and `more` since the last such line"
             ),
         }
-        self.unlogged = 0;
-        self.logged_at = Some(now);
     }
 }
 
 impl Drop for Ignored {
     fn drop(&mut self) {
-        let more = self.unlogged;
+        let more = self.throttle.unlogged();
         match self.what {
             _ if more == 0 => {}
             None => tracing::warn!(

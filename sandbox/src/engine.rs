@@ -688,6 +688,14 @@ impl WasmEngine {
         {
             return;
         }
+        // One attempt per key in OPTIMIZE_RETRY_AFTER, whichever host made
+        // it and however it ended: the code it made is found by the next
+        // start, and one that failed is not paid for again at every start.
+        if !attempt_optimizing(cache, key) {
+            tracing::debug!(path = %path.display(), "an optimizing compile of this Tick started recently; it runs on its baseline code");
+            self.end_optimizing(key, false);
+            return;
+        }
         // The wasm's copy for the worker is made here, so the thread needs
         // no copy of its own.
         let input = match compile::WorkerInput::new(wasm) {
@@ -1047,5 +1055,50 @@ mod detached_start_tests {
         // Woken by the end of the start, not by the limit.
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
         ender.join().unwrap();
+    }
+}
+
+/// Records in `cache` that a background optimizing compile of `key`
+/// starts now, unless one started less than
+/// [`OPTIMIZE_RETRY_AFTER`](crate::limits::OPTIMIZE_RETRY_AFTER) ago
+/// (false then). The record is a cache entry of its own (MAC-checked like
+/// every entry, so nobody else's file can stop a compile).
+fn attempt_optimizing(cache: &crate::cache::Cache, key: &str) -> bool {
+    let record = cache.key_of("optimize-attempt", &[key.as_bytes()]);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    let started = cache
+        .get_within(&record, 32)
+        .and_then(|e| std::str::from_utf8(e.code()).ok()?.parse::<u64>().ok());
+    if started
+        .is_some_and(|at| now.saturating_sub(at) < crate::limits::OPTIMIZE_RETRY_AFTER.as_secs())
+    {
+        return false;
+    }
+    cache.put(&record, now.to_string().as_bytes());
+    true
+}
+
+#[cfg(test)]
+mod optimize_attempt_tests {
+    #[test]
+    fn one_optimizing_compile_per_tick_and_retry_interval_in_all_hosts_sharing_a_cache() {
+        let dir =
+            std::env::temp_dir().join(format!("tickbox-optimize-attempt-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = crate::cache::Cache::open(dir.clone(), 1).unwrap();
+        assert!(super::attempt_optimizing(&cache, "tick-a"), "the first");
+        assert!(
+            !super::attempt_optimizing(&cache, "tick-a"),
+            "again, at once"
+        );
+        // Another host opening the same cache sees the attempt too.
+        let other = crate::cache::Cache::open(dir.clone(), 1).unwrap();
+        assert!(!super::attempt_optimizing(&other, "tick-a"));
+        // Positive control: another Tick's compile is its own.
+        assert!(super::attempt_optimizing(&other, "tick-b"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -19,6 +19,7 @@
 //! | [`DEFAULT_COMPILE_MEMORY`] | 4 GiB | the compile worker's memory |
 //! | [`MIN_COMPILE_MEMORY`] | 64 MiB | lowest `compile_memory` accepted |
 //! | [`SLOW_COMPILE`] | 1 s | when a command says it is compiling |
+//! | [`OPTIMIZE_RETRY_AFTER`] | 1 h | how long after one background optimizing compile of a Tick (in any host sharing the cache) another may start |
 //! | **files** (`max_write`, `max=` per dir) | | |
 //! | [`ENTRY_COST`] | 4 KiB | what each created file or directory costs a write quota |
 //! | **outgoing HTTP** (`allow_http`, `http_ca`) | | |
@@ -154,6 +155,13 @@ pub const IDLE_EPOCH_TICK: Duration = Duration::from_millis(10);
 
 // ---- cache.rs ----
 
+/// How long after a background optimizing compile of a Tick started
+/// (recorded in the compile cache, so every host sharing it knows) another
+/// may start: one that failed, such as a compile that Cranelift cannot
+/// finish within its bounds while Winch can, is not paid again at every
+/// start, and hosts starting one Tick together run one compile.
+pub const OPTIMIZE_RETRY_AFTER: Duration = Duration::from_secs(60 * 60);
+
 /// Default cap on the cache's total size.
 pub const DEFAULT_CACHE_MAX_BYTES: u64 = 1 << 30;
 /// Largest entry ever read back (larger files are not ours: refused).
@@ -222,6 +230,10 @@ mod tests {
                 format!("{} MiB", MIN_COMPILE_MEMORY / MIB),
             ),
             ("SLOW_COMPILE", format!("{} s", SLOW_COMPILE.as_secs())),
+            (
+                "OPTIMIZE_RETRY_AFTER",
+                format!("{} h", OPTIMIZE_RETRY_AFTER.as_secs() / 3600),
+            ),
             ("ENTRY_COST", format!("{} KiB", ENTRY_COST / 1024)),
             (
                 "MAX_REQUEST_BODY",

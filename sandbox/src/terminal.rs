@@ -39,12 +39,17 @@ pub struct SizeInfo {
 pub struct WasmTerminal {
     keys: mpsc::Sender<Vec<u8>>,
     size: watch::Sender<SizeInfo>,
+    /// Keys dropped (the Tick's own terminal queries answered by the view
+    /// too, which a Tick can ask in a loop): logged, not a line each.
+    dropped: tickbox_host::util::Throttle,
 }
 
 impl Terminal for WasmTerminal {
     fn send_input(&self, bytes: &[u8]) {
         if self.keys.try_send(bytes.to_vec()).is_err() {
-            tracing::warn!("dropping keys: the Tick is not reading its terminal");
+            if let Some(more) = self.dropped.hit() {
+                tracing::warn!(more, "dropping keys: the Tick is not reading its terminal");
+            }
         }
     }
 
@@ -75,6 +80,7 @@ pub fn pair(cols: u16, rows: u16) -> (WasmTerminal, impl FnOnce(Arc<View>) -> Te
     let term = WasmTerminal {
         keys: keys_tx,
         size: size_tx,
+        dropped: Default::default(),
     };
     let guest = move |view| TermState {
         view,

@@ -199,6 +199,9 @@ struct PtyTerminal {
     /// Set by the reader thread once it has fed the last byte: every slave
     /// fd is closed, so nothing more can be drawn.
     reader_done: Arc<AtomicBool>,
+    /// Keys dropped (the Tick's own terminal queries answered by the view
+    /// too, which a Tick can ask in a loop): logged, not a line each.
+    dropped: crate::util::Throttle,
 }
 
 impl Terminal for PtyTerminal {
@@ -206,7 +209,9 @@ impl Terminal for PtyTerminal {
         // A Tick that never reads its terminal must not block the caller:
         // keys beyond the queue are dropped.
         if self.keys.try_send(bytes.to_vec()).is_err() {
-            tracing::warn!("dropping keys: the Tick is not reading its terminal");
+            if let Some(more) = self.dropped.hit() {
+                tracing::warn!(more, "dropping keys: the Tick is not reading its terminal");
+            }
         }
     }
 
@@ -369,6 +374,7 @@ pub fn spawn(spec: &NativeSpec) -> Result<TickIo, SpawnError> {
         master: Mutex::new(pair.master),
         keys,
         reader_done: reader_done.clone(),
+        dropped: Default::default(),
     }));
 
     // Plain threads: PTY reads and writes block, and must not hold a tokio

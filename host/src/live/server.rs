@@ -16,7 +16,7 @@ use super::registry::{authorize, current_uid, valid_name, Registry};
 use super::viewer;
 use super::wire::{
     read_frame, write_json, CallReply, ErrorKind, Frame, Reply, Request, MAX_CALL_TIMEOUT_MS,
-    MAX_FRAME,
+    MAX_FRAME, MAX_WATCH_INTERVAL_MS,
 };
 use super::{InstanceInfo, LiveError};
 use crate::delivery::{item_budget, Delivery, Subscription};
@@ -308,6 +308,12 @@ async fn serve(conn: UnixStream, inst: Arc<Instance>) {
         Request::Attach { cols, rows, status } => {
             return viewer::serve(client_frames(r), w, &inst, (cols, rows), status).await
         }
+        Request::Watch { interval_ms } if interval_ms > MAX_WATCH_INTERVAL_MS => error(
+            ErrorKind::Usage,
+            format!(
+                "the watch interval {interval_ms} ms is over the {MAX_WATCH_INTERVAL_MS} ms limit"
+            ),
+        ),
         Request::Watch { interval_ms } => {
             return watch(r, w, &inst, Duration::from_millis(interval_ms)).await
         }

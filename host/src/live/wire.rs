@@ -43,6 +43,11 @@ pub const MAX_FRAME: usize = 9 * 1024 * 1024;
 /// The longest call timeout a client may ask the host for (one day).
 pub const MAX_CALL_TIMEOUT_MS: u64 = 24 * 60 * 60 * 1000;
 
+/// The longest interval between deliveries a watcher may ask for (one
+/// year, what `tickbox watch --interval` takes): time past it would
+/// overflow the host's clock arithmetic.
+pub const MAX_WATCH_INTERVAL_MS: u64 = 365 * 24 * 60 * 60 * 1000;
+
 /// Largest `O` frame the host sends: a repaint larger than this (a big,
 /// colorful screen) goes in several frames, never one over [`MAX_FRAME`].
 pub const OUTPUT_CHUNK: usize = 256 * 1024;

@@ -347,6 +347,33 @@ async fn a_live_call_over_the_line_limit_is_refused_before_sending() {
     session.shutdown().await;
 }
 
+#[tokio::test]
+async fn a_watch_interval_past_its_bound_is_refused_not_a_panic() {
+    use tickbox_host::live::wire::MAX_WATCH_INTERVAL_MS;
+    let dir = TempDir::new("live-watch-interval");
+    let registry = Registry::at(dir.path("tickbox")).unwrap();
+    let session = counter_session().await;
+    let mut opts = PublishOptions::new("native");
+    opts.registry = Some(registry.clone());
+    let published = publish(session.clone(), opts).await.unwrap();
+    let open = || client::Connection::open(published.socket(), "counter");
+    let watch = |interval_ms| Request::Watch { interval_ms };
+    let err = open().await.unwrap().request(watch(u64::MAX)).await;
+    match err {
+        Err(LiveError::Remote { kind, message }) => {
+            assert_eq!(kind, ErrorKind::Usage);
+            assert!(message.contains("watch interval"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Positive control: at the bound, the watch streams its first state.
+    let mut conn = open().await.unwrap();
+    let first = conn.start(watch(MAX_WATCH_INTERVAL_MS)).await;
+    assert!(first.is_ok(), "{first:?}");
+    drop((conn, published));
+    session.shutdown().await;
+}
+
 /// A socket whose host is gone (nobody listens) is taken out of the
 /// registry by the next listing (`tickbox ls`, a client resolving a name).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
