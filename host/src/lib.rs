@@ -53,6 +53,7 @@ pub mod render;
 pub mod session;
 pub mod tap;
 pub mod text;
+pub mod throttle;
 pub mod util;
 pub mod view;
 

@@ -951,14 +951,14 @@ async fn close_stdin(writer: Writer) {
 }
 
 /// What a Tick sent that the host ignores, logged through a
-/// [`Throttle`](crate::util::Throttle), and at the end (when dropped) how
+/// [`Throttle`](crate::throttle::Throttle), and at the end (when dropped) how
 /// many since the last line. Requests are warnings (the Tick expects an
 /// answer it never gets, §3.2); the rest (other notifications, answers to
 /// ids not in flight) are debug lines.
 struct Ignored {
     /// `None` for requests; what the rest are.
     what: Option<&'static str>,
-    throttle: crate::util::Throttle,
+    throttle: crate::throttle::Throttle,
 }
 
 impl Ignored {

@@ -1064,7 +1064,7 @@ mod detached_start_tests {
 /// (false then). The record is a cache entry of its own (MAC-checked like
 /// every entry, so nobody else's file can stop a compile).
 fn attempt_optimizing(cache: &crate::cache::Cache, key: &str) -> bool {
-    let record = cache.key_of("optimize-attempt", &[key.as_bytes()]);
+    let record = cache.key_of("optimizing", &[key.as_bytes()]);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()

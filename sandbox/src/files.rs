@@ -392,6 +392,12 @@ async fn charge_create(
     if !open_flags.contains(OpenFlags::CREATE) {
         return Ok(Vec::new());
     }
+    if s.grant_handles
+        .single_file(parent)
+        .is_some_and(|file| path != file)
+    {
+        return Err(beside_a_granted_file("create a file"));
+    }
     let quotas = s.grant_handles.for_write(s.quota.as_ref(), parent);
     if quotas.is_empty() {
         return Ok(quotas);
@@ -417,6 +423,13 @@ async fn charge_create(
     Ok(quotas)
 }
 
+/// The refusal of what a single-file grant does not give: another entry
+/// beside the granted file, in its private directory (tickbox's own area).
+fn beside_a_granted_file(what: &str) -> FsErrorCode {
+    tracing::info!("refused to {what} beside a granted file: the grant is that file alone");
+    FsErrorCode::NotPermitted
+}
+
 /// `descriptor.create-directory-at`, charged [`ENTRY_COST`].
 fn create_directory_metered(
     mut store: wasmtime::StoreContextMut<'_, GuestState>,
@@ -424,6 +437,9 @@ fn create_directory_metered(
 ) -> FsCall<'_, ()> {
     Box::new(async move {
         let s = store.data_mut();
+        if s.grant_handles.single_file(fd.rep()).is_some() {
+            return Ok((Err(beside_a_granted_file("create a directory")),));
+        }
         let quotas = s.grant_handles.for_write(s.quota.as_ref(), fd.rep());
         if let Err(code) = charge_entry(&quotas) {
             return Ok((Err(code),));
@@ -456,6 +472,13 @@ fn rename_within_grant(
         {
             return Ok((Err(cross_grant("rename")),));
         }
+        let handles = &s.grant_handles;
+        if [fd.rep(), new_fd.rep()]
+            .iter()
+            .any(|r| handles.single_file(*r).is_some())
+        {
+            return Ok((Err(beside_a_granted_file("rename an entry")),));
+        }
         let reps = [fd.rep(), new_fd.rep()];
         let r =
             HostDescriptor::rename_at(&mut s.filesystem(), fd, old_path, new_fd, new_path).await;
@@ -482,6 +505,13 @@ fn link_metered(
             .crosses_a_metered_grant(fd.rep(), new_fd.rep())
         {
             return Ok((Err(cross_grant("hard link")),));
+        }
+        let handles = &s.grant_handles;
+        if [fd.rep(), new_fd.rep()]
+            .iter()
+            .any(|r| handles.single_file(*r).is_some())
+        {
+            return Ok((Err(beside_a_granted_file("link an entry")),));
         }
         let quotas = s.grant_handles.for_write(s.quota.as_ref(), new_fd.rep());
         if let Err(code) = charge_entry(&quotas) {

@@ -157,6 +157,9 @@ pub struct Preopen {
     pub host: String,
     /// The grant's guest path (a single file's own).
     pub guest: String,
+    /// For a single-file grant, the file's name in its private directory:
+    /// nothing else may be made there.
+    file: Option<String>,
     read_noted: bool,
     write_noted: bool,
 }
@@ -169,9 +172,17 @@ impl Preopen {
             quota,
             host: host.to_string(),
             guest: guest.to_string(),
+            file: None,
             read_noted: false,
             write_noted: false,
         }
+    }
+
+    /// This preopen as a single-file grant's private directory, which
+    /// holds only `file`.
+    pub fn single_file(mut self, file: &str) -> Preopen {
+        self.file = Some(file.to_string());
+        self
     }
 }
 
@@ -217,6 +228,14 @@ impl GrantHandles {
             Some(i) => self.handles.insert(child, i),
             None => self.handles.remove(&child),
         };
+    }
+
+    /// The one file's name when handle `rep` is under a single-file
+    /// grant's private directory: the grant is that file, so no other
+    /// entry may be made, moved or linked there.
+    pub fn single_file(&self, rep: u32) -> Option<&str> {
+        let i = *self.handles.get(&rep)?;
+        self.preopens.get(i)?.file.as_deref()
     }
 
     /// The grant quota handle `rep` writes under, if any.

@@ -84,7 +84,13 @@ pub(crate) fn wasi_builder(
                         why: format!("{e:#}"),
                     })
                 })?;
-            preopens.push(quota::Preopen::new(&guest_dir, quota, &host, &d.guest));
+            // The name `for_file` gave it in that directory.
+            let file = std::path::Path::new(&d.guest)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            preopens
+                .push(quota::Preopen::new(&guest_dir, quota, &host, &d.guest).single_file(&file));
             keep.push(dir);
         }
     }

@@ -41,7 +41,7 @@ pub struct WasmTerminal {
     size: watch::Sender<SizeInfo>,
     /// Keys dropped (the Tick's own terminal queries answered by the view
     /// too, which a Tick can ask in a loop): logged, not a line each.
-    dropped: tickbox_host::util::Throttle,
+    dropped: tickbox_host::throttle::Throttle,
 }
 
 impl Terminal for WasmTerminal {

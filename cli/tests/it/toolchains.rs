@@ -23,10 +23,8 @@
 use crate::live::World;
 use crate::util::*;
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::{path::Path, path::PathBuf, process::Command, process::Stdio};
+use std::{sync::Arc, sync::OnceLock, time::Duration, time::Instant};
 use tickbox_runtime::backend::wasm::grants::GrantSpec;
 use tickbox_runtime::backend::wasm::WasmEngine;
 use tickbox_runtime::session::Session;

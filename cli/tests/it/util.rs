@@ -5,9 +5,8 @@
 pub(crate) use crate::mcp_wire::{Start, StartHttp};
 pub use tickbox_test_support::*;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::{path::Path, path::PathBuf, process::Command, process::Stdio};
+use std::{time::Duration, time::Instant};
 
 /// Runs `tickbox` with these args (and env), failing the test after 60 s.
 pub fn tickbox_env<S: AsRef<str>>(args: &[S], env: &[(&str, &str)]) -> Output {

@@ -201,7 +201,7 @@ struct PtyTerminal {
     reader_done: Arc<AtomicBool>,
     /// Keys dropped (the Tick's own terminal queries answered by the view
     /// too, which a Tick can ask in a loop): logged, not a line each.
-    dropped: crate::util::Throttle,
+    dropped: crate::throttle::Throttle,
 }
 
 impl Terminal for PtyTerminal {

@@ -101,6 +101,43 @@ async fn a_single_file_can_be_granted_without_its_directory() {
     assert_eq!(v["value"], json!(["hello.txt"]), "{v}");
 }
 
+#[tokio::test]
+async fn a_writable_single_file_grant_is_that_file_and_nothing_beside_it() {
+    let dir = data_dir();
+    let grants = dirs(&[&format!(
+        "{}::/cfg/hello.txt",
+        dir.path("hello.txt").display()
+    )]);
+    // Nothing else is made, moved or linked in its private directory.
+    for (tool, args) in [
+        ("write_file", json!({"path": "/cfg/other.txt", "text": "x"})),
+        ("create_many", json!({"path": "/cfg", "n": 1, "dirs": true})),
+        (
+            "rename",
+            json!({"from": "/cfg/hello.txt", "to": "/cfg/moved.txt"}),
+        ),
+        (
+            "hard_link",
+            json!({"from": "/cfg/hello.txt", "to": "/cfg/again.txt"}),
+        ),
+    ] {
+        let v = attempt(tool, args, &grants).await;
+        assert!(denied(&v), "{tool}: {v}");
+    }
+    // Positive control: the granted file itself is written, on the host.
+    let v = attempt(
+        "write_file",
+        json!({"path": "/cfg/hello.txt", "text": "new"}),
+        &grants,
+    )
+    .await;
+    assert_eq!(v["value"], "written", "{v}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path("hello.txt")).unwrap(),
+        "new"
+    );
+}
+
 /// A loopback server that answers each connection with a greeting.
 fn greeter() -> (u16, std::thread::JoinHandle<()>, Arc<AtomicBool>) {
     // Blocking: the thread sleeps in accept until a client comes, and the
