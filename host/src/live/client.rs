@@ -21,7 +21,7 @@ const INFO_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Every live instance in the registry, by start time; stale sockets are
 /// removed, and the names and host locks of hosts that died
-/// ([`super::claim::sweep`]).
+/// (each lock taken before anything of its goes).
 pub async fn list(registry: &Registry) -> Vec<InstanceInfo> {
     let dir = registry.dir().to_path_buf();
     if let Ok(swept) = tokio::task::spawn_blocking(move || super::claim::sweep(&dir)).await {
