@@ -13,6 +13,8 @@
 //! | [`VIEW_PARSER_LINGER`] | 500 ms | how long a view's parser thread waits for more of what the Tick draws before it ends (the next draw starts another), so an idle Tick holds no thread |
 //! | **what a Tick sends that the host ignores** | | |
 //! | [`IGNORED_REQUEST_LOG_INTERVAL`] | 10 s | how often at most a session logs the requests its Tick sends (the first at once, the rest counted into one line per interval and one at the end) |
+//! | **the live-instance directory** | | |
+//! | [`LIVE_SCRATCH_STALE`] | 60 s | age past which a socket or record being written (`<id>.sock.new`, `<id>.ended.tmp`) counts as left by a host that died, and `tickbox ls` removes it |
 //! | **a person's keys** | | |
 //! | [`KEY_QUEUE`] | 256 | key chunks queued for a Tick that does not read its terminal (either kind) |
 //!
@@ -46,6 +48,12 @@ pub const VIEW_PARSER_LINGER: Duration = Duration::from_millis(500);
 /// ends, so a Tick cannot write log lines at the rate it sends requests.
 pub const IGNORED_REQUEST_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
+/// How old a socket or record being written in the live-instance
+/// directory (`<id>.sock.new`, `<id>.ended.tmp`) must be before a sweep
+/// takes it for what a host that died left: a live host renames each into
+/// place within milliseconds.
+pub const LIVE_SCRATCH_STALE: Duration = Duration::from_secs(60);
+
 /// Key chunks queued for a Tick that does not read its terminal; past it a
 /// view's keys are dropped, never buffered without bound.
 pub const KEY_QUEUE: usize = 256;
@@ -75,6 +83,10 @@ mod tests {
                 format!("| {} ms |", VIEW_PARSER_LINGER.as_millis()),
             ),
             ("KEY_QUEUE", format!("| {KEY_QUEUE} |")),
+            (
+                "LIVE_SCRATCH_STALE",
+                format!("| {} s |", LIVE_SCRATCH_STALE.as_secs()),
+            ),
             (
                 "IGNORED_REQUEST_LOG_INTERVAL",
                 format!("| {} s |", IGNORED_REQUEST_LOG_INTERVAL.as_secs()),

@@ -275,10 +275,13 @@ pub fn sweep(dir: &Path) -> usize {
         let Some(n) = file_name.to_str() else {
             continue;
         };
+        let scratch = n.ends_with(".sock.new") || n.ends_with(".ended.tmp");
         if n.ends_with(CLAIM_SUFFIX) {
             names.push(e.path());
         } else if n.starts_with("host-") && n.ends_with(HOST_SUFFIX) {
             hosts.push(e.path());
+        } else if scratch && stale(&e) {
+            let _ = std::fs::remove_file(e.path());
         }
     }
     let mut removed = 0;
@@ -309,6 +312,16 @@ pub fn sweep(dir: &Path) -> usize {
         }
     }
     removed
+}
+
+/// Whether a socket or record being written is older than
+/// [`LIVE_SCRATCH_STALE`](crate::limits::LIVE_SCRATCH_STALE): what a host
+/// that died while writing it left.
+fn stale(entry: &std::fs::DirEntry) -> bool {
+    entry
+        .metadata()
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t.elapsed().unwrap_or_default() >= crate::limits::LIVE_SCRATCH_STALE)
 }
 
 impl Drop for NameClaim {
@@ -382,6 +395,14 @@ mod tests {
         std::os::unix::fs::symlink("host-1-dead.host", dir.join("gone.name")).unwrap();
         std::fs::write(dir.join("old.name"), "").unwrap();
         std::fs::write(dir.join("host-3-dead.host"), "").unwrap();
+        // What a host that died while writing left; and a fresh one, being
+        // written now, which stays.
+        let long_ago = SystemTime::now() - crate::limits::LIVE_SCRATCH_STALE * 2;
+        for old in ["a1.sock.new", "b2.ended.tmp"] {
+            let f = File::create(dir.join(old)).unwrap();
+            f.set_modified(long_ago).unwrap();
+        }
+        std::fs::write(dir.join("c3.ended.tmp"), "").unwrap();
         // Positive control: a live host's lock and name stay, and hold.
         let live = Arc::new(HostLock::take(&dir).unwrap());
         let held = claim(&dir, "live", &live).unwrap().expect("free");
@@ -391,7 +412,12 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         left.sort();
-        assert_eq!(left, [live.file_name.clone(), "live.name".to_string()]);
+        let kept = [
+            "c3.ended.tmp".into(),
+            live.file_name.clone(),
+            "live.name".into(),
+        ];
+        assert_eq!(left, kept);
         let other = Arc::new(HostLock::take(&dir).unwrap());
         assert!(claim(&dir, "live", &other).unwrap().is_none(), "still held");
         drop(held);
