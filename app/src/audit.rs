@@ -181,7 +181,7 @@ fn prune_ended_hosts(dir: &Path, suffix: &str, keep: usize) {
     }
     let mut ended: Vec<_> = hosts
         .into_iter()
-        .filter(|(pid, _)| !runs(*pid))
+        .filter(|(pid, _)| !tickbox_host::util::process_exists(*pid))
         .map(|(_, host)| host)
         .collect();
     ended.sort_by_key(|host| std::cmp::Reverse(host.0));
@@ -190,16 +190,6 @@ fn prune_ended_hosts(dir: &Path, suffix: &str, keep: usize) {
             let _ = std::fs::remove_file(f);
         }
     }
-}
-
-/// Whether a process runs under `pid` (ours or another user's).
-fn runs(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: kill(2) with signal 0 sends nothing; it only checks.
-    let sent = unsafe { libc::kill(pid, 0) };
-    sent == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 #[cfg(test)]

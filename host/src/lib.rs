@@ -49,6 +49,7 @@ pub mod delivery;
 pub mod framing;
 pub mod limits;
 pub mod live;
+pub mod places;
 pub mod render;
 pub mod session;
 pub mod tap;

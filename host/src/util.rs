@@ -38,6 +38,18 @@ pub fn new_instance_id() -> String {
     format!("tickbox-{}-{t:x}-{n}", std::process::id())
 }
 
+/// Whether a process runs under `pid`, whoever's it is (`kill(2)` with
+/// signal 0: only "no such process" says it does not). Files named after
+/// a process are left alone while it may be theirs.
+pub fn process_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill(2) with signal 0 sends nothing; it only checks.
+    let sent = unsafe { libc::kill(pid, 0) };
+    sent == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 /// The rows of a `limits.rs` module's doc table (`//! | [`NAME`] | … |`):
 /// each layer's limits table is checked against its constants by a unit
 /// test, and this is the one reading of that table.

@@ -95,10 +95,14 @@ pub enum CacheError {
 }
 
 /// Where compiled code is kept by default, following the XDG base
-/// directories ([`crate::places`]): `$XDG_CACHE_HOME/tickbox/wasm`, else
+/// directories ([`tickbox_host::places`]): `$XDG_CACHE_HOME/tickbox/wasm`, else
 /// `~/.cache/tickbox/wasm` (the CLI lets `$TICKBOX_CACHE_DIR` override it).
 pub fn default_dir() -> Option<PathBuf> {
-    Some(crate::places::cache_home()?.join("tickbox").join("wasm"))
+    Some(
+        tickbox_host::places::cache_home()?
+            .join("tickbox")
+            .join("wasm"),
+    )
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -154,10 +154,14 @@ struct StoreFile {
 }
 
 /// Where approvals are kept by default, following the XDG base
-/// directories ([`crate::places`]): `$XDG_CONFIG_HOME/tickbox/trust`, else
+/// directories ([`tickbox_host::places`]): `$XDG_CONFIG_HOME/tickbox/trust`, else
 /// `~/.config/tickbox/trust` (the CLI lets `$TICKBOX_TRUST_DIR` override it).
 pub fn default_dir() -> Option<PathBuf> {
-    Some(crate::places::config_home()?.join("tickbox").join("trust"))
+    Some(
+        tickbox_host::places::config_home()?
+            .join("tickbox")
+            .join("trust"),
+    )
 }
 
 /// Refuses what a manifest may not ask for (see the module docs).

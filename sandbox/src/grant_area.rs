@@ -78,9 +78,8 @@ pub fn recover(area: &Path) -> usize {
         else {
             continue;
         };
-        // SAFETY: kill with signal 0 only checks that the process exists.
-        let gone = unsafe { libc::kill(pid, 0) } != 0
-            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        // A name that parses is a PID, never negative (the `-` splits it).
+        let gone = !tickbox_host::util::process_exists(pid.unsigned_abs());
         if gone && std::fs::remove_dir_all(e.path()).is_ok() {
             removed += 1;
         }

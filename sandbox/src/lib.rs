@@ -68,7 +68,8 @@ mod launch_options;
 pub mod limits;
 pub mod memory;
 pub(crate) mod pipe;
-pub mod places;
+/// The XDG base directories, by the host crate's one rule.
+pub use tickbox_host::places;
 pub(crate) mod quota;
 pub mod slices;
 pub(crate) mod terminal;

@@ -63,20 +63,11 @@ pub struct Registry {
     ended: Arc<AtomicUsize>,
 }
 
-/// `$XDG_RUNTIME_DIR` when it is an absolute path: an empty value is
-/// unset and a relative one ignored (the XDG spec's rule, which the
-/// sandbox's `places` keeps for the other base directories), so the
-/// registry never resolves against the working directory.
-fn runtime_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(std::env::var_os("XDG_RUNTIME_DIR")?);
-    dir.is_absolute().then_some(dir)
-}
-
 impl Registry {
     /// Where the current user's instances usually live; [`Registry::open`]
     /// may use a private fallback instead (see the module docs).
     pub fn default_dir() -> PathBuf {
-        match runtime_dir() {
+        match crate::places::runtime_dir() {
             Some(d) => d.join("tickbox"),
             None => std::env::temp_dir().join(format!("tickbox-{}", current_uid())),
         }
@@ -85,7 +76,7 @@ impl Registry {
     /// The current user's registry, created and checked; in the shared temp
     /// dir, a private fallback when the usual name is taken (module docs).
     pub fn open() -> Result<Registry, LiveError> {
-        match runtime_dir() {
+        match crate::places::runtime_dir() {
             Some(d) => Registry::at(d.join("tickbox")),
             None => Registry::in_temp(&std::env::temp_dir(), current_uid()),
         }

@@ -1,7 +1,7 @@
 //! Where a user's files are kept by default: the XDG base directories,
-//! read by one rule for every default tickbox uses (the compile cache and
-//! the trust store here; the CLI's store of pulled Ticks and its signers
-//! policy).
+//! read by one rule for every default tickbox uses (the live-instance
+//! directory here; the sandbox's compile cache and trust store; the CLI's
+//! store of pulled Ticks and its signers policy).
 //!
 //! A base directory counts only when its variable holds an absolute path:
 //! an empty value is unset and a relative one is ignored, as the XDG spec
@@ -13,8 +13,8 @@
 //! against the working directory either way.
 //!
 //! This is the one place outside the CLI that reads these variables: the
+//! live registry must be found by every process of the user, and the
 //! sandbox keeps a Tick's grants off the user's default state directories
-//! ([`crate::cache::default_dir`], [`crate::consent::default_dir`])
 //! whatever directories an embedder configured.
 
 use std::path::PathBuf;
