@@ -15,11 +15,25 @@ apt_install() {
 
 # The test runner: cargo-nextest from crates.io at the version pinned
 # here (each test in a process of its own; profiles, test groups and named
-# flaky tests in .config/nextest.toml). Built from source (a few minutes)
-# only when that version is not already installed.
+# flaky tests in .config/nextest.toml). Built from source only when that
+# version is not already installed, and as cheaply as it can be: in the
+# debug profile, without its self-update feature (the pinned version is
+# what the tests run), in the background while the downloads below go on.
+# It spends its time waiting for test processes, so an unoptimised build
+# costs the run nothing it can measure, and it builds in less than half
+# the time (BENCHMARKS.md has both figures). The script waits for it at
+# the end, and fails with its log if it failed.
 nextest_version=0.9.143
+nextest_pid=""
 if [ "$(cargo nextest --version 2>/dev/null | sed -n 's/^cargo-nextest \([0-9.]*\).*/\1/p')" != "$nextest_version" ]; then
-    cargo install --locked --quiet "cargo-nextest@$nextest_version"
+    nextest_log=$(mktemp)
+    # In a process group of its own (setsid), so that one kill stops cargo
+    # and every compiler it started.
+    setsid -w cargo install --debug --locked --quiet --no-default-features --features default-no-update \
+        "cargo-nextest@$nextest_version" >"$nextest_log" 2>&1 &
+    nextest_pid=$!
+    # A step below that fails ends the script; the build must not outlive it.
+    trap 'kill -- -"$nextest_pid" 2>/dev/null || true; rm -f "$nextest_log"' EXIT
 fi
 
 # The test harness builds guests for both WASI targets.
@@ -134,3 +148,14 @@ real=$(ls bench/wasmtime/.venv/lib/python3*/site-packages/wasmtime_cli/wasmtime)
 chmod +x "$real"
 ln -sfn "$(realpath "$real")" bench/wasmtime/wasmtime
 # ---- end of the wasmtime anchor ----
+
+# ---- the test runner, started at the top ----
+if [ -n "$nextest_pid" ]; then
+    if ! wait "$nextest_pid"; then
+        cat "$nextest_log" >&2
+        echo "tests/setup.sh: building cargo-nextest $nextest_version failed (its log is above)" >&2
+        exit 1
+    fi
+    trap - EXIT
+    rm -f "$nextest_log"
+fi
