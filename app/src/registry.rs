@@ -57,7 +57,7 @@ impl RegistrySettings {
             Some(source) => Some(source.clone()),
             None => {
                 let path = lock::default_path(self.beside.as_deref());
-                (self.locked || path.exists()).then_some(Source {
+                (self.locked || !nothing_at(&path)).then_some(Source {
                     path,
                     origin: Origin::DefaultPath,
                 })
@@ -85,7 +85,7 @@ impl RegistrySettings {
         Ok(settings
             .default_signers_file
             .clone()
-            .filter(|p| p.exists())
+            .filter(|p| !nothing_at(p))
             .map(|path| Source {
                 path,
                 origin: Origin::DefaultPath,
@@ -111,6 +111,14 @@ impl RegistrySettings {
             deadlines: Default::default(),
         })
     }
+}
+
+/// Whether nothing at all is at a default file's path, the one case in
+/// which the file is absent. A link to nowhere or a path that cannot be
+/// looked at is something: it is read, and its error named, rather than
+/// taken for "no policy" (`Path::exists` says false for both).
+fn nothing_at(path: &Path) -> bool {
+    matches!(path.symlink_metadata(), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Reads and checks a signers policy.
@@ -155,7 +163,16 @@ pub fn parse(reference: &str) -> Result<Reference, AppError> {
 /// spelling, so that two spellings of one reference in a config are one
 /// resolution (a tag that moves in between cannot run two digests).
 fn resolution_key(reference: &str) -> Result<String, AppError> {
-    Ok(parse(reference)?.to_string())
+    // The registry's identity, not its spelling: the loopback's names are
+    // one registry, so a tag named both ways is resolved (and runs) once.
+    let parsed = parse(reference)?;
+    let name = parsed.name();
+    Ok(format!(
+        "{}/{} {}",
+        name.registry(),
+        name.repository(),
+        parsed.api_reference()
+    ))
 }
 
 /// Runs registry work on a runtime of its own, off the caller's (which
@@ -370,8 +387,9 @@ impl crate::App {
 
     /// The pinned form of a reference this App resolved.
     pub fn pinned(&self, reference: &str) -> Option<String> {
+        let key = resolution_key(reference).ok()?;
         tickbox_host::util::lock(&self.resolved)
-            .get(reference)
+            .get(&key)
             .map(|p| p.reference.to_string())
     }
 
@@ -650,14 +668,21 @@ mod tests {
     #[test]
     fn a_reference_is_resolved_once_under_every_spelling() {
         let key = |r: &str| super::resolution_key(r).unwrap();
-        assert_eq!(
-            key("oci://LocalHost:5000/t/c:v1"),
-            key("oci://localhost:5000/t/c:v1")
-        );
-        // Positive control: another tag is another resolution.
-        assert_ne!(
-            key("oci://localhost:5000/t/c:v1"),
-            key("oci://localhost:5000/t/c:v2")
-        );
+        for other in [
+            "oci://LocalHost:5000/t/c:v1",
+            "oci://127.0.0.1:5000/t/c:v1",
+            "oci://[::1]:5000/t/c:v1",
+        ] {
+            assert_eq!(key(other), key("oci://localhost:5000/t/c:v1"), "{other}");
+        }
+        // Positive controls: another tag, port or repository is another resolution.
+        for other in [
+            "oci://localhost:5000/t/c:v2",
+            "oci://localhost:5001/t/c:v1",
+            "oci://localhost:5000/t/cc:v1",
+            "oci://localhost:5000/t/c@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+        ] {
+            assert_ne!(key("oci://localhost:5000/t/c:v1"), key(other), "{other}");
+        }
     }
 }

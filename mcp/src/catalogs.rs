@@ -134,7 +134,11 @@ impl OnFirstUse {
     /// Writes `catalog` as the started Tick's, when it is not the cached one.
     pub(crate) fn refresh(&self, catalog: &Descriptor) {
         if catalog.raw != self.catalog.raw {
-            put(&self.launcher, &self.key, catalog);
+            // A cache write (and the eviction it may run over the whole
+            // cache directory) is file work: off the async workers.
+            let (launcher, key, catalog) =
+                (self.launcher.clone(), self.key.clone(), catalog.clone());
+            tokio::task::spawn_blocking(move || put(&launcher, &key, &catalog));
         }
     }
 }

@@ -98,7 +98,7 @@ use hyper::{Request, Response, StatusCode};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -263,6 +263,12 @@ struct Shared {
     /// or none for the server's token. A session answers only to the
     /// token that opened it.
     opened_by: Mutex<HashMap<Arc<str>, Option<Arc<str>>>>,
+    /// Held by a request that opens a session from its room check until
+    /// the session is counted as its opener's: checks made at once would
+    /// all see the same count and let every one of them past the caps.
+    opening: tokio::sync::Mutex<()>,
+    /// The ids of the requests being served, per session ([`IdInUse`]).
+    ids_in_use: IdsInUse,
     evict_idle: Duration,
     body_timeout: Duration,
     /// Set once when the drain begins; never cleared.
@@ -290,11 +296,43 @@ impl Drop for InFlight {
     }
 }
 
-/// A response body that keeps its request counted in flight until hyper
-/// has taken its last frame and drops it.
+/// The request ids being served, each with its session.
+type IdsInUse = Arc<Mutex<HashSet<(Arc<str>, String)>>>;
+
+/// A request id of a session, taken while its request is served (see
+/// [`IdInUse::take`]).
+struct IdInUse {
+    ids: IdsInUse,
+    key: (Arc<str>, String),
+}
+
+impl IdInUse {
+    /// Takes `id` for `session` until the guard is dropped; None when a
+    /// request of that session still holds it. rmcp routes an answer by
+    /// the id alone: a second request with the id of one in flight would
+    /// take over the first one's route, and the first would never be
+    /// answered nor its route freed. The stdio transport refuses the same.
+    fn take(ids: &IdsInUse, session: &Arc<str>, id: String) -> Option<IdInUse> {
+        let key = (session.clone(), id);
+        lock(ids).insert(key.clone()).then(|| IdInUse {
+            ids: ids.clone(),
+            key,
+        })
+    }
+}
+
+impl Drop for IdInUse {
+    fn drop(&mut self) {
+        lock(&self.ids).remove(&self.key);
+    }
+}
+
+/// A response body that keeps its request counted in flight, and its id
+/// taken, until hyper has taken its last frame and drops it.
 struct Counted {
     body: Body,
-    _in_flight: InFlight,
+    _in_flight: Option<InFlight>,
+    _id: Option<IdInUse>,
 }
 
 impl hyper::body::Body for Counted {
@@ -366,6 +404,8 @@ pub async fn serve(
         loopback: Loopback::of(local),
         last_used: Mutex::new(HashMap::new()),
         opened_by: Mutex::new(HashMap::new()),
+        opening: tokio::sync::Mutex::new(()),
+        ids_in_use: Default::default(),
         evict_idle: SESSION_EVICT_IDLE.min(options.session_idle),
         body_timeout: options.body_timeout,
         draining: AtomicBool::new(false),
@@ -417,6 +457,19 @@ fn method_of(body: &[u8]) -> Option<String> {
         method: Option<String>,
     }
     serde_json::from_slice::<Method>(body).ok()?.method
+}
+
+/// The id of a body that is one JSON-RPC request (a `method` and an
+/// `id`), as its JSON text (`1` and `"1"` are two ids).
+fn request_id_of(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Shape {
+        method: Option<serde::de::IgnoredAny>,
+        id: Option<serde_json::Value>,
+    }
+    let shape = serde_json::from_slice::<Shape>(body).ok()?;
+    shape.method?;
+    Some(shape.id?.to_string())
 }
 
 /// Whether a body asks for new work: a JSON-RPC request (a `method` and an
@@ -530,6 +583,21 @@ impl Shared {
         // when its client cancels it, as a GET's does: nothing a drain
         // could wait to finish, so it is not counted.
         let in_flight = in_flight.filter(|_| method.as_deref() != Some(LISTEN_METHOD));
+        let id_in_use = match (&session, request_id_of(&body)) {
+            (Some(session), Some(id)) if parts.method == hyper::Method::POST => {
+                match IdInUse::take(&self.ids_in_use, session, id) {
+                    Some(taken) => Some(taken),
+                    None => {
+                        tracing::info!(peer = %conn.peer(), "refused a request whose id is in use");
+                        return plain(
+                            StatusCode::BAD_REQUEST,
+                            "invalid request: a request of this session with the same id is still being served",
+                        );
+                    }
+                }
+            }
+            _ => None,
+        };
         // A request that was in flight when the drain began is served
         // (checked as it began); one that begins after is refused.
         if draining && parts.method == hyper::Method::POST && asks_for_work(&body) {
@@ -541,7 +609,11 @@ impl Shared {
             tracing::info!(peer = %conn.peer(), "refused a request: draining");
             return closing(StatusCode::SERVICE_UNAVAILABLE, why);
         }
-        if opens_session {
+        let opening = match opens_session {
+            true => Some(self.opening.lock().await),
+            false => None,
+        };
+        if opening.is_some() {
             if let Err(busy) = self.room_for_a_session(&client_name).await {
                 return plain(StatusCode::SERVICE_UNAVAILABLE, &busy);
             }
@@ -565,6 +637,7 @@ impl Shared {
                 lock(&self.last_used).insert(id, Instant::now());
             }
         }
+        drop(opening);
         // rmcp ends a session with 202; clients (the Python SDK) take 200/204
         // as success and log a "termination failed" for anything else.
         if delete && response.status() == StatusCode::ACCEPTED {
@@ -576,16 +649,17 @@ impl Shared {
                 lock(&self.opened_by).remove(id);
             }
         }
-        match in_flight {
-            Some(counted) => response.map(|body| {
-                Counted {
-                    body,
-                    _in_flight: counted,
-                }
-                .boxed()
-            }),
-            None => response,
+        if in_flight.is_none() && id_in_use.is_none() {
+            return response;
         }
+        response.map(|body| {
+            Counted {
+                body,
+                _in_flight: in_flight,
+                _id: id_in_use,
+            }
+            .boxed()
+        })
     }
 
     /// The refusal of a request whose `Host` does not name this server or

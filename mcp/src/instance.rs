@@ -446,7 +446,9 @@ impl Owner {
                 .await
                 .map_err(|e| InstanceError::Start {
                     tick: name.into(),
-                    reason: e.to_string(),
+                    // The reason may quote the Tick (its catalog, its last
+                    // words), and the client reads it as the error's message.
+                    reason: crate::text::description(&e.to_string()),
                 })?;
             // The audit session id links the instance's own lines to its client.
             tracing::info!(

@@ -42,7 +42,7 @@ use rmcp::service::{
 use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use serde_json::{json, Value};
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -110,6 +110,10 @@ pub const INSTANCE_CAP: i32 = -32010;
 
 /// The scheme of state resources: `tick://NAME/state`.
 pub const STATE_URI_PREFIX: &str = "tick://";
+
+/// How many of the host's resource URIs an unknown-resource error names
+/// (the rest are counted, and `resources/list` has them all).
+const URIS_NAMED_IN_AN_ERROR: usize = 8;
 
 /// A Tick to host: an initialized session, its name and its grants.
 pub struct HostedTick {
@@ -572,6 +576,12 @@ impl Facade {
     fn catalog_seen(&self, index: usize, d: &Arc<Descriptor>) -> bool {
         let mut seen = lock(&self.inner.ticks[index].seen);
         if Arc::ptr_eq(&seen, d) {
+            return false;
+        }
+        // The same catalog described again (a Tick started on first use
+        // starts with the one it had): nothing for the connections to hear.
+        if seen.raw == d.raw {
+            *seen = d.clone();
             return false;
         }
         tracing::debug!(
@@ -1166,19 +1176,31 @@ impl Connection {
     async fn relist(&self, owner: Option<&Owner>) {
         let mut catalogs = Vec::new();
         let mut changed = Vec::new();
-        for (index, c) in self.inner.ticks.iter().enumerate() {
-            let old = lock(&c.listed).clone();
-            let d = match self.current(owner, index) {
-                Some(instance) => {
-                    let fresh = if instance.session.end_reason().is_none() {
-                        self.fresh_catalog(index, &instance).await.ok()
-                    } else {
-                        None
-                    };
-                    fresh
-                        .or_else(|| instance.session.descriptor())
-                        .unwrap_or(old.clone())
+        let current: Vec<_> = (0..self.inner.ticks.len())
+            .map(|index| self.current(owner, index))
+            .collect();
+        // Every running Tick is asked at once: one after another, a Tick
+        // that never answers `tick/describe` would add its whole request
+        // timeout to every client's listing, once per such Tick.
+        let fresh = futures_util::future::join_all(current.iter().enumerate().map(
+            |(index, instance)| async move {
+                match instance {
+                    Some(i) if i.session.end_reason().is_none() => {
+                        self.fresh_catalog(index, i).await.ok()
+                    }
+                    _ => None,
                 }
+            },
+        ))
+        .await;
+        for (((index, c), instance), fresh) in
+            self.inner.ticks.iter().enumerate().zip(current).zip(fresh)
+        {
+            let old = lock(&c.listed).clone();
+            let d = match instance {
+                Some(instance) => fresh
+                    .or_else(|| instance.session.descriptor())
+                    .unwrap_or(old.clone()),
                 // Not started (on first use): the catalog last seen.
                 None => lock(&self.hosted(index).seen).clone(),
             };
@@ -1556,7 +1578,7 @@ impl Connection {
             .descriptor()
             .map(|d| d.series.clone())
             .unwrap_or_default();
-        let (seq, data, at) = match &snap.state {
+        let (seq, state, at) = match &snap.state {
             Some(s) => {
                 let at = s.at.clone().unwrap_or_else(|| {
                     let r = lock(&instance.received);
@@ -1566,9 +1588,9 @@ impl Connection {
                         now_rfc3339()
                     }
                 });
-                (json!(s.seq), s.data.inert(), json!(at))
+                (json!(s.seq), Some(s.clone()), json!(at))
             }
-            None => (Value::Null, Value::Null, Value::Null),
+            None => (Value::Null, None, Value::Null),
         };
         let mut view = json!({
             "tick": t.name,
@@ -1580,19 +1602,37 @@ impl Connection {
             "ended": ended.map(|e| e.to_string()),
             "trimmed": [],
         });
-        // The same budget and trimming as every subscription delivery (§6.4).
-        let (data, trimmed) = fit(&data, &series, item_budget(1), |data, cuts| {
-            view["data"] = data.clone();
-            view["trimmed"] = serde_json::to_value(cuts).unwrap_or_default();
-            encoded_len(&view)
-        });
-        view["data"] = data;
-        view["trimmed"] = serde_json::to_value(trimmed).unwrap_or_default();
-        // The state is the Tick's text: inert before a client or a model
-        // reads it (escaping only lengthens it; the size check after this
-        // sees the final bytes).
-        tickbox_host::text::inert_value(&mut view);
-        view
+        // Copying, escaping and trimming a state is linear in its size (up
+        // to the protocol's frame bound): done on the blocking pool, as
+        // every subscription delivery's, so a large state read in a loop
+        // never holds up the async workers that serve everything else.
+        let Some(state) = state else {
+            tickbox_host::text::inert_value(&mut view);
+            return view;
+        };
+        let fallback = view.clone();
+        tokio::task::spawn_blocking(move || {
+            let data = state.data.inert();
+            // The same budget and trimming as every subscription delivery (§6.4).
+            let (data, trimmed) = fit(&data, &series, item_budget(1), |data, cuts| {
+                view["data"] = data.clone();
+                view["trimmed"] = serde_json::to_value(cuts).unwrap_or_default();
+                encoded_len(&view)
+            });
+            view["data"] = data;
+            view["trimmed"] = serde_json::to_value(trimmed).unwrap_or_default();
+            // The state is the Tick's text: inert before a client or a model
+            // reads it (escaping only lengthens it; the size check after
+            // this sees the final bytes).
+            tickbox_host::text::inert_value(&mut view);
+            view
+        })
+        .await
+        .unwrap_or_else(|_| {
+            let mut view = fallback;
+            tickbox_host::text::inert_value(&mut view);
+            view
+        })
     }
 
     /// The MCP name of the Tick's recover_with tool, as the client calls it.
@@ -1706,17 +1746,31 @@ impl Connection {
     }
 
     fn slot_for_uri(&self, uri: &str) -> Result<usize, McpError> {
-        self.inner
-            .facade
-            .inner
-            .ticks
-            .iter()
-            .position(|s| state_uri(&s.name) == uri)
+        let ticks = &self.inner.facade.inner.ticks;
+        // Compared by name, with nothing formatted per Tick: a host may
+        // hold thousands.
+        let name = uri
+            .strip_prefix(STATE_URI_PREFIX)
+            .and_then(|rest| rest.strip_suffix("/state"));
+        name.and_then(|name| ticks.iter().position(|s| s.name == name))
             .ok_or_else(|| {
+                // The URIs named in the error are a few: the message stays
+                // short however many Ticks the host holds.
+                let some: Vec<String> = ticks
+                    .iter()
+                    .take(URIS_NAMED_IN_AN_ERROR)
+                    .map(|s| state_uri(&s.name))
+                    .collect();
+                let more = ticks.len().saturating_sub(some.len());
+                let more = match more {
+                    0 => String::new(),
+                    n => format!(" and {n} more (resources/list)"),
+                };
                 McpError::resource_not_found(
                     format!(
-                        "no resource `{uri}`; this server has {}",
-                        self.uris().join(", ")
+                        "no resource `{}`; this server has {}{more}",
+                        text::title(uri),
+                        some.join(", ")
                     ),
                     None,
                 )
@@ -1975,24 +2029,33 @@ impl ServerHandler for Connection {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        let known = self.uris();
+        let known: HashSet<String> = self.uris().into_iter().collect();
         let mut accepted = SubscriptionFilter::default();
         accepted.tools_list_changed = requested.tools_list_changed.filter(|on| *on);
-        accepted.resource_subscriptions = requested
-            .resource_subscriptions
-            .as_ref()
-            .map(|uris| uris.iter().filter(|u| known.contains(u)).cloned().collect());
+        accepted.resource_subscriptions = requested.resource_subscriptions.as_ref().map(|uris| {
+            uris.iter()
+                .filter(|u| known.contains(*u))
+                .cloned()
+                .collect()
+        });
         Some(accepted)
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        let known = self.uris();
+        // By a map: a client's list (up to a body's values) against
+        // thousands of Ticks would otherwise be their product in compares.
+        let known: HashMap<String, usize> = self
+            .uris()
+            .into_iter()
+            .enumerate()
+            .map(|(index, uri)| (uri, index))
+            .collect();
         let uris: HashSet<usize> = context
             .accepted()
             .resource_subscriptions
             .iter()
             .flatten()
-            .filter_map(|u| known.iter().position(|k| k == u))
+            .filter_map(|u| known.get(u).copied())
             .collect();
         // A subscription is a use: the client's instances of the
         // per-client Ticks it follows start now.

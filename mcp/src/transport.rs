@@ -427,12 +427,18 @@ impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleServer> for LineTransp
     // neither of which loses anything when dropped.
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
         loop {
-            while let Some(frame) = self.local.pop_front() {
+            // A reply leaves `local` only with a permit in hand: taken out
+            // before the wait, it would be lost when rmcp drops this future.
+            while !self.local.is_empty() {
                 let Some(tx) = &self.outbox else {
                     return None;
                 };
                 match tx.reserve().await {
-                    Ok(permit) => permit.send(frame),
+                    Ok(permit) => {
+                        if let Some(frame) = self.local.pop_front() {
+                            permit.send(frame);
+                        }
+                    }
                     Err(_) => return None,
                 }
             }
@@ -560,5 +566,43 @@ mod plain_calls {
         }
         // The positive control: the same shape, plain, is taken.
         assert!(plain_tool_call(&mut call(json!({"name": "t"}))).is_some());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `receive` dropped while it waits for room in the outbox (rmcp polls
+    /// it inside a `select!`) keeps every reply of its own for the next call.
+    #[tokio::test]
+    async fn a_cancelled_receive_loses_no_reply() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let mut t = LineTransport {
+            read: tokio::io::empty(),
+            buf: BytesMut::new(),
+            scanned: 0,
+            discarding: false,
+            eof: false,
+            local: VecDeque::from([b"one\n".to_vec(), b"two\n".to_vec()]),
+            outbox: Some(tx.clone()),
+            tracking: Default::default(),
+        };
+        // The outbox is full: `receive` waits, and is dropped while it does.
+        tx.send(b"filler\n".to_vec()).await.unwrap();
+        drop(tx);
+        let waited = tokio::time::timeout(std::time::Duration::from_millis(50), t.receive()).await;
+        assert!(waited.is_err(), "it waited for room");
+        // Read on, and call again: both replies arrive, in order.
+        let reader = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(f) = rx.recv().await {
+                got.push(String::from_utf8(f).unwrap());
+            }
+            got
+        });
+        assert!(t.receive().await.is_none(), "the client's end");
+        drop(t);
+        assert_eq!(reader.await.unwrap(), ["filler\n", "one\n", "two\n"]);
     }
 }

@@ -122,7 +122,11 @@ pub fn read_text(path: &Path) -> Result<Option<String>, LockError> {
     };
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // Absent only when nothing is there: a link to nowhere is a lock
+        // that cannot be read, never "no lock".
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.symlink_metadata().is_err() => {
+            return Ok(None)
+        }
         Err(e) => return Err(bad(e.to_string())),
     };
     let mut text = Vec::new();
@@ -197,6 +201,19 @@ impl Lock {
                 index,
                 why: format!("{why}"),
             })?;
+            // A reference pinned by digest names its manifest itself: an
+            // entry that maps it to another would make the lock, a file a
+            // checkout can carry, choose what runs in place of the pin.
+            if let Some(pinned) = reference.digest().filter(|d| *d != e.manifest) {
+                return Err(LockError::Entry {
+                    path: path.to_path_buf(),
+                    index,
+                    why: format!(
+                        "{reference} is pinned to {pinned}, and the entry's manifest is {}",
+                        e.manifest
+                    ),
+                });
+            }
             if let Some(first) = lock.entries.iter().position(|x| x.reference == reference) {
                 return Err(LockError::Duplicate {
                     path: path.to_path_buf(),

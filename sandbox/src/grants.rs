@@ -460,6 +460,14 @@ fn parse_dir(spec: &str) -> Result<DirGrant, GrantError> {
     if host.is_empty() || guest.is_empty() {
         return Err(err("expected HOST_PATH[::GUEST_PATH][:ro]"));
     }
+    // Options that do not parse are not options: they would be left in
+    // the guest path, and the grant would fall back to read-write with no
+    // quota (`::/d:RO`). A ':' there is refused instead.
+    if guest.contains(':') {
+        return Err(err(
+            "a guest path cannot contain ':' (the options are ro, rw and max=SIZE, in lowercase; name another guest path with HOST::GUEST)",
+        ));
+    }
     let meta = std::fs::metadata(host).map_err(|e| err(&format!("cannot use {host}: {e}")))?;
     if !(meta.is_dir() || meta.is_file()) {
         return Err(err("only directories and regular files can be granted"));
@@ -691,6 +699,21 @@ mod tests {
         assert!(e(format!("{t}::/d:ro,max=1MiB")).contains("read-only grant takes no write quota"));
         assert!(e(format!("{t}::/d:rw,max=lots")).contains("max= expects a size"));
         assert!(e(format!("{t}::/d:ro,rw")).contains("one of :ro and :rw"));
+        // Options that do not parse never leave a writable grant behind.
+        for bad in [
+            "::/d:RO",
+            "::/d:ro ",
+            "::/d:rw,MAX=1MiB",
+            "::/d:readonly",
+            "",
+        ] {
+            let spec = if bad.is_empty() {
+                format!("{t}:RO")
+            } else {
+                format!("{t}{bad}")
+            };
+            assert!(e(spec.clone()).contains("cannot contain ':'"), "{spec}");
+        }
     }
 
     #[test]

@@ -98,8 +98,15 @@ def answer_read(rid):
     send({"id": rid, "result": {"seq": seq, "data": {"log": []}}})
 
 
+DESCRIBED = [0]
+
+
 def answer_describe(rid):
     if MODE == "describe_silent":
+        return
+    # Initializes, then never answers tick/describe again.
+    DESCRIBED[0] += 1
+    if MODE == "describe_once" and DESCRIBED[0] > 1:
         return
     if MODE == "slow_init":
         # Each answer is within the 10 s per-request limit; together they are not.

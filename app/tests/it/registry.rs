@@ -167,6 +167,36 @@ fn trust(app: &App, reference: &str) {
     .unwrap();
 }
 
+/// A recording pins the reference it ran however the registry was spelled:
+/// resolutions are kept by the registry's identity, and looked up so.
+#[test]
+fn a_recording_pins_a_reference_under_any_spelling_of_its_registry() {
+    let registry = Registry::start(None);
+    let store = TempDir::new("oci-record");
+    let app = app_in(&store);
+    push(
+        &app,
+        &registry.reference("t/counter:v1"),
+        &counter(),
+        None,
+        None,
+    );
+    let spelled = format!("oci://LOCALHOST:{}/t/counter:v1", registry.port);
+    let pulled = app.resolve(&spelled, &none(), DEFAULT_MAX_WASM).unwrap();
+    let kind = tickbox_host::TickKind::WasmComponent;
+    let record = app.record_tick(&oci(&spelled), kind, (80, 24));
+    assert_eq!(
+        record.path,
+        Some(PathBuf::from(pulled.reference.to_string())),
+        "pinned to the digest it ran"
+    );
+    assert!(pulled.reference.to_string().contains("@sha256:"));
+    // Control: a reference this App never resolved is recorded as written.
+    let other = format!("oci://localhost:{}/t/counter:v2", registry.port);
+    let record = app.record_tick(&oci(&other), kind, (80, 24));
+    assert_eq!(record.path, Some(PathBuf::from(&other)));
+}
+
 #[tokio::test]
 async fn a_component_pushed_by_a_plain_http_client_runs_by_tag_by_digest_and_offline_once_pinned() {
     let registry = Registry::start(None);
@@ -990,6 +1020,38 @@ async fn a_tick_no_rule_covers_is_refused_unless_the_policy_says_otherwise() {
     // A policy the variable names that is not there is not "no policy".
     let ran = read(&with(&dir.path("none.toml")).0, &oci(&free)).await;
     refused(&ran, 2, "is not a readable file");
+}
+
+/// A default signers policy or lock that cannot be looked at is an error,
+/// never "no policy": only a path with nothing at all there is absent.
+#[test]
+fn a_default_policy_or_lock_that_cannot_be_read_is_not_taken_for_none() {
+    let dir = TempDir::new("oci-dangling");
+    let default_signers = dir.path("config/tickbox/signers.toml");
+    let settings = Settings {
+        default_signers_file: Some(default_signers.clone()),
+        ..settings(None)
+    };
+    let here = RegistrySettings {
+        beside: Some(dir.path("work/policy.toml")),
+        ..none()
+    };
+    // Controls: nothing at either path is no policy and no lock.
+    assert!(matches!(here.signers_policy(&settings), Ok(None)));
+    assert!(here.lock_source().is_none());
+    // Links to nowhere (an unmounted disk, a moved home) at both.
+    std::fs::create_dir_all(dir.path("config/tickbox")).unwrap();
+    std::fs::create_dir_all(dir.path("work")).unwrap();
+    std::os::unix::fs::symlink(dir.path("gone/signers.toml"), &default_signers).unwrap();
+    std::os::unix::fs::symlink(dir.path("gone/tickbox.lock"), dir.path("work/tickbox.lock"))
+        .unwrap();
+    let e = here.signers_policy(&settings).unwrap_err().to_string();
+    assert!(e.contains("signers.toml"), "{e}");
+    let lock = here.lock_source().expect("the default lock is in force");
+    let e = tickbox_app::registry::read_lock(&lock.path)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("tickbox.lock"), "{e}");
 }
 
 /// `policy show [REF]` (the report): which signers policy, lock file and

@@ -580,6 +580,11 @@ fn plan(args: McpArgs) -> Result<Plan, Exit> {
             "--config names the Ticks; give no TICK, `-- COMMAND` or --name with it",
         ));
     }
+    if let Some(flag) = grant_flag_given(&args.opts) {
+        return Err(Exit::usage(format!(
+            "{flag} is not taken with --config: each Tick's grants and bounds are the keys of its [[tick]] entry"
+        )));
+    }
     let config = Config::load(&path).map_err(Exit::usage)?;
     let flags = args.opts;
     // The config's audit keys, unless the command line names a stream.
@@ -605,6 +610,28 @@ fn plan(args: McpArgs) -> Result<Plan, Exit> {
         .map(|entry| planned(entry, &flags, &audit, &path))
         .collect();
     Ok((planned, options, config.clients))
+}
+
+/// The first grant or bound flag given, which a ticks file's entries set
+/// for themselves: taken silently, it would bound nothing.
+fn grant_flag_given(o: &TickOpts) -> Option<&'static str> {
+    let b = &o.bounds;
+    [
+        ("--dir", !o.dir.is_empty()),
+        ("--allow-net", !o.allow_net.is_empty()),
+        ("--allow-http", !o.allow_http.is_empty()),
+        ("--http-ca", o.http_ca.is_some()),
+        ("--env", !o.env.is_empty()),
+        ("--policy", o.policy.is_some()),
+        ("--max-memory", o.max_memory.is_some()),
+        ("--max-handles", b.max_handles.is_some()),
+        ("--max-wasm-size", b.max_wasm_size.is_some()),
+        ("--compile-timeout", b.compile_timeout.is_some()),
+        ("--compile-memory", b.compile_memory.is_some()),
+        ("--max-write", b.max_write.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(flag, given)| given.then_some(flag))
 }
 
 /// An entry's request: its own grants, cwd and call timeout, typed as
@@ -698,5 +725,67 @@ fn reserve_stdout() -> std::io::Result<std::fs::File> {
             return Err(e);
         }
         Ok(std::fs::File::from_raw_fd(fd))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Line {
+        #[command(flatten)]
+        args: McpArgs,
+    }
+
+    fn plan_of(line: &[&str]) -> Result<Plan, Exit> {
+        plan(
+            Line::try_parse_from([&["mcp"], line].concat())
+                .unwrap()
+                .args,
+        )
+    }
+
+    /// A grant or bound flag next to --config would bound nothing (each
+    /// entry has its own): refused, naming the flag, before the file is read.
+    #[test]
+    fn grant_flags_are_refused_with_a_ticks_file() {
+        for (flag, value) in [
+            ("--max-write", "1KiB"),
+            ("--dir", "/tmp"),
+            ("--allow-net", "127.0.0.1:80"),
+            ("--env", "HOME"),
+            ("--policy", "p.toml"),
+            ("--max-memory", "1MiB"),
+            ("--compile-timeout", "1"),
+        ] {
+            let e = plan_of(&["--config", "/nonexistent/ticks.toml", flag, value])
+                .err()
+                .unwrap_or_else(|| panic!("{flag} was taken"));
+            assert_eq!(e.code, 2);
+            assert!(
+                e.message
+                    .starts_with(&format!("{flag} is not taken with --config")),
+                "{}",
+                e.message
+            );
+        }
+        // Control: the flags --config does take reach the file, which is
+        // then what fails.
+        let e = plan_of(&[
+            "--config",
+            "/nonexistent/ticks.toml",
+            "--no-cache",
+            "--audit",
+            "-",
+        ])
+        .err()
+        .expect("no such file");
+        assert!(
+            e.message.contains("cannot read the config"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -329,7 +329,11 @@ async fn state_is_a_subscribable_resource_with_merged_counts() {
         .client
         .read_resource(ReadResourceRequestParams::new("tick://nope/state"))
         .await;
-    assert!(missing.is_err(), "{missing:?}");
+    let missing = format!("{:?}", missing.expect_err("no such resource"));
+    assert!(
+        missing.contains("no resource `tick://nope/state`; this server has tick://"),
+        "{missing}"
+    );
     let (served, logged) = mcp.close().await;
     assert!(served.is_ok(), "{served:?}: {logged}");
 }

@@ -58,3 +58,37 @@ fn streamable_http_requires_the_bearer_token_it_was_given() {
     let auth = format!("Bearer {token}");
     initialize_http(&server, &[("Authorization", &auth)]);
 }
+
+/// A request id still being served in a session is refused for another
+/// request of that session (rmcp routes an answer by its id alone); other
+/// ids pass meanwhile, and once answered the id is free again.
+#[test]
+fn an_id_in_use_in_a_session_is_refused_until_its_request_is_answered() {
+    use tickbox_test_support::{eventually, TempDir};
+    let dir = TempDir::new("http-ids");
+    let (log, until) = (dir.path("log"), dir.path("go"));
+    let log_var = log.to_str().unwrap().to_string();
+    let server = HttpServer::start_with(crate::shifty(&[("SHIFTY_LOG", &log_var)]), |_| {});
+    let session = initialize_http(&server, &[]);
+    let with = [("Mcp-Session-Id", session.as_str())];
+    let ping = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
+    let sleep = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "sleep", "arguments": {"until": until.to_str().unwrap()}}});
+    std::thread::scope(|s| {
+        let first = s.spawn(|| server.post("/mcp", &with, &sleep));
+        let started = || std::fs::read_to_string(&log).is_ok_and(|t| !t.is_empty());
+        assert!(
+            eventually(crate::PATIENCE, started),
+            "the call reached the Tick"
+        );
+        let (status, _, m) = server.post("/mcp", &with, &ping(7));
+        assert_eq!(status, 400, "{m:?}");
+        assert_eq!(server.post("/mcp", &with, &ping(8)).0, 200, "another id");
+        std::fs::write(&until, "").unwrap();
+        let (status, _, m) = first.join().unwrap();
+        assert_eq!(status, 200);
+        let answered = |m: &Value| m["id"] == 7 && m.get("result").is_some();
+        assert!(m.iter().any(answered), "{m:?}");
+    });
+    assert_eq!(server.post("/mcp", &with, &ping(7)).0, 200, "free again");
+}

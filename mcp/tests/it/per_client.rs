@@ -139,6 +139,45 @@ fn assert_at_cap(error: &Value, bound: &str, limit: u64) {
     assert_eq!(error["data"]["limit"], limit, "{error}");
 }
 
+/// An instance that fails to start: the client's error carries what the
+/// Tick said escaped (here tool names with a CSI and a bidi override).
+#[test]
+fn an_instance_that_cannot_start_is_reported_with_the_ticks_text_escaped() {
+    let dir = tickbox_test_support::TempDir::new("per-client-hostile");
+    let started = dir.path("started");
+    // The template starts as itself; every later start names two tools alike.
+    let script = format!(
+        "if [ -e '{m}' ]; then exec python3 '{t}' \"x\u{9b}2J\u{202e}\" \"x\u{9b}2J\u{202e}\"; \
+         else touch '{m}'; exec python3 '{t}' echo; fi",
+        m = started.display(),
+        t = tickbox_test_support::tick("named.py"),
+    );
+    let launcher = crate::native(vec!["sh".into(), "-c".into(), script], &[]);
+    let server = serve(vec![Hosting {
+        per_client: Some((None, None)),
+        ..Hosting::shared(Some("named"), launcher)
+    }]);
+    let session = initialize_http(&server, &[]);
+    let m = request(
+        &server,
+        &session,
+        "tools/call",
+        json!({"name": "echo", "arguments": {}}),
+    );
+    let message = m["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{m}"));
+    assert!(message.contains("could not start an instance"), "{message}");
+    assert!(
+        message.contains("\\x9b2J") && message.contains("\\u{202e}"),
+        "{message}"
+    );
+    assert!(
+        !message.contains(['\u{9b}', '\u{202e}']),
+        "raw: {message:?}"
+    );
+}
+
 #[test]
 fn the_instance_caps_refuse_a_new_client_until_one_ends() {
     let server = serve(vec![counter(Some(2), None)]);
@@ -407,6 +446,31 @@ fn a_named_client_cannot_hold_every_session_and_keep_another_out() {
     // Positive control: the other client still gets in, while the host
     // is under its overall cap.
     initialize_http(&bob, &[]);
+}
+
+/// Sessions opened at once are counted against the caps one by one: a
+/// burst of one client's `initialize` requests opens exactly its cap.
+#[test]
+fn a_burst_of_initializes_opens_no_more_sessions_than_the_cap() {
+    use tickbox_mcp::http::MAX_SESSIONS_PER_CLIENT;
+    use tickbox_test_support::mcp_http::{try_initialize, Endpoint};
+    let server = HttpServer::start_setup(Setup::of(vec![shared_counter()]), named_clients);
+    let alice = Endpoint {
+        addr: server.addr.clone(),
+        token: Some(ALICE.into()),
+    };
+    let statuses: Vec<u16> = std::thread::scope(|s| {
+        let burst: Vec<_> = (0..2 * MAX_SESSIONS_PER_CLIENT)
+            .map(|_| s.spawn(|| try_initialize(&alice).0))
+            .collect();
+        burst.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let opened = statuses.iter().filter(|s| **s == 200).count();
+    assert_eq!(opened, MAX_SESSIONS_PER_CLIENT, "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 503),
+        "{statuses:?}"
+    );
 }
 
 #[test]

@@ -5,11 +5,11 @@
 //! the facade's names, and memory over 50,000 requests.
 
 use crate::raw::Raw;
-use crate::{shifty, PATIENCE};
+use crate::{native, shifty, Hosting, Setup, PATIENCE};
 use serde_json::{json, Value};
 use tickbox_mcp::{MAX_FRAME_BYTES, MAX_PENDING_REQUESTS};
 use tickbox_test_support::mcp_lines::tool_names;
-use tickbox_test_support::{eventually, status_kib, TempDir};
+use tickbox_test_support::{eventually, faulty, status_kib, TempDir};
 
 /// The `_meta` a 2026-07-28 request carries instead of a handshake.
 fn meta_2026() -> Value {
@@ -59,6 +59,37 @@ fn each_supported_revision_is_negotiated() {
         let (served, logged) = mcp.close();
         assert!(served.is_ok(), "{served:?}: {logged}");
     }
+}
+
+/// Ticks that stop answering `tick/describe` are asked at once when a
+/// client lists the tools: the listing waits one request timeout, not one
+/// for each such Tick, and lists their last catalogs.
+#[test]
+fn ticks_that_stop_describing_cost_a_listing_one_timeout_not_one_each() {
+    use tickbox_protocol::limits::REQUEST_TIMEOUT;
+    let silent = |name| Hosting::shared(Some(name), native(faulty("describe_once"), &[]));
+    let mut mcp = Raw::start_setup(Setup::of(vec![
+        silent("a"),
+        silent("b"),
+        silent("c"),
+        Hosting::shared(Some("s"), shifty(&[])),
+    ]));
+    mcp.initialize("2025-11-25");
+    let started = std::time::Instant::now();
+    let names = tool_names(&mcp.request(1, "tools/list", json!({})));
+    let took = started.elapsed();
+    for prefix in ["a_", "b_", "c_", "s_"] {
+        assert!(
+            names.iter().any(|n| n.starts_with(prefix)),
+            "{prefix}: {names:?}"
+        );
+    }
+    // Control: the Ticks were asked and did not answer (one timeout passed).
+    assert!(took >= REQUEST_TIMEOUT, "{took:?}");
+    // Asked one after another, the three would take three timeouts.
+    assert!(took < 2 * REQUEST_TIMEOUT, "{took:?}");
+    let (served, logged) = mcp.close();
+    assert!(served.is_ok(), "{served:?}: {logged}");
 }
 
 #[test]

@@ -37,6 +37,28 @@ fn an_entry_is_found_by_any_spelling_of_its_reference() {
     }
 }
 
+/// A digest reference names its manifest: a lock entry cannot send it to
+/// another one (the lock is a file a checkout can carry).
+#[test]
+fn an_entry_cannot_map_a_digest_reference_to_another_manifest() {
+    let (a, b) = (Digest::of(b"v1"), Digest::of(b"v2"));
+    let entry = |manifest: Digest| {
+        format!("version = 1\n[[tick]]\nreference = \"oci://localhost:5000/t/c@{a}\"\nmanifest = \"{manifest}\"\n")
+    };
+    let e = parse_lock(&entry(b), Path::new("x.lock"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("entry 1")
+            && e.contains(&format!("pinned to {a}"))
+            && e.contains(&b.to_string()),
+        "{e}"
+    );
+    // Control: the same entry with the digest it names is kept.
+    let lock = parse_lock(&entry(a), Path::new("x.lock")).unwrap();
+    assert_eq!(lock.entries()[0].manifest, a);
+}
+
 #[test]
 fn one_reference_twice_or_a_bad_entry_is_refused_naming_it() {
     let d = Digest::of(b"m");
