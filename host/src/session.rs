@@ -1007,6 +1007,9 @@ impl Drop for Ignored {
     }
 }
 
+/// Lines longer than this are parsed on the blocking pool ([`read_frames`]).
+const BLOCKING_PARSE_BYTES: usize = 64 * 1024;
+
 async fn read_frames(
     stdout: Box<dyn AsyncRead + Send + Unpin>,
     shared: Arc<Shared>,
@@ -1023,7 +1026,24 @@ async fn read_frames(
             Err(FrameError::Violation(v)) => break Trigger::Fault(v.into()),
             Err(FrameError::Io(e)) => break Trigger::Fault(EndReason::Io(e.to_string())),
         };
-        match parse_line(&line) {
+        // Parsing is linear in the line (up to the frame bound): a large
+        // one is parsed on the blocking pool, so a Tick writing big frames
+        // in a loop costs the async workers that serve everything else
+        // nothing but a hand-off. Lines stay in order: the next is read
+        // once this one is parsed.
+        let parsed = if line.len() > BLOCKING_PARSE_BYTES {
+            tokio::task::spawn_blocking(move || parse_line(&line))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Violation::InvalidJson {
+                        detail: "the parse did not finish".into(),
+                        excerpt: String::new(),
+                    })
+                })
+        } else {
+            parse_line(&line)
+        };
+        match parsed {
             Err(v) => break Trigger::Fault(v.into()),
             Ok(Incoming::Response { id, body }) => {
                 // Removing the entry frees the request's slot, whether or not
