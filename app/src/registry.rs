@@ -57,7 +57,7 @@ impl RegistrySettings {
             Some(source) => Some(source.clone()),
             None => {
                 let path = lock::default_path(self.beside.as_deref());
-                (self.locked || !nothing_at(&path)).then_some(Source {
+                (self.locked || !lock::nothing_at(&path)).then_some(Source {
                     path,
                     origin: Origin::DefaultPath,
                 })
@@ -85,7 +85,7 @@ impl RegistrySettings {
         Ok(settings
             .default_signers_file
             .clone()
-            .filter(|p| !nothing_at(p))
+            .filter(|p| !lock::nothing_at(p))
             .map(|path| Source {
                 path,
                 origin: Origin::DefaultPath,
@@ -111,14 +111,6 @@ impl RegistrySettings {
             deadlines: Default::default(),
         })
     }
-}
-
-/// Whether nothing at all is at a default file's path, the one case in
-/// which the file is absent. A link to nowhere or a path that cannot be
-/// looked at is something: it is read, and its error named, rather than
-/// taken for "no policy" (`Path::exists` says false for both).
-fn nothing_at(path: &Path) -> bool {
-    matches!(path.symlink_metadata(), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Reads and checks a signers policy.

@@ -613,7 +613,7 @@ impl Shared {
             true => Some(self.opening.lock().await),
             false => None,
         };
-        if opening.is_some() {
+        if opens_session {
             if let Err(busy) = self.room_for_a_session(&client_name).await {
                 return plain(StatusCode::SERVICE_UNAVAILABLE, &busy);
             }

@@ -122,11 +122,7 @@ pub fn read_text(path: &Path) -> Result<Option<String>, LockError> {
     };
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
-        // Absent only when nothing is there: a link to nowhere is a lock
-        // that cannot be read, never "no lock".
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.symlink_metadata().is_err() => {
-            return Ok(None)
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && nothing_at(path) => return Ok(None),
         Err(e) => return Err(bad(e.to_string())),
     };
     let mut text = Vec::new();
@@ -141,6 +137,15 @@ pub fn read_text(path: &Path) -> Result<Option<String>, LockError> {
     String::from_utf8(text)
         .map(Some)
         .map_err(|_| bad("not UTF-8 text".into()))
+}
+
+/// Whether nothing at all is at a file's path, the one case in which a
+/// lock, or a signers policy at its default path, is absent. A link to
+/// nowhere or a path that cannot be looked at is something: it is read,
+/// and its error named, rather than taken for "no lock" or "no policy"
+/// (`Path::exists` says false for both).
+pub fn nothing_at(path: &Path) -> bool {
+    matches!(path.symlink_metadata(), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// Writes a lock file whole: a new file beside it (created exclusively),

@@ -467,19 +467,13 @@ fn rename_within_grant(
 ) -> FsCall<'_, ()> {
     Box::new(async move {
         let s = store.data_mut();
-        if s.grant_handles
-            .crosses_a_metered_grant(fd.rep(), new_fd.rep())
-        {
+        let reps = [fd.rep(), new_fd.rep()];
+        if s.grant_handles.crosses_a_metered_grant(reps[0], reps[1]) {
             return Ok((Err(cross_grant("rename")),));
         }
-        let handles = &s.grant_handles;
-        if [fd.rep(), new_fd.rep()]
-            .iter()
-            .any(|r| handles.single_file(*r).is_some())
-        {
+        if s.grant_handles.touches_a_single_file(reps[0], reps[1]) {
             return Ok((Err(beside_a_granted_file("rename an entry")),));
         }
-        let reps = [fd.rep(), new_fd.rep()];
         let r =
             HostDescriptor::rename_at(&mut s.filesystem(), fd, old_path, new_fd, new_path).await;
         noted(s, &reps, true, r)
@@ -501,23 +495,17 @@ fn link_metered(
 ) -> FsCall<'_, ()> {
     Box::new(async move {
         let s = store.data_mut();
-        if s.grant_handles
-            .crosses_a_metered_grant(fd.rep(), new_fd.rep())
-        {
+        let reps = [fd.rep(), new_fd.rep()];
+        if s.grant_handles.crosses_a_metered_grant(reps[0], reps[1]) {
             return Ok((Err(cross_grant("hard link")),));
         }
-        let handles = &s.grant_handles;
-        if [fd.rep(), new_fd.rep()]
-            .iter()
-            .any(|r| handles.single_file(*r).is_some())
-        {
+        if s.grant_handles.touches_a_single_file(reps[0], reps[1]) {
             return Ok((Err(beside_a_granted_file("link an entry")),));
         }
-        let quotas = s.grant_handles.for_write(s.quota.as_ref(), new_fd.rep());
+        let quotas = s.grant_handles.for_write(s.quota.as_ref(), reps[1]);
         if let Err(code) = charge_entry(&quotas) {
             return Ok((Err(code),));
         }
-        let reps = [fd.rep(), new_fd.rep()];
         let r = HostDescriptor::link_at(
             &mut s.filesystem(),
             fd,

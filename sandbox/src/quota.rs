@@ -269,6 +269,13 @@ impl GrantHandles {
         }
     }
 
+    /// Whether either handle is under a single-file grant's private
+    /// directory ([`GrantHandles::single_file`]), where a rename or a link
+    /// would make or move an entry beside the granted file.
+    pub fn touches_a_single_file(&self, a: u32, b: u32) -> bool {
+        self.single_file(a).is_some() || self.single_file(b).is_some()
+    }
+
     /// The quotas a write through handle `rep` counts against: the Tick's,
     /// then its grant's.
     pub fn for_write(&self, tick: Option<&Quota>, rep: u32) -> Vec<Quota> {
